@@ -1,0 +1,20 @@
+"""Command-line interface: `fedevo problems | evaluate | search | resume | front | plot | retrain`.
+
+Every FedevoError (bad input a user can fix) becomes one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import FedevoError
+from .app import app
+from . import evaluate as _evaluate  # noqa: F401  (registers commands)
+
+
+def main(argv=None) -> None:
+    try:
+        app(args=argv, standalone_mode=True)
+    except FedevoError as e:
+        print(f"fedevo: error: {e}", file=sys.stderr)
+        sys.exit(2)

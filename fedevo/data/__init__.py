@@ -1,0 +1,1 @@
+"""Data: datasets as tensors, and their partition over clients."""

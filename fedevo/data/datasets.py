@@ -1,0 +1,153 @@
+"""Datasets as in-memory tensors (no DataLoader in the hot path).
+
+digits (scikit-learn, offline default), Fashion-MNIST (Debian's `dataset-fashion-mnist` or a --data-dir),
+MNIST and CIFAR-10 (torchvision, from a --data-dir; downloaded only when the user asks), synthetic (tests).
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from ..errors import DataNotFoundError, FedevoError
+
+DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
+DATASETS = ("digits", "fashion", "mnist", "cifar10", "synthetic")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    x_train: torch.Tensor  # (N, C, H, W) float32, normalised
+    y_train: torch.Tensor  # (N,) int64
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    num_classes: int
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        return tuple(self.x_train.shape[1:])
+
+
+def _normalise(x_train: torch.Tensor, x_test: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    dims = (0, 2, 3)
+    mean, std = x_train.mean(dims, keepdim=True), x_train.std(dims, keepdim=True).clamp_min(1e-6)
+    return ((x_train - mean) / std).contiguous(), ((x_test - mean) / std).contiguous()
+
+
+def _digits() -> Dataset:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    y = torch.tensor(d.target, dtype=torch.int64)
+    perm = torch.from_numpy(np.random.default_rng(0).permutation(len(y)))  # fixed split, not a run seed
+    n_train = int(0.8 * len(y))
+    tr, te = perm[:n_train], perm[n_train:]
+    xtr, xte = _normalise(x[tr], x[te])
+    return Dataset("digits", xtr, y[tr], xte, y[te], 10)
+
+
+def _read_idx(path: Path) -> torch.Tensor:
+    """An unsigned-byte IDX file (plain or .gz), the format torchvision reads: magic, big-endian dims, data."""
+    raw = gzip.open(path, "rb").read() if path.suffix == ".gz" else path.read_bytes()
+    if len(raw) < 4 or raw[:3] != b"\x00\x00\x08":
+        raise FedevoError(f"{str(path)!r} is not an unsigned-byte IDX file")
+    nd = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(nd)]
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * nd)
+    return torch.from_numpy(data.copy()).view(*dims)
+
+
+def _find_idx(root: Path, stem: str) -> Optional[Path]:
+    for sub in ("", "raw", "FashionMNIST/raw", "fashion-mnist"):
+        for suffix in ("", ".gz"):
+            p = root / sub / f"{stem}{suffix}"
+            if p.is_file():
+                return p
+    return None
+
+
+def _fashion(data_dir: Optional[str], download: bool) -> Dataset:
+    roots = [Path(data_dir)] if data_dir else []
+    roots.append(DEBIAN_FASHION)
+    stems = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+    for root in roots:
+        paths = [_find_idx(root, s) for s in stems]
+        if all(paths):
+            xtr, ytr, xte, yte = (_read_idx(p) for p in paths)
+            return _from_uint8("fashion", xtr, ytr, xte, yte)
+    if download and data_dir:
+        return _torchvision("fashion", data_dir, download=True)
+    raise DataNotFoundError(
+        "Fashion-MNIST not found" + (f" in {data_dir!r} or" if data_dir else " in")
+        + f" {DEBIAN_FASHION}; install it with `apt-get install dataset-fashion-mnist`, or pass --data-dir DIR "
+        "holding the four IDX files (add --download to fetch them with torchvision)")
+
+
+def _from_uint8(name, xtr, ytr, xte, yte) -> Dataset:
+    def img(x):
+        x = x.float() / 255.0
+        return x.unsqueeze(1) if x.dim() == 3 else x.permute(0, 3, 1, 2)
+    a, b = _normalise(img(xtr), img(xte))
+    return Dataset(name, a, ytr.long(), b, yte.long(), 10)
+
+
+def _torchvision(name: str, data_dir: Optional[str], download: bool) -> Dataset:
+    import torchvision.datasets as tvd
+
+    cls = {"mnist": tvd.MNIST, "cifar10": tvd.CIFAR10, "fashion": tvd.FashionMNIST}[name]
+    if not data_dir:
+        raise DataNotFoundError(f"dataset {name!r} needs --data-dir DIR (torchvision layout); "
+                                f"add --download to fetch it there with torchvision")
+    if not Path(data_dir).is_dir() and not download:
+        raise DataNotFoundError(f"data dir {data_dir!r} does not exist; create it and add --download to fetch "
+                                f"{name} with torchvision, or point --data-dir at an existing copy")
+    try:
+        tr = cls(data_dir, train=True, download=download)
+        te = cls(data_dir, train=False, download=download)
+    except RuntimeError as e:
+        raise DataNotFoundError(f"{name} not found in {data_dir!r} ({e}); add --download to fetch it with "
+                                "torchvision") from None
+    def tensors(ds):
+        x = torch.as_tensor(np.asarray(ds.data))
+        y = torch.as_tensor(np.asarray(ds.targets))
+        return x, y
+    return _from_uint8(name, *tensors(tr), *tensors(te))
+
+
+def synthetic(*, n_train: int = 600, n_test: int = 200, shape=(1, 8, 8), num_classes: int = 10,
+              seed: int = 0, noise: float = 1.0) -> Dataset:
+    """Gaussian class clusters: learnable, tiny, made on the spot (for tests)."""
+    g = torch.Generator().manual_seed(seed)
+    centers = torch.randn(num_classes, *shape, generator=g)
+
+    def make(n):
+        y = torch.arange(n) % num_classes
+        y = y[torch.randperm(n, generator=g)]
+        x = centers[y] + noise * torch.randn(n, *shape, generator=g)
+        return x, y
+    xtr, ytr = make(n_train)
+    xte, yte = make(n_test)
+    a, b = _normalise(xtr, xte)
+    return Dataset("synthetic", a, ytr, b, yte, num_classes)
+
+
+@functools.lru_cache(maxsize=4)
+def load_dataset(name: str, data_dir: Optional[str] = None, download: bool = False) -> Dataset:
+    """Load (and cache per process, so a worker reuses it across evaluations) a dataset by name."""
+    if name == "digits":
+        return _digits()
+    if name == "fashion":
+        return _fashion(data_dir, download)
+    if name in ("mnist", "cifar10"):
+        return _torchvision(name, data_dir, download)
+    if name == "synthetic":
+        return synthetic()
+    raise FedevoError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")

@@ -1,0 +1,1 @@
+"""Federated simulation: batched local training (engine), the FedAvg loop (rounds), aggregation, simulate()."""

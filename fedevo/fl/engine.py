@@ -1,0 +1,89 @@
+"""Local training of many clients at once.
+
+Clients are trained in chunks of ~10 through all their epochs (their weights stay in cache), with stacked weights
+and batched matmuls, in-place updates into preallocated buffers. Unequal local datasets are handled by a padded
+batch schedule whose per-sample weights are 1/|batch| (0 for padding), so a client with fewer batches simply
+idles. The per-step privacy transform (seed 004) plugs in through `StepHook`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Protocol, Sequence
+
+import numpy as np
+import torch
+
+
+class StepHook(Protocol):
+    """Called once per local step, batched over the chunk's clients."""
+
+    def coefficients(self, grads: list[torch.Tensor], active: torch.Tensor, lr: float) -> torch.Tensor:
+        """Per-client step size (c,) applied to `grads` (e.g. lr·min(1, S/‖g‖) for clipping)."""
+
+    def after_step(self, params: list[torch.Tensor], masks: list[Optional[torch.Tensor]], active: torch.Tensor) -> None:
+        """Post-step transform of the parameters in place (e.g. add Gaussian noise)."""
+
+
+def batch_schedule(sizes: Sequence[int], *, epochs: int, batch_size: int,
+                   gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Local positions (c, steps, B) and per-sample weights (c, steps, B) for `epochs` shuffled passes.
+
+    Client k runs E·⌈n_k/B⌉ steps; its last batch of each epoch may be short (weights 1/len), then it idles
+    (weights 0) until the longest client is done.
+    """
+    c = len(sizes)
+    per_epoch = [-(-n // batch_size) for n in sizes]
+    steps = epochs * max(per_epoch)
+    pos = torch.zeros(c, steps, batch_size, dtype=torch.int64)
+    wts = torch.zeros(c, steps, batch_size)
+    for k, n in enumerate(sizes):
+        s = 0
+        for _ in range(epochs):
+            perm = torch.randperm(n, generator=gen)
+            for start in range(0, n, batch_size):
+                b = perm[start:start + batch_size]
+                pos[k, s, : len(b)] = b
+                wts[k, s, : len(b)] = 1.0 / len(b)
+                s += 1
+    return pos, wts
+
+
+def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, torch.Tensor], x: torch.Tensor,
+                  y: torch.Tensor, client_indices: Sequence[np.ndarray], *, epochs: int, batch_size: int, lr: float,
+                  gen: torch.Generator, hook: Optional[StepHook] = None) -> list[torch.Tensor]:
+    """Train one chunk of clients from the global model; returns their stacked parameters (c, ...).
+
+    x, y: the whole training set; client_indices: each client's rows of it.
+    """
+    c = len(client_indices)
+    sizes = [len(ix) for ix in client_indices]
+    pos, wts = batch_schedule(sizes, epochs=epochs, batch_size=batch_size, gen=gen)
+    width = max(sizes)
+    table = torch.zeros(c, width, dtype=torch.int64)
+    for k, ix in enumerate(client_indices):
+        table[k, : len(ix)] = torch.as_tensor(ix, dtype=torch.int64)
+    rows = torch.gather(table, 1, pos.view(c, -1)).view_as(pos)  # (c, steps, B) rows of x
+    active_steps = wts.sum(-1) > 0  # (c, steps)
+    params = [p.unsqueeze(0).repeat(c, *([1] * p.dim())).contiguous() for p in global_params]
+    mask_list = [masks.get(i) for i in range(len(params))]
+    feat = x.shape[1:]
+    xbuf = torch.empty(c * batch_size, *feat, dtype=x.dtype)
+    for s in range(pos.shape[1]):
+        r = rows[:, s].reshape(-1)
+        torch.index_select(x, 0, r, out=xbuf)
+        xb = xbuf.view(c, batch_size, *feat)
+        yb = y[r].view(c, batch_size)
+        grads = model.grads(params, xb, yb, wts[:, s])
+        for g, m in zip(grads, mask_list):
+            if m is not None:
+                g.mul_(m)
+        active = active_steps[:, s]
+        coef = hook.coefficients(grads, active, lr) if hook is not None else None
+        for p, g in zip(params, grads):
+            if coef is None:
+                p.sub_(g, alpha=lr)
+            else:
+                p.addcmul_(g, coef.view(c, *([1] * (g.dim() - 1))), value=-1.0)
+        if hook is not None:
+            hook.after_step(params, mask_list, active)
+    return params

@@ -1,0 +1,106 @@
+"""The FedAvg loop: sample clients, lose some uploads, train the rest in chunks, privatise uploads, aggregate,
+SET prune/regrow, evaluate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from ..config import SimConfig
+from ..data.datasets import Dataset
+from ..data.partition import Partition
+from ..errors import DivergedError
+from ..models.sparse import erdos_renyi_masks, omega as count_omega, prune_regrow
+from .aggregate import weighted_mean
+from .engine import train_clients
+
+
+@dataclass
+class RoundsOutcome:
+    params: list[torch.Tensor]
+    masks: dict
+    omega: int
+    comm: float  # mean upload cost per round per client slot (Ω·C when every upload is full)
+    accuracy_curve: list = field(default_factory=list)  # (round, mean client acc, global acc)
+    step_hook: object = None
+    upload: object = None
+    arrivals: np.ndarray = None  # per client: rounds whose upload reached the server
+
+
+def client_accuracies(model, params, data: Dataset, part: Partition) -> tuple[np.ndarray, float]:
+    """Accuracy of the global model on each client's test split, and on the whole test set."""
+    with torch.no_grad():
+        correct = torch.cat([model.logits(params, xb).argmax(1) == yb
+                             for xb, yb in zip(data.x_test.split(2048), data.y_test.split(2048))]).numpy()
+    per_client = np.array([correct[ix].mean() if len(ix) else np.nan for ix in part.test])
+    return per_client, float(correct.mean())
+
+
+def flat_active(model, masks: dict) -> torch.Tensor:
+    return torch.cat([masks[i].reshape(-1) if i in masks else torch.ones(int(np.prod(s)))
+                      for i, s in enumerate(model.shapes)])
+
+
+def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: torch.Generator,
+               step_hook=None, upload_factory: Optional[Callable] = None, eval_every: int = 0,
+               on_round: Optional[Callable[[int], None]] = None) -> RoundsOutcome:
+    K, p = cfg.data.clients, cfg.sampled_per_round
+    params = model.init(gen)
+    masks = erdos_renyi_masks(model.shapes, model.fc_weight_ids, cfg.alpha, gen)
+    for i, m in masks.items():
+        params[i].mul_(m)
+    omega = count_omega(model.shapes, masks)
+    upload = upload_factory(flat_active(model, masks)) if upload_factory else None
+    sizes = part.sizes
+    dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
+    model.compute_dtype = dtype
+    x_train = data.x_train.to(dtype)  # once per run, not per chunk
+    comm_total, curve = 0.0, []
+    arrivals = np.zeros(K, dtype=np.int64)
+    for t in range(cfg.rounds):
+        sampled = torch.randperm(K, generator=gen)[:p].numpy()
+        lost = (torch.rand(p, generator=gen) < cfg.upload_loss).numpy()
+        comm_total += float(lost.sum()) * omega  # a lost upload still cost its bytes
+        arrived = np.sort(sampled[~lost])
+        arrivals[arrived] += 1
+        deltas_all, weights = [], []
+        for start in range(0, len(arrived), cfg.chunk_clients):
+            chunk = arrived[start:start + cfg.chunk_clients]
+            local = train_clients(model, params, masks, x_train, data.y_train, [part.train[k] for k in chunk],
+                                  epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, gen=gen, hook=step_hook)
+            flat = torch.cat([(lp - gp).reshape(len(chunk), -1) for lp, gp in zip(local, params)], dim=1)
+            del local
+            if upload is not None:
+                flat, cost = upload(flat, chunk, omega)
+            else:
+                cost = np.full(len(chunk), float(omega))
+            comm_total += float(cost.sum())
+            deltas_all.append(flat)
+            weights.append(sizes[chunk])
+        agg = None
+        if deltas_all:
+            agg = weighted_mean(torch.cat(deltas_all), torch.as_tensor(np.concatenate(weights), dtype=torch.float32))
+            if not torch.isfinite(agg).all():
+                raise DivergedError(f"non-finite update in round {t + 1}")
+            offset, agg_list = 0, []
+            for i, s in enumerate(model.shapes):
+                n = int(np.prod(s))
+                a = agg[offset:offset + n].view(s)
+                offset += n
+                params[i].add_(a * masks[i] if i in masks else a)
+                agg_list.append(a)
+            prune_regrow(params, masks, agg_list, cfg.xi, gen)
+        if step_hook is not None:
+            step_hook.end_round()
+        if upload is not None:
+            upload.end_round(agg)
+        if eval_every and ((t + 1) % eval_every == 0 or t + 1 == cfg.rounds):
+            per_client, glob = client_accuracies(model, params, data, part)
+            curve.append((t + 1, float(np.nanmean(per_client)), glob))
+        if on_round is not None:
+            on_round(t + 1)
+    return RoundsOutcome(params=params, masks=masks, omega=omega, comm=comm_total / (cfg.rounds * K),
+                         accuracy_curve=curve, step_hook=step_hook, upload=upload, arrivals=arrivals)

@@ -1,0 +1,72 @@
+"""simulate(SimConfig, seed) -> EvaluationResult: data → partition → model/SET → rounds → objectives."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from ..config import SimConfig
+from ..data.datasets import load_dataset
+from ..data.partition import partition
+from ..errors import DivergedError
+from ..models import build_model
+from ..privacy.noise import NoiseSource
+from ..result import EvaluationResult
+from .rounds import client_accuracies, run_rounds
+
+
+def _privacy_transforms(cfg: SimConfig, noise: NoiseSource):
+    from ..privacy.mechanisms import StepLDP, UpdateLDP
+
+    pc = cfg.privacy
+    if pc.mechanism == "step":
+        return StepLDP(sigma=pc.sigma, clip=pc.clip, noise=noise), None
+    if pc.mechanism == "update":
+        def factory(active):
+            store = None
+            if pc.recall:
+                from ..privacy.recall import RecallStore
+                store = RecallStore(num_params=active.numel())
+            return UpdateLDP(sigma=pc.sigma, clip=pc.clip, beta=pc.beta, clients=cfg.data.clients, active=active,
+                             noise=noise, recall=store, tau=pc.tau, similarity=pc.similarity)
+        return None, factory
+    return None, None
+
+
+def simulate(cfg: SimConfig, *, seed: int = 0, eps_objective: str = "eps", eval_every: int = 0,
+             progress: Optional[Callable[[int], None]] = None) -> EvaluationResult:
+    t0 = time.perf_counter()
+    data = load_dataset(cfg.data.dataset, cfg.data.data_dir, cfg.data.download)
+    dc = cfg.data
+    part = partition(data.y_train.numpy(), data.y_test.numpy(), scheme=dc.partition, clients=dc.clients,
+                     num_classes=data.num_classes, seed=seed, shards_per_client=dc.shards_per_client,
+                     shard_size=dc.shard_size, dirichlet_alpha=dc.dirichlet_alpha, test_fraction=dc.test_fraction)
+    model = build_model(cfg.arch, data.input_shape, data.num_classes)
+    gen = torch.Generator().manual_seed(seed)
+    noise = NoiseSource(seed + 1)
+    step_hook, upload_factory = _privacy_transforms(cfg, noise)
+    try:
+        out = run_rounds(cfg, model, data, part, gen=gen, step_hook=step_hook, upload_factory=upload_factory,
+                         eval_every=eval_every, on_round=progress)
+    except DivergedError as e:
+        return EvaluationResult(error=1.0, comm=math.inf, eps=math.inf, eps_paper=math.inf, accuracy_global=0.0,
+                                omega=0, status="diverged", wall_s=time.perf_counter() - t0, rounds=cfg.rounds,
+                                message=str(e))
+    finally:
+        noise.close()
+    per_client, glob = client_accuracies(model, out.params, data, part)
+    if not all(torch.isfinite(p).all() for p in out.params):
+        return EvaluationResult(error=1.0, comm=math.inf, eps=math.inf, eps_paper=math.inf, accuracy_global=0.0,
+                                omega=out.omega, status="diverged", wall_s=time.perf_counter() - t0,
+                                rounds=cfg.rounds, message="non-finite parameters")
+    from ..privacy.report import privacy_report
+
+    priv = privacy_report(cfg, out, part)
+    return EvaluationResult(
+        error=float(1.0 - np.nanmean(per_client)), comm=out.comm, eps=priv.pop("eps"), eps_paper=priv.pop("eps_paper"),
+        accuracy_global=glob, omega=out.omega, status="ok", wall_s=time.perf_counter() - t0, rounds=cfg.rounds,
+        accuracy_curve=tuple(tuple(c) for c in out.accuracy_curve), privacy=priv)

@@ -1,0 +1,16 @@
+"""Models built from genes (stacked for many clients at once) and SET sparsity."""
+
+from __future__ import annotations
+
+from ..config import CNNArch, MLPArch
+
+
+def build_model(arch, input_shape: tuple, num_classes: int):
+    from .cnn import StackedCNN
+    from .mlp import StackedMLP
+
+    if isinstance(arch, MLPArch):
+        return StackedMLP(arch, input_shape, num_classes)
+    if isinstance(arch, CNNArch):
+        return StackedCNN(arch, input_shape, num_classes)
+    raise TypeError(f"unknown architecture {arch!r}")

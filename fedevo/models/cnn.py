@@ -1,0 +1,84 @@
+"""CNN built from genes, trained for many clients at once with torch.func (vmap over per-client grads).
+
+Layout: `conv_layers` × [conv k×k ('same' padding), ReLU, 2×2 max-pool while the map is ≥ 4 px], flatten,
+`layers` × [FC `units`, ReLU], FC to the classes. Parameters are a flat list
+[conv_w0, conv_b0, ..., W0, b0, ...] with FC W (d_in, d_out) and b (1, d_out) as in StackedMLP.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.func import grad, vmap
+
+from ..config import CNNArch
+
+
+class StackedCNN:
+    kind = "cnn"
+
+    def __init__(self, arch: CNNArch, input_shape: tuple, num_classes: int):
+        ch, h, _ = input_shape
+        self.conv_shapes, self.pool = [], []
+        c_in, size = ch, h
+        for _ in range(arch.conv_layers):
+            self.conv_shapes.append((arch.channels, c_in, arch.kernel, arch.kernel))
+            pool = size >= 4
+            self.pool.append(pool)
+            size = size // 2 if pool else size
+            c_in = arch.channels
+        self.flat = c_in * size * size
+        self.dims = [self.flat] + [arch.units] * arch.layers + [num_classes]
+        self.shapes = []
+        for s in self.conv_shapes:
+            self.shapes += [s, (s[0],)]
+        n_conv = len(self.shapes)
+        for a, b in zip(self.dims[:-1], self.dims[1:]):
+            self.shapes += [(a, b), (1, b)]
+        self.n_conv = n_conv
+        self.fc_weight_ids = tuple(range(n_conv, len(self.shapes), 2))
+        self.padding = arch.kernel // 2
+        self._vgrad = vmap(grad(self._loss), in_dims=(0, 0, 0, 0))
+
+    def init(self, gen: torch.Generator) -> list[torch.Tensor]:
+        """PyTorch's default Conv2d/Linear init (uniform ±1/√fan_in)."""
+        out = []
+        for s in self.shapes:
+            if len(s) == 4:
+                fan_in = s[1] * s[2] * s[3]
+            elif len(s) == 1:
+                fan_in = out[-1][0].numel()
+            elif s[0] == 1:
+                fan_in = out[-1].shape[0]
+            else:
+                fan_in = s[0]
+            bound = 1.0 / math.sqrt(fan_in)
+            out.append((torch.rand(*s, generator=gen) * 2 - 1) * bound)
+        return out
+
+    def _forward(self, params, x):
+        h = x
+        for i, pool in enumerate(self.pool):
+            h = F.relu(F.conv2d(h, params[2 * i], params[2 * i + 1], padding=self.padding))
+            if pool:
+                h = F.max_pool2d(h, 2)
+        h = h.flatten(1)
+        fc = params[self.n_conv:]
+        n = len(fc) // 2
+        for i in range(n):
+            h = torch.addmm(fc[2 * i + 1], h, fc[2 * i])
+            if i < n - 1:
+                h = F.relu(h)
+        return h
+
+    def _loss(self, params, x, y, w):
+        return (F.cross_entropy(self._forward(params, x), y, reduction="none") * w).sum()
+
+    def logits(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return self._forward(params, x)
+
+    def grads(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:
+        """Per-client gradients of Σ_b w_b·CE; x (c,B,C,H,W)."""
+        return list(self._vgrad(list(params), x, y, w))

@@ -1,0 +1,99 @@
+"""MLP as stacked weights with a hand-written backward pass.
+
+Many clients train at once: every tensor carries a leading client dimension c, forward and backward are
+batched matmuls into preallocated buffers. Autograd is skipped because for these small matrices its bookkeeping
+and fresh allocations cost more than the arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..config import MLPArch
+
+
+class StackedMLP:
+    """Parameters are [W0, b0, W1, b1, ...] with W (d_in, d_out), b (1, d_out); stacked copies add a dim c."""
+
+    kind = "mlp"
+
+    def __init__(self, arch: MLPArch, input_shape: tuple, num_classes: int):
+        d_in = math.prod(input_shape)
+        self.dims = [d_in] + [arch.units] * arch.layers + [num_classes]
+        self.shapes = []
+        for a, b in zip(self.dims[:-1], self.dims[1:]):
+            self.shapes += [(a, b), (1, b)]
+        self.fc_weight_ids = tuple(range(0, len(self.shapes), 2))  # SET masks these
+        self._buf: dict = {}
+        self.compute_dtype = torch.float32
+
+    def init(self, gen: torch.Generator) -> list[torch.Tensor]:
+        """PyTorch nn.Linear's default init (Kaiming-uniform weights, uniform biases)."""
+        out = []
+        for a, b in zip(self.dims[:-1], self.dims[1:]):
+            bound = 1.0 / math.sqrt(a)
+            out.append((torch.rand(a, b, generator=gen) * 2 - 1) * bound)
+            out.append((torch.rand(1, b, generator=gen) * 2 - 1) * bound)
+        return out
+
+    def logits(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """Global (unstacked) model on x (N, ...)."""
+        h = x.reshape(x.shape[0], -1)
+        n = len(params) // 2
+        for i in range(n):
+            h = torch.addmm(params[2 * i + 1], h, params[2 * i])
+            if i < n - 1:
+                h.relu_()
+        return h
+
+    def _buffer(self, key, shape, dtype=torch.float32) -> torch.Tensor:
+        t = self._buf.get(key)
+        if t is None or t.shape != shape or t.dtype != dtype:
+            t = self._buf[key] = torch.empty(shape, dtype=dtype)
+        return t
+
+    def grads(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:
+        """Gradients of Σ_b w_b·CE(f(x_b), y_b) for every client; x (c,B,d), y (c,B) int64, w (c,B).
+
+        With `compute_dtype` bfloat16 the matmuls run in bf16 (about 4× the fp32 throughput on AVX-512 BF16
+        CPUs) on bf16 copies of the fp32 master weights; softmax and the returned gradients' use stay fp32-safe.
+        The returned tensors are reused buffers: consume them before the next call.
+        """
+        dt = self.compute_dtype
+        c, bsz = y.shape
+        n = len(params) // 2
+        if dt != params[0].dtype:
+            ws = []
+            for i in range(n):
+                wb = self._buffer(("wc", i), params[2 * i].shape, dt)
+                wb.copy_(params[2 * i])
+                bb = self._buffer(("bc", i), params[2 * i + 1].shape, dt)
+                bb.copy_(params[2 * i + 1])
+                ws += [wb, bb]
+        else:
+            ws = params
+        hs = [x.reshape(c, bsz, -1).to(dt)]
+        for i in range(n):
+            z = self._buffer(("h", i), (c, bsz, self.dims[i + 1]), dt)
+            torch.baddbmm(ws[2 * i + 1], hs[-1], ws[2 * i], out=z)
+            if i < n - 1:
+                z.relu_()
+            hs.append(z)
+        delta = torch.softmax(hs[-1], dim=-1, dtype=torch.float32)  # dL/dlogits, in fp32
+        delta.scatter_add_(2, y.unsqueeze(-1), torch.full((c, bsz, 1), -1.0))
+        delta.mul_(w.unsqueeze(-1))
+        out: list = [None] * len(params)
+        delta_c = delta.to(dt)
+        for i in range(n - 1, -1, -1):
+            gw = self._buffer(("gw", i), params[2 * i].shape, dt)
+            torch.bmm(hs[i].transpose(1, 2), delta_c, out=gw)
+            out[2 * i] = gw
+            out[2 * i + 1] = delta.sum(1, keepdim=True)
+            if i > 0:
+                nd = self._buffer(("d", i), hs[i].shape, dt)
+                torch.bmm(delta_c, ws[2 * i].transpose(1, 2), out=nd)
+                delta_c = torch.ops.aten.threshold_backward(nd, hs[i], 0)  # ReLU': one fused kernel
+                delta = delta_c if dt == torch.float32 else delta_c.float()
+        return out

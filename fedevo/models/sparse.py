@@ -1,0 +1,69 @@
+"""SET sparsity (Mocanu et al. 2018; seed 004 §2.2 eq. 2).
+
+Each fully-connected weight matrix n_in × n_out is an Erdős–Rényi mask with connection probability
+ε = α(n_in + n_out)/(n_in·n_out), capped at 1. The connection count is drawn exactly (round(ε·n_in·n_out)),
+so Ω is a deterministic function of the architecture and α, and prune/regrow keeps it constant.
+Conv layers and biases stay dense.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+
+def density(alpha: float, n_in: int, n_out: int) -> float:
+    return min(1.0, alpha * (n_in + n_out) / (n_in * n_out))
+
+
+def erdos_renyi_masks(shapes: list[tuple], weight_ids: tuple, alpha: Optional[float],
+                      gen: torch.Generator) -> dict[int, torch.Tensor]:
+    """{param index: float mask} for the FC weights; empty when dense (alpha None) or when every density is 1."""
+    masks = {}
+    if alpha is None:
+        return masks
+    for i in weight_ids:
+        n_in, n_out = shapes[i]
+        total = n_in * n_out
+        k = max(1, round(density(alpha, n_in, n_out) * total))
+        if k >= total:
+            continue
+        m = torch.zeros(total)
+        m[torch.randperm(total, generator=gen)[:k]] = 1.0
+        masks[i] = m.view(n_in, n_out)
+    return masks
+
+
+def omega(shapes: list[tuple], masks: dict[int, torch.Tensor]) -> int:
+    """Active parameters: mask ones for masked weights, everything else dense."""
+    total = 0
+    for i, s in enumerate(shapes):
+        total += int(masks[i].sum().item()) if i in masks else int(torch.Size(s).numel())
+    return total
+
+
+def prune_regrow(params: list[torch.Tensor], masks: dict[int, torch.Tensor], update: list[torch.Tensor],
+                 xi: float, gen: torch.Generator) -> None:
+    """In place: drop the fraction xi of active weights with the smallest |update|, regrow as many at random
+    inactive positions (new weights start at 0), keeping each layer's connection count."""
+    if xi <= 0:
+        return
+    for i, m in masks.items():
+        flat_m = m.view(-1)
+        active = flat_m.nonzero().squeeze(1)
+        n_drop = int(xi * active.numel())
+        inactive = (flat_m == 0).nonzero().squeeze(1)
+        n_drop = min(n_drop, inactive.numel())
+        if n_drop == 0:
+            continue
+        mag = update[i].reshape(-1)[active].abs()
+        # ties (e.g. all-zero updates) broken at random so pruning carries no positional bias
+        order = torch.argsort(mag + 1e-12 * torch.rand(mag.shape, generator=gen) * (mag.max() + 1e-30))
+        drop = active[order[:n_drop]]
+        grow = inactive[torch.randperm(inactive.numel(), generator=gen)[:n_drop]]
+        flat_m[drop] = 0.0
+        flat_m[grow] = 1.0
+        w = params[i].view(-1)
+        w[drop] = 0.0
+        w[grow] = 0.0

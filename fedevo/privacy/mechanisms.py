@@ -1,0 +1,146 @@
+"""Local DP mechanisms as transforms that plug into the simulator's two seams.
+
+- `StepLDP` (seed 004 Alg. 3) is a per-step hook of the batched engine: clip each client's batch gradient to S,
+  step, then add N(0, σ²) to every active parameter.
+- `UpdateLDP` (ULDP-FED, seed 000 Alg. 1) transforms each client's round update Δ before upload: clip to
+  C_k = C₀·e^(−β·k) (k = that client's participation count), add N(0, (σ·C_k)²) on active coordinates, and
+  optionally recall an earlier noisy update instead (see `recall.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .noise import NoiseSource
+
+
+def _col(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return v.view(-1, *([1] * (like.dim() - 1)))
+
+
+def batch_norms(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """L2 norm per client (leading dim) over a list of stacked tensors, without materialising squares."""
+    sq = None
+    for t in tensors:
+        n = torch.linalg.vector_norm(t.reshape(t.shape[0], -1), dim=1, dtype=torch.float32)
+        sq = n * n if sq is None else sq.add_(n * n)
+    return sq.sqrt_()
+
+
+class StepLDP:
+    """Seed 004 per-step LDP. clip=None: S is the median of the unclipped gradient norms of the previous round
+    (of the first step, for round 1) — the paper's choice; that median is not itself privatised."""
+
+    def __init__(self, *, sigma: float, clip: Optional[float], noise: NoiseSource):
+        self.sigma = sigma
+        self.fixed = clip
+        self.S = clip
+        self.noise = noise
+        self._round_norms: list[torch.Tensor] = []
+        self.clips: list[float] = []  # S used in each round
+        self._buf: dict = {}
+
+    def coefficients(self, grads, active, lr):
+        norms = batch_norms(grads)
+        live = norms[active]
+        if live.numel():
+            self._round_norms.append(live)
+            if self.S is None:
+                self.S = float(live.median())
+        s = self.S if self.S is not None else 1.0
+        return (s / norms.clamp_min(1e-12)).clamp_(max=1.0).mul_(lr).mul_(active)
+
+    def after_step(self, params, masks, active):
+        all_active = bool(active.all())
+        for i, (p, m) in enumerate(zip(params, masks)):
+            buf = self._buf.get(i)
+            if buf is None or buf.shape != p.shape:
+                buf = self._buf[i] = torch.empty_like(p)
+            self.noise.fill_(buf, self.sigma)
+            if m is not None:
+                buf.mul_(m)
+            if not all_active:
+                buf.mul_(_col(active.to(buf.dtype), buf))
+            p.add_(buf)
+
+    def end_round(self) -> None:
+        if self.S is not None:
+            self.clips.append(self.S)
+        if self.fixed is None and self._round_norms:
+            self.S = float(torch.cat(self._round_norms).median())
+        self._round_norms = []
+
+
+class UpdateLDP:
+    """ULDP-FED upload transform over flat updates (c, P); `active` (P,) marks the coordinates that exist."""
+
+    def __init__(self, *, sigma: float, clip: float, beta: float, clients: int, active: torch.Tensor,
+                 noise: NoiseSource, recall=None, tau: float = 0.0, similarity: str = "sign"):
+        self.sigma, self.clip0, self.beta = sigma, clip, beta
+        self.active = active
+        self.noise = noise
+        self.recall = recall
+        self.tau = tau
+        self.similarity = similarity
+        self.participations = np.zeros(clients, dtype=np.int64)  # rounds that spent budget, per client
+        self.recalls = np.zeros(clients, dtype=np.int64)
+        self.last_global: Optional[torch.Tensor] = None  # last aggregated noisy update (flat)
+        self.clips_used: list[float] = []
+
+    def thresholds(self, clients: np.ndarray) -> np.ndarray:
+        return self.clip0 * np.exp(-self.beta * self.participations[clients])
+
+    def __call__(self, deltas: torch.Tensor, clients: np.ndarray, omega: int) -> tuple[torch.Tensor, np.ndarray]:
+        """Privatise in place; returns (uploads as the server uses them, upload cost per client)."""
+        ck = torch.as_tensor(self.thresholds(clients), dtype=deltas.dtype)
+        norms = torch.linalg.vector_norm(deltas, dim=1)
+        deltas.mul_((ck / norms.clamp_min(1e-12)).clamp_(max=1.0).unsqueeze(1))
+        noise = self.noise.fill_(torch.empty_like(deltas), 1.0)
+        noise.mul_((self.sigma * ck).unsqueeze(1)).mul_(self.active)
+        deltas.add_(noise)
+        cost = np.full(len(clients), float(omega))
+        spent = np.ones(len(clients), dtype=bool)
+        if self.recall is not None and self.last_global is not None:
+            from .recall import cosine, sign_agreement
+
+            sim_fn = sign_agreement if self.similarity == "sign" else cosine
+            low = (sim_fn(deltas, self.last_global) < self.tau).numpy()
+            if low.any():
+                ids = np.flatnonzero(low)
+                found, stored, _ = self.recall.best_match(clients[ids], self.last_global, self.similarity)
+                found = found.numpy() if isinstance(found, torch.Tensor) else np.asarray(found)
+                use = ids[found]
+                if len(use):
+                    deltas[torch.as_tensor(use)] = stored[torch.as_tensor(found)].to(deltas.dtype)
+                    cost[use] = 1.0
+                    spent[use] = False
+        self.clips_used.extend(ck[torch.as_tensor(spent)].tolist())
+        if self.recall is not None and spent.any():
+            self.recall.add(clients[spent], deltas[torch.as_tensor(spent)])
+        self.participations[clients[spent]] += 1
+        self.recalls[clients[~spent]] += 1
+        return deltas, cost
+
+    def end_round(self, aggregate_flat: Optional[torch.Tensor]) -> None:
+        if aggregate_flat is not None:
+            self.last_global = aggregate_flat.clone()
+
+    def summary(self) -> dict:
+        clips = self.clips_used
+        return {"recalls": int(self.recalls.sum()), "spent_rounds_max": int(self.participations.max(initial=0)),
+                "spent_rounds_mean": float(self.participations.mean()),
+                "clip_min": min(clips) if clips else None, "clip_max": max(clips) if clips else None,
+                "clip_mean": float(np.mean(clips)) if clips else None}
+
+
+def clip_stats(values: list[float]) -> dict:
+    if not values:
+        return {}
+    return {"clip_min": min(values), "clip_max": max(values), "clip_mean": float(np.mean(values)),
+            "clip_last": values[-1]}
+
+
+__all__ = ["StepLDP", "UpdateLDP", "batch_norms", "clip_stats"]

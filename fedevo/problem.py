@@ -1,0 +1,226 @@
+"""Problem files: a dataset × model search space in TOML, and its decoding into a SimConfig.
+
+A problem file fixes the setting (dataset, partition, K, rounds, epochs, batch, mechanism, δ) and declares the
+decision variables (genes) with type, bounds and default. `Problem.sim_config(params)` validates a gene
+assignment and builds the frozen SimConfig that the simulator runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from .config import CNNArch, DataConfig, MLPArch, PrivacyConfig, SimConfig
+from .errors import FedevoError
+
+# Where each known parameter goes. Genes and --params overrides may only use these names.
+ARCH_KEYS = {"mlp": ("layers", "units"), "cnn": ("conv_layers", "channels", "kernel", "layers", "units")}
+SIM_KEYS = ("rounds", "epochs", "batch_size", "lr", "participation", "alpha", "xi", "upload_loss", "precision",
+            "chunk_clients")
+PRIVACY_KEYS = ("mechanism", "sigma", "clip", "beta", "tau", "recall", "similarity", "max_participations",
+                "delta", "eps_budget")
+DATA_KEYS = ("partition", "clients", "shards_per_client", "shard_size", "dirichlet_alpha", "test_fraction")
+GENE_TYPES = ("int", "real", "choice")
+EPS_OBJECTIVES = ("eps", "eps_paper")
+OBJECTIVES = ("error", "comm", "eps")
+
+
+def problems_dir() -> Path:
+    """The bundled problem files (top-level `problems/` of the checkout)."""
+    return Path(__file__).resolve().parent.parent / "problems"
+
+
+@dataclass(frozen=True)
+class Gene:
+    name: str
+    type: str
+    low: Optional[float] = None
+    high: Optional[float] = None
+    default: Any = None
+    choices: tuple = ()
+    log: bool = False  # sample/mutate on a log scale (encoded as log10 in the search space)
+
+    def __post_init__(self):
+        if self.type not in GENE_TYPES:
+            raise FedevoError(f"gene {self.name!r}: unknown type {self.type!r}; use one of {', '.join(GENE_TYPES)}")
+        if self.type == "choice":
+            if not self.choices:
+                raise FedevoError(f"gene {self.name!r}: type 'choice' needs a non-empty 'choices' list")
+            if self.default is not None and self.default not in self.choices:
+                raise FedevoError(f"gene {self.name!r}: default {self.default!r} is not one of {list(self.choices)}")
+        else:
+            if self.low is None or self.high is None or not self.low <= self.high:
+                raise FedevoError(f"gene {self.name!r}: needs numeric 'low' <= 'high'")
+            if self.log and self.low <= 0:
+                raise FedevoError(f"gene {self.name!r}: a log-scale gene needs low > 0")
+            if self.default is not None:
+                self.check(self.default)
+
+    def check(self, value: Any) -> Any:
+        """Validate one value of this gene; returns it with its proper Python type."""
+        if self.type == "choice":
+            if value not in self.choices:
+                raise FedevoError(f"gene {self.name!r}: {value!r} is not one of {list(self.choices)}")
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise FedevoError(f"gene {self.name!r}: expected a number, got {value!r}")
+        if self.type == "int":
+            if isinstance(value, float) and not value.is_integer():
+                raise FedevoError(f"gene {self.name!r}: expected an integer, got {value!r}")
+            value = int(value)
+        else:
+            value = float(value)
+            if not math.isfinite(value):
+                raise FedevoError(f"gene {self.name!r}: {value!r} is not finite")
+        if not self.low <= value <= self.high:
+            raise FedevoError(f"gene {self.name!r}: {value!r} is out of bounds [{self.low:g}, {self.high:g}]")
+        return value
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A search problem read from a TOML file."""
+
+    name: str
+    dataset: str
+    model: str
+    genes: tuple[Gene, ...]
+    fixed: Mapping[str, Any] = field(default_factory=dict)  # every non-gene setting, by parameter name
+    eps_objective: str = "eps"
+    constraints: Mapping[str, float] = field(default_factory=dict)  # objective name -> upper bound
+    description: str = ""
+    path: Optional[str] = None
+
+    @property
+    def gene_names(self) -> tuple[str, ...]:
+        return tuple(g.name for g in self.genes)
+
+    def gene(self, name: str) -> Gene:
+        for g in self.genes:
+            if g.name == name:
+                return g
+        raise KeyError(name)
+
+    def known_keys(self) -> tuple[str, ...]:
+        return ARCH_KEYS[self.model] + SIM_KEYS + PRIVACY_KEYS + DATA_KEYS
+
+    def defaults(self) -> dict[str, Any]:
+        return {g.name: g.default for g in self.genes if g.default is not None}
+
+    def resolve(self, params: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+        """Fixed settings ← gene defaults ← `params`, each gene checked against its bounds and type."""
+        params = dict(params or {})
+        known = set(self.known_keys())
+        unknown = sorted(k for k in params if k not in known)
+        if unknown:
+            raise FedevoError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for problem {self.name!r}; "
+                              f"known: {', '.join(sorted(known))}")
+        merged = {**self.fixed, **self.defaults()}
+        for k, v in params.items():
+            merged[k] = self.gene(k).check(v) if k in self.gene_names else v
+        missing = [g.name for g in self.genes if g.name not in merged]
+        if missing:
+            raise FedevoError(f"gene(s) {', '.join(missing)} have no default; pass them in params")
+        return merged
+
+    def sim_config(self, params: Optional[Mapping[str, Any]] = None, *, rounds: Optional[int] = None,
+                   data_dir: Optional[str] = None, download: bool = False) -> SimConfig:
+        p = self.resolve(params)
+        if rounds is not None:
+            p["rounds"] = rounds
+        pick = lambda keys: {k: p[k] for k in keys if k in p}  # noqa: E731
+        arch_cls = MLPArch if self.model == "mlp" else CNNArch
+        data = DataConfig(dataset=self.dataset, data_dir=data_dir, download=download, **pick(DATA_KEYS))
+        try:
+            return SimConfig(data=data, arch=arch_cls(**pick(ARCH_KEYS[self.model])),
+                             privacy=PrivacyConfig(**pick(PRIVACY_KEYS)), **pick(SIM_KEYS))
+        except TypeError as e:  # wrong value types that dataclasses don't coerce
+            raise FedevoError(f"problem {self.name!r}: {e}") from None
+
+
+def _gene_from_toml(name: str, spec: Any) -> Gene:
+    if not isinstance(spec, dict):
+        raise FedevoError(f"gene {name!r}: expected a table like {{ type = \"real\", low = 0, high = 1 }}")
+    extra = set(spec) - {"type", "low", "high", "default", "choices", "log"}
+    if extra:
+        raise FedevoError(f"gene {name!r}: unknown key(s) {', '.join(sorted(extra))}")
+    return Gene(name=name, type=spec.get("type", "real"), low=spec.get("low"), high=spec.get("high"),
+                default=spec.get("default"), choices=tuple(spec.get("choices", ())), log=bool(spec.get("log", False)))
+
+
+def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = None) -> Problem:
+    """Build a Problem from a parsed TOML document; every mistake is a FedevoError naming the key."""
+    top = {"name", "description", "dataset", "model", "eps_objective", "data", "train", "privacy", "genes",
+           "constraints"}
+    extra = set(doc) - top
+    if extra:
+        raise FedevoError(f"problem {name!r}: unknown key(s) {', '.join(sorted(extra))}; known: {', '.join(sorted(top))}")
+    for req in ("dataset", "model", "genes"):
+        if req not in doc:
+            raise FedevoError(f"problem {name!r}: missing required key {req!r}")
+    model = doc["model"]
+    if model not in ARCH_KEYS:
+        raise FedevoError(f"problem {name!r}: unknown model {model!r}; use 'mlp' or 'cnn'")
+    fixed: dict[str, Any] = {}
+    for section, keys in (("data", DATA_KEYS), ("train", SIM_KEYS + ARCH_KEYS[model]), ("privacy", PRIVACY_KEYS)):
+        table = doc.get(section, {})
+        bad = set(table) - set(keys)
+        if bad:
+            raise FedevoError(f"problem {name!r}: unknown key(s) in [{section}]: {', '.join(sorted(bad))}; "
+                              f"known: {', '.join(keys)}")
+        fixed.update(table)
+    genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
+    allowed = set(ARCH_KEYS[model] + SIM_KEYS + PRIVACY_KEYS + DATA_KEYS)
+    for g in genes:
+        if g.name not in allowed:
+            raise FedevoError(f"problem {name!r}: unknown gene {g.name!r}; genes may be {', '.join(sorted(allowed))}")
+    eps_obj = doc.get("eps_objective", "eps")
+    if eps_obj not in EPS_OBJECTIVES:
+        raise FedevoError(f"problem {name!r}: eps_objective must be one of {EPS_OBJECTIVES}, got {eps_obj!r}")
+    constraints = dict(doc.get("constraints", {}))
+    for k, v in constraints.items():
+        if k not in OBJECTIVES or not isinstance(v, (int, float)):
+            raise FedevoError(f"problem {name!r}: constraint {k}={v!r}; constraints bound {', '.join(OBJECTIVES)} by a number")
+    prob = Problem(name=doc.get("name", name), dataset=doc["dataset"], model=model, genes=genes, fixed=fixed,
+                   eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path)
+    prob.sim_config()  # validate the defaults once, at load time
+    return prob
+
+
+def load_problem(name_or_path: str) -> Problem:
+    """A bundled problem by name (`digits_mlp`) or a TOML file by path."""
+    p = Path(name_or_path)
+    if p.suffix != ".toml" and not p.exists():
+        p = problems_dir() / f"{name_or_path}.toml"
+        if not p.exists():
+            avail = ", ".join(list_problems()) or "none"
+            raise FedevoError(f"unknown problem {name_or_path!r}; bundled problems: {avail} (or pass a .toml path)")
+    if not p.is_file():
+        raise FedevoError(f"problem file {str(p)!r} does not exist")
+    try:
+        doc = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise FedevoError(f"malformed problem file {str(p)!r}: {e}") from None
+    return parse_problem(doc, name=p.stem, path=str(p))
+
+
+def list_problems() -> list[str]:
+    return sorted(f.stem for f in problems_dir().glob("*.toml"))
+
+
+def parse_params(text: Optional[str]) -> dict[str, Any]:
+    """--params: a JSON object, or a path to a JSON file."""
+    if not text:
+        return {}
+    src = Path(text).read_text() if not text.lstrip().startswith("{") and Path(text).is_file() else text
+    try:
+        obj = json.loads(src)
+    except json.JSONDecodeError as e:
+        raise FedevoError(f"--params is not valid JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise FedevoError("--params must be a JSON object like '{\"lr\": 0.1}'")
+    return obj

@@ -1,0 +1,61 @@
+import json
+
+import pytest
+
+from fedevo.cli import main
+
+
+def run(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def test_evaluate_json(tiny_problem, capsys):
+    code, out, err = run(["evaluate", "--problem", tiny_problem.path, "--json", "--seed", "1"], capsys)
+    assert code == 0, err
+    d = json.loads(out)
+    for key in ("error", "accuracy_global", "comm", "omega", "eps", "eps_paper", "status", "wall_s"):
+        assert key in d
+    assert d["status"] == "ok" and 0 <= d["error"] <= 1
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["evaluate", "--problem", "nope"], "unknown problem"),
+    (["evaluate", "--params", '{"lr": 99}'], "out of bounds"),
+    (["evaluate", "--params", '{"units": 1.5}'], "expected an integer"),
+    (["evaluate", "--params", '{"wings": 2}'], "unknown parameter"),
+    (["evaluate", "--params", "{oops"], "not valid JSON"),
+    (["evaluate", "--problem", "mnist_mlp"], "--data-dir"),
+    (["evaluate", "--problem", "mnist_mlp", "--data-dir", "/nonexistent/dir"], "does not exist"),
+    (["evaluate", "--params", '{"mechanism": "update", "sigma": 0}'], "'sigma'"),
+    (["evaluate", "--params", '{"delta": 1.5}'], "delta must be in"),
+    (["evaluate", "--params", '{"mechanism": "laplace"}'], "unknown mechanism"),
+])
+def test_bad_input_one_line_exit_2(argv, msg, capsys):
+    code, out, err = run(argv + ["--quiet"], capsys)
+    assert code == 2
+    assert msg in err and err.count("\n") == 1 and out == ""
+
+
+def test_malformed_toml(tmp_path, capsys):
+    f = tmp_path / "x.toml"
+    f.write_text("dataset = [")
+    code, _, err = run(["evaluate", "--problem", str(f), "--quiet"], capsys)
+    assert code == 2 and "malformed problem file" in err
+
+
+def test_fashion_absent(tmp_path, monkeypatch, capsys):
+    from fedevo.data import datasets
+
+    datasets.load_dataset.cache_clear()
+    monkeypatch.setattr(datasets, "DEBIAN_FASHION", tmp_path / "absent")
+    code, _, err = run(["evaluate", "--problem", "fashion_mlp", "--quiet", "--rounds", "1"], capsys)
+    datasets.load_dataset.cache_clear()
+    assert code == 2 and "dataset-fashion-mnist" in err
+
+
+def test_problems_lists(capsys):
+    code, out, _ = run(["problems"], capsys)
+    assert code == 0 and "digits_mlp" in out and "cifar10_cnn" in out

@@ -1,0 +1,34 @@
+import fedevo  # noqa: F401  (sets the OpenMP wait policy before torch loads)
+import pytest
+
+
+@pytest.fixture
+def tiny_problem(tmp_path):
+    """A problem file on synthetic data that trains in well under a second."""
+    from fedevo.problem import load_problem
+
+    path = tmp_path / "tiny.toml"
+    path.write_text("""
+name = "tiny"
+dataset = "synthetic"
+model = "mlp"
+[data]
+partition = "iid"
+clients = 6
+[train]
+rounds = 3
+epochs = 1
+batch_size = 16
+upload_loss = 0.0
+[privacy]
+mechanism = "none"
+clip = 1.0
+[genes]
+layers = { type = "int", low = 1, high = 2, default = 1 }
+units = { type = "int", low = 8, high = 32, default = 16 }
+lr = { type = "real", low = 0.01, high = 0.5, default = 0.2 }
+participation = { type = "real", low = 0.1, high = 1.0, default = 1.0 }
+alpha = { type = "real", low = 1, high = 8, default = 4 }
+xi = { type = "real", low = 0.0, high = 0.5, default = 0.2 }
+""")
+    return load_problem(str(path))

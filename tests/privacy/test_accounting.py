@@ -1,0 +1,264 @@
+import inspect
+import math
+import time
+
+import pytest
+from opacus.accountants import RDPAccountant
+
+from fedevo.errors import FedevoError
+from fedevo.privacy import accounting as acc
+from fedevo.privacy.accounting import (ORDERS, ORDERS_SAMPLED, calibrate_noise_multiplier, calibrate_sigma_step,
+                                       calibrate_sigma_update, eps_gaussian, eps_paper_step, eps_paper_update,
+                                       eps_step, eps_update, eps_update_sampled, eps_update_varying,
+                                       step_noise_multiplier, user_noise_multiplier)
+
+# (sample_rate, noise_multiplier, steps, delta) -> (eps with fedevo's orders, eps with Opacus' default alphas),
+# computed once with opacus 1.6.0.
+PINNED = [
+    ((1.0, 1.0, 10, 1e-5), 19.05359753163139, 19.05359753163139),
+    ((0.1, 1.1, 300, 1e-4), 10.161563449601969, 10.101089668574222),
+    ((0.01, 0.8, 1000, 1e-5), 3.725240221247612, 3.695428832544017),
+    ((0.5, 2.0, 50, 1e-3), 7.914976350521082, 7.867361416814011),
+    ((0.05, 0.5, 5, 1e-4), 7.452592330168857, 7.243648495001606),
+    ((1.0, 5.0, 1, 1e-4), 0.6757913423715121, 0.6740384116635987),
+]
+
+
+@pytest.mark.parametrize("args,pinned,pinned_default", PINNED)
+def test_eps_gaussian_pinned_and_equal_to_opacus_accountant(args, pinned, pinned_default):
+    q, z, n, d = args
+    eps = eps_gaussian(noise_multiplier=z, sample_rate=q, steps=n, delta=d)
+    assert eps == pytest.approx(pinned, rel=1e-9)
+    live = RDPAccountant()
+    live.history = [(z, q, n)]
+    assert eps == live.get_epsilon(d, alphas=list(ORDERS if q == 1 else ORDERS_SAMPLED))
+    default = eps_gaussian(noise_multiplier=z, sample_rate=q, steps=n, delta=d, orders=RDPAccountant.DEFAULT_ALPHAS)
+    assert default == live.get_epsilon(d) == pytest.approx(pinned_default, rel=1e-9)
+    # the coarser order grid may only loosen the bound, by little
+    assert pinned_default <= eps <= 1.05 * pinned_default
+
+
+@pytest.mark.parametrize("z", [0.022, 0.3, 1.0])
+def test_less_sampling_never_costs_more(z):
+    eps = [eps_gaussian(noise_multiplier=z, sample_rate=q, steps=5, delta=1e-4) for q in (0.01, 0.1, 0.5, 0.9, 1.0)]
+    assert all(a < b for a, b in zip(eps, eps[1:]))
+
+
+@pytest.mark.filterwarnings("ignore:Optimal order")  # the live accountant on the coarse grid
+def test_sampled_grid_widens_for_very_large_eps():
+    # optimum below order 1.5: the answer is Opacus' on the full grid, not the coarse one
+    live = RDPAccountant()
+    live.history = [(0.1, 0.1, 5)]
+    eps = eps_gaussian(noise_multiplier=0.1, sample_rate=0.1, steps=5, delta=1e-4)
+    assert eps == live.get_epsilon(1e-4, alphas=list(ORDERS)) < live.get_epsilon(1e-4, alphas=list(ORDERS_SAMPLED))
+
+
+def test_accountant_stepping_matches_history():
+    a = RDPAccountant()
+    for _ in range(40):
+        a.step(noise_multiplier=1.3, sample_rate=0.2)
+    assert eps_gaussian(noise_multiplier=1.3, sample_rate=0.2, steps=40, delta=1e-5) == a.get_epsilon(
+        1e-5, alphas=list(ORDERS_SAMPLED))
+
+
+@pytest.mark.parametrize("args", [(1.0, 1.0, 10, 1e-5), (0.1, 1.1, 300, 1e-4), (0.01, 0.8, 1000, 1e-5)])
+def test_rdp_bound_upper_bounds_the_exact_pld_epsilon(args):
+    dpa = pytest.importorskip("dp_accounting")
+    from dp_accounting import pld
+
+    q, z, n, d = args
+    inner = dpa.GaussianDpEvent(z)
+    event = dpa.SelfComposedDpEvent(inner if q == 1 else dpa.PoissonSampledDpEvent(q, inner), n)
+    exact = pld.PLDAccountant(value_discretization_interval=1e-3).compose(event).get_epsilon(d)
+    eps = eps_gaussian(noise_multiplier=z, sample_rate=q, steps=n, delta=d)
+    assert exact <= eps <= 1.3 * exact
+
+
+def test_zero_steps_is_zero():
+    assert eps_gaussian(noise_multiplier=1.0, sample_rate=0.1, steps=0, delta=1e-5) == 0.0
+    assert eps_update(sigma=1.0, participations=0, delta=1e-5) == 0.0
+    assert eps_update_varying(noise_multipliers=[], delta=1e-5) == 0.0
+
+
+# ---------------------------------------------------------------- step mechanism
+def test_step_multiplier_is_sigma_over_twice_lr_clip_root_epochs():
+    z = step_noise_multiplier(sigma=0.05, lr=0.1, clip=2.0, epochs=4)
+    assert z == pytest.approx(0.05 / (2 * 0.1 * 2.0 * 2.0))
+
+
+def test_eps_step_no_sampling_is_one_gaussian_over_all_steps():
+    # σ=0.05, lr=0.1, S=1, E=5, 5 rounds: 25 steps of multiplier 0.25 = one Gaussian of multiplier 0.25/5
+    eps = eps_step(sigma=0.05, lr=0.1, clip=1.0, epochs=5, participation=1.0, rounds=5, delta=1e-4)
+    assert eps == pytest.approx(eps_gaussian(noise_multiplier=0.05, sample_rate=1.0, steps=1, delta=1e-4), rel=1e-12)
+
+
+def test_eps_step_sampled_is_subsampled_gaussian_per_round():
+    eps = eps_step(sigma=0.3, lr=0.05, clip=1.5, epochs=3, participation=0.1, rounds=200, delta=1e-5)
+    z = 0.3 / (2 * 0.05 * 1.5 * math.sqrt(3))
+    assert eps == eps_gaussian(noise_multiplier=z, sample_rate=0.1, steps=200, delta=1e-5)
+
+
+def test_eps_step_sensitivity_scales_with_lr_and_clip():
+    kw = dict(epochs=2, participation=0.2, rounds=50, delta=1e-5)
+    base = eps_step(sigma=1.0, lr=0.1, clip=1.0, **kw)
+    assert eps_step(sigma=2.0, lr=0.2, clip=1.0, **kw) == pytest.approx(base, rel=1e-12)
+    assert eps_step(sigma=2.0, lr=0.1, clip=2.0, **kw) == pytest.approx(base, rel=1e-12)
+    assert eps_step(sigma=1.0, lr=0.2, clip=1.0, **kw) > base
+
+
+def test_per_round_clips_are_bounded_by_their_max():
+    kw = dict(sigma=0.5, lr=0.1, epochs=5, participation=0.3, rounds=3, delta=1e-4)
+    assert eps_step(clip=[0.4, 1.2, 0.9], **kw) == eps_step(clip=1.2, **kw)
+
+
+# ---------------------------------------------------------------- update mechanism
+def test_user_multiplier_by_adjacency():
+    assert user_noise_multiplier(sigma=1.4) == pytest.approx(0.7)  # replace: sensitivity 2·C_k
+    assert user_noise_multiplier(sigma=1.4, adjacency="zero_out") == 1.4  # sensitivity C_k
+
+
+def test_eps_update_is_gaussian_composition_over_participations():
+    assert eps_update(sigma=2.0, participations=30, delta=1e-5) == eps_gaussian(
+        noise_multiplier=1.0, sample_rate=1.0, steps=30, delta=1e-5)
+    assert eps_update(sigma=1.0, participations=30, delta=1e-5, adjacency="zero_out") == eps_gaussian(
+        noise_multiplier=1.0, sample_rate=1.0, steps=30, delta=1e-5)
+
+
+def test_eps_update_varying_matches_constant_and_composes_exactly():
+    const = eps_update(sigma=1.5, participations=8, delta=1e-5)
+    assert eps_update_varying(noise_multipliers=[1.5] * 8, delta=1e-5) == pytest.approx(const, rel=1e-12)
+    # 1/z² adds: multipliers (1, 1) with replace → z = (0.5⁻² + 0.5⁻²)^(-1/2) = 0.5/√2
+    two = eps_update_varying(noise_multipliers=[1.0, 1.0], delta=1e-5)
+    assert two == pytest.approx(eps_gaussian(noise_multiplier=0.5 / math.sqrt(2), sample_rate=1.0, steps=1,
+                                             delta=1e-5), rel=1e-12)
+
+
+def test_eps_update_sampled_is_subsampled_gaussian():
+    assert eps_update_sampled(sigma=1.1, sample_rate=0.1, rounds=300, delta=1e-4) == eps_gaussian(
+        noise_multiplier=1.1, sample_rate=0.1, steps=300, delta=1e-4)
+
+
+# ---------------------------------------------------------------- paper formulas
+def test_eps_paper_step_hand_computed():
+    # S=1.5, m=300 → Δs=0.01; C=0.1, T=5, δ=1e-4, σ=0.05
+    expected = (2 * 1.5 / 300) * math.sqrt(2 * 0.1 * 5 * math.log(1 / 1e-4)) / 0.05
+    got = eps_paper_step(clip=1.5, min_local_size=300, participation=0.1, rounds=5, sigma=0.05, delta=1e-4)
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert got == pytest.approx(0.6069709, rel=1e-6)
+
+
+def test_eps_paper_update_hand_computed():
+    expected = 2 * 0.1 * math.sqrt(50 * math.log(1e5)) / 1.2
+    got = eps_paper_update(sigma=1.2, sample_rate=0.1, max_participations=50, delta=1e-5)
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert got == pytest.approx(3.998771, rel=1e-6)
+
+
+# ---------------------------------------------------------------- monotonicity
+@pytest.mark.parametrize("participation", [1.0, 0.1])
+def test_eps_step_monotone(participation):
+    kw = dict(lr=0.1, clip=1.0, epochs=2, participation=participation, delta=1e-5)
+    by_rounds = [eps_step(sigma=2.0, rounds=t, **kw) for t in (1, 2, 5, 20, 100)]
+    assert all(a < b for a, b in zip(by_rounds, by_rounds[1:]))
+    by_sigma = [eps_step(sigma=s, rounds=20, **kw) for s in (0.5, 1.0, 2.0, 4.0)]
+    assert all(a > b for a, b in zip(by_sigma, by_sigma[1:]))
+
+
+def test_eps_update_monotone():
+    by_n = [eps_update(sigma=2.0, participations=n, delta=1e-5) for n in (1, 2, 10, 50)]
+    assert all(a < b for a, b in zip(by_n, by_n[1:]))
+    by_t = [eps_update_sampled(sigma=1.0, sample_rate=0.1, rounds=t, delta=1e-5) for t in (10, 100, 300)]
+    assert all(a < b for a, b in zip(by_t, by_t[1:]))
+    by_s = [eps_update(sigma=s, participations=10, delta=1e-5) for s in (0.5, 1.0, 2.0, 8.0)]
+    assert all(a > b for a, b in zip(by_s, by_s[1:]))
+    assert [eps_paper_update(sigma=s, sample_rate=0.1, max_participations=50, delta=1e-5) for s in (1, 2)] == \
+        sorted([eps_paper_update(sigma=s, sample_rate=0.1, max_participations=50, delta=1e-5) for s in (1, 2)],
+               reverse=True)
+
+
+# ---------------------------------------------------------------- target-ε mode
+@pytest.mark.parametrize("target", [0.5, 2.0, 8.0])
+@pytest.mark.parametrize("participation,rounds", [(1.0, 5), (0.1, 300), (0.5, 5)])
+def test_calibrate_sigma_step_within_one_percent(target, participation, rounds):
+    kw = dict(lr=0.1, clip=1.0, epochs=5, participation=participation, rounds=rounds)
+    sigma = calibrate_sigma_step(target_eps=target, delta=1e-4, **kw)
+    eps = eps_step(sigma=sigma, delta=1e-4, **kw)
+    assert 0.99 * target <= eps <= target
+
+
+@pytest.mark.parametrize("kw", [dict(participations=30), dict(participations=30, adjacency="zero_out"),
+                                dict(sample_rate=0.1, rounds=300)])
+def test_calibrate_sigma_update_within_one_percent(kw):
+    sigma = calibrate_sigma_update(target_eps=4.0, delta=1e-5, **kw)
+    if "participations" in kw:
+        eps = eps_update(sigma=sigma, delta=1e-5, **kw)
+    else:
+        eps = eps_update_sampled(sigma=sigma, delta=1e-5, **kw)
+    assert 0.99 * 4.0 <= eps <= 4.0
+
+
+@pytest.mark.filterwarnings("ignore:Optimal order")  # raised inside Opacus' own search
+def test_calibrate_noise_multiplier_agrees_with_opacus_get_noise_multiplier():
+    from opacus.accountants.utils import get_noise_multiplier
+
+    ours = calibrate_noise_multiplier(target_eps=3.0, sample_rate=0.05, steps=200, delta=1e-5)
+    theirs = get_noise_multiplier(target_epsilon=3.0, target_delta=1e-5, sample_rate=0.05, steps=200,
+                                  epsilon_tolerance=0.001)
+    assert ours == pytest.approx(theirs, rel=0.02)  # different order grids
+
+
+# ---------------------------------------------------------------- errors, style, speed
+BAD = [
+    (eps_gaussian, dict(noise_multiplier=0.0, sample_rate=0.1, steps=1, delta=1e-5), "noise_multiplier"),
+    (eps_gaussian, dict(noise_multiplier=1.0, sample_rate=1.5, steps=1, delta=1e-5), "sample_rate"),
+    (eps_gaussian, dict(noise_multiplier=1.0, sample_rate=0.1, steps=-1, delta=1e-5), "steps"),
+    (eps_gaussian, dict(noise_multiplier=1.0, sample_rate=0.1, steps=1.5, delta=1e-5), "steps"),
+    (eps_gaussian, dict(noise_multiplier=1.0, sample_rate=0.1, steps=1, delta=0.0), "delta"),
+    (eps_gaussian, dict(noise_multiplier=1.0, sample_rate=0.1, steps=1, delta=1.0), "delta"),
+    (eps_step, dict(sigma=-1.0, lr=0.1, clip=1.0, epochs=1, participation=1.0, rounds=1, delta=1e-5), "sigma"),
+    (eps_step, dict(sigma=1.0, lr=0.0, clip=1.0, epochs=1, participation=1.0, rounds=1, delta=1e-5), "lr"),
+    (eps_step, dict(sigma=1.0, lr=0.1, clip=[], epochs=1, participation=1.0, rounds=1, delta=1e-5), "clip"),
+    (eps_step, dict(sigma=1.0, lr=0.1, clip=[1.0, -2.0], epochs=1, participation=1.0, rounds=1, delta=1e-5),
+     "clip"),
+    (eps_step, dict(sigma=1.0, lr=0.1, clip=1.0, epochs=0, participation=1.0, rounds=1, delta=1e-5), "epochs"),
+    (eps_step, dict(sigma=1.0, lr=0.1, clip=1.0, epochs=1, participation=0.0, rounds=1, delta=1e-5),
+     "participation"),
+    (eps_step, dict(sigma=1.0, lr=0.1, clip=1.0, epochs=1, participation=1.0, rounds=-3, delta=1e-5), "rounds"),
+    (eps_update, dict(sigma=1.0, participations=-1, delta=1e-5), "participations"),
+    (eps_update, dict(sigma=1.0, participations=3, delta=1e-5, adjacency="add"), "adjacency"),
+    (eps_update_varying, dict(noise_multipliers=[1.0, 0.0], delta=1e-5), "sigma"),
+    (eps_update_sampled, dict(sigma=float("nan"), sample_rate=0.1, rounds=3, delta=1e-5), "sigma"),
+    (eps_paper_step, dict(clip=1.0, min_local_size=0, participation=1.0, rounds=5, sigma=0.1, delta=1e-4),
+     "min_local_size"),
+    (eps_paper_update, dict(sigma=1.0, sample_rate=0.1, max_participations=-5, delta=1e-5), "max_participations"),
+    (calibrate_sigma_update, dict(target_eps=1.0, delta=1e-5), "participations"),
+    (calibrate_sigma_update, dict(target_eps=1.0, delta=1e-5, participations=3, sample_rate=0.1, rounds=3),
+     "participations"),
+    (calibrate_sigma_update, dict(target_eps=1.0, delta=1e-5, sample_rate=0.1), "rounds"),
+    (calibrate_sigma_step, dict(target_eps=0.0, delta=1e-5, lr=0.1, clip=1.0, epochs=1, participation=1.0,
+                                rounds=1), "target_eps"),
+    (calibrate_noise_multiplier, dict(target_eps=1.0, sample_rate=0.1, steps=0, delta=1e-5), "steps"),
+]
+
+
+@pytest.mark.parametrize("fn,kwargs,name", BAD, ids=[f"{f.__name__}-{n}-{i}" for i, (f, _, n) in enumerate(BAD)])
+def test_bad_input_raises_fedevo_error_naming_the_value(fn, kwargs, name):
+    with pytest.raises(FedevoError, match=name) as info:
+        fn(**kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_public_functions_are_keyword_only():
+    for name in acc.__all__:
+        fn = getattr(acc, name)
+        if callable(fn):
+            kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
+            assert kinds <= {inspect.Parameter.KEYWORD_ONLY}, name
+
+
+def test_fast_enough_for_one_call_per_evaluation():
+    t = time.perf_counter()
+    for q in (0.1, 0.3, 1.0):
+        eps_step(sigma=0.5, lr=0.1, clip=1.0, epochs=5, participation=q, rounds=300, delta=1e-4)
+        eps_update_sampled(sigma=1.0, sample_rate=q, rounds=300, delta=1e-4)
+    assert (time.perf_counter() - t) / 6 < 0.15  # typically ~10 ms

@@ -1,0 +1,58 @@
+import pytest
+
+from fedevo.errors import FedevoError
+from fedevo.problem import list_problems, load_problem, parse_params
+
+
+def test_bundled_problems_load():
+    names = list_problems()
+    for required in ("digits_mlp", "fashion_mlp", "fashion_cnn", "mnist_mlp", "mnist_cnn", "cifar10_cnn"):
+        assert required in names
+    for n in names:
+        p = load_problem(n)
+        assert p.genes and p.sim_config() is not None
+
+
+def test_gene_defaults_and_overrides(tiny_problem):
+    cfg = tiny_problem.sim_config({"lr": 0.3, "units": 20})
+    assert cfg.lr == 0.3 and cfg.arch.units == 20 and cfg.arch.layers == 1
+
+
+@pytest.mark.parametrize("params, msg", [
+    ({"lr": 5.0}, "out of bounds"),
+    ({"units": 12.5}, "expected an integer"),
+    ({"units": "many"}, "expected a number"),
+    ({"bogus": 1}, "unknown parameter"),
+    ({"mechanism": "magic"}, "unknown mechanism"),
+])
+def test_bad_params(tiny_problem, params, msg):
+    with pytest.raises(FedevoError, match=msg):
+        tiny_problem.sim_config(params)
+
+
+def test_unknown_problem():
+    with pytest.raises(FedevoError, match="unknown problem 'nope'.*digits_mlp"):
+        load_problem("nope")
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("dataset = \"digits\"\nmodel = ", "malformed"),
+    ("dataset = \"digits\"\nmodel = \"mlp\"\n[genes]\nwings = { type = \"int\", low = 1, high = 2 }", "unknown gene 'wings'"),
+    ("dataset = \"digits\"\nmodel = \"rnn\"\n[genes]\n", "unknown model"),
+    ("model = \"mlp\"\n[genes]\n", "missing required key 'dataset'"),
+    ("dataset = \"digits\"\nmodel = \"mlp\"\n[genes]\nlr = { type = \"real\", low = 1, high = 0 }", "low' <= 'high"),
+    ("dataset = \"digits\"\nmodel = \"mlp\"\n[train]\nspeed = 3\n[genes]\n", "unknown key"),
+])
+def test_malformed_problem_files(tmp_path, text, msg):
+    f = tmp_path / "bad.toml"
+    f.write_text(text)
+    with pytest.raises(FedevoError, match=msg):
+        load_problem(str(f))
+
+
+def test_parse_params():
+    assert parse_params('{"lr": 0.1}') == {"lr": 0.1}
+    with pytest.raises(FedevoError, match="not valid JSON"):
+        parse_params("{lr: 0.1}")
+    with pytest.raises(FedevoError, match="JSON object"):
+        parse_params("[1, 2]")

@@ -75,6 +75,7 @@ class PrivacyConfig:
     max_participations: Optional[int] = None  # r of ULDP-FED (None: unlimited)
     delta: float = 1e-4
     eps_budget: Optional[float] = None  # per-user budget for the ULDP-FED ledger (None: no ledger)
+    target_eps: Optional[float] = None  # calibrate sigma so that the accountant's ε meets this (None: use sigma)
 
     def __post_init__(self):
         _check(self.mechanism in MECHANISMS,
@@ -82,7 +83,16 @@ class PrivacyConfig:
         _check(0.0 < self.delta < 1.0, f"delta must be in (0, 1), got {self.delta}")
         _check(self.similarity in SIMILARITIES,
                f"unknown similarity {self.similarity!r}; choose one of {', '.join(SIMILARITIES)}")
-        if self.mechanism != "none":
+        _check(self.target_eps is None or (math.isfinite(self.target_eps) and self.target_eps > 0),
+               f"target_eps must be > 0, got {self.target_eps}")
+        _check(self.target_eps is None or self.eps_budget is None, "give target_eps or eps_budget, not both")
+        _check(self.mechanism != "none" or (self.target_eps is None and self.eps_budget is None),
+               "target_eps / eps_budget need a privacy mechanism ('step' or 'update'), not 'none'")
+        _check(self.eps_budget is None or self.mechanism == "update",
+               "eps_budget (the ULDP-FED per-user ledger) needs mechanism 'update'")
+        _check(not (self.mechanism == "step" and self.target_eps is not None and self.clip is None),
+               "target_eps with the step mechanism needs a fixed clip S (the median clip is data-dependent)")
+        if self.mechanism != "none" and self.target_eps is None and self.eps_budget is None:
             _check(math.isfinite(self.sigma) and self.sigma > 0,
                    f"sigma must be > 0 for mechanism {self.mechanism!r}, got {self.sigma} "
                    "(use mechanism 'none' for no noise)")

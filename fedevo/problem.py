@@ -22,7 +22,8 @@ ARCH_KEYS = {"mlp": ("layers", "units"), "cnn": ("conv_layers", "channels", "ker
 SIM_KEYS = ("rounds", "epochs", "batch_size", "lr", "participation", "alpha", "xi", "upload_loss", "precision",
             "chunk_clients")
 PRIVACY_KEYS = ("mechanism", "sigma", "clip", "beta", "tau", "recall", "similarity", "max_participations",
-                "delta", "eps_budget")
+                "delta", "eps_budget", "target_eps")
+PRESET_KEY = "preset"  # expands to privacy settings (fedevo/privacy/presets.py)
 DATA_KEYS = ("partition", "clients", "shards_per_client", "shard_size", "dirichlet_alpha", "test_fraction")
 GENE_TYPES = ("int", "real", "choice")
 EPS_OBJECTIVES = ("eps", "eps_paper")
@@ -106,7 +107,7 @@ class Problem:
         raise KeyError(name)
 
     def known_keys(self) -> tuple[str, ...]:
-        return ARCH_KEYS[self.model] + SIM_KEYS + PRIVACY_KEYS + DATA_KEYS
+        return ARCH_KEYS[self.model] + SIM_KEYS + PRIVACY_KEYS + DATA_KEYS + (PRESET_KEY,)
 
     def defaults(self) -> dict[str, Any]:
         return {g.name: g.default for g in self.genes if g.default is not None}
@@ -125,6 +126,13 @@ class Problem:
         missing = [g.name for g in self.genes if g.name not in merged]
         if missing:
             raise FedevoError(f"gene(s) {', '.join(missing)} have no default; pass them in params")
+        if PRESET_KEY in merged:
+            from .privacy.presets import PRESETS
+
+            name = merged[PRESET_KEY]
+            if name not in PRESETS:
+                raise FedevoError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+            merged.update(PRESETS[name])
         return merged
 
     def sim_config(self, params: Optional[Mapping[str, Any]] = None, *, rounds: Optional[int] = None,
@@ -166,7 +174,8 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     if model not in ARCH_KEYS:
         raise FedevoError(f"problem {name!r}: unknown model {model!r}; use 'mlp' or 'cnn'")
     fixed: dict[str, Any] = {}
-    for section, keys in (("data", DATA_KEYS), ("train", SIM_KEYS + ARCH_KEYS[model]), ("privacy", PRIVACY_KEYS)):
+    for section, keys in (("data", DATA_KEYS), ("train", SIM_KEYS + ARCH_KEYS[model]),
+                          ("privacy", PRIVACY_KEYS + (PRESET_KEY,))):
         table = doc.get(section, {})
         bad = set(table) - set(keys)
         if bad:
@@ -174,7 +183,7 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
                               f"known: {', '.join(keys)}")
         fixed.update(table)
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
-    allowed = set(ARCH_KEYS[model] + SIM_KEYS + PRIVACY_KEYS + DATA_KEYS)
+    allowed = set(ARCH_KEYS[model] + SIM_KEYS + PRIVACY_KEYS + DATA_KEYS + (PRESET_KEY,))
     for g in genes:
         if g.name not in allowed:
             raise FedevoError(f"problem {name!r}: unknown gene {g.name!r}; genes may be {', '.join(sorted(allowed))}")

@@ -56,3 +56,14 @@ def test_parse_params():
         parse_params("{lr: 0.1}")
     with pytest.raises(FedevoError, match="JSON object"):
         parse_params("[1, 2]")
+
+
+def test_presets_expand_to_privacy_settings():
+    p = load_problem("digits_mlp")
+    c = p.sim_config({"preset": "dcdp-fedavg", "beta": 0.05, "tau": 0.01})
+    assert (c.privacy.mechanism, c.privacy.recall, c.privacy.similarity, c.privacy.beta) == ("update", True, "cosine", 0.05)
+    c = p.sim_config({"preset": "dp-fedavg", "beta": 0.05})
+    assert c.privacy.beta == 0.0 and not c.privacy.recall  # DP-FedAvg: fixed clip, whatever the gene says
+    assert p.sim_config({"preset": "fedavg"}).privacy.mechanism == "none"
+    with pytest.raises(FedevoError, match="unknown preset"):
+        p.sim_config({"preset": "magic"})

@@ -60,9 +60,17 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
     x_train = data.x_train.to(dtype)  # once per run, not per chunk
     comm_total, curve = 0.0, []
     arrivals = np.zeros(K, dtype=np.int64)
+    r = cfg.privacy.max_participations
+    selected = np.zeros(K, dtype=np.int64)  # rounds each client was sampled in (lost uploads included)
     for t in range(cfg.rounds):
-        sampled = torch.randperm(K, generator=gen)[:p].numpy()
-        lost = (torch.rand(p, generator=gen) < cfg.upload_loss).numpy()
+        order = torch.randperm(K, generator=gen).numpy()
+        if r is not None:  # ULDP-FED: a client joins at most r rounds
+            order = order[selected[order] < r]
+        sampled = order[:p]
+        selected[sampled] += 1
+        if upload is not None and hasattr(upload, "begin_round"):
+            upload.begin_round(t + 1)
+        lost = (torch.rand(len(sampled), generator=gen) < cfg.upload_loss).numpy()
         comm_total += float(lost.sum()) * omega  # a lost upload still cost its bytes
         arrived = np.sort(sampled[~lost])
         arrivals[arrived] += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import Callable, Optional
 
 import numpy as np
@@ -19,6 +20,23 @@ from ..result import EvaluationResult
 from .rounds import client_accuracies, run_rounds
 
 
+def calibrated(cfg: SimConfig) -> SimConfig:
+    """Target-ε mode: replace σ by the smallest noise whose accountant ε meets `target_eps` in the worst case
+    (a client that joins every round it may: min(r, T) for `update`, T rounds for `step`)."""
+    pc = cfg.privacy
+    if pc.target_eps is None:
+        return cfg
+    from ..privacy import accounting as acc
+
+    if pc.mechanism == "update":
+        sigma = acc.calibrate_sigma_update(target_eps=pc.target_eps, delta=pc.delta,
+                                           participations=pc.max_participations or cfg.rounds)
+    else:
+        sigma = acc.calibrate_sigma_step(target_eps=pc.target_eps, delta=pc.delta, lr=cfg.lr, clip=pc.clip,
+                                         epochs=cfg.epochs, participation=1.0, rounds=cfg.rounds)
+    return replace(cfg, privacy=replace(pc, sigma=sigma))
+
+
 def _privacy_transforms(cfg: SimConfig, noise: NoiseSource):
     from ..privacy.mechanisms import StepLDP, UpdateLDP
 
@@ -27,12 +45,17 @@ def _privacy_transforms(cfg: SimConfig, noise: NoiseSource):
         return StepLDP(sigma=pc.sigma, clip=pc.clip, noise=noise), None
     if pc.mechanism == "update":
         def factory(active):
-            store = None
+            store = ledger = None
             if pc.recall:
                 from ..privacy.recall import RecallStore
                 store = RecallStore(num_params=active.numel())
+            if pc.eps_budget is not None:
+                from ..privacy.budget import UserBudgetLedger
+                ledger = UserBudgetLedger(total_eps=pc.eps_budget, max_participations=pc.max_participations or
+                                          cfg.rounds, rounds=cfg.rounds, num_clients=cfg.data.clients, delta=pc.delta)
             return UpdateLDP(sigma=pc.sigma, clip=pc.clip, beta=pc.beta, clients=cfg.data.clients, active=active,
-                             noise=noise, recall=store, tau=pc.tau, similarity=pc.similarity)
+                             noise=noise, recall=store, tau=pc.tau, similarity=pc.similarity, ledger=ledger,
+                             sample_rate=cfg.sampled_per_round / cfg.data.clients)
         return None, factory
     return None, None
 
@@ -40,6 +63,7 @@ def _privacy_transforms(cfg: SimConfig, noise: NoiseSource):
 def simulate(cfg: SimConfig, *, seed: int = 0, eps_objective: str = "eps", eval_every: int = 0,
              progress: Optional[Callable[[int], None]] = None) -> EvaluationResult:
     t0 = time.perf_counter()
+    cfg = calibrated(cfg)
     data = load_dataset(cfg.data.dataset, cfg.data.data_dir, cfg.data.download)
     dc = cfg.data
     part = partition(data.y_train.numpy(), data.y_test.numpy(), scheme=dc.partition, clients=dc.clients,

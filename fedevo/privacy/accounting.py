@@ -22,7 +22,7 @@ _HIGH = (2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 
 #: RDP orders without sampling (closed form, free): dense near 1, where the optimum lies for large ε.
 ORDERS: tuple[float, ...] = (1.001, 1.002, 1.005, 1.01, 1.02, 1.05, 1.1, 1.2, 1.35, 1.5, 1.75) + _HIGH
 #: Orders for sample_rate < 1: Opacus evaluates fractional orders by a slow series (~10 ms each), so only
-#: 1.5 and 1.75; ε above ~20 is then slightly overstated (still a valid bound), and a call stays < 50 ms.
+#: 1.5 and 1.75 (a call stays < 50 ms); `eps_gaussian` widens to ORDERS when the optimum is at 1.5.
 ORDERS_SAMPLED: tuple[float, ...] = (1.5, 1.75) + _HIGH
 ADJACENCIES = ("replace", "zero_out")
 
@@ -115,8 +115,8 @@ def eps_step(*, sigma: float, lr: float, clip: float | Sequence[float], epochs: 
              rounds: int, delta: float) -> float:
     """Record-level ε (replace-one record) of the step mechanism after `rounds` rounds.
 
-    participation=1: no amplification; pass `rounds` = the rounds the record's client actually trained
-    (max over clients) — the guarantee against the server, which knows whom it sampled.
+    participation=1: no amplification; pass `rounds` = the rounds in which the record's client's upload
+    reached the server (max over clients) — the guarantee against the server, which knows whom it sampled.
     participation=C < 1 with rounds=T: client sampling treated as a secret Poisson sample (the DP-FedAvg
     convention); valid only against an observer who cannot tell which clients took part."""
     z = step_noise_multiplier(sigma=sigma, lr=lr, clip=clip, epochs=epochs)

@@ -75,65 +75,98 @@ class StepLDP:
 
 
 class UpdateLDP:
-    """ULDP-FED upload transform over flat updates (c, P); `active` (P,) marks the coordinates that exist."""
+    """ULDP-FED upload transform over flat updates (c, P); `active` (P,) marks the coordinates that exist.
+
+    Noise std per upload is σ·C_k, or, with a per-user `ledger` (eqs. 14–15), Theorem 3's σ_k for the budget
+    the ledger grants this round. Every participation's noise multiplier (std / C_k) is kept per client as
+    Σ z⁻², which is all the accountant needs (Gaussians compose into one with z = (Σ z⁻²)^(−1/2)).
+    """
 
     def __init__(self, *, sigma: float, clip: float, beta: float, clients: int, active: torch.Tensor,
-                 noise: NoiseSource, recall=None, tau: float = 0.0, similarity: str = "sign"):
+                 noise: NoiseSource, recall=None, tau: float = 0.0, similarity: str = "sign", ledger=None,
+                 sample_rate: float = 1.0):
         self.sigma, self.clip0, self.beta = sigma, clip, beta
         self.active = active
         self.noise = noise
         self.recall = recall
         self.tau = tau
         self.similarity = similarity
-        self.participations = np.zeros(clients, dtype=np.int64)  # rounds that spent budget, per client
+        self.ledger = ledger
+        self.sample_rate = sample_rate
+        self.joined = np.zeros(clients, dtype=np.int64)  # participations that reached the server
         self.recalls = np.zeros(clients, dtype=np.int64)
+        self.inv_sq = np.zeros(clients)  # Σ_k z_k⁻² per client
         self.last_global: Optional[torch.Tensor] = None  # last aggregated noisy update (flat)
         self.clips_used: list[float] = []
+        self.round = 1
+
+    def begin_round(self, t: int) -> None:
+        self.round = t
 
     def thresholds(self, clients: np.ndarray) -> np.ndarray:
-        return self.clip0 * np.exp(-self.beta * self.participations[clients])
+        """C_k = C₀·e^(−β·k), k = the client's participations so far."""
+        return self.clip0 * np.exp(-self.beta * self.joined[clients])
 
     def __call__(self, deltas: torch.Tensor, clients: np.ndarray, omega: int) -> tuple[torch.Tensor, np.ndarray]:
         """Privatise in place; returns (uploads as the server uses them, upload cost per client)."""
-        ck = torch.as_tensor(self.thresholds(clients), dtype=deltas.dtype)
+        ck_np = self.thresholds(clients)
+        ck = torch.as_tensor(ck_np, dtype=deltas.dtype)
+        if self.ledger is not None:
+            std_np = self.ledger.noise_std(clients, self.round, clip=ck_np, sample_rate=self.sample_rate)
+        else:
+            std_np = self.sigma * ck_np
+        self.inv_sq[clients] += (ck_np / std_np) ** 2
         norms = torch.linalg.vector_norm(deltas, dim=1)
         deltas.mul_((ck / norms.clamp_min(1e-12)).clamp_(max=1.0).unsqueeze(1))
         noise = self.noise.fill_(torch.empty_like(deltas), 1.0)
-        noise.mul_((self.sigma * ck).unsqueeze(1)).mul_(self.active)
+        noise.mul_(torch.as_tensor(std_np, dtype=deltas.dtype).unsqueeze(1)).mul_(self.active)
         deltas.add_(noise)
         cost = np.full(len(clients), float(omega))
-        spent = np.ones(len(clients), dtype=bool)
+        recalled = np.zeros(len(clients), dtype=bool)
         if self.recall is not None and self.last_global is not None:
-            from .recall import cosine, sign_agreement
+            from .recall import similarity_fn
 
-            sim_fn = sign_agreement if self.similarity == "sign" else cosine
-            low = (sim_fn(deltas, self.last_global) < self.tau).numpy()
+            act = self.active.bool()
+            low = (similarity_fn(self.similarity)(deltas[:, act], self.last_global[act]) < self.tau).numpy()
             if low.any():
                 ids = np.flatnonzero(low)
-                found, stored, _ = self.recall.best_match(clients[ids], self.last_global, self.similarity)
-                found = found.numpy() if isinstance(found, torch.Tensor) else np.asarray(found)
+                match = self.recall.best_match(clients[ids], self.last_global, self.similarity)
+                found = match.found.numpy()
                 use = ids[found]
                 if len(use):
-                    deltas[torch.as_tensor(use)] = stored[torch.as_tensor(found)].to(deltas.dtype)
-                    cost[use] = 1.0
-                    spent[use] = False
-        self.clips_used.extend(ck[torch.as_tensor(spent)].tolist())
+                    deltas[torch.as_tensor(use)] = match.updates[torch.as_tensor(found)].to(deltas.dtype)
+                    cost[use] = 1.0  # an index (i, k) instead of Ω parameters
+                    recalled[use] = True
+        spent = ~recalled
+        self.clips_used.extend(ck_np[spent].tolist())
         if self.recall is not None and spent.any():
             self.recall.add(clients[spent], deltas[torch.as_tensor(spent)])
-        self.participations[clients[spent]] += 1
-        self.recalls[clients[~spent]] += 1
+        if self.ledger is not None:
+            if spent.any():
+                self.ledger.spend(clients[spent], self.round)
+            if recalled.any():
+                self.ledger.recall(clients[recalled], self.round)
+        self.joined[clients] += 1
+        self.recalls[clients[recalled]] += 1
         return deltas, cost
 
     def end_round(self, aggregate_flat: Optional[torch.Tensor]) -> None:
         if aggregate_flat is not None:
             self.last_global = aggregate_flat.clone()
 
+    def effective_sigma(self) -> Optional[float]:
+        """The single noise multiplier equivalent to the most-exposed client's participations (None: none)."""
+        worst = float(self.inv_sq.max(initial=0.0))
+        return 1.0 / np.sqrt(worst) if worst > 0 else None
+
     def summary(self) -> dict:
         clips = self.clips_used
-        return {"recalls": int(self.recalls.sum()), "spent_rounds_max": int(self.participations.max(initial=0)),
-                "spent_rounds_mean": float(self.participations.mean()),
-                "clip_min": min(clips) if clips else None, "clip_max": max(clips) if clips else None,
-                "clip_mean": float(np.mean(clips)) if clips else None}
+        out = {"recalls": int(self.recalls.sum()), "uploads": int((self.joined - self.recalls).sum()),
+               "participations_max": int(self.joined.max(initial=0)),
+               **clip_stats(clips)}
+        if self.ledger is not None:
+            out["budget"] = self.ledger.summary()
+        return out
 
 
 def clip_stats(values: list[float]) -> dict:

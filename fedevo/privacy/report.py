@@ -32,14 +32,18 @@ def privacy_report(cfg, out, part) -> dict:
         rep.update(level="record (replace-one, per client's data)", rounds_max=rounds_max, **clip_stats(clips))
     else:
         up = out.upload
-        used = up.participations + up.recalls  # the recall decision reads a fresh noisy update: count it too
-        n_max = int(used.max(initial=0))
-        eps = acc.eps_update(sigma=pc.sigma, participations=n_max, delta=pc.delta) if n_max else 0.0
+        # every participation counts, recalled ones too: the recall decision reads a fresh noisy update
+        z = up.effective_sigma()
+        eps = acc.eps_update_varying(noise_multipliers=[z], delta=pc.delta) if z else 0.0
         q = cfg.sampled_per_round / cfg.data.clients
-        eps_paper = acc.eps_paper_update(sigma=pc.sigma, sample_rate=q,
-                                         max_participations=pc.max_participations or cfg.rounds, delta=pc.delta)
-        rep.update(level="user (replace-one user)", participations_max=n_max,
-                   participations_mean=float(used[used > 0].mean()) if n_max else 0.0, **up.summary())
+        r = pc.max_participations or cfg.rounds
+        if pc.eps_budget is not None:
+            eps_paper = pc.eps_budget  # the ledger spends at most the budget, by the paper's own accounting
+        else:
+            eps_paper = acc.eps_paper_update(sigma=pc.sigma, sample_rate=q, max_participations=r, delta=pc.delta)
+        joined = up.joined
+        rep.update(level="user (replace-one user)", sigma=pc.sigma,
+                   participations_mean=float(joined[joined > 0].mean()) if joined.any() else 0.0, **up.summary())
     rep.update(eps=eps, eps_paper=eps_paper)
     return rep
 

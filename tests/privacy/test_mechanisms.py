@@ -1,0 +1,71 @@
+"""Property tests of the upload transform (ULDP-FED) and the step hook, on the mechanism as implemented."""
+
+import numpy as np
+import pytest
+import torch
+
+from fedevo.privacy.budget import UserBudgetLedger
+from fedevo.privacy.mechanisms import UpdateLDP
+from fedevo.privacy.noise import NoiseSource
+from fedevo.privacy.recall import RecallStore
+
+
+class ZeroNoise:
+    def fill_(self, buf, std=1.0):
+        return buf.zero_()
+
+
+def make(noise, **kw):
+    P = kw.pop("P", 400)
+    args = dict(sigma=0.7, clip=2.0, beta=0.1, clients=8, active=torch.ones(P), noise=noise)
+    args.update(kw)
+    return UpdateLDP(**args)
+
+
+def test_every_upload_is_clipped_to_its_decayed_threshold():
+    up = make(ZeroNoise())
+    g = torch.Generator().manual_seed(0)
+    for t in range(1, 6):
+        up.begin_round(t)
+        clients = np.array([0, 1, 2, 5]) if t % 2 else np.array([0, 3])
+        ck = up.thresholds(clients)
+        assert np.allclose(ck, 2.0 * np.exp(-0.1 * up.joined[clients]))
+        deltas = torch.randn(len(clients), 400, generator=g) * 10
+        out, cost = up(deltas, clients, omega=400)
+        norms = torch.linalg.vector_norm(out, dim=1).numpy()
+        assert np.all(norms <= ck * (1 + 1e-6))
+        assert np.allclose(norms, ck, rtol=1e-5)  # all were larger than the bound
+        assert np.all(cost == 400)
+    assert up.joined[0] == 5 and up.joined[4] == 0
+
+
+def test_noise_std_is_sigma_times_clip_on_active_coordinates_only():
+    active = torch.ones(20000)
+    active[:5000] = 0
+    up = make(NoiseSource(3), P=20000, active=active, beta=0.0, sigma=0.7, clip=2.0)
+    out, _ = up(torch.zeros(4, 20000), np.arange(4), omega=15000)
+    on = out[:, 5000:]
+    assert float(out[:, :5000].abs().max()) == 0.0
+    # expected std 1.4; 60000 samples give a relative sd of ~0.3%, a factor-2 error is far outside
+    assert abs(float(on.std()) / 1.4 - 1) < 0.02
+
+
+def test_recalled_round_costs_one_and_spends_no_budget():
+    ledger = UserBudgetLedger(total_eps=10.0, max_participations=4, rounds=6, num_clients=8)
+    store = RecallStore(num_params=50)
+    up = make(ZeroNoise(), P=50, recall=store, tau=1.0, similarity="sign", ledger=ledger, sample_rate=0.5,
+              beta=0.0)
+    g = torch.Generator().manual_seed(1)
+    up.begin_round(1)
+    _, cost1 = up(torch.randn(2, 50, generator=g), np.array([0, 1]), omega=50)  # no global update yet
+    assert np.all(cost1 == 50)
+    spent_before = ledger.spent.copy()
+    up.end_round(torch.randn(50, generator=g))
+    up.begin_round(2)
+    # tau = 1.0 with sign similarity: any update that is not a perfect sign match is recalled
+    out, cost = up(torch.randn(3, 50, generator=g), np.array([0, 1, 2]), omega=50)
+    assert cost.tolist() == [1.0, 1.0, 50.0]  # client 2 has no history: must upload
+    assert ledger.spent[0] == spent_before[0] and ledger.spent[1] == spent_before[1]
+    assert ledger.spent[2] > 0
+    assert torch.allclose(out[0], store.history(0)[0], atol=1e-2)  # the server uses the stored copy
+    assert up.recalls.tolist()[:3] == [1, 1, 0]

@@ -35,7 +35,8 @@ class MLPArch:
 
 @dataclass(frozen=True)
 class CNNArch:
-    """`conv_layers` conv blocks (conv k×k, ReLU, 2×2 max-pool while the map is ≥ 4 px) then an MLP head."""
+    """`conv_layers` conv blocks (conv k×k, ReLU, 2×2 max-pool while the map is ≥ 4 px; `channels` doubling per
+    block) then an MLP head of `layers` × `units`."""
 
     conv_layers: int = 2
     channels: int = 32

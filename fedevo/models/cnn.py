@@ -1,6 +1,7 @@
 """CNN built from genes, trained for many clients at once with torch.func (vmap over per-client grads).
 
-Layout: `conv_layers` × [conv k×k ('same' padding), ReLU, 2×2 max-pool while the map is ≥ 4 px], flatten,
+Layout: `conv_layers` × [conv k×k ('same' padding), ReLU, 2×2 max-pool while the map is ≥ 4 px], with
+`channels` in the first conv layer, doubling in each next one (seed 004: 32→64; seed 000's MNIST CNN: 10→20), flatten,
 `layers` × [FC `units`, ReLU], FC to the classes. Parameters are a flat list
 [conv_w0, conv_b0, ..., W0, b0, ...] with FC W (d_in, d_out) and b (1, d_out) as in StackedMLP.
 """
@@ -23,12 +24,13 @@ class StackedCNN:
         ch, h, _ = input_shape
         self.conv_shapes, self.pool = [], []
         c_in, size = ch, h
-        for _ in range(arch.conv_layers):
-            self.conv_shapes.append((arch.channels, c_in, arch.kernel, arch.kernel))
+        for i in range(arch.conv_layers):
+            c_out = arch.channels * 2 ** i
+            self.conv_shapes.append((c_out, c_in, arch.kernel, arch.kernel))
             pool = size >= 4
             self.pool.append(pool)
             size = size // 2 if pool else size
-            c_in = arch.channels
+            c_in = c_out
         self.flat = c_in * size * size
         self.dims = [self.flat] + [arch.units] * arch.layers + [num_classes]
         self.shapes = []

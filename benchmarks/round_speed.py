@@ -20,13 +20,14 @@ import torch
 
 from fedevo.config import CNNArch, MLPArch
 from fedevo.data.datasets import synthetic
-from fedevo.fl.engine import batch_schedule, train_clients
+from fedevo.fl.engine import batch_schedule, train_chunks
 from fedevo.fl.reference import train_clients_reference
 from fedevo.models import build_model
 from fedevo.privacy.mechanisms import StepLDP
 from fedevo.privacy.noise import NoiseSource
 
-B, E, LR, PER_CLIENT, CHUNK = 64, 5, 0.05, 600, 10
+B, E, LR, PER_CLIENT, CHUNK = 64, 5, 0.05, 600, 5
+REF_CHUNK = 10
 
 
 def masks_at(model, density: float, gen) -> dict:
@@ -37,28 +38,32 @@ def masks_at(model, density: float, gen) -> dict:
     return out
 
 
-def engine_round(model, params, masks, data, clients, hook_factory=None, upload=None):
-    gen = torch.Generator().manual_seed(1)
+def engine_round(model, params, masks, data, clients, hook_factory=None, upload=None, dtype=torch.float32):
+    """One round through the simulator's own path (chunks of 5 clients in parallel threads)."""
+    model.compute_dtype = dtype if getattr(model, "supports_bf16", False) else torch.float32
+    x = data.x_train.to(model.compute_dtype)
+    chunks = [clients[s:s + CHUNK] for s in range(0, len(clients), CHUNK)]
     hook = hook_factory() if hook_factory else None
+    trained = train_chunks(model, params, masks, x, data.y_train, chunks, epochs=E, batch_size=B, lr=LR,
+                           seeds=list(range(len(chunks))), hook_for=hook.for_chunk if hook else None)
     deltas = []
-    for start in range(0, len(clients), CHUNK):
-        chunk = clients[start:start + CHUNK]
-        local = train_clients(model, params, masks, data.x_train, data.y_train, chunk, epochs=E, batch_size=B,
-                              lr=LR, gen=gen, hook=hook)
-        flat = torch.cat([(lp - gp).reshape(len(chunk), -1) for lp, gp in zip(local, params)], dim=1)
+    for i, local in enumerate(trained):
+        flat = torch.cat([(lp - gp).reshape(len(chunks[i]), -1) for lp, gp in zip(local, params)], dim=1)
         if upload is not None:
-            ids = np.arange(start, start + len(chunk))
+            ids = np.arange(i * CHUNK, i * CHUNK + len(chunks[i]))
             flat, _ = upload(flat, ids, 1)
         deltas.append(flat)
     if upload is not None:
         upload.end_round(torch.cat(deltas).mean(0))
+    if hook is not None:
+        hook.end_round()
     return deltas
 
 
 def reference_round(model, params, masks, data, clients, clip=None, sigma=0.0):
     gen = torch.Generator().manual_seed(1)
-    for start in range(0, len(clients), CHUNK):
-        chunk = clients[start:start + CHUNK]
+    for start in range(0, len(clients), REF_CHUNK):
+        chunk = clients[start:start + REF_CHUNK]
         pos, wts = batch_schedule([len(c) for c in chunk], epochs=E, batch_size=B, gen=gen)
         train_clients_reference(model, params, masks, data.x_train, data.y_train, chunk, pos=pos, wts=wts, lr=LR,
                                 clip=clip, sigma=sigma, noise_gen=gen)
@@ -79,7 +84,7 @@ def update_mechanism(model, params, K):
 
     P = sum(p.numel() for p in params)
     return UpdateLDP(sigma=1.0, clip=2.0, beta=0.02, clients=K, active=torch.ones(P), noise=NoiseSource(3),
-                     recall=RecallStore(num_params=P), tau=0.45, similarity="sign")
+                     recall=RecallStore(num_params=P), tau=0.5, similarity="sign")
 
 
 def main(argv=None):
@@ -92,52 +97,50 @@ def main(argv=None):
     a = ap.parse_args(argv)
     torch.manual_seed(0)
     K = a.clients
-    data = synthetic(n_train=K * PER_CLIENT, n_test=10, shape=(1, 28, 28), seed=0)
-    clients = [np.arange(k * PER_CLIENT, (k + 1) * PER_CLIENT) for k in range(K)]
+    data = synthetic(n_train=60000, n_test=10, shape=(1, 28, 28), seed=0)
+    # K clients × 600 samples drawn from one 60k-sample set (K > 100: samples shared, as seed 000's 1000 users)
+    clients = [np.arange(k * PER_CLIENT, (k + 1) * PER_CLIENT) % 60000 for k in range(K)]
     gen = torch.Generator().manual_seed(0)
     model = build_model(MLPArch(layers=2, units=200), (1, 28, 28), 10)
     params = model.init(gen)
     masks10 = masks_at(model, 0.10, gen)
-    noise = NoiseSource(7)
-    step = lambda: StepLDP(sigma=0.01, clip=1.0, noise=noise)  # noqa: E731
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, K={K} × {PER_CLIENT}, B={B}, E={E}")
-    print(f"{'line':<28}{'engine s/round':>16}{'per-client s':>14}{'ratio':>8}")
-    rows = []
-    plain_s = None
-    for name, kw, ref_kw in [("MLP plain", {}, {}),
-                             ("MLP masks 10%", {"masks": masks10}, {"masks": masks10}),
-                             ("MLP per-step LDP", {"hook": step}, {"clip": 1.0, "sigma": 0.01})]:
-        m = kw.get("masks", {})
-        eng = timed(lambda: engine_round(model, params, m, data, clients, kw.get("hook")), a.repeats)
-        plain_s = plain_s or eng
+    step = lambda: StepLDP(sigma=0.01, clip=1.0, seed=7)  # noqa: E731
+    bf16 = torch.bfloat16
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, K={K} clients × {PER_CLIENT} samples, "
+          f"B={B}, E={E}; seconds per round (best of {a.repeats})")
+    print(f"{'line':<22}{'per-client loop':>16}{'engine fp32':>13}{'ratio':>8}{'engine bf16':>13}{'ratio':>8}")
+    plain = {}
+    for name, masks, hook, ref_kw in [("MLP plain", {}, None, {}),
+                                      ("MLP masks 10%", masks10, None, {}),
+                                      ("MLP per-step LDP", {}, step, {"clip": 1.0, "sigma": 0.01})]:
         ref = None if a.skip_baseline else timed(
-            lambda: reference_round(model, params, ref_kw.get("masks", {}), data, clients,
-                                    ref_kw.get("clip"), ref_kw.get("sigma", 0.0)), 1)
-        ratio = f"{ref / eng:7.2f}x" if ref else "      -"
-        print(f"{name:<28}{eng:16.3f}{(ref or float('nan')):14.3f}{ratio:>8}", flush=True)
-        rows.append((name, eng, ref))
-    try:
-        upd = timed(lambda: engine_round(model, params, {}, data, clients, upload=update_mechanism(model, params, K)),
-                    a.repeats)
-        print(f"{'MLP update+recall':<28}{upd:16.3f}{'':>14}  overhead vs plain {100 * (upd / plain_s - 1):+.1f}%")
-    except ImportError as e:
-        print(f"MLP update+recall: skipped ({e})")
+            lambda: reference_round(model, params, masks, data, clients, ref_kw.get("clip"), ref_kw.get("sigma", 0.0)),
+            1)
+        e32 = timed(lambda: engine_round(model, params, masks, data, clients, hook), a.repeats)
+        e16 = timed(lambda: engine_round(model, params, masks, data, clients, hook, dtype=bf16), a.repeats)
+        plain.setdefault("fp32", e32), plain.setdefault("bf16", e16)
+        r = (lambda e: f"{ref / e:7.2f}x") if ref else (lambda e: "      -")
+        print(f"{name:<22}{(ref or float('nan')):16.3f}{e32:13.3f}{r(e32):>8}{e16:13.3f}{r(e16):>8}", flush=True)
+    for label, dt in (("fp32", torch.float32), ("bf16", bf16)):
+        upd = timed(lambda: engine_round(model, params, {}, data, clients, upload=update_mechanism(model, params, K),
+                                         dtype=dt), a.repeats)
+        print(f"MLP update+recall {label}: {upd:.3f} s/round, overhead vs plain {100 * (upd / plain[label] - 1):+.1f}%",
+              flush=True)
     if not a.no_cnn:
         cnn = build_model(CNNArch(conv_layers=2, channels=32, kernel=5, layers=1, units=128), (1, 28, 28), 10)
         cparams = cnn.init(gen)
-        few = clients[:20]
-        eng = timed(lambda: engine_round(cnn, cparams, {}, data, few), a.repeats)
+        few = clients[:10]
         ref = None if a.skip_baseline else timed(lambda: reference_round(cnn, cparams, {}, data, few), 1)
+        eng = timed(lambda: engine_round(cnn, cparams, {}, data, few), a.repeats)
         ratio = f"{ref / eng:7.2f}x" if ref else "      -"
-        print(f"{'CNN 32-64ch (20 clients)':<28}{eng:16.3f}{(ref or float('nan')):14.3f}{ratio:>8}")
+        print(f"CNN 32-64ch, 10 clients: per-client loop {(ref or float('nan')):.3f} s, engine {eng:.3f} s {ratio}")
     if a.scaling:
-        for k in (250, 500, 1000):
-            d = synthetic(n_train=k * PER_CLIENT, n_test=10, shape=(1, 28, 28), seed=0)
-            cl = [np.arange(i * PER_CLIENT, (i + 1) * PER_CLIENT) for i in range(k)]
-            t = timed(lambda: engine_round(model, params, {}, d, cl), 1)
+        for k in (100, 250, 500, 1000):
+            cl = [np.arange(i * PER_CLIENT, (i + 1) * PER_CLIENT) % 60000 for i in range(k)]
+            t = timed(lambda: engine_round(model, params, {}, data, cl, dtype=bf16), 1)
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
-            print(f"scaling K={k:<5} {t:8.2f} s/round  {1000 * t / k:6.2f} ms/client  peak RSS {rss:.2f} GB")
-    noise.close()
+            print(f"scaling K={k:<5} {t:8.2f} s/round  {1000 * t / k:6.2f} ms/client  peak RSS so far {rss:.2f} GB",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ from typing import Literal, Optional, Union
 
 from .errors import FedevoError
 
-MECHANISMS = ("none", "step", "update")
+MECHANISMS = ("none", "step", "update", "signds", "adaptive")
+AGGREGATIONS = ("plain", "secagg")
+UPDATE_LIKE = ("update", "adaptive")  # mechanisms built on the ULDP-FED update transform
 SIMILARITIES = ("sign", "cosine")
 PARTITIONS = ("iid", "shards", "dirichlet")
 
@@ -62,11 +64,15 @@ class PrivacyConfig:
 
     mechanism: 'none' (plain FedAvg), 'step' (seed 004: clip each local step's batch gradient to S, add
     N(0, sigma^2) to every active parameter) or 'update' (ULDP-FED: clip the round's update to
-    C_k = clip * exp(-beta * k), add N(0, (sigma * C_k)^2), optional recall below tau).
-    clip: S for 'step' (None = running median of unclipped gradient norms), C0 for 'update'.
+    C_k = clip * exp(-beta * k), add N(0, (sigma * C_k)^2), optional recall below tau), 'signds' (seed 002:
+    ε-LDP sign + EM-MDS dimension selection, `signds_*`) or 'adaptive' (seed 003: 'update' with per-client
+    learning rate and budget share from a quantised non-IID degree, and a client-filtering buffer, `adaptive_*`).
+    clip: S for 'step' (None = running median of unclipped gradient norms), C0 for 'update' / 'adaptive'.
+    aggregation: 'plain' (FedAvg weighted mean) or 'secagg' (pairwise-mask secure aggregation, `secagg_*`).
+    docs/secagg_signds_adaptive.md describes the new options.
     """
 
-    mechanism: Literal["none", "step", "update"] = "none"
+    mechanism: Literal["none", "step", "update", "signds", "adaptive"] = "none"
     sigma: float = 0.0
     clip: Optional[float] = None
     beta: float = 0.0
@@ -77,6 +83,23 @@ class PrivacyConfig:
     delta: float = 1e-4
     eps_budget: Optional[float] = None  # per-user budget for the ULDP-FED ledger (None: no ledger)
     target_eps: Optional[float] = None  # calibrate sigma so that the accountant's ε meets this (None: use sigma)
+    # secure aggregation (seed 002, Bonawitz et al.)
+    aggregation: Literal["plain", "secagg"] = "plain"
+    secagg_bits: int = 32  # k: masked arithmetic in Z_{2^k}; a masked word costs k/32 parameter-equivalents
+    secagg_range: Optional[float] = None  # clamp |x| <= R before fixed-point encoding (None: from the mechanism)
+    secagg_threshold: float = 0.5  # Shamir threshold t = ceil(theta * n) of the n sampled clients
+    # SignDS (seed 002)
+    signds_eps: float = 1.0  # ε of one upload (pure ε-LDP, EM-MDS)
+    signds_k: float = 0.01  # top-k size as a fraction of the active parameters
+    signds_h: float = 0.01  # number of selected dimensions h as a fraction of the active parameters
+    signds_lr: float = 0.01  # the server's global learning rate η_g (aggregate = η_g · weighted mean of s·1_J)
+    # adaptive budget + client filtering (seed 003)
+    adaptive_levels: int = 4  # Q quantisation levels of the non-IID degree
+    adaptive_gamma: float = 1.0  # lr_i = lr · (1 + gamma · d_i)
+    adaptive_kappa: float = 0.5  # budget share 1 − kappa · d_i (noise multiplier sigma / share)
+    adaptive_keep: float = 0.8  # filtering buffer capacity as a fraction of the sampled clients
+    adaptive_threshold: float = 0.5  # quality threshold that completes the buffer early
+    adaptive_level_eps: Optional[float] = 1.0  # ε of the randomized-response level report (None: in the clear)
 
     def __post_init__(self):
         _check(self.mechanism in MECHANISMS,
@@ -93,7 +116,9 @@ class PrivacyConfig:
                "eps_budget (the ULDP-FED per-user ledger) needs mechanism 'update'")
         _check(not (self.mechanism == "step" and self.target_eps is not None and self.clip is None),
                "target_eps with the step mechanism needs a fixed clip S (the median clip is data-dependent)")
-        if self.mechanism != "none" and self.target_eps is None and self.eps_budget is None:
+        _check(self.mechanism != "signds" or self.target_eps is None,
+               "target_eps is not supported with mechanism 'signds'; set signds_eps (the ε of one upload)")
+        if self.mechanism not in ("none", "signds") and self.target_eps is None and self.eps_budget is None:
             _check(math.isfinite(self.sigma) and self.sigma > 0,
                    f"sigma must be > 0 for mechanism {self.mechanism!r}, got {self.sigma} "
                    "(use mechanism 'none' for no noise)")
@@ -106,8 +131,33 @@ class PrivacyConfig:
         _check(self.max_participations is None or self.max_participations >= 1,
                f"max_participations (r) must be >= 1, got {self.max_participations}")
         _check(self.eps_budget is None or self.eps_budget > 0, f"eps_budget must be > 0, got {self.eps_budget}")
-        if self.mechanism == "update":
-            _check(self.clip is not None, "mechanism 'update' needs a clip (C0)")
+        if self.mechanism in UPDATE_LIKE:
+            _check(self.clip is not None, f"mechanism {self.mechanism!r} needs a clip (C0)")
+        self._check_extensions()
+
+    def _check_extensions(self) -> None:
+        _check(self.aggregation in AGGREGATIONS,
+               f"unknown aggregation {self.aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
+        _check(self.secagg_bits in (32, 64), f"secagg_bits must be 32 or 64, got {self.secagg_bits}")
+        _check(self.secagg_range is None or (math.isfinite(self.secagg_range) and self.secagg_range > 0),
+               f"secagg_range must be > 0, got {self.secagg_range}")
+        _check(0 < self.secagg_threshold <= 1, f"secagg_threshold must be in (0, 1], got {self.secagg_threshold}")
+        _check(not (self.aggregation == "secagg" and self.recall and self.mechanism in UPDATE_LIKE),
+               "recall needs the server to store individual noisy updates, which secure aggregation hides; "
+               "set recall = false with aggregation 'secagg'")
+        _check(math.isfinite(self.signds_eps) and self.signds_eps > 0,
+               f"signds_eps must be > 0, got {self.signds_eps}")
+        _check(0 < self.signds_k < 1, f"signds_k (top-k fraction) must be in (0, 1), got {self.signds_k}")
+        _check(0 < self.signds_h <= 1, f"signds_h (selected-dimension fraction) must be in (0, 1], got {self.signds_h}")
+        _check(math.isfinite(self.signds_lr) and self.signds_lr > 0, f"signds_lr must be > 0, got {self.signds_lr}")
+        _check(isinstance(self.adaptive_levels, int) and not isinstance(self.adaptive_levels, bool)
+               and self.adaptive_levels >= 2, f"adaptive_levels must be an integer >= 2, got {self.adaptive_levels}")
+        _check(self.adaptive_gamma >= 0, f"adaptive_gamma must be >= 0, got {self.adaptive_gamma}")
+        _check(0 <= self.adaptive_kappa < 1, f"adaptive_kappa must be in [0, 1), got {self.adaptive_kappa}")
+        _check(0 < self.adaptive_keep <= 1, f"adaptive_keep must be in (0, 1], got {self.adaptive_keep}")
+        _check(0 <= self.adaptive_threshold <= 1, f"adaptive_threshold must be in [0, 1], got {self.adaptive_threshold}")
+        _check(self.adaptive_level_eps is None or (math.isfinite(self.adaptive_level_eps) and self.adaptive_level_eps > 0),
+               f"adaptive_level_eps must be > 0 (or absent: level sent in the clear), got {self.adaptive_level_eps}")
 
 
 @dataclass(frozen=True)
@@ -147,8 +197,10 @@ class SimConfig:
     xi: float = 0.0  # SET prune/regrow fraction per round
     upload_loss: float = 0.3
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
-    chunk_clients: int = 10  # clients trained together (cache-sized chunks)
-    precision: Literal["fp32", "bf16"] = "fp32"  # matmul precision of local training (master weights stay fp32)
+    chunk_clients: int = 5  # clients trained together (one chunk per core at a time)
+    # matmul precision of MLP local training; master weights, updates, clipping and noise stay fp32.
+    # auto: bf16 where the CPU has native bf16 matmuls (AVX512-BF16/AMX: ~4× fp32 throughput), else fp32.
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
 
     def __post_init__(self):
         _check(self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
@@ -160,7 +212,8 @@ class SimConfig:
         _check(0 <= self.xi < 1, f"xi must be in [0, 1), got {self.xi}")
         _check(0 <= self.upload_loss < 1, f"upload_loss must be in [0, 1), got {self.upload_loss}")
         _check(self.chunk_clients >= 1, f"chunk_clients must be >= 1, got {self.chunk_clients}")
-        _check(self.precision in ("fp32", "bf16"), f"precision must be 'fp32' or 'bf16', got {self.precision!r}")
+        _check(self.precision in ("auto", "fp32", "bf16"),
+               f"precision must be 'auto', 'fp32' or 'bf16', got {self.precision!r}")
         r = self.privacy.max_participations
         _check(r is None or r <= self.rounds, f"max_participations r={r} exceeds rounds T={self.rounds}")
 

@@ -15,7 +15,7 @@ from ..data.partition import Partition
 from ..errors import DivergedError
 from ..models.sparse import erdos_renyi_masks, omega as count_omega, prune_regrow
 from .aggregate import weighted_mean
-from .engine import train_clients
+from .engine import train_chunks
 
 
 @dataclass
@@ -28,6 +28,14 @@ class RoundsOutcome:
     step_hook: object = None
     upload: object = None
     arrivals: np.ndarray = None  # per client: rounds whose upload reached the server
+    secagg: object = None  # the SecureAggregator, when aggregation = 'secagg'
+    controller: object = None  # the AdaptiveController, when mechanism = 'adaptive'
+
+
+def compute_dtype(precision: str) -> torch.dtype:
+    if precision == "auto":
+        precision = "bf16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"
+    return torch.bfloat16 if precision == "bf16" else torch.float32
 
 
 def client_accuracies(model, params, data: Dataset, part: Partition) -> tuple[np.ndarray, float]:
@@ -46,7 +54,10 @@ def flat_active(model, masks: dict) -> torch.Tensor:
 
 def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: torch.Generator,
                step_hook=None, upload_factory: Optional[Callable] = None, eval_every: int = 0,
-               on_round: Optional[Callable[[int], None]] = None) -> RoundsOutcome:
+               on_round: Optional[Callable[[int], None]] = None, secagg=None, controller=None) -> RoundsOutcome:
+    """secagg: a `fedevo.secagg.aggregator.SecureAggregator` replacing the plain weighted mean; controller: a
+    server-side round controller (`fedevo.privacy.adaptive.AdaptiveController`) that picks which arrived
+    uploads to aggregate. Both None: the plain FedAvg path, unchanged."""
     K, p = cfg.data.clients, cfg.sampled_per_round
     params = model.init(gen)
     masks = erdos_renyi_masks(model.shapes, model.fc_weight_ids, cfg.alpha, gen)
@@ -55,7 +66,7 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
     omega = count_omega(model.shapes, masks)
     upload = upload_factory(flat_active(model, masks)) if upload_factory else None
     sizes = part.sizes
-    dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
+    dtype = compute_dtype(cfg.precision) if getattr(model, "supports_bf16", False) else torch.float32
     model.compute_dtype = dtype
     x_train = data.x_train.to(dtype)  # once per run, not per chunk
     comm_total, curve = 0.0, []
@@ -71,26 +82,51 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
         if upload is not None and hasattr(upload, "begin_round"):
             upload.begin_round(t + 1)
         lost = (torch.rand(len(sampled), generator=gen) < cfg.upload_loss).numpy()
-        comm_total += float(lost.sum()) * omega  # a lost upload still cost its bytes
+        if secagg is None:
+            comm_total += float(lost.sum()) * omega  # a lost upload still cost its bytes
         arrived = np.sort(sampled[~lost])
         arrivals[arrived] += 1
+        if secagg is not None or hasattr(upload, "set_active"):  # SET regrowth moves the active coordinates
+            active_now = flat_active(model, masks)
+            if hasattr(upload, "set_active"):
+                upload.set_active(active_now)
+            if secagg is not None:  # key agreement and sharing among all sampled clients, lost ones included
+                secagg.begin_round(t + 1, sampled, arrived, active_now)
         deltas_all, weights = [], []
-        for start in range(0, len(arrived), cfg.chunk_clients):
-            chunk = arrived[start:start + cfg.chunk_clients]
-            local = train_clients(model, params, masks, x_train, data.y_train, [part.train[k] for k in chunk],
-                                  epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, gen=gen, hook=step_hook)
+        chunks = [arrived[s:s + cfg.chunk_clients] for s in range(0, len(arrived), cfg.chunk_clients)]
+        seeds = torch.randint(0, 2 ** 62, (len(chunks),), generator=gen).tolist()
+        if controller is not None:
+            controller.begin_round(t + 1, model, params, arrived, dict(zip(seeds, chunks)))
+        trained = train_chunks(model, params, masks, x_train, data.y_train,
+                               [[part.train[k] for k in c] for c in chunks], epochs=cfg.epochs,
+                               batch_size=cfg.batch_size, lr=cfg.lr, seeds=seeds,
+                               hook_for=step_hook.for_chunk if step_hook is not None else None)
+        for chunk, local in zip(chunks, trained):
             flat = torch.cat([(lp - gp).reshape(len(chunk), -1) for lp, gp in zip(local, params)], dim=1)
             del local
             if upload is not None:
                 flat, cost = upload(flat, chunk, omega)
             else:
                 cost = np.full(len(chunk), float(omega))
+            if secagg is not None:  # masked, quantised uploads; their cost is the protocol's (below)
+                secagg.add(flat, chunk)
+                continue
             comm_total += float(cost.sum())
             deltas_all.append(flat)
             weights.append(sizes[chunk])
         agg = None
-        if deltas_all:
+        keep = controller.select(arrived) if controller is not None else None  # bool mask over `arrived`
+        if controller is not None:
+            comm_total += controller.metadata_words(arrived)
+        if secagg is not None:
+            agg = secagg.finish(None if keep is None else arrived[keep])
+            comm_total += secagg.last_words
+        elif deltas_all and keep is not None:
+            agg = weighted_mean(torch.cat(deltas_all)[torch.as_tensor(keep)],
+                                torch.as_tensor(np.concatenate(weights)[keep], dtype=torch.float32))
+        elif deltas_all:
             agg = weighted_mean(torch.cat(deltas_all), torch.as_tensor(np.concatenate(weights), dtype=torch.float32))
+        if agg is not None:
             if not torch.isfinite(agg).all():
                 raise DivergedError(f"non-finite update in round {t + 1}")
             offset, agg_list = 0, []
@@ -105,10 +141,13 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
             step_hook.end_round()
         if upload is not None:
             upload.end_round(agg)
+        if controller is not None:
+            controller.after_aggregate(params)
         if eval_every and ((t + 1) % eval_every == 0 or t + 1 == cfg.rounds):
             per_client, glob = client_accuracies(model, params, data, part)
             curve.append((t + 1, float(np.nanmean(per_client)), glob))
         if on_round is not None:
             on_round(t + 1)
     return RoundsOutcome(params=params, masks=masks, omega=omega, comm=comm_total / (cfg.rounds * K),
-                         accuracy_curve=curve, step_hook=step_hook, upload=upload, arrivals=arrivals)
+                         accuracy_curve=curve, step_hook=step_hook, upload=upload, arrivals=arrivals,
+                         secagg=secagg, controller=controller)

@@ -28,7 +28,7 @@ def calibrated(cfg: SimConfig) -> SimConfig:
         return cfg
     from ..privacy import accounting as acc
 
-    if pc.mechanism == "update":
+    if pc.mechanism in ("update", "adaptive"):  # adaptive noise is σ/b_i ≥ σ: the worst case is b_i = 1
         sigma = acc.calibrate_sigma_update(target_eps=pc.target_eps, delta=pc.delta,
                                            participations=pc.max_participations or cfg.rounds)
     else:
@@ -37,13 +37,19 @@ def calibrated(cfg: SimConfig) -> SimConfig:
     return replace(cfg, privacy=replace(pc, sigma=sigma))
 
 
-def _privacy_transforms(cfg: SimConfig, noise: NoiseSource):
+def _privacy_transforms(cfg: SimConfig, noise: NoiseSource, seed: int, controller=None):
     from ..privacy.mechanisms import StepLDP, UpdateLDP
 
     pc = cfg.privacy
     if pc.mechanism == "step":
-        return StepLDP(sigma=pc.sigma, clip=pc.clip, noise=noise), None
-    if pc.mechanism == "update":
+        return StepLDP(sigma=pc.sigma, clip=pc.clip, seed=seed), None
+    if pc.mechanism == "signds":
+        from ..privacy.signds import SignDSUpload
+
+        return None, lambda active: SignDSUpload(eps=pc.signds_eps, k_frac=pc.signds_k, h_frac=pc.signds_h,
+                                                 lr=pc.signds_lr, clients=cfg.data.clients, active=active,
+                                                 seed=seed + 2)
+    if pc.mechanism in ("update", "adaptive"):
         def factory(active):
             store = ledger = None
             if pc.recall:
@@ -53,11 +59,52 @@ def _privacy_transforms(cfg: SimConfig, noise: NoiseSource):
                 from ..privacy.budget import UserBudgetLedger
                 ledger = UserBudgetLedger(total_eps=pc.eps_budget, max_participations=pc.max_participations or
                                           cfg.rounds, rounds=cfg.rounds, num_clients=cfg.data.clients, delta=pc.delta)
-            return UpdateLDP(sigma=pc.sigma, clip=pc.clip, beta=pc.beta, clients=cfg.data.clients, active=active,
-                             noise=noise, recall=store, tau=pc.tau, similarity=pc.similarity, ledger=ledger,
-                             sample_rate=cfg.sampled_per_round / cfg.data.clients)
-        return None, factory
+            kw = dict(sigma=pc.sigma, clip=pc.clip, beta=pc.beta, clients=cfg.data.clients, active=active,
+                      noise=noise, recall=store, tau=pc.tau, similarity=pc.similarity, ledger=ledger,
+                      sample_rate=cfg.sampled_per_round / cfg.data.clients)
+            if controller is not None:
+                from ..privacy.adaptive import AdaptiveUpdateLDP
+                return AdaptiveUpdateLDP(controller=controller, **kw)
+            return UpdateLDP(**kw)
+        return controller, factory  # adaptive: the controller is the step hook (per-client learning rate)
     return None, None
+
+
+def secagg_range(cfg: SimConfig) -> float:
+    """The clamp R of secure aggregation's fixed point (public): `secagg_range`, or from the mechanism —
+    update-like: C0·(1 + 8·z_max) (the clipped update plus 8 noise std); signds: η_g; otherwise 16."""
+    pc = cfg.privacy
+    if pc.secagg_range is not None:
+        return pc.secagg_range
+    if pc.mechanism in ("update", "adaptive"):
+        if pc.eps_budget is not None:
+            return 16.0 * pc.clip
+        z = pc.sigma / (1.0 - pc.adaptive_kappa) if pc.mechanism == "adaptive" else pc.sigma
+        return pc.clip * (1.0 + 8.0 * z)
+    if pc.mechanism == "signds":
+        return pc.signds_lr
+    return 16.0
+
+
+def _extensions(cfg: SimConfig, data, part, seed: int):
+    """(adaptive controller, secure aggregator) for the seed-003 / seed-002 options; None when off."""
+    pc = cfg.privacy
+    controller = secagg = None
+    if pc.mechanism == "adaptive":
+        from ..privacy.adaptive import AdaptiveController
+
+        g = torch.Generator().manual_seed(seed + 3)
+        shared = torch.randperm(len(data.y_test), generator=g)[:512]  # the shared test data the server sends
+        controller = AdaptiveController(
+            sizes=part.sizes, epochs=cfg.epochs, sampled_per_round=cfg.sampled_per_round, levels=pc.adaptive_levels,
+            gamma=pc.adaptive_gamma, kappa=pc.adaptive_kappa, keep=pc.adaptive_keep, threshold=pc.adaptive_threshold,
+            level_eps=pc.adaptive_level_eps, shared_x=data.x_test[shared], shared_y=data.y_test[shared], seed=seed + 3)
+    if pc.aggregation == "secagg":
+        from ..secagg.aggregator import SecureAggregator
+
+        secagg = SecureAggregator(sizes=part.sizes, bits=pc.secagg_bits, value_range=secagg_range(cfg),
+                                  threshold=pc.secagg_threshold, seed=seed + 4, keep_uploads=controller is not None)
+    return controller, secagg
 
 
 def simulate(cfg: SimConfig, *, seed: int = 0, eps_objective: str = "eps", eval_every: int = 0,
@@ -72,10 +119,11 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eps_objective: str = "eps", eval_
     model = build_model(cfg.arch, data.input_shape, data.num_classes)
     gen = torch.Generator().manual_seed(seed)
     noise = NoiseSource(seed + 1)
-    step_hook, upload_factory = _privacy_transforms(cfg, noise)
+    controller, secagg = _extensions(cfg, data, part, seed)
+    step_hook, upload_factory = _privacy_transforms(cfg, noise, seed, controller)
     try:
         out = run_rounds(cfg, model, data, part, gen=gen, step_hook=step_hook, upload_factory=upload_factory,
-                         eval_every=eval_every, on_round=progress)
+                         eval_every=eval_every, on_round=progress, secagg=secagg, controller=controller)
     except DivergedError as e:
         return EvaluationResult(error=1.0, comm=math.inf, eps=math.inf, eps_paper=math.inf, accuracy_global=0.0,
                                 omega=0, status="diverged", wall_s=time.perf_counter() - t0, rounds=cfg.rounds,

@@ -8,6 +8,7 @@ and fresh allocations cost more than the arithmetic.
 from __future__ import annotations
 
 import math
+import threading
 
 import torch
 
@@ -18,6 +19,7 @@ class StackedMLP:
     """Parameters are [W0, b0, W1, b1, ...] with W (d_in, d_out), b (1, d_out); stacked copies add a dim c."""
 
     kind = "mlp"
+    supports_bf16 = True
 
     def __init__(self, arch: MLPArch, input_shape: tuple, num_classes: int):
         d_in = math.prod(input_shape)
@@ -26,7 +28,7 @@ class StackedMLP:
         for a, b in zip(self.dims[:-1], self.dims[1:]):
             self.shapes += [(a, b), (1, b)]
         self.fc_weight_ids = tuple(range(0, len(self.shapes), 2))  # SET masks these
-        self._buf: dict = {}
+        self._local = threading.local()
         self.compute_dtype = torch.float32
 
     def init(self, gen: torch.Generator) -> list[torch.Tensor]:
@@ -49,9 +51,11 @@ class StackedMLP:
         return h
 
     def _buffer(self, key, shape, dtype=torch.float32) -> torch.Tensor:
-        t = self._buf.get(key)
+        """Per-thread scratch buffers: chunks of clients train in parallel threads."""
+        bufs = self._local.__dict__.setdefault("bufs", {})
+        t = bufs.get(key)
         if t is None or t.shape != shape or t.dtype != dtype:
-            t = self._buf[key] = torch.empty(shape, dtype=dtype)
+            t = bufs[key] = torch.empty(shape, dtype=dtype)
         return t
 
     def grads(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:

@@ -31,23 +31,53 @@ def batch_norms(tensors: list[torch.Tensor]) -> torch.Tensor:
 
 
 class StepLDP:
-    """Seed 004 per-step LDP. clip=None: S is the median of the unclipped gradient norms of the previous round
-    (of the first step, for round 1) — the paper's choice; that median is not itself privatised."""
+    """Seed 004 per-step LDP: round-level state; `for_chunk` gives the per-chunk hook the engine calls.
 
-    def __init__(self, *, sigma: float, clip: Optional[float], noise: NoiseSource):
+    clip=None: S is the median of the unclipped gradient norms of the previous round (in round 1, of each chunk's
+    first step) — the paper's choice; that median is not itself privatised. `clips` records, per round, the
+    largest S any chunk used (the accountant needs the max).
+    """
+
+    def __init__(self, *, sigma: float, clip: Optional[float], seed: int = 0):
         self.sigma = sigma
         self.fixed = clip
         self.S = clip
+        self.seed = seed
+        self.clips: list[float] = []
+        self._chunks: list[_ChunkStep] = []
+
+    def for_chunk(self, seed: int, noise=None) -> "_ChunkStep":
+        if noise is None:
+            noise = NoiseSource((seed ^ self.seed) % (1 << 62), threads=torch.get_num_threads())
+        hook = _ChunkStep(self, noise)
+        self._chunks.append(hook)  # list.append is atomic: chunks may run in threads
+        return hook
+
+    def end_round(self) -> None:
+        used = [h.S for h in self._chunks if h.S is not None]
+        if used:
+            self.clips.append(max(used))
+        norms = [n for h in self._chunks for n in h.norms]
+        if self.fixed is None and norms:
+            self.S = float(torch.cat(norms).median())
+        for h in self._chunks:
+            h.noise.close()
+        self._chunks = []
+
+
+class _ChunkStep:
+    def __init__(self, parent: StepLDP, noise):
+        self.sigma = parent.sigma
+        self.S = parent.S
         self.noise = noise
-        self._round_norms: list[torch.Tensor] = []
-        self.clips: list[float] = []  # S used in each round
+        self.norms: list[torch.Tensor] = []
         self._buf: dict = {}
 
     def coefficients(self, grads, active, lr):
         norms = batch_norms(grads)
         live = norms[active]
         if live.numel():
-            self._round_norms.append(live)
+            self.norms.append(live)
             if self.S is None:
                 self.S = float(live.median())
         s = self.S if self.S is not None else 1.0
@@ -65,13 +95,6 @@ class StepLDP:
             if not all_active:
                 buf.mul_(_col(active.to(buf.dtype), buf))
             p.add_(buf)
-
-    def end_round(self) -> None:
-        if self.S is not None:
-            self.clips.append(self.S)
-        if self.fixed is None and self._round_norms:
-            self.S = float(torch.cat(self._round_norms).median())
-        self._round_norms = []
 
 
 class UpdateLDP:

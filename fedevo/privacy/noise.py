@@ -15,7 +15,7 @@ _MIN_SPLIT = 1 << 15  # below this, one generator is faster than a thread hand-o
 class NoiseSource:
     def __init__(self, seed: int, threads: int | None = None):
         self.threads = max(1, threads or min(4, os.cpu_count() or 1))
-        self.gens = [torch.Generator().manual_seed(seed * 1_000_003 + i) for i in range(self.threads)]
+        self.gens = [torch.Generator().manual_seed((seed * 1_000_003 + i) % (1 << 63)) for i in range(self.threads)]
         self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
 
     def fill_(self, buf: torch.Tensor, std: float = 1.0) -> torch.Tensor:
@@ -29,5 +29,7 @@ class NoiseSource:
         return buf
 
     def close(self) -> None:
+        """Stop the helper threads (the source still works after, single-threaded)."""
         if self._pool is not None:
             self._pool.shutdown(wait=False)
+            self._pool = None

@@ -61,7 +61,7 @@ def test_mlp_masked_matches_reference_and_stays_sparse():
 
 def test_clipping_matches_reference():
     data, clients, model, params, masks = _setup(MLPArch(layers=1, units=16))
-    hook = StepLDP(sigma=1.0, clip=0.05, noise=_ZeroNoise())
+    hook = StepLDP(sigma=1.0, clip=0.05).for_chunk(0, noise=_ZeroNoise())
     _compare(model, params, masks, data, clients, hook=hook, clip=0.05)
 
 
@@ -89,7 +89,7 @@ def test_step_noise_has_sigma_std():
 
     data, clients, model, params, masks = _setup(MLPArch(layers=1, units=16), sizes=(16, 16))
     src = NoiseSource(0, threads=2)
-    hook = StepLDP(sigma=0.5, clip=1e-9, noise=src)  # clip ~0: the step is pure noise
+    hook = StepLDP(sigma=0.5, clip=1e-9).for_chunk(0, noise=src)  # clip ~0: the step is pure noise
     got = train_clients(model, params, masks, data.x_train, data.y_train, clients, epochs=4, batch_size=16, lr=0.1,
                         gen=torch.Generator().manual_seed(1), hook=hook)
     diff = torch.cat([(a - p.unsqueeze(0)).reshape(2, -1) for a, p in zip(got, params)], 1)

@@ -28,19 +28,19 @@ def test_upload_loss_frequency():
     from fedevo.fl import rounds as R
 
     seen = []
-    orig = R.train_clients
+    orig = R.train_chunks
 
-    def spy(model, params, masks, x, y, clients, **kw):
-        seen.append(len(clients))
-        return orig(model, params, masks, x, y, clients, **kw)
+    def spy(model, params, masks, x, y, chunks, **kw):
+        seen.extend(len(c) for c in chunks)
+        return orig(model, params, masks, x, y, chunks, **kw)
 
     cfg = SimConfig(data=DataConfig(dataset="synthetic", clients=10), rounds=60, epochs=1, batch_size=64,
                     participation=1.0, upload_loss=0.3, chunk_clients=100)
-    R.train_clients, saved = spy, R.train_clients
+    R.train_chunks, saved = spy, R.train_chunks
     try:
         res = simulate(cfg, seed=0)
     finally:
-        R.train_clients = saved
+        R.train_chunks = saved
     arrived = sum(seen) / (60 * 10)
     assert abs(arrived - 0.7) < 0.05  # 600 Bernoulli(0.7): sd 0.019
     assert res.comm == pytest.approx(res.omega)  # lost uploads still cost their bytes
@@ -59,3 +59,23 @@ def test_diverged_is_reported_not_raised():
                     participation=1.0, upload_loss=0.0)
     r = simulate(cfg, seed=0)
     assert r.status == "diverged" and r.error == 1.0 and math.isinf(r.comm)
+
+
+@pytest.mark.parametrize("privacy", [PrivacyConfig(), PrivacyConfig(mechanism="step", sigma=0.01),
+                                     PrivacyConfig(mechanism="update", sigma=0.5, clip=1.0, recall=True, tau=0.5)])
+def test_same_numbers_whatever_the_chunk_threads(monkeypatch, privacy):
+    cfg = SimConfig(data=DataConfig(dataset="synthetic", clients=9), rounds=3, epochs=1, batch_size=16,
+                    participation=1.0, upload_loss=0.2, chunk_clients=2, alpha=2.0, xi=0.1, privacy=privacy)
+    out = []
+    for n in ("1", "2", "3"):
+        monkeypatch.setenv("FEDEVO_CHUNK_THREADS", n)
+        out.append(simulate(cfg, seed=7))
+    assert out[0].to_dict() | {"wall_s": 0} == out[1].to_dict() | {"wall_s": 0} == out[2].to_dict() | {"wall_s": 0}
+
+
+def test_bf16_close_to_fp32():
+    base = dict(data=DataConfig(dataset="synthetic", clients=4), rounds=4, epochs=2, batch_size=16,
+                participation=1.0, upload_loss=0.0, lr=0.1)
+    a = simulate(SimConfig(**base), seed=0)
+    b = simulate(SimConfig(**base, precision="bf16"), seed=0)
+    assert b.status == "ok" and abs(a.error - b.error) < 0.05

@@ -10,6 +10,7 @@ import sys
 from ..errors import FedevoError
 from .app import app
 from . import evaluate as _evaluate  # noqa: F401  (registers commands)
+from . import search as _search  # noqa: F401
 
 
 def main(argv=None) -> None:

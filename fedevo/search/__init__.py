@@ -1,0 +1,30 @@
+"""NSGA-III search over a problem's genes (seed 004 §2.4, §3.3-3.4, Algorithm 2).
+
+Modules: ``space`` (genes <-> pymoo vectors, unbiased integer rounding), ``problem`` (the pymoo Problem:
+decode, call the injected evaluator, F and G), ``algorithm`` (the NSGA3 configuration), ``runner`` (serial or
+Ray evaluation, each result reported as it finishes), ``run`` (run directory, checkpoints, resume, front,
+hypervolume), ``progress`` (rich display).
+
+Command line::
+
+    fedevo search [--problem NAME|FILE] [--pop N] [--gen N] [--workers N] [--seed S] [--out DIR]
+                  [--rounds T] [--data-dir D] [--ray-address HOST:PORT] [--cpus-per-task C]
+                  [--gpus-per-task G] [--partitions P] [--quiet]
+    fedevo resume DIR [--workers N] [--ray-address HOST:PORT] [--data-dir D] [--quiet]
+
+``--workers 0`` evaluates in-process (debugging); otherwise a local Ray with N workers is started (default:
+one per core). A cluster started with ``ray start --head --port 6379`` is used with ``--ray-address
+HOST:6379``; Ray >= 2.5x clusters use token authentication, which a driver given an explicit address only
+uses with ``RAY_AUTH_MODE=token`` in its environment (token from ``RAY_AUTH_TOKEN`` or ``~/.ray/auth_token``).
+
+Python API::
+
+    from fedevo.search import Runtime, SearchSettings, resume, search
+    summary = search(SearchSettings(problem="digits_mlp", pop=12, gen=4, seed=0), "runs/demo", Runtime(workers=2))
+    summary = resume("runs/demo", Runtime(workers=0), evaluator=my_evaluate)   # any evaluate-like callable
+"""
+
+from .run import Runtime, SearchRun, SearchSettings, Summary, resume, search
+from .space import SearchSpace
+
+__all__ = ["Runtime", "SearchRun", "SearchSettings", "SearchSpace", "Summary", "resume", "search"]

@@ -1,0 +1,48 @@
+"""The NSGA-III configuration (seed 004 §2.4, §3.4; Deb & Jain 2014) as pymoo objects.
+
+* Das–Dennis reference directions for 3 objectives (``n_partitions`` chosen so that pop >= directions);
+* binary tournament: the less constraint-violating individual wins, else a random one (pymoo's NSGA-III
+  default, as in Deb & Jain: parents are picked at random, feasibility first);
+* SBX crossover (prob 0.9, eta 15) and polynomial mutation (eta 20, each gene with prob min(1/2, 1/n_var)),
+  followed by :class:`~fedevo.search.space.GeneRepair`, which rounds the int/choice genes without bias;
+* duplicates eliminated, ``pop`` offspring per generation (pymoo evaluates only the offspring; parents keep
+  their objectives), reference-direction survival.
+
+Everything here pickles by reference (checkpoints hold the whole algorithm object).
+"""
+
+from __future__ import annotations
+
+from pymoo.algorithms.moo.nsga3 import NSGA3, comp_by_cv_then_random
+
+from .problem import SearchProblem
+from .space import GeneRepair, SearchSpace
+
+CROSSOVER = {"prob": 0.9, "eta": 15}
+MUTATION = {"eta": 20}
+
+
+def binary_tournament(pop, P, random_state=None, **kwargs):
+    """pymoo's NSGA-III tournament comparator, as a module-level function so that checkpoints pickle."""
+    return comp_by_cv_then_random(pop, P, random_state=random_state, **kwargs)
+
+
+def make_nsga3(space: SearchSpace, problem: SearchProblem, *, pop: int, partitions: int, seed: int) -> NSGA3:
+    """A set-up NSGA3 (ask/tell ready, never terminating by itself: the caller counts generations)."""
+    from pymoo.config import Config
+    from pymoo.core.termination import NoTermination
+    from pymoo.operators.crossover.sbx import SBX
+    from pymoo.operators.mutation.pm import PM
+    from pymoo.operators.sampling.rnd import FloatRandomSampling
+    from pymoo.operators.selection.tournament import TournamentSelection
+    from pymoo.util.ref_dirs import get_reference_directions
+
+    Config.warnings["not_compiled"] = False
+    ref_dirs = get_reference_directions("das-dennis", 3, n_partitions=partitions)
+    assert len(ref_dirs) <= pop, (len(ref_dirs), pop)
+    algorithm = NSGA3(ref_dirs=ref_dirs, pop_size=pop, n_offsprings=pop, sampling=FloatRandomSampling(),
+                      selection=TournamentSelection(func_comp=binary_tournament, pressure=2),
+                      crossover=SBX(**CROSSOVER), mutation=PM(**MUTATION), repair=GeneRepair(space),
+                      eliminate_duplicates=True, seed=seed)
+    algorithm.setup(problem, termination=NoTermination(), verbose=False)
+    return algorithm

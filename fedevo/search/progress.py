@@ -1,0 +1,126 @@
+"""Progress display of a search: a rich live bar, or nothing (``--quiet``)."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Mapping, Optional
+
+
+class NullReporter:
+    """Reports nothing (``--quiet``, tests, the Python API)."""
+
+    def start(self, *, n_gen: int, generation: int, total: int, done: int, rows=(), runner: str = "") -> None:
+        pass
+
+    def generation(self, g: int) -> None:
+        pass
+
+    def evaluated(self, row: Mapping[str, Any]) -> None:
+        pass
+
+    def tick(self, running: int, queued: int = 0) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+def _fmt(v: Optional[float]) -> str:
+    if v is None or not math.isfinite(v):
+        return "–"
+    return f"{v:.4g}"
+
+
+class RichReporter(NullReporter):
+    """Generation k/N, evaluations done/running, best error / comm / ε so far (each alone), ETA.
+
+    On a terminal: a live progress bar. Otherwise (output redirected): one plain line per generation.
+    """
+
+    def __init__(self, eps_key: str = "eps", console=None):
+        from rich.console import Console
+
+        self.eps_key = eps_key
+        self.console = console or Console(stderr=True)
+        self._progress = None
+        self._task = None
+        self._best = {"error": math.inf, "comm": math.inf, "eps": math.inf}
+        self._gen = (0, 0)
+        self._running = 0
+        self._queued = 0
+        self._bad = {"failed": 0, "diverged": 0}
+        self._t0 = time.monotonic()
+        self._done = 0
+        self._total = 0
+        self._plain = not self.console.is_terminal
+
+    def _note(self, row: Mapping[str, Any]) -> None:
+        if row.get("status") != "ok":
+            self._bad[row.get("status")] = self._bad.get(row.get("status"), 0) + 1
+            return
+        for k, col in (("error", "error"), ("comm", "comm"), ("eps", self.eps_key)):
+            v = row.get(col)
+            if v is not None and math.isfinite(v):
+                self._best[k] = min(self._best[k], v)
+
+    def _fields(self) -> dict[str, str]:
+        b = self._best
+        return {"gen": f"gen {self._gen[0]}/{self._gen[1]}",
+                "running": f"{self._running} running" + (f", {self._queued} queued" if self._queued else ""),
+                "best": f"best error {_fmt(b['error'])} · comm {_fmt(b['comm'])} · ε {_fmt(b['eps'])}",
+                "failed": "".join(f" · {n} {k}" for k, n in self._bad.items() if n)}
+
+    def start(self, *, n_gen: int, generation: int, total: int, done: int, rows=(), runner: str = "") -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        for r in rows:
+            self._note(r)
+        self._gen = (generation, n_gen)
+        self._done, self._total = done, total
+        if runner:
+            self.console.print(f"[dim]evaluating on {runner}[/dim]")
+        if self._plain:
+            return
+        self._progress = Progress(
+            TextColumn("{task.fields[gen]}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("evaluated · {task.fields[running]}{task.fields[failed]}"),
+            TextColumn("· {task.fields[best]}"), TextColumn("· ETA"), TimeRemainingColumn(),
+            console=self.console, transient=False, refresh_per_second=4)
+        self._progress.start()
+        self._task = self._progress.add_task("search", total=total, completed=done, **self._fields())
+
+    def _line(self) -> None:
+        f = self._fields()
+        self.console.print(f"{f['gen']}: {self._done}/{self._total} evaluated{f['failed']} · {f['best']} · "
+                           f"{time.monotonic() - self._t0:.0f} s", highlight=False, soft_wrap=True)
+
+    def generation(self, g: int) -> None:
+        if self._plain and g > self._gen[0]:
+            self._line()
+        self._gen = (g, self._gen[1])
+        self._update()
+
+    def evaluated(self, row: Mapping[str, Any]) -> None:
+        self._note(row)
+        self._done += 1
+        self._update(advance=1)
+
+    def tick(self, running: int, queued: int = 0) -> None:
+        if (running, queued) != (self._running, self._queued):
+            self._running, self._queued = running, queued
+            self._update()
+
+    def _update(self, advance: int = 0) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, advance=advance, **self._fields())
+
+    def stop(self) -> None:
+        if self._plain and self._total:
+            self._line()
+            self._total = 0
+        if self._progress is not None:
+            self._running = self._queued = 0
+            self._update()
+            self._progress.stop()
+            self._progress = None

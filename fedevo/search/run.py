@@ -1,0 +1,740 @@
+"""A search run on disk: run directory, evaluation log, checkpoints, resume, front and hypervolume.
+
+Run directory::
+
+    run.json            what was run: problem name + full problem-file text, settings, seed, encoding,
+                        algorithm, package versions (written once, atomically; never changed)
+    evaluations.csv     one row per evaluated individual, appended (and fsync'ed) the moment it finishes:
+                        id (0, 1, ... in ask order), generation (1 = initial population), index (within
+                        its generation), seed (the evaluation's), one column per gene (decoded values),
+                        error, comm, eps, eps_paper, accuracy_global, omega, status (ok/diverged/failed),
+                        wall_s, rounds_trained, privacy (JSON), message (traceback of a failure; newlines
+                        written as \\n so that every row is one line). Floats are written with repr(): exact;
+                        an empty cell is None (e.g. no ε for an unprivate run)
+    checkpoints/gen-NNNN.pkl
+                        pymoo algorithm state (population, reference-point normalisation, RNG) after
+                        generation NNNN (0000 = before the first), with a SHA-256 of its payload
+    front.csv           non-dominated rows among all evaluations with status ok (and within the
+                        problem's constraints), rewritten at the end of each generation
+    hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`)
+
+Resume = load the newest checkpoint (generation g) and continue with generation g + 1. pymoo's RNG is in
+the checkpoint, so it asks for exactly the individuals the interrupted run had asked for; each one gets
+the same id (ids are handed out in ask order) and an evaluation seed derived from (run seed, id). An
+individual whose row is already in evaluations.csv (same id, generation, index, seed and genes) is
+reused, never evaluated again; only the missing ones run. Every file but the CSV is written to a
+temporary file and renamed; the CSV is appended a whole line at a time and flushed, and a torn last line
+(killed mid-write) is cut off when the run is opened again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import pickle
+import platform
+import sys
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..errors import FedevoError
+from ..problem import Problem, load_problem, parse_problem
+from ..result import EvaluationResult
+from .problem import OBJECTIVES, WORST, SearchProblem, sanitize
+from .progress import NullReporter
+from .runner import DEFAULT_EVALUATOR, Evaluator, Task, _Abort, cores, evaluator_spec, load_evaluator, make_runner
+from .algorithm import CROSSOVER, MUTATION, make_nsga3
+from .space import SearchSpace
+
+RUN_FORMAT = "fedevo-search-run/1"
+CKPT_MAGIC = b"FEDEVO-SEARCH-CHECKPOINT 1\n"
+HV_REF = 1.1  # reference point (in every normalised objective) for the hypervolume
+
+# the evaluation fields written after the genes, in this order
+RESULT_COLUMNS = ("error", "comm", "eps", "eps_paper", "accuracy_global", "omega", "status", "wall_s",
+                  "rounds_trained", "privacy", "message")
+HEAD_COLUMNS = ("id", "generation", "index", "seed")
+
+
+# ============================================================================================ settings
+def n_ref_dirs(partitions: int, n_obj: int = 3) -> int:
+    """Number of Das–Dennis reference directions: C(partitions + n_obj - 1, n_obj - 1)."""
+    return math.comb(partitions + n_obj - 1, n_obj - 1)
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """What defines a search (stored in run.json; the same settings + seed give the same front)."""
+
+    problem: str = "digits_mlp"
+    pop: int = 12
+    gen: int = 4
+    seed: int = 0
+    partitions: Optional[int] = None  # Das–Dennis partitions; None: the largest whose directions fit in pop
+    rounds: Optional[int] = None  # override the problem's rounds per evaluation
+    data_dir: Optional[str] = None
+    evaluator: str = DEFAULT_EVALUATOR
+
+    def resolved(self) -> "SearchSettings":
+        """Validated copy with `partitions` filled in; bad values raise FedevoError."""
+        if self.gen < 1:
+            raise FedevoError(f"--gen must be >= 1 (generation 1 is the initial population), got {self.gen}")
+        if self.seed < 0:
+            raise FedevoError(f"--seed must be >= 0, got {self.seed}")
+        if self.rounds is not None and self.rounds < 1:
+            raise FedevoError(f"--rounds must be >= 1, got {self.rounds}")
+        if self.pop < n_ref_dirs(1):
+            raise FedevoError(f"--pop {self.pop} is too small: NSGA-III needs at least one individual per reference "
+                              f"direction, and 3 objectives need at least {n_ref_dirs(1)} Das–Dennis directions "
+                              f"(n_partitions=1); use --pop {n_ref_dirs(1)} or more (the paper uses 20)")
+        p = self.partitions
+        if p is None:
+            p = 1
+            while n_ref_dirs(p + 1) <= self.pop:
+                p += 1
+        elif p < 1:
+            raise FedevoError(f"--partitions must be >= 1, got {p}")
+        elif n_ref_dirs(p) > self.pop:
+            raise FedevoError(f"--pop {self.pop} is too small for --partitions {p}: that gives {n_ref_dirs(p)} "
+                              f"Das–Dennis reference directions for 3 objectives and NSGA-III needs --pop >= "
+                              f"{n_ref_dirs(p)}")
+        return replace(self, partitions=p)
+
+    @property
+    def expected_evaluations(self) -> int:
+        return self.pop * self.gen  # initial population + (gen - 1) generations of `pop` offspring
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How to evaluate (not part of a run's identity: may change on resume)."""
+
+    workers: Optional[int] = None  # None: number of cores; 0: serial, in-process
+    ray_address: Optional[str] = None
+    cpus_per_task: float = 1.0
+    gpus_per_task: float = 0.0
+
+
+def eval_seed(run_seed: int, individual_id: int) -> int:
+    """The evaluation seed of individual `individual_id`: independent of worker count and completion order."""
+    return int(np.random.SeedSequence([run_seed, individual_id]).generate_state(1)[0])
+
+
+# ============================================================================================ files
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write to a temporary file beside `path`, fsync, rename over `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    with contextlib.suppress(OSError):
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _unescape(s: str) -> str:
+    out, i = [], 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            out.append({"n": "\n", "r": "\r", "\\": "\\"}.get(s[i + 1], s[i + 1]))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _fmt_float(v: Any) -> str:
+    if v is None:
+        return ""
+    return repr(float(v))  # repr round-trips exactly (inf, nan too)
+
+
+def _parse_float(s: str) -> Optional[float]:
+    return None if s == "" else float(s)
+
+
+class EvalLog:
+    """evaluations.csv: one physical line per evaluation (newlines inside the message are escaped as \\n)."""
+
+    def __init__(self, path: Path, genes: Sequence):
+        self.path = Path(path)
+        self.genes = tuple(genes)
+        gene_names = [g.name for g in self.genes]
+        clash = set(gene_names) & (set(HEAD_COLUMNS) | set(RESULT_COLUMNS))
+        assert not clash, clash
+        self.columns = list(HEAD_COLUMNS) + gene_names + list(RESULT_COLUMNS)
+        self._fh = None
+
+    # -- formatting
+    def _gene_cell(self, g, v) -> str:
+        if g.type == "real":
+            return repr(float(v))
+        if g.type == "int":
+            return str(int(v))
+        return str(v)
+
+    def _gene_value(self, g, s: str):
+        if g.type == "real":
+            return float(s)
+        if g.type == "int":
+            return int(s)
+        for c in g.choices:
+            if str(c) == s:
+                return c
+        return s
+
+    def cells(self, task: Task, r: EvaluationResult) -> list[str]:
+        privacy = json.dumps(r.privacy or {}, sort_keys=True, default=str)
+        return ([str(task.id), str(task.generation), str(task.index), str(task.seed)]
+                + [self._gene_cell(g, task.params[g.name]) for g in self.genes]
+                + [_fmt_float(r.error), _fmt_float(r.comm), _fmt_float(r.eps), _fmt_float(r.eps_paper),
+                   _fmt_float(r.accuracy_global), str(int(r.omega or 0)), r.status, _fmt_float(r.wall_s),
+                   str(int(r.rounds or 0)), _escape(privacy), _escape(r.message or "")])
+
+    def parse(self, cells: Sequence[str]) -> dict[str, Any]:
+        d = dict(zip(self.columns, cells))
+        row: dict[str, Any] = {k: int(d[k]) for k in HEAD_COLUMNS}
+        for g in self.genes:
+            row[g.name] = self._gene_value(g, d[g.name])
+        for k in ("error", "comm", "eps", "eps_paper", "accuracy_global", "wall_s"):
+            row[k] = _parse_float(d[k])
+        row["omega"] = int(d["omega"])
+        row["status"] = d["status"]
+        row["rounds_trained"] = int(d["rounds_trained"])
+        row["privacy"] = json.loads(_unescape(d["privacy"])) if d["privacy"] else {}
+        row["message"] = _unescape(d["message"])
+        return row
+
+    def matches(self, row: Mapping[str, Any], task: Task) -> bool:
+        return (row["generation"] == task.generation and row["index"] == task.index and row["seed"] == task.seed
+                and all(self._gene_cell(g, row[g.name]) == self._gene_cell(g, task.params[g.name])
+                        for g in self.genes))
+
+    @staticmethod
+    def _line(cells: Sequence[str]) -> str:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow(cells)
+        return buf.getvalue()
+
+    # -- file
+    def open(self) -> list[dict[str, Any]]:
+        """Repair a torn tail, check the header, return the rows so far, open for appending."""
+        header = self._line(self.columns)
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            atomic_write(self.path, header)
+        data = self.path.read_bytes()
+        if not data.endswith(b"\n"):  # killed in the middle of a line: that evaluation is not recorded
+            with open(self.path, "r+b") as f:
+                f.truncate(data.rfind(b"\n") + 1)
+            data = data[: data.rfind(b"\n") + 1]
+        if not data:
+            atomic_write(self.path, header)
+            data = header.encode()
+        lines = data.decode("utf-8").splitlines()
+        if next(csv.reader([lines[0]])) != self.columns:
+            raise FedevoError(f"{self.path}: its header does not match this run's genes; the run directory is not "
+                              "consistent with its run.json")
+        rows = []
+        for n, cells in enumerate(csv.reader(lines[1:]), start=2):
+            if len(cells) != len(self.columns):
+                raise FedevoError(f"{self.path}: line {n} is corrupt ({len(cells)} fields, expected "
+                                  f"{len(self.columns)})")
+            try:
+                rows.append(self.parse(cells))
+            except (ValueError, KeyError) as e:
+                raise FedevoError(f"{self.path}: line {n} is corrupt ({e})") from None
+        self._fh = open(self.path, "a", encoding="utf-8", newline="")
+        return rows
+
+    def append(self, task: Task, result: EvaluationResult) -> dict[str, Any]:
+        """Append one evaluation (flushed and fsync'ed); returns the row exactly as it will be read back."""
+        cells = self.cells(task, result)
+        self._fh.write(self._line(cells))
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        return self.parse(cells)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def row_result(row: Mapping[str, Any]) -> EvaluationResult:
+    """An EvaluationResult carrying a logged row's objectives (what the pymoo problem needs)."""
+    return EvaluationResult(error=row["error"], comm=row["comm"], eps=row["eps"], eps_paper=row["eps_paper"],
+                            accuracy_global=row["accuracy_global"], omega=row["omega"], status=row["status"],
+                            wall_s=row["wall_s"] or 0.0, rounds=row["rounds_trained"], privacy=row["privacy"],
+                            message=row["message"])
+
+
+# ============================================================================================ checkpoints
+def save_checkpoint(run_dir: Path, state: Mapping[str, Any]) -> Path:
+    payload = pickle.dumps(dict(state), protocol=pickle.HIGHEST_PROTOCOL)
+    data = CKPT_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+    path = run_dir / "checkpoints" / f"gen-{state['generation']:04d}.pkl"
+    path.parent.mkdir(exist_ok=True)
+    atomic_write(path, data)
+    return path
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    hint = ("; delete it to resume from the previous generation's checkpoint" if path.name != "gen-0000.pkl"
+            else "; delete it to restart the search from its seed")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise FedevoError(f"cannot read checkpoint {path}: {e.strerror}") from None
+    if not data.startswith(CKPT_MAGIC):
+        raise FedevoError(f"corrupt checkpoint {path}: not a fedevo search checkpoint{hint}")
+    digest, _, payload = data[len(CKPT_MAGIC):].partition(b"\n")
+    if hashlib.sha256(payload).hexdigest().encode() != digest:
+        raise FedevoError(f"corrupt checkpoint {path}: checksum mismatch{hint}")
+    try:
+        state = pickle.loads(payload)
+    except Exception as e:  # noqa: BLE001 - unpickling can raise almost anything
+        raise FedevoError(f"corrupt checkpoint {path}: cannot unpickle ({type(e).__name__}: {e}){hint}") from None
+    if not isinstance(state, dict) or "algorithm" not in state or "generation" not in state:
+        raise FedevoError(f"corrupt checkpoint {path}: unexpected content{hint}")
+    return state
+
+
+def latest_checkpoint(run_dir: Path) -> Optional[Path]:
+    files = sorted((run_dir / "checkpoints").glob("gen-*.pkl"))
+    return files[-1] if files else None
+
+
+# ============================================================================================ front / HV
+def objective_matrix(rows: Sequence[Mapping[str, Any]], eps_key: str) -> np.ndarray:
+    return np.array([sanitize((r["error"], r["comm"], r[eps_key])) for r in rows]).reshape(len(rows), 3)
+
+
+def feasible_ok(rows: Sequence[Mapping[str, Any]], eps_key: str, constraints: Mapping[str, float]):
+    """Rows with status ok that satisfy the problem's constraints (objective <= bound)."""
+    out = []
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        F = sanitize((r["error"], r["comm"], r[eps_key]))
+        if all(F[OBJECTIVES.index(k)] <= float(b) for k, b in constraints.items()):
+            out.append(r)
+    return out
+
+
+def non_dominated(F: np.ndarray) -> np.ndarray:
+    """Indices of the rows of F (minimised) that no other row dominates."""
+    if len(F) == 0:
+        return np.array([], dtype=int)
+    le = np.all(F[:, None, :] <= F[None, :, :], axis=2)
+    lt = np.any(F[:, None, :] < F[None, :, :], axis=2)
+    dominated = np.any(le & lt, axis=0)  # [i, j]: i dominates j
+    return np.flatnonzero(~dominated)
+
+
+def front_rows(rows, eps_key: str, constraints) -> list[dict[str, Any]]:
+    cand = feasible_ok(rows, eps_key, constraints)
+    idx = non_dominated(objective_matrix(cand, eps_key))
+    return sorted((cand[i] for i in idx), key=lambda r: r["id"])
+
+
+def hv_normalisation(rows, eps_key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, scale): ideal point and range of the generation-1 ok evaluations (fixed for the whole run)."""
+    first = [r for r in rows if r["generation"] == 1 and r["status"] == "ok"]
+    if first:
+        F = objective_matrix(first, eps_key)
+        lo, hi = F.min(axis=0), F.max(axis=0)
+    else:
+        lo, hi = np.zeros(3), np.array([WORST[k] for k in OBJECTIVES])
+    scale = hi - lo
+    scale[scale <= 0] = np.maximum(np.abs(hi[scale <= 0]), 1e-12)
+    return lo, scale
+
+
+def hypervolume_table(rows, generations: int, eps_key: str, constraints) -> list[dict[str, Any]]:
+    """Hypervolume after each generation of the front of all evaluations so far.
+
+    Objectives are normalised with the ideal point and range of the ok evaluations of generation 1
+    (f' = (f - lo) / scale, fixed for the whole run so values are comparable across generations), and the
+    hypervolume (pymoo's HV indicator) is measured against the fixed reference point (1.1, 1.1, 1.1);
+    points not better than it in every objective add nothing.
+    """
+    from pymoo.indicators.hv import HV
+
+    lo, scale = hv_normalisation(rows, eps_key)
+    ref = np.full(3, HV_REF)
+    ind = HV(ref_point=ref)
+    table = []
+    for g in range(1, generations + 1):
+        upto = [r for r in rows if r["generation"] <= g]
+        front = front_rows(upto, eps_key, constraints)
+        F = (objective_matrix(front, eps_key) - lo) / scale if front else np.zeros((0, 3))
+        F = F[np.all(F < ref, axis=1)]
+        hv = float(ind(F)) if len(F) else 0.0
+        table.append({"generation": g, "evaluations": len(upto), "front_size": len(front), "hypervolume": hv,
+                      **{f"lo_{k}": float(lo[j]) for j, k in enumerate(OBJECTIVES)},
+                      **{f"scale_{k}": float(scale[j]) for j, k in enumerate(OBJECTIVES)}})
+    return table
+
+
+def _csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+# ============================================================================================ the run
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("fedevo", "numpy", "pymoo", "ray", "torch", "rich", "typer"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            if pkg == "fedevo":
+                from .. import __version__
+                out[pkg] = __version__
+    return out
+
+
+def run_identity(problem_text: str, settings: SearchSettings) -> str:
+    s = asdict(settings)
+    s.pop("data_dir")  # where the data lives does not change the results
+    return hashlib.sha256(json.dumps({"problem": problem_text, "settings": s}, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def default_out(problem_name: str) -> Path:
+    base = Path("runs") / f"{problem_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out, n = base, 1
+    while out.exists():
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
+
+
+@dataclass
+class Summary:
+    run_dir: Path
+    generations: int
+    n_gen: int
+    evaluations: int
+    reused: int
+    failed: int
+    front_size: int
+    wall_s: float
+    diverged: int = 0
+    stopped_early: bool = False
+    front: list = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.generations >= self.n_gen or self.stopped_early
+
+
+@contextlib.contextmanager
+def _locked(run_dir: Path):
+    import fcntl
+
+    fh = open(run_dir / ".lock", "a+")
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FedevoError(f"run directory {run_dir} is in use by another fedevo process") from None
+        yield
+    finally:
+        fh.close()
+
+
+class SearchRun:
+    """One run directory and the NSGA-III search it holds."""
+
+    def __init__(self, run_dir: Path, meta: Mapping[str, Any], problem: Problem, settings: SearchSettings):
+        self.run_dir = Path(run_dir)
+        self.meta = dict(meta)
+        self.problem = problem
+        self.settings = settings
+        self.space = SearchSpace.from_problem(problem)
+        self.eps_key = problem.eps_objective
+        self.constraints = dict(problem.constraints)
+        self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes)
+
+    # ------------------------------------------------------------------ creating / opening
+    @classmethod
+    def create(cls, settings: SearchSettings, out: Optional[Path] = None, runtime: Runtime = Runtime()) -> "SearchRun":
+        settings = settings.resolved()
+        problem = load_problem(settings.problem)
+        if not problem.path:
+            raise FedevoError(f"problem {settings.problem!r} has no file to record in run.json")
+        text = Path(problem.path).read_text()
+        load_evaluator(settings.evaluator)  # fail now, before creating anything
+        space = SearchSpace.from_problem(problem)  # genes must be searchable
+        if runtime.ray_address:
+            from .runner import _check_reachable
+
+            _check_reachable(runtime.ray_address, 5.0)
+        if runtime.workers is not None and runtime.workers < 0:
+            raise FedevoError(f"--workers must be >= 0 (0 = serial, in-process), got {runtime.workers}")
+        if not runtime.cpus_per_task > 0:
+            raise FedevoError(f"--cpus-per-task must be > 0, got {runtime.cpus_per_task}")
+        if not runtime.gpus_per_task >= 0:
+            raise FedevoError(f"--gpus-per-task must be >= 0, got {runtime.gpus_per_task}")
+        out = Path(out) if out is not None else default_out(problem.name)
+        ident = run_identity(text, settings)
+        if out.exists() and not out.is_dir():
+            raise FedevoError(f"--out {out} exists and is not a directory")
+        if out.is_dir() and any(out.iterdir()):
+            if (out / "run.json").exists():
+                try:
+                    same = json.loads((out / "run.json").read_text()).get("run_id") == ident
+                except (OSError, ValueError):
+                    same = False
+                if same:
+                    raise FedevoError(f"--out {out} already holds this run; continue it with `fedevo resume {out}`")
+                raise FedevoError(f"--out {out} holds a different run; choose another --out (nothing was overwritten)")
+            raise FedevoError(f"--out {out} is not empty and holds no fedevo run; choose another --out "
+                              "(nothing was overwritten)")
+        out.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "format": RUN_FORMAT,
+            "run_id": ident,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "problem": {"name": problem.name, "source": settings.problem, "path": problem.path,
+                        "file_stem": Path(problem.path).stem, "text": text},
+            "settings": asdict(settings),
+            "objectives": ["error", "comm", problem.eps_objective],
+            "constraints": dict(problem.constraints),
+            "worst_objectives": dict(WORST),
+            "n_ref_dirs": n_ref_dirs(settings.partitions),
+            "offspring_per_generation": settings.pop,
+            "expected_evaluations": settings.expected_evaluations,
+            "encoding": space.describe(),
+            "algorithm": {
+                "name": "pymoo NSGA3", "ref_dirs": f"das-dennis, 3 objectives, n_partitions={settings.partitions}",
+                "selection": "binary tournament (constraint violation, else random)",
+                "crossover": f"SBX({CROSSOVER})", "mutation": f"PM({MUTATION}, prob_var=min(0.5, 1/n_var))",
+                "repair": "int/choice genes rounded on [low-1/2, high+1/2] (unbiased)",
+                "eliminate_duplicates": True, "seed": settings.seed,
+            },
+            "evaluation_seed": "numpy SeedSequence([seed, id]).generate_state(1)[0]",
+            "hypervolume": {"normalisation": "f' = (f - lo) / scale with lo, scale = min, max - min of the "
+                                             "generation-1 ok evaluations", "ref_point": [HV_REF] * 3,
+                            "indicator": "pymoo.indicators.hv.HV"},
+            "runtime_at_start": asdict(runtime),
+            "host": {"cores": cores(), "platform": platform.platform()},
+            "versions": versions(),
+            "command": " ".join(sys.argv),
+        }
+        atomic_write(out / "run.json", json.dumps(meta, indent=2, default=str) + "\n")
+        return cls(out, meta, problem, settings)
+
+    @classmethod
+    def open(cls, run_dir: Path) -> "SearchRun":
+        run_dir = Path(run_dir)
+        if not run_dir.is_dir():
+            raise FedevoError(f"run directory {run_dir} does not exist")
+        path = run_dir / "run.json"
+        if not path.exists():
+            raise FedevoError(f"{run_dir} is not a fedevo search run (no run.json)")
+        try:
+            meta = json.loads(path.read_text())
+            if meta.get("format") != RUN_FORMAT:
+                raise FedevoError(f"{path}: unknown format {meta.get('format')!r} (expected {RUN_FORMAT})")
+            settings = SearchSettings(**meta["settings"])
+            p = meta["problem"]
+            problem = parse_problem(tomllib.loads(p["text"]), name=p["file_stem"], path=p["path"])
+        except FedevoError:
+            raise
+        except (ValueError, KeyError, TypeError) as e:
+            raise FedevoError(f"{path} is corrupt ({type(e).__name__}: {e})") from None
+        if run_identity(p["text"], settings) != meta.get("run_id"):
+            raise FedevoError(f"{path} is corrupt (its run_id does not match its content)")
+        return cls(run_dir, meta, problem, settings.resolved())
+
+    def use_data_dir(self, data_dir: Optional[str]) -> None:
+        """Read the data from elsewhere (not part of the run's identity: results do not depend on it)."""
+        self.settings = replace(self.settings, data_dir=data_dir)
+
+    def is_empty(self) -> bool:
+        """True while no evaluation has been logged."""
+        p = self.run_dir / "evaluations.csv"
+        return not p.exists() or len(p.read_bytes().splitlines()) <= 1
+
+    # ------------------------------------------------------------------ algorithm
+    def new_algorithm(self):
+        problem = SearchProblem(self.space, eps_key=self.eps_key, constraints=self.constraints)
+        s = self.settings
+        return make_nsga3(self.space, problem, pop=s.pop, partitions=s.partitions, seed=s.seed)
+
+    # ------------------------------------------------------------------ outputs
+    def write_outputs(self, rows: Sequence[Mapping[str, Any]], generations: int) -> list[dict[str, Any]]:
+        front = front_rows(rows, self.eps_key, self.constraints)
+        cols = self.log.columns
+        fmt = lambda r: self.log.cells(Task(r["id"], r["generation"], r["index"], {g.name: r[g.name] for g in self.space.genes}, r["seed"]), row_result(r))  # noqa: E731
+        atomic_write(self.run_dir / "front.csv", _csv_text(cols, (fmt(r) for r in front)))
+        table = hypervolume_table(rows, generations, self.eps_key, self.constraints)
+        hv_cols = ["generation", "evaluations", "front_size", "hypervolume"] + \
+                  [f"lo_{k}" for k in OBJECTIVES] + [f"scale_{k}" for k in OBJECTIVES]
+        atomic_write(self.run_dir / "hypervolume.csv",
+                     _csv_text(hv_cols, ([repr(t[c]) if isinstance(t[c], float) else t[c] for c in hv_cols] for t in table)))
+        return front
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, runtime: Runtime = Runtime(), *, evaluator: Optional[Evaluator] = None, reporter=None) -> Summary:
+        """Run (or continue) the search to its last generation. Ctrl-C stops it resumable."""
+        reporter = reporter or NullReporter()
+        t0 = time.monotonic()
+        s = self.settings
+        if evaluator is None:
+            evaluator = load_evaluator(s.evaluator)
+        for p in self.run_dir.glob(".*.tmp"):  # leftovers of a write killed before its rename
+            with contextlib.suppress(OSError):
+                p.unlink()
+        for p in (self.run_dir / "checkpoints").glob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                p.unlink()
+        with _locked(self.run_dir):
+            rows = self.log.open()
+            try:
+                return self._run(rows, runtime, evaluator, reporter, t0)
+            finally:
+                self.log.close()
+
+    def _load_state(self) -> dict[str, Any]:
+        ck = latest_checkpoint(self.run_dir)
+        if ck is None:
+            state = {"run_id": self.meta["run_id"], "generation": 0, "next_id": 0, "stopped_early": False,
+                     "algorithm": self.new_algorithm()}
+            save_checkpoint(self.run_dir, state)
+            return state
+        state = load_checkpoint(ck)
+        if state.get("run_id") != self.meta["run_id"]:
+            raise FedevoError(f"checkpoint {ck} belongs to a different run than {self.run_dir / 'run.json'}")
+        if f"gen-{state['generation']:04d}.pkl" != ck.name:
+            raise FedevoError(f"corrupt checkpoint {ck}: it holds generation {state['generation']}")
+        return state
+
+    def _run(self, rows, runtime: Runtime, evaluator: Evaluator, reporter, t0: float) -> Summary:
+        s = self.settings
+        state = self._load_state()
+        algorithm = state["algorithm"]
+        problem: SearchProblem = algorithm.problem
+        by_id: dict[int, dict[str, Any]] = {}
+        for r in rows:
+            by_id.setdefault(r["id"], r)
+        lost = [i for i in range(state["next_id"]) if i not in by_id]
+        if lost:
+            raise FedevoError(f"{self.log.path} lacks {len(lost)} evaluation(s) (ids {lost[0]}..{lost[-1]}) that "
+                              f"checkpoint gen-{state['generation']:04d} already counts; the run directory is "
+                              "inconsistent (an edited or replaced evaluations.csv?)")
+        counters = {"reused": 0}
+        runner = None
+        if state["generation"] < s.gen and not state.get("stopped_early"):
+            eval_kwargs = {"rounds": s.rounds, "data_dir": s.data_dir}
+            runner = make_runner(evaluator, self.problem, eval_kwargs, workers=runtime.workers,
+                                 address=runtime.ray_address, cpus_per_task=runtime.cpus_per_task,
+                                 gpus_per_task=runtime.gpus_per_task)
+        try:
+            if runner is not None:
+                reporter.start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,
+                               done=len(by_id), rows=list(by_id.values()), runner=runner.describe)
+            while runner is not None and state["generation"] < s.gen:
+                g = state["generation"] + 1
+                reporter.generation(g)
+                infills = algorithm.ask()
+                if infills is None or len(infills) == 0:  # pymoo found no new (non-duplicate) offspring
+                    state = {**state, "stopped_early": True}
+                    save_checkpoint(self.run_dir, {**state, "generation": state["generation"]})
+                    break
+                problem.batch_evaluate = self._batch_evaluator(g, state["next_id"], by_id, runner, reporter, counters)
+                algorithm.evaluator.eval(problem, infills, algorithm=algorithm)
+                problem.batch_evaluate = None
+                algorithm.tell(infills=infills)
+                state = {**state, "generation": g, "next_id": state["next_id"] + len(infills)}
+                self.write_outputs(self._rows_upto(by_id, state["next_id"]), g)
+                save_checkpoint(self.run_dir, state)
+        except _Abort as e:
+            raise FedevoError(f"{e} (the search stopped; once fixed, continue with `fedevo resume {self.run_dir}`)") from None
+        finally:
+            reporter.stop()
+            if runner is not None:
+                runner.close()
+        done_rows = self._rows_upto(by_id, state["next_id"])
+        front = self.write_outputs(done_rows, state["generation"])
+        return Summary(run_dir=self.run_dir, generations=state["generation"], n_gen=s.gen,
+                       evaluations=len(done_rows), reused=counters["reused"],
+                       failed=sum(r["status"] == "failed" for r in done_rows), front_size=len(front),
+                       diverged=sum(r["status"] == "diverged" for r in done_rows),
+                       wall_s=time.monotonic() - t0, stopped_early=bool(state.get("stopped_early")), front=front)
+
+    @staticmethod
+    def _rows_upto(by_id, next_id: int) -> list[dict[str, Any]]:
+        return [by_id[i] for i in sorted(by_id) if i < next_id]
+
+    def _batch_evaluator(self, g: int, first_id: int, by_id, runner, reporter, counters) -> Callable:
+        seed = self.settings.seed
+
+        def batch_evaluate(params_list: list[dict[str, Any]]) -> list[EvaluationResult]:
+            tasks = [Task(first_id + i, g, i, p, eval_seed(seed, first_id + i)) for i, p in enumerate(params_list)]
+            rows: list[Optional[dict[str, Any]]] = [None] * len(tasks)
+            todo = []
+            for t in tasks:
+                row = by_id.get(t.id)
+                if row is None:
+                    todo.append(t)
+                elif self.log.matches(row, t):
+                    rows[t.index] = row
+                    counters["reused"] += 1
+                else:
+                    raise FedevoError(f"{self.log.path}: the row of individual {t.id} does not match the resumed "
+                                      "search (different genes or seed); the run directory is inconsistent")
+
+            def on_done(t: Task, result: EvaluationResult) -> None:
+                row = self.log.append(t, result)
+                by_id[t.id] = rows[t.index] = row
+                reporter.evaluated(row)
+
+            runner.run(todo, on_done, tick=lambda: reporter.tick(runner.stats.running, runner.stats.queued))
+            return [row_result(r) for r in rows]
+
+        return batch_evaluate
+
+
+# ============================================================================================ API
+def search(settings: SearchSettings, out: Optional[Path] = None, runtime: Runtime = Runtime(), *,
+           evaluator: Optional[Evaluator] = None, reporter=None) -> Summary:
+    """Start a new search in `out` (must not hold another run) and run it to the end."""
+    if evaluator is not None and settings.evaluator == DEFAULT_EVALUATOR:
+        settings = replace(settings, evaluator=evaluator_spec(evaluator))
+    run = SearchRun.create(settings, out, runtime)
+    return run.run(runtime, evaluator=evaluator, reporter=reporter)
+
+
+def resume(run_dir: Path, runtime: Runtime = Runtime(), *, evaluator: Optional[Evaluator] = None,
+           reporter=None) -> Summary:
+    """Continue the search in `run_dir` from its newest checkpoint, reusing every logged evaluation."""
+    run = SearchRun.open(run_dir)
+    return run.run(runtime, evaluator=evaluator, reporter=reporter)

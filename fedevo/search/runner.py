@@ -1,0 +1,332 @@
+"""Running a batch of evaluations: in-process (serial) or on Ray, reporting each one as it finishes.
+
+A *runner* gets a list of :class:`Task` (individual id, genes, seed) and calls ``on_done(task, result)`` for
+each task the moment its result is known (``ray.wait``), in completion order. The evaluation function is
+injected: any callable ``evaluator(problem, params, *, seed, rounds, data_dir) -> EvaluationResult``
+(by default :func:`fedevo.evaluate.evaluate`).
+
+Faults: an evaluation that raises becomes a ``failed`` result carrying its traceback (the search goes on);
+a Ray worker that dies mid-task is retried by Ray (``max_retries``) and, if it keeps dying, recorded as
+``failed``. A :class:`~fedevo.errors.DataNotFoundError` is a setup problem, not an individual's fault: it
+stops the search (resumable once the data is there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import math
+import os
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from ..errors import DataNotFoundError, FedevoError
+from ..result import EvaluationResult
+
+DEFAULT_EVALUATOR = "fedevo.evaluate:evaluate"
+
+Evaluator = Callable[..., EvaluationResult]
+OnDone = Callable[["Task", EvaluationResult], None]
+
+
+@dataclass(frozen=True)
+class Task:
+    id: int  # individual id: position in the run's sequence of evaluations (0, 1, ...)
+    generation: int  # 1 = initial population
+    index: int  # position within its generation's batch
+    params: Mapping[str, Any]
+    seed: int
+
+
+@dataclass
+class RunnerStats:
+    running: int = 0  # evaluations being computed (at most the number of slots)
+    queued: int = 0  # submitted, waiting for a slot
+    done: int = 0
+
+
+def cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def load_evaluator(spec: str) -> Evaluator:
+    """'package.module:function' -> the function."""
+    mod, sep, name = spec.partition(":")
+    if not sep or not mod or not name:
+        raise FedevoError(f"evaluator {spec!r} must look like 'package.module:function'")
+    try:
+        fn = getattr(importlib.import_module(mod), name)
+    except (ImportError, AttributeError) as e:
+        raise FedevoError(f"cannot load evaluator {spec!r}: {e}") from None
+    if not callable(fn):
+        raise FedevoError(f"evaluator {spec!r} is not callable")
+    return fn
+
+
+def evaluator_spec(fn: Evaluator) -> str:
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def failed_result(message: str, wall_s: float = 0.0) -> EvaluationResult:
+    nan = math.nan
+    return EvaluationResult(error=nan, comm=nan, eps=nan, eps_paper=nan, accuracy_global=nan, omega=0,
+                            status="failed", wall_s=wall_s, message=message)
+
+
+class _Abort(Exception):
+    """Raised by a runner when an evaluation hit a setup error that every evaluation would hit."""
+
+
+def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
+            eval_kwargs: Mapping[str, Any]) -> tuple[str, Any]:
+    """Call the evaluator, never raising for an evaluation's own failure.
+
+    Returns ("ok", EvaluationResult) -- also for status failed/diverged -- or ("abort", message) when the
+    search itself cannot go on (data missing).
+    """
+    t0 = time.perf_counter()
+    try:
+        r = evaluator(problem, dict(params), seed=seed, **eval_kwargs)
+        if not isinstance(r, EvaluationResult):
+            raise TypeError(f"evaluator returned {type(r).__name__}, expected EvaluationResult")
+        return "ok", r
+    except DataNotFoundError as e:
+        return "abort", str(e)
+    except Exception as e:  # noqa: BLE001 - any failure of one individual is recorded, the search goes on
+        tb = traceback.format_exc()
+        return "ok", failed_result(f"{type(e).__name__}: {e}\n{tb}", time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------------------------- serial
+class SerialRunner:
+    """Evaluates in this process, one at a time (``--workers 0``): for debugging and tests."""
+
+    kind = "serial"
+
+    def __init__(self, evaluator: Evaluator, problem, eval_kwargs: Optional[Mapping[str, Any]] = None):
+        self.evaluator, self.problem, self.eval_kwargs = evaluator, problem, dict(eval_kwargs or {})
+        self.stats = RunnerStats()
+        self.describe = "in-process (serial)"
+
+    def run(self, tasks: Sequence[Task], on_done: OnDone, tick: Optional[Callable[[], None]] = None) -> None:
+        for t in tasks:
+            self.stats.running = 1
+            if tick:
+                tick()
+            kind, value = run_one(self.evaluator, self.problem, t.params, t.seed, self.eval_kwargs)
+            self.stats.running = 0
+            if kind == "abort":
+                raise _Abort(value)
+            self.stats.done += 1
+            on_done(t, value)
+
+    def close(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------------------------- ray
+def _set_threads(n: int) -> None:
+    """Torch intra-op threads for this worker (and BLAS/OpenMP for whatever is imported later)."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(n)
+    torch = sys.modules.get("torch")  # not imported yet: torch reads OMP_NUM_THREADS when it is
+    if torch is not None and torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+
+
+def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads):
+    _set_threads(threads)
+    return run_one(evaluator, problem, params, seed, eval_kwargs)
+
+
+def _module_root(module_name: str) -> Optional[str]:
+    """The sys.path entry a worker needs to import `module_name` (None if it is not a plain file)."""
+    mod = sys.modules.get(module_name)
+    f = getattr(mod, "__file__", None)
+    if not f:
+        return None
+    root = os.path.dirname(os.path.abspath(f))
+    if os.path.basename(f) == "__init__.py":
+        root = os.path.dirname(root)
+    for _ in range(module_name.count(".")):
+        root = os.path.dirname(root)
+    return root
+
+
+@contextlib.contextmanager
+def _capture_fd2(sink: list):
+    """Hide what Ray's C++ core writes straight to file descriptor 2 while connecting; keep it in `sink`."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (embedded): nothing to hide
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            sink.append(tmp.read().decode(errors="replace"))
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def _check_reachable(address: str, timeout: float) -> None:
+    if address == "auto":
+        return
+    host, sep, port = address.rpartition(":")
+    if address.startswith("ray://"):
+        raise FedevoError("--ray-address: Ray Client addresses (ray://) are not supported; "
+                          "pass the cluster's GCS address HOST:PORT (as printed by `ray start --head`)")
+    if not sep or not port.isdigit():
+        raise FedevoError(f"--ray-address {address!r} must be HOST:PORT (as printed by `ray start --head`) or 'auto'")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        raise FedevoError(f"cannot reach a Ray cluster at {address} ({e.strerror or e}); "
+                          f"start one with `ray start --head --port {port}` or drop --ray-address "
+                          "to use a local Ray") from None
+
+
+class RayRunner:
+    """Evaluates on Ray: a local instance started here (``workers`` concurrent tasks) or a cluster.
+
+    Local: ``ray.init(address="local", num_cpus=workers * cpus_per_task)`` -- always a fresh instance, never
+    an unrelated cluster found on the machine; each task sets torch threads to max(1, cores // workers).
+    Cluster (``address``): the cluster's resources decide the concurrency; torch threads per task =
+    max(1, cpus_per_task). fedevo (and a custom evaluator's module) must be importable on the cluster's nodes;
+    the driver's source directories are added to the workers' PYTHONPATH, which covers a one-machine cluster.
+    """
+
+    kind = "ray"
+
+    def __init__(self, evaluator: Evaluator, problem, eval_kwargs: Optional[Mapping[str, Any]] = None, *,
+                 workers: Optional[int] = None, address: Optional[str] = None, cpus_per_task: float = 1.0,
+                 gpus_per_task: float = 0.0, max_retries: int = 2, connect_timeout: float = 5.0):
+        import ray
+
+        if cpus_per_task <= 0:
+            raise FedevoError(f"--cpus-per-task must be > 0, got {cpus_per_task}")
+        if gpus_per_task < 0:
+            raise FedevoError(f"--gpus-per-task must be >= 0, got {gpus_per_task}")
+        self.stats = RunnerStats()
+        self._owns_ray = False
+        paths = list(dict.fromkeys(p for p in (_module_root("fedevo"), _module_root(evaluator.__module__)) if p))
+        env_path = os.pathsep.join(paths + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+        quiet = dict(log_to_driver=False, logging_level=logging.ERROR, configure_logging=True)
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        if ray.is_initialized():  # the caller manages Ray (Python API)
+            self.describe = "existing Ray session"
+            threads = max(1, int(cpus_per_task))
+        elif address:
+            _check_reachable(address, connect_timeout)
+            noise: list = []
+            try:
+                with _capture_fd2(noise):
+                    ray.init(address=address, **quiet, runtime_env={
+                        "env_vars": {"PYTHONPATH": os.pathsep.join(paths + ["${PYTHONPATH}"])}})
+            except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, TimeoutError...
+                detail = _last_line("".join(noise))
+                hint = ""
+                if "Authentication" in detail or "auth" in str(e).lower():
+                    hint = (" -- the cluster uses token authentication: set RAY_AUTH_MODE=token (the token is read "
+                            "from RAY_AUTH_TOKEN or ~/.ray/auth_token)")
+                raise FedevoError(f"cannot connect to the Ray cluster at {address}: {type(e).__name__}: "
+                                  f"{_last_line(str(e))}" + (f" ({detail})" if detail else "") + hint) from None
+            self._owns_ray = True
+            self.describe = f"Ray cluster at {address}"
+            threads = max(1, int(cpus_per_task))
+        else:
+            workers = workers or cores()
+            old = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = env_path  # inherited by the raylet, hence by its workers
+            try:
+                ray.init(address="local", num_cpus=workers * cpus_per_task, include_dashboard=False, **quiet)
+            except Exception as e:  # noqa: BLE001 - a broken Ray install, no room in /tmp, ...
+                raise FedevoError(f"could not start a local Ray ({type(e).__name__}: {_last_line(str(e))}); "
+                                  "use --workers 0 to evaluate in-process") from None
+            finally:
+                if old is None:
+                    os.environ.pop("PYTHONPATH", None)
+                else:
+                    os.environ["PYTHONPATH"] = old
+            self._owns_ray = True
+            threads = max(1, cores() // workers)
+            self.describe = f"local Ray, {workers} worker{'s' if workers != 1 else ''} × {threads} torch thread{'s' if threads != 1 else ''}"
+        self.threads = threads
+        try:
+            cpus = ray.cluster_resources().get("CPU", 0)
+            self.slots = max(1, int(cpus // cpus_per_task)) if cpus else None
+        except Exception:  # noqa: BLE001 - only for the progress display
+            self.slots = None
+        self._ray = ray
+        self._fn = ray.remote(_ray_task).options(num_cpus=cpus_per_task, num_gpus=gpus_per_task,
+                                                 max_retries=max_retries, retry_exceptions=False)
+        self._problem_ref = ray.put(problem)
+        self._evaluator = evaluator
+        self._eval_kwargs = dict(eval_kwargs or {})
+
+    def run(self, tasks: Sequence[Task], on_done: OnDone, tick: Optional[Callable[[], None]] = None) -> None:
+        ray = self._ray
+        refs = {self._fn.remote(self._problem_ref, self._evaluator, dict(t.params), t.seed, self._eval_kwargs,
+                                self.threads): t for t in tasks}
+        pending = list(refs)
+        try:
+            while pending:
+                self.stats.running = min(len(pending), self.slots or len(pending))
+                self.stats.queued = len(pending) - self.stats.running
+                if tick:
+                    tick()
+                ready, pending = ray.wait(pending, num_returns=1, timeout=0.5)
+                for ref in ready:
+                    t = refs[ref]
+                    try:
+                        kind, value = ray.get(ref)
+                    except ray.exceptions.RayError as e:  # worker died more than max_retries times, ...
+                        kind, value = "ok", failed_result(f"{type(e).__name__}: {e}")
+                    if kind == "abort":
+                        raise _Abort(value)
+                    self.stats.done += 1
+                    on_done(t, value)
+            self.stats.running = self.stats.queued = 0
+        except BaseException:
+            for ref in pending:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001 - best effort
+                    pass
+            self.stats.running = 0
+            raise
+
+    def close(self) -> None:
+        if self._owns_ray and self._ray.is_initialized():
+            self._ray.shutdown()
+        self._owns_ray = False
+
+
+def make_runner(evaluator: Evaluator, problem, eval_kwargs: Mapping[str, Any], *, workers: Optional[int],
+                address: Optional[str] = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0):
+    """workers == 0 (and no address): serial, in-process; otherwise Ray."""
+    if workers is not None and workers < 0:
+        raise FedevoError(f"--workers must be >= 0 (0 = serial, in-process), got {workers}")
+    if workers == 0 and not address:
+        return SerialRunner(evaluator, problem, eval_kwargs)
+    return RayRunner(evaluator, problem, eval_kwargs, workers=workers, address=address,
+                     cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)

@@ -1,0 +1,103 @@
+"""Cheap deterministic stand-ins for fedevo.evaluate.evaluate, importable by Ray workers and subprocesses
+(as tests.search.search_fakes, with the repository root on the path).
+
+Each has the evaluator signature `(problem, params, *, seed, rounds=None, data_dir=None) -> EvaluationResult`.
+Environment knobs (inherited by Ray workers started after they are set):
+  FAKE_SLEEP=S       sleep a seed-dependent time in [0, S) (scrambles completion order)
+  FAKE_CALL_LOG=F    append "<seed>" to F when an evaluation starts
+  FAKE_KILL_MARKER=F fake_killer: the first call that finds no F creates it and SIGKILLs its own process
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import numpy as np
+
+from fedevo.result import EvaluationResult
+
+
+def _unit(problem, params):
+    """Each gene mapped to [0, 1]."""
+    out = []
+    for g in problem.genes:
+        v = params[g.name]
+        if g.type == "choice":
+            out.append(g.choices.index(v) / max(1, len(g.choices) - 1))
+        else:
+            lo, hi = (math.log(g.low), math.log(g.high)) if g.log else (g.low, g.high)
+            x = math.log(v) if g.log else v
+            out.append(0.0 if hi == lo else (x - lo) / (hi - lo))
+    return np.array(out)
+
+
+def _start(seed):
+    log = os.environ.get("FAKE_CALL_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(f"{seed}\n")
+    sleep = float(os.environ.get("FAKE_SLEEP", "0") or 0)
+    if sleep:
+        time.sleep(sleep * np.random.default_rng(seed).random())
+
+
+def fake_evaluate(problem, params, *, seed, rounds=None, data_dir=None):
+    """Three conflicting objectives of the genes, plus a little seed noise."""
+    _start(seed)
+    u = _unit(problem, params)
+    noise = np.random.default_rng(seed).random()
+    n = len(u)
+    size = u[: max(1, n // 3)].mean()  # "model size" genes
+    privacy = u[-1]
+    error = float(0.9 - 0.5 * size - 0.2 * u.mean() + 0.3 * privacy ** 2 + 0.01 * noise)
+    comm = float(100.0 * (1.0 + 9.0 * size) * (0.1 + u[min(1, n - 1)]))
+    eps = float(0.5 + 20.0 * (1.0 - privacy) ** 2 + u[n // 2])
+    return EvaluationResult(error=error, comm=comm, eps=eps, eps_paper=2 * eps, accuracy_global=1 - error,
+                            omega=int(comm), status="ok", wall_s=0.0, rounds=rounds or 1,
+                            privacy={"mechanism": "fake"}, message="")
+
+
+def fake_flaky(problem, params, *, seed, rounds=None, data_dir=None):
+    """Like fake_evaluate, but some evaluations raise, some give NaN, some diverge."""
+    r = fake_evaluate(problem, params, seed=seed, rounds=rounds)
+    k = seed % 5
+    if k == 0:
+        raise ValueError(f"fake failure for seed {seed}\nsecond line")
+    if k == 1:
+        return EvaluationResult(error=math.nan, comm=r.comm, eps=math.inf, eps_paper=None, accuracy_global=math.nan,
+                                omega=r.omega, status="diverged", message="fake divergence")
+    if k == 2:
+        return EvaluationResult(error=r.error, comm=r.comm, eps=None, eps_paper=None,
+                                accuracy_global=r.accuracy_global, omega=r.omega, status="ok")
+    return r
+
+
+def fake_killer(problem, params, *, seed, rounds=None, data_dir=None):
+    """Kills its own (Ray worker) process once, the first time it runs."""
+    marker = os.environ["FAKE_KILL_MARKER"]
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return fake_evaluate(problem, params, seed=seed, rounds=rounds)
+    os.write(fd, f"{os.getpid()} {seed}\n".encode())
+    os.close(fd)
+    time.sleep(0.2)
+    os.kill(os.getpid(), 9)
+
+
+def fake_threads(problem, params, *, seed, rounds=None, data_dir=None):
+    """Reports the torch threads and OMP setting it runs with."""
+    import torch
+
+    r = fake_evaluate(problem, params, seed=seed, rounds=rounds)
+    return EvaluationResult(**{**r.to_dict(), "accuracy_curve": (),
+                               "privacy": {"torch_threads": torch.get_num_threads(),
+                                           "omp": os.environ.get("OMP_NUM_THREADS")}})
+
+
+def fake_data_missing(problem, params, *, seed, rounds=None, data_dir=None):
+    from fedevo.errors import DataNotFoundError
+
+    raise DataNotFoundError("dataset 'fake' not found under /nowhere; pass --data-dir")

@@ -1,0 +1,80 @@
+"""Helpers shared by the tests of fedevo.search (module name kept unique across the test tree)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE = "tests.search.search_fakes:fake_evaluate"
+
+TOY_TOML = """
+name = "toy"
+dataset = "digits"
+model = "mlp"
+[data]
+clients = 4
+[train]
+rounds = 1
+epochs = 1
+[privacy]
+mechanism = "update"
+clip = 1.0
+[genes]
+layers = { type = "int", low = 1, high = 4, default = 1 }
+units = { type = "int", low = 16, high = 256, default = 32, log = true }
+similarity = { type = "choice", choices = ["sign", "cosine"], default = "sign" }
+partition = { type = "choice", choices = ["iid", "shards", "dirichlet"], default = "iid" }
+lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }
+sigma = { type = "real", low = 0.05, high = 2.0, default = 0.3, log = true }
+"""
+
+
+def toy_problem_file(tmp_path: Path, extra: str = "") -> Path:
+    p = tmp_path / "toy.toml"
+    p.write_text(TOY_TOML + extra)
+    return p
+
+
+def env(**extra) -> dict:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
+    e.update({k: str(v) for k, v in extra.items()})
+    return e
+
+
+def cli_cmd(*args) -> list[str]:
+    return [sys.executable, "-c", "from fedevo.cli import main; main()", *map(str, args)]
+
+
+def run_cli(*args, timeout=240, **env_extra) -> subprocess.CompletedProcess:
+    return subprocess.run(cli_cmd(*args), cwd=REPO, env=env(**env_extra), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def objectives(row: dict, eps_key: str = "eps") -> tuple:
+    def v(s):
+        x = math.inf if s in ("", None) else float(s)
+        return math.inf if math.isnan(x) else x
+    return v(row["error"]), v(row["comm"]), v(row[eps_key])
+
+
+def dominates(a, b) -> bool:
+    return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+
+
+def without(rows, *cols):
+    return [{k: v for k, v in r.items() if k not in cols} for r in rows]
+
+
+def by_id(rows):
+    return sorted(rows, key=lambda r: int(r["id"]))

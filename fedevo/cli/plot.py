@@ -1,0 +1,171 @@
+"""`fedevo plot`, `fedevo front` and `fedevo retrain`: look at a search run and retrain its picks."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .app import app
+
+_PICK_HELP = ("Solutions to retrain, comma-separated: an evaluation id (12), knee, lowest-error[:N], "
+              "lowest-comm[:N], lowest-eps[:N], front, and filters on the Pareto set (eps<=8, comm<=2000, "
+              "error<=0.2). See docs/plots.md.")
+
+
+@app.command()
+def plot(
+    run_dir: Path = typer.Argument(..., help="Run directory of `fedevo search`."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write the page (default: RUN_DIR/front.html)."),
+) -> None:
+    """Write RUN_DIR/front.html: the evaluations and the Pareto front in 3D and 2D, parallel coordinates of
+    genes and objectives, hypervolume per generation (one self-contained page; opens offline)."""
+    from ..viz.front import write_front_html
+
+    path = write_front_html(run_dir, out)
+    print(f"wrote {path}")
+
+
+def _console():
+    """stdout console; output that is not a terminal (a file, a pipe) is not cut to 80 columns."""
+    from rich.console import Console
+
+    c = Console(highlight=False)
+    return c if c.is_terminal else Console(highlight=False, width=200)
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "–"
+        if math.isinf(v):
+            return "∞"
+        return f"{v:.4g}"
+    return str(v)
+
+
+@app.command()
+def front(
+    run_dir: Path = typer.Argument(..., help="Run directory of `fedevo search`."),
+    sort: str = typer.Option("error", "--sort", "-s", help="Sort by error, comm or eps (the ε the search minimised)."),
+    pick: Optional[str] = typer.Option(None, "--pick", help="Show only what this pick selects (same grammar as `retrain --pick`)."),
+) -> None:
+    """Print the Pareto set of a run as a table, marking the knee and the two lowest-error solutions."""
+    from rich.table import Table
+
+    from ..errors import FedevoError
+    from ..pick import _num, marks, pick as do_pick
+    from ..viz.rundata import load_run
+
+    if sort not in ("error", "comm", "eps"):
+        raise FedevoError(f"--sort must be error, comm or eps, got {sort!r}")
+    data = load_run(run_dir)
+    key = data.eps_key if sort == "eps" else sort
+    m = marks(data.front, data.eps_key)
+    if pick:
+        picks = do_pick(pick, data.rows, data.front, eps_key=data.eps_key)
+        rows = [p.row for p in picks]
+        m = {p.id: list(p.reasons) for p in picks}
+        title = f"{len(rows)} picked by {pick!r}"
+    else:
+        others = [k for k in ("error", "comm", data.eps_key) if k != key]
+        rows = sorted(data.front, key=lambda r: (_num(r[key]), *(_num(r[k]) for k in others), r["id"]))
+        title = f"Pareto set of {data.problem.name}: {len(rows)} of {len(data.rows)} evaluations (sorted by {sort})"
+    eps_name = "ε" if data.eps_key == "eps" else "ε paper (searched)"
+    other_eps = "eps_paper" if data.eps_key == "eps" else "eps"
+    c = _console()
+    wide = c.width >= 160
+    t = Table(title=title, caption="knee: pymoo high trade-off point on normalised objectives (fallback: closest to the ideal point); "
+                                   "ε = ∞: no privacy")
+    for col in ("id", "gen", "mark", "error", "global acc", "comm", eps_name,
+                "ε paper" if data.eps_key == "eps" else "ε accountant", "Ω"):
+        t.add_column(col, justify="left" if col == "mark" else "right", no_wrap=True)
+    if wide:
+        t.add_column("genes", justify="left", ratio=1, min_width=30)
+    genes = Table(title="genes", show_edge=True)
+    genes.add_column("id", justify="right")
+    for g in data.gene_names:
+        genes.add_column(g, justify="right", no_wrap=True)
+    for r in rows:
+        mk = ", ".join(m.get(r["id"], []))
+        if r["id"] not in data.front_ids:
+            mk = (mk + ", " if mk else "") + ("dominated" if r["status"] == "ok" else r["status"])
+        style = "bold" if "knee" in mk or "lowest-error" in mk else None
+        cells = [str(r["id"]), str(r["generation"]), mk, _fmt(r["error"]), _fmt(r["accuracy_global"]),
+                 _fmt(r["comm"]), _fmt(r[data.eps_key]), _fmt(r[other_eps]), str(r["omega"])]
+        if wide:
+            cells.append(" ".join(f"{g}={_fmt(r[g])}" for g in data.gene_names))
+        t.add_row(*cells, style=style)
+        genes.add_row(str(r["id"]), *(_fmt(r[g]) for g in data.gene_names), style=style)
+    c.print(t)
+    if not wide:
+        c.print(genes)
+    bad = data.bad_rows
+    if bad and not pick:
+        c.print(f"{len(bad)} evaluation(s) not ok (failed/diverged): ids {', '.join(str(r['id']) for r in bad[:20])}"
+                f"{' …' if len(bad) > 20 else ''}")
+
+
+@app.command()
+def retrain(
+    run_dir: Path = typer.Argument(..., help="Run directory of `fedevo search`."),
+    pick: str = typer.Option("lowest-error:2,knee", "--pick", "-p", help=_PICK_HELP),
+    rounds: int = typer.Option(150, "--rounds", help="Rounds of federated training per solution (paper: 150)."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Parallel trainings on a local Ray (default: number of cores; 0: in-process)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of every training (default: the run's seed); the same seed gives the same numbers."),
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root (default: the run's)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report directory (default: RUN_DIR/retrain)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no table."),
+) -> None:
+    """Retrain picked Pareto solutions and the standard solution (dense, no privacy) for --rounds rounds;
+    write RUN_DIR/retrain/report.csv, report.md and curves.html (seed 004's Tables 5–6)."""
+    from rich.console import Console
+
+    from ..errors import FedevoError
+    from ..retrain import retrain as do_retrain
+
+    if rounds < 1:
+        raise FedevoError(f"--rounds must be >= 1, got {rounds}")
+    if quiet:
+        report = do_retrain(run_dir, pick, rounds=rounds, workers=workers, seed=seed, data_dir=data_dir, out=out)
+    else:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        err = Console(stderr=True)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rounds"),
+                      TimeElapsedColumn(),
+                      TextColumn("{task.fields[last]}"), console=err, transient=True) as bar:
+            task = bar.add_task(f"retraining, {rounds} rounds each", total=None, last="")
+
+            def progress(done, total, note):
+                bar.update(task, total=total, completed=done, last=note)
+
+            report = do_retrain(run_dir, pick, rounds=rounds, workers=workers, seed=seed, data_dir=data_dir,
+                                out=out, progress=progress)
+    if not quiet:
+        _print_report(report)
+    print(f"wrote {report.out_dir}/ (report.csv, report.md, curves.html, results.json)")
+
+
+def _print_report(report) -> None:
+    from rich.table import Table
+
+    c = _console()
+    narrow = c.width < 120
+    cols = (("solution", "sol."), ("label", "picked by"), ("id", "id"), ("accuracy", "acc"),
+            ("accuracy_global", "global acc"), ("accuracy_pct_of_standard", "acc % std"), ("comm", "comm"),
+            ("comm_pct_of_standard", "comm % std"), ("eps", "ε"), ("eps_paper", "ε paper"))
+    t = Table(title=f"{report.problem_name}: {report.rounds} rounds, seed {report.seed} (% std: of the standard "
+                    "solution; all columns in report.md)")
+    if narrow:
+        cols = tuple(x for x in cols if x[0] not in ("accuracy_global", "eps_paper", "label"))
+    for k, h in cols:
+        t.add_column(h, justify="left" if k in ("solution", "label") else "right", no_wrap=k != "label")
+    for s in report.solutions:
+        cells = report.cells(s)
+        t.add_row(*(cells[k] or "–" for k, _ in cols), style="dim" if s.is_standard else None)
+    c.print(t)

@@ -1,0 +1,252 @@
+"""Picking solutions of a search run: pure functions over evaluation rows (dicts as read from evaluations.csv).
+
+Grammar of a pick (comma-separated terms; spaces ignored; result in the order written, duplicates removed)::
+
+    SPEC      := TERM ("," TERM)*
+    TERM      := ID | SELECTOR | FILTER
+    ID        := 12 | id:12          that evaluation (any evaluated id, on the front or not; filters do not apply)
+    SELECTOR  := knee                the knee of the (filtered) Pareto set, see `knee_index`
+               | lowest-error[:N]    the N (default 1) Pareto solutions with the lowest error
+               | lowest-comm[:N] | lowest-eps[:N] | lowest-eps_paper[:N]
+               | front               every solution of the (filtered) Pareto set
+    FILTER    := KEY OP NUMBER       KEY: error, comm, eps, eps_paper, accuracy_global; OP: <=, <, >=, >
+                                     e.g. eps<=8, comm<=2000: restricts the Pareto set that every selector
+                                     picks from (all filters together, wherever they are written)
+
+A spec of filters only picks the whole filtered Pareto set (as if `front` were added). Ties are broken by the
+other objectives, then by id. A pick that matches nothing (unknown id, filters that leave no Pareto solution,
+an empty front) is a FedevoError. ε = inf (no privacy) is larger than every number.
+
+The Pareto set is the run's front (status ok, within the problem's constraints, non-dominated in
+(error, comm, ε) with ε = the problem's `eps_objective`), as written to front.csv.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+from .errors import FedevoError
+
+FILTER_KEYS = ("error", "comm", "eps", "eps_paper", "accuracy_global")
+LOWEST_KEYS = ("error", "comm", "eps", "eps_paper")
+OPS = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b, ">": lambda a, b: a > b}
+GRAMMAR = ("a pick is comma-separated terms: an evaluation id (12), knee, lowest-error[:N], lowest-comm[:N], "
+           "lowest-eps[:N], front, or a filter on the Pareto set like eps<=8, comm<=2000, error<=0.2")
+
+_FILTER_RE = re.compile(r"^(error|comm|eps_paper|eps|accuracy_global)(<=|>=|<|>)([-+0-9.eE]+|inf)$")
+_LOWEST_RE = re.compile(r"^lowest-(error|comm|eps_paper|eps)(?::(\d+))?$")
+_ID_RE = re.compile(r"^(?:id[:=]|#)?(\d+)$")
+
+
+# ============================================================================================ terms
+@dataclass(frozen=True)
+class Term:
+    kind: str  # "id" | "knee" | "lowest" | "front" | "filter"
+    text: str
+    id: Optional[int] = None
+    key: Optional[str] = None
+    n: int = 1
+    op: Optional[str] = None
+    value: Optional[float] = None
+
+
+def parse_spec(spec: str) -> list[Term]:
+    """Parse a pick; FedevoError (naming the bad term) on anything not in the grammar."""
+    if spec is None or not spec.strip():
+        raise FedevoError(f"empty pick; {GRAMMAR}")
+    terms = []
+    for raw in spec.split(","):
+        t = "".join(raw.split()).lower()
+        if not t:
+            raise FedevoError(f"pick {spec!r} has an empty term; {GRAMMAR}")
+        if m := _ID_RE.match(t):
+            terms.append(Term("id", t, id=int(m.group(1))))
+        elif t == "knee":
+            terms.append(Term("knee", t))
+        elif t in ("front", "pareto", "all"):
+            terms.append(Term("front", t))
+        elif m := _LOWEST_RE.match(t):
+            n = int(m.group(2)) if m.group(2) is not None else 1
+            if n < 1:
+                raise FedevoError(f"pick term {t!r}: N must be >= 1")
+            terms.append(Term("lowest", t, key=m.group(1), n=n))
+        elif m := _FILTER_RE.match(t):
+            try:
+                v = float(m.group(3))
+            except ValueError:
+                raise FedevoError(f"pick term {t!r}: {m.group(3)!r} is not a number") from None
+            if math.isnan(v):
+                raise FedevoError(f"pick term {t!r}: NaN is not a bound")
+            terms.append(Term("filter", t, key=m.group(1), op=m.group(2), value=v))
+        else:
+            raise FedevoError(f"cannot understand pick term {raw.strip()!r}; {GRAMMAR}")
+    return terms
+
+
+# ============================================================================================ helpers
+def _num(v: Any) -> float:
+    """A row value as a float for comparisons: None/NaN -> inf (worst)."""
+    if v is None:
+        return math.inf
+    v = float(v)
+    return math.inf if math.isnan(v) else v
+
+
+def objectives(rows: Sequence[Mapping[str, Any]], eps_key: str = "eps") -> np.ndarray:
+    """(n, 3) array of (error, comm, ε) with inf/NaN/None replaced by the search's worst values."""
+    from .search.problem import sanitize
+
+    return np.array([sanitize((r["error"], r["comm"], r[eps_key])) for r in rows], dtype=float).reshape(len(rows), 3)
+
+
+LOG_DECADES = 2.0  # an objective spanning this many decades (or more) is compared on a log scale
+
+
+def knee_index(F: np.ndarray) -> tuple[int, str]:
+    """Index of the knee of a non-dominated set F (rows minimised) and the method that found it.
+
+    An objective whose values on the set are positive and span two decades or more (typically ε: 5 and 5000
+    differ in kind, 5000 and 10000 hardly) is replaced by its log10 — the rule front.html uses for its log axes;
+    then each objective is normalised to [0, 1] over the set. pymoo's ``HighTradeoffPoints`` (the points whose
+    least improvement per unit of deterioration towards their neighbours is an upper-tail outlier) gives the
+    candidates; among several, the one closest to the ideal point (0, 0, 0) is taken. When it finds none (a
+    smooth front, or fewer than 3 points) the fallback is the point closest (Euclidean) to the ideal point on
+    the normalised objectives. Ties go to the first row.
+    """
+    F = np.array(F, dtype=float)
+    n = len(F)
+    if n == 0:
+        raise ValueError("knee of an empty set")
+    if n == 1:
+        return 0, "the only solution"
+    for j in range(F.shape[1]):
+        col = F[:, j]
+        if np.all(col > 0) and col.max() / col.min() >= 10 ** LOG_DECADES:
+            F[:, j] = np.log10(col)
+    lo, hi = F.min(axis=0), F.max(axis=0)
+    span = hi - lo
+    span[span <= 0] = 1.0
+    N = (F - lo) / span
+    dist = np.linalg.norm(N, axis=1)
+    idx = None
+    if n >= 3:
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")  # pymoo's import of scipy.spatial.ckdtree is deprecated
+                from pymoo.mcdm.high_tradeoff import HighTradeoffPoints
+
+                idx = HighTradeoffPoints().do(N)
+        except Exception:  # noqa: BLE001 - degenerate sets (duplicates, NaN tradeoffs) make pymoo raise
+            idx = None
+    if idx is None or np.size(idx) == 0:
+        return int(np.argmin(dist)), "closest to the ideal point (fallback: no high trade-off point)"
+    idx = np.atleast_1d(np.asarray(idx, dtype=int))
+    return int(idx[np.argmin(dist[idx])]), "pymoo HighTradeoffPoints"
+
+
+def knee(front: Sequence[Mapping[str, Any]], eps_key: str = "eps") -> tuple[Mapping[str, Any], str]:
+    i, how = knee_index(objectives(front, eps_key))
+    return front[i], how
+
+
+def lowest(front: Sequence[Mapping[str, Any]], key: str, n: int, eps_key: str = "eps") -> list[Mapping[str, Any]]:
+    """The n rows with the lowest `key`; ties broken by the other objectives, then id."""
+    others = [k for k in ("error", "comm", eps_key) if k != key]
+    return sorted(front, key=lambda r: (_num(r[key]), *(_num(r[k]) for k in others), r["id"]))[:n]
+
+
+def apply_filters(front: Sequence[Mapping[str, Any]], filters: Sequence[Term]) -> list[Mapping[str, Any]]:
+    return [r for r in front if all(OPS[f.op](_num(r[f.key]), f.value) for f in filters)]
+
+
+def _fmt_range(rows, key) -> str:
+    vals = [_num(r[key]) for r in rows]
+    return f"{min(vals):.4g}–{max(vals):.4g}" if vals else "–"
+
+
+# ============================================================================================ picking
+@dataclass(frozen=True)
+class Pick:
+    row: Mapping[str, Any]
+    reasons: tuple[str, ...]  # why it was picked, e.g. ("lowest-error #1", "knee")
+
+    @property
+    def id(self) -> int:
+        return int(self.row["id"])
+
+    @property
+    def label(self) -> str:
+        return " + ".join(self.reasons)
+
+
+def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[str, Any]], *,
+         eps_key: str = "eps") -> list[Pick]:
+    """The solutions `spec` selects among `rows` (every evaluation) and `front` (the Pareto set).
+
+    Returns them in the order the terms are written, each id once (its reasons merged).
+    """
+    terms = parse_spec(spec)
+    filters = [t for t in terms if t.kind == "filter"]
+    selectors = [t for t in terms if t.kind != "filter"]
+    if not selectors:
+        selectors = [Term("front", "front")]
+    by_id = {int(r["id"]): r for r in rows}
+    needs_front = any(t.kind in ("knee", "lowest", "front") for t in selectors)
+    cand = list(front)
+    if needs_front:
+        if not cand:
+            raise FedevoError("the run has no Pareto solution yet (no evaluation finished with status ok within "
+                              "the constraints); pick evaluations by id instead")
+        cand = apply_filters(cand, filters)
+        if not cand:
+            fs = ", ".join(f.text for f in filters)
+            ranges = ", ".join(f"{k} {_fmt_range(front, k)}" for k in dict.fromkeys(f.key for f in filters))
+            raise FedevoError(f"no Pareto solution satisfies {fs} (on the front of {len(front)}: {ranges})")
+    out: dict[int, list[str]] = {}
+    order: list[Mapping[str, Any]] = []
+
+    def add(r, reason):
+        i = int(r["id"])
+        if i not in out:
+            out[i] = []
+            order.append(r)
+        if reason not in out[i]:
+            out[i].append(reason)
+
+    knee_cache = None
+    for t in selectors:
+        if t.kind == "id":
+            r = by_id.get(t.id)
+            if r is None:
+                lo, hi = (min(by_id), max(by_id)) if by_id else (None, None)
+                have = f"ids {lo}–{hi}" if by_id else "no evaluations"
+                raise FedevoError(f"no evaluation with id {t.id} in this run ({have})")
+            add(r, f"id {t.id}")
+        elif t.kind == "knee":
+            if knee_cache is None:
+                knee_cache = knee(cand, eps_key)[0]
+            add(knee_cache, "knee")
+        elif t.kind == "lowest":
+            for rank, r in enumerate(lowest(cand, t.key, t.n, eps_key), start=1):
+                add(r, f"lowest-{t.key} #{rank}")
+        elif t.kind == "front":
+            for r in cand:
+                add(r, "Pareto")
+    return [Pick(row=r, reasons=tuple(out[int(r["id"])])) for r in order]
+
+
+def marks(front: Sequence[Mapping[str, Any]], eps_key: str = "eps", n_lowest: int = 2) -> dict[int, list[str]]:
+    """Marks for displaying a front: the knee and the `n_lowest` lowest-error solutions (seed 004's picks)."""
+    out: dict[int, list[str]] = {}
+    if not front:
+        return out
+    for rank, r in enumerate(lowest(front, "error", n_lowest, eps_key), start=1):
+        out.setdefault(int(r["id"]), []).append(f"lowest-error #{rank}")
+    out.setdefault(int(knee(front, eps_key)[0]["id"]), []).append("knee")
+    return out

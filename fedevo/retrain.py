@@ -1,0 +1,366 @@
+"""Retrain picked Pareto solutions for many rounds and compare them with the standard solution (seed 004 §4.3).
+
+The search evaluates each individual for a few rounds only; seed 004 retrains the two lowest-error solutions and
+the knee for 150 rounds and compares them with the *standard solution* — fully connected and without privacy —
+in accuracy, communication (as % of the standard's) and ε (its Tables 5–6). Here:
+
+* the picked solutions are trained with their genes (see :mod:`fedevo.pick` for the pick grammar);
+* the standard solution is the problem's reference configuration: every gene at its default except that the
+  model is dense (no SET: ``alpha`` unset, ``xi = 0``) and the mechanism is ``none`` (no clipping, no noise, no
+  recall); participation, learning rate and architecture are the problem's defaults. Everything else (data,
+  partition, clients, epochs, batch, upload loss) is the problem's, as in the search;
+* every solution is trained on the same data with the same seed (default: the run's seed), for ``rounds`` rounds,
+  with the accuracy measured after every round (``eval_every``), on Ray workers (``workers``; 0 = in-process).
+
+The same run, picks, rounds and seed give the same numbers. Outputs, in ``RUN_DIR/retrain/`` (or ``out``):
+
+* ``report.csv``  one row per solution (picked ones in pick order, then ``standard``), see `REPORT_COLUMNS`;
+* ``report.md``   the same numbers as Markdown tables laid out like seed 004's Tables 5–6 (the cells are the
+  very strings written to report.csv);
+* ``curves.html`` accuracy (mean client and global) per round of every solution (self-contained page);
+* ``results.json`` the full-precision results and curves.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+from .errors import FedevoError
+from .problem import Problem
+from .result import EvaluationResult
+
+STANDARD = "standard"
+STANDARD_LABEL = "standard (dense, no privacy)"
+_STANDARD_FLAG = "__fedevo_standard__"  # in a task's params: train the standard variant of the problem
+# settings the standard solution drops (sparsity and privacy), then sets to dense / none
+NOT_IN_STANDARD = ("alpha", "xi", "mechanism", "sigma", "clip", "beta", "tau", "recall", "similarity",
+                   "max_participations", "eps_budget")
+STANDARD_SETTINGS = {"alpha": None, "xi": 0.0, "mechanism": "none"}
+DEFAULT_ROUNDS = 150  # seed 004 §4.3
+DEFAULT_PICK = "lowest-error:2,knee"  # seed 004's solutions 1, 2 (lowest error) and 3 (knee)
+
+REPORT_COLUMNS = ("solution", "label", "id", "status", "rounds", "seed", "accuracy", "accuracy_global",
+                  "accuracy_pct_of_standard", "accuracy_global_pct_of_standard", "comm", "comm_pct_of_standard",
+                  "eps", "eps_paper", "omega", "search_error", "search_comm", "search_eps", "wall_s")
+# the Markdown main table: (column, header)
+MD_MAIN = (("solution", "Solution"), ("label", "picked by"), ("id", "id"), ("accuracy", "accuracy (mean client)"),
+           ("accuracy_global", "global accuracy"), ("accuracy_pct_of_standard", "accuracy % of standard"),
+           ("accuracy_global_pct_of_standard", "global accuracy % of standard"), ("comm", "comm"),
+           ("comm_pct_of_standard", "comm % of standard"), ("eps", "ε (accountant)"), ("eps_paper", "ε (paper)"),
+           ("omega", "Ω"))
+
+
+# ============================================================================================ the standard
+def standard_problem(problem: Problem) -> Problem:
+    """The problem's standard solution as a problem: dense, no privacy, other genes at their defaults."""
+    genes = tuple(g for g in problem.genes if g.name not in NOT_IN_STANDARD)
+    fixed = {k: v for k, v in problem.fixed.items() if k not in NOT_IN_STANDARD}
+    fixed.update(STANDARD_SETTINGS)
+    return replace(problem, name=f"{problem.name} ({STANDARD})", genes=genes, fixed=fixed)
+
+
+def retrain_evaluate(problem: Problem, params: Mapping[str, Any], *, seed: int, rounds: Optional[int] = None,
+                     data_dir: Optional[str] = None, eval_every: int = 1, progress=None) -> EvaluationResult:
+    """The runner's evaluation function: `evaluate` with accuracy curves; the flagged task is the standard."""
+    from .evaluate import evaluate
+
+    params = dict(params)
+    if params.pop(_STANDARD_FLAG, False):
+        problem = standard_problem(problem)
+    return evaluate(problem, params, seed=seed, rounds=rounds, data_dir=data_dir, eval_every=eval_every,
+                    progress=progress)
+
+
+# ============================================================================================ plan
+@dataclass(frozen=True)
+class Solution:
+    key: str  # "1", "2", ... in pick order, or "standard"
+    label: str  # why it was picked ("lowest-error #1 + knee", "id 12") or the standard's label
+    id: Optional[int]  # evaluation id in the run (None: the standard)
+    params: Mapping[str, Any]  # genes (the standard: {})
+    search: Optional[Mapping[str, Any]] = None  # the evaluation row of the search
+
+    @property
+    def is_standard(self) -> bool:
+        return self.key == STANDARD
+
+
+def plan(data, spec: str) -> list[Solution]:
+    """The solutions to retrain: the picks of `spec` in order, then the standard."""
+    from .pick import pick
+
+    picks = pick(spec, data.rows, data.front, eps_key=data.eps_key)
+    sols = [Solution(key=str(n), label=p.label, id=p.id, params=data.params(p.row), search=p.row)
+            for n, p in enumerate(picks, start=1)]
+    return sols + [Solution(key=STANDARD, label=STANDARD_LABEL, id=None, params={}, search=None)]
+
+
+# ============================================================================================ report
+def _f(v: Any, digits: int) -> str:
+    if v is None:
+        return ""
+    v = float(v)
+    if math.isnan(v):
+        return ""
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return f"{v:.{digits}f}"
+
+
+def _pct(a: Any, b: Any) -> Optional[float]:
+    if a is None or b is None:
+        return None
+    a, b = float(a), float(b)
+    if not (math.isfinite(a) and math.isfinite(b)) or b == 0:
+        return None
+    return 100.0 * a / b
+
+
+def _gene_cell(v: Any, typ: str) -> str:
+    if v is None:
+        return ""
+    if typ == "real":
+        return f"{float(v):.4g}"
+    if typ == "int":
+        return str(int(v))
+    return str(v)
+
+
+@dataclass
+class RetrainReport:
+    run_dir: Path
+    out_dir: Path
+    rounds: int
+    seed: int
+    solutions: list[Solution]
+    results: dict[str, EvaluationResult]  # by solution key
+    gene_names: tuple[str, ...] = ()
+    gene_types: Mapping[str, str] = field(default_factory=dict)
+    standard_params: Mapping[str, Any] = field(default_factory=dict)
+    eps_key: str = "eps"
+    problem_name: str = ""
+    wall_s: float = 0.0
+
+    @property
+    def standard(self) -> EvaluationResult:
+        return self.results[STANDARD]
+
+    def values(self, s: Solution) -> dict[str, Any]:
+        """The raw numbers of one report row (what the cells are formatted from)."""
+        r, std = self.results[s.key], self.standard
+        ok = r.status == "ok"
+        std_ok = std.status == "ok"
+        acc = (1.0 - r.error) if ok and r.error is not None else None
+        std_acc = (1.0 - std.error) if std_ok and std.error is not None else None
+        srch = s.search or {}
+        return {
+            "solution": s.key, "label": s.label, "id": s.id, "status": r.status, "rounds": r.rounds or self.rounds,
+            "seed": self.seed, "accuracy": acc, "accuracy_global": r.accuracy_global if ok else None,
+            "accuracy_pct_of_standard": _pct(acc, std_acc) if std_ok else None,
+            "accuracy_global_pct_of_standard": _pct(r.accuracy_global, std.accuracy_global) if ok and std_ok else None,
+            "comm": r.comm if ok else None, "comm_pct_of_standard": _pct(r.comm, std.comm) if ok and std_ok else None,
+            "eps": r.eps if ok else None, "eps_paper": r.eps_paper if ok else None, "omega": r.omega if ok else None,
+            "search_error": srch.get("error"), "search_comm": srch.get("comm"), "search_eps": srch.get(self.eps_key),
+            "wall_s": r.wall_s,
+        }
+
+    def cells(self, s: Solution) -> dict[str, str]:
+        """One report row as strings: report.csv and report.md both print exactly these."""
+        v = self.values(s)
+        out = {"solution": v["solution"], "label": v["label"], "id": "" if v["id"] is None else str(v["id"]),
+               "status": v["status"], "rounds": str(v["rounds"]), "seed": str(v["seed"]),
+               "omega": "" if v["omega"] is None else str(int(v["omega"]))}
+        for k in ("accuracy", "accuracy_global", "search_error"):
+            out[k] = _f(v[k], 4)
+        for k in ("accuracy_pct_of_standard", "accuracy_global_pct_of_standard", "comm_pct_of_standard"):
+            out[k] = _f(v[k], 2)
+        for k in ("comm", "search_comm", "wall_s"):
+            out[k] = _f(v[k], 1)
+        for k in ("eps", "eps_paper", "search_eps"):
+            out[k] = _f(v[k], 3)
+        genes = self.standard_params if s.is_standard else s.params
+        for g in self.gene_names:
+            if s.is_standard and g == "alpha":
+                out[g] = "dense"
+            else:
+                out[g] = _gene_cell(genes.get(g), self.gene_types.get(g, "real"))
+        return out
+
+    @property
+    def columns(self) -> list[str]:
+        return list(REPORT_COLUMNS) + list(self.gene_names)
+
+    def csv_text(self) -> str:
+        import csv
+        import io
+
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(self.columns)
+        for s in self.solutions:
+            c = self.cells(s)
+            w.writerow([c[k] for k in self.columns])
+        return buf.getvalue()
+
+    def markdown(self) -> str:
+        def md(v: str) -> str:
+            return v.replace("|", "\\|") if v else "–"
+
+        cells = [self.cells(s) for s in self.solutions]
+        lines = [f"# Retraining: {self.problem_name}", "",
+                 f"Run `{self.run_dir}` · {self.rounds} rounds · seed {self.seed} · every solution trained on the "
+                 "same data with the same seed. Standard solution: dense (no SET sparsity), no privacy "
+                 "(mechanism `none`), the problem's default architecture, participation and learning rate.", "",
+                 "accuracy = mean client test accuracy (1 − f1); comm = parameters uploaded per round per client "
+                 "slot; ε at the problem's δ (`inf`: no privacy); Ω = active parameters; % = of the standard "
+                 "solution. The numbers are those of report.csv.", "",
+                 "| " + " | ".join(h for _, h in MD_MAIN) + " |",
+                 "|" + "|".join("---" if k in ("solution", "label") else "---:" for k, _ in MD_MAIN) + "|"]
+        for c in cells:
+            lines.append("| " + " | ".join(md(c[k]) for k, _ in MD_MAIN) + " |")
+        bad = [c for c in cells if c["status"] != "ok"]
+        if bad:
+            lines += ["", "Not ok: " + ", ".join(f"solution {c['solution']} ({c['status']})" for c in bad)
+                      + " — see results.json for the message."]
+        picked = [c for c in cells if c["solution"] != STANDARD and c["comm_pct_of_standard"]]
+        if picked:
+            lo = min(picked, key=lambda c: float(c["comm_pct_of_standard"]))["comm_pct_of_standard"]
+            hi = max(picked, key=lambda c: float(c["comm_pct_of_standard"]))["comm_pct_of_standard"]
+            accs = [c for c in picked if c["accuracy_pct_of_standard"]]
+            lines += ["", f"The picked solutions cost {lo}–{hi} % of the standard solution's communication"
+                      + (f" and reach up to {max(accs, key=lambda c: float(c['accuracy_pct_of_standard']))['accuracy_pct_of_standard']} % "
+                         "of its accuracy." if accs else ".")]
+        lines += ["", "Genes and search-time objectives (the search trained each for a few rounds only):", "",
+                  "| Solution | " + " | ".join(self.gene_names) + " | search error | search comm | search ε |",
+                  "|---|" + "---:|" * (len(self.gene_names) + 3)]
+        for c in cells:
+            lines.append(f"| {c['solution']} | " + " | ".join(md(c[g]) for g in self.gene_names)
+                         + f" | {md(c['search_error'])} | {md(c['search_comm'])} | {md(c['search_eps'])} |")
+        lines += ["", "Accuracy per round: curves.html.", ""]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        def clean(o):
+            if isinstance(o, float) and not math.isfinite(o):
+                return None if math.isnan(o) else ("inf" if o > 0 else "-inf")
+            if isinstance(o, dict):
+                return {str(k): clean(v) for k, v in o.items()}
+            if isinstance(o, (list, tuple)):
+                return [clean(v) for v in o]
+            return o
+
+        return clean({"run_dir": str(self.run_dir), "problem": self.problem_name, "rounds": self.rounds,
+                      "seed": self.seed, "standard_params": dict(self.standard_params),
+                      "solutions": [{"solution": s.key, "label": s.label, "id": s.id, "params": dict(s.params),
+                                     "result": self.results[s.key].to_dict()} for s in self.solutions]})
+
+    def curve_series(self) -> list[tuple[str, list]]:
+        out = []
+        for s in self.solutions:
+            name = STANDARD_LABEL if s.is_standard else f"{s.key}: {s.label} (id {s.id})"
+            out.append((name, list(self.results[s.key].accuracy_curve)))
+        return out
+
+    def write(self) -> dict[str, Path]:
+        from .search.run import atomic_write
+        from .viz.curves import write_curves_html
+        from .viz.html import esc
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        paths = {"report.csv": self.out_dir / "report.csv", "report.md": self.out_dir / "report.md",
+                 "results.json": self.out_dir / "results.json", "curves.html": self.out_dir / "curves.html"}
+        atomic_write(paths["report.csv"], self.csv_text())
+        atomic_write(paths["report.md"], self.markdown())
+        atomic_write(paths["results.json"], json.dumps(self.to_json(), indent=2) + "\n")
+        from .viz.html import table
+
+        cells = [self.cells(s) for s in self.solutions]
+        intro = (f'<p class="meta">run {esc(self.run_dir)} · {self.rounds} rounds · seed {self.seed} · same data '
+                 'and seed for every solution; the standard solution is dense and without privacy.</p>'
+                 + table([h for _, h in MD_MAIN], [[c[k] or "–" for k, _ in MD_MAIN] for c in cells], left=(0, 1)))
+        write_curves_html(paths["curves.html"], self.curve_series(), standard=STANDARD_LABEL, intro_html=intro,
+                          title=f"fedevo retrain — {self.problem_name}: accuracy per round")
+        return paths
+
+
+# ============================================================================================ retrain
+def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int = DEFAULT_ROUNDS,
+            workers: Optional[int] = None, seed: Optional[int] = None, data_dir: Optional[str] = None,
+            out: Optional[Path | str] = None, eval_every: int = 1,
+            progress: Optional[Callable[[int, int, str], None]] = None, write: bool = True) -> RetrainReport:
+    """Retrain the picked solutions and the standard one; write the report (unless write=False).
+
+    progress(rounds_done, rounds_total, note) is called as training goes: after every round in-process
+    (workers=0), after every finished solution on Ray.
+    """
+    from .search.runner import Task, _Abort, make_runner
+    from .viz.rundata import load_run
+
+    if rounds is None or rounds < 1:
+        raise FedevoError(f"--rounds must be >= 1, got {rounds}")
+    if workers is not None and workers < 0:
+        raise FedevoError(f"--workers must be >= 0 (0 = in-process), got {workers}")
+    if seed is not None and seed < 0:
+        raise FedevoError(f"--seed must be >= 0, got {seed}")
+    if eval_every < 0:
+        raise FedevoError(f"eval_every must be >= 0, got {eval_every}")
+    data = load_run(run_dir)
+    seed = data.settings.seed if seed is None else seed
+    data_dir = data_dir if data_dir is not None else data.settings.data_dir
+    sols = plan(data, pick_spec)
+    std = standard_problem(data.problem)
+    for s in sols:  # invalid configurations fail now, before any training
+        (std if s.is_standard else data.problem).sim_config(s.params, rounds=rounds, data_dir=data_dir)
+
+    tasks = [Task(id=n, generation=0, index=n, seed=seed,
+                  params={_STANDARD_FLAG: True} if s.is_standard else dict(s.params)) for n, s in enumerate(sols)]
+    results: dict[str, EvaluationResult] = {}
+    t0 = time.monotonic()
+    total = len(sols) * rounds
+    name = lambda s: STANDARD if s.is_standard else f"solution {s.key} (id {s.id})"  # noqa: E731
+    eval_kwargs: dict[str, Any] = {"rounds": rounds, "data_dir": data_dir, "eval_every": eval_every}
+    if progress:
+        progress(0, total, f"{len(sols)} trainings")
+        if workers == 0:  # in-process, one after the other: report every round of the current one
+            eval_kwargs["progress"] = lambda t: progress(len(results) * rounds + t, total,
+                                                         name(sols[min(len(results), len(sols) - 1)]))
+    runner = make_runner(retrain_evaluate, data.problem, eval_kwargs, workers=workers)
+    try:
+        def on_done(t: Task, r: EvaluationResult) -> None:
+            results[sols[t.index].key] = r
+            if progress:
+                progress(len(results) * rounds, total, f"{name(sols[t.index])} done")
+
+        runner.run(tasks, on_done)
+    except _Abort as e:
+        raise FedevoError(str(e)) from None
+    finally:
+        runner.close()
+    report = RetrainReport(run_dir=Path(run_dir), out_dir=Path(out) if out is not None else Path(run_dir) / "retrain",
+                           rounds=rounds, seed=seed, solutions=sols, results=results, gene_names=data.gene_names,
+                           gene_types=data.gene_types, eps_key=data.eps_key, problem_name=data.problem.name,
+                           standard_params=standard_params(data.problem), wall_s=time.monotonic() - t0)
+    if write:
+        report.write()
+    return report
+
+
+def standard_params(problem: Problem) -> dict[str, Any]:
+    """The genes as the standard solution sets them (for the report): defaults, dense, xi 0, no privacy genes."""
+    d = problem.defaults()
+    out = {}
+    for g in problem.gene_names:
+        if g == "alpha":
+            out[g] = None
+        elif g == "xi":
+            out[g] = 0.0
+        elif g in NOT_IN_STANDARD:
+            out[g] = None
+        else:
+            out[g] = d.get(g)
+    return out

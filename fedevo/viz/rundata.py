@@ -1,0 +1,118 @@
+"""A search run read back for display, picking and retraining (read-only; safe while the search runs).
+
+Built on :mod:`fedevo.search.run`: ``SearchRun.open`` validates run.json and rebuilds the problem, the run's
+:class:`~fedevo.search.run.EvalLog` parses evaluations.csv rows, ``front_rows`` / ``hypervolume_table`` give the
+Pareto front and the hypervolume per generation exactly as the search computes them. Nothing is written: a
+torn last line (a search writing right now) is left out, not repaired.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from ..errors import FedevoError
+from ..problem import Problem
+
+OBJECTIVE_LABELS = {"error": "error (1 − mean client accuracy)", "comm": "comm (params / round / client slot)",
+                    "eps": "ε (accountant)", "eps_paper": "ε (paper formula)"}
+
+
+@dataclass
+class RunData:
+    run_dir: Path
+    meta: Mapping[str, Any]
+    problem: Problem
+    settings: Any  # fedevo.search.run.SearchSettings
+    gene_names: tuple[str, ...]
+    gene_types: Mapping[str, str]
+    eps_key: str  # the ε the search minimised: "eps" or "eps_paper"
+    constraints: Mapping[str, float]
+    rows: list[dict[str, Any]]  # every evaluation, in id order
+    front: list[dict[str, Any]] = field(default_factory=list)  # Pareto set (status ok, feasible), id order
+
+    @property
+    def ok_rows(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r["status"] == "ok"]
+
+    @property
+    def bad_rows(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r["status"] != "ok"]
+
+    @cached_property
+    def front_ids(self) -> frozenset[int]:
+        return frozenset(r["id"] for r in self.front)
+
+    @cached_property
+    def by_id(self) -> dict[int, dict[str, Any]]:
+        return {r["id"]: r for r in self.rows}
+
+    @property
+    def generations(self) -> int:
+        return max((r["generation"] for r in self.rows), default=0)
+
+    def hypervolume(self) -> list[dict[str, Any]]:
+        """Hypervolume of the front after each generation (the search's own definition, recomputed)."""
+        from ..search.run import hypervolume_table
+
+        return hypervolume_table(self.rows, self.generations, self.eps_key, self.constraints)
+
+    def params(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """The genes of an evaluated row (what `evaluate` takes)."""
+        return {g: row[g] for g in self.gene_names}
+
+
+def read_rows(log, path: Path) -> list[dict[str, Any]]:
+    """evaluations.csv rows parsed by the run's EvalLog, without touching the file."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise FedevoError(f"cannot read {path}: {e.strerror}") from None
+    data = data[: data.rfind(b"\n") + 1]  # a line being written right now is not an evaluation yet
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if not lines:
+        return []
+    if next(csv.reader([lines[0]])) != log.columns:
+        raise FedevoError(f"{path}: its header does not match the genes in run.json")
+    rows = []
+    for n, cells in enumerate(csv.reader(lines[1:]), start=2):
+        if len(cells) != len(log.columns):
+            raise FedevoError(f"{path}: line {n} is corrupt ({len(cells)} fields, expected {len(log.columns)})")
+        try:
+            rows.append(log.parse(cells))
+        except (ValueError, KeyError) as e:
+            raise FedevoError(f"{path}: line {n} is corrupt ({e})") from None
+    seen: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        seen.setdefault(r["id"], r)
+    return [seen[i] for i in sorted(seen)]
+
+
+def load_run(run_dir: Path | str, *, require_evaluations: bool = True) -> RunData:
+    """Open a run directory; FedevoError if it is not a run or (by default) holds no evaluation yet."""
+    from ..search.run import SearchRun, front_rows
+
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise FedevoError(f"{run_dir} is not a directory (expected a run directory made by `fedevo search`)")
+    run = SearchRun.open(run_dir)
+    rows = read_rows(run.log, run_dir / "evaluations.csv")
+    if require_evaluations and not rows:
+        raise FedevoError(f"{run_dir} holds no evaluations yet (evaluations.csv is missing or empty); "
+                          f"run or resume the search first (`fedevo resume {run_dir}`)")
+    data = RunData(run_dir=run_dir, meta=run.meta, problem=run.problem, settings=run.settings,
+                   gene_names=tuple(g.name for g in run.space.genes),
+                   gene_types={g.name: g.type for g in run.space.genes}, eps_key=run.eps_key,
+                   constraints=dict(run.constraints), rows=rows)
+    data.front = front_rows(rows, run.eps_key, run.constraints)
+    return data
+
+
+def finite(v: Optional[float]) -> bool:
+    return v is not None and isinstance(v, (int, float)) and math.isfinite(v)

@@ -1,0 +1,138 @@
+"""fedevo.pick on hand-made evaluation rows."""
+
+import math
+
+import numpy as np
+import pytest
+
+from fedevo.errors import FedevoError
+from fedevo.pick import knee, knee_index, lowest, marks, parse_spec, pick
+
+
+def row(i, error, comm, eps, status="ok", **kw):
+    return {"id": i, "generation": 1, "error": error, "comm": comm, "eps": eps, "eps_paper": kw.pop("eps_paper", eps),
+            "accuracy_global": 1 - error if error is not None else None, "status": status, "lr": 0.1, **kw}
+
+
+# a convex front with an obvious knee (id 3: near-best in every objective) plus dominated and failed rows
+FRONT = [
+    row(1, 0.05, 9000.0, 40.0),
+    row(2, 0.08, 5000.0, 20.0),
+    row(3, 0.12, 900.0, 3.0),  # the knee
+    row(4, 0.40, 700.0, 2.5),
+    row(5, 0.70, 650.0, 0.5),
+    row(6, 0.30, 8000.0, math.inf),  # no privacy
+]
+OTHERS = [row(7, 0.5, 9500.0, 50.0), row(8, None, None, None, status="failed")]
+ROWS = FRONT + OTHERS
+
+
+def ids(picks):
+    return [p.id for p in picks]
+
+
+def test_lowest_error_and_order_kept():
+    assert ids(pick("lowest-error:2", ROWS, FRONT)) == [1, 2]
+    assert ids(pick("lowest-error", ROWS, FRONT)) == [1]
+    assert ids(pick("lowest-comm:2", ROWS, FRONT)) == [5, 4]
+    assert ids(pick("lowest-eps:1", ROWS, FRONT)) == [5]
+    # order of the terms is the order of the result
+    assert ids(pick("4, lowest-error:2", ROWS, FRONT)) == [4, 1, 2]
+
+
+def test_knee_is_the_obvious_trade_off():
+    r, how = knee(FRONT[:5])
+    assert r["id"] == 3, how
+    assert ids(pick("knee", ROWS, FRONT[:5])) == [3]
+
+
+def test_duplicates_removed_reasons_merged():
+    picks = pick("knee,lowest-error:3,3,id:1", ROWS, FRONT[:5])
+    assert ids(picks) == [3, 1, 2]
+    assert picks[0].reasons == ("knee", "lowest-error #3", "id 3")
+    assert picks[1].label == "lowest-error #1 + id 1"
+
+
+def test_filters_restrict_the_front():
+    assert ids(pick("eps<=10,lowest-error:2", ROWS, FRONT)) == [3, 4]
+    assert ids(pick("lowest-error:2,comm<=1000", ROWS, FRONT)) == [3, 4]  # filters apply wherever written
+    assert ids(pick("eps<=10", ROWS, FRONT)) == [3, 4, 5]  # filters only: the whole filtered front
+    assert ids(pick("error<=0.1,comm<=6000", ROWS, FRONT)) == [2]
+    # ε = inf is above every bound, but not above inf
+    assert 6 not in ids(pick("eps<=1e9", ROWS, FRONT))
+    assert 6 in ids(pick("eps<=inf", ROWS, FRONT))
+    # the knee of the filtered set
+    assert ids(pick("knee,eps<=2.8", ROWS, FRONT)) in ([4], [5])
+    # ids are explicit: filters don't apply to them
+    assert ids(pick("7,eps<=10", ROWS, FRONT)) == [7]
+
+
+def test_ids_may_be_dominated_or_failed():
+    assert ids(pick("7", ROWS, FRONT)) == [7]
+    assert ids(pick("#8", ROWS, FRONT)) == [8]
+
+
+@pytest.mark.parametrize("spec, msg", [
+    ("99", "no evaluation with id 99"),
+    ("eps<=0.1", "no Pareto solution satisfies eps<=0.1"),
+    ("knee,comm<=10,error<=0.01", "no Pareto solution satisfies comm<=10, error<=0.01"),
+    ("", "empty pick"),
+    ("knee,,2", "empty term"),
+    ("kneee", "cannot understand pick term 'kneee'"),
+    ("lowest-error:0", "N must be >= 1"),
+    ("lowest-accuracy:2", "cannot understand"),
+    ("eps=<3", "cannot understand"),
+])
+def test_bad_picks(spec, msg):
+    with pytest.raises(FedevoError, match=None) as e:
+        pick(spec, ROWS, FRONT)
+    assert msg in str(e.value)
+
+
+def test_empty_front_needs_ids():
+    with pytest.raises(FedevoError, match="no Pareto solution"):
+        pick("knee", OTHERS, [])
+    assert ids(pick("7", OTHERS, [])) == [7]
+
+
+def test_lowest_more_than_available_takes_all():
+    assert ids(pick("lowest-error:50", ROWS, FRONT[:3])) == [1, 2, 3]
+
+
+def test_knee_fallback_and_small_sets():
+    assert knee_index(np.array([[1.0, 2.0, 3.0]])) == (0, "the only solution")
+    i, how = knee_index(np.array([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]]))
+    assert "fallback" in how and i in (0, 1)
+    # a straight line (no trade-off outlier): the point closest to the ideal on normalised objectives
+    line = np.array([[t, 1 - t, 0.5] for t in np.linspace(0, 1, 9)])
+    i, how = knee_index(line)
+    assert i == 4 and "fallback" in how
+    # duplicates do not crash pymoo's neighbour search
+    i, _ = knee_index(np.array([[0.1, 0.2, 0.3]] * 4))
+    assert i == 0
+
+
+def test_lowest_ties_broken_by_other_objectives_then_id():
+    rows = [row(10, 0.1, 500.0, 2.0), row(11, 0.1, 400.0, 2.0), row(12, 0.1, 400.0, 2.0)]
+    assert [r["id"] for r in lowest(rows, "error", 3)] == [11, 12, 10]
+
+
+def test_marks_and_parse():
+    m = marks(FRONT[:5])
+    assert m[1] == ["lowest-error #1"] and m[2] == ["lowest-error #2"] and m[3] == ["knee"]
+    t = parse_spec(" Knee , lowest-error:2, eps_paper < 3.5, 12 ")
+    assert [x.kind for x in t] == ["knee", "lowest", "filter", "id"]
+    assert t[2].key == "eps_paper" and t[2].op == "<" and t[2].value == 3.5
+
+
+def test_eps_paper_key_for_problems_searching_the_paper_formula():
+    rows = [row(1, 0.1, 100.0, 50.0, eps_paper=1.0), row(2, 0.2, 100.0, 1.0, eps_paper=9.0)]
+    assert ids(pick("lowest-eps_paper", rows, rows, eps_key="eps_paper")) == [1]
+    assert [r["id"] for r in lowest(rows, "error", 1, eps_key="eps_paper")] == [1]
+
+
+def test_knee_compares_objectives_spanning_decades_on_a_log_scale():
+    rng = np.random.default_rng(0)
+    err = np.sort(rng.uniform(0.02, 0.9, 15))
+    F = np.c_[err, rng.uniform(100, 2000, 15), 2 * 10 ** (4 * (1 - err))]  # ε from ~2 to ~2e4
+    assert knee_index(F)[0] == knee_index(np.c_[F[:, :2], np.log10(F[:, 2])])[0]

@@ -1,0 +1,147 @@
+"""fedevo retrain: picked solutions + the standard solution, report.csv / report.md / curves.html."""
+
+import csv
+import json
+import math
+import re
+
+import pytest
+
+from fedevo.cli import main
+from fedevo.errors import FedevoError
+from fedevo.pick import pick
+from fedevo.problem import load_problem
+from fedevo.retrain import REPORT_COLUMNS, STANDARD, MD_MAIN, retrain, standard_problem
+from fedevo.viz.rundata import load_run
+from tests.viz.fedevo_runs import digits_run
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return digits_run(tmp_path_factory)
+
+
+def cli(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def md_main_table(text):
+    """The first Markdown table of report.md as a list of {header: cell}."""
+    lines = [ln for ln in text.splitlines() if ln.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = []
+    for ln in lines[2:]:
+        if ln.startswith("| Solution |"):  # the second table starts
+            break
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", ln.strip().strip("|"))]
+        rows.append(dict(zip(head, cells)))
+    return rows
+
+
+def test_retrain_cli_writes_report(run_dir, tmp_path, capsys):
+    out = tmp_path / "rt"
+    code, stdout, err = cli(["retrain", str(run_dir), "--pick", "knee,lowest-error:2", "--rounds", "20",
+                             "--workers", "0", "--quiet", "--out", str(out)], capsys)
+    assert code in (0, None), err
+    data = load_run(run_dir)
+    expected = [p.id for p in pick("knee,lowest-error:2", data.rows, data.front, eps_key=data.eps_key)]
+    rows = read_csv(out / "report.csv")
+    assert list(rows[0])[:len(REPORT_COLUMNS)] == list(REPORT_COLUMNS)
+    assert list(rows[0])[len(REPORT_COLUMNS):] == list(data.gene_names)
+    assert [r["solution"] for r in rows] == [str(i) for i in range(1, len(expected) + 1)] + [STANDARD]
+    assert [int(r["id"]) for r in rows[:-1]] == expected
+    assert all(r["status"] == "ok" and r["rounds"] == "20" for r in rows)
+    std = rows[-1]
+    assert std["comm_pct_of_standard"] == "100.00" and std["accuracy_pct_of_standard"] == "100.00"
+    assert std["eps"] == "inf" and std["alpha"] == "dense" and std["xi"] == "0" and std["sigma"] == ""
+    for r in rows[:-1]:  # the picks are private, sparse and compared with the standard
+        assert math.isfinite(float(r["eps"])) and float(r["comm"]) > 0
+        assert float(r["comm_pct_of_standard"]) == pytest.approx(100 * float(r["comm"]) / float(std["comm"]), abs=0.01)
+        assert 0 < float(r["accuracy"]) <= 1
+    # report.md shows exactly the numbers of report.csv
+    md = (out / "report.md").read_text()
+    table = md_main_table(md)
+    assert len(table) == len(rows)
+    for m, c in zip(table, rows):
+        for key, head in MD_MAIN:
+            assert m[head] == (c[key] or "–"), (key, m[head], c[key])
+    # curves: one per solution, every round
+    res = json.loads((out / "results.json").read_text())
+    assert [len(s["result"]["accuracy_curve"]) for s in res["solutions"]] == [20] * len(rows)
+    html = (out / "curves.html").read_text()
+    assert 'id="curves"' in html and "<script src=" not in html and len(html) > 1_000_000
+
+
+def test_retrain_on_ray_matches_in_process(run_dir, tmp_path, capsys):
+    """--workers 2 (Ray) gives the numbers --workers 0 gives: every solution has its own seeded training."""
+    a = retrain(run_dir, "lowest-error:1", rounds=3, workers=0, write=False)
+    code, _, err = cli(["retrain", str(run_dir), "--pick", "lowest-error:1", "--rounds", "3", "--workers", "2",
+                        "--quiet", "--out", str(tmp_path / "ray")], capsys)
+    assert code in (0, None), err
+    rows = read_csv(tmp_path / "ray" / "report.csv")
+    for s, r in zip(a.solutions, rows):
+        assert a.cells(s)["accuracy"] == r["accuracy"] and a.cells(s)["eps"] == r["eps"]
+
+
+def _numbers(report):
+    out = {}
+    for k, r in report.results.items():
+        d = r.to_dict()
+        d.pop("wall_s")
+        out[k] = d
+    return out
+
+
+def test_retrain_is_deterministic(run_dir):
+    a = retrain(run_dir, "knee,2", rounds=3, workers=0, write=False)
+    b = retrain(run_dir, "knee,2", rounds=3, workers=0, write=False)
+    assert _numbers(a) == _numbers(b)
+    c = retrain(run_dir, "knee,2", rounds=3, workers=0, seed=12345, write=False)
+    assert _numbers(c) != _numbers(a)
+    assert a.seed == load_run(run_dir).settings.seed  # default: the run's seed
+
+
+def test_standard_solution_is_dense_without_privacy():
+    p = load_problem("digits_mlp")
+    cfg = standard_problem(p).sim_config()
+    d = p.defaults()
+    assert cfg.alpha is None and cfg.xi == 0.0 and cfg.privacy.mechanism == "none"
+    assert cfg.participation == d["participation"] and cfg.lr == d["lr"]
+    assert (cfg.arch.layers, cfg.arch.units) == (d["layers"], d["units"])
+    assert cfg.rounds == p.sim_config().rounds and cfg.data == p.sim_config().data
+
+
+def test_retrain_bad_inputs(run_dir, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = [
+        (["retrain", str(run_dir), "--pick", "9999", "--rounds", "2"], "no evaluation with id 9999"),
+        (["retrain", str(run_dir), "--pick", "eps<=0.000001", "--rounds", "2"], "no Pareto solution satisfies"),
+        (["retrain", str(run_dir), "--pick", "best", "--rounds", "2"], "cannot understand pick term"),
+        (["retrain", str(run_dir), "--rounds", "0"], "--rounds must be >= 1"),
+        (["retrain", str(run_dir), "--rounds", "2", "--workers", "-1"], "--workers must be >= 0"),
+        (["retrain", str(empty), "--rounds", "2"], "is not a fedevo search run"),
+        (["retrain", str(tmp_path / "missing"), "--rounds", "2"], "does not exist"),
+    ]
+    for argv, msg in cases:
+        code, out, err = cli(argv + ["--quiet"], capsys)
+        assert code == 2, (argv, err)
+        assert msg in err and err.count("\n") == 1, (argv, err)
+    with pytest.raises(FedevoError, match="--rounds must be >= 1"):
+        retrain(run_dir, "knee", rounds=0)
+
+
+def test_retrain_run_without_evaluations(tmp_path, capsys):
+    from fedevo.search.run import SearchRun, SearchSettings
+
+    SearchRun.create(SearchSettings(problem="digits_mlp", pop=8, gen=1, seed=0), tmp_path / "fresh")
+    code, out, err = cli(["retrain", str(tmp_path / "fresh"), "--rounds", "2", "--quiet"], capsys)
+    assert code == 2 and "holds no evaluations yet" in err and err.count("\n") == 1

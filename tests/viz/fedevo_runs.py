@@ -1,0 +1,54 @@
+"""Small search runs for the tests of plots, picking and retraining (shared by tests/viz, tests/browser,
+tests/test_pick.py and tests/test_retrain.py; each run is made once per test session).
+
+* `digits_run`: a real search of the bundled digits_mlp problem (pop 8, 2 generations, 1 round per
+  evaluation, in-process): what `fedevo search --problem digits_mlp --pop 8 --gen 2 --workers 0 --seed 1
+  --rounds 1` writes.
+* `synthetic_run`: the same problem searched with `fake_evaluate` (no training): every third individual has
+  ε = inf (no privacy), about one in six fails and
+  one in six diverges (by evaluation seed) — the cases a plot must handle.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from fedevo.result import EvaluationResult
+
+
+def fake_evaluate(problem, params, *, seed, rounds=None, data_dir=None, **_):
+    """Deterministic objectives from the genes; ε = inf when units % 3 == 0; some failed/diverged."""
+    u = [(params[g.name] - g.low) / (g.high - g.low) for g in problem.genes if g.type != "choice"]
+    part, alpha = params["participation"], params["alpha"]
+    error = 0.05 + 0.9 * abs(math.sin(7 * sum(u))) * (1 - 0.5 * part)
+    comm = 100 + 5000 * part * alpha / 32
+    eps = math.inf if int(params["units"]) % 3 == 0 else 0.5 + 200 * (1 - error) ** 3 / max(params["sigma"], 0.05)
+    if seed % 6 == 0:
+        return EvaluationResult(error=math.nan, comm=math.nan, eps=math.nan, eps_paper=math.nan,
+                                accuracy_global=math.nan, omega=0, status="failed", message="RuntimeError: boom\nline 2")
+    if seed % 6 == 1:
+        return EvaluationResult(error=1.0, comm=math.inf, eps=math.inf, eps_paper=math.inf, accuracy_global=0.0,
+                                omega=0, status="diverged", message="loss is NaN")
+    return EvaluationResult(error=error, comm=comm, eps=eps, eps_paper=eps / 3 if math.isfinite(eps) else math.inf,
+                            accuracy_global=1 - error, omega=int(comm / part), status="ok", rounds=rounds or 1,
+                            wall_s=0.01)
+
+
+def _make(base: Path, name: str, **kw) -> Path:
+    from fedevo.search.run import Runtime, SearchSettings, search
+
+    out = base / name
+    if not (out / "front.csv").exists():
+        settings = SearchSettings(problem="digits_mlp", pop=kw.pop("pop", 8), gen=kw.pop("gen", 2),
+                                  seed=kw.pop("seed", 1), rounds=kw.pop("rounds", 1))
+        search(settings, out, Runtime(workers=0), **kw)
+    return out
+
+
+def digits_run(tmp_path_factory) -> Path:
+    return _make(tmp_path_factory.getbasetemp(), "digits_run")
+
+
+def synthetic_run(tmp_path_factory) -> Path:
+    return _make(tmp_path_factory.getbasetemp(), "synthetic_run", evaluator=fake_evaluate, pop=10, gen=3, seed=2)

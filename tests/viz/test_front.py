@@ -1,0 +1,150 @@
+"""front.html and `fedevo plot` / `fedevo front` (no browser: see tests/browser for the rendered page)."""
+
+import csv
+import math
+import re
+
+import pytest
+
+from fedevo.cli import main
+from fedevo.viz.front import _Parts, figure_3d, figure_parallel, figure_projections, front_html, write_front_html
+from fedevo.viz.rundata import load_run
+from tests.viz.fedevo_runs import digits_run, synthetic_run
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    return digits_run(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def fake_run(tmp_path_factory):
+    return synthetic_run(tmp_path_factory)
+
+
+def cli(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def csv_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def parts_of(run_dir):
+    from fedevo.pick import marks
+
+    data = load_run(run_dir)
+    return data, _Parts(data, marks(data.front, data.eps_key))
+
+
+def evaluation_traces(fig):
+    return [t for t in fig.data if t.meta == "evaluations"]
+
+
+def test_plot_cli_writes_one_self_contained_page(real_run, capsys):
+    (real_run / "front.html").unlink(missing_ok=True)
+    code, out, err = cli(["plot", str(real_run)], capsys)
+    assert code in (0, None), err
+    page = (real_run / "front.html").read_text()
+    assert str(real_run / "front.html") in out
+    for div in ("front3d", "projections", "parallel", "hypervolume"):
+        assert f'id="{div}"' in page
+    # plotly.js is inlined: no script, stylesheet or font comes from anywhere else
+    assert "<script src=" not in page and not re.search(r"<link[^>]+href=", page)
+    assert len(page) > 3_000_000 and "Plotly.newPlot" in page
+
+
+def test_every_ok_evaluation_is_one_point_with_full_hover(real_run):
+    data, parts = parts_of(real_run)
+    ev = csv_rows(real_run / "evaluations.csv")
+    front_ids = {int(r["id"]) for r in csv_rows(real_run / "front.csv")}
+    fig = figure_3d(parts)
+    traces = evaluation_traces(fig)
+    ids = [i for t in traces for i in t.customdata]
+    assert sorted(ids) == sorted(int(r["id"]) for r in ev if r["status"] == "ok")
+    front = next(t for t in traces if t.name == "Pareto front")
+    assert set(front.customdata) == front_ids
+    dominated = next((t for t in traces if t.name == "dominated"), None)
+    assert dominated is None or dominated.opacity < front.opacity
+    for t in traces:
+        for i, text in zip(t.customdata, t.text):
+            r = data.by_id[i]
+            assert f"id {i}</b>" in text and "ε (accountant)" in text and "ε (paper)" in text
+            for g in data.gene_names:
+                assert f"{g} = " in text
+            assert f"generation {r['generation']}" in text
+    # the 2D projections: 3 panels, each with every ok evaluation once
+    proj = figure_projections(parts)
+    for axis in ("x", "x2", "x3"):
+        pts = [i for t in evaluation_traces(proj) if (t.xaxis or "x") == axis for i in t.customdata]
+        assert sorted(pts) == sorted(ids)
+    par = figure_parallel(parts)
+    labels = [d.label for d in par.data[0].dimensions]
+    assert labels[:len(data.gene_names)] == list(data.gene_names)
+    assert "error" in labels and "comm" in labels and any(lab.startswith("ε") for lab in labels)
+
+
+def test_infinite_eps_capped_and_failed_listed(fake_run):
+    data, parts = parts_of(fake_run)
+    ok = data.ok_rows
+    inf_ids = {r["id"] for r in ok if not math.isfinite(r["eps"])}
+    assert inf_ids and data.bad_rows, "the synthetic run must have ε = inf and failed rows"
+    fig = figure_3d(parts)
+    z = {i: v for t in evaluation_traces(fig) for i, v in zip(t.customdata, t.z)}
+    assert all(math.isfinite(v) for v in z.values())
+    finite_max = max(r["eps"] for r in ok if math.isfinite(r["eps"]))
+    assert all(z[i] > finite_max for i in inf_ids)
+    assert len(z) == len(ok)  # failed / diverged are not plotted
+    page = front_html(data)
+    assert "drawn at the cap" in page and "ε (accountant) ∞" in page
+    assert f"Not plotted: failed or diverged ({len(data.bad_rows)})" in page
+    for r in data.bad_rows:
+        assert f"<td class=\"\">{r['id']}</td>" in page
+
+
+def test_write_front_html_api(fake_run, tmp_path):
+    p = write_front_html(fake_run, tmp_path / "x.html")
+    assert p == tmp_path / "x.html" and p.stat().st_size > 3_000_000
+    assert write_front_html(str(fake_run)) == fake_run / "front.html"
+
+
+def test_front_cli_marks_knee_and_lowest_error(real_run, capsys):
+    code, out, err = cli(["front", str(real_run)], capsys)
+    assert code in (0, None), err
+    assert "knee" in out and "lowest-error #1" in out and "lowest-error #2" in out
+    front_ids = [int(r["id"]) for r in csv_rows(real_run / "front.csv")]
+    shown = [int(m.group(1)) for m in re.finditer(r"^│\s*(\d+)\s*│", out, flags=re.M)]
+    assert sorted(shown) == sorted(front_ids)
+    errors = {int(r["id"]): float(r["error"]) for r in csv_rows(real_run / "front.csv")}
+    assert [errors[i] for i in shown] == sorted(errors[i] for i in shown)  # default: sorted by error
+    code, out, _ = cli(["front", str(real_run), "--sort", "comm"], capsys)
+    comm = {int(r["id"]): float(r["comm"]) for r in csv_rows(real_run / "front.csv")}
+    shown = [int(m.group(1)) for m in re.finditer(r"^│\s*(\d+)\s*│", out, flags=re.M)]
+    assert [comm[i] for i in shown] == sorted(comm.values())
+    code, out, _ = cli(["front", str(real_run), "--pick", "knee"], capsys)
+    assert code in (0, None) and "1 picked by 'knee'" in out
+
+
+def test_bad_run_dirs(real_run, tmp_path, capsys):
+    from fedevo.search.run import SearchRun, SearchSettings
+
+    (tmp_path / "empty").mkdir()
+    SearchRun.create(SearchSettings(problem="digits_mlp", pop=8, gen=1, seed=0), tmp_path / "fresh")
+    (tmp_path / "file").write_text("x")
+    cases = [
+        (["plot", str(tmp_path / "missing")], "does not exist"),
+        (["plot", str(tmp_path / "empty")], "is not a fedevo search run"),
+        (["plot", str(tmp_path / "fresh")], "holds no evaluations yet"),
+        (["plot", str(tmp_path / "file")], "is not a directory"),
+        (["front", str(tmp_path / "fresh")], "holds no evaluations yet"),
+        (["front", str(real_run), "--sort", "accuracy"], "--sort must be error, comm or eps"),
+        (["front", str(real_run), "--pick", "12345"], "no evaluation with id 12345"),
+    ]
+    for argv, msg in cases:
+        code, out, err = cli(argv, capsys)
+        assert code == 2, (argv, out, err)
+        assert msg in err and err.count("\n") == 1, (argv, err)

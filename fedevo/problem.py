@@ -22,7 +22,11 @@ ARCH_KEYS = {"mlp": ("layers", "units"), "cnn": ("conv_layers", "channels", "ker
 SIM_KEYS = ("rounds", "epochs", "batch_size", "lr", "participation", "alpha", "xi", "upload_loss", "precision",
             "chunk_clients")
 PRIVACY_KEYS = ("mechanism", "sigma", "clip", "beta", "tau", "recall", "similarity", "max_participations",
-                "delta", "eps_budget", "target_eps")
+                "delta", "eps_budget", "target_eps",
+                "aggregation", "secagg_bits", "secagg_range", "secagg_threshold",
+                "signds_eps", "signds_k", "signds_h", "signds_lr",
+                "adaptive_levels", "adaptive_gamma", "adaptive_kappa", "adaptive_keep", "adaptive_threshold",
+                "adaptive_level_eps")
 PRESET_KEY = "preset"  # expands to privacy settings (fedevo/privacy/presets.py)
 DATA_KEYS = ("partition", "clients", "shards_per_client", "shard_size", "dirichlet_alpha", "test_fraction")
 GENE_TYPES = ("int", "real", "choice")

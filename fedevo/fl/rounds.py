@@ -82,8 +82,8 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
         if upload is not None and hasattr(upload, "begin_round"):
             upload.begin_round(t + 1)
         lost = (torch.rand(len(sampled), generator=gen) < cfg.upload_loss).numpy()
-        if secagg is None:
-            comm_total += float(lost.sum()) * omega  # a lost upload still cost its bytes
+        if secagg is None:  # a lost upload still cost its bytes (SignDS: its h indices + sign, not Ω)
+            comm_total += float(lost.sum()) * (upload.lost_cost(omega) if hasattr(upload, "lost_cost") else omega)
         arrived = np.sort(sampled[~lost])
         arrivals[arrived] += 1
         if secagg is not None or hasattr(upload, "set_active"):  # SET regrowth moves the active coordinates
@@ -104,6 +104,8 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
         for chunk, local in zip(chunks, trained):
             flat = torch.cat([(lp - gp).reshape(len(chunk), -1) for lp, gp in zip(local, params)], dim=1)
             del local
+            if not torch.isfinite(flat).all():
+                raise DivergedError(f"non-finite local update in round {t + 1}")
             if upload is not None:
                 flat, cost = upload(flat, chunk, omega)
             else:

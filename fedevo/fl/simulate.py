@@ -29,8 +29,14 @@ def calibrated(cfg: SimConfig) -> SimConfig:
     from ..privacy import accounting as acc
 
     if pc.mechanism in ("update", "adaptive"):  # adaptive noise is σ/b_i ≥ σ: the worst case is b_i = 1
-        sigma = acc.calibrate_sigma_update(target_eps=pc.target_eps, delta=pc.delta,
-                                           participations=pc.max_participations or cfg.rounds)
+        target, m = pc.target_eps, pc.max_participations or cfg.rounds
+        if pc.mechanism == "adaptive" and pc.adaptive_level_eps is not None:  # leave room for the level reports
+            target -= pc.adaptive_level_eps * m
+            if target <= 0:
+                from ..errors import FedevoError
+                raise FedevoError(f"target_eps={pc.target_eps} is used up by the level reports "
+                                  f"(adaptive_level_eps × {m} participations); lower adaptive_level_eps")
+        sigma = acc.calibrate_sigma_update(target_eps=target, delta=pc.delta, participations=m)
     else:
         sigma = acc.calibrate_sigma_step(target_eps=pc.target_eps, delta=pc.delta, lr=cfg.lr, clip=pc.clip,
                                          epochs=cfg.epochs, participation=1.0, rounds=cfg.rounds)

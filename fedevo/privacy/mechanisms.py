@@ -126,6 +126,10 @@ class UpdateLDP:
     def begin_round(self, t: int) -> None:
         self.round = t
 
+    def set_active(self, active: torch.Tensor) -> None:
+        """SET prune/regrow moved the active coordinates: noise and similarity follow them."""
+        self.active = active
+
     def thresholds(self, clients: np.ndarray) -> np.ndarray:
         """C_k = C₀·e^(−β·k), k = the client's participations so far."""
         return self.clip0 * np.exp(-self.beta * self.joined[clients])

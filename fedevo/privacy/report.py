@@ -17,8 +17,19 @@ from .mechanisms import clip_stats
 def privacy_report(cfg, out, part) -> dict:
     pc = cfg.privacy
     rep: dict = {"mechanism": pc.mechanism, "delta": pc.delta}
+    if getattr(out, "secagg", None) is not None:  # secure aggregation: what the protocol cost (no DP by itself)
+        rep.update(aggregation="secagg", secagg=out.secagg.summary())
     if pc.mechanism == "none":
         rep.update(eps=math.inf, eps_paper=math.inf, level="none")
+        return rep
+    if pc.mechanism == "signds":
+        from .signds import eps_signds
+
+        up = out.upload
+        m = int(up.joined.max(initial=0))  # ε-LDP uploads of the most exposed user
+        rep.update(level="user (replace-one user; pure ε-LDP per upload)",
+                   eps=eps_signds(eps_round=pc.signds_eps, participations=m, delta=pc.delta),
+                   eps_paper=m * pc.signds_eps, **up.summary())  # eps_paper: basic composition m·ε
         return rep
     trained = out.arrivals  # rounds whose upload reached the server, per client
     if pc.mechanism == "step":
@@ -44,8 +55,29 @@ def privacy_report(cfg, out, part) -> dict:
         joined = up.joined
         rep.update(level="user (replace-one user)", sigma=pc.sigma,
                    participations_mean=float(joined[joined > 0].mean()) if joined.any() else 0.0, **up.summary())
+        ctl = getattr(out, "controller", None)
+        if ctl is not None:  # adaptive (seed 003): per-client budgets, filtering, and the level reports' ε
+            eps, extra = _adaptive_eps(pc, up, ctl, eps)
+            rep.update(adaptive=extra)
     rep.update(eps=eps, eps_paper=eps_paper)
     return rep
+
+
+def _adaptive_eps(pc, up, ctl, eps_gauss: float) -> tuple[float, dict]:
+    """ε of the adaptive mechanism: the Gaussian part (per-client noise actually added) plus the randomized-
+    response level reports (pure ε_L each, basic composition); the per-client spread shows the budget split."""
+    import numpy as np
+
+    ex = ctl.summary()
+    per = [acc.eps_update_varying(noise_multipliers=[1.0 / math.sqrt(v)], delta=pc.delta)
+           for v in np.unique(np.round(up.inv_sq[up.inv_sq > 0], 12))]
+    ex.update(eps_gaussian=eps_gauss, eps_client_min=min(per, default=0.0), eps_client_max=max(per, default=0.0))
+    if pc.adaptive_level_eps is None:
+        ex.update(level_release="in the clear (as in the patent): not covered by eps")
+        return eps_gauss, ex
+    eps_rr = pc.adaptive_level_eps * ex["level_releases_max"]
+    ex.update(level_release="randomized response", eps_levels=eps_rr)
+    return eps_gauss + eps_rr, ex
 
 
 __all__ = ["privacy_report"]

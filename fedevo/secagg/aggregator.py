@@ -1,0 +1,125 @@
+"""Secure aggregation as a drop-in for FedAvg's weighted mean inside the simulator.
+
+Per round: the sampled clients run key advertisement and key sharing through a `SecAggServer`; each client
+whose upload arrives encodes [w_u·x_u, w_u] (x_u = its upload on the active coordinates after any LDP
+transform, w_u = n_u / n̄ its sample count over the mean count, clamped to ±R·w_max) into Z_{2^k} and masks it;
+the server sums, reconstructs the masks of lost (or filtered-out) clients, and gets Σ w_u·x_u and Σ w_u, whose
+ratio is FedAvg's weighted mean: only that sum is revealed, never an individual update, and the sample counts
+stay hidden too. The result equals the plain weighted mean up to fixed-point rounding (≤ n·2^(−f−1) / Σ w_u).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .masking import Cohort
+from .protocol import RoundParams, SecAggAbort, client_words
+from .quantize import dequantize, fixed_point, quantize
+from .server import SecAggServer
+
+
+class SecureAggregator:
+    def __init__(self, *, sizes: np.ndarray, bits: int = 32, value_range: float = 16.0, threshold: float = 0.5,
+                 seed: int = 0, keep_uploads: bool = False):
+        self.sizes = np.asarray(sizes, dtype=np.float64)
+        self.mean_size = float(self.sizes.mean())
+        self.w_max = float(self.sizes.max() / self.mean_size)
+        self.bits, self.R, self.theta = int(bits), float(value_range), float(threshold)
+        self.keep_uploads = keep_uploads
+        self._rng = random.Random(seed)  # key material: seeded so a simulation is reproducible
+        self.stats = {"rounds": 0, "aborted": 0, "clamped": 0, "values": 0, "dropped_recovered": 0,
+                      "client_expansions": 0, "server_expansions": 0, "setup_s": 0.0, "mask_s": 0.0,
+                      "unmask_s": 0.0, "comm_words": 0.0}
+        self.steps: list[float] = []
+        self._round = None
+
+    def threshold_for(self, n: int) -> int:
+        return min(n, max(1, math.ceil(self.theta * n - 1e-9)))
+
+    def begin_round(self, t: int, sampled: np.ndarray, arrived: np.ndarray, active: torch.Tensor) -> None:
+        t0 = time.perf_counter()
+        ids = tuple(sorted(int(c) for c in sampled))
+        self.idx = torch.nonzero(active.reshape(-1) > 0).squeeze(1)
+        self.P = active.numel()
+        length = int(self.idx.numel()) + 1
+        params = RoundParams(round=t, clients=ids, threshold=self.threshold_for(len(ids)), length=length,
+                             bits=self.bits)
+        self.fp = fixed_point(bits=self.bits, bound=max(self.R, 1.0) * self.w_max, clients=len(ids))
+        self.steps.append(self.fp.step)
+        self.server = SecAggServer(params, keep_uploads=self.keep_uploads)
+        self.cohort = Cohort(params, self._rng)
+        self.cohort.setup(self.server)
+        self.stats["setup_s"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.cohort.prepare(int(c) for c in arrived)
+        self.stats["mask_s"] += time.perf_counter() - t0
+        self._round = params
+        self.stats["rounds"] += 1
+
+    def add(self, flat: torch.Tensor, clients: np.ndarray) -> None:
+        """Encode, mask and upload each client's row of `flat` (c, P)."""
+        t0 = time.perf_counter()
+        x = flat.index_select(1, self.idx).to(torch.float64).numpy()
+        for row, cid in zip(x, clients):
+            w = float(self.sizes[cid]) / self.mean_size
+            over = int(np.count_nonzero(np.abs(row) > self.R))
+            if over:
+                np.clip(row, -self.R, self.R, out=row)
+                self.stats["clamped"] += over
+            enc, _ = quantize(np.append(row * w, w), self.fp)
+            self.server.receive(self.cohort.mask(int(cid), enc))
+        self.stats["values"] += x.size
+        self.stats["mask_s"] += time.perf_counter() - t0
+
+    def finish(self, selected: Optional[np.ndarray] = None) -> Optional[torch.Tensor]:
+        """The weighted mean (P,) over the aggregated clients, or None when nothing can be recovered."""
+        p = self._round
+        t0 = time.perf_counter()
+        n = len(p.clients)
+        responders = 0
+        try:
+            if not self.server.received:
+                raise SecAggAbort("no upload arrived")
+            survivors, dropped = self.server.unmask_request(None if selected is None else
+                                                            [int(c) for c in selected])
+            responders = len(survivors)
+            total = self.server.finish(self.cohort.unmask(survivors, dropped))
+            self.stats["dropped_recovered"] += len(dropped)
+            s = dequantize(total, self.fp)
+            out = None
+            if s[-1] > 0:
+                out = torch.zeros(self.P, dtype=torch.float32)
+                out[self.idx] = torch.from_numpy(s[:-1] / s[-1]).to(torch.float32)
+        except SecAggAbort:
+            self.stats["aborted"] += 1
+            out = None
+        self.stats["client_expansions"] += self.cohort.stream.expansions
+        self.stats["server_expansions"] += self.server.expansions
+        # every sampled client advertised, shared and sent its masked vector (a lost upload still cost its
+        # bytes); the survivors also answered the unmasking round
+        words = (n - responders) * client_words(n=n, length=p.length, bits=p.bits, responded=False) \
+            + responders * client_words(n=n, length=p.length, bits=p.bits, responded=True)
+        self.last_words = words
+        self.stats["comm_words"] += words
+        self.stats["unmask_s"] += time.perf_counter() - t0
+        self.cohort = self.server = None
+        return out
+
+    def summary(self) -> dict:
+        s = dict(self.stats)
+        s.update(bits=self.bits, range=self.R, threshold=self.theta,
+                 step_max=max(self.steps) if self.steps else None,
+                 clamped_fraction=s["clamped"] / s["values"] if s["values"] else 0.0)
+        s["overhead_s"] = s["setup_s"] + s["mask_s"] + s["unmask_s"]
+        for k in ("setup_s", "mask_s", "unmask_s", "overhead_s"):
+            s[k] = round(s[k], 4)
+        return s
+
+
+__all__ = ["SecureAggregator"]

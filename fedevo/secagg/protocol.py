@@ -1,0 +1,114 @@
+"""What crosses the wire in one round of secure aggregation (Bonawitz et al., CCS 2017), and its cost.
+
+The server (`server.py`) only ever handles these types: public keys, ciphertexts it cannot open, masked
+uploads (unsigned integers over Z_{2^k}) and Shamir shares that the protocol is designed to release.
+`MaskedUpload` refuses anything but a 1-D uint32/uint64 numpy array, so a float update cannot reach it.
+
+Cost of one round for a client, with n sampled clients, a masked vector of L words of k bits, counted in
+parameter-equivalents (1 = one 32-bit float, as in the `comm` objective; uploads only, broadcasts are free):
+
+    keys      2 X25519 public keys                          64 B
+    shares    n−1 AES-GCM ciphertexts of 2 Shamir shares    (n−1)·(2·33 + 8 + 12 + 16) = 102·(n−1) B
+    masked    the masked vector                              L·k/8 B    (a lost upload still cost its bytes)
+    unmask    one share per other client (survivors only)    (n−1)·(33 + 4) = 37·(n−1) B
+
+    words(n, L, k) = [64 + 102·(n−1) + L·k/8 + 37·(n−1)] / 4 = 16 + 34.75·(n−1) + L·k/32
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .shamir import FIELD_BYTES
+
+KEY_BYTES = 32
+ID_BYTES = 4
+GCM_NONCE_BYTES, GCM_TAG_BYTES = 12, 16
+ADVERTISE_BYTES = 2 * KEY_BYTES
+ENC_SHARE_BYTES = 2 * FIELD_BYTES + 2 * ID_BYTES + GCM_NONCE_BYTES + GCM_TAG_BYTES
+UNMASK_SHARE_BYTES = FIELD_BYTES + ID_BYTES
+WORD_BYTES = 4  # one parameter-equivalent
+
+
+class SecAggAbort(RuntimeError):
+    """Fewer than t clients survived (or answered): the round's aggregate cannot be recovered."""
+
+
+@dataclass(frozen=True)
+class RoundParams:
+    """Public parameters of one round: who was sampled, the Shamir threshold t, the vector length and k."""
+
+    round: int
+    clients: tuple[int, ...]  # the sampled clients, sorted; share x-coordinate of clients[i] is i + 1
+    threshold: int
+    length: int
+    bits: int
+
+    def __post_init__(self):
+        if list(self.clients) != sorted(set(self.clients)):
+            raise ValueError("clients must be sorted and distinct")
+        if not 1 <= self.threshold <= len(self.clients):
+            raise ValueError(f"threshold must be in [1, {len(self.clients)}], got {self.threshold}")
+        if self.bits not in (32, 64):
+            raise ValueError(f"bits must be 32 or 64, got {self.bits}")
+        if self.length < 1:
+            raise ValueError("length must be >= 1")
+
+    def x_of(self, client: int) -> int:
+        return self.clients.index(client) + 1
+
+    @property
+    def dtype(self):
+        return np.uint32 if self.bits == 32 else np.uint64
+
+
+@dataclass(frozen=True)
+class AdvertisedKeys:
+    client: int
+    enc_pk: bytes  # X25519 key for encrypting shares (c_u^PK)
+    mask_pk: bytes  # X25519 key for pairwise masks (s_u^PK)
+
+
+@dataclass(frozen=True)
+class EncryptedShare:
+    sender: int
+    recipient: int
+    ciphertext: bytes  # nonce ‖ AES-GCM(shares of sender's b_u and s_u^SK for recipient)
+
+
+@dataclass(frozen=True)
+class MaskedUpload:
+    """y_u = x_u + PRG(b_u) + Σ_v p_uv  (mod 2^k): the only form in which an update reaches the server."""
+
+    client: int
+    data: np.ndarray = field(repr=False)
+
+    def __post_init__(self):
+        d = self.data
+        if not isinstance(d, np.ndarray) or d.dtype not in (np.uint32, np.uint64) or d.ndim != 1:
+            raise TypeError("MaskedUpload holds a 1-D uint32/uint64 numpy array (a masked vector over Z_2^k), "
+                            f"got {type(d).__name__} {getattr(d, 'dtype', '')}")
+        d.setflags(write=False)
+
+
+@dataclass(frozen=True)
+class UnmaskShares:
+    """A survivor's answer in the unmasking round: its shares of b_v for surviving v, of s_v^SK for dropped v."""
+
+    client: int
+    self_mask: dict = field(default_factory=dict)  # owner id -> share y (x = the responder's x)
+    mask_key: dict = field(default_factory=dict)
+
+
+def client_words(*, n: int, length: int, bits: int, responded: bool) -> float:
+    """Upload cost of one sampled client in a round, in parameter-equivalents (formula in the module doc)."""
+    b = ADVERTISE_BYTES + (n - 1) * ENC_SHARE_BYTES + length * bits // 8
+    if responded:
+        b += (n - 1) * UNMASK_SHARE_BYTES
+    return b / WORD_BYTES
+
+
+__all__ = ["SecAggAbort", "RoundParams", "AdvertisedKeys", "EncryptedShare", "MaskedUpload", "UnmaskShares",
+           "client_words", "ADVERTISE_BYTES", "ENC_SHARE_BYTES", "UNMASK_SHARE_BYTES", "WORD_BYTES"]

@@ -131,9 +131,10 @@ def main(argv=None):
         cparams = cnn.init(gen)
         few = clients[:10]
         ref = None if a.skip_baseline else timed(lambda: reference_round(cnn, cparams, {}, data, few), 1)
-        eng = timed(lambda: engine_round(cnn, cparams, {}, data, few), a.repeats)
-        ratio = f"{ref / eng:7.2f}x" if ref else "      -"
-        print(f"CNN 32-64ch, 10 clients: per-client loop {(ref or float('nan')):.3f} s, engine {eng:.3f} s {ratio}")
+        e32 = timed(lambda: engine_round(cnn, cparams, {}, data, few), a.repeats)
+        e16 = timed(lambda: engine_round(cnn, cparams, {}, data, few, dtype=bf16), a.repeats)
+        r = (lambda e: f"{ref / e:7.2f}x") if ref else (lambda e: "      -")
+        print(f"{'CNN 32-64ch, K=10':<22}{(ref or float('nan')):16.3f}{e32:13.3f}{r(e32):>8}{e16:13.3f}{r(e16):>8}")
     if a.scaling:
         for k in (100, 250, 500, 1000):
             cl = [np.arange(i * PER_CLIENT, (i + 1) * PER_CLIENT) % 60000 for i in range(k)]

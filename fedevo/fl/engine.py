@@ -70,6 +70,7 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
     active_steps = wts.sum(-1) > 0  # (c, steps)
     params = [p.unsqueeze(0).repeat(c, *([1] * p.dim())).contiguous() for p in global_params]
     mask_list = [masks.get(i) for i in range(len(params))]
+    grad_masks = list(mask_list)
     feat = x.shape[1:]
     xbuf = torch.empty(c * batch_size, *feat, dtype=x.dtype)
     for s in range(pos.shape[1]):
@@ -78,8 +79,10 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
         xb = xbuf.view(c, batch_size, *feat)
         yb = y[r].view(c, batch_size)
         grads = model.grads(params, xb, yb, wts[:, s])
-        for g, m in zip(grads, mask_list):
+        for i, (g, m) in enumerate(zip(grads, grad_masks)):
             if m is not None:
+                if m.dtype != g.dtype:  # a bf16 gradient times an fp32 mask is a slow mixed-dtype kernel
+                    m = grad_masks[i] = m.to(g.dtype)  # 0/1: exact in any dtype
                 g.mul_(m)
         active = active_steps[:, s]
         coef = hook.coefficients(grads, active, lr) if hook is not None else None

@@ -1,4 +1,8 @@
-"""CNN built from genes, trained for many clients at once with torch.func (vmap over per-client grads).
+"""CNN built from genes; a chunk's clients get functional per-client gradients (torch.func.grad).
+
+Measured here (2-core AVX-512 CPU, 5 clients × 64 images, conv 32→64): vmap over the clients (grouped
+convolutions) took 0.26 s a step, a loop of per-client grads 0.19 s in fp32 and 0.14 s in bf16 — convolutions
+are compute-bound, so batching clients buys nothing and bf16 does. Chunks still train in parallel threads.
 
 Layout: `conv_layers` × [conv k×k ('same' padding), ReLU, 2×2 max-pool while the map is ≥ 4 px], with
 `channels` in the first conv layer, doubling in each next one (seed 004: 32→64; seed 000's MNIST CNN: 10→20), flatten,
@@ -12,13 +16,14 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch.func import grad, vmap
+from torch.func import grad
 
 from ..config import CNNArch
 
 
 class StackedCNN:
     kind = "cnn"
+    supports_bf16 = True
 
     def __init__(self, arch: CNNArch, input_shape: tuple, num_classes: int):
         ch, h, _ = input_shape
@@ -42,7 +47,8 @@ class StackedCNN:
         self.n_conv = n_conv
         self.fc_weight_ids = tuple(range(n_conv, len(self.shapes), 2))
         self.padding = arch.kernel // 2
-        self._vgrad = vmap(grad(self._loss), in_dims=(0, 0, 0, 0))
+        self._grad = grad(self._loss)
+        self.compute_dtype = torch.float32
 
     def init(self, gen: torch.Generator) -> list[torch.Tensor]:
         """PyTorch's default Conv2d/Linear init (uniform ±1/√fan_in)."""
@@ -82,5 +88,10 @@ class StackedCNN:
         return self._forward(params, x)
 
     def grads(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:
-        """Per-client gradients of Σ_b w_b·CE; x (c,B,C,H,W)."""
-        return list(self._vgrad(list(params), x, y, w))
+        """Per-client gradients of Σ_b w_b·CE; x (c,B,C,H,W). In bf16 mode the forward/backward runs on bf16
+        copies of the fp32 master weights and the gradients come back in bf16."""
+        dt = self.compute_dtype
+        ps = [p.to(dt) for p in params] if dt != params[0].dtype else params
+        x, w = x.to(dt), w.to(dt)
+        per = [self._grad([p[k] for p in ps], x[k], y[k], w[k]) for k in range(y.shape[0])]
+        return [torch.stack(gs) for gs in zip(*per)]

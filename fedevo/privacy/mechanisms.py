@@ -85,16 +85,40 @@ class _ChunkStep:
 
     def after_step(self, params, masks, active):
         all_active = bool(active.all())
+        act = None if all_active else active.to(torch.float32)
         for i, (p, m) in enumerate(zip(params, masks)):
-            buf = self._buf.get(i)
-            if buf is None or buf.shape != p.shape:
-                buf = self._buf[i] = torch.empty_like(p)
+            idx = self._active_index(i, m)
+            if idx is not None:  # sparse layer: draw noise for the active weights only, add it in place
+                noise = self._buffer(("s", i), (p.shape[0], idx.numel()))
+                self.noise.fill_(noise, self.sigma)
+                if act is not None:
+                    noise.mul_(act.unsqueeze(1))
+                p.view(p.shape[0], -1).index_add_(1, idx, noise)
+                continue
+            buf = self._buffer(("d", i), p.shape)
             self.noise.fill_(buf, self.sigma)
             if m is not None:
                 buf.mul_(m)
-            if not all_active:
-                buf.mul_(_col(active.to(buf.dtype), buf))
+            if act is not None:
+                buf.mul_(_col(act, buf))
             p.add_(buf)
+
+    def _buffer(self, key, shape) -> torch.Tensor:
+        buf = self._buf.get(key)
+        if buf is None or buf.shape != torch.Size(shape):
+            buf = self._buf[key] = torch.empty(shape)
+        return buf
+
+    def _active_index(self, i: int, m) -> Optional[torch.Tensor]:
+        """Flat indices of a mask's ones when it is sparse enough that drawing only those pays (masks are fixed
+        during local training, so this is computed once per chunk)."""
+        if m is None:
+            return None
+        key = ("idx", i)
+        if key not in self._buf:
+            flat = m.reshape(-1)
+            self._buf[key] = flat.nonzero().squeeze(1) if float(flat.float().mean()) < 0.5 else None
+        return self._buf[key]
 
 
 class UpdateLDP:

@@ -33,3 +33,10 @@ def test_exp3_uldp_quick(tmp_path):
     for algo in ("fedavg", "dp-fedavg", "ddp-fedavg", "sdp-fedavg", "cdp-fedavg", "dsdp-fedavg", "dcdp-fedavg"):
         assert f"| {algo} |" in md
     assert "Paper's ordering" in md
+
+
+def test_exp2_search_quick(tmp_path):
+    load("exp2_search").main(["--quick", "--out", str(tmp_path)])
+    md = (tmp_path / "exp2_README.md").read_text()
+    assert "| standard |" in md and "% of standard" in md
+    assert (tmp_path / "exp2_search_digits_mlp_iid" / "front.html").exists()

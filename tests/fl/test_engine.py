@@ -96,3 +96,17 @@ def test_step_noise_has_sigma_std():
     # 4 steps of N(0, 0.25): std 1.0; a factor-2 error in σ would give 0.5 or 2
     assert abs(float(diff.std()) - 1.0) < 0.05
     src.close()
+
+
+def test_step_noise_on_active_weights_only_when_sparse():
+    from fedevo.privacy.noise import NoiseSource
+
+    data, clients, model, params, masks = _setup(MLPArch(layers=1, units=64), sizes=(16, 16, 16), alpha=1.0)
+    m = masks[0]
+    assert float(m.mean()) < 0.5  # the sparse (index_add) path
+    hook = StepLDP(sigma=0.5, clip=1e-9).for_chunk(0, noise=NoiseSource(1, threads=1))
+    got = train_clients(model, params, masks, data.x_train, data.y_train, clients, epochs=4, batch_size=16, lr=0.1,
+                        gen=torch.Generator().manual_seed(1), hook=hook)
+    diff = got[0] - params[0].unsqueeze(0)
+    assert torch.all(diff[:, m == 0] == 0)
+    assert abs(float(diff[:, m == 1].std()) - 1.0) < 0.1  # 4 steps of N(0, 0.25)

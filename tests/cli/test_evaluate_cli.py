@@ -59,3 +59,13 @@ def test_fashion_absent(tmp_path, monkeypatch, capsys):
 def test_problems_lists(capsys):
     code, out, _ = run(["problems"], capsys)
     assert code == 0 and "digits_mlp" in out and "cifar10_cnn" in out
+
+
+def test_digits_default_genes_without_noise_learn(capsys):
+    """Issue #2 acceptance: the default problem with its default genes and no noise reaches error < 0.15."""
+    code, out, err = run(["evaluate", "--problem", "digits_mlp", "--params", '{"mechanism": "none"}', "--json"],
+                         capsys)
+    d = json.loads(out)
+    assert code == 0 and d["status"] == "ok"
+    assert d["error"] < 0.15 and d["wall_s"] < 60
+    assert d["eps"] is None  # no privacy: ε = ∞, written as null

@@ -23,6 +23,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=60)
     ap.add_argument("--clients", type=int, default=1000)
+    ap.add_argument("--sigma", type=float, default=0.01, help="noise multiplier (large σ makes this model diverge)")
     a = ap.parse_args(argv)
     stores = []
     orig = RecallStore.__init__
@@ -42,7 +43,7 @@ def main(argv=None):
                                     shard_size=300),
                     arch=MLPArch(layers=2, units=200), rounds=a.rounds, epochs=1, batch_size=64, lr=0.05,
                     participation=0.1, upload_loss=0.0,
-                    privacy=PrivacyConfig(mechanism="update", sigma=1.0, clip=2.0, beta=0.02, recall=True, tau=0.5))
+                    privacy=PrivacyConfig(mechanism="update", sigma=a.sigma, clip=2.0, beta=0.02, recall=True, tau=0.5))
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
     t = time.perf_counter()
     res = sim_mod.simulate(cfg, seed=0)

@@ -65,6 +65,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=None, help="rounds per evaluation (problem default: 5)")
     ap.add_argument("--retrain-rounds", type=int, default=150)
     ap.add_argument("--pick", default="lowest-error:2,knee")
+    ap.add_argument("--standard-participation", type=float, default=1.0,
+                    help="C of the standard solution (seed 004 §4.1: K=100, C=1)")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="smoke test: digits_mlp, pop 6 × 2, 1 round, retrain 2")
@@ -91,7 +93,8 @@ def main(argv=None):
 
         write_front_html(run_dir)
         t0 = time.perf_counter()
-        retrain(run_dir, a.pick, rounds=a.retrain_rounds, workers=a.workers)
+        retrain(run_dir, a.pick, rounds=a.retrain_rounds, workers=a.workers,
+                standard={"participation": a.standard_participation})
         t_retrain = time.perf_counter() - t0
         line, table = summarise(run_dir / "retrain" / "report.csv")
         md += [f"## {a.problem}, {part}", "",

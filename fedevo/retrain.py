@@ -90,14 +90,15 @@ class Solution:
         return self.key == STANDARD
 
 
-def plan(data, spec: str) -> list[Solution]:
-    """The solutions to retrain: the picks of `spec` in order, then the standard."""
+def plan(data, spec: str, standard: Optional[Mapping[str, Any]] = None) -> list[Solution]:
+    """The solutions to retrain: the picks of `spec` in order, then the standard (with `standard` overriding
+    its settings, e.g. {"participation": 1.0} for seed 004's standard solution, C = 1)."""
     from .pick import pick
 
     picks = pick(spec, data.rows, data.front, eps_key=data.eps_key)
     sols = [Solution(key=str(n), label=p.label, id=p.id, params=data.params(p.row), search=p.row)
             for n, p in enumerate(picks, start=1)]
-    return sols + [Solution(key=STANDARD, label=STANDARD_LABEL, id=None, params={}, search=None)]
+    return sols + [Solution(key=STANDARD, label=STANDARD_LABEL, id=None, params=dict(standard or {}), search=None)]
 
 
 # ============================================================================================ report
@@ -291,7 +292,7 @@ class RetrainReport:
 # ============================================================================================ retrain
 def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int = DEFAULT_ROUNDS,
             workers: Optional[int] = None, seed: Optional[int] = None, data_dir: Optional[str] = None,
-            out: Optional[Path | str] = None, eval_every: int = 1,
+            out: Optional[Path | str] = None, eval_every: int = 1, standard: Optional[Mapping[str, Any]] = None,
             progress: Optional[Callable[[int, int, str], None]] = None, write: bool = True) -> RetrainReport:
     """Retrain the picked solutions and the standard one; write the report (unless write=False).
 
@@ -312,13 +313,14 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     data = load_run(run_dir)
     seed = data.settings.seed if seed is None else seed
     data_dir = data_dir if data_dir is not None else data.settings.data_dir
-    sols = plan(data, pick_spec)
+    sols = plan(data, pick_spec, standard)
     std = standard_problem(data.problem)
     for s in sols:  # invalid configurations fail now, before any training
         (std if s.is_standard else data.problem).sim_config(s.params, rounds=rounds, data_dir=data_dir)
 
     tasks = [Task(id=n, generation=0, index=n, seed=seed,
-                  params={_STANDARD_FLAG: True} if s.is_standard else dict(s.params)) for n, s in enumerate(sols)]
+                  params={_STANDARD_FLAG: True, **s.params} if s.is_standard else dict(s.params))
+             for n, s in enumerate(sols)]
     results: dict[str, EvaluationResult] = {}
     t0 = time.monotonic()
     total = len(sols) * rounds
@@ -344,7 +346,8 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     report = RetrainReport(run_dir=Path(run_dir), out_dir=Path(out) if out is not None else Path(run_dir) / "retrain",
                            rounds=rounds, seed=seed, solutions=sols, results=results, gene_names=data.gene_names,
                            gene_types=data.gene_types, eps_key=data.eps_key, problem_name=data.problem.name,
-                           standard_params=standard_params(data.problem), wall_s=time.monotonic() - t0)
+                           standard_params={**standard_params(data.problem), **dict(standard or {})},
+                           wall_s=time.monotonic() - t0)
     if write:
         report.write()
     return report

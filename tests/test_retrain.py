@@ -145,3 +145,16 @@ def test_retrain_run_without_evaluations(tmp_path, capsys):
     SearchRun.create(SearchSettings(problem="digits_mlp", pop=8, gen=1, seed=0), tmp_path / "fresh")
     code, out, err = cli(["retrain", str(tmp_path / "fresh"), "--rounds", "2", "--quiet"], capsys)
     assert code == 2 and "holds no evaluations yet" in err and err.count("\n") == 1
+
+
+def test_standard_overrides_are_validated_and_used():
+    from fedevo.retrain import Solution, standard_problem
+    from fedevo.problem import load_problem
+
+    p = standard_problem(load_problem("digits_mlp"))
+    cfg = p.sim_config({"participation": 1.0})
+    assert cfg.participation == 1.0 and cfg.alpha is None and cfg.privacy.mechanism == "none"
+    import pytest
+    from fedevo.errors import FedevoError
+    with pytest.raises(FedevoError):
+        p.sim_config({"participation": 3.0})

@@ -119,6 +119,7 @@ def retrain(
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of every training (default: the run's seed); the same seed gives the same numbers."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root (default: the run's)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report directory (default: RUN_DIR/retrain)."),
+    standard: Optional[str] = typer.Option(None, "--standard", help="JSON settings overriding the standard solution's, e.g. '{\"participation\": 1.0}' (seed 004's standard: C = 1)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no table."),
 ) -> None:
     """Retrain picked Pareto solutions and the standard solution (dense, no privacy) for --rounds rounds;
@@ -128,10 +129,14 @@ def retrain(
     from ..errors import FedevoError
     from ..retrain import retrain as do_retrain
 
+    from ..problem import parse_params
+
     if rounds < 1:
         raise FedevoError(f"--rounds must be >= 1, got {rounds}")
+    std = parse_params(standard)
     if quiet:
-        report = do_retrain(run_dir, pick, rounds=rounds, workers=workers, seed=seed, data_dir=data_dir, out=out)
+        report = do_retrain(run_dir, pick, rounds=rounds, workers=workers, seed=seed, data_dir=data_dir, out=out,
+                            standard=std)
     else:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -145,7 +150,7 @@ def retrain(
                 bar.update(task, total=total, completed=done, last=note)
 
             report = do_retrain(run_dir, pick, rounds=rounds, workers=workers, seed=seed, data_dir=data_dir,
-                                out=out, progress=progress)
+                                out=out, progress=progress, standard=std)
     if not quiet:
         _print_report(report)
     print(f"wrote {report.out_dir}/ (report.csv, report.md, curves.html, results.json)")

@@ -23,7 +23,7 @@ def load(name):
 def test_exp1_noise_quick(tmp_path):
     load("exp1_noise").main(["--quick", "--out", str(tmp_path)])
     md = (tmp_path / "README.md").read_text()
-    assert "| mlp | 2 |" in md and (tmp_path / "mlp" / "curves.html").stat().st_size > 100_000
+    assert "| mlp (layers=2, units=200) | 2 |" in md and (tmp_path / "mlp" / "curves.html").stat().st_size > 100_000
     assert (tmp_path / "cnn" / "summary.csv").read_text().count("\n") == 5  # header + 4 sigmas
 
 

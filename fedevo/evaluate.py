@@ -20,4 +20,4 @@ def evaluate(problem: Problem, params: Optional[Mapping[str, Any]] = None, *, se
     from .fl.simulate import simulate  # heavy imports (torch) only when training
 
     config = problem.sim_config(params, rounds=rounds, data_dir=data_dir, download=download)
-    return simulate(config, seed=seed, eps_objective=problem.eps_objective, eval_every=eval_every, progress=progress)
+    return simulate(config, seed=seed, eval_every=eval_every, progress=progress)

@@ -1,18 +1,17 @@
 """fedevo retrain: picked solutions + the standard solution, report.csv / report.md / curves.html."""
 
-import csv
 import json
 import math
 import re
 
 import pytest
 
-from fedevo.cli import main
 from fedevo.errors import FedevoError
 from fedevo.pick import pick
 from fedevo.problem import load_problem
 from fedevo.retrain import REPORT_COLUMNS, STANDARD, MD_MAIN, retrain, standard_problem
 from fedevo.viz.rundata import load_run
+from tests.helpers import read_csv, run_cli as cli
 from tests.viz.fedevo_runs import digits_run
 
 
@@ -21,16 +20,6 @@ def run_dir(tmp_path_factory):
     return digits_run(tmp_path_factory)
 
 
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    out = capsys.readouterr()
-    return e.value.code, out.out, out.err
-
-
-def read_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def md_main_table(text):
@@ -148,7 +137,7 @@ def test_retrain_run_without_evaluations(tmp_path, capsys):
 
 
 def test_standard_overrides_are_validated_and_used():
-    from fedevo.retrain import Solution, standard_problem
+    from fedevo.retrain import standard_problem
     from fedevo.problem import load_problem
 
     p = standard_problem(load_problem("digits_mlp"))

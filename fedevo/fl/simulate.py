@@ -113,7 +113,14 @@ def _extensions(cfg: SimConfig, data, part, seed: int):
     return controller, secagg
 
 
-def simulate(cfg: SimConfig, *, seed: int = 0, eps_objective: str = "eps", eval_every: int = 0,
+def _diverged(cfg: SimConfig, t0: float, message: str, omega: int = 0) -> EvaluationResult:
+    """NaN/inf during training: worst objectives, never a crash."""
+    return EvaluationResult(error=1.0, comm=math.inf, eps=math.inf, eps_paper=math.inf, accuracy_global=0.0,
+                            omega=omega, status="diverged", wall_s=time.perf_counter() - t0, rounds=cfg.rounds,
+                            message=message)
+
+
+def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
              progress: Optional[Callable[[int], None]] = None) -> EvaluationResult:
     t0 = time.perf_counter()
     cfg = calibrated(cfg)
@@ -131,16 +138,12 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eps_objective: str = "eps", eval_
         out = run_rounds(cfg, model, data, part, gen=gen, step_hook=step_hook, upload_factory=upload_factory,
                          eval_every=eval_every, on_round=progress, secagg=secagg, controller=controller)
     except DivergedError as e:
-        return EvaluationResult(error=1.0, comm=math.inf, eps=math.inf, eps_paper=math.inf, accuracy_global=0.0,
-                                omega=0, status="diverged", wall_s=time.perf_counter() - t0, rounds=cfg.rounds,
-                                message=str(e))
+        return _diverged(cfg, t0, str(e))
     finally:
         noise.close()
+    if not all(torch.isfinite(p).all() for p in out.params):  # finite updates can still overflow the sum
+        return _diverged(cfg, t0, "non-finite parameters", out.omega)
     per_client, glob = client_accuracies(model, out.params, data, part)
-    if not all(torch.isfinite(p).all() for p in out.params):
-        return EvaluationResult(error=1.0, comm=math.inf, eps=math.inf, eps_paper=math.inf, accuracy_global=0.0,
-                                omega=out.omega, status="diverged", wall_s=time.perf_counter() - t0,
-                                rounds=cfg.rounds, message="non-finite parameters")
     from ..privacy.report import privacy_report
 
     priv = privacy_report(cfg, out, part)

@@ -2,14 +2,7 @@ import json
 
 import pytest
 
-from fedevo.cli import main
-
-
-def run(argv, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    out = capsys.readouterr()
-    return e.value.code, out.out, out.err
+from tests.helpers import run_cli as run
 
 
 def test_evaluate_json(tiny_problem, capsys):

@@ -4,7 +4,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
 
 EXP = Path(__file__).resolve().parents[2] / "experiments"
 

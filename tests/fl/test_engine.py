@@ -1,7 +1,6 @@
 """The batched engine must compute what the plain per-client loop computes."""
 
 import numpy as np
-import pytest
 import torch
 
 from fedevo.config import CNNArch, MLPArch

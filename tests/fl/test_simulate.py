@@ -1,8 +1,6 @@
 import math
 
-import numpy as np
 import pytest
-import torch
 
 from fedevo.config import CNNArch, DataConfig, PrivacyConfig, SimConfig
 from fedevo.evaluate import evaluate

@@ -1,7 +1,6 @@
 """Property tests of the upload transform (ULDP-FED) and the step hook, on the mechanism as implemented."""
 
 import numpy as np
-import pytest
 import torch
 
 from fedevo.privacy.budget import UserBudgetLedger

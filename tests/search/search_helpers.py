@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.helpers import read_csv  # noqa: F401  (shared; the search tests import it from here)
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = "tests.search.search_fakes:fake_evaluate"
@@ -56,9 +57,6 @@ def run_cli(*args, timeout=240, **env_extra) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-def read_csv(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def objectives(row: dict, eps_key: str = "eps") -> tuple:

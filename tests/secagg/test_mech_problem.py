@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedevo.cli import main
+from tests.helpers import run_cli
 from fedevo.errors import FedevoError
 from fedevo.evaluate import evaluate
 from fedevo.problem import load_problem
@@ -65,20 +65,17 @@ def test_each_option_evaluates(mech_problem, mech, agg):
 
 
 def test_cli_evaluate_json_reports_costs(mech_problem, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["evaluate", "--problem", mech_problem.path, "--params",
-              '{"mechanism": "signds", "aggregation": "secagg", "units": 16, "layers": 1}', "--rounds", "1",
-              "--json"])
-    out = capsys.readouterr()
-    assert e.value.code == 0, out.err
-    d = json.loads(out.out)
+    code, out, err = run_cli(["evaluate", "--problem", mech_problem.path, "--params",
+                              '{"mechanism": "signds", "aggregation": "secagg", "units": 16, "layers": 1}',
+                              "--rounds", "1", "--json"], capsys)
+    assert code == 0, err
+    d = json.loads(out)
     assert d["status"] == "ok" and d["privacy"]["mechanism"] == "signds"
     assert d["privacy"]["secagg"]["comm_words"] > 0 and d["privacy"]["h"] >= 1
     assert d["params"]["mechanism"] == "signds" and d["params"]["aggregation"] == "secagg"
 
 
 def test_cli_bad_choice_is_one_line(mech_problem, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["evaluate", "--problem", mech_problem.path, "--params", '{"aggregation": "mpc"}', "--quiet"])
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and "not one of" in err and err.count("\n") == 1
+    code, _, err = run_cli(["evaluate", "--problem", mech_problem.path, "--params", '{"aggregation": "mpc"}',
+                            "--quiet"], capsys)
+    assert code == 2 and "not one of" in err and err.count("\n") == 1

@@ -1,14 +1,13 @@
 """front.html and `fedevo plot` / `fedevo front` (no browser: see tests/browser for the rendered page)."""
 
-import csv
 import math
 import re
 
 import pytest
 
-from fedevo.cli import main
 from fedevo.viz.front import _Parts, figure_3d, figure_parallel, figure_projections, front_html, write_front_html
 from fedevo.viz.rundata import load_run
+from tests.helpers import read_csv as csv_rows, run_cli as cli
 from tests.viz.fedevo_runs import digits_run, synthetic_run
 
 
@@ -22,16 +21,6 @@ def fake_run(tmp_path_factory):
     return synthetic_run(tmp_path_factory)
 
 
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    out = capsys.readouterr()
-    return e.value.code, out.out, out.err
-
-
-def csv_rows(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def parts_of(run_dir):

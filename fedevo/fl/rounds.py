@@ -123,11 +123,12 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
         if secagg is not None:
             agg = secagg.finish(None if keep is None else arrived[keep])
             comm_total += secagg.last_words
-        elif deltas_all and keep is not None:
-            agg = weighted_mean(torch.cat(deltas_all)[torch.as_tensor(keep)],
-                                torch.as_tensor(np.concatenate(weights)[keep], dtype=torch.float32))
         elif deltas_all:
-            agg = weighted_mean(torch.cat(deltas_all), torch.as_tensor(np.concatenate(weights), dtype=torch.float32))
+            ups, w = torch.cat(deltas_all), np.concatenate(weights)
+            if keep is not None:  # the adaptive filter's buffer
+                ups, w = ups[torch.as_tensor(keep)], w[keep]
+            if len(w):  # nothing kept: the model stays, as when nothing arrived
+                agg = weighted_mean(ups, torch.as_tensor(w, dtype=torch.float32))
         if agg is not None:
             if not torch.isfinite(agg).all():
                 raise DivergedError(f"non-finite update in round {t + 1}")

@@ -49,6 +49,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from ..errors import FedevoError
+from ..fl.cost import relative_cost
 from ..problem import Problem, load_problem, parse_problem
 from ..result import EvaluationResult
 from .problem import OBJECTIVES, WORST, SearchProblem, sanitize
@@ -694,11 +695,18 @@ class SearchRun:
     def _rows_upto(by_id, next_id: int) -> list[dict[str, Any]]:
         return [by_id[i] for i in sorted(by_id) if i < next_id]
 
+    def _cost(self, params: Mapping[str, Any]) -> float:
+        try:
+            return relative_cost(self.problem.sim_config(params, rounds=self.settings.rounds))
+        except FedevoError:  # invalid genes: the evaluation fails fast, schedule it last
+            return 0.0
+
     def _batch_evaluator(self, g: int, first_id: int, by_id, runner, reporter, counters) -> Callable:
         seed = self.settings.seed
 
         def batch_evaluate(params_list: list[dict[str, Any]]) -> list[EvaluationResult]:
-            tasks = [Task(first_id + i, g, i, p, eval_seed(seed, first_id + i)) for i, p in enumerate(params_list)]
+            tasks = [Task(first_id + i, g, i, p, eval_seed(seed, first_id + i), self._cost(p))
+                     for i, p in enumerate(params_list)]
             rows: list[Optional[dict[str, Any]]] = [None] * len(tasks)
             todo = []
             for t in tasks:

@@ -42,6 +42,13 @@ class Task:
     index: int  # position within its generation's batch
     params: Mapping[str, Any]
     seed: int
+    cost: float = 1.0  # relative compute estimate (fedevo.fl.cost); Ray submits the most expensive first
+
+
+def longest_first(tasks: Sequence[Task]) -> list[Task]:
+    """LPT order: with a generation barrier, starting the longest evaluations first leaves the fewest workers
+    idle at the end of the batch (cost estimates, ties in id order)."""
+    return sorted(tasks, key=lambda t: (-t.cost, t.id))
 
 
 @dataclass
@@ -286,7 +293,7 @@ class RayRunner:
     def run(self, tasks: Sequence[Task], on_done: OnDone, tick: Optional[Callable[[], None]] = None) -> None:
         ray = self._ray
         refs = {self._fn.remote(self._problem_ref, self._evaluator, dict(t.params), t.seed, self._eval_kwargs,
-                                self.threads): t for t in tasks}
+                                self.threads): t for t in longest_first(tasks)}
         pending = list(refs)
         try:
             while pending:

@@ -95,6 +95,9 @@ class _ChunkStep:
                     noise.mul_(act.unsqueeze(1))
                 p.view(p.shape[0], -1).index_add_(1, idx, noise)
                 continue
+            if m is None and act is None:  # dense, every client stepped: add in place, no temporary
+                self.noise.add_(p, self.sigma)
+                continue
             buf = self._buffer(("d", i), p.shape)
             self.noise.fill_(buf, self.sigma)
             if m is not None:

@@ -1,6 +1,11 @@
-"""Fresh Gaussian noise, fast: torch's CPU normal_ is single-threaded, so large buffers are split over
-several generators filled in parallel threads (torch releases the GIL). Deterministic for a given seed and
-thread count, whatever the thread timing."""
+"""Fresh Gaussian noise, fast.
+
+Default: the native counter-based sampler (`native.py`, ~5× torch's CPU `normal_` per core); each source is a
+stream (key from the seed, a running counter), so the numbers depend on the seed and the order of `fill_` calls
+only -- not on how many threads fill a buffer. Fallback (no C compiler, or FEDEVO_NOISE=torch): torch's
+generator, with large buffers split over several generators filled in parallel threads (torch releases the GIL);
+deterministic for a given seed and thread count.
+"""
 
 from __future__ import annotations
 
@@ -9,24 +14,67 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-_MIN_SPLIT = 1 << 15  # below this, one generator is faster than a thread hand-off
+from . import native
+
+_MIN_SPLIT = 1 << 15  # below this, one thread is faster than a thread hand-off
+_M64 = (1 << 64) - 1
+
+
+def _splitmix64(z: int) -> int:
+    z = (z + 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
 
 
 class NoiseSource:
     def __init__(self, seed: int, threads: int | None = None):
         self.threads = max(1, threads or min(4, os.cpu_count() or 1))
-        self.gens = [torch.Generator().manual_seed((seed * 1_000_003 + i) % (1 << 63)) for i in range(self.threads)]
+        self._fill = native.load()
+        self.key = _splitmix64(int(seed) & _M64)
+        self.counter = 0  # pairs of values drawn so far (native stream position)
+        self.gens = None if self._fill else [torch.Generator().manual_seed((seed * 1_000_003 + i) % (1 << 63))
+                                             for i in range(self.threads)]
         self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
 
+    @property
+    def backend(self) -> str:
+        return "native" if self._fill else "torch"
+
     def fill_(self, buf: torch.Tensor, std: float = 1.0) -> torch.Tensor:
-        """Fill a contiguous tensor with N(0, std²) in place."""
+        """Fill a contiguous float32 tensor with N(0, std²) in place."""
+        if self._fill is None:
+            flat = buf.view(-1)
+            return self._fill_torch(flat, flat.numel(), std).view_as(buf)
+        return self._native(self._fill.fill, buf, std)
+
+    def add_(self, buf: torch.Tensor, std: float = 1.0) -> torch.Tensor:
+        """buf += N(0, std²) in place: the values `fill_` would have drawn, without a temporary buffer."""
+        if self._fill is None:
+            return buf.add_(self.fill_(torch.empty_like(buf), std))
+        return self._native(self._fill.add, buf, std)
+
+    def _native(self, fn, buf: torch.Tensor, std: float) -> torch.Tensor:
         flat = buf.view(-1)
         n = flat.numel()
+        if flat.dtype != torch.float32:
+            raise TypeError(f"NoiseSource needs a float32 tensor, got {flat.dtype}")
+        base, self.counter = self.counter, self.counter + (n + 1) // 2
+        ptr = flat.data_ptr()
         if self._pool is None or n < _MIN_SPLIT:
-            return flat.normal_(0.0, std, generator=self.gens[0]).view_as(buf)
+            fn(ptr, n, self.key, base, float(std))
+            return buf
+        step = -(-n // (self.threads * native.BLOCK_VALUES)) * native.BLOCK_VALUES  # split on block boundaries
+        parts = [(s, min(step, n - s)) for s in range(0, n, step)]
+        list(self._pool.map(lambda p: fn(ptr + 4 * p[0], p[1], self.key, base + p[0] // 2, float(std)), parts))
+        return buf
+
+    def _fill_torch(self, flat: torch.Tensor, n: int, std: float) -> torch.Tensor:
+        if self._pool is None or n < _MIN_SPLIT:
+            return flat.normal_(0.0, std, generator=self.gens[0])
         parts = flat.chunk(self.threads)
         list(self._pool.map(lambda a: a[0].normal_(0.0, std, generator=a[1]), zip(parts, self.gens)))
-        return buf
+        return flat
 
     def close(self) -> None:
         """Stop the helper threads (the source still works after, single-threaded)."""

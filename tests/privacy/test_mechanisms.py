@@ -1,10 +1,11 @@
 """Property tests of the upload transform (ULDP-FED) and the step hook, on the mechanism as implemented."""
 
 import numpy as np
+import pytest
 import torch
 
 from fedevo.privacy.budget import UserBudgetLedger
-from fedevo.privacy.mechanisms import UpdateLDP
+from fedevo.privacy.mechanisms import StepLDP, UpdateLDP
 from fedevo.privacy.noise import NoiseSource
 from fedevo.privacy.recall import RecallStore
 
@@ -68,3 +69,23 @@ def test_recalled_round_costs_one_and_spends_no_budget():
     assert ledger.spent[2] > 0
     assert torch.allclose(out[0], store.history(0)[0], atol=1e-2)  # the server uses the stored copy
     assert up.recalls.tolist()[:3] == [1, 1, 0]
+
+
+@pytest.mark.parametrize("density", [None, 0.1, 0.8])  # dense (in-place add), sparse index path, dense mask path
+def test_step_noise_has_std_sigma_on_active_weights_of_stepping_clients_only(density):
+    g = torch.Generator().manual_seed(0)
+    c, shape, sigma = 3, (300, 200), 0.02
+    params = [torch.zeros(c, *shape), torch.zeros(c, 1, 200)]
+    mask = None if density is None else (torch.rand(shape, generator=g) < density).float()
+    hook = StepLDP(sigma=sigma, clip=1.0, seed=1).for_chunk(5)
+    for active in (torch.tensor([True, True, True]), torch.tensor([True, False, True])):
+        before = [p.clone() for p in params]
+        hook.after_step(params, [mask, None], active)
+        d = params[0] - before[0]
+        on = torch.ones(shape, dtype=torch.bool) if mask is None else mask.bool()
+        for k in range(c):
+            if not active[k]:
+                assert torch.equal(d[k], torch.zeros(shape)) and torch.equal(params[1][k], before[1][k])
+                continue
+            assert float(d[k][on].std()) == pytest.approx(sigma, rel=0.05)
+            assert torch.equal(d[k][~on], torch.zeros(int((~on).sum())))

@@ -70,7 +70,11 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
     active_steps = wts.sum(-1) > 0  # (c, steps)
     params = [p.unsqueeze(0).repeat(c, *([1] * p.dim())).contiguous() for p in global_params]
     mask_list = [masks.get(i) for i in range(len(params))]
-    grad_masks = list(mask_list)
+    for p, m in zip(params, mask_list):
+        if m is not None:
+            p.mul_(m)  # inactive weights are 0 (the simulator keeps them so; this makes it a precondition-free fact)
+    neg_lr_masks = [None if m is None else m * -lr for m in mask_list]  # masked SGD step in one fused op
+    g32: dict[int, torch.Tensor] = {}  # fp32 copies of low-precision gradients (one cast, then fp32-only ops)
     feat = x.shape[1:]
     xbuf = torch.empty(c * batch_size, *feat, dtype=x.dtype)
     for s in range(pos.shape[1]):
@@ -79,20 +83,26 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
         xb = xbuf.view(c, batch_size, *feat)
         yb = y[r].view(c, batch_size)
         grads = model.grads(params, xb, yb, wts[:, s])
-        for i, (g, m) in enumerate(zip(grads, grad_masks)):
+        if hook is not None or masks:
+            # mixed-precision elementwise ops (bf16 gradient into fp32 weights, bf16 norms) are slow kernels here:
+            # cast once, then every following op is fp32
+            grads = [g if g.dtype == torch.float32 else g32.setdefault(i, torch.empty(g.shape)).copy_(g)
+                     for i, g in enumerate(grads)]
+        if hook is None:
+            for p, g, nm in zip(params, grads, neg_lr_masks):
+                if nm is None:
+                    p.sub_(g, alpha=lr)
+                else:
+                    p.addcmul_(g, nm)  # p − lr·(g ⊙ m): inactive weights stay 0
+            continue
+        for g, m in zip(grads, mask_list):
             if m is not None:
-                if m.dtype != g.dtype:  # a bf16 gradient times an fp32 mask is a slow mixed-dtype kernel
-                    m = grad_masks[i] = m.to(g.dtype)  # 0/1: exact in any dtype
-                g.mul_(m)
+                g.mul_(m)  # clip the gradient that is applied: the masked one
         active = active_steps[:, s]
-        coef = hook.coefficients(grads, active, lr) if hook is not None else None
+        coef = hook.coefficients(grads, active, lr)
         for p, g in zip(params, grads):
-            if coef is None:
-                p.sub_(g, alpha=lr)
-            else:
-                p.addcmul_(g, coef.view(c, *([1] * (g.dim() - 1))), value=-1.0)
-        if hook is not None:
-            hook.after_step(params, mask_list, active)
+            p.addcmul_(g, coef.view(c, *([1] * (g.dim() - 1))), value=-1.0)
+        hook.after_step(params, mask_list, active)
     return params
 
 

@@ -16,16 +16,30 @@ from typing import Iterator, Optional, Protocol, Sequence
 import numpy as np
 import torch
 
+from .. import native
+from .fused import FusedStep
+
 
 class StepHook(Protocol):
     """Called once per local step, batched over the chunk's clients. One hook object per chunk: chunks may
     train in parallel threads (see `train_chunks`)."""
 
-    def coefficients(self, grads: list[torch.Tensor], active: torch.Tensor, lr: float) -> torch.Tensor:
-        """Per-client step size (c,) applied to `grads` (e.g. lr·min(1, S/‖g‖) for clipping)."""
+    needs_norms: bool  # coefficients() reads the per-client gradient norms
+
+    def coefficients(self, grads: list[torch.Tensor], active: torch.Tensor, lr: float,
+                     norms: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Per-client step size (c,) applied to `grads` (e.g. lr·min(1, S/‖g‖) for clipping); `norms`: ‖g‖ per
+        client when the caller has them already."""
 
     def after_step(self, params: list[torch.Tensor], masks: list[Optional[torch.Tensor]], active: torch.Tensor) -> None:
-        """Post-step transform of the parameters in place (e.g. add Gaussian noise)."""
+        """Post-step transform of the parameters in place (e.g. add Gaussian noise): add_noise for each index."""
+
+    def add_noise(self, i: int, p: torch.Tensor, m: Optional[torch.Tensor], active: torch.Tensor) -> None:
+        """The post-step transform of parameter i alone (the fused step calls it in index order)."""
+
+    def reserve_noise(self, i: int, p: torch.Tensor, m: Optional[torch.Tensor], active: torch.Tensor):
+        """(key, counter, std) of native-stream noise a fused kernel may add to parameter i instead of
+        add_noise, std 0 for none; None: call add_noise."""
 
 
 def batch_schedule(sizes: Sequence[int], *, epochs: int, batch_size: int,
@@ -74,6 +88,8 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
         if m is not None:
             p.mul_(m)  # inactive weights are 0 (the simulator keeps them so; this makes it a precondition-free fact)
     neg_lr_masks = [None if m is None else m * -lr for m in mask_list]  # masked SGD step in one fused op
+    kernels = native.load() if getattr(model, "accepts_low", False) and model.compute_dtype == torch.bfloat16 else None
+    fused = FusedStep(kernels, params, mask_list, lr) if kernels is not None else None
     g32: dict[int, torch.Tensor] = {}  # fp32 copies of low-precision gradients (one cast, then fp32-only ops)
     feat = x.shape[1:]
     xbuf = torch.empty(c * batch_size, *feat, dtype=x.dtype)
@@ -82,6 +98,10 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
         torch.index_select(x, 0, r, out=xbuf)
         xb = xbuf.view(c, batch_size, *feat)
         yb = y[r].view(c, batch_size)
+        if fused is not None:
+            grads = model.grads(params, xb, yb, wts[:, s], low=fused.current_low())
+            fused.step(params, grads, hook, active_steps[:, s])
+            continue
         grads = model.grads(params, xb, yb, wts[:, s])
         if hook is not None or masks:
             # mixed-precision elementwise ops (bf16 gradient into fp32 weights, bf16 norms) are slow kernels here:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+from typing import Optional
 
 import torch
 
@@ -58,12 +59,16 @@ class StackedMLP:
             t = bufs[key] = torch.empty(shape, dtype=dtype)
         return t
 
-    def grads(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:
+    accepts_low = True  # grads() takes current bf16 copies of the weights (fl/fused.py keeps them)
+
+    def grads(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
+              low: Optional[dict] = None) -> list[torch.Tensor]:
         """Gradients of Σ_b w_b·CE(f(x_b), y_b) for every client; x (c,B,d), y (c,B) int64, w (c,B).
 
         With `compute_dtype` bfloat16 the matmuls run in bf16 (about 4× the fp32 throughput on AVX-512 BF16
         CPUs) on bf16 copies of the fp32 master weights; softmax and the returned gradients' use stay fp32-safe.
-        The returned tensors are reused buffers: consume them before the next call.
+        The returned tensors are reused buffers: consume them before the next call. `low` {param index: tensor}:
+        compute-dtype copies of params that are already current (the cast is skipped for them).
         """
         dt = self.compute_dtype
         c, bsz = y.shape
@@ -71,8 +76,10 @@ class StackedMLP:
         if dt != params[0].dtype:
             ws = []
             for i in range(n):
-                wb = self._buffer(("wc", i), params[2 * i].shape, dt)
-                wb.copy_(params[2 * i])
+                wb = (low or {}).get(2 * i)
+                if wb is None:
+                    wb = self._buffer(("wc", i), params[2 * i].shape, dt)
+                    wb.copy_(params[2 * i])
                 bb = self._buffer(("bc", i), params[2 * i + 1].shape, dt)
                 bb.copy_(params[2 * i + 1])
                 ws += [wb, bb]

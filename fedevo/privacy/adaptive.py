@@ -263,8 +263,16 @@ class _ChunkLR:
     def __init__(self, factor: torch.Tensor):
         self.factor = factor
 
-    def coefficients(self, grads, active, lr):
+    needs_norms = False
+
+    def coefficients(self, grads, active, lr, norms=None):
         return (lr * self.factor) * active.to(torch.float32)
+
+    def reserve_noise(self, i, p, m, active):
+        return 0, 0, 0.0  # nothing to add
+
+    def add_noise(self, i, p, m, active) -> None:
+        pass
 
     def after_step(self, params, masks, active) -> None:
         pass

@@ -73,8 +73,12 @@ class _ChunkStep:
         self.norms: list[torch.Tensor] = []
         self._buf: dict = {}
 
-    def coefficients(self, grads, active, lr):
-        norms = batch_norms(grads)
+    needs_norms = True
+
+    def coefficients(self, grads, active, lr, norms: Optional[torch.Tensor] = None):
+        """Per-client step size lr·min(1, S/‖g‖); `norms` when the caller already has ‖g‖ (fused kernels)."""
+        if norms is None:
+            norms = batch_norms(grads)
         live = norms[active]
         if live.numel():
             self.norms.append(live)
@@ -83,28 +87,40 @@ class _ChunkStep:
         s = self.S if self.S is not None else 1.0
         return (s / norms.clamp_min(1e-12)).clamp_(max=1.0).mul_(lr).mul_(active)
 
+    def reserve_noise(self, i: int, p: torch.Tensor, m, active: torch.Tensor):
+        """(key, counter, σ) of the noise `add_noise` would add to dense parameter i, reserved for a fused kernel
+        to add, when every client stepped and the native sampler is in use; None otherwise."""
+        if m is not None or getattr(self.noise, "backend", "") != "native" or not bool(active.all()):
+            return None
+        key, counter = self.noise.reserve(p.numel())
+        return key, counter, self.sigma
+
     def after_step(self, params, masks, active):
-        all_active = bool(active.all())
-        act = None if all_active else active.to(torch.float32)
         for i, (p, m) in enumerate(zip(params, masks)):
-            idx = self._active_index(i, m)
-            if idx is not None:  # sparse layer: draw noise for the active weights only, add it in place
-                noise = self._buffer(("s", i), (p.shape[0], idx.numel()))
-                self.noise.fill_(noise, self.sigma)
-                if act is not None:
-                    noise.mul_(act.unsqueeze(1))
-                p.view(p.shape[0], -1).index_add_(1, idx, noise)
-                continue
-            if m is None and act is None:  # dense, every client stepped: add in place, no temporary
-                self.noise.add_(p, self.sigma)
-                continue
-            buf = self._buffer(("d", i), p.shape)
-            self.noise.fill_(buf, self.sigma)
-            if m is not None:
-                buf.mul_(m)
+            self.add_noise(i, p, m, active)
+
+    def add_noise(self, i: int, p: torch.Tensor, m, active: torch.Tensor) -> None:
+        """N(0, σ²) on the active weights of parameter i of the clients that stepped. Parameters are noised in
+        index order, so a fused step (reserve_noise) draws the same stream values as this eager path."""
+        act = None if bool(active.all()) else active.to(torch.float32)
+        idx = self._active_index(i, m)
+        if idx is not None:  # sparse layer: draw noise for the active weights only, add it in place
+            noise = self._buffer(("s", i), (p.shape[0], idx.numel()))
+            self.noise.fill_(noise, self.sigma)
             if act is not None:
-                buf.mul_(_col(act, buf))
-            p.add_(buf)
+                noise.mul_(act.unsqueeze(1))
+            p.view(p.shape[0], -1).index_add_(1, idx, noise)
+            return
+        if m is None and act is None:  # dense, every client stepped: add in place, no temporary
+            self.noise.add_(p, self.sigma)
+            return
+        buf = self._buffer(("d", i), p.shape)
+        self.noise.fill_(buf, self.sigma)
+        if m is not None:
+            buf.mul_(m)
+        if act is not None:
+            buf.mul_(_col(act, buf))
+        p.add_(buf)
 
     def _buffer(self, key, shape) -> torch.Tensor:
         buf = self._buf.get(key)

@@ -2,7 +2,7 @@
 
 Default: the native counter-based sampler (`native.py`, ~5× torch's CPU `normal_` per core); each source is a
 stream (key from the seed, a running counter), so the numbers depend on the seed and the order of `fill_` calls
-only -- not on how many threads fill a buffer. Fallback (no C compiler, or FEDEVO_NOISE=torch): torch's
+only -- not on how many threads fill a buffer. Fallback (no C compiler, or FEDEVO_NATIVE=0): torch's
 generator, with large buffers split over several generators filled in parallel threads (torch releases the GIL);
 deterministic for a given seed and thread count.
 """
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from . import native
+from .. import native
 
 _MIN_SPLIT = 1 << 15  # below this, one thread is faster than a thread hand-off
 _M64 = (1 << 64) - 1
@@ -30,29 +30,35 @@ def _splitmix64(z: int) -> int:
 class NoiseSource:
     def __init__(self, seed: int, threads: int | None = None):
         self.threads = max(1, threads or min(4, os.cpu_count() or 1))
-        self._fill = native.load()
+        self._k = native.load()
         self.key = _splitmix64(int(seed) & _M64)
         self.counter = 0  # pairs of values drawn so far (native stream position)
-        self.gens = None if self._fill else [torch.Generator().manual_seed((seed * 1_000_003 + i) % (1 << 63))
+        self.gens = None if self._k else [torch.Generator().manual_seed((seed * 1_000_003 + i) % (1 << 63))
                                              for i in range(self.threads)]
         self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
 
+    def reserve(self, n: int) -> tuple[int, int]:
+        """(key, counter) of the next n values, skipped in this stream: a fused native kernel draws them (the
+        values `add_` of an n-element buffer would have added). Native backend only."""
+        base, self.counter = self.counter, self.counter + (n + 1) // 2
+        return self.key, base
+
     @property
     def backend(self) -> str:
-        return "native" if self._fill else "torch"
+        return "native" if self._k else "torch"
 
     def fill_(self, buf: torch.Tensor, std: float = 1.0) -> torch.Tensor:
         """Fill a contiguous float32 tensor with N(0, std²) in place."""
-        if self._fill is None:
+        if self._k is None:
             flat = buf.view(-1)
             return self._fill_torch(flat, flat.numel(), std).view_as(buf)
-        return self._native(self._fill.fill, buf, std)
+        return self._native(self._k.fill, buf, std)
 
     def add_(self, buf: torch.Tensor, std: float = 1.0) -> torch.Tensor:
         """buf += N(0, std²) in place: the values `fill_` would have drawn, without a temporary buffer."""
-        if self._fill is None:
+        if self._k is None:
             return buf.add_(self.fill_(torch.empty_like(buf), std))
-        return self._native(self._fill.add, buf, std)
+        return self._native(self._k.add, buf, std)
 
     def _native(self, fn, buf: torch.Tensor, std: float) -> torch.Tensor:
         flat = buf.view(-1)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy import stats
 
-from fedevo.privacy import native
+from fedevo import native
 from fedevo.privacy.noise import NoiseSource
 
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
@@ -33,7 +33,7 @@ def test_native_sampler_is_used_where_a_compiler_exists():
 @pytest.mark.parametrize("backend", ["native", "torch"])
 def test_samples_are_standard_normal_times_std(backend, monkeypatch, fresh_native):
     if backend == "torch":
-        monkeypatch.setenv("FEDEVO_NOISE", "torch")
+        monkeypatch.setenv("FEDEVO_NATIVE", "0")
     elif native.load() is None:
         pytest.skip("native sampler unavailable")
     src = NoiseSource(11, threads=2)
@@ -62,7 +62,7 @@ def test_native_stream_depends_on_seed_and_call_order_not_on_threads():
 @needs_cc
 def test_loading_the_native_library_keeps_denormals():
     """Built with -ffast-math but linked without it: no flush-to-zero imposed on torch."""
-    code = ("import torch; from fedevo.privacy import native; assert native.load() is not None; "
+    code = ("import torch; from fedevo import native; assert native.load() is not None; "
             "print(float((torch.tensor([1e-39]) / 10)[0]) > 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"

@@ -76,8 +76,8 @@ def main(argv=None):
         a.problem, a.partition, a.pop, a.gen, a.rounds, a.retrain_rounds, a.workers = \
             "digits_mlp", "iid", 6, 2, 1, 2, 0
     out = Path(a.out)
-    md = ["# Experiment 2 — Pareto search + enhancement (seed 004 §4.3)", "", f"Command: `{command()}`  ",
-          f"Machine: {machine()}", "", f"Published: {PUBLISHED}.", ""]
+    md = ["# Experiment 2 — Pareto search + enhancement (seed 004 §4.3)", "", f"Machine: {machine()}", "",
+          f"Published: {PUBLISHED}.", ""]
     for part in a.partition.split(","):
         run_dir = out / f"exp2_search_{a.problem}_{part}"
         prob = problem_file(a.problem, part, out / "problems")
@@ -97,7 +97,7 @@ def main(argv=None):
                 standard={"participation": a.standard_participation})
         t_retrain = time.perf_counter() - t0
         line, table = summarise(run_dir / "retrain" / "report.csv")
-        md += [f"## {a.problem}, {part}", "",
+        section = [f"## {a.problem}, {part}", "", f"Command: `{command()}`", "",
                f"Search: {s.evaluations} evaluations, front of {s.front_size}, {t_search:.0f} s this invocation "
                f"(see `{run_dir.name}/run.json` and `evaluations.csv` wall_s for the original run). "
                f"Retrain ({a.retrain_rounds} rounds, {a.pick} + standard): {t_retrain:.0f} s.", "",
@@ -106,8 +106,12 @@ def main(argv=None):
                "ε (paper) | Ω |", "|---|---|---|---|---|---|---|---|---|", *table, "",
                f"Front plot: `{run_dir.name}/front.html`; report: `{run_dir.name}/retrain/report.md`, "
                f"curves: `{run_dir.name}/retrain/curves.html`.", ""]
-    (out / "exp2_README.md").write_text("\n".join(md) + "\n")
-    print("\n".join(md))
+        (run_dir / "exp2_section.md").write_text("\n".join(section) + "\n")
+        print("\n".join(section))
+    # the page holds every partition run so far, not only this invocation's
+    for sec in sorted(out.glob(f"exp2_search_{a.problem}_*/exp2_section.md")):
+        md.append(sec.read_text())
+    (out / "exp2_README.md").write_text("\n".join(md))
 
 
 if __name__ == "__main__":

@@ -49,8 +49,8 @@ def main() -> None:
     settings = SearchSettings(problem=args.problem, pop=args.pop, gen=args.gen, seed=args.seed, rounds=args.rounds)
     print(f"{args.problem}: pop {args.pop} x {args.gen} generations = {settings.expected_evaluations} evaluations, "
           f"{args.rounds} rounds each, seed {args.seed}, {cores()} cores")
-    print(f"{'runner':<28} {'wall s':>8} {'eval/s':>8} {'front':>6}  same front as first")
-    first = None
+    print(f"{'runner':<28} {'wall s':>8} {'eval/s':>8} {'vs first':>9} {'front':>6}  same front as first")
+    first = base = None
     with tempfile.TemporaryDirectory() as tmp:
         for i, rt in enumerate(configs):
             out = Path(tmp) / f"run{i}"
@@ -60,10 +60,12 @@ def main() -> None:
             with open(out / "front.csv", newline="") as f:  # wall_s differs from run to run: compare the rest
                 front = [(r["id"], r["error"], r["comm"], r["eps"], r["eps_paper"]) for r in csv.DictReader(f)]
             if first is None:
-                first = front
+                first, base = front, s.evaluations / wall
             name = (f"cluster {rt.ray_address}" if rt.ray_address else
                     "serial (in-process)" if rt.workers == 0 else f"local Ray, {rt.workers} worker(s)")
-            print(f"{name:<28} {wall:8.1f} {s.evaluations / wall:8.2f} {s.front_size:6d}  {front == first}")
+            rate = s.evaluations / wall
+            print(f"{name:<28} {wall:8.1f} {rate:8.2f} {rate / base:8.2f}x {s.front_size:6d}  {front == first}",
+                  flush=True)
 
 
 if __name__ == "__main__":

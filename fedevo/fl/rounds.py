@@ -68,7 +68,7 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
     sizes = part.sizes
     dtype = compute_dtype(cfg.precision) if getattr(model, "supports_bf16", False) else torch.float32
     model.compute_dtype = dtype
-    x_train = data.x_train.to(dtype)  # once per run, not per chunk
+    x_train = data.x_train  # each chunk gathers and casts its own samples (engine.train_clients)
     comm_total, curve = 0.0, []
     arrivals = np.zeros(K, dtype=np.int64)
     r = cfg.privacy.max_participations

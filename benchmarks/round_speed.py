@@ -11,7 +11,6 @@ plain), and a CNN line. Data values do not affect speed, so synthetic 28×28 dat
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import resource
 import time
@@ -22,7 +21,7 @@ import torch
 from fedevo import native
 from fedevo.config import CNNArch, MLPArch
 from fedevo.data.datasets import synthetic
-from fedevo.fl.engine import batch_schedule, train_chunks
+from fedevo.fl.engine import batch_schedule, intra_op_threads, train_chunks
 from fedevo.fl.reference import train_clients_reference
 from fedevo.models import build_model
 from fedevo.privacy.mechanisms import StepLDP
@@ -69,16 +68,6 @@ def reference_round(model, params, masks, data, clients, clip=None, sigma=0.0):
         pos, wts = batch_schedule([len(c) for c in chunk], epochs=E, batch_size=B, gen=gen)
         train_clients_reference(model, params, masks, data.x_train, data.y_train, chunk, pos=pos, wts=wts, lr=LR,
                                 clip=clip, sigma=sigma, noise_gen=gen)
-
-
-@contextlib.contextmanager
-def threads_set(n: int):
-    prev = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(prev)
 
 
 def timed(fn, repeats):
@@ -130,7 +119,7 @@ def main(argv=None):
         refs = [math.nan, math.nan]
         if not a.skip_baseline:  # torch's default threads, then one thread (often faster for such small ops)
             for j, threads in enumerate((torch.get_num_threads(), 1)):
-                with threads_set(threads):
+                with intra_op_threads(threads):
                     refs[j] = timed(lambda: reference_round(model, params_, masks, data, clients, ref_kw.get("clip"),
                                                             ref_kw.get("sigma", 0.0)), a.repeats)
         ref = min(refs)  # the ratio is against the faster loop

@@ -134,7 +134,7 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
 
 
 @contextlib.contextmanager
-def _intra_op_threads(n: int):
+def intra_op_threads(n: int):
     prev = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
@@ -169,7 +169,7 @@ def train_chunks(model, global_params, masks, x, y, chunks: Sequence[Sequence[np
         return train_clients(model, global_params, masks, x, y, chunks[i], epochs=epochs, batch_size=batch_size,
                              lr=lr, gen=gen, hook=hook)
 
-    with _intra_op_threads(1):
+    with intra_op_threads(1):
         if threads <= 1:
             for i in range(n):
                 yield work(i)

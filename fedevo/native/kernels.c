@@ -42,19 +42,15 @@ static void noise_block(float *restrict o, int64_t len, uint64_t key, uint64_t c
 }
 
 static void noise(float *out, int64_t n, uint64_t key, uint64_t counter, float std, int add) {
-    float u1[BLOCK], u2[BLOCK], a[BLOCK], b[BLOCK];
+    float z[2 * BLOCK];
     for (int64_t start = 0; start < n; start += 2 * BLOCK) {
         int64_t len = n - start < 2 * BLOCK ? n - start : 2 * BLOCK;
-        int64_t m = (len + 1) / 2;
-        uniforms(u1, u2, m, key, counter + (uint64_t)(start / 2));
-        box_muller(a, b, u1, u2, m, std);
         float *restrict o = out + start;
         if (add) {
-            for (int64_t i = 0; i < m; i++) o[i] += a[i];
-            for (int64_t i = 0; i < len - m; i++) o[m + i] += b[i];
+            noise_block(z, len, key, counter + (uint64_t)(start / 2), std);
+            for (int64_t i = 0; i < len; i++) o[i] += z[i];
         } else {
-            for (int64_t i = 0; i < m; i++) o[i] = a[i];
-            for (int64_t i = 0; i < len - m; i++) o[m + i] = b[i];
+            noise_block(o, len, key, counter + (uint64_t)(start / 2), std);
         }
     }
 }

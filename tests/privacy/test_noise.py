@@ -1,5 +1,6 @@
 """The Gaussian sampler behind every mechanism: right distribution, reproducible, thread-count independent."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,8 @@ from scipy import stats
 from fedevo import native
 from fedevo.privacy.noise import NoiseSource
 
-needs_cc = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
+needs_cc = pytest.mark.skipif((shutil.which("cc") is None and shutil.which("gcc") is None)
+                              or os.environ.get("FEDEVO_NATIVE") == "0", reason="no C compiler, or FEDEVO_NATIVE=0")
 
 
 @pytest.fixture
@@ -69,6 +71,7 @@ def test_loading_the_native_library_keeps_denormals():
 
 
 def test_a_failed_build_falls_back_to_torch(monkeypatch, fresh_native):
+    monkeypatch.delenv("FEDEVO_NATIVE", raising=False)
     monkeypatch.setenv("CC", "false")  # a "compiler" that always fails
     assert native.load() is None
     assert native.status().startswith("torch (build failed")

@@ -418,6 +418,9 @@ def versions() -> dict[str, str]:
             if pkg == "fedevo":
                 from .. import __version__
                 out[pkg] = __version__
+    from .. import native
+
+    out["fedevo_kernels"] = native.status()  # 'native' or 'torch (why)': the noise values depend on it
     return out
 
 

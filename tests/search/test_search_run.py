@@ -60,7 +60,7 @@ def test_run_directory_holds_everything(tmp_path):
     from fedevo.problem import load_problem
     assert meta["problem"]["text"] == Path(load_problem("digits_mlp").path).read_text()
     assert meta["settings"]["seed"] == 1 and meta["settings"]["pop"] == 8 and meta["settings"]["partitions"] == 2
-    assert meta["n_ref_dirs"] == 6 and {"pymoo", "numpy", "python", "ray"} <= set(meta["versions"])
+    assert meta["n_ref_dirs"] == 6 and {"pymoo", "numpy", "python", "ray", "fedevo_kernels"} <= set(meta["versions"])
     rows, front = check_front(out)
     assert len(rows) == 8 + (3 - 1) * 8
     assert sorted(int(r["id"]) for r in rows) == list(range(24))

@@ -9,37 +9,31 @@ draw + add ~2.1 ns, i.e. one noised parameter per step ≈ 380 multiply-adds.
 from __future__ import annotations
 
 from ..config import CNNArch, SimConfig
+from ..models.layout import conv_layout, density, fc_dims
 
 INPUT_SHAPES = {"digits": (1, 8, 8), "synthetic": (1, 8, 8), "fashion": (1, 28, 28), "mnist": (1, 28, 28),
                 "cifar10": (3, 32, 32)}
+NUM_CLASSES = 10  # every bundled dataset
 NOISE_MACS = 380.0  # one Gaussian drawn and added to one parameter, in multiply-add equivalents
-
-
-def _fc_dims(d_in: int, layers: int, units: int, classes: int = 10) -> list[int]:
-    return [d_in] + [units] * layers + [classes]
 
 
 def macs_and_params(config: SimConfig) -> tuple[float, float]:
     """(multiply-adds of one sample's forward pass -- dense matmuls, masks don't save any --, active parameters)."""
-    ch, h, w = INPUT_SHAPES.get(config.data.dataset, (1, 28, 28))
+    shape = INPUT_SHAPES.get(config.data.dataset, (1, 28, 28))
     macs = params = 0.0
     arch = config.arch
     if isinstance(arch, CNNArch):
-        c_in, size = ch, h
-        for i in range(arch.conv_layers):
-            c_out = arch.channels * 2 ** i
-            k2 = arch.kernel * arch.kernel
-            macs += size * size * k2 * c_in * c_out
-            params += k2 * c_in * c_out + c_out
-            size = size // 2 if size >= 4 else size
-            c_in = c_out
-        dims = _fc_dims(c_in * size * size, arch.layers, arch.units)
+        convs, flat = conv_layout(arch, shape)
+        k2 = arch.kernel * arch.kernel
+        for cv in convs:
+            macs += cv.size * cv.size * k2 * cv.c_in * cv.c_out
+            params += k2 * cv.c_in * cv.c_out + cv.c_out
     else:
-        dims = _fc_dims(ch * h * w, arch.layers, arch.units)
+        flat = shape[0] * shape[1] * shape[2]
+    dims = fc_dims(flat, arch, NUM_CLASSES)
     for a, b in zip(dims[:-1], dims[1:]):
         macs += a * b
-        dens = 1.0 if config.alpha is None else min(1.0, config.alpha * (a + b) / (a * b))  # SET, models/sparse.py
-        params += dens * a * b + b
+        params += (1.0 if config.alpha is None else density(config.alpha, a, b)) * a * b + b
     return macs, params
 
 

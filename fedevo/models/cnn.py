@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch.func import grad
 
 from ..config import CNNArch
+from .layout import conv_layout, fc_dims
 
 
 class StackedCNN:
@@ -26,18 +27,10 @@ class StackedCNN:
     supports_bf16 = True
 
     def __init__(self, arch: CNNArch, input_shape: tuple, num_classes: int):
-        ch, h, _ = input_shape
-        self.conv_shapes, self.pool = [], []
-        c_in, size = ch, h
-        for i in range(arch.conv_layers):
-            c_out = arch.channels * 2 ** i
-            self.conv_shapes.append((c_out, c_in, arch.kernel, arch.kernel))
-            pool = size >= 4
-            self.pool.append(pool)
-            size = size // 2 if pool else size
-            c_in = c_out
-        self.flat = c_in * size * size
-        self.dims = [self.flat] + [arch.units] * arch.layers + [num_classes]
+        convs, self.flat = conv_layout(arch, input_shape)
+        self.conv_shapes = [(cv.c_out, cv.c_in, arch.kernel, arch.kernel) for cv in convs]
+        self.pool = [cv.pool for cv in convs]
+        self.dims = fc_dims(self.flat, arch, num_classes)
         self.shapes = []
         for s in self.conv_shapes:
             self.shapes += [s, (s[0],)]

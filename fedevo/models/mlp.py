@@ -14,6 +14,7 @@ from typing import Optional
 import torch
 
 from ..config import MLPArch
+from .layout import fc_dims
 
 
 class StackedMLP:
@@ -24,7 +25,7 @@ class StackedMLP:
 
     def __init__(self, arch: MLPArch, input_shape: tuple, num_classes: int):
         d_in = math.prod(input_shape)
-        self.dims = [d_in] + [arch.units] * arch.layers + [num_classes]
+        self.dims = fc_dims(d_in, arch, num_classes)
         self.shapes = []
         for a, b in zip(self.dims[:-1], self.dims[1:]):
             self.shapes += [(a, b), (1, b)]

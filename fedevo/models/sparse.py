@@ -12,9 +12,7 @@ from typing import Optional
 
 import torch
 
-
-def density(alpha: float, n_in: int, n_out: int) -> float:
-    return min(1.0, alpha * (n_in + n_out) / (n_in * n_out))
+from .layout import density
 
 
 def erdos_renyi_masks(shapes: list[tuple], weight_ids: tuple, alpha: Optional[float],

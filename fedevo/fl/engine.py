@@ -95,10 +95,11 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
     for p, m in zip(params, mask_list):
         if m is not None:
             p.mul_(m)  # inactive weights are 0 (the simulator keeps them so; this makes it a precondition-free fact)
-    neg_lr_masks = [None if m is None else m * -lr for m in mask_list]  # masked SGD step in one fused op
     kernels = native.load() if getattr(model, "accepts_low", False) and model.compute_dtype == torch.bfloat16 else None
     fused = FusedStep(kernels, params, mask_list, lr) if kernels is not None else None
-    g32: dict[int, torch.Tensor] = {}  # fp32 copies of low-precision gradients (one cast, then fp32-only ops)
+    # eager path only: the masked SGD step as one fused op, fp32 copies of low-precision gradients
+    neg_lr_masks = [None if m is None or fused else m * -lr for m in mask_list]
+    g32: dict[int, torch.Tensor] = {}
     feat = x.shape[1:]
     xbuf = torch.empty(c * batch_size, *feat, dtype=x_local.dtype)
     for s in range(pos.shape[1]):

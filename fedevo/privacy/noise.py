@@ -38,8 +38,8 @@ class NoiseSource:
         self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
 
     def reserve(self, n: int) -> tuple[int, int]:
-        """(key, counter) of the next n values, skipped in this stream: a fused native kernel draws them (the
-        values `add_` of an n-element buffer would have added). Native backend only."""
+        """(key, counter) of the next n values of the native stream, which advances past them: `fill_`/`add_` draw
+        them here, a fused native kernel draws them itself (the values `add_` would have added)."""
         base, self.counter = self.counter, self.counter + (n + 1) // 2
         return self.key, base
 
@@ -65,14 +65,14 @@ class NoiseSource:
         n = flat.numel()
         if flat.dtype != torch.float32:
             raise TypeError(f"NoiseSource needs a float32 tensor, got {flat.dtype}")
-        base, self.counter = self.counter, self.counter + (n + 1) // 2
+        key, base = self.reserve(n)
         ptr = flat.data_ptr()
         if self._pool is None or n < _MIN_SPLIT:
-            fn(ptr, n, self.key, base, float(std))
+            fn(ptr, n, key, base, float(std))
             return buf
         step = -(-n // (self.threads * native.BLOCK_VALUES)) * native.BLOCK_VALUES  # split on block boundaries
         parts = [(s, min(step, n - s)) for s in range(0, n, step)]
-        list(self._pool.map(lambda p: fn(ptr + 4 * p[0], p[1], self.key, base + p[0] // 2, float(std)), parts))
+        list(self._pool.map(lambda p: fn(ptr + 4 * p[0], p[1], key, base + p[0] // 2, float(std)), parts))
         return buf
 
     def _fill_torch(self, flat: torch.Tensor, n: int, std: float) -> torch.Tensor:

@@ -30,9 +30,9 @@ def problem_file(base: str, partition: str, out: Path) -> str:
     """The bundled problem with its partition switched (written next to the results, so the run is self-contained)."""
     from fedevo.problem import load_problem
 
-    src = Path(load_problem(base).path).read_text()
     if partition == "iid":
         return base
+    src = Path(load_problem(base).path).read_text()
     text = src.replace('partition = "iid"', f'partition = "{partition}"').replace(
         f'name = "{base}"', f'name = "{base}_{partition}"')
     path = out / f"{base}_{partition}.toml"
@@ -98,14 +98,14 @@ def main(argv=None):
         t_retrain = time.perf_counter() - t0
         line, table = summarise(run_dir / "retrain" / "report.csv")
         section = [f"## {a.problem}, {part}", "", f"Command: `{command()}`", "",
-               f"Search: {s.evaluations} evaluations, front of {s.front_size}, {t_search:.0f} s this invocation "
-               f"(see `{run_dir.name}/run.json` and `evaluations.csv` wall_s for the original run). "
-               f"Retrain ({a.retrain_rounds} rounds, {a.pick} + standard): {t_retrain:.0f} s.", "",
-               f"Ours: {line}.", "",
-               "| solution | picked by | global accuracy | % of standard | comm | % of standard | ε (accountant) | "
-               "ε (paper) | Ω |", "|---|---|---|---|---|---|---|---|---|", *table, "",
-               f"Front plot: `{run_dir.name}/front.html`; report: `{run_dir.name}/retrain/report.md`, "
-               f"curves: `{run_dir.name}/retrain/curves.html`.", ""]
+                   f"Search: {s.evaluations} evaluations, front of {s.front_size}, {t_search:.0f} s this invocation "
+                   f"(see `{run_dir.name}/run.json` and `evaluations.csv` wall_s for the original run). "
+                   f"Retrain ({a.retrain_rounds} rounds, {a.pick} + standard): {t_retrain:.0f} s.", "",
+                   f"Ours: {line}.", "",
+                   "| solution | picked by | global accuracy | % of standard | comm | % of standard | ε (accountant) | "
+                   "ε (paper) | Ω |", "|---|---|---|---|---|---|---|---|---|", *table, "",
+                   f"Front plot: `{run_dir.name}/front.html`; report: `{run_dir.name}/retrain/report.md`, "
+                   f"curves: `{run_dir.name}/retrain/curves.html`.", ""]
         (run_dir / "exp2_section.md").write_text("\n".join(section) + "\n")
         print("\n".join(section))
     # the page holds every partition run so far, not only this invocation's

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .. import native
+from . import sparse as sparse_path
 from .fused import FusedStep
 
 
@@ -55,14 +56,15 @@ def batch_schedule(sizes: Sequence[int], *, epochs: int, batch_size: int,
     pos = torch.zeros(c, steps, batch_size, dtype=torch.int64)
     wts = torch.zeros(c, steps, batch_size)
     for k, n in enumerate(sizes):
-        s = 0
-        for _ in range(epochs):
+        full, rest = divmod(n, batch_size)
+        for e in range(epochs):
             perm = torch.randperm(n, generator=gen)
-            for start in range(0, n, batch_size):
-                b = perm[start:start + batch_size]
-                pos[k, s, : len(b)] = b
-                wts[k, s, : len(b)] = 1.0 / len(b)
-                s += 1
+            s = e * per_epoch[k]
+            pos[k, s:s + full] = perm[: full * batch_size].view(full, batch_size)
+            wts[k, s:s + full] = 1.0 / batch_size
+            if rest:
+                pos[k, s + full, :rest] = perm[full * batch_size:]
+                wts[k, s + full, :rest] = 1.0 / rest
     return pos, wts
 
 
@@ -84,17 +86,26 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
     # the chunk's own samples, gathered once: each step then reads a few MB that stay in cache instead of random
     # rows of the whole training set (DRAM traffic that two workers on two cores otherwise contend for)
     x_local = x.index_select(0, table.view(-1))
-    dt = getattr(model, "compute_dtype", x_local.dtype)
-    if x_local.dtype != dt:  # cast the chunk's samples, not the whole training set
-        x_local = x_local.to(dt)
     local = (torch.arange(c).view(c, 1, 1) * width + pos)  # (c, steps, B) rows of x_local
     y = y[rows]  # (c, steps, B) labels
     active_steps = wts.sum(-1) > 0  # (c, steps)
+    # step-major copies: each step's (c, B) rows, labels and weights contiguous, as the native kernels read them
+    step_rows, step_y, step_w = (t.transpose(0, 1).contiguous() for t in (local, y, wts))
     params = [p.unsqueeze(0).repeat(c, *([1] * p.dim())).contiguous() for p in global_params]
     mask_list = [masks.get(i) for i in range(len(params))]
     for p, m in zip(params, mask_list):
         if m is not None:
             p.mul_(m)  # inactive weights are 0 (the simulator keeps them so; this makes it a precondition-free fact)
+    if sparse_path.applies(model, mask_list, batch_size, native.load()):  # low SET density: active weights only
+        sp = sparse_path.SparseStep(native.load(), model, params, mask_list, batch_size)
+        x_local = x_local.float()
+        for s in range(pos.shape[1]):
+            sp.step(x_local, step_rows[s], step_y[s], step_w[s], hook, active_steps[:, s], lr)
+        sp.finish(params)
+        return params
+    dt = getattr(model, "compute_dtype", x_local.dtype)
+    if x_local.dtype != dt:  # cast the chunk's samples, not the whole training set
+        x_local = x_local.to(dt)
     kernels = native.load() if getattr(model, "accepts_low", False) and model.compute_dtype == torch.bfloat16 else None
     fused = FusedStep(kernels, params, mask_list, lr) if kernels is not None else None
     # eager path only: the masked SGD step as one fused op, fp32 copies of low-precision gradients
@@ -102,14 +113,17 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
     g32: dict[int, torch.Tensor] = {}
     feat = x.shape[1:]
     xbuf = torch.empty(c * batch_size, *feat, dtype=x_local.dtype)
+    row_bytes = x_local[0].numel() * x_local.element_size()
     for s in range(pos.shape[1]):
-        torch.index_select(x_local, 0, local[:, s].reshape(-1), out=xbuf)
-        xb = xbuf.view(c, batch_size, *feat)
-        yb = y[:, s]
         if fused is not None:
-            grads = model.grads(params, xb, yb, wts[:, s], low=fused.current_low())
+            kernels.gather_rows(xbuf.data_ptr(), x_local.data_ptr(), step_rows[s].data_ptr(), c * batch_size, row_bytes)
+            grads = model.grads(params, xbuf.view(c, batch_size, *feat), step_y[s], step_w[s],
+                                low=fused.current_low(), kernels=kernels)
             fused.step(params, grads, hook, active_steps[:, s])
             continue
+        torch.index_select(x_local, 0, step_rows[s].view(-1), out=xbuf)
+        xb = xbuf.view(c, batch_size, *feat)
+        yb = y[:, s]
         grads = model.grads(params, xb, yb, wts[:, s])
         if hook is not None or masks:
             # mixed-precision elementwise ops (bf16 gradient into fp32 weights, bf16 norms) are slow kernels here:

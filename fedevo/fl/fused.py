@@ -3,8 +3,9 @@
 Eager torch spends 3-4 passes over every weight per step on the elementwise work around the bf16 matmuls
 (cast the bf16 gradient to fp32, masked or clipped update, per-step noise, cast the new weight to bf16 for the
 next forward pass); `step_bf16` does all of it in one, and keeps the model's bf16 copies of the weights current,
-so the model skips its own cast. Used for models whose `grads` accept those copies (`accepts_low`), with bf16
-compute and the native kernels available; the engine's eager path computes the same step otherwise.
+so the model skips its own cast. Weights come with bf16 gradients, biases with fp32 ones; both go through the
+kernel. Used for models whose `grads` accept those copies (`accepts_low`), with bf16 compute and the native
+kernels available; the engine's eager path computes the same step otherwise.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ class FusedStep:
         self.k = kernels
         self.lr = lr
         self.c = params[0].shape[0]
-        self.fused: Optional[list[int]] = None  # params whose gradient is bf16 (known after the first step)
+        self.fused: Optional[list[int]] = None  # params the kernel steps (known after the first step)
         self.masks8 = [None if m is None else m.to(torch.uint8).contiguous() for m in masks]
         self.masks = masks
         self.low: dict[int, torch.Tensor] = {}  # bf16 copies of params, current when listed in self.valid
@@ -30,8 +31,8 @@ class FusedStep:
         return {i: self.low[i] for i in self.valid}
 
     def _setup(self, params, grads) -> None:
-        self.fused = [i for i, g in enumerate(grads) if g.dtype == torch.bfloat16 and g.is_contiguous()
-                      and params[i].is_contiguous()]
+        self.fused = [i for i, g in enumerate(grads) if g.dtype in (torch.bfloat16, torch.float32)
+                      and g.is_contiguous() and params[i].is_contiguous()]
         for i in self.fused:
             self.low[i] = torch.empty(params[i].shape, dtype=torch.bfloat16)
 
@@ -39,17 +40,18 @@ class FusedStep:
         p, g, m = params[i], grads[i], self.masks8[i]
         key, counter, std = noise if noise is not None else (0, 0, 0.0)
         self.k.step_bf16(p.data_ptr(), g.data_ptr(), 0 if m is None else m.data_ptr(), scale.data_ptr(), self.c,
-                         p[0].numel(), self.low[i].data_ptr(), key, counter, std)
+                         p[0].numel(), self.low[i].data_ptr(), key, counter, std, int(g.dtype == torch.float32))
 
     def _norms(self, grads, fused: set) -> torch.Tensor:
         """‖g‖ per client over all parameters, of the masked gradients (what is applied)."""
         sq = torch.zeros(self.c, dtype=torch.float64)
         for i, g in enumerate(grads):
-            if i in fused:
+            if i in fused and g.dtype == torch.bfloat16:
                 m = self.masks8[i]
                 self.k.sumsq_bf16(g.data_ptr(), 0 if m is None else m.data_ptr(), self.c, g[0].numel(), sq.data_ptr())
             else:
-                sq += g.reshape(self.c, -1).double().pow(2).sum(1)
+                m = self.masks[i] if i in fused else None  # the kernel masks fused params: not applied yet
+                sq += (g if m is None else g * m).reshape(self.c, -1).double().pow(2).sum(1)
         return sq.sqrt().float()
 
     def step(self, params, grads, hook, active: torch.Tensor) -> None:

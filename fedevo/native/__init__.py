@@ -7,6 +7,8 @@ Two things eager torch does slowly on CPU, and no library does for us:
 - The bf16 engine's local step: cast the bf16 gradient, masked or clipped update, noise, cast the new weights
   to bf16 -- 3 to 4 passes over every weight in torch, one pass here (`step_bf16`), plus a fused masked
   sum of squares for clipping norms (`sumsq_bf16`).
+- SET-sparse MLPs: forward, backward and update over the active weights only (`smlp_step`, fl/sparse.py);
+  torch has no batched sparse-times-dense product that beats a dense bf16 matmul at these sizes.
 ctypes releases the GIL during a call, so chunk threads run these in parallel.
 
 The library is built with the system C compiler (``$CC`` or ``cc``) on first use into
@@ -69,22 +71,34 @@ _P, _I, _U, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_floa
 SIGNATURES = {  # name in kernels.c -> argument types (all return void)
     "fedevo_fill_normal": [_P, _I, _U, _U, _F],  # (out, n, key, counter, std)
     "fedevo_add_normal": [_P, _I, _U, _U, _F],
-    "fedevo_step_bf16": [_P, _P, _P, _P, _I, _I, _P, _U, _U, _F],  # (p, g, mask, scale, c, n, low, key, counter, std)
+    # (p, g, mask, scale, c, n, low, key, counter, std, g_is_fp32)
+    "fedevo_step_bf16": [_P, _P, _P, _P, _I, _I, _P, _U, _U, _F, _I],
     "fedevo_sumsq_bf16": [_P, _P, _I, _I, _P],  # (g, mask, c, n, out)
+    # (L, dims, rowptr[], cols[], nnz, vals[], bias[], gvals[] | NULL, gbias[] | NULL, x, rows, y, w, c, B, scale,
+    #  scratch) -> 0, or -1 if B is too large
+    "fedevo_gather_rows": [_P, _P, _P, _I, _I],  # (dst, src, idx, n, row_bytes)
+    "fedevo_softmax_ce_bf16": [_P, _P, _P, _I, _I, _I, _P, _P],  # (z, y, w, c, B, C, out, bias_grad)
+    "fedevo_relu_bwd_bf16": [_P, _P, _I, _I, _I, _P],  # (nd, h, c, B, d, bias_grad)
+    "fedevo_smlp_step": [_I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P],
 }
+RETURNS_INT = {"fedevo_smlp_step"}
 
 
 class Kernels:
-    """The loaded functions: fill / add (noise), step_bf16, sumsq_bf16 (see kernels.c); pointers as ints."""
+    """The loaded functions (see kernels.c): fill / add (noise), step_bf16, sumsq_bf16, smlp_step, gather_rows,
+    softmax_ce_bf16, relu_bwd_bf16; pointers as ints."""
 
     def __init__(self, lib):
         fns = {}
         for name, argtypes in SIGNATURES.items():
             fn = getattr(lib, name)
-            fn.argtypes, fn.restype = argtypes, None
+            fn.argtypes, fn.restype = argtypes, ctypes.c_int if name in RETURNS_INT else None
             fns[name] = fn
         self.fill, self.add = fns["fedevo_fill_normal"], fns["fedevo_add_normal"]
         self.step_bf16, self.sumsq_bf16 = fns["fedevo_step_bf16"], fns["fedevo_sumsq_bf16"]
+        self.smlp_step = fns["fedevo_smlp_step"]
+        self.gather_rows, self.softmax_ce_bf16 = fns["fedevo_gather_rows"], fns["fedevo_softmax_ce_bf16"]
+        self.relu_bwd_bf16 = fns["fedevo_relu_bwd_bf16"]
 
 
 def load() -> Optional[Kernels]:

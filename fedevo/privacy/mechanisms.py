@@ -30,6 +30,15 @@ def batch_norms(tensors: list[torch.Tensor]) -> torch.Tensor:
     return sq.sqrt_()
 
 
+COMPACT_BELOW = 0.5  # mask density under which per-step noise is drawn for the active weights only
+
+
+def draws_compact(mask: torch.Tensor) -> bool:
+    """Whether per-step noise for a masked parameter is drawn compactly: one value per active weight, in flat index
+    order (else one per weight, then masked). fl/sparse.py follows the same rule so its stream matches."""
+    return float(mask.reshape(-1).float().mean()) < COMPACT_BELOW
+
+
 class StepLDP:
     """Seed 004 per-step LDP: round-level state; `for_chunk` gives the per-chunk hook the engine calls.
 
@@ -136,7 +145,7 @@ class _ChunkStep:
         key = ("idx", i)
         if key not in self._buf:
             flat = m.reshape(-1)
-            self._buf[key] = flat.nonzero().squeeze(1) if float(flat.float().mean()) < 0.5 else None
+            self._buf[key] = flat.nonzero().squeeze(1) if draws_compact(m) else None
         return self._buf[key]
 
 

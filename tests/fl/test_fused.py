@@ -29,6 +29,7 @@ def _train(model, params, masks, data, clients, monkeypatch, *, fused: bool, sig
 @pytest.mark.parametrize("sigma", [None, 0.0, 0.01])  # plain SGD, clipping only, clipping + per-step noise
 @pytest.mark.parametrize("sizes", [(37, 50, 64, 20), (16, 16)])  # unequal sizes: idle clients get no noise
 def test_fused_step_equals_eager_bf16_step(alpha, sigma, sizes, monkeypatch):
+    monkeypatch.setenv("FEDEVO_SPARSE", "0")  # the bf16 path, not the sparse kernel (tests/fl/test_sparse.py)
     data, clients, model, params, masks = _setup(MLPArch(layers=2, units=24), sizes=sizes, alpha=alpha)
     model.compute_dtype = torch.bfloat16
     if sigma == 0.0:
@@ -55,7 +56,7 @@ def test_bf16_rounding_and_sumsq_match_torch():
     scale = torch.tensor([-0.1, -0.2, 0.0])
     low = torch.empty(c, n, dtype=torch.bfloat16)
     want = p + scale.view(c, 1) * grad.float() * mask.float()
-    k.step_bf16(p.data_ptr(), grad.data_ptr(), mask.data_ptr(), scale.data_ptr(), c, n, low.data_ptr(), 0, 0, 0.0)
+    k.step_bf16(p.data_ptr(), grad.data_ptr(), mask.data_ptr(), scale.data_ptr(), c, n, low.data_ptr(), 0, 0, 0.0, 0)
     torch.testing.assert_close(p, want, equal_nan=True)
     assert torch.equal(low[:, 4:], p[:, 4:].bfloat16())  # round to nearest even, like torch
     assert low[0, 0].isnan() and low[0, 1] == float("inf") and low[0, 2] == -float("inf")

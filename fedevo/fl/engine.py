@@ -89,8 +89,11 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
     local = (torch.arange(c).view(c, 1, 1) * width + pos)  # (c, steps, B) rows of x_local
     y = y[rows]  # (c, steps, B) labels
     active_steps = wts.sum(-1) > 0  # (c, steps)
-    # step-major copies: each step's (c, B) rows, labels and weights contiguous, as the native kernels read them
-    step_rows, step_y, step_w = (t.transpose(0, 1).contiguous() for t in (local, y, wts))
+    # per step: rows, labels and weights (c, b) contiguous (as the native kernels read them), b = the most real
+    # samples any client of the chunk has in that step; padding beyond it has weight 0 and is not computed (with
+    # B = 64 and 600 samples a client, the last batch of an epoch holds 24)
+    used = (wts > 0).sum(-1).amax(0).tolist()  # (steps,)
+    step_rows, step_y, step_w = ([t[:, s, :b].contiguous() for s, b in enumerate(used)] for t in (local, y, wts))
     params = [p.unsqueeze(0).repeat(c, *([1] * p.dim())).contiguous() for p in global_params]
     mask_list = [masks.get(i) for i in range(len(params))]
     for p, m in zip(params, mask_list):
@@ -114,17 +117,16 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
     feat = x.shape[1:]
     xbuf = torch.empty(c * batch_size, *feat, dtype=x_local.dtype)
     row_bytes = x_local[0].numel() * x_local.element_size()
-    for s in range(pos.shape[1]):
+    for s, b in enumerate(used):
+        xb = xbuf[: c * b]
         if fused is not None:
-            kernels.gather_rows(xbuf.data_ptr(), x_local.data_ptr(), step_rows[s].data_ptr(), c * batch_size, row_bytes)
-            grads = model.grads(params, xbuf.view(c, batch_size, *feat), step_y[s], step_w[s],
-                                low=fused.current_low(), kernels=kernels)
+            kernels.gather_rows(xb.data_ptr(), x_local.data_ptr(), step_rows[s].data_ptr(), c * b, row_bytes)
+            grads = model.grads(params, xb.view(c, b, *feat), step_y[s], step_w[s], low=fused.current_low(),
+                                kernels=kernels)
             fused.step(params, grads, hook, active_steps[:, s])
             continue
-        torch.index_select(x_local, 0, step_rows[s].view(-1), out=xbuf)
-        xb = xbuf.view(c, batch_size, *feat)
-        yb = y[:, s]
-        grads = model.grads(params, xb, yb, wts[:, s])
+        torch.index_select(x_local, 0, step_rows[s].view(-1), out=xb)
+        grads = model.grads(params, xb.view(c, b, *feat), step_y[s], step_w[s])
         if hook is not None or masks:
             # mixed-precision elementwise ops (bf16 gradient into fp32 weights, bf16 norms) are slow kernels here:
             # cast once, then every following op is fp32

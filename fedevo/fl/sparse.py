@@ -95,14 +95,14 @@ class SparseStep:
         rc = self.k.smlp_step(self.L, self.dims.data_ptr(), self.p_rowptr.data_ptr(), self.p_cols.data_ptr(),
                               self.nnz.data_ptr(), self.p_vals.data_ptr(), self.p_bias.data_ptr(),
                               self.p_gvals.data_ptr() if grads else 0, self.p_gbias.data_ptr() if grads else 0,
-                              x.data_ptr(), rows.data_ptr(), y.data_ptr(), w.data_ptr(), self.c, self.B,
+                              x.data_ptr(), rows.data_ptr(), y.data_ptr(), w.data_ptr(), self.c, rows.shape[1],
                               scale.data_ptr(), self.scratch.data_ptr())
         if rc != 0:
             raise ValueError(f"sparse kernel rejected batch size {self.B} (max {MAX_BATCH})")
 
     def step(self, x: torch.Tensor, rows: torch.Tensor, y: torch.Tensor, w: torch.Tensor, hook, active: torch.Tensor,
              lr: float) -> None:
-        """x (n, d) fp32 samples; rows, y (c, B) int64 and w (c, B) fp32, contiguous."""
+        """x (n, d) fp32 samples; rows, y (c, b) int64 and w (c, b) fp32, contiguous, b <= the batch size."""
         if hook is None:  # plain SGD: the kernel updates the weights as it goes
             scale = self.neg_lr.get(lr)
             if scale is None:

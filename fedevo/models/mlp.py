@@ -53,10 +53,12 @@ class StackedMLP:
         return h
 
     def _buffer(self, key, shape, dtype=torch.float32) -> torch.Tensor:
-        """Per-thread scratch buffers: chunks of clients train in parallel threads."""
+        """Per-thread scratch buffers (chunks of clients train in parallel threads), one per shape: a chunk's
+        steps alternate between the full and the shorter last batch of an epoch."""
         bufs = self._local.__dict__.setdefault("bufs", {})
+        key = (key, tuple(shape), dtype)
         t = bufs.get(key)
-        if t is None or t.shape != shape or t.dtype != dtype:
+        if t is None:
             t = bufs[key] = torch.empty(shape, dtype=dtype)
         return t
 

@@ -79,6 +79,7 @@ SIGNATURES = {  # name in kernels.c -> argument types (all return void)
     "fedevo_gather_rows": [_P, _P, _P, _I, _I],  # (dst, src, idx, n, row_bytes)
     "fedevo_softmax_ce_bf16": [_P, _P, _P, _I, _I, _I, _P, _P],  # (z, y, w, c, B, C, out, bias_grad)
     "fedevo_relu_bwd_bf16": [_P, _P, _I, _I, _I, _P],  # (nd, h, c, B, d, bias_grad)
+    "fedevo_add_normal_rows": [_P, _I, _I, _I, _U, _U, _P, _P],  # (out, n, start, len, key, counter, std, mask)
     "fedevo_smlp_step": [_I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P],
 }
 RETURNS_INT = {"fedevo_smlp_step"}
@@ -86,7 +87,7 @@ RETURNS_INT = {"fedevo_smlp_step"}
 
 class Kernels:
     """The loaded functions (see kernels.c): fill / add (noise), step_bf16, sumsq_bf16, smlp_step, gather_rows,
-    softmax_ce_bf16, relu_bwd_bf16; pointers as ints."""
+    softmax_ce_bf16, relu_bwd_bf16, add_rows; pointers as ints."""
 
     def __init__(self, lib):
         fns = {}
@@ -98,7 +99,7 @@ class Kernels:
         self.step_bf16, self.sumsq_bf16 = fns["fedevo_step_bf16"], fns["fedevo_sumsq_bf16"]
         self.smlp_step = fns["fedevo_smlp_step"]
         self.gather_rows, self.softmax_ce_bf16 = fns["fedevo_gather_rows"], fns["fedevo_softmax_ce_bf16"]
-        self.relu_bwd_bf16 = fns["fedevo_relu_bwd_bf16"]
+        self.relu_bwd_bf16, self.add_rows = fns["fedevo_relu_bwd_bf16"], fns["fedevo_add_normal_rows"]
 
 
 def load() -> Optional[Kernels]:

@@ -364,3 +364,29 @@ void fedevo_relu_bwd_bf16(uint16_t *nd, const uint16_t *h, int64_t c, int64_t B,
         }
     }
 }
+
+/* out[i] += (z_i · std_rows[i / n]) · mask[i % n] for i in [start, start + len) of a (rows, n) buffer, z_i the
+   values fedevo_fill_normal(·, rows·n, key, counter, 1) would write at i (start: a multiple of 2*BLOCK; mask NULL:
+   all ones). ULDP-FED's upload noise (per-client std, zero on coordinates SET does not use) in one pass. */
+__attribute__((optimize("fp-contract=off")))  /* no fused multiply-add: the same roundings as the torch ops */
+void fedevo_add_normal_rows(float *out, int64_t n, int64_t start, int64_t len, uint64_t key, uint64_t counter,
+                            const float *std_rows, const float *mask) {
+    float z[2 * BLOCK];
+    for (int64_t s = start; s < start + len; s += 2 * BLOCK) {
+        int64_t m = start + len - s < 2 * BLOCK ? start + len - s : 2 * BLOCK;
+        noise_block(z, m, key, counter + (uint64_t)(s / 2), 1.0f);
+        for (int64_t i = s; i < s + m;) {
+            int64_t k = i / n, end = (k + 1) * n < s + m ? (k + 1) * n : s + m;
+            float sd = std_rows[k];
+            float *o = out + i;
+            const float *zz = z + (i - s);
+            if (mask) {
+                const float *mk = mask + (i - k * n);
+                for (int64_t j = 0; j < end - i; j++) o[j] += (zz[j] * sd) * mk[j];
+            } else {
+                for (int64_t j = 0; j < end - i; j++) o[j] += zz[j] * sd;
+            }
+            i = end;
+        }
+    }
+}

@@ -178,6 +178,16 @@ class UpdateLDP:
     def begin_round(self, t: int) -> None:
         self.round = t
 
+    @property
+    def active(self) -> torch.Tensor:
+        return self._active
+
+    @active.setter
+    def active(self, active: torch.Tensor) -> None:
+        self._active = active
+        # the coordinates the similarity compares: an index (faster than a boolean mask), None when all are used
+        self._act_idx = None if bool(active.all()) else active.bool().nonzero().squeeze(1)
+
     def set_active(self, active: torch.Tensor) -> None:
         """SET prune/regrow moved the active coordinates: noise and similarity follow them."""
         self.active = active
@@ -197,16 +207,15 @@ class UpdateLDP:
         self.inv_sq[clients] += (ck_np / std_np) ** 2
         norms = torch.linalg.vector_norm(deltas, dim=1)
         deltas.mul_((ck / norms.clamp_min(1e-12)).clamp_(max=1.0).unsqueeze(1))
-        noise = self.noise.fill_(torch.empty_like(deltas), 1.0)
-        noise.mul_(torch.as_tensor(std_np, dtype=deltas.dtype).unsqueeze(1)).mul_(self.active)
-        deltas.add_(noise)
+        self.noise.add_rows_(deltas, torch.as_tensor(std_np, dtype=deltas.dtype), self.active)
         cost = np.full(len(clients), float(omega))
         recalled = np.zeros(len(clients), dtype=bool)
         if self.recall is not None and self.last_global is not None:
             from .recall import similarity_fn
 
-            act = self.active.bool()
-            low = (similarity_fn(self.similarity)(deltas[:, act], self.last_global[act]) < self.tau).numpy()
+            idx = self._act_idx
+            a, g = (deltas, self.last_global) if idx is None else (deltas[:, idx], self.last_global[idx])
+            low = (similarity_fn(self.similarity)(a, g) < self.tau).numpy()
             if low.any():
                 ids = np.flatnonzero(low)
                 match = self.recall.best_match(clients[ids], self.last_global, self.similarity)

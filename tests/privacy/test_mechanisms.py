@@ -14,6 +14,9 @@ class ZeroNoise:
     def fill_(self, buf, std=1.0):
         return buf.zero_()
 
+    def add_rows_(self, buf, row_std, mask=None):
+        return buf
+
 
 def make(noise, **kw):
     P = kw.pop("P", 400)

@@ -86,3 +86,26 @@ def test_native_sampler_rejects_non_float32(fresh_native):
         pytest.skip("native sampler unavailable")
     with pytest.raises(TypeError, match="float32"):
         src.fill_(torch.empty(10, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("backend", ["native", "torch"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_add_rows_is_fill_scale_mask_add_in_one_pass(backend, threads, monkeypatch, fresh_native):
+    """ULDP-FED's upload noise: the same numbers as the four-op form, whatever the thread split."""
+    if backend == "torch":
+        monkeypatch.setenv("FEDEVO_NATIVE", "0")
+    elif native.load() is None:
+        pytest.skip("native sampler unavailable")
+    g = torch.Generator().manual_seed(0)
+    c, n = 4, 70_001  # rows not aligned to the sampler's blocks
+    base = torch.randn(c, n, generator=g)
+    std = torch.tensor([0.5, 2.0, 0.0, 1e-3])
+    mask = (torch.rand(n, generator=g) < 0.7).float()
+    for m in (mask, None):
+        ref_src, src = NoiseSource(5, threads=threads), NoiseSource(5, threads=threads)
+        noise = ref_src.fill_(torch.empty(c, n), 1.0).mul_(std.unsqueeze(1))
+        want = base + (noise if m is None else noise.mul_(m))
+        got = src.add_rows_(base.clone(), std, m)
+        assert torch.equal(got, want)
+        assert src.counter == ref_src.counter  # the stream advanced as far
+    assert not torch.equal(got, base)

@@ -390,3 +390,13 @@ void fedevo_add_normal_rows(float *out, int64_t n, int64_t start, int64_t len, u
         }
     }
 }
+
+/* Several plain (no noise) fused steps in one call, one GIL release instead of one per tensor:
+   args holds, per tensor, (p, g, mask, n, low, g_is_fp32) as int64; the chunk's c clients share scale. */
+void fedevo_step_bf16_many(int64_t m, const int64_t *args, const float *scale, int64_t c) {
+    for (int64_t t = 0; t < m; t++) {
+        const int64_t *a = args + 6 * t;
+        fedevo_step_bf16((float *)a[0], (const void *)a[1], (const uint8_t *)a[2], scale, c, a[3], (uint16_t *)a[4],
+                         0, 0, 0.0f, a[5]);
+    }
+}

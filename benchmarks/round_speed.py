@@ -5,13 +5,17 @@ clients train. Lines: plain, 10%-density SET masks, per-step LDP (clip the batch
 N(0, 0.01²) to every parameter after each step), the ULDP-FED `update` mechanism with recall (its overhead over
 plain), and a CNN line. Data values do not affect speed, so synthetic 28×28 data is used.
 
-    python benchmarks/round_speed.py [--clients 100] [--repeats 1] [--skip-baseline] [--scaling]
+    python benchmarks/round_speed.py [--clients 100] [--repeats 1] [--skip-baseline] [--scaling] [--density-sweep]
+
+--density-sweep: the engine's SET-sparse kernel (fl/sparse.py) against its dense path at several mask densities,
+both compute dtypes, side by side (the basis of sparse.MAX_DENSITY).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import resource
 import time
 
@@ -95,6 +99,7 @@ def main(argv=None):
     ap.add_argument("--skip-baseline", action="store_true")
     ap.add_argument("--scaling", action="store_true", help="also time K = 250, 500, 1000 (cost per client, peak RSS)")
     ap.add_argument("--no-cnn", action="store_true")
+    ap.add_argument("--density-sweep", action="store_true", help="sparse kernel vs dense path over mask densities")
     a = ap.parse_args(argv)
     torch.manual_seed(0)
     K = a.clients
@@ -144,6 +149,20 @@ def main(argv=None):
         e16 = timed(lambda: engine_round(cnn, cparams, {}, data, few, dtype=bf16), a.repeats)
         r = (lambda e: f"{ref / e:7.2f}x") if ref else (lambda e: "      -")
         print(f"{'CNN 32-64ch, K=10':<22}{(ref or float('nan')):8.3f}{'-':>11}{e32:13.3f}{r(e32):>8}{e16:13.3f}{r(e16):>8}")
+    if a.density_sweep:
+        print("SET masks on every FC layer: engine dense path vs sparse kernel (seconds per round)")
+        for d in (0.02, 0.05, 0.1, 0.2, 0.3, 0.5):
+            md = masks_at(model, d, gen)
+            pd = [p * md[i] if i in md else p for i, p in enumerate(params)]
+            row = []
+            for dt in (torch.float32, bf16):
+                t = {}
+                for mode in ("0", "1"):
+                    os.environ["FEDEVO_SPARSE"] = mode
+                    t[mode] = timed(lambda: engine_round(model, pd, md, data, clients, dtype=dt), a.repeats)
+                row.append(f"{str(dt).split('.')[-1]}: dense {t['0']:.3f} sparse {t['1']:.3f} ({t['0'] / t['1']:.2f}x)")
+            os.environ.pop("FEDEVO_SPARSE")
+            print(f"density {d:<5} " + "   ".join(row), flush=True)
     if a.scaling:
         for k in (100, 250, 500, 1000):
             cl = [np.arange(i * PER_CLIENT, (i + 1) * PER_CLIENT) % 60000 for i in range(k)]

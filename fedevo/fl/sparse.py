@@ -6,7 +6,8 @@ SGD update over the active weights only, in fp32, with the chunk's weights kept 
 steps and written back to the dense parameters at the end. It computes the same step as the engine's dense
 fp32 path (tested allclose, with the same per-step noise stream); it is used when it is cheaper, i.e. when the
 active fraction of the fully-connected weights is below `MAX_DENSITY` for the model's compute dtype (crossovers
-measured on the reference MLP, one core, Zen 5: ~0.3 against the bf16 matmuls, ~0.9 against fp32 ones).
+on the reference MLP, Zen 5, `benchmarks/round_speed.py --density-sweep`: one core ~0.3 against the bf16
+matmuls and ~0.9 against fp32 ones; with two chunk threads the sparse kernel scales better and wins to ~0.4).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 
 from ..privacy.mechanisms import batch_norms, draws_compact
 
-MAX_DENSITY = {torch.bfloat16: 0.25, torch.float32: 0.75}  # active FC fraction under which the sparse path is used
+MAX_DENSITY = {torch.bfloat16: 0.3, torch.float32: 0.85}  # active FC fraction under which the sparse path is used
 MAX_BATCH = 128  # kernels.c NVMAX · 16
 
 

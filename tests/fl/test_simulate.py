@@ -52,9 +52,11 @@ def test_cnn_path():
     assert r.status == "ok" and 0 <= r.error <= 1 and r.omega > 0
 
 
-def test_diverged_is_reported_not_raised():
+@pytest.mark.parametrize("alpha,sparse", [(None, "auto"), (2.0, "1"), (2.0, "0")])  # dense, SET sparse kernel, SET dense
+def test_diverged_is_reported_not_raised(alpha, sparse, monkeypatch):
+    monkeypatch.setenv("FEDEVO_SPARSE", sparse)  # the native kernels (-ffast-math) must not hide a NaN either
     cfg = SimConfig(data=DataConfig(dataset="synthetic", clients=4), rounds=3, epochs=2, batch_size=8, lr=1e30,
-                    participation=1.0, upload_loss=0.0)
+                    participation=1.0, upload_loss=0.0, alpha=alpha)
     r = simulate(cfg, seed=0)
     assert r.status == "diverged" and r.error == 1.0 and math.isinf(r.comm)
 

@@ -86,3 +86,20 @@ def test_applies_only_where_it_can_and_pays(monkeypatch):
     monkeypatch.setenv("FEDEVO_SPARSE", "auto")
     _, _, cnn, cparams, cmasks = _setup(CNNArch(conv_layers=1, channels=4, kernel=3, layers=1, units=16), alpha=1.0)
     assert not sparse.applies(cnn, [cmasks.get(i) for i in range(len(cparams))], 16, kern)  # MLPs only
+
+
+@needs_native
+def test_sparse_path_with_per_client_learning_rates(monkeypatch):
+    """The adaptive mechanism's hook (per-client lr factors, no clipping, no noise) through the sparse path."""
+    from fedevo.privacy.adaptive import _ChunkLR
+
+    data, clients, model, params, masks = _setup(MLPArch(layers=2, units=24), alpha=1.5)
+    out = {}
+    for mode in ("1", "0"):
+        monkeypatch.setenv("FEDEVO_SPARSE", mode)
+        out[mode] = train_clients(model, params, masks, data.x_train, data.y_train, clients, epochs=2, batch_size=16,
+                                  lr=0.1, gen=torch.Generator().manual_seed(5),
+                                  hook=_ChunkLR(torch.tensor([1.0, 0.5, 2.0, 0.0])))
+    for a, b, p0 in zip(out["1"], out["0"], params):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(a[3], p0)  # factor 0: the client does not move

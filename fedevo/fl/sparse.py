@@ -20,7 +20,7 @@ import torch
 from ..privacy.mechanisms import batch_norms, draws_compact
 
 MAX_DENSITY = {torch.bfloat16: 0.3, torch.float32: 0.85}  # active FC fraction under which the sparse path is used
-MAX_BATCH = 128  # kernels.c NVMAX · 16
+MAX_BATCH = 128  # native/sparse_mlp.c: NVMAX · 16
 
 
 def sparse_mode() -> str:

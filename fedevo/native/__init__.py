@@ -1,4 +1,7 @@
-"""fedevo's native kernels: `kernels.c` compiled once per machine, loaded with ctypes.
+"""fedevo's native kernels: the C files here compiled once per machine into one library, loaded with ctypes.
+
+noise.c (the Gaussian stream), step.c (the dense bf16 MLP step's elementwise work), sparse_mlp.c (the SET-sparse
+MLP step), common.h (bf16 conversions, the noise block).
 
 Two things eager torch does slowly on CPU, and no library does for us:
 - Gaussian noise: per-step LDP draws one Gaussian per parameter per local step (10⁹ a round for the reference
@@ -31,9 +34,11 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-SOURCE = Path(__file__).with_name("kernels.c")
+HERE = Path(__file__).parent
+SOURCES = tuple(HERE / f for f in ("noise.c", "step.c", "sparse_mlp.c"))
+HEADERS = (HERE / "common.h",)
 CFLAGS = ("-O3", "-march=native", "-ffast-math", "-fPIC")
-BLOCK_VALUES = 1024  # 2 * BLOCK in kernels.c: buffers split at multiples of this give identical numbers
+BLOCK_VALUES = 1024  # 2 * BLOCK in common.h: buffers split at multiples of this give identical numbers
 
 _lock = threading.Lock()
 _state: dict = {}
@@ -53,22 +58,26 @@ def _cpu_id() -> str:
 
 
 def _build(cc: str) -> Path:
-    src = SOURCE.read_bytes()
+    src = b"".join(f.read_bytes() for f in SOURCES + HEADERS)
     tag = hashlib.sha256(src + " ".join((cc,) + CFLAGS).encode() + _cpu_id().encode()).hexdigest()[:16]
-    out = cache_dir() / f"gauss-{tag}.so"
+    out = cache_dir() / f"kernels-{tag}.so"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        obj, lib = Path(tmp) / "gauss.o", Path(tmp) / "gauss.so"
-        subprocess.run([cc, *CFLAGS, "-c", str(SOURCE), "-o", str(obj)], check=True, capture_output=True, timeout=120)
-        subprocess.run([cc, "-shared", str(obj), "-o", str(lib), "-lm"], check=True, capture_output=True, timeout=120)
+        objs = []
+        for f in SOURCES:
+            obj = Path(tmp) / (f.stem + ".o")
+            subprocess.run([cc, *CFLAGS, "-c", str(f), "-o", str(obj)], check=True, capture_output=True, timeout=120)
+            objs.append(str(obj))
+        lib = Path(tmp) / "kernels.so"
+        subprocess.run([cc, "-shared", *objs, "-o", str(lib), "-lm"], check=True, capture_output=True, timeout=120)
         os.replace(lib, out)  # atomic: concurrent workers building at once each install a complete file
     return out
 
 
 _P, _I, _U, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_float
-SIGNATURES = {  # name in kernels.c -> argument types (all return void)
+SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_INT)
     "fedevo_fill_normal": [_P, _I, _U, _U, _F],  # (out, n, key, counter, std)
     "fedevo_add_normal": [_P, _I, _U, _U, _F],
     # (p, g, mask, scale, c, n, low, key, counter, std, g_is_fp32)
@@ -87,7 +96,7 @@ RETURNS_INT = {"fedevo_smlp_step"}
 
 
 class Kernels:
-    """The loaded functions (see kernels.c): fill / add (noise), step_bf16(_many), sumsq_bf16, smlp_step, gather_rows,
+    """The loaded functions (see the C files): fill / add (noise), step_bf16(_many), sumsq_bf16, smlp_step, gather_rows,
     softmax_ce_bf16, relu_bwd_bf16, add_rows; pointers as ints."""
 
     def __init__(self, lib):

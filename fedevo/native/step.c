@@ -1,0 +1,132 @@
+#include "common.h"
+
+/* ---- the local SGD step of the bf16 engine, fused (engine.py) ----
+   Eager torch needs 3-4 passes over every weight per step (cast the bf16 gradient, masked/clipped update, noise,
+   cast the new weight to bf16 for the next forward pass); here it is one. bf16 values travel as uint16 bits. */
+static inline __attribute__((always_inline)) void step_seg(float *restrict p, const void *restrict gv,
+        const uint8_t *restrict m, float s, const float *restrict nz, uint16_t *restrict low, int64_t len,
+        const int has_m, const int has_nz, const int has_low, const int g32) {
+    const uint16_t *restrict g = (const uint16_t *)gv;
+    const float *restrict gf = (const float *)gv;
+    for (int64_t j = 0; j < len; j++) {
+        float d = g32 ? gf[j] : bf16_f(g[j]);
+        if (has_m) d = m[j] ? d : 0.0f;
+        float v = p[j] + s * d;
+        if (has_nz) v += nz[j];
+        p[j] = v;
+        if (has_low) low[j] = f_bf16(v);
+    }
+}
+
+/* For k < c, j < n: p[k,j] += scale[k] * mask[j] * g[k,j] (+ N(0, std^2) from the stream when std > 0, the values
+   fedevo_add_normal(p, c*n, key, counter, std) would add), then low[k,j] = bf16(p[k,j]).
+   g: bf16 bits, or fp32 when g32; mask: NULL (dense) or uint8 0/1 per j; low: NULL or bf16 bits. */
+void fedevo_step_bf16(float *p, const void *g, const uint8_t *mask, const float *scale, int64_t c, int64_t n,
+                      uint16_t *low, uint64_t key, uint64_t counter, float std, int64_t g32) {
+    float nz[2 * BLOCK];
+    const int64_t total = c * n;
+    const int64_t gsize = g32 ? 4 : 2;
+    for (int64_t start = 0; start < total; start += 2 * BLOCK) {
+        int64_t len = total - start < 2 * BLOCK ? total - start : 2 * BLOCK;
+        if (std > 0) noise_block(nz, len, key, counter + (uint64_t)(start / 2), std);
+        for (int64_t i = start; i < start + len;) {
+            int64_t k = i / n, end = (k + 1) * n < start + len ? (k + 1) * n : start + len;
+            const uint8_t *mm = mask ? mask + (i - k * n) : 0;
+            float *pp = p + i;
+            const void *gg = (const char *)g + i * gsize;
+            const float *zz = nz + (i - start);
+            uint16_t *ll = low ? low + i : 0;
+            int64_t L = end - i;
+            float sk = scale[k];
+            int code = (mask != 0) | ((std > 0) << 1) | ((low != 0) << 2) | ((g32 != 0) << 3);
+            switch (code) {
+#define SEG(C) case C: step_seg(pp, gg, mm, sk, zz, ll, L, C & 1, (C >> 1) & 1, (C >> 2) & 1, (C >> 3) & 1); break;
+                SEG(0) SEG(1) SEG(2) SEG(3) SEG(4) SEG(5) SEG(6) SEG(7)
+                SEG(8) SEG(9) SEG(10) SEG(11) SEG(12) SEG(13) SEG(14) SEG(15)
+#undef SEG
+            }
+            i = end;
+        }
+    }
+}
+
+/* out[k] += sum_j (mask[j] * g[k,j])^2 for bf16 g (c, n), accumulated in double per block. */
+void fedevo_sumsq_bf16(const uint16_t *g, const uint8_t *mask, int64_t c, int64_t n, double *out) {
+    for (int64_t k = 0; k < c; k++) {
+        const uint16_t *gk = g + k * n;
+        double acc = 0.0;
+        for (int64_t start = 0; start < n; start += 4096) {
+            int64_t len = n - start < 4096 ? n - start : 4096;
+            float part = 0.0f;
+            if (mask) {
+                for (int64_t j = 0; j < len; j++) { float d = mask[start + j] ? bf16_f(gk[start + j]) : 0.0f; part += d * d; }
+            } else {
+                for (int64_t j = 0; j < len; j++) { float d = bf16_f(gk[start + j]); part += d * d; }
+            }
+            acc += part;
+        }
+        out[k] += acc;
+    }
+}
+
+/* ---- helpers of the dense bf16 MLP step (models/mlp.py): each replaces 3-5 small torch ops per step ---- */
+
+/* dst[r] = src[idx[r]] for n rows of row_bytes bytes (a chunk's batch of samples). */
+void fedevo_gather_rows(void *dst, const void *src, const int64_t *idx, int64_t n, int64_t row_bytes) {
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    for (int64_t r = 0; r < n; r++) memcpy(d + r * row_bytes, s + idx[r] * row_bytes, (size_t)row_bytes);
+}
+
+/* dL/dlogits of Σ_b w_b·CE for bf16 logits z (c, B, C): delta = (softmax(z) - onehot(y))·w computed in fp32,
+   written as bf16 to out, and its fp32 sum over the batch to gb (c, C) (the last bias's gradient). */
+void fedevo_softmax_ce_bf16(const uint16_t *z, const int64_t *y, const float *w, int64_t c, int64_t B, int64_t C,
+                            uint16_t *out, float *gb) {
+    float e[1024];
+    if (C > 1024) return;
+    for (int64_t k = 0; k < c; k++) {
+        float *g = gb + k * C;
+        for (int64_t j = 0; j < C; j++) g[j] = 0.0f;
+        for (int64_t b = 0; b < B; b++) {
+            int64_t r = k * B + b;
+            const uint16_t *zr = z + r * C;
+            float m = bf16_f(zr[0]);
+            for (int64_t j = 1; j < C; j++) { float v = bf16_f(zr[j]); m = v > m ? v : m; }
+            float s = 0.0f;
+            for (int64_t j = 0; j < C; j++) { e[j] = expf(bf16_f(zr[j]) - m); s += e[j]; }
+            float f = w[r] / s;
+            for (int64_t j = 0; j < C; j++) e[j] *= f;
+            e[y[r]] -= w[r];
+            for (int64_t j = 0; j < C; j++) { out[r * C + j] = f_bf16(e[j]); g[j] += e[j]; }
+        }
+    }
+}
+
+/* Backward through a ReLU for bf16 (c, B, d): nd = nd where h > 0 else 0, in place, and gb (c, d) = the fp32 sum
+   over the batch of the result (the layer's bias gradient). */
+void fedevo_relu_bwd_bf16(uint16_t *nd, const uint16_t *h, int64_t c, int64_t B, int64_t d, float *gb) {
+    for (int64_t k = 0; k < c; k++) {
+        float *g = gb + k * d;
+        for (int64_t j = 0; j < d; j++) g[j] = 0.0f;
+        for (int64_t b = 0; b < B; b++) {
+            uint16_t *row = nd + (k * B + b) * d;
+            const uint16_t *hr = h + (k * B + b) * d;
+            for (int64_t j = 0; j < d; j++) {
+                uint16_t v = bf16_f(hr[j]) > 0.0f ? row[j] : 0;
+                row[j] = v;
+                g[j] += bf16_f(v);
+            }
+        }
+    }
+}
+
+/* Several plain (no noise) fused steps in one call, one GIL release instead of one per tensor:
+   args holds, per tensor, (p, g, mask, n, low, g_is_fp32) as int64; the chunk's c clients share scale. */
+void fedevo_step_bf16_many(int64_t m, const int64_t *args, const float *scale, int64_t c) {
+    for (int64_t t = 0; t < m; t++) {
+        const int64_t *a = args + 6 * t;
+        fedevo_step_bf16((float *)a[0], (const void *)a[1], (const uint8_t *)a[2], scale, c, a[3], (uint16_t *)a[4],
+                         0, 0, 0.0f, a[5]);
+    }
+}
+

@@ -21,6 +21,7 @@ from ..privacy.mechanisms import batch_norms, draws_compact
 
 MAX_DENSITY = {torch.bfloat16: 0.3, torch.float32: 0.85}  # active FC fraction under which the sparse path is used
 MAX_BATCH = 128  # native/sparse_mlp.c: NVMAX · 16
+MAX_LAYERS = 15  # weight matrices
 
 
 def sparse_mode() -> str:
@@ -33,7 +34,8 @@ def applies(model, masks: list[Optional[torch.Tensor]], batch_size: int, kernels
     mode = sparse_mode()
     if kernels is None or mode in ("0", "off", "no", "false") or getattr(model, "kind", "") != "mlp":
         return False
-    if batch_size > MAX_BATCH or any(masks[i] is None for i in model.fc_weight_ids):
+    fc = model.fc_weight_ids
+    if batch_size > MAX_BATCH or len(fc) > MAX_LAYERS or any(masks[i] is None for i in fc):
         return False
     if mode in ("1", "on", "yes", "true"):
         return True
@@ -98,8 +100,9 @@ class SparseStep:
                               self.p_gvals.data_ptr() if grads else 0, self.p_gbias.data_ptr() if grads else 0,
                               x.data_ptr(), rows.data_ptr(), y.data_ptr(), w.data_ptr(), self.c, rows.shape[1],
                               scale.data_ptr(), self.scratch.data_ptr())
-        if rc != 0:
-            raise ValueError(f"sparse kernel rejected batch size {self.B} (max {MAX_BATCH})")
+        if rc != 0:  # applies() keeps both limits: reaching this is a bug
+            raise RuntimeError(f"sparse kernel rejected batch {rows.shape[1]} (max {MAX_BATCH}) or {self.L} layers "
+                               f"(max {MAX_LAYERS})")
 
     def step(self, x: torch.Tensor, rows: torch.Tensor, y: torch.Tensor, w: torch.Tensor, hook, active: torch.Tensor,
              lr: float) -> None:

@@ -31,7 +31,7 @@ def _train(model, params, masks, data, clients, monkeypatch, *, mode: str, sigma
 
 
 @needs_native
-@pytest.mark.parametrize("layers,alpha", [(1, 2.0), (2, 1.0), (3, 6.0)])  # α = 6: the last layer is dense-ish
+@pytest.mark.parametrize("layers,alpha", [(0, 0.5), (1, 2.0), (2, 1.0), (3, 6.0)])  # α = 6: the last layer is dense-ish
 @pytest.mark.parametrize("sigma,clip", [(None, None), (1e-30, 0.05), (0.01, 0.05), (0.01, None)])
 def test_sparse_path_equals_dense_fp32_path(layers, alpha, sigma, clip, monkeypatch):
     data, clients, model, params, masks = _setup(MLPArch(layers=layers, units=24), alpha=alpha)

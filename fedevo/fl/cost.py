@@ -3,7 +3,9 @@
 Only ratios between configurations of one problem matter, so per-client sample counts (the same for every
 individual of a problem) are left out. Constants were measured on the reference round
 (benchmarks/round_speed.py, 784-200-200-10, bf16): a bf16 multiply-add costs ~5.5 ps, a per-step Gaussian
-draw + add ~2.1 ns, i.e. one noised parameter per step ≈ 380 multiply-adds.
+draw + add ~2.1 ns, i.e. one noised parameter per step ≈ 380 multiply-adds. A SET-sparse MLP below the sparse
+kernel's density limit (fl/sparse.py) costs per sample ~42 ps per active weight (forward + backward + update,
+≈ 7.7 multiply-adds) plus ~0.37 µs of batch gathering per 784 input features (≈ 87 per input feature).
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ INPUT_SHAPES = {"digits": (1, 8, 8), "synthetic": (1, 8, 8), "fashion": (1, 28, 
                 "cifar10": (3, 32, 32)}
 NUM_CLASSES = 10  # every bundled dataset
 NOISE_MACS = 380.0  # one Gaussian drawn and added to one parameter, in multiply-add equivalents
+SPARSE_BELOW = 0.3  # fl/sparse.MAX_DENSITY with bf16 compute (torch-free here; a test keeps them equal)
+SPARSE_WEIGHT_MACS = 7.7  # one active weight, one sample, through the sparse kernel
+SPARSE_INPUT_MACS = 87.0  # one input feature, one sample: the sparse kernel's transposed gather
 
 
 def macs_and_params(config: SimConfig) -> tuple[float, float]:
-    """(multiply-adds of one sample's forward pass -- dense matmuls, masks don't save any --, active parameters)."""
+    """(multiply-adds of one sample's dense forward pass (masks save none there), active parameters)."""
     shape = INPUT_SHAPES.get(config.data.dataset, (1, 28, 28))
     macs = params = 0.0
     arch = config.arch
@@ -37,10 +42,27 @@ def macs_and_params(config: SimConfig) -> tuple[float, float]:
     return macs, params
 
 
+def sparse_fc(config: SimConfig) -> tuple[float, float, int] | None:
+    """(active FC weights, all FC weights, input features) when the run takes the SET-sparse kernel, else None."""
+    if isinstance(config.arch, CNNArch) or config.alpha is None:
+        return None
+    shape = INPUT_SHAPES.get(config.data.dataset, (1, 28, 28))
+    d_in = shape[0] * shape[1] * shape[2]
+    dims = fc_dims(d_in, config.arch, NUM_CLASSES)
+    active = sum(density(config.alpha, a, b) * a * b for a, b in zip(dims[:-1], dims[1:]))
+    total = sum(a * b for a, b in zip(dims[:-1], dims[1:]))
+    return (active, total, d_in) if active < SPARSE_BELOW * total else None
+
+
 def relative_cost(config: SimConfig) -> float:
     """∝ rounds × sampled clients × epochs × (training multiply-adds per sample + per-step noise per sample)."""
     macs, params = macs_and_params(config)
-    per_sample = 3.0 * macs  # forward + backward
+    sp = sparse_fc(config)
+    if sp is None:
+        per_sample = 3.0 * macs  # forward + backward
+    else:
+        active, total, d_in = sp
+        per_sample = 3.0 * (macs - total) + SPARSE_WEIGHT_MACS * active + SPARSE_INPUT_MACS * d_in
     if config.privacy.mechanism == "step":
         per_sample += NOISE_MACS * params / config.batch_size
     return float(config.rounds * config.sampled_per_round * config.epochs * per_sample)

@@ -30,9 +30,23 @@ def test_per_step_noise_costs_more_and_sparsity_only_cuts_the_noise_part():
     plain = relative_cost(cfg())
     step = cfg(privacy=PrivacyConfig(mechanism="step", sigma=0.01, clip=1.0))
     assert relative_cost(step) > 2 * plain  # measured ~3x on the reference round
-    sparse_step = replace(step, alpha=5.0)
+    sparse_step = replace(step, alpha=60.0)  # 38% active: above the sparse kernel's limit, dense matmuls
     assert plain < relative_cost(sparse_step) < relative_cost(step)
-    assert relative_cost(replace(cfg(), alpha=5.0)) == pytest.approx(plain)  # dense matmuls either way
+    assert relative_cost(replace(cfg(), alpha=60.0)) == pytest.approx(plain)
+
+
+def test_sparse_kernel_runs_cost_by_active_weights():
+    import torch
+
+    from fedevo.fl import cost, sparse
+
+    assert cost.SPARSE_BELOW == sparse.MAX_DENSITY[torch.bfloat16]
+    plain = relative_cost(cfg())
+    ten = relative_cost(cfg(alpha=16.0))  # ~11% active: the sparse kernel
+    assert cost.sparse_fc(cfg(alpha=16.0)) is not None and cost.sparse_fc(cfg(alpha=60.0)) is None
+    assert 0.3 * plain < ten < 0.6 * plain  # measured 0.30 vs 0.70 s a round at 10% (round_speed --density-sweep)
+    assert relative_cost(cfg(alpha=4.0)) < ten < relative_cost(cfg(alpha=40.0))
+    assert cost.sparse_fc(cfg(arch=CNNArch(conv_layers=1, channels=8, kernel=3, layers=1, units=64), alpha=2.0)) is None
 
 
 def test_cnn_cost_counts_convolutions():

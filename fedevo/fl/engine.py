@@ -3,7 +3,9 @@
 Clients are trained in chunks of ~10 through all their epochs (their weights stay in cache), with stacked weights
 and batched matmuls, in-place updates into preallocated buffers. Unequal local datasets are handled by a padded
 batch schedule whose per-sample weights are 1/|batch| (0 for padding), so a client with fewer batches simply
-idles. The per-step privacy transform (seed 004) plugs in through `StepHook`.
+idles. The per-step privacy transform (seed 004) plugs in through `StepHook`. A chunk of a SET-sparse MLP at
+low density trains through the sparse kernel instead (`sparse.py`), bf16 dense MLPs through the fused step
+(`fused.py`), everything else through the eager torch path below; all compute the same step.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ SPARSE_INPUT_MACS = 87.0  # one input feature, one sample: the sparse kernel's t
 
 def macs_and_params(config: SimConfig) -> tuple[float, float]:
     """(multiply-adds of one sample's dense forward pass (masks save none there), active parameters)."""
-    shape = INPUT_SHAPES.get(config.data.dataset, (1, 28, 28))
+    shape = _input_shape(config)
     macs = params = 0.0
     arch = config.arch
     if isinstance(arch, CNNArch):
@@ -42,16 +42,20 @@ def macs_and_params(config: SimConfig) -> tuple[float, float]:
     return macs, params
 
 
-def sparse_fc(config: SimConfig) -> tuple[float, float, int] | None:
-    """(active FC weights, all FC weights, input features) when the run takes the SET-sparse kernel, else None."""
+def _input_shape(config: SimConfig) -> tuple[int, int, int]:
+    return INPUT_SHAPES.get(config.data.dataset, (1, 28, 28))
+
+
+def sparse_fc(config: SimConfig) -> tuple[float, int] | None:
+    """(active FC weights, input features) when the run takes the SET-sparse kernel (an MLP), else None."""
     if isinstance(config.arch, CNNArch) or config.alpha is None:
         return None
-    shape = INPUT_SHAPES.get(config.data.dataset, (1, 28, 28))
+    shape = _input_shape(config)
     d_in = shape[0] * shape[1] * shape[2]
     dims = fc_dims(d_in, config.arch, NUM_CLASSES)
-    active = sum(density(config.alpha, a, b) * a * b for a, b in zip(dims[:-1], dims[1:]))
-    total = sum(a * b for a, b in zip(dims[:-1], dims[1:]))
-    return (active, total, d_in) if active < SPARSE_BELOW * total else None
+    pairs = list(zip(dims[:-1], dims[1:]))
+    active = sum(density(config.alpha, a, b) * a * b for a, b in pairs)
+    return (active, d_in) if active < SPARSE_BELOW * sum(a * b for a, b in pairs) else None
 
 
 def relative_cost(config: SimConfig) -> float:
@@ -61,8 +65,8 @@ def relative_cost(config: SimConfig) -> float:
     if sp is None:
         per_sample = 3.0 * macs  # forward + backward
     else:
-        active, total, d_in = sp
-        per_sample = 3.0 * (macs - total) + SPARSE_WEIGHT_MACS * active + SPARSE_INPUT_MACS * d_in
+        active, d_in = sp
+        per_sample = SPARSE_WEIGHT_MACS * active + SPARSE_INPUT_MACS * d_in  # an MLP: no other multiply-adds
     if config.privacy.mechanism == "step":
         per_sample += NOISE_MACS * params / config.batch_size
     return float(config.rounds * config.sampled_per_round * config.epochs * per_sample)

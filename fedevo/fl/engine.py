@@ -101,8 +101,9 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
     for p, m in zip(params, mask_list):
         if m is not None:
             p.mul_(m)  # inactive weights are 0 (the simulator keeps them so; this makes it a precondition-free fact)
-    if sparse_path.applies(model, mask_list, batch_size, native.load()):  # low SET density: active weights only
-        sp = sparse_path.SparseStep(native.load(), model, params, mask_list, batch_size)
+    kernels = native.load()
+    if sparse_path.applies(model, mask_list, batch_size, kernels):  # low SET density: active weights only
+        sp = sparse_path.SparseStep(kernels, model, params, mask_list, batch_size)
         x_local = x_local.float()
         for s in range(pos.shape[1]):
             sp.step(x_local, step_rows[s], step_y[s], step_w[s], hook, active_steps[:, s], lr)
@@ -111,7 +112,8 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
     dt = getattr(model, "compute_dtype", x_local.dtype)
     if x_local.dtype != dt:  # cast the chunk's samples, not the whole training set
         x_local = x_local.to(dt)
-    kernels = native.load() if getattr(model, "accepts_low", False) and model.compute_dtype == torch.bfloat16 else None
+    if not (getattr(model, "accepts_low", False) and model.compute_dtype == torch.bfloat16):
+        kernels = None  # the fused step serves bf16 models that take current bf16 weight copies
     fused = FusedStep(kernels, params, mask_list, lr) if kernels is not None else None
     # eager path only: the masked SGD step as one fused op, fp32 copies of low-precision gradients
     neg_lr_masks = [None if m is None or fused else m * -lr for m in mask_list]

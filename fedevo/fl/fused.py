@@ -10,7 +10,6 @@ kernels available; the engine's eager path computes the same step otherwise.
 
 from __future__ import annotations
 
-import ctypes
 from typing import Optional
 
 import torch
@@ -59,17 +58,13 @@ class FusedStep:
         if self.fused is None:
             self._setup(params, grads)
         fused = set(self.fused)
-        if hook is None:  # plain SGD: every fused tensor in one native call
-            args = []
+        if hook is None:
             for i, (p, g) in enumerate(zip(params, grads)):
                 if i in fused:
-                    m = self.masks8[i]
-                    args += [p.data_ptr(), g.data_ptr(), 0 if m is None else m.data_ptr(), p[0].numel(),
-                             self.low[i].data_ptr(), int(g.dtype == torch.float32)]
+                    self._kernel(params, grads, i, self._neg_lr)
                 else:
                     m = self.masks[i]
                     p.sub_(g if m is None else g * m, alpha=self.lr)
-            self.k.step_bf16_many(len(args) // 6, (ctypes.c_int64 * len(args))(*args), self._neg_lr.data_ptr(), self.c)
             self.valid = fused
             return
         for i, g in enumerate(grads):

@@ -39,9 +39,9 @@ def applies(model, masks: list[Optional[torch.Tensor]], batch_size: int, kernels
         return False
     if mode in ("1", "on", "yes", "true"):
         return True
-    active = sum(float(masks[i].sum()) for i in model.fc_weight_ids)
+    active = sum(float(masks[i].sum()) for i in fc)
     limit = MAX_DENSITY.get(getattr(model, "compute_dtype", torch.float32), MAX_DENSITY[torch.float32])
-    return active < limit * sum(masks[i].numel() for i in model.fc_weight_ids)
+    return active < limit * sum(masks[i].numel() for i in fc)
 
 
 def _ptrs(ts) -> torch.Tensor:
@@ -59,7 +59,6 @@ class SparseStep:
                  batch_size: int):
         self.k = kernels
         self.c = params[0].shape[0]
-        self.B = batch_size
         self.L = len(params) // 2
         self.dims = torch.tensor(model.dims, dtype=torch.int64)
         self.idx, rowptr, cols, self.vals = [], [], [], []
@@ -85,6 +84,7 @@ class SparseStep:
         self.grads: Optional[list[torch.Tensor]] = None
         self.p_gvals = self.p_gbias = None
         self.neg_lr: dict[float, torch.Tensor] = {}
+        self.no_update = torch.zeros(self.c)  # scale argument when the kernel only writes gradients
 
     def _grad_buffers(self) -> list[torch.Tensor]:
         if self.grads is None:
@@ -114,7 +114,7 @@ class SparseStep:
             self._call(x, rows, y, w, scale, grads=False)
             return
         grads = self._grad_buffers()
-        self._call(x, rows, y, w, self.neg_lr.setdefault(0.0, torch.zeros(self.c)), grads=True)
+        self._call(x, rows, y, w, self.no_update, grads=True)
         norms = batch_norms(grads) if hook.needs_norms else None
         coef = hook.coefficients(grads, active, lr, norms=norms)
         for l in range(self.L):  # parameter index order, as the eager path draws the noise

@@ -83,20 +83,19 @@ SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_
     # (p, g, mask, scale, c, n, low, key, counter, std, g_is_fp32)
     "fedevo_step_bf16": [_P, _P, _P, _P, _I, _I, _P, _U, _U, _F, _I],
     "fedevo_sumsq_bf16": [_P, _P, _I, _I, _P],  # (g, mask, c, n, out)
-    # (L, dims, rowptr[], cols[], nnz, vals[], bias[], gvals[] | NULL, gbias[] | NULL, x, rows, y, w, c, B, scale,
-    #  scratch) -> 0, or -1 if B is too large
-    "fedevo_step_bf16_many": [_I, _P, _P, _I],  # (m, args (m, 6) int64, scale, c)
     "fedevo_gather_rows": [_P, _P, _P, _I, _I],  # (dst, src, idx, n, row_bytes)
     "fedevo_softmax_ce_bf16": [_P, _P, _P, _I, _I, _I, _P, _P],  # (z, y, w, c, B, C, out, bias_grad)
     "fedevo_relu_bwd_bf16": [_P, _P, _I, _I, _I, _P],  # (nd, h, c, B, d, bias_grad)
     "fedevo_add_normal_rows": [_P, _I, _I, _I, _U, _U, _P, _P],  # (out, n, start, len, key, counter, std, mask)
+    # (L, dims, rowptr[], cols[], nnz, vals[], bias[], gvals[] | NULL, gbias[] | NULL, x, rows, y, w, c, B, scale,
+    #  scratch) -> 0, or -1 if B or L is too large
     "fedevo_smlp_step": [_I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P],
 }
 RETURNS_INT = {"fedevo_smlp_step"}
 
 
 class Kernels:
-    """The loaded functions (see the C files): fill / add (noise), step_bf16(_many), sumsq_bf16, smlp_step, gather_rows,
+    """The loaded functions (see the C files): fill / add (noise), step_bf16, sumsq_bf16, smlp_step, gather_rows,
     softmax_ce_bf16, relu_bwd_bf16, add_rows; pointers as ints."""
 
     def __init__(self, lib):
@@ -107,7 +106,6 @@ class Kernels:
             fns[name] = fn
         self.fill, self.add = fns["fedevo_fill_normal"], fns["fedevo_add_normal"]
         self.step_bf16, self.sumsq_bf16 = fns["fedevo_step_bf16"], fns["fedevo_sumsq_bf16"]
-        self.step_bf16_many = fns["fedevo_step_bf16_many"]
         self.smlp_step = fns["fedevo_smlp_step"]
         self.gather_rows, self.softmax_ce_bf16 = fns["fedevo_gather_rows"], fns["fedevo_softmax_ce_bf16"]
         self.relu_bwd_bf16, self.add_rows = fns["fedevo_relu_bwd_bf16"], fns["fedevo_add_normal_rows"]

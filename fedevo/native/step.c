@@ -119,14 +119,3 @@ void fedevo_relu_bwd_bf16(uint16_t *nd, const uint16_t *h, int64_t c, int64_t B,
         }
     }
 }
-
-/* Several plain (no noise) fused steps in one call, one GIL release instead of one per tensor:
-   args holds, per tensor, (p, g, mask, n, low, g_is_fp32) as int64; the chunk's c clients share scale. */
-void fedevo_step_bf16_many(int64_t m, const int64_t *args, const float *scale, int64_t c) {
-    for (int64_t t = 0; t < m; t++) {
-        const int64_t *a = args + 6 * t;
-        fedevo_step_bf16((float *)a[0], (const void *)a[1], (const uint8_t *)a[2], scale, c, a[3], (uint16_t *)a[4],
-                         0, 0, 0.0f, a[5]);
-    }
-}
-

@@ -44,12 +44,12 @@ def masks_at(model, density: float, gen) -> dict:
 
 
 def engine_round(model, params, masks, data, clients, hook_factory=None, upload=None, dtype=torch.float32):
-    """One round through the simulator's own path (chunks of 5 clients in parallel threads)."""
+    """One round through the simulator's own path (chunks of 5 clients in parallel threads). The training set
+    stays fp32, as in fl/rounds.py: each chunk gathers and casts its own samples."""
     model.compute_dtype = dtype if getattr(model, "supports_bf16", False) else torch.float32
-    x = data.x_train.to(model.compute_dtype)
     chunks = [clients[s:s + CHUNK] for s in range(0, len(clients), CHUNK)]
     hook = hook_factory() if hook_factory else None
-    trained = train_chunks(model, params, masks, x, data.y_train, chunks, epochs=E, batch_size=B, lr=LR,
+    trained = train_chunks(model, params, masks, data.x_train, data.y_train, chunks, epochs=E, batch_size=B, lr=LR,
                            seeds=list(range(len(chunks))), hook_for=hook.for_chunk if hook else None)
     deltas = []
     for i, local in enumerate(trained):

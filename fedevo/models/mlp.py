@@ -63,6 +63,7 @@ class StackedMLP:
         return t
 
     accepts_low = True  # grads() takes current bf16 copies of the weights (fl/fused.py keeps them)
+    native_head = True  # with the native kernels: the output layer in fp32 through `head_bf16` (tests switch it off)
 
     def grads(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
               low: Optional[dict] = None, kernels=None) -> list[torch.Tensor]:
@@ -72,7 +73,9 @@ class StackedMLP:
         CPUs) on bf16 copies of the fp32 master weights; softmax and the returned gradients' use stay fp32-safe.
         The returned tensors are reused buffers: consume them before the next call. `low` {param index: tensor}:
         compute-dtype copies of params that are already current (the cast is skipped for them). `kernels`
-        (bf16 only): the native softmax-CE and ReLU-backward kernels replace 3-5 small torch ops each.
+        (bf16 only): the native kernels replace 3-5 small torch ops each: softmax-CE, ReLU backward, and the
+        whole output layer (`head_bf16`: logits, softmax-CE and both of its gradients in fp32, one pass; a
+        10-class head is three batched matmuls that run at ~30 GMAC/s in torch).
         """
         dt = self.compute_dtype
         c, bsz = y.shape
@@ -89,14 +92,30 @@ class StackedMLP:
             ws = params
         kernels = kernels if dt == torch.bfloat16 else None
         hs = [x.reshape(c, bsz, -1).to(dt)]
-        for i in range(n):
+        # the output layer through the native head kernel (fp32, one pass) when it takes this shape
+        head = kernels is not None and self.native_head and self.dims[-1] <= 16 and self.dims[-2] <= 4096
+        for i in range(n - 1 if head else n):
             z = self._buffer(("h", i), (c, bsz, self.dims[i + 1]), dt)
             torch.baddbmm(ws[2 * i + 1], hs[-1], ws[2 * i], out=z)
             if i < n - 1:
-                z.relu_()
+                if kernels is not None:
+                    kernels.relu_bf16(z.data_ptr(), z.numel())
+                else:
+                    z.relu_()
             hs.append(z)
         out: list = [None] * len(params)
-        if kernels is not None:
+        if head:
+            H, C = self.dims[-2], self.dims[-1]
+            gw = out[-2] = self._buffer(("gw", n - 1), params[-2].shape)
+            gb = out[-1] = self._buffer(("gb", n - 1), (c, 1, C))
+            d = self._buffer(("d", n - 1), (c, bsz, H), dt) if n > 1 else None
+            kernels.head_bf16(hs[-1].data_ptr(), params[-2].data_ptr(), params[-1].data_ptr(), y.data_ptr(),
+                              w.data_ptr(), c, bsz, H, C, gw.data_ptr(), gb.data_ptr(), 0 if d is None else d.data_ptr())
+            if n > 1:
+                gb = out[-3] = self._buffer(("gb", n - 2), (c, 1, H))
+                kernels.relu_bwd_bf16(d.data_ptr(), hs[-1].data_ptr(), c, bsz, H, gb.data_ptr())
+            delta_c = d
+        elif kernels is not None:
             delta_c = self._buffer("dlogits", hs[-1].shape, dt)
             gb = out[-1] = self._buffer(("gb", n - 1), (c, 1, self.dims[-1]))
             kernels.softmax_ce_bf16(hs[-1].data_ptr(), y.data_ptr(), w.data_ptr(), c, bsz, self.dims[-1],
@@ -107,7 +126,7 @@ class StackedMLP:
             delta.mul_(w.unsqueeze(-1))
             out[-1] = delta.sum(1, keepdim=True)
             delta_c = delta.to(dt)
-        for i in range(n - 1, -1, -1):
+        for i in range(n - 2 if head else n - 1, -1, -1):
             gw = self._buffer(("gw", i), params[2 * i].shape, dt)
             torch.bmm(hs[i].transpose(1, 2), delta_c, out=gw)
             out[2 * i] = gw

@@ -86,17 +86,20 @@ SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_
     "fedevo_gather_rows": [_P, _P, _P, _I, _I],  # (dst, src, idx, n, row_bytes)
     "fedevo_softmax_ce_bf16": [_P, _P, _P, _I, _I, _I, _P, _P],  # (z, y, w, c, B, C, out, bias_grad)
     "fedevo_relu_bwd_bf16": [_P, _P, _I, _I, _I, _P],  # (nd, h, c, B, d, bias_grad)
+    "fedevo_relu_bf16": [_P, _I],  # (v, n)
+    # (h, W, b, y, w, c, B, H, C, weight_grad, bias_grad, input_grad | NULL) -> 0, or -1 if C > 16 or H > 4096
+    "fedevo_head_bf16": [_P, _P, _P, _P, _P, _I, _I, _I, _I, _P, _P, _P],
     "fedevo_add_normal_rows": [_P, _I, _I, _I, _U, _U, _P, _P],  # (out, n, start, len, key, counter, std, mask)
     # (L, dims, rowptr[], cols[], nnz, vals[], bias[], gvals[] | NULL, gbias[] | NULL, x, rows, y, w, c, B, scale,
     #  scratch) -> 0, or -1 if B or L is too large
     "fedevo_smlp_step": [_I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P],
 }
-RETURNS_INT = {"fedevo_smlp_step"}
+RETURNS_INT = {"fedevo_smlp_step", "fedevo_head_bf16"}
 
 
 class Kernels:
     """The loaded functions (see the C files): fill / add (noise), step_bf16, sumsq_bf16, smlp_step, gather_rows,
-    softmax_ce_bf16, relu_bwd_bf16, add_rows; pointers as ints."""
+    softmax_ce_bf16, relu_bwd_bf16, head_bf16, relu_bf16, add_rows; pointers as ints."""
 
     def __init__(self, lib):
         fns = {}
@@ -109,6 +112,7 @@ class Kernels:
         self.smlp_step = fns["fedevo_smlp_step"]
         self.gather_rows, self.softmax_ce_bf16 = fns["fedevo_gather_rows"], fns["fedevo_softmax_ce_bf16"]
         self.relu_bwd_bf16, self.add_rows = fns["fedevo_relu_bwd_bf16"], fns["fedevo_add_normal_rows"]
+        self.head_bf16, self.relu_bf16 = fns["fedevo_head_bf16"], fns["fedevo_relu_bf16"]
 
 
 def load() -> Optional[Kernels]:

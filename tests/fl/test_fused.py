@@ -14,13 +14,14 @@ from .test_engine import _setup
 pytestmark = pytest.mark.skipif(native.load() is None, reason="native kernels unavailable (no C compiler)")
 
 
-def _train(model, params, masks, data, clients, monkeypatch, *, fused: bool, sigma=None):
+def _train(model, params, masks, data, clients, monkeypatch, *, fused: bool, sigma=None, head=False):
     hook = None
     if sigma is not None:  # a native noise stream in both paths: the fused kernel must draw the same values
         hook = StepLDP(sigma=sigma, clip=0.05).for_chunk(0, noise=NoiseSource(9, threads=1))
     with monkeypatch.context() as mp:
         if not fused:
             mp.setattr(native, "load", lambda: None)
+        mp.setattr(model, "native_head", head)
         return train_clients(model, params, masks, data.x_train.bfloat16(), data.y_train, clients, epochs=2,
                              batch_size=16, lr=0.1, gen=torch.Generator().manual_seed(5), hook=hook)
 
@@ -45,6 +46,45 @@ def test_fused_step_equals_eager_bf16_step(alpha, sigma, sizes, monkeypatch):
         assert torch.equal(got[i] * (1 - m), torch.zeros_like(got[i]))
 
 
+@pytest.mark.parametrize("layers", [0, 1, 2])
+@pytest.mark.parametrize("sigma", [None, 0.01])
+def test_native_head_trains_like_eager_bf16(layers, sigma, monkeypatch):
+    """With the fp32 output-layer kernel the bf16 path differs from the eager one by bf16 rounding of the
+    logits only."""
+    monkeypatch.setenv("FEDEVO_SPARSE", "0")
+    data, clients, model, params, masks = _setup(MLPArch(layers=layers, units=24), sizes=(37, 50, 64, 20), alpha=2.0)
+    model.compute_dtype = torch.bfloat16
+    got = _train(model, params, masks, data, clients, monkeypatch, fused=True, sigma=sigma, head=True)
+    ref = _train(model, params, masks, data, clients, monkeypatch, fused=False, sigma=sigma)
+    for a, b, p0 in zip(got, ref, params):
+        torch.testing.assert_close(a, b, atol=3e-3, rtol=2e-2)
+        assert not torch.allclose(a, p0.expand_as(a))
+    for i, m in masks.items():
+        assert torch.equal(got[i] * (1 - m), torch.zeros_like(got[i]))
+
+
+@pytest.mark.parametrize("c,B,H,C", [(5, 64, 200, 10), (2, 13, 37, 3), (1, 8, 16, 16), (3, 21, 784, 10)])
+def test_head_kernel_matches_fp32_torch(c, B, H, C):
+    k = native.load()
+    g = torch.Generator().manual_seed(c * B + H)
+    h = torch.randn(c, B, H, generator=g).relu().bfloat16()
+    W, b = torch.randn(c, H, C, generator=g) * 0.2, torch.randn(c, 1, C, generator=g)
+    y, w = torch.randint(0, C, (c, B), generator=g), torch.full((c, B), 1.0 / B)
+    w[-1, B // 2:] = 0  # padding rows of an idle client
+    gw, gb = torch.full((c, H, C), float("nan")), torch.full((c, 1, C), float("nan"))
+    d = torch.full((c, B, H), float("nan")).bfloat16()
+    assert k.head_bf16(h.data_ptr(), W.data_ptr(), b.data_ptr(), y.data_ptr(), w.data_ptr(), c, B, H, C,
+                       gw.data_ptr(), gb.data_ptr(), d.data_ptr()) == 0
+    z = torch.baddbmm(b.double(), h.double(), W.double())
+    delta = torch.softmax(z, -1).scatter_add(2, y.unsqueeze(-1), -torch.ones(c, B, 1, dtype=torch.float64))
+    delta *= w.unsqueeze(-1)
+    torch.testing.assert_close(gw, (h.double().transpose(1, 2) @ delta).float(), atol=1e-6, rtol=1e-4)
+    torch.testing.assert_close(gb, delta.sum(1, keepdim=True).float(), atol=1e-6, rtol=1e-4)
+    torch.testing.assert_close(d, (delta @ W.double().transpose(1, 2)).bfloat16(), atol=1e-6, rtol=8e-3)
+    assert k.head_bf16(h.data_ptr(), W.data_ptr(), b.data_ptr(), y.data_ptr(), w.data_ptr(), c, B, H, 17,
+                       gw.data_ptr(), gb.data_ptr(), 0) == -1  # more classes than one vector: caller uses torch
+
+
 def test_bf16_rounding_and_sumsq_match_torch():
     k = native.load()
     g = torch.Generator().manual_seed(0)
@@ -63,3 +103,12 @@ def test_bf16_rounding_and_sumsq_match_torch():
     sq = torch.zeros(c, dtype=torch.float64)
     k.sumsq_bf16(grad.data_ptr(), mask.data_ptr(), c, n, sq.data_ptr())
     torch.testing.assert_close(sq, (grad.double() * mask.double()).pow(2).sum(1), rtol=1e-5, atol=0)
+
+
+def test_relu_kernel_matches_torch():
+    k = native.load()
+    v = torch.randn(1000, generator=torch.Generator().manual_seed(1)).bfloat16()
+    v[:6] = torch.tensor([float("nan"), -float("nan"), float("inf"), -float("inf"), -0.0, 0.0])
+    want = torch.relu(v)
+    k.relu_bf16(v.data_ptr(), v.numel())
+    assert torch.equal(v[2:], want[2:]) and v[0].isnan() and v[1].isnan()  # NaN stays NaN, whatever its sign

@@ -57,6 +57,11 @@ def _repeat(fn, n):
         fn()
 
 
+def _repeat_1thread(fn, n):
+    torch.set_num_threads(1)  # per thread: a new thread's OpenMP team is otherwise all cores (fl/engine.py)
+    _repeat(fn, n)
+
+
 def _proc(name, n, start, q):
     torch.set_num_threads(1)
     if name == "engine":
@@ -85,8 +90,9 @@ def _two_procs(name, n) -> float:
     return max(ts)
 
 
-def _two_threads(fn, n) -> float:
-    ts = [threading.Thread(target=_repeat, args=(fn, n)) for _ in range(2)]
+def _two_threads(fns, n) -> float:
+    """fns: one function per thread, each with its own tensors (shared outputs would bounce cache lines)."""
+    ts = [threading.Thread(target=_repeat_1thread, args=(fn, n)) for fn in fns]
     t = time.perf_counter()
     for th in ts:
         th.start()
@@ -102,16 +108,18 @@ def main(argv=None):
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}; one intra-op thread everywhere; speedup = 2 × alone / two at once")
     print(f"{'work':<42}{'alone s':>9}{'2 threads':>11}{'speedup':>9}{'2 procs':>10}{'speedup':>9}")
-    ops = _ops()
-    chunk = _engine()
-    lines = [(name, fn, n) for name, (fn, n) in ops.items()]
-    lines.append(("engine", lambda: [chunk(i) for i in range(a.chunks)], 1))
-    for name, fn, n in lines:
+    ops, ops2 = _ops(), _ops()
+    chunk = _engine()  # chunks of different clients; the model's buffers are per thread
+    lines = [(name, fn, ops2[name][0], n) for name, (fn, n) in ops.items()]
+    engine = lambda: [chunk(i) for i in range(a.chunks)]  # noqa: E731
+    lines.append(("engine", engine, engine, 1))
+    for name, fn, fn2, n in lines:
         _repeat(fn, 1 if name == "engine" else 3)
+        _repeat(fn2, 1 if name == "engine" else 3)
         t = time.perf_counter()
         _repeat(fn, n)
         alone = time.perf_counter() - t
-        thr = _two_threads(fn, n)
+        thr = _two_threads((fn, fn2), n)
         procs = _two_procs(name, n if name != "engine" else a.chunks)
         label = f"engine, {a.chunks} chunks × 5 clients" if name == "engine" else name
         print(f"{label:<42}{alone:9.3f}{thr:11.3f}{2 * alone / thr:9.2f}{procs:10.3f}{2 * alone / procs:9.2f}",

@@ -185,6 +185,10 @@ def train_chunks(model, global_params, masks, x, y, chunks: Sequence[Sequence[np
     # not on how many threads or cores there are.
 
     def work(i):
+        if threads > 1:
+            # OpenMP's thread count is per calling thread: a new thread starts at the default (all cores), and
+            # oneDNN's bf16 matmuls would fork a team per chunk thread (4 busy threads on 2 cores, measured)
+            torch.set_num_threads(1)
         gen = torch.Generator().manual_seed(int(seeds[i]))
         hook = hook_for(int(seeds[i])) if hook_for is not None else None
         return train_clients(model, global_params, masks, x, y, chunks[i], epochs=epochs, batch_size=batch_size,

@@ -85,9 +85,6 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
     for k, ix in enumerate(client_indices):
         table[k, : len(ix)] = torch.as_tensor(ix, dtype=torch.int64)
     rows = torch.gather(table, 1, pos.view(c, -1)).view_as(pos)  # (c, steps, B) rows of x
-    # the chunk's own samples, gathered once: each step then reads a few MB that stay in cache instead of random
-    # rows of the whole training set (DRAM traffic that two workers on two cores otherwise contend for)
-    x_local = x.index_select(0, table.view(-1))
     local = (torch.arange(c).view(c, 1, 1) * width + pos)  # (c, steps, B) rows of x_local
     y = y[rows]  # (c, steps, B) labels
     active_steps = wts.sum(-1) > 0  # (c, steps)
@@ -95,23 +92,25 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
     # samples any client of the chunk has in that step; padding beyond it has weight 0 and is not computed (with
     # B = 64 and 600 samples a client, the last batch of an epoch holds 24)
     used = (wts > 0).sum(-1).amax(0).tolist()  # (steps,)
-    step_rows, step_y, step_w = ([t[:, s, :b].contiguous() for s, b in enumerate(used)] for t in (local, y, wts))
+    step_rows, step_y, step_w = ([t[s] if b == batch_size else t[s, :, :b].contiguous() for s, b in enumerate(used)]
+                                 for t in (tt.transpose(0, 1).contiguous() for tt in (local, y, wts)))
     params = [p.unsqueeze(0).repeat(c, *([1] * p.dim())).contiguous() for p in global_params]
     mask_list = [masks.get(i) for i in range(len(params))]
     for p, m in zip(params, mask_list):
         if m is not None:
             p.mul_(m)  # inactive weights are 0 (the simulator keeps them so; this makes it a precondition-free fact)
     kernels = native.load()
-    if sparse_path.applies(model, mask_list, batch_size, kernels):  # low SET density: active weights only
+    # the chunk's own samples, gathered once: each step then reads a few MB that stay in cache instead of random
+    # rows of the whole training set (DRAM traffic that two workers on two cores otherwise contend for)
+    dt = getattr(model, "compute_dtype", x.dtype)
+    if sparse_path.applies(model, mask_list, batch_size, kernels):  # low SET density: active weights only, fp32
+        x_local = _gather_local(x, table.view(-1), torch.float32, kernels)
         sp = sparse_path.SparseStep(kernels, model, params, mask_list, batch_size)
-        x_local = x_local.float()
         for s in range(pos.shape[1]):
             sp.step(x_local, step_rows[s], step_y[s], step_w[s], hook, active_steps[:, s], lr)
         sp.finish(params)
         return params
-    dt = getattr(model, "compute_dtype", x_local.dtype)
-    if x_local.dtype != dt:  # cast the chunk's samples, not the whole training set
-        x_local = x_local.to(dt)
+    x_local = _gather_local(x, table.view(-1), dt, kernels)
     if not (getattr(model, "accepts_low", False) and model.compute_dtype == torch.bfloat16):
         kernels = None  # the fused step serves bf16 models that take current bf16 weight copies
     fused = FusedStep(kernels, params, mask_list, lr) if kernels is not None else None
@@ -152,6 +151,17 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
             p.addcmul_(g, coef.view(c, *([1] * (g.dim() - 1))), value=-1.0)
         hook.after_step(params, mask_list, active)
     return params
+
+
+def _gather_local(x: torch.Tensor, idx: torch.Tensor, dt: torch.dtype, kernels) -> torch.Tensor:
+    """x[idx] in the compute dtype: the chunk's samples are cast, not the whole training set (fp32 -> bf16 in the
+    same native pass as the gather when the kernels are there)."""
+    if kernels is not None and x.dtype == torch.float32 and dt == torch.bfloat16 and x.is_contiguous():
+        out = torch.empty((len(idx), *x.shape[1:]), dtype=dt)
+        kernels.gather_rows_bf16(out.data_ptr(), x.data_ptr(), idx.data_ptr(), len(idx), x[0].numel())
+        return out
+    out = x.index_select(0, idx)
+    return out if out.dtype == dt else out.to(dt)
 
 
 @contextlib.contextmanager

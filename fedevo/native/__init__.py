@@ -84,6 +84,7 @@ SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_
     "fedevo_step_bf16": [_P, _P, _P, _P, _I, _I, _P, _U, _U, _F, _I],
     "fedevo_sumsq_bf16": [_P, _P, _I, _I, _P],  # (g, mask, c, n, out)
     "fedevo_gather_rows": [_P, _P, _P, _I, _I],  # (dst, src, idx, n, row_bytes)
+    "fedevo_gather_rows_bf16": [_P, _P, _P, _I, _I],  # (dst bf16, src fp32, idx, n, values per row)
     "fedevo_softmax_ce_bf16": [_P, _P, _P, _I, _I, _I, _P, _P],  # (z, y, w, c, B, C, out, bias_grad)
     "fedevo_relu_bwd_bf16": [_P, _P, _I, _I, _I, _P],  # (nd, h, c, B, d, bias_grad)
     "fedevo_relu_bf16": [_P, _I],  # (v, n)
@@ -99,7 +100,7 @@ RETURNS_INT = {"fedevo_smlp_step", "fedevo_head_bf16"}
 
 class Kernels:
     """The loaded functions (see the C files): fill / add (noise), step_bf16, sumsq_bf16, smlp_step, gather_rows,
-    softmax_ce_bf16, relu_bwd_bf16, head_bf16, relu_bf16, add_rows; pointers as ints."""
+    gather_rows_bf16, softmax_ce_bf16, relu_bwd_bf16, head_bf16, relu_bf16, add_rows; pointers as ints."""
 
     def __init__(self, lib):
         fns = {}
@@ -111,6 +112,7 @@ class Kernels:
         self.step_bf16, self.sumsq_bf16 = fns["fedevo_step_bf16"], fns["fedevo_sumsq_bf16"]
         self.smlp_step = fns["fedevo_smlp_step"]
         self.gather_rows, self.softmax_ce_bf16 = fns["fedevo_gather_rows"], fns["fedevo_softmax_ce_bf16"]
+        self.gather_rows_bf16 = fns["fedevo_gather_rows_bf16"]
         self.relu_bwd_bf16, self.add_rows = fns["fedevo_relu_bwd_bf16"], fns["fedevo_add_normal_rows"]
         self.head_bf16, self.relu_bf16 = fns["fedevo_head_bf16"], fns["fedevo_relu_bf16"]
 

@@ -79,6 +79,15 @@ void fedevo_gather_rows(void *dst, const void *src, const int64_t *idx, int64_t 
     for (int64_t r = 0; r < n; r++) memcpy(d + r * row_bytes, s + idx[r] * row_bytes, (size_t)row_bytes);
 }
 
+/* dst[r] = bf16(src[idx[r]]) for n rows of d fp32 values: a chunk's samples, gathered and cast in one pass. */
+void fedevo_gather_rows_bf16(uint16_t *dst, const float *src, const int64_t *idx, int64_t n, int64_t d) {
+    for (int64_t r = 0; r < n; r++) {
+        const float *s = src + idx[r] * d;
+        uint16_t *o = dst + r * d;
+        for (int64_t j = 0; j < d; j++) o[j] = f_bf16(s[j]);
+    }
+}
+
 /* dL/dlogits of Σ_b w_b·CE for bf16 logits z (c, B, C): delta = (softmax(z) - onehot(y))·w computed in fp32,
    written as bf16 to out, and its fp32 sum over the batch to gb (c, C) (the last bias's gradient). */
 void fedevo_softmax_ce_bf16(const uint16_t *z, const int64_t *y, const float *w, int64_t c, int64_t B, int64_t C,

@@ -112,3 +112,17 @@ def test_relu_kernel_matches_torch():
     want = torch.relu(v)
     k.relu_bf16(v.data_ptr(), v.numel())
     assert torch.equal(v[2:], want[2:]) and v[0].isnan() and v[1].isnan()  # NaN stays NaN, whatever its sign
+
+
+def test_gather_cast_kernel_matches_torch():
+    """The chunk's samples gathered and cast to bf16 in one pass: bitwise what index_select + .bfloat16() give."""
+    k = native.load()
+    x = torch.randn(50, 3, 7, generator=torch.Generator().manual_seed(2)) * 100
+    x[3, 0, :3] = torch.tensor([float("nan"), float("inf"), 1 + 2 ** -8])  # a tie: round to even
+    idx = torch.tensor([3, 0, 49, 3, 17])
+    out = torch.empty(5, 3, 7, dtype=torch.bfloat16)
+    k.gather_rows_bf16(out.data_ptr(), x.data_ptr(), idx.data_ptr(), 5, 21)
+    want = x[idx].bfloat16()
+    nan = want.isnan()
+    assert torch.equal(out.isnan(), nan) and nan.sum() == 2  # NaN stays NaN (torch's payload differs)
+    assert torch.equal(out.view(torch.int16)[~nan], want.view(torch.int16)[~nan])

@@ -21,7 +21,7 @@ def _train(model, params, masks, data, clients, monkeypatch, *, fused: bool, sig
     with monkeypatch.context() as mp:
         if not fused:
             mp.setattr(native, "load", lambda: None)
-        mp.setattr(model, "native_head", head)
+        mp.setattr(model, "native_layers", head)
         return train_clients(model, params, masks, data.x_train.bfloat16(), data.y_train, clients, epochs=2,
                              batch_size=16, lr=0.1, gen=torch.Generator().manual_seed(5), hook=hook)
 
@@ -48,9 +48,9 @@ def test_fused_step_equals_eager_bf16_step(alpha, sigma, sizes, monkeypatch):
 
 @pytest.mark.parametrize("layers", [0, 1, 2])
 @pytest.mark.parametrize("sigma", [None, 0.01])
-def test_native_head_trains_like_eager_bf16(layers, sigma, monkeypatch):
-    """With the fp32 output-layer kernel the bf16 path differs from the eager one by bf16 rounding of the
-    logits only."""
+def test_native_layers_train_like_eager_bf16(layers, sigma, monkeypatch):
+    """With the native forward GEMM (fp32 bias) and the fp32 output-layer kernel the bf16 path differs from the
+    eager one by bf16 rounding only."""
     monkeypatch.setenv("FEDEVO_SPARSE", "0")
     data, clients, model, params, masks = _setup(MLPArch(layers=layers, units=24), sizes=(37, 50, 64, 20), alpha=2.0)
     model.compute_dtype = torch.bfloat16
@@ -126,3 +126,33 @@ def test_gather_cast_kernel_matches_torch():
     nan = want.isnan()
     assert torch.equal(out.isnan(), nan) and nan.sum() == 2  # NaN stays NaN (torch's payload differs)
     assert torch.equal(out.view(torch.int16)[~nan], want.view(torch.int16)[~nan])
+
+
+@pytest.mark.parametrize("c,M,K,N", [(5, 64, 784, 200), (2, 7, 34, 17), (3, 13, 64, 100), (1, 1, 2, 1), (2, 6, 8, 64)])
+@pytest.mark.parametrize("relu", [0, 1])
+def test_forward_gemm_kernel_matches_fp64_torch(c, M, K, N, relu):
+    """Hidden-layer forward (bias, ReLU) against a float64 reference: off by the bf16 rounding of the output only."""
+    k = native.load()
+    g = torch.Generator().manual_seed(M * K + N)
+    A, W = torch.randn(c, M, K, generator=g).bfloat16(), (torch.randn(c, K, N, generator=g) * 0.2).bfloat16()
+    b = torch.randn(c, 1, N, generator=g)
+    Z = torch.full((c, M, N), float("nan")).bfloat16()
+    if k.linear_fwd_bf16(A.data_ptr(), W.data_ptr(), b.data_ptr(), Z.data_ptr(), c, M, K, N, relu) != 0:
+        pytest.skip("no AVX512-BF16 on this CPU: the model uses torch")
+    ref = torch.baddbmm(b.double(), A.double(), W.double())
+    ref = ref.relu() if relu else ref
+    torch.testing.assert_close(Z.double(), ref, atol=1e-5, rtol=2 ** -8)
+    if relu:
+        assert not (Z < 0).any()
+    assert k.linear_fwd_bf16(A.data_ptr(), W.data_ptr(), b.data_ptr(), Z.data_ptr(), c, M, K - 1, N, relu) == -1
+
+
+def test_forward_gemm_relu_keeps_nan():
+    k = native.load()
+    A, W = torch.ones(1, 2, 2).bfloat16(), torch.ones(1, 2, 3).bfloat16()
+    W[0, 0, 1] = float("nan")
+    b = torch.tensor([[[-5.0, 0.0, 1.0]]])
+    Z = torch.empty(1, 2, 3).bfloat16()
+    if k.linear_fwd_bf16(A.data_ptr(), W.data_ptr(), b.data_ptr(), Z.data_ptr(), 1, 2, 2, 3, 1) != 0:
+        pytest.skip("no AVX512-BF16 on this CPU")
+    assert Z[0, :, 0].eq(0).all() and Z[0, :, 1].isnan().all() and Z[0, :, 2].eq(3).all()

@@ -119,7 +119,8 @@ class StackedMLP:
             gb = out[-1] = self._buffer(("gb", n - 1), (c, 1, C))
             d = self._buffer(("d", n - 1), (c, bsz, H), dt) if n > 1 else None
             kernels.head_bf16(hs[-1].data_ptr(), params[-2].data_ptr(), params[-1].data_ptr(), y.data_ptr(),
-                              w.data_ptr(), c, bsz, H, C, gw.data_ptr(), gb.data_ptr(), 0 if d is None else d.data_ptr())
+                              w.data_ptr(), c, bsz, H, C, gw.data_ptr(), gb.data_ptr(),
+                              0 if d is None else d.data_ptr())
             if n > 1:
                 gb = out[-3] = self._buffer(("gb", n - 2), (c, 1, H))
                 kernels.relu_bwd_bf16(d.data_ptr(), hs[-1].data_ptr(), c, bsz, H, gb.data_ptr())

@@ -103,7 +103,8 @@ RETURNS_INT = {"fedevo_smlp_step", "fedevo_head_bf16", "fedevo_linear_fwd_bf16"}
 
 class Kernels:
     """The loaded functions (see the C files): fill / add (noise), step_bf16, sumsq_bf16, smlp_step, gather_rows,
-    gather_rows_bf16, softmax_ce_bf16, relu_bwd_bf16, head_bf16, relu_bf16, linear_fwd_bf16, add_rows; pointers as ints."""
+    gather_rows_bf16, softmax_ce_bf16, relu_bwd_bf16, head_bf16, relu_bf16, linear_fwd_bf16, add_rows; pointers
+    as ints."""
 
     def __init__(self, lib):
         fns = {}

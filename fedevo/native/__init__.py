@@ -1,8 +1,8 @@
 """fedevo's native kernels: the C files here compiled once per machine into one library, loaded with ctypes.
 
 noise.c (the Gaussian stream), step.c (the dense bf16 MLP step's elementwise work and output layer), gemm.c (the
-bf16 hidden-layer forward GEMM), sparse_mlp.c (the SET-sparse MLP step), common.h (bf16 conversions, the noise
-block).
+bf16 hidden-layer forward GEMM), sparse_mlp.c (the SET-sparse MLP step), similarity.c (recall's sign
+agreement), common.h (bf16 conversions, the noise block).
 
 Two things eager torch does slowly on CPU, and no library does for us:
 - Gaussian noise: per-step LDP draws one Gaussian per parameter per local step (10⁹ a round for the reference
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Optional
 
 HERE = Path(__file__).parent
-SOURCES = tuple(HERE / f for f in ("noise.c", "step.c", "sparse_mlp.c", "gemm.c"))
+SOURCES = tuple(HERE / f for f in ("noise.c", "step.c", "sparse_mlp.c", "gemm.c", "similarity.c"))
 HEADERS = (HERE / "common.h",)
 CFLAGS = ("-O3", "-march=native", "-ffast-math", "-fPIC")
 BLOCK_VALUES = 1024  # 2 * BLOCK in common.h: buffers split at multiples of this give identical numbers
@@ -91,6 +91,8 @@ SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_
     "fedevo_relu_bf16": [_P, _I],  # (v, n)
     # (A, W, bias, Z, c, M, K, N, relu) -> 0, or -1 without AVX512-BF16
     "fedevo_linear_fwd_bf16": [_P, _P, _P, _P, _I, _I, _I, _I, _I],
+    # (a, a_is_fp16, rows, P, b, idx | NULL, n, out counts) -> 0, or -1 out of memory
+    "fedevo_sign_agree": [_P, _I, _I, _I, _P, _P, _I, _P],
     # (h, W, b, y, w, c, B, H, C, weight_grad, bias_grad, input_grad | NULL) -> 0, or -1 if C > 16 or H > 4096
     "fedevo_head_bf16": [_P, _P, _P, _P, _P, _I, _I, _I, _I, _P, _P, _P],
     "fedevo_add_normal_rows": [_P, _I, _I, _I, _U, _U, _P, _P],  # (out, n, start, len, key, counter, std, mask)
@@ -98,13 +100,13 @@ SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_
     #  scratch) -> 0, or -1 if B or L is too large
     "fedevo_smlp_step": [_I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P],
 }
-RETURNS_INT = {"fedevo_smlp_step", "fedevo_head_bf16", "fedevo_linear_fwd_bf16"}
+RETURNS_INT = {"fedevo_smlp_step", "fedevo_head_bf16", "fedevo_linear_fwd_bf16", "fedevo_sign_agree"}
 
 
 class Kernels:
     """The loaded functions (see the C files): fill / add (noise), step_bf16, sumsq_bf16, smlp_step, gather_rows,
-    gather_rows_bf16, softmax_ce_bf16, relu_bwd_bf16, head_bf16, relu_bf16, linear_fwd_bf16, add_rows; pointers
-    as ints."""
+    gather_rows_bf16, softmax_ce_bf16, relu_bwd_bf16, head_bf16, relu_bf16, linear_fwd_bf16, sign_agree,
+    add_rows; pointers as ints."""
 
     def __init__(self, lib):
         fns = {}
@@ -119,7 +121,7 @@ class Kernels:
         self.gather_rows_bf16 = fns["fedevo_gather_rows_bf16"]
         self.relu_bwd_bf16, self.add_rows = fns["fedevo_relu_bwd_bf16"], fns["fedevo_add_normal_rows"]
         self.head_bf16, self.relu_bf16 = fns["fedevo_head_bf16"], fns["fedevo_relu_bf16"]
-        self.linear_fwd_bf16 = fns["fedevo_linear_fwd_bf16"]
+        self.linear_fwd_bf16, self.sign_agree = fns["fedevo_linear_fwd_bf16"], fns["fedevo_sign_agree"]
 
 
 def load() -> Optional[Kernels]:

@@ -211,11 +211,9 @@ class UpdateLDP:
         cost = np.full(len(clients), float(omega))
         recalled = np.zeros(len(clients), dtype=bool)
         if self.recall is not None and self.last_global is not None:
-            from .recall import similarity_fn
+            from .recall import similarity_over
 
-            idx = self._act_idx
-            a, g = (deltas, self.last_global) if idx is None else (deltas[:, idx], self.last_global[idx])
-            low = (similarity_fn(self.similarity)(a, g) < self.tau).numpy()
+            low = (similarity_over(self.similarity, deltas, self.last_global, self._act_idx) < self.tau).numpy()
             if low.any():
                 ids = np.flatnonzero(low)
                 match = self.recall.best_match(clients[ids], self.last_global, self.similarity)

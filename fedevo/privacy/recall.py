@@ -12,11 +12,12 @@ release new information under a round that was charged nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
 
+from fedevo import native
 from fedevo.errors import FedevoError
 
 Similarity = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -27,11 +28,24 @@ def _check(a: torch.Tensor, b: torch.Tensor) -> None:
         raise FedevoError(f"similarity needs a (..., P) and b (P,), got {tuple(a.shape)} and {tuple(b.shape)}")
 
 
-def sign_agreement(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def sign_agreement(a: torch.Tensor, b: torch.Tensor, idx: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Eq. 11: fraction of the l coordinates where sgn(a_j) = sgn(b_j), sgn ∈ {−, 0, +} (zeros match zeros,
     as the paper defines it, so structural zeros of a sparse model count as agreement). a (..., P), b (P,)
-    → (...), in [0, 1]."""
+    → (...), in [0, 1]. idx: only these coordinates count (l = len(idx)). One native pass where the kernels are
+    there (fp32 or fp16 a on the CPU; same values as the torch expression below)."""
     _check(a, b)
+    k = native.load()
+    if (k is not None and a.device.type == "cpu" and a.dtype in (torch.float32, torch.float16)
+            and b.dtype == torch.float32 and b.device.type == "cpu"):
+        a2, b2 = a.reshape(-1, a.shape[-1]).contiguous(), b.contiguous()
+        ix = None if idx is None else idx.to(torch.int64).contiguous()
+        counts = torch.empty(a2.shape[0], dtype=torch.int64)
+        n = b.shape[0] if ix is None else len(ix)
+        if k.sign_agree(a2.data_ptr(), int(a.dtype == torch.float16), a2.shape[0], a2.shape[1], b2.data_ptr(),
+                        0 if ix is None else ix.data_ptr(), n, counts.data_ptr()) == 0:
+            return (counts.to(torch.float32) / n).reshape(a.shape[:-1])
+    if idx is not None:
+        a, b = a[..., idx], b[idx]
     return (torch.sign(a) == torch.sign(b)).sum(-1, dtype=torch.float32) / b.shape[0]
 
 
@@ -44,6 +58,15 @@ def cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 SIMILARITIES: dict[str, Similarity] = {"sign": sign_agreement, "cosine": cosine}
+
+
+def similarity_over(similarity: str | Similarity, a: torch.Tensor, b: torch.Tensor,
+                    idx: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """similarity(a, b) over the coordinates idx only (None: all), without gathering copies for eq. 11."""
+    sim = similarity_fn(similarity)
+    if sim is sign_agreement:
+        return sign_agreement(a, b, idx)
+    return sim(a, b) if idx is None else sim(a[..., idx], b[idx])
 
 
 def similarity_fn(similarity: str | Similarity) -> Similarity:
@@ -145,10 +168,12 @@ class RecallStore:
             h = self._hist.get(cid)
             if h is None or h.count == 0:
                 continue
-            block = h.buf[: h.count].float()  # (h, P) float32: CPU half-precision kernels are slow
+            block = h.buf[: h.count]
+            if sim is not sign_agreement:  # eq. 11 reads float16 natively; other CPU half kernels are slow
+                block = block.float()
             k = int(torch.argmax(sim(block, target)))
             found[row], slots[row] = True, k
-            out[row] = block[k].cpu()
+            out[row] = block[k].float().cpu()
         return Match(found, out, slots)
 
 
@@ -161,4 +186,4 @@ def _as_ids(client_ids) -> list[int]:
     return ids
 
 
-__all__ = ["sign_agreement", "cosine", "similarity_fn", "SIMILARITIES", "Match", "RecallStore"]
+__all__ = ["sign_agreement", "cosine", "similarity_fn", "similarity_over", "SIMILARITIES", "Match", "RecallStore"]

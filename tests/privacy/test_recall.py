@@ -132,3 +132,31 @@ def test_store_errors():
         RecallStore(num_params=4, window=0)
     with pytest.raises(FedevoError, match="num_params"):
         RecallStore(num_params=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("with_idx", [False, True])
+def test_native_sign_agreement_equals_torch(dtype, with_idx, monkeypatch):
+    """The one-pass kernel gives the torch expression's values: zeros of either sign match, NaN counts as a zero
+    (torch's CPU sign(NaN) is 0)."""
+    from fedevo import native
+
+    if native.load() is None:
+        pytest.skip("native kernels unavailable")
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(2, 3, 1000, generator=g)
+    b = torch.randn(1000, generator=g)
+    a[..., :200] = 0.0
+    a[0, 0, :50] = -0.0
+    b[100:300] = 0.0
+    a[1, 2, 300:310], b[305:320] = float("nan"), float("nan")
+    a[0, 1, 400:410], b[400:405] = float("inf"), -float("inf")
+    a = a.to(dtype)
+    idx = torch.randperm(1000, generator=g)[:321] if with_idx else None
+    got = sign_agreement(a, b, idx)
+    aa, bb = (a, b) if idx is None else (a[..., idx], b[idx])
+    want = (torch.sign(aa.float()) == torch.sign(bb)).sum(-1, dtype=torch.float32) / bb.shape[0]
+    assert got.shape == (2, 3) and torch.equal(got, want)
+    with monkeypatch.context() as mp:  # the torch fallback agrees too
+        mp.setattr(native, "load", lambda: None)
+        assert torch.equal(sign_agreement(a.float(), b, idx), want)

@@ -3,7 +3,8 @@
 Reference workload (issue #2): MLP 784-200-200-10, K=100 clients × 600 samples, B=64, E=5, lr 0.05, all
 clients train. Lines: plain, 10%-density SET masks, per-step LDP (clip the batch gradient to S, then add
 N(0, 0.01²) to every parameter after each step), the ULDP-FED `update` mechanism with recall (its overhead over
-plain, both with the server's aggregation, the mechanism past its first round), and a CNN line. Data values do not affect speed, so synthetic 28×28 data is used.
+plain, both with the server's aggregation, the mechanism past its first round), and a CNN line. Data values do
+not affect speed, so synthetic 28×28 data is used.
 
     python benchmarks/round_speed.py [--clients 100] [--repeats 1] [--skip-baseline] [--scaling] [--density-sweep]
 

@@ -187,7 +187,8 @@ def train_chunks(model, global_params, masks, x, y, chunks: Sequence[Sequence[np
 
     Chunks run in parallel threads, each single-threaded inside: for these small batched matmuls one core per
     chunk beats two cores per op (no synchronisation per op, and the casts and elementwise ops overlap). Each
-    chunk has its own generator (`seeds`) and hook (`hook_for(seed)`), so the result does not depend on thread timing or count.
+    chunk has its own generator (`seeds`) and hook (`hook_for(seed)`), so the result does not depend on thread
+    timing or count.
     """
     n = len(chunks)
     threads = min(threads or chunk_threads(), n) if n else 1

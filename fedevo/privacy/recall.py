@@ -169,8 +169,8 @@ class RecallStore:
             if h is None or h.count == 0:
                 continue
             block = h.buf[: h.count]
-            if sim is not sign_agreement:  # eq. 11 reads float16 natively; other CPU half kernels are slow
-                block = block.float()
+            if sim is not sign_agreement or native.load() is None:  # the eq. 11 kernel reads float16; torch's CPU
+                block = block.float()  # half-precision kernels are slow
             k = int(torch.argmax(sim(block, target)))
             found[row], slots[row] = True, k
             out[row] = block[k].float().cpu()

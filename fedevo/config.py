@@ -16,6 +16,8 @@ AGGREGATIONS = ("plain", "secagg")
 UPDATE_LIKE = ("update", "adaptive")  # mechanisms built on the ULDP-FED update transform
 SIMILARITIES = ("sign", "cosine")
 PARTITIONS = ("iid", "shards", "dirichlet")
+TRUSTS = ("local", "secagg", "central")  # who must be trusted; docs/privacy.md's threat-model table
+SAMPLINGS = ("poisson", "fixed", "none")  # how a deployment draws its cohort (central trust)
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -100,8 +102,19 @@ class PrivacyConfig:
     adaptive_keep: float = 0.8  # filtering buffer capacity as a fraction of the sampled clients
     adaptive_threshold: float = 0.5  # quality threshold that completes the buffer early
     adaptive_level_eps: Optional[float] = 1.0  # ε of the randomized-response level report (None: in the clear)
+    # trust model (fedevo/privacy/trust.py): 'local' (each client noises its own upload: the mechanisms above),
+    # 'central' (DP-FedAvg: the server noises the sum of clipped updates) or 'secagg' (distributed discrete
+    # Gaussian under secure aggregation). central/secagg are user-level and use the `update` mechanism's clip.
+    trust: Literal["local", "secagg", "central"] = "local"
+    sampling: Literal["poisson", "fixed", "none"] = "poisson"  # central: how the deployment's cohort is drawn
+    clip_rule: Literal["fixed", "median"] = "fixed"  # step: fixed S, or the unprivatised median (ε conditional)
 
     def __post_init__(self):
+        _check(self.trust in TRUSTS, f"unknown trust {self.trust!r}; choose one of {', '.join(TRUSTS)}")
+        _check(self.sampling in SAMPLINGS,
+               f"unknown sampling {self.sampling!r}; choose one of {', '.join(SAMPLINGS)}")
+        _check(self.clip_rule in ("fixed", "median"),
+               f"unknown clip_rule {self.clip_rule!r}; choose 'fixed' or 'median'")
         _check(self.mechanism in MECHANISMS,
                f"unknown mechanism {self.mechanism!r}; choose one of {', '.join(MECHANISMS)}")
         _check(0.0 < self.delta < 1.0, f"delta must be in (0, 1), got {self.delta}")
@@ -114,7 +127,10 @@ class PrivacyConfig:
                "target_eps / eps_budget need a privacy mechanism ('step' or 'update'), not 'none'")
         _check(self.eps_budget is None or self.mechanism == "update",
                "eps_budget (the ULDP-FED per-user ledger) needs mechanism 'update'")
-        _check(not (self.mechanism == "step" and self.target_eps is not None and self.clip is None),
+        _check(not (self.mechanism == "step" and self.clip_rule == "fixed" and self.clip is None),
+               "mechanism 'step' needs a fixed clip S (or clip_rule = \"median\": the unprivatised median of the "
+               "gradient norms, which makes ε conditional on it)")
+        _check(not (self.mechanism == "step" and self.target_eps is not None and self.clip_rule == "median"),
                "target_eps with the step mechanism needs a fixed clip S (the median clip is data-dependent)")
         _check(self.mechanism != "signds" or self.target_eps is None,
                "target_eps is not supported with mechanism 'signds'; set signds_eps (the ε of one upload)")
@@ -134,6 +150,21 @@ class PrivacyConfig:
         if self.mechanism in UPDATE_LIKE:
             _check(self.clip is not None, f"mechanism {self.mechanism!r} needs a clip (C0)")
         self._check_extensions()
+        if self.trust != "local" and self.mechanism != "none":  # no mechanism: no privacy under any trust
+            self._check_trust()
+
+    def _check_trust(self) -> None:
+        t = self.trust
+        _check(self.mechanism == "update",
+               f"trust {t!r} needs mechanism 'update' (clip each user's round update; the noise is added "
+               f"{'by the server' if t == 'central' else 'in shares under secure aggregation'}), "
+               f"got {self.mechanism!r}")
+        _check(not self.recall, f"recall resends an earlier locally-noised upload; set recall = false with trust {t!r}")
+        _check(self.eps_budget is None, f"eps_budget (the ULDP-FED per-user ledger) is a local-trust feature, not "
+                                        f"for trust {t!r}")
+        if t == "secagg":
+            _check(self.aggregation == "secagg",
+                   "trust 'secagg' needs aggregation = \"secagg\" (the server may only see the masked sum)")
 
     def _check_extensions(self) -> None:
         _check(self.aggregation in AGGREGATIONS,
@@ -183,6 +214,27 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
+class DeploymentConfig:
+    """The deployment whose privacy is accounted: `population` N users, `cohort` M per round, of whom up to
+    `colluders` may collude with the server (secagg: their noise is not counted). None: the simulation's own K
+    and clients per round. The simulation still trains its own clients (docs/privacy.md, 'Deployment scale')."""
+
+    population: Optional[int] = None
+    cohort: Optional[int] = None
+    colluders: int = 0
+
+    def __post_init__(self):
+        for name in ("population", "cohort"):
+            v = getattr(self, name)
+            _check(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+                   f"{name} must be an integer >= 1, got {v!r}")
+        _check(self.population is None or self.cohort is None or self.cohort <= self.population,
+               f"cohort ({self.cohort}) must not exceed population ({self.population})")
+        _check(isinstance(self.colluders, int) and not isinstance(self.colluders, bool) and self.colluders >= 0,
+               f"colluders must be an integer >= 0, got {self.colluders!r}")
+
+
+@dataclass(frozen=True)
 class SimConfig:
     """One federated training run: what an individual of the search decodes to."""
 
@@ -197,6 +249,7 @@ class SimConfig:
     xi: float = 0.0  # SET prune/regrow fraction per round
     upload_loss: float = 0.3
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+    deployment: DeploymentConfig = field(default_factory=DeploymentConfig)
     chunk_clients: int = 5  # clients trained together (one chunk per core at a time)
     # matmul precision of MLP local training; master weights, updates, clipping and noise stay fp32.
     # auto: bf16 where the CPU has native bf16 matmuls (AVX512-BF16/AMX: ~4× fp32 throughput), else fp32.
@@ -216,6 +269,29 @@ class SimConfig:
                f"precision must be 'auto', 'fp32' or 'bf16', got {self.precision!r}")
         r = self.privacy.max_participations
         _check(r is None or r <= self.rounds, f"max_participations r={r} exceeds rounds T={self.rounds}")
+        n, m = self.population, self.cohort
+        _check(m <= n, f"cohort ({m}) must not exceed population ({n}; default: the simulation's clients)")
+        private = self.privacy.mechanism != "none"
+        if self.privacy.trust != "local" and private:
+            _check(self.privacy.delta < 1.0 / n,
+                   f"delta={self.privacy.delta:g} must be below 1/population = {1.0 / n:.3g} "
+                   "(a δ of 1/N lets the mechanism expose one user outright)")
+        if self.privacy.trust == "secagg" and private:
+            from math import ceil
+            t = max(1, ceil(self.privacy.secagg_threshold * m - 1e-9))
+            _check(self.deployment.colluders < t,
+                   f"colluders ({self.deployment.colluders}) must be fewer than the secure-aggregation threshold "
+                   f"t = ceil(secagg_threshold·cohort) = {t}: no honest noise would be counted")
+
+    @property
+    def population(self) -> int:
+        """N of the accounted deployment (default: the simulation's K clients)."""
+        return self.deployment.population or self.data.clients
+
+    @property
+    def cohort(self) -> int:
+        """M of the accounted deployment (default: the simulation's clients per round)."""
+        return self.deployment.cohort or self.sampled_per_round
 
     @property
     def sampled_per_round(self) -> int:

@@ -66,6 +66,8 @@ def evaluate(
             res = run_eval(prob, overrides, seed=seed, rounds=rounds, data_dir=data_dir, download=download,
                            progress=lambda t: bar.update(task, completed=t))
     out = {"problem": prob.name, "seed": seed, "params": prob.resolve(overrides), **res.to_dict()}
+    if "sigma" in res.privacy:  # target-ε mode: the σ that was used (calibrated), not the problem's default
+        out["params"]["sigma"] = res.privacy["sigma"]
     if as_json:
         print(json.dumps(_jsonable(out)))
         return

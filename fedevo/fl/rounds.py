@@ -54,10 +54,13 @@ def flat_active(model, masks: dict) -> torch.Tensor:
 
 def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: torch.Generator,
                step_hook=None, upload_factory: Optional[Callable] = None, eval_every: int = 0,
-               on_round: Optional[Callable[[int], None]] = None, secagg=None, controller=None) -> RoundsOutcome:
+               on_round: Optional[Callable[[int], None]] = None, secagg=None, controller=None,
+               server_transform: Optional[Callable] = None, uniform_weights: bool = False) -> RoundsOutcome:
     """secagg: a `fedevo.secagg.aggregator.SecureAggregator` replacing the plain weighted mean; controller: a
     server-side round controller (`fedevo.privacy.adaptive.AdaptiveController`) that picks which arrived
-    uploads to aggregate. Both None: the plain FedAvg path, unchanged."""
+    uploads to aggregate; server_transform(aggregate, active): the server's own step on the mean update (central
+    DP's noise); uniform_weights: every arrived update counts 1 instead of its sample count. All None/False: the
+    plain FedAvg path, unchanged."""
     K, p = cfg.data.clients, cfg.sampled_per_round
     params = model.init(gen)
     masks = erdos_renyi_masks(model.shapes, model.fc_weight_ids, cfg.alpha, gen)
@@ -115,7 +118,7 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
                 continue
             comm_total += float(cost.sum())
             deltas_all.append(flat)
-            weights.append(sizes[chunk])
+            weights.append(np.ones(len(chunk)) if uniform_weights else sizes[chunk])
         agg = None
         keep = controller.select(arrived) if controller is not None else None  # bool mask over `arrived`
         if controller is not None:
@@ -129,6 +132,8 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
                 ups, w = ups[torch.as_tensor(keep)], w[keep]
             if len(w):  # nothing kept: the model stays, as when nothing arrived
                 agg = weighted_mean(ups, torch.as_tensor(w, dtype=torch.float32))
+        if agg is not None and server_transform is not None:
+            agg = server_transform(agg, flat_active(model, masks))
         if agg is not None:
             if not torch.isfinite(agg).all():
                 raise DivergedError(f"non-finite update in round {t + 1}")

@@ -1,4 +1,4 @@
-"""Joins a finished run with the accountants: both ε values and what the mechanism spent.
+"""Local trust's accounting: joins a finished run with the accountants: both ε values and what was spent.
 
 `eps` is a valid bound for the mechanism as implemented, against the server (which knows whom it sampled, so no
 amplification by client sampling is claimed); `eps_paper` is the published closed form, for comparison with the
@@ -14,9 +14,14 @@ from . import accounting as acc
 from .mechanisms import clip_stats
 
 
-def privacy_report(cfg, out, part) -> dict:
+EXACT = "analytic Gaussian (dp-accounting; exact for the composed Gaussians)"
+
+
+def local_report(cfg, out, part) -> dict:
     pc = cfg.privacy
-    rep: dict = {"mechanism": pc.mechanism, "delta": pc.delta}
+    rep: dict = {"mechanism": pc.mechanism, "trust": "local", "delta": pc.delta,
+                 "observer": "the server (sees every upload, knows the cohort)", "amplification": "none",
+                 "eps_conditional": False}
     if getattr(out, "secagg", None) is not None:  # secure aggregation: what the protocol cost (no DP by itself)
         rep.update(aggregation="secagg", secagg=out.secagg.summary())
     if pc.mechanism == "none":
@@ -27,7 +32,8 @@ def privacy_report(cfg, out, part) -> dict:
 
         up = out.upload
         m = int(up.joined.max(initial=0))  # ε-LDP uploads of the most exposed user
-        rep.update(level="user (replace-one user; pure ε-LDP per upload)",
+        rep.update(level="user (replace-one user; pure ε-LDP per upload)", neighbouring="replace one user",
+                   accountant="pure ε-LDP per upload, PLD composition (dp-accounting)",
                    eps=eps_signds(eps_round=pc.signds_eps, participations=m, delta=pc.delta),
                    eps_paper=m * pc.signds_eps, **up.summary())  # eps_paper: basic composition m·ε
         return rep
@@ -40,7 +46,11 @@ def privacy_report(cfg, out, part) -> dict:
         eps_paper = acc.eps_paper_step(clip=max(clips), min_local_size=int(part.sizes.min()),
                                        participation=cfg.participation, rounds=cfg.rounds, sigma=pc.sigma,
                                        delta=pc.delta)
-        rep.update(level="record (replace-one, per client's data)", rounds_max=rounds_max, **clip_stats(clips))
+        rep.update(level="record (replace-one, per client's data)", neighbouring="replace one record",
+                   accountant=EXACT, rounds_max=rounds_max, clip_rule=pc.clip_rule, **clip_stats(clips))
+        if pc.clip_rule == "median":
+            rep.update(eps_conditional=True, eps_condition="given the unprivatised median clip S of each round "
+                       "(clip_rule = 'median'); not a DP guarantee on its own")
     else:
         up = out.upload
         # every participation counts, recalled ones too: the recall decision reads a fresh noisy update
@@ -53,12 +63,16 @@ def privacy_report(cfg, out, part) -> dict:
         else:
             eps_paper = acc.eps_paper_update(sigma=pc.sigma, sample_rate=q, max_participations=r, delta=pc.delta)
         joined = up.joined
-        rep.update(level="user (replace-one user)", sigma=pc.sigma,
+        rep.update(level="user (replace-one user)", neighbouring="replace one user", accountant=EXACT,
+                   sigma=pc.sigma,
                    participations_mean=float(joined[joined > 0].mean()) if joined.any() else 0.0, **up.summary())
         ctl = getattr(out, "controller", None)
         if ctl is not None:  # adaptive (seed 003): per-client budgets, filtering, and the level reports' ε
             eps, extra = _adaptive_eps(pc, up, ctl, eps)
-            rep.update(adaptive=extra)
+            rep.update(adaptive=extra, eps_conditional=True,
+                       eps_condition="the per-client noise depends on released non-IID levels; ε sums the "
+                       "Gaussian part as if that noise were fixed in advance (no privacy filter), so it is not a "
+                       "valid fully-adaptive composition")
     rep.update(eps=eps, eps_paper=eps_paper)
     return rep
 
@@ -80,4 +94,4 @@ def _adaptive_eps(pc, up, ctl, eps_gauss: float) -> tuple[float, dict]:
     return eps_gauss + eps_rr, ex
 
 
-__all__ = ["privacy_report"]
+__all__ = ["local_report"]

@@ -6,6 +6,10 @@ transform, w_u = n_u / n̄ its sample count over the mean count, clamped to ±R�
 the server sums, reconstructs the masks of lost (or filtered-out) clients, and gets Σ w_u·x_u and Σ w_u, whose
 ratio is FedAvg's weighted mean: only that sum is revealed, never an individual update, and the sample counts
 stay hidden too. The result equals the plain weighted mean up to fixed-point rounding (≤ n·2^(−f−1) / Σ w_u).
+
+`encoder`: replaces the fixed-point encoding (e.g. `fedevo.privacy.distributed.DDGEncoder`: randomised rounding
+plus a discrete Gaussian noise share, every client weighted 1); it has `begin_round(arrived: int)`,
+`encode(row, client) -> uint vector` and `decode(total) -> (sum vector, count)`.
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ from .server import SecAggServer
 
 class SecureAggregator:
     def __init__(self, *, sizes: np.ndarray, bits: int = 32, value_range: float = 16.0, threshold: float = 0.5,
-                 seed: int = 0, keep_uploads: bool = False):
+                 seed: int = 0, keep_uploads: bool = False, encoder=None):
         self.sizes = np.asarray(sizes, dtype=np.float64)
         self.mean_size = float(self.sizes.mean())
         self.w_max = float(self.sizes.max() / self.mean_size)
         self.bits, self.R, self.theta = int(bits), float(value_range), float(threshold)
         self.keep_uploads = keep_uploads
+        self.encoder = encoder
         self._rng = random.Random(seed)  # key material: seeded so a simulation is reproducible
         self.stats = {"rounds": 0, "aborted": 0, "clamped": 0, "values": 0, "dropped_recovered": 0,
                       "client_expansions": 0, "server_expansions": 0, "setup_s": 0.0, "mask_s": 0.0,
@@ -50,8 +55,11 @@ class SecureAggregator:
         length = int(self.idx.numel()) + 1
         params = RoundParams(round=t, clients=ids, threshold=self.threshold_for(len(ids)), length=length,
                              bits=self.bits)
-        self.fp = fixed_point(bits=self.bits, bound=max(self.R, 1.0) * self.w_max, clients=len(ids))
-        self.steps.append(self.fp.step)
+        if self.encoder is None:
+            self.fp = fixed_point(bits=self.bits, bound=max(self.R, 1.0) * self.w_max, clients=len(ids))
+            self.steps.append(self.fp.step)
+        else:
+            self.encoder.begin_round(len(arrived))
         self.server = SecAggServer(params, keep_uploads=self.keep_uploads)
         self.cohort = Cohort(params, self._rng)
         self.cohort.setup(self.server)
@@ -66,6 +74,12 @@ class SecureAggregator:
         """Encode, mask and upload each client's row of `flat` (c, P)."""
         t0 = time.perf_counter()
         x = flat.index_select(1, self.idx).to(torch.float64).numpy()
+        if self.encoder is not None:
+            for row, cid in zip(x, clients):
+                self.server.receive(self.cohort.mask(int(cid), self.encoder.encode(row, int(cid))))
+            self.stats["values"] += x.size
+            self.stats["mask_s"] += time.perf_counter() - t0
+            return
         for row, cid in zip(x, clients):
             w = float(self.sizes[cid]) / self.mean_size
             over = int(np.count_nonzero(np.abs(row) > self.R))
@@ -91,7 +105,7 @@ class SecureAggregator:
             responders = len(survivors)
             total = self.server.finish(self.cohort.unmask(survivors, dropped))
             self.stats["dropped_recovered"] += len(dropped)
-            s = dequantize(total, self.fp)
+            s = dequantize(total, self.fp) if self.encoder is None else np.append(*self.encoder.decode(total))
             out = None
             if s[-1] > 0:
                 out = torch.zeros(self.P, dtype=torch.float32)
@@ -113,6 +127,8 @@ class SecureAggregator:
 
     def summary(self) -> dict:
         s = dict(self.stats)
+        if self.encoder is not None:
+            s["encoding"] = self.encoder.summary()
         s.update(bits=self.bits, range=self.R, threshold=self.theta,
                  step_max=max(self.steps) if self.steps else None,
                  clamped_fraction=s["clamped"] / s["values"] if s["values"] else 0.0)

@@ -61,7 +61,7 @@ def test_diverged_is_reported_not_raised(alpha, sparse, monkeypatch):
     assert r.status == "diverged" and r.error == 1.0 and math.isinf(r.comm)
 
 
-@pytest.mark.parametrize("privacy", [PrivacyConfig(), PrivacyConfig(mechanism="step", sigma=0.01),
+@pytest.mark.parametrize("privacy", [PrivacyConfig(), PrivacyConfig(mechanism="step", sigma=0.01, clip=1.0),
                                      PrivacyConfig(mechanism="update", sigma=0.5, clip=1.0, recall=True, tau=0.5)])
 def test_same_numbers_whatever_the_chunk_threads(monkeypatch, privacy):
     cfg = SimConfig(data=DataConfig(dataset="synthetic", clients=9), rounds=3, epochs=1, batch_size=16,

@@ -12,7 +12,8 @@ from fedevo.data.datasets import load_dataset
 from fedevo.data.partition import partition
 from fedevo.errors import FedevoError
 from fedevo.fl.rounds import run_rounds
-from fedevo.fl.simulate import _extensions, _privacy_transforms, secagg_range, simulate
+from fedevo.fl.simulate import simulate
+from fedevo.privacy.mechanism import build_mechanism
 from fedevo.models import build_model
 from fedevo.privacy.noise import NoiseSource
 from fedevo.secagg.protocol import client_words
@@ -32,8 +33,10 @@ def final_params(c: SimConfig, seed=0):
                      num_classes=data.num_classes, seed=seed)
     model = build_model(c.arch, data.input_shape, data.num_classes)
     noise = NoiseSource(seed + 1)
-    controller, secagg = _extensions(c, data, part, seed)
-    hook, factory = _privacy_transforms(c, noise, seed, controller)
+    mech = build_mechanism(c)
+    controller = mech.controller(data, part, seed)
+    secagg = mech.aggregator(part, seed, controller)
+    hook, factory = mech.client_transforms(noise, seed, controller)
     out = run_rounds(c, model, data, part, gen=torch.Generator().manual_seed(seed), step_hook=hook,
                      upload_factory=factory, secagg=secagg, controller=controller)
     noise.close()
@@ -101,6 +104,8 @@ def test_abort_when_too_many_lost_keeps_the_model():
 
 
 def test_auto_range():
+    def secagg_range(c):
+        return build_mechanism(c).secagg_range()
     assert secagg_range(cfg(mechanism="update", sigma=0.5, clip=2.0)) == pytest.approx(2.0 * 5.0)
     assert secagg_range(cfg(mechanism="signds", signds_lr=0.05)) == 0.05
     assert secagg_range(cfg(secagg_range=3.0)) == 3.0

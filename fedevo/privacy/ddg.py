@@ -1,0 +1,101 @@
+"""The distributed discrete Gaussian (DDG) of Kairouz, Liu & Steinke (ICML 2021): the maths of secure
+aggregation with distributed noise, as pure keyword-only functions.
+
+Each client scales its clipped update by 1/γ, rounds it to integers (unbiased randomised rounding), adds a
+discrete Gaussian N_Z(0, (s/γ)²) and submits the integer vector to secure aggregation modulo 2^b; the server
+sees only the sum. With n honest clients the noise in the sum is a sum of n discrete Gaussians; Theorem 1 of the
+paper bounds how far that is from one discrete Gaussian (the τ term), Theorem 1's rounding analysis how much
+rounding inflates the L2 sensitivity, and Proposition 14 gives the RDP of the result. We feed Proposition 14 to
+dp-accounting's RDP accountant as zCDP events (no library has the DDG itself).
+Modular wrap-around is post-processing of the sum (it changes utility, never privacy); `choose_gamma` picks γ so
+that the sum of the whole deployment cohort wraps only with noise beyond `k` standard deviations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import FedevoError
+from .accounting import _count, _delta, _pos, eps_rdp
+
+
+def rounded_l2_bound(*, l2: float, dim: int) -> float:
+    """L2 norm bound of a vector of norm ≤ l2 (integer units) after unbiased randomised rounding of each
+    coordinate: ≤ l2 + √d (each coordinate moves by < 1; the paper's bound without conditional rounding)."""
+    return _pos("l2", l2) + math.sqrt(_count("dim", dim))
+
+
+def ddg_tau(*, local_std: float, honest: int) -> float:
+    """τ of Theorem 1: 10·Σ_{k=1}^{n−1} exp(−2π²·σ²·k/(k+1)), σ the local std in integer units, n the honest
+    clients whose noise is counted (0 when n = 1: one discrete Gaussian is exact)."""
+    s, n = _pos("local_std", local_std), _count("honest", honest)
+    a = 2.0 * math.pi ** 2 * s * s
+    if a > 700:  # every term underflows
+        return 0.0
+    return 10.0 * sum(math.exp(-a * k / (k + 1.0)) for k in range(1, n))
+
+
+def ddg_events(*, clip: float, gamma: float, local_std: float, honest: int, dim: int, rounds: int):
+    """The per-deployment RDP curves of Proposition 14 as dp-accounting zCDP events, one per branch of the min
+    (each alone is a valid bound): `rounds` compositions of the DDG sum of `honest` shares."""
+    import dp_accounting as dpa
+
+    c, g, s = _pos("clip", clip), _pos("gamma", gamma), _pos("local_std", local_std)
+    n, d, t = _count("honest", honest), _count("dim", dim), _count("rounds", rounds)
+    if n < 1:
+        raise FedevoError("the distributed noise needs at least one honest surviving client")
+    d2 = rounded_l2_bound(l2=c / g, dim=d)  # sensitivity in integer units (add/remove one user)
+    d1 = d2 * min(math.sqrt(d), d2)  # L1 ≤ √d·L2, and ≤ L2² on the integer grid
+    sd = math.sqrt(n) * s / g  # std of the honest noise sum, integer units
+    tau = ddg_tau(local_std=s / g, honest=n)
+    l2, l1 = d2 / sd, d1 / sd
+    branches = [(l2 * l2 / 2.0, tau * d), (l2 * l2 / 2.0 + l1 * tau + tau * tau * d / 2.0, 0.0),
+                ((l2 + math.sqrt(d) * tau) ** 2 / 2.0, 0.0)]
+    return [dpa.SelfComposedDpEvent(dpa.ZCDpEvent(rho, xi), t) for rho, xi in branches]
+
+
+def eps_ddg(*, clip: float, gamma: float, local_std: float, honest: int, dim: int, rounds: int,
+            delta: float) -> float:
+    """ε against an honest-but-curious server that sees the modular sum of the DDG uploads of ≥ `honest` honest
+    clients per round, for `rounds` rounds, add/remove one user, no amplification (the server knows the cohort).
+    clip C and local_std s in the update's units, γ the rounding granularity, dim the vector's length."""
+    d = _delta(delta)
+    if _count("rounds", rounds) == 0:
+        return 0.0
+    return min(eps_rdp(event=e, delta=d) for e in ddg_events(clip=clip, gamma=gamma, local_std=local_std,
+                                                         honest=honest, dim=dim, rounds=rounds))
+
+
+def choose_gamma(*, clip: float, local_std: float, cohort: int, bits: int, k: float = 8.0) -> float:
+    """Granularity γ so that the modular sum of `cohort` uploads cannot wrap around 2^bits unless the noise sum
+    exceeds k standard deviations: cohort·(C/γ + 1) + k·√cohort·s/γ ≤ 2^(bits−1) − 1 (worst case per coordinate,
+    no random rotation assumed)."""
+    c, s, m = _pos("clip", clip), _pos("local_std", local_std), _count("cohort", cohort)
+    room = 2.0 ** (bits - 1) - 1 - m
+    if m < 1 or room <= 0:
+        raise FedevoError(f"a cohort of {m} does not fit {bits}-bit secure aggregation; use secagg_bits = 64")
+    return (m * c + k * math.sqrt(m) * s) / room
+
+
+def discrete_gaussian(*, sigma: float, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Exact samples of the discrete Gaussian N_Z(0, σ²) (Canonne, Kamath & Steinke 2020, Algorithm 3: discrete
+    Laplace proposals accepted with probability exp(−(|y| − σ²/t)²/(2σ²))), vectorised; int64."""
+    s = _pos("sigma", sigma)
+    t = math.floor(s) + 1.0
+    p = -math.expm1(-1.0 / t)  # geometric success probability of the two-sided geometric (discrete Laplace)
+    out = np.empty(int(size), dtype=np.int64)
+    filled = 0
+    while filled < size:
+        need = size - filled
+        batch = int(need * 1.6) + 16
+        y = rng.geometric(p, batch) - rng.geometric(p, batch)  # discrete Laplace with scale t
+        keep = rng.random(batch) < np.exp(-((np.abs(y) - s * s / t) ** 2) / (2.0 * s * s))
+        acc = y[keep][:need]
+        out[filled:filled + len(acc)] = acc
+        filled += len(acc)
+    return out
+
+
+__all__ = ["rounded_l2_bound", "ddg_tau", "ddg_events", "eps_ddg", "choose_gamma", "discrete_gaussian"]

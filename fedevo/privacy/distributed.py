@@ -1,0 +1,156 @@
+"""Distributed trust: the distributed discrete Gaussian under secure aggregation (Kairouz, Liu & Steinke 2021;
+TensorFlow Federated's distributed DP aggregator).
+
+Each client clips its round update to C₀ (decayed C_k ≤ C₀ with β > 0), scales it by 1/γ, rounds it to integers
+(unbiased randomised rounding), adds its share of discrete Gaussian noise and submits the result to pairwise-mask
+secure aggregation modulo 2^b; the server sees only the modular sum of the surviving uploads. The protocol
+completes only if at least t = ⌈secagg_threshold·M⌉ of the cohort's M clients survive, so at least
+t_h = t − colluders honest shares are always in the sum: each client's share has std s = σ·C₀/√t_h, so that the
+counted honest noise alone has std σ·C₀. ε is against an honest-but-curious server (add/remove one user, no
+amplification: the server knows the cohort), accounted as the DDG paper does (ddg.py). Not covered: a malicious
+server (one that lies about who dropped out, or tampers with the protocol), more colluding clients than
+`colluders`, and the floating-point implementation of the sampler's acceptance test.
+
+Deployment scale: the deployment averages n = max(M·(1 − upload_loss), t) arrived uploads, whose noise has std
+s·√n on the sum, s/√n on the average. Each of the simulation's m arrived clients adds a share of std s·√(m/n), so
+that its average carries the same noise std; the rounding granularity γ is the deployment's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from ..config import SimConfig
+from ..errors import FedevoError
+from . import accounting as acc
+from . import ddg
+from .central import ClipUpload, accounted_rounds
+from .mechanism import Mechanism
+
+ACCOUNTANT = ("RDP (dp-accounting zCDP events) of the distributed discrete Gaussian, Kairouz, Liu & Steinke 2021 "
+              "Prop. 14 with Theorem 1's τ and rounding norm growth")
+
+
+class DDGEncoder:
+    """The client side of the DDG for `fedevo.secagg.aggregator.SecureAggregator`: x → round(x/γ) + N_Z(0,
+    (share/γ)²) mod 2^bits, with a count word 1 appended; decodes the modular sum back to (Σx + noise, count)."""
+
+    def __init__(self, *, gamma: float, share_std, bits: int, seed: int):
+        self.gamma, self.bits = gamma, bits
+        self.share_std = share_std  # arrived clients this round -> each one's share std (update units)
+        self.rng = np.random.default_rng(seed)
+        self._unsigned = np.uint32 if bits == 32 else np.uint64
+        self._signed = np.int32 if bits == 32 else np.int64
+        self.stats = {"wrapped": 0, "values": 0, "rounds": 0}
+        self._exact = None
+
+    def begin_round(self, arrived: int) -> None:
+        self._std = self.share_std(max(arrived, 1)) / self.gamma
+        self._exact = None
+        self.stats["rounds"] += 1
+
+    def encode(self, row: np.ndarray, client: int) -> np.ndarray:
+        y = row / self.gamma
+        low = np.floor(y)
+        q = low.astype(np.int64) + (self.rng.random(y.shape) < (y - low))  # unbiased randomised rounding
+        q += ddg.discrete_gaussian(sigma=self._std, size=q.size, rng=self.rng)
+        q = np.append(q, 1)
+        self._exact = q.copy() if self._exact is None else self._exact + q  # diagnostics: the unwrapped sum
+        return q.astype(self._unsigned)  # two's complement mod 2^bits
+
+    def decode(self, total: np.ndarray) -> tuple[np.ndarray, float]:
+        signed = total.view(self._signed).astype(np.int64)
+        if self._exact is not None:  # survivors only are in `total`, so compare where the count agrees
+            if self._exact[-1] == signed[-1]:
+                self.stats["wrapped"] += int(np.count_nonzero(self._exact != signed))
+            self.stats["values"] += signed.size - 1
+        return signed[:-1].astype(np.float64) * self.gamma, float(signed[-1])
+
+    def summary(self) -> dict:
+        return {"scheme": "distributed discrete Gaussian", "gamma": self.gamma, **self.stats}
+
+
+class DistributedDiscreteGaussian(Mechanism):
+    trust = "secagg"
+    uniform_weights = True
+
+    def __init__(self, cfg: SimConfig):
+        super().__init__(cfg)
+        M, ell = cfg.cohort, cfg.upload_loss
+        self.threshold = max(1, math.ceil(cfg.privacy.secagg_threshold * M - 1e-9))
+        self.honest = self.threshold - cfg.deployment.colluders
+        self.arrived = max(M * (1.0 - ell), float(self.threshold))
+        if M * (1.0 - ell) < self.threshold:
+            raise FedevoError(f"secagg_threshold={cfg.privacy.secagg_threshold:g} needs {self.threshold} of the "
+                              f"cohort's {M} clients to survive, but only {M * (1.0 - ell):.0f} are expected to "
+                              f"(upload_loss={ell:g}): most rounds would abort; lower secagg_threshold")
+        self.dim = None
+
+    # ---------------------------------------------------------------- noise and accounting
+    def local_std(self, sigma: float) -> float:
+        """Std s of one deployment client's share: the t_h counted honest shares sum to σ·C₀."""
+        return sigma * self.cfg.privacy.clip / math.sqrt(self.honest)
+
+    def gamma(self, sigma: float) -> float:
+        c = self.cfg
+        return ddg.choose_gamma(clip=c.privacy.clip, local_std=self.local_std(sigma),
+                                cohort=max(c.cohort, c.sampled_per_round), bits=c.privacy.secagg_bits)
+
+    def eps_for(self, sigma: float, dim: int) -> float:
+        c = self.cfg
+        return ddg.eps_ddg(clip=c.privacy.clip, gamma=self.gamma(sigma), local_std=self.local_std(sigma),
+                           honest=self.honest, dim=dim, rounds=accounted_rounds(c), delta=c.privacy.delta)
+
+    def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
+        self.dim = dim  # the full parameter count: ≥ any active count, so ε at the real Ω is ≤ the target
+        pc = cfg.privacy
+        if pc.target_eps is None:
+            return cfg
+        sigma = acc.solve_noise(eps_of=lambda z: self.eps_for(z, dim), target_eps=pc.target_eps)
+        self.cfg = replace(cfg, privacy=replace(pc, sigma=sigma))
+        return self.cfg
+
+    def noise_std(self) -> float:
+        """Std of the noise on the deployment's averaged update: s/√n for n arrived shares."""
+        return self.local_std(self.cfg.privacy.sigma) / math.sqrt(self.arrived)
+
+    # ---------------------------------------------------------------- client and server sides
+    def client_transforms(self, noise, seed: int, controller=None):
+        c = self.cfg
+        return None, lambda active: ClipUpload(clip=c.privacy.clip, beta=c.privacy.beta, clients=c.data.clients)
+
+    def aggregator(self, part, seed: int, controller=None):
+        from ..secagg.aggregator import SecureAggregator
+
+        c, pc = self.cfg, self.cfg.privacy
+        target = self.noise_std()  # each of m simulated arrivals adds share std target·√m: average std = target
+        enc = DDGEncoder(gamma=self.gamma(pc.sigma), share_std=lambda m: target * math.sqrt(m),
+                         bits=pc.secagg_bits, seed=seed + 6)
+        return SecureAggregator(sizes=part.sizes, bits=pc.secagg_bits, value_range=pc.clip,
+                                threshold=pc.secagg_threshold, seed=seed + 4, encoder=enc)
+
+    def deployment(self) -> dict:
+        c, pc = self.cfg, self.cfg.privacy
+        return {"trust": "secagg", "population": c.population, "cohort": c.cohort, "sampling": "none (the server "
+                "knows the cohort)", "delta": pc.delta, "observer": "an honest-but-curious server that sees only "
+                "the masked sum", "neighbouring": "add/remove one user", "amplification": "none",
+                "accountant": ACCOUNTANT}
+
+    def report(self, out, part) -> dict:
+        c, pc = self.cfg, self.cfg.privacy
+        dim = out.omega  # the uploaded vector: the active coordinates
+        rep = {"mechanism": pc.mechanism, **self.deployment(), "level": "user", "sigma": pc.sigma,
+               "clip": pc.clip, "secagg_threshold_clients": self.threshold, "honest_counted": self.honest,
+               "colluders": c.deployment.colluders, "local_std": self.local_std(pc.sigma),
+               "gamma": self.gamma(pc.sigma), "bits": pc.secagg_bits, "noise_std_on_average": self.noise_std(),
+               "eps_conditional": False,
+               "not_covered": "a malicious server; more than `colluders` clients colluding with the server"}
+        rep.update(out.upload.summary())
+        rep.update(eps=self.eps_for(pc.sigma, dim), eps_paper=math.nan)
+        return rep
+
+
+__all__ = ["DistributedDiscreteGaussian", "DDGEncoder"]

@@ -1,0 +1,169 @@
+"""Trust models: the noise the server adds or the secure-aggregation shares carry has the standard deviation the
+accountant assumes; secure aggregation's sum stays exact with dropouts; target-ε; bad input."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fedevo.config import DataConfig, DeploymentConfig, PrivacyConfig, SimConfig
+from fedevo.errors import FedevoError
+from fedevo.privacy import accounting as acc
+from fedevo.privacy import ddg
+from fedevo.privacy.mechanism import build_mechanism
+from tests.helpers import run_cli as run
+
+
+def cfg(trust="central", population=10_000, cohort=500, loss=0.3, clients=10, **priv):
+    p = dict(mechanism="update", clip=1.5, sigma=2.0, delta=1e-6, trust=trust)
+    if trust == "secagg":
+        p["aggregation"] = "secagg"
+    p.update(priv)
+    return SimConfig(data=DataConfig(dataset="synthetic", clients=clients), rounds=3, epochs=1, batch_size=32,
+                     participation=1.0, upload_loss=loss, lr=0.2, alpha=4, xi=0.2, privacy=PrivacyConfig(**p),
+                     deployment=DeploymentConfig(population=population, cohort=cohort))
+
+
+# ---------------------------------------------------------------- the noise has the std the accountant assumes
+def test_central_server_noise_std_is_sigma_clip_over_arrived_cohort():
+    c = cfg()
+    mech = build_mechanism(c)
+    expected = 2.0 * 1.5 / (500 * 0.7)  # σ·C / (M·(1 − loss))
+    assert mech.noise_std() == pytest.approx(expected)
+    add = mech.server_transform(seed=3)
+    active = torch.ones(400_000)
+    active[::2] = 0.0
+    out = add(torch.zeros(400_000), active)
+    assert float(out[::2].abs().max()) == 0.0  # inactive coordinates get none
+    assert float(out[1::2].std()) == pytest.approx(expected, rel=0.01)  # a factor 2 (or √2) is far outside
+
+
+def test_ddg_shares_sum_to_the_accounted_std_on_the_average():
+    c = cfg(trust="secagg")
+    mech = build_mechanism(c)
+    # deployment: t = 250 of M = 500 survive for sure, share std s = σC/√t; n = 350 arrive: average std s/√n
+    s = 2.0 * 1.5 / math.sqrt(250)
+    assert mech.local_std(2.0) == pytest.approx(s)
+    assert mech.noise_std() == pytest.approx(s / math.sqrt(350))
+    from fedevo.privacy.distributed import DDGEncoder
+
+    target, m = mech.noise_std(), 7
+    enc = DDGEncoder(gamma=mech.gamma(2.0), share_std=lambda k: target * math.sqrt(k), bits=32, seed=1)
+    enc.begin_round(m)
+    total = None
+    for i in range(m):
+        e = enc.encode(np.zeros(200_000), i).astype(np.uint64)
+        total = e if total is None else total + e
+    total = (total % (1 << 32)).astype(np.uint32)
+    vec, count = enc.decode(total)
+    assert count == m
+    assert float(np.std(vec / m)) == pytest.approx(target, rel=0.01)
+    assert enc.stats["wrapped"] == 0
+
+
+@pytest.mark.parametrize("lost", [0, 2, 4])
+def test_secagg_ddg_sum_is_exact_with_dropouts(lost):
+    """The masked modular sum, lost clients' masks reconstructed, equals the sum of the surviving encodings."""
+    from fedevo.privacy.distributed import DDGEncoder
+    from fedevo.secagg.aggregator import SecureAggregator
+
+    n, P = 10, 300
+    rng = np.random.default_rng(0)
+    enc = DDGEncoder(gamma=1e-4, share_std=lambda k: 0.01 * math.sqrt(k), bits=32, seed=2)
+    agg = SecureAggregator(sizes=np.full(n, 50), bits=32, threshold=0.5, seed=5, encoder=enc)
+    sampled = np.arange(n)
+    arrived = sampled[lost:]
+    agg.begin_round(1, sampled, arrived, torch.ones(P))
+    x = torch.from_numpy(rng.normal(0, 0.1, (len(arrived), P))).float()
+    agg.add(x, arrived)
+    mean = agg.finish()
+    assert agg.stats["dropped_recovered"] == lost and agg.stats["aborted"] == 0
+    assert enc.stats["wrapped"] == 0 and enc.stats["values"] == P  # decoded sum == exact integer sum
+    err = (mean - x.mean(0)).abs().max()
+    assert float(err) < 6 * 0.01 + 1e-3  # only the (tiny) DP noise and rounding remain
+
+
+def test_discrete_gaussian_moments():
+    rng = np.random.default_rng(0)
+    for sigma in (0.7, 3.3, 250.0):
+        x = ddg.discrete_gaussian(sigma=sigma, size=300_000, rng=rng)
+        k = np.arange(-int(12 * sigma) - 2, int(12 * sigma) + 3)
+        w = np.exp(-k.astype(float) ** 2 / (2 * sigma * sigma))
+        var = float((w * k * k).sum() / w.sum())  # the exact variance of N_Z(0, σ²)
+        assert abs(x.mean()) < 5 * math.sqrt(var / x.size)
+        assert x.var() == pytest.approx(var, rel=0.02)
+
+
+def test_ddg_epsilon_tends_to_the_gaussian_rdp_bound_and_counts_honest_clients():
+    import dp_accounting as dpa
+    from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
+
+    # fine granularity, large shares: τ and the rounding growth vanish, leaving a Gaussian of multiplier σ
+    eps = ddg.eps_ddg(clip=1.0, gamma=1e-7, local_std=3.0 / math.sqrt(400), honest=400, dim=1000, rounds=10,
+                      delta=1e-5)
+    ref = RdpAccountant().compose(dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(3.0), 10)).get_epsilon(1e-5)
+    assert eps == pytest.approx(ref, rel=0.01) and eps >= ref * 0.999
+    fewer = ddg.eps_ddg(clip=1.0, gamma=1e-7, local_std=3.0 / math.sqrt(400), honest=100, dim=1000, rounds=10,
+                        delta=1e-5)
+    assert fewer > 1.5 * eps  # half the honest noise std counted
+
+
+# ---------------------------------------------------------------- target ε, through the CLI
+@pytest.mark.parametrize("trust", ["central", "secagg"])
+def test_target_eps_calibrates_sigma_and_json_reports_it(trust, capsys):
+    code, out, err = run(["evaluate", "--params", json.dumps({"trust": trust, "target_eps": 2.0}),
+                          "--rounds", "3", "--json"], capsys)
+    assert code == 0, err
+    d = json.loads(out)
+    assert 0.99 * 2.0 <= d["eps"] <= 2.0
+    assert d["params"]["sigma"] == d["privacy"]["sigma"] and d["params"]["sigma"] != 1.0
+
+
+@pytest.mark.parametrize("trust", ["central", "secagg"])
+def test_evaluate_names_trust_population_cohort_sampling_accountant(trust, capsys):
+    code, out, err = run(["evaluate", "--params", json.dumps({"trust": trust, "sigma": 1.0}), "--json"], capsys)
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["eps"] is not None and math.isfinite(d["eps"])
+    p = d["privacy"]
+    assert p["trust"] == trust and p["population"] == 100_000 and p["cohort"] == 1000
+    assert "sampling" in p and p["accountant"] and p["delta"] == 1e-6
+
+
+# ---------------------------------------------------------------- bad input
+@pytest.mark.parametrize("params, msg", [
+    ({"trust": "federated"}, "unknown trust"),
+    ({"population": 100, "cohort": 1000}, "must not exceed population"),
+    ({"cohort": 0}, "cohort must be an integer >= 1"),
+    ({"trust": "secagg", "recall": True}, "recall"),
+    ({"trust": "secagg", "colluders": 500}, "no honest noise"),
+    ({"trust": "secagg", "secagg_threshold": 0.9}, "abort"),
+    ({"trust": "secagg", "cohort": 100_000, "secagg_bits": 32, "population": 10_000_000, "delta": 1e-8,
+      "sigma": 0.1, "clip": 0.1}, None),  # fits 32 bits: no error
+    ({"trust": "central", "mechanism": "step"}, "needs mechanism 'update'"),
+    ({"trust": "central", "delta": 1e-4}, "below 1/population"),
+    ({"sampling": "stratified"}, "unknown sampling"),
+])
+def test_bad_trust_input_one_line_exit_2(params, msg, capsys):
+    code, out, err = run(["evaluate", "--params", json.dumps(params), "--rounds", "1", "--quiet", "--json"], capsys)
+    if msg is None:
+        assert code == 0, err
+        return
+    assert code == 2, out
+    assert msg in err and err.count("\n") == 1 and out == "" and "Traceback" not in err
+
+
+def test_secagg_cohort_too_large_for_32_bits():
+    with pytest.raises(FedevoError, match="64"):
+        ddg.choose_gamma(clip=1.0, local_std=1.0, cohort=2 ** 31, bits=32)
+
+
+def test_calibrate_central_within_one_percent():
+    c = cfg(target_eps=1.5)
+    mech = build_mechanism(c)
+    c2 = mech.calibrate(c, dim=1000)
+    eps = acc.eps_central(noise_multiplier=c2.privacy.sigma, population=10_000, cohort=500, rounds=3,
+                          delta=1e-6)
+    assert 0.99 * 1.5 <= eps <= 1.5

@@ -12,6 +12,7 @@ from .app import app
 from . import evaluate as _evaluate  # noqa: F401  (registers commands)
 from . import search as _search  # noqa: F401
 from . import plot as _plot  # noqa: F401
+from . import audit as _audit  # noqa: F401
 
 
 def main(argv=None) -> None:

@@ -1,0 +1,143 @@
+"""Where an audit's files go, and what they say: audit.json, audit.html (plotly, offline) and the terminal table.
+
+Audits of a run go to RUN_DIR/audit/, then audit-2/, audit-3/ ...: an earlier audit is never overwritten and
+nothing else in the run directory is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import FedevoError
+
+
+def next_audit_dir(base: Path, name: str = "audit") -> Path:
+    """base/audit, or base/audit-2, audit-3 ... the first that does not exist (created here, atomically)."""
+    base = Path(base)
+    for n in range(1, 10_000):
+        d = base / (name if n == 1 else f"{name}-{n}")
+        try:
+            d.mkdir(parents=True, exist_ok=False)
+            return d
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise FedevoError(f"cannot create {d}: {e.strerror}") from None
+    raise FedevoError(f"{base} holds too many audits")
+
+
+def jsonable(o):
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, (np.floating, np.integer)):
+        return jsonable(o.item())
+    if isinstance(o, dict):
+        return {str(k): jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [jsonable(v) for v in o]
+    return o
+
+
+def write_json(path: Path, results: Sequence, context: dict) -> Path:
+    from ..search.run import atomic_write
+
+    doc = {**context, "audits": [dict(r.summary(), statistic=r.statistic.tolist(), score=r.scores.tolist(),
+                                      included=r.included_mask.astype(int).tolist(),
+                                      joined=r.joined.tolist()) for r in results]}
+    atomic_write(Path(path), json.dumps(jsonable(doc)) + "\n")
+    return Path(path)
+
+
+def _gauss(x, m, s):
+    return np.exp(-0.5 * ((x - m) / s) ** 2) / (s * math.sqrt(2 * math.pi))
+
+
+def figure(r):
+    """Histogram of the canary statistic, inserted vs held-out, with the fitted Gaussians; and the attack's
+    scores in rank order, coloured by the truth."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    st, inc = r.statistic, r.included_mask
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.09, subplot_titles=[
+        "canary statistic Σ z / √rounds (z: projection on the canary, in accounted noise std)",
+        "attack score (log-likelihood ratio), canaries by rank"])
+    lo, hi = float(np.min(st)), float(np.max(st))
+    span = hi - lo or 1.0
+    xbins = dict(start=lo - 0.01 * span, end=hi + 0.01 * span, size=span / 60)
+    for mask, name, color in ((inc, "inserted (included)", "#d62728"), (~inc, "held out (not included)", "#1f77b4")):
+        fig.add_trace(go.Histogram(x=st[mask], name=f"{name}: {int(mask.sum())}", xbins=xbins, opacity=0.55,
+                                   histnorm="probability density", marker_color=color, legendgroup=name),
+                      row=1, col=1)
+    f = r.fit
+    xs = np.linspace(lo - 0.05 * span, hi + 0.05 * span, 400)
+    for m, s, name, color in ((f.mean_in, f.std_in, "fit inserted", "#d62728"),
+                              (f.mean_out, f.std_out, "fit held out", "#1f77b4")):
+        if s > 0:
+            fig.add_trace(go.Scatter(x=xs, y=_gauss(xs, m, s), mode="lines", name=f"{name} N({m:.3g}, {s:.3g}²)",
+                                     line=dict(color=color, width=2)), row=1, col=1)
+    order = np.argsort(-r.scores, kind="stable")
+    rank = np.arange(1, len(order) + 1)
+    for mask, name, color in ((inc[order], "inserted", "#d62728"), (~inc[order], "held out", "#1f77b4")):
+        fig.add_trace(go.Scatter(x=rank[mask], y=r.scores[order][mask], mode="markers", name=f"score: {name}",
+                                 marker=dict(color=color, size=4)), row=1, col=2)
+    fig.update_layout(barmode="overlay", height=480, margin=dict(l=60, r=20, t=50, b=50),
+                      legend=dict(orientation="h", y=-0.2))
+    fig.update_xaxes(title_text="statistic", row=1, col=1)
+    fig.update_xaxes(title_text="rank (highest score first)", row=1, col=2)
+    fig.update_yaxes(title_text="density", row=1, col=1)
+    fig.update_yaxes(title_text="score", row=1, col=2)
+    return fig
+
+
+def _fmt(v) -> str:
+    from ..viz.html import fmt
+
+    return fmt(v)
+
+
+def write_html(path: Path, results: Sequence, *, title: str, intro: str = "") -> Path:
+    from ..viz.html import esc, figure_div, page, table, write
+
+    parts = [f"<h1>{esc(title)}</h1>", f'<p class="meta">{esc(intro)}</p>' if intro else "",
+             table(["configuration", "trust", "ε upper (accountant)", "ε estimate", f"ε lower", "verdict",
+                    "canaries", "confidence"],
+                   [[r.label, r.trust, _fmt(r.eps_upper), _fmt(r.eps_estimate), _fmt(r.eps_lower), r.verdict,
+                     r.canaries, r.confidence] for r in results], left=(0, 1, 5))]
+    for n, r in enumerate(results):
+        b, e = r.bound, r.exposure
+        parts.append(f"<h2>{esc(r.label)}: {esc(r.verdict)}</h2>")
+        parts.append(f'<p class="note">observer: {esc(r.observer)} · level: {esc(r.level)} · neighbours: '
+                     f"{esc(e.relation)} · each canary joins each of {e.rounds} accounted rounds with probability "
+                     f"{e.rate:.3g} (mean joined {float(r.joined.mean()):.3g}) · δ = {r.delta:g} · seed {r.seed}. "
+                     f"Lower bound: {b.correct} of {b.guesses} guesses right ({esc(b.strategy)} rule, "
+                     f"{b.k_in} in / {b.k_out} out), best of {b.tests} rules each at level {b.level:.3g} "
+                     f"(Bonferroni). Estimate: Gaussian fit, separation μ = {r.fit.separation:.3g}.</p>")
+        parts.append(f'<div class="fig">{figure_div(figure(r), f"audit{n}")}</div>')
+    parts.append(f'<p class="note">{esc(results[0].method if results else "")}. A lower bound below the '
+                 "accountant's ε is what a correct mechanism gives; it never proves privacy (docs/privacy.md, "
+                 "Auditing).</p>")
+    return write(Path(path), page(title, "\n".join(parts)))
+
+
+def print_table(results: Sequence, console) -> None:
+    from rich.table import Table
+
+    t = Table(title="privacy audit: accountant's ε (upper) vs empirical ε (lower bound, estimate)")
+    for col in ("configuration", "trust", "ε upper", "ε estimate", "ε lower", "verdict", "canaries", "guesses"):
+        t.add_column(col, justify="left" if col in ("configuration", "trust", "verdict") else "right")
+    for r in results:
+        t.add_row(r.label, r.trust, _fmt(r.eps_upper), _fmt(r.eps_estimate), _fmt(r.eps_lower),
+                  "[bold red]VIOLATION[/]" if r.verdict == "VIOLATION" else "consistent", str(r.canaries),
+                  f"{r.bound.correct}/{r.bound.guesses}")
+    console.print(t)
+    if results:
+        console.print(f"lower bound at {results[0].confidence:g} confidence; {results[0].method}")
+
+
+__all__ = ["next_audit_dir", "print_table", "write_html", "write_json"]

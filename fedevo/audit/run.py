@@ -1,0 +1,317 @@
+"""Run one configuration as the search does (same mechanism, trust model, rounds, data, seed) with canaries.
+
+What each trust model's observer sees, and where the canaries go (docs/privacy.md, "Auditing"):
+
+- central (DP-FedAvg): anyone who sees the released models, i.e. each round's released update
+  A_t = mean(clipped) + N(0, s²), s = σ·C₀/n, n = M·(1 − upload_loss) (the deployment's arrived count). A canary
+  user of the deployment adds its clipped update C_k·ũ to the *sum* of the cohort, so C_k·ũ/n to A_t: that is
+  what is added, before the server's noise, through the mechanism's own server transform.
+- secagg (distributed discrete Gaussian): the server sees only the decoded sum of the survivors, as an average
+  whose noise std is the mechanism's `noise_std()`; a canary adds C_k·ũ/n with n = the deployment's arrivals.
+  The canary is added to the decoded average (its own rounding and noise share are left out: both only add
+  noise, so the audit is, if anything, stronger than the real protocol's observer).
+- local: the server sees every upload. A canary user's upload is its update ±C₀·ũ passed through the
+  mechanism's own upload transform (clip to C_k, add N(0, (σ·C_k)²) on the active coordinates), built by the
+  mechanism for m canary clients (recall off: every canary upload is a fresh noisy one, the case the accountant
+  counts), once per round of the most exposed real client's participations.
+
+The observer is credited with everything but the noise and the canaries: the other users' clipped updates
+(the accountant's worst case: DP holds against an adversary who knows every other user's data), so the audited
+residual is (observed − known), projected on each canary direction. The canaries' effect on training is real
+(central, secagg) but no objective of the audit run is reported or written anywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+
+from ..config import SimConfig
+from ..errors import FedevoError
+from . import estimate
+from .canaries import CanarySet, Exposure
+
+DEFAULT_CANARIES = 2000  # capped at the model's active parameter count Ω
+DEFAULT_CONFIDENCE = 0.95
+METHOD = ("one-run audit (Steinke, Nasr & Jagielski, NeurIPS 2023): ε lower bound from the guesses of a "
+          "likelihood-ratio attack on canary users, each inserted with probability 1/2; ε estimate: one-shot "
+          "Gaussian fit of inserted vs held-out canary statistics (Andrew et al., ICLR 2024)")
+
+
+@dataclass
+class AuditResult:
+    label: str
+    trust: str
+    mechanism: str
+    level: str
+    observer: str
+    eps_upper: float
+    eps_estimate: float
+    eps_lower: float
+    confidence: float
+    delta: float
+    canaries: int
+    included: int
+    exposure: Exposure
+    bound: estimate.OneRunBound
+    fit: estimate.GaussianFit
+    eps_reported: float  # the audit run's own accountant (same configuration and seed as the search)
+    eps_search: Optional[float] = None  # the evaluation row's ε (audits of a run's picks)
+    seed: int = 0
+    params: dict = field(default_factory=dict)
+    statistic: np.ndarray = None  # per canary (plots)
+    scores: np.ndarray = None
+    included_mask: np.ndarray = None
+    joined: np.ndarray = None
+    observed_rounds: int = 0
+    wall_s: float = 0.0
+    method: str = METHOD
+
+    @property
+    def verdict(self) -> str:
+        return "consistent" if self.eps_lower <= self.eps_upper else "VIOLATION"
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON object of `fedevo audit --json` (inf: null)."""
+        b, f, e = self.bound, self.fit, self.exposure
+        return {"label": self.label, "eps_upper": self.eps_upper, "eps_estimate": self.eps_estimate,
+                "eps_lower": self.eps_lower, "verdict": self.verdict, "canaries": self.canaries,
+                "confidence": self.confidence, "method": self.method, "trust": self.trust,
+                "mechanism": self.mechanism, "level": self.level, "observer": self.observer, "delta": self.delta,
+                "eps_reported": self.eps_reported, "eps_search": self.eps_search, "seed": self.seed,
+                "included": self.included, "observed_rounds": self.observed_rounds,
+                "exposure": {"relation": e.relation, "rate": e.rate, "rounds": e.rounds},
+                "guesses": {"guesses": b.guesses, "correct": b.correct, "in": b.k_in, "out": b.k_out,
+                            "strategy": b.strategy, "tests": b.tests, "level_per_test": b.level},
+                "gaussian_fit": {"mean_in": f.mean_in, "std_in": f.std_in, "mean_out": f.mean_out,
+                                 "std_out": f.std_out, "separation": f.separation},
+                "canaries_joined_mean": float(self.joined.mean()) if self.joined is not None else None,
+                "wall_s": self.wall_s, "params": self.params}
+
+
+def check_supported(cfg: SimConfig) -> None:
+    pc = cfg.privacy
+    if pc.mechanism == "step":
+        raise FedevoError("auditing the step mechanism (record level, canary records) is not implemented; "
+                          "`fedevo audit` audits mechanism = 'update' (user level, canary clients) under "
+                          "local, central and secagg trust")
+    if pc.mechanism == "none":
+        raise FedevoError("mechanism 'none' has no privacy claim (ε = ∞): nothing to audit")
+    if pc.mechanism != "update":
+        raise FedevoError(f"auditing mechanism {pc.mechanism!r} is not implemented; `fedevo audit` audits "
+                          "mechanism = 'update' (local, central and secagg trust)")
+
+
+def check_canaries(count: Optional[int], *, confidence: float, delta: float) -> None:
+    """Bad input before any training: a confidence outside (0, 1), or too few canaries for it."""
+    if not 0 < confidence < 1:
+        raise FedevoError(f"--confidence must be in (0, 1), got {confidence}")
+    if count is None:
+        return
+    if count < 2:
+        raise FedevoError(f"--canaries must be >= 2, got {count}")
+    best = estimate.max_attainable(m=count, delta=delta, confidence=confidence)
+    if best < 1.0:
+        need = count
+        while estimate.max_attainable(m=need, delta=delta, confidence=confidence) < 1.0:
+            need = max(need + 1, int(need * 1.25))
+        raise FedevoError(f"{count} canaries are too few for {confidence:g} confidence: even if every guess "
+                          f"were right the lower bound would be {best:.2f} < 1; use --canaries {need} or more")
+
+
+def exposure_of(mech, cfg: SimConfig, arrivals: Optional[np.ndarray] = None) -> Exposure:
+    from ..privacy.central import accounted_rounds
+
+    pc = cfg.privacy
+    if mech.trust == "central":
+        q = cfg.cohort / cfg.population
+        if pc.sampling == "poisson":
+            return Exposure("add/remove", q, cfg.rounds)
+        if pc.sampling == "fixed":
+            return Exposure("replace", q, accounted_rounds(cfg))
+        return Exposure("add/remove", 1.0, accounted_rounds(cfg))
+    if mech.trust == "secagg":
+        return Exposure("add/remove", 1.0, accounted_rounds(cfg))
+    return Exposure("replace", 1.0, int(arrivals.max(initial=0)) if arrivals is not None else cfg.rounds)
+
+
+class KnownPart:
+    """Wraps an upload transform: keeps the sum and count of this round's processed uploads, the part of the
+    aggregate an observer who knows every other user's data can compute. Everything else is forwarded."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.sum: Optional[torch.Tensor] = None
+        self.count = 0
+
+    def begin_round(self, t: int) -> None:
+        self.sum, self.count = None, 0
+        if hasattr(self.inner, "begin_round"):
+            self.inner.begin_round(t)
+
+    def __call__(self, deltas, clients, omega):
+        out, cost = self.inner(deltas, clients, omega)
+        s = out.sum(0, dtype=torch.float64)
+        self.sum = s if self.sum is None else self.sum + s
+        self.count += len(clients)
+        return out, cost
+
+    def mean(self) -> torch.Tensor:
+        return (self.sum / max(self.count, 1)).to(torch.float32)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = None,
+                 confidence: float = DEFAULT_CONFIDENCE, label: str = "", params: Optional[dict] = None,
+                 eps_search: Optional[float] = None, on_round: Optional[Callable[[int], None]] = None) -> AuditResult:
+    """Train `cfg` once with seed `seed` and canaries inserted where its trust model's observer looks."""
+    from ..data.datasets import load_dataset
+    from ..data.partition import partition
+    from ..errors import DivergedError
+    from ..fl.rounds import run_rounds
+    from ..models import build_model
+    from ..privacy.mechanism import build_mechanism
+    from ..privacy.noise import NoiseSource
+
+    t0 = time.perf_counter()
+    check_supported(cfg)
+    pc = cfg.privacy
+    check_canaries(canaries, confidence=confidence, delta=pc.delta)
+    mech = build_mechanism(cfg)
+    data = load_dataset(cfg.data.dataset, cfg.data.data_dir, cfg.data.download)
+    dc = cfg.data
+    part = partition(data.y_train.numpy(), data.y_test.numpy(), scheme=dc.partition, clients=dc.clients,
+                     num_classes=data.num_classes, seed=seed, shards_per_client=dc.shards_per_client,
+                     shard_size=dc.shard_size, dirichlet_alpha=dc.dirichlet_alpha, test_fraction=dc.test_fraction)
+    model = build_model(cfg.arch, data.input_shape, data.num_classes)
+    cfg = mech.calibrate(cfg, dim=sum(math.prod(s) for s in model.shapes))
+    pc = cfg.privacy
+    gen = torch.Generator().manual_seed(seed)
+    noise = NoiseSource(seed + 1)
+    controller = mech.controller(data, part, seed)
+    secagg = mech.aggregator(part, seed, controller)
+    step_hook, factory = mech.client_transforms(noise, seed, controller)
+    inner = mech.server_transform(seed)
+    local = mech.trust == "local"
+    state: dict[str, Any] = {"round": 0, "actives": []}
+    known: dict[str, KnownPart] = {}
+    exposure = None if local else exposure_of(mech, cfg)
+    n_dep = getattr(mech, "arrived", cfg.cohort * (1.0 - cfg.upload_loss))  # the deployment's arrivals
+    s_claim = pc.sigma * pc.clip / n_dep  # the accounted noise std on the average (honest shares for secagg)
+    cs: dict[str, CanarySet] = {}
+
+    def canary_set(omega: int, exp: Exposure) -> CanarySet:
+        if "set" not in cs:
+            m = canaries if canaries is not None else min(DEFAULT_CANARIES, omega)
+            if m > omega:
+                raise FedevoError(f"--canaries {m} exceeds the model's {omega} active parameters (each canary "
+                                  f"needs its own coordinates); use at most {omega}")
+            check_canaries(m, confidence=confidence, delta=pc.delta)
+            cs["set"] = CanarySet(count=m, exposure=exp, seed=seed + 17)
+        return cs["set"]
+
+    def upload_factory(active):
+        known["part"] = KnownPart(factory(active))
+        return known["part"]
+
+    def observe(agg: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+        state["round"] += 1  # rounds with an aggregate (a round where nothing arrived releases nothing)
+        t = state["round"]
+        if local:  # the local observer looks at uploads: only the active coordinates are needed here
+            state["actives"].append(active.clone())
+            return inner(agg, active) if inner is not None else agg
+        c = canary_set(int((active > 0).sum()), exposure)
+        joins = c.join(t)
+        d = c.directions(active)
+        ck = pc.clip * np.exp(-pc.beta * c.joined)  # each canary's clip at its next participation
+        agg = agg + c.embed(d, c.signs(joins) * ck / n_dep)
+        if inner is not None:
+            agg = inner(agg, active)
+        if t <= exposure.rounds:
+            resid = agg - known["part"].mean()
+            c.record(z=c.project(d, resid) / s_claim, mu=ck / n_dep / s_claim, joins=joins)
+        return agg
+
+    try:
+        out = run_rounds(cfg, model, data, part, gen=gen, step_hook=step_hook, upload_factory=upload_factory,
+                         on_round=on_round, secagg=secagg, controller=controller, server_transform=observe,
+                         uniform_weights=mech.uniform_weights)
+    except DivergedError as e:
+        raise FedevoError(f"{label or 'the configuration'} diverged during the audit run ({e}); nothing to "
+                          "audit") from None
+    finally:
+        noise.close()
+    rep = mech.report(out, part)
+    eps_reported = float(rep["eps"])
+    if local:
+        exposure = exposure_of(mech, cfg, out.arrivals if out.upload is None else out.upload.joined)
+        c, eps_upper = _local_canaries(mech, cfg, out, state["actives"], exposure, canary_set, seed)
+    else:
+        c, eps_upper = canary_set(out.omega, exposure), eps_reported
+    scores, stat = c.scores(), c.statistic()
+    bound = estimate.eps_lower_one_run(scores=scores, included=c.included, delta=pc.delta, confidence=confidence)
+    fit = estimate.eps_estimate_gaussian(stat_in=stat[c.included], stat_out=stat[~c.included], delta=pc.delta)
+    return AuditResult(label=label, trust=mech.trust, mechanism=pc.mechanism, level=str(rep.get("level", "user")),
+                       observer=str(rep.get("observer", "")), eps_upper=eps_upper, eps_estimate=fit.eps_estimate,
+                       eps_lower=bound.eps_lower, confidence=confidence, delta=pc.delta, canaries=c.m,
+                       included=int(c.included.sum()), exposure=exposure, bound=bound, fit=fit,
+                       eps_reported=eps_reported, eps_search=eps_search, seed=seed, params=dict(params or {}),
+                       statistic=stat, scores=scores, included_mask=c.included.copy(), joined=c.joined.copy(),
+                       observed_rounds=c.observed_rounds, wall_s=time.perf_counter() - t0)
+
+
+BLOCK = 256  # canary uploads privatised per call (memory: BLOCK × P floats)
+
+
+def _local_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure, canary_set, seed: int):
+    """Canary users' uploads through the mechanism's own upload transform, for as many rounds as the most
+    exposed real client took part in; returns the canaries and the accountant's ε for their exposure."""
+    from ..privacy import accounting as acc
+    from ..privacy.mechanism import build_mechanism
+    from ..privacy.noise import NoiseSource
+
+    pc = cfg.privacy
+    if not actives:
+        raise FedevoError("no round of the audit run aggregated anything: nothing to audit")
+    c = canary_set(out.omega, exposure)
+    ccfg = replace(cfg, data=replace(cfg.data, clients=c.m), privacy=replace(pc, recall=False))
+    cmech = build_mechanism(ccfg)
+    cnoise = NoiseSource(seed + 19)
+    try:
+        _, cfactory = cmech.client_transforms(cnoise, seed + 19)
+        trans = None
+        ids = np.arange(c.m)
+        for k in range(exposure.rounds):
+            active = actives[min(k, len(actives) - 1)]
+            if trans is None:
+                trans = cfactory(active)
+            else:
+                trans.set_active(active)
+            trans.begin_round(k + 1)
+            joins = c.join(k + 1)
+            d = c.directions(active)
+            ck = trans.thresholds(ids)  # C_k of this participation (before the transform counts it)
+            weights = c.signs(joins) * pc.clip  # ±C₀·ũ: the transform clips to C_k
+            proj = np.empty(c.m)
+            for s in range(0, c.m, BLOCK):
+                blk = slice(s, min(s + BLOCK, c.m))
+                rows = c.rows(d, weights, blk)
+                up, _ = trans(rows, ids[blk], out.omega)
+                proj[blk] = c.project_rows(d, up, blk)
+            c.record(z=proj / (pc.sigma * ck), mu=np.full(c.m, 1.0 / pc.sigma), joins=joins)
+    finally:
+        cnoise.close()
+    z = trans.effective_sigma() if trans is not None else None
+    eps = acc.eps_update_varying(noise_multipliers=[z], delta=pc.delta) if z else 0.0
+    return c, float(eps)
+
+
+__all__ = ["AuditResult", "DEFAULT_CANARIES", "DEFAULT_CONFIDENCE", "KnownPart", "METHOD", "audit_config",
+           "check_canaries", "check_supported", "exposure_of"]

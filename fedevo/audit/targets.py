@@ -1,0 +1,48 @@
+"""What to audit: a run's picked evaluations (same genes, seed, rounds and data as the search), or one
+configuration of a problem. Every configuration is built (and so validated) before any training."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from ..config import SimConfig
+from .run import check_supported
+
+
+@dataclass(frozen=True)
+class Target:
+    label: str
+    cfg: SimConfig
+    seed: int
+    params: dict
+    eps_search: Optional[float] = None
+
+
+def from_run(run_dir: Path | str, spec: str) -> list[Target]:
+    from ..pick import pick
+    from ..viz.rundata import load_run
+
+    data = load_run(run_dir)  # FedevoError: not a run, or no evaluations
+    out = []
+    for p in pick(spec, data.rows, data.front, eps_key=data.eps_key):
+        params = data.params(p.row)
+        cfg = data.problem.sim_config(params, rounds=data.settings.rounds, data_dir=data.settings.data_dir)
+        check_supported(cfg)
+        out.append(Target(label=f"id {p.id} ({p.label})", cfg=cfg, seed=int(p.row["seed"]), params=params,
+                          eps_search=p.row.get("eps")))
+    return out
+
+
+def from_problem(problem: str, params: Optional[dict[str, Any]] = None, *, seed: int = 0,
+                 rounds: Optional[int] = None, data_dir: Optional[str] = None) -> list[Target]:
+    from ..problem import load_problem
+
+    prob = load_problem(problem)
+    cfg = prob.sim_config(params, rounds=rounds, data_dir=data_dir)
+    check_supported(cfg)
+    return [Target(label=prob.name, cfg=cfg, seed=seed, params=prob.resolve(params))]
+
+
+__all__ = ["Target", "from_problem", "from_run"]

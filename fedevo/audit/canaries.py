@@ -53,8 +53,8 @@ class CanarySet:
     and μ (m,): the shift a participating included canary would give z (its clip over the accounted noise)."""
 
     def __init__(self, *, count: int, exposure: Exposure, seed: int):
-        if count < 2:
-            raise ValueError("need at least 2 canaries")
+        if count < 1:
+            raise ValueError("need at least 1 canary")
         self.m = int(count)
         self.exposure = exposure
         self.rng = np.random.default_rng(seed)

@@ -1,0 +1,97 @@
+"""The two statistics against hand-computed numbers and independent implementations."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from fedevo.audit import estimate as E
+
+
+def test_p_value_hand_computed():
+    # δ = 0: P[Binomial(r, q) ≥ v]; all r right: q^r with q = e^ε / (1 + e^ε)
+    q = math.e / (1 + math.e)
+    assert E.p_value_dp(m=1000, r=100, v=100, eps=1.0, delta=0.0) == pytest.approx(q ** 100, rel=1e-9)
+    assert E.p_value_dp(m=10, r=4, v=3, eps=0.0, delta=0.0) == pytest.approx(5 / 16)  # (4 + 1) / 2^4
+    # δ > 0, by hand: m = 10, r = v = 2, ε = 0: q = ½, β = P[B ≥ 2] = ¼; α = max(P[B=1]/1, (P[B=1]+P[B=0])/2)
+    # = max(½, ⅜) = ½; p = ¼ + ½·δ·2·m = ¼ + ½·0.01·20 = 0.35
+    assert E.p_value_dp(m=10, r=2, v=2, eps=0.0, delta=0.01) == pytest.approx(0.35)
+    with pytest.raises(ValueError):
+        E.p_value_dp(m=5, r=6, v=1, eps=1.0, delta=0.0)
+
+
+def _p_value_reference(m, r, v, eps, delta):
+    """Steinke, Nasr & Jagielski's published loop, written out independently."""
+    q = 1 / (1 + math.exp(-eps))
+    beta = stats.binom.sf(v - 1, r, q)
+    alpha, acc = 0.0, 0.0
+    for i in range(1, v + 1):
+        acc += stats.binom.pmf(v - i, r, q)
+        if acc > i * alpha:
+            alpha = acc / i
+    return min(beta + alpha * delta * 2 * m, 1.0)
+
+
+@pytest.mark.parametrize("m,r,v,eps,delta", [(100, 40, 35, 0.7, 1e-5), (1000, 200, 150, 1.3, 1e-4),
+                                             (50, 50, 50, 3.0, 1e-3), (20, 10, 2, 0.1, 0.0)])
+def test_p_value_matches_published_loop(m, r, v, eps, delta):
+    assert E.p_value_dp(m=m, r=r, v=v, eps=eps, delta=delta) == pytest.approx(
+        _p_value_reference(m, r, v, eps, delta), rel=1e-9, abs=1e-15)
+
+
+def test_eps_lower_all_right_closed_form():
+    # δ = 0, v = r: the bound solves q^r = level: ε = log(p / (1 − p)) with p = level^(1/r)
+    p = 0.05 ** (1 / 10)
+    assert E.eps_lower_from_guesses(m=100, r=10, v=10, delta=0.0, level=0.05) == pytest.approx(
+        math.log(p / (1 - p)), rel=1e-9)
+    # 4 guesses all right cannot reject ε = 0 at 5% (½^4 = 6.25%)
+    assert E.eps_lower_from_guesses(m=100, r=4, v=4, delta=0.0, level=0.05) == 0.0
+    assert E.eps_lower_from_guesses(m=100, r=5, v=5, delta=0.0, level=0.05) > 0.0
+
+
+def test_guesses_and_one_run_bound():
+    s = np.array([5.0, -4.0, 0.1, -0.2, 3.0, 0.0])
+    assert E.guesses(s, "in", 2).tolist() == [1, 0, 0, 0, 1, 0]
+    assert E.guesses(s, "sign", 3).tolist() == [1, -1, 0, 0, 1, 0]
+    rng = np.random.default_rng(0)
+    inc = rng.random(400) < 0.5
+    perfect = np.where(inc, 1.0, -1.0) * (1 + rng.random(400))
+    b = E.eps_lower_one_run(scores=perfect, included=inc, delta=1e-6, confidence=0.95)
+    assert b.correct == b.guesses == 400 and b.strategy == "sign"
+    assert b.eps_lower == pytest.approx(E.max_attainable(m=400, delta=1e-6, confidence=0.95))
+    assert b.tests == len(E.guess_plan(400)) and b.level == pytest.approx(0.05 / b.tests)
+    # scores independent of the truth: no evidence of leakage
+    noise = E.eps_lower_one_run(scores=rng.normal(size=400), included=inc, delta=1e-6, confidence=0.95)
+    assert noise.eps_lower < 0.3
+
+
+def test_delta_gaussians_closed_form_and_integral():
+    norm = stats.norm
+    for mu, eps in ((1.0, 1.0), (0.5, 0.2), (3.0, 4.0)):
+        want = norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+        assert E.delta_gaussians(eps=eps, mu1=mu, s1=1, mu0=0, s0=1) == pytest.approx(want, rel=1e-9, abs=1e-15)
+    # different variances: the exact intervals against a numerical integral of (p1 − e^ε p0)+
+    a, sa, b, sb, eps = 0.7, 1.3, 0.0, 1.0, 0.5
+    f = lambda x: max(0.0, norm.pdf(x, a, sa) - math.exp(eps) * norm.pdf(x, b, sb))  # noqa: E731
+    num = integrate.quad(f, -40, 40, limit=400, points=[-5, 0, 5])[0]
+    assert E.delta_gaussians(eps=eps, mu1=a, s1=sa, mu0=b, s0=sb) == pytest.approx(num, rel=1e-6)
+
+
+def test_eps_gaussians_matches_dp_accounting():
+    import dp_accounting as dpa
+
+    for z, delta in ((1.0, 1e-5), (2.0, 1e-6), (0.5, 1e-4)):
+        acc = dpa.pld.PLDAccountant().compose(dpa.GaussianDpEvent(z))
+        want = acc.get_epsilon(delta)
+        assert E.eps_gaussians(mu1=1 / z, s1=1, mu0=0, s0=1, delta=delta) == pytest.approx(want, rel=2e-3)
+
+
+def test_gaussian_fit_hand_computed():
+    # means 2 and 0, sample stds √2 and √2 → pooled √2, separation √2
+    f = E.eps_estimate_gaussian(stat_in=[1.0, 3.0], stat_out=[-1.0, 1.0], delta=1e-5)
+    assert (f.mean_in, f.mean_out) == (2.0, 0.0)
+    assert f.std_in == pytest.approx(math.sqrt(2)) and f.separation == pytest.approx(math.sqrt(2))
+    assert f.eps_estimate == pytest.approx(E.eps_gaussians(mu1=math.sqrt(2), s1=1, mu0=0, s0=1, delta=1e-5))
+    same = E.eps_estimate_gaussian(stat_in=[0.0, 1.0, 2.0], stat_out=[0.0, 1.0, 2.0], delta=1e-5)
+    assert same.eps_estimate == 0.0

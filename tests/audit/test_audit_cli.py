@@ -1,0 +1,81 @@
+"""`fedevo audit` on the command line: JSON, files, exit codes, run directories left as they were."""
+
+import json
+
+import pytest
+
+import fedevo.privacy.central as central
+from tests.helpers import run_cli as cli
+from tests.viz.fedevo_runs import digits_run
+
+KEYS = {"eps_upper", "eps_estimate", "eps_lower", "verdict", "canaries", "confidence", "method"}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return digits_run(tmp_path_factory)
+
+
+def _snapshot(d):
+    return {p.relative_to(d): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()
+            and not p.relative_to(d).parts[0].startswith("audit")}
+
+
+def test_problem_json_one_object(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(["audit", "--problem", "digits_mlp", "--params", '{"sigma": 0.5}', "--json"], capsys)
+    assert code in (0, None), err
+    lines = out.strip().splitlines()
+    assert len(lines) == 1
+    obj = json.loads(lines[0])
+    assert KEYS <= set(obj) and obj["verdict"] == "consistent" and obj["confidence"] == 0.95
+    assert obj["eps_lower"] <= obj["eps_upper"] and obj["params"]["sigma"] == 0.5
+    (audit_dir,) = list((tmp_path / "runs").iterdir())
+    assert {p.name for p in audit_dir.iterdir()} == {"audit.json", "audit.html"}
+    html = (audit_dir / "audit.html").read_text()
+    assert "inserted (included)" in html and "held out" in html and "<script src=" not in html  # offline
+
+
+def test_run_pick_writes_audit_dirs_never_overwrites(run_dir, capsys):
+    before = _snapshot(run_dir)
+    code, out, err = cli(["audit", str(run_dir), "--pick", "knee", "--quiet"], capsys)
+    assert code in (0, None), err
+    code, out, err = cli(["audit", str(run_dir), "--pick", "knee,lowest-error:1", "--quiet"], capsys)
+    assert code in (0, None), err
+    first = json.loads((run_dir / "audit" / "audit.json").read_text())
+    second = json.loads((run_dir / "audit-2" / "audit.json").read_text())
+    assert len(first["audits"]) == 1 and len(second["audits"]) >= 1
+    a = first["audits"][0]
+    assert a["eps_search"] == pytest.approx(a["eps_upper"])  # what the search reported, re-accounted
+    assert _snapshot(run_dir) == before  # nothing else in the run directory changed
+
+
+def test_violation_exits_3(tmp_path, capsys, monkeypatch):
+    std = central.CentralGaussian.noise_std
+    monkeypatch.setattr(central.CentralGaussian, "noise_std", lambda self: std(self) / 10)
+    code, out, err = cli(["audit", "--problem", "digits_mlp", "--json", "--out", tmp_path / "a"], capsys)
+    assert code == 3
+    assert json.loads(out)["verdict"] == "VIOLATION"
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--pick", "id:99999"], "no evaluation with id"),
+    (["--pick", "bogus"], "cannot understand pick"),
+    (["--pick", "knee", "--canaries", "8"], "too few"),
+    (["--pick", "knee", "--confidence", "1.2"], "confidence"),
+])
+def test_bad_input_one_line_exit_2(run_dir, capsys, argv, msg):
+    code, out, err = cli(["audit", str(run_dir), *argv], capsys)
+    assert code == 2 and msg in err and err.count("\n") == 1 and err.startswith("fedevo: error:")
+
+
+def test_run_without_evaluations_and_step(run_dir, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "run.json").write_bytes((run_dir / "run.json").read_bytes())
+    code, out, err = cli(["audit", str(empty), "--pick", "knee"], capsys)
+    assert code == 2 and "no evaluations" in err and err.count("\n") == 1
+    assert not (empty / "audit").exists()
+    code, out, err = cli(["audit", "--problem", "digits_mlp_local", "--params",
+                          '{"mechanism": "step", "clip": 1.0}'], capsys)
+    assert code == 2 and "step mechanism" in err and err.count("\n") == 1

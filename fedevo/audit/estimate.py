@@ -150,7 +150,7 @@ def delta_gaussians(*, eps: float, mu1: float, s1: float, mu0: float, s0: float)
     # {x: A x² + B x + C > 0} as a union of intervals
     if abs(A) < 1e-12 * max(abs(B), 1e-300) or A == 0.0:
         if B == 0:
-            return 0.0 if C <= 0 else 1.0 - math.exp(eps)
+            return 0.0 if C <= 0 else max(0.0, 1.0 - math.exp(eps))
         x = -C / B
         intervals = [(x, math.inf)] if B > 0 else [(-math.inf, x)]
     else:
@@ -161,14 +161,25 @@ def delta_gaussians(*, eps: float, mu1: float, s1: float, mu0: float, s0: float)
             r1, r2 = sorted(((-B - math.sqrt(disc)) / (2 * A), (-B + math.sqrt(disc)) / (2 * A)))
             intervals = [(-math.inf, r1), (r2, math.inf)] if A > 0 else [(r1, r2)]
 
-    def mass(mu, s, a, b):
-        return float(stats.norm.cdf((b - mu) / s) - stats.norm.cdf((a - mu) / s)) if b > a else 0.0
+    def logmass(mu, s, a, b):  # log P[a < X < b], X ~ N(mu, s²), accurate in either tail
+        if b <= a:
+            return -math.inf
+        za, zb = (a - mu) / s, (b - mu) / s
+        if za > 0:  # both in the upper tail: difference of survival functions
+            hi, lo = stats.norm.logsf(za), stats.norm.logsf(zb)
+        else:
+            hi, lo = stats.norm.logcdf(zb), stats.norm.logcdf(za)
+        if hi == -math.inf:
+            return -math.inf
+        return float(hi + np.log1p(-math.exp(min(lo - hi, 0.0))))
 
-    d = sum(mass(mu1, s1, a, b) - math.exp(eps) * mass(mu0, s0, a, b) for a, b in intervals)
+    # on these intervals p1 > e^ε·p0 pointwise, so e^ε·P0 ≤ P1 ≤ 1: no overflow in log space
+    d = sum(math.exp(logmass(mu1, s1, a, b)) - math.exp(min(eps + logmass(mu0, s0, a, b), 0.0))
+            for a, b in intervals)
     return max(0.0, d)
 
 
-def eps_gaussians(*, mu1: float, s1: float, mu0: float, s0: float, delta: float, eps_max: float = 1e3) -> float:
+def eps_gaussians(*, mu1: float, s1: float, mu0: float, s0: float, delta: float, eps_max: float = 1e7) -> float:
     """The smallest ε with δ(ε) ≤ delta in both directions (p₁ vs p₀ and p₀ vs p₁)."""
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta}")

@@ -148,9 +148,10 @@ class KnownPart:
         self.inner = inner
         self.sum: Optional[torch.Tensor] = None
         self.count = 0
+        self.round = 0
 
     def begin_round(self, t: int) -> None:
-        self.sum, self.count = None, 0
+        self.sum, self.count, self.round = None, 0, t
         if hasattr(self.inner, "begin_round"):
             self.inner.begin_round(t)
 
@@ -200,7 +201,7 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
     step_hook, factory = mech.client_transforms(noise, seed, controller)
     inner = mech.server_transform(seed)
     local = mech.trust == "local"
-    state: dict[str, Any] = {"round": 0, "actives": []}
+    state: dict[str, Any] = {"actives": []}
     known: dict[str, KnownPart] = {}
     exposure = None if local else exposure_of(mech, cfg)
     n_dep = getattr(mech, "arrived", cfg.cohort * (1.0 - cfg.upload_loss))  # the deployment's arrivals
@@ -222,8 +223,7 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
         return known["part"]
 
     def observe(agg: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
-        state["round"] += 1  # rounds with an aggregate (a round where nothing arrived releases nothing)
-        t = state["round"]
+        t = known["part"].round  # this round (1-based); a round that aggregates nothing releases nothing
         if local:  # the local observer looks at uploads: only the active coordinates are needed here
             state["actives"].append(active.clone())
             return inner(agg, active) if inner is not None else agg

@@ -40,6 +40,9 @@ def _execute(run, runtime, quiet: bool, created: bool = False) -> None:
               f"Continue with: fedevo resume {run.run_dir}", file=sys.stderr)
         raise typer.Exit(130)
     _print_summary(summary, run, quiet)
+    if summary.evaluations and summary.failed == summary.evaluations:
+        raise FedevoError(f"every evaluation failed ({summary.failed}); the first: "
+                          f"{summary.first_failure or 'no message'} (log: {run.run_dir / 'evaluations.csv'})")
     plot = _write_plot(run.run_dir)
     print(f"results in {summary.run_dir}/ (front.csv, evaluations.csv, hypervolume.csv, run.json, checkpoints/"
           + (f", {plot.name}" if plot else "") + ")")
@@ -120,9 +123,13 @@ def resume(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
 ) -> None:
     """Continue a stopped search (killed, interrupted) from its last checkpoint; finished evaluations are reused."""
+    from ..errors import FedevoError
     from ..search.run import SearchRun
 
     run = SearchRun.open(run_dir)
+    if run.finished():  # refuse before opening anything for writing: a finished run's results stay as they are
+        raise FedevoError(f"{run_dir} holds a finished search ({run.settings.gen} generations); nothing to resume "
+                          f"and nothing was changed (see `fedevo front {run_dir}`)")
     if data_dir is not None:
         run.use_data_dir(data_dir)
     _execute(run, _runtime(workers, ray_address, cpus_per_task, gpus_per_task), quiet)

@@ -26,7 +26,7 @@ def _execute(run, runtime, quiet: bool, created: bool = False) -> None:
     from ..search.progress import NullReporter, RichReporter
 
     err = Console(stderr=True)
-    reporter = NullReporter() if quiet else RichReporter(eps_key=run.eps_key, console=err)
+    reporter = NullReporter() if quiet else RichReporter(eps_key=run.eps_key, console=err, run_dir=run.run_dir)
     try:
         summary = run.run(runtime, reporter=reporter)
     except FedevoError:
@@ -107,8 +107,6 @@ def search(
     runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task)
     created = out is None or not out.exists() or (out.is_dir() and not any(out.iterdir()))
     run = SearchRun.create(settings, out, runtime)
-    if not quiet:
-        print(f"run directory: {run.run_dir}", file=sys.stderr)
     _execute(run, runtime, quiet, created=created)
 
 

@@ -1,10 +1,11 @@
 """What fedevo does around Ray: where its logs go, its temporary folders, and whether a task can be scheduled.
 
 * Logs: Ray's driver-side log records and whatever Ray's processes print while it starts or stops go to a log
-  file (``ray.log`` in the run directory) instead of fedevo's stdout/stderr; ``warnings`` returns the lines
-  worth showing (Ray's WARNING/ERROR lines, ANSI colours removed).
+  file (``ray.log`` in the run directory, ANSI colours removed) instead of fedevo's stdout/stderr, which keep
+  fedevo's own results and messages; an error starting Ray quotes the log's last line.
 * Temporary folders: a local Ray started by fedevo gets its own temporary root (``fedevo-ray-*`` in the system
-  temp directory), removed when fedevo shuts that Ray down; a cluster's folders are never touched.
+  temp directory), removed when fedevo shuts that Ray down (and, if fedevo was killed, by the next fedevo that
+  starts a local Ray); Ray's default folder and a cluster's folders are never touched.
 * Schedulability: a task asking for more CPUs or GPUs than any single alive node has would wait forever;
   :func:`check_schedulable` refuses it in seconds.
 """
@@ -32,21 +33,43 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
-def warnings(text: str, limit: int = 3) -> list[str]:
-    """The WARNING/ERROR lines of Ray's output (colours removed), at most `limit`."""
-    out = []
-    for line in strip_ansi(text).splitlines():
-        if re.search(r"\b(WARNING|ERROR|CRITICAL)\b", line) and line.strip() not in out:
-            out.append(line.strip())
-    return out[:limit]
+def _temp_base() -> str:
+    base = tempfile.gettempdir()
+    return base if len(base) <= _SOCKET_ROOM else "/tmp"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def sweep_stale_roots(base: Optional[str] = None) -> list[str]:
+    """Remove the temporary roots of local Rays that fedevo started in processes that died without cleaning up
+    (killed): a root is stale when the process named by each of its session folders no longer exists."""
+    removed = []
+    for root in Path(base or _temp_base()).glob("fedevo-ray-*"):
+        sessions = [p for p in root.glob("session_*") if p.is_dir() and not p.is_symlink()]
+        pids = []
+        for sdir in sessions:
+            tail = sdir.name.rsplit("_", 1)[-1]
+            pids.append(int(tail) if tail.isdigit() else None)
+        if sessions and all(pid is not None and not _alive(pid) for pid in pids):
+            shutil.rmtree(root, ignore_errors=True)
+            removed.append(str(root))
+    return removed
 
 
 def local_temp_root() -> str:
-    """A fresh temporary root for a local Ray (short enough for Ray's Unix socket paths)."""
-    base = tempfile.gettempdir()
-    if len(base) > _SOCKET_ROOM:
-        base = "/tmp"
-    return tempfile.mkdtemp(prefix="fedevo-ray-", dir=base)
+    """A fresh temporary root for a local Ray (short enough for Ray's Unix socket paths); first removes the
+    roots that killed fedevo processes left behind."""
+    with contextlib.suppress(OSError):
+        sweep_stale_roots()
+    return tempfile.mkdtemp(prefix="fedevo-ray-", dir=_temp_base())
 
 
 def remove_temp_root(root: Optional[str]) -> None:
@@ -62,6 +85,9 @@ class RayLog:
         self.path = Path(path) if path is not None else None
         self.text = ""
         self._handler: Optional[logging.Handler] = None
+        if self.path is not None:  # present (maybe empty) whenever Ray ran: where to look
+            with contextlib.suppress(OSError):
+                self.path.touch()
 
     def write(self, text: str) -> None:
         if not text:

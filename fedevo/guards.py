@@ -114,9 +114,14 @@ def check_evaluation_memory(config, what: str = "this configuration", memory: Op
         fix = f"epochs={config.epochs} (at most {limit} fit with batch_size={config.batch_size})"
     else:
         fix = "the model (layers/units/channels) or chunk_clients"
-    raise FedevoError(f"{what} would need about {total / GIB:.1f} GiB of memory per evaluation (batch schedule "
-                      f"{need['schedule'] / GIB:.1f} GiB, model copies {need['model'] / GIB:.1f} GiB), more than the "
-                      f"{memory / GIB:.1f} GiB available; lower {fix}")
+    raise FedevoError(f"{what} would need about {_gib(total)} of memory per evaluation (batch schedule "
+                      f"{_gib(need['schedule'])}, model copies {_gib(need['model'])}), more than the "
+                      f"{_gib(memory)} available; lower {fix}")
+
+
+def _gib(n: float) -> str:
+    g = n / GIB
+    return f"{g:,.1f} GiB" if g >= 0.1 else f"{g:.2g} GiB"
 
 
 def _existing_ancestor(path: Path) -> Path:

@@ -22,8 +22,10 @@ def plot(
 ) -> None:
     """Write RUN_DIR/front.html: the evaluations and the Pareto front in 3D and 2D, parallel coordinates of
     genes and objectives, hypervolume per generation (one self-contained page; opens offline)."""
+    from ..guards import check_writable_file
     from ..viz.front import write_front_html
 
+    check_writable_file(out if out is not None else run_dir / "front.html")  # before any work
     path = write_front_html(run_dir, out)
     print(f"wrote {path}")
 
@@ -118,12 +120,13 @@ def retrain(
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Parallel trainings on a local Ray (default: number of cores; 0: in-process)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of every training (default: the run's seed); the same seed gives the same numbers."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root (default: the run's)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report directory (default: RUN_DIR/retrain)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report directory, new or empty (default: RUN_DIR/retrain, or retrain-2, ... if that exists)."),
     standard: Optional[str] = typer.Option(None, "--standard", help="JSON settings overriding the standard solution's, e.g. '{\"participation\": 1.0}' (seed 004's standard: C = 1)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no table."),
 ) -> None:
     """Retrain picked Pareto solutions and the standard solution (dense, no privacy) for --rounds rounds;
-    write RUN_DIR/retrain/report.csv, report.md and curves.html (seed 004's Tables 5–6)."""
+    write RUN_DIR/retrain/report.csv, report.md and curves.html (seed 004's Tables 5–6; retrain-2/, ... when an
+    earlier report exists: nothing is overwritten)."""
     from rich.console import Console
 
     from ..errors import FedevoError

@@ -38,9 +38,10 @@ class RichReporter(NullReporter):
     On a terminal: a live progress bar. Otherwise (output redirected): one plain line per generation.
     """
 
-    def __init__(self, eps_key: str = "eps", console=None):
+    def __init__(self, eps_key: str = "eps", console=None, run_dir=None):
         from rich.console import Console
 
+        self.run_dir = run_dir  # announced once evaluation starts (a setup error before that prints one line only)
         self.eps_key = eps_key
         self.console = console or Console(stderr=True)
         self._progress = None
@@ -78,6 +79,8 @@ class RichReporter(NullReporter):
             self._note(r)
         self._gen = (generation, n_gen)
         self._done, self._total = done, total
+        if self.run_dir is not None:
+            self.console.print(f"run directory: {self.run_dir}", highlight=False, soft_wrap=True)
         if runner:
             self.console.print(f"[dim]evaluating on {runner}[/dim]")
         if self._plain:

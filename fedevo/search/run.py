@@ -50,6 +50,8 @@ import numpy as np
 
 from ..errors import FedevoError
 from ..fl.cost import relative_cost
+from ..guards import (check_problem_memory, check_rounds, check_search_sizes, check_seed, check_workers,
+                      check_writable_dir)
 from ..problem import Problem, load_problem, parse_problem
 from ..result import EvaluationResult
 from .problem import OBJECTIVES, WORST, SearchProblem, sanitize
@@ -91,10 +93,9 @@ class SearchSettings:
         """Validated copy with `partitions` filled in; bad values raise FedevoError."""
         if self.gen < 1:
             raise FedevoError(f"--gen must be >= 1 (generation 1 is the initial population), got {self.gen}")
-        if self.seed < 0:
-            raise FedevoError(f"--seed must be >= 0, got {self.seed}")
-        if self.rounds is not None and self.rounds < 1:
-            raise FedevoError(f"--rounds must be >= 1, got {self.rounds}")
+        check_seed(self.seed)
+        check_rounds(self.rounds)
+        check_search_sizes(self.pop, self.gen)
         if self.pop < n_ref_dirs(1):
             raise FedevoError(f"--pop {self.pop} is too small: NSGA-III needs at least one individual per reference "
                               f"direction, and 3 objectives need at least {n_ref_dirs(1)} Das–Dennis directions "
@@ -452,6 +453,7 @@ class Summary:
     diverged: int = 0
     stopped_early: bool = False
     front: list = field(default_factory=list)
+    first_failure: str = ""  # message of the first failed evaluation (first line), "" if none failed
 
     @property
     def complete(self) -> bool:
@@ -500,8 +502,7 @@ class SearchRun:
             from .runner import _check_reachable
 
             _check_reachable(runtime.ray_address, 5.0)
-        if runtime.workers is not None and runtime.workers < 0:
-            raise FedevoError(f"--workers must be >= 0 (0 = serial, in-process), got {runtime.workers}")
+        check_workers(runtime.workers)
         if not runtime.cpus_per_task > 0:
             raise FedevoError(f"--cpus-per-task must be > 0, got {runtime.cpus_per_task}")
         if not runtime.gpus_per_task >= 0:
@@ -510,6 +511,8 @@ class SearchRun:
         ident = run_identity(text, settings)
         if out.exists() and not out.is_dir():
             raise FedevoError(f"--out {out} exists and is not a directory")
+        check_writable_dir(out)
+        check_problem_memory(problem, rounds=settings.rounds)
         if out.is_dir() and any(out.iterdir()):
             if (out / "run.json").exists():
                 try:
@@ -581,6 +584,15 @@ class SearchRun:
     def use_data_dir(self, data_dir: Optional[str]) -> None:
         """Read the data from elsewhere (not part of the run's identity: results do not depend on it)."""
         self.settings = replace(self.settings, data_dir=data_dir)
+
+    def finished(self) -> bool:
+        """True when the newest checkpoint holds the last generation (or the search stopped early): nothing to
+        resume. Reads only."""
+        ck = latest_checkpoint(self.run_dir)
+        if ck is None:
+            return False
+        state = load_checkpoint(ck)
+        return state.get("generation", 0) >= self.settings.gen or bool(state.get("stopped_early"))
 
     def is_empty(self) -> bool:
         """True while no evaluation has been logged."""
@@ -660,7 +672,7 @@ class SearchRun:
             eval_kwargs = {"rounds": s.rounds, "data_dir": s.data_dir}
             runner = make_runner(evaluator, self.problem, eval_kwargs, workers=runtime.workers,
                                  address=runtime.ray_address, cpus_per_task=runtime.cpus_per_task,
-                                 gpus_per_task=runtime.gpus_per_task)
+                                 gpus_per_task=runtime.gpus_per_task, log_dir=self.run_dir)
         try:
             if runner is not None:
                 reporter.start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,
@@ -692,7 +704,9 @@ class SearchRun:
                        evaluations=len(done_rows), reused=counters["reused"],
                        failed=sum(r["status"] == "failed" for r in done_rows), front_size=len(front),
                        diverged=sum(r["status"] == "diverged" for r in done_rows),
-                       wall_s=time.monotonic() - t0, stopped_early=bool(state.get("stopped_early")), front=front)
+                       wall_s=time.monotonic() - t0, stopped_early=bool(state.get("stopped_early")), front=front,
+                       first_failure=next((r["message"].strip().splitlines()[0] for r in done_rows
+                                           if r["status"] == "failed" and r["message"].strip()), ""))
 
     @staticmethod
     def _rows_upto(by_id, next_id: int) -> list[dict[str, Any]]:

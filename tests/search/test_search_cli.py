@@ -181,7 +181,7 @@ def test_existing_ray_cluster_by_address(tmp_path):
     head_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # its own (short: unix socket paths) temp dir, so that its `ray_current_cluster` file does not make other
     # processes' plain `ray.init()` try to join this short-lived cluster
-    temp_dir = tempfile.mkdtemp(prefix="fedevo-ray-", dir="/tmp")
+    temp_dir = tempfile.mkdtemp(prefix="rayc-", dir="/tmp")
     head = subprocess.Popen([ray_bin, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
                              f"--temp-dir={temp_dir}", "--num-cpus=2", "--include-dashboard=false",
                              "--disable-usage-stats", "--block"],

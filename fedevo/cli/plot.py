@@ -37,15 +37,28 @@ def _console():
 
 
 def _fmt(v) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "–"
-        if math.isinf(v):
-            return "∞"
-        return f"{v:.4g}"
-    return str(v)
+    from ..viz.numfmt import num
+
+    return num(v)
+
+
+def _json_value(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None  # as `fedevo evaluate --json`: inf (no privacy) and NaN are null
+    return v
+
+
+def _pick_json(data, rows, marks) -> list[dict]:
+    """The rows as `fedevo front --json` prints them: id, why, objectives, genes (full precision)."""
+    out = []
+    for r in rows:
+        out.append({"id": r["id"], "generation": r["generation"], "picked_by": list(marks.get(r["id"], [])),
+                    "on_front": r["id"] in data.front_ids, "status": r["status"],
+                    "objectives": {k: _json_value(r[k]) for k in ("error", "comm", "eps", "eps_paper")},
+                    "accuracy_global": _json_value(r["accuracy_global"]), "omega": r["omega"],
+                    "genes": {g: _json_value(r[g]) for g in data.gene_names},
+                    "privacy": r.get("privacy") or {}})
+    return out
 
 
 @app.command()
@@ -53,21 +66,23 @@ def front(
     run_dir: Path = typer.Argument(..., help="Run directory of `fedevo search`."),
     sort: str = typer.Option("error", "--sort", "-s", help="Sort by error, comm or eps (the ε the search minimised)."),
     pick: Optional[str] = typer.Option(None, "--pick", help="Show only what this pick selects (same grammar as `retrain --pick`)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the solutions as a JSON list (id, picked_by, objectives, genes) instead of a table."),
 ) -> None:
-    """Print the Pareto set of a run as a table, marking the knee and the two lowest-error solutions."""
+    """Print the Pareto set of a run as a table, marking the knee (never one no better than chance) and the two
+    lowest-error solutions."""
     from rich.table import Table
 
     from ..errors import FedevoError
-    from ..pick import _num, marks, pick as do_pick
+    from ..pick import _num
     from ..viz.rundata import load_run
 
     if sort not in ("error", "comm", "eps"):
         raise FedevoError(f"--sort must be error, comm or eps, got {sort!r}")
     data = load_run(run_dir)
     key = data.eps_key if sort == "eps" else sort
-    m = marks(data.front, data.eps_key)
+    m = data.marks()
     if pick:
-        picks = do_pick(pick, data.rows, data.front, eps_key=data.eps_key)
+        picks = data.pick(pick)
         rows = [p.row for p in picks]
         m = {p.id: list(p.reasons) for p in picks}
         title = f"{len(rows)} picked by {pick!r}"
@@ -75,12 +90,19 @@ def front(
         others = [k for k in ("error", "comm", data.eps_key) if k != key]
         rows = sorted(data.front, key=lambda r: (_num(r[key]), *(_num(r[k]) for k in others), r["id"]))
         title = f"Pareto set of {data.problem.name}: {len(rows)} of {len(data.rows)} evaluations (sorted by {sort})"
+    if as_json:
+        import json
+
+        print(json.dumps(_pick_json(data, rows, m), indent=2, ensure_ascii=False))
+        return
     eps_name = "ε" if data.eps_key == "eps" else "ε paper (searched)"
     other_eps = "eps_paper" if data.eps_key == "eps" else "eps"
     c = _console()
     wide = c.width >= 160
-    t = Table(title=title, caption="knee: pymoo high trade-off point on normalised objectives (fallback: closest to the ideal point); "
-                                   "ε = ∞: no privacy")
+    chance = data.chance_error
+    t = Table(title=title, caption="knee: pymoo high trade-off point on normalised objectives (fallback: closest to the ideal point)"
+                                   + (f", among solutions better than chance (error < {_fmt(chance)})" if chance else "")
+                                   + "; ε = ∞: no privacy")
     for col in ("id", "gen", "mark", "error", "global acc", "comm", eps_name,
                 "ε paper" if data.eps_key == "eps" else "ε accountant", "Ω"):
         t.add_column(col, justify="left" if col == "mark" else "right", no_wrap=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -19,13 +20,36 @@ _PICK_HELP = ("Solutions to retrain, comma-separated: an evaluation id (12), kne
 def plot(
     run_dir: Path = typer.Argument(..., help="Run directory of `fedevo search`."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write the page (default: RUN_DIR/front.html)."),
+    watch: bool = typer.Option(False, "--watch", help="Keep the page current while the search runs (rewritten after every finished evaluation; an open page reloads itself); returns when the run is complete. Ctrl-C stops."),
+    interval: float = typer.Option(2.0, "--interval", help="With --watch: seconds between checks of the run."),
+    plotly_js: str = typer.Option("embed", "--plotly-js", help="embed: plotly.js inside the page (one offline file, 4.8 MB); shared: written once beside the run directory (RUN_DIR/../plotly-VERSION.min.js) and loaded from there."),
 ) -> None:
     """Write RUN_DIR/front.html: the evaluations and the Pareto front in 3D and 2D, parallel coordinates of
-    genes and objectives, hypervolume per generation (one self-contained page; opens offline)."""
+    genes and objectives with linked selection, hypervolume per generation (opens offline)."""
+    from ..errors import FedevoError
     from ..viz.front import write_front_html
 
-    path = write_front_html(run_dir, out)
-    print(f"wrote {path}")
+    if plotly_js not in ("embed", "shared"):
+        raise FedevoError(f"--plotly-js must be embed or shared, got {plotly_js!r}")
+    if interval <= 0:
+        raise FedevoError(f"--interval must be > 0, got {interval}")
+    mode = "shared" if plotly_js == "shared" else None
+    if not watch:
+        path = write_front_html(run_dir, out, plotly=mode)
+        print(f"wrote {path}")
+        return
+    from ..viz.live import watch as do_watch
+
+    def said(path, data):
+        print(f"wrote {path} ({len(data.rows)} evaluations, generation {data.generations}/{data.settings.gen}, "
+              f"front of {len(data.front)})", flush=True)
+
+    print(f"watching {run_dir} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    try:
+        do_watch(run_dir, out=out, plotly=mode or "embed", interval=interval, on_write=said)
+    except KeyboardInterrupt:
+        raise typer.Exit(130)
+    print(f"{run_dir}: the run is complete", file=sys.stderr)
 
 
 def _console():

@@ -58,6 +58,7 @@ from .runner import DEFAULT_EVALUATOR, Evaluator, Task, _Abort, cores, evaluator
 from .algorithm import CROSSOVER, MUTATION, make_nsga3
 from .front_math import HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, hv_normalisation, hypervolume_table  # noqa: F401
 from .space import SearchSpace
+from ..viz.live import after_generation
 
 RUN_FORMAT = "fedevo-search-run/1"
 CKPT_MAGIC = b"FEDEVO-SEARCH-CHECKPOINT 1\n"
@@ -639,6 +640,7 @@ class SearchRun:
                 state = {**state, "generation": g, "next_id": state["next_id"] + len(infills)}
                 self.write_outputs(self._rows_upto(by_id, state["next_id"]), g)
                 save_checkpoint(self.run_dir, state)
+                after_generation(self.run_dir, reporter)  # progress: front size, HV; front.html rewritten
         except _Abort as e:
             raise FedevoError(f"{e} (the search stopped; once fixed, continue with `fedevo resume {self.run_dir}`)") from None
         finally:

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from fedevo.viz.front import _Parts, figure_3d, figure_parallel, figure_projections, front_html, write_front_html
+from fedevo.viz.front import Model, figure_3d, figure_parallel, figure_projections, front_html, write_front_html
 from fedevo.viz.rundata import load_run
 from tests.helpers import read_csv as csv_rows, run_cli as cli
 from tests.viz.fedevo_runs import digits_run, synthetic_run
@@ -24,10 +24,8 @@ def fake_run(tmp_path_factory):
 
 
 def parts_of(run_dir):
-    from fedevo.pick import marks
-
     data = load_run(run_dir)
-    return data, _Parts(data, marks(data.front, data.eps_key))
+    return data, Model(data)
 
 
 def evaluation_traces(fig):
@@ -73,8 +71,9 @@ def test_every_ok_evaluation_is_one_point_with_full_hover(real_run):
         assert sorted(pts) == sorted(ids)
     par = figure_parallel(parts)
     labels = [d.label for d in par.data[0].dimensions]
-    assert labels[:len(data.gene_names)] == list(data.gene_names)
+    assert [lab.split(" (")[0] for lab in labels[:len(data.gene_names)]] == list(data.gene_names)
     assert "error" in labels and "comm" in labels and any(lab.startswith("ε") for lab in labels)
+    assert "sigma (log)" in labels  # digits_mlp declares sigma log = true
 
 
 def test_infinite_eps_capped_and_failed_listed(fake_run):
@@ -89,7 +88,9 @@ def test_infinite_eps_capped_and_failed_listed(fake_run):
     assert all(z[i] > finite_max for i in inf_ids)
     assert len(z) == len(ok)  # failed / diverged are not plotted
     page = front_html(data)
-    assert "drawn at the cap" in page and "ε (accountant) ∞" in page
+    assert "drawn at the cap" in page
+    texts = {i: tx for t in evaluation_traces(fig) for i, tx in zip(t.customdata, t.text)}
+    assert all("ε (accountant) ∞" in texts[i] for i in inf_ids)
     assert f"Not plotted: failed or diverged ({len(data.bad_rows)})" in page
     for r in data.bad_rows:
         assert f"<td class=\"\">{r['id']}</td>" in page

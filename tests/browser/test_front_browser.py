@@ -202,8 +202,9 @@ def test_retrain_curves_page(browser, tmp_path_factory, tmp_path):
     rep = retrain(run_dir, "knee,lowest-error:1", rounds=3, workers=0, out=tmp_path / "rt")
     open_page(browser, tmp_path / "rt" / "curves.html", "curves")
     traces = browser.execute_script(
-        "return document.getElementById('curves').data.map(t => [t.name, t.x.length])")
-    assert len(traces) == 2 * len(rep.solutions) and all(n == 3 for _, n in traces)
-    assert any(name.startswith("standard") for name, _ in traces)
+        "return document.getElementById('curves').data.map(t => [t.name, t.x.length, t.meta])")
+    curves = [(n, k) for n, k, m in traces if m == "curve"]
+    assert len(curves) == 2 * len(rep.solutions) and all(k == 3 for _, k in curves)
+    assert any(name.startswith("standard") for name, _ in curves)
     browser.save_screenshot(str(ARTIFACTS / "retrain-curves.png"))
     no_network_and_no_errors(browser)

@@ -145,7 +145,7 @@ CHANCE_FRONT = [
     row(2, 0.10, 8000.0, 2000.0),
     row(3, 0.942, 100.0, 0.5),  # error 0.942 on 10 classes: worse than guessing
     row(4, 0.90, 200.0, 1.0),  # exactly chance (1 - 1/10): not better than chance either
-    row(5, 0.30, 1200.0, 40.0),
+    row(5, 0.30, 6000.0, 3000.0),
 ]
 
 
@@ -154,6 +154,7 @@ def test_knee_never_at_or_below_chance():
 
     chance = chance_error(10)
     assert chance == pytest.approx(0.9)
+    assert knee(CHANCE_FRONT)[0]["error"] >= chance  # without the rule, this front's knee is a useless model
     assert [r["id"] for r in knee_candidates(CHANCE_FRONT, chance)] == [1, 2, 5]
     r, _ = knee(CHANCE_FRONT, chance=chance)
     assert r["error"] < chance

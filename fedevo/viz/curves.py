@@ -2,8 +2,8 @@
 
 The accuracy at the last round is one noisy evaluation; the page also shows the mean (± standard deviation) of
 the last `tail_rounds(T)` evaluations — a dashed segment over those rounds in the plot and a table — which is the
-number to compare solutions by. The y axis spans the curves after their first rounds (not 0 to 1), so that
-curves near the top do not overlap; zoom out (double-click) to see everything.
+number to compare solutions by. The y axis spans the curves after their first rounds (not 0 to 1); a button switches
+to error = 1 − accuracy on a log axis, which separates curves that all end near accuracy 1.
 """
 
 from __future__ import annotations
@@ -86,9 +86,27 @@ def curves_figure(series: Sequence[tuple[str, Sequence[Sequence[float]]]], *, st
     fig.update_xaxes(title_text="round")
     for col, j in ((1, 1), (2, 2)):
         fig.update_yaxes(title_text="accuracy", range=y_range(series, j), row=1, col=col)
-    fig.update_layout(height=480, margin=dict(l=60, r=20, t=40, b=50), hovermode="closest",
-                      legend=dict(orientation="h", y=-0.18))
+    fig.update_layout(height=480, margin=dict(l=60, r=20, t=90, b=50), hovermode="closest",
+                      legend=dict(orientation="h", y=-0.18), updatemenus=[_scale_buttons(fig, series)])
     return fig
+
+
+def _scale_buttons(fig, series) -> dict:
+    """Two views of the same curves: accuracy (linear, range from the curves) or error = 1 − accuracy on a log
+    axis, which separates curves that all end near accuracy 1."""
+    acc_y = [list(t.y) for t in fig.data]
+    err_y = [[None if v is None else max(1.0 - float(v), 1e-4) for v in ys] for ys in acc_y]
+    lay_acc, lay_err = {}, {}
+    for n, j in (("", 1), ("2", 2)):
+        lay_acc.update({f"yaxis{n}.type": "linear", f"yaxis{n}.range": y_range(series, j),
+                        f"yaxis{n}.title.text": "accuracy", f"yaxis{n}.dtick": None})
+        errs = [v for ys in err_y for v in ys if v is not None]
+        lo, hi = (min(errs), max(errs)) if errs else (1e-3, 1.0)
+        lay_err.update({f"yaxis{n}.type": "log", f"yaxis{n}.range": [math.log10(lo) - 0.1, math.log10(min(hi, 1.0)) + 0.05],
+                        f"yaxis{n}.title.text": "error = 1 − accuracy (log)", f"yaxis{n}.dtick": "D2"})
+    return dict(type="buttons", direction="right", x=0.0, xanchor="left", y=1.25, yanchor="top", showactive=True,
+                buttons=[dict(label="accuracy", method="update", args=[{"y": acc_y}, lay_acc]),
+                         dict(label="error, log scale", method="update", args=[{"y": err_y}, lay_err])])
 
 
 def tail_table(series: Sequence[tuple[str, Sequence[Sequence[float]]]]) -> str:

@@ -181,7 +181,7 @@ def figure_3d(m: Model):
     _add_marks(fig, m, three_d=True)
     fig.add_trace(go.Scatter3d(x=[], y=[], z=[], mode="markers", name="selected", meta="selection",
                                customdata=[], hoverinfo="skip",
-                               marker=dict(size=12, color="black", symbol="circle-open")))
+                               marker=dict(size=15, color="#ff7f0e", symbol="circle-open")))
     scene = {f"{a}axis": m.cols[k].axis_layout(AXIS_TITLE[k]) for a, k in zip("xyz", m.keys)}
     for a in "xyz":
         scene[f"{a}axis"]["title"]["font"] = dict(size=12)
@@ -324,8 +324,9 @@ def figure_hypervolume(table_rows: Sequence[Mapping[str, Any]]):
     fig.update_xaxes(title_text="generation", dtick=1)
     fig.update_yaxes(title_text="hypervolume (error, comm, log10 ε; normalised)", secondary_y=False,
                      rangemode="tozero")
+    top = max([t["front_size"] for t in table_rows] or [1])
     fig.update_yaxes(title_text="Pareto front size", secondary_y=True, rangemode="tozero", showgrid=False,
-                     tickformat="d")
+                     tickvals=sorted({int(v) for v in linear_ticks(0, top) if v == int(v)}))
     fig.update_layout(height=360, margin=dict(l=60, r=60, t=30, b=50), legend=dict(orientation="h", y=1.12))
     return fig
 

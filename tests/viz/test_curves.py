@@ -29,3 +29,12 @@ def test_y_axis_spans_the_curves_not_zero_to_one():
     assert len(tails) == 4  # one per curve and panel
     mean_a = sum(0.90 + 0.001 * i for i in range(17, 20)) / 3
     assert tails[0].y[0] == pytest.approx(mean_a) and "mean of the last 3 rounds" in tails[0].hovertemplate
+
+
+def test_error_log_view_separates_curves_near_one():
+    series = [("a", curve([0.5] + [0.98] * 10)), ("b", curve([0.5] + [0.99] * 10))]
+    fig = curves_figure(series)
+    acc, err = fig.layout.updatemenus[0].buttons
+    assert acc.args[1]["yaxis.type"] == "linear" and err.args[1]["yaxis.type"] == "log"
+    ys = err.args[0]["y"]
+    assert ys[0][-1] == pytest.approx(0.02) and ys[4][-1] == pytest.approx(0.01)  # a, b: curve, tail per panel

@@ -5,7 +5,7 @@
 Opens RUN_DIR/front.html in headless Chromium (the flags of the browser test), brushes a range of one axis of
 the parallel coordinates with the mouse (so the selection shows in every view), and writes OUT_DIR/front-3d.png,
 front-projections.png, front-parallel.png, front-selection.png, front-hypervolume.png, front-header.png (and
-retrain-curves.png with --curves).
+retrain-curves.png with --curves, in its error-on-a-log-axis view).
 """
 
 from __future__ import annotations
@@ -72,7 +72,9 @@ def shoot(run_dir: Path, out: Path, brush_spec: str = "", curves: Path | None = 
         shots.append(p)
         if curves is not None:
             open_page(d, curves / "curves.html", "curves")
-            time.sleep(0.5)
+            d.execute_script("Array.from(document.querySelectorAll('#curves .updatemenu-button'))[1]"
+                             ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")  # error, log scale
+            time.sleep(0.8)
             p = out / "retrain-curves.png"
             d.save_screenshot(str(p))
             shots.append(p)

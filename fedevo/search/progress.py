@@ -100,7 +100,8 @@ class RichReporter(NullReporter):
 
     def _line(self) -> None:
         f = self._fields()
-        self.console.print(f"{f['gen']}: {self._done}/{self._total} evaluated{f['failed']} · {f['best']}{f['front']} · "
+        self.console.print(f"{f['gen']}: {self._done}/{self._total} evaluated{f['failed']} · {f['best']}"
+                           f"{f['front']} · "
                            f"{time.monotonic() - self._t0:.0f} s", highlight=False, soft_wrap=True)
 
     def generation(self, g: int) -> None:

@@ -56,7 +56,8 @@ from .problem import OBJECTIVES, WORST, SearchProblem, sanitize
 from .progress import NullReporter
 from .runner import DEFAULT_EVALUATOR, Evaluator, Task, _Abort, cores, evaluator_spec, load_evaluator, make_runner
 from .algorithm import CROSSOVER, MUTATION, make_nsga3
-from .front_math import HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, hv_normalisation, hypervolume_table  # noqa: F401
+from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, hv_normalisation,  # noqa: F401
+                         hypervolume_table)
 from .space import SearchSpace
 from ..viz.live import after_generation
 

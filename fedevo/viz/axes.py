@@ -123,7 +123,8 @@ class Column:
         if n:
             what = "∞ (no privacy) or undefined" if self.key.startswith("eps") else "non-finite"
             parts.append(f"{n} point{'s' if n != 1 else ''} with {self.label} {what} drawn at the cap "
-                         f"{self.label} = {num(self.cap)}, labelled ∞ (marked × in 2D, ■ in 3D; the hover text shows "
+                         f"{self.label} = {num(self.cap)}, labelled ∞ (marked × in 2D, ■ in 3D; the hover text "
+                         "shows "
                          "the true value).")
         m = sum(self.floored)
         if m:

@@ -104,7 +104,8 @@ def _scale_buttons(fig, series) -> dict:
         errs = [v for ys in err_y for v in ys if v is not None]
         lo, hi = (min(errs), max(errs)) if errs else (1e-3, 1.0)
         ticks = [m * 10 ** e for e in range(-4, 1) for m in (1, 2, 5) if lo / 1.3 <= m * 10 ** e <= min(hi, 1.0) * 1.2]
-        lay_err.update({f"yaxis{n}.type": "log", f"yaxis{n}.range": [math.log10(lo) - 0.1, math.log10(min(hi, 1.0)) + 0.05],
+        rng = [math.log10(lo) - 0.1, math.log10(min(hi, 1.0)) + 0.05]
+        lay_err.update({f"yaxis{n}.type": "log", f"yaxis{n}.range": rng,
                         f"yaxis{n}.title.text": "error = 1 − accuracy (log)",
                         f"yaxis{n}.tickvals": ticks, f"yaxis{n}.ticktext": [num(v) for v in ticks]})
     return dict(type="buttons", direction="right", x=0.0, xanchor="left", y=1.25, yanchor="top", showactive=True,

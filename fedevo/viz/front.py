@@ -38,7 +38,7 @@ from .numfmt import JS_NUM, num
 from .rundata import OBJECTIVE_LABELS, RunData, load_run
 
 FRONT_HTML = "front.html"
-STAMP_JS = "front.stamp.js"
+STAMP_SUFFIX = ".stamp.js"  # front.html -> front.stamp.js beside it
 FRONT_COLOR = "#d62728"
 DOMINATED_OPACITY = 0.3
 SCALE = "Viridis"
@@ -113,7 +113,8 @@ class Model:
                  f"comm {num(r['comm'])} params/round/client slot · Ω {num(r['omega'])}",
                  f"ε (accountant) {num(r['eps'])} · ε (paper) {num(r['eps_paper'])}"]
         priv = r.get("privacy") or {}
-        shown = [f"{k} {_fmt_any(priv[k])}" for k in PRIVACY_SHOW if k in priv and not isinstance(priv[k], (dict, list))]
+        shown = [f"{k} {_fmt_any(priv[k])}" for k in PRIVACY_SHOW
+                 if k in priv and not isinstance(priv[k], (dict, list))]
         if shown:
             lines.append("privacy: " + " · ".join(shown))
         genes = [f"{g} = {_fmt_any(r[g])}" for g in data.gene_names]
@@ -127,7 +128,7 @@ class Model:
                 ("eps_paper", "ε (paper)"), ("accuracy_global", "global accuracy")]
         return opts + [(g, f"gene {g}") for g in self.data.gene_names]
 
-    def script_data(self, stamp: str, complete: bool) -> dict:
+    def script_data(self, stamp: str, complete: bool, stamp_file: str) -> dict:
         data = self.data
         cols = {}
         for key, label in self.colour_options():
@@ -142,7 +143,7 @@ class Model:
                          **{g: r[g] for g in data.gene_names}})
         return {"run": str(data.run_dir), "eps_key": data.eps_key, "genes": list(data.gene_names), "rows": rows,
                 "colour": cols, "colour_default": "generation", "stamp": stamp, "complete": complete,
-                "stamp_file": STAMP_JS}
+                "stamp_file": stamp_file}
 
 
 # ============================================================================================ figures
@@ -456,7 +457,12 @@ projection, or click points in the 3D view: the same solutions are ringed in eve
 """
 
 
-def front_html(data: RunData, *, plotly_src: Optional[str] = None) -> str:
+def stamp_name(page_name: str) -> str:
+    """The live page's reload signal beside it: front.html -> front.stamp.js (one per page name)."""
+    return Path(page_name).stem + STAMP_SUFFIX
+
+
+def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: str = FRONT_HTML) -> str:
     m = Model(data)
     notes = [c.note for k, c in m.cols.items() if k in (*m.keys, "eps_paper") and c.note]
     logs = [f"{c.label} ({'gene declared log' if k in data.gene_names else 'log'})"
@@ -503,7 +509,7 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None) -> str:
     if m.rows:
         from .front_js import FRONT_JS
 
-        blob = json.dumps(m.script_data(stamp, complete), ensure_ascii=False).replace("</", "<\\/")
+        blob = json.dumps(m.script_data(stamp, complete, stamp_name(page_name)), ensure_ascii=False).replace("</", "<\\/")
         script = f"<script>window.FEDEVO = {blob};\n{JS_NUM}\n{FRONT_JS}</script>"
     return page(f"fedevo — {data.problem.name} — {data.meta.get('run_id', '')}", "\n".join(body) + script,
                 plotly_src=plotly_src)
@@ -525,8 +531,9 @@ def write_front_html(run_dir: Path | str, out: Optional[Path | str] = None, *,
     if plotly == "keep":
         plotly = "shared" if _uses_shared_plotly(path) else None
     src = shared_plotly(path.parent.resolve().parent, path.parent.resolve()) if plotly == "shared" else None
-    write(path, front_html(data, plotly_src=src))
-    write(path.parent / STAMP_JS, f"window.fedevoStamp && window.fedevoStamp({json.dumps(stamp_of(data))});\n")
+    write(path, front_html(data, plotly_src=src, page_name=path.name))
+    write(path.parent / stamp_name(path.name),
+          f"window.fedevoStamp && window.fedevoStamp({json.dumps(stamp_of(data))});\n")
     return path
 
 

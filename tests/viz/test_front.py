@@ -238,3 +238,47 @@ def test_live_hook_writes_page_and_reports_front(fake_run, tmp_path):
 def test_hypervolume_not_flat_on_log_eps(fake_run):
     hv = [float(r["hypervolume"]) for r in csv_rows(fake_run / "hypervolume.csv")]
     assert hv[0] > 0 and hv[-1] > hv[0]
+
+
+def test_watch_writes_until_complete_and_follows_changes(fake_run, tmp_path, capsys):
+    """`fedevo plot --watch` on a complete run writes once and returns; on a run that grows it writes again
+    (a thread appends the last generation's rows while it watches)."""
+    import shutil
+    import threading
+    import time
+
+    from fedevo.viz.live import watch
+
+    code, out, err = cli(["plot", str(fake_run), "--watch", "--interval", "0.1"], capsys)
+    assert code in (0, None), err
+    assert out.count("wrote ") == 1 and "30 evaluations, generation 3/3" in out and "complete" in err
+
+    d = tmp_path / "grow"
+    shutil.copytree(fake_run, d)
+    lines = (d / "evaluations.csv").read_text().splitlines(keepends=True)
+    rows = lines[1:]
+    keep = lines[0] + "".join(rows[:20])
+    (d / "evaluations.csv").write_text(keep)
+    seen = []
+
+    def grow():
+        while not seen:
+            time.sleep(0.05)
+        with open(d / "evaluations.csv", "a") as f:
+            f.write("".join(rows[20:]))
+
+    t = threading.Thread(target=grow)
+    t.start()
+    path = watch(d, interval=0.1, timeout=30, on_write=lambda p, data: seen.append(len(data.rows)))
+    t.join()
+    assert seen == [20, 30] and path == d / "front.html"
+    assert "fedevoStamp" in (d / "front.stamp.js").read_text()
+    for argv, msg in ((["plot", str(d), "--watch", "--interval", "0"], "--interval must be > 0"),
+                      (["plot", str(tmp_path / "nope"), "--watch"], "does not exist")):
+        code, _, err = cli(argv, capsys)
+        assert code == 2 and msg in err, err
+
+
+def test_stamp_file_per_page_name(fake_run, tmp_path):
+    p = write_front_html(fake_run, tmp_path / "other.html")
+    assert (tmp_path / "other.stamp.js").exists() and '"stamp_file": "other.stamp.js"' in p.read_text()

@@ -96,7 +96,7 @@ def plan(data, spec: str, standard: Optional[Mapping[str, Any]] = None) -> list[
     its settings, e.g. {"participation": 1.0} for seed 004's standard solution, C = 1)."""
     from .pick import pick
 
-    picks = pick(spec, data.rows, data.front, eps_key=data.eps_key)
+    picks = pick(spec, data.rows, data.front, eps_key=data.eps_key, chance=data.chance_error)
     sols = [Solution(key=str(n), label=p.label, id=p.id, params=data.params(p.row), search=p.row)
             for n, p in enumerate(picks, start=1)]
     return sols + [Solution(key=STANDARD, label=STANDARD_LABEL, id=None, params=dict(standard or {}), search=None)]
@@ -289,10 +289,16 @@ class RetrainReport:
             atomic_write(self.out_dir / RAY_LOG, strip_ansi(self.ray_log))
         from .viz.html import table
 
-        cells = [self.cells(s) for s in self.solutions]
+        from .viz.numfmt import num
+
+        def html_cells(s):  # report.csv's strings, with ε, comm and Ω readable (12.3k, not 12345.678)
+            c, v = self.cells(s), self.values(s)
+            return [num(v[k]) if k in ("eps", "eps_paper", "comm", "omega") and v[k] is not None else c[k] or "–"
+                    for k, _ in MD_MAIN]
+
         intro = (f'<p class="meta">run {esc(self.run_dir)} · {self.rounds} rounds · seed {self.seed} · same data '
                  'and seed for every solution; the standard solution is dense and without privacy.</p>'
-                 + table([h for _, h in MD_MAIN], [[c[k] or "–" for k, _ in MD_MAIN] for c in cells], left=(0, 1)))
+                 + table([h for _, h in MD_MAIN], [html_cells(s) for s in self.solutions], left=(0, 1)))
         write_curves_html(paths["curves.html"], self.curve_series(), standard=STANDARD_LABEL, intro_html=intro,
                           title=f"fedevo retrain — {self.problem_name}: accuracy per round")
         return paths

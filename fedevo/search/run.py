@@ -58,11 +58,13 @@ from .problem import OBJECTIVES, WORST, SearchProblem, sanitize
 from .progress import NullReporter
 from .runner import DEFAULT_EVALUATOR, Evaluator, Task, _Abort, cores, evaluator_spec, load_evaluator, make_runner
 from .algorithm import CROSSOVER, MUTATION, make_nsga3
+from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, hv_normalisation,  # noqa: F401
+                         hypervolume_table)
 from .space import SearchSpace
+from ..viz.live import after_generation
 
 RUN_FORMAT = "fedevo-search-run/1"
 CKPT_MAGIC = b"FEDEVO-SEARCH-CHECKPOINT 1\n"
-HV_REF = 1.1  # reference point (in every normalised objective) for the hypervolume
 
 # the evaluation fields written after the genes, in this order
 RESULT_COLUMNS = ("error", "comm", "eps", "eps_paper", "accuracy_global", "omega", "status", "wall_s",
@@ -362,45 +364,6 @@ def front_rows(rows, eps_key: str, constraints) -> list[dict[str, Any]]:
     return sorted((cand[i] for i in idx), key=lambda r: r["id"])
 
 
-def hv_normalisation(rows, eps_key: str) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, scale): ideal point and range of the generation-1 ok evaluations (fixed for the whole run)."""
-    first = [r for r in rows if r["generation"] == 1 and r["status"] == "ok"]
-    if first:
-        F = objective_matrix(first, eps_key)
-        lo, hi = F.min(axis=0), F.max(axis=0)
-    else:
-        lo, hi = np.zeros(3), np.array([WORST[k] for k in OBJECTIVES])
-    scale = hi - lo
-    scale[scale <= 0] = np.maximum(np.abs(hi[scale <= 0]), 1e-12)
-    return lo, scale
-
-
-def hypervolume_table(rows, generations: int, eps_key: str, constraints) -> list[dict[str, Any]]:
-    """Hypervolume after each generation of the front of all evaluations so far.
-
-    Objectives are normalised with the ideal point and range of the ok evaluations of generation 1
-    (f' = (f - lo) / scale, fixed for the whole run so values are comparable across generations), and the
-    hypervolume (pymoo's HV indicator) is measured against the fixed reference point (1.1, 1.1, 1.1);
-    points not better than it in every objective add nothing.
-    """
-    from pymoo.indicators.hv import HV
-
-    lo, scale = hv_normalisation(rows, eps_key)
-    ref = np.full(3, HV_REF)
-    ind = HV(ref_point=ref)
-    table = []
-    for g in range(1, generations + 1):
-        upto = [r for r in rows if r["generation"] <= g]
-        front = front_rows(upto, eps_key, constraints)
-        F = (objective_matrix(front, eps_key) - lo) / scale if front else np.zeros((0, 3))
-        F = F[np.all(F < ref, axis=1)]
-        hv = float(ind(F)) if len(F) else 0.0
-        table.append({"generation": g, "evaluations": len(upto), "front_size": len(front), "hypervolume": hv,
-                      **{f"lo_{k}": float(lo[j]) for j, k in enumerate(OBJECTIVES)},
-                      **{f"scale_{k}": float(scale[j]) for j, k in enumerate(OBJECTIVES)}})
-    return table
-
-
 def _csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -547,9 +510,7 @@ class SearchRun:
                 "eliminate_duplicates": True, "seed": settings.seed,
             },
             "evaluation_seed": "numpy SeedSequence([seed, id]).generate_state(1)[0]",
-            "hypervolume": {"normalisation": "f' = (f - lo) / scale with lo, scale = min, max - min of the "
-                                             "generation-1 ok evaluations", "ref_point": [HV_REF] * 3,
-                            "indicator": "pymoo.indicators.hv.HV"},
+            "search_objectives": SEARCH_OBJECTIVES, "hypervolume": HYPERVOLUME,
             "runtime_at_start": asdict(runtime),
             "host": {"cores": cores(), "platform": platform.platform()},
             "versions": versions(),
@@ -692,6 +653,7 @@ class SearchRun:
                 state = {**state, "generation": g, "next_id": state["next_id"] + len(infills)}
                 self.write_outputs(self._rows_upto(by_id, state["next_id"]), g)
                 save_checkpoint(self.run_dir, state)
+                after_generation(self.run_dir, reporter)  # progress: front size, HV; front.html rewritten
         except _Abort as e:
             raise FedevoError(f"{e} (the search stopped; once fixed, continue with `fedevo resume {self.run_dir}`)") from None
         finally:

@@ -73,7 +73,9 @@ def _print_summary(summary, run, quiet: bool) -> None:
         from rich.table import Table
 
         eps = run.eps_key
-        fmt = lambda v: "–" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
+        from ..viz.numfmt import num
+
+        fmt = lambda v: "–" if v is None else num(v) if isinstance(v, float) else str(v)  # noqa: E731
         t = Table("id", "error", "comm", eps, "genes", title="Pareto front (lowest error first; all in front.csv)")
         for r in sorted(summary.front, key=lambda r: (r["error"], r["comm"]))[:10]:
             t.add_row(str(r["id"]), fmt(r["error"]), fmt(r["comm"]), fmt(r[eps]),

@@ -1,8 +1,8 @@
 """Small search runs for the tests of plots, picking and retraining (shared by tests/viz, tests/browser,
 tests/test_pick.py and tests/test_retrain.py; each run is made once per test session).
 
-* `digits_run`: a real search of the bundled digits_mlp problem (pop 8, 2 generations, 1 round per
-  evaluation, in-process): what `fedevo search --problem digits_mlp --pop 8 --gen 2 --workers 0 --seed 1
+* `digits_run`: a real search of the bundled digits_mlp_local problem (pop 8, 2 generations, 1 round per
+  evaluation, in-process): what `fedevo search --problem digits_mlp_local --pop 8 --gen 2 --workers 0 --seed 1
   --rounds 1` writes.
 * `synthetic_run`: the same problem searched with `fake_evaluate` (no training): every third individual has
   ε = inf (no privacy), about one in six fails and
@@ -40,7 +40,7 @@ def _make(base: Path, name: str, **kw) -> Path:
 
     out = base / name
     if not (out / "front.csv").exists():
-        settings = SearchSettings(problem="digits_mlp", pop=kw.pop("pop", 8), gen=kw.pop("gen", 2),
+        settings = SearchSettings(problem="digits_mlp_local", pop=kw.pop("pop", 8), gen=kw.pop("gen", 2),
                                   seed=kw.pop("seed", 1), rounds=kw.pop("rounds", 1))
         search(settings, out, Runtime(workers=0), **kw)
     return out

@@ -28,6 +28,7 @@ EVAL_PAIR_BYTES = 12
 # training samples per dataset (fedevo.data.datasets), for the memory estimate of one evaluation
 N_TRAIN = {"digits": 1437, "synthetic": 600, "fashion": 60000, "mnist": 60000, "cifar10": 50000}
 SCHEDULE_BYTES = 64  # per scheduled sample slot of a chunk: positions, weights, rows, labels and their copies
+CLIENT_BYTES = 256  # per client: partition indices, participation counts, budget ledger, arrivals...
 MODEL_COPIES = 8  # fp32 copies of the dense weights per trained client (weights, grads, masks, update, noise...)
 
 
@@ -81,7 +82,7 @@ def check_search_sizes(pop: int, gen: int, memory: Optional[int] = None) -> None
 
 def evaluation_memory(config) -> dict[str, float]:
     """Estimated peak bytes of one evaluation of `config` (a SimConfig): the batch schedule of a chunk of clients
-    (∝ epochs × samples per client) and the stacked model copies (∝ dense parameters)."""
+    (∝ epochs × samples per client), the stacked model copies (∝ dense parameters) and per-client state."""
     from .fl.cost import macs_and_params
 
     d = config.data
@@ -96,9 +97,8 @@ def evaluation_memory(config) -> dict[str, float]:
     schedule = float(chunk) * config.epochs * (per_client + config.batch_size) * SCHEDULE_BYTES
     dense = macs_and_params(config.with_(alpha=None))[1]
     model = dense * 4.0 * (MODEL_COPIES * chunk + 4)
-    if config.privacy.recall:  # every client's last noisy update is kept (float16)
-        model += dense * 2.0 * d.clients
-    return {"schedule": schedule, "model": model}
+    state = CLIENT_BYTES + (dense * 2.0 if config.privacy.recall else 0.0)  # recall: each client's update, fp16
+    return {"schedule": schedule, "model": model, "clients": float(d.clients) * state}
 
 
 def check_evaluation_memory(config, what: str = "this configuration", memory: Optional[int] = None) -> None:
@@ -108,14 +108,17 @@ def check_evaluation_memory(config, what: str = "this configuration", memory: Op
     total = sum(need.values())
     if total <= memory:
         return
-    if need["schedule"] >= need["model"]:
+    if need["clients"] >= max(need["schedule"], need["model"]):
+        fix = f"clients={config.data.clients}"
+    elif need["schedule"] >= need["model"]:
         per_epoch = need["schedule"] / config.epochs
         limit = max(0, int((memory - need["model"]) // per_epoch))
         fix = f"epochs={config.epochs} (at most {limit} fit with batch_size={config.batch_size})"
     else:
         fix = "the model (layers/units/channels) or chunk_clients"
     raise FedevoError(f"{what} would need about {_gib(total)} of memory per evaluation (batch schedule "
-                      f"{_gib(need['schedule'])}, model copies {_gib(need['model'])}), more than the "
+                      f"{_gib(need['schedule'])}, model copies {_gib(need['model'])}, per-client state "
+                      f"{_gib(need['clients'])}), more than the "
                       f"{_gib(memory)} available; lower {fix}")
 
 

@@ -61,7 +61,7 @@ def evaluate(
     problem: str = typer.Option("digits_mlp", "--problem", "-p", help="Bundled problem name or path to a .toml file."),
     params: Optional[str] = typer.Option(None, help="JSON object (or file) of gene/setting overrides, e.g. '{\"lr\": 0.1}'."),
     rounds: Optional[int] = typer.Option(None, min=1, help="Override the problem's number of rounds."),
-    seed: int = typer.Option(0, help="Random seed: the same seed gives the same numbers."),
+    seed: int = typer.Option(0, help="Random seed in 0..2**32-1: the same seed gives the same numbers."),
     data_dir: Optional[str] = typer.Option(None, help="Dataset root (torchvision layout) for MNIST/CIFAR-10/Fashion-MNIST."),
     download: bool = typer.Option(False, help="Let torchvision download the dataset into --data-dir."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),

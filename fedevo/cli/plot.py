@@ -169,7 +169,7 @@ def retrain(
     pick: str = typer.Option("lowest-error:2,knee", "--pick", "-p", help=_PICK_HELP),
     rounds: int = typer.Option(150, "--rounds", help="Rounds of federated training per solution (paper: 150)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Parallel trainings on a local Ray (default: number of cores; 0: in-process)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of every training (default: the run's seed); the same seed gives the same numbers."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of every training, in 0..2**32-1 (default: the run's seed); the same seed gives the same numbers."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root (default: the run's)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report directory, new or empty (default: RUN_DIR/retrain, or retrain-2, ... if that exists)."),
     standard: Optional[str] = typer.Option(None, "--standard", help="JSON settings overriding the standard solution's, e.g. '{\"participation\": 1.0}' (seed 004's standard: C = 1)."),

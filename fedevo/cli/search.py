@@ -89,7 +89,7 @@ def search(
     pop: int = typer.Option(12, "--pop", help="Population size M (>= number of reference directions; paper: 20)."),
     gen: int = typer.Option(4, "--gen", help="Generations N, the initial population included (paper: 20)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Parallel evaluations on a local Ray (default: number of cores; 0: serial, in-process)."),
-    seed: int = typer.Option(0, "--seed", help="Run seed: the same seed gives the same front."),
+    seed: int = typer.Option(0, "--seed", help="Run seed in 0..2**32-1: the same seed gives the same front."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<problem>-<timestamp>)."),
     rounds: Optional[int] = typer.Option(None, "--rounds", help="Override the problem's rounds per evaluation."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root for MNIST/Fashion-MNIST/CIFAR-10."),

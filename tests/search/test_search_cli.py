@@ -206,6 +206,14 @@ def test_existing_ray_cluster_by_address(tmp_path):
         rows = read_csv(out / "evaluations.csv")
         assert len(rows) == 12 and all(r["status"] == "ok" for r in rows)
         assert json.loads((out / "run.json").read_text())["runtime_at_start"]["ray_address"] == f"127.0.0.1:{port}"
+        # a task no node of the cluster can hold: refused in seconds (it would wait forever), no run directory
+        t0 = time.monotonic()
+        r = run_cli("search", "--pop", 6, "--gen", 1, "--out", tmp_path / "big", "--ray-address",
+                    f"127.0.0.1:{port}", "--cpus-per-task", 64, "--evaluator", FAKE, RAY_AUTH_MODE="token")
+        assert time.monotonic() - t0 < 60
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert "no node of the Ray cluster at 127.0.0.1:" in r.stderr and "64 CPU (nodes: 2 CPU, 0 GPU)" in r.stderr
+        assert not (tmp_path / "big").exists()
     finally:
         head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
         try:

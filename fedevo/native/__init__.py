@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Optional
 
 HERE = Path(__file__).parent
-SOURCES = tuple(HERE / f for f in ("noise.c", "step.c", "sparse_mlp.c", "gemm.c", "similarity.c"))
+SOURCES = tuple(HERE / f for f in ("noise.c", "step.c", "sparse_mlp.c", "gemm.c", "similarity.c", "dense32.c"))
 HEADERS = (HERE / "common.h",)
 CFLAGS = ("-O3", "-march=native", "-ffast-math", "-fPIC")
 BLOCK_VALUES = 1024  # 2 * BLOCK in common.h: buffers split at multiples of this give identical numbers
@@ -95,12 +95,19 @@ SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_
     "fedevo_sign_agree": [_P, _I, _I, _I, _P, _P, _I, _P],
     # (h, W, b, y, w, c, B, H, C, weight_grad, bias_grad, input_grad | NULL) -> 0, or -1 if C > 16 or H > 4096
     "fedevo_head_bf16": [_P, _P, _P, _P, _P, _I, _I, _I, _I, _P, _P, _P],
+    # fp32 engine (dense32.c), each -> 0, or -1 out of memory:
+    "fedevo_fwd_f32": [_P, _P, _P, _P, _P, _I, _I, _I, _I, _I],  # (A, idx | NULL, W, bias, Z, c, M, K, N, relu)
+    "fedevo_dgrad_f32": [_P, _P, _P, _P, _P, _I, _I, _I, _I],  # (D, W, H, out, bias_grad | NULL, c, M, K, N)
+    # (A, idx | NULL, D, G (the weight when scale), scale | NULL, mask | NULL, c, M, K, N)
+    "fedevo_wgrad_f32": [_P, _P, _P, _P, _P, _P, _I, _I, _I, _I],
+    "fedevo_softmax_ce_f32": [_P, _P, _P, _I, _I, _I, _P, _P],  # as softmax_ce_bf16, fp32 logits and out
     "fedevo_add_normal_rows": [_P, _I, _I, _I, _U, _U, _P, _P],  # (out, n, start, len, key, counter, std, mask)
     # (L, dims, rowptr[], cols[], nnz, vals[], bias[], gvals[] | NULL, gbias[] | NULL, x, rows, y, w, c, B, scale,
     #  scratch) -> 0, or -1 if B or L is too large
     "fedevo_smlp_step": [_I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P],
 }
-RETURNS_INT = {"fedevo_smlp_step", "fedevo_head_bf16", "fedevo_linear_fwd_bf16", "fedevo_sign_agree"}
+RETURNS_INT = {"fedevo_smlp_step", "fedevo_head_bf16", "fedevo_linear_fwd_bf16", "fedevo_sign_agree",
+               "fedevo_fwd_f32", "fedevo_dgrad_f32", "fedevo_wgrad_f32"}
 
 
 class Kernels:
@@ -122,6 +129,8 @@ class Kernels:
         self.relu_bwd_bf16, self.add_rows = fns["fedevo_relu_bwd_bf16"], fns["fedevo_add_normal_rows"]
         self.head_bf16, self.relu_bf16 = fns["fedevo_head_bf16"], fns["fedevo_relu_bf16"]
         self.linear_fwd_bf16, self.sign_agree = fns["fedevo_linear_fwd_bf16"], fns["fedevo_sign_agree"]
+        self.fwd_f32, self.dgrad_f32, self.wgrad_f32 = fns["fedevo_fwd_f32"], fns["fedevo_dgrad_f32"], fns["fedevo_wgrad_f32"]
+        self.softmax_ce_f32 = fns["fedevo_softmax_ce_f32"]
 
 
 def load() -> Optional[Kernels]:

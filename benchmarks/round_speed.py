@@ -7,6 +7,13 @@ plain, both with the server's aggregation, the mechanism past its first round), 
 not affect speed, so synthetic 28×28 data is used.
 
     python benchmarks/round_speed.py [--clients 100] [--repeats 1] [--skip-baseline] [--scaling] [--density-sweep]
+                                     [--floor-only] [--no-cnn]
+
+First it prints the CPU (model, the flags that decide the kernels' code paths), the precision `precision = "auto"`
+picks on it and why (fedevo/hardware.py), and the machine's matmul floor, measured in this process: the
+throughput of one large fp32 matmul (1536³, torch/MKL, as many threads as the engine's chunk threads), and the
+reference round's FLOPs over it; then the fp32 round (native kernels and torch's ops, interleaved) and its
+ratio to that floor; bf16 likewise where the CPU has native bf16. --floor-only stops after that block.
 
 --density-sweep: the engine's SET-sparse kernel (fl/sparse.py) against its dense path at several mask densities,
 both compute dtypes, side by side (the basis of sparse.MAX_DENSITY).
@@ -23,11 +30,11 @@ import time
 import numpy as np
 import torch
 
-from fedevo import native
+from fedevo import hardware, native
 from fedevo.config import CNNArch, MLPArch
 from fedevo.data.datasets import synthetic
 from fedevo.fl.aggregate import weighted_mean
-from fedevo.fl.engine import batch_schedule, intra_op_threads, train_chunks
+from fedevo.fl.engine import batch_schedule, chunk_threads, intra_op_threads, train_chunks
 from fedevo.fl.reference import train_clients_reference
 from fedevo.models import build_model
 from fedevo.privacy.mechanisms import StepLDP
@@ -89,6 +96,56 @@ def timed(fn, repeats):
     return best
 
 
+def round_flops(model, samples: int) -> float:
+    """FLOPs of one round of plain SGD on `samples` client-samples (all epochs): per sample and layer the
+    forward product, the weight gradient and (past the first layer) the input gradient, 2 FLOPs a MAC."""
+    dims = model.dims
+    macs = sum(a * b for a, b in zip(dims[:-1], dims[1:]))
+    return 2.0 * samples * (2 * macs + sum(a * b for a, b in zip(dims[1:-1], dims[2:])))
+
+
+def matmul_rate(dtype, threads: int, n: int = 1536, repeats: int = 5) -> float:
+    """FLOP/s of one large n³ matmul in `dtype` on `threads` threads (best of `repeats`): the machine's GEMM peak
+    as torch reaches it, the floor's denominator."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    out = torch.empty(n, n, dtype=dtype)
+    with intra_op_threads(threads):
+        torch.mm(a, b, out=out)
+        best = min(timed(lambda: torch.mm(a, b, out=out), 1) for _ in range(repeats))
+    return 2.0 * n ** 3 / best
+
+
+def floor_block(model, params, data, clients, repeats: int) -> None:
+    """CPU, precision choice, matmul floor and the plain round's ratio to it."""
+    cpu = hardware.detect()
+    prec = hardware.precision("auto")
+    threads = chunk_threads()
+    print(f"CPU: {cpu.model or '?'} ({cpu.arch}), flags: {' '.join(cpu.relevant_flags()) or '-'}; "
+          f"{os.cpu_count()} logical CPUs, engine chunk threads {threads}")
+    print(f"precision = 'auto' here: {prec.name} ({prec.reason})")
+    flops = round_flops(model, len(clients) * PER_CLIENT * E)
+    dts = [("fp32", torch.float32)] + ([("bf16", torch.bfloat16)] if prec.name == "bf16" else [])
+    for label, dt in dts:
+        times = {"native": math.inf, "torch ops": math.inf}
+        rates = []
+        for _ in range(repeats):  # floor and round interleaved: a slow spell of the machine hits both
+            rates.append(matmul_rate(dt, threads))
+            for mode in times:
+                model.native_f32 = mode == "native"
+                times[mode] = min(times[mode], timed(lambda: engine_round(model, params, {}, data, clients,
+                                                                          dtype=dt), 1))
+        model.native_f32 = True
+        rate = max(rates)
+        floor = flops / rate
+        print(f"{label} matmul floor: {rate / 1e9:.1f} GFLOP/s (1536³ on {threads} threads, best of {repeats}; "
+              f"all: {', '.join(f'{r / 1e9:.1f}' for r in rates)}) -> {floor:.3f} s for the round's "
+              f"{flops / 1e9:.1f} GFLOP")
+        shown = times if dt == torch.float32 else {"engine": times["native"]}  # native_f32 acts on fp32 only
+        for mode, t in shown.items():
+            print(f"  MLP plain round, engine {label} ({mode}): {t:.3f} s = {t / floor:.2f}x the floor "
+                  f"({flops / t / 1e9:.1f} GFLOP/s)", flush=True)
+
+
 def update_mechanism(model, params, K):
     from fedevo.privacy.mechanisms import UpdateLDP
     from fedevo.privacy.recall import RecallStore
@@ -106,6 +163,7 @@ def main(argv=None):
     ap.add_argument("--scaling", action="store_true", help="also time K = 250, 500, 1000 (cost per client, peak RSS)")
     ap.add_argument("--no-cnn", action="store_true")
     ap.add_argument("--density-sweep", action="store_true", help="sparse kernel vs dense path over mask densities")
+    ap.add_argument("--floor-only", action="store_true", help="only the CPU, precision and matmul-floor block")
     a = ap.parse_args(argv)
     torch.manual_seed(0)
     K = a.clients
@@ -119,6 +177,10 @@ def main(argv=None):
     step = lambda: StepLDP(sigma=0.01, clip=1.0, seed=7)  # noqa: E731
     bf16 = torch.bfloat16
     mparams = [p * masks10[i] if i in masks10 else p for i, p in enumerate(params)]  # inactive weights are 0
+    print(f"torch {torch.__version__}, native kernels: {native.status()}")
+    floor_block(model, params, data, clients, max(3, a.repeats))
+    if a.floor_only:
+        return
     if not a.skip_baseline:  # warm-up (allocator, oneDNN kernels) so the first timed line pays nothing extra
         reference_round(model, params, {}, data, clients[:5])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, K={K} clients × {PER_CLIENT} samples, "

@@ -11,8 +11,8 @@
    - fedevo_softmax_ce_f32: the output layer's softmax-CE gradient and its bias gradient.
    The output layer (10 classes) goes through the same GEMMs: a 16-lane head kernel as the bf16 engine's
    (step.c) spills on AVX2 and took ~10× its FLOP share.
-   One register-tiled micro-kernel: 6 rows × 2 vectors of accumulators, B packed per 2-vector column strip
-   (zero-padded, KC rows of it in L1). GNU vector extensions with the widest vector the target has: 16 floats
+   One register-tiled micro-kernel: 6 (edge: 4) rows × 2 (edge: 1) vectors of accumulators; B read in place
+   (the forward pass's W, ~20% faster than packing it here) or packed per 2-vector column strip (Wᵀ, D). GNU vector extensions with the widest vector the target has: 16 floats
    with AVX-512, 8 with AVX/AVX2, 4 otherwise (SSE2 or NEON), so one source builds for every machine. */
 
 #if defined(__AVX512F__)
@@ -45,38 +45,58 @@ static AI void stp(float *p, vf v, int64_t w) {
 }
 static AI vf relu(vf v) { return (vf)((vi)v & (vi)(v > (vf){0})); }
 
-/* acc[r][0..1] = Σ_{t<kc} a_r[t] · Bp[t]: rows of A by pointer */
-static AI void tile_rows(const float *const a[MR], const vf *restrict Bp, int64_t kc, vf acc[MR][2]) {
-    vf c00 = (vf){0}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00,
-       c41 = c00, c50 = c00, c51 = c00;
-    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
+/* The micro-kernels. mr rows × nv vectors of accumulators (constants after inlining: GCC keeps the unrolled
+   arrays in registers), B's row t at B + t·ldb: a packed strip (ldb = NR) or the matrix in place. */
+#define UNROLL_MR _Pragma("GCC unroll 6")
+#define UNROLL_NV _Pragma("GCC unroll 2")
+
+/* acc[r][j] = Σ_{t<kc} a[r][t] · B[t·ldb + j·VW]: rows of A by pointer */
+static AI void tile_rows(const float *const a[MR], const float *restrict B, int64_t ldb, int64_t kc,
+                         vf acc[MR][2], const int mr, const int nv) {
+    vf c[MR][2];
+    UNROLL_MR for (int r = 0; r < mr; r++) UNROLL_NV for (int j = 0; j < nv; j++) c[r][j] = (vf){0};
     for (int64_t t = 0; t < kc; t++) {
-        const vf b0 = Bp[2 * t], b1 = Bp[2 * t + 1];
-        vf x;
-#define ROW(r) x = splat(a##r[t]); c##r##0 += x * b0; c##r##1 += x * b1;
-        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
-#undef ROW
+        vf bv[2];
+        UNROLL_NV for (int j = 0; j < nv; j++) bv[j] = ldu(B + t * ldb + j * VW);
+        UNROLL_MR for (int r = 0; r < mr; r++) {
+            const vf x = splat(a[r][t]);
+            UNROLL_NV for (int j = 0; j < nv; j++) c[r][j] += x * bv[j];
+        }
     }
-    acc[0][0] = c00; acc[0][1] = c01; acc[1][0] = c10; acc[1][1] = c11; acc[2][0] = c20; acc[2][1] = c21;
-    acc[3][0] = c30; acc[3][1] = c31; acc[4][0] = c40; acc[4][1] = c41; acc[5][0] = c50; acc[5][1] = c51;
+    UNROLL_MR for (int r = 0; r < mr; r++) UNROLL_NV for (int j = 0; j < nv; j++) acc[r][j] = c[r][j];
 }
 
-/* acc[r][0..1] = Σ_{t<m} rows[t][o_r] · Bp[t]: the transposed A of a weight gradient (6 of its columns) */
-static AI void tile_cols(const float *const *rows, const int64_t o[MR], const vf *restrict Bp, int64_t m,
-                         vf acc[MR][2]) {
-    vf c00 = (vf){0}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00,
-       c41 = c00, c50 = c00, c51 = c00;
-    const int64_t o0 = o[0], o1 = o[1], o2 = o[2], o3 = o[3], o4 = o[4], o5 = o[5];
+/* acc[r][j] = Σ_{t<m} rows[t][o[r]] · B[t·ldb + j·VW]: the transposed A of a weight gradient (mr of its
+   columns) */
+static AI void tile_cols(const float *const *rows, const int64_t o[MR], const float *restrict B, int64_t ldb,
+                         int64_t m, vf acc[MR][2], const int mr, const int nv) {
+    vf c[MR][2];
+    int64_t off[MR];
+    UNROLL_MR for (int r = 0; r < mr; r++) { off[r] = o[r]; UNROLL_NV for (int j = 0; j < nv; j++) c[r][j] = (vf){0}; }
     for (int64_t t = 0; t < m; t++) {
-        const float *r = rows[t];
-        const vf b0 = Bp[2 * t], b1 = Bp[2 * t + 1];
-        vf x;
-#define ROW(q) x = splat(r[o##q]); c##q##0 += x * b0; c##q##1 += x * b1;
-        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
-#undef ROW
+        const float *row = rows[t];
+        vf bv[2];
+        UNROLL_NV for (int j = 0; j < nv; j++) bv[j] = ldu(B + t * ldb + j * VW);
+        UNROLL_MR for (int r = 0; r < mr; r++) {
+            const vf x = splat(row[off[r]]);
+            UNROLL_NV for (int j = 0; j < nv; j++) c[r][j] += x * bv[j];
+        }
     }
-    acc[0][0] = c00; acc[0][1] = c01; acc[1][0] = c10; acc[1][1] = c11; acc[2][0] = c20; acc[2][1] = c21;
-    acc[3][0] = c30; acc[3][1] = c31; acc[4][0] = c40; acc[4][1] = c41; acc[5][0] = c50; acc[5][1] = c51;
+    UNROLL_MR for (int r = 0; r < mr; r++) UNROLL_NV for (int j = 0; j < nv; j++) acc[r][j] = c[r][j];
+}
+
+/* the tile for nrows rows (extra rows repeat the last) and w columns: 4 or 6 rows, 1 or 2 vectors */
+static void tile_rows_any(const float *const a[MR], const float *B, int64_t ldb, int64_t kc, vf acc[MR][2],
+                          int nrows, int64_t w) {
+    if (nrows > 4) { if (w > VW) tile_rows(a, B, ldb, kc, acc, 6, 2); else tile_rows(a, B, ldb, kc, acc, 6, 1); }
+    else if (w > VW) tile_rows(a, B, ldb, kc, acc, 4, 2);
+    else tile_rows(a, B, ldb, kc, acc, 4, 1);
+}
+static void tile_cols_any(const float *const *rows, const int64_t o[MR], const float *B, int64_t ldb, int64_t m,
+                          vf acc[MR][2], int nrows, int64_t w) {
+    if (nrows > 4) { if (w > VW) tile_cols(rows, o, B, ldb, m, acc, 6, 2); else tile_cols(rows, o, B, ldb, m, acc, 6, 1); }
+    else if (w > VW) tile_cols(rows, o, B, ldb, m, acc, 4, 2);
+    else tile_cols(rows, o, B, ldb, m, acc, 4, 1);
 }
 
 /* Bp[t][0..NR) = B[k0 + t][n0 .. n0 + w) zero-padded, B row-major with row stride ld */
@@ -113,15 +133,19 @@ static void gemm_rows(const float *const *arows, int64_t M, int64_t K, const flo
         for (int64_t k0 = 0; k0 < K; k0 += kcb) {
             const int64_t kc = K - k0 < kcb ? K - k0 : kcb;
             const int first = k0 == 0, last = k0 + kc == K;
+            /* B in place where a full strip can be read (the forward pass); else a packed, zero-padded strip */
+            const int direct = !trans && w == NR;
             if (trans) pack_trans(Bp, B, ldb, k0, kc, n0, w);
-            else pack_rows(Bp, B, ldb, k0, kc, n0, w);
+            else if (!direct) pack_rows(Bp, B, ldb, k0, kc, n0, w);
+            const float *Bt = direct ? B + k0 * ldb + n0 : (const float *)Bp;
+            const int64_t ldt = direct ? ldb : NR;
             vf g0 = (vf){0}, g1 = (vf){0};
             for (int64_t m0 = 0; m0 < M; m0 += MR) {
                 const int nrows = M - m0 < MR ? (int)(M - m0) : MR;
                 const float *a[MR];
                 for (int r = 0; r < MR; r++) a[r] = arows[m0 + (r < nrows ? r : nrows - 1)] + k0;
                 vf acc[MR][2];
-                tile_rows(a, Bp, kc, acc);
+                tile_rows_any(a, Bt, ldt, kc, acc, nrows, w);
                 for (int r = 0; r < nrows; r++) {
                     float *z = Z + (m0 + r) * N + n0;
                     vf v0 = acc[r][0], v1 = acc[r][1];
@@ -207,7 +231,7 @@ int64_t fedevo_wgrad_f32(const float *A, const int64_t *idx, const float *D, flo
                 int64_t o[MR];
                 for (int r = 0; r < MR; r++) o[r] = k0 + (r < nrows ? r : nrows - 1);
                 vf acc[MR][2];
-                tile_cols(rows, o, Dp, M, acc);
+                tile_cols_any(rows, o, (const float *)Dp, NR, M, acc, nrows, w);
                 for (int r = 0; r < nrows; r++) {
                     float *g = Gk + (k0 + r) * N + n0;
                     vf v0 = acc[r][0], v1 = acc[r][1];

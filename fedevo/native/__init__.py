@@ -1,8 +1,13 @@
 """fedevo's native kernels: the C files here compiled once per machine into one library, loaded with ctypes.
 
 noise.c (the Gaussian stream), step.c (the dense bf16 MLP step's elementwise work and output layer), gemm.c (the
-bf16 hidden-layer forward GEMM), sparse_mlp.c (the SET-sparse MLP step), similarity.c (recall's sign
-agreement), common.h (bf16 conversions, the noise block).
+bf16 hidden-layer forward GEMM), dense32.c (the dense fp32 MLP step's GEMMs with fused epilogues), sparse_mlp.c
+(the SET-sparse MLP step), similarity.c (recall's sign agreement), common.h (bf16 conversions, the noise block).
+
+Every kernel builds for any target: AVX-512 / AVX512-BF16 code is behind #if on the compiler's target macros with
+a portable fallback (gemm.c returns -1 without AVX512-BF16 and the caller uses torch), the rest is plain C and GNU
+vector extensions that GCC/Clang lower to AVX-512, AVX2, SSE2 or NEON (tests/native/test_build.py builds and
+checks the kernels for -march=x86-64-v3 and -march=x86-64).
 
 Two things eager torch does slowly on CPU, and no library does for us:
 - Gaussian noise: per-step LDP draws one Gaussian per parameter per local step (10⁹ a round for the reference
@@ -33,7 +38,7 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 HERE = Path(__file__).parent
 SOURCES = tuple(HERE / f for f in ("noise.c", "step.c", "sparse_mlp.c", "gemm.c", "similarity.c", "dense32.c"))
@@ -58,23 +63,35 @@ def _cpu_id() -> str:
     return platform.machine() + flags
 
 
-def _build(cc: str) -> Path:
+def build(cc: str, cflags: Sequence[str] = CFLAGS) -> Path:
+    """The library compiled from SOURCES with `cflags` (cached; the sources are compiled in parallel). The cache
+    name hashes sources, compiler, flags and CPU. Tests build it for other targets (-march=x86-64-v3, x86-64)."""
     src = b"".join(f.read_bytes() for f in SOURCES + HEADERS)
-    tag = hashlib.sha256(src + " ".join((cc,) + CFLAGS).encode() + _cpu_id().encode()).hexdigest()[:16]
+    tag = hashlib.sha256(src + " ".join((cc, *cflags)).encode() + _cpu_id().encode()).hexdigest()[:16]
     out = cache_dir() / f"kernels-{tag}.so"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        objs = []
-        for f in SOURCES:
-            obj = Path(tmp) / (f.stem + ".o")
-            subprocess.run([cc, *CFLAGS, "-c", str(f), "-o", str(obj)], check=True, capture_output=True, timeout=120)
-            objs.append(str(obj))
+        objs = [str(Path(tmp) / (f.stem + ".o")) for f in SOURCES]
+        procs = [subprocess.Popen([cc, *cflags, "-c", str(f), "-o", o], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE) for f, o in zip(SOURCES, objs)]
+        failed = None
+        for p in procs:
+            _, err = p.communicate(timeout=300)
+            if p.returncode != 0 and failed is None:
+                failed = subprocess.CalledProcessError(p.returncode, p.args, stderr=err)
+        if failed is not None:
+            raise failed
         lib = Path(tmp) / "kernels.so"
         subprocess.run([cc, "-shared", *objs, "-o", str(lib), "-lm"], check=True, capture_output=True, timeout=120)
         os.replace(lib, out)  # atomic: concurrent workers building at once each install a complete file
     return out
+
+
+def load_library(path) -> "Kernels":
+    """The kernels of a library `build` made."""
+    return Kernels(ctypes.CDLL(str(path)))
 
 
 _P, _I, _U, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_float
@@ -147,7 +164,7 @@ def load() -> Optional[Kernels]:
                 why = "no C compiler (cc) found"
             else:
                 try:
-                    kern = Kernels(ctypes.CDLL(str(_build(cc))))
+                    kern = load_library(build(cc))
                 except (OSError, AttributeError, subprocess.SubprocessError) as e:
                     err = getattr(e, "stderr", b"") or b""
                     why = f"build failed: {type(e).__name__}: {err.decode(errors='replace').strip()[:200] or e}"

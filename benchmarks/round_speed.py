@@ -13,7 +13,8 @@ First it prints the CPU (model, the flags that decide the kernels' code paths), 
 picks on it and why (fedevo/hardware.py), and the machine's matmul floor, measured in this process: the
 throughput of one large fp32 matmul (1536³, torch/MKL, as many threads as the engine's chunk threads), and the
 reference round's FLOPs over it; then the fp32 round (native kernels and torch's ops, interleaved) and its
-ratio to that floor; bf16 likewise where the CPU has native bf16. --floor-only stops after that block.
+ratio to that floor, in wall-clock time and in CPU time (robust to other processes time-slicing the cores);
+bf16 likewise where the CPU has native bf16. --floor-only stops after that block.
 
 --density-sweep: the engine's SET-sparse kernel (fl/sparse.py) against its dense path at several mask densities,
 both compute dtypes, side by side (the basis of sparse.MAX_DENSITY).
@@ -104,46 +105,58 @@ def round_flops(model, samples: int) -> float:
     return 2.0 * samples * (2 * macs + sum(a * b for a, b in zip(dims[1:-1], dims[2:])))
 
 
-def matmul_rate(dtype, threads: int, n: int = 1536, repeats: int = 5) -> float:
-    """FLOP/s of one large n³ matmul in `dtype` on `threads` threads (best of `repeats`): the machine's GEMM peak
-    as torch reaches it, the floor's denominator."""
+def timed_both(fn) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process: all its threads) of one call."""
+    w, c = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - w, time.process_time() - c
+
+
+def matmul_rate(dtype, threads: int, n: int = 1536, repeats: int = 5) -> tuple[float, float]:
+    """FLOP per wall second and per CPU second of one large n³ matmul in `dtype` on `threads` threads (best of
+    `repeats` each): the machine's GEMM peak as torch reaches it, the floor's denominator."""
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
     out = torch.empty(n, n, dtype=dtype)
     with intra_op_threads(threads):
         torch.mm(a, b, out=out)
-        best = min(timed(lambda: torch.mm(a, b, out=out), 1) for _ in range(repeats))
-    return 2.0 * n ** 3 / best
+        ts = [timed_both(lambda: torch.mm(a, b, out=out)) for _ in range(repeats)]
+    return 2.0 * n ** 3 / min(t[0] for t in ts), 2.0 * n ** 3 / min(t[1] for t in ts)
 
 
 def floor_block(model, params, data, clients, repeats: int) -> None:
-    """CPU, precision choice, matmul floor and the plain round's ratio to it."""
+    """CPU, precision choice, matmul floor and the plain round's ratio to it. Wall-clock ratios need an idle
+    machine; the CPU-time ratios (this process's CPU seconds for the round over those the large matmul needs for
+    the same FLOPs) are what a machine shared with other work can still measure: time-slicing by other
+    processes drops out of both (their cache and memory traffic does not)."""
     cpu = hardware.detect()
     prec = hardware.precision("auto")
     threads = chunk_threads()
     print(f"CPU: {cpu.model or '?'} ({cpu.arch}), flags: {' '.join(cpu.relevant_flags()) or '-'}; "
-          f"{os.cpu_count()} logical CPUs, engine chunk threads {threads}")
+          f"{os.cpu_count()} logical CPUs, engine chunk threads {threads}; load average before: "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"precision = 'auto' here: {prec.name} ({prec.reason})")
     flops = round_flops(model, len(clients) * PER_CLIENT * E)
     dts = [("fp32", torch.float32)] + ([("bf16", torch.bfloat16)] if prec.name == "bf16" else [])
     for label, dt in dts:
-        times = {"native": math.inf, "torch ops": math.inf}
-        rates = []
+        modes = ("native", "torch ops") if dt == torch.float32 else ("engine",)  # native_f32 acts on fp32 only
+        wall, cput = {m: math.inf for m in modes}, {m: math.inf for m in modes}
+        rates, crates = [], []
         for _ in range(repeats):  # floor and round interleaved: a slow spell of the machine hits both
-            rates.append(matmul_rate(dt, threads))
-            for mode in times:
-                model.native_f32 = mode == "native"
-                times[mode] = min(times[mode], timed(lambda: engine_round(model, params, {}, data, clients,
-                                                                          dtype=dt), 1))
+            r, cr = matmul_rate(dt, threads)
+            rates.append(r), crates.append(cr)
+            for mode in modes:
+                model.native_f32 = mode != "torch ops"
+                w, c = timed_both(lambda: engine_round(model, params, {}, data, clients, dtype=dt))
+                wall[mode], cput[mode] = min(wall[mode], w), min(cput[mode], c)
         model.native_f32 = True
-        rate = max(rates)
-        floor = flops / rate
-        print(f"{label} matmul floor: {rate / 1e9:.1f} GFLOP/s (1536³ on {threads} threads, best of {repeats}; "
-              f"all: {', '.join(f'{r / 1e9:.1f}' for r in rates)}) -> {floor:.3f} s for the round's "
-              f"{flops / 1e9:.1f} GFLOP")
-        shown = times if dt == torch.float32 else {"engine": times["native"]}  # native_f32 acts on fp32 only
-        for mode, t in shown.items():
-            print(f"  MLP plain round, engine {label} ({mode}): {t:.3f} s = {t / floor:.2f}x the floor "
-                  f"({flops / t / 1e9:.1f} GFLOP/s)", flush=True)
+        floor, cfloor = flops / max(rates), flops / max(crates)
+        print(f"{label} matmul floor: {max(rates) / 1e9:.1f} GFLOP/s (1536³ on {threads} threads, best of "
+              f"{repeats}; all: {', '.join(f'{r / 1e9:.1f}' for r in rates)}) -> {floor:.3f} s for the round's "
+              f"{flops / 1e9:.1f} GFLOP; per CPU second {max(crates) / 1e9:.1f} GFLOP -> {cfloor:.3f} CPU s")
+        for mode in modes:
+            print(f"  MLP plain round, engine {label} ({mode}): {wall[mode]:.3f} s = {wall[mode] / floor:.2f}x the "
+                  f"floor ({flops / wall[mode] / 1e9:.1f} GFLOP/s); {cput[mode]:.3f} CPU s = "
+                  f"{cput[mode] / cfloor:.2f}x the CPU-time floor", flush=True)
 
 
 def update_mechanism(model, params, K):

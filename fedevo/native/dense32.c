@@ -43,6 +43,14 @@ static AI void stp(float *p, vf v, int64_t w) {
     if (w >= VW) { stu(p, v); return; }
     for (int64_t j = 0; j < w; j++) p[j] = v[j];
 }
+typedef uint8_t vb __attribute__((vector_size(VW)));
+/* w uint8 0/1 mask values from m as floats (w >= VW: a full vector), the rest 0: branch-free */
+static AI vf ldmask(const uint8_t *m, int64_t w) {
+    if (w >= VW) { vb b; memcpy(&b, m, sizeof b); return __builtin_convertvector(b, vf); }
+    vf v = (vf){0};
+    for (int64_t j = 0; j < w; j++) v[j] = (float)m[j];
+    return v;
+}
 static AI vf relu(vf v) { return (vf)((vi)v & (vi)(v > (vf){0})); }
 
 /* The micro-kernels. mr rows × nv vectors of accumulators (constants after inlining: GCC keeps the unrolled
@@ -239,10 +247,7 @@ int64_t fedevo_wgrad_f32(const float *A, const int64_t *idx, const float *D, flo
                         v0 *= s; v1 *= s;
                         if (mask) {
                             const uint8_t *mr = mask + (k0 + r) * N + n0;
-                            for (int64_t j = 0; j < w; j++) {
-                                if (j < VW) { if (!mr[j]) v0[j] = 0.0f; }
-                                else if (!mr[j]) v1[j - VW] = 0.0f;
-                            }
+                            v0 *= ldmask(mr, w); v1 *= ldmask(mr + VW, w - VW);
                         }
                         v0 += ldp(g, w); v1 += ldp(g + VW, w - VW);
                     }

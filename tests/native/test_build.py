@@ -82,3 +82,15 @@ def test_engine_chunk_equals_eager_step(kernels_for, dtype, monkeypatch):
     for a, b, p0 in zip(out["native"], out["eager"], params):
         torch.testing.assert_close(a, b, **tol)
         assert not torch.allclose(a, p0.expand_as(a))
+
+
+@pytest.mark.parametrize("march", ["x86-64-v4", "sapphirerapids"])
+def test_avx512_sources_compile(march):
+    """The AVX-512 (16-lane) and AVX512-BF16 paths compile; they run only where the CPU has them (the checks
+    above then cover them through this machine's -march=native build)."""
+    if ARCH not in ("x86_64", "amd64"):
+        pytest.skip("x86 only")
+    if not _accepts(march):
+        pytest.skip(f"{CC} does not know -march={march}")
+    flags = tuple(f"-march={march}" if f == "-march=native" else f for f in native.CFLAGS)
+    assert native.build(CC, flags).exists()

@@ -9,11 +9,12 @@
    - fedevo_dgrad_f32: out = (D·Wᵀ) ⊙ [H > 0] and gb = Σ_rows out (the previous layer's bias gradient);
    - fedevo_wgrad_f32: W += s·mask⊙(Aᵀ·D) in place (plain SGD: the gradient is never written) or G = Aᵀ·D;
    - fedevo_softmax_ce_f32: the output layer's softmax-CE gradient and its bias gradient.
-   The output layer (10 classes) goes through the same GEMMs: a 16-lane head kernel as the bf16 engine's
-   (step.c) spills on AVX2 and took ~10× its FLOP share.
+   The output layer (10 classes) goes through the same GEMMs: an fp32 variant of the bf16 engine's 16-lane head
+   kernel (step.c) spilled registers on AVX2 and took ~10× its FLOP share.
    One register-tiled micro-kernel: 6 (edge: 4) rows × 2 (edge: 1) vectors of accumulators; B read in place
-   (the forward pass's W, ~20% faster than packing it here) or packed per 2-vector column strip (Wᵀ, D). GNU vector extensions with the widest vector the target has: 16 floats
-   with AVX-512, 8 with AVX/AVX2, 4 otherwise (SSE2 or NEON), so one source builds for every machine. */
+   (the forward pass's W, ~20% faster than packing it here) or packed per 2-vector column strip (Wᵀ, D).
+   GNU vector extensions with the widest vector the target has: 16 floats with AVX-512, 8 with AVX/AVX2, 4
+   otherwise (SSE2 or NEON), so one source builds for every machine (tests/native/test_build.py). */
 
 #if defined(__AVX512F__)
 #define VW 16

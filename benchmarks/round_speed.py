@@ -7,6 +7,14 @@ plain, both with the server's aggregation, the mechanism past its first round), 
 not affect speed, so synthetic 28×28 data is used.
 
     python benchmarks/round_speed.py [--clients 100] [--repeats 1] [--skip-baseline] [--scaling] [--density-sweep]
+                                     [--floor-only] [--no-cnn]
+
+First it prints the CPU (model, the flags that decide the kernels' code paths), the precision `precision = "auto"`
+picks on it and why (fedevo/hardware.py), and the machine's matmul floor, measured in this process: the
+throughput of one large fp32 matmul (1536³, torch/MKL, as many threads as the engine's chunk threads), and the
+reference round's FLOPs over it; then the fp32 round (native kernels and torch's ops, interleaved) and its
+ratio to that floor, in wall-clock time and in CPU time (robust to other processes time-slicing the cores);
+bf16 likewise where the CPU has native bf16. --floor-only stops after that block.
 
 --density-sweep: the engine's SET-sparse kernel (fl/sparse.py) against its dense path at several mask densities,
 both compute dtypes, side by side (the basis of sparse.MAX_DENSITY).
@@ -23,11 +31,11 @@ import time
 import numpy as np
 import torch
 
-from fedevo import native
+from fedevo import hardware, native
 from fedevo.config import CNNArch, MLPArch
 from fedevo.data.datasets import synthetic
 from fedevo.fl.aggregate import weighted_mean
-from fedevo.fl.engine import batch_schedule, intra_op_threads, train_chunks
+from fedevo.fl.engine import batch_schedule, chunk_threads, intra_op_threads, train_chunks
 from fedevo.fl.reference import train_clients_reference
 from fedevo.models import build_model
 from fedevo.privacy.mechanisms import StepLDP
@@ -89,6 +97,68 @@ def timed(fn, repeats):
     return best
 
 
+def round_flops(model, samples: int) -> float:
+    """FLOPs of one round of plain SGD on `samples` client-samples (all epochs): per sample and layer the
+    forward product, the weight gradient and (past the first layer) the input gradient, 2 FLOPs a MAC."""
+    dims = model.dims
+    macs = sum(a * b for a, b in zip(dims[:-1], dims[1:]))
+    return 2.0 * samples * (2 * macs + sum(a * b for a, b in zip(dims[1:-1], dims[2:])))
+
+
+def timed_both(fn) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process: all its threads) of one call."""
+    w, c = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - w, time.process_time() - c
+
+
+def matmul_rate(dtype, threads: int, n: int = 1536, repeats: int = 5) -> tuple[float, float]:
+    """FLOP per wall second and per CPU second of one large n³ matmul in `dtype` on `threads` threads (best of
+    `repeats` each): the machine's GEMM peak as torch reaches it, the floor's denominator."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    out = torch.empty(n, n, dtype=dtype)
+    with intra_op_threads(threads):
+        torch.mm(a, b, out=out)
+        ts = [timed_both(lambda: torch.mm(a, b, out=out)) for _ in range(repeats)]
+    return 2.0 * n ** 3 / min(t[0] for t in ts), 2.0 * n ** 3 / min(t[1] for t in ts)
+
+
+def floor_block(model, params, data, clients, repeats: int) -> None:
+    """CPU, precision choice, matmul floor and the plain round's ratio to it. Wall-clock ratios need an idle
+    machine; the CPU-time ratios (this process's CPU seconds for the round over those the large matmul needs for
+    the same FLOPs) are what a machine shared with other work can still measure: time-slicing by other
+    processes drops out of both (their cache and memory traffic does not)."""
+    cpu = hardware.detect()
+    prec = hardware.precision("auto")
+    threads = chunk_threads()
+    print(f"CPU: {cpu.model or '?'} ({cpu.arch}), flags: {' '.join(cpu.relevant_flags()) or '-'}; "
+          f"{os.cpu_count()} logical CPUs, engine chunk threads {threads}; load average before: "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"precision = 'auto' here: {prec.name} ({prec.reason})")
+    flops = round_flops(model, len(clients) * PER_CLIENT * E)
+    dts = [("fp32", torch.float32)] + ([("bf16", torch.bfloat16)] if prec.name == "bf16" else [])
+    for label, dt in dts:
+        modes = ("native", "torch ops") if dt == torch.float32 else ("engine",)  # native_f32 acts on fp32 only
+        wall, cput = {m: math.inf for m in modes}, {m: math.inf for m in modes}
+        rates, crates = [], []
+        for _ in range(repeats):  # floor and round interleaved: a slow spell of the machine hits both
+            r, cr = matmul_rate(dt, threads)
+            rates.append(r), crates.append(cr)
+            for mode in modes:
+                model.native_f32 = mode != "torch ops"
+                w, c = timed_both(lambda: engine_round(model, params, {}, data, clients, dtype=dt))
+                wall[mode], cput[mode] = min(wall[mode], w), min(cput[mode], c)
+        model.native_f32 = True
+        floor, cfloor = flops / max(rates), flops / max(crates)
+        print(f"{label} matmul floor: {max(rates) / 1e9:.1f} GFLOP/s (1536³ on {threads} threads, best of "
+              f"{repeats}; all: {', '.join(f'{r / 1e9:.1f}' for r in rates)}) -> {floor:.3f} s for the round's "
+              f"{flops / 1e9:.1f} GFLOP; per CPU second {max(crates) / 1e9:.1f} GFLOP -> {cfloor:.3f} CPU s")
+        for mode in modes:
+            print(f"  MLP plain round, engine {label} ({mode}): {wall[mode]:.3f} s = {wall[mode] / floor:.2f}x the "
+                  f"floor ({flops / wall[mode] / 1e9:.1f} GFLOP/s); {cput[mode]:.3f} CPU s = "
+                  f"{cput[mode] / cfloor:.2f}x the CPU-time floor", flush=True)
+
+
 def update_mechanism(model, params, K):
     from fedevo.privacy.mechanisms import UpdateLDP
     from fedevo.privacy.recall import RecallStore
@@ -106,6 +176,8 @@ def main(argv=None):
     ap.add_argument("--scaling", action="store_true", help="also time K = 250, 500, 1000 (cost per client, peak RSS)")
     ap.add_argument("--no-cnn", action="store_true")
     ap.add_argument("--density-sweep", action="store_true", help="sparse kernel vs dense path over mask densities")
+    ap.add_argument("--floor-only", action="store_true", help="only the CPU, precision and matmul-floor block")
+    ap.add_argument("--bf16", action="store_true", help="bf16 columns also where the CPU lacks native bf16 (slow)")
     a = ap.parse_args(argv)
     torch.manual_seed(0)
     K = a.clients
@@ -118,7 +190,14 @@ def main(argv=None):
     masks10 = masks_at(model, 0.10, gen)
     step = lambda: StepLDP(sigma=0.01, clip=1.0, seed=7)  # noqa: E731
     bf16 = torch.bfloat16
+    # bf16 columns where the CPU has native bf16 (emulated: ~17x slower than fp32 on a Zen 3, issue #16)
+    with_bf16 = a.bf16 or hardware.precision("auto").name == "bf16"
+    auto_dt = bf16 if with_bf16 else torch.float32
     mparams = [p * masks10[i] if i in masks10 else p for i, p in enumerate(params)]  # inactive weights are 0
+    print(f"torch {torch.__version__}, native kernels: {native.status()}")
+    floor_block(model, params, data, clients, max(3, a.repeats))
+    if a.floor_only:
+        return
     if not a.skip_baseline:  # warm-up (allocator, oneDNN kernels) so the first timed line pays nothing extra
         reference_round(model, params, {}, data, clients[:5])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, K={K} clients × {PER_CLIENT} samples, "
@@ -137,12 +216,15 @@ def main(argv=None):
                         refs[j] = min(refs[j], timed(lambda: reference_round(
                             model, params_, masks, data, clients, ref_kw.get("clip"), ref_kw.get("sigma", 0.0)), 1))
             e32 = min(e32, timed(lambda: engine_round(model, params_, masks, data, clients, hook), 1))
-            e16 = min(e16, timed(lambda: engine_round(model, params_, masks, data, clients, hook, dtype=bf16), 1))
+            if with_bf16:
+                e16 = min(e16, timed(lambda: engine_round(model, params_, masks, data, clients, hook, dtype=bf16),
+                                     1))
         refs = [math.nan if r == math.inf else r for r in refs]
+        e16 = math.nan if e16 == math.inf else e16
         ref = min(refs)  # the ratio is against the faster loop
-        r = (lambda e: f"{ref / e:7.2f}x") if ref == ref else (lambda e: "      -")
+        r = (lambda e: f"{ref / e:7.2f}x" if e == e else "      -") if ref == ref else (lambda e: "      -")
         print(f"{name:<22}{refs[0]:8.3f}{refs[1]:11.3f}{e32:13.3f}{r(e32):>8}{e16:13.3f}{r(e16):>8}", flush=True)
-    for label, dt in (("fp32", torch.float32), ("bf16", bf16)):  # plain timed again beside it, interleaved
+    for label, dt in (("fp32", torch.float32), ("bf16", bf16))[:2 if with_bf16 else 1]:  # plain again, interleaved
         ts = {"plain": math.inf, "update": math.inf}
         # steady state, as in a search's T rounds: the recall store's first round allocates its history once
         mech = update_mechanism(model, params, K)
@@ -161,7 +243,7 @@ def main(argv=None):
         few = clients[:10]
         ref = None if a.skip_baseline else timed(lambda: reference_round(cnn, cparams, {}, data, few), a.repeats)
         e32 = timed(lambda: engine_round(cnn, cparams, {}, data, few), a.repeats)
-        e16 = timed(lambda: engine_round(cnn, cparams, {}, data, few, dtype=bf16), a.repeats)
+        e16 = timed(lambda: engine_round(cnn, cparams, {}, data, few, dtype=bf16), a.repeats) if with_bf16 else math.nan
         r = (lambda e: f"{ref / e:7.2f}x") if ref else (lambda e: "      -")
         print(f"{'CNN 32-64ch, K=10':<22}{(ref or float('nan')):8.3f}{'-':>11}{e32:13.3f}{r(e32):>8}{e16:13.3f}{r(e16):>8}")
     if a.density_sweep:
@@ -170,7 +252,7 @@ def main(argv=None):
             md = masks_at(model, d, gen)
             pd = [p * md[i] if i in md else p for i, p in enumerate(params)]
             row = []
-            for dt in (torch.float32, bf16):
+            for dt in (torch.float32, bf16)[:2 if with_bf16 else 1]:
                 t = {}
                 for mode in ("0", "1"):
                     os.environ["FEDEVO_SPARSE"] = mode
@@ -181,7 +263,7 @@ def main(argv=None):
     if a.scaling:
         for k in (100, 250, 500, 1000):
             cl = [np.arange(i * PER_CLIENT, (i + 1) * PER_CLIENT) % 60000 for i in range(k)]
-            t = timed(lambda: engine_round(model, params, {}, data, cl, dtype=bf16), 1)
+            t = timed(lambda: engine_round(model, params, {}, data, cl, dtype=auto_dt), 1)
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
             print(f"scaling K={k:<5} {t:8.2f} s/round  {1000 * t / k:6.2f} ms/client  peak RSS so far {rss:.2f} GB",
                   flush=True)

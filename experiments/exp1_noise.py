@@ -27,7 +27,7 @@ def configs(model: str, *, dataset: str, data_dir, rounds: int, clients: int, cn
                      rounds=rounds, epochs=5, batch_size=64, lr=0.1, participation=1.0, alpha=None, xi=0.0,
                      upload_loss=0.3)
     for s in SIGMAS:
-        priv = PrivacyConfig() if s == 0 else PrivacyConfig(mechanism="step", sigma=s, clip=None, delta=1e-4)
+        priv = PrivacyConfig() if s == 0 else PrivacyConfig(mechanism="step", sigma=s, clip=None, clip_rule="median", delta=1e-4)
         yield f"{model} σ={s:g}", replace(base, privacy=priv)
 
 

@@ -69,12 +69,12 @@ def main(argv=None):
                     help="C of the standard solution (seed 004 §4.1: K=100, C=1)")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="smoke test: digits_mlp, pop 6 × 2, 1 round, retrain 2")
+    ap.add_argument("--quick", action="store_true", help="smoke test: digits_mlp_local, pop 6 × 2, 1 round, retrain 2")
     ap.add_argument("--out", default="experiments/results")
     a = ap.parse_args(argv)
     if a.quick:
         a.problem, a.partition, a.pop, a.gen, a.rounds, a.retrain_rounds, a.workers = \
-            "digits_mlp", "iid", 6, 2, 1, 2, 0
+            "digits_mlp_local", "iid", 6, 2, 1, 2, 0
     out = Path(a.out)
     md = ["# Experiment 2 — Pareto search + enhancement (seed 004 §4.3)", "", f"Machine: {machine()}", "",
           f"Published: {PUBLISHED}.", ""]

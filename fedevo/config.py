@@ -282,6 +282,10 @@ class SimConfig:
             _check(self.deployment.colluders < t,
                    f"colluders ({self.deployment.colluders}) must be fewer than the secure-aggregation threshold "
                    f"t = ceil(secagg_threshold·cohort) = {t}: no honest noise would be counted")
+            _check(m * (1.0 - self.upload_loss) >= t,
+                   f"secagg_threshold={self.privacy.secagg_threshold:g} needs {t} of the cohort's {m} clients to "
+                   f"survive, but only {m * (1.0 - self.upload_loss):.0f} are expected to (upload_loss="
+                   f"{self.upload_loss:g}): most rounds would abort; lower secagg_threshold")
 
     @property
     def population(self) -> int:

@@ -16,8 +16,13 @@ def evaluate(problem: Problem, params: Optional[Mapping[str, Any]] = None, *, se
     Bad input raises FedevoError before any training; NaN/inf during training gives status 'diverged' with
     worst objectives; the same seed gives the same numbers. eval_every=k records (round, mean client accuracy,
     global accuracy) every k rounds in `accuracy_curve` (retrain curves); 0 evaluates only at the end.
+    `engine`: the compute precision the simulator used and why (CPU features), the CPU, the native kernels.
     """
+    from dataclasses import replace
+
     from .fl.simulate import simulate  # heavy imports (torch) only when training
+    from .hardware import engine_info
 
     config = problem.sim_config(params, rounds=rounds, data_dir=data_dir, download=download)
-    return simulate(config, seed=seed, eval_every=eval_every, progress=progress)
+    res = simulate(config, seed=seed, eval_every=eval_every, progress=progress)
+    return replace(res, engine=engine_info(config.precision))

@@ -5,7 +5,8 @@ Grammar of a pick (comma-separated terms; spaces ignored; result in the order wr
     SPEC      := TERM ("," TERM)*
     TERM      := ID | SELECTOR | FILTER
     ID        := 12 | id:12          that evaluation (any evaluated id, on the front or not; filters do not apply)
-    SELECTOR  := knee                the knee of the (filtered) Pareto set, see `knee_index`
+    SELECTOR  := knee                the knee of the (filtered) Pareto set, among the solutions better
+                                     than chance (see `knee_candidates`, `knee_index`)
                | lowest-error[:N]    the N (default 1) Pareto solutions with the lowest error
                | lowest-comm[:N] | lowest-eps[:N] | lowest-eps_paper[:N]
                | front               every solution of the (filtered) Pareto set
@@ -16,6 +17,10 @@ Grammar of a pick (comma-separated terms; spaces ignored; result in the order wr
 A spec of filters only picks the whole filtered Pareto set (as if `front` were added). Ties are broken by the
 other objectives, then by id. A pick that matches nothing (unknown id, filters that leave no Pareto solution,
 an empty front) is a FedevoError. ε = inf (no privacy) is larger than every number.
+
+The knee is never a solution no better than chance: with ``chance`` (the error of guessing, 1 − 1/classes;
+`RunData.chance_error`), solutions with error ≥ chance, and any whose status is not ok (diverged, failed),
+are left out before the knee is chosen; a front with nothing left has no knee (a FedevoError for ``knee``).
 
 The Pareto set is the run's front (status ok, within the problem's constraints, non-dominated in
 (error, comm, ε) with ε = the problem's `eps_objective`), as written to front.csv.
@@ -150,9 +155,32 @@ def knee_index(F: np.ndarray) -> tuple[int, str]:
     return int(idx[np.argmin(dist[idx])]), "pymoo HighTradeoffPoints"
 
 
-def knee(front: Sequence[Mapping[str, Any]], eps_key: str = "eps") -> tuple[Mapping[str, Any], str]:
-    i, how = knee_index(objectives(front, eps_key))
-    return front[i], how
+def chance_error(num_classes: Optional[int]) -> Optional[float]:
+    """The error of guessing a class at random (1 − 1/classes); None when the number of classes is unknown."""
+    return None if not num_classes or num_classes < 2 else 1.0 - 1.0 / num_classes
+
+
+def better_than_chance(r: Mapping[str, Any], chance: Optional[float]) -> bool:
+    """Status ok, a finite error, and (when `chance` is known) error < chance."""
+    if r.get("status", "ok") != "ok":
+        return False
+    e = _num(r.get("error"))
+    return math.isfinite(e) and (chance is None or e < chance)
+
+
+def knee_candidates(front: Sequence[Mapping[str, Any]], chance: Optional[float] = None) -> list[Mapping[str, Any]]:
+    """The solutions a knee may be chosen from: those better than chance (and not diverged or failed)."""
+    return [r for r in front if better_than_chance(r, chance)]
+
+
+def knee(front: Sequence[Mapping[str, Any]], eps_key: str = "eps",
+         chance: Optional[float] = None) -> tuple[Mapping[str, Any], str]:
+    """The knee of `front` among its `knee_candidates`; ValueError when none is better than chance."""
+    cand = knee_candidates(front, chance)
+    if not cand:
+        raise ValueError("no solution better than chance")
+    i, how = knee_index(objectives(cand, eps_key))
+    return cand[i], how
 
 
 def lowest(front: Sequence[Mapping[str, Any]], key: str, n: int, eps_key: str = "eps") -> list[Mapping[str, Any]]:
@@ -186,8 +214,10 @@ class Pick:
 
 
 def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[str, Any]], *,
-         eps_key: str = "eps") -> list[Pick]:
+         eps_key: str = "eps", chance: Optional[float] = None) -> list[Pick]:
     """The solutions `spec` selects among `rows` (every evaluation) and `front` (the Pareto set).
+
+    `chance`: the error at or above which a solution is no better than chance (never the knee).
 
     Returns them in the order the terms are written, each id once (its reasons merged).
     """
@@ -230,7 +260,11 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
             add(r, f"id {t.id}")
         elif t.kind == "knee":
             if knee_cache is None:
-                knee_cache = knee(cand, eps_key)[0]
+                if not knee_candidates(cand, chance):
+                    bar = f" (error < {chance:.3g})" if chance is not None else ""
+                    raise FedevoError(f"no knee: none of the {len(cand)} Pareto solution(s) considered is better "
+                                      f"than chance{bar}; pick by id or lowest-error instead")
+                knee_cache = knee(cand, eps_key, chance)[0]
             add(knee_cache, "knee")
         elif t.kind == "lowest":
             for rank, r in enumerate(lowest(cand, t.key, t.n, eps_key), start=1):
@@ -241,12 +275,15 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
     return [Pick(row=r, reasons=tuple(out[int(r["id"])])) for r in order]
 
 
-def marks(front: Sequence[Mapping[str, Any]], eps_key: str = "eps", n_lowest: int = 2) -> dict[int, list[str]]:
-    """Marks for displaying a front: the knee and the `n_lowest` lowest-error solutions (seed 004's picks)."""
+def marks(front: Sequence[Mapping[str, Any]], eps_key: str = "eps", n_lowest: int = 2,
+          chance: Optional[float] = None) -> dict[int, list[str]]:
+    """Marks for displaying a front: the knee (if one is better than chance) and the `n_lowest` lowest-error
+    solutions (seed 004's picks)."""
     out: dict[int, list[str]] = {}
     if not front:
         return out
     for rank, r in enumerate(lowest(front, "error", n_lowest, eps_key), start=1):
         out.setdefault(int(r["id"]), []).append(f"lowest-error #{rank}")
-    out.setdefault(int(knee(front, eps_key)[0]["id"]), []).append("knee")
+    if knee_candidates(front, chance):
+        out.setdefault(int(knee(front, eps_key, chance)[0]["id"]), []).append("knee")
     return out

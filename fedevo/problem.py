@@ -219,10 +219,34 @@ def load_problem(name_or_path: str) -> Problem:
     if not p.is_file():
         raise FedevoError(f"problem file {str(p)!r} does not exist")
     try:
-        doc = tomllib.loads(p.read_text())
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise FedevoError(f"problem file {str(p)!r} is not UTF-8 text (byte {e.start}: "
+                          f"{e.object[e.start:e.start + 1]!r}); TOML files must be UTF-8") from None
+    except OSError as e:
+        raise FedevoError(f"cannot read problem file {str(p)!r}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise FedevoError(f"malformed problem file {str(p)!r}: {e}") from None
-    return parse_problem(doc, name=p.stem, path=str(p))
+    prob = parse_problem(doc, name=p.stem, path=str(p))
+    check_gene_bounds(prob)
+    return prob
+
+
+def check_gene_bounds(prob: Problem) -> None:
+    """Every gene at its low and high bound (each choice of a choice gene), the others at their defaults, must
+    give a valid configuration: otherwise a search would sample individuals that can only fail."""
+    for g in prob.genes:
+        if g.type == "choice":
+            cases = [(f"choice {c!r}", c) for c in g.choices]
+        else:
+            lo, hi = (math.ceil(g.low), math.floor(g.high)) if g.type == "int" else (g.low, g.high)
+            cases = [(f"low bound {lo!r}", lo), (f"high bound {hi!r}", hi)]
+        for which, v in cases:
+            try:
+                prob.sim_config({g.name: v})
+            except FedevoError as e:
+                raise FedevoError(f"problem {prob.name!r}: gene {g.name!r} at its {which} gives an invalid "
+                                  f"configuration ({e}); fix the gene's bounds") from None
 
 
 def list_problems() -> list[str]:

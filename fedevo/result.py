@@ -23,6 +23,7 @@ class EvaluationResult:
     accuracy_curve: tuple = ()  # mean client accuracy after each evaluated round (retrain curves)
     privacy: dict = field(default_factory=dict)  # recalls, clip thresholds, budgets, accounting level...
     message: str = ""
+    engine: dict = field(default_factory=dict)  # compute precision and why, CPU, kernels (fedevo.hardware)
 
     def __post_init__(self):
         assert self.status in STATUSES, self.status

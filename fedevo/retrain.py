@@ -12,7 +12,8 @@ in accuracy, communication (as % of the standard's) and ε (its Tables 5–6). H
 * every solution is trained on the same data with the same seed (default: the run's seed), for ``rounds`` rounds,
   with the accuracy measured after every round (``eval_every``), on Ray workers (``workers``; 0 = in-process).
 
-The same run, picks, rounds and seed give the same numbers. Outputs, in ``RUN_DIR/retrain/`` (or ``out``):
+The same run, picks, rounds and seed give the same numbers. Outputs, in ``RUN_DIR/retrain/`` (``retrain-2/``,
+... when it exists: an earlier report is never overwritten; or ``out``, which must not hold anything):
 
 * ``report.csv``  one row per solution (picked ones in pick order, then ``standard``), see `REPORT_COLUMNS`;
 * ``report.md``   the same numbers as Markdown tables laid out like seed 004's Tables 5–6 (the cells are the
@@ -95,7 +96,7 @@ def plan(data, spec: str, standard: Optional[Mapping[str, Any]] = None) -> list[
     its settings, e.g. {"participation": 1.0} for seed 004's standard solution, C = 1)."""
     from .pick import pick
 
-    picks = pick(spec, data.rows, data.front, eps_key=data.eps_key)
+    picks = pick(spec, data.rows, data.front, eps_key=data.eps_key, chance=data.chance_error)
     sols = [Solution(key=str(n), label=p.label, id=p.id, params=data.params(p.row), search=p.row)
             for n, p in enumerate(picks, start=1)]
     return sols + [Solution(key=STANDARD, label=STANDARD_LABEL, id=None, params=dict(standard or {}), search=None)]
@@ -146,6 +147,7 @@ class RetrainReport:
     eps_key: str = "eps"
     problem_name: str = ""
     wall_s: float = 0.0
+    ray_log: str = ""  # what Ray printed (written to ray.log beside the report)
 
     @property
     def standard(self) -> EvaluationResult:
@@ -273,17 +275,30 @@ class RetrainReport:
         from .viz.html import esc
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        if any(p.name in ("report.csv", "report.md", "results.json", "curves.html") for p in self.out_dir.iterdir()):
+            raise FedevoError(f"{self.out_dir} already holds a report (written meanwhile by another process?); "
+                              "nothing was overwritten")
         paths = {"report.csv": self.out_dir / "report.csv", "report.md": self.out_dir / "report.md",
                  "results.json": self.out_dir / "results.json", "curves.html": self.out_dir / "curves.html"}
         atomic_write(paths["report.csv"], self.csv_text())
         atomic_write(paths["report.md"], self.markdown())
         atomic_write(paths["results.json"], json.dumps(self.to_json(), indent=2) + "\n")
+        if self.ray_log:
+            from .search.ray_session import RAY_LOG, strip_ansi
+
+            atomic_write(self.out_dir / RAY_LOG, strip_ansi(self.ray_log))
         from .viz.html import table
 
-        cells = [self.cells(s) for s in self.solutions]
+        from .viz.numfmt import num
+
+        def html_cells(s):  # report.csv's strings, with ε, comm and Ω readable (12.3k, not 12345.678)
+            c, v = self.cells(s), self.values(s)
+            return [num(v[k]) if k in ("eps", "eps_paper", "comm", "omega") and v[k] is not None else c[k] or "–"
+                    for k, _ in MD_MAIN]
+
         intro = (f'<p class="meta">run {esc(self.run_dir)} · {self.rounds} rounds · seed {self.seed} · same data '
                  'and seed for every solution; the standard solution is dense and without privacy.</p>'
-                 + table([h for _, h in MD_MAIN], [[c[k] or "–" for k, _ in MD_MAIN] for c in cells], left=(0, 1)))
+                 + table([h for _, h in MD_MAIN], [html_cells(s) for s in self.solutions], left=(0, 1)))
         write_curves_html(paths["curves.html"], self.curve_series(), standard=STANDARD_LABEL, intro_html=intro,
                           title=f"fedevo retrain — {self.problem_name}: accuracy per round")
         return paths
@@ -302,21 +317,24 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     from .search.runner import Task, _Abort, make_runner
     from .viz.rundata import load_run
 
-    if rounds is None or rounds < 1:
-        raise FedevoError(f"--rounds must be >= 1, got {rounds}")
-    if workers is not None and workers < 0:
-        raise FedevoError(f"--workers must be >= 0 (0 = in-process), got {workers}")
-    if seed is not None and seed < 0:
-        raise FedevoError(f"--seed must be >= 0, got {seed}")
+    from .guards import check_evaluation_memory, check_rounds, check_seed, check_workers
+
+    if rounds is None:
+        raise FedevoError("--rounds must be >= 1, got None")
+    check_rounds(rounds)
+    check_workers(workers)
+    check_seed(seed)
     if eval_every < 0:
         raise FedevoError(f"eval_every must be >= 0, got {eval_every}")
     data = load_run(run_dir)
+    out_dir = report_dir(run_dir, out) if write else Path(out or Path(run_dir) / "retrain")
     seed = data.settings.seed if seed is None else seed
     data_dir = data_dir if data_dir is not None else data.settings.data_dir
     sols = plan(data, pick_spec, standard)
     std = standard_problem(data.problem)
     for s in sols:  # invalid configurations fail now, before any training
-        (std if s.is_standard else data.problem).sim_config(s.params, rounds=rounds, data_dir=data_dir)
+        cfg = (std if s.is_standard else data.problem).sim_config(s.params, rounds=rounds, data_dir=data_dir)
+        check_evaluation_memory(cfg, STANDARD if s.is_standard else f"solution {s.key} (id {s.id})")
 
     tasks = [Task(id=n, generation=0, index=n, seed=seed,
                   params={_STANDARD_FLAG: True, **s.params} if s.is_standard else dict(s.params))
@@ -331,7 +349,7 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
         if workers == 0:  # in-process, one after the other: report every round of the current one
             eval_kwargs["progress"] = lambda t: progress(len(results) * rounds + t, total,
                                                          name(sols[min(len(results), len(sols) - 1)]))
-    runner = make_runner(retrain_evaluate, data.problem, eval_kwargs, workers=workers)
+    runner = make_runner(retrain_evaluate, data.problem, eval_kwargs, workers=workers)  # Ray's log: kept in memory
     try:
         def on_done(t: Task, r: EvaluationResult) -> None:
             results[sols[t.index].key] = r
@@ -343,14 +361,36 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
         raise FedevoError(str(e)) from None
     finally:
         runner.close()
-    report = RetrainReport(run_dir=Path(run_dir), out_dir=Path(out) if out is not None else Path(run_dir) / "retrain",
+    ray_log = getattr(getattr(runner, "log", None), "text", "")
+    report = RetrainReport(run_dir=Path(run_dir), out_dir=out_dir,
                            rounds=rounds, seed=seed, solutions=sols, results=results, gene_names=data.gene_names,
                            gene_types=data.gene_types, eps_key=data.eps_key, problem_name=data.problem.name,
                            standard_params={**standard_params(data.problem), **dict(standard or {})},
-                           wall_s=time.monotonic() - t0)
+                           wall_s=time.monotonic() - t0, ray_log=ray_log)
     if write:
         report.write()
     return report
+
+
+def report_dir(run_dir: Path | str, out: Optional[Path | str]) -> Path:
+    """Where the report goes, checked before any training: `out` (must not exist or be empty), else the first of
+    RUN_DIR/retrain, retrain-2, retrain-3... that does not exist yet: an earlier report is never overwritten."""
+    from .guards import check_writable_dir
+
+    if out is not None:
+        out = Path(out)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise FedevoError(f"--out {out} already exists and is not an empty directory; choose another "
+                              "(nothing was overwritten)")
+        check_writable_dir(out)
+        return out
+    base = Path(run_dir) / "retrain"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"retrain-{n}")
+    check_writable_dir(path, "the report directory")
+    return path
 
 
 def standard_params(problem: Problem) -> dict[str, Any]:

@@ -136,3 +136,40 @@ def test_knee_compares_objectives_spanning_decades_on_a_log_scale():
     err = np.sort(rng.uniform(0.02, 0.9, 15))
     F = np.c_[err, rng.uniform(100, 2000, 15), 2 * 10 ** (4 * (1 - err))]  # ε from ~2 to ~2e4
     assert knee_index(F)[0] == knee_index(np.c_[F[:, :2], np.log10(F[:, 2])])[0]
+
+
+# ============================================================================================ chance level
+# a front whose unconstrained knee is at chance: the low-ε end is bought with a useless model
+CHANCE_FRONT = [
+    row(1, 0.05, 9000.0, 5000.0),
+    row(2, 0.10, 8000.0, 2000.0),
+    row(3, 0.942, 100.0, 0.5),  # error 0.942 on 10 classes: worse than guessing
+    row(4, 0.90, 200.0, 1.0),  # exactly chance (1 - 1/10): not better than chance either
+    row(5, 0.30, 6000.0, 3000.0),
+]
+
+
+def test_knee_never_at_or_below_chance():
+    from fedevo.pick import chance_error, knee_candidates
+
+    chance = chance_error(10)
+    assert chance == pytest.approx(0.9)
+    assert knee(CHANCE_FRONT)[0]["error"] >= chance  # without the rule, this front's knee is a useless model
+    assert [r["id"] for r in knee_candidates(CHANCE_FRONT, chance)] == [1, 2, 5]
+    r, _ = knee(CHANCE_FRONT, chance=chance)
+    assert r["error"] < chance
+    assert ids(pick("knee", CHANCE_FRONT, CHANCE_FRONT, chance=chance)) == [r["id"]]
+    m = marks(CHANCE_FRONT, chance=chance)
+    assert [i for i, ms in m.items() if "knee" in ms] == [r["id"]]
+    # diverged / failed rows are never candidates, whatever their numbers
+    bad = [row(9, 0.01, 10.0, 0.1, status="diverged")] + CHANCE_FRONT
+    assert 9 not in [r["id"] for r in knee_candidates(bad, chance)]
+    assert chance_error(None) is None and chance_error(1) is None
+
+
+def test_no_knee_when_nothing_beats_chance():
+    only_bad = [row(3, 0.942, 100.0, 0.5), row(4, 0.91, 50.0, 2.0)]
+    with pytest.raises(FedevoError, match="better than chance"):
+        pick("knee", only_bad, only_bad, chance=0.9)
+    assert all("knee" not in ms for ms in marks(only_bad, chance=0.9).values())
+    assert ids(pick("lowest-error", only_bad, only_bad, chance=0.9)) == [4]  # other selectors still work

@@ -59,7 +59,7 @@ def test_parse_params():
 
 
 def test_presets_expand_to_privacy_settings():
-    p = load_problem("digits_mlp")
+    p = load_problem("digits_mlp_local")
     c = p.sim_config({"preset": "dcdp-fedavg", "beta": 0.05, "tau": 0.01})
     assert (c.privacy.mechanism, c.privacy.recall, c.privacy.similarity, c.privacy.beta) == ("update", True, "cosine", 0.05)
     c = p.sim_config({"preset": "dp-fedavg", "beta": 0.05})

@@ -147,3 +147,24 @@ def test_standard_overrides_are_validated_and_used():
     from fedevo.errors import FedevoError
     with pytest.raises(FedevoError):
         p.sim_config({"participation": 3.0})
+
+
+def test_retrain_never_overwrites_an_earlier_report(run_dir, tmp_path, capsys):
+    """Issue 14: a second retrain writes retrain-2/ (then retrain-3/...); the first report stays byte for byte."""
+    import hashlib
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    argv = ["retrain", str(run), "--pick", "knee", "--rounds", "1", "--workers", "0", "--quiet"]
+    code, out, err = cli(argv, capsys)
+    assert code in (0, None), err
+    assert f"wrote {run / 'retrain'}/" in out
+    first = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (run / "retrain").iterdir()}
+    assert "report.csv" in first
+    code, out, err = cli(argv, capsys)
+    assert code in (0, None), err
+    assert f"wrote {run / 'retrain-2'}/" in out and (run / "retrain-2" / "report.csv").is_file()
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (run / "retrain").iterdir()} == first
+    code, out, err = cli(argv, capsys)
+    assert f"wrote {run / 'retrain-3'}/" in out

@@ -22,6 +22,15 @@ def _jsonable(obj):
     return obj
 
 
+def _readable(v) -> str:
+    """A number for people: 4 significant digits, ∞ for no privacy, – for none."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, float) and math.isinf(v):
+        return "∞" if v > 0 else "-∞"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
 @app.command()
 def problems() -> None:
     """List the bundled problem files."""
@@ -30,12 +39,21 @@ def problems() -> None:
 
     from ..problem import list_problems, load_problem
 
-    table = Table("name", "dataset", "model", "mechanism", "genes", "description")
-    for name in list_problems():
+    names = list_problems()
+    table = Table()
+    # nothing a user types (problem and gene names) is ever cut with "…": names keep their full width, long
+    # cells wrap (fold) instead; output that is not a terminal is not limited to 80 columns
+    table.add_column("name", no_wrap=True, min_width=max(map(len, names), default=4))
+    for col in ("dataset", "model", "mechanism", "genes", "description"):
+        table.add_column(col, overflow="fold")
+    for name in names:
         p = load_problem(name)
         table.add_row(name, p.dataset, p.model, str(p.fixed.get("mechanism", "none")), ", ".join(p.gene_names),
                       p.description)
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    console.print(table)
 
 
 @app.command()
@@ -43,7 +61,7 @@ def evaluate(
     problem: str = typer.Option("digits_mlp", "--problem", "-p", help="Bundled problem name or path to a .toml file."),
     params: Optional[str] = typer.Option(None, help="JSON object (or file) of gene/setting overrides, e.g. '{\"lr\": 0.1}'."),
     rounds: Optional[int] = typer.Option(None, min=1, help="Override the problem's number of rounds."),
-    seed: int = typer.Option(0, help="Random seed: the same seed gives the same numbers."),
+    seed: int = typer.Option(0, help="Random seed in 0..2**32-1: the same seed gives the same numbers."),
     data_dir: Optional[str] = typer.Option(None, help="Dataset root (torchvision layout) for MNIST/CIFAR-10/Fashion-MNIST."),
     download: bool = typer.Option(False, help="Let torchvision download the dataset into --data-dir."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
@@ -51,11 +69,15 @@ def evaluate(
 ) -> None:
     """Train one configuration of a problem and print its objectives (error, comm, ε)."""
     from ..evaluate import evaluate as run_eval
+    from ..guards import check_evaluation_memory, check_rounds, check_seed
     from ..problem import load_problem, parse_params
 
+    check_seed(seed)
+    check_rounds(rounds)
     prob = load_problem(problem)
     overrides = parse_params(params)
     cfg = prob.sim_config(overrides, rounds=rounds, data_dir=data_dir, download=download)  # validate before work
+    check_evaluation_memory(cfg)
     if quiet or as_json:
         res = run_eval(prob, overrides, seed=seed, rounds=rounds, data_dir=data_dir, download=download)
     else:
@@ -65,9 +87,12 @@ def evaluate(
             task = bar.add_task(f"{prob.name}: training", total=cfg.rounds)
             res = run_eval(prob, overrides, seed=seed, rounds=rounds, data_dir=data_dir, download=download,
                            progress=lambda t: bar.update(task, completed=t))
-    out = {"problem": prob.name, "seed": seed, "params": prob.resolve(overrides), **res.to_dict()}
+    resolved = prob.resolve(overrides)
+    if rounds is not None:
+        resolved["rounds"] = rounds  # what was trained
     if "sigma" in res.privacy:  # target-ε mode: the σ that was used (calibrated), not the problem's default
-        out["params"]["sigma"] = res.privacy["sigma"]
+        resolved["sigma"] = res.privacy["sigma"]
+    out = {"problem": prob.name, "seed": seed, "params": resolved, **res.to_dict()}
     if as_json:
         print(json.dumps(_jsonable(out)))
         return
@@ -77,6 +102,12 @@ def evaluate(
     c.print(f"[bold]{prob.name}[/] seed={seed} status={res.status} ({res.wall_s:.1f} s, {res.rounds} rounds)")
     c.print(f"  error (1 - mean client acc) {res.error:.4f}   global accuracy {res.accuracy_global:.4f}")
     c.print(f"  comm (params/round/client slot) {res.comm:.1f}   Ω {res.omega}")
-    c.print(f"  ε (accountant) {res.eps}   ε (paper formula) {res.eps_paper}   δ {cfg.privacy.delta}")
+    c.print(f"  ε (accountant) {_readable(res.eps)}   ε (paper formula) {_readable(res.eps_paper)}   "
+            f"δ {_readable(cfg.privacy.delta)}   (full precision: --json)")
+    p = res.privacy
+    if p.get("trust"):
+        deploy = (f"   population {p['population']:,}   cohort {p['cohort']:,}   sampling {p.get('sampling', '–')}"
+                  if "population" in p else "")
+        c.print(f"  trust {p['trust']}{deploy}   accountant {p.get('accountant', '–')}")
     if res.message:
         c.print(f"  {res.message}")

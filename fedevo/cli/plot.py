@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -19,13 +20,38 @@ _PICK_HELP = ("Solutions to retrain, comma-separated: an evaluation id (12), kne
 def plot(
     run_dir: Path = typer.Argument(..., help="Run directory of `fedevo search`."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write the page (default: RUN_DIR/front.html)."),
+    watch: bool = typer.Option(False, "--watch", help="Keep the page current while the search runs (rewritten after every finished evaluation; an open page reloads itself); returns when the run is complete. Ctrl-C stops."),
+    interval: float = typer.Option(2.0, "--interval", help="With --watch: seconds between checks of the run."),
+    plotly_js: str = typer.Option("embed", "--plotly-js", help="embed: plotly.js inside the page (one offline file, 4.8 MB); shared: written once beside the run directory (RUN_DIR/../plotly-VERSION.min.js) and loaded from there."),
 ) -> None:
     """Write RUN_DIR/front.html: the evaluations and the Pareto front in 3D and 2D, parallel coordinates of
-    genes and objectives, hypervolume per generation (one self-contained page; opens offline)."""
+    genes and objectives with linked selection, hypervolume per generation (opens offline)."""
+    from ..errors import FedevoError
+    from ..guards import check_writable_file
     from ..viz.front import write_front_html
 
-    path = write_front_html(run_dir, out)
-    print(f"wrote {path}")
+    if plotly_js not in ("embed", "shared"):
+        raise FedevoError(f"--plotly-js must be embed or shared, got {plotly_js!r}")
+    if interval <= 0:
+        raise FedevoError(f"--interval must be > 0, got {interval}")
+    mode = "shared" if plotly_js == "shared" else None
+    check_writable_file(out if out is not None else run_dir / "front.html")  # before any work
+    if not watch:
+        path = write_front_html(run_dir, out, plotly=mode)
+        print(f"wrote {path}")
+        return
+    from ..viz.live import watch as do_watch
+
+    def said(path, data):
+        print(f"wrote {path} ({len(data.rows)} evaluations, generation {data.generations}/{data.settings.gen}, "
+              f"front of {len(data.front)})", flush=True)
+
+    print(f"watching {run_dir} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    try:
+        do_watch(run_dir, out=out, plotly=mode or "embed", interval=interval, on_write=said)
+    except KeyboardInterrupt:
+        raise typer.Exit(130)
+    print(f"{run_dir}: the run is complete", file=sys.stderr)
 
 
 def _console():
@@ -37,15 +63,28 @@ def _console():
 
 
 def _fmt(v) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "–"
-        if math.isinf(v):
-            return "∞"
-        return f"{v:.4g}"
-    return str(v)
+    from ..viz.numfmt import num
+
+    return num(v)
+
+
+def _json_value(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None  # as `fedevo evaluate --json`: inf (no privacy) and NaN are null
+    return v
+
+
+def _pick_json(data, rows, marks) -> list[dict]:
+    """The rows as `fedevo front --json` prints them: id, why, objectives, genes (full precision)."""
+    out = []
+    for r in rows:
+        out.append({"id": r["id"], "generation": r["generation"], "picked_by": list(marks.get(r["id"], [])),
+                    "on_front": r["id"] in data.front_ids, "status": r["status"],
+                    "objectives": {k: _json_value(r[k]) for k in ("error", "comm", "eps", "eps_paper")},
+                    "accuracy_global": _json_value(r["accuracy_global"]), "omega": r["omega"],
+                    "genes": {g: _json_value(r[g]) for g in data.gene_names},
+                    "privacy": r.get("privacy") or {}})
+    return out
 
 
 @app.command()
@@ -53,21 +92,23 @@ def front(
     run_dir: Path = typer.Argument(..., help="Run directory of `fedevo search`."),
     sort: str = typer.Option("error", "--sort", "-s", help="Sort by error, comm or eps (the ε the search minimised)."),
     pick: Optional[str] = typer.Option(None, "--pick", help="Show only what this pick selects (same grammar as `retrain --pick`)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the solutions as a JSON list (id, picked_by, objectives, genes) instead of a table."),
 ) -> None:
-    """Print the Pareto set of a run as a table, marking the knee and the two lowest-error solutions."""
+    """Print the Pareto set of a run as a table, marking the knee (never one no better than chance) and the two
+    lowest-error solutions."""
     from rich.table import Table
 
     from ..errors import FedevoError
-    from ..pick import _num, marks, pick as do_pick
+    from ..pick import _num
     from ..viz.rundata import load_run
 
     if sort not in ("error", "comm", "eps"):
         raise FedevoError(f"--sort must be error, comm or eps, got {sort!r}")
     data = load_run(run_dir)
     key = data.eps_key if sort == "eps" else sort
-    m = marks(data.front, data.eps_key)
+    m = data.marks()
     if pick:
-        picks = do_pick(pick, data.rows, data.front, eps_key=data.eps_key)
+        picks = data.pick(pick)
         rows = [p.row for p in picks]
         m = {p.id: list(p.reasons) for p in picks}
         title = f"{len(rows)} picked by {pick!r}"
@@ -75,12 +116,19 @@ def front(
         others = [k for k in ("error", "comm", data.eps_key) if k != key]
         rows = sorted(data.front, key=lambda r: (_num(r[key]), *(_num(r[k]) for k in others), r["id"]))
         title = f"Pareto set of {data.problem.name}: {len(rows)} of {len(data.rows)} evaluations (sorted by {sort})"
+    if as_json:
+        import json
+
+        print(json.dumps(_pick_json(data, rows, m), indent=2, ensure_ascii=False))
+        return
     eps_name = "ε" if data.eps_key == "eps" else "ε paper (searched)"
     other_eps = "eps_paper" if data.eps_key == "eps" else "eps"
     c = _console()
     wide = c.width >= 160
-    t = Table(title=title, caption="knee: pymoo high trade-off point on normalised objectives (fallback: closest to the ideal point); "
-                                   "ε = ∞: no privacy")
+    chance = data.chance_error
+    t = Table(title=title, caption="knee: pymoo high trade-off point on normalised objectives (fallback: closest to the ideal point)"
+                                   + (f", among solutions better than chance (error < {_fmt(chance)})" if chance else "")
+                                   + "; ε = ∞: no privacy")
     for col in ("id", "gen", "mark", "error", "global acc", "comm", eps_name,
                 "ε paper" if data.eps_key == "eps" else "ε accountant", "Ω"):
         t.add_column(col, justify="left" if col == "mark" else "right", no_wrap=True)
@@ -102,6 +150,11 @@ def front(
         t.add_row(*cells, style=style)
         genes.add_row(str(r["id"]), *(_fmt(r[g]) for g in data.gene_names), style=style)
     c.print(t)
+    from ..viz.front import _fmt_any, privacy_settings
+
+    fixed, priv_keys, seen = privacy_settings(data)
+    c.print("every ε above holds under: " + " · ".join(f"{k} {_fmt_any(fixed[k])}" for k in priv_keys)
+            + (f" · accountant {seen['accountant']}" if seen else ""), highlight=False)
     if not wide:
         c.print(genes)
     bad = data.bad_rows
@@ -116,14 +169,15 @@ def retrain(
     pick: str = typer.Option("lowest-error:2,knee", "--pick", "-p", help=_PICK_HELP),
     rounds: int = typer.Option(150, "--rounds", help="Rounds of federated training per solution (paper: 150)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Parallel trainings on a local Ray (default: number of cores; 0: in-process)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of every training (default: the run's seed); the same seed gives the same numbers."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of every training, in 0..2**32-1 (default: the run's seed); the same seed gives the same numbers."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root (default: the run's)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report directory (default: RUN_DIR/retrain)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report directory, new or empty (default: RUN_DIR/retrain, or retrain-2, ... if that exists)."),
     standard: Optional[str] = typer.Option(None, "--standard", help="JSON settings overriding the standard solution's, e.g. '{\"participation\": 1.0}' (seed 004's standard: C = 1)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no table."),
 ) -> None:
     """Retrain picked Pareto solutions and the standard solution (dense, no privacy) for --rounds rounds;
-    write RUN_DIR/retrain/report.csv, report.md and curves.html (seed 004's Tables 5–6)."""
+    write RUN_DIR/retrain/report.csv, report.md and curves.html (seed 004's Tables 5–6; retrain-2/, ... when an
+    earlier report exists: nothing is overwritten)."""
     from rich.console import Console
 
     from ..errors import FedevoError

@@ -26,7 +26,7 @@ def _execute(run, runtime, quiet: bool, created: bool = False) -> None:
     from ..search.progress import NullReporter, RichReporter
 
     err = Console(stderr=True)
-    reporter = NullReporter() if quiet else RichReporter(eps_key=run.eps_key, console=err)
+    reporter = NullReporter() if quiet else RichReporter(eps_key=run.eps_key, console=err, run_dir=run.run_dir)
     try:
         summary = run.run(runtime, reporter=reporter)
     except FedevoError:
@@ -40,6 +40,9 @@ def _execute(run, runtime, quiet: bool, created: bool = False) -> None:
               f"Continue with: fedevo resume {run.run_dir}", file=sys.stderr)
         raise typer.Exit(130)
     _print_summary(summary, run, quiet)
+    if summary.evaluations and summary.failed == summary.evaluations:
+        raise FedevoError(f"every evaluation failed ({summary.failed}); the first: "
+                          f"{summary.first_failure or 'no message'} (log: {run.run_dir / 'evaluations.csv'})")
     plot = _write_plot(run.run_dir)
     print(f"results in {summary.run_dir}/ (front.csv, evaluations.csv, hypervolume.csv, run.json, checkpoints/"
           + (f", {plot.name}" if plot else "") + ")")
@@ -70,7 +73,9 @@ def _print_summary(summary, run, quiet: bool) -> None:
         from rich.table import Table
 
         eps = run.eps_key
-        fmt = lambda v: "–" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
+        from ..viz.numfmt import num
+
+        fmt = lambda v: "–" if v is None else num(v) if isinstance(v, float) else str(v)  # noqa: E731
         t = Table("id", "error", "comm", eps, "genes", title="Pareto front (lowest error first; all in front.csv)")
         for r in sorted(summary.front, key=lambda r: (r["error"], r["comm"]))[:10]:
             t.add_row(str(r["id"]), fmt(r["error"]), fmt(r["comm"]), fmt(r[eps]),
@@ -84,7 +89,7 @@ def search(
     pop: int = typer.Option(12, "--pop", help="Population size M (>= number of reference directions; paper: 20)."),
     gen: int = typer.Option(4, "--gen", help="Generations N, the initial population included (paper: 20)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Parallel evaluations on a local Ray (default: number of cores; 0: serial, in-process)."),
-    seed: int = typer.Option(0, "--seed", help="Run seed: the same seed gives the same front."),
+    seed: int = typer.Option(0, "--seed", help="Run seed in 0..2**32-1: the same seed gives the same front."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<problem>-<timestamp>)."),
     rounds: Optional[int] = typer.Option(None, "--rounds", help="Override the problem's rounds per evaluation."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root for MNIST/Fashion-MNIST/CIFAR-10."),
@@ -104,8 +109,6 @@ def search(
     runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task)
     created = out is None or not out.exists() or (out.is_dir() and not any(out.iterdir()))
     run = SearchRun.create(settings, out, runtime)
-    if not quiet:
-        print(f"run directory: {run.run_dir}", file=sys.stderr)
     _execute(run, runtime, quiet, created=created)
 
 
@@ -120,9 +123,13 @@ def resume(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
 ) -> None:
     """Continue a stopped search (killed, interrupted) from its last checkpoint; finished evaluations are reused."""
+    from ..errors import FedevoError
     from ..search.run import SearchRun
 
     run = SearchRun.open(run_dir)
+    if run.finished():  # refuse before opening anything for writing: a finished run's results stay as they are
+        raise FedevoError(f"{run_dir} holds a finished search ({run.settings.gen} generations); nothing to resume "
+                          f"and nothing was changed (see `fedevo front {run_dir}`)")
     if data_dir is not None:
         run.use_data_dir(data_dir)
     _execute(run, _runtime(workers, ray_address, cpus_per_task, gpus_per_task), quiet)

@@ -74,21 +74,34 @@ def _find_idx(root: Path, stem: str) -> Optional[Path]:
     return None
 
 
+FASHION_STEMS = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                 "t10k-labels-idx1-ubyte")
+
+
 def _fashion(data_dir: Optional[str], download: bool) -> Dataset:
-    roots = [Path(data_dir)] if data_dir else []
-    roots.append(DEBIAN_FASHION)
-    stems = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
-    for root in roots:
-        paths = [_find_idx(root, s) for s in stems]
+    """From --data-dir when given (it is used or refused, never silently replaced by another copy), else from
+    Debian's dataset-fashion-mnist."""
+    if data_dir:
+        root = Path(data_dir)
+        paths = [_find_idx(root, s) for s in FASHION_STEMS]
         if all(paths):
-            xtr, ytr, xte, yte = (_read_idx(p) for p in paths)
-            return _from_uint8("fashion", xtr, ytr, xte, yte)
-    if download and data_dir:
-        return _torchvision("fashion", data_dir, download=True)
+            return _from_uint8("fashion", *(_read_idx(p) for p in paths))
+        if download:
+            return _torchvision("fashion", data_dir, download=True)
+        if not root.is_dir():
+            why = "does not exist" if not root.exists() else "is not a directory"
+        else:
+            why = "lacks " + ", ".join(s for s, p in zip(FASHION_STEMS, paths) if p is None)
+        raise DataNotFoundError(
+            f"--data-dir {data_dir!r} {why}: Fashion-MNIST needs the four IDX files (plain or .gz) there or in its "
+            f"raw/ or FashionMNIST/raw/ folder; add --download to fetch them there with torchvision, or drop "
+            f"--data-dir to use Debian's copy ({DEBIAN_FASHION})")
+    paths = [_find_idx(DEBIAN_FASHION, s) for s in FASHION_STEMS]
+    if all(paths):
+        return _from_uint8("fashion", *(_read_idx(p) for p in paths))
     raise DataNotFoundError(
-        "Fashion-MNIST not found" + (f" in {data_dir!r} or" if data_dir else " in")
-        + f" {DEBIAN_FASHION}; install it with `apt-get install dataset-fashion-mnist`, or pass --data-dir DIR "
-        "holding the four IDX files (add --download to fetch them with torchvision)")
+        f"Fashion-MNIST not found in {DEBIAN_FASHION}; install it with `apt-get install dataset-fashion-mnist`, "
+        "or pass --data-dir DIR holding the four IDX files (add --download to fetch them with torchvision)")
 
 
 def _from_uint8(name, xtr, ytr, xte, yte) -> Dataset:

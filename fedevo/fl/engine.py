@@ -5,7 +5,8 @@ and batched matmuls, in-place updates into preallocated buffers. Unequal local d
 batch schedule whose per-sample weights are 1/|batch| (0 for padding), so a client with fewer batches simply
 idles. The per-step privacy transform (seed 004) plugs in through `StepHook`. A chunk of a SET-sparse MLP at
 low density trains through the sparse kernel instead (`sparse.py`), bf16 dense MLPs through the fused step
-(`fused.py`), everything else through the eager torch path below; all compute the same step.
+(`fused.py`), fp32 dense MLPs through the native fp32 GEMMs with fused epilogues (`_train_f32`), everything else
+through the eager torch path below; all compute the same step.
 """
 
 from __future__ import annotations
@@ -111,6 +112,10 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
         sp.finish(params)
         return params
     x_local = _gather_local(x, table.view(-1), dt, kernels)
+    if getattr(model, "step_f32_applies", lambda k: False)(kernels):  # fp32 compute: native GEMMs, fused epilogues
+        _train_f32(model, params, mask_list, x_local.view(len(x_local), -1), step_rows, step_y, step_w, used,
+                   active_steps, kernels, hook, lr)
+        return params
     if not (getattr(model, "accepts_low", False) and model.compute_dtype == torch.bfloat16):
         kernels = None  # the fused step serves bf16 models that take current bf16 weight copies
     fused = FusedStep(kernels, params, mask_list, lr) if kernels is not None else None
@@ -151,6 +156,23 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
             p.addcmul_(g, coef.view(c, *([1] * (g.dim() - 1))), value=-1.0)
         hook.after_step(params, mask_list, active)
     return params
+
+
+def _train_f32(model, params, mask_list, x_flat, step_rows, step_y, step_w, used, active_steps, kernels, hook,
+               lr: float) -> None:
+    """The fp32 native path (models/mlp.py `step_f32`): plain SGD updates inside the backward GEMMs; with a hook
+    the gradients go through the fused update + noise kernel (fused.py, without bf16 copies)."""
+    c = len(params[0])
+    if hook is None:
+        masks8 = [None if m is None else m.to(torch.uint8).contiguous() for m in mask_list]
+        neg_lr = torch.full((c,), -lr)
+        for s in range(len(used)):
+            model.step_f32(params, x_flat, step_rows[s], step_y[s], step_w[s], kernels, scale=neg_lr, masks8=masks8)
+        return
+    fused = FusedStep(kernels, params, mask_list, lr, keep_low=False)
+    for s in range(len(used)):
+        grads = model.step_f32(params, x_flat, step_rows[s], step_y[s], step_w[s], kernels)
+        fused.step(params, grads, hook, active_steps[:, s])
 
 
 def _gather_local(x: torch.Tensor, idx: torch.Tensor, dt: torch.dtype, kernels) -> torch.Tensor:

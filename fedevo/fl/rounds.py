@@ -9,6 +9,7 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
+from .. import hardware
 from ..config import SimConfig
 from ..data.datasets import Dataset
 from ..data.partition import Partition
@@ -33,9 +34,8 @@ class RoundsOutcome:
 
 
 def compute_dtype(precision: str) -> torch.dtype:
-    if precision == "auto":
-        precision = "bf16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"
-    return torch.bfloat16 if precision == "bf16" else torch.float32
+    """'auto': bf16 only where the CPU has native bf16 arithmetic, else fp32 (`fedevo.hardware`)."""
+    return hardware.precision(precision).dtype
 
 
 def client_accuracies(model, params, data: Dataset, part: Partition) -> tuple[np.ndarray, float]:

@@ -6,8 +6,9 @@ SGD update over the active weights only, in fp32, with the chunk's weights kept 
 steps and written back to the dense parameters at the end. It computes the same step as the engine's dense
 fp32 path (tested allclose, with the same per-step noise stream); it is used when it is cheaper, i.e. when the
 active fraction of the fully-connected weights is below `MAX_DENSITY` for the model's compute dtype (crossovers
-on the reference MLP, Zen 5, `benchmarks/round_speed.py --density-sweep`: one core ~0.3 against the bf16
-matmuls and ~0.9 against fp32 ones; with two chunk threads the sparse kernel scales better and wins to ~0.4).
+on the reference MLP, `benchmarks/round_speed.py --density-sweep`: Zen 5, one core, ~0.3 against the bf16
+matmuls (with two chunk threads the sparse kernel scales better and wins to ~0.4); Zen 3 (AVX2), two threads,
+~0.13 against the native fp32 GEMMs, which made the dense fp32 path ~1.2-1.5x faster than torch's matmuls).
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ import torch
 
 from ..privacy.mechanisms import batch_norms, draws_compact
 
-MAX_DENSITY = {torch.bfloat16: 0.3, torch.float32: 0.85}  # active FC fraction under which the sparse path is used
+# active FC fraction under which the sparse path is used. fp32: against the native fp32 GEMM path (dense32.c),
+# crossover ~0.13 on a Zen 3 (AVX2, 2 threads, round_speed.py --density-sweep; against torch's fp32 matmuls it was
+# ~0.9 on Zen 5); bf16: against the bf16 matmuls on Zen 5
+MAX_DENSITY = {torch.bfloat16: 0.3, torch.float32: 0.13}
 MAX_BATCH = 128  # native/sparse_mlp.c: NVMAX · 16
 MAX_LAYERS = 15  # weight matrices
 

@@ -67,6 +67,70 @@ class StackedMLP:
     # the output layer in fp32 through `head_bf16` (tests switch both off to compare the step with the eager one)
     native_layers = True
 
+    native_f32 = True  # fp32 compute with the native kernels: `step_f32` (tests switch it off to compare)
+
+    def step_f32_applies(self, kernels) -> bool:
+        """Whether `step_f32` takes this model: native kernels, fp32 compute, at most 1024 classes."""
+        return (kernels is not None and self.native_f32 and self.compute_dtype == torch.float32
+                and self.dims[-1] <= 1024)
+
+    def step_f32(self, params: list[torch.Tensor], x: torch.Tensor, rows: torch.Tensor, y: torch.Tensor,
+                 w: torch.Tensor, kernels, scale: Optional[torch.Tensor] = None,
+                 masks8: Optional[list] = None) -> Optional[list[torch.Tensor]]:
+        """One local step in fp32 through the native kernels (native/dense32.c), for CPUs without native bf16.
+
+        x (n, d) fp32: the chunk's samples; rows (c, b) int64: each client's batch, rows of x (read in place by
+        the first layer's GEMMs, never gathered); y (c, b) int64; w (c, b) fp32. Forward: per layer a GEMM with
+        bias (and ReLU) in its epilogue, then the softmax-CE gradient and the last bias's gradient; backward per
+        layer: the input gradient's GEMM with ReLU' and the bias gradient in its epilogue, the weight gradient's.
+        scale (c,) given: plain SGD, each weight updated in place (p += scale·mask⊙grad, masks8: uint8 mask or
+        None per parameter) right after its last use in the step, inside the weight-gradient GEMM's epilogue (the
+        gradient is never written); returns None. Otherwise returns the gradients like `grads` (reused buffers).
+        """
+        c, b = rows.shape
+        n = len(params) // 2
+        dims = self.dims
+        plain = scale is not None
+        masks8 = masks8 or [None] * len(params)
+        ptr = (lambda t: 0 if t is None else t.data_ptr())
+        hs = []  # hidden activations (c, b, d)
+        for i in range(n):
+            last = i == n - 1
+            z = self._buffer(("z" if last else "h", i), (c, b, dims[i + 1]))
+            src, idx = (x, rows) if i == 0 else (hs[-1], None)
+            self._check(kernels.fwd_f32(src.data_ptr(), ptr(idx), params[2 * i].data_ptr(),
+                                        params[2 * i + 1].data_ptr(), z.data_ptr(), c, b, dims[i], dims[i + 1],
+                                        int(not last)), "fwd_f32")
+            hs.append(z)
+        out: list = [None] * len(params)
+        gb = out[-1] = self._buffer(("gb", n - 1), (c, 1, dims[-1]))
+        kernels.softmax_ce_f32(z.data_ptr(), y.data_ptr(), w.data_ptr(), c, b, dims[-1], z.data_ptr(), gb.data_ptr())
+        delta = z  # now dL/dlogits
+        for i in range(n - 1, -1, -1):  # delta: dL/d(layer i's output), (c, b, dims[i + 1])
+            nd = None
+            if i > 0:  # the input gradient first (it needs W_i before the update), with ReLU' and bias gradient
+                nd = self._buffer(("d", i), (c, b, dims[i]))
+                gbp = out[2 * i - 1] = self._buffer(("gb", i - 1), (c, 1, dims[i]))
+                self._check(kernels.dgrad_f32(delta.data_ptr(), params[2 * i].data_ptr(), hs[i - 1].data_ptr(),
+                                              nd.data_ptr(), gbp.data_ptr(), c, b, dims[i], dims[i + 1]), "dgrad_f32")
+            src, idx = (x, rows) if i == 0 else (hs[i - 1], None)
+            target = params[2 * i] if plain else self._buffer(("gw", i), params[2 * i].shape)
+            self._check(kernels.wgrad_f32(src.data_ptr(), ptr(idx), delta.data_ptr(), target.data_ptr(), ptr(scale),
+                                          ptr(masks8[2 * i]) if plain else 0, c, b, dims[i], dims[i + 1]),
+                        "wgrad_f32")
+            if plain:
+                kernels.step_bf16(params[2 * i + 1].data_ptr(), out[2 * i + 1].data_ptr(), 0, scale.data_ptr(), c,
+                                  dims[i + 1], 0, 0, 0, 0.0, 1)
+            else:
+                out[2 * i] = target
+            delta = nd
+        return None if plain else out
+
+    @staticmethod
+    def _check(rc: int, name: str) -> None:
+        if rc != 0:
+            raise MemoryError(f"fedevo_{name}: out of memory")
+
     def grads(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
               low: Optional[dict] = None, kernels=None) -> list[torch.Tensor]:
         """Gradients of Σ_b w_b·CE(f(x_b), y_b) for every client; x (c,B,d), y (c,B) int64, w (c,B).

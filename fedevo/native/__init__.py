@@ -1,8 +1,13 @@
 """fedevo's native kernels: the C files here compiled once per machine into one library, loaded with ctypes.
 
 noise.c (the Gaussian stream), step.c (the dense bf16 MLP step's elementwise work and output layer), gemm.c (the
-bf16 hidden-layer forward GEMM), sparse_mlp.c (the SET-sparse MLP step), similarity.c (recall's sign
-agreement), common.h (bf16 conversions, the noise block).
+bf16 hidden-layer forward GEMM), dense32.c (the dense fp32 MLP step's GEMMs with fused epilogues), sparse_mlp.c
+(the SET-sparse MLP step), similarity.c (recall's sign agreement), common.h (bf16 conversions, the noise block).
+
+Every kernel builds for any target: AVX-512 / AVX512-BF16 code is behind #if on the compiler's target macros with
+a portable fallback (gemm.c returns -1 without AVX512-BF16 and the caller uses torch), the rest is plain C and GNU
+vector extensions that GCC/Clang lower to AVX-512, AVX2, SSE2 or NEON (tests/native/test_build.py builds and
+checks the kernels for -march=x86-64-v3 and -march=x86-64).
 
 Two things eager torch does slowly on CPU, and no library does for us:
 - Gaussian noise: per-step LDP draws one Gaussian per parameter per local step (10⁹ a round for the reference
@@ -33,10 +38,10 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 HERE = Path(__file__).parent
-SOURCES = tuple(HERE / f for f in ("noise.c", "step.c", "sparse_mlp.c", "gemm.c", "similarity.c"))
+SOURCES = tuple(HERE / f for f in ("noise.c", "step.c", "sparse_mlp.c", "gemm.c", "similarity.c", "dense32.c"))
 HEADERS = (HERE / "common.h",)
 CFLAGS = ("-O3", "-march=native", "-ffast-math", "-fPIC")
 BLOCK_VALUES = 1024  # 2 * BLOCK in common.h: buffers split at multiples of this give identical numbers
@@ -58,23 +63,35 @@ def _cpu_id() -> str:
     return platform.machine() + flags
 
 
-def _build(cc: str) -> Path:
+def build(cc: str, cflags: Sequence[str] = CFLAGS) -> Path:
+    """The library compiled from SOURCES with `cflags` (cached; the sources are compiled in parallel). The cache
+    name hashes sources, compiler, flags and CPU. Tests build it for other targets (-march=x86-64-v3, x86-64)."""
     src = b"".join(f.read_bytes() for f in SOURCES + HEADERS)
-    tag = hashlib.sha256(src + " ".join((cc,) + CFLAGS).encode() + _cpu_id().encode()).hexdigest()[:16]
+    tag = hashlib.sha256(src + " ".join((cc, *cflags)).encode() + _cpu_id().encode()).hexdigest()[:16]
     out = cache_dir() / f"kernels-{tag}.so"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        objs = []
-        for f in SOURCES:
-            obj = Path(tmp) / (f.stem + ".o")
-            subprocess.run([cc, *CFLAGS, "-c", str(f), "-o", str(obj)], check=True, capture_output=True, timeout=120)
-            objs.append(str(obj))
+        objs = [str(Path(tmp) / (f.stem + ".o")) for f in SOURCES]
+        procs = [subprocess.Popen([cc, *cflags, "-c", str(f), "-o", o], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE) for f, o in zip(SOURCES, objs)]
+        failed = None
+        for p in procs:
+            _, err = p.communicate(timeout=300)
+            if p.returncode != 0 and failed is None:
+                failed = subprocess.CalledProcessError(p.returncode, p.args, stderr=err)
+        if failed is not None:
+            raise failed
         lib = Path(tmp) / "kernels.so"
         subprocess.run([cc, "-shared", *objs, "-o", str(lib), "-lm"], check=True, capture_output=True, timeout=120)
         os.replace(lib, out)  # atomic: concurrent workers building at once each install a complete file
     return out
+
+
+def load_library(path) -> "Kernels":
+    """The kernels of a library `build` made."""
+    return Kernels(ctypes.CDLL(str(path)))
 
 
 _P, _I, _U, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_float
@@ -95,12 +112,19 @@ SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_
     "fedevo_sign_agree": [_P, _I, _I, _I, _P, _P, _I, _P],
     # (h, W, b, y, w, c, B, H, C, weight_grad, bias_grad, input_grad | NULL) -> 0, or -1 if C > 16 or H > 4096
     "fedevo_head_bf16": [_P, _P, _P, _P, _P, _I, _I, _I, _I, _P, _P, _P],
+    # fp32 engine (dense32.c), each -> 0, or -1 out of memory:
+    "fedevo_fwd_f32": [_P, _P, _P, _P, _P, _I, _I, _I, _I, _I],  # (A, idx | NULL, W, bias, Z, c, M, K, N, relu)
+    "fedevo_dgrad_f32": [_P, _P, _P, _P, _P, _I, _I, _I, _I],  # (D, W, H, out, bias_grad | NULL, c, M, K, N)
+    # (A, idx | NULL, D, G (the weight when scale), scale | NULL, mask | NULL, c, M, K, N)
+    "fedevo_wgrad_f32": [_P, _P, _P, _P, _P, _P, _I, _I, _I, _I],
+    "fedevo_softmax_ce_f32": [_P, _P, _P, _I, _I, _I, _P, _P],  # as softmax_ce_bf16, fp32 logits and out
     "fedevo_add_normal_rows": [_P, _I, _I, _I, _U, _U, _P, _P],  # (out, n, start, len, key, counter, std, mask)
     # (L, dims, rowptr[], cols[], nnz, vals[], bias[], gvals[] | NULL, gbias[] | NULL, x, rows, y, w, c, B, scale,
     #  scratch) -> 0, or -1 if B or L is too large
     "fedevo_smlp_step": [_I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P],
 }
-RETURNS_INT = {"fedevo_smlp_step", "fedevo_head_bf16", "fedevo_linear_fwd_bf16", "fedevo_sign_agree"}
+RETURNS_INT = {"fedevo_smlp_step", "fedevo_head_bf16", "fedevo_linear_fwd_bf16", "fedevo_sign_agree",
+               "fedevo_fwd_f32", "fedevo_dgrad_f32", "fedevo_wgrad_f32"}
 
 
 class Kernels:
@@ -122,6 +146,8 @@ class Kernels:
         self.relu_bwd_bf16, self.add_rows = fns["fedevo_relu_bwd_bf16"], fns["fedevo_add_normal_rows"]
         self.head_bf16, self.relu_bf16 = fns["fedevo_head_bf16"], fns["fedevo_relu_bf16"]
         self.linear_fwd_bf16, self.sign_agree = fns["fedevo_linear_fwd_bf16"], fns["fedevo_sign_agree"]
+        self.fwd_f32, self.dgrad_f32, self.wgrad_f32 = fns["fedevo_fwd_f32"], fns["fedevo_dgrad_f32"], fns["fedevo_wgrad_f32"]
+        self.softmax_ce_f32 = fns["fedevo_softmax_ce_f32"]
 
 
 def load() -> Optional[Kernels]:
@@ -138,7 +164,7 @@ def load() -> Optional[Kernels]:
                 why = "no C compiler (cc) found"
             else:
                 try:
-                    kern = Kernels(ctypes.CDLL(str(_build(cc))))
+                    kern = load_library(build(cc))
                 except (OSError, AttributeError, subprocess.SubprocessError) as e:
                     err = getattr(e, "stderr", b"") or b""
                     why = f"build failed: {type(e).__name__}: {err.decode(errors='replace').strip()[:200] or e}"

@@ -19,12 +19,12 @@ that its average carries the same noise std; the rounding granularity γ is the 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 
 import numpy as np
 
 from ..config import SimConfig
-from ..errors import FedevoError
 from . import accounting as acc
 from . import ddg
 from .central import ClipUpload, accounted_rounds
@@ -44,7 +44,7 @@ class DDGEncoder:
         self.rng = np.random.default_rng(seed)
         self._unsigned = np.uint32 if bits == 32 else np.uint64
         self._signed = np.int32 if bits == 32 else np.int64
-        self.stats = {"wrapped": 0, "values": 0, "rounds": 0}
+        self.stats = {"wrapped": 0, "values": 0, "rounds": 0, "encode_s": 0.0}
         self._exact = None
 
     def begin_round(self, arrived: int) -> None:
@@ -53,12 +53,14 @@ class DDGEncoder:
         self.stats["rounds"] += 1
 
     def encode(self, row: np.ndarray, client: int) -> np.ndarray:
+        t0 = time.perf_counter()
         y = row / self.gamma
         low = np.floor(y)
         q = low.astype(np.int64) + (self.rng.random(y.shape) < (y - low))  # unbiased randomised rounding
         q += ddg.discrete_gaussian(sigma=self._std, size=q.size, rng=self.rng)
         q = np.append(q, 1)
         self._exact = q.copy() if self._exact is None else self._exact + q  # diagnostics: the unwrapped sum
+        self.stats["encode_s"] += time.perf_counter() - t0
         return q.astype(self._unsigned)  # two's complement mod 2^bits
 
     def decode(self, total: np.ndarray) -> tuple[np.ndarray, float]:
@@ -82,12 +84,7 @@ class DistributedDiscreteGaussian(Mechanism):
         M, ell = cfg.cohort, cfg.upload_loss
         self.threshold = max(1, math.ceil(cfg.privacy.secagg_threshold * M - 1e-9))
         self.honest = self.threshold - cfg.deployment.colluders
-        self.arrived = max(M * (1.0 - ell), float(self.threshold))
-        if M * (1.0 - ell) < self.threshold:
-            raise FedevoError(f"secagg_threshold={cfg.privacy.secagg_threshold:g} needs {self.threshold} of the "
-                              f"cohort's {M} clients to survive, but only {M * (1.0 - ell):.0f} are expected to "
-                              f"(upload_loss={ell:g}): most rounds would abort; lower secagg_threshold")
-        self.dim = None
+        self.arrived = max(M * (1.0 - ell), float(self.threshold))  # SimConfig checked M·(1 − ℓ) ≥ t
 
     # ---------------------------------------------------------------- noise and accounting
     def local_std(self, sigma: float) -> float:
@@ -105,8 +102,7 @@ class DistributedDiscreteGaussian(Mechanism):
                            honest=self.honest, dim=dim, rounds=accounted_rounds(c), delta=c.privacy.delta)
 
     def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
-        self.dim = dim  # the full parameter count: ≥ any active count, so ε at the real Ω is ≤ the target
-        pc = cfg.privacy
+        pc = cfg.privacy  # dim: the full parameter count, ≥ any active count, so ε at the real Ω is ≤ the target
         if pc.target_eps is None:
             return cfg
         sigma = acc.solve_noise(eps_of=lambda z: self.eps_for(z, dim), target_eps=pc.target_eps)

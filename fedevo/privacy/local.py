@@ -1,6 +1,7 @@
 """Local trust: every client noises its own contribution, and the observer is the server, which sees every
-upload and knows whom it sampled (no amplification by sampling). The mechanisms are `step` (record level,
-seed 004), `update` (user level, ULDP-FED), `signds` (pure ε-LDP, seed 002), `adaptive` (seed 003) and `none`.
+upload and knows whom it sampled (no amplification by sampling). One class per local mechanism: `NoPrivacy`,
+`StepMechanism` (record level, seed 004), `UpdateMechanism` (user level, ULDP-FED) here; `SignDSMechanism`
+(signds.py) and `AdaptiveMechanism` (adaptive.py) beside their transforms.
 """
 
 from __future__ import annotations
@@ -8,101 +9,27 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-import torch
-
 from ..config import SimConfig
-from ..errors import FedevoError
 from . import accounting as acc
 from .mechanism import Mechanism
+from .mechanisms import clip_stats
+
+EXACT = "analytic Gaussian (dp-accounting; exact for the composed Gaussians)"
 
 
 class LocalMechanism(Mechanism):
+    """What every local mechanism shares: plain FedAvg or fixed-point secure aggregation (no DP by itself, its
+    clamp range from the mechanism), and the summary's trust fields."""
+
     trust = "local"
 
-    # ---------------------------------------------------------------- calibration
-    def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
-        """Smallest σ whose ε meets `target_eps` in the worst case (a client that joins every round it may:
-        min(r, T) for `update`, T rounds for `step`)."""
-        pc = cfg.privacy
-        if pc.target_eps is None:
-            return cfg
-        if pc.mechanism in ("update", "adaptive"):  # adaptive noise is σ/b_i ≥ σ: the worst case is b_i = 1
-            target, m = pc.target_eps, pc.max_participations or cfg.rounds
-            if pc.mechanism == "adaptive" and pc.adaptive_level_eps is not None:  # room for the level reports
-                target -= pc.adaptive_level_eps * m
-                if target <= 0:
-                    raise FedevoError(f"target_eps={pc.target_eps} is used up by the level reports "
-                                      f"(adaptive_level_eps × {m} participations); lower adaptive_level_eps")
-            sigma = acc.calibrate_sigma_update(target_eps=target, delta=pc.delta, participations=m)
-        else:
-            sigma = acc.calibrate_sigma_step(target_eps=pc.target_eps, delta=pc.delta, lr=cfg.lr, clip=pc.clip,
-                                             epochs=cfg.epochs, participation=1.0, rounds=cfg.rounds)
-        self.cfg = replace(cfg, privacy=replace(pc, sigma=sigma))
-        return self.cfg
-
-    # ---------------------------------------------------------------- client side
-    def controller(self, data, part, seed: int):
-        cfg, pc = self.cfg, self.cfg.privacy
-        if pc.mechanism != "adaptive":
-            return None
-        from .adaptive import AdaptiveController
-
-        g = torch.Generator().manual_seed(seed + 3)
-        shared = torch.randperm(len(data.y_test), generator=g)[:512]  # the shared test data the server sends
-        return AdaptiveController(
-            sizes=part.sizes, epochs=cfg.epochs, sampled_per_round=cfg.sampled_per_round, levels=pc.adaptive_levels,
-            gamma=pc.adaptive_gamma, kappa=pc.adaptive_kappa, keep=pc.adaptive_keep, threshold=pc.adaptive_threshold,
-            level_eps=pc.adaptive_level_eps, shared_x=data.x_test[shared], shared_y=data.y_test[shared],
-            seed=seed + 3)
-
-    def client_transforms(self, noise, seed: int, controller=None):
-        from .mechanisms import StepLDP, UpdateLDP
-
-        cfg, pc = self.cfg, self.cfg.privacy
-        if pc.mechanism == "step":
-            return StepLDP(sigma=pc.sigma, clip=pc.clip if pc.clip_rule == "fixed" else None, seed=seed), None
-        if pc.mechanism == "signds":
-            from .signds import SignDSUpload
-
-            return None, lambda active: SignDSUpload(eps=pc.signds_eps, k_frac=pc.signds_k, h_frac=pc.signds_h,
-                                                     lr=pc.signds_lr, clients=cfg.data.clients, active=active,
-                                                     seed=seed + 2)
-        if pc.mechanism in ("update", "adaptive"):
-            def factory(active):
-                store = ledger = None
-                if pc.recall:
-                    from .recall import RecallStore
-                    store = RecallStore(num_params=active.numel())
-                if pc.eps_budget is not None:
-                    from .budget import UserBudgetLedger
-                    ledger = UserBudgetLedger(total_eps=pc.eps_budget, max_participations=pc.max_participations
-                                              or cfg.rounds, rounds=cfg.rounds, num_clients=cfg.data.clients,
-                                              delta=pc.delta)
-                kw = dict(sigma=pc.sigma, clip=pc.clip, beta=pc.beta, clients=cfg.data.clients, active=active,
-                          noise=noise, recall=store, tau=pc.tau, similarity=pc.similarity, ledger=ledger,
-                          sample_rate=cfg.sampled_per_round / cfg.data.clients)
-                if controller is not None:
-                    from .adaptive import AdaptiveUpdateLDP
-                    return AdaptiveUpdateLDP(controller=controller, **kw)
-                return UpdateLDP(**kw)
-            return controller, factory  # adaptive: the controller is the step hook (per-client learning rate)
-        return None, None
-
-    # ---------------------------------------------------------------- secure aggregation (no DP by itself)
-    def secagg_range(self) -> float:
-        """The clamp R of secure aggregation's fixed point (public): `secagg_range`, or from the mechanism —
-        update-like: C0·(1 + 8·z_max) (the clipped update plus 8 noise std); signds: η_g; otherwise 16."""
-        pc = self.cfg.privacy
-        if pc.secagg_range is not None:
-            return pc.secagg_range
-        if pc.mechanism in ("update", "adaptive"):
-            if pc.eps_budget is not None:
-                return 16.0 * pc.clip
-            z = pc.sigma / (1.0 - pc.adaptive_kappa) if pc.mechanism == "adaptive" else pc.sigma
-            return pc.clip * (1.0 + 8.0 * z)
-        if pc.mechanism == "signds":
-            return pc.signds_lr
+    def default_range(self) -> float:
+        """The clamp R of secure aggregation's fixed point when `secagg_range` is unset."""
         return 16.0
+
+    def secagg_range(self) -> float:
+        pc = self.cfg.privacy
+        return pc.secagg_range if pc.secagg_range is not None else self.default_range()
 
     def aggregator(self, part, seed: int, controller=None):
         pc = self.cfg.privacy
@@ -113,15 +40,130 @@ class LocalMechanism(Mechanism):
         return SecureAggregator(sizes=part.sizes, bits=pc.secagg_bits, value_range=self.secagg_range(),
                                 threshold=pc.secagg_threshold, seed=seed + 4, keep_uploads=controller is not None)
 
-    # ---------------------------------------------------------------- accounting
-    def report(self, out, part) -> dict:
-        from .report import local_report
-
-        return local_report(self.cfg, out, part)
-
     def deployment(self) -> dict:
         return {"trust": "local", "observer": "the server (sees every upload, knows the cohort)",
                 "amplification": "none", "delta": self.cfg.privacy.delta}
 
+    def report(self, out, part) -> dict:
+        rep = {"mechanism": self.cfg.privacy.mechanism, **self.deployment(), "eps_conditional": False}
+        if getattr(out, "secagg", None) is not None:  # secure aggregation: what the protocol cost (no DP by itself)
+            rep.update(aggregation="secagg", secagg=out.secagg.summary())
+        rep.update(self.account(out, part))
+        return rep
 
-__all__ = ["LocalMechanism"]
+    def account(self, out, part) -> dict:
+        """The mechanism's own fields: eps, eps_paper, level, neighbouring, accountant, what it spent."""
+        raise NotImplementedError
+
+
+class NoPrivacy(LocalMechanism):
+    def account(self, out, part) -> dict:
+        return {"eps": math.inf, "eps_paper": math.inf, "level": "none"}
+
+
+class StepMechanism(LocalMechanism):
+    """Seed 004 Alg. 3: every local step clips the batch gradient to S, steps, adds N(0, σ²) to every active
+    parameter (`mechanisms.StepLDP`); record level, sensitivity 2·lr·S per step."""
+
+    def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
+        pc = cfg.privacy
+        if pc.target_eps is None:
+            return cfg
+        sigma = acc.calibrate_sigma_step(target_eps=pc.target_eps, delta=pc.delta, lr=cfg.lr, clip=pc.clip,
+                                         epochs=cfg.epochs, participation=1.0, rounds=cfg.rounds)
+        self.cfg = replace(cfg, privacy=replace(pc, sigma=sigma))
+        return self.cfg
+
+    def client_transforms(self, noise, seed: int, controller=None):
+        from .mechanisms import StepLDP
+
+        pc = self.cfg.privacy
+        return StepLDP(sigma=pc.sigma, clip=pc.clip if pc.clip_rule == "fixed" else None, seed=seed), None
+
+    def account(self, out, part) -> dict:
+        cfg, pc = self.cfg, self.cfg.privacy
+        clips = out.step_hook.clips or [pc.clip or 1.0]
+        rounds_max = int(out.arrivals.max(initial=0))  # rounds whose upload reached the server, worst client
+        eps = acc.eps_step(sigma=pc.sigma, lr=cfg.lr, clip=clips, epochs=cfg.epochs, participation=1.0,
+                           rounds=rounds_max, delta=pc.delta) if rounds_max else 0.0
+        rep = {"level": "record (replace-one, per client's data)", "neighbouring": "replace one record",
+               "accountant": EXACT, "sigma": pc.sigma, "rounds_max": rounds_max, "clip_rule": pc.clip_rule,
+               **clip_stats(clips), "eps": eps,
+               "eps_paper": acc.eps_paper_step(clip=max(clips), min_local_size=int(part.sizes.min()),
+                                               participation=cfg.participation, rounds=cfg.rounds,
+                                               sigma=pc.sigma, delta=pc.delta)}
+        if pc.clip_rule == "median":
+            rep.update(eps_conditional=True, eps_condition="given the unprivatised median clip S of each round "
+                       "(clip_rule = 'median'); not a DP guarantee on its own")
+        return rep
+
+
+class UpdateMechanism(LocalMechanism):
+    """ULDP-FED (seed 000): clip the round's update to C_k = C₀·e^(−β·k), add N(0, (σ·C_k)²), optional recall
+    and per-user budget ledger (`mechanisms.UpdateLDP`); user level."""
+
+    def participations(self) -> int:
+        """Worst-case uploads of one user: min(r, T)."""
+        cfg = self.cfg
+        return cfg.privacy.max_participations or cfg.rounds
+
+    def calibration_target(self, pc) -> float:
+        return pc.target_eps
+
+    def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
+        pc = cfg.privacy
+        if pc.target_eps is None:
+            return cfg
+        sigma = acc.calibrate_sigma_update(target_eps=self.calibration_target(pc), delta=pc.delta,
+                                           participations=self.participations())
+        self.cfg = replace(cfg, privacy=replace(pc, sigma=sigma))
+        return self.cfg
+
+    def upload(self, controller=None, **kw):
+        from .mechanisms import UpdateLDP
+
+        return UpdateLDP(**kw)
+
+    def client_transforms(self, noise, seed: int, controller=None):
+        cfg, pc = self.cfg, self.cfg.privacy
+
+        def factory(active):
+            store = ledger = None
+            if pc.recall:
+                from .recall import RecallStore
+                store = RecallStore(num_params=active.numel())
+            if pc.eps_budget is not None:
+                from .budget import UserBudgetLedger
+                ledger = UserBudgetLedger(total_eps=pc.eps_budget, max_participations=self.participations(),
+                                          rounds=cfg.rounds, num_clients=cfg.data.clients, delta=pc.delta)
+            return self.upload(controller, sigma=pc.sigma, clip=pc.clip, beta=pc.beta, clients=cfg.data.clients,
+                               active=active, noise=noise, recall=store, tau=pc.tau, similarity=pc.similarity,
+                               ledger=ledger, sample_rate=cfg.sampled_per_round / cfg.data.clients)
+        return controller, factory  # adaptive: the controller is also the step hook (per-client learning rate)
+
+    def noise_multiplier_max(self) -> float:
+        return self.cfg.privacy.sigma
+
+    def default_range(self) -> float:
+        """C₀·(1 + 8·z_max): the clipped update plus 8 noise standard deviations (16·C₀ with the ledger)."""
+        pc = self.cfg.privacy
+        return 16.0 * pc.clip if pc.eps_budget is not None else pc.clip * (1.0 + 8.0 * self.noise_multiplier_max())
+
+    def account(self, out, part) -> dict:
+        cfg, pc = self.cfg, self.cfg.privacy
+        up = out.upload
+        # every participation counts, recalled ones too: the recall decision reads a fresh noisy update
+        z = up.effective_sigma()
+        eps = acc.eps_update_varying(noise_multipliers=[z], delta=pc.delta) if z else 0.0
+        if pc.eps_budget is not None:
+            eps_paper = pc.eps_budget  # the ledger spends at most the budget, by the paper's own accounting
+        else:
+            eps_paper = acc.eps_paper_update(sigma=pc.sigma, sample_rate=cfg.sampled_per_round / cfg.data.clients,
+                                             max_participations=self.participations(), delta=pc.delta)
+        joined = up.joined
+        return {"level": "user (replace-one user)", "neighbouring": "replace one user", "accountant": EXACT,
+                "sigma": pc.sigma, "participations_mean": float(joined[joined > 0].mean()) if joined.any() else 0.0,
+                **up.summary(), "eps": eps, "eps_paper": eps_paper}
+
+
+__all__ = ["LocalMechanism", "NoPrivacy", "StepMechanism", "UpdateMechanism", "EXACT"]

@@ -56,16 +56,21 @@ class Mechanism:
         return {"trust": self.trust, "population": c.population, "cohort": c.cohort, "delta": c.privacy.delta}
 
 
+#: mechanism name -> "module:class" under fedevo.privacy, for local trust (imported on use)
+LOCAL = {"none": "local:NoPrivacy", "step": "local:StepMechanism", "update": "local:UpdateMechanism",
+         "signds": "signds:SignDSMechanism", "adaptive": "adaptive:AdaptiveMechanism"}
+#: trust model -> "module:class" for the deployment trust models (the `update` mechanism's clip, user level)
+TRUSTED = {"central": "central:CentralGaussian", "secagg": "distributed:DistributedDiscreteGaussian"}
+
+
 def build_mechanism(cfg: SimConfig) -> Mechanism:
-    trust = cfg.privacy.trust if cfg.privacy.mechanism != "none" else "local"
-    if trust == "central":
-        from .central import CentralGaussian
-        return CentralGaussian(cfg)
-    if trust == "secagg":
-        from .distributed import DistributedDiscreteGaussian
-        return DistributedDiscreteGaussian(cfg)
-    from .local import LocalMechanism
-    return LocalMechanism(cfg)
+    """The mechanism object of a validated config (SimConfig refused every invalid mechanism × trust pair)."""
+    from importlib import import_module
+
+    pc = cfg.privacy
+    ref = LOCAL[pc.mechanism] if pc.trust == "local" or pc.mechanism == "none" else TRUSTED[pc.trust]
+    module, cls = ref.split(":")
+    return getattr(import_module(f"{__package__}.{module}"), cls)(cfg)
 
 
-__all__ = ["Mechanism", "build_mechanism"]
+__all__ = ["Mechanism", "build_mechanism", "LOCAL", "TRUSTED"]

@@ -1,7 +1,9 @@
 """The pymoo Problem: decode X, hand the batch to an injected evaluator, fill F (and G).
 
 Objectives (all minimised): f1 = error, f2 = comm, f3 = ε (the problem's ``eps_objective``: ``eps`` or
-``eps_paper``). pymoo normalises objectives (NSGA-III's hyperplane normalisation), which breaks on inf/NaN, so
+``eps_paper``), which the algorithm sees as log10 ε (``eps_scale = "log10"``, see
+:mod:`fedevo.search.front_math`; checkpoints of runs made before that choice keep ``"linear"``).
+pymoo normalises objectives (NSGA-III's hyperplane normalisation), which breaks on inf/NaN, so
 every non-finite objective (a failed or diverged evaluation, ε = inf without privacy) becomes a fixed, large,
 finite *worst value* and finite values above it are clipped to it (``WORST``); an evaluation whose status
 is not ``ok`` (failed, diverged) gets the worst value in all three objectives, so that a broken configuration
@@ -45,9 +47,13 @@ class SearchProblem(PymooProblem):
 
     def __init__(self, space: SearchSpace, *, eps_key: str = "eps",
                  constraints: Optional[Mapping[str, float]] = None,
-                 batch_evaluate: Optional[Callable[[list[dict[str, Any]]], Sequence[Any]]] = None):
+                 batch_evaluate: Optional[Callable[[list[dict[str, Any]]], Sequence[Any]]] = None,
+                 eps_scale: Optional[str] = None):
+        from .front_math import EPS_SCALE
+
         self.space = space
         self.eps_key = eps_key
+        self.eps_scale = eps_scale or EPS_SCALE
         self.constraint_items = tuple(sorted((constraints or {}).items()))
         self.batch_evaluate = batch_evaluate
         super().__init__(n_var=space.n_var, n_obj=3, n_ieq_constr=len(self.constraint_items),
@@ -61,12 +67,19 @@ class SearchProblem(PymooProblem):
 
     def objectives_of(self, result: Any) -> np.ndarray:
         """F of one result; a failed or diverged evaluation gets the worst value in every objective."""
+        from .front_math import to_search_space
+
+        scale = getattr(self, "eps_scale", "linear")  # checkpoints made before log ε have no attribute
         if getattr(result, "status", "ok") != "ok":
-            return WORST_F.copy()
-        return sanitize(result.objectives(self.eps_key))
+            return to_search_space(WORST_F, scale)
+        return to_search_space(sanitize(result.objectives(self.eps_key)), scale)
 
     def constraints_of(self, F: np.ndarray) -> np.ndarray:
-        return np.array([F[OBJECTIVES.index(k)] - float(b) for k, b in self.constraint_items])
+        from .front_math import bound_in_search_space
+
+        scale = getattr(self, "eps_scale", "linear")
+        return np.array([F[OBJECTIVES.index(k)] - bound_in_search_space(k, b, scale)
+                         for k, b in self.constraint_items])
 
     def _evaluate(self, X, out, *args, **kwargs):
         if self.batch_evaluate is None:

@@ -22,25 +22,32 @@ class NullReporter:
     def tick(self, running: int, queued: int = 0) -> None:
         pass
 
+    def front_status(self, size: int, hypervolume: float) -> None:
+        """After each generation: the Pareto front's size and hypervolume (fedevo.viz.live)."""
+
     def stop(self) -> None:
         pass
 
 
 def _fmt(v: Optional[float]) -> str:
+    from ..viz.numfmt import num
+
     if v is None or not math.isfinite(v):
         return "–"
-    return f"{v:.4g}"
+    return num(v)
 
 
 class RichReporter(NullReporter):
-    """Generation k/N, evaluations done/running, best error / comm / ε so far (each alone), ETA.
+    """Generation k/N, evaluations done/running, best error / comm / ε so far (each alone), the Pareto front's
+    size and hypervolume after the last finished generation, ETA.
 
     On a terminal: a live progress bar. Otherwise (output redirected): one plain line per generation.
     """
 
-    def __init__(self, eps_key: str = "eps", console=None):
+    def __init__(self, eps_key: str = "eps", console=None, run_dir=None):
         from rich.console import Console
 
+        self.run_dir = run_dir  # announced once evaluation starts (a setup error before that prints one line only)
         self.eps_key = eps_key
         self.console = console or Console(stderr=True)
         self._progress = None
@@ -54,6 +61,7 @@ class RichReporter(NullReporter):
         self._done = 0
         self._total = 0
         self._plain = not self.console.is_terminal
+        self._front = ""
 
     def _note(self, row: Mapping[str, Any]) -> None:
         if row.get("status") != "ok":
@@ -69,7 +77,8 @@ class RichReporter(NullReporter):
         return {"gen": f"gen {self._gen[0]}/{self._gen[1]}",
                 "running": f"{self._running} running" + (f", {self._queued} queued" if self._queued else ""),
                 "best": f"best error {_fmt(b['error'])} · comm {_fmt(b['comm'])} · ε {_fmt(b['eps'])}",
-                "failed": "".join(f" · {n} {k}" for k, n in self._bad.items() if n)}
+                "failed": "".join(f" · {n} {k}" for k, n in self._bad.items() if n),
+                "front": self._front}
 
     def start(self, *, n_gen: int, generation: int, total: int, done: int, rows=(), runner: str = "") -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -78,6 +87,8 @@ class RichReporter(NullReporter):
             self._note(r)
         self._gen = (generation, n_gen)
         self._done, self._total = done, total
+        if self.run_dir is not None:
+            self.console.print(f"run directory: {self.run_dir}", highlight=False, soft_wrap=True)
         if runner:
             self.console.print(f"[dim]evaluating on {runner}[/dim]")
         if self._plain:
@@ -85,14 +96,15 @@ class RichReporter(NullReporter):
         self._progress = Progress(
             TextColumn("{task.fields[gen]}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("evaluated · {task.fields[running]}{task.fields[failed]}"),
-            TextColumn("· {task.fields[best]}"), TextColumn("· ETA"), TimeRemainingColumn(),
+            TextColumn("· {task.fields[best]}{task.fields[front]}"), TextColumn("· ETA"), TimeRemainingColumn(),
             console=self.console, transient=False, refresh_per_second=4)
         self._progress.start()
         self._task = self._progress.add_task("search", total=total, completed=done, **self._fields())
 
     def _line(self) -> None:
         f = self._fields()
-        self.console.print(f"{f['gen']}: {self._done}/{self._total} evaluated{f['failed']} · {f['best']} · "
+        self.console.print(f"{f['gen']}: {self._done}/{self._total} evaluated{f['failed']} · {f['best']}"
+                           f"{f['front']} · "
                            f"{time.monotonic() - self._t0:.0f} s", highlight=False, soft_wrap=True)
 
     def generation(self, g: int) -> None:
@@ -105,6 +117,12 @@ class RichReporter(NullReporter):
         self._note(row)
         self._done += 1
         self._update(advance=1)
+
+    def front_status(self, size: int, hypervolume: float) -> None:
+        from ..viz.numfmt import num
+
+        self._front = f" · front {size}, HV {num(hypervolume)}"
+        self._update()
 
     def tick(self, running: int, queued: int = 0) -> None:
         if (running, queued) != (self._running, self._queued):

@@ -50,17 +50,21 @@ import numpy as np
 
 from ..errors import FedevoError
 from ..fl.cost import relative_cost
+from ..guards import (check_problem_memory, check_rounds, check_search_sizes, check_seed, check_workers,
+                      check_writable_dir)
 from ..problem import Problem, load_problem, parse_problem
 from ..result import EvaluationResult
 from .problem import OBJECTIVES, WORST, SearchProblem, sanitize
 from .progress import NullReporter
 from .runner import DEFAULT_EVALUATOR, Evaluator, Task, _Abort, cores, evaluator_spec, load_evaluator, make_runner
 from .algorithm import CROSSOVER, MUTATION, make_nsga3
+from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, hv_normalisation,  # noqa: F401
+                         hypervolume_table)
 from .space import SearchSpace
+from ..viz.live import after_generation
 
 RUN_FORMAT = "fedevo-search-run/1"
 CKPT_MAGIC = b"FEDEVO-SEARCH-CHECKPOINT 1\n"
-HV_REF = 1.1  # reference point (in every normalised objective) for the hypervolume
 
 # the evaluation fields written after the genes, in this order
 RESULT_COLUMNS = ("error", "comm", "eps", "eps_paper", "accuracy_global", "omega", "status", "wall_s",
@@ -91,10 +95,9 @@ class SearchSettings:
         """Validated copy with `partitions` filled in; bad values raise FedevoError."""
         if self.gen < 1:
             raise FedevoError(f"--gen must be >= 1 (generation 1 is the initial population), got {self.gen}")
-        if self.seed < 0:
-            raise FedevoError(f"--seed must be >= 0, got {self.seed}")
-        if self.rounds is not None and self.rounds < 1:
-            raise FedevoError(f"--rounds must be >= 1, got {self.rounds}")
+        check_seed(self.seed)
+        check_rounds(self.rounds)
+        check_search_sizes(self.pop, self.gen)
         if self.pop < n_ref_dirs(1):
             raise FedevoError(f"--pop {self.pop} is too small: NSGA-III needs at least one individual per reference "
                               f"direction, and 3 objectives need at least {n_ref_dirs(1)} Das–Dennis directions "
@@ -361,45 +364,6 @@ def front_rows(rows, eps_key: str, constraints) -> list[dict[str, Any]]:
     return sorted((cand[i] for i in idx), key=lambda r: r["id"])
 
 
-def hv_normalisation(rows, eps_key: str) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, scale): ideal point and range of the generation-1 ok evaluations (fixed for the whole run)."""
-    first = [r for r in rows if r["generation"] == 1 and r["status"] == "ok"]
-    if first:
-        F = objective_matrix(first, eps_key)
-        lo, hi = F.min(axis=0), F.max(axis=0)
-    else:
-        lo, hi = np.zeros(3), np.array([WORST[k] for k in OBJECTIVES])
-    scale = hi - lo
-    scale[scale <= 0] = np.maximum(np.abs(hi[scale <= 0]), 1e-12)
-    return lo, scale
-
-
-def hypervolume_table(rows, generations: int, eps_key: str, constraints) -> list[dict[str, Any]]:
-    """Hypervolume after each generation of the front of all evaluations so far.
-
-    Objectives are normalised with the ideal point and range of the ok evaluations of generation 1
-    (f' = (f - lo) / scale, fixed for the whole run so values are comparable across generations), and the
-    hypervolume (pymoo's HV indicator) is measured against the fixed reference point (1.1, 1.1, 1.1);
-    points not better than it in every objective add nothing.
-    """
-    from pymoo.indicators.hv import HV
-
-    lo, scale = hv_normalisation(rows, eps_key)
-    ref = np.full(3, HV_REF)
-    ind = HV(ref_point=ref)
-    table = []
-    for g in range(1, generations + 1):
-        upto = [r for r in rows if r["generation"] <= g]
-        front = front_rows(upto, eps_key, constraints)
-        F = (objective_matrix(front, eps_key) - lo) / scale if front else np.zeros((0, 3))
-        F = F[np.all(F < ref, axis=1)]
-        hv = float(ind(F)) if len(F) else 0.0
-        table.append({"generation": g, "evaluations": len(upto), "front_size": len(front), "hypervolume": hv,
-                      **{f"lo_{k}": float(lo[j]) for j, k in enumerate(OBJECTIVES)},
-                      **{f"scale_{k}": float(scale[j]) for j, k in enumerate(OBJECTIVES)}})
-    return table
-
-
 def _csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -452,6 +416,7 @@ class Summary:
     diverged: int = 0
     stopped_early: bool = False
     front: list = field(default_factory=list)
+    first_failure: str = ""  # message of the first failed evaluation (first line), "" if none failed
 
     @property
     def complete(self) -> bool:
@@ -500,8 +465,7 @@ class SearchRun:
             from .runner import _check_reachable
 
             _check_reachable(runtime.ray_address, 5.0)
-        if runtime.workers is not None and runtime.workers < 0:
-            raise FedevoError(f"--workers must be >= 0 (0 = serial, in-process), got {runtime.workers}")
+        check_workers(runtime.workers)
         if not runtime.cpus_per_task > 0:
             raise FedevoError(f"--cpus-per-task must be > 0, got {runtime.cpus_per_task}")
         if not runtime.gpus_per_task >= 0:
@@ -510,6 +474,8 @@ class SearchRun:
         ident = run_identity(text, settings)
         if out.exists() and not out.is_dir():
             raise FedevoError(f"--out {out} exists and is not a directory")
+        check_writable_dir(out)
+        check_problem_memory(problem, rounds=settings.rounds)
         if out.is_dir() and any(out.iterdir()):
             if (out / "run.json").exists():
                 try:
@@ -544,9 +510,7 @@ class SearchRun:
                 "eliminate_duplicates": True, "seed": settings.seed,
             },
             "evaluation_seed": "numpy SeedSequence([seed, id]).generate_state(1)[0]",
-            "hypervolume": {"normalisation": "f' = (f - lo) / scale with lo, scale = min, max - min of the "
-                                             "generation-1 ok evaluations", "ref_point": [HV_REF] * 3,
-                            "indicator": "pymoo.indicators.hv.HV"},
+            "search_objectives": SEARCH_OBJECTIVES, "hypervolume": HYPERVOLUME,
             "runtime_at_start": asdict(runtime),
             "host": {"cores": cores(), "platform": platform.platform()},
             "versions": versions(),
@@ -581,6 +545,15 @@ class SearchRun:
     def use_data_dir(self, data_dir: Optional[str]) -> None:
         """Read the data from elsewhere (not part of the run's identity: results do not depend on it)."""
         self.settings = replace(self.settings, data_dir=data_dir)
+
+    def finished(self) -> bool:
+        """True when the newest checkpoint holds the last generation (or the search stopped early): nothing to
+        resume. Reads only."""
+        ck = latest_checkpoint(self.run_dir)
+        if ck is None:
+            return False
+        state = load_checkpoint(ck)
+        return state.get("generation", 0) >= self.settings.gen or bool(state.get("stopped_early"))
 
     def is_empty(self) -> bool:
         """True while no evaluation has been logged."""
@@ -660,7 +633,7 @@ class SearchRun:
             eval_kwargs = {"rounds": s.rounds, "data_dir": s.data_dir}
             runner = make_runner(evaluator, self.problem, eval_kwargs, workers=runtime.workers,
                                  address=runtime.ray_address, cpus_per_task=runtime.cpus_per_task,
-                                 gpus_per_task=runtime.gpus_per_task)
+                                 gpus_per_task=runtime.gpus_per_task, log_dir=self.run_dir)
         try:
             if runner is not None:
                 reporter.start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,
@@ -680,6 +653,7 @@ class SearchRun:
                 state = {**state, "generation": g, "next_id": state["next_id"] + len(infills)}
                 self.write_outputs(self._rows_upto(by_id, state["next_id"]), g)
                 save_checkpoint(self.run_dir, state)
+                after_generation(self.run_dir, reporter)  # progress: front size, HV; front.html rewritten
         except _Abort as e:
             raise FedevoError(f"{e} (the search stopped; once fixed, continue with `fedevo resume {self.run_dir}`)") from None
         finally:
@@ -692,7 +666,9 @@ class SearchRun:
                        evaluations=len(done_rows), reused=counters["reused"],
                        failed=sum(r["status"] == "failed" for r in done_rows), front_size=len(front),
                        diverged=sum(r["status"] == "diverged" for r in done_rows),
-                       wall_s=time.monotonic() - t0, stopped_early=bool(state.get("stopped_early")), front=front)
+                       wall_s=time.monotonic() - t0, stopped_early=bool(state.get("stopped_early")), front=front,
+                       first_failure=next((r["message"].strip().splitlines()[0] for r in done_rows
+                                           if r["status"] == "failed" and r["message"].strip()), ""))
 
     @staticmethod
     def _rows_upto(by_id, next_id: int) -> list[dict[str, Any]]:

@@ -13,14 +13,12 @@ stops the search (resumable once the data is there).
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import math
 import os
 import socket
 import sys
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -169,26 +167,6 @@ def _module_root(module_name: str) -> Optional[str]:
     return root
 
 
-@contextlib.contextmanager
-def _capture_fd2(sink: list):
-    """Hide what Ray's C++ core writes straight to file descriptor 2 while connecting; keep it in `sink`."""
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):  # no real stderr (embedded): nothing to hide
-        yield
-        return
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            sink.append(tmp.read().decode(errors="replace"))
-
-
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1] if lines else ""
@@ -226,8 +204,11 @@ class RayRunner:
 
     def __init__(self, evaluator: Evaluator, problem, eval_kwargs: Optional[Mapping[str, Any]] = None, *,
                  workers: Optional[int] = None, address: Optional[str] = None, cpus_per_task: float = 1.0,
-                 gpus_per_task: float = 0.0, max_retries: int = 2, connect_timeout: float = 5.0):
+                 gpus_per_task: float = 0.0, max_retries: int = 2, connect_timeout: float = 5.0,
+                 log_dir: Optional[os.PathLike] = None):
         import ray
+
+        from .ray_session import RAY_LOG, RayLog, check_schedulable, local_temp_root, node_resources
 
         if cpus_per_task <= 0:
             raise FedevoError(f"--cpus-per-task must be > 0, got {cpus_per_task}")
@@ -235,22 +216,27 @@ class RayRunner:
             raise FedevoError(f"--gpus-per-task must be >= 0, got {gpus_per_task}")
         self.stats = RunnerStats()
         self._owns_ray = False
+        self._temp_root: Optional[str] = None
+        self._ray = ray
+        self.log = RayLog(os.path.join(log_dir, RAY_LOG) if log_dir is not None else None)
         paths = list(dict.fromkeys(p for p in (_module_root("fedevo"), _module_root(evaluator.__module__)) if p))
         env_path = os.pathsep.join(paths + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-        quiet = dict(log_to_driver=False, logging_level=logging.ERROR, configure_logging=True)
+        # Ray's own messages go to the log file (RayLog), never to fedevo's stdout; workers' output stays in Ray's
+        # session logs (log_to_driver=False)
+        quiet = dict(log_to_driver=False, logging_level=logging.WARNING, configure_logging=True)
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         if ray.is_initialized():  # the caller manages Ray (Python API)
             self.describe = "existing Ray session"
+            where = "the existing Ray session"
             threads = max(1, int(cpus_per_task))
         elif address:
             _check_reachable(address, connect_timeout)
-            noise: list = []
             try:
-                with _capture_fd2(noise):
+                with self.log.capture():
                     ray.init(address=address, **quiet, runtime_env={
                         "env_vars": {"PYTHONPATH": os.pathsep.join(paths + ["${PYTHONPATH}"])}})
             except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, TimeoutError...
-                detail = _last_line("".join(noise))
+                detail = _last_line(self.log.text)
                 hint = ""
                 if "Authentication" in detail or "auth" in str(e).lower():
                     hint = (" -- the cluster uses token authentication: set RAY_AUTH_MODE=token (the token is read "
@@ -259,14 +245,19 @@ class RayRunner:
                                   f"{_last_line(str(e))}" + (f" ({detail})" if detail else "") + hint) from None
             self._owns_ray = True
             self.describe = f"Ray cluster at {address}"
+            where = f"the Ray cluster at {address}"
             threads = max(1, int(cpus_per_task))
         else:
             workers = workers or cores()
             old = os.environ.get("PYTHONPATH")
             os.environ["PYTHONPATH"] = env_path  # inherited by the raylet, hence by its workers
+            self._temp_root = local_temp_root()  # removed by close(): no session folder left behind
             try:
-                ray.init(address="local", num_cpus=workers * cpus_per_task, include_dashboard=False, **quiet)
+                with self.log.capture():
+                    ray.init(address="local", num_cpus=workers * cpus_per_task, include_dashboard=False,
+                             _temp_dir=self._temp_root, **quiet)
             except Exception as e:  # noqa: BLE001 - a broken Ray install, no room in /tmp, ...
+                self.close()
                 raise FedevoError(f"could not start a local Ray ({type(e).__name__}: {_last_line(str(e))}); "
                                   "use --workers 0 to evaluate in-process") from None
             finally:
@@ -276,14 +267,25 @@ class RayRunner:
                     os.environ["PYTHONPATH"] = old
             self._owns_ray = True
             threads = max(1, cores() // workers)
+            where = f"the local Ray ({workers} worker{'s' if workers != 1 else ''})"
             self.describe = f"local Ray, {workers} worker{'s' if workers != 1 else ''} × {threads} torch thread{'s' if threads != 1 else ''}"
+        self.log.attach()
         self.threads = threads
+        try:  # a task no node can hold would wait forever: refuse it now
+            nodes = node_resources(ray)
+        except Exception:  # noqa: BLE001 - an old or unusual Ray: no check
+            nodes = None
+        if nodes is not None:
+            try:
+                check_schedulable(nodes, cpus_per_task, gpus_per_task, where)
+            except FedevoError:
+                self.close()
+                raise
         try:
             cpus = ray.cluster_resources().get("CPU", 0)
             self.slots = max(1, int(cpus // cpus_per_task)) if cpus else None
         except Exception:  # noqa: BLE001 - only for the progress display
             self.slots = None
-        self._ray = ray
         self._fn = ray.remote(_ray_task).options(num_cpus=cpus_per_task, num_gpus=gpus_per_task,
                                                  max_retries=max_retries, retry_exceptions=False)
         self._problem_ref = ray.put(problem)
@@ -323,17 +325,25 @@ class RayRunner:
             raise
 
     def close(self) -> None:
+        from .ray_session import remove_temp_root
+
         if self._owns_ray and self._ray.is_initialized():
-            self._ray.shutdown()
+            with self.log.capture():
+                self._ray.shutdown()
         self._owns_ray = False
+        self.log.detach()
+        remove_temp_root(self._temp_root)  # the local Ray fedevo started: its session folders go with it
+        self._temp_root = None
 
 
 def make_runner(evaluator: Evaluator, problem, eval_kwargs: Mapping[str, Any], *, workers: Optional[int],
-                address: Optional[str] = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0):
-    """workers == 0 (and no address): serial, in-process; otherwise Ray."""
-    if workers is not None and workers < 0:
-        raise FedevoError(f"--workers must be >= 0 (0 = serial, in-process), got {workers}")
+                address: Optional[str] = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
+                log_dir=None):
+    """workers == 0 (and no address): serial, in-process; otherwise Ray (its log: `log_dir`/ray.log)."""
+    from ..guards import check_workers
+
+    check_workers(workers)
     if workers == 0 and not address:
         return SerialRunner(evaluator, problem, eval_kwargs)
     return RayRunner(evaluator, problem, eval_kwargs, workers=workers, address=address,
-                     cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
+                     cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task, log_dir=log_dir)

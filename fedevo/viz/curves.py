@@ -1,46 +1,136 @@
-"""curves.html: accuracy per round of each retrained solution (self-contained page, plotly.js embedded)."""
+"""curves.html: accuracy per round of each retrained solution (self-contained page, plotly.js embedded).
+
+The accuracy at the last round is one noisy evaluation; the page also shows the mean (± standard deviation) of
+the last `tail_rounds(T)` evaluations — a dashed segment over those rounds in the plot and a table — which is the
+number to compare solutions by. The y axis spans the curves after their first rounds (not 0 to 1); a button switches
+to error = 1 − accuracy on a log axis, which separates curves that all end near accuracy 1.
+"""
 
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .html import esc, figure_div, page, write
+from .html import esc, figure_div, page, table, write
+from .numfmt import num
 
 STANDARD_STYLE = dict(color="black", dash="dash", width=3)
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+
+
+def tail_rounds(n: int) -> int:
+    """How many last evaluations the tail mean averages: a tenth of them, at least 3 and at most 10 (≤ n)."""
+    return max(1, min(n, max(3, min(10, n // 10))))
+
+
+def tail_stats(values: Sequence[float]) -> tuple[float, float, int]:
+    """(mean, standard deviation, k) of the last k = tail_rounds(len) finite values."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not vals:
+        return math.nan, math.nan, 0
+    k = tail_rounds(len(vals))
+    last = vals[-k:]
+    return statistics.fmean(last), (statistics.stdev(last) if k > 1 else 0.0), k
+
+
+def y_range(series: Sequence[tuple[str, Sequence[Sequence[float]]]], j: int) -> Optional[list[float]]:
+    """[lo, hi] covering column j of every curve after its first fifth of rounds (at least the first round
+    dropped), padded by 10 % of the span (≥ 0.01), clipped to [0, 1]."""
+    vals = []
+    for _, curve in series:
+        skip = max(1, len(curve) // 5) if len(curve) > 1 else 0
+        vals += [float(c[j]) for c in curve[skip:] if c[j] is not None and math.isfinite(float(c[j]))]
+    if not vals:
+        return None
+    lo, hi = min(vals), max(vals)
+    pad = max(0.1 * (hi - lo), 0.01)
+    return [max(0.0, lo - pad), min(1.0, hi + pad)]
 
 
 def curves_figure(series: Sequence[tuple[str, Sequence[Sequence[float]]]], *, standard: Optional[str] = None):
     """series: (label, [(round, mean client accuracy, global accuracy), ...]) per solution.
 
-    Two panels sharing the round axis: mean client accuracy (1 − f1) and global test accuracy.
-    `standard` names the series drawn as the reference (dashed black).
+    Two panels sharing the round axis: mean client accuracy (1 − f1) and global test accuracy; per curve a
+    dashed segment at the mean of its last evaluations (meta 'tail'). `standard` names the reference series
+    (dashed black).
     """
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08,
                         subplot_titles=["mean client accuracy (1 − error)", "global test accuracy"])
-    palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
     n = 0
     for label, curve in series:
         rounds = [int(c[0]) for c in curve]
-        line = STANDARD_STYLE if label == standard else dict(color=palette[n % len(palette)], width=2)
+        line = STANDARD_STYLE if label == standard else dict(color=PALETTE[n % len(PALETTE)], width=2)
         if label != standard:
             n += 1
         for col, j in ((1, 1), (2, 2)):
-            fig.add_trace(go.Scatter(x=rounds, y=[float(c[j]) for c in curve], mode="lines", name=label,
-                                     legendgroup=label, showlegend=col == 1, line=line, meta="curve",
-                                     hovertemplate=f"{esc(label)}<br>round %{{x}}: %{{y:.4f}}<extra></extra>"),
+            ys = [float(c[j]) for c in curve]
+            fig.add_trace(go.Scatter(x=rounds, y=ys, mode="lines", name=label, legendgroup=label,
+                                     showlegend=col == 1, line=line, meta="curve",
+                                     customdata=[num(v) for v in ys],
+                                     hovertemplate=f"{esc(label)}<br>round %{{x}}: %{{customdata}}<extra></extra>"),
                           row=1, col=col)
+            mean, sd, k = tail_stats(ys)
+            if k:
+                xs = rounds[-k:]
+                fig.add_trace(go.Scatter(
+                    x=[xs[0], xs[-1]], y=[mean, mean], mode="lines", name=f"{label}: mean of last {k}",
+                    legendgroup=label, showlegend=False, meta="tail",
+                    line=dict(color=line["color"], width=5, dash="dot"), opacity=0.6,
+                    hovertemplate=f"{esc(label)}<br>mean of the last {k} rounds: {num(mean)} ± {num(sd)}"
+                                  "<extra></extra>"), row=1, col=col)
     fig.update_xaxes(title_text="round")
-    fig.update_yaxes(title_text="accuracy", rangemode="tozero")
-    fig.update_layout(height=480, margin=dict(l=60, r=20, t=40, b=50), hovermode="x unified",
-                      legend=dict(orientation="h", y=-0.18))
+    for col, j in ((1, 1), (2, 2)):
+        fig.update_yaxes(title_text="accuracy", range=y_range(series, j), row=1, col=col)
+    fig.update_layout(height=480, margin=dict(l=60, r=20, t=90, b=50), hovermode="closest",
+                      legend=dict(orientation="h", y=-0.18), updatemenus=[_scale_buttons(fig, series)])
     return fig
+
+
+def _scale_buttons(fig, series) -> dict:
+    """Two views of the same curves: accuracy (linear, range from the curves) or error = 1 − accuracy on a log
+    axis, which separates curves that all end near accuracy 1."""
+    acc_y = [list(t.y) for t in fig.data]
+    err_y = [[None if v is None else max(1.0 - float(v), 1e-4) for v in ys] for ys in acc_y]
+    lay_acc, lay_err = {}, {}
+    for n, j in (("", 1), ("2", 2)):
+        lay_acc.update({f"yaxis{n}.type": "linear", f"yaxis{n}.range": y_range(series, j),
+                        f"yaxis{n}.title.text": "accuracy", f"yaxis{n}.tickvals": None,
+                        f"yaxis{n}.ticktext": None})
+        errs = [v for ys in err_y for v in ys if v is not None]
+        lo, hi = (min(errs), max(errs)) if errs else (1e-3, 1.0)
+        ticks = [m * 10 ** e for e in range(-4, 1) for m in (1, 2, 5) if lo / 1.3 <= m * 10 ** e <= min(hi, 1.0) * 1.2]
+        rng = [math.log10(lo) - 0.1, math.log10(min(hi, 1.0)) + 0.05]
+        lay_err.update({f"yaxis{n}.type": "log", f"yaxis{n}.range": rng,
+                        f"yaxis{n}.title.text": "error = 1 − accuracy (log)",
+                        f"yaxis{n}.tickvals": ticks, f"yaxis{n}.ticktext": [num(v) for v in ticks]})
+    return dict(type="buttons", direction="right", x=0.0, xanchor="left", y=1.25, yanchor="top", showactive=True,
+                buttons=[dict(label="accuracy", method="update", args=[{"y": acc_y}, lay_acc]),
+                         dict(label="error, log scale", method="update", args=[{"y": err_y}, lay_err])])
+
+
+def tail_table(series: Sequence[tuple[str, Sequence[Sequence[float]]]]) -> str:
+    rows = []
+    for label, curve in series:
+        acc, glob = [c[1] for c in curve], [c[2] for c in curve]
+        m1, s1, k = tail_stats(acc)
+        m2, s2, _ = tail_stats(glob)
+        rows.append([label, num(acc[-1]) if acc else "–", f"{num(m1)} ± {num(s1)}",
+                     num(glob[-1]) if glob else "–", f"{num(m2)} ± {num(s2)}", k])
+    return table(["solution", "accuracy, last round", "accuracy, mean of last k ± sd", "global accuracy, last round",
+                  "global accuracy, mean of last k ± sd", "k"], rows, left=(0,))
 
 
 def write_curves_html(path: Path | str, series: Sequence[tuple[str, Sequence[Sequence[float]]]], *,
                       title: str, intro_html: str = "", standard: Optional[str] = None) -> Path:
-    body = f"<h1>{esc(title)}</h1>\n{intro_html}\n<div class=\"fig\">{figure_div(curves_figure(series, standard=standard), 'curves')}</div>"
+    body = (f"<h1>{esc(title)}</h1>\n{intro_html}\n"
+            f"<div class=\"fig\">{figure_div(curves_figure(series, standard=standard), 'curves')}</div>\n"
+            "<h2>Final accuracy: last round and the mean of the last rounds</h2>\n"
+            '<p class="note">One round\'s accuracy is noisy (the sampled clients, lost uploads, privacy noise): '
+            "compare solutions by the mean of their last k evaluations (dotted segments in the plot).</p>\n"
+            + tail_table(series))
     return write(Path(path), page(title, body))

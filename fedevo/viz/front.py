@@ -1,184 +1,211 @@
-"""front.html: the whole search on one self-contained page (plotly.js embedded; opens offline).
+"""front.html: the whole search on one page a researcher can decide from (plotly; opens offline).
 
 Sections (each a plotly graph div with a fixed id, so scripts and tests can find it):
 
 * ``front3d``      3D scatter of (error, comm, ε) of every evaluation with status ok: the Pareto front opaque
-                   (diamonds), dominated points faded (circles), colour = generation; the knee and the two
-                   lowest-error solutions ringed. Hover: id, generation, every gene, every objective (both ε).
-* ``projections``  the three 2D projections (error–comm, error–ε, comm–ε) with the same styling.
-* ``parallel``     parallel coordinates of the genes and objectives (drag along an axis to brush/filter);
-                   Pareto solutions in colour, dominated ones grey.
-* ``hypervolume``  hypervolume of the front after each generation (and the front size).
+                   (diamonds), dominated points faded (circles); the knee and the two lowest-error solutions
+                   ringed; selected solutions ringed black. Click a point to add it to (or drop it from) the
+                   selection.
+* ``projections``  the three 2D projections (error–comm, error–ε, comm–ε); lasso or box-select points to select
+                   them. The region no better than chance (error ≥ 1 − 1/classes), which the knee is never chosen
+                   from, is shaded.
+* ``parallel``     parallel coordinates of the genes and objectives (log genes and log objectives on log10
+                   axes); drag along an axis to brush a range: the brushed solutions are the selection.
+* ``hypervolume``  hypervolume of the front after each generation (in the search's (error, comm, log10 ε) space)
+                   and the front size.
+* ``selection``    the selected solutions (the same ids in every view) as a sortable table, and a copyable
+                   ``fedevo retrain RUN --pick 12,31,40`` command.
 
-ε is the problem's ``eps_objective`` (the one the search minimised). ε = ∞ (no privacy) and other non-finite
-values cannot be drawn: such points are put at a cap just beyond the largest finite value, drawn as ×, and a note
-says so; their hover text shows ∞. An axis whose values span two decades or more is logarithmic. Evaluations
-that failed or diverged are not plotted; they are listed in a table below the plots.
+A "colour by" selector colours every view by any objective, gene or the generation. Every number is written by
+:func:`fedevo.viz.numfmt.num` (tables, hover texts, ticks, colour bars). Axes: see :mod:`fedevo.viz.axes`.
+Evaluations that failed or diverged are not plotted; they are listed in a table below the plots.
+
+Live: while the search runs (`fedevo search` rewrites the page after every generation, `fedevo plot --watch`
+after every change), the page polls a small ``front.stamp.js`` beside it and reloads itself when a newer page
+was written, keeping the colour choice and the selection.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from .html import esc, figure_div, fmt, page, table, write
+from .axes import Column, finite, linear_ticks, make_column
+from .html import esc, figure_div, page, table, write
+from .numfmt import JS_NUM, num
 from .rundata import OBJECTIVE_LABELS, RunData, load_run
 
 FRONT_HTML = "front.html"
+STAMP_SUFFIX = ".stamp.js"  # front.html -> front.stamp.js beside it
 FRONT_COLOR = "#d62728"
 DOMINATED_OPACITY = 0.3
 SCALE = "Viridis"
-SHORT = {"error": "error", "comm": "comm", "eps": "ε", "eps_paper": "ε (paper)"}
+SHORT = {"error": "error", "comm": "comm", "eps": "ε", "eps_paper": "ε (paper)", "accuracy_global": "global acc",
+         "generation": "generation"}
+AXIS_TITLE = {"error": "error", "comm": "comm (params/round)", "eps": "ε", "eps_paper": "ε (paper)"}
+# keys of a per-evaluation privacy summary worth showing on hover (those present are shown)
+PRIVACY_SHOW = ("mechanism", "trust", "population", "cohort", "sampling", "accountant", "delta", "unit",
+                "eps_conditional", "sigma")
+# settings shown once in the header as privacy / deployment (besides fedevo.problem.PRIVACY_KEYS)
+DEPLOYMENT_KEYS = ("trust", "population", "cohort", "sampling", "accountant", "noise_cohort", "delta")
 
 
-@dataclass
-class Axis:
-    key: str
-    title: str
-    values: list[float]  # what is drawn (non-finite values replaced by `cap`)
-    capped: list[bool]
-    log: bool
-    cap: Optional[float]
-
-    @property
-    def note(self) -> str:
-        n = sum(self.capped)
-        if not n:
-            return ""
-        what = "∞ (no privacy) or undefined" if self.key.startswith("eps") else "non-finite"
-        return (f"{n} point{'s' if n != 1 else ''} with {self.title} {what} drawn at the cap "
-                f"{self.title} = {fmt(self.cap)} (marked × in 2D, ■ in 3D; the hover text shows the true value).")
+def _fmt_any(v: Any) -> str:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, int) and abs(v) < 1000:
+        return str(v)
+    return num(v)
 
 
-def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+# ============================================================================================ model
+class Model:
+    """The ok rows of a run with every drawn column, marks and hover texts (shared by all views)."""
 
-
-def _tick(v: float) -> str:
-    """A short tick label: 0.05, 3.2, 250, 12k, 3.5M."""
-    for div, suffix in ((1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.3g}{suffix}"
-    return f"{v:.3g}" if abs(v) >= 1 else f"{v:.2g}"
-
-
-def make_axis(rows: Sequence[Mapping[str, Any]], key: str, title: Optional[str] = None) -> Axis:
-    raw = [r.get(key) for r in rows]
-    fin = [float(v) for v in raw if _finite(v)]
-    log = bool(fin) and min(fin) > 0 and max(fin) / min(fin) >= 100
-    cap = None
-    if len(fin) < len(raw):
-        if not fin:
-            cap = 1.0
-        elif log:
-            cap = max(fin) * 3
-        else:
-            hi, lo = max(fin), min(fin)
-            cap = hi + 0.15 * (hi - lo) if hi > lo else (abs(hi) * 1.5 or 1.0)
-    vals = [float(v) if _finite(v) else cap for v in raw]
-    return Axis(key=key, title=title or OBJECTIVE_LABELS.get(key, key), values=vals,
-                capped=[not _finite(v) for v in raw], log=log, cap=cap)
-
-
-def hover_text(r: Mapping[str, Any], data: RunData, on_front: bool, marks: Sequence[str] = ()) -> str:
-    where = "Pareto front" if on_front else "dominated"
-    head = f"<b>id {r['id']}</b> · generation {r['generation']} · {where}"
-    if marks:
-        head += " · " + ", ".join(marks)
-    lines = [head,
-             f"error {fmt(r['error'])} (mean client accuracy {fmt(1 - r['error']) if _finite(r['error']) else '–'}, "
-             f"global accuracy {fmt(r['accuracy_global'])})",
-             f"comm {fmt(r['comm'])} params/round/client slot · Ω {r['omega']}",
-             f"ε (accountant) {fmt(r['eps'])} · ε (paper) {fmt(r['eps_paper'])}"]
-    genes = [f"{g} = {fmt(r[g])}" for g in data.gene_names]
-    for i in range(0, len(genes), 3):
-        lines.append(" · ".join(genes[i:i + 3]))
-    return "<br>".join(lines)
-
-
-class _Parts:
-    """The ok rows split into front / dominated, with their drawn coordinates and hover texts."""
-
-    def __init__(self, data: RunData, marks: Mapping[int, Sequence[str]]):
+    def __init__(self, data: RunData):
         self.data = data
         self.rows = data.ok_rows
+        self.marks = data.marks()
+        self.chance = data.chance_error
+        self.eps_log = data.meta.get("search_objectives", {}).get("eps_scale") == "log10"
         self.keys = ("error", "comm", data.eps_key)
-        self.axes = {k: make_axis(self.rows, k) for k in self.keys}
         self.on_front = [r["id"] in data.front_ids for r in self.rows]
-        self.text = [hover_text(r, data, f, marks.get(r["id"], ())) for r, f in zip(self.rows, self.on_front)]
-        self.gmax = max(2, data.generations)
-        self.marks = marks
+        cols: dict[str, Column] = {}
+        cols["generation"] = make_column(self.rows, "generation", "generation", kind="int", log=False)
+        for k in ("error", "comm", "eps", "eps_paper"):
+            cols[k] = make_column(self.rows, k, SHORT[k], eps_log=self.eps_log)
+        cols["accuracy_global"] = make_column(self.rows, "accuracy_global", "global acc", log=False)
+        for g in data.gene_names:
+            gene = data.problem.gene(g)
+            if gene.type == "choice":
+                cols[g] = make_column(self.rows, g, g, kind="choice", choices=gene.choices)
+            else:
+                cols[g] = make_column(self.rows, g, g, kind=gene.type, log=bool(gene.log))
+        self.cols = cols
+        self.text = [self.hover(r, f) for r, f in zip(self.rows, self.on_front)]
+        self.excluded = [r["id"] for r in self.rows if self.chance is not None and finite(r["error"])
+                         and r["error"] >= self.chance]
 
     def idx(self, front: bool) -> list[int]:
         return [i for i, f in enumerate(self.on_front) if f == front]
 
     def col(self, key: str, idx: Sequence[int]) -> list[float]:
-        vals = self.axes[key].values
+        vals = self.cols[key].data
         return [vals[i] for i in idx]
 
     def capped(self, idx: Sequence[int]) -> list[bool]:
-        return [any(self.axes[k].capped[i] for k in self.keys) for i in idx]
+        return [any(self.cols[k].capped[i] for k in self.keys) for i in idx]
+
+    def hover(self, r: Mapping[str, Any], on_front: bool) -> str:
+        data = self.data
+        where = "Pareto front" if on_front else "dominated"
+        head = f"<b>id {r['id']}</b> · generation {r['generation']} · {where}"
+        ms = self.marks.get(r["id"], ())
+        if ms:
+            head += " · " + ", ".join(ms)
+        if self.chance is not None and finite(r["error"]) and r["error"] >= self.chance:
+            head += " · no better than chance"
+        acc = num(1 - r["error"]) if finite(r["error"]) else "–"
+        lines = [head,
+                 f"error {num(r['error'])} (mean client accuracy {acc}, global accuracy {num(r['accuracy_global'])})",
+                 f"comm {num(r['comm'])} params/round/client slot · Ω {num(r['omega'])}",
+                 f"ε (accountant) {num(r['eps'])} · ε (paper) {num(r['eps_paper'])}"]
+        priv = r.get("privacy") or {}
+        shown = [f"{k} {_fmt_any(priv[k])}" for k in PRIVACY_SHOW
+                 if k in priv and not isinstance(priv[k], (dict, list))]
+        if shown:
+            lines.append("privacy: " + " · ".join(shown))
+        genes = [f"{g} = {_fmt_any(r[g])}" for g in data.gene_names]
+        for i in range(0, len(genes), 3):
+            lines.append(" · ".join(genes[i:i + 3]))
+        return "<br>".join(lines)
+
+    # ---------------------------------------------------------------- the page's data (for its script)
+    def colour_options(self) -> list[tuple[str, str]]:
+        opts = [("generation", "generation"), ("error", "error"), ("comm", "comm"), ("eps", "ε (accountant)"),
+                ("eps_paper", "ε (paper)"), ("accuracy_global", "global accuracy")]
+        return opts + [(g, f"gene {g}") for g in self.data.gene_names]
+
+    def script_data(self, stamp: str, complete: bool, stamp_file: str) -> dict:
+        data = self.data
+        cols = {}
+        for key, label in self.colour_options():
+            c = self.cols[key]
+            tv, tt = c.ticks()
+            cols[key] = {"label": label + (" (log)" if c.log else ""), "draw": c.draw, "tickvals": tv, "ticktext": tt}
+        rows = []
+        for r, f in zip(self.rows, self.on_front):
+            rows.append({"id": r["id"], "generation": r["generation"], "front": f,
+                         "mark": ", ".join(self.marks.get(r["id"], ())),
+                         **{k: r[k] for k in ("error", "comm", "eps", "eps_paper", "accuracy_global")},
+                         **{g: r[g] for g in data.gene_names}})
+        return {"run": str(data.run_dir), "eps_key": data.eps_key, "genes": list(data.gene_names), "rows": rows,
+                "colour": cols, "colour_default": "generation", "stamp": stamp, "complete": complete,
+                "stamp_file": stamp_file}
 
 
-def _marker(parts: _Parts, idx, front: bool, *, size: float, showscale: bool, three_d: bool) -> dict:
-    capped = parts.capped(idx)
+# ============================================================================================ figures
+def _marker(m: Model, idx, front: bool, *, size: float, showscale: bool, three_d: bool) -> dict:
+    capped = m.capped(idx)
     base = "diamond" if front else "circle"
     cap_symbol = "square" if three_d else "x"  # gl3d draws symbols as font glyphs: ■ is in every font, ✖ is not
-    m = dict(color=[parts.rows[i]["generation"] for i in idx], colorscale=SCALE, cmin=1, cmax=parts.gmax,
-             size=size, symbol=[cap_symbol if c else base for c in capped])
+    c = m.cols["generation"]
+    tv, tt = c.ticks()
+    d = dict(color=[c.draw[i] for i in idx], colorscale=SCALE, cmin=min(c.draw), cmax=max(max(c.draw), min(c.draw) + 1),
+             size=size, symbol=[cap_symbol if x else base for x in capped])
     if showscale:
-        m.update(showscale=True, colorbar=dict(title=dict(text="generation"), thickness=14, len=0.6, dtick=1))
+        d.update(showscale=True, colorbar=dict(title=dict(text="generation", side="right"), thickness=14, len=0.6,
+                                               tickvals=tv, ticktext=tt, x=1.02))
     if front:
-        m["line"] = dict(color="black", width=1 if three_d else 1.2)
-    return m
-
-
-def figure_3d(parts: _Parts):
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
-    kx, ky, kz = parts.keys
-    for front in (False, True):
-        idx = parts.idx(front)
-        if not idx:
-            continue
-        fig.add_trace(go.Scatter3d(
-            x=parts.col(kx, idx), y=parts.col(ky, idx), z=parts.col(kz, idx), mode="markers",
-            name="Pareto front" if front else "dominated", meta="evaluations",
-            customdata=[parts.rows[i]["id"] for i in idx], text=[parts.text[i] for i in idx],
-            hovertemplate="%{text}<extra></extra>", opacity=1.0 if front else DOMINATED_OPACITY,
-            marker=_marker(parts, idx, front, size=6 if front else 4, showscale=front or not parts.idx(True),
-                           three_d=True)))
-    _add_marks(fig, parts, three_d=True)
-    fig.update_layout(
-        height=640, margin=dict(l=0, r=0, t=30, b=0), legend=dict(x=0.01, y=0.98),
-        scene=dict(xaxis=_axis_layout(parts.axes[kx]), yaxis=_axis_layout(parts.axes[ky]),
-                   zaxis=_axis_layout(parts.axes[kz]), camera=dict(eye=dict(x=1.6, y=1.6, z=1.0))),
-        title=dict(text="every evaluation (status ok) in objective space", x=0.5, font=dict(size=14)))
-    return fig
-
-
-def _axis_layout(ax: Axis) -> dict:
-    d = dict(title=dict(text=ax.title + (" (log)" if ax.log else "")))
-    if ax.log:
-        d.update(type="log", dtick="D2")  # 1, 2, 5, 10, ...: every digit crowds a 3D axis
+        d["line"] = dict(color="black", width=1 if three_d else 1.2)
     return d
 
 
-def _add_marks(fig, parts: _Parts, *, three_d: bool, row=None, col=None, pair=None, showlegend=True) -> None:
+def figure_3d(m: Model):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    kx, ky, kz = m.keys
+    for front in (False, True):
+        idx = m.idx(front)
+        if not idx:
+            continue
+        fig.add_trace(go.Scatter3d(
+            x=m.col(kx, idx), y=m.col(ky, idx), z=m.col(kz, idx), mode="markers",
+            name="Pareto front" if front else "dominated", meta="evaluations",
+            customdata=[m.rows[i]["id"] for i in idx], text=[m.text[i] for i in idx],
+            hovertemplate="%{text}<extra></extra>", opacity=1.0 if front else DOMINATED_OPACITY,
+            marker=_marker(m, idx, front, size=6 if front else 4, showscale=front or not m.idx(True),
+                           three_d=True)))
+    _add_marks(fig, m, three_d=True)
+    fig.add_trace(go.Scatter3d(x=[], y=[], z=[], mode="markers", name="selected", meta="selection",
+                               customdata=[], hoverinfo="skip",
+                               marker=dict(size=15, color="#ff7f0e", symbol="circle-open")))
+    scene = {f"{a}axis": m.cols[k].axis_layout(AXIS_TITLE[k]) for a, k in zip("xyz", m.keys)}
+    for a in "xyz":
+        scene[f"{a}axis"]["title"]["font"] = dict(size=12)
+    fig.update_layout(
+        height=660, margin=dict(l=10, r=10, t=40, b=10), legend=dict(x=0.01, y=0.98),
+        scene=dict(**scene, camera=dict(eye=dict(x=1.7, y=1.7, z=0.9)), domain=dict(x=[0.0, 0.93], y=[0, 1])),
+        title=dict(text="every evaluation (status ok) in objective space — click a point to select it", x=0.5,
+                   font=dict(size=14)))
+    return fig
+
+
+def _add_marks(fig, m: Model, *, three_d: bool, row=None, col=None, pair=None, showlegend=True) -> None:
     """Rings around the knee and the lowest-error solutions (not counted as evaluations: meta='mark')."""
     import plotly.graph_objects as go
 
-    pos = {r["id"]: i for i, r in enumerate(parts.rows)}
+    pos = {r["id"]: i for i, r in enumerate(m.rows)}
     groups = {"knee": [], "lowest error ×2": []}
-    for rid, ms in parts.marks.items():
+    for rid, ms in m.marks.items():
         if rid not in pos:
             continue
         if "knee" in ms:
             groups["knee"].append(pos[rid])
-        if any(m.startswith("lowest-error") for m in ms):
+        if any(x.startswith("lowest-error") for x in ms):
             groups["lowest error ×2"].append(pos[rid])
     style = {"knee": dict(color="black", size=13 if three_d else 16, symbol="circle-open"),
              "lowest error ×2": dict(color=FRONT_COLOR, size=12 if three_d else 15, symbol="diamond-open")}
@@ -186,91 +213,97 @@ def _add_marks(fig, parts: _Parts, *, three_d: bool, row=None, col=None, pair=No
         if not idx:
             continue
         kw = dict(mode="markers", name=name, meta="mark", legendgroup=name, showlegend=showlegend,
-                  customdata=[parts.rows[i]["id"] for i in idx], text=[parts.text[i] for i in idx],
+                  customdata=[m.rows[i]["id"] for i in idx], text=[m.text[i] for i in idx],
                   hovertemplate="%{text}<extra></extra>", marker=dict(**style[name]))
-        if not three_d:
-            style[name]["line"] = dict(width=2, color=style[name]["color"])
-            kw["marker"] = style[name]
         if three_d:
-            kx, ky, kz = parts.keys
-            fig.add_trace(go.Scatter3d(x=parts.col(kx, idx), y=parts.col(ky, idx), z=parts.col(kz, idx), **kw))
+            kx, ky, kz = m.keys
+            fig.add_trace(go.Scatter3d(x=m.col(kx, idx), y=m.col(ky, idx), z=m.col(kz, idx), **kw))
         else:
+            kw["marker"] = dict(**style[name], line=dict(width=2, color=style[name]["color"]))
             a, b = pair
-            fig.add_trace(go.Scatter(x=parts.col(a, idx), y=parts.col(b, idx), **kw), row=row, col=col)
+            fig.add_trace(go.Scatter(x=m.col(a, idx), y=m.col(b, idx), **kw), row=row, col=col)
 
 
-def figure_projections(parts: _Parts):
+def figure_projections(m: Model):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    kx, ky, kz = parts.keys
+    kx, ky, kz = m.keys
     pairs = [(kx, ky), (kx, kz), (ky, kz)]
-    ax = parts.axes
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07,
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
                         subplot_titles=[f"{SHORT[a]} vs {SHORT[b]}" for a, b in pairs])
     for c, (a, b) in enumerate(pairs, start=1):
         for front in (False, True):
-            idx = parts.idx(front)
+            idx = m.idx(front)
             if not idx:
                 continue
             fig.add_trace(go.Scatter(
-                x=parts.col(a, idx), y=parts.col(b, idx), mode="markers",
+                x=m.col(a, idx), y=m.col(b, idx), mode="markers",
                 name="Pareto front" if front else "dominated", legendgroup="front" if front else "dominated",
-                showlegend=c == 1, meta="evaluations", customdata=[parts.rows[i]["id"] for i in idx],
-                text=[parts.text[i] for i in idx], hovertemplate="%{text}<extra></extra>",
+                showlegend=c == 1, meta="evaluations", customdata=[m.rows[i]["id"] for i in idx],
+                text=[m.text[i] for i in idx], hovertemplate="%{text}<extra></extra>",
                 opacity=1.0 if front else DOMINATED_OPACITY + 0.15,
-                marker=_marker(parts, idx, front, size=10 if front else 7,
-                               showscale=c == 3 and (front or not parts.idx(True)), three_d=False)),
+                unselected=dict(marker=dict(opacity=0.12)),
+                marker=_marker(m, idx, front, size=10 if front else 7,
+                               showscale=c == 3 and (front or not m.idx(True)), three_d=False)),
                 row=1, col=c)
-        _add_marks(fig, parts, three_d=False, row=1, col=c, pair=(a, b), showlegend=c == 1)
-        fig.update_xaxes(title_text=ax[a].title, type="log" if ax[a].log else None, row=1, col=c)
-        fig.update_yaxes(title_text=ax[b].title, type="log" if ax[b].log else None, row=1, col=c)
-    fig.update_layout(height=430, margin=dict(l=50, r=20, t=40, b=50), hovermode="closest",
-                      legend=dict(orientation="h", y=-0.25))
+        _add_marks(fig, m, three_d=False, row=1, col=c, pair=(a, b), showlegend=c == 1)
+        fig.update_xaxes(**m.cols[a].axis_layout(AXIS_TITLE[a]), row=1, col=c)
+        fig.update_yaxes(**m.cols[b].axis_layout(AXIS_TITLE[b]), row=1, col=c)
+        if a == "error" and m.excluded:
+            _shade_chance(fig, m, c)
+    fig.update_layout(height=450, margin=dict(l=60, r=20, t=40, b=60), hovermode="closest", dragmode="lasso",
+                      legend=dict(orientation="h", y=-0.28))
     return fig
 
 
-def figure_parallel(parts: _Parts):
+def _shade_chance(fig, m: Model, c: int) -> None:
+    """The region no better than chance (never the knee), shaded in a panel whose x axis is the error."""
+    ax = m.cols["error"]
+    hi = max(max(ax.data), m.chance) * (1.02 if not ax.log else 1.1)
+    xref = "x" if c == 1 else f"x{c}"
+    yref = ("y" if c == 1 else f"y{c}") + " domain"
+    fig.add_shape(type="rect", xref=xref, yref=yref, x0=m.chance, x1=hi, y0=0, y1=1, layer="below",
+                  fillcolor="rgba(120,120,120,0.16)", line=dict(width=0))
+    fig.add_annotation(xref=xref, yref=yref, x=m.chance, y=1.0, xanchor="left", yanchor="top", showarrow=False,
+                       text=f"≥ chance ({num(m.chance)}):<br>never the knee", font=dict(size=10, color="#555"),
+                       align="left")
+
+
+def _dim(c: Column, label: Optional[str] = None) -> dict:
+    vals, labels = c.ticks()
+    extra = [x for x, on in (("log", c.log), ("∞ on top", c.cap is not None)) if on]
+    lab = (label or c.label) + (f" ({', '.join(extra)})" if extra else "")
+    d = dict(label=lab, values=c.draw, tickvals=vals, ticktext=labels)
+    fin = [v for v in c.draw if math.isfinite(v)]
+    if fin and c.kind != "choice":
+        lo, hi = min(fin), max(fin)
+        if hi > lo:
+            d["range"] = [lo, hi]
+    return d
+
+
+def figure_parallel(m: Model):
     import plotly.graph_objects as go
 
-    data = parts.data
-    rows = parts.rows
-    dims = []
-    for g in data.gene_names:
-        vals = [r[g] for r in rows]
-        if data.gene_types.get(g) == "choice":
-            choices = list(data.problem.gene(g).choices)
-            dims.append(dict(label=g, values=[choices.index(v) if v in choices else -1 for v in vals],
-                             tickvals=list(range(len(choices))), ticktext=[str(c) for c in choices]))
-        elif data.gene_types.get(g) == "int" and vals and max(vals) - min(vals) <= 10:
-            dims.append(dict(label=g, values=[int(v) for v in vals], tickvals=list(range(min(vals), max(vals) + 1))))
-        else:
-            dims.append(dict(label=g, values=[float(v) for v in vals]))
-    for key in ("error", "comm", "eps", "eps_paper"):
-        axis = parts.axes[key] if key in parts.axes else make_axis(rows, key)
-        label = {"eps": "ε", "eps_paper": "ε paper"}.get(key, key)
-        if axis.cap is not None:
-            label += " (∞ on top)"
-        if axis.log:  # parcoords has no log axes: draw log10 with ticks at the decades
-            logs = [math.log10(v) for v in axis.values]
-            lo, hi = min(logs), max(logs)
-            decades = [k for k in range(math.floor(lo), math.ceil(hi) + 1) if lo - 1e-9 <= k <= hi + 1e-9]
-            ends = [e for e in (lo, hi) if all(abs(e - k) > 0.2 for k in decades)]  # labels must not overlap
-            ticks = sorted({*ends, *decades})
-            dims.append(dict(label=label + " (log)", values=logs, range=[lo, hi], tickvals=ticks,
-                             ticktext=[_tick(10.0 ** k) for k in ticks]))
-        else:
-            dims.append(dict(label=label, values=axis.values))
-    dims.append(dict(label="global acc", values=[float(r["accuracy_global"]) for r in rows]))
-    dims.append(dict(label="generation", values=[r["generation"] for r in rows],
-                     tickvals=list(range(1, data.generations + 1)) if data.generations <= 30 else None))
-    dims.append(dict(label="Pareto", values=[1 if f else 0 for f in parts.on_front], tickvals=[0, 1],
+    data = m.data
+    dims = [_dim(m.cols[g]) for g in data.gene_names]
+    for key in ("error", "comm", "eps", "eps_paper", "accuracy_global", "generation"):
+        dims.append(_dim(m.cols[key], {"eps": "ε", "eps_paper": "ε paper", "generation": "gen"}.get(key)))
+    dims.append(dict(label="Pareto", values=[1 if f else 0 for f in m.on_front], tickvals=[0, 1],
                      ticktext=["dominated", "front"], range=[-0.1, 1.1]))
+    ids = [r["id"] for r in m.rows]
+    id_ticks = [int(v) for v in linear_ticks(min(ids), max(ids))]
+    dims.append(dict(label="id", values=ids, range=[min(ids) - 0.5, max(ids) + 0.5], tickvals=id_ticks))
+    c = m.cols["generation"]
+    tv, tt = c.ticks()
     fig = go.Figure(go.Parcoords(
-        dimensions=dims, meta="evaluations", labelangle=-20, labelside="top",
-        line=dict(color=[1 if f else 0 for f in parts.on_front], cmin=0, cmax=1,
-                  colorscale=[[0, "rgba(150,150,150,0.35)"], [1, FRONT_COLOR]])))
-    fig.update_layout(height=480, margin=dict(l=60, r=60, t=90, b=30))
+        dimensions=dims, meta="evaluations", labelangle=-30, labelside="top",
+        unselected=dict(line=dict(color="#bbb", opacity=0.25)),
+        line=dict(color=c.draw, colorscale=SCALE, cmin=min(c.draw), cmax=max(max(c.draw), min(c.draw) + 1),
+                  showscale=True, colorbar=dict(title=dict(text="generation", side="right"), thickness=14,
+                                                tickvals=tv, ticktext=tt))))
+    fig.update_layout(height=500, margin=dict(l=60, r=90, t=110, b=30))
     return fig
 
 
@@ -285,51 +318,114 @@ def figure_hypervolume(table_rows: Sequence[Mapping[str, Any]]):
                          hovertemplate="generation %{x}: front of %{y}<extra></extra>"), secondary_y=True)
     fig.add_trace(go.Scatter(x=g, y=[t["hypervolume"] for t in table_rows], mode="lines+markers",
                              name="hypervolume", line=dict(color=FRONT_COLOR, width=3),
-                             customdata=[t["evaluations"] for t in table_rows],
-                             hovertemplate="generation %{x}: HV %{y:.4f} (%{customdata} evaluations)<extra></extra>"),
+                             customdata=[[num(t["hypervolume"]), t["evaluations"]] for t in table_rows],
+                             hovertemplate="generation %{x}: HV %{customdata[0]} (%{customdata[1]} evaluations)"
+                                           "<extra></extra>"),
                   secondary_y=False)
     fig.update_xaxes(title_text="generation", dtick=1)
-    fig.update_yaxes(title_text="hypervolume (normalised objectives)", secondary_y=False, rangemode="tozero")
+    fig.update_yaxes(title_text="hypervolume (error, comm, log10 ε; normalised)", secondary_y=False,
+                     rangemode="tozero")
+    top = max([t["front_size"] for t in table_rows] or [1])
     fig.update_yaxes(title_text="Pareto front size", secondary_y=True, rangemode="tozero", showgrid=False,
-                     tickformat="d")
+                     tickvals=sorted({int(v) for v in linear_ticks(0, top) if v == int(v)}))
     fig.update_layout(height=360, margin=dict(l=60, r=60, t=30, b=50), legend=dict(orientation="h", y=1.12))
     return fig
 
 
 # ============================================================================================ page
-def _summary(data: RunData) -> str:
+def privacy_settings(data: RunData) -> tuple[dict, list[str], dict]:
+    """(the problem's fixed settings with privacy / deployment defaults filled in, the privacy / deployment keys
+    among them in display order, and what the evaluations' accountants were): what every ε of the run is under."""
+    from ..problem import PRIVACY_KEYS
+
+    fixed = dict(data.problem.fixed)
+    genes = set(data.gene_names)
+    for key, default in (("mechanism", "none"), ("trust", "local"), ("delta", 1e-4)):
+        if key not in fixed and key not in genes:
+            fixed[key] = default
+    order = ("mechanism", "trust", "population", "cohort", "sampling", "delta")
+    priv_keys = [k for k in order if k in fixed] + [k for k in fixed if k not in order and
+                                                   (k in PRIVACY_KEYS or k in DEPLOYMENT_KEYS)]
+    accountants = sorted({str((r.get("privacy") or {}).get("accountant")) for r in data.ok_rows
+                          if (r.get("privacy") or {}).get("accountant")})
+    seen = {"accountant": "; ".join(accountants)} if accountants else {}
+    return fixed, priv_keys, seen
+
+
+def _settings_html(data: RunData) -> str:
+    """The problem's fixed settings once (privacy / deployment first), and which settings are genes."""
+    from ..problem import PRIVACY_KEYS
+
+    fixed, priv_keys, seen = privacy_settings(data)
+    other = [k for k in fixed if k not in priv_keys]
+
+    def kv(keys):
+        return " · ".join(f"{esc(k)} <b>{esc(_fmt_any(fixed[k]))}</b>" for k in keys)
+
+    gene_settings = [g for g in data.gene_names if g in PRIVACY_KEYS or g in DEPLOYMENT_KEYS]
+    lines = [f"privacy and deployment (fixed): {kv(priv_keys) or '–'}"]
+    if seen:
+        lines.append(f"accountant (from the evaluations): <b>{esc(seen['accountant'])}</b>")
+    if gene_settings:
+        lines.append("privacy settings that are genes (they vary per point; see the hover text and colour by): "
+                     + ", ".join(f"<b>{esc(g)}</b>" for g in gene_settings))
+    lines.append(f"simulation (fixed): {kv(other) or '–'}")
+    return '<p class="meta">' + "<br>".join(lines) + "</p>"
+
+
+def _summary(data: RunData, m: Model) -> str:
     s = data.settings
     n_ok = len(data.ok_rows)
-    bad = {}
+    bad: dict[str, int] = {}
     for r in data.bad_rows:
         bad[r["status"]] = bad.get(r["status"], 0) + 1
     bad_s = ", ".join(f"{v} {k}" for k, v in sorted(bad.items())) or "none failed"
     p = data.problem
-    cons = ", ".join(f"{k} ≤ {v:g}" for k, v in data.constraints.items())
-    return (f'<p class="meta">problem <b>{esc(p.name)}</b> ({esc(p.dataset)}, {esc(p.model)}, mechanism '
-            f'{esc(p.fixed.get("mechanism", "none"))}) · run {esc(data.meta.get("run_id", ""))} · created '
-            f'{esc(data.meta.get("created", ""))}<br>population {s.pop} · generations {data.generations}/{s.gen} · '
-            f'seed {s.seed} · rounds per evaluation {s.rounds or p.fixed.get("rounds", "default")} · '
-            f'{len(data.rows)} evaluations ({n_ok} ok, {bad_s}) · Pareto front of {len(data.front)}'
-            f'{" · constraints " + esc(cons) if cons else ""}<br>objectives (all minimised): '
-            f'{esc(OBJECTIVE_LABELS["error"])}, {esc(OBJECTIVE_LABELS["comm"])}, '
-            f'{esc(OBJECTIVE_LABELS[data.eps_key])} at δ = {fmt(p.fixed.get("delta", 1e-4))}</p>')
+    cons = ", ".join(f"{k} ≤ {num(v)}" for k, v in data.constraints.items())
+    eps_scale = "log10 ε" if m.eps_log else "ε (linear: a run made before log-ε search)"
+    return (f'<p class="meta">problem <b>{esc(p.name)}</b> ({esc(p.dataset)}, {esc(p.model)}) · run '
+            f'{esc(data.meta.get("run_id", ""))} · created {esc(data.meta.get("created", ""))}<br>'
+            f'population {s.pop} · generations {data.generations}/{s.gen} · seed {s.seed} · rounds per evaluation '
+            f'{s.rounds or p.fixed.get("rounds", "default")} · {len(data.rows)} evaluations ({n_ok} ok, {bad_s}) · '
+            f'Pareto front of {len(data.front)}{" · constraints " + esc(cons) if cons else ""}<br>objectives (all '
+            f'minimised): {esc(OBJECTIVE_LABELS["error"])}, {esc(OBJECTIVE_LABELS["comm"])}, '
+            f'{esc(OBJECTIVE_LABELS[data.eps_key])}; the search saw ε as {esc(eps_scale)}</p>'
+            + _settings_html(data))
+
+
+def _sortable(headers: Sequence[str], rows: Sequence[Sequence[Any]], keys: Sequence[Any], *, left=(),
+              table_id: str = "") -> str:
+    """A table whose headers sort it (the page's script); cells carry their raw value in data-v."""
+    th = "".join(f'<th class="{"l" if i in left else ""}" title="click to sort">{esc(h)}</th>'
+                 for i, h in enumerate(headers))
+    body = []
+    for r, raw in zip(rows, keys):
+        tds = []
+        for i, (c, v) in enumerate(zip(r, raw)):
+            dv = "" if v is None else (json.dumps(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
+                                       and math.isfinite(v) else ("Infinity" if v == math.inf else esc(v)))
+            tds.append(f'<td class="{"l" if i in left else ""}" data-v="{esc(dv)}">{esc(c)}</td>')
+        body.append(f"<tr>{''.join(tds)}</tr>")
+    tid = f' id="{table_id}"' if table_id else ""
+    return f'<table class="sortable"{tid}><thead><tr>{th}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
 def _front_table(data: RunData, marks: Mapping[int, Sequence[str]]) -> str:
     rows = sorted(data.front, key=lambda r: (r["error"], r["comm"], r["id"]))
     head = ["id", "gen", "mark", "error", "global acc", "comm", "ε", "ε paper", "Ω", *data.gene_names]
-    body = [[r["id"], r["generation"], ", ".join(marks.get(r["id"], ())), fmt(r["error"]), fmt(r["accuracy_global"]),
-             fmt(r["comm"]), fmt(r["eps"]), fmt(r["eps_paper"]), r["omega"], *(fmt(r[g]) for g in data.gene_names)]
-            for r in rows]
-    return table(head, body, left=(2,))
+    keys = ["id", "generation", None, "error", "accuracy_global", "comm", "eps", "eps_paper", "omega",
+            *data.gene_names]
+    cells = [[_fmt_any(r[k]) if k not in (None, "id", "generation") else
+              (", ".join(marks.get(r["id"], ())) if k is None else r[k]) for k in keys] for r in rows]
+    raws = [[r[k] if k else ", ".join(marks.get(r["id"], ())) for k in keys] for r in rows]
+    return _sortable(head, cells, raws, left=(2,), table_id="front-table")
 
 
 def _bad_table(data: RunData) -> str:
     bad = data.bad_rows
     if not bad:
         return "<p class=\"note\">Every evaluation finished with status ok.</p>"
-    body = [[r["id"], r["generation"], r["status"], _first_line(r["message"]), *(fmt(r[g]) for g in data.gene_names)]
+    body = [[r["id"], r["generation"], r["status"], _first_line(r["message"]), *(_fmt_any(r[g]) for g in data.gene_names)]
             for r in bad]
     return table(["id", "gen", "status", "message", *data.gene_names], body, left=(2, 3))
 
@@ -339,46 +435,124 @@ def _first_line(msg: Optional[str], n: int = 200) -> str:
     return lines[0][:n] if lines else ""
 
 
-def front_html(data: RunData) -> str:
-    from ..pick import marks as pick_marks
+def _knee_note(data: RunData, m: Model) -> str:
+    if m.chance is None:
+        return "The knee is chosen among the Pareto solutions with status ok."
+    n_ex = sum(1 for r in data.front if finite(r["error"]) and r["error"] >= m.chance)
+    knee = [i for i, ms in m.marks.items() if "knee" in ms]
+    s = (f"The knee is chosen only among Pareto solutions better than chance: error < {num(m.chance)} "
+         f"(1 − 1/{data.num_classes} classes); {n_ex} Pareto solution{'s' if n_ex != 1 else ''} at or above "
+         f"chance {'were' if n_ex != 1 else 'was'} left out (shaded region of the error axes), as are failed and "
+         "diverged evaluations.")
+    if not knee:
+        s += " No Pareto solution is better than chance: no knee is marked."
+    return s
 
-    marks = pick_marks(data.front, data.eps_key)
-    parts = _Parts(data, marks)
-    notes = [a.note for a in parts.axes.values() if a.note]
-    logs = [a.title for a in parts.axes.values() if a.log]
+
+def stamp_of(data: RunData) -> str:
+    last = data.rows[-1]["id"] if data.rows else -1
+    return f"{data.meta.get('run_id', '')}-{len(data.rows)}-{last}-{data.generations}"
+
+
+def is_complete(data: RunData) -> bool:
+    return len(data.rows) >= data.settings.expected_evaluations
+
+
+SELECTION_HTML = """
+<h2>Selection</h2>
+<p class="note">Brush a range on any axis of the parallel coordinates, lasso or box-select points in a 2D
+projection, or click points in the 3D view: the same solutions are ringed in every view and listed here.
+<button id="clear-selection" type="button">clear selection</button></p>
+<div id="selection"><p id="selection-summary" class="note">Nothing selected.</p>
+<p><code id="retrain-cmd"></code> <button id="copy-cmd" type="button" disabled>copy</button></p>
+<div id="selection-table"></div></div>
+"""
+
+
+def stamp_name(page_name: str) -> str:
+    """The live page's reload signal beside it: front.html -> front.stamp.js (one per page name)."""
+    return Path(page_name).stem + STAMP_SUFFIX
+
+
+def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: str = FRONT_HTML) -> str:
+    m = Model(data)
+    notes = [c.note for k, c in m.cols.items() if k in (*m.keys, "eps_paper") and c.note]
+    logs = [f"{c.label} ({'gene declared log' if k in data.gene_names else 'log'})"
+            for k, c in m.cols.items() if c.log]
     if logs:
-        notes.append("Logarithmic axes (values span two decades or more): " + ", ".join(logs) + ".")
+        notes.append("Logarithmic axes: " + ", ".join(logs) + ". Objectives use a log axis when their values span "
+                     "two decades or more (ε: whenever the search saw ε on a log scale); genes when declared "
+                     "log = true.")
+    notes.append(_knee_note(data, m))
     n_bad = len(data.bad_rows)
     if n_bad:
         notes.append(f"{n_bad} evaluation{'s' if n_bad != 1 else ''} that failed or diverged "
                      f"{'are' if n_bad != 1 else 'is'} not plotted (listed at the bottom).")
     note_html = "".join(f'<p class="note">{esc(n)}</p>' for n in notes)
-    body = [f"<h1>fedevo search — {esc(data.problem.name)}</h1>", _summary(data), note_html]
-    if parts.rows:
-        body += [f'<div class="fig">{figure_div(figure_3d(parts), "front3d")}</div>',
+    stamp, complete = stamp_of(data), is_complete(data)
+    live = ("" if complete else '<p class="note live" id="live-note">The search is still running: this page '
+            'reloads itself when a newer one is written (after every generation; every evaluation with '
+            '<code>fedevo plot --watch</code>).</p>')
+    options = "".join(f'<option value="{esc(k)}">{esc(lab)}</option>' for k, lab in m.colour_options())
+    body = [f"<h1>fedevo search — {esc(data.problem.name)}</h1>", _summary(data, m), live, note_html]
+    if m.rows:
+        body += [f'<p class="controls"><label for="colour-by">colour by </label><select id="colour-by">{options}'
+                 '</select></p>',
+                 f'<div class="fig">{figure_div(figure_3d(m), "front3d")}</div>',
                  "<h2>2D projections</h2>",
-                 f'<div class="fig">{figure_div(figure_projections(parts), "projections")}</div>',
+                 '<p class="note">Lasso (default) or box-select points to select them; double-click to clear.</p>',
+                 f'<div class="fig">{figure_div(figure_projections(m), "projections")}</div>',
                  "<h2>Genes and objectives</h2>",
-                 '<p class="note">Drag along an axis to select a range (brushing); click the range to clear it. '
-                 'Pareto solutions in red, dominated ones grey.</p>',
-                 f'<div class="fig">{figure_div(figure_parallel(parts), "parallel")}</div>']
+                 '<p class="note">Drag along an axis to select a range (brushing; several axes combine); click '
+                 'outside the range on the axis to clear it. Log axes show log10 with readable labels.</p>',
+                 f'<div class="fig">{figure_div(figure_parallel(m), "parallel")}</div>',
+                 SELECTION_HTML]
     else:
         body.append('<p class="note"><b>No evaluation finished with status ok: nothing to plot.</b></p>')
     body += ["<h2>Hypervolume per generation</h2>",
-             '<p class="note">Objectives normalised by the ideal point and range of generation 1; reference point '
-             '(1.1, 1.1, 1.1); pymoo\'s HV indicator (as in hypervolume.csv).</p>',
+             '<p class="note">Measured where the search works: (error, comm, log10 ε), each normalised by the ideal '
+             'point and range of generation 1 (finite ε); reference point (1.1, 1.1, 1.1); pymoo\'s HV indicator '
+             '(as in hypervolume.csv). ε = ∞ (no privacy) adds nothing.</p>',
              f'<div class="fig">{figure_div(figure_hypervolume(data.hypervolume()), "hypervolume")}</div>',
-             f"<h2>Pareto set ({len(data.front)})</h2>", _front_table(data, marks),
+             f"<h2>Pareto set ({len(data.front)})</h2>", '<p class="note">Click a header to sort.</p>',
+             _front_table(data, m.marks),
              f"<h2>Not plotted: failed or diverged ({n_bad})</h2>", _bad_table(data)]
-    return page(f"fedevo — {data.problem.name} — {data.meta.get('run_id', '')}", "\n".join(body))
+    script = ""
+    if m.rows:
+        from .front_js import FRONT_JS
+
+        blob = json.dumps(m.script_data(stamp, complete, stamp_name(page_name)), ensure_ascii=False).replace("</", "<\\/")
+        script = f"<script>window.FEDEVO = {blob};\n{JS_NUM}\n{FRONT_JS}</script>"
+    return page(f"fedevo — {data.problem.name} — {data.meta.get('run_id', '')}", "\n".join(body) + script,
+                plotly_src=plotly_src)
 
 
-def write_front_html(run_dir: Path | str, out: Optional[Path | str] = None) -> Path:
-    """Write RUN_DIR/front.html (or `out`) for the run in `run_dir`; returns its path.
+def write_front_html(run_dir: Path | str, out: Optional[Path | str] = None, *,
+                     plotly: Optional[str] = None) -> Path:
+    """Write RUN_DIR/front.html (or `out`) for the run in `run_dir` (atomically); returns its path.
 
-    Called by `fedevo plot` and at the end of `fedevo search`. FedevoError if `run_dir` is not a run or holds
-    no evaluation.
+    plotly: None = embed plotly.js (one self-contained file, the default); "shared" = write plotly.js once
+    beside the run directory (RUN_DIR/../plotly-VERSION.min.js) and load it from there; "keep" = as the page
+    already at that path does (what the search's per-generation rewrite uses). Also writes front.stamp.js (the
+    live page's reload signal). FedevoError if `run_dir` is not a run or holds no evaluation.
     """
+    from .html import shared_plotly
+
     data = load_run(run_dir)
     path = Path(out) if out is not None else Path(run_dir) / FRONT_HTML
-    return write(path, front_html(data))
+    if plotly == "keep":
+        plotly = "shared" if _uses_shared_plotly(path) else None
+    src = shared_plotly(path.parent.resolve().parent, path.parent.resolve()) if plotly == "shared" else None
+    write(path, front_html(data, plotly_src=src, page_name=path.name))
+    write(path.parent / stamp_name(path.name),
+          f"window.fedevoStamp && window.fedevoStamp({json.dumps(stamp_of(data))});\n")
+    return path
+
+
+def _uses_shared_plotly(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return b'<script src="' in head and b"plotly-" in head

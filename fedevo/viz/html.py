@@ -1,4 +1,5 @@
-"""A self-contained HTML page of plotly figures: plotly.js embedded once, nothing loaded from the network."""
+"""An HTML page of plotly figures: plotly.js embedded once (default; nothing loaded from the network), or loaded
+from one shared copy beside the run directories (`shared_plotly`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 th, td { border: 1px solid #ccc; padding: 2px 7px; text-align: right; } th { background: #f3f3f3; }
 td.l, th.l { text-align: left; } tr.front td { background: #fff7e6; }
 .fig { margin: 0.4em 0 1em 0; }
+table.sortable th { cursor: pointer; } table.sortable th.asc::after { content: " ▲"; }
+table.sortable th.desc::after { content: " ▼"; }
+.controls { font-size: 0.9em; } #retrain-cmd { background: #f3f3f3; padding: 3px 6px; font-size: 0.95em; }
+#selection-table tr.front td { background: #fff7e6; } .live { color: #a60; }
 """
 
 CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -24,21 +29,13 @@ def esc(v: Any) -> str:
     return html.escape(str(v), quote=True)
 
 
-def fmt(v: Any, digits: int = 4) -> str:
-    """A number for people: 4 significant digits, ∞ for inf, – for missing."""
-    if v is None:
-        return "–"
-    if isinstance(v, bool):
+def fmt(v: Any) -> str:
+    """A number for people (`fedevo.viz.numfmt.num`; integers below 1000 as they are)."""
+    from .numfmt import num
+
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1000:
         return str(v)
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "–"
-        if math.isinf(v):
-            return "∞" if v > 0 else "−∞"
-        return f"{v:.{digits}g}"
-    return str(v)
+    return num(v) if isinstance(v, (int, float)) or v is None else str(v)
 
 
 def figure_div(fig, div_id: str) -> str:
@@ -59,15 +56,35 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, left: Sequen
     return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def page(title: str, body: str) -> str:
-    """The whole document; plotly.js is inlined in <head> (what include_plotlyjs=True does), so it opens offline."""
+def page(title: str, body: str, *, plotly_src: Optional[str] = None) -> str:
+    """The whole document. plotly.js is inlined in <head> (what include_plotlyjs=True does), so it opens offline;
+    with `plotly_src` (a relative path, see `shared_plotly`) it is loaded from that file instead."""
+    if plotly_src:
+        js = f'<script src="{esc(plotly_src)}" charset="utf-8"></script>'
+    else:
+        from plotly.offline import get_plotlyjs
+
+        js = f"<script type=\"text/javascript\">{get_plotlyjs()}</script>"
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"{js}\n<title>{esc(title)}</title>\n<style>{CSS}</style>\n"
+            "<script type=\"text/javascript\">window.PlotlyConfig = {MathJaxConfig: 'local'};</script>\n"
+            f"</head>\n<body>\n{body}\n</body>\n</html>\n")
+
+
+def shared_plotly(js_dir: Path, page_dir: Path) -> str:
+    """Write plotly.js once as JS_DIR/plotly-VERSION.min.js (kept if already there); its path relative to
+    PAGE_DIR, for `page(plotly_src=...)`. Many runs in one directory then share one 4.8 MB file."""
+    import os
+
+    import plotly
     from plotly.offline import get_plotlyjs
 
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n"
-            "<script type=\"text/javascript\">window.PlotlyConfig = {MathJaxConfig: 'local'};</script>\n"
-            f"<script type=\"text/javascript\">{get_plotlyjs()}</script>\n"
-            f"</head>\n<body>\n{body}\n</body>\n</html>\n")
+    js_dir = Path(js_dir)
+    target = js_dir / f"plotly-{plotly.__version__}.min.js"
+    if not target.exists():
+        js_dir.mkdir(parents=True, exist_ok=True)
+        write(target, get_plotlyjs())
+    return Path(os.path.relpath(target, Path(page_dir))).as_posix()
 
 
 def write(path: Path, text: str) -> Path:

@@ -18,6 +18,9 @@ from typing import Any, Mapping, Optional
 from ..errors import FedevoError
 from ..problem import Problem
 
+# classes of each dataset (the chance level of the error objective: 1 − 1/classes)
+DATASET_CLASSES = {"digits": 10, "fashion": 10, "mnist": 10, "cifar10": 10, "synthetic": 10}
+
 OBJECTIVE_LABELS = {"error": "error (1 − mean client accuracy)", "comm": "comm (params / round / client slot)",
                     "eps": "ε (accountant)", "eps_paper": "ε (paper formula)"}
 
@@ -50,6 +53,29 @@ class RunData:
     @cached_property
     def by_id(self) -> dict[int, dict[str, Any]]:
         return {r["id"]: r for r in self.rows}
+
+    @property
+    def num_classes(self) -> Optional[int]:
+        n = self.problem.fixed.get("num_classes", DATASET_CLASSES.get(self.problem.dataset))
+        return int(n) if n else None
+
+    @property
+    def chance_error(self) -> Optional[float]:
+        """Error of guessing at random (1 − 1/classes): solutions at or above it are never the knee."""
+        from ..pick import chance_error
+
+        return chance_error(self.num_classes)
+
+    def marks(self) -> dict[int, list[str]]:
+        """The knee (better than chance) and the two lowest-error solutions of the front."""
+        from ..pick import marks
+
+        return marks(self.front, self.eps_key, chance=self.chance_error)
+
+    def pick(self, spec: str):
+        from ..pick import pick
+
+        return pick(spec, self.rows, self.front, eps_key=self.eps_key, chance=self.chance_error)
 
     @property
     def generations(self) -> int:

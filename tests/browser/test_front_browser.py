@@ -202,8 +202,212 @@ def test_retrain_curves_page(browser, tmp_path_factory, tmp_path):
     rep = retrain(run_dir, "knee,lowest-error:1", rounds=3, workers=0, out=tmp_path / "rt")
     open_page(browser, tmp_path / "rt" / "curves.html", "curves")
     traces = browser.execute_script(
-        "return document.getElementById('curves').data.map(t => [t.name, t.x.length])")
-    assert len(traces) == 2 * len(rep.solutions) and all(n == 3 for _, n in traces)
-    assert any(name.startswith("standard") for name, _ in traces)
+        "return document.getElementById('curves').data.map(t => [t.name, t.x.length, t.meta])")
+    curves = [(n, k) for n, k, m in traces if m == "curve"]
+    assert len(curves) == 2 * len(rep.solutions) and all(k == 3 for _, k in curves)
+    assert any(name.startswith("standard") for name, _ in curves)
     browser.save_screenshot(str(ARTIFACTS / "retrain-curves.png"))
     no_network_and_no_errors(browser)
+
+
+# ============================================================================================ decide from it
+def wait_ready(driver) -> None:
+    t0 = time.time()
+    while not driver.execute_script("return !!window.fedevoReady"):
+        assert time.time() - t0 < 20, "the page's script did not start"
+        time.sleep(0.05)
+
+
+def drag(driver, points) -> None:
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
+
+    ab = ActionBuilder(driver)
+    pa = ab.pointer_action
+    pa.move_to_location(int(points[0][0]), int(points[0][1]))
+    pa.pointer_down()
+    for x, y in points[1:]:
+        pa.move_to_location(int(x), int(y))
+    pa.pointer_up()
+    ab.perform()
+
+
+SELECTION_STATE_JS = """
+const g3 = document.getElementById('front3d'), g2 = document.getElementById('projections');
+const sel3 = g3.data.find(t => t.meta === 'selection');
+const in2d = [];
+g2.data.forEach(t => { if (t.meta === 'evaluations' && t.selectedpoints)
+  t.selectedpoints.forEach(j => in2d.push([t.xaxis || 'x', t.customdata[j]])); });
+const gp = document.getElementById('parallel');
+const idDim = gp.data[0].dimensions.find(d => d.label === 'id');
+const rows = Array.from(document.querySelectorAll('#selected-table tbody tr')).map(tr => Number(tr.cells[0].textContent));
+return {selection: fedevoSelection(), in3d: Array.from(sel3.customdata), in2d: in2d,
+        idRanges: idDim.constraintrange || null, table: rows,
+        cmd: document.getElementById('retrain-cmd').textContent};
+"""
+
+
+def check_linked(driver, ids, run_dir) -> None:
+    st = driver.execute_script(SELECTION_STATE_JS)
+    assert st["selection"] == sorted(ids) and ids, st
+    assert sorted(st["in3d"]) == sorted(ids)
+    for axis in ("x", "x2", "x3"):
+        assert sorted(i for a, i in st["in2d"] if a == axis) == sorted(ids), axis
+    assert sorted(st["table"]) == sorted(ids)
+    assert st["cmd"] == f"fedevo retrain {run_dir} --pick {','.join(map(str, sorted(ids)))}"
+
+
+def test_chance_knee_log_axes_and_linked_selection(browser, tmp_path_factory):
+    """The acceptance of issue 18 in a real browser: no knee at or below chance on a run that has such
+    points; log axes where declared; brushing and lasso select the same ids in every view; the table shows the
+    retrain command; readable numbers; no console error."""
+    from fedevo.viz import write_front_html
+    from tests.viz.fedevo_runs import chance_run
+
+    run_dir = chance_run(tmp_path_factory)
+    page = write_front_html(run_dir)
+    _, front_ids, ev = ok_and_front_ids(run_dir)
+    err = {int(r["id"]): float(r["error"]) for r in ev if r["status"] == "ok"}
+    assert any(err[i] >= 0.9 for i in front_ids), "the fixture must have Pareto points at or above chance"
+    open_page(browser, page, "front3d")
+    wait_ready(browser)
+
+    # the knee: below chance, in 3D and 2D; the region at or above chance is shaded and named
+    knees = browser.execute_script(
+        "return ['front3d', 'projections'].flatMap(d => document.getElementById(d).data"
+        ".filter(t => t.name === 'knee').flatMap(t => Array.from(t.customdata)))")
+    assert knees and all(err[i] < 0.9 for i in knees), knees
+    shapes = browser.execute_script("return document.getElementById('projections').layout.shapes"
+                                    ".map(s => [s.xref, s.x0])")
+    assert sorted(shapes) == [["x", 0.9], ["x2", 0.9]]
+    body = browser.execute_script("return document.body.innerText")
+    assert "better than chance: error < 0.9" in body and "never the knee" in body
+
+    # log axes: ε (searched on log10) in 2D and 3D, the declared-log gene sigma in the parallel coordinates
+    types = browser.execute_script(
+        "const g = document.getElementById('projections')._fullLayout, s = document.getElementById('front3d')"
+        "._fullLayout.scene; return [g.xaxis.type, g.yaxis2.type, g.yaxis3.type, s.zaxis.type]")
+    assert types == ["linear", "log", "log", "log"]
+    dims = browser.execute_script("return document.getElementById('parallel').data[0].dimensions"
+                                  ".map(d => [d.label, d.ticktext || null])")
+    sigma = next(t for lab, t in dims if lab.startswith("sigma"))
+    assert next(lab for lab, _ in dims if lab.startswith("sigma")) == "sigma (log)"
+    assert sigma and all(re.fullmatch(r"[0-9.]+(e-\d+)?", t) for t in sigma), sigma
+    eps_ticks = next(t for lab, t in dims if lab.startswith("ε (log"))
+    assert eps_ticks and all(re.fullmatch(r"[0-9.]+[kMBT]?|∞|[0-9.]+e-?\d+", t) for t in eps_ticks), eps_ticks
+    assert not any("e+" in t for _, ts in dims if ts for t in ts)
+
+    # the header states the fixed privacy settings once, the hover the per-point trust / deployment
+    assert "privacy and deployment (fixed): mechanism update" in body
+    hov = browser.execute_script("return document.getElementById('front3d').data.find(t => t.name === "
+                                 "'Pareto front').text[0]")
+    assert "trust central" in hov and "population 10k" in hov and "cohort 100" in hov
+
+    # brush a range on the error axis of the parallel coordinates with the mouse
+    el = browser.find_element("id", "parallel")
+    browser.execute_script("arguments[0].scrollIntoView()", el)
+    time.sleep(0.3)
+    ax = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#parallel .y-axis')).filter(a => a.__data__ && "
+        "a.__data__.label === 'error').map(a => { const r = a.getBoundingClientRect(); "
+        "return [r.left + r.width / 2, r.top, r.height]; })[0]")
+    x, top, h = ax
+    drag(browser, [(x, top + h * (0.55 + 0.04 * k)) for k in range(11)])
+    time.sleep(0.8)
+    cr = browser.execute_script("return document.getElementById('parallel').data[0].dimensions"
+                                ".find(d => d.label === 'error').constraintrange")
+    assert cr, "the drag did not brush the error axis"
+    ranges = cr if isinstance(cr[0], list) else [cr]
+    want = sorted(i for i, e in err.items() if any(min(r) <= e <= max(r) for r in ranges))
+    check_linked(browser, want, run_dir)
+    browser.find_element("id", "selection").screenshot(str(ARTIFACTS / "front-selection.png"))
+
+    # box-select in the first 2D projection: the parallel coordinates then brush exactly those ids
+    browser.find_element("id", "clear-selection").click()
+    assert browser.execute_script("return fedevoSelection()") == []
+    browser.execute_script("Plotly.relayout('projections', {dragmode: 'select'})")
+    g2 = browser.find_element("id", "projections")
+    browser.execute_script("arguments[0].scrollIntoView()", g2)
+    time.sleep(0.3)
+    box = browser.execute_script(
+        "const g = document.getElementById('projections'), l = g._fullLayout, r = g.getBoundingClientRect();"
+        "const xa = l.xaxis, ya = l.yaxis; return [r.left + xa._offset, r.top + ya._offset, xa._length, ya._length]")
+    x0, y0, w, hh = box
+    drag(browser, [(x0 + w * 0.02, y0 + hh * 0.02), (x0 + w * 0.3, y0 + hh * 0.5), (x0 + w * 0.55, y0 + hh * 0.98)])
+    time.sleep(0.8)
+    picked = browser.execute_script("return fedevoSelection()")
+    assert picked, "the box selected nothing"
+    check_linked(browser, picked, run_dir)
+    st = browser.execute_script(SELECTION_STATE_JS)
+    got = sorted(round((a + b) / 2) for a, b in st["idRanges"])
+    assert got == sorted(picked)  # the parallel coordinates brush the id axis to exactly the selection
+
+    # colour by a gene: every view follows; the colour bar's labels are readable
+    browser.execute_script("fedevoColour('sigma')")
+    bar = browser.execute_script(
+        "const t = document.getElementById('projections').data.find(t => t.marker && t.marker.showscale);"
+        "return [t.marker.colorbar.title.text, t.marker.colorbar.ticktext]")
+    assert bar[0] == "gene sigma (log)" and all("e+" not in t for t in bar[1])
+    no_network_and_no_errors(browser)
+
+
+def test_page_follows_a_running_search(browser, tmp_path):
+    """A short search in a subprocess (slowed fake evaluations): the page open in the browser reloads itself
+    and shows more evaluations after a later generation; `fedevo plot --watch` rewrites it and returns at the
+    end."""
+    import subprocess
+
+    from tests.search.search_helpers import FAKE, cli_cmd, env
+
+    out = tmp_path / "live"
+    search = subprocess.Popen(cli_cmd("search", "--pop", 6, "--gen", 4, "--workers", 0, "--seed", 5, "--out", out,
+                                      "--quiet", "--evaluator", FAKE),
+                              cwd=REPO, env=env(FAKE_SLEEP=0.5), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    watch = None
+    try:
+        page = out / "front.html"
+        t0 = time.time()
+        while not page.exists():
+            assert search.poll() is None, search.communicate()
+            assert time.time() - t0 < 120, "no front.html after the first generation"
+            time.sleep(0.2)
+        watch = subprocess.Popen(cli_cmd("plot", out, "--watch", "--interval", 0.3), cwd=REPO, env=env(),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        open_page(browser, page, "front3d")
+        wait_ready(browser)
+        n0 = browser.execute_script("return FEDEVO.rows.length")
+        complete0 = browser.execute_script("return FEDEVO.complete")
+        assert not complete0 and n0 < 24
+        body = browser.execute_script("return document.body.innerText")
+        assert "still running" in body
+        t0 = time.time()
+        n1 = n0
+        while time.time() - t0 < 120:
+            time.sleep(0.5)
+            try:
+                n1 = browser.execute_script("return window.fedevoReady && FEDEVO.rows.length")
+            except Exception:  # noqa: BLE001 - mid-reload
+                continue
+            if n1 and n1 > n0:
+                break
+        assert n1 and n1 > n0, "the open page did not reload with newer evaluations"
+        assert search.wait(timeout=180) == 0, search.communicate()
+        w_out, w_err = watch.communicate(timeout=60)
+        assert watch.returncode == 0, w_err
+        assert "wrote" in w_out and "the run is complete" in w_err
+        writes = [ln for ln in w_out.splitlines() if ln.startswith("wrote")]
+        assert len(writes) >= 2 and "24 evaluations" in writes[-1], w_out
+        t0 = time.time()
+        while time.time() - t0 < 30:  # the final page says complete and stops polling
+            try:
+                if browser.execute_script("return window.fedevoReady && FEDEVO.complete"):
+                    break
+            except Exception:  # noqa: BLE001
+                pass
+            time.sleep(0.5)
+        assert browser.execute_script("return FEDEVO.rows.length") == 24
+        no_network_and_no_errors(browser)
+    finally:
+        for p in (search, watch):
+            if p is not None and p.poll() is None:
+                p.kill()

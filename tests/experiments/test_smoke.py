@@ -38,4 +38,4 @@ def test_exp2_search_quick(tmp_path):
     load("exp2_search").main(["--quick", "--out", str(tmp_path)])
     md = (tmp_path / "exp2_README.md").read_text()
     assert "| standard |" in md and "% of standard" in md
-    assert (tmp_path / "exp2_search_digits_mlp_iid" / "front.html").exists()
+    assert (tmp_path / "exp2_search_digits_mlp_local_iid" / "front.html").exists()

@@ -101,3 +101,9 @@ def fake_data_missing(problem, params, *, seed, rounds=None, data_dir=None):
     from fedevo.errors import DataNotFoundError
 
     raise DataNotFoundError("dataset 'fake' not found under /nowhere; pass --data-dir")
+
+
+def fake_always_fails(problem, params, *, seed, rounds=None, data_dir=None):
+    """Every evaluation raises (as a configuration the simulator rejects would)."""
+    _start(seed)
+    raise ValueError(f"fake failure of seed {seed}")

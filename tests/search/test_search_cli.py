@@ -181,7 +181,7 @@ def test_existing_ray_cluster_by_address(tmp_path):
     head_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # its own (short: unix socket paths) temp dir, so that its `ray_current_cluster` file does not make other
     # processes' plain `ray.init()` try to join this short-lived cluster
-    temp_dir = tempfile.mkdtemp(prefix="fedevo-ray-", dir="/tmp")
+    temp_dir = tempfile.mkdtemp(prefix="rayc-", dir="/tmp")
     head = subprocess.Popen([ray_bin, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
                              f"--temp-dir={temp_dir}", "--num-cpus=2", "--include-dashboard=false",
                              "--disable-usage-stats", "--block"],
@@ -206,6 +206,14 @@ def test_existing_ray_cluster_by_address(tmp_path):
         rows = read_csv(out / "evaluations.csv")
         assert len(rows) == 12 and all(r["status"] == "ok" for r in rows)
         assert json.loads((out / "run.json").read_text())["runtime_at_start"]["ray_address"] == f"127.0.0.1:{port}"
+        # a task no node of the cluster can hold: refused in seconds (it would wait forever), no run directory
+        t0 = time.monotonic()
+        r = run_cli("search", "--pop", 6, "--gen", 1, "--out", tmp_path / "big", "--ray-address",
+                    f"127.0.0.1:{port}", "--cpus-per-task", 64, "--evaluator", FAKE, RAY_AUTH_MODE="token")
+        assert time.monotonic() - t0 < 60
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert "no node of the Ray cluster at 127.0.0.1:" in r.stderr and "64 CPU (nodes: 2 CPU, 0 GPU)" in r.stderr
+        assert not (tmp_path / "big").exists()
     finally:
         head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
         try:

@@ -22,7 +22,7 @@ SERIAL = Runtime(workers=0)
 
 
 def run_fake(out, *, seed=1, pop=8, gen=3, evaluator=search_fakes.fake_evaluate, runtime=SERIAL, **kw):
-    return search(SearchSettings(problem=kw.pop("problem", "digits_mlp"), pop=pop, gen=gen, seed=seed, **kw),
+    return search(SearchSettings(problem=kw.pop("problem", "digits_mlp_local"), pop=pop, gen=gen, seed=seed, **kw),
                   out, runtime, evaluator=evaluator)
 
 
@@ -58,7 +58,7 @@ def test_run_directory_holds_everything(tmp_path):
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [f"gen-000{g}.pkl" for g in range(4)]
     meta = json.loads((out / "run.json").read_text())
     from fedevo.problem import load_problem
-    assert meta["problem"]["text"] == Path(load_problem("digits_mlp").path).read_text()
+    assert meta["problem"]["text"] == Path(load_problem("digits_mlp_local").path).read_text()
     assert meta["settings"]["seed"] == 1 and meta["settings"]["pop"] == 8 and meta["settings"]["partitions"] == 2
     assert meta["n_ref_dirs"] == 6 and {"pymoo", "numpy", "python", "ray", "fedevo_kernels"} <= set(meta["versions"])
     rows, front = check_front(out)
@@ -96,7 +96,7 @@ def test_failed_evaluations_are_recorded_and_the_search_goes_on(tmp_path):
     assert any(r["status"] == "diverged" for r in rows)
     check_front(out)
     # the traceback's newlines survive the one-line-per-row CSV
-    log = EvalLog(out / "evaluations.csv", __import__("fedevo.problem").problem.load_problem("digits_mlp").genes)
+    log = EvalLog(out / "evaluations.csv", __import__("fedevo.problem").problem.load_problem("digits_mlp_local").genes)
     parsed = log.open()
     log.close()
     assert any("\nsecond line" in r["message"] for r in parsed)

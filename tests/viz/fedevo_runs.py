@@ -1,8 +1,8 @@
 """Small search runs for the tests of plots, picking and retraining (shared by tests/viz, tests/browser,
 tests/test_pick.py and tests/test_retrain.py; each run is made once per test session).
 
-* `digits_run`: a real search of the bundled digits_mlp problem (pop 8, 2 generations, 1 round per
-  evaluation, in-process): what `fedevo search --problem digits_mlp --pop 8 --gen 2 --workers 0 --seed 1
+* `digits_run`: a real search of the bundled digits_mlp_local problem (pop 8, 2 generations, 1 round per
+  evaluation, in-process): what `fedevo search --problem digits_mlp_local --pop 8 --gen 2 --workers 0 --seed 1
   --rounds 1` writes.
 * `synthetic_run`: the same problem searched with `fake_evaluate` (no training): every third individual has
   ε = inf (no privacy), about one in six fails and
@@ -40,7 +40,7 @@ def _make(base: Path, name: str, **kw) -> Path:
 
     out = base / name
     if not (out / "front.csv").exists():
-        settings = SearchSettings(problem="digits_mlp", pop=kw.pop("pop", 8), gen=kw.pop("gen", 2),
+        settings = SearchSettings(problem="digits_mlp_local", pop=kw.pop("pop", 8), gen=kw.pop("gen", 2),
                                   seed=kw.pop("seed", 1), rounds=kw.pop("rounds", 1))
         search(settings, out, Runtime(workers=0), **kw)
     return out
@@ -52,3 +52,33 @@ def digits_run(tmp_path_factory) -> Path:
 
 def synthetic_run(tmp_path_factory) -> Path:
     return _make(tmp_path_factory.getbasetemp(), "synthetic_run", evaluator=fake_evaluate, pop=10, gen=3, seed=2)
+
+
+def chance_evaluate(problem, params, *, seed, rounds=None, data_dir=None, **_):
+    """A front whose most private end is no better than chance (error ≥ 0.9 on 10 classes), ε over four decades,
+    a per-evaluation privacy summary with trust/deployment keys; every seventh evaluation diverges."""
+    g = {x.name: x for x in problem.genes}
+
+    def unit(name):
+        x = g[name]
+        v, lo, hi = params[name], x.low, x.high
+        if x.log:
+            v, lo, hi = math.log(v), math.log(lo), math.log(hi)
+        return (v - lo) / (hi - lo)
+
+    s, units, lr = unit("sigma"), unit("units"), unit("lr")
+    eps = 10 ** (4.0 - 4.5 * s)
+    error = min(0.06 + 0.12 * (1 - units) + 0.05 * abs(lr - 0.5) + 0.9 * max(0.0, s - 0.55) / 0.45, 0.97)
+    comm = (100 + 4000 * params["participation"] * params["alpha"] / 32) * (1 - 0.95 * max(0.0, s - 0.55) / 0.45)
+    privacy = {"mechanism": "update", "trust": "central", "population": 10000, "cohort": 100, "sampling": "poisson",
+               "accountant": "pld"}
+    if seed % 7 == 0:
+        return EvaluationResult(error=1.0, comm=comm, eps=eps, eps_paper=eps, accuracy_global=0.1, omega=int(comm),
+                                status="diverged", message="loss is NaN", privacy=privacy)
+    return EvaluationResult(error=error, comm=comm, eps=eps, eps_paper=eps * 2, accuracy_global=1 - error,
+                            omega=int(comm / params["participation"]), status="ok", rounds=rounds or 1, wall_s=0.01,
+                            privacy=privacy)
+
+
+def chance_run(tmp_path_factory) -> Path:
+    return _make(tmp_path_factory.getbasetemp(), "chance_run", evaluator=chance_evaluate, pop=15, gen=4, seed=3)

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from fedevo.viz.front import _Parts, figure_3d, figure_parallel, figure_projections, front_html, write_front_html
+from fedevo.viz.front import Model, figure_3d, figure_parallel, figure_projections, front_html, write_front_html
 from fedevo.viz.rundata import load_run
 from tests.helpers import read_csv as csv_rows, run_cli as cli
 from tests.viz.fedevo_runs import digits_run, synthetic_run
@@ -24,10 +24,8 @@ def fake_run(tmp_path_factory):
 
 
 def parts_of(run_dir):
-    from fedevo.pick import marks
-
     data = load_run(run_dir)
-    return data, _Parts(data, marks(data.front, data.eps_key))
+    return data, Model(data)
 
 
 def evaluation_traces(fig):
@@ -73,8 +71,9 @@ def test_every_ok_evaluation_is_one_point_with_full_hover(real_run):
         assert sorted(pts) == sorted(ids)
     par = figure_parallel(parts)
     labels = [d.label for d in par.data[0].dimensions]
-    assert labels[:len(data.gene_names)] == list(data.gene_names)
+    assert [lab.split(" (")[0] for lab in labels[:len(data.gene_names)]] == list(data.gene_names)
     assert "error" in labels and "comm" in labels and any(lab.startswith("ε") for lab in labels)
+    assert "sigma (log)" in labels  # digits_mlp declares sigma log = true
 
 
 def test_infinite_eps_capped_and_failed_listed(fake_run):
@@ -89,7 +88,9 @@ def test_infinite_eps_capped_and_failed_listed(fake_run):
     assert all(z[i] > finite_max for i in inf_ids)
     assert len(z) == len(ok)  # failed / diverged are not plotted
     page = front_html(data)
-    assert "drawn at the cap" in page and "ε (accountant) ∞" in page
+    assert "drawn at the cap" in page
+    texts = {i: tx for t in evaluation_traces(fig) for i, tx in zip(t.customdata, t.text)}
+    assert all("ε (accountant) ∞" in texts[i] for i in inf_ids)
     assert f"Not plotted: failed or diverged ({len(data.bad_rows)})" in page
     for r in data.bad_rows:
         assert f"<td class=\"\">{r['id']}</td>" in page
@@ -137,3 +138,147 @@ def test_bad_run_dirs(real_run, tmp_path, capsys):
         code, out, err = cli(argv, capsys)
         assert code == 2, (argv, out, err)
         assert msg in err and err.count("\n") == 1, (argv, err)
+
+
+# ============================================================================================ issue 18
+@pytest.fixture(scope="module")
+def chance_dir(tmp_path_factory):
+    from tests.viz.fedevo_runs import chance_run
+
+    return chance_run(tmp_path_factory)
+
+
+def test_front_json_pick_and_chance_knee(chance_dir, capsys):
+    import json
+
+    code, out, err = cli(["front", str(chance_dir), "--pick", "knee,lowest-eps,12", "--json"], capsys)
+    assert code in (0, None), err
+    picks = json.loads(out)
+    rows = {int(r["id"]): r for r in csv_rows(chance_dir / "evaluations.csv")}
+    assert [p["id"] for p in picks][2] == 12 and picks[0]["picked_by"] == ["knee"]
+    for p in picks:
+        assert set(p) >= {"id", "objectives", "genes", "picked_by", "on_front", "status"}
+        r = rows[p["id"]]
+        assert p["objectives"]["error"] == float(r["error"]) and p["objectives"]["eps"] == float(r["eps"])
+        assert p["genes"]["sigma"] == float(r["sigma"]) and p["genes"]["layers"] == int(r["layers"])
+    assert picks[0]["objectives"]["error"] < 0.9  # the knee is better than chance
+    assert picks[1]["objectives"]["error"] >= 0.9  # ... while the most private solution is not
+    # without --pick: the whole front, with its marks; the table's caption names the rule
+    code, out, _ = cli(["front", str(chance_dir), "--json"], capsys)
+    front = json.loads(out)
+    assert sorted(p["id"] for p in front) == sorted(int(r["id"]) for r in csv_rows(chance_dir / "front.csv"))
+    assert sum("knee" in p["picked_by"] for p in front) == 1
+    code, out, _ = cli(["front", str(chance_dir)], capsys)
+    assert "better than chance (error < 0.9)" in out and "e-0" not in out and "e+0" not in out
+
+
+def test_mechanism_gene_is_shown_per_point_not_as_fixed(tmp_path):
+    from fedevo.search.run import Runtime, SearchSettings, search
+    from tests.search.search_fakes import fake_evaluate
+
+    search(SearchSettings(problem="fashion_mlp_mech", pop=8, gen=1, seed=0, rounds=1), tmp_path / "mech",
+           Runtime(workers=0), evaluator=fake_evaluate)
+    data, m = parts_of(tmp_path / "mech")
+    page = front_html(data)
+    assert "mechanism <b>none</b>" not in page and "mechanism none" not in page
+    assert "privacy settings that are genes" in page and "<b>mechanism</b>" in page
+    assert "delta <b>1e-4</b>" in page and "clip <b>2</b>" in page  # fixed settings, once, readable
+    par = figure_parallel(m)
+    mech = next(d for d in par.data[0].dimensions if d.label == "mechanism")
+    assert list(mech.ticktext) == list(data.problem.gene("mechanism").choices)
+    fig = figure_3d(m)
+    for t in evaluation_traces(fig):
+        for i, text in zip(t.customdata, t.text):
+            assert f"mechanism = {data.by_id[i]['mechanism']}" in text
+
+
+def test_shared_plotly_written_once_beside_the_runs(fake_run, tmp_path, capsys):
+    import shutil
+
+    runs = tmp_path / "runs"
+    a, b = runs / "a", runs / "b"
+    shutil.copytree(fake_run, a)
+    shutil.copytree(fake_run, b)
+    for d in (a, b):
+        code, out, err = cli(["plot", str(d), "--plotly-js", "shared"], capsys)
+        assert code in (0, None), err
+    js = list(runs.glob("plotly-*.min.js"))
+    assert len(js) == 1 and js[0].stat().st_size > 3_000_000
+    page = (a / "front.html").read_text()
+    assert f'<script src="../{js[0].name}"' in page and len(page) < 1_000_000
+    # the live rewrite keeps the page's choice
+    from fedevo.viz.live import after_generation
+
+    after_generation(a)
+    assert len((a / "front.html").read_text()) < 1_000_000
+    code, _, err = cli(["plot", str(a), "--plotly-js", "cdn"], capsys)
+    assert code == 2 and "--plotly-js must be embed or shared" in err
+
+
+def test_live_hook_writes_page_and_reports_front(fake_run, tmp_path):
+    import shutil
+
+    from fedevo.viz.live import after_generation, last_hypervolume
+
+    d = tmp_path / "r"
+    shutil.copytree(fake_run, d)
+    (d / "front.html").unlink()
+    seen = []
+
+    class Rep:
+        def front_status(self, size, hv):
+            seen.append((size, hv))
+
+    after_generation(d, Rep())
+    last = last_hypervolume(d)
+    assert seen == [(last["front_size"], last["hypervolume"])] and last["front_size"] > 0
+    assert (d / "front.html").exists() and "fedevoStamp" in (d / "front.stamp.js").read_text()
+
+
+def test_hypervolume_not_flat_on_log_eps(fake_run):
+    hv = [float(r["hypervolume"]) for r in csv_rows(fake_run / "hypervolume.csv")]
+    assert hv[0] > 0 and hv[-1] > hv[0]
+
+
+def test_watch_writes_until_complete_and_follows_changes(fake_run, tmp_path, capsys):
+    """`fedevo plot --watch` on a complete run writes once and returns; on a run that grows it writes again
+    (a thread appends the last generation's rows while it watches)."""
+    import shutil
+    import threading
+    import time
+
+    from fedevo.viz.live import watch
+
+    code, out, err = cli(["plot", str(fake_run), "--watch", "--interval", "0.1"], capsys)
+    assert code in (0, None), err
+    assert out.count("wrote ") == 1 and "30 evaluations, generation 3/3" in out and "complete" in err
+
+    d = tmp_path / "grow"
+    shutil.copytree(fake_run, d)
+    lines = (d / "evaluations.csv").read_text().splitlines(keepends=True)
+    rows = lines[1:]
+    keep = lines[0] + "".join(rows[:20])
+    (d / "evaluations.csv").write_text(keep)
+    seen = []
+
+    def grow():
+        while not seen:
+            time.sleep(0.05)
+        with open(d / "evaluations.csv", "a") as f:
+            f.write("".join(rows[20:]))
+
+    t = threading.Thread(target=grow)
+    t.start()
+    path = watch(d, interval=0.1, timeout=30, on_write=lambda p, data: seen.append(len(data.rows)))
+    t.join()
+    assert seen == [20, 30] and path == d / "front.html"
+    assert "fedevoStamp" in (d / "front.stamp.js").read_text()
+    for argv, msg in ((["plot", str(d), "--watch", "--interval", "0"], "--interval must be > 0"),
+                      (["plot", str(tmp_path / "nope"), "--watch"], "does not exist")):
+        code, _, err = cli(argv, capsys)
+        assert code == 2 and msg in err, err
+
+
+def test_stamp_file_per_page_name(fake_run, tmp_path):
+    p = write_front_html(fake_run, tmp_path / "other.html")
+    assert (tmp_path / "other.stamp.js").exists() and '"stamp_file": "other.stamp.js"' in p.read_text()

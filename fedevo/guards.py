@@ -1,0 +1,220 @@
+"""Checks of user input made before any work: seeds, output paths, and sizes bounded by what can be allocated.
+
+Each check raises :class:`~fedevo.errors.FedevoError` (one line on stderr, exit code 2) and creates nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+from .errors import FedevoError
+
+# Every seeded generator fedevo feeds accepts this range: numpy's SeedSequence / default_rng (any int >= 0),
+# torch.Generator.manual_seed (< 2**64, fedevo adds small offsets), numpy's legacy RandomState (< 2**32).
+SEED_MAX = 2**32 - 1
+MAX_ROUNDS = 1_000_000  # rounds per evaluation / retraining (each round trains clients: beyond any experiment)
+GIB = 1024**3
+
+# Bytes per pair of individuals / evaluations held at once by the search's O(n^2) steps: pymoo NSGA-III's
+# survival (non-dominated sorting and niching of parents + offspring, 2·pop, against ≤ pop reference directions)
+# and the run's front (fedevo.search.run.non_dominated compares every pair of all pop·gen evaluations).
+POP_PAIR_BYTES = 64
+EVAL_PAIR_BYTES = 12
+# training samples per dataset (fedevo.data.datasets), for the memory estimate of one evaluation
+N_TRAIN = {"digits": 1437, "synthetic": 600, "fashion": 60000, "mnist": 60000, "cifar10": 50000}
+SCHEDULE_BYTES = 64  # per scheduled sample slot of a chunk: positions, weights, rows, labels and their copies
+CLIENT_BYTES = 256  # per client: partition indices, participation counts, budget ledger, arrivals...
+MODEL_COPIES = 8  # fp32 copies of the dense weights per trained client (weights, grads, masks, update, noise...)
+
+
+def check_seed(seed: Optional[int], flag: str = "--seed") -> None:
+    if seed is None:
+        return
+    if not 0 <= seed <= SEED_MAX:
+        raise FedevoError(f"{flag} must be in 0..{SEED_MAX} (2**32 - 1), got {seed}")
+
+
+def check_rounds(rounds: Optional[int], flag: str = "--rounds") -> None:
+    if rounds is None:
+        return
+    if rounds < 1:
+        raise FedevoError(f"{flag} must be >= 1, got {rounds}")
+    if rounds > MAX_ROUNDS:
+        raise FedevoError(f"{flag} {rounds} is above the limit of {MAX_ROUNDS} rounds (each round trains clients: "
+                          "such a run would never finish)")
+
+
+def available_memory() -> int:
+    """Bytes of memory this process may still use: MemAvailable of /proc/meminfo, else the physical memory."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):  # pragma: no cover - not Linux
+        return 16 * GIB
+
+
+def check_search_sizes(pop: int, gen: int, memory: Optional[int] = None) -> None:
+    """--pop and --gen bounded by the memory the search's pairwise steps need (before anything loops on them)."""
+    memory = available_memory() if memory is None else memory
+    max_pop = math.isqrt(memory // POP_PAIR_BYTES)
+    if pop > max_pop:
+        raise FedevoError(f"--pop {pop} is too large: NSGA-III compares every pair of individuals, and this "
+                          f"machine's {memory / GIB:.1f} GiB of available memory allows --pop <= {max_pop}")
+    if gen < 1:
+        return  # SearchSettings.resolved says why
+    max_evals = math.isqrt(memory // EVAL_PAIR_BYTES)
+    if pop * gen > max_evals:
+        raise FedevoError(f"--pop {pop} × --gen {gen} = {pop * gen} evaluations is too many: the Pareto front "
+                          f"compares every pair of evaluations, and this machine's {memory / GIB:.1f} GiB of "
+                          f"available memory allows at most {max_evals} (e.g. --gen <= {max(1, max_evals // pop)})")
+
+
+def evaluation_memory(config) -> dict[str, float]:
+    """Estimated peak bytes of one evaluation of `config` (a SimConfig): the batch schedule of a chunk of clients
+    (∝ epochs × samples per client), the stacked model copies (∝ dense parameters) and per-client state."""
+    from .fl.cost import macs_and_params
+
+    d = config.data
+    n_train = N_TRAIN.get(d.dataset, 60000)
+    if d.partition == "dirichlet":
+        per_client = n_train  # a client may hold (almost) everything
+    elif d.partition == "shards" and d.shard_size:
+        per_client = d.shards_per_client * d.shard_size
+    else:
+        per_client = -(-n_train // d.clients)
+    chunk = min(config.chunk_clients, config.sampled_per_round)
+    schedule = float(chunk) * config.epochs * (per_client + config.batch_size) * SCHEDULE_BYTES
+    dense = macs_and_params(config.with_(alpha=None))[1]
+    model = dense * 4.0 * (MODEL_COPIES * chunk + 4)
+    state = CLIENT_BYTES + (dense * 2.0 if config.privacy.recall else 0.0)  # recall: each client's update, fp16
+    return {"schedule": schedule, "model": model, "clients": float(d.clients) * state}
+
+
+def check_evaluation_memory(config, what: str = "this configuration", memory: Optional[int] = None) -> None:
+    """FedevoError when one evaluation of `config` would need more memory than is available (naming the limit)."""
+    memory = available_memory() if memory is None else memory
+    need = evaluation_memory(config)
+    total = sum(need.values())
+    if total <= memory:
+        return
+    if need["clients"] >= max(need["schedule"], need["model"]):
+        fix = f"clients={config.data.clients}"
+    elif need["schedule"] >= need["model"]:
+        per_epoch = need["schedule"] / config.epochs
+        limit = max(0, int((memory - need["model"]) // per_epoch))
+        fix = f"epochs={config.epochs} (at most {limit} fit with batch_size={config.batch_size})"
+    else:
+        fix = "the model (layers/units/channels) or chunk_clients"
+    raise FedevoError(f"{what} would need about {_gib(total)} of memory per evaluation (batch schedule "
+                      f"{_gib(need['schedule'])}, model copies {_gib(need['model'])}, per-client state "
+                      f"{_gib(need['clients'])}), more than the "
+                      f"{_gib(memory)} available; lower {fix}")
+
+
+def _gib(n: float) -> str:
+    g = n / GIB
+    return f"{g:,.1f} GiB" if g >= 0.1 else f"{g:.2g} GiB"
+
+
+def _existing_ancestor(path: Path) -> Path:
+    p = path.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def _probe_dir(d: Path) -> Optional[str]:
+    """Why a file cannot be created in the existing directory `d` (None: it can); leaves nothing behind."""
+    if not d.is_dir():
+        return f"{d} is not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=d):
+            pass
+    except OSError as e:
+        return f"{d} is not writable ({e.strerror or errno.errorcode.get(e.errno, e)})"
+    return None
+
+
+def check_writable_dir(path: Path | str, flag: str = "--out") -> None:
+    """`path` is (or can be created as) a directory where files can be written."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise FedevoError(f"{flag} {path} exists and is not a directory")
+    base = _existing_ancestor(path)
+    why = _probe_dir(base)
+    if why:
+        raise FedevoError(f"{flag} {path}: cannot write there: {why}")
+
+
+def check_writable_file(path: Path | str, flag: str = "--out") -> None:
+    """`path` can be written (created, or replaced by a rename in its directory)."""
+    path = Path(path)
+    if path.is_dir():
+        raise FedevoError(f"{flag} {path} is a directory; give a file name (e.g. {path / 'front.html'})")
+    base = _existing_ancestor(path.parent)
+    why = _probe_dir(base)
+    if why:
+        raise FedevoError(f"{flag} {path}: cannot write there: {why}")
+
+
+def _bound_values(gene) -> list:
+    if gene.type == "choice":
+        return list(gene.choices)
+    if gene.type == "int":
+        return [math.ceil(gene.low), math.floor(gene.high)]
+    return [gene.low, gene.high]
+
+
+def check_problem_memory(problem, *, rounds: Optional[int] = None, memory: Optional[int] = None) -> None:
+    """A search samples every gene up to its bounds: refuse a problem whose largest individual (each gene at the
+    bound that needs more memory, the others at theirs) cannot be evaluated in the available memory."""
+    memory = available_memory() if memory is None else memory
+    worst: dict = {}
+    for g in problem.genes:
+        best = None
+        for v in _bound_values(g):
+            try:
+                need = sum(evaluation_memory(problem.sim_config({g.name: v}, rounds=rounds)).values())
+            except FedevoError:
+                continue  # an invalid bound: load-time validation names it
+            if best is None or need > best[0]:
+                best = (need, v)
+        if best is not None:
+            worst[g.name] = best[1]
+    try:
+        config = problem.sim_config(worst, rounds=rounds)
+    except FedevoError:  # that combination is not a valid configuration: check the genes one by one
+        for name, v in worst.items():
+            check_evaluation_memory(problem.sim_config({name: v}, rounds=rounds),
+                                    f"problem {problem.name!r} with {name}={v!r}", memory)
+        return
+    desc = ", ".join(f"{k}={v!r}" for k, v in worst.items()) or "its settings"
+    check_evaluation_memory(config, f"problem {problem.name!r} at its largest genes ({desc})", memory)
+
+
+WORKER_BYTES = 256 * 1024**2  # resident memory of one idle Ray worker process with torch imported (at least)
+
+
+def check_workers(workers: Optional[int], memory: Optional[int] = None) -> None:
+    """--workers: >= 0, and no more local worker processes than the available memory can hold."""
+    if workers is None:
+        return
+    if workers < 0:
+        raise FedevoError(f"--workers must be >= 0 (0 = serial, in-process), got {workers}")
+    memory = available_memory() if memory is None else memory
+    limit = max(1, memory // WORKER_BYTES)
+    if workers > limit:
+        raise FedevoError(f"--workers {workers} is too many: each worker is a process with torch loaded "
+                          f"(≥ {WORKER_BYTES // 1024**2} MiB), and this machine's {memory / GIB:.1f} GiB of "
+                          f"available memory allows --workers <= {limit}")

@@ -1,0 +1,166 @@
+"""What fedevo does around Ray: where its logs go, its temporary folders, and whether a task can be scheduled.
+
+* Logs: Ray's driver-side log records and whatever Ray's processes print while it starts or stops go to a log
+  file (``ray.log`` in the run directory, ANSI colours removed) instead of fedevo's stdout/stderr, which keep
+  fedevo's own results and messages; an error starting Ray quotes the log's last line.
+* Temporary folders: a local Ray started by fedevo gets its own temporary root (``fedevo-ray-*`` in the system
+  temp directory), removed when fedevo shuts that Ray down (and, if fedevo was killed, by the next fedevo that
+  starts a local Ray); Ray's default folder and a cluster's folders are never touched.
+* Schedulability: a task asking for more CPUs or GPUs than any single alive node has would wait forever;
+  :func:`check_schedulable` refuses it in seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterator, Optional
+
+from ..errors import FedevoError
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_SOCKET_ROOM = 40  # Ray's socket paths go under the temp root; Unix sockets allow ~107 characters
+RAY_LOG = "ray.log"
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def _temp_base() -> str:
+    base = tempfile.gettempdir()
+    return base if len(base) <= _SOCKET_ROOM else "/tmp"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def sweep_stale_roots(base: Optional[str] = None) -> list[str]:
+    """Remove the temporary roots of local Rays that fedevo started in processes that died without cleaning up
+    (killed): a root is stale when the process named by each of its session folders no longer exists."""
+    removed = []
+    for root in Path(base or _temp_base()).glob("fedevo-ray-*"):
+        sessions = [p for p in root.glob("session_*") if p.is_dir() and not p.is_symlink()]
+        pids = []
+        for sdir in sessions:
+            tail = sdir.name.rsplit("_", 1)[-1]
+            pids.append(int(tail) if tail.isdigit() else None)
+        if sessions and all(pid is not None and not _alive(pid) for pid in pids):
+            shutil.rmtree(root, ignore_errors=True)
+            removed.append(str(root))
+    return removed
+
+
+def local_temp_root() -> str:
+    """A fresh temporary root for a local Ray (short enough for Ray's Unix socket paths); first removes the
+    roots that killed fedevo processes left behind."""
+    with contextlib.suppress(OSError):
+        sweep_stale_roots()
+    return tempfile.mkdtemp(prefix="fedevo-ray-", dir=_temp_base())
+
+
+def remove_temp_root(root: Optional[str]) -> None:
+    """Remove a temporary root made by `local_temp_root` (and nothing else)."""
+    if root and Path(root).name.startswith("fedevo-ray-"):
+        shutil.rmtree(root, ignore_errors=True)
+
+
+class RayLog:
+    """Collects Ray's output for one fedevo command; appended to `path` (if given) as it comes."""
+
+    def __init__(self, path: Optional[Path] = None):
+        self.path = Path(path) if path is not None else None
+        self.text = ""
+        self._handler: Optional[logging.Handler] = None
+        if self.path is not None:  # present (maybe empty) whenever Ray ran: where to look
+            with contextlib.suppress(OSError):
+                self.path.touch()
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        self.text += text
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write(strip_ansi(text))
+
+    def attach(self) -> None:
+        """Ray's Python loggers write to the log file (if any), never to the console."""
+        for name in ("ray", "ray.data", "ray.tune", "ray.train", "ray.serve"):
+            lg = logging.getLogger(name)
+            for h in list(lg.handlers):
+                if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler):
+                    lg.removeHandler(h)
+            lg.propagate = False
+        if self.path is not None and self._handler is None:
+            with contextlib.suppress(OSError):
+                self._handler = logging.FileHandler(self.path, encoding="utf-8", delay=True)
+                self._handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+                logging.getLogger("ray").addHandler(self._handler)
+
+    def detach(self) -> None:
+        if self._handler is not None:
+            logging.getLogger("ray").removeHandler(self._handler)
+            self._handler.close()
+            self._handler = None
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[None]:
+        """Send what is written to file descriptors 1 and 2 (Ray's C++ core, child processes) to this log."""
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            saved = (os.dup(1), os.dup(2))
+        except (OSError, ValueError):  # no real stdout/stderr (embedded): nothing to redirect
+            yield
+            return
+        with tempfile.TemporaryFile() as tmp:
+            os.dup2(tmp.fileno(), 1)
+            os.dup2(tmp.fileno(), 2)
+            try:
+                yield
+            finally:
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+                os.close(saved[0])
+                os.close(saved[1])
+                tmp.seek(0)
+                self.write(tmp.read().decode(errors="replace"))
+
+
+def node_resources(ray) -> list[dict[str, float]]:
+    """Total resources of each alive node."""
+    return [dict(n.get("Resources") or {}) for n in ray.nodes() if n.get("Alive", n.get("alive", False))]
+
+
+def check_schedulable(nodes: list[dict[str, float]], cpus_per_task: float, gpus_per_task: float,
+                      where: str) -> None:
+    """FedevoError unless some single node has `cpus_per_task` CPUs and `gpus_per_task` GPUs."""
+    if any(n.get("CPU", 0.0) >= cpus_per_task and n.get("GPU", 0.0) >= gpus_per_task for n in nodes):
+        return
+    have = "; ".join(f"{n.get('CPU', 0):g} CPU, {n.get('GPU', 0):g} GPU" for n in nodes) or "no alive node"
+    ask = f"{cpus_per_task:g} CPU" + (f" and {gpus_per_task:g} GPU" if gpus_per_task else "")
+    fix = []
+    if not any(n.get("GPU", 0.0) >= gpus_per_task for n in nodes):
+        fix.append("lower --gpus-per-task" + (" (fedevo trains on CPU: 0 is fine)" if gpus_per_task else ""))
+    if not any(n.get("CPU", 0.0) >= cpus_per_task for n in nodes):
+        fix.append("lower --cpus-per-task")
+    raise FedevoError(f"no node of {where} can run a task needing {ask} (nodes: {have}); the search would wait "
+                      f"forever: {' or '.join(fix) or 'change --cpus-per-task / --gpus-per-task'}")

@@ -1,0 +1,98 @@
+"""Screenshots of each view of front.html (and of curves.html) as a person sees them, for docs/img/.
+
+    python -m tests.browser.screenshots RUN_DIR OUT_DIR [--brush error:0.0:0.45] [--curves RETRAIN_DIR]
+
+Opens RUN_DIR/front.html in headless Chromium (the flags of the browser test), brushes a range of one axis of
+the parallel coordinates with the mouse (so the selection shows in every view), and writes OUT_DIR/front-3d.png,
+front-projections.png, front-parallel.png, front-selection.png, front-hypervolume.png, front-header.png (and
+retrain-curves.png with --curves, in its error-on-a-log-axis view).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from tests.browser.test_front_browser import CHROMEDRIVER, CHROMIUM, FLAGS, drag, open_page, wait_ready
+
+
+def driver():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for f in FLAGS:
+        opts.add_argument(f)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
+def brush(d, label: str, lo: float, hi: float) -> None:
+    """Drag along the axis `label` of the parallel coordinates from value lo to value hi."""
+    el = d.find_element("id", "parallel")
+    d.execute_script("arguments[0].scrollIntoView()", el)
+    time.sleep(0.3)
+    pos = d.execute_script(
+        "const gp = document.getElementById('parallel'); const dims = gp.data[0].dimensions;"
+        "const k = dims.findIndex(x => x.label === arguments[0]); const dim = dims[k];"
+        "const a = Array.from(gp.querySelectorAll('.y-axis')).find(x => x.__data__ && x.__data__.label === arguments[0]);"
+        "const line = a.querySelector('path.domain') || a; const r = line.getBoundingClientRect();"
+        "const rg = dim.range || [Math.min(...dim.values), Math.max(...dim.values)];"
+        "return [r.left + r.width / 2, r.top, r.height, rg[0], rg[1]];", label)
+    x, top, h, r0, r1 = pos
+    ys = [top + h * (1 - (v - r0) / (r1 - r0)) for v in (hi, lo)]
+    drag(d, [(x, ys[0] + (ys[1] - ys[0]) * k / 10) for k in range(11)])
+    time.sleep(0.8)
+
+
+def shoot(run_dir: Path, out: Path, brush_spec: str = "", curves: Path | None = None) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    d = driver()
+    shots = []
+    try:
+        open_page(d, run_dir / "front.html", "front3d")
+        wait_ready(d)
+        if brush_spec:
+            label, lo, hi = brush_spec.split(":")
+            brush(d, label, float(lo), float(hi))
+        for div, name in (("front3d", "front-3d"), ("projections", "front-projections"),
+                          ("parallel", "front-parallel"), ("selection", "front-selection"),
+                          ("hypervolume", "front-hypervolume")):
+            el = d.find_element("id", div)
+            d.execute_script("arguments[0].scrollIntoView()", el)
+            time.sleep(0.5)
+            p = out / f"{name}.png"
+            el.screenshot(str(p))
+            shots.append(p)
+        d.execute_script("window.scrollTo(0, 0)")
+        time.sleep(0.3)
+        p = out / "front-header.png"
+        d.save_screenshot(str(p))
+        shots.append(p)
+        if curves is not None:
+            open_page(d, curves / "curves.html", "curves")
+            d.execute_script("Array.from(document.querySelectorAll('#curves .updatemenu-button'))[1]"
+                             ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")  # error, log scale
+            time.sleep(0.8)
+            p = out / "retrain-curves.png"
+            d.save_screenshot(str(p))
+            shots.append(p)
+    finally:
+        d.quit()
+    return shots
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--brush", default="")
+    ap.add_argument("--curves", type=Path, default=None)
+    a = ap.parse_args()
+    for p in shoot(a.run_dir, a.out, a.brush, a.curves):
+        print(p)
+
+
+if __name__ == "__main__":
+    main()

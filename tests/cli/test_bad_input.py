@@ -1,0 +1,273 @@
+"""Issue 14: every bad input ends with one line on stderr and exit code 2 -- no traceback, nothing created or
+changed in the output directory -- and nothing is silently wrong (ε readable, rounds reported, names whole)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from fedevo.cli import main
+from fedevo.errors import FedevoError
+from fedevo.search import Runtime, SearchSettings, search
+from tests.search import search_fakes
+
+FAKE = "tests.search.search_fakes:fake_evaluate"
+GIB = 1024**3
+
+
+def digest(d: Path) -> dict:
+    if not d.exists():
+        return {}
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob("*"))
+            if p.is_file()}
+
+
+def bad(capsys, argv, expect: str, *, watch: Path | None = None) -> str:
+    """Run `fedevo ARGV`: exit 2, one `fedevo: error:` line matching `expect`, no traceback, `watch` unchanged."""
+    before = digest(watch) if watch is not None else None
+    existed = watch is not None and watch.exists()
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in argv])
+    cap = capsys.readouterr()
+    assert e.value.code == 2, cap.err
+    assert cap.out == "", cap.out
+    assert cap.err.count("\n") == 1 and cap.err.startswith("fedevo: error: "), cap.err
+    assert "Traceback" not in cap.err
+    assert re.search(expect, cap.err), cap.err
+    if watch is not None:
+        assert watch.exists() == existed and digest(watch) == before
+    return cap.err
+
+
+@pytest.fixture(scope="module")
+def fake_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fakerun") / "run"
+    search(SearchSettings(problem="digits_mlp", pop=6, gen=1, seed=1), out, Runtime(workers=0),
+           evaluator=search_fakes.fake_evaluate)
+    return out
+
+
+@pytest.fixture
+def a_file(tmp_path) -> Path:
+    f = tmp_path / "a_file.txt"
+    f.write_text("not a directory")
+    return f
+
+
+# ------------------------------------------------------------------------------------------------ unwritable --out
+def test_search_out_unwritable(capsys, a_file, tmp_path):
+    bad(capsys, ["search", "--out", a_file / "run", "--evaluator", FAKE, "--workers", 0, "--quiet"],
+        "--out .*cannot write there: .*a_file.txt is not a directory", watch=tmp_path)
+
+
+def test_plot_out_unwritable(capsys, a_file, fake_run):
+    bad(capsys, ["plot", fake_run, "--out", a_file / "front.html"], "--out .*cannot write there", watch=fake_run)
+
+
+def test_retrain_out_unwritable_fails_before_training(capsys, a_file, fake_run, monkeypatch):
+    import fedevo.retrain
+
+    calls = []
+    monkeypatch.setattr(fedevo.retrain, "retrain_evaluate", lambda *a, **k: calls.append(a))
+    bad(capsys, ["retrain", fake_run, "--rounds", 1, "--workers", 0, "--quiet", "--out", a_file / "rt"],
+        "--out .*cannot write there", watch=fake_run)
+    assert calls == []  # checked before any work
+    (fake_run.parent / "full").mkdir(exist_ok=True)
+    (fake_run.parent / "full" / "mine.txt").write_text("keep")
+    bad(capsys, ["retrain", fake_run, "--rounds", 1, "--workers", 0, "--quiet", "--out", fake_run.parent / "full"],
+        "already exists and is not an empty directory", watch=fake_run.parent / "full")
+    assert calls == []
+
+
+@pytest.mark.skipif(__import__("os").geteuid() == 0, reason="root may write into a read-only directory")
+def test_read_only_out(capsys, tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        bad(capsys, ["search", "--out", ro / "run", "--evaluator", FAKE, "--workers", 0, "--quiet"],
+            "is not writable", watch=ro)
+    finally:
+        ro.chmod(0o700)
+
+
+# ------------------------------------------------------------------------------------------------ problem files
+def test_problem_file_not_utf8(capsys, tmp_path):
+    f = tmp_path / "latin1.toml"
+    f.write_bytes('dataset = "digits"\nmodel = "mlp"\n# caf\xe9\n'.encode("latin-1"))
+    bad(capsys, ["evaluate", "--problem", f, "--quiet"], r"latin1.toml' is not UTF-8 text \(byte \d+")
+    bad(capsys, ["search", "--problem", f, "--out", tmp_path / "run", "--quiet"], "is not UTF-8", watch=tmp_path)
+
+
+NEG_SIGMA = """dataset = "digits"
+model = "mlp"
+[privacy]
+mechanism = "update"
+clip = 1.0
+[genes]
+sigma = { type = "real", low = -0.5, high = 1.0, default = 0.3 }
+"""
+
+
+def test_gene_bounds_are_validated_at_load(capsys, tmp_path):
+    f = tmp_path / "neg.toml"
+    f.write_text(NEG_SIGMA)
+    bad(capsys, ["search", "--problem", f, "--out", tmp_path / "run", "--evaluator", FAKE, "--workers", 0, "--quiet"],
+        r"gene 'sigma' at its low bound -0.5 gives an invalid configuration \(sigma must be > 0", watch=tmp_path)
+    bad(capsys, ["evaluate", "--problem", f, "--quiet"], "gene 'sigma' at its low bound")
+    f.write_text(NEG_SIGMA.replace("low = -0.5", "low = 0.05"))
+    from fedevo.problem import load_problem
+
+    assert load_problem(str(f)).gene("sigma").low == 0.05
+
+
+def test_bundled_problems_pass_the_bound_validation():
+    from fedevo.problem import list_problems, load_problem
+
+    assert all(load_problem(n).genes for n in list_problems())
+
+
+def test_search_whose_every_evaluation_failed_exits_2(tmp_path):
+    from tests.search.search_helpers import run_cli
+
+    out = tmp_path / "run"
+    r = run_cli("search", "--pop", 6, "--gen", 2, "--out", out, "--workers", 0, "--quiet",
+                "--evaluator", "tests.search.search_fakes:fake_always_fails")
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert re.fullmatch(r"fedevo: error: every evaluation failed \(12\); the first: ValueError: fake failure of "
+                        r"seed \d+ \(log: .*evaluations.csv\)\n", r.stderr), r.stderr
+    assert "12 evaluations (12 failed" in r.stdout  # the log is kept
+
+
+# ------------------------------------------------------------------------------------------------ seeds
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--seed", -1, "--quiet"],
+    ["evaluate", "--seed", 2**63, "--quiet"],
+    ["evaluate", "--seed", 2**32, "--quiet"],
+    ["search", "--seed", -1, "--evaluator", FAKE, "--workers", 0, "--quiet"],
+    ["search", "--seed", 2**64, "--evaluator", FAKE, "--workers", 0, "--quiet"],
+])
+def test_seed_out_of_range(capsys, tmp_path, argv):
+    if argv[0] == "search":
+        argv = argv + ["--out", tmp_path / "run"]
+    bad(capsys, argv, r"--seed must be in 0\.\.4294967295 \(2\*\*32 - 1\), got", watch=tmp_path)
+
+
+def test_retrain_seed_out_of_range(capsys, fake_run):
+    bad(capsys, ["retrain", fake_run, "--seed", -1, "--rounds", 1, "--workers", 0, "--quiet"], "--seed must be in 0..",
+        watch=fake_run)
+    bad(capsys, ["retrain", fake_run, "--seed", 2**63, "--rounds", 1, "--workers", 0, "--quiet"], "--seed must be in",
+        watch=fake_run)
+
+
+def test_largest_seed_is_accepted(capsys):
+    from tests.helpers import run_cli
+
+    code, out, err = run_cli(["evaluate", "--seed", 2**32 - 1, "--rounds", 1, "--json"], capsys)
+    assert code in (0, None), err
+    assert json.loads(out)["seed"] == 2**32 - 1
+
+
+# ------------------------------------------------------------------------------------------------ sizes
+@pytest.mark.parametrize("args, expect", [
+    (("--pop", 2**63), r"--pop 9223372036854775808 is too large: .* allows --pop <= \d+"),
+    (("--pop", 12, "--gen", 10**9), r"12000000000 evaluations is too many: .* at most \d+ \(e\.g\. --gen <= \d+\)"),
+    (("--workers", 10**9), r"--workers 1000000000 is too many: .* allows --workers <= \d+"),
+    (("--rounds", 10**7), r"--rounds 10000000 is above the limit of 1000000 rounds"),
+])
+def test_absurd_sizes_fail_in_seconds(capsys, tmp_path, args, expect):
+    t0 = time.monotonic()
+    bad(capsys, ["search", "--out", tmp_path / "run", "--evaluator", FAKE, "--quiet", *args], expect, watch=tmp_path)
+    assert time.monotonic() - t0 < 10
+
+
+def test_huge_epochs_refused_before_any_allocation(capsys, tmp_path):
+    t0 = time.monotonic()
+    bad(capsys, ["evaluate", "--params", '{"epochs": 1000000000}', "--quiet"],
+        r"would need about [\d.,]+ GiB of memory per evaluation .* lower epochs=1000000000 \(at most \d+ fit")
+    bad(capsys, ["evaluate", "--params", '{"clients": 1000000000}', "--quiet"],
+        r"per-client state [\d.,]+ GiB\), more than .* lower clients=1000000000$")
+    f = tmp_path / "big.toml"
+    from tests.search.search_helpers import TOY_TOML
+
+    f.write_text(TOY_TOML.replace("epochs = 1", "epochs = 1000000000"))
+    bad(capsys, ["search", "--problem", f, "--out", tmp_path / "run", "--evaluator", FAKE, "--workers", 0, "--quiet"],
+        "problem 'toy' at its largest genes .* GiB of memory per evaluation", watch=tmp_path)
+    assert not (tmp_path / "run").exists()  # no stub run directory
+    assert time.monotonic() - t0 < 10
+
+
+def test_huge_model_gene_refused(capsys, tmp_path):
+    from tests.search.search_helpers import TOY_TOML
+
+    f = tmp_path / "wide.toml"
+    f.write_text(TOY_TOML.replace("high = 256, default = 32", "high = 10000000, default = 32"))
+    bad(capsys, ["search", "--problem", f, "--out", tmp_path / "run", "--evaluator", FAKE, "--workers", 0, "--quiet"],
+        r"units=10000000.* lower the model", watch=tmp_path)
+
+
+def test_memory_limits_are_what_the_estimates_say():
+    from fedevo.guards import check_evaluation_memory, check_problem_memory, check_search_sizes, evaluation_memory
+    from fedevo.problem import list_problems, load_problem
+
+    cfg = load_problem("fashion_mlp").sim_config()
+    need = sum(evaluation_memory(cfg).values())
+    assert 1e6 < need < 2 * GIB  # the paper-scale default fits a laptop
+    check_evaluation_memory(cfg, memory=int(need) + 1)
+    with pytest.raises(FedevoError, match=r"more than the [\d.]+ GiB available"):
+        check_evaluation_memory(cfg, memory=int(need) - 1)
+    for name in list_problems():  # every bundled problem's largest individual fits 4 GiB
+        check_problem_memory(load_problem(name), memory=4 * GIB)
+    check_search_sizes(20, 20, memory=4 * GIB)  # the paper's search
+    with pytest.raises(FedevoError, match="--pop 1000000 is too large"):
+        check_search_sizes(10**6, 1, memory=4 * GIB)
+
+
+# ------------------------------------------------------------------------------------------------ resume / retrain
+def test_resume_of_a_finished_run_is_refused_and_changes_nothing(capsys, fake_run):
+    bad(capsys, ["resume", fake_run, "--workers", 0, "--quiet"], "holds a finished search .* nothing was changed",
+        watch=fake_run)
+
+
+# ------------------------------------------------------------------------------------------------ evaluate output
+def test_evaluate_reports_the_rounds_it_trained_and_readable_eps(capsys):
+    from tests.helpers import run_cli
+
+    code, out, err = run_cli(["evaluate", "--rounds", 2, "--json"], capsys)
+    d = json.loads(out)
+    assert code in (0, None) and d["rounds"] == 2 and d["params"]["rounds"] == 2
+    code, out, err = run_cli(["evaluate", "--rounds", 2, "--quiet"], capsys)
+    line = next(ln for ln in out.splitlines() if "ε (accountant)" in ln)
+    numbers = re.findall(r"ε \((?:accountant|paper formula)\) (\S+)", line)
+    assert len(numbers) == 2
+    for n in numbers:
+        assert len(re.sub(r"[^0-9]", "", n.split("e")[0]).lstrip("0")) <= 4, line  # 4 significant digits
+    assert float(numbers[0]) == pytest.approx(d["eps"], rel=1e-3)
+
+
+def test_problems_never_cuts_a_name(capsys, monkeypatch):
+    import rich.console
+
+    from fedevo.problem import list_problems, load_problem
+    from tests.helpers import run_cli
+
+    code, out, _ = run_cli(["problems"], capsys)
+    for name in list_problems():
+        assert re.search(rf"│ {name}\s", out), name
+        for g in load_problem(name).gene_names:
+            assert g in out, g
+    assert "…" not in out
+    # a narrow terminal: names still whole (long cells wrap instead)
+    monkeypatch.setattr(rich.console.Console, "is_terminal", property(lambda self: True))
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(["problems"], capsys)
+    assert code in (0, None)
+    for name in list_problems():
+        assert re.search(rf"│ {name}\s", out), name
+    assert "…" not in out

@@ -1,0 +1,79 @@
+"""README and `--help` agree (issue 14): every option the README gives a command exists, and the README's
+commands after a search work when several runs match its glob."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def readme_commands() -> list[str]:
+    """Every `fedevo CMD ...` of the README: code-block lines (indented lines continue them) and inline code."""
+    cmds = []
+    for block in re.findall(r"```bash\n(.*?)```", README, flags=re.S):
+        for line in block.splitlines():
+            line = line.split("  #")[0].rstrip()
+            if line.startswith(" ") and cmds:
+                cmds[-1] += " " + line.strip()
+            elif "fedevo " in line:
+                cmds += [m.group(0) for m in re.finditer(r"\bfedevo [a-z]+.*?(?=&&|$)", line)]
+    prose = re.sub(r"```.*?```", "", README, flags=re.S)
+    for span in re.findall(r"`([^`]+)`", prose):  # inline code may wrap across lines
+        m = re.search(r"\bfedevo [a-z]+.*", " ".join(span.split()))
+        if m:
+            cmds.append(m.group(0))
+    return cmds
+
+
+def command_options() -> dict[str, set[str]]:
+    import typer.main
+
+    from fedevo.cli import app
+
+    group = typer.main.get_command(app)
+    return {name: {o for p in cmd.params for o in getattr(p, "opts", [])} for name, cmd in group.commands.items()}
+
+
+def test_every_option_the_readme_names_exists():
+    options = command_options()
+    cmds = readme_commands()
+    assert len(cmds) >= 10 and any("--download" in c for c in cmds)
+    bad = []
+    for c in cmds:
+        name = c.split()[1]
+        if name not in options:
+            bad.append((c, f"no command {name!r}"))
+            continue
+        for opt in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", c):
+            if opt not in options[name] and opt != "--help":
+                bad.append((c, opt))
+    assert not bad, bad
+
+
+def test_quick_start_commands_work_with_several_runs(tmp_path):
+    """The README's `run=$(...)` + `fedevo front "$run"` lines, run by bash in a folder holding two runs."""
+    from fedevo.search import Runtime, SearchSettings, search
+    from tests.search import search_fakes
+
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", README, flags=re.S) if "fedevo front" in b)
+    lines = [ln for ln in block.splitlines() if ln.startswith("run=") or ln.startswith("fedevo front")]
+    assert len(lines) == 2, lines
+    for n, stamp in enumerate(("20260101-000000", "20260102-000000")):
+        search(SearchSettings(problem="digits_mlp", pop=6, gen=1, seed=n), tmp_path / "runs" / f"digits_mlp-{stamp}",
+               Runtime(workers=0), evaluator=search_fakes.fake_evaluate)
+    bash = shutil.which("bash") or pytest.skip("no bash")
+    script = (f'fedevo() {{ "{sys.executable}" -c "from fedevo.cli import main; main()" "$@"; }}\n'
+              + "\n".join(lines) + '\necho "RUN=$run"\n')
+    r = subprocess.run([bash, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0, r.stderr
+    assert "Pareto set of digits_mlp" in r.stdout
+    assert r.stdout.strip().endswith("RUN=runs/digits_mlp-20260102-000000/")  # the newest

@@ -1,0 +1,93 @@
+"""The search sees ε on a log scale (fedevo.search.front_math); files report ε itself; hypervolume in log-ε space."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from fedevo.problem import load_problem
+from fedevo.search.front_math import EPS_FLOOR, hypervolume_table, search_eps, to_search_space
+from fedevo.search.problem import SearchProblem
+from fedevo.search.run import latest_checkpoint, load_checkpoint
+from fedevo.search.space import SearchSpace
+
+from .search_helpers import read_csv
+from .test_search_run import run_fake
+
+
+def test_search_eps_values():
+    assert search_eps(10.0) == pytest.approx(1.0)
+    assert search_eps(0.0) == pytest.approx(math.log10(EPS_FLOOR)) == pytest.approx(-3.0)
+    assert search_eps(1e-7) == pytest.approx(-3.0)
+    assert search_eps(math.inf) == search_eps(None) == search_eps(math.nan) == pytest.approx(9.0)
+    assert search_eps(1e12) == pytest.approx(9.0)  # beyond the worst value: clipped to it
+    F = to_search_space(np.array([[0.1, 500.0, 100.0], [0.2, 10.0, math.inf]]))
+    assert F.tolist() == [[0.1, 500.0, 2.0], [0.2, 10.0, 9.0]]
+    assert to_search_space(np.array([0.1, 5.0, 1000.0])).tolist() == [0.1, 5.0, 3.0]
+
+
+class _R:
+    def __init__(self, eps, status="ok"):
+        self.status = status
+        self.eps = eps
+
+    def objectives(self, key):
+        return (0.2, 300.0, self.eps)
+
+
+def test_problem_objectives_and_constraints_on_log_eps():
+    space = SearchSpace.from_problem(load_problem("digits_mlp"))
+    p = SearchProblem(space, constraints={"eps": 8})
+    assert p.eps_scale == "log10"
+    assert p.objectives_of(_R(100.0)).tolist() == [0.2, 300.0, 2.0]
+    assert p.objectives_of(_R(math.inf))[2] == pytest.approx(9.0)
+    assert p.objectives_of(_R(1.0, status="failed")).tolist() == [1.0, 1e9, 9.0]
+    # the constraint eps <= 8 has the same feasible set on the log scale
+    for eps, feasible in ((7.9, True), (8.0, True), (8.1, False), (math.inf, False), (0.0, True)):
+        g = p.constraints_of(p.objectives_of(_R(eps)))
+        assert (g[0] <= 0) == feasible, (eps, g)
+    # a checkpoint of a run made before log ε (no attribute) keeps the linear scale
+    del p.eps_scale
+    assert p.objectives_of(_R(100.0)).tolist() == [0.2, 300.0, 100.0]
+    assert p.constraints_of(p.objectives_of(_R(7.0)))[0] == pytest.approx(-1.0)
+
+
+def test_run_records_the_scale_and_the_algorithm_sees_log_eps(tmp_path):
+    out = tmp_path / "run"
+    run_fake(out, pop=8, gen=2)
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["search_objectives"]["eps_scale"] == "log10"
+    assert "log10" in meta["search_objectives"]["eps"] and "log10" in meta["hypervolume"]["space"]
+    rows = {int(r["id"]): r for r in read_csv(out / "evaluations.csv")}
+    state = load_checkpoint(latest_checkpoint(out))
+    pop = state["algorithm"].pop
+    # the population's F holds log10 ε; the CSV holds ε
+    for ind in pop:
+        F = ind.get("F")
+        match = [r for r in rows.values() if r["status"] == "ok" and float(r["error"]) == F[0]
+                 and float(r["comm"]) == F[1]]
+        assert match, F
+        assert F[2] == pytest.approx(search_eps(float(match[0]["eps"]) if match[0]["eps"] else math.inf))
+    assert any(abs(search_eps(float(r["eps"])) - float(r["eps"])) > 0.1 for r in rows.values() if r["eps"])
+
+
+def _row(i, g, error, comm, eps):
+    return {"id": i, "generation": g, "status": "ok", "error": error, "comm": comm, "eps": eps}
+
+
+def test_hypervolume_responds_to_an_improvement_at_small_eps():
+    """ε from 1 to 10⁴ on one front: a new point at ε = 0.1 (ten times more private than any) is a real
+    improvement. Normalised linearly on ε it would add < 0.1 % of the range; on log10 ε it adds a visible step."""
+    gen1 = [_row(0, 1, 0.10, 1000.0, 1e4), _row(1, 1, 0.20, 500.0, 100.0), _row(2, 1, 0.30, 300.0, 1.0),
+            _row(3, 1, 0.35, 900.0, 5e3)]
+    gen2 = gen1 + [_row(4, 2, 0.30, 300.0, 0.1)]
+    hv = hypervolume_table(gen2, 2, "eps", {})
+    a, b = hv[0]["hypervolume"], hv[1]["hypervolume"]
+    assert a > 0 and b > a * 1.05, (a, b)
+    assert hv[0]["lo_eps"] == pytest.approx(0.0) and hv[0]["scale_eps"] == pytest.approx(4.0)  # log10: 1 .. 1e4
+    # a no-privacy point adds nothing (it lies beyond the reference point in ε)
+    gen2_inf = gen1 + [_row(4, 2, 0.01, 100.0, math.inf)]
+    assert hypervolume_table(gen2_inf, 2, "eps", {})[1]["hypervolume"] == pytest.approx(a)

@@ -1,0 +1,119 @@
+"""Ray around fedevo (issue 14): unschedulable resources refused in seconds, Ray's logs in the run directory and
+not on stdout, no temporary session folder left behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from fedevo.errors import FedevoError
+from fedevo.search.ray_session import check_schedulable, local_temp_root, remove_temp_root, sweep_stale_roots
+
+from .search_helpers import FAKE, REPO, env
+
+ANSI = re.compile(r"\x1b\[")
+
+
+# ------------------------------------------------------------------------------------------------ unit
+@pytest.mark.parametrize("cpus, gpus, ok", [(1, 0, True), (2, 0, True), (4, 0, True), (4.5, 0, False),
+                                            (1, 1, True), (2, 1, True), (3, 1, False), (1, 2, False), (64, 0, False)])
+def test_check_schedulable_needs_one_node_with_both(cpus, gpus, ok):
+    nodes = [{"CPU": 2.0, "GPU": 1.0}, {"CPU": 4.0}]
+    if ok:
+        check_schedulable(nodes, cpus, gpus, "the cluster")
+    else:
+        with pytest.raises(FedevoError, match="no node of the cluster can run a task needing"):
+            check_schedulable(nodes, cpus, gpus, "the cluster")
+
+
+def test_check_schedulable_message_names_what_to_lower():
+    with pytest.raises(FedevoError, match=r"1 CPU and 1 GPU \(nodes: 1 CPU, 0 GPU\).*lower --gpus-per-task"):
+        check_schedulable([{"CPU": 1.0}], 1, 1, "the local Ray")
+    with pytest.raises(FedevoError, match=r"64 CPU \(nodes: 1 CPU, 0 GPU\).*lower --cpus-per-task"):
+        check_schedulable([{"CPU": 1.0}], 64, 0, "the local Ray")
+
+
+def test_stale_temp_roots_of_dead_processes_are_swept(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / "fedevo-ray-stale"
+    (stale / f"session_2026-01-01_00-00-00_000000_{dead.pid}").mkdir(parents=True)
+    live = tmp_path / "fedevo-ray-live"
+    (live / f"session_2026-01-01_00-00-00_000000_{os.getpid()}").mkdir(parents=True)
+    fresh = tmp_path / "fedevo-ray-fresh"  # made, its Ray not started yet: no session folder
+    fresh.mkdir()
+    other = tmp_path / "something-else"
+    (other / f"session_2026-01-01_00-00-00_000000_{dead.pid}").mkdir(parents=True)
+    assert sweep_stale_roots(str(tmp_path)) == [str(stale)]
+    assert not stale.exists() and live.exists() and fresh.exists() and other.exists()
+    root = local_temp_root()
+    assert Path(root).name.startswith("fedevo-ray-") and len(root) < 60
+    remove_temp_root(root)
+    assert not Path(root).exists()
+    remove_temp_root(str(other))  # never anything fedevo did not make
+    assert other.exists()
+
+
+# ------------------------------------------------------------------------------------------------ a real Ray
+@pytest.mark.timeout(90)
+def test_gpu_request_on_a_gpu_less_local_ray_fails_within_60_s(tmp_path):
+    out = tmp_path / "run"
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", "from fedevo.cli import main; main()", "search", "--pop", "6", "--gen",
+                        "1", "--workers", "1", "--gpus-per-task", "1", "--out", str(out), "--evaluator", FAKE],
+                       cwd=REPO, env=env(CUDA_VISIBLE_DEVICES=""), capture_output=True, text=True, timeout=80)
+    assert time.monotonic() - t0 < 60
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "no node of the local Ray (1 worker) can run a task needing 1 CPU and 1 GPU" in r.stderr
+    assert not out.exists()  # no stub run directory
+
+
+@pytest.mark.timeout(90)
+def test_cpus_per_task_beyond_a_1_cpu_ray_fails_fast(tmp_path):
+    """An existing Ray of 1 CPU (the Python API's case: the caller started Ray) and --cpus-per-task 64."""
+    import ray
+
+    from fedevo.problem import load_problem
+    from fedevo.search.runner import make_runner
+
+    from . import search_fakes
+
+    root = local_temp_root()
+    try:
+        ray.init(num_cpus=1, include_dashboard=False, _temp_dir=root, log_to_driver=False)
+        t0 = time.monotonic()
+        with pytest.raises(FedevoError, match=r"no node of the existing Ray session can run a task needing 64 CPU"):
+            make_runner(search_fakes.fake_evaluate, load_problem("digits_mlp"), {}, workers=1, cpus_per_task=64)
+        assert time.monotonic() - t0 < 5
+        runner = make_runner(search_fakes.fake_evaluate, load_problem("digits_mlp"), {}, workers=1, cpus_per_task=1)
+        runner.close()
+    finally:
+        ray.shutdown()
+        remove_temp_root(root)
+
+
+def test_ray_logs_go_to_the_run_directory_and_no_session_folder_stays(tmp_path):
+    tmp = tempfile.mkdtemp(prefix="fr", dir="/tmp")  # this search's temp dir (short: Ray's socket paths)
+    try:
+        out = tmp_path / "run"
+        r = subprocess.run([sys.executable, "-c", "from fedevo.cli import main; main()", "search", "--pop", "6",
+                            "--gen", "1", "--workers", "2", "--seed", "3", "--out", str(out), "--evaluator", FAKE],
+                           cwd=REPO, env=env(TMPDIR=tmp), capture_output=True, text=True, timeout=240)
+        assert r.returncode == 0, r.stderr
+        assert not ANSI.search(r.stdout), r.stdout  # stdout: fedevo's results only
+        assert r.stdout.startswith("search finished") and f"results in {out}/" in r.stdout
+        assert not re.search(r"\b(INFO|WARNING)\b|ray\.|raylet", r.stdout + r.stderr), (r.stdout, r.stderr)
+        assert (out / "ray.log").is_file()
+        assert os.listdir(tmp) == []  # the local Ray's session folders were removed
+    finally:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,12 +1,12 @@
 """The two statistics of an audit, as pure functions of canary scores.
 
 - `eps_lower_one_run`: Steinke, Nasr & Jagielski, "Privacy Auditing with One (1) Training Run" (NeurIPS 2023).
-  m canaries, each included independently with probability ½; an auditor guesses "in" for its k₊ highest scores
-  and "out" for its k₋ lowest (abstaining on the rest). Under (ε, δ)-DP the number of correct guesses among
-  r = k₊ + k₋ is stochastically dominated by Binomial(r, e^ε/(1+e^ε)) up to a δ term (their Theorem 5.2);
-  `p_value_dp` is their Algorithm (the binomial tail plus 2·m·δ·α), and the lower bound is the largest ε that a
-  test at level 1 − confidence rejects. Several guess counts are tried; each is tested at level
-  (1 − confidence)/(number of counts) (Bonferroni), so the reported bound holds at `confidence` overall.
+  m canaries, each included independently with probability ½; an auditor makes at most r guesses (included or
+  not) and abstains on the rest. Under (ε, δ)-DP the number of right guesses is dominated by
+  Binomial(r, e^ε/(1+e^ε)) up to a δ term; `p_value_dp` is the p-value computation given in the paper (the
+  binomial tail plus 2·m·δ·α), and the lower bound is the largest ε that a test at level 1 − confidence
+  rejects. Several guess rules are tried (`guess_plan`), each at level (1 − confidence)/(number of rules)
+  (Bonferroni), so the reported bound holds at `confidence` overall.
 - `eps_estimate_gaussian`: Andrew, Kairouz, Oh, Oprea, McMahan & Suriyakumar, "One-shot Empirical Privacy
   Estimation for Federated Learning" (ICLR 2024): fit a Gaussian to the statistic of the inserted canaries and one
   to the held-out canaries, and report the ε at δ of the pair of Gaussians (the privacy of distinguishing them

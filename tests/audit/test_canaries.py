@@ -33,7 +33,8 @@ def test_inclusion_signs_and_exposure():
     joins = c.join(1)
     assert abs(joins.mean() - 0.1) < 0.02 and not c.join(3).any()  # none after the accounted rounds
     s = c.signs(joins)
-    assert set(np.unique(s[~joins])) == {0.0} and (s[joins & c.included] == 1).all() and (s[joins & ~c.included] == 0).all()
+    assert set(np.unique(s[~joins])) == {0.0}
+    assert (s[joins & c.included] == 1).all() and (s[joins & ~c.included] == 0).all()
     r = CanarySet(count=100, exposure=Exposure("replace", 1.0, 5), seed=3)
     assert r.join(5).all() and set(np.unique(r.signs(r.join(1)))) == {-1.0, 1.0}
 

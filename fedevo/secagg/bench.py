@@ -3,6 +3,9 @@
 Times one full round (key setup, masking of every surviving client, unmasking with 30 % of the uploads lost)
 through `SecureAggregator`, against the plain weighted mean of the same updates, and prints the per-client
 communication in parameter-equivalents.
+
+`--neighbours 16 auto`: also runs SecAgg+ (Bell et al. 2020) with each given graph degree, in the same process
+and on the same updates, and prints a table of milliseconds per client: complete graph vs SecAgg+.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from .aggregator import SecureAggregator
 from .protocol import client_words
 
 
-def measure(n: int, P: int, *, bits: int = 32, loss: float = 0.3, seed: int = 0) -> dict:
+def measure(n: int, P: int, *, bits: int = 32, loss: float = 0.3, seed: int = 0, neighbours=None) -> dict:
     rng = np.random.default_rng(seed)
     sizes = rng.integers(400, 800, size=n)
     lost = rng.random(n) < loss
@@ -26,7 +29,9 @@ def measure(n: int, P: int, *, bits: int = 32, loss: float = 0.3, seed: int = 0)
     t0 = time.perf_counter()
     plain = (torch.as_tensor(sizes[arrived], dtype=torch.float32) @ flat) / float(sizes[arrived].sum())
     t_plain = time.perf_counter() - t0
-    agg = SecureAggregator(sizes=sizes, bits=bits, value_range=16.0, threshold=0.5, seed=seed)
+    agg = SecureAggregator(sizes=sizes, bits=bits, value_range=16.0, threshold=0.5, seed=seed,
+                           neighbours=neighbours)
+    d = agg.degree_for(n)
     t0 = time.perf_counter()
     agg.begin_round(1, np.arange(n), arrived, torch.ones(P))
     for start in range(0, len(arrived), 10):
@@ -34,12 +39,20 @@ def measure(n: int, P: int, *, bits: int = 32, loss: float = 0.3, seed: int = 0)
     out = agg.finish()
     t_sec = time.perf_counter() - t0
     s = agg.summary()
-    return {"n": n, "P": P, "bits": bits, "arrived": len(arrived), "plain_s": round(t_plain, 4),
-            "secagg_s": round(t_sec, 3), "setup_s": s["setup_s"], "mask_s": s["mask_s"], "unmask_s": s["unmask_s"],
+    if out is None:
+        raise RuntimeError(f"the round aborted (n={n}, neighbours={neighbours}): no measurement")
+    words = client_words(n=n, length=P + 1, bits=bits, responded=True, neighbours=d)
+    return {"n": n, "P": P, "bits": bits, "neighbours": n - 1 if d is None else d, "threshold": agg.threshold_for(n),
+            "arrived": len(arrived), "plain_s": round(t_plain, 4),
+            "secagg_s": round(t_sec, 3), "ms_per_client": round(1000 * t_sec / n, 2),
+            "setup_s": s["setup_s"], "mask_s": s["mask_s"], "unmask_s": s["unmask_s"],
             "client_expansions": s["client_expansions"], "server_expansions": s["server_expansions"],
             "max_abs_err": float((out - plain).abs().max()), "step": s["step_max"],
-            "words_per_client": client_words(n=n, length=P + 1, bits=bits, responded=True),
-            "words_overhead_pct": 100 * (client_words(n=n, length=P + 1, bits=bits, responded=True) / P - 1)}
+            "words_per_client": words, "words_overhead_pct": 100 * (words / P - 1)}
+
+
+def _degree(v: str):
+    return v if v == "auto" else int(v)
 
 
 def main() -> None:
@@ -47,10 +60,26 @@ def main() -> None:
     ap.add_argument("--n", type=int, nargs="+", default=[10, 100])
     ap.add_argument("--params", type=int, default=200_000)
     ap.add_argument("--bits", type=int, nargs="+", default=[32, 64])
+    ap.add_argument("--neighbours", type=_degree, nargs="+", default=None,
+                    help="SecAgg+ graph degrees (even ints or 'auto') to compare with the complete graph")
     a = ap.parse_args()
+    if not a.neighbours:
+        for bits in a.bits:
+            for n in a.n:
+                print(measure(n, a.params, bits=bits))
+        return
+    cols = ["complete"] + [f"k={k}" for k in a.neighbours]
     for bits in a.bits:
+        print(f"# ms per client for one round, P={a.params}, bits={bits}, 30% uploads lost; "
+              "k: SecAgg+ degree (actual d in parentheses)")
+        print("n".rjust(5) + "".join(c.rjust(18) for c in cols))
         for n in a.n:
-            print(measure(n, a.params, bits=bits))
+            row = [measure(n, a.params, bits=bits)] + [measure(n, a.params, bits=bits, neighbours=k)
+                                                        for k in a.neighbours]
+            cells = [f"{r['ms_per_client']:.1f} ({r['neighbours']})" for r in row]
+            print(str(n).rjust(5) + "".join(c.rjust(18) for c in cells), flush=True)
+            for k, r in zip(cols, row):
+                print("   ", k, r, flush=True)
 
 
 if __name__ == "__main__":

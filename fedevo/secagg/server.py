@@ -87,12 +87,15 @@ class SecAggServer:
         if len(survivors) < t:
             raise SecAggAbort(f"{len(survivors)} survivors, fewer than t={t}")
         if not self.params.complete:
-            surv = set(survivors)
+            surv, short = set(survivors), []
             for u in survivors + dropped:
                 near = len(self.params.neighbours_of(u) & surv) + (u in surv)
                 if 0 < near < t:  # a dropped client with no surviving neighbour left no mask to remove
-                    raise SecAggAbort(f"the neighbourhood of client {u} kept {near} survivors, fewer than t={t}: "
-                                      f"its {'self-mask seed' if u in surv else 'mask key'} cannot be recovered")
+                    short.append(f"client {u} ({'survived: self-mask seed' if u in surv else 'dropped: mask key'}"
+                                 f", {near} left)")
+            if short:
+                raise SecAggAbort(f"{len(short)} neighbourhood(s) kept fewer than t={t} survivors, so these "
+                                  f"secrets cannot be recovered: the neighbourhood of " + "; ".join(short))
         self._request = (survivors, dropped)
         return survivors, dropped
 

@@ -20,7 +20,8 @@ from .aggregator import SecureAggregator
 from .protocol import client_words
 
 
-def measure(n: int, P: int, *, bits: int = 32, loss: float = 0.3, seed: int = 0, neighbours=None) -> dict:
+def measure(n: int, P: int, *, bits: int = 32, loss: float = 0.3, seed: int = 0, neighbours=None,
+            threshold: float = 0.5) -> dict:
     rng = np.random.default_rng(seed)
     sizes = rng.integers(400, 800, size=n)
     lost = rng.random(n) < loss
@@ -29,7 +30,7 @@ def measure(n: int, P: int, *, bits: int = 32, loss: float = 0.3, seed: int = 0,
     t0 = time.perf_counter()
     plain = (torch.as_tensor(sizes[arrived], dtype=torch.float32) @ flat) / float(sizes[arrived].sum())
     t_plain = time.perf_counter() - t0
-    agg = SecureAggregator(sizes=sizes, bits=bits, value_range=16.0, threshold=0.5, seed=seed,
+    agg = SecureAggregator(sizes=sizes, bits=bits, value_range=16.0, threshold=threshold, seed=seed,
                            neighbours=neighbours)
     d = agg.degree_for(n)
     t0 = time.perf_counter()
@@ -39,15 +40,14 @@ def measure(n: int, P: int, *, bits: int = 32, loss: float = 0.3, seed: int = 0,
     out = agg.finish()
     t_sec = time.perf_counter() - t0
     s = agg.summary()
-    if out is None:
-        raise RuntimeError(f"the round aborted (n={n}, neighbours={neighbours}): no measurement")
     words = client_words(n=n, length=P + 1, bits=bits, responded=True, neighbours=d)
     return {"n": n, "P": P, "bits": bits, "neighbours": n - 1 if d is None else d, "threshold": agg.threshold_for(n),
             "arrived": len(arrived), "plain_s": round(t_plain, 4),
             "secagg_s": round(t_sec, 3), "ms_per_client": round(1000 * t_sec / n, 2),
             "setup_s": s["setup_s"], "mask_s": s["mask_s"], "unmask_s": s["unmask_s"],
             "client_expansions": s["client_expansions"], "server_expansions": s["server_expansions"],
-            "max_abs_err": float((out - plain).abs().max()), "step": s["step_max"],
+            "aborted": out is None, "max_abs_err": None if out is None else float((out - plain).abs().max()),
+            "step": s["step_max"],
             "words_per_client": words, "words_overhead_pct": 100 * (words / P - 1)}
 
 
@@ -62,25 +62,34 @@ def main() -> None:
     ap.add_argument("--bits", type=int, nargs="+", default=[32, 64])
     ap.add_argument("--neighbours", type=_degree, nargs="+", default=None,
                     help="SecAgg+ graph degrees (even ints or 'auto') to compare with the complete graph")
+    ap.add_argument("--loss", type=float, default=0.3, help="fraction of uploads lost")
+    ap.add_argument("--threshold", type=float, default=0.5, help="Shamir threshold θ (t = ⌈θ·n⌉ or ⌈θ·(k+1)⌉)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds per cell (different seeds); the table shows "
+                    "the median")
     a = ap.parse_args()
     if not a.neighbours:
         for bits in a.bits:
             for n in a.n:
-                print(measure(n, a.params, bits=bits))
+                print(measure(n, a.params, bits=bits, loss=a.loss, threshold=a.threshold))
         return
     cols = ["complete"] + [f"k={k}" for k in a.neighbours]
     for bits in a.bits:
-        print(f"# ms per client for one round, P={a.params}, bits={bits}, 30% uploads lost; "
-              "k: SecAgg+ degree (actual d in parentheses)")
-        print("n".rjust(5) + "".join(c.rjust(18) for c in cols))
+        print(f"# ms per client for one round, P={a.params}, bits={bits}, {a.loss:.0%} of uploads lost, "
+              f"θ={a.threshold:g}, median of {a.repeat}; (d, t): graph degree and Shamir threshold")
+        print("n".rjust(5) + "".join(c.rjust(22) for c in cols))
         for n in a.n:
-            row = [measure(n, a.params, bits=bits)] + [measure(n, a.params, bits=bits, neighbours=k)
-                                                        for k in a.neighbours]
-            cells = [f"{r['ms_per_client']:.1f} ({r['neighbours']})" for r in row]
-            print(str(n).rjust(5) + "".join(c.rjust(18) for c in cells), flush=True)
-            for k, r in zip(cols, row):
-                print("   ", k, r, flush=True)
-
+            cells, rows = [], []
+            for k in [None] + a.neighbours:
+                rs = [measure(n, a.params, bits=bits, loss=a.loss, threshold=a.threshold, neighbours=k, seed=s)
+                      for s in range(a.repeat)]
+                rows += rs
+                ms = float(np.median([r["ms_per_client"] for r in rs]))
+                aborted = sum(r["aborted"] for r in rs)
+                cells.append(f"{ms:.1f} ({rs[0]['neighbours']}, {rs[0]['threshold']})"
+                             + (f" {aborted} abort" if aborted else ""))
+            print(str(n).rjust(5) + "".join(c.rjust(22) for c in cells), flush=True)
+            for r in rows:
+                print("   ", r, flush=True)
 
 if __name__ == "__main__":
     main()

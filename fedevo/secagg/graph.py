@@ -17,8 +17,6 @@ import math
 import random
 from collections.abc import Sequence
 
-from scipy import stats
-
 
 def auto_neighbours(n: int) -> int:
     """k = 2·⌈log2 n⌉ (even), at least 2, capped at n − 1 (the complete graph)."""
@@ -60,14 +58,32 @@ def harary(clients: Sequence[int], k: int, seed: int) -> dict[int, frozenset[int
     return out
 
 
+def connected(nodes, graph: dict[int, frozenset[int]]) -> bool:
+    """Whether the subgraph of `graph` induced on `nodes` is connected (True for no or one node). If the
+    surviving clients split into components, unmasking would reveal each component's sum separately."""
+    nodes = set(nodes)
+    if len(nodes) <= 1:
+        return True
+    start = next(iter(nodes))
+    seen, todo = {start}, [start]
+    while todo:
+        for v in graph[todo.pop()]:
+            if v in nodes and v not in seen:
+                seen.add(v)
+                todo.append(v)
+    return len(seen) == len(nodes)
+
+
 def failure_bound(n: int, k: int, t: int, dropout: float) -> float:
     """Union bound on P[the round aborts because some neighbourhood kept fewer than t survivors] when each
     client drops independently with probability `dropout`. A dropped client's mask key needs t surviving
     neighbours among its k; a survivor's self-mask seed needs t among its k neighbours and itself, which is
     at least as likely. So P[abort] ≤ n · P[Binomial(k, 1 − dropout) < t]."""
+    from scipy import stats
+
     if not 0 <= dropout <= 1:
         raise ValueError("dropout must be in [0, 1]")
     return min(1.0, n * float(stats.binom.cdf(t - 1, k, 1 - dropout)))
 
 
-__all__ = ["auto_neighbours", "check_neighbours", "degree", "harary", "failure_bound"]
+__all__ = ["auto_neighbours", "check_neighbours", "degree", "harary", "connected", "failure_bound"]

@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from . import shamir
+from .graph import connected
 from .prg import ENC_INFO, MASK_INFO, MaskStream, agree, pair_sign
 from .protocol import AdvertisedKeys, EncryptedShare, MaskedUpload, RoundParams, UnmaskShares
 
@@ -143,6 +144,13 @@ class SecAggClient:
         if near < self.params.threshold:
             raise ValueError(f"only {near} survivors in this client's neighbourhood, fewer than the threshold "
                              f"{self.params.threshold}")
+        if not self.params.complete:
+            key = ("connected", surv)  # the same public check for every client: computed once per cohort
+            if key not in self._cache:
+                self._cache[key] = connected(surv, self.params.graph)
+            if not self._cache[key]:
+                raise ValueError("the survivors' masking graph is disconnected: unmasking would reveal the sum "
+                                 "of each component")
         if self._answered is not None and self._answered != (surv, drop):
             raise ValueError("already answered an unmasking request with different sets")
         self._answered = (surv, drop)

@@ -5,7 +5,8 @@ clients whose upload was lost (or filtered out), then removes their masks from t
 SecAgg+ (`RoundParams.neighbours` = d < n − 1): each secret was shared only among its owner's neighbourhood
 in the round's public graph, so the server reconstructs b_u from t of u's surviving neighbours (u itself
 included) and s_u^SK of a dropped u from t of u's surviving neighbours, and removes only the d pairwise masks
-u had; it aborts (SecAggAbort) as soon as some neighbourhood keeps fewer than t survivors.
+u had; it aborts (SecAggAbort) as soon as some neighbourhood keeps fewer than t survivors, or when the
+survivors' subgraph is disconnected (unmasking would reveal each component's sum; the clients refuse too).
 
 By construction the server never handles an unmasked update: `receive` takes only `MaskedUpload` (a uint
 vector over Z_{2^k}), and this module imports neither torch nor the client side (`masking`, `quantize`);
@@ -20,6 +21,7 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from . import shamir
+from .graph import connected
 from .prg import MASK_INFO, MaskStream, agree, pair_sign
 from .protocol import AdvertisedKeys, EncryptedShare, MaskedUpload, RoundParams, SecAggAbort, UnmaskShares
 
@@ -96,6 +98,9 @@ class SecAggServer:
             if short:
                 raise SecAggAbort(f"{len(short)} neighbourhood(s) kept fewer than t={t} survivors, so these "
                                   f"secrets cannot be recovered: the neighbourhood of " + "; ".join(short))
+            if not connected(survivors, self.params.graph):
+                raise SecAggAbort("the survivors' masking graph is disconnected: unmasking would reveal the sum "
+                                  "of each component separately")
         self._request = (survivors, dropped)
         return survivors, dropped
 

@@ -162,6 +162,25 @@ def test_client_refuses_to_unmask_when_its_neighbourhood_lost_too_many():
         cohort.clients[c].unmask(survivors, nb[:3])
 
 
+def test_disconnected_survivors_abort_and_clients_refuse():
+    """On a cycle (k = 2), losing two non-adjacent clients splits the survivors in two: unmasking would hand the
+    server each half's sum, so the server aborts and every client refuses to answer."""
+    p, cohort, server = setup_round(n=10, k=2, threshold=1)
+    ring = [p.clients[0]]
+    while len(ring) < 10:
+        ring.append(min(p.neighbours_of(ring[-1]) - set(ring)))  # walk the cycle
+    lost = {ring[2], ring[6]}
+    survivors = [c for c in p.clients if c not in lost]
+    assert recoverable(p, survivors)  # every neighbourhood keeps t: only connectivity is at stake
+    with pytest.raises(SecAggAbort, match="disconnected"):
+        run(p, cohort, server, survivors)
+    with pytest.raises(ValueError, match="disconnected"):
+        cohort.clients[survivors[0]].unmask(survivors, sorted(lost))
+    p, cohort, server = setup_round(n=10, k=2, threshold=1)  # one loss leaves a path: connected, exact
+    total, plain, tol = run(p, cohort, server, [c for c in p.clients if c != ring[2]])
+    assert np.abs(total - plain).max() <= tol
+
+
 def test_dropped_clients_neighbours_hold_all_its_shares_and_any_t_of_them_suffice():
     p, cohort, server = setup_round(n=30, k=6, threshold=4)
     u = p.clients[12]

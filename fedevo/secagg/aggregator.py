@@ -19,7 +19,6 @@ plus a discrete Gaussian noise share, every client weighted 1); it has `begin_ro
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from typing import Optional, Union
@@ -27,7 +26,7 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from .graph import check_neighbours, degree
+from .graph import check_neighbours, degree, neighbourhood_threshold
 from .masking import Cohort
 from .protocol import RoundParams, SecAggAbort, client_words
 from .quantize import dequantize, fixed_point, quantize
@@ -61,9 +60,7 @@ class SecureAggregator:
 
     def threshold_for(self, n: int) -> int:
         """t = ⌈θ·n⌉ over the complete graph; ⌈θ·(d + 1)⌉ (at most d) over a neighbourhood with SecAgg+."""
-        d = self.degree_for(n)
-        size = n if d is None else d + 1
-        return min(size if d is None else d, max(1, math.ceil(self.theta * size - 1e-9)))
+        return neighbourhood_threshold(self.theta, n, self.degree_for(n))
 
     def graph_seed(self, t: int) -> int:
         """The public randomness the server announces for round t's graph (reproducible from the seed)."""

@@ -6,6 +6,10 @@ communication in parameter-equivalents.
 
 `--neighbours 16 auto`: also runs SecAgg+ (Bell et al. 2020) with each given graph degree, in the same process
 and on the same updates, and prints a table of milliseconds per client: complete graph vs SecAgg+.
+
+`--abort-rate 2000`: no cryptography; for each n and degree, the fraction of that many rounds (random graph,
+each upload lost independently with probability --loss) that SecAgg+ must abort because a neighbourhood kept
+fewer than t survivors or the survivors' graph fell apart, next to the union bound `graph.failure_bound`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import numpy as np
 import torch
 
 from .aggregator import SecureAggregator
-from .protocol import client_words
+from .graph import connected, failure_bound, shortfalls
+from .protocol import RoundParams, client_words
 
 
 def measure(n: int, P: int, *, bits: int = 32, loss: float = 0.3, seed: int = 0, neighbours=None,
@@ -51,6 +56,32 @@ def measure(n: int, P: int, *, bits: int = 32, loss: float = 0.3, seed: int = 0,
             "words_per_client": words, "words_overhead_pct": 100 * (words / P - 1)}
 
 
+def abort_rate(n: int, neighbours, *, loss: float, threshold: float, trials: int, seed: int = 0) -> dict:
+    """Monte Carlo of the abort rules alone (`SecAggServer.unmask_request`'s checks) over random rounds."""
+    agg = SecureAggregator(sizes=np.ones(n), threshold=threshold, seed=seed, neighbours=neighbours)
+    d, t = agg.degree_for(n), agg.threshold_for(n)
+    rng = np.random.default_rng(seed)
+    ids = list(range(n))
+    counts = {"too_few": 0, "neighbourhood": 0, "disconnected": 0}
+    for r in range(trials):
+        lost = rng.random(n) < loss
+        surv = [c for c in ids if not lost[c]]
+        if len(surv) < t:
+            counts["too_few"] += 1
+            continue
+        if d is None:
+            continue
+        g = RoundParams(round=r, clients=tuple(ids), threshold=t, length=1, bits=32, neighbours=d,
+                        graph_seed=agg.graph_seed(r)).graph
+        if shortfalls(g, surv, [c for c in ids if lost[c]], t):
+            counts["neighbourhood"] += 1
+        elif not connected(surv, g):
+            counts["disconnected"] += 1
+    k = n - 1 if d is None else d
+    return {"n": n, "d": k, "t": t, "loss": loss, "trials": trials, "abort_rate": sum(counts.values()) / trials,
+            **counts, "union_bound": failure_bound(n, k, t, loss) if d is not None else None}
+
+
 def _degree(v: str):
     return v if v == "auto" else int(v)
 
@@ -66,7 +97,14 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=0.5, help="Shamir threshold θ (t = ⌈θ·n⌉ or ⌈θ·(k+1)⌉)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds per cell (different seeds); the table shows "
                     "the median")
+    ap.add_argument("--abort-rate", type=int, default=0, metavar="TRIALS",
+                    help="instead of timing: how often SecAgg+ rounds abort, over TRIALS random rounds")
     a = ap.parse_args()
+    if a.abort_rate:
+        for n in a.n:
+            for k in [None] + (a.neighbours or []):
+                print(abort_rate(n, k, loss=a.loss, threshold=a.threshold, trials=a.abort_rate), flush=True)
+        return
     if not a.neighbours:
         for bits in a.bits:
             for n in a.n:

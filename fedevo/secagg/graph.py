@@ -25,6 +25,23 @@ def auto_neighbours(n: int) -> int:
     return min(n - 1, max(2, 2 * math.ceil(math.log2(n))))
 
 
+def neighbourhood_threshold(theta: float, n: int, d: int | None) -> int:
+    """Shamir threshold t for fraction θ: ⌈θ·n⌉ over the complete graph (d None), ⌈θ·(d + 1)⌉ capped at d over
+    a neighbourhood (a dropped client's mask key must come from its d neighbours)."""
+    if d is None:
+        return min(n, max(1, math.ceil(theta * n - 1e-9)))
+    return min(d, max(1, math.ceil(theta * (d + 1) - 1e-9)))
+
+
+def min_degree(n: int, theta: float, dropout: float, target: float = 1e-3) -> int | None:
+    """The smallest even degree d ≥ auto_neighbours(n) whose abort bound `failure_bound(n, d, t, dropout)` is at
+    most `target` with t = neighbourhood_threshold(θ, n, d); None when only the complete graph meets it."""
+    for d in range(auto_neighbours(n) + auto_neighbours(n) % 2, n - 1, 2):
+        if failure_bound(n, d, neighbourhood_threshold(theta, n, d), dropout) <= target:
+            return d
+    return None
+
+
 def check_neighbours(value) -> None:
     """Raise ValueError unless `value` is None (complete graph), "auto", or an even int ≥ 2."""
     if value is None or value == "auto":
@@ -58,6 +75,19 @@ def harary(clients: Sequence[int], k: int, seed: int) -> dict[int, frozenset[int
     return out
 
 
+def shortfalls(graph: dict[int, frozenset[int]], survivors, dropped, t: int) -> list[tuple[int, int]]:
+    """(client, survivors left) for every neighbourhood below the threshold t: a survivor whose closed
+    neighbourhood (itself and its neighbours) keeps < t survivors, or a dropped client with at least one but
+    fewer than t surviving neighbours (with none, no survivor masked with it and nothing must be recovered)."""
+    surv = set(survivors)
+    out = []
+    for u in list(survivors) + list(dropped):
+        near = len(graph[u] & surv) + (u in surv)
+        if 0 < near < t:
+            out.append((u, near))
+    return out
+
+
 def connected(nodes, graph: dict[int, frozenset[int]]) -> bool:
     """Whether the subgraph of `graph` induced on `nodes` is connected (True for no or one node). If the
     surviving clients split into components, unmasking would reveal each component's sum separately."""
@@ -86,4 +116,4 @@ def failure_bound(n: int, k: int, t: int, dropout: float) -> float:
     return min(1.0, n * float(stats.binom.cdf(t - 1, k, 1 - dropout)))
 
 
-__all__ = ["auto_neighbours", "check_neighbours", "degree", "harary", "connected", "failure_bound"]
+__all__ = ["auto_neighbours", "neighbourhood_threshold", "min_degree", "check_neighbours", "degree", "harary", "shortfalls", "connected", "failure_bound"]

@@ -21,7 +21,7 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from . import shamir
-from .graph import connected
+from .graph import connected, shortfalls
 from .prg import MASK_INFO, MaskStream, agree, pair_sign
 from .protocol import AdvertisedKeys, EncryptedShare, MaskedUpload, RoundParams, SecAggAbort, UnmaskShares
 
@@ -89,12 +89,8 @@ class SecAggServer:
         if len(survivors) < t:
             raise SecAggAbort(f"{len(survivors)} survivors, fewer than t={t}")
         if not self.params.complete:
-            surv, short = set(survivors), []
-            for u in survivors + dropped:
-                near = len(self.params.neighbours_of(u) & surv) + (u in surv)
-                if 0 < near < t:  # a dropped client with no surviving neighbour left no mask to remove
-                    short.append(f"client {u} ({'survived: self-mask seed' if u in surv else 'dropped: mask key'}"
-                                 f", {near} left)")
+            short = [f"client {u} ({'survived: self-mask seed' if u in got else 'dropped: mask key'}, {near} left)"
+                     for u, near in shortfalls(self.params.graph, survivors, dropped, t)]
             if short:
                 raise SecAggAbort(f"{len(short)} neighbourhood(s) kept fewer than t={t} survivors, so these "
                                   f"secrets cannot be recovered: the neighbourhood of " + "; ".join(short))

@@ -367,3 +367,12 @@ def test_secure_aggregator_rejects_a_bad_degree():
     for bad in (3, "many", 0):
         with pytest.raises(ValueError, match="neighbours"):
             SecureAggregator(sizes=np.ones(4), neighbours=bad)
+
+
+def test_min_degree_meets_the_abort_target():
+    from fedevo.secagg.graph import min_degree, neighbourhood_threshold
+    d = min_degree(200, 1 / 3, 0.3, target=1e-3)
+    assert d is not None and d % 2 == 0 and d >= auto_neighbours(200)
+    assert failure_bound(200, d, neighbourhood_threshold(1 / 3, 200, d), 0.3) <= 1e-3
+    assert failure_bound(200, d - 2, neighbourhood_threshold(1 / 3, 200, d - 2), 0.3) > 1e-3
+    assert min_degree(25, 0.5, 0.3) is None  # only the complete graph

@@ -107,23 +107,26 @@ class SecAggServer:
         survivors, dropped = self._request
         p = self.params
         nb = p.neighbours_of
+        surv_set, drop_set = set(survivors), set(dropped)
         usable, seen = [], set()
+        holders: dict[int, list[UnmaskShares]] = {}  # owner -> usable answers of its neighbourhood, in order
         for r in responses:
-            if not isinstance(r, UnmaskShares) or r.client not in survivors or r.client in seen:
+            if not isinstance(r, UnmaskShares) or r.client not in surv_set or r.client in seen:
                 continue
             near = nb(r.client) | {r.client}
-            if all(u in r.self_mask for u in survivors if u in near) and \
-                    all(u in r.mask_key for u in dropped if u in near):
+            if all(u in r.self_mask for u in near if u in surv_set) and \
+                    all(u in r.mask_key for u in near if u in drop_set):
                 usable.append(r)
                 seen.add(r.client)
+                for u in near:
+                    holders.setdefault(u, []).append(r)
         if len(usable) < p.threshold:
             raise SecAggAbort(f"{len(usable)} complete unmasking answers, fewer than t={p.threshold}")
         lagrange: dict[tuple, list[int]] = {}
 
         def recover(owner: int, table: str) -> bytes:
             """The secret of `owner` from the first t usable answers of its neighbourhood."""
-            near = nb(owner) | {owner}
-            got = [r for r in usable if r.client in near][:p.threshold]
+            got = holders.get(owner, [])[:p.threshold]
             if len(got) < p.threshold:
                 raise SecAggAbort(f"{len(got)} answers from the neighbourhood of client {owner}, "
                                   f"fewer than t={p.threshold}")
@@ -143,15 +146,14 @@ class SecAggServer:
             stream.add_into(total, recover(u, "self_mask"), -1)
             self.reconstructed["self_mask"] += 1
         for u in dropped:  # remove the pairwise masks survivors shared with u
-            if not any(v in nb(u) for v in survivors):
+            if not nb(u) & surv_set:
                 continue  # (SecAgg+ only) no survivor masked with u
             sk = X25519PrivateKey.from_private_bytes(recover(u, "mask_key"))
             if sk.public_key().public_bytes_raw() != self.roster[u].mask_pk:
                 raise SecAggAbort(f"reconstructed mask key of client {u} does not match its public key")
             self.reconstructed["mask_key"] += 1
-            for v in survivors:
-                if v in nb(u):
-                    stream.add_into(total, agree(sk, self.roster[v].mask_pk, MASK_INFO, p.round), -pair_sign(v, u))
+            for v in sorted(nb(u) & surv_set):
+                stream.add_into(total, agree(sk, self.roster[v].mask_pk, MASK_INFO, p.round), -pair_sign(v, u))
         self.expansions += stream.expansions
         self._uploads.clear()
         return total

@@ -94,7 +94,7 @@ def main() -> None:
     ap.add_argument("--neighbours", type=_degree, nargs="+", default=None,
                     help="SecAgg+ graph degrees (even ints or 'auto') to compare with the complete graph")
     ap.add_argument("--loss", type=float, default=0.3, help="fraction of uploads lost")
-    ap.add_argument("--threshold", type=float, default=0.5, help="Shamir threshold θ (t = ⌈θ·n⌉ or ⌈θ·(k+1)⌉)")
+    ap.add_argument("--threshold", type=float, default=0.5, help="Shamir threshold θ (t = ⌈θ·n⌉; ⌈θ·(d+1)⌉ for SecAgg+)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds per cell (different seeds); the table shows "
                     "the median")
     ap.add_argument("--abort-rate", type=int, default=0, metavar="TRIALS",

@@ -26,8 +26,8 @@ def auto_neighbours(n: int) -> int:
 
 
 def neighbourhood_threshold(theta: float, n: int, d: int | None) -> int:
-    """Shamir threshold t for fraction θ: ⌈θ·n⌉ over the complete graph (d None), ⌈θ·(d + 1)⌉ capped at d over
-    a neighbourhood (a dropped client's mask key must come from its d neighbours)."""
+    """Shamir threshold t for fraction θ: ⌈θ·n⌉ over the complete graph (d None), ⌈θ·(d + 1)⌉ capped at d
+    over a neighbourhood (a dropped client's mask key must come from its d neighbours)."""
     if d is None:
         return min(n, max(1, math.ceil(theta * n - 1e-9)))
     return min(d, max(1, math.ceil(theta * (d + 1) - 1e-9)))
@@ -116,4 +116,5 @@ def failure_bound(n: int, k: int, t: int, dropout: float) -> float:
     return min(1.0, n * float(stats.binom.cdf(t - 1, k, 1 - dropout)))
 
 
-__all__ = ["auto_neighbours", "neighbourhood_threshold", "min_degree", "check_neighbours", "degree", "harary", "shortfalls", "connected", "failure_bound"]
+__all__ = ["auto_neighbours", "neighbourhood_threshold", "min_degree", "check_neighbours", "degree", "harary",
+           "shortfalls", "connected", "failure_bound"]

@@ -376,3 +376,12 @@ def test_min_degree_meets_the_abort_target():
     assert failure_bound(200, d, neighbourhood_threshold(1 / 3, 200, d), 0.3) <= 1e-3
     assert failure_bound(200, d - 2, neighbourhood_threshold(1 / 3, 200, d - 2), 0.3) > 1e-3
     assert min_degree(25, 0.5, 0.3) is None  # only the complete graph
+
+
+def test_bench_abort_rate_follows_the_bound():
+    from fedevo.secagg.bench import abort_rate
+    ok = abort_rate(100, "auto", loss=0.1, threshold=1 / 3, trials=100)
+    assert ok["d"] == 14 and ok["t"] == 5 and ok["union_bound"] < 1e-4 and ok["abort_rate"] == 0
+    bad = abort_rate(100, "auto", loss=0.3, threshold=0.5, trials=100)
+    assert bad["t"] == 8 and bad["abort_rate"] > 0.3 and bad["neighbourhood"] > 0
+    assert abort_rate(100, None, loss=0.3, threshold=0.5, trials=100)["abort_rate"] == 0

@@ -14,6 +14,7 @@ survivors, with independent dropouts; docs/secagg_signds_adaptive.md discusses t
 from __future__ import annotations
 
 import math
+import numbers
 import random
 from collections.abc import Sequence
 
@@ -46,7 +47,7 @@ def check_neighbours(value) -> None:
     """Raise ValueError unless `value` is None (complete graph), "auto", or an even int ≥ 2."""
     if value is None or value == "auto":
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 2 or value % 2:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 2 or value % 2:
         raise ValueError(f"neighbours must be None, 'auto' or an even integer >= 2, got {value!r}")
 
 

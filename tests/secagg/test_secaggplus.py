@@ -84,7 +84,7 @@ def test_harary_degree_at_least_n_minus_1_is_complete_and_odd_degree_is_refused(
     for bad in (3, 0, -2, 2.0, "four", True):
         with pytest.raises(ValueError):
             check_neighbours(bad)
-    for ok in (None, "auto", 2, 16):
+    for ok in (None, "auto", 2, 16, np.int64(8)):
         check_neighbours(ok)
 
 

@@ -19,6 +19,7 @@ plus a discrete Gaussian noise share, every client weighted 1); it has `begin_ro
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from typing import Optional, Union
@@ -36,8 +37,12 @@ from .server import SecAggServer
 class SecureAggregator:
     def __init__(self, *, sizes: np.ndarray, bits: int = 32, value_range: float = 16.0, threshold: float = 0.5,
                  seed: int = 0, keep_uploads: bool = False, encoder=None,
-                 neighbours: Optional[Union[int, str]] = None):
+                 neighbours: Optional[Union[int, str]] = None, survivor_floor: float = 0.0):
+        """survivor_floor: the round aborts unless at least ⌈survivor_floor·n⌉ of the n sampled clients survive
+        (distributed DP counts the noise of that many; with the complete graph the Shamir threshold already
+        enforces ⌈θ·n⌉, with SecAgg+ only per neighbourhood)."""
         check_neighbours(neighbours)
+        self.survivor_floor = float(survivor_floor)
         self.neighbours = neighbours
         self.seed = seed
         self.sizes = np.asarray(sizes, dtype=np.float64)
@@ -123,6 +128,8 @@ class SecureAggregator:
             survivors, dropped = self.server.unmask_request(None if selected is None else
                                                             [int(c) for c in selected])
             responders = len(survivors)
+            if responders < math.ceil(self.survivor_floor * n - 1e-9):
+                raise SecAggAbort(f"{responders} of {n} survived, fewer than the floor the noise is counted for")
             total = self.server.finish(self.cohort.unmask(survivors, dropped))
             self.stats["dropped_recovered"] += len(dropped)
             s = dequantize(total, self.fp) if self.encoder is None else np.append(*self.encoder.decode(total))

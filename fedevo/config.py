@@ -90,6 +90,7 @@ class PrivacyConfig:
     secagg_bits: int = 32  # k: masked arithmetic in Z_{2^k}; a masked word costs k/32 parameter-equivalents
     secagg_range: Optional[float] = None  # clamp |x| <= R before fixed-point encoding (None: from the mechanism)
     secagg_threshold: float = 0.5  # Shamir threshold t = ceil(theta * n) of the n sampled clients
+    secagg_neighbours: Optional[Union[int, str]] = None  # SecAgg+ graph degree d (even), "auto", None: complete
     # SignDS (seed 002)
     signds_eps: float = 1.0  # ε of one upload (pure ε-LDP, EM-MDS)
     signds_k: float = 0.01  # top-k size as a fraction of the active parameters
@@ -173,6 +174,9 @@ class PrivacyConfig:
         _check(self.secagg_range is None or (math.isfinite(self.secagg_range) and self.secagg_range > 0),
                f"secagg_range must be > 0, got {self.secagg_range}")
         _check(0 < self.secagg_threshold <= 1, f"secagg_threshold must be in (0, 1], got {self.secagg_threshold}")
+        n = self.secagg_neighbours
+        _check(n is None or n == "auto" or (isinstance(n, int) and not isinstance(n, bool) and n >= 2 and n % 2 == 0),
+               f"secagg_neighbours must be an even integer >= 2 or \"auto\" (SecAgg+), got {n!r}")
         _check(not (self.aggregation == "secagg" and self.recall and self.mechanism in UPDATE_LIKE),
                "recall needs the server to store individual noisy updates, which secure aggregation hides; "
                "set recall = false with aggregation 'secagg'")

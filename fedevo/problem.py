@@ -23,7 +23,7 @@ SIM_KEYS = ("rounds", "epochs", "batch_size", "lr", "participation", "alpha", "x
             "chunk_clients")
 PRIVACY_KEYS = ("mechanism", "sigma", "clip", "beta", "tau", "recall", "similarity", "max_participations",
                 "delta", "eps_budget", "target_eps",
-                "aggregation", "secagg_bits", "secagg_range", "secagg_threshold",
+                "aggregation", "secagg_bits", "secagg_range", "secagg_threshold", "secagg_neighbours",
                 "signds_eps", "signds_k", "signds_h", "signds_lr",
                 "adaptive_levels", "adaptive_gamma", "adaptive_kappa", "adaptive_keep", "adaptive_threshold",
                 "adaptive_level_eps", "trust", "sampling", "clip_rule")

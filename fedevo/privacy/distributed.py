@@ -9,7 +9,10 @@ t_h = t − colluders honest shares are always in the sum: each client's share h
 counted honest noise alone has std σ·C₀. ε is against an honest-but-curious server (add/remove one user, no
 amplification: the server knows the cohort), accounted as the DDG paper does (ddg.py). Not covered: a malicious
 server (one that lies about who dropped out, or tampers with the protocol), more colluding clients than
-`colluders`, and the floating-point implementation of the sampler's acceptance test.
+`colluders`, and the floating-point implementation of the sampler's acceptance test. With SecAgg+
+(`secagg_neighbours`), the protocol hides individual uploads only while every neighbourhood holds fewer than its
+threshold of colluders (a per-neighbourhood, high-probability assumption over the random graph); the server still
+aborts below ⌈θ·M⌉ survivors (`survivor_floor`), so the counted honest noise is unchanged.
 
 Deployment scale: the deployment averages n = max(M·(1 − upload_loss), t) arrived uploads, whose noise has std
 s·√n on the sum, s/√n on the average. Each of the simulation's m arrived clients adds a share of std s·√(m/n), so
@@ -126,7 +129,8 @@ class DistributedDiscreteGaussian(Mechanism):
         enc = DDGEncoder(gamma=self.gamma(pc.sigma), share_std=lambda m: target * math.sqrt(m),
                          bits=pc.secagg_bits, seed=seed + 6)
         return SecureAggregator(sizes=part.sizes, bits=pc.secagg_bits, value_range=pc.clip,
-                                threshold=pc.secagg_threshold, seed=seed + 4, encoder=enc)
+                                threshold=pc.secagg_threshold, seed=seed + 4, encoder=enc,
+                                neighbours=pc.secagg_neighbours, survivor_floor=pc.secagg_threshold)
 
     def deployment(self) -> dict:
         c, pc = self.cfg, self.cfg.privacy
@@ -145,6 +149,8 @@ class DistributedDiscreteGaussian(Mechanism):
                "eps_conditional": False,
                "not_covered": "a malicious server; more than `colluders` clients colluding with the server"}
         rep.update(out.upload.summary())
+        if getattr(out, "secagg", None) is not None:  # what the protocol cost: rounds, aborts, words, seconds
+            rep["secagg"] = out.secagg.summary()
         rep.update(eps=self.eps_for(pc.sigma, dim), eps_paper=math.nan)
         return rep
 

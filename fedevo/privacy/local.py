@@ -38,7 +38,8 @@ class LocalMechanism(Mechanism):
         from ..secagg.aggregator import SecureAggregator
 
         return SecureAggregator(sizes=part.sizes, bits=pc.secagg_bits, value_range=self.secagg_range(),
-                                threshold=pc.secagg_threshold, seed=seed + 4, keep_uploads=controller is not None)
+                                threshold=pc.secagg_threshold, seed=seed + 4, keep_uploads=controller is not None,
+                                neighbours=pc.secagg_neighbours)
 
     def deployment(self) -> dict:
         return {"trust": "local", "observer": "the server (sees every upload, knows the cohort)",

@@ -7,6 +7,11 @@ the server sums, reconstructs the masks of lost (or filtered-out) clients, and g
 ratio is FedAvg's weighted mean: only that sum is revealed, never an individual update, and the sample counts
 stay hidden too. The result equals the plain weighted mean up to fixed-point rounding (≤ n·2^(−f−1) / Σ w_u).
 
+`neighbours`: None masks over the complete graph (Bonawitz et al.); an even d ≥ 2 or "auto"
+(d = 2·⌈log2 n⌉, `graph.auto_neighbours`) runs SecAgg+ (Bell et al. 2020) over a random d-regular graph drawn
+per round from public randomness (seed, round): per-client cost O(d) instead of O(n). The Shamir threshold is
+then taken over a neighbourhood: t = ⌈θ·(d + 1)⌉, at most d (θ·n for the complete graph, as before).
+
 `encoder`: replaces the fixed-point encoding (e.g. `fedevo.privacy.distributed.DDGEncoder`: randomised rounding
 plus a discrete Gaussian noise share, every client weighted 1); it has `begin_round(arrived: int)`,
 `encode(row, client) -> uint vector` and `decode(total) -> (sum vector, count)`.
@@ -17,11 +22,12 @@ from __future__ import annotations
 import math
 import random
 import time
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import torch
 
+from .graph import check_neighbours, degree, neighbourhood_threshold
 from .masking import Cohort
 from .protocol import RoundParams, SecAggAbort, client_words
 from .quantize import dequantize, fixed_point, quantize
@@ -30,7 +36,15 @@ from .server import SecAggServer
 
 class SecureAggregator:
     def __init__(self, *, sizes: np.ndarray, bits: int = 32, value_range: float = 16.0, threshold: float = 0.5,
-                 seed: int = 0, keep_uploads: bool = False, encoder=None):
+                 seed: int = 0, keep_uploads: bool = False, encoder=None,
+                 neighbours: Optional[Union[int, str]] = None, survivor_floor: float = 0.0):
+        """survivor_floor: the round aborts unless at least ⌈survivor_floor·n⌉ of the n sampled clients survive
+        (distributed DP counts the noise of that many; with the complete graph the Shamir threshold already
+        enforces ⌈θ·n⌉, with SecAgg+ only per neighbourhood)."""
+        check_neighbours(neighbours)
+        self.survivor_floor = float(survivor_floor)
+        self.neighbours = neighbours
+        self.seed = seed
         self.sizes = np.asarray(sizes, dtype=np.float64)
         self.mean_size = float(self.sizes.mean())
         self.w_max = float(self.sizes.max() / self.mean_size)
@@ -44,8 +58,18 @@ class SecureAggregator:
         self.steps: list[float] = []
         self._round = None
 
+    def degree_for(self, n: int) -> Optional[int]:
+        """The graph degree d for a cohort of n, or None for the complete graph."""
+        d = degree(self.neighbours, n)
+        return d if d < n - 1 else None
+
     def threshold_for(self, n: int) -> int:
-        return min(n, max(1, math.ceil(self.theta * n - 1e-9)))
+        """t = ⌈θ·n⌉ over the complete graph; ⌈θ·(d + 1)⌉ (at most d) over a neighbourhood with SecAgg+."""
+        return neighbourhood_threshold(self.theta, n, self.degree_for(n))
+
+    def graph_seed(self, t: int) -> int:
+        """The public randomness the server announces for round t's graph (reproducible from the seed)."""
+        return int(np.random.SeedSequence([self.seed, int(t)]).generate_state(1, np.uint64)[0])
 
     def begin_round(self, t: int, sampled: np.ndarray, arrived: np.ndarray, active: torch.Tensor) -> None:
         t0 = time.perf_counter()
@@ -53,8 +77,9 @@ class SecureAggregator:
         self.idx = torch.nonzero(active.reshape(-1) > 0).squeeze(1)
         self.P = active.numel()
         length = int(self.idx.numel()) + 1
+        d = self.degree_for(len(ids))
         params = RoundParams(round=t, clients=ids, threshold=self.threshold_for(len(ids)), length=length,
-                             bits=self.bits)
+                             bits=self.bits, neighbours=d, graph_seed=0 if d is None else self.graph_seed(t))
         if self.encoder is None:
             self.fp = fixed_point(bits=self.bits, bound=max(self.R, 1.0) * self.w_max, clients=len(ids))
             self.steps.append(self.fp.step)
@@ -103,6 +128,8 @@ class SecureAggregator:
             survivors, dropped = self.server.unmask_request(None if selected is None else
                                                             [int(c) for c in selected])
             responders = len(survivors)
+            if responders < math.ceil(self.survivor_floor * n - 1e-9):
+                raise SecAggAbort(f"{responders} of {n} survived, fewer than the floor the noise is counted for")
             total = self.server.finish(self.cohort.unmask(survivors, dropped))
             self.stats["dropped_recovered"] += len(dropped)
             s = dequantize(total, self.fp) if self.encoder is None else np.append(*self.encoder.decode(total))
@@ -117,8 +144,9 @@ class SecureAggregator:
         self.stats["server_expansions"] += self.server.expansions
         # every sampled client advertised, shared and sent its masked vector (a lost upload still cost its
         # bytes); the survivors also answered the unmasking round
-        words = (n - responders) * client_words(n=n, length=p.length, bits=p.bits, responded=False) \
-            + responders * client_words(n=n, length=p.length, bits=p.bits, responded=True)
+        cost = dict(n=n, length=p.length, bits=p.bits, neighbours=p.neighbours)
+        words = (n - responders) * client_words(**cost, responded=False) \
+            + responders * client_words(**cost, responded=True)
         self.last_words = words
         self.stats["comm_words"] += words
         self.stats["unmask_s"] += time.perf_counter() - t0
@@ -129,7 +157,7 @@ class SecureAggregator:
         s = dict(self.stats)
         if self.encoder is not None:
             s["encoding"] = self.encoder.summary()
-        s.update(bits=self.bits, range=self.R, threshold=self.theta,
+        s.update(bits=self.bits, range=self.R, threshold=self.theta, neighbours=self.neighbours,
                  step_max=max(self.steps) if self.steps else None,
                  clamped_fraction=s["clamped"] / s["values"] if s["values"] else 0.0)
         s["overhead_s"] = s["setup_s"] + s["mask_s"] + s["unmask_s"]

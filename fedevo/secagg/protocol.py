@@ -13,14 +13,21 @@ parameter-equivalents (1 = one 32-bit float, as in the `comm` objective; uploads
     unmask    one share per other client (survivors only)    (n−1)·(33 + 4) = 37·(n−1) B
 
     words(n, L, k) = [64 + 102·(n−1) + L·k/8 + 37·(n−1)] / 4 = 16 + 34.75·(n−1) + L·k/32
+
+SecAgg+ (Bell et al. 2020; `RoundParams.neighbours` = d < n − 1): a client shares with, masks with and
+answers for only its d neighbours in the round's graph (`graph.py`), so n − 1 becomes d above:
+words = 16 + 34.75·d + L·k/32, independent of n for fixed d.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Optional
 
 import numpy as np
 
+from .graph import harary
 from .shamir import FIELD_BYTES
 
 KEY_BYTES = 32
@@ -38,26 +45,61 @@ class SecAggAbort(RuntimeError):
 
 @dataclass(frozen=True)
 class RoundParams:
-    """Public parameters of one round: who was sampled, the Shamir threshold t, the vector length and k."""
+    """Public parameters of one round, announced by the server: who was sampled, the Shamir threshold t, the
+    vector length and k; for SecAgg+, the graph degree d (`neighbours`) and the seed of the random graph.
+
+    neighbours=None (or ≥ n − 1): the complete graph, Bonawitz et al.'s protocol; t ≤ n. Otherwise an even
+    d ≥ 2: a random d-regular Harary graph (`graph.harary`) from `graph_seed`; each client's secrets are
+    shared among its closed neighbourhood (itself and its d neighbours) with threshold t ≤ d."""
 
     round: int
     clients: tuple[int, ...]  # the sampled clients, sorted; share x-coordinate of clients[i] is i + 1
     threshold: int
     length: int
     bits: int
+    neighbours: Optional[int] = None
+    graph_seed: int = 0
 
     def __post_init__(self):
         if list(self.clients) != sorted(set(self.clients)):
             raise ValueError("clients must be sorted and distinct")
-        if not 1 <= self.threshold <= len(self.clients):
-            raise ValueError(f"threshold must be in [1, {len(self.clients)}], got {self.threshold}")
+        n = len(self.clients)
+        if self.neighbours is not None and self.neighbours < n - 1:
+            if isinstance(self.neighbours, bool) or self.neighbours < 2 or self.neighbours % 2:
+                raise ValueError(f"neighbours must be an even integer >= 2 (or >= n - 1 = {n - 1} for the "
+                                 f"complete graph), got {self.neighbours!r}")
+            if not 1 <= self.threshold <= self.neighbours:
+                raise ValueError(f"threshold must be in [1, {self.neighbours}] (the neighbours a dropped client's "
+                                 f"mask key is recovered from), got {self.threshold}")
+        elif not 1 <= self.threshold <= n:
+            raise ValueError(f"threshold must be in [1, {n}], got {self.threshold}")
         if self.bits not in (32, 64):
             raise ValueError(f"bits must be 32 or 64, got {self.bits}")
         if self.length < 1:
             raise ValueError("length must be >= 1")
 
     def x_of(self, client: int) -> int:
-        return self.clients.index(client) + 1
+        return self._x[client]
+
+    @cached_property
+    def _x(self) -> dict[int, int]:
+        return {c: i + 1 for i, c in enumerate(self.clients)}
+
+    @property
+    def complete(self) -> bool:
+        return self.neighbours is None or self.neighbours >= len(self.clients) - 1
+
+    @property
+    def degree(self) -> int:
+        return len(self.clients) - 1 if self.complete else self.neighbours
+
+    @cached_property
+    def graph(self) -> dict[int, frozenset[int]]:
+        """client -> its neighbours (never itself)."""
+        return harary(self.clients, self.degree, self.graph_seed)
+
+    def neighbours_of(self, client: int) -> frozenset[int]:
+        return self.graph[client]
 
     @property
     def dtype(self):
@@ -102,11 +144,13 @@ class UnmaskShares:
     mask_key: dict = field(default_factory=dict)
 
 
-def client_words(*, n: int, length: int, bits: int, responded: bool) -> float:
-    """Upload cost of one sampled client in a round, in parameter-equivalents (formula in the module doc)."""
-    b = ADVERTISE_BYTES + (n - 1) * ENC_SHARE_BYTES + length * bits // 8
+def client_words(*, n: int, length: int, bits: int, responded: bool, neighbours: Optional[int] = None) -> float:
+    """Upload cost of one sampled client in a round, in parameter-equivalents (formula in the module doc).
+    `neighbours`: the SecAgg+ graph degree d (None or ≥ n − 1: the complete graph, d = n − 1)."""
+    d = n - 1 if neighbours is None else min(int(neighbours), n - 1)
+    b = ADVERTISE_BYTES + d * ENC_SHARE_BYTES + length * bits // 8
     if responded:
-        b += (n - 1) * UNMASK_SHARE_BYTES
+        b += d * UNMASK_SHARE_BYTES
     return b / WORD_BYTES
 
 

@@ -2,6 +2,12 @@
 the unmasking round reconstructs (Shamir) the self-mask seeds b_u of survivors and the mask keys s_u^SK of
 clients whose upload was lost (or filtered out), then removes their masks from the sum.
 
+SecAgg+ (`RoundParams.neighbours` = d < n − 1): each secret was shared only among its owner's neighbourhood
+in the round's public graph, so the server reconstructs b_u from t of u's surviving neighbours (u itself
+included) and s_u^SK of a dropped u from t of u's surviving neighbours, and removes only the d pairwise masks
+u had; it aborts (SecAggAbort) as soon as some neighbourhood keeps fewer than t survivors, or when the
+survivors' subgraph is disconnected (unmasking would reveal each component's sum; the clients refuse too).
+
 By construction the server never handles an unmasked update: `receive` takes only `MaskedUpload` (a uint
 vector over Z_{2^k}), and this module imports neither torch nor the client side (`masking`, `quantize`);
 tests/secagg checks both. What it learns is the sum over survivors, as the protocol intends.
@@ -15,6 +21,7 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from . import shamir
+from .graph import connected, shortfalls
 from .prg import MASK_INFO, MaskStream, agree, pair_sign
 from .protocol import AdvertisedKeys, EncryptedShare, MaskedUpload, RoundParams, SecAggAbort, UnmaskShares
 
@@ -78,8 +85,18 @@ class SecAggServer:
             got &= sel
         survivors = tuple(sorted(got))
         dropped = tuple(sorted(set(self.roster) - got))
-        if len(survivors) < self.params.threshold:
-            raise SecAggAbort(f"{len(survivors)} survivors, fewer than t={self.params.threshold}")
+        t = self.params.threshold
+        if len(survivors) < t:
+            raise SecAggAbort(f"{len(survivors)} survivors, fewer than t={t}")
+        if not self.params.complete:
+            short = [f"client {u} ({'survived: self-mask seed' if u in got else 'dropped: mask key'}, {near} left)"
+                     for u, near in shortfalls(self.params.graph, survivors, dropped, t)]
+            if short:
+                raise SecAggAbort(f"{len(short)} neighbourhood(s) kept fewer than t={t} survivors, so these "
+                                  f"secrets cannot be recovered: the neighbourhood of " + "; ".join(short))
+            if not connected(survivors, self.params.graph):
+                raise SecAggAbort("the survivors' masking graph is disconnected: unmasking would reveal the sum "
+                                  "of each component separately")
         self._request = (survivors, dropped)
         return survivors, dropped
 
@@ -89,18 +106,35 @@ class SecAggServer:
             raise RuntimeError("call unmask_request first")
         survivors, dropped = self._request
         p = self.params
+        nb = p.neighbours_of
+        surv_set, drop_set = set(survivors), set(dropped)
         usable, seen = [], set()
+        holders: dict[int, list[UnmaskShares]] = {}  # owner -> usable answers of its neighbourhood, in order
         for r in responses:
-            if not isinstance(r, UnmaskShares) or r.client not in survivors or r.client in seen:
+            if not isinstance(r, UnmaskShares) or r.client not in surv_set or r.client in seen:
                 continue
-            if all(u in r.self_mask for u in survivors) and all(u in r.mask_key for u in dropped):
+            near = nb(r.client) | {r.client}
+            if all(u in r.self_mask for u in near if u in surv_set) and \
+                    all(u in r.mask_key for u in near if u in drop_set):
                 usable.append(r)
                 seen.add(r.client)
+                for u in near:
+                    holders.setdefault(u, []).append(r)
         if len(usable) < p.threshold:
             raise SecAggAbort(f"{len(usable)} complete unmasking answers, fewer than t={p.threshold}")
-        usable = usable[:p.threshold]
-        xs = [p.x_of(r.client) for r in usable]
-        lam = shamir.lagrange_at_zero(xs)
+        lagrange: dict[tuple, list[int]] = {}
+
+        def recover(owner: int, table: str) -> bytes:
+            """The secret of `owner` from the first t usable answers of its neighbourhood."""
+            got = holders.get(owner, [])[:p.threshold]
+            if len(got) < p.threshold:
+                raise SecAggAbort(f"{len(got)} answers from the neighbourhood of client {owner}, "
+                                  f"fewer than t={p.threshold}")
+            xs = tuple(p.x_of(r.client) for r in got)
+            if xs not in lagrange:
+                lagrange[xs] = shamir.lagrange_at_zero(xs)
+            return shamir.to_bytes(shamir.combine(xs, [getattr(r, table)[owner] for r in got], lagrange[xs]))
+
         if self.keep_uploads:
             total = np.zeros(p.length, dtype=p.dtype)
             for u in survivors:
@@ -109,16 +143,16 @@ class SecAggServer:
             total = self._sum.copy()
         stream = MaskStream(p.length, p.bits)
         for u in survivors:  # remove self masks
-            b = shamir.to_bytes(shamir.combine(xs, [r.self_mask[u] for r in usable], lam))
-            stream.add_into(total, b, -1)
+            stream.add_into(total, recover(u, "self_mask"), -1)
             self.reconstructed["self_mask"] += 1
         for u in dropped:  # remove the pairwise masks survivors shared with u
-            sk = X25519PrivateKey.from_private_bytes(
-                shamir.to_bytes(shamir.combine(xs, [r.mask_key[u] for r in usable], lam)))
+            if not nb(u) & surv_set:
+                continue  # (SecAgg+ only) no survivor masked with u
+            sk = X25519PrivateKey.from_private_bytes(recover(u, "mask_key"))
             if sk.public_key().public_bytes_raw() != self.roster[u].mask_pk:
                 raise SecAggAbort(f"reconstructed mask key of client {u} does not match its public key")
             self.reconstructed["mask_key"] += 1
-            for v in survivors:
+            for v in sorted(nb(u) & surv_set):
                 stream.add_into(total, agree(sk, self.roster[v].mask_pk, MASK_INFO, p.round), -pair_sign(v, u))
         self.expansions += stream.expansions
         self._uploads.clear()

@@ -19,14 +19,25 @@ FIELD_BYTES = 33  # bytes of one share value on the wire
 
 def split(secret: int, *, n: int, t: int, rng: random.Random | None = None) -> list[int]:
     """Shares y_1..y_n of `secret` (0 ≤ secret < PRIME) for x = 1..n, threshold t (1 ≤ t ≤ n)."""
-    if not 0 <= secret < PRIME:
-        raise ValueError("secret out of the field")
     if not 1 <= t <= n:
         raise ValueError(f"need 1 <= t <= n, got t={t}, n={n}")
+    return split_at(secret, xs=range(1, n + 1), t=t, rng=rng)
+
+
+def split_at(secret: int, *, xs: Sequence[int], t: int, rng: random.Random | None = None) -> list[int]:
+    """Shares y_j = f(x_j) of `secret` at the given distinct nonzero x-coordinates (SecAgg+: only a client's
+    neighbours get one), threshold t ≤ len(xs). Same random draws as `split`, so split_at(xs=1..n) == split."""
+    xs = list(xs)
+    if not 0 <= secret < PRIME:
+        raise ValueError("secret out of the field")
+    if not 1 <= t <= len(xs):
+        raise ValueError(f"need 1 <= t <= number of shares, got t={t}, {len(xs)} shares")
+    if len(set(xs)) != len(xs) or any(not 0 < x < PRIME for x in xs):
+        raise ValueError("share x-coordinates must be distinct and in [1, PRIME)")
     rng = rng or _secrets.SystemRandom()
     coeffs = [rng.randrange(PRIME) for _ in range(t - 1)][::-1] + [secret]  # highest degree first
     out = []
-    for x in range(1, n + 1):
+    for x in xs:
         acc = 0
         for c in coeffs:
             acc = acc * x + c
@@ -65,4 +76,4 @@ def to_bytes(v: int) -> bytes:
     return int(v).to_bytes(32, "big")
 
 
-__all__ = ["PRIME", "FIELD_BYTES", "split", "lagrange_at_zero", "combine", "to_int", "to_bytes"]
+__all__ = ["PRIME", "FIELD_BYTES", "split", "split_at", "lagrange_at_zero", "combine", "to_int", "to_bytes"]

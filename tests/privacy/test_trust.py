@@ -85,6 +85,32 @@ def test_secagg_ddg_sum_is_exact_with_dropouts(lost):
     assert float(err) < 6 * 0.01 + 1e-3  # only the (tiny) DP noise and rounding remain
 
 
+def test_secaggplus_floor_aborts_below_the_counted_survivors():
+    """SecAgg+ thresholds hold per neighbourhood; distributed DP also needs ⌈θ·n⌉ survivors in the sum."""
+    from fedevo.privacy.distributed import DDGEncoder
+    from fedevo.secagg.aggregator import SecureAggregator
+
+    n, P = 12, 50
+    for arrived_n, ok in ((9, True), (5, False)):
+        enc = DDGEncoder(gamma=1e-4, share_std=lambda k: 0.01 * math.sqrt(k), bits=32, seed=2)
+        agg = SecureAggregator(sizes=np.full(n, 50), bits=32, threshold=0.5, seed=5, encoder=enc, neighbours=4,
+                               survivor_floor=0.5)
+        arrived = np.arange(n)[n - arrived_n:]
+        agg.begin_round(1, np.arange(n), arrived, torch.ones(P))
+        agg.add(torch.zeros(len(arrived), P), arrived)
+        out = agg.finish()
+        assert (out is not None) == ok and agg.stats["aborted"] == (0 if ok else 1)
+
+
+def test_secagg_trust_with_secaggplus_through_the_cli(capsys):
+    code, out, err = run(["evaluate", "--params", json.dumps({"trust": "secagg", "sigma": 3.0,
+                                                               "secagg_neighbours": 4, "secagg_threshold": 0.3}),
+                          "--rounds", "3", "--json"], capsys)
+    assert code == 0, err
+    d = json.loads(out)
+    assert math.isfinite(d["eps"]) and d["privacy"]["secagg"]["neighbours"] is not None
+
+
 def test_discrete_gaussian_moments():
     rng = np.random.default_rng(0)
     for sigma in (0.7, 3.3, 250.0):
@@ -145,6 +171,7 @@ def test_evaluate_names_trust_population_cohort_sampling_accountant(trust, capsy
     ({"trust": "central", "mechanism": "step"}, "needs mechanism 'update'"),
     ({"trust": "central", "delta": 1e-4}, "below 1/population"),
     ({"sampling": "stratified"}, "unknown sampling"),
+    ({"trust": "secagg", "secagg_neighbours": 3}, "secagg_neighbours must be an even integer"),
 ])
 def test_bad_trust_input_one_line_exit_2(params, msg, capsys):
     code, out, err = run(["evaluate", "--params", json.dumps(params), "--rounds", "1", "--quiet", "--json"], capsys)

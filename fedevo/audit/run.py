@@ -42,6 +42,9 @@ METHOD = ("one-run audit (Steinke, Nasr & Jagielski, NeurIPS 2023): ε lower bou
           "likelihood-ratio attack on canary users, each inserted with probability 1/2; ε estimate: one-shot "
           "Gaussian fit of inserted vs held-out canary statistics (Andrew et al., ICLR 2024)")
 
+METHOD_STEP = METHOD.replace("on canary users", "on canary records (gradient canaries, each dominating the one "
+                             "batch of its canary client: record level)")
+
 
 @dataclass
 class AuditResult:
@@ -96,15 +99,12 @@ class AuditResult:
 
 def check_supported(cfg: SimConfig) -> None:
     pc = cfg.privacy
-    if pc.mechanism == "step":
-        raise FedevoError("auditing the step mechanism (record level, canary records) is not implemented; "
-                          "`fedevo audit` audits mechanism = 'update' (user level, canary clients) under "
-                          "local, central and secagg trust")
     if pc.mechanism == "none":
         raise FedevoError("mechanism 'none' has no privacy claim (ε = ∞): nothing to audit")
-    if pc.mechanism != "update":
+    if pc.mechanism not in ("update", "step"):
         raise FedevoError(f"auditing mechanism {pc.mechanism!r} is not implemented; `fedevo audit` audits "
-                          "mechanism = 'update' (local, central and secagg trust)")
+                          "mechanism = 'update' (user level: local, central and secagg trust) and 'step' "
+                          "(record level, local trust)")
 
 
 def check_canaries(count: Optional[int], *, confidence: float, delta: float) -> None:
@@ -223,10 +223,10 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
         return known["part"]
 
     def observe(agg: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
-        t = known["part"].round  # this round (1-based); a round that aggregates nothing releases nothing
         if local:  # the local observer looks at uploads: only the active coordinates are needed here
             state["actives"].append(active.clone())
             return inner(agg, active) if inner is not None else agg
+        t = known["part"].round  # this round (1-based); a round that aggregates nothing releases nothing
         c = canary_set(int((active > 0).sum()), exposure)
         joins = c.join(t)
         d = c.directions(active)
@@ -240,7 +240,8 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
         return agg
 
     try:
-        out = run_rounds(cfg, model, data, part, gen=gen, step_hook=step_hook, upload_factory=upload_factory,
+        out = run_rounds(cfg, model, data, part, gen=gen, step_hook=step_hook,
+                         upload_factory=upload_factory if factory is not None else None,
                          on_round=on_round, secagg=secagg, controller=controller, server_transform=observe,
                          uniform_weights=mech.uniform_weights)
     except DivergedError as e:
@@ -252,7 +253,9 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
     eps_reported = float(rep["eps"])
     if local:
         exposure = exposure_of(mech, cfg, out.arrivals if out.upload is None else out.upload.joined)
-        c, eps_upper = _local_canaries(mech, cfg, out, state["actives"], exposure, canary_set, seed)
+        run_local = _step_canaries if pc.mechanism == "step" else _local_canaries
+        c, eps_upper = run_local(mech, cfg, out, state["actives"], exposure, canary_set, seed)
+        eps_upper = eps_reported if eps_upper is None else eps_upper
     else:
         c, eps_upper = canary_set(out.omega, exposure), eps_reported
     scores, stat = c.scores(), c.statistic()
@@ -264,7 +267,8 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
                        included=int(c.included.sum()), exposure=exposure, bound=bound, fit=fit,
                        eps_reported=eps_reported, eps_search=eps_search, seed=seed, params=dict(params or {}),
                        statistic=stat, scores=scores, included_mask=c.included.copy(), joined=c.joined.copy(),
-                       observed_rounds=c.observed_rounds, wall_s=time.perf_counter() - t0)
+                       observed_rounds=c.observed_rounds, wall_s=time.perf_counter() - t0,
+                       method=METHOD_STEP if pc.mechanism == "step" else METHOD)
 
 
 BLOCK = 256  # canary uploads privatised per call (memory: BLOCK × P floats)
@@ -311,6 +315,53 @@ def _local_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure
     z = trans.effective_sigma() if trans is not None else None
     eps = acc.eps_update_varying(noise_multipliers=[z], delta=pc.delta) if z else 0.0
     return c, float(eps)
+
+
+GRADIENT_SCALE = 1e3  # a canary record's gradient norm, in units of the clip S: clipping leaves exactly S·ũ
+
+
+def _step_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure, canary_set, seed: int):
+    """Record-level canaries of the step mechanism: m canary clients, each holding one batch (one local step per
+    epoch, every step sees the canary record) whose batch gradient the canary record dominates: ±G·ũ with
+    G ≫ S, so the clipped step is ∓lr·S·ũ (replace one record: included +, replaced by its mirror −). The
+    steps go through the mechanism's own hook (`StepLDP`: clip to S, add N(0, σ²) on the active weights after
+    every step), for as many rounds as the most exposed real client's uploads and at each round's clip S;
+    the observer (the server) sees each canary client's upload, the sum of its E steps."""
+    from ..privacy.mechanisms import StepLDP
+
+    pc = cfg.privacy
+    if not actives:
+        raise FedevoError("no round of the audit run aggregated anything: nothing to audit")
+    c = canary_set(out.omega, exposure)
+    clips = list(out.step_hook.clips) or [pc.clip or 1.0]
+    E, lr = cfg.epochs, cfg.lr
+    ids = np.ones(c.m, dtype=bool)
+    for k in range(exposure.rounds):
+        active = actives[min(k, len(actives) - 1)]
+        S = float(clips[min(k, len(clips) - 1)])
+        joins = c.join(k + 1)
+        d = c.directions(active)
+        weights = c.signs(joins) * GRADIENT_SCALE * S
+        proj = np.empty(c.m)
+        for s in range(0, c.m, BLOCK):
+            blk = slice(s, min(s + BLOCK, c.m))
+            grad = c.rows(d, weights, blk)
+            hook = StepLDP(sigma=pc.sigma, clip=S, seed=seed + 23).for_chunk(seed + 1000 * (k + 1) + s)
+            try:
+                delta = torch.zeros_like(grad)
+                live = torch.from_numpy(ids[blk])
+                for _ in range(E):
+                    g = grad.clone()
+                    coef = hook.coefficients([g], live, lr)
+                    delta.addcmul_(g, coef.unsqueeze(1), value=-1.0)
+                    hook.after_step([delta], [active], live)
+            finally:
+                hook.noise.close()
+            proj[blk] = c.project_rows(d, delta, blk)
+        # the upload moves by −lr·S·E·sign along ũ, the noise by N(0, σ²·E): z = −proj/(σ·√E), μ = lr·S·√E/σ
+        c.record(z=-proj / (pc.sigma * math.sqrt(E)), mu=np.full(c.m, lr * S * math.sqrt(E) / pc.sigma),
+                 joins=joins)
+    return c, None  # the accountant's ε is the run's own: the canaries meet the most exposed client's rounds
 
 
 __all__ = ["AuditResult", "DEFAULT_CANARIES", "DEFAULT_CONFIDENCE", "KnownPart", "METHOD", "audit_config",

@@ -35,8 +35,11 @@ def audit(
     from ..audit import report, targets
     from ..audit.run import audit_config, check_canaries
     from ..errors import FedevoError
+    from ..guards import check_evaluation_memory, check_rounds, check_seed, check_writable_dir
     from ..problem import parse_params
 
+    check_seed(seed)
+    check_rounds(rounds)
     if (run_dir is None) == (problem is None):
         raise FedevoError("give either RUN_DIR --pick SPEC or --problem NAME (not both)")
     if run_dir is not None:
@@ -49,8 +52,11 @@ def audit(
         if pick:
             raise FedevoError("--pick needs a RUN_DIR")
         todo = targets.from_problem(problem, parse_params(params), seed=seed, rounds=rounds)
-    for t in todo:  # bad confidence / too few canaries: before any training
+    for t in todo:  # bad confidence / too few canaries / too large: before any training
         check_canaries(canaries, confidence=confidence, delta=t.cfg.privacy.delta)
+        check_evaluation_memory(t.cfg, t.label)
+    check_writable_dir(out if out is not None else run_dir if run_dir is not None else Path("runs"),
+                       "--out" if out is not None else "RUN_DIR" if run_dir is not None else "runs/")
     results = []
     if quiet or as_json:
         for t in todo:

@@ -69,7 +69,7 @@ def test_bad_input_one_line_exit_2(run_dir, capsys, argv, msg):
     assert code == 2 and msg in err and err.count("\n") == 1 and err.startswith("fedevo: error:")
 
 
-def test_run_without_evaluations_and_step(run_dir, tmp_path, capsys):
+def test_run_without_evaluations_and_signds(run_dir, tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "run.json").write_bytes((run_dir / "run.json").read_bytes())
@@ -77,5 +77,18 @@ def test_run_without_evaluations_and_step(run_dir, tmp_path, capsys):
     assert code == 2 and "no evaluations" in err and err.count("\n") == 1
     assert not (empty / "audit").exists()
     code, out, err = cli(["audit", "--problem", "digits_mlp_local", "--params",
-                          '{"mechanism": "step", "clip": 1.0}'], capsys)
-    assert code == 2 and "step mechanism" in err and err.count("\n") == 1
+                          '{"mechanism": "signds"}'], capsys)
+    assert code == 2 and "'signds' is not implemented" in err and err.count("\n") == 1
+
+
+def test_unwritable_out_and_bad_seed_before_training(tmp_path, capsys, monkeypatch):
+    import fedevo.audit.run
+
+    calls = []
+    monkeypatch.setattr(fedevo.audit.run, "audit_config", lambda *a, **k: calls.append(a))
+    a_file = tmp_path / "a_file.txt"
+    a_file.write_text("x")
+    for argv, msg in ((["--out", a_file / "a"], "--out .*cannot write there"), (["--seed", "-1"], "seed")):
+        code, out, err = cli(["audit", "--problem", "digits_mlp", *argv], capsys)
+        assert code == 2 and err.count("\n") == 1 and __import__("re").search(msg, err), err
+    assert calls == [] and sorted(p.name for p in tmp_path.iterdir()) == ["a_file.txt"]

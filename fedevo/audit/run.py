@@ -173,32 +173,17 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
                  confidence: float = DEFAULT_CONFIDENCE, label: str = "", params: Optional[dict] = None,
                  eps_search: Optional[float] = None, on_round: Optional[Callable[[int], None]] = None) -> AuditResult:
     """Train `cfg` once with seed `seed` and canaries inserted where its trust model's observer looks."""
-    from ..data.datasets import load_dataset
-    from ..data.partition import partition
     from ..errors import DivergedError
     from ..fl.rounds import run_rounds
-    from ..models import build_model
-    from ..privacy.mechanism import build_mechanism
-    from ..privacy.noise import NoiseSource
+    from ..fl.simulate import prepare
 
     t0 = time.perf_counter()
     check_supported(cfg)
+    check_canaries(canaries, confidence=confidence, delta=cfg.privacy.delta)
+    su = prepare(cfg, seed=seed)  # the same data, partition, model, calibration and streams as the evaluation
+    cfg, mech, data, part, model, noise = su.cfg, su.mech, su.data, su.part, su.model, su.noise
     pc = cfg.privacy
-    check_canaries(canaries, confidence=confidence, delta=pc.delta)
-    mech = build_mechanism(cfg)
-    data = load_dataset(cfg.data.dataset, cfg.data.data_dir, cfg.data.download)
-    dc = cfg.data
-    part = partition(data.y_train.numpy(), data.y_test.numpy(), scheme=dc.partition, clients=dc.clients,
-                     num_classes=data.num_classes, seed=seed, shards_per_client=dc.shards_per_client,
-                     shard_size=dc.shard_size, dirichlet_alpha=dc.dirichlet_alpha, test_fraction=dc.test_fraction)
-    model = build_model(cfg.arch, data.input_shape, data.num_classes)
-    cfg = mech.calibrate(cfg, dim=sum(math.prod(s) for s in model.shapes))
-    pc = cfg.privacy
-    gen = torch.Generator().manual_seed(seed)
-    noise = NoiseSource(seed + 1)
-    controller = mech.controller(data, part, seed)
-    secagg = mech.aggregator(part, seed, controller)
-    step_hook, factory = mech.client_transforms(noise, seed, controller)
+    factory = su.upload_factory
     inner = mech.server_transform(seed)
     local = mech.trust == "local"
     state: dict[str, Any] = {"actives": []}
@@ -240,9 +225,9 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
         return agg
 
     try:
-        out = run_rounds(cfg, model, data, part, gen=gen, step_hook=step_hook,
+        out = run_rounds(cfg, model, data, part, gen=su.gen, step_hook=su.step_hook,
                          upload_factory=upload_factory if factory is not None else None,
-                         on_round=on_round, secagg=secagg, controller=controller, server_transform=observe,
+                         on_round=on_round, secagg=su.secagg, controller=su.controller, server_transform=observe,
                          uniform_weights=mech.uniform_weights)
     except DivergedError as e:
         raise FedevoError(f"{label or 'the configuration'} diverged during the audit run ({e}); nothing to "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
@@ -27,9 +28,25 @@ def _diverged(cfg: SimConfig, t0: float, message: str, omega: int = 0) -> Evalua
                             message=message)
 
 
-def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
-             progress: Optional[Callable[[int], None]] = None) -> EvaluationResult:
-    t0 = time.perf_counter()
+@dataclass
+class Setup:
+    """One evaluation's pieces before training: the mechanism (calibrated), data, partition, model, the seeded
+    generator and noise stream, and the mechanism's controller, aggregator and client transforms."""
+    cfg: SimConfig  # with the calibrated σ
+    mech: object
+    data: object
+    part: object
+    model: object
+    gen: torch.Generator
+    noise: NoiseSource  # the caller closes it
+    controller: object
+    secagg: object
+    step_hook: object
+    upload_factory: Optional[Callable]
+
+
+def prepare(cfg: SimConfig, *, seed: int) -> Setup:
+    """Build what `simulate` trains, from `cfg` and `seed` alone (the audit reuses it to train the same run)."""
     mech = build_mechanism(cfg)  # the mechanism × trust model: calibration, transforms, aggregation, accounting
     data = load_dataset(cfg.data.dataset, cfg.data.data_dir, cfg.data.download)
     dc = cfg.data
@@ -43,10 +60,20 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
     controller = mech.controller(data, part, seed)
     secagg = mech.aggregator(part, seed, controller)
     step_hook, upload_factory = mech.client_transforms(noise, seed, controller)
+    return Setup(cfg=cfg, mech=mech, data=data, part=part, model=model, gen=gen, noise=noise, controller=controller,
+                 secagg=secagg, step_hook=step_hook, upload_factory=upload_factory)
+
+
+def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
+             progress: Optional[Callable[[int], None]] = None) -> EvaluationResult:
+    t0 = time.perf_counter()
+    su = prepare(cfg, seed=seed)
+    cfg, mech, data, part, model, noise = su.cfg, su.mech, su.data, su.part, su.model, su.noise
     try:
-        out = run_rounds(cfg, model, data, part, gen=gen, step_hook=step_hook, upload_factory=upload_factory,
-                         eval_every=eval_every, on_round=progress, secagg=secagg, controller=controller,
-                         server_transform=mech.server_transform(seed), uniform_weights=mech.uniform_weights)
+        out = run_rounds(cfg, model, data, part, gen=su.gen, step_hook=su.step_hook,
+                         upload_factory=su.upload_factory, eval_every=eval_every, on_round=progress,
+                         secagg=su.secagg, controller=su.controller, server_transform=mech.server_transform(seed),
+                         uniform_weights=mech.uniform_weights)
     except DivergedError as e:
         return _diverged(cfg, t0, str(e))
     finally:

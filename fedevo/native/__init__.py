@@ -2,7 +2,8 @@
 
 noise.c (the Gaussian stream), step.c (the dense bf16 MLP step's elementwise work and output layer), gemm.c (the
 bf16 hidden-layer forward GEMM), dense32.c (the dense fp32 MLP step's GEMMs with fused epilogues), sparse_mlp.c
-(the SET-sparse MLP step), similarity.c (recall's sign agreement), common.h (bf16 conversions, the noise block).
+(the SET-sparse MLP step), similarity.c (recall's sign agreement), ddg.c (the distributed discrete Gaussian's client
+encoding), common.h (bf16 conversions, the noise block).
 
 Every kernel builds for any target: AVX-512 / AVX512-BF16 code is behind #if on the compiler's target macros with
 a portable fallback (gemm.c returns -1 without AVX512-BF16 and the caller uses torch), the rest is plain C and GNU
@@ -41,7 +42,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 HERE = Path(__file__).parent
-SOURCES = tuple(HERE / f for f in ("noise.c", "step.c", "sparse_mlp.c", "gemm.c", "similarity.c", "dense32.c"))
+SOURCES = tuple(HERE / f for f in ("noise.c", "step.c", "sparse_mlp.c", "gemm.c", "similarity.c", "dense32.c",
+                                   "ddg.c"))
 HEADERS = (HERE / "common.h",)
 CFLAGS = ("-O3", "-march=native", "-ffast-math", "-fPIC")
 BLOCK_VALUES = 1024  # 2 * BLOCK in common.h: buffers split at multiples of this give identical numbers
@@ -122,8 +124,10 @@ SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_
     # (L, dims, rowptr[], cols[], nnz, vals[], bias[], gvals[] | NULL, gbias[] | NULL, x, rows, y, w, c, B, scale,
     #  scratch) -> 0, or -1 if B or L is too large
     "fedevo_smlp_step": [_I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P],
+    # (x fp64, n, 1/γ, σ, key, out int64) -> 0, or -1 for σ <= 0 (ddg.c)
+    "fedevo_ddg_encode": [_P, _I, ctypes.c_double, ctypes.c_double, _U, _P],
 }
-RETURNS_INT = {"fedevo_smlp_step", "fedevo_head_bf16", "fedevo_linear_fwd_bf16", "fedevo_sign_agree",
+RETURNS_INT = {"fedevo_smlp_step", "fedevo_ddg_encode", "fedevo_head_bf16", "fedevo_linear_fwd_bf16", "fedevo_sign_agree",
                "fedevo_fwd_f32", "fedevo_dgrad_f32", "fedevo_wgrad_f32"}
 
 
@@ -148,6 +152,7 @@ class Kernels:
         self.linear_fwd_bf16, self.sign_agree = fns["fedevo_linear_fwd_bf16"], fns["fedevo_sign_agree"]
         self.fwd_f32, self.dgrad_f32, self.wgrad_f32 = fns["fedevo_fwd_f32"], fns["fedevo_dgrad_f32"], fns["fedevo_wgrad_f32"]
         self.softmax_ce_f32 = fns["fedevo_softmax_ce_f32"]
+        self.ddg_encode = fns["fedevo_ddg_encode"]
 
 
 def load() -> Optional[Kernels]:

@@ -27,6 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .. import native
 from ..config import SimConfig
 from . import accounting as acc
 from . import ddg
@@ -41,8 +42,9 @@ class DDGEncoder:
     """The client side of the DDG for `fedevo.secagg.aggregator.SecureAggregator`: x → round(x/γ) + N_Z(0,
     (share/γ)²) mod 2^bits, with a count word 1 appended; decodes the modular sum back to (Σx + noise, count)."""
 
-    def __init__(self, *, gamma: float, share_std, bits: int, seed: int):
+    def __init__(self, *, gamma: float, share_std, bits: int, seed: int, use_native: bool = True):
         self.gamma, self.bits = gamma, bits
+        self.use_native = use_native  # native/ddg.c where it builds, else numpy (ddg.discrete_gaussian)
         self.share_std = share_std  # arrived clients this round -> each one's share std (update units)
         self.rng = np.random.default_rng(seed)
         self._unsigned = np.uint32 if bits == 32 else np.uint64
@@ -57,11 +59,19 @@ class DDGEncoder:
 
     def encode(self, row: np.ndarray, client: int) -> np.ndarray:
         t0 = time.perf_counter()
-        y = row / self.gamma
-        low = np.floor(y)
-        q = low.astype(np.int64) + (self.rng.random(y.shape) < (y - low))  # unbiased randomised rounding
-        q += ddg.discrete_gaussian(sigma=self._std, size=q.size, rng=self.rng)
-        q = np.append(q, 1)
+        q = np.empty(row.size + 1, dtype=np.int64)
+        q[-1] = 1
+        kern = native.load() if self.use_native else None
+        if kern is not None:  # the same algorithm in C (native/ddg.c), ~10x faster; different numbers
+            x = np.ascontiguousarray(row, dtype=np.float64)
+            if kern.ddg_encode(x.ctypes.data, x.size, 1.0 / self.gamma, self._std,
+                               int(self.rng.integers(0, 2**63)), q.ctypes.data) != 0:
+                raise ValueError(f"discrete Gaussian std must be > 0, got {self._std}")
+        else:
+            y = row / self.gamma
+            low = np.floor(y)
+            q[:-1] = low.astype(np.int64) + (self.rng.random(y.shape) < (y - low))  # unbiased randomised rounding
+            q[:-1] += ddg.discrete_gaussian(sigma=self._std, size=row.size, rng=self.rng)
         self._exact = q.copy() if self._exact is None else self._exact + q  # diagnostics: the unwrapped sum
         self.stats["encode_s"] += time.perf_counter() - t0
         return q.astype(self._unsigned)  # two's complement mod 2^bits

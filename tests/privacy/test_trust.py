@@ -122,6 +122,38 @@ def test_discrete_gaussian_moments():
         assert x.var() == pytest.approx(var, rel=0.02)
 
 
+@pytest.mark.parametrize("use_native", [False, True])
+def test_ddg_encoder_matches_the_discrete_gaussian_and_rounds_without_bias(use_native):
+    """Both encoders (native/ddg.c and numpy): zero input gives N_Z(0, σ²) (chi-square against its pmf, tight
+    enough to catch a σ off by 10 %); a constant input x/γ = k + 0.3 rounds up 30 % of the time."""
+    from scipy import stats
+
+    from fedevo import native
+    from fedevo.privacy.distributed import DDGEncoder
+
+    if use_native and native.load() is None:
+        pytest.skip(f"native kernels unavailable: {native.status()}")
+    for sigma in (0.7, 3.3, 40.0):
+        enc = DDGEncoder(gamma=1.0, share_std=lambda m, s=sigma: s, bits=64, seed=3, use_native=use_native)
+        enc.begin_round(1)
+        z = enc.encode(np.zeros(200_000), 0).view(np.int64)[:-1]
+        k = np.arange(-int(8 * sigma) - 2, int(8 * sigma) + 3)
+        w = np.exp(-k.astype(float) ** 2 / (2 * sigma * sigma))
+        expect = w / w.sum() * z.size
+        obs = np.bincount(z - k[0], minlength=k.size)[: k.size].astype(float)
+        keep = expect > 20
+        chi = float(((obs[keep] - expect[keep]) ** 2 / expect[keep]).sum())
+        assert stats.chi2.sf(chi, keep.sum() - 1) > 1e-4, (sigma, chi)
+        wrong = np.exp(-k.astype(float) ** 2 / (2 * (1.1 * sigma) ** 2))
+        wrong = wrong / wrong.sum() * z.size
+        chi_wrong = float(((obs[keep] - wrong[keep]) ** 2 / wrong[keep]).sum())
+        assert stats.chi2.sf(chi_wrong, keep.sum() - 1) < 1e-6, (sigma, chi_wrong)  # the test has power
+    enc = DDGEncoder(gamma=0.5, share_std=lambda m: 1e-9, bits=64, seed=4, use_native=use_native)
+    enc.begin_round(1)  # σ/γ tiny: no noise but the rounding
+    q = enc.encode(np.full(100_000, 0.5 * 7.3), 0).view(np.int64)[:-1]
+    assert set(np.unique(q)) == {7, 8} and abs((q == 8).mean() - 0.3) < 0.01
+
+
 def test_ddg_epsilon_tends_to_the_gaussian_rdp_bound_and_counts_honest_clients():
     import dp_accounting as dpa
     from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant

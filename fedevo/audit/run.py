@@ -256,7 +256,12 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
                        method=METHOD_STEP if pc.mechanism == "step" else METHOD)
 
 
-BLOCK = 256  # canary uploads privatised per call (memory: BLOCK × P floats)
+BLOCK_VALUES = 1 << 24  # canary uploads privatised per call: as many rows of P floats as fit in 64 MB
+
+
+def block_rows(m: int, size: int) -> int:
+    """Canary rows per call for m canaries over a flat parameter vector of `size` floats."""
+    return max(1, min(m, BLOCK_VALUES // max(size, 1)))
 
 
 def _local_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure, canary_set, seed: int):
@@ -289,8 +294,9 @@ def _local_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure
             ck = trans.thresholds(ids)  # C_k of this participation (before the transform counts it)
             weights = c.signs(joins) * pc.clip  # ±C₀·ũ: the transform clips to C_k
             proj = np.empty(c.m)
-            for s in range(0, c.m, BLOCK):
-                blk = slice(s, min(s + BLOCK, c.m))
+            rows_per = block_rows(c.m, active.numel())
+            for s in range(0, c.m, rows_per):
+                blk = slice(s, min(s + rows_per, c.m))
                 rows = c.rows(d, weights, blk)
                 up, _ = trans(rows, ids[blk], out.omega)
                 proj[blk] = c.project_rows(d, up, blk)
@@ -328,8 +334,9 @@ def _step_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure,
         d = c.directions(active)
         weights = c.signs(joins) * GRADIENT_SCALE * S
         proj = np.empty(c.m)
-        for s in range(0, c.m, BLOCK):
-            blk = slice(s, min(s + BLOCK, c.m))
+        rows_per = block_rows(c.m, active.numel())
+        for s in range(0, c.m, rows_per):
+            blk = slice(s, min(s + rows_per, c.m))
             grad = c.rows(d, weights, blk)
             hook = StepLDP(sigma=pc.sigma, clip=S, seed=seed + 23).for_chunk(seed + 1000 * (k + 1) + s)
             try:

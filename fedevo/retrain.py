@@ -270,7 +270,7 @@ class RetrainReport:
         return out
 
     def write(self) -> dict[str, Path]:
-        from .search.run import atomic_write
+        from .search.log import atomic_write
         from .viz.curves import write_curves_html
         from .viz.html import esc
 

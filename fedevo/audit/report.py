@@ -44,7 +44,7 @@ def jsonable(o):
 
 
 def write_json(path: Path, results: Sequence, context: dict) -> Path:
-    from ..search.run import atomic_write
+    from ..search.log import atomic_write
 
     doc = {**context, "audits": [dict(r.summary(), statistic=r.statistic.tolist(), score=r.scores.tolist(),
                                       included=r.included_mask.astype(int).tolist(),
@@ -105,7 +105,7 @@ def write_html(path: Path, results: Sequence, *, title: str, intro: str = "") ->
     from ..viz.html import esc, figure_div, page, table, write
 
     parts = [f"<h1>{esc(title)}</h1>", f'<p class="meta">{esc(intro)}</p>' if intro else "",
-             table(["configuration", "trust", "ε upper (accountant)", "ε estimate", f"ε lower", "verdict",
+             table(["configuration", "trust", "ε upper (accountant)", "ε estimate", "ε lower", "verdict",
                     "canaries", "confidence"],
                    [[r.label, r.trust, _fmt(r.eps_upper), _fmt(r.eps_estimate), _fmt(r.eps_lower), r.verdict,
                      r.canaries, r.confidence] for r in results], left=(0, 1, 5))]

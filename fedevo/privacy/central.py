@@ -104,7 +104,7 @@ class CentralGaussian(Mechanism):
                 "accountant": ACCOUNTANT[pc.sampling]}
 
     def report(self, out, part) -> dict:
-        c, pc = self.cfg, self.cfg.privacy
+        pc = self.cfg.privacy
         rep = {"mechanism": pc.mechanism, **self.deployment(), "level": "user", "sigma": pc.sigma,
                "clip": pc.clip, "noise_std_on_average": self.noise_std(), "eps_conditional": False,
                "not_covered": "a server that leaks the individual clipped updates (it is trusted here)"}

@@ -134,7 +134,7 @@ class DistributedDiscreteGaussian(Mechanism):
     def aggregator(self, part, seed: int, controller=None):
         from ..secagg.aggregator import SecureAggregator
 
-        c, pc = self.cfg, self.cfg.privacy
+        pc = self.cfg.privacy
         target = self.noise_std()  # each of m simulated arrivals adds share std target·√m: average std = target
         enc = DDGEncoder(gamma=self.gamma(pc.sigma), share_std=lambda m: target * math.sqrt(m),
                          bits=pc.secagg_bits, seed=seed + 6)

@@ -74,8 +74,7 @@ def bound_in_search_space(key: str, bound: float, eps_scale: str = EPS_SCALE) ->
 
 
 def _matrix(rows: Sequence[Mapping[str, Any]], eps_key: str) -> np.ndarray:
-    F = np.array([sanitize((r["error"], r["comm"], r[eps_key])) for r in rows]).reshape(len(rows), 3)
-    return to_search_space(F)
+    return to_search_space(objective_matrix(rows, eps_key))
 
 
 def hv_normalisation(rows, eps_key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -100,7 +99,6 @@ def hypervolume_table(rows, generations: int, eps_key: str, constraints) -> list
     """
     from pymoo.indicators.hv import HV
 
-    from .run import front_rows
 
     lo, scale = hv_normalisation(rows, eps_key)
     ref = np.full(3, HV_REF)
@@ -116,3 +114,36 @@ def hypervolume_table(rows, generations: int, eps_key: str, constraints) -> list
                       **{f"lo_{k}": float(lo[j]) for j, k in enumerate(OBJECTIVES)},
                       **{f"scale_{k}": float(scale[j]) for j, k in enumerate(OBJECTIVES)}})
     return table
+
+
+# ---------------------------------------------------------------- the front
+def objective_matrix(rows: Sequence[Mapping[str, Any]], eps_key: str) -> np.ndarray:
+    return np.array([sanitize((r["error"], r["comm"], r[eps_key])) for r in rows]).reshape(len(rows), 3)
+
+
+def feasible_ok(rows: Sequence[Mapping[str, Any]], eps_key: str, constraints: Mapping[str, float]):
+    """Rows with status ok that satisfy the problem's constraints (objective <= bound)."""
+    out = []
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        F = sanitize((r["error"], r["comm"], r[eps_key]))
+        if all(F[OBJECTIVES.index(k)] <= float(b) for k, b in constraints.items()):
+            out.append(r)
+    return out
+
+
+def non_dominated(F: np.ndarray) -> np.ndarray:
+    """Indices of the rows of F (minimised) that no other row dominates."""
+    if len(F) == 0:
+        return np.array([], dtype=int)
+    le = np.all(F[:, None, :] <= F[None, :, :], axis=2)
+    lt = np.any(F[:, None, :] < F[None, :, :], axis=2)
+    dominated = np.any(le & lt, axis=0)  # [i, j]: i dominates j
+    return np.flatnonzero(~dominated)
+
+
+def front_rows(rows, eps_key: str, constraints) -> list[dict[str, Any]]:
+    cand = feasible_ok(rows, eps_key, constraints)
+    idx = non_dominated(objective_matrix(cand, eps_key))
+    return sorted((cand[i] for i in idx), key=lambda r: r["id"])

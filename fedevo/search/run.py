@@ -1,4 +1,8 @@
-"""A search run on disk: run directory, evaluation log, checkpoints, resume, front and hypervolume.
+"""A search run on disk: the run directory, the generation loop, resume.
+
+The pieces it uses, one module each: settings.py (SearchSettings, Runtime, evaluation seeds), log.py
+(evaluations.csv, atomic writes), checkpoint.py (pymoo state per generation), front_math.py (the front, log-ε
+search space, hypervolume), runner.py (Ray or serial evaluation).
 
 Run directory::
 
@@ -30,13 +34,8 @@ temporary file and renamed; the CSV is appended a whole line at a time and flush
 from __future__ import annotations
 
 import contextlib
-import csv
 import hashlib
-import io
 import json
-import math
-import os
-import pickle
 import platform
 import sys
 import time
@@ -44,333 +43,25 @@ import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
-
-import numpy as np
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import FedevoError
 from ..fl.cost import relative_cost
-from ..guards import (check_problem_memory, check_rounds, check_search_sizes, check_seed, check_workers,
-                      check_writable_dir)
+from ..guards import check_problem_memory, check_workers, check_writable_dir
 from ..problem import Problem, load_problem, parse_problem
 from ..result import EvaluationResult
-from .problem import OBJECTIVES, WORST, SearchProblem, sanitize
+from .problem import OBJECTIVES, WORST, SearchProblem
 from .progress import NullReporter
 from .runner import DEFAULT_EVALUATOR, Evaluator, Task, _Abort, cores, evaluator_spec, load_evaluator, make_runner
 from .algorithm import CROSSOVER, MUTATION, make_nsga3
-from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, hv_normalisation,  # noqa: F401
-                         hypervolume_table)
+from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table
+from .log import EvalLog, csv_text, atomic_write, row_result
+from .settings import Runtime, SearchSettings, eval_seed, n_ref_dirs
 from .space import SearchSpace
 from ..viz.live import after_generation
 
 RUN_FORMAT = "fedevo-search-run/1"
-CKPT_MAGIC = b"FEDEVO-SEARCH-CHECKPOINT 1\n"
-
-# the evaluation fields written after the genes, in this order
-RESULT_COLUMNS = ("error", "comm", "eps", "eps_paper", "accuracy_global", "omega", "status", "wall_s",
-                  "rounds_trained", "privacy", "message")
-HEAD_COLUMNS = ("id", "generation", "index", "seed")
-
-
-# ============================================================================================ settings
-def n_ref_dirs(partitions: int, n_obj: int = 3) -> int:
-    """Number of Das–Dennis reference directions: C(partitions + n_obj - 1, n_obj - 1)."""
-    return math.comb(partitions + n_obj - 1, n_obj - 1)
-
-
-@dataclass(frozen=True)
-class SearchSettings:
-    """What defines a search (stored in run.json; the same settings + seed give the same front)."""
-
-    problem: str = "digits_mlp"
-    pop: int = 12
-    gen: int = 4
-    seed: int = 0
-    partitions: Optional[int] = None  # Das–Dennis partitions; None: the largest whose directions fit in pop
-    rounds: Optional[int] = None  # override the problem's rounds per evaluation
-    data_dir: Optional[str] = None
-    evaluator: str = DEFAULT_EVALUATOR
-
-    def resolved(self) -> "SearchSettings":
-        """Validated copy with `partitions` filled in; bad values raise FedevoError."""
-        if self.gen < 1:
-            raise FedevoError(f"--gen must be >= 1 (generation 1 is the initial population), got {self.gen}")
-        check_seed(self.seed)
-        check_rounds(self.rounds)
-        check_search_sizes(self.pop, self.gen)
-        if self.pop < n_ref_dirs(1):
-            raise FedevoError(f"--pop {self.pop} is too small: NSGA-III needs at least one individual per reference "
-                              f"direction, and 3 objectives need at least {n_ref_dirs(1)} Das–Dennis directions "
-                              f"(n_partitions=1); use --pop {n_ref_dirs(1)} or more (the paper uses 20)")
-        p = self.partitions
-        if p is None:
-            p = 1
-            while n_ref_dirs(p + 1) <= self.pop:
-                p += 1
-        elif p < 1:
-            raise FedevoError(f"--partitions must be >= 1, got {p}")
-        elif n_ref_dirs(p) > self.pop:
-            raise FedevoError(f"--pop {self.pop} is too small for --partitions {p}: that gives {n_ref_dirs(p)} "
-                              f"Das–Dennis reference directions for 3 objectives and NSGA-III needs --pop >= "
-                              f"{n_ref_dirs(p)}")
-        return replace(self, partitions=p)
-
-    @property
-    def expected_evaluations(self) -> int:
-        return self.pop * self.gen  # initial population + (gen - 1) generations of `pop` offspring
-
-
-@dataclass(frozen=True)
-class Runtime:
-    """How to evaluate (not part of a run's identity: may change on resume)."""
-
-    workers: Optional[int] = None  # None: number of cores; 0: serial, in-process
-    ray_address: Optional[str] = None
-    cpus_per_task: float = 1.0
-    gpus_per_task: float = 0.0
-
-
-def eval_seed(run_seed: int, individual_id: int) -> int:
-    """The evaluation seed of individual `individual_id`: independent of worker count and completion order."""
-    return int(np.random.SeedSequence([run_seed, individual_id]).generate_state(1)[0])
-
-
-# ============================================================================================ files
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write to a temporary file beside `path`, fsync, rename over `path`."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    with contextlib.suppress(OSError):
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _escape(s: str) -> str:
-    return s.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
-
-
-def _unescape(s: str) -> str:
-    out, i = [], 0
-    while i < len(s):
-        c = s[i]
-        if c == "\\" and i + 1 < len(s):
-            out.append({"n": "\n", "r": "\r", "\\": "\\"}.get(s[i + 1], s[i + 1]))
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def _fmt_float(v: Any) -> str:
-    if v is None:
-        return ""
-    return repr(float(v))  # repr round-trips exactly (inf, nan too)
-
-
-def _parse_float(s: str) -> Optional[float]:
-    return None if s == "" else float(s)
-
-
-class EvalLog:
-    """evaluations.csv: one physical line per evaluation (newlines inside the message are escaped as \\n)."""
-
-    def __init__(self, path: Path, genes: Sequence):
-        self.path = Path(path)
-        self.genes = tuple(genes)
-        gene_names = [g.name for g in self.genes]
-        clash = set(gene_names) & (set(HEAD_COLUMNS) | set(RESULT_COLUMNS))
-        assert not clash, clash
-        self.columns = list(HEAD_COLUMNS) + gene_names + list(RESULT_COLUMNS)
-        self._fh = None
-
-    # -- formatting
-    def _gene_cell(self, g, v) -> str:
-        if g.type == "real":
-            return repr(float(v))
-        if g.type == "int":
-            return str(int(v))
-        return str(v)
-
-    def _gene_value(self, g, s: str):
-        if g.type == "real":
-            return float(s)
-        if g.type == "int":
-            return int(s)
-        for c in g.choices:
-            if str(c) == s:
-                return c
-        return s
-
-    def cells(self, task: Task, r: EvaluationResult) -> list[str]:
-        privacy = json.dumps(r.privacy or {}, sort_keys=True, default=str)
-        return ([str(task.id), str(task.generation), str(task.index), str(task.seed)]
-                + [self._gene_cell(g, task.params[g.name]) for g in self.genes]
-                + [_fmt_float(r.error), _fmt_float(r.comm), _fmt_float(r.eps), _fmt_float(r.eps_paper),
-                   _fmt_float(r.accuracy_global), str(int(r.omega or 0)), r.status, _fmt_float(r.wall_s),
-                   str(int(r.rounds or 0)), _escape(privacy), _escape(r.message or "")])
-
-    def parse(self, cells: Sequence[str]) -> dict[str, Any]:
-        d = dict(zip(self.columns, cells))
-        row: dict[str, Any] = {k: int(d[k]) for k in HEAD_COLUMNS}
-        for g in self.genes:
-            row[g.name] = self._gene_value(g, d[g.name])
-        for k in ("error", "comm", "eps", "eps_paper", "accuracy_global", "wall_s"):
-            row[k] = _parse_float(d[k])
-        row["omega"] = int(d["omega"])
-        row["status"] = d["status"]
-        row["rounds_trained"] = int(d["rounds_trained"])
-        row["privacy"] = json.loads(_unescape(d["privacy"])) if d["privacy"] else {}
-        row["message"] = _unescape(d["message"])
-        return row
-
-    def matches(self, row: Mapping[str, Any], task: Task) -> bool:
-        return (row["generation"] == task.generation and row["index"] == task.index and row["seed"] == task.seed
-                and all(self._gene_cell(g, row[g.name]) == self._gene_cell(g, task.params[g.name])
-                        for g in self.genes))
-
-    @staticmethod
-    def _line(cells: Sequence[str]) -> str:
-        buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerow(cells)
-        return buf.getvalue()
-
-    # -- file
-    def open(self) -> list[dict[str, Any]]:
-        """Repair a torn tail, check the header, return the rows so far, open for appending."""
-        header = self._line(self.columns)
-        if not self.path.exists() or self.path.stat().st_size == 0:
-            atomic_write(self.path, header)
-        data = self.path.read_bytes()
-        if not data.endswith(b"\n"):  # killed in the middle of a line: that evaluation is not recorded
-            with open(self.path, "r+b") as f:
-                f.truncate(data.rfind(b"\n") + 1)
-            data = data[: data.rfind(b"\n") + 1]
-        if not data:
-            atomic_write(self.path, header)
-            data = header.encode()
-        lines = data.decode("utf-8").splitlines()
-        if next(csv.reader([lines[0]])) != self.columns:
-            raise FedevoError(f"{self.path}: its header does not match this run's genes; the run directory is not "
-                              "consistent with its run.json")
-        rows = []
-        for n, cells in enumerate(csv.reader(lines[1:]), start=2):
-            if len(cells) != len(self.columns):
-                raise FedevoError(f"{self.path}: line {n} is corrupt ({len(cells)} fields, expected "
-                                  f"{len(self.columns)})")
-            try:
-                rows.append(self.parse(cells))
-            except (ValueError, KeyError) as e:
-                raise FedevoError(f"{self.path}: line {n} is corrupt ({e})") from None
-        self._fh = open(self.path, "a", encoding="utf-8", newline="")
-        return rows
-
-    def append(self, task: Task, result: EvaluationResult) -> dict[str, Any]:
-        """Append one evaluation (flushed and fsync'ed); returns the row exactly as it will be read back."""
-        cells = self.cells(task, result)
-        self._fh.write(self._line(cells))
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        return self.parse(cells)
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-
-
-def row_result(row: Mapping[str, Any]) -> EvaluationResult:
-    """An EvaluationResult carrying a logged row's objectives (what the pymoo problem needs)."""
-    return EvaluationResult(error=row["error"], comm=row["comm"], eps=row["eps"], eps_paper=row["eps_paper"],
-                            accuracy_global=row["accuracy_global"], omega=row["omega"], status=row["status"],
-                            wall_s=row["wall_s"] or 0.0, rounds=row["rounds_trained"], privacy=row["privacy"],
-                            message=row["message"])
-
-
-# ============================================================================================ checkpoints
-def save_checkpoint(run_dir: Path, state: Mapping[str, Any]) -> Path:
-    payload = pickle.dumps(dict(state), protocol=pickle.HIGHEST_PROTOCOL)
-    data = CKPT_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
-    path = run_dir / "checkpoints" / f"gen-{state['generation']:04d}.pkl"
-    path.parent.mkdir(exist_ok=True)
-    atomic_write(path, data)
-    return path
-
-
-def load_checkpoint(path: Path) -> dict[str, Any]:
-    hint = ("; delete it to resume from the previous generation's checkpoint" if path.name != "gen-0000.pkl"
-            else "; delete it to restart the search from its seed")
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise FedevoError(f"cannot read checkpoint {path}: {e.strerror}") from None
-    if not data.startswith(CKPT_MAGIC):
-        raise FedevoError(f"corrupt checkpoint {path}: not a fedevo search checkpoint{hint}")
-    digest, _, payload = data[len(CKPT_MAGIC):].partition(b"\n")
-    if hashlib.sha256(payload).hexdigest().encode() != digest:
-        raise FedevoError(f"corrupt checkpoint {path}: checksum mismatch{hint}")
-    try:
-        state = pickle.loads(payload)
-    except Exception as e:  # noqa: BLE001 - unpickling can raise almost anything
-        raise FedevoError(f"corrupt checkpoint {path}: cannot unpickle ({type(e).__name__}: {e}){hint}") from None
-    if not isinstance(state, dict) or "algorithm" not in state or "generation" not in state:
-        raise FedevoError(f"corrupt checkpoint {path}: unexpected content{hint}")
-    return state
-
-
-def latest_checkpoint(run_dir: Path) -> Optional[Path]:
-    files = sorted((run_dir / "checkpoints").glob("gen-*.pkl"))
-    return files[-1] if files else None
-
-
-# ============================================================================================ front / HV
-def objective_matrix(rows: Sequence[Mapping[str, Any]], eps_key: str) -> np.ndarray:
-    return np.array([sanitize((r["error"], r["comm"], r[eps_key])) for r in rows]).reshape(len(rows), 3)
-
-
-def feasible_ok(rows: Sequence[Mapping[str, Any]], eps_key: str, constraints: Mapping[str, float]):
-    """Rows with status ok that satisfy the problem's constraints (objective <= bound)."""
-    out = []
-    for r in rows:
-        if r["status"] != "ok":
-            continue
-        F = sanitize((r["error"], r["comm"], r[eps_key]))
-        if all(F[OBJECTIVES.index(k)] <= float(b) for k, b in constraints.items()):
-            out.append(r)
-    return out
-
-
-def non_dominated(F: np.ndarray) -> np.ndarray:
-    """Indices of the rows of F (minimised) that no other row dominates."""
-    if len(F) == 0:
-        return np.array([], dtype=int)
-    le = np.all(F[:, None, :] <= F[None, :, :], axis=2)
-    lt = np.any(F[:, None, :] < F[None, :, :], axis=2)
-    dominated = np.any(le & lt, axis=0)  # [i, j]: i dominates j
-    return np.flatnonzero(~dominated)
-
-
-def front_rows(rows, eps_key: str, constraints) -> list[dict[str, Any]]:
-    cand = feasible_ok(rows, eps_key, constraints)
-    idx = non_dominated(objective_matrix(cand, eps_key))
-    return sorted((cand[i] for i in idx), key=lambda r: r["id"])
-
-
-def _csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    w.writerows(rows)
-    return buf.getvalue()
-
 
 # ============================================================================================ the run
 def versions() -> dict[str, str]:
@@ -571,12 +262,12 @@ class SearchRun:
         front = front_rows(rows, self.eps_key, self.constraints)
         cols = self.log.columns
         fmt = lambda r: self.log.cells(Task(r["id"], r["generation"], r["index"], {g.name: r[g.name] for g in self.space.genes}, r["seed"]), row_result(r))  # noqa: E731
-        atomic_write(self.run_dir / "front.csv", _csv_text(cols, (fmt(r) for r in front)))
+        atomic_write(self.run_dir / "front.csv", csv_text(cols, (fmt(r) for r in front)))
         table = hypervolume_table(rows, generations, self.eps_key, self.constraints)
         hv_cols = ["generation", "evaluations", "front_size", "hypervolume"] + \
                   [f"lo_{k}" for k in OBJECTIVES] + [f"scale_{k}" for k in OBJECTIVES]
         atomic_write(self.run_dir / "hypervolume.csv",
-                     _csv_text(hv_cols, ([repr(t[c]) if isinstance(t[c], float) else t[c] for c in hv_cols] for t in table)))
+                     csv_text(hv_cols, ([repr(t[c]) if isinstance(t[c], float) else t[c] for c in hv_cols] for t in table)))
         return front
 
     # ------------------------------------------------------------------ the loop

@@ -4,7 +4,6 @@ from one shared copy beside the run directories (`shared_plotly`)."""
 from __future__ import annotations
 
 import html
-import math
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
@@ -89,7 +88,7 @@ def shared_plotly(js_dir: Path, page_dir: Path) -> str:
 
 def write(path: Path, text: str) -> Path:
     """Write atomically (a reader never sees half a page)."""
-    from ..search.run import atomic_write
+    from ..search.log import atomic_write
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """A search run read back for display, picking and retraining (read-only; safe while the search runs).
 
 Built on :mod:`fedevo.search.run`: ``SearchRun.open`` validates run.json and rebuilds the problem, the run's
-:class:`~fedevo.search.run.EvalLog` parses evaluations.csv rows, ``front_rows`` / ``hypervolume_table`` give the
+:class:`~fedevo.search.log.EvalLog` parses evaluations.csv rows, ``front_rows`` / ``hypervolume_table`` give the
 Pareto front and the hypervolume per generation exactly as the search computes them. Nothing is written: a
 torn last line (a search writing right now) is left out, not repaired.
 """
@@ -30,7 +30,7 @@ class RunData:
     run_dir: Path
     meta: Mapping[str, Any]
     problem: Problem
-    settings: Any  # fedevo.search.run.SearchSettings
+    settings: Any  # fedevo.search.settings.SearchSettings
     gene_names: tuple[str, ...]
     gene_types: Mapping[str, str]
     eps_key: str  # the ε the search minimised: "eps" or "eps_paper"
@@ -83,7 +83,7 @@ class RunData:
 
     def hypervolume(self) -> list[dict[str, Any]]:
         """Hypervolume of the front after each generation (the search's own definition, recomputed)."""
-        from ..search.run import hypervolume_table
+        from ..search.front_math import hypervolume_table
 
         return hypervolume_table(self.rows, self.generations, self.eps_key, self.constraints)
 
@@ -122,7 +122,8 @@ def read_rows(log, path: Path) -> list[dict[str, Any]]:
 
 def load_run(run_dir: Path | str, *, require_evaluations: bool = True) -> RunData:
     """Open a run directory; FedevoError if it is not a run or (by default) holds no evaluation yet."""
-    from ..search.run import SearchRun, front_rows
+    from ..search.front_math import front_rows
+    from ..search.run import SearchRun
 
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():

@@ -11,7 +11,7 @@ import pytest
 from fedevo.problem import load_problem
 from fedevo.search.front_math import EPS_FLOOR, hypervolume_table, search_eps, to_search_space
 from fedevo.search.problem import SearchProblem
-from fedevo.search.run import latest_checkpoint, load_checkpoint
+from fedevo.search.checkpoint import latest_checkpoint, load_checkpoint
 from fedevo.search.space import SearchSpace
 
 from .search_helpers import read_csv

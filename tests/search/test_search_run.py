@@ -12,7 +12,8 @@ import pytest
 
 from fedevo.errors import FedevoError
 from fedevo.search import Runtime, SearchSettings, resume, search
-from fedevo.search.run import EvalLog, eval_seed
+from fedevo.search.log import EvalLog
+from fedevo.search.settings import eval_seed
 from fedevo.search.runner import Task, failed_result
 
 from . import search_fakes

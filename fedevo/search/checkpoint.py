@@ -1,0 +1,52 @@
+"""Checkpoints: pymoo's algorithm state after each generation (checkpoints/gen-NNNN.pkl), with a SHA-256 of the
+payload so that a torn or altered file is refused with one line."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from ..errors import FedevoError
+from .log import atomic_write
+
+CKPT_MAGIC = b"FEDEVO-SEARCH-CHECKPOINT 1\n"
+
+
+def save_checkpoint(run_dir: Path, state: Mapping[str, Any]) -> Path:
+    payload = pickle.dumps(dict(state), protocol=pickle.HIGHEST_PROTOCOL)
+    data = CKPT_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+    path = run_dir / "checkpoints" / f"gen-{state['generation']:04d}.pkl"
+    path.parent.mkdir(exist_ok=True)
+    atomic_write(path, data)
+    return path
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    hint = ("; delete it to resume from the previous generation's checkpoint" if path.name != "gen-0000.pkl"
+            else "; delete it to restart the search from its seed")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise FedevoError(f"cannot read checkpoint {path}: {e.strerror}") from None
+    if not data.startswith(CKPT_MAGIC):
+        raise FedevoError(f"corrupt checkpoint {path}: not a fedevo search checkpoint{hint}")
+    digest, _, payload = data[len(CKPT_MAGIC):].partition(b"\n")
+    if hashlib.sha256(payload).hexdigest().encode() != digest:
+        raise FedevoError(f"corrupt checkpoint {path}: checksum mismatch{hint}")
+    try:
+        state = pickle.loads(payload)
+    except Exception as e:  # noqa: BLE001 - unpickling can raise almost anything
+        raise FedevoError(f"corrupt checkpoint {path}: cannot unpickle ({type(e).__name__}: {e}){hint}") from None
+    if not isinstance(state, dict) or "algorithm" not in state or "generation" not in state:
+        raise FedevoError(f"corrupt checkpoint {path}: unexpected content{hint}")
+    return state
+
+
+def latest_checkpoint(run_dir: Path) -> Optional[Path]:
+    files = sorted((run_dir / "checkpoints").glob("gen-*.pkl"))
+    return files[-1] if files else None
+
+
+__all__ = ["CKPT_MAGIC", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]

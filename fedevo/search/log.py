@@ -1,0 +1,191 @@
+"""evaluations.csv, the run's evaluation log: one line per evaluation, appended and fsync'ed the moment it finishes,
+a torn last line cut off on open; and atomic_write, how every other file of a run is written."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from ..errors import FedevoError
+from ..result import EvaluationResult
+from .runner import Task
+
+# the evaluation fields written after the genes, in this order
+RESULT_COLUMNS = ("error", "comm", "eps", "eps_paper", "accuracy_global", "omega", "status", "wall_s",
+                  "rounds_trained", "privacy", "message")
+HEAD_COLUMNS = ("id", "generation", "index", "seed")
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write to a temporary file beside `path`, fsync, rename over `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    with contextlib.suppress(OSError):
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _unescape(s: str) -> str:
+    out, i = [], 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            out.append({"n": "\n", "r": "\r", "\\": "\\"}.get(s[i + 1], s[i + 1]))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _fmt_float(v: Any) -> str:
+    if v is None:
+        return ""
+    return repr(float(v))  # repr round-trips exactly (inf, nan too)
+
+
+def _parse_float(s: str) -> Optional[float]:
+    return None if s == "" else float(s)
+
+
+class EvalLog:
+    """evaluations.csv: one physical line per evaluation (newlines inside the message are escaped as \\n)."""
+
+    def __init__(self, path: Path, genes: Sequence):
+        self.path = Path(path)
+        self.genes = tuple(genes)
+        gene_names = [g.name for g in self.genes]
+        clash = set(gene_names) & (set(HEAD_COLUMNS) | set(RESULT_COLUMNS))
+        assert not clash, clash
+        self.columns = list(HEAD_COLUMNS) + gene_names + list(RESULT_COLUMNS)
+        self._fh = None
+
+    # -- formatting
+    def _gene_cell(self, g, v) -> str:
+        if g.type == "real":
+            return repr(float(v))
+        if g.type == "int":
+            return str(int(v))
+        return str(v)
+
+    def _gene_value(self, g, s: str):
+        if g.type == "real":
+            return float(s)
+        if g.type == "int":
+            return int(s)
+        for c in g.choices:
+            if str(c) == s:
+                return c
+        return s
+
+    def cells(self, task: Task, r: EvaluationResult) -> list[str]:
+        privacy = json.dumps(r.privacy or {}, sort_keys=True, default=str)
+        return ([str(task.id), str(task.generation), str(task.index), str(task.seed)]
+                + [self._gene_cell(g, task.params[g.name]) for g in self.genes]
+                + [_fmt_float(r.error), _fmt_float(r.comm), _fmt_float(r.eps), _fmt_float(r.eps_paper),
+                   _fmt_float(r.accuracy_global), str(int(r.omega or 0)), r.status, _fmt_float(r.wall_s),
+                   str(int(r.rounds or 0)), _escape(privacy), _escape(r.message or "")])
+
+    def parse(self, cells: Sequence[str]) -> dict[str, Any]:
+        d = dict(zip(self.columns, cells))
+        row: dict[str, Any] = {k: int(d[k]) for k in HEAD_COLUMNS}
+        for g in self.genes:
+            row[g.name] = self._gene_value(g, d[g.name])
+        for k in ("error", "comm", "eps", "eps_paper", "accuracy_global", "wall_s"):
+            row[k] = _parse_float(d[k])
+        row["omega"] = int(d["omega"])
+        row["status"] = d["status"]
+        row["rounds_trained"] = int(d["rounds_trained"])
+        row["privacy"] = json.loads(_unescape(d["privacy"])) if d["privacy"] else {}
+        row["message"] = _unescape(d["message"])
+        return row
+
+    def matches(self, row: Mapping[str, Any], task: Task) -> bool:
+        return (row["generation"] == task.generation and row["index"] == task.index and row["seed"] == task.seed
+                and all(self._gene_cell(g, row[g.name]) == self._gene_cell(g, task.params[g.name])
+                        for g in self.genes))
+
+    @staticmethod
+    def _line(cells: Sequence[str]) -> str:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow(cells)
+        return buf.getvalue()
+
+    # -- file
+    def open(self) -> list[dict[str, Any]]:
+        """Repair a torn tail, check the header, return the rows so far, open for appending."""
+        header = self._line(self.columns)
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            atomic_write(self.path, header)
+        data = self.path.read_bytes()
+        if not data.endswith(b"\n"):  # killed in the middle of a line: that evaluation is not recorded
+            with open(self.path, "r+b") as f:
+                f.truncate(data.rfind(b"\n") + 1)
+            data = data[: data.rfind(b"\n") + 1]
+        if not data:
+            atomic_write(self.path, header)
+            data = header.encode()
+        lines = data.decode("utf-8").splitlines()
+        if next(csv.reader([lines[0]])) != self.columns:
+            raise FedevoError(f"{self.path}: its header does not match this run's genes; the run directory is not "
+                              "consistent with its run.json")
+        rows = []
+        for n, cells in enumerate(csv.reader(lines[1:]), start=2):
+            if len(cells) != len(self.columns):
+                raise FedevoError(f"{self.path}: line {n} is corrupt ({len(cells)} fields, expected "
+                                  f"{len(self.columns)})")
+            try:
+                rows.append(self.parse(cells))
+            except (ValueError, KeyError) as e:
+                raise FedevoError(f"{self.path}: line {n} is corrupt ({e})") from None
+        self._fh = open(self.path, "a", encoding="utf-8", newline="")
+        return rows
+
+    def append(self, task: Task, result: EvaluationResult) -> dict[str, Any]:
+        """Append one evaluation (flushed and fsync'ed); returns the row exactly as it will be read back."""
+        cells = self.cells(task, result)
+        self._fh.write(self._line(cells))
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        return self.parse(cells)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def row_result(row: Mapping[str, Any]) -> EvaluationResult:
+    """An EvaluationResult carrying a logged row's objectives (what the pymoo problem needs)."""
+    return EvaluationResult(error=row["error"], comm=row["comm"], eps=row["eps"], eps_paper=row["eps_paper"],
+                            accuracy_global=row["accuracy_global"], omega=row["omega"], status=row["status"],
+                            wall_s=row["wall_s"] or 0.0, rounds=row["rounds_trained"], privacy=row["privacy"],
+                            message=row["message"])
+
+
+def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+__all__ = ["EvalLog", "HEAD_COLUMNS", "RESULT_COLUMNS", "atomic_write", "csv_text", "row_result"]

@@ -273,13 +273,7 @@ void fedevo_softmax_ce_f32(const float *z, const int64_t *y, const float *w, int
         for (int64_t j = 0; j < C; j++) g[j] = 0.0f;
         for (int64_t b = 0; b < B; b++) {
             const int64_t r = k * B + b;
-            const float *zr = z + r * C;
-            float m = zr[0], s = 0.0f;
-            for (int64_t j = 1; j < C; j++) m = zr[j] > m ? zr[j] : m;
-            for (int64_t j = 0; j < C; j++) { e[j] = expf(zr[j] - m); s += e[j]; }
-            const float f = w[r] / s;
-            for (int64_t j = 0; j < C; j++) e[j] *= f;
-            e[y[r]] -= w[r];
+            softmax_ce_row(z + r * C, C, y[r], w[r], e);  /* e is a copy: out may be z */
             for (int64_t j = 0; j < C; j++) { out[r * C + j] = e[j]; g[j] += e[j]; }
         }
     }

@@ -92,21 +92,15 @@ void fedevo_gather_rows_bf16(uint16_t *dst, const float *src, const int64_t *idx
    written as bf16 to out, and its fp32 sum over the batch to gb (c, C) (the last bias's gradient). */
 void fedevo_softmax_ce_bf16(const uint16_t *z, const int64_t *y, const float *w, int64_t c, int64_t B, int64_t C,
                             uint16_t *out, float *gb) {
-    float e[1024];
+    float zf[1024], e[1024];
     if (C > 1024) return;
     for (int64_t k = 0; k < c; k++) {
         float *g = gb + k * C;
         for (int64_t j = 0; j < C; j++) g[j] = 0.0f;
         for (int64_t b = 0; b < B; b++) {
             int64_t r = k * B + b;
-            const uint16_t *zr = z + r * C;
-            float m = bf16_f(zr[0]);
-            for (int64_t j = 1; j < C; j++) { float v = bf16_f(zr[j]); m = v > m ? v : m; }
-            float s = 0.0f;
-            for (int64_t j = 0; j < C; j++) { e[j] = expf(bf16_f(zr[j]) - m); s += e[j]; }
-            float f = w[r] / s;
-            for (int64_t j = 0; j < C; j++) e[j] *= f;
-            e[y[r]] -= w[r];
+            for (int64_t j = 0; j < C; j++) zf[j] = bf16_f(z[r * C + j]);
+            softmax_ce_row(zf, C, y[r], w[r], e);
             for (int64_t j = 0; j < C; j++) { out[r * C + j] = f_bf16(e[j]); g[j] += e[j]; }
         }
     }

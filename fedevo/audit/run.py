@@ -237,6 +237,8 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
     rep = mech.report(out, part)
     eps_reported = float(rep["eps"])
     if local:
+        if not state["actives"]:
+            raise FedevoError("no round of the audit run aggregated anything: nothing to audit")
         exposure = exposure_of(mech, cfg, out.arrivals if out.upload is None else out.upload.joined)
         run_local = _step_canaries if pc.mechanism == "step" else _local_canaries
         c, eps_upper = run_local(mech, cfg, out, state["actives"], exposure, canary_set, seed)
@@ -272,8 +274,6 @@ def _local_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure
     from ..privacy.noise import NoiseSource
 
     pc = cfg.privacy
-    if not actives:
-        raise FedevoError("no round of the audit run aggregated anything: nothing to audit")
     c = canary_set(out.omega, exposure)
     ccfg = replace(cfg, data=replace(cfg.data, clients=c.m), privacy=replace(pc, recall=False))
     cmech = build_mechanism(ccfg)
@@ -321,12 +321,9 @@ def _step_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure,
     from ..privacy.mechanisms import StepLDP
 
     pc = cfg.privacy
-    if not actives:
-        raise FedevoError("no round of the audit run aggregated anything: nothing to audit")
     c = canary_set(out.omega, exposure)
     clips = list(out.step_hook.clips) or [pc.clip or 1.0]
     E, lr = cfg.epochs, cfg.lr
-    ids = np.ones(c.m, dtype=bool)
     for k in range(exposure.rounds):
         active = actives[min(k, len(actives) - 1)]
         S = float(clips[min(k, len(clips) - 1)])
@@ -341,11 +338,10 @@ def _step_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure,
             hook = StepLDP(sigma=pc.sigma, clip=S, seed=seed + 23).for_chunk(seed + 1000 * (k + 1) + s)
             try:
                 delta = torch.zeros_like(grad)
-                live = torch.from_numpy(ids[blk])
-                for _ in range(E):
-                    g = grad.clone()
-                    coef = hook.coefficients([g], live, lr)
-                    delta.addcmul_(g, coef.unsqueeze(1), value=-1.0)
+                live = torch.ones(len(grad), dtype=torch.bool)  # every canary client steps
+                for _ in range(E):  # the hook reads the gradient (norms), never writes it
+                    coef = hook.coefficients([grad], live, lr)
+                    delta.addcmul_(grad, coef.unsqueeze(1), value=-1.0)
                     hook.after_step([delta], [active], live)
             finally:
                 hook.noise.close()

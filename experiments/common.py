@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -25,6 +26,15 @@ def machine() -> str:
 
     return (f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
             f"torch {torch.__version__}, fedevo {fedevo.__version__}")
+
+
+def cpu() -> str:
+    """The CPU model name `lscpu` reports (every published number names it)."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        return next(ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name"))
+    except (OSError, StopIteration, subprocess.SubprocessError):
+        return platform.processor() or "unknown"
 
 
 def command() -> str:

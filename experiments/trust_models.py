@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
-import subprocess
 from pathlib import Path
 
 import numpy as np
+
+from common import cpu
 
 from fedevo.evaluate import evaluate
 from fedevo.problem import load_problem
@@ -32,14 +32,6 @@ CASES = [
     ("secagg, target ε=2", {"trust": "secagg", "target_eps": 2.0}),
     ("local σ=1 (client noise in full)", {"trust": "local", "sigma": 1.0}),
 ]
-
-
-def cpu() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        return next(ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name"))
-    except (OSError, StopIteration, subprocess.SubprocessError):
-        return platform.processor() or "unknown"
 
 
 def main(argv=None) -> None:

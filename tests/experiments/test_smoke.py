@@ -39,3 +39,10 @@ def test_exp2_search_quick(tmp_path):
     md = (tmp_path / "exp2_README.md").read_text()
     assert "| standard |" in md and "% of standard" in md
     assert (tmp_path / "exp2_search_digits_mlp_local_iid" / "front.html").exists()
+
+
+def test_audit_table_quick(tmp_path):
+    load("audit_table").main(["--quick", "--out", str(tmp_path)])
+    md = (tmp_path / "audit" / "README.md").read_text()
+    assert "| default: central, σ = 1, q = 1 % | digits_mlp `{}` | 0.592 |" in md and "consistent" in md
+

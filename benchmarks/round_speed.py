@@ -13,7 +13,10 @@ First it prints the CPU (model, the flags that decide the kernels' code paths), 
 picks on it and why (fedevo/hardware.py), and the machine's matmul floor, measured in this process: the
 throughput of one large fp32 matmul (1536³, torch/MKL, as many threads as the engine's chunk threads), and the
 reference round's FLOPs over it; then the fp32 round (native kernels and torch's ops, interleaved) and its
-ratio to that floor, in wall-clock time and in CPU time (robust to other processes time-slicing the cores);
+ratio to that floor, in wall-clock time and in CPU time (robust to other processes time-slicing the cores), best
+round over best floor and, paired, each round over the floor at the mean matmul rate of the half-second windows
+right before and after it (median and range over the repeats: robust to a machine whose speed drifts between
+repeats, as a shared cloud VM's does by up to 1.5x);
 bf16 likewise where the CPU has native bf16. --floor-only stops after that block.
 
 --density-sweep: the engine's SET-sparse kernel (fl/sparse.py) against its dense path at several mask densities,
@@ -26,6 +29,7 @@ import argparse
 import math
 import os
 import resource
+import statistics
 import time
 
 import numpy as np
@@ -62,10 +66,9 @@ def engine_round(model, params, masks, data, clients, hook_factory=None, upload=
     chunks = [clients[s:s + CHUNK] for s in range(0, len(clients), CHUNK)]
     hook = hook_factory() if hook_factory else None
     trained = train_chunks(model, params, masks, data.x_train, data.y_train, chunks, epochs=E, batch_size=B, lr=LR,
-                           seeds=list(range(len(chunks))), hook_for=hook.for_chunk if hook else None)
+                           seeds=list(range(len(chunks))), hook_for=hook.for_chunk if hook else None, deltas=True)
     deltas = []
-    for i, local in enumerate(trained):
-        flat = torch.cat([(lp - gp).reshape(len(chunks[i]), -1) for lp, gp in zip(local, params)], dim=1)
+    for i, flat in enumerate(trained):
         if upload is not None:
             ids = np.arange(i * CHUNK, i * CHUNK + len(chunks[i]))
             flat, _ = upload(flat, ids, 1)
@@ -123,6 +126,20 @@ def matmul_rate(dtype, threads: int, n: int = 1536, repeats: int = 5) -> tuple[f
     return 2.0 * n ** 3 / min(t[0] for t in ts), 2.0 * n ** 3 / min(t[1] for t in ts)
 
 
+def window_rate(dtype, threads: int, seconds: float = 0.5, n: int = 1536) -> float:
+    """FLOP per wall second of back-to-back n³ matmuls over at least `seconds` (their mean, not the best): the
+    floor's rate over a window long enough to see the same machine state as the round beside it."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    out = torch.empty(n, n, dtype=dtype)
+    with intra_op_threads(threads):
+        torch.mm(a, b, out=out)
+        calls, t0 = 0, time.perf_counter()
+        while calls == 0 or time.perf_counter() - t0 < seconds:
+            torch.mm(a, b, out=out)
+            calls += 1
+        return 2.0 * n ** 3 * calls / (time.perf_counter() - t0)
+
+
 def floor_block(model, params, data, clients, repeats: int) -> None:
     """CPU, precision choice, matmul floor and the plain round's ratio to it. Wall-clock ratios need an idle
     machine; the CPU-time ratios (this process's CPU seconds for the round over those the large matmul needs for
@@ -140,14 +157,21 @@ def floor_block(model, params, data, clients, repeats: int) -> None:
     for label, dt in dts:
         modes = ("native", "torch ops") if dt == torch.float32 else ("engine",)  # native_f32 acts on fp32 only
         wall, cput = {m: math.inf for m in modes}, {m: math.inf for m in modes}
+        # paired: each round's wall time over the floor at the mean matmul rate of the half-second windows right
+        # before and after it (a shared VM's speed drifts by up to 1.5x between repeats; best-of-N compares a
+        # fast spell's floor with another spell's round)
+        paired = {m: [] for m in modes}
         rates, crates = [], []
         for _ in range(repeats):  # floor and round interleaved: a slow spell of the machine hits both
             r, cr = matmul_rate(dt, threads)
             rates.append(r), crates.append(cr)
             for mode in modes:
                 model.native_f32 = mode != "torch ops"
+                before = window_rate(dt, threads)
                 w, c = timed_both(lambda: engine_round(model, params, {}, data, clients, dtype=dt))
+                after = window_rate(dt, threads)
                 wall[mode], cput[mode] = min(wall[mode], w), min(cput[mode], c)
+                paired[mode].append(w * (before + after) / 2 / flops)
         model.native_f32 = True
         floor, cfloor = flops / max(rates), flops / max(crates)
         print(f"{label} matmul floor: {max(rates) / 1e9:.1f} GFLOP/s (1536³ on {threads} threads, best of "
@@ -156,7 +180,9 @@ def floor_block(model, params, data, clients, repeats: int) -> None:
         for mode in modes:
             print(f"  MLP plain round, engine {label} ({mode}): {wall[mode]:.3f} s = {wall[mode] / floor:.2f}x the "
                   f"floor ({flops / wall[mode] / 1e9:.1f} GFLOP/s); {cput[mode]:.3f} CPU s = "
-                  f"{cput[mode] / cfloor:.2f}x the CPU-time floor", flush=True)
+                  f"{cput[mode] / cfloor:.2f}x the CPU-time floor; paired (each round over the floor at the "
+                  f"matmul rate around it): median {statistics.median(paired[mode]):.2f}x, range "
+                  f"{min(paired[mode]):.2f}-{max(paired[mode]):.2f}x", flush=True)
 
 
 def update_mechanism(model, params, K):

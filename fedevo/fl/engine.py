@@ -202,10 +202,25 @@ def chunk_threads() -> int:
     return max(1, int(env)) if env else torch.get_num_threads()
 
 
+def flat_deltas(local: Sequence[torch.Tensor], global_params: Sequence[torch.Tensor]) -> torch.Tensor:
+    """(c, D) fp32: each client's update local − global, its parameters flattened in order (one pass, written in
+    place into the result)."""
+    c = len(local[0])
+    out = torch.empty(c, sum(p.numel() for p in global_params), dtype=torch.float32)
+    off = 0
+    for lp, gp in zip(local, global_params):
+        n = gp.numel()
+        torch.sub(lp.reshape(c, n), gp.reshape(1, n), out=out[:, off:off + n])
+        off += n
+    return out
+
+
 def train_chunks(model, global_params, masks, x, y, chunks: Sequence[Sequence[np.ndarray]], *, epochs: int,
                  batch_size: int, lr: float, seeds: Sequence[int], hook_for=None,
-                 threads: Optional[int] = None) -> Iterator[list[torch.Tensor]]:
-    """Train several chunks of clients, yielding each chunk's stacked parameters in order.
+                 threads: Optional[int] = None, deltas: bool = False) -> Iterator:
+    """Train several chunks of clients, yielding each chunk's stacked parameters in order (deltas: its
+    `flat_deltas` instead, computed in the chunk's own thread, so the round's main thread does not serialise
+    that pass over every update).
 
     Chunks run in parallel threads, each single-threaded inside: for these small batched matmuls one core per
     chunk beats two cores per op (no synchronisation per op, and the casts and elementwise ops overlap). Each
@@ -224,8 +239,9 @@ def train_chunks(model, global_params, masks, x, y, chunks: Sequence[Sequence[np
             torch.set_num_threads(1)
         gen = torch.Generator().manual_seed(int(seeds[i]))
         hook = hook_for(int(seeds[i])) if hook_for is not None else None
-        return train_clients(model, global_params, masks, x, y, chunks[i], epochs=epochs, batch_size=batch_size,
-                             lr=lr, gen=gen, hook=hook)
+        local = train_clients(model, global_params, masks, x, y, chunks[i], epochs=epochs, batch_size=batch_size,
+                              lr=lr, gen=gen, hook=hook)
+        return flat_deltas(local, global_params) if deltas else local
 
     with intra_op_threads(1):
         if threads <= 1:

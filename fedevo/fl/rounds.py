@@ -103,10 +103,8 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
         trained = train_chunks(model, params, masks, x_train, data.y_train,
                                [[part.train[k] for k in c] for c in chunks], epochs=cfg.epochs,
                                batch_size=cfg.batch_size, lr=cfg.lr, seeds=seeds,
-                               hook_for=step_hook.for_chunk if step_hook is not None else None)
-        for chunk, local in zip(chunks, trained):
-            flat = torch.cat([(lp - gp).reshape(len(chunk), -1) for lp, gp in zip(local, params)], dim=1)
-            del local
+                               hook_for=step_hook.for_chunk if step_hook is not None else None, deltas=True)
+        for chunk, flat in zip(chunks, trained):
             if not torch.isfinite(flat).all():
                 raise DivergedError(f"non-finite local update in round {t + 1}")
             if upload is not None:

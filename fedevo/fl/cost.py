@@ -10,6 +10,7 @@ kernel's density limit (fl/sparse.py) costs per sample ~42 ps per active weight 
 
 from __future__ import annotations
 
+from .. import hardware
 from ..config import CNNArch, SimConfig
 from ..models.layout import conv_layout, density, fc_dims
 
@@ -17,7 +18,9 @@ INPUT_SHAPES = {"digits": (1, 8, 8), "synthetic": (1, 8, 8), "fashion": (1, 28, 
                 "cifar10": (3, 32, 32)}
 NUM_CLASSES = 10  # every bundled dataset
 NOISE_MACS = 380.0  # one Gaussian drawn and added to one parameter, in multiply-add equivalents
-SPARSE_BELOW = 0.3  # fl/sparse.MAX_DENSITY with bf16 compute (torch-free here; a test keeps them equal)
+# fl/sparse.MAX_DENSITY by compute precision (torch-free here; a test keeps them equal). The precision is the one
+# `precision = "auto"` picks on the machine estimating (the search's driver; a cluster's workers may differ).
+SPARSE_BELOW = {"bf16": 0.3, "fp32": 0.13}
 SPARSE_WEIGHT_MACS = 7.7  # one active weight, one sample, through the sparse kernel
 SPARSE_INPUT_MACS = 87.0  # one input feature, one sample: the sparse kernel's transposed gather
 
@@ -55,7 +58,8 @@ def sparse_fc(config: SimConfig) -> tuple[float, int] | None:
     dims = fc_dims(d_in, config.arch, NUM_CLASSES)
     pairs = list(zip(dims[:-1], dims[1:]))
     active = sum(density(config.alpha, a, b) * a * b for a, b in pairs)
-    return (active, d_in) if active < SPARSE_BELOW * sum(a * b for a, b in pairs) else None
+    below = SPARSE_BELOW[hardware.precision(config.precision).name]
+    return (active, d_in) if active < below * sum(a * b for a, b in pairs) else None
 
 
 def relative_cost(config: SimConfig) -> float:

@@ -40,12 +40,16 @@ def test_sparse_kernel_runs_cost_by_active_weights():
 
     from fedevo.fl import cost, sparse
 
-    assert cost.SPARSE_BELOW == sparse.MAX_DENSITY[torch.bfloat16]
-    plain = relative_cost(cfg())
-    ten = relative_cost(cfg(alpha=16.0))  # ~11% active: the sparse kernel
+    assert cost.SPARSE_BELOW == {"bf16": sparse.MAX_DENSITY[torch.bfloat16],
+                                 "fp32": sparse.MAX_DENSITY[torch.float32]}
+    plain = relative_cost(cfg(precision="bf16"))
+    ten = relative_cost(cfg(alpha=16.0, precision="bf16"))  # ~11% active: the sparse kernel
     assert cost.sparse_fc(cfg(alpha=16.0)) is not None and cost.sparse_fc(cfg(alpha=60.0)) is None
     assert 0.3 * plain < ten < 0.6 * plain  # measured 0.30 vs 0.70 s a round at 10% (round_speed --density-sweep)
-    assert relative_cost(cfg(alpha=4.0)) < ten < relative_cost(cfg(alpha=40.0))
+    assert relative_cost(cfg(alpha=4.0)) < ten < relative_cost(cfg(alpha=40.0, precision="bf16"))
+    # ~20% active: the sparse kernel with bf16 compute, dense fp32 matmuls (the fp32 crossover is 13%)
+    assert cost.sparse_fc(cfg(alpha=30.0, precision="bf16")) is not None
+    assert cost.sparse_fc(cfg(alpha=30.0, precision="fp32")) is None
     assert cost.sparse_fc(cfg(arch=CNNArch(conv_layers=1, channels=8, kernel=3, layers=1, units=64), alpha=2.0)) is None
 
 

@@ -148,9 +148,28 @@ def _set_threads(n: int) -> None:
         torch.set_num_threads(n)
 
 
-def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads):
+def _hide_gpus() -> Optional[str]:
+    """Hide every GPU from this process (CUDA_VISIBLE_DEVICES=""); returns the previous value. Ray used to do this
+    for tasks that reserve no GPU; Ray 2.60 (ray-project/ray#54868) leaves the variable alone, so such a task
+    would see every GPU of its node and `device = "auto"` would train on one that other tasks were given.
+    Before torch first asks CUDA (fedevo's tasks ask in `hardware.device`), so torch then sees no GPU."""
+    old = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    return old
+
+
+def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0):
     _set_threads(threads)
-    return run_one(evaluator, problem, params, seed, eval_kwargs)
+    if gpus:  # Ray set CUDA_VISIBLE_DEVICES to this task's GPU: `device = "auto"` trains on it
+        return run_one(evaluator, problem, params, seed, eval_kwargs)
+    old = _hide_gpus()
+    try:
+        return run_one(evaluator, problem, params, seed, eval_kwargs)
+    finally:
+        if old is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = old
 
 
 def _module_root(module_name: str) -> Optional[str]:
@@ -286,6 +305,13 @@ class RayRunner:
             self.slots = max(1, int(cpus // cpus_per_task)) if cpus else None
         except Exception:  # noqa: BLE001 - only for the progress display
             self.slots = None
+        if gpus_per_task:  # concurrency: also what the GPUs hold (--gpus-per-task 0.25: four tasks a GPU)
+            try:
+                gpus = ray.cluster_resources().get("GPU", 0)
+                self.slots = min(self.slots or math.inf, max(1, int(gpus // gpus_per_task)))
+            except Exception:  # noqa: BLE001 - only for the progress display
+                pass
+        self.gpus_per_task = gpus_per_task
         self._fn = ray.remote(_ray_task).options(num_cpus=cpus_per_task, num_gpus=gpus_per_task,
                                                  max_retries=max_retries, retry_exceptions=False)
         self._problem_ref = ray.put(problem)
@@ -295,7 +321,7 @@ class RayRunner:
     def run(self, tasks: Sequence[Task], on_done: OnDone, tick: Optional[Callable[[], None]] = None) -> None:
         ray = self._ray
         refs = {self._fn.remote(self._problem_ref, self._evaluator, dict(t.params), t.seed, self._eval_kwargs,
-                                self.threads): t for t in longest_first(tasks)}
+                                self.threads, self.gpus_per_task): t for t in longest_first(tasks)}
         pending = list(refs)
         try:
             while pending:
@@ -345,5 +371,9 @@ def make_runner(evaluator: Evaluator, problem, eval_kwargs: Mapping[str, Any], *
     check_workers(workers)
     if workers == 0 and not address:
         return SerialRunner(evaluator, problem, eval_kwargs)
+    if not gpus_per_task and getattr(problem, "fixed", {}).get("device") == "cuda":
+        raise FedevoError(f"problem {getattr(problem, 'name', '?')!r} sets device = \"cuda\", but its Ray tasks "
+                          "reserve no GPU and see none: pass --gpus-per-task (e.g. 1, or 0.25 for four "
+                          "evaluations a GPU), or --workers 0 to evaluate in this process")
     return RayRunner(evaluator, problem, eval_kwargs, workers=workers, address=address,
                      cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task, log_dir=log_dir)

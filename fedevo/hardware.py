@@ -145,7 +145,7 @@ def device_choice(setting: str):
 
     import torch
 
-    from .errors import FedevoError
+    from .errors import FedevoError, NoDeviceError
 
     if setting not in ("auto", "cpu", "cuda"):
         raise FedevoError(f"device must be 'auto', 'cpu' or 'cuda', got {setting!r}")
@@ -160,7 +160,7 @@ def device_choice(setting: str):
         return torch.device("cpu"), reason
     if not torch.cuda.is_available():
         if setting == "cuda":
-            raise FedevoError("device='cuda' but torch sees no GPU (torch.cuda.is_available() is False"
+            raise NoDeviceError("device='cuda' but torch sees no GPU (torch.cuda.is_available() is False"
                               + _no_gpu_hint(torch) + "); use device = 'auto' or 'cpu'")
         return torch.device("cpu"), "auto: torch sees no GPU"
     cuda_setup()

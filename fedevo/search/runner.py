@@ -7,8 +7,9 @@ injected: any callable ``evaluator(problem, params, *, seed, rounds, data_dir) -
 
 Faults: an evaluation that raises becomes a ``failed`` result carrying its traceback (the search goes on);
 a Ray worker that dies mid-task is retried by Ray (``max_retries``) and, if it keeps dying, recorded as
-``failed``. A :class:`~fedevo.errors.DataNotFoundError` is a setup problem, not an individual's fault: it
-stops the search (resumable once the data is there).
+``failed``. A :class:`~fedevo.errors.DataNotFoundError` (or a :class:`~fedevo.errors.NoDeviceError`: device
+'cuda' where torch sees no GPU) is a setup problem, not an individual's fault: it stops the search (resumable
+once the data, or the GPU, is there).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from ..errors import DataNotFoundError, FedevoError
+from ..errors import DataNotFoundError, FedevoError, NoDeviceError
 from ..result import EvaluationResult
 
 DEFAULT_EVALUATOR = "fedevo.evaluate:evaluate"
@@ -96,7 +97,7 @@ def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
     """Call the evaluator, never raising for an evaluation's own failure.
 
     Returns ("ok", EvaluationResult) -- also for status failed/diverged -- or ("abort", message) when the
-    search itself cannot go on (data missing).
+    search itself cannot go on (data missing, no GPU for device = "cuda").
     """
     t0 = time.perf_counter()
     try:
@@ -104,7 +105,7 @@ def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
         if not isinstance(r, EvaluationResult):
             raise TypeError(f"evaluator returned {type(r).__name__}, expected EvaluationResult")
         return "ok", r
-    except DataNotFoundError as e:
+    except (DataNotFoundError, NoDeviceError) as e:
         return "abort", str(e)
     except Exception as e:  # noqa: BLE001 - any failure of one individual is recorded, the search goes on
         tb = traceback.format_exc()

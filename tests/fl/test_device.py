@@ -322,6 +322,19 @@ def test_cli_cuda_without_gpu_is_one_line(capsys, tiny_problem):
         r"device='cuda' but torch sees no GPU")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_search_with_cuda_problem_without_gpu_stops_with_one_line(capsys, tmp_path):
+    """A setup problem (NoDeviceError), not an individual's fault: the search stops at the first evaluation."""
+    from tests.cli.test_bad_input import bad
+
+    path = tmp_path / "gpu.toml"
+    path.write_text('dataset = "digits"\nmodel = "mlp"\n[train]\ndevice = "cuda"\nrounds = 1\n'
+                    '[genes]\nlr = { type = "real", low = 0.01, high = 0.5, default = 0.2 }\n')
+    err = bad(capsys, ["search", "--problem", path, "--workers", 0, "--pop", 6, "--gen", 1, "--quiet", "--out",
+                       tmp_path / "run"], r"device='cuda' but torch sees no GPU.*the search stopped")
+    assert "fedevo resume" in err
+
+
 def test_cli_bad_device_is_one_line(capsys, tiny_problem):
     from tests.cli.test_bad_input import bad
 

@@ -18,6 +18,7 @@ SIMILARITIES = ("sign", "cosine")
 PARTITIONS = ("iid", "shards", "dirichlet")
 TRUSTS = ("local", "secagg", "central")  # who must be trusted; docs/privacy.md's threat-model table
 SAMPLINGS = ("poisson", "fixed", "none")  # how a deployment draws its cohort (central trust)
+DEVICES = ("auto", "cpu", "cuda")  # where local training runs (fedevo/hardware.py `device`)
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -258,6 +259,11 @@ class SimConfig:
     # matmul precision of MLP local training; master weights, updates, clipping and noise stay fp32.
     # auto: bf16 where the CPU has native bf16 matmuls (AVX512-BF16/AMX: ~4× fp32 throughput), else fp32.
     precision: Literal["auto", "fp32", "bf16"] = "auto"
+    # where local training runs: 'cpu' (the batched CPU engine), 'cuda' (the device path, fl/device.py: stacked
+    # clients on the GPU, torch ops, fp32 without TF32 unless precision = 'bf16') or 'auto' (cuda when torch sees
+    # a GPU, else cpu). Whether a GPU is there is checked where training starts, not here: a driver without one
+    # may still load a problem that its Ray workers train on GPUs.
+    device: Literal["auto", "cpu", "cuda"] = "auto"
 
     def __post_init__(self):
         _check(self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
@@ -271,6 +277,7 @@ class SimConfig:
         _check(self.chunk_clients >= 1, f"chunk_clients must be >= 1, got {self.chunk_clients}")
         _check(self.precision in ("auto", "fp32", "bf16"),
                f"precision must be 'auto', 'fp32' or 'bf16', got {self.precision!r}")
+        _check(self.device in DEVICES, f"device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
         r = self.privacy.max_participations
         _check(r is None or r <= self.rounds, f"max_participations r={r} exceeds rounds T={self.rounds}")
         n, m = self.population, self.cohort

@@ -9,5 +9,9 @@ class DataNotFoundError(FedevoError):
     """A dataset is not where it was looked for; the message says how to get it."""
 
 
+class NoDeviceError(FedevoError):
+    """device = 'cuda' where torch sees no GPU: a setup problem of the machine, like a missing dataset."""
+
+
 class DivergedError(Exception):
     """Training produced NaN/inf; evaluation reports it as `status: diverged`."""

@@ -16,7 +16,8 @@ def evaluate(problem: Problem, params: Optional[Mapping[str, Any]] = None, *, se
     Bad input raises FedevoError before any training; NaN/inf during training gives status 'diverged' with
     worst objectives; the same seed gives the same numbers. eval_every=k records (round, mean client accuracy,
     global accuracy) every k rounds in `accuracy_curve` (retrain curves); 0 evaluates only at the end.
-    `engine`: the compute precision the simulator used and why (CPU features), the CPU, the native kernels.
+    `engine`: the device and compute precision the simulator used and why (CPU features, a GPU), the CPU, the
+    native kernels, the GPU's name on CUDA.
     """
     from dataclasses import replace
 
@@ -25,4 +26,4 @@ def evaluate(problem: Problem, params: Optional[Mapping[str, Any]] = None, *, se
 
     config = problem.sim_config(params, rounds=rounds, data_dir=data_dir, download=download)
     res = simulate(config, seed=seed, eval_every=eval_every, progress=progress)
-    return replace(res, engine=engine_info(config.precision))
+    return replace(res, engine=engine_info(config.precision, config.device))

@@ -11,6 +11,9 @@ emulated bf16 round was 3.4× slower than fp32 (issue #16). Here the CPU's own f
 
 `detect()` reads the machine once; `choose(setting, cpu)` is pure, so tests feed it the feature lists of
 several CPU classes.
+
+And where training runs: `device(setting)` resolves a config's `device` ('auto', 'cpu', 'cuda') to a torch
+device, `cuda_setup()` makes CUDA's fp32 arithmetic full fp32 (no TF32) and cuDNN deterministic.
 """
 
 from __future__ import annotations
@@ -117,16 +120,96 @@ def choose(setting: str, cpu: CPUInfo) -> Precision:
     return Precision("fp32", f"auto: unknown CPU architecture {cpu.arch or '?'}")
 
 
-def precision(setting: str) -> Precision:
-    """`choose` on this machine."""
+def precision(setting: str, device: str = "cpu") -> Precision:
+    """`choose` on this machine; on CUDA (`device` 'cuda') 'auto' is fp32 with TF32 off (`cuda_setup`): the
+    device path then computes what the CPU path computes within the tolerance docs/engine.md states."""
+    if device == "cuda" and setting == "auto":
+        return Precision("fp32", "auto on CUDA: fp32 with TF32 off (the documented tolerance to the CPU path; "
+                                 "precision = 'bf16' opts into bf16 matmuls)")
     return choose(setting, detect())
 
 
-def engine_info(setting: str) -> dict:
-    """What `fedevo evaluate --json` shows under "engine": the precision chosen and why, the CPU, the kernels."""
+def device(setting: str):
+    """The torch.device local training runs on for a config's `device` setting: 'cpu', 'cuda' (a FedevoError
+    when torch sees no GPU) or 'auto' (cuda when torch sees one; the FEDEVO_DEVICE environment variable, 'cpu'
+    or 'cuda', overrides what 'auto' picks: the test suite sets it to 'cpu'). CUDA comes set up by `cuda_setup`.
+
+    Under Ray, a task sees the GPUs Ray gave it (CUDA_VISIBLE_DEVICES); fedevo's runner hides every GPU from
+    tasks that reserved none (search/runner.py), so 'auto' trains those on the CPU."""
+    return device_choice(setting)[0]
+
+
+def device_choice(setting: str):
+    """(torch.device, one line saying why) for a `device` setting; see `device`."""
+    import os
+
+    import torch
+
+    from .errors import FedevoError, NoDeviceError
+
+    if setting not in ("auto", "cpu", "cuda"):
+        raise FedevoError(f"device must be 'auto', 'cpu' or 'cuda', got {setting!r}")
+    reason = f"device = {setting!r} in the configuration"
+    if setting == "auto":
+        env = os.environ.get("FEDEVO_DEVICE", "")
+        if env:
+            if env not in ("cpu", "cuda"):
+                raise FedevoError(f"FEDEVO_DEVICE must be 'cpu' or 'cuda' (or unset), got {env!r}")
+            setting, reason = env, f"auto: FEDEVO_DEVICE={env}"
+    if setting == "cpu":
+        return torch.device("cpu"), reason
+    if not torch.cuda.is_available():
+        if setting == "cuda":
+            raise NoDeviceError("device='cuda' but torch sees no GPU (torch.cuda.is_available() is False"
+                              + _no_gpu_hint(torch) + "); use device = 'auto' or 'cpu'")
+        return torch.device("cpu"), "auto: torch sees no GPU"
+    cuda_setup()
+    return torch.device("cuda", torch.cuda.current_device()), "auto: torch sees a GPU" if setting == "auto" else reason
+
+
+def _no_gpu_hint(torch) -> str:
+    import os
+
+    if torch.version.cuda is None:
+        return f": torch {torch.__version__} is a CPU-only build"
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+        return ": CUDA_VISIBLE_DEVICES is empty (a Ray task that reserved no GPU: --gpus-per-task)"
+    return ""
+
+
+def cuda_setup() -> None:
+    """fp32 matmuls and convolutions in full fp32 (no TF32: cuDNN's convolutions default to it) and deterministic
+    cuDNN algorithms, so that a seed gives the same numbers on the same GPU and the CPU path's within the
+    documented tolerance. Process-wide torch flags; set on every resolution of a CUDA device."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+def gpu_name(dev) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(dev) if dev.type == "cuda" else ""
+
+
+def engine_info(setting: str, device_setting: str = "cpu") -> dict:
+    """What `fedevo evaluate --json` shows under "engine": the device and the precision chosen and why, the CPU,
+    the native kernels (CPU path only), the GPU's name on CUDA."""
     from . import native
 
+    dev, why = device_choice(device_setting)
     cpu = detect()
-    p = precision(setting)
-    return {"precision": p.name, "precision_reason": p.reason, "cpu": cpu.model or cpu.arch,
-            "cpu_flags": cpu.relevant_flags(), "kernels": native.status()}
+    p = precision(setting, dev.type)
+    out = {"device": dev.type, "device_reason": why, "precision": p.name, "precision_reason": p.reason, "cpu": cpu.model or cpu.arch,
+           "cpu_flags": cpu.relevant_flags()}
+    if dev.type == "cuda":
+        import torch
+
+        out.update(gpu=gpu_name(dev), cuda=torch.version.cuda, kernels="not used (the CUDA device path runs torch ops)")
+    else:
+        out.update(kernels=native.status())
+    return out

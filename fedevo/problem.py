@@ -20,7 +20,7 @@ from .errors import FedevoError
 # Where each known parameter goes. Genes and --params overrides may only use these names.
 ARCH_KEYS = {"mlp": ("layers", "units"), "cnn": ("conv_layers", "channels", "kernel", "layers", "units")}
 SIM_KEYS = ("rounds", "epochs", "batch_size", "lr", "participation", "alpha", "xi", "upload_loss", "precision",
-            "chunk_clients")
+            "chunk_clients", "device")
 PRIVACY_KEYS = ("mechanism", "sigma", "clip", "beta", "tau", "recall", "similarity", "max_participations",
                 "delta", "eps_budget", "target_eps",
                 "aggregation", "secagg_bits", "secagg_range", "secagg_threshold", "secagg_neighbours",

@@ -308,8 +308,10 @@ class RetrainReport:
 def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int = DEFAULT_ROUNDS,
             workers: Optional[int] = None, seed: Optional[int] = None, data_dir: Optional[str] = None,
             out: Optional[Path | str] = None, eval_every: int = 1, standard: Optional[Mapping[str, Any]] = None,
-            progress: Optional[Callable[[int, int, str], None]] = None, write: bool = True) -> RetrainReport:
+            progress: Optional[Callable[[int, int, str], None]] = None, write: bool = True,
+            gpus_per_task: float = 0.0) -> RetrainReport:
     """Retrain the picked solutions and the standard one; write the report (unless write=False).
+    gpus_per_task: Ray GPUs reserved per training (as `fedevo search --gpus-per-task`).
 
     progress(rounds_done, rounds_total, note) is called as training goes: after every round in-process
     (workers=0), after every finished solution on Ray.
@@ -349,7 +351,10 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
         if workers == 0:  # in-process, one after the other: report every round of the current one
             eval_kwargs["progress"] = lambda t: progress(len(results) * rounds + t, total,
                                                          name(sols[min(len(results), len(sols) - 1)]))
-    runner = make_runner(retrain_evaluate, data.problem, eval_kwargs, workers=workers)  # Ray's log: kept in memory
+    if gpus_per_task < 0:
+        raise FedevoError(f"--gpus-per-task must be >= 0, got {gpus_per_task}")
+    runner = make_runner(retrain_evaluate, data.problem, eval_kwargs, workers=workers,
+                         gpus_per_task=gpus_per_task)  # Ray's log: kept in memory
     try:
         def on_done(t: Task, r: EvaluationResult) -> None:
             results[sols[t.index].key] = r

@@ -78,6 +78,9 @@ def evaluate(
     overrides = parse_params(params)
     cfg = prob.sim_config(overrides, rounds=rounds, data_dir=data_dir, download=download)  # validate before work
     check_evaluation_memory(cfg)
+    from ..hardware import device
+
+    device(cfg.device)  # device = 'cuda' without a GPU: one line now, not under the progress bar
     if quiet or as_json:
         res = run_eval(prob, overrides, seed=seed, rounds=rounds, data_dir=data_dir, download=download)
     else:

@@ -173,6 +173,7 @@ def retrain(
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root (default: the run's)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report directory, new or empty (default: RUN_DIR/retrain, or retrain-2, ... if that exists)."),
     standard: Optional[str] = typer.Option(None, "--standard", help="JSON settings overriding the standard solution's, e.g. '{\"participation\": 1.0}' (seed 004's standard: C = 1)."),
+    gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs reserved per training (each then trains on its GPU; 0: on the CPU)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no table."),
 ) -> None:
     """Retrain picked Pareto solutions and the standard solution (dense, no privacy) for --rounds rounds;
@@ -190,7 +191,7 @@ def retrain(
     std = parse_params(standard)
     if quiet:
         report = do_retrain(run_dir, pick, rounds=rounds, workers=workers, seed=seed, data_dir=data_dir, out=out,
-                            standard=std)
+                            standard=std, gpus_per_task=gpus_per_task)
     else:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -204,7 +205,7 @@ def retrain(
                 bar.update(task, total=total, completed=done, last=note)
 
             report = do_retrain(run_dir, pick, rounds=rounds, workers=workers, seed=seed, data_dir=data_dir,
-                                out=out, progress=progress, standard=std)
+                                out=out, progress=progress, standard=std, gpus_per_task=gpus_per_task)
     if not quiet:
         _print_report(report)
     print(f"wrote {report.out_dir}/ (report.csv, report.md, curves.html, results.json)")

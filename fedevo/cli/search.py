@@ -95,7 +95,7 @@ def search(
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root for MNIST/Fashion-MNIST/CIFAR-10."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Use a running Ray cluster (HOST:PORT, e.g. from `ray start --head`)."),
     cpus_per_task: float = typer.Option(1.0, "--cpus-per-task", help="Ray CPUs reserved per evaluation."),
-    gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs reserved per evaluation."),
+    gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs reserved per evaluation: each then trains on its GPU (device = \"auto\"); 0.25 puts four on a GPU; 0: on the CPU."),
     partitions: Optional[int] = typer.Option(None, "--partitions", help="Das–Dennis partitions (default: the most whose directions fit in --pop)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
     evaluator: Optional[str] = typer.Option(None, "--evaluator", hidden=True, help=_EVALUATOR_HELP),
@@ -118,7 +118,7 @@ def resume(
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Parallel evaluations on a local Ray (default: number of cores; 0: serial)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Use a running Ray cluster (HOST:PORT)."),
     cpus_per_task: float = typer.Option(1.0, "--cpus-per-task", help="Ray CPUs reserved per evaluation."),
-    gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs reserved per evaluation."),
+    gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs reserved per evaluation: each then trains on its GPU (device = \"auto\"); 0.25 puts four on a GPU; 0: on the CPU."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root, if it moved since the search started."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
 ) -> None:

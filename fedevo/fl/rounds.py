@@ -13,10 +13,11 @@ from .. import hardware
 from ..config import SimConfig
 from ..data.datasets import Dataset
 from ..data.partition import Partition
-from ..errors import DivergedError
+from ..errors import DivergedError, FedevoError
 from ..models.sparse import erdos_renyi_masks, omega as count_omega, prune_regrow
 from .aggregate import weighted_mean
-from .engine import train_chunks
+from .device import train_groups
+from .engine import flat_deltas, train_chunks
 
 
 @dataclass
@@ -33,9 +34,9 @@ class RoundsOutcome:
     controller: object = None  # the AdaptiveController, when mechanism = 'adaptive'
 
 
-def compute_dtype(precision: str) -> torch.dtype:
-    """'auto': bf16 only where the CPU has native bf16 arithmetic, else fp32 (`fedevo.hardware`)."""
-    return hardware.precision(precision).dtype
+def compute_dtype(precision: str, device: str = "cpu") -> torch.dtype:
+    """'auto': bf16 only where the CPU has native bf16 arithmetic, else fp32; fp32 on CUDA (`fedevo.hardware`)."""
+    return hardware.precision(precision, device).dtype
 
 
 def client_accuracies(model, params, data: Dataset, part: Partition) -> tuple[np.ndarray, float]:
@@ -55,12 +56,18 @@ def flat_active(model, masks: dict) -> torch.Tensor:
 def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: torch.Generator,
                step_hook=None, upload_factory: Optional[Callable] = None, eval_every: int = 0,
                on_round: Optional[Callable[[int], None]] = None, secagg=None, controller=None,
-               server_transform: Optional[Callable] = None, uniform_weights: bool = False) -> RoundsOutcome:
+               server_transform: Optional[Callable] = None, uniform_weights: bool = False,
+               device: Optional[torch.device] = None) -> RoundsOutcome:
     """secagg: a `fedevo.secagg.aggregator.SecureAggregator` replacing the plain weighted mean; controller: a
     server-side round controller (`fedevo.privacy.adaptive.AdaptiveController`) that picks which arrived
     uploads to aggregate; server_transform(aggregate, active): the server's own step on the mean update (central
     DP's noise); uniform_weights: every arrived update counts 1 instead of its sample count. All None/False: the
-    plain FedAvg path, unchanged."""
+    plain FedAvg path, unchanged. device: where the device path (fl/device.py) trains; None: `cfg.device`
+    (`hardware.device`: CUDA takes the device path, the CPU the CPU engine); a CPU device given here takes the
+    device path on the CPU (tests compare the two). Local training's results come back to the CPU either way."""
+    if device is None:
+        resolved = hardware.device(cfg.device)
+        device = resolved if resolved.type != "cpu" else None
     K, p = cfg.data.clients, cfg.sampled_per_round
     params = model.init(gen)
     masks = erdos_renyi_masks(model.shapes, model.fc_weight_ids, cfg.alpha, gen)
@@ -69,9 +76,18 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
     omega = count_omega(model.shapes, masks)
     upload = upload_factory(flat_active(model, masks)) if upload_factory else None
     sizes = part.sizes
-    dtype = compute_dtype(cfg.precision) if getattr(model, "supports_bf16", False) else torch.float32
+    dev_type = device.type if device is not None else "cpu"
+    dtype = compute_dtype(cfg.precision, dev_type) if getattr(model, "supports_bf16", False) else torch.float32
     model.compute_dtype = dtype
     x_train = data.x_train  # each chunk gathers and casts its own samples (engine.train_clients)
+    group_hook_for = None
+    if device is not None:
+        x_train = x_train.to(device)  # once: each group gathers its batches there
+        if step_hook is not None:
+            group_hook_for = getattr(step_hook, "for_group", None)
+            if group_hook_for is None:
+                raise FedevoError(f"the per-step transform {type(step_hook).__name__} has no device path "
+                                  f"(for_group); set device = \"cpu\"")
     comm_total, curve = 0.0, []
     arrivals = np.zeros(K, dtype=np.int64)
     r = cfg.privacy.max_participations
@@ -100,10 +116,15 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
         seeds = torch.randint(0, 2 ** 62, (len(chunks),), generator=gen).tolist()
         if controller is not None:
             controller.begin_round(t + 1, model, params, arrived, dict(zip(seeds, chunks)))
-        trained = train_chunks(model, params, masks, x_train, data.y_train,
-                               [[part.train[k] for k in c] for c in chunks], epochs=cfg.epochs,
-                               batch_size=cfg.batch_size, lr=cfg.lr, seeds=seeds,
-                               hook_for=step_hook.for_chunk if step_hook is not None else None, deltas=True)
+        local_data = [[part.train[k] for k in c] for c in chunks]
+        if device is not None:  # chunks grouped on the device; their results come back to the CPU
+            trained = (flat_deltas(local, params) for local in train_groups(
+                model, params, masks, x_train, data.y_train, local_data, epochs=cfg.epochs,
+                batch_size=cfg.batch_size, lr=cfg.lr, seeds=seeds, device=device, group_hook_for=group_hook_for))
+        else:  # each chunk's flat update comes from its own worker thread
+            trained = train_chunks(model, params, masks, x_train, data.y_train, local_data, epochs=cfg.epochs,
+                                   batch_size=cfg.batch_size, lr=cfg.lr, seeds=seeds,
+                                   hook_for=step_hook.for_chunk if step_hook is not None else None, deltas=True)
         for chunk, flat in zip(chunks, trained):
             if not torch.isfinite(flat).all():
                 raise DivergedError(f"non-finite local update in round {t + 1}")

@@ -10,6 +10,7 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
+from .. import hardware
 from ..config import SimConfig
 from ..data.datasets import load_dataset
 from ..data.partition import partition
@@ -47,6 +48,7 @@ class Setup:
 
 def prepare(cfg: SimConfig, *, seed: int) -> Setup:
     """Build what `simulate` trains, from `cfg` and `seed` alone (the audit reuses it to train the same run)."""
+    hardware.device(cfg.device)  # device = 'cuda' without a GPU: one line, before any data is read
     mech = build_mechanism(cfg)  # the mechanism × trust model: calibration, transforms, aggregation, accounting
     data = load_dataset(cfg.data.dataset, cfg.data.data_dir, cfg.data.download)
     dc = cfg.data

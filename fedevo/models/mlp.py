@@ -52,9 +52,13 @@ class StackedMLP:
                 h.relu_()
         return h
 
-    def _buffer(self, key, shape, dtype=torch.float32) -> torch.Tensor:
+    def _buffer(self, key, shape, dtype=torch.float32, device=None) -> torch.Tensor:
         """Per-thread scratch buffers (chunks of clients train in parallel threads), one per shape: a chunk's
-        steps alternate between the full and the shorter last batch of an epoch."""
+        steps alternate between the full and the shorter last batch of an epoch. On another device than the CPU
+        (the device path, fl/device.py) a fresh tensor each time: the group's client count changes from round to
+        round, and torch's caching allocator already reuses the memory."""
+        if device is not None and torch.device(device).type != "cpu":
+            return torch.empty(shape, dtype=dtype, device=device)
         bufs = self._local.__dict__.setdefault("bufs", {})
         key = (key, tuple(shape), dtype)
         t = bufs.get(key)
@@ -147,12 +151,14 @@ class StackedMLP:
         dt = self.compute_dtype
         c, bsz = y.shape
         n = len(params) // 2
+        dev = params[0].device
+        buffer = lambda key, shape, dtype=torch.float32: self._buffer(key, shape, dtype, dev)  # noqa: E731
         if dt != params[0].dtype:
             ws = []
             for j, p in enumerate(params):
                 wb = (low or {}).get(j)
                 if wb is None:
-                    wb = self._buffer(("wc", j), p.shape, dt)
+                    wb = buffer(("wc", j), p.shape, dt)
                     wb.copy_(p)
                 ws.append(wb)
         else:
@@ -163,7 +169,7 @@ class StackedMLP:
         native_layers = kernels is not None and self.native_layers
         head = native_layers and self.dims[-1] <= 16 and self.dims[-2] <= 4096
         for i in range(n - 1 if head else n):
-            z = self._buffer(("h", i), (c, bsz, self.dims[i + 1]), dt)
+            z = buffer(("h", i), (c, bsz, self.dims[i + 1]), dt)
             if i < n - 1 and native_layers and kernels.linear_fwd_bf16(
                     hs[-1].data_ptr(), ws[2 * i].data_ptr(), params[2 * i + 1].data_ptr(), z.data_ptr(), c, bsz,
                     self.dims[i], self.dims[i + 1], 1) == 0:  # fp32 bias, ReLU in the epilogue
@@ -179,36 +185,36 @@ class StackedMLP:
         out: list = [None] * len(params)
         if head:
             H, C = self.dims[-2], self.dims[-1]
-            gw = out[-2] = self._buffer(("gw", n - 1), params[-2].shape)
-            gb = out[-1] = self._buffer(("gb", n - 1), (c, 1, C))
-            d = self._buffer(("d", n - 1), (c, bsz, H), dt) if n > 1 else None
+            gw = out[-2] = buffer(("gw", n - 1), params[-2].shape)
+            gb = out[-1] = buffer(("gb", n - 1), (c, 1, C))
+            d = buffer(("d", n - 1), (c, bsz, H), dt) if n > 1 else None
             kernels.head_bf16(hs[-1].data_ptr(), params[-2].data_ptr(), params[-1].data_ptr(), y.data_ptr(),
                               w.data_ptr(), c, bsz, H, C, gw.data_ptr(), gb.data_ptr(),
                               0 if d is None else d.data_ptr())
             if n > 1:
-                gb = out[-3] = self._buffer(("gb", n - 2), (c, 1, H))
+                gb = out[-3] = buffer(("gb", n - 2), (c, 1, H))
                 kernels.relu_bwd_bf16(d.data_ptr(), hs[-1].data_ptr(), c, bsz, H, gb.data_ptr())
             delta_c = d
         elif kernels is not None:
-            delta_c = self._buffer("dlogits", hs[-1].shape, dt)
-            gb = out[-1] = self._buffer(("gb", n - 1), (c, 1, self.dims[-1]))
+            delta_c = buffer("dlogits", hs[-1].shape, dt)
+            gb = out[-1] = buffer(("gb", n - 1), (c, 1, self.dims[-1]))
             kernels.softmax_ce_bf16(hs[-1].data_ptr(), y.data_ptr(), w.data_ptr(), c, bsz, self.dims[-1],
                                     delta_c.data_ptr(), gb.data_ptr())
         else:
             delta = torch.softmax(hs[-1], dim=-1, dtype=torch.float32)  # dL/dlogits, in fp32
-            delta.scatter_add_(2, y.unsqueeze(-1), torch.full((c, bsz, 1), -1.0))
+            delta.scatter_add_(2, y.unsqueeze(-1), torch.full((c, bsz, 1), -1.0, device=dev))
             delta.mul_(w.unsqueeze(-1))
             out[-1] = delta.sum(1, keepdim=True)
             delta_c = delta.to(dt)
         for i in range(n - 2 if head else n - 1, -1, -1):
-            gw = self._buffer(("gw", i), params[2 * i].shape, dt)
+            gw = buffer(("gw", i), params[2 * i].shape, dt)
             torch.bmm(hs[i].transpose(1, 2), delta_c, out=gw)
             out[2 * i] = gw
             if i > 0:
-                nd = self._buffer(("d", i), hs[i].shape, dt)
+                nd = buffer(("d", i), hs[i].shape, dt)
                 torch.bmm(delta_c, ws[2 * i].transpose(1, 2), out=nd)
                 if kernels is not None:  # ReLU' and the bias gradient in one pass
-                    gb = out[2 * i - 1] = self._buffer(("gb", i - 1), (c, 1, self.dims[i]))
+                    gb = out[2 * i - 1] = buffer(("gb", i - 1), (c, 1, self.dims[i]))
                     kernels.relu_bwd_bf16(nd.data_ptr(), hs[i].data_ptr(), c, bsz, self.dims[i], gb.data_ptr())
                     delta_c = nd
                     continue

@@ -240,6 +240,13 @@ class AdaptiveController:
         chunk = self._chunk_of_seed[seed]
         return _ChunkLR(torch.as_tensor(lr_factors(self.level[chunk], self.Q, self.gamma), dtype=torch.float32))
 
+    def for_group(self, seeds, counts, device, noise=None) -> "_ChunkLR":
+        """The device path's hook (fl/device.py) for the stacked clients of the chunks of `seeds`, in order."""
+        chunks = [self._chunk_of_seed[s] for s in seeds]
+        factor = torch.as_tensor(np.concatenate([lr_factors(self.level[c], self.Q, self.gamma) for c in chunks]),
+                                 dtype=torch.float32)
+        return _ChunkLR(factor.to(device))
+
     def end_round(self) -> None:
         pass
 

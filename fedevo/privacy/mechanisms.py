@@ -9,12 +9,13 @@
 
 from __future__ import annotations
 
-from typing import Optional
+import math
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
-from .noise import NoiseSource
+from .noise import NoiseSource, TorchNoise
 
 
 def _col(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -60,6 +61,17 @@ class StepLDP:
             noise = NoiseSource((seed ^ self.seed) % (1 << 62), threads=torch.get_num_threads())
         hook = _ChunkStep(self, noise)
         self._chunks.append(hook)  # list.append is atomic: chunks may run in threads
+        return hook
+
+    def for_group(self, seeds: Sequence[int], counts: Sequence[int], device, noise=None) -> "_GroupStep":
+        """The device path's hook (fl/device.py): the clients of several chunks stacked (`counts` clients of the
+        chunks of `seeds`, in order) on `device`. Each chunk keeps its own S (the median rule's first-step median
+        is per chunk, as on the CPU); the noise comes from one torch generator on the device for the group,
+        seeded from its first chunk's seed (same distribution as the CPU's native stream, other draws)."""
+        if noise is None:
+            noise = TorchNoise((int(seeds[0]) ^ self.seed) % (1 << 62), device)
+        hook = _GroupStep(self, counts, noise, torch.device(device))
+        self._chunks.append(hook)
         return hook
 
     def end_round(self) -> None:
@@ -147,6 +159,75 @@ class _ChunkStep:
             flat = m.reshape(-1)
             self._buf[key] = flat.nonzero().squeeze(1) if draws_compact(m) else None
         return self._buf[key]
+
+
+class _GroupStep:
+    """StepLDP's per-step transform for a group of chunks on one device, without a host synchronisation inside the
+    step loop (no `.item()`, no boolean indexing, no data-dependent branch): S is a per-chunk tensor (NaN until
+    known), the noise is drawn for every weight and multiplied by the mask and by the clients' `active` flags
+    (×1 or ×0) instead of branching on them. `S` and `norms` (read by `StepLDP.end_round`) synchronise once."""
+
+    needs_norms = True
+
+    def __init__(self, parent: StepLDP, counts: Sequence[int], noise, device: torch.device):
+        self.sigma = parent.sigma
+        self.noise = noise
+        n, width = len(counts), max(counts)
+        chunk_of = [j for j, k in enumerate(counts) for _ in range(k)]
+        slot = [j * width + i for j, k in enumerate(counts) for i in range(k)]
+        self._chunk_of = torch.tensor(chunk_of, device=device)  # (C,) each client's chunk
+        self._slot = torch.tensor(slot, device=device)  # (C,) its place in a (chunks, width) table
+        self._shape = (n, width)
+        self._median = parent.S is None  # the median rule's first round: S from each chunk's first live step
+        self._s = torch.full((n,), math.nan if parent.S is None else float(parent.S), device=device)
+        self._seen: list[tuple[torch.Tensor, torch.Tensor]] = []  # (norms, active) per step
+
+    def coefficients(self, grads, active, lr, norms: Optional[torch.Tensor] = None):
+        """lr·min(1, S_chunk/‖g‖) per client, 0 for the idle ones."""
+        if norms is None:
+            norms = batch_norms(grads)
+        self._seen.append((norms, active))
+        if self._median:  # chunks whose S is still unknown take the median of this step's live norms (NaN: none)
+            table = torch.full((self._shape[0] * self._shape[1],), math.nan, device=norms.device)
+            table[self._slot] = torch.where(active, norms, math.nan)
+            med = table.view(self._shape).nanmedian(1).values
+            self._s = torch.where(torch.isnan(self._s), med, self._s)
+        s = self._s[self._chunk_of]
+        s = torch.where(torch.isnan(s), 1.0, s)
+        return (s / norms.clamp_min(1e-12)).clamp_(max=1.0).mul_(lr).mul_(active)
+
+    def reserve_noise(self, i, p, m, active):
+        return None  # no fused kernels on the device path
+
+    def after_step(self, params, masks, active):
+        act = active.to(torch.float32)
+        for i, (p, m) in enumerate(zip(params, masks)):
+            self._noise(p, m, act)
+
+    def add_noise(self, i: int, p: torch.Tensor, m, active: torch.Tensor) -> None:
+        self._noise(p, m, active.to(torch.float32))
+
+    def _noise(self, p: torch.Tensor, m, act: torch.Tensor) -> None:
+        """N(0, σ²) on the active weights of the clients that stepped (act: 1.0 or 0.0 per client)."""
+        buf = self.noise.fill_(torch.empty_like(p), self.sigma)
+        if m is not None:
+            buf.mul_(m)
+        p.add_(buf.mul_(_col(act, buf)))
+
+    @property
+    def S(self) -> Optional[float]:
+        """The largest S any chunk of the group used (None: none known), as `_ChunkStep.S` for one chunk."""
+        known = self._s[~torch.isnan(self._s)]
+        return float(known.max()) if known.numel() else None
+
+    @property
+    def norms(self) -> list[torch.Tensor]:
+        """The live clients' gradient norms of every step, on the CPU (StepLDP.end_round's median)."""
+        if not self._seen:
+            return []
+        n = torch.stack([a for a, _ in self._seen])
+        act = torch.stack([b for _, b in self._seen])
+        return [n[act].cpu()]
 
 
 class UpdateLDP:

@@ -5,6 +5,9 @@ stream (key from the seed, a running counter), so the numbers depend on the seed
 only -- not on how many threads fill a buffer. Fallback (no C compiler, or FEDEVO_NATIVE=0): torch's
 generator, with large buffers split over several generators filled in parallel threads (torch releases the GIL);
 deterministic for a given seed and thread count.
+
+`TorchNoise`: the device path's source (fl/device.py), torch's generator on the tensors' device (CUDA's Philox
+generator on a GPU): the same distribution as the native stream, other values.
 """
 
 from __future__ import annotations
@@ -111,3 +114,24 @@ class NoiseSource:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
+
+
+class TorchNoise:
+    """N(0, std²) from one torch generator on `device` (the device path: `StepLDP.for_group`). The values depend on
+    the seed and the order of the calls only; they are not the native stream's (same distribution, other draws),
+    and a CUDA generator's are not a CPU generator's."""
+
+    backend = "torch"
+
+    def __init__(self, seed: int, device, generator: Optional[torch.Generator] = None):
+        self.device = torch.device(device)
+        self.gen = generator if generator is not None else torch.Generator(device=self.device).manual_seed(int(seed))
+
+    def fill_(self, buf: torch.Tensor, std: float = 1.0) -> torch.Tensor:
+        return buf.normal_(0.0, std, generator=self.gen)
+
+    def add_(self, buf: torch.Tensor, std: float = 1.0) -> torch.Tensor:
+        return buf.add_(self.fill_(torch.empty_like(buf), std))
+
+    def close(self) -> None:
+        pass

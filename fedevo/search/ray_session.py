@@ -159,7 +159,7 @@ def check_schedulable(nodes: list[dict[str, float]], cpus_per_task: float, gpus_
     ask = f"{cpus_per_task:g} CPU" + (f" and {gpus_per_task:g} GPU" if gpus_per_task else "")
     fix = []
     if not any(n.get("GPU", 0.0) >= gpus_per_task for n in nodes):
-        fix.append("lower --gpus-per-task" + (" (fedevo trains on CPU: 0 is fine)" if gpus_per_task else ""))
+        fix.append("lower --gpus-per-task" + (" (0 trains on the CPU)" if gpus_per_task else ""))
     if not any(n.get("CPU", 0.0) >= cpus_per_task for n in nodes):
         fix.append("lower --cpus-per-task")
     raise FedevoError(f"no node of {where} can run a task needing {ask} (nodes: {have}); the search would wait "

@@ -7,8 +7,9 @@ injected: any callable ``evaluator(problem, params, *, seed, rounds, data_dir) -
 
 Faults: an evaluation that raises becomes a ``failed`` result carrying its traceback (the search goes on);
 a Ray worker that dies mid-task is retried by Ray (``max_retries``) and, if it keeps dying, recorded as
-``failed``. A :class:`~fedevo.errors.DataNotFoundError` is a setup problem, not an individual's fault: it
-stops the search (resumable once the data is there).
+``failed``. A :class:`~fedevo.errors.DataNotFoundError` (or a :class:`~fedevo.errors.NoDeviceError`: device
+'cuda' where torch sees no GPU) is a setup problem, not an individual's fault: it stops the search (resumable
+once the data, or the GPU, is there).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from ..errors import DataNotFoundError, FedevoError
+from ..errors import DataNotFoundError, FedevoError, NoDeviceError
 from ..result import EvaluationResult
 
 DEFAULT_EVALUATOR = "fedevo.evaluate:evaluate"
@@ -96,7 +97,7 @@ def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
     """Call the evaluator, never raising for an evaluation's own failure.
 
     Returns ("ok", EvaluationResult) -- also for status failed/diverged -- or ("abort", message) when the
-    search itself cannot go on (data missing).
+    search itself cannot go on (data missing, no GPU for device = "cuda").
     """
     t0 = time.perf_counter()
     try:
@@ -104,7 +105,7 @@ def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
         if not isinstance(r, EvaluationResult):
             raise TypeError(f"evaluator returned {type(r).__name__}, expected EvaluationResult")
         return "ok", r
-    except DataNotFoundError as e:
+    except (DataNotFoundError, NoDeviceError) as e:
         return "abort", str(e)
     except Exception as e:  # noqa: BLE001 - any failure of one individual is recorded, the search goes on
         tb = traceback.format_exc()
@@ -148,9 +149,28 @@ def _set_threads(n: int) -> None:
         torch.set_num_threads(n)
 
 
-def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads):
+def _hide_gpus() -> Optional[str]:
+    """Hide every GPU from this process (CUDA_VISIBLE_DEVICES=""); returns the previous value. Ray used to do this
+    for tasks that reserve no GPU; Ray 2.60 (ray-project/ray#54868) leaves the variable alone, so such a task
+    would see every GPU of its node and `device = "auto"` would train on one that other tasks were given.
+    Before torch first asks CUDA (fedevo's tasks ask in `hardware.device`), so torch then sees no GPU."""
+    old = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    return old
+
+
+def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0):
     _set_threads(threads)
-    return run_one(evaluator, problem, params, seed, eval_kwargs)
+    if gpus:  # Ray set CUDA_VISIBLE_DEVICES to this task's GPU: `device = "auto"` trains on it
+        return run_one(evaluator, problem, params, seed, eval_kwargs)
+    old = _hide_gpus()
+    try:
+        return run_one(evaluator, problem, params, seed, eval_kwargs)
+    finally:
+        if old is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = old
 
 
 def _module_root(module_name: str) -> Optional[str]:
@@ -286,6 +306,13 @@ class RayRunner:
             self.slots = max(1, int(cpus // cpus_per_task)) if cpus else None
         except Exception:  # noqa: BLE001 - only for the progress display
             self.slots = None
+        if gpus_per_task:  # concurrency: also what the GPUs hold (--gpus-per-task 0.25: four tasks a GPU)
+            try:
+                gpus = ray.cluster_resources().get("GPU", 0)
+                self.slots = min(self.slots or math.inf, max(1, int(gpus // gpus_per_task)))
+            except Exception:  # noqa: BLE001 - only for the progress display
+                pass
+        self.gpus_per_task = gpus_per_task
         self._fn = ray.remote(_ray_task).options(num_cpus=cpus_per_task, num_gpus=gpus_per_task,
                                                  max_retries=max_retries, retry_exceptions=False)
         self._problem_ref = ray.put(problem)
@@ -295,7 +322,7 @@ class RayRunner:
     def run(self, tasks: Sequence[Task], on_done: OnDone, tick: Optional[Callable[[], None]] = None) -> None:
         ray = self._ray
         refs = {self._fn.remote(self._problem_ref, self._evaluator, dict(t.params), t.seed, self._eval_kwargs,
-                                self.threads): t for t in longest_first(tasks)}
+                                self.threads, self.gpus_per_task): t for t in longest_first(tasks)}
         pending = list(refs)
         try:
             while pending:
@@ -345,5 +372,9 @@ def make_runner(evaluator: Evaluator, problem, eval_kwargs: Mapping[str, Any], *
     check_workers(workers)
     if workers == 0 and not address:
         return SerialRunner(evaluator, problem, eval_kwargs)
+    if not gpus_per_task and getattr(problem, "fixed", {}).get("device") == "cuda":
+        raise FedevoError(f"problem {getattr(problem, 'name', '?')!r} sets device = \"cuda\", but its Ray tasks "
+                          "reserve no GPU and see none: pass --gpus-per-task (e.g. 1, or 0.25 for four "
+                          "evaluations a GPU), or --workers 0 to evaluate in this process")
     return RayRunner(evaluator, problem, eval_kwargs, workers=workers, address=address,
                      cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task, log_dir=log_dir)

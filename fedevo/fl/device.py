@@ -31,7 +31,7 @@ from typing import Callable, Iterator, Optional, Sequence
 import numpy as np
 import torch
 
-from .engine import batch_schedule, intra_op_threads
+from .engine import batch_schedule, eager_update, intra_op_threads
 
 
 def group_cap() -> Optional[int]:
@@ -123,21 +123,7 @@ def run_group(model, global_params: list[torch.Tensor], masks: dict, x: torch.Te
         grads = grads_of(params, xb.view(c, b, *feat), ys[off:off + n].view(c, b), ws[off:off + n].view(c, b))
         off += n
         grads = [g if g.dtype == torch.float32 else g.float() for g in grads]  # bf16 compute: fp32 updates
-        if hook is None:
-            for p, g, nm in zip(params, grads, neg_lr_masks):
-                if nm is None:
-                    p.sub_(g, alpha=lr)
-                else:
-                    p.addcmul_(g, nm)  # p − lr·(g ⊙ m): inactive weights stay 0
-            continue
-        for g, m in zip(grads, mask_list):
-            if m is not None:
-                g.mul_(m)  # clip the gradient that is applied: the masked one
-        act = active[s]
-        coef = hook.coefficients(grads, act, lr)
-        for p, g in zip(params, grads):
-            p.addcmul_(g, coef.view(c, *([1] * (g.dim() - 1))), value=-1.0)
-        hook.after_step(params, mask_list, act)
+        eager_update(params, grads, mask_list, neg_lr_masks, hook, active[s], lr)
     return params
 
 

@@ -140,22 +140,31 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
             # cast once, then every following op is fp32
             grads = [g if g.dtype == torch.float32 else g32.setdefault(i, torch.empty(g.shape)).copy_(g)
                      for i, g in enumerate(grads)]
-        if hook is None:
-            for p, g, nm in zip(params, grads, neg_lr_masks):
-                if nm is None:
-                    p.sub_(g, alpha=lr)
-                else:
-                    p.addcmul_(g, nm)  # p − lr·(g ⊙ m): inactive weights stay 0
-            continue
-        for g, m in zip(grads, mask_list):
-            if m is not None:
-                g.mul_(m)  # clip the gradient that is applied: the masked one
-        active = active_steps[:, s]
-        coef = hook.coefficients(grads, active, lr)
-        for p, g in zip(params, grads):
-            p.addcmul_(g, coef.view(c, *([1] * (g.dim() - 1))), value=-1.0)
-        hook.after_step(params, mask_list, active)
+        eager_update(params, grads, mask_list, neg_lr_masks, hook, active_steps[:, s], lr)
     return params
+
+
+def eager_update(params: list[torch.Tensor], grads: list[torch.Tensor], mask_list: list[Optional[torch.Tensor]],
+                 neg_lr_masks: list[Optional[torch.Tensor]], hook: Optional[StepHook], active: torch.Tensor,
+                 lr: float) -> None:
+    """One local step's update in torch ops (the eager path here, the device path in device.py): plain masked SGD
+    (neg_lr_masks: −lr·mask per parameter, None where unmasked) or, with a hook, the masked gradients scaled by
+    its per-client coefficients, then its post-step transform."""
+    if hook is None:
+        for p, g, nm in zip(params, grads, neg_lr_masks):
+            if nm is None:
+                p.sub_(g, alpha=lr)
+            else:
+                p.addcmul_(g, nm)  # p − lr·(g ⊙ m): inactive weights stay 0
+        return
+    for g, m in zip(grads, mask_list):
+        if m is not None:
+            g.mul_(m)  # clip the gradient that is applied: the masked one
+    coef = hook.coefficients(grads, active, lr)
+    c = len(params[0])
+    for p, g in zip(params, grads):
+        p.addcmul_(g, coef.view(c, *([1] * (g.dim() - 1))), value=-1.0)
+    hook.after_step(params, mask_list, active)
 
 
 def _train_f32(model, params, mask_list, x_flat, step_rows, step_y, step_w, used, active_steps, kernels, hook,

@@ -14,7 +14,8 @@ import argparse
 import time
 from pathlib import Path
 
-from tests.browser.test_front_browser import CHROMEDRIVER, CHROMIUM, FLAGS, drag, open_page, wait_ready
+from tests.browser.test_front_browser import (CHROMEDRIVER, CHROMIUM, FLAGS, axis_geometry, brush_axis, open_page,
+                                             wait_ready)
 
 
 def driver():
@@ -30,20 +31,9 @@ def driver():
 
 def brush(d, label: str, lo: float, hi: float) -> None:
     """Drag along the axis `label` of the parallel coordinates from value lo to value hi."""
-    el = d.find_element("id", "parallel")
-    d.execute_script("arguments[0].scrollIntoView()", el)
-    time.sleep(0.3)
-    pos = d.execute_script(
-        "const gp = document.getElementById('parallel'); const dims = gp.data[0].dimensions;"
-        "const k = dims.findIndex(x => x.label === arguments[0]); const dim = dims[k];"
-        "const a = Array.from(gp.querySelectorAll('.y-axis')).find(x => x.__data__ && x.__data__.label === arguments[0]);"
-        "const line = a.querySelector('path.domain') || a; const r = line.getBoundingClientRect();"
-        "const rg = dim.range || [Math.min(...dim.values), Math.max(...dim.values)];"
-        "return [r.left + r.width / 2, r.top, r.height, rg[0], rg[1]];", label)
-    x, top, h, r0, r1 = pos
-    ys = [top + h * (1 - (v - r0) / (r1 - r0)) for v in (hi, lo)]
-    drag(d, [(x, ys[0] + (ys[1] - ys[0]) * k / 10) for k in range(11)])
-    time.sleep(0.8)
+    geo = axis_geometry(d, label)
+    r0, r1 = geo[3], geo[4]
+    brush_axis(d, label, *(1 - (v - r0) / (r1 - r0) for v in (hi, lo)), geometry=geo)
 
 
 def shoot(run_dir: Path, out: Path, brush_spec: str = "", curves: Path | None = None) -> list[Path]:

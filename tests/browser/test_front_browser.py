@@ -231,6 +231,29 @@ def drag(driver, points) -> None:
     ab.perform()
 
 
+def axis_geometry(driver, label: str) -> tuple[float, float, float, float, float]:
+    """(x, top, height, range low, range high) of the parallel-coordinates axis `label` on screen (its domain line),
+    scrolled into view; the range is the dimension's, else its values' min and max."""
+    el = driver.find_element("id", "parallel")
+    driver.execute_script("arguments[0].scrollIntoView()", el)
+    time.sleep(0.3)
+    return tuple(driver.execute_script(
+        "const gp = document.getElementById('parallel'); const dims = gp.data[0].dimensions;"
+        "const k = dims.findIndex(x => x.label === arguments[0]); const dim = dims[k];"
+        "const a = Array.from(gp.querySelectorAll('.y-axis')).find(x => x.__data__ && x.__data__.label === arguments[0]);"
+        "const line = a.querySelector('path.domain') || a; const r = line.getBoundingClientRect();"
+        "const rg = dim.range || [Math.min(...dim.values), Math.max(...dim.values)];"
+        "return [r.left + r.width / 2, r.top, r.height, rg[0], rg[1]];", label))
+
+
+def brush_axis(driver, label: str, start: float, end: float, geometry=None) -> None:
+    """Drag with the mouse along the parallel-coordinates axis `label` from `start` to `end`, fractions of its height
+    from the top (geometry: `axis_geometry`'s, when the caller has it)."""
+    x, top, h, _, _ = geometry or axis_geometry(driver, label)
+    drag(driver, [(x, top + h * (start + (end - start) * k / 10)) for k in range(11)])
+    time.sleep(0.8)
+
+
 SELECTION_STATE_JS = """
 const g3 = document.getElementById('front3d'), g2 = document.getElementById('projections');
 const sel3 = g3.data.find(t => t.meta === 'selection');
@@ -303,16 +326,7 @@ def test_chance_knee_log_axes_and_linked_selection(browser, tmp_path_factory):
     assert "trust central" in hov and "population 10k" in hov and "cohort 100" in hov
 
     # brush a range on the error axis of the parallel coordinates with the mouse
-    el = browser.find_element("id", "parallel")
-    browser.execute_script("arguments[0].scrollIntoView()", el)
-    time.sleep(0.3)
-    ax = browser.execute_script(
-        "return Array.from(document.querySelectorAll('#parallel .y-axis')).filter(a => a.__data__ && "
-        "a.__data__.label === 'error').map(a => { const r = a.getBoundingClientRect(); "
-        "return [r.left + r.width / 2, r.top, r.height]; })[0]")
-    x, top, h = ax
-    drag(browser, [(x, top + h * (0.55 + 0.04 * k)) for k in range(11)])
-    time.sleep(0.8)
+    brush_axis(browser, "error", 0.55, 0.95)
     cr = browser.execute_script("return document.getElementById('parallel').data[0].dimensions"
                                 ".find(d => d.label === 'error').constraintrange")
     assert cr, "the drag did not brush the error axis"

@@ -40,8 +40,7 @@ from fedevo.fl.device import train_groups
 from fedevo.fl.engine import chunk_threads, train_chunks
 from fedevo.models import build_model
 from fedevo.privacy.mechanisms import StepLDP
-
-B, E, LR, PER_CLIENT, CHUNK = 64, 5, 0.05, 600, 5
+from round_speed import B, CHUNK, E, LR, PER_CLIENT, masks_at  # the reference workload, as round_speed.py times it
 
 
 def no_gpu_message() -> str:
@@ -49,10 +48,6 @@ def no_gpu_message() -> str:
             f"built for CUDA {torch.version.cuda or 'none'}, CUDA_VISIBLE_DEVICES="
             f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}): run it on a machine with an NVIDIA GPU, "
             "or pass --device cpu for a smoke test without GPU numbers")
-
-
-def masks_at(model, density: float, gen) -> dict:
-    return {i: (torch.rand(model.shapes[i], generator=gen) < density).float() for i in model.fc_weight_ids}
 
 
 def one_round(model, params, masks, data, clients, *, device, hook=None, dtype=torch.float32, cap=None):

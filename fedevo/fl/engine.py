@@ -1,7 +1,8 @@
 """Local training of many clients at once.
 
-Clients are trained in chunks of ~10 through all their epochs (their weights stay in cache), with stacked weights
-and batched matmuls, in-place updates into preallocated buffers. Unequal local datasets are handled by a padded
+Clients are trained in chunks of `chunk_clients` (default 5) through all their epochs, with stacked weights and
+batched matmuls in lockstep, in-place updates into preallocated buffers; the fp32 native path without a privacy
+hook trains a chunk client by client instead (`F32_GROUP`: the same numbers, a client's weights stay in cache). Unequal local datasets are handled by a padded
 batch schedule whose per-sample weights are 1/|batch| (0 for padding), so a client with fewer batches simply
 idles. The per-step privacy transform (seed 004) plugs in through `StepHook`. A chunk of a SET-sparse MLP at
 low density trains through the sparse kernel instead (`sparse.py`), bf16 dense MLPs through the fused step
@@ -22,6 +23,12 @@ import torch
 from .. import native
 from . import sparse as sparse_path
 from .fused import FusedStep
+
+# Clients the fp32 native path trains at a time through their whole schedule, without a privacy hook (the
+# result does not depend on it). Client by client beat 5 in lockstep by 1.25x a round (reference workload, 2
+# threads, paired floor ratio 1.23 vs 1.54, Zen 3): one client's weights and batches stay in cache between steps,
+# where 5 clients' stream ~4 MB a step through a last-level cache shared with the other core.
+F32_GROUP = 1
 
 
 class StepHook(Protocol):
@@ -169,14 +176,11 @@ def eager_update(params: list[torch.Tensor], grads: list[torch.Tensor], mask_lis
 
 def _train_f32(model, params, mask_list, x_flat, step_rows, step_y, step_w, used, active_steps, kernels, hook,
                lr: float) -> None:
-    """The fp32 native path (models/mlp.py `step_f32`): plain SGD updates inside the backward GEMMs; with a hook
-    the gradients go through the fused update + noise kernel (fused.py, without bf16 copies)."""
-    c = len(params[0])
+    """The fp32 native path (models/mlp.py): plain SGD as one native call for the chunk's whole schedule, client by
+    client (`train_f32`, F32_GROUP); with a hook, step by step in lockstep, the gradients (`step_f32`) through the
+    fused update + noise kernel (fused.py, without bf16 copies)."""
     if hook is None:
-        masks8 = [None if m is None else m.to(torch.uint8).contiguous() for m in mask_list]
-        neg_lr = torch.full((c,), -lr)
-        for s in range(len(used)):
-            model.step_f32(params, x_flat, step_rows[s], step_y[s], step_w[s], kernels, scale=neg_lr, masks8=masks8)
+        model.train_f32(params, x_flat, step_rows, step_y, step_w, kernels, lr=lr, masks=mask_list, group=F32_GROUP)
         return
     fused = FusedStep(kernels, params, mask_list, lr, keep_low=False)
     for s in range(len(used)):

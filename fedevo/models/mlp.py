@@ -7,6 +7,8 @@ and fresh allocations cost more than the arithmetic.
 
 from __future__ import annotations
 
+import ctypes
+
 import math
 import threading
 from typing import Optional
@@ -79,32 +81,26 @@ class StackedMLP:
                 and self.dims[-1] <= 1024)
 
     def step_f32(self, params: list[torch.Tensor], x: torch.Tensor, rows: torch.Tensor, y: torch.Tensor,
-                 w: torch.Tensor, kernels, scale: Optional[torch.Tensor] = None,
-                 masks8: Optional[list] = None) -> Optional[list[torch.Tensor]]:
-        """One local step in fp32 through the native kernels (native/dense32.c), for CPUs without native bf16.
+                 w: torch.Tensor, kernels) -> list[torch.Tensor]:
+        """One local step's gradients in fp32 through the native kernels (native/dense32.c), for CPUs without
+        native bf16, where a privacy hook transforms them before the update (plain SGD: `train_f32`).
 
         x (n, d) fp32: the chunk's samples; rows (c, b) int64: each client's batch, rows of x (read in place by
         the first layer's GEMMs, never gathered); y (c, b) int64; w (c, b) fp32. Forward: per layer a GEMM with
         bias (and ReLU) in its epilogue, then the softmax-CE gradient and the last bias's gradient; backward per
         layer: the input gradient's GEMM with ReLU' and the bias gradient in its epilogue, the weight gradient's.
-        scale (c,) given: plain SGD, each weight updated in place (p += scale·mask⊙grad, masks8: uint8 mask or
-        None per parameter) right after its last use in the step, inside the weight-gradient GEMM's epilogue (the
-        gradient is never written); returns None. Otherwise returns the gradients like `grads` (reused buffers).
+        Returns the gradients like `grads` (reused buffers).
         """
         c, b = rows.shape
         n = len(params) // 2
         dims = self.dims
-        plain = scale is not None
-        masks8 = masks8 or [None] * len(params)
-        ptr = (lambda t: 0 if t is None else t.data_ptr())
         hs = []  # hidden activations (c, b, d)
         for i in range(n):
             last = i == n - 1
             z = self._buffer(("z" if last else "h", i), (c, b, dims[i + 1]))
-            src, idx = (x, rows) if i == 0 else (hs[-1], None)
-            self._check(kernels.fwd_f32(src.data_ptr(), ptr(idx), params[2 * i].data_ptr(),
-                                        params[2 * i + 1].data_ptr(), z.data_ptr(), c, b, dims[i], dims[i + 1],
-                                        int(not last)), "fwd_f32")
+            src, idx = (x, rows.data_ptr()) if i == 0 else (hs[-1], 0)
+            self._check(kernels.fwd_f32(src.data_ptr(), idx, params[2 * i].data_ptr(), params[2 * i + 1].data_ptr(),
+                                        z.data_ptr(), c, b, dims[i], dims[i + 1], int(not last)), "fwd_f32")
             hs.append(z)
         out: list = [None] * len(params)
         gb = out[-1] = self._buffer(("gb", n - 1), (c, 1, dims[-1]))
@@ -112,23 +108,39 @@ class StackedMLP:
         delta = z  # now dL/dlogits
         for i in range(n - 1, -1, -1):  # delta: dL/d(layer i's output), (c, b, dims[i + 1])
             nd = None
-            if i > 0:  # the input gradient first (it needs W_i before the update), with ReLU' and bias gradient
+            if i > 0:  # the input gradient, with ReLU' and the previous layer's bias gradient
                 nd = self._buffer(("d", i), (c, b, dims[i]))
                 gbp = out[2 * i - 1] = self._buffer(("gb", i - 1), (c, 1, dims[i]))
                 self._check(kernels.dgrad_f32(delta.data_ptr(), params[2 * i].data_ptr(), hs[i - 1].data_ptr(),
                                               nd.data_ptr(), gbp.data_ptr(), c, b, dims[i], dims[i + 1]), "dgrad_f32")
-            src, idx = (x, rows) if i == 0 else (hs[i - 1], None)
-            target = params[2 * i] if plain else self._buffer(("gw", i), params[2 * i].shape)
-            self._check(kernels.wgrad_f32(src.data_ptr(), ptr(idx), delta.data_ptr(), target.data_ptr(), ptr(scale),
-                                          ptr(masks8[2 * i]) if plain else 0, c, b, dims[i], dims[i + 1]),
-                        "wgrad_f32")
-            if plain:
-                kernels.step_bf16(params[2 * i + 1].data_ptr(), out[2 * i + 1].data_ptr(), 0, scale.data_ptr(), c,
-                                  dims[i + 1], 0, 0, 0, 0.0, 1)
-            else:
-                out[2 * i] = target
+            src, idx = (x, rows.data_ptr()) if i == 0 else (hs[i - 1], 0)
+            gw = out[2 * i] = self._buffer(("gw", i), params[2 * i].shape)
+            self._check(kernels.wgrad_f32(src.data_ptr(), idx, delta.data_ptr(), gw.data_ptr(), 0, 0, c, b, dims[i],
+                                          dims[i + 1]), "wgrad_f32")
             delta = nd
-        return None if plain else out
+        return out
+
+    def train_f32(self, params: list[torch.Tensor], x: torch.Tensor, step_rows: list[torch.Tensor],
+                  step_y: list[torch.Tensor], step_w: list[torch.Tensor], kernels, *, lr: float,
+                  masks: list[Optional[torch.Tensor]], group: int = 1) -> None:
+        """A chunk's whole plain-SGD local training in fp32, in one native call (dense32.c `fedevo_train_f32`).
+
+        params: stacked (c, ...), updated in place; x, and per step s step_rows[s], step_y[s], step_w[s], as
+        `step_f32`'s x, rows, y, w; masks: a 0/1 mask or None per parameter (weights only). Each step: the
+        forward and backward of `step_f32`, each weight updated right after its last use inside the
+        weight-gradient GEMM's epilogue (p −= lr·mask⊙grad, the gradient never written), the bias after it.
+        `group` clients at a time, a group's whole schedule before the next group's: bit for bit the result of
+        all c in lockstep (the clients are independent), with a group's weights kept in cache across its steps
+        and no Python between steps."""
+        c = len(params[0])
+        keep = [None if m is None else m.to(torch.uint8).contiguous() for m in masks[0::2]]  # alive for the call
+        ptrs = (lambda ts: (ctypes.c_void_p * len(ts))(*[0 if t is None else t.data_ptr() for t in ts]))
+        used = torch.tensor([r.shape[1] for r in step_rows], dtype=torch.int64)
+        dims = torch.tensor(self.dims, dtype=torch.int64)
+        scale = torch.full((c,), -lr)
+        self._check(kernels.train_f32(len(params) // 2, dims.data_ptr(), ptrs(params[0::2]), ptrs(params[1::2]),
+                                      ptrs(keep), x.data_ptr(), len(step_rows), ptrs(step_rows), ptrs(step_y),
+                                      ptrs(step_w), used.data_ptr(), scale.data_ptr(), c, group), "train_f32")
 
     @staticmethod
     def _check(rc: int, name: str) -> None:

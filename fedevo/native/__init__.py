@@ -1,9 +1,10 @@
 """fedevo's native kernels: the C files here compiled once per machine into one library, loaded with ctypes.
 
 noise.c (the Gaussian stream), step.c (the dense bf16 MLP step's elementwise work and output layer), gemm.c (the
-bf16 hidden-layer forward GEMM), dense32.c (the dense fp32 MLP step's GEMMs with fused epilogues), sparse_mlp.c
-(the SET-sparse MLP step), similarity.c (recall's sign agreement), ddg.c (the distributed discrete Gaussian's client
-encoding), common.h (bf16 conversions, the noise block).
+bf16 hidden-layer forward GEMM), dense32.c (the dense fp32 MLP step's GEMMs with fused epilogues, and a chunk's
+whole plain fp32 training in one call), sparse_mlp.c (the SET-sparse MLP step), similarity.c (recall's sign
+agreement), ddg.c (the distributed discrete Gaussian's client encoding), common.h (bf16 conversions, the noise
+block).
 
 Every kernel builds for any target: AVX-512 / AVX512-BF16 code is behind #if on the compiler's target macros with
 a portable fallback (gemm.c returns -1 without AVX512-BF16 and the caller uses torch), the rest is plain C and GNU
@@ -119,6 +120,8 @@ SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_
     "fedevo_dgrad_f32": [_P, _P, _P, _P, _P, _I, _I, _I, _I],  # (D, W, H, out, bias_grad | NULL, c, M, K, N)
     # (A, idx | NULL, D, G (the weight when scale), scale | NULL, mask | NULL, c, M, K, N)
     "fedevo_wgrad_f32": [_P, _P, _P, _P, _P, _P, _I, _I, _I, _I],
+    # (L, dims, W[], bias[], mask[], x, steps, rows[], y[], w[], used, scale, c, group): a chunk's plain local training
+    "fedevo_train_f32": [_I, _P, _P, _P, _P, _P, _I, _P, _P, _P, _P, _P, _I, _I],
     "fedevo_softmax_ce_f32": [_P, _P, _P, _I, _I, _I, _P, _P],  # as softmax_ce_bf16, fp32 logits and out
     "fedevo_add_normal_rows": [_P, _I, _I, _I, _U, _U, _P, _P],  # (out, n, start, len, key, counter, std, mask)
     # (L, dims, rowptr[], cols[], nnz, vals[], bias[], gvals[] | NULL, gbias[] | NULL, x, rows, y, w, c, B, scale,
@@ -128,7 +131,7 @@ SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_
     "fedevo_ddg_encode": [_P, _I, ctypes.c_double, ctypes.c_double, _U, _P],
 }
 RETURNS_INT = {"fedevo_smlp_step", "fedevo_ddg_encode", "fedevo_head_bf16", "fedevo_linear_fwd_bf16", "fedevo_sign_agree",
-               "fedevo_fwd_f32", "fedevo_dgrad_f32", "fedevo_wgrad_f32"}
+               "fedevo_fwd_f32", "fedevo_dgrad_f32", "fedevo_wgrad_f32", "fedevo_train_f32"}
 
 
 class Kernels:
@@ -151,7 +154,7 @@ class Kernels:
         self.head_bf16, self.relu_bf16 = fns["fedevo_head_bf16"], fns["fedevo_relu_bf16"]
         self.linear_fwd_bf16, self.sign_agree = fns["fedevo_linear_fwd_bf16"], fns["fedevo_sign_agree"]
         self.fwd_f32, self.dgrad_f32, self.wgrad_f32 = fns["fedevo_fwd_f32"], fns["fedevo_dgrad_f32"], fns["fedevo_wgrad_f32"]
-        self.softmax_ce_f32 = fns["fedevo_softmax_ce_f32"]
+        self.softmax_ce_f32, self.train_f32 = fns["fedevo_softmax_ce_f32"], fns["fedevo_train_f32"]
         self.ddg_encode = fns["fedevo_ddg_encode"]
 
 

@@ -8,7 +8,10 @@
    - fedevo_fwd_f32:   Z = relu(A·W + b), A's rows by index (the batch straight from the chunk's samples);
    - fedevo_dgrad_f32: out = (D·Wᵀ) ⊙ [H > 0] and gb = Σ_rows out (the previous layer's bias gradient);
    - fedevo_wgrad_f32: W += s·mask⊙(Aᵀ·D) in place (plain SGD: the gradient is never written) or G = Aᵀ·D;
-   - fedevo_softmax_ce_f32: the output layer's softmax-CE gradient and its bias gradient.
+   - fedevo_softmax_ce_f32: the output layer's softmax-CE gradient and its bias gradient;
+   - fedevo_train_f32: a chunk's whole plain-SGD schedule in one call, client by client (no Python per step, a
+     client's weights in cache from step to step), each step the kernels above in the order models/mlp.py's
+     `step_f32` calls them.
    The output layer (10 classes) goes through the same GEMMs: an fp32 variant of the bf16 engine's 16-lane head
    kernel (step.c) spilled registers on AVX2 and took ~10× its FLOP share.
    One register-tiled micro-kernel: 6 (edge: 4) rows × 2 (edge: 1) vectors of accumulators; B read in place
@@ -186,47 +189,33 @@ static vf *alloc_vf(int64_t n) { return aligned_alloc(64, (size_t)((n * (int64_t
 
 /* For each client k < c: Z[k] (M × N) = A_k·W[k] + bias[k], ReLU when relu. A_k's row m: A + row·K with row =
    idx[k·M + m] (idx: NULL for k·M + m). W (c, K, N), bias (c, N), Z (c, M, N), all fp32 row-major.
-   Returns 0, or -1 out of memory. */
-int64_t fedevo_fwd_f32(const float *A, const int64_t *idx, const float *W, const float *bias, float *Z, int64_t c,
-                       int64_t M, int64_t K, int64_t N, int64_t relu_) {
-    vf *Bp = alloc_vf(2 * KC);
-    const float **rows = malloc(sizeof(float *) * (size_t)(M > 0 ? M : 1));
-    if (!Bp || !rows) { free(Bp); free(rows); return -1; }
+   Bp: 2·KC vectors of scratch, rows: M pointers of scratch. */
+static void fwd_f32(const float *A, const int64_t *idx, const float *W, const float *bias, float *Z, int64_t c,
+                    int64_t M, int64_t K, int64_t N, int64_t relu_, vf *Bp, const float **rows) {
     for (int64_t k = 0; k < c; k++) {
         for (int64_t m = 0; m < M; m++) rows[m] = A + (idx ? idx[k * M + m] : k * M + m) * K;
         gemm_rows(rows, M, K, W + k * K * N, N, 0, N, Z + k * M * N, relu_ ? EPI_BIAS_RELU : EPI_BIAS,
                   bias + k * N, 0, 0, Bp);
     }
-    free(Bp); free(rows);
-    return 0;
 }
 
 /* The backward pass through a layer W (c, K, N) and the ReLU before it: out[k] (M × K) = (D[k]·W[k]ᵀ) ⊙
-   [H[k] > 0], gb[k] (K) = Σ_m out[k][m] (NULL: not computed). D (c, M, N), H and out (c, M, K).
-   Returns 0, or -1 out of memory. */
-int64_t fedevo_dgrad_f32(const float *D, const float *W, const float *H, float *out, float *gb, int64_t c,
-                         int64_t M, int64_t K, int64_t N) {
-    vf *Bp = alloc_vf(2 * KC);
-    const float **rows = malloc(sizeof(float *) * (size_t)(M > 0 ? M : 1));
-    if (!Bp || !rows) { free(Bp); free(rows); return -1; }
+   [H[k] > 0], gb[k] (K) = Σ_m out[k][m] (NULL: not computed). D (c, M, N), H and out (c, M, K). */
+static void dgrad_f32(const float *D, const float *W, const float *H, float *out, float *gb, int64_t c, int64_t M,
+                      int64_t K, int64_t N, vf *Bp, const float **rows) {
     for (int64_t k = 0; k < c; k++) {
         for (int64_t m = 0; m < M; m++) rows[m] = D + (k * M + m) * N;
         gemm_rows(rows, M, N, W + k * K * N, N, 1, K, out + k * M * K, EPI_RELU_BWD, 0, H + k * M * K,
                   gb ? gb + k * K : 0, Bp);
     }
-    free(Bp); free(rows);
-    return 0;
 }
 
-/* Weight gradient of a layer for each client k < c: A_k (M × K; rows by idx as in fedevo_fwd_f32), D[k] (M × N).
+/* Weight gradient of a layer for each client k < c: A_k (M × K; rows by idx as in fwd_f32), D[k] (M × N).
    scale NULL: G[k] = A_kᵀ·D[k]; else G is the weight itself, updated in place: G[k] += scale[k]·mask ⊙ A_kᵀ·D[k]
-   (mask: NULL or uint8 (K, N), shared by the clients). Returns 0, or -1 out of memory. */
-int64_t fedevo_wgrad_f32(const float *A, const int64_t *idx, const float *D, float *G, const float *scale,
-                         const uint8_t *mask, int64_t c, int64_t M, int64_t K, int64_t N) {
+   (mask: NULL or uint8 (K, N), shared by the clients). Dp: 2·M vectors of scratch. */
+static void wgrad_f32(const float *A, const int64_t *idx, const float *D, float *G, const float *scale,
+                      const uint8_t *mask, int64_t c, int64_t M, int64_t K, int64_t N, vf *Dp, const float **rows) {
     const int64_t strips = (N + NR - 1) / NR;
-    vf *Dp = alloc_vf(2 * (M > 0 ? M : 1));
-    const float **rows = malloc(sizeof(float *) * (size_t)(M > 0 ? M : 1));
-    if (!Dp || !rows) { free(Dp); free(rows); return -1; }
     for (int64_t k = 0; k < c; k++) {
         for (int64_t m = 0; m < M; m++) rows[m] = A + (idx ? idx[k * M + m] : k * M + m) * K;
         const float *Dk = D + k * M * N;
@@ -258,8 +247,99 @@ int64_t fedevo_wgrad_f32(const float *A, const int64_t *idx, const float *D, flo
             }
         }
     }
+}
+
+/* The exported single-layer kernels (models/mlp.py `step_f32`, the gradients a privacy hook needs): each
+   allocates its scratch and returns 0, or -1 out of memory. */
+int64_t fedevo_fwd_f32(const float *A, const int64_t *idx, const float *W, const float *bias, float *Z, int64_t c,
+                       int64_t M, int64_t K, int64_t N, int64_t relu_) {
+    vf *Bp = alloc_vf(2 * KC);
+    const float **rows = malloc(sizeof(float *) * (size_t)(M > 0 ? M : 1));
+    if (Bp && rows) fwd_f32(A, idx, W, bias, Z, c, M, K, N, relu_, Bp, rows);
+    const int64_t rc = Bp && rows ? 0 : -1;
+    free(Bp); free(rows);
+    return rc;
+}
+
+int64_t fedevo_dgrad_f32(const float *D, const float *W, const float *H, float *out, float *gb, int64_t c,
+                         int64_t M, int64_t K, int64_t N) {
+    vf *Bp = alloc_vf(2 * KC);
+    const float **rows = malloc(sizeof(float *) * (size_t)(M > 0 ? M : 1));
+    if (Bp && rows) dgrad_f32(D, W, H, out, gb, c, M, K, N, Bp, rows);
+    const int64_t rc = Bp && rows ? 0 : -1;
+    free(Bp); free(rows);
+    return rc;
+}
+
+int64_t fedevo_wgrad_f32(const float *A, const int64_t *idx, const float *D, float *G, const float *scale,
+                         const uint8_t *mask, int64_t c, int64_t M, int64_t K, int64_t N) {
+    vf *Dp = alloc_vf(2 * (M > 0 ? M : 1));
+    const float **rows = malloc(sizeof(float *) * (size_t)(M > 0 ? M : 1));
+    if (Dp && rows) wgrad_f32(A, idx, D, G, scale, mask, c, M, K, N, Dp, rows);
+    const int64_t rc = Dp && rows ? 0 : -1;
     free(Dp); free(rows);
-    return 0;
+    return rc;
+}
+
+void fedevo_step_bf16(float *p, const void *g, const uint8_t *mask, const float *scale, int64_t c, int64_t n,
+                      uint16_t *low, uint64_t key, uint64_t counter, float std, int64_t g32);
+void fedevo_softmax_ce_f32(const float *z, const int64_t *y, const float *w, int64_t c, int64_t B, int64_t C,
+                           float *out, float *gb);
+
+/* A chunk's whole local training with plain SGD (no privacy hook) through an MLP of L layers (dims[0..L]) in one
+   call: per step exactly the kernel sequence models/mlp.py `step_f32` makes with a scale (forward with bias and
+   ReLU, softmax-CE gradient, per layer from the last the input gradient, the weight update inside the weight
+   gradient's GEMM, the bias update), but `group` clients at a time, a group's whole schedule before the next
+   group's. Clients are independent, so the result is bit for bit the lockstep one; a group's weights and batches
+   stay in cache from step to step (with 5 clients of the reference MLP in lockstep, each step streams ~4 MB a
+   core through a last-level cache shared with the other core and other tenants), and no Python runs between
+   steps. W[i] (c, dims[i], dims[i+1]) and bias[i] (c, dims[i+1]) updated in place; mask[i]: uint8 (dims[i],
+   dims[i+1]) or NULL; x (n, dims[0]); step s: rows[s], y[s] (c, used[s]) int64, w[s] (c, used[s]) fp32; scale (c)
+   (−lr). Returns 0, or -1 out of memory (nothing changed) or with more than 1024 classes. */
+int64_t fedevo_train_f32(int64_t L, const int64_t *dims, float *const *W, float *const *bias,
+                         const uint8_t *const *mask, const float *x, int64_t steps, const int64_t *const *rows,
+                         const int64_t *const *y, const float *const *w, const int64_t *used, const float *scale,
+                         int64_t c, int64_t group) {
+    if (L < 1 || L > 64 || dims[L] > 1024 || group < 1) return -1;
+    int64_t B = 1;
+    for (int64_t s = 0; s < steps; s++) B = used[s] > B ? used[s] : B;
+    const int64_t g = group < c ? group : c;
+    float *h[64], *d[64], *gb[64];
+    int ok = 1;
+    for (int64_t i = 0; i < L; i++) {
+        h[i] = malloc(sizeof(float) * (size_t)(g * B * dims[i + 1]));
+        d[i] = i > 0 ? malloc(sizeof(float) * (size_t)(g * B * dims[i])) : 0;
+        gb[i] = malloc(sizeof(float) * (size_t)(g * dims[i + 1]));
+        ok &= h[i] && gb[i] && (i == 0 || d[i]);
+    }
+    vf *Bp = alloc_vf(2 * (KC > B ? KC : B));
+    const float **rp = malloc(sizeof(float *) * (size_t)B);
+    ok &= Bp && rp;
+    for (int64_t k0 = 0; ok && k0 < c; k0 += g) {
+        const int64_t n = c - k0 < g ? c - k0 : g;
+        for (int64_t s = 0; s < steps; s++) {
+            const int64_t b = used[s];
+            const int64_t *r = rows[s] + k0 * b;
+            for (int64_t i = 0; i < L; i++) {
+                const int64_t K = dims[i], N = dims[i + 1];
+                fwd_f32(i ? h[i - 1] : x, i ? 0 : r, W[i] + k0 * K * N, bias[i] + k0 * N, h[i], n, b, K, N,
+                        i < L - 1, Bp, rp);
+            }
+            fedevo_softmax_ce_f32(h[L - 1], y[s] + k0 * b, w[s] + k0 * b, n, b, dims[L], h[L - 1], gb[L - 1]);
+            float *delta = h[L - 1];
+            for (int64_t i = L - 1; i >= 0; i--) {
+                const int64_t K = dims[i], N = dims[i + 1];
+                float *Wi = W[i] + k0 * K * N;
+                if (i > 0) dgrad_f32(delta, Wi, h[i - 1], d[i], gb[i - 1], n, b, K, N, Bp, rp);
+                wgrad_f32(i ? h[i - 1] : x, i ? 0 : r, delta, Wi, scale + k0, mask[i], n, b, K, N, Bp, rp);
+                fedevo_step_bf16(bias[i] + k0 * N, gb[i], 0, scale + k0, n, N, 0, 0, 0, 0.0f, 1);
+                delta = d[i];
+            }
+        }
+    }
+    for (int64_t i = 0; i < L; i++) { free(h[i]); free(d[i]); free(gb[i]); }
+    free(Bp); free(rp);
+    return ok ? 0 : -1;
 }
 
 /* dL/dlogits of Σ_b w_b·CE for fp32 logits z (c, B, C): out = (softmax(z) - onehot(y))·w (out may be z) and

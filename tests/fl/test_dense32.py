@@ -52,3 +52,16 @@ def test_step_f32_gradients_equal_grads(monkeypatch):
     ref = model.grads(stacked, x[rows], y, w)
     for a, r in zip(got, ref):
         torch.testing.assert_close(a, r.reshape(a.shape), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("group", [2, 4])
+def test_plain_fp32_result_independent_of_group(group, monkeypatch):
+    """The chunk's plain fp32 training, client by client (engine.F32_GROUP = 1) or several in lockstep: the same
+    numbers, bit for bit (unequal local datasets: padded steps)."""
+    from fedevo.fl import engine
+    monkeypatch.setenv("FEDEVO_SPARSE", "0")
+    data, clients, model, params, masks = _setup(MLPArch(layers=2, units=24), sizes=(37, 50, 64, 20), alpha=2.0)
+    one = _train(model, params, masks, data, clients, native_f32=True, monkeypatch=monkeypatch)
+    monkeypatch.setattr(engine, "F32_GROUP", group)
+    other = _train(model, params, masks, data, clients, native_f32=True, monkeypatch=monkeypatch)
+    assert all(torch.equal(a, b) for a, b in zip(one, other))

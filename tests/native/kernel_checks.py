@@ -64,6 +64,60 @@ def check_softmax_ce_f32(k, c=2, B=9, C=10):
     torch.testing.assert_close(gb.double(), ref.sum(1, keepdim=True), atol=1e-6, rtol=1e-5)
 
 
+def _train_ref(x, rows, ys, ws, Ws, bs, masks, lr):
+    """Plain masked SGD of one client through an MLP in float64 autograd: the reference for train_f32."""
+    Ws = [W.double().clone().requires_grad_() for W in Ws]
+    bs = [b.double().clone().requires_grad_() for b in bs]
+    for r, y, w in zip(rows, ys, ws):
+        h = x[r].double()
+        for i, (W, b) in enumerate(zip(Ws, bs)):
+            h = h @ W + b
+            if i < len(Ws) - 1:
+                h = h.relu()
+        loss = (torch.nn.functional.cross_entropy(h, y, reduction="none") * w.double()).sum()
+        gW = torch.autograd.grad(loss, Ws + bs)
+        with torch.no_grad():
+            for p, g, m in zip(Ws + bs, gW, masks + [None] * len(bs)):
+                p -= lr * (g if m is None else g * m)
+    return [t.detach() for t in Ws], [t.detach() for t in bs]
+
+
+def check_train_f32(k, dims=(23, 17, 9, 5), c=3, used=(6, 6, 4, 6), lr=0.3, masked=True):
+    """A chunk's plain local training in one call equals float64 autograd SGD client by client, and its result
+    does not depend on how many clients it trains at a time (group) -- bit for bit."""
+    import ctypes
+    g = torch.Generator().manual_seed(sum(dims) + c)
+    L, n = len(dims) - 1, 4 * c * max(used)
+    x = torch.randn(n, dims[0], generator=g)
+    Ws0 = [torch.randn(c, a, b, generator=g) / a ** 0.5 for a, b in zip(dims[:-1], dims[1:])]
+    bs0 = [torch.randn(c, 1, b, generator=g) * 0.1 for b in dims[1:]]
+    masks = [(torch.rand(a, b, generator=g) < 0.6).float() if masked and i % 2 == 0 else None
+             for i, (a, b) in enumerate(zip(dims[:-1], dims[1:]))]
+    Ws0 = [W * m if m is not None else W for W, m in zip(Ws0, masks)]
+    rows = [torch.randint(0, n, (c, b), generator=g) for b in used]
+    ys = [torch.randint(0, dims[-1], (c, b), generator=g) for b in used]
+    ws = [torch.rand(c, b, generator=g) / b for b in used]
+    ptrs = (lambda ts: (ctypes.c_void_p * len(ts))(*[0 if t is None else t.data_ptr() for t in ts]))
+    m8 = [None if m is None else m.to(torch.uint8).contiguous() for m in masks]
+    dims_t, used_t, scale = torch.tensor(dims), torch.tensor(used), torch.full((c,), -lr)
+    results = []
+    for group in (1, 2, c):
+        Ws, bs = [W.clone() for W in Ws0], [b.clone() for b in bs0]
+        assert k.train_f32(L, dims_t.data_ptr(), ptrs(Ws), ptrs(bs), ptrs(m8), x.data_ptr(), len(used), ptrs(rows),
+                           ptrs(ys), ptrs(ws), used_t.data_ptr(), scale.data_ptr(), c, group) == 0
+        results.append(Ws + bs)
+    for other in results[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(results[0], other))
+    for j in range(c):
+        rW, rb = _train_ref(x, [r[j] for r in rows], [y[j] for y in ys], [w[j] for w in ws], [W[j] for W in Ws0],
+                            [b[j, 0] for b in bs0], masks, lr)
+        for got, ref in zip(results[0], rW + rb):
+            torch.testing.assert_close(got[j].double().reshape(ref.shape), ref, atol=1e-5, rtol=1e-4)
+        for got, W0, m in zip(results[0], Ws0, masks):  # inactive weights stay 0
+            if m is not None:
+                assert torch.equal(got[j] * (1 - m), torch.zeros_like(m))
+
+
 def check_head_bf16(k, c=2, B=13, H=37, C=10):
     g = torch.Generator().manual_seed(c * B + H)
     dt = torch.bfloat16
@@ -115,6 +169,8 @@ def run_all(k) -> None:
         check_wgrad_f32(k, **kw)
     for kw in ({}, dict(B=64, C=10), dict(B=3, C=1), dict(B=5, C=100)):
         check_softmax_ce_f32(k, **kw)
+    for kw in ({}, dict(dims=(784, 200, 10), c=2, used=(64, 24)), dict(dims=(7, 3), c=1, used=(1, 2), masked=False)):
+        check_train_f32(k, **kw)
     for kw in ({}, dict(B=64, H=200, C=10), dict(C=3, H=16)):
         check_head_bf16(k, **kw)
     check_noise(k)

@@ -157,6 +157,7 @@ def floor_block(model, params, data, clients, repeats: int) -> None:
     for label, dt in dts:
         modes = ("native", "torch ops") if dt == torch.float32 else ("engine",)  # native_f32 acts on fp32 only
         wall, cput = {m: math.inf for m in modes}, {m: math.inf for m in modes}
+        walls = {m: [] for m in modes}  # every round's wall time: the median compares with pfl_round.py's
         # paired: each round's wall time over the floor at the mean matmul rate of the half-second windows right
         # before and after it (a shared VM's speed drifts by up to 1.5x between repeats; best-of-N compares a
         # fast spell's floor with another spell's round)
@@ -171,6 +172,7 @@ def floor_block(model, params, data, clients, repeats: int) -> None:
                 w, c = timed_both(lambda: engine_round(model, params, {}, data, clients, dtype=dt))
                 after = window_rate(dt, threads)
                 wall[mode], cput[mode] = min(wall[mode], w), min(cput[mode], c)
+                walls[mode].append(w)
                 paired[mode].append(w * (before + after) / 2 / flops)
         model.native_f32 = True
         floor, cfloor = flops / max(rates), flops / max(crates)
@@ -178,7 +180,8 @@ def floor_block(model, params, data, clients, repeats: int) -> None:
               f"{repeats}; all: {', '.join(f'{r / 1e9:.1f}' for r in rates)}) -> {floor:.3f} s for the round's "
               f"{flops / 1e9:.1f} GFLOP; per CPU second {max(crates) / 1e9:.1f} GFLOP -> {cfloor:.3f} CPU s")
         for mode in modes:
-            print(f"  MLP plain round, engine {label} ({mode}): {wall[mode]:.3f} s = {wall[mode] / floor:.2f}x the "
+            print(f"  MLP plain round, engine {label} ({mode}): {wall[mode]:.3f} s (median "
+                  f"{statistics.median(walls[mode]):.3f} s) = {wall[mode] / floor:.2f}x the "
                   f"floor ({flops / wall[mode] / 1e9:.1f} GFLOP/s); {cput[mode]:.3f} CPU s = "
                   f"{cput[mode] / cfloor:.2f}x the CPU-time floor; paired (each round over the floor at the "
                   f"matmul rate around it): median {statistics.median(paired[mode]):.2f}x, range "

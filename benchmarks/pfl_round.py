@@ -79,6 +79,7 @@ def main(argv=None) -> None:
     rates: list[float] = []  # matmul rate (FLOP/s, 2 threads) before the first round and after each
 
     def window(seconds=0.5, n=1536) -> None:
+        """round_speed.window_rate's measure, written here because pfl's venv has no fedevo to import it from."""
         if a.paired:
             if torch.distributed.is_initialized() and torch.distributed.get_rank() != 0:
                 torch.distributed.barrier()

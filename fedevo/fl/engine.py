@@ -2,12 +2,12 @@
 
 Clients are trained in chunks of `chunk_clients` (default 5) through all their epochs, with stacked weights and
 batched matmuls in lockstep, in-place updates into preallocated buffers; the fp32 native path without a privacy
-hook trains a chunk client by client instead (`F32_GROUP`: the same numbers, a client's weights stay in cache). Unequal local datasets are handled by a padded
-batch schedule whose per-sample weights are 1/|batch| (0 for padding), so a client with fewer batches simply
-idles. The per-step privacy transform (seed 004) plugs in through `StepHook`. A chunk of a SET-sparse MLP at
-low density trains through the sparse kernel instead (`sparse.py`), bf16 dense MLPs through the fused step
-(`fused.py`), fp32 dense MLPs through the native fp32 GEMMs with fused epilogues (`_train_f32`), everything else
-through the eager torch path below; all compute the same step.
+hook trains a chunk client by client instead (`F32_GROUP`: the same numbers, a client's weights stay in cache).
+Unequal local datasets are handled by a padded batch schedule whose per-sample weights are 1/|batch| (0 for
+padding), so a client with fewer batches simply idles. The per-step privacy transform (seed 004) plugs in through
+`StepHook`. A chunk of a SET-sparse MLP at low density trains through the sparse kernel instead (`sparse.py`), bf16
+dense MLPs through the fused step (`fused.py`), fp32 dense MLPs through the native fp32 GEMMs with fused epilogues
+(`_train_f32`), everything else through the eager torch path below; all compute the same step.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ and fresh allocations cost more than the arithmetic.
 from __future__ import annotations
 
 import ctypes
-
 import math
 import threading
 from typing import Optional

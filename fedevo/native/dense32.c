@@ -287,9 +287,9 @@ void fedevo_softmax_ce_f32(const float *z, const int64_t *y, const float *w, int
                            float *out, float *gb);
 
 /* A chunk's whole local training with plain SGD (no privacy hook) through an MLP of L layers (dims[0..L]) in one
-   call: per step exactly the kernel sequence models/mlp.py `step_f32` makes with a scale (forward with bias and
-   ReLU, softmax-CE gradient, per layer from the last the input gradient, the weight update inside the weight
-   gradient's GEMM, the bias update), but `group` clients at a time, a group's whole schedule before the next
+   call: per step the kernel sequence of models/mlp.py `step_f32` (forward with bias and ReLU, softmax-CE
+   gradient, per layer from the last the input gradient, then the weight gradient's GEMM, here with the weight
+   update in its epilogue, then the bias update), but `group` clients at a time, a group's whole schedule before the next
    group's. Clients are independent, so the result is bit for bit the lockstep one; a group's weights and batches
    stay in cache from step to step (with 5 clients of the reference MLP in lockstep, each step streams ~4 MB a
    core through a last-level cache shared with the other core and other tenants), and no Python runs between

@@ -113,7 +113,7 @@ def check_train_f32(k, dims=(23, 17, 9, 5), c=3, used=(6, 6, 4, 6), lr=0.3, mask
                             [b[j, 0] for b in bs0], masks, lr)
         for got, ref in zip(results[0], rW + rb):
             torch.testing.assert_close(got[j].double().reshape(ref.shape), ref, atol=1e-5, rtol=1e-4)
-        for got, W0, m in zip(results[0], Ws0, masks):  # inactive weights stay 0
+        for got, m in zip(results[0], masks):  # inactive weights stay 0
             if m is not None:
                 assert torch.equal(got[j] * (1 - m), torch.zeros_like(m))
 

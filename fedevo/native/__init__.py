@@ -9,7 +9,8 @@ block).
 Every kernel builds for any target: AVX-512 / AVX512-BF16 code is behind #if on the compiler's target macros with
 a portable fallback (gemm.c returns -1 without AVX512-BF16 and the caller uses torch), the rest is plain C and GNU
 vector extensions that GCC/Clang lower to AVX-512, AVX2, SSE2 or NEON (tests/native/test_build.py builds and
-checks the kernels for -march=x86-64-v3 and -march=x86-64).
+checks the kernels for -march=x86-64-v3, -march=x86-64 and x86-64-v3 with dense32.c's AVX-512 vector width
+(-DFEDEVO_VW=16), and builds them for Arm where an aarch64 cross compiler exists).
 
 Two things eager torch does slowly on CPU, and no library does for us:
 - Gaussian noise: per-step LDP draws one Gaussian per parameter per local step (10⁹ a round for the reference
@@ -68,7 +69,7 @@ def _cpu_id() -> str:
 
 def build(cc: str, cflags: Sequence[str] = CFLAGS) -> Path:
     """The library compiled from SOURCES with `cflags` (cached; the sources are compiled in parallel). The cache
-    name hashes sources, compiler, flags and CPU. Tests build it for other targets (-march=x86-64-v3, x86-64)."""
+    name hashes sources, compiler, flags and CPU. Tests build it for other targets (x86-64-v3, x86-64, Arm)."""
     src = b"".join(f.read_bytes() for f in SOURCES + HEADERS)
     tag = hashlib.sha256(src + " ".join((cc, *cflags)).encode() + _cpu_id().encode()).hexdigest()[:16]
     out = cache_dir() / f"kernels-{tag}.so"

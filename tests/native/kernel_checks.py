@@ -159,13 +159,15 @@ def check_step_bf16(k, c=3, n=2500):
 
 
 def run_all(k) -> None:
-    """Every check at several shapes (odd widths: the kernels' partial-vector edges)."""
-    for kw in ({}, dict(M=64, K=784, N=200), dict(M=1, K=1, N=1), dict(M=24, K=200, N=200, relu=False, idx=False)):
+    """Every check at several shapes (odd widths: the kernels' partial-vector edges; N=27: a strip's second vector
+    partial for 4-, 8- and 16-lane builds alike)."""
+    for kw in ({}, dict(M=64, K=784, N=200), dict(M=1, K=1, N=1), dict(M=24, K=200, N=200, relu=False, idx=False),
+               dict(M=7, K=19, N=27)):
         check_fwd_f32(k, **kw)
     for kw in ({}, dict(M=64, K=200, N=200), dict(M=1, K=3, N=5, with_gb=False), dict(M=7, K=300, N=17)):
         check_dgrad_f32(k, **kw)
     for kw in ({}, dict(M=64, K=784, N=200, masked=False), dict(update=False), dict(M=5, K=7, N=3, idx=False),
-               dict(M=24, K=200, N=10)):
+               dict(M=24, K=200, N=10), dict(M=9, K=11, N=27)):
         check_wgrad_f32(k, **kw)
     for kw in ({}, dict(B=64, C=10), dict(B=3, C=1), dict(B=5, C=100)):
         check_softmax_ce_f32(k, **kw)

@@ -1,9 +1,9 @@
 """The native kernels build and pass their checks for other targets than this CPU: an AVX2 machine without
 AVX-512 (-march=x86-64-v3), the same with dense32.c's AVX-512 vector width, and a baseline x86-64 (SSE2 only),
-or, on Arm, baseline Armv8-A. Each source has a
-portable path (GNU vector extensions, #if-guarded AVX-512 / AVX512-BF16 with fallbacks); this compiles every
-source for the target into a library and runs the kernels' checks against torch (kernel_checks.py) and one
-fp32 and one bf16 engine chunk against the eager torch step."""
+or, on Arm, baseline Armv8-A. Each source has a portable path (GNU vector extensions, #if-guarded AVX-512 /
+AVX512-BF16 with fallbacks); this compiles every source for the target into a library and runs the kernels'
+checks against torch (kernel_checks.py) and one fp32 and one bf16 engine chunk against the eager torch step. On
+x86 hosts with an aarch64 cross compiler it also builds the library for Arm (compile and link only)."""
 
 import platform
 import shutil

@@ -3,8 +3,9 @@
 Reference workload (issue #2): MLP 784-200-200-10, K=100 clients × 600 samples, B=64, E=5, lr 0.05, all
 clients train. Lines: plain, 10%-density SET masks, per-step LDP (clip the batch gradient to S, then add
 N(0, 0.01²) to every parameter after each step), the ULDP-FED `update` mechanism with recall (its overhead over
-plain, both with the server's aggregation, the mechanism past its first round), and a CNN line. Data values do
-not affect speed, so synthetic 28×28 data is used.
+plain, both with the server's aggregation, the mechanism past its first round), and a CNN line (10 clients; then
+the CNN's fused 2×2 max-pool + ReLU against torch's ReLU and max_pool2d, interleaved, with paired floor ratios).
+Data values do not affect speed, so synthetic 28×28 data is used.
 
     python benchmarks/round_speed.py [--clients 100] [--repeats 1] [--skip-baseline] [--scaling] [--density-sweep]
                                      [--floor-only] [--no-cnn]
@@ -106,6 +107,18 @@ def round_flops(model, samples: int) -> float:
     dims = model.dims
     macs = sum(a * b for a, b in zip(dims[:-1], dims[1:]))
     return 2.0 * samples * (2 * macs + sum(a * b for a, b in zip(dims[1:-1], dims[2:])))
+
+
+def cnn_flops(model, samples: int, hw: tuple = (28, 28)) -> float:
+    """`round_flops` for a StackedCNN on hw-pixel images ('same' convolutions, 2×2 pools): per sample and conv
+    layer the forward product, the weight gradient and (past the first layer) the input gradient, then its FC
+    layers as `round_flops` counts them (pooling and ReLU not counted)."""
+    (h, w), macs, grads = hw, 0, 0
+    for i, ((co, ci, kh, kw), pool) in enumerate(zip(model.conv_shapes, model.pool)):
+        m = h * w * co * ci * kh * kw
+        macs, grads = macs + m, grads + (m if i else 0)
+        h, w = (h // 2, w // 2) if pool else (h, w)
+    return 2.0 * samples * (2 * macs + grads) + round_flops(model, samples)
 
 
 def timed_both(fn) -> tuple[float, float]:
@@ -275,6 +288,24 @@ def main(argv=None):
         e16 = timed(lambda: engine_round(cnn, cparams, {}, data, few, dtype=bf16), a.repeats) if with_bf16 else math.nan
         r = (lambda e: f"{ref / e:7.2f}x") if ref else (lambda e: "      -")
         print(f"{'CNN 32-64ch, K=10':<22}{(ref or float('nan')):8.3f}{'-':>11}{e32:13.3f}{r(e32):>8}{e16:13.3f}{r(e16):>8}")
+        # the fused 2×2 max-pool + ReLU (models/cnn_ops.py) against torch's ReLU and max_pool2d, interleaved, each
+        # round also over the fp32 matmul floor at the rate around it (paired, as in the floor block)
+        flops, threads, t, paired = cnn_flops(cnn, len(few) * PER_CLIENT * E), chunk_threads(), {}, {}
+        for _ in range(max(2, a.repeats)):
+            for fused in (False, True):
+                cnn.fused_pool = fused
+                before = window_rate(torch.float32, threads)
+                w = timed(lambda: engine_round(cnn, cparams, {}, data, few), 1)
+                after = window_rate(torch.float32, threads)
+                t.setdefault(fused, []).append(w)
+                paired.setdefault(fused, []).append(w * (before + after) / 2 / flops)
+        cnn.fused_pool = True
+        pairs = [u / f for u, f in zip(t[False], t[True])]
+        print(f"CNN fp32 pool+ReLU fused vs torch's ops (interleaved, {len(pairs)} pairs, {flops / 1e9:.0f} GFLOP a "
+              f"round): median {statistics.median(t[True]):.3f} vs {statistics.median(t[False]):.3f} s, "
+              f"speed-up per pair {statistics.median(pairs):.2f}x (range {min(pairs):.2f}-{max(pairs):.2f}); paired "
+              f"floor ratio {statistics.median(paired[True]):.2f}x vs {statistics.median(paired[False]):.2f}x",
+              flush=True)
     if a.density_sweep:
         print("SET masks on every FC layer: engine dense path vs sparse kernel (seconds per round)")
         for d in (0.02, 0.05, 0.1, 0.2, 0.3, 0.5):

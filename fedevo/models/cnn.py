@@ -9,7 +9,9 @@ instead: the same gradients through torch.func.vmap (grouped convolutions).
 Layout: `conv_layers` × [conv k×k ('same' padding), ReLU, 2×2 max-pool while the map is ≥ 4 px], with
 `channels` in the first conv layer, doubling in each next one (seed 004: 32→64; seed 000's MNIST CNN: 10→20), flatten,
 `layers` × [FC `units`, ReLU], FC to the classes. Parameters are a flat list
-[conv_w0, conv_b0, ..., W0, b0, ...] with FC W (d_in, d_out) and b (1, d_out) as in StackedMLP.
+[conv_w0, conv_b0, ..., W0, b0, ...] with FC W (d_in, d_out) and b (1, d_out) as in StackedMLP. A pooled layer's
+ReLU comes after its pool (the same values and gradients, a quarter of the work), both in one native pass on the
+CPU in fp32 (models/cnn_ops.py; `fused_pool = False` gives torch's ops, as the vmap path always uses).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch.nn.functional as F
 from torch.func import grad, vmap
 
 from ..config import CNNArch
+from .cnn_ops import pool_relu
 from .layout import conv_layout, fc_dims
 
 
@@ -43,8 +46,10 @@ class StackedCNN:
         self.fc_weight_ids = tuple(range(n_conv, len(self.shapes), 2))
         self.padding = arch.kernel // 2
         self._grad = grad(self._loss)
+        self._grad_fused = grad(lambda p, x, y, w: self._loss(p, x, y, w, fused=True))
         self._grad_vmap = vmap(self._grad)
         self.compute_dtype = torch.float32
+        self.fused_pool = True
 
     def init(self, gen: torch.Generator) -> list[torch.Tensor]:
         """PyTorch's default Conv2d/Linear init (uniform ±1/√fan_in)."""
@@ -62,12 +67,11 @@ class StackedCNN:
             out.append((torch.rand(*s, generator=gen) * 2 - 1) * bound)
         return out
 
-    def _forward(self, params, x):
+    def _forward(self, params, x, fused: bool = False):
         h = x
         for i, pool in enumerate(self.pool):
-            h = F.relu(F.conv2d(h, params[2 * i], params[2 * i + 1], padding=self.padding))
-            if pool:
-                h = F.max_pool2d(h, 2)
+            h = F.conv2d(h, params[2 * i], params[2 * i + 1], padding=self.padding)
+            h = pool_relu(h, fused) if pool else F.relu(h)
         h = h.flatten(1)
         fc = params[self.n_conv:]
         n = len(fc) // 2
@@ -77,11 +81,11 @@ class StackedCNN:
                 h = F.relu(h)
         return h
 
-    def _loss(self, params, x, y, w):
-        return (F.cross_entropy(self._forward(params, x), y, reduction="none") * w).sum()
+    def _loss(self, params, x, y, w, fused: bool = False):
+        return (F.cross_entropy(self._forward(params, x, fused), y, reduction="none") * w).sum()
 
     def logits(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        return self._forward(params, x)
+        return self._forward(params, x, self.fused_pool)
 
     def grads(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:
         """Per-client gradients of Σ_b w_b·CE; x (c,B,C,H,W). In bf16 mode the forward/backward runs on bf16
@@ -89,7 +93,8 @@ class StackedCNN:
         dt = self.compute_dtype
         ps = [p.to(dt) for p in params] if dt != params[0].dtype else params
         x, w = x.to(dt), w.to(dt)
-        per = [self._grad([p[k] for p in ps], x[k], y[k], w[k]) for k in range(y.shape[0])]
+        g = self._grad_fused if self.fused_pool else self._grad
+        per = [g([p[k] for p in ps], x[k], y[k], w[k]) for k in range(y.shape[0])]
         return [torch.stack(gs) for gs in zip(*per)]
 
     def grads_vmap(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,

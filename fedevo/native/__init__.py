@@ -3,8 +3,8 @@
 noise.c (the Gaussian stream), step.c (the dense bf16 MLP step's elementwise work and output layer), gemm.c (the
 bf16 hidden-layer forward GEMM), dense32.c (the dense fp32 MLP step's GEMMs with fused epilogues, and a chunk's
 whole plain fp32 training in one call), sparse_mlp.c (the SET-sparse MLP step), similarity.c (recall's sign
-agreement), ddg.c (the distributed discrete Gaussian's client encoding), common.h (bf16 conversions, the noise
-block).
+agreement), ddg.c (the distributed discrete Gaussian's client encoding), pool.c (the CNN's 2×2 max-pool and ReLU
+in one pass), common.h (bf16 conversions, the noise block).
 
 Every kernel builds for any target: AVX-512 / AVX512-BF16 code is behind #if on the compiler's target macros with
 a portable fallback (gemm.c returns -1 without AVX512-BF16 and the caller uses torch), the rest is plain C and GNU
@@ -45,7 +45,7 @@ from typing import Optional, Sequence
 
 HERE = Path(__file__).parent
 SOURCES = tuple(HERE / f for f in ("noise.c", "step.c", "sparse_mlp.c", "gemm.c", "similarity.c", "dense32.c",
-                                   "ddg.c"))
+                                   "ddg.c", "pool.c"))
 HEADERS = (HERE / "common.h",)
 CFLAGS = ("-O3", "-march=native", "-ffast-math", "-fPIC")
 BLOCK_VALUES = 1024  # 2 * BLOCK in common.h: buffers split at multiples of this give identical numbers
@@ -130,6 +130,7 @@ SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_
     "fedevo_smlp_step": [_I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P],
     # (x fp64, n, 1/γ, σ, key, out int64) -> 0, or -1 for σ <= 0 (ddg.c)
     "fedevo_ddg_encode": [_P, _I, ctypes.c_double, ctypes.c_double, _U, _P],
+    "fedevo_pool_relu_f32": [_P, _I, _I, _I, _P, _P],  # the CNN's 2×2 max-pool + ReLU: (x, planes, h, w, out, idx)
 }
 RETURNS_INT = {"fedevo_smlp_step", "fedevo_ddg_encode", "fedevo_head_bf16", "fedevo_linear_fwd_bf16", "fedevo_sign_agree",
                "fedevo_fwd_f32", "fedevo_dgrad_f32", "fedevo_wgrad_f32", "fedevo_train_f32"}
@@ -138,7 +139,8 @@ RETURNS_INT = {"fedevo_smlp_step", "fedevo_ddg_encode", "fedevo_head_bf16", "fed
 class Kernels:
     """The loaded functions (see the C files): fill / add (noise), step_bf16, sumsq_bf16, smlp_step, gather_rows,
     gather_rows_bf16, softmax_ce_bf16, relu_bwd_bf16, head_bf16, relu_bf16, linear_fwd_bf16, sign_agree,
-    add_rows; pointers as ints."""
+    add_rows, fwd_f32, dgrad_f32, wgrad_f32, softmax_ce_f32, train_f32, ddg_encode, pool_relu_f32; pointers as
+    ints."""
 
     def __init__(self, lib):
         fns = {}
@@ -157,6 +159,7 @@ class Kernels:
         self.fwd_f32, self.dgrad_f32, self.wgrad_f32 = fns["fedevo_fwd_f32"], fns["fedevo_dgrad_f32"], fns["fedevo_wgrad_f32"]
         self.softmax_ce_f32, self.train_f32 = fns["fedevo_softmax_ce_f32"], fns["fedevo_train_f32"]
         self.ddg_encode = fns["fedevo_ddg_encode"]
+        self.pool_relu_f32 = fns["fedevo_pool_relu_f32"]
 
 
 def load() -> Optional[Kernels]:

@@ -64,6 +64,23 @@ def check_softmax_ce_f32(k, c=2, B=9, C=10):
     torch.testing.assert_close(gb.double(), ref.sum(1, keepdim=True), atol=1e-6, rtol=1e-5)
 
 
+def check_pool_relu_f32(k, n=3, h=8, w=6):
+    """relu(2×2 max-pool) equal to torch's to the bit; the index, where the output is > 0, is torch's (ties: the
+    window's first value; odd sizes: the last row / column dropped)."""
+    g = torch.Generator().manual_seed(n * h * w)
+    x = torch.randn(n, h, w, generator=g)
+    x[0, :2, :2] = 0.5  # a tie: torch picks the window's first value
+    x[-1, -2:, -2:] = -1.0  # all negative: output 0
+    out = torch.full((n, h // 2, w // 2), float("nan"))
+    idx = torch.full((n, h // 2, w // 2), -1, dtype=torch.int64)
+    k.pool_relu_f32(x.data_ptr(), n, h, w, out.data_ptr(), idx.data_ptr())
+    ref, ref_idx = torch.nn.functional.max_pool2d_with_indices(x.relu().unsqueeze(0), 2)
+    assert torch.equal(out, ref[0])
+    live = out > 0
+    assert torch.equal(idx[live], ref_idx[0][live])
+    assert bool(((idx >= 0) & (idx < h * w)).all())
+
+
 def _train_ref(x, rows, ys, ws, Ws, bs, masks, lr):
     """Plain masked SGD of one client through an MLP in float64 autograd: the reference for train_f32."""
     Ws = [W.double().clone().requires_grad_() for W in Ws]
@@ -175,6 +192,8 @@ def run_all(k) -> None:
         check_train_f32(k, **kw)
     for kw in ({}, dict(B=64, H=200, C=10), dict(C=3, H=16)):
         check_head_bf16(k, **kw)
+    for kw in ({}, dict(n=64 * 32, h=28, w=28), dict(n=2, h=7, w=9), dict(n=1, h=2, w=3)):
+        check_pool_relu_f32(k, **kw)
     check_noise(k)
     check_step_bf16(k)
     bf = torch.zeros(2, 4, 6, dtype=torch.bfloat16)  # no AVX512-BF16: -1 (the caller uses torch); with it: 0

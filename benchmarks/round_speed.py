@@ -153,6 +153,16 @@ def window_rate(dtype, threads: int, seconds: float = 0.5, n: int = 1536) -> flo
         return 2.0 * n ** 3 * calls / (time.perf_counter() - t0)
 
 
+def paired_run(fn, flops: float, dtype, threads: int) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, paired floor ratio) of one call of fn: the ratio is its wall time over the floor
+    at the mean `window_rate` of the windows right before and after it (a shared VM's speed drifts by up to 1.5x
+    between repeats; best-of-N compares a fast spell's floor with another spell's round)."""
+    before = window_rate(dtype, threads)
+    w, c = timed_both(fn)
+    after = window_rate(dtype, threads)
+    return w, c, w * (before + after) / 2 / flops
+
+
 def floor_block(model, params, data, clients, repeats: int) -> None:
     """CPU, precision choice, matmul floor and the plain round's ratio to it. Wall-clock ratios need an idle
     machine; the CPU-time ratios (this process's CPU seconds for the round over those the large matmul needs for
@@ -171,22 +181,18 @@ def floor_block(model, params, data, clients, repeats: int) -> None:
         modes = ("native", "torch ops") if dt == torch.float32 else ("engine",)  # native_f32 acts on fp32 only
         wall, cput = {m: math.inf for m in modes}, {m: math.inf for m in modes}
         walls = {m: [] for m in modes}  # every round's wall time: the median compares with pfl_round.py's
-        # paired: each round's wall time over the floor at the mean matmul rate of the half-second windows right
-        # before and after it (a shared VM's speed drifts by up to 1.5x between repeats; best-of-N compares a
-        # fast spell's floor with another spell's round)
-        paired = {m: [] for m in modes}
+        paired = {m: [] for m in modes}  # each round's `paired_run` ratio
         rates, crates = [], []
         for _ in range(repeats):  # floor and round interleaved: a slow spell of the machine hits both
             r, cr = matmul_rate(dt, threads)
             rates.append(r), crates.append(cr)
             for mode in modes:
                 model.native_f32 = mode != "torch ops"
-                before = window_rate(dt, threads)
-                w, c = timed_both(lambda: engine_round(model, params, {}, data, clients, dtype=dt))
-                after = window_rate(dt, threads)
+                w, c, ratio = paired_run(lambda: engine_round(model, params, {}, data, clients, dtype=dt), flops,
+                                         dt, threads)
                 wall[mode], cput[mode] = min(wall[mode], w), min(cput[mode], c)
                 walls[mode].append(w)
-                paired[mode].append(w * (before + after) / 2 / flops)
+                paired[mode].append(ratio)
         model.native_f32 = True
         floor, cfloor = flops / max(rates), flops / max(crates)
         print(f"{label} matmul floor: {max(rates) / 1e9:.1f} GFLOP/s (1536³ on {threads} threads, best of "
@@ -294,11 +300,10 @@ def main(argv=None):
         for _ in range(max(2, a.repeats)):
             for fused in (False, True):
                 cnn.fused_pool = fused
-                before = window_rate(torch.float32, threads)
-                w = timed(lambda: engine_round(cnn, cparams, {}, data, few), 1)
-                after = window_rate(torch.float32, threads)
+                w, _, ratio = paired_run(lambda: engine_round(cnn, cparams, {}, data, few), flops, torch.float32,
+                                         threads)
                 t.setdefault(fused, []).append(w)
-                paired.setdefault(fused, []).append(w * (before + after) / 2 / flops)
+                paired.setdefault(fused, []).append(ratio)
         cnn.fused_pool = True
         pairs = [u / f for u, f in zip(t[False], t[True])]
         print(f"CNN fp32 pool+ReLU fused vs torch's ops (interleaved, {len(pairs)} pairs, {flops / 1e9:.0f} GFLOP a "

@@ -29,6 +29,11 @@ TARGETS = ([("x86-64-v3", ()), ("x86-64", ()), ("x86-64-v3", ("-DFEDEVO_VW=16",)
            else [("armv8-a", ())] if ARCH in ("aarch64", "arm64") else [])
 
 
+def _flags(march: str, *extra: str) -> tuple:
+    """native.CFLAGS for another target: -march=native replaced by -march=`march`, then `extra`."""
+    return tuple(f"-march={march}" if f == "-march=native" else f for f in native.CFLAGS) + extra
+
+
 def _accepts(march: str) -> bool:
     r = subprocess.run([CC, f"-march={march}", "-x", "c", "-c", "-", "-o", "/dev/null"], input=b"int x;\n",
                        capture_output=True)
@@ -42,8 +47,7 @@ def kernels_for(request):
     march, extra = request.param
     if not _accepts(march):
         pytest.skip(f"{CC} does not know -march={march}")
-    flags = tuple(f"-march={march}" if f == "-march=native" else f for f in native.CFLAGS) + extra
-    return march, native.load_library(native.build(CC, flags))
+    return march, native.load_library(native.build(CC, _flags(march, *extra)))
 
 
 def test_kernels_match_torch(kernels_for):
@@ -95,8 +99,7 @@ def test_avx512_sources_compile(march):
         pytest.skip("x86 only")
     if not _accepts(march):
         pytest.skip(f"{CC} does not know -march={march}")
-    flags = tuple(f"-march={march}" if f == "-march=native" else f for f in native.CFLAGS)
-    assert native.build(CC, flags).exists()
+    assert native.build(CC, _flags(march)).exists()
 
 
 ARM_CC = shutil.which("aarch64-linux-gnu-gcc")
@@ -110,6 +113,5 @@ def test_arm_library_builds(march):
     """Every source compiles and links for Arm (NEON through the GNU vector extensions' 4-lane path): baseline
     Armv8-A and Armv9-A (Graviton 4 / Neoverse V2 class, SVE2 and bf16). Compile only: the kernels' checks on Arm
     run by hand under qemu-aarch64 (tests/native/qemu_arm.sh; benchmarks/README.md, "Arm")."""
-    flags = tuple(f"-march={march}" if f == "-march=native" else f for f in native.CFLAGS)
-    lib = native.build(ARM_CC, flags)
+    lib = native.build(ARM_CC, _flags(march))
     assert lib.read_bytes()[:4] == b"\x7fELF" and lib.read_bytes()[18] == 183  # e_machine EM_AARCH64

@@ -317,7 +317,7 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     (workers=0), after every finished solution on Ray.
     """
     from .search.runner import Task, _Abort, make_runner
-    from .viz.rundata import load_run
+    from .search.rundata import load_run
 
     from .guards import check_evaluation_memory, check_rounds, check_seed, check_workers
 

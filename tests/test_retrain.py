@@ -10,7 +10,7 @@ from fedevo.errors import FedevoError
 from fedevo.pick import pick
 from fedevo.problem import load_problem
 from fedevo.retrain import REPORT_COLUMNS, STANDARD, MD_MAIN, retrain, standard_problem
-from fedevo.viz.rundata import load_run
+from fedevo.search.rundata import load_run
 from tests.helpers import read_csv, run_cli as cli
 from tests.viz.fedevo_runs import digits_run
 

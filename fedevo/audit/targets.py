@@ -22,7 +22,7 @@ class Target:
 
 def from_run(run_dir: Path | str, spec: str) -> list[Target]:
     from ..pick import pick
-    from ..viz.rundata import load_run
+    from ..search.rundata import load_run
 
     data = load_run(run_dir)  # FedevoError: not a run, or no evaluations
     out = []

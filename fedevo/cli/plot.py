@@ -100,7 +100,7 @@ def front(
 
     from ..errors import FedevoError
     from ..pick import _num
-    from ..viz.rundata import load_run
+    from ..search.rundata import load_run
 
     if sort not in ("error", "comm", "eps"):
         raise FedevoError(f"--sort must be error, comm or eps, got {sort!r}")

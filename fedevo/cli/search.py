@@ -23,12 +23,15 @@ def _execute(run, runtime, quiet: bool, created: bool = False) -> None:
     from rich.console import Console
 
     from ..errors import FedevoError
-    from ..search.progress import NullReporter, RichReporter
+    from ..viz.live import LivePage
+    from .progress import RichReporter
 
-    err = Console(stderr=True)
-    reporter = NullReporter() if quiet else RichReporter(eps_key=run.eps_key, console=err, run_dir=run.run_dir)
+    # what the search reports to: the progress display (front size and HV after each generation), then the live
+    # front.html (rewritten after each generation, --quiet too)
+    callbacks = [] if quiet else [RichReporter(eps_key=run.eps_key, console=Console(stderr=True), run_dir=run.run_dir)]
+    callbacks.append(LivePage())
     try:
-        summary = run.run(runtime, reporter=reporter)
+        summary = run.run(runtime, callbacks=callbacks)
     except FedevoError:
         if created and run.is_empty():  # e.g. the Ray cluster refused us: leave no half-made run behind
             import shutil
@@ -101,7 +104,7 @@ def search(
     evaluator: Optional[str] = typer.Option(None, "--evaluator", hidden=True, help=_EVALUATOR_HELP),
 ) -> None:
     """Search a problem's genes with NSGA-III for the (error, communication, ε) Pareto front."""
-    from ..search.runner import DEFAULT_EVALUATOR
+    from ..search.evaluator import DEFAULT_EVALUATOR
     from ..search.run import SearchRun, SearchSettings
 
     settings = SearchSettings(problem=problem, pop=pop, gen=gen, seed=seed, partitions=partitions, rounds=rounds,

@@ -1,9 +1,12 @@
 """NSGA-III search over a problem's genes (seed 004 §2.4, §3.3-3.4, Algorithm 2).
 
-Modules: ``space`` (genes <-> pymoo vectors, unbiased integer rounding), ``problem`` (the pymoo Problem:
-decode, call the injected evaluator, F and G), ``algorithm`` (the NSGA3 configuration), ``runner`` (serial or
-Ray evaluation, each result reported as it finishes), ``run`` (run directory, checkpoints, resume, front,
-hypervolume), ``progress`` (rich display).
+Modules: ``space`` (genes <-> pymoo vectors, unbiased integer rounding), ``objectives`` (the three objectives and
+their worst values), ``problem`` (the pymoo Problem: decode, call the injected evaluator, F and G),
+``algorithm`` (the NSGA3 configuration), ``evaluator`` (what evaluates an individual: fedevo's simulator, with
+its memory check and cost model, or any function), ``runner`` (serial or Ray evaluation, each result reported
+as it finishes), ``run`` (run directory, checkpoints, resume, front, hypervolume), ``rundata`` (the run
+directory's reader: ``load_run``, ``RunData``), ``callbacks`` (what a running search reports to:
+``SearchCallback``; the command line's progress display and live front.html are callbacks).
 
 Command line::
 
@@ -22,9 +25,14 @@ Python API::
     from fedevo.search import Runtime, SearchSettings, resume, search
     summary = search(SearchSettings(problem="digits_mlp", pop=12, gen=4, seed=0), "runs/demo", Runtime(workers=2))
     summary = resume("runs/demo", Runtime(workers=0), evaluator=my_evaluate)   # any evaluate-like callable
+    summary = search(settings, "runs/b", callbacks=[MyCallback()])   # a SearchCallback subclass
+    data = load_run("runs/demo")   # RunData: rows, front, hypervolume(), problem, settings
 """
 
+from .callbacks import SearchCallback
 from .run import Runtime, SearchRun, SearchSettings, Summary, resume, search
+from .rundata import RunData, load_run
 from .space import SearchSpace
 
-__all__ = ["Runtime", "SearchRun", "SearchSettings", "SearchSpace", "Summary", "resume", "search"]
+__all__ = ["RunData", "Runtime", "SearchCallback", "SearchRun", "SearchSettings", "SearchSpace", "Summary",
+           "load_run", "resume", "search"]

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .problem import OBJECTIVES, WORST, sanitize
+from .objectives import OBJECTIVES, WORST, sanitize
 
 EPS_FLOOR = 1e-3
 EPS_SCALE = "log10"  # how new searches see ε ("linear": runs made before this choice)

@@ -17,29 +17,16 @@ The evaluator is injected (pymoo style: the parallelism and the evaluation funct
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 from pymoo.core.problem import Problem as PymooProblem
 
+from .front_math import EPS_SCALE, bound_in_search_space, to_search_space
+from .objectives import OBJECTIVES, WORST, WORST_F, sanitize
 from .space import SearchSpace
 
-OBJECTIVES = ("error", "comm", "eps")
-
-# Worst values standing in for inf/NaN (and caps for finite values): error is at most 1; 1e9 parameters
-# per round is far beyond any model here, and an ε of 1e9 means no privacy at all.
-WORST = {"error": 1.0, "comm": 1e9, "eps": 1e9}
-WORST_F = np.array([WORST[k] for k in OBJECTIVES])
-
-
-def sanitize(objs: Sequence[float]) -> np.ndarray:
-    """(error, comm, ε) with None/NaN/inf -> worst value and finite values clipped into [.., worst]."""
-    out = np.empty(3)
-    for j, v in enumerate(objs):
-        v = math.nan if v is None else float(v)
-        out[j] = WORST_F[j] if not math.isfinite(v) else min(v, WORST_F[j])
-    return out
+__all__ = ["OBJECTIVES", "WORST", "WORST_F", "SearchProblem", "sanitize"]
 
 
 class SearchProblem(PymooProblem):
@@ -49,8 +36,6 @@ class SearchProblem(PymooProblem):
                  constraints: Optional[Mapping[str, float]] = None,
                  batch_evaluate: Optional[Callable[[list[dict[str, Any]]], Sequence[Any]]] = None,
                  eps_scale: Optional[str] = None):
-        from .front_math import EPS_SCALE
-
         self.space = space
         self.eps_key = eps_key
         self.eps_scale = eps_scale or EPS_SCALE
@@ -67,16 +52,12 @@ class SearchProblem(PymooProblem):
 
     def objectives_of(self, result: Any) -> np.ndarray:
         """F of one result; a failed or diverged evaluation gets the worst value in every objective."""
-        from .front_math import to_search_space
-
         scale = getattr(self, "eps_scale", "linear")  # checkpoints made before log ε have no attribute
         if getattr(result, "status", "ok") != "ok":
             return to_search_space(WORST_F, scale)
         return to_search_space(sanitize(result.objectives(self.eps_key)), scale)
 
     def constraints_of(self, F: np.ndarray) -> np.ndarray:
-        from .front_math import bound_in_search_space
-
         scale = getattr(self, "eps_scale", "linear")
         return np.array([F[OBJECTIVES.index(k)] - bound_in_search_space(k, b, scale)
                          for k, b in self.constraint_items])

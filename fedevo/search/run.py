@@ -34,34 +34,31 @@ temporary file and renamed; the CSV is appended a whole line at a time and flush
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import platform
 import sys
 import time
-import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from ..errors import FedevoError
-from ..fl.cost import relative_cost
-from ..guards import check_problem_memory, check_workers, check_writable_dir
-from ..problem import Problem, load_problem, parse_problem
+from ..guards import check_workers, check_writable_dir
+from ..problem import Problem, load_problem
 from ..result import EvaluationResult
-from .problem import OBJECTIVES, WORST, SearchProblem
-from .progress import NullReporter
-from .runner import DEFAULT_EVALUATOR, Evaluator, Task, _Abort, cores, evaluator_spec, load_evaluator, make_runner
+from . import evaluator as evaluators
 from .algorithm import CROSSOVER, MUTATION, make_nsga3
+from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, load_evaluator
 from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table
 from .log import EvalLog, csv_text, atomic_write, row_result
+from .problem import OBJECTIVES, WORST, SearchProblem
+from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity
+from .runner import Task, _Abort, cores, make_runner
 from .settings import Runtime, SearchSettings, eval_seed, n_ref_dirs
 from .space import SearchSpace
-from ..viz.live import after_generation
-
-RUN_FORMAT = "fedevo-search-run/1"
 
 # ============================================================================================ the run
 def versions() -> dict[str, str]:
@@ -77,12 +74,6 @@ def versions() -> dict[str, str]:
 
     out["fedevo_kernels"] = native.status()  # 'native' or 'torch (why)': the noise values depend on it
     return out
-
-
-def run_identity(problem_text: str, settings: SearchSettings) -> str:
-    s = asdict(settings)
-    s.pop("data_dir")  # where the data lives does not change the results
-    return hashlib.sha256(json.dumps({"problem": problem_text, "settings": s}, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def default_out(problem_name: str) -> Path:
@@ -150,7 +141,7 @@ class SearchRun:
         if not problem.path:
             raise FedevoError(f"problem {settings.problem!r} has no file to record in run.json")
         text = Path(problem.path).read_text()
-        load_evaluator(settings.evaluator)  # fail now, before creating anything
+        evaluator = load_evaluator(settings.evaluator)  # fail now, before creating anything
         space = SearchSpace.from_problem(problem)  # genes must be searchable
         if runtime.ray_address:
             from .runner import _check_reachable
@@ -166,7 +157,7 @@ class SearchRun:
         if out.exists() and not out.is_dir():
             raise FedevoError(f"--out {out} exists and is not a directory")
         check_writable_dir(out)
-        check_problem_memory(problem, rounds=settings.rounds)
+        evaluators.check(evaluator, problem, settings.rounds)  # the simulator's memory check; others: none
         if out.is_dir() and any(out.iterdir()):
             if (out / "run.json").exists():
                 try:
@@ -212,26 +203,8 @@ class SearchRun:
 
     @classmethod
     def open(cls, run_dir: Path) -> "SearchRun":
-        run_dir = Path(run_dir)
-        if not run_dir.is_dir():
-            raise FedevoError(f"run directory {run_dir} does not exist")
-        path = run_dir / "run.json"
-        if not path.exists():
-            raise FedevoError(f"{run_dir} is not a fedevo search run (no run.json)")
-        try:
-            meta = json.loads(path.read_text())
-            if meta.get("format") != RUN_FORMAT:
-                raise FedevoError(f"{path}: unknown format {meta.get('format')!r} (expected {RUN_FORMAT})")
-            settings = SearchSettings(**meta["settings"])
-            p = meta["problem"]
-            problem = parse_problem(tomllib.loads(p["text"]), name=p["file_stem"], path=p["path"])
-        except FedevoError:
-            raise
-        except (ValueError, KeyError, TypeError) as e:
-            raise FedevoError(f"{path} is corrupt ({type(e).__name__}: {e})") from None
-        if run_identity(p["text"], settings) != meta.get("run_id"):
-            raise FedevoError(f"{path} is corrupt (its run_id does not match its content)")
-        return cls(run_dir, meta, problem, settings.resolved())
+        meta, problem, settings = read_run_json(Path(run_dir))
+        return cls(Path(run_dir), meta, problem, settings)
 
     def use_data_dir(self, data_dir: Optional[str]) -> None:
         """Read the data from elsewhere (not part of the run's identity: results do not depend on it)."""
@@ -258,7 +231,9 @@ class SearchRun:
         return make_nsga3(self.space, problem, pop=s.pop, partitions=s.partitions, seed=s.seed)
 
     # ------------------------------------------------------------------ outputs
-    def write_outputs(self, rows: Sequence[Mapping[str, Any]], generations: int) -> list[dict[str, Any]]:
+    def write_outputs(self, rows: Sequence[Mapping[str, Any]],
+                      generations: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """front.csv and hypervolume.csv of these rows; returns (front, hypervolume table)."""
         front = front_rows(rows, self.eps_key, self.constraints)
         cols = self.log.columns
         fmt = lambda r: self.log.cells(Task(r["id"], r["generation"], r["index"], {g.name: r[g.name] for g in self.space.genes}, r["seed"]), row_result(r))  # noqa: E731
@@ -268,28 +243,42 @@ class SearchRun:
                   [f"lo_{k}" for k in OBJECTIVES] + [f"scale_{k}" for k in OBJECTIVES]
         atomic_write(self.run_dir / "hypervolume.csv",
                      csv_text(hv_cols, ([repr(t[c]) if isinstance(t[c], float) else t[c] for c in hv_cols] for t in table)))
-        return front
+        return front, table
+
+    def data(self, rows: list[dict[str, Any]], *, front: Optional[list[dict[str, Any]]] = None,
+             hypervolume: Optional[list[dict[str, Any]]] = None) -> RunData:
+        """The run as :func:`~fedevo.search.rundata.load_run` reads it, from rows held in memory."""
+        return run_data(self.run_dir, self.meta, self.problem, self.settings, self.space, rows, front=front,
+                        hypervolume=hypervolume)
 
     # ------------------------------------------------------------------ the loop
-    def run(self, runtime: Runtime = Runtime(), *, evaluator: Optional[Evaluator] = None, reporter=None) -> Summary:
-        """Run (or continue) the search to its last generation. Ctrl-C stops it resumable."""
-        reporter = reporter or NullReporter()
+    def run(self, runtime: Runtime = Runtime(), *, evaluator: Optional[Evaluator] = None,
+            callbacks: Iterable[SearchCallback] = ()) -> Summary:
+        """Run (or continue) the search to its last generation. Ctrl-C stops it resumable.
+
+        evaluator: what evaluates an individual (default: the one run.json names, see fedevo.search.evaluator);
+        callbacks: what the search reports to (fedevo.search.callbacks), in this order."""
         t0 = time.monotonic()
         s = self.settings
-        if evaluator is None:
-            evaluator = load_evaluator(s.evaluator)
+        evaluator = load_evaluator(s.evaluator) if evaluator is None else evaluators.resolve(evaluator)
+        callback = CallbackList(callbacks)
         for p in self.run_dir.glob(".*.tmp"):  # leftovers of a write killed before its rename
             with contextlib.suppress(OSError):
                 p.unlink()
         for p in (self.run_dir / "checkpoints").glob(".*.tmp"):
             with contextlib.suppress(OSError):
                 p.unlink()
-        with _locked(self.run_dir):
-            rows = self.log.open()
-            try:
-                return self._run(rows, runtime, evaluator, reporter, t0)
-            finally:
-                self.log.close()
+        summary: Optional[Summary] = None
+        try:
+            with _locked(self.run_dir):
+                rows = self.log.open()
+                try:
+                    summary = self._run(rows, runtime, evaluator, callback, t0)
+                finally:
+                    self.log.close()
+            return summary
+        finally:
+            callback.on_finish(summary)  # None: stopped on an error or Ctrl-C
 
     def _load_state(self) -> dict[str, Any]:
         ck = latest_checkpoint(self.run_dir)
@@ -305,7 +294,7 @@ class SearchRun:
             raise FedevoError(f"corrupt checkpoint {ck}: it holds generation {state['generation']}")
         return state
 
-    def _run(self, rows, runtime: Runtime, evaluator: Evaluator, reporter, t0: float) -> Summary:
+    def _run(self, rows, runtime: Runtime, evaluator: Evaluator, callback: SearchCallback, t0: float) -> Summary:
         s = self.settings
         state = self._load_state()
         algorithm = state["algorithm"]
@@ -327,32 +316,33 @@ class SearchRun:
                                  gpus_per_task=runtime.gpus_per_task, log_dir=self.run_dir)
         try:
             if runner is not None:
-                reporter.start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,
-                               done=len(by_id), rows=list(by_id.values()), runner=runner.describe)
+                callback.on_start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,
+                                  done=len(by_id), rows=list(by_id.values()), runner=runner.describe)
             while runner is not None and state["generation"] < s.gen:
                 g = state["generation"] + 1
-                reporter.generation(g)
+                callback.on_generation_start(g)
                 infills = algorithm.ask()
                 if infills is None or len(infills) == 0:  # pymoo found no new (non-duplicate) offspring
                     state = {**state, "stopped_early": True}
                     save_checkpoint(self.run_dir, {**state, "generation": state["generation"]})
                     break
-                problem.batch_evaluate = self._batch_evaluator(g, state["next_id"], by_id, runner, reporter, counters)
+                problem.batch_evaluate = self._batch_evaluator(g, state["next_id"], by_id, runner, evaluator,
+                                                               callback, counters)
                 algorithm.evaluator.eval(problem, infills, algorithm=algorithm)
                 problem.batch_evaluate = None
                 algorithm.tell(infills=infills)
                 state = {**state, "generation": g, "next_id": state["next_id"] + len(infills)}
-                self.write_outputs(self._rows_upto(by_id, state["next_id"]), g)
+                done_rows = self._rows_upto(by_id, state["next_id"])
+                front, table = self.write_outputs(done_rows, g)
                 save_checkpoint(self.run_dir, state)
-                after_generation(self.run_dir, reporter)  # progress: front size, HV; front.html rewritten
+                callback.on_generation(g, self.data(done_rows, front=front, hypervolume=table))
         except _Abort as e:
             raise FedevoError(f"{e} (the search stopped; once fixed, continue with `fedevo resume {self.run_dir}`)") from None
         finally:
-            reporter.stop()
             if runner is not None:
                 runner.close()
         done_rows = self._rows_upto(by_id, state["next_id"])
-        front = self.write_outputs(done_rows, state["generation"])
+        front, _ = self.write_outputs(done_rows, state["generation"])
         return Summary(run_dir=self.run_dir, generations=state["generation"], n_gen=s.gen,
                        evaluations=len(done_rows), reused=counters["reused"],
                        failed=sum(r["status"] == "failed" for r in done_rows), front_size=len(front),
@@ -365,17 +355,13 @@ class SearchRun:
     def _rows_upto(by_id, next_id: int) -> list[dict[str, Any]]:
         return [by_id[i] for i in sorted(by_id) if i < next_id]
 
-    def _cost(self, params: Mapping[str, Any]) -> float:
-        try:
-            return relative_cost(self.problem.sim_config(params, rounds=self.settings.rounds))
-        except FedevoError:  # invalid genes: the evaluation fails fast, schedule it last
-            return 0.0
-
-    def _batch_evaluator(self, g: int, first_id: int, by_id, runner, reporter, counters) -> Callable:
-        seed = self.settings.seed
+    def _batch_evaluator(self, g: int, first_id: int, by_id, runner, evaluator: Evaluator, callback: SearchCallback,
+                         counters) -> Callable:
+        seed, rounds = self.settings.seed, self.settings.rounds
 
         def batch_evaluate(params_list: list[dict[str, Any]]) -> list[EvaluationResult]:
-            tasks = [Task(first_id + i, g, i, p, eval_seed(seed, first_id + i), self._cost(p))
+            tasks = [Task(first_id + i, g, i, p, eval_seed(seed, first_id + i),
+                          evaluators.cost(evaluator, self.problem, p, rounds))  # Ray: longest first
                      for i, p in enumerate(params_list)]
             rows: list[Optional[dict[str, Any]]] = [None] * len(tasks)
             todo = []
@@ -393,9 +379,9 @@ class SearchRun:
             def on_done(t: Task, result: EvaluationResult) -> None:
                 row = self.log.append(t, result)
                 by_id[t.id] = rows[t.index] = row
-                reporter.evaluated(row)
+                callback.on_evaluation(row)
 
-            runner.run(todo, on_done, tick=lambda: reporter.tick(runner.stats.running, runner.stats.queued))
+            runner.run(todo, on_done, tick=lambda: callback.on_tick(runner.stats.running, runner.stats.queued))
             return [row_result(r) for r in rows]
 
         return batch_evaluate
@@ -403,16 +389,16 @@ class SearchRun:
 
 # ============================================================================================ API
 def search(settings: SearchSettings, out: Optional[Path] = None, runtime: Runtime = Runtime(), *,
-           evaluator: Optional[Evaluator] = None, reporter=None) -> Summary:
+           evaluator: Optional[Evaluator] = None, callbacks: Iterable[SearchCallback] = ()) -> Summary:
     """Start a new search in `out` (must not hold another run) and run it to the end."""
     if evaluator is not None and settings.evaluator == DEFAULT_EVALUATOR:
         settings = replace(settings, evaluator=evaluator_spec(evaluator))
     run = SearchRun.create(settings, out, runtime)
-    return run.run(runtime, evaluator=evaluator, reporter=reporter)
+    return run.run(runtime, evaluator=evaluator, callbacks=callbacks)
 
 
 def resume(run_dir: Path, runtime: Runtime = Runtime(), *, evaluator: Optional[Evaluator] = None,
-           reporter=None) -> Summary:
+           callbacks: Iterable[SearchCallback] = ()) -> Summary:
     """Continue the search in `run_dir` from its newest checkpoint, reusing every logged evaluation."""
     run = SearchRun.open(run_dir)
-    return run.run(runtime, evaluator=evaluator, reporter=reporter)
+    return run.run(runtime, evaluator=evaluator, callbacks=callbacks)

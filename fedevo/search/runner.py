@@ -3,7 +3,7 @@
 A *runner* gets a list of :class:`Task` (individual id, genes, seed) and calls ``on_done(task, result)`` for
 each task the moment its result is known (``ray.wait``), in completion order. The evaluation function is
 injected: any callable ``evaluator(problem, params, *, seed, rounds, data_dir) -> EvaluationResult``
-(by default :func:`fedevo.evaluate.evaluate`).
+(:mod:`fedevo.search.evaluator`; by default fedevo's simulator).
 
 Faults: an evaluation that raises becomes a ``failed`` result carrying its traceback (the search goes on);
 a Ray worker that dies mid-task is retried by Ray (``max_retries``) and, if it keeps dying, recorded as
@@ -14,7 +14,6 @@ once the data, or the GPU, is there).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 import os
@@ -27,10 +26,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import DataNotFoundError, FedevoError, NoDeviceError
 from ..result import EvaluationResult
+from .evaluator import Evaluator
 
-DEFAULT_EVALUATOR = "fedevo.evaluate:evaluate"
-
-Evaluator = Callable[..., EvaluationResult]
 OnDone = Callable[["Task", EvaluationResult], None]
 
 
@@ -41,7 +38,7 @@ class Task:
     index: int  # position within its generation's batch
     params: Mapping[str, Any]
     seed: int
-    cost: float = 1.0  # relative compute estimate (fedevo.fl.cost); Ray submits the most expensive first
+    cost: float = 1.0  # relative compute estimate (the evaluator's `cost`); Ray submits the most expensive first
 
 
 def longest_first(tasks: Sequence[Task]) -> list[Task]:
@@ -62,24 +59,6 @@ def cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
-
-
-def load_evaluator(spec: str) -> Evaluator:
-    """'package.module:function' -> the function."""
-    mod, sep, name = spec.partition(":")
-    if not sep or not mod or not name:
-        raise FedevoError(f"evaluator {spec!r} must look like 'package.module:function'")
-    try:
-        fn = getattr(importlib.import_module(mod), name)
-    except (ImportError, AttributeError) as e:
-        raise FedevoError(f"cannot load evaluator {spec!r}: {e}") from None
-    if not callable(fn):
-        raise FedevoError(f"evaluator {spec!r} is not callable")
-    return fn
-
-
-def evaluator_spec(fn: Evaluator) -> str:
-    return f"{fn.__module__}:{fn.__qualname__}"
 
 
 def failed_result(message: str, wall_s: float = 0.0) -> EvaluationResult:

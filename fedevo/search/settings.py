@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import FedevoError
 from ..guards import check_rounds, check_search_sizes, check_seed
-from .runner import DEFAULT_EVALUATOR
+from .evaluator import DEFAULT_EVALUATOR
 
 
 def n_ref_dirs(partitions: int, n_obj: int = 3) -> int:

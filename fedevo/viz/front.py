@@ -32,10 +32,10 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from ..search.rundata import RunData, load_run
 from .axes import Column, finite, linear_ticks, make_column
 from .html import esc, figure_div, page, table, write
 from .numfmt import JS_NUM, num
-from .rundata import OBJECTIVE_LABELS, RunData, load_run
 
 FRONT_HTML = "front.html"
 STAMP_SUFFIX = ".stamp.js"  # front.html -> front.stamp.js beside it
@@ -44,6 +44,8 @@ DOMINATED_OPACITY = 0.3
 SCALE = "Viridis"
 SHORT = {"error": "error", "comm": "comm", "eps": "ε", "eps_paper": "ε (paper)", "accuracy_global": "global acc",
          "generation": "generation"}
+OBJECTIVE_LABELS = {"error": "error (1 − mean client accuracy)", "comm": "comm (params / round / client slot)",
+                    "eps": "ε (accountant)", "eps_paper": "ε (paper formula)"}
 AXIS_TITLE = {"error": "error", "comm": "comm (params/round)", "eps": "ε", "eps_paper": "ε (paper)"}
 # keys of a per-evaluation privacy summary worth showing on hover (those present are shown)
 PRIVACY_SHOW = ("mechanism", "trust", "population", "cohort", "sampling", "accountant", "delta", "unit",
@@ -528,17 +530,20 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
 
 
 def write_front_html(run_dir: Path | str, out: Optional[Path | str] = None, *,
-                     plotly: Optional[str] = None) -> Path:
+                     plotly: Optional[str] = None, data: Optional[RunData] = None) -> Path:
     """Write RUN_DIR/front.html (or `out`) for the run in `run_dir` (atomically); returns its path.
 
     plotly: None = embed plotly.js (one self-contained file, the default); "shared" = write plotly.js once
     beside the run directory (RUN_DIR/../plotly-VERSION.min.js) and load it from there; "keep" = as the page
     already at that path does (what the search's per-generation rewrite uses). Also writes front.stamp.js (the
     live page's reload signal). FedevoError if `run_dir` is not a run or holds no evaluation.
+    data: the run as already held in memory (a running search's, see fedevo.viz.live.LivePage): the run directory
+    is then not read.
     """
     from .html import shared_plotly
 
-    data = load_run(run_dir)
+    if data is None:
+        data = load_run(run_dir)
     path = Path(out) if out is not None else Path(run_dir) / FRONT_HTML
     if plotly == "keep":
         plotly = "shared" if _uses_shared_plotly(path) else None

@@ -107,3 +107,22 @@ def fake_always_fails(problem, params, *, seed, rounds=None, data_dir=None):
     """Every evaluation raises (as a configuration the simulator rejects would)."""
     _start(seed)
     raise ValueError(f"fake failure of seed {seed}")
+
+
+class CostedFake:
+    """fake_evaluate as an evaluator object that offers `check` and `cost`, as fedevo's simulator does
+    (fedevo.search.evaluator); `checked` records the check's calls (in-process searches only)."""
+
+    checked: list = []
+
+    def __call__(self, problem, params, *, seed, rounds=None, data_dir=None):
+        return fake_evaluate(problem, params, seed=seed, rounds=rounds)
+
+    def check(self, problem, rounds):
+        self.checked.append((problem.name, rounds))
+
+    def cost(self, problem, params, rounds):
+        return float(params["units"])  # any gene: the scheduler gets what the evaluator says
+
+
+COSTED = CostedFake()

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from fedevo.viz.front import Model, figure_3d, figure_parallel, figure_projections, front_html, write_front_html
-from fedevo.viz.rundata import load_run
+from fedevo.search.rundata import load_run
 from tests.helpers import read_csv as csv_rows, run_cli as cli
 from tests.viz.fedevo_runs import digits_run, synthetic_run
 
@@ -207,32 +207,50 @@ def test_shared_plotly_written_once_beside_the_runs(fake_run, tmp_path, capsys):
     page = (a / "front.html").read_text()
     assert f'<script src="../{js[0].name}"' in page and len(page) < 1_000_000
     # the live rewrite keeps the page's choice
-    from fedevo.viz.live import after_generation
+    from fedevo.viz.live import LivePage
 
-    after_generation(a)
+    data = load_run(a)
+    LivePage().on_generation(data.generations, data)
     assert len((a / "front.html").read_text()) < 1_000_000
     code, _, err = cli(["plot", str(a), "--plotly-js", "cdn"], capsys)
     assert code == 2 and "--plotly-js must be embed or shared" in err
 
 
-def test_live_hook_writes_page_and_reports_front(fake_run, tmp_path):
+def test_live_page_is_written_from_the_run_in_memory(fake_run, tmp_path):
+    """LivePage (the search callback) writes the page `fedevo plot` writes, from the RunData it is handed: with the
+    run directory's run.json and evaluations.csv gone it writes the same page."""
     import shutil
 
-    from fedevo.viz.live import after_generation, last_hypervolume
+    from fedevo.viz.live import LivePage
+
+    d, ref = tmp_path / "r", tmp_path / "ref"
+    shutil.copytree(fake_run, d)
+    shutil.copytree(fake_run, ref)
+    (d / "front.html").unlink()
+    write_front_html(ref)  # from disk
+    data = load_run(d)
+    for name in ("run.json", "evaluations.csv", "hypervolume.csv"):
+        (d / name).unlink()
+    LivePage().on_generation(data.generations, data)
+    assert (d / "front.html").read_text() == (ref / "front.html").read_text().replace(str(ref), str(d))
+    assert (d / "front.stamp.js").read_text() == (ref / "front.stamp.js").read_text()
+
+
+def test_live_page_never_stops_the_search(fake_run, tmp_path, capsys):
+    import shutil
+
+    from fedevo.viz.live import LivePage
 
     d = tmp_path / "r"
     shutil.copytree(fake_run, d)
-    (d / "front.html").unlink()
-    seen = []
-
-    class Rep:
-        def front_status(self, size, hv):
-            seen.append((size, hv))
-
-    after_generation(d, Rep())
-    last = last_hypervolume(d)
-    assert seen == [(last["front_size"], last["hypervolume"])] and last["front_size"] > 0
-    assert (d / "front.html").exists() and "fedevoStamp" in (d / "front.stamp.js").read_text()
+    data = load_run(d)
+    shutil.rmtree(d)
+    d.write_text("a file where the run directory was")  # nowhere to write
+    page = LivePage()
+    page.on_generation(1, data)
+    page.on_generation(2, data)
+    err = capsys.readouterr().err
+    assert err.count("could not update front.html") == 1 and f"fedevo plot {d}" in err
 
 
 def test_hypervolume_not_flat_on_log_eps(fake_run):

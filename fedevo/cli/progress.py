@@ -1,43 +1,23 @@
-"""Progress display of a search: a rich live bar, or nothing (``--quiet``)."""
+"""Progress display of `fedevo search` / `fedevo resume`: a rich live bar (a search callback; ``--quiet``: none)."""
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
-
-class NullReporter:
-    """Reports nothing (``--quiet``, tests, the Python API)."""
-
-    def start(self, *, n_gen: int, generation: int, total: int, done: int, rows=(), runner: str = "") -> None:
-        pass
-
-    def generation(self, g: int) -> None:
-        pass
-
-    def evaluated(self, row: Mapping[str, Any]) -> None:
-        pass
-
-    def tick(self, running: int, queued: int = 0) -> None:
-        pass
-
-    def front_status(self, size: int, hypervolume: float) -> None:
-        """After each generation: the Pareto front's size and hypervolume (fedevo.viz.live)."""
-
-    def stop(self) -> None:
-        pass
+from ..search.callbacks import SearchCallback
+from ..search.rundata import RunData
+from ..viz.numfmt import num
 
 
 def _fmt(v: Optional[float]) -> str:
-    from ..viz.numfmt import num
-
     if v is None or not math.isfinite(v):
         return "–"
     return num(v)
 
 
-class RichReporter(NullReporter):
+class RichReporter(SearchCallback):
     """Generation k/N, evaluations done/running, best error / comm / ε so far (each alone), the Pareto front's
     size and hypervolume after the last finished generation, ETA.
 
@@ -80,7 +60,8 @@ class RichReporter(NullReporter):
                 "failed": "".join(f" · {n} {k}" for k, n in self._bad.items() if n),
                 "front": self._front}
 
-    def start(self, *, n_gen: int, generation: int, total: int, done: int, rows=(), runner: str = "") -> None:
+    def on_start(self, *, n_gen: int, generation: int, total: int, done: int,
+                 rows: Sequence[Mapping[str, Any]] = (), runner: str = "") -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         for r in rows:
@@ -107,24 +88,26 @@ class RichReporter(NullReporter):
                            f"{f['front']} · "
                            f"{time.monotonic() - self._t0:.0f} s", highlight=False, soft_wrap=True)
 
-    def generation(self, g: int) -> None:
+    def on_generation_start(self, g: int) -> None:
         if self._plain and g > self._gen[0]:
             self._line()
         self._gen = (g, self._gen[1])
         self._update()
 
-    def evaluated(self, row: Mapping[str, Any]) -> None:
+    def on_evaluation(self, row: Mapping[str, Any]) -> None:
         self._note(row)
         self._done += 1
         self._update(advance=1)
 
-    def front_status(self, size: int, hypervolume: float) -> None:
-        from ..viz.numfmt import num
+    def on_generation(self, generation: int, run: RunData) -> None:
+        """The Pareto front's size and hypervolume after the generation (the last row of hypervolume.csv)."""
+        table = run.hypervolume()
+        if table:
+            last = table[-1]
+            self._front = f" · front {last['front_size']}, HV {num(last['hypervolume'])}"
+            self._update()
 
-        self._front = f" · front {size}, HV {num(hypervolume)}"
-        self._update()
-
-    def tick(self, running: int, queued: int = 0) -> None:
+    def on_tick(self, running: int, queued: int = 0) -> None:
         if (running, queued) != (self._running, self._queued):
             self._running, self._queued = running, queued
             self._update()
@@ -133,7 +116,7 @@ class RichReporter(NullReporter):
         if self._progress is not None:
             self._progress.update(self._task, advance=advance, **self._fields())
 
-    def stop(self) -> None:
+    def on_finish(self, summary=None) -> None:
         if self._plain and self._total:
             self._line()
             self._total = 0

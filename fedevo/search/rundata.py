@@ -1,28 +1,69 @@
-"""A search run read back for display, picking and retraining (read-only; safe while the search runs).
+"""The run directory's reader: a search run read back for display, picking, retraining and auditing (read-only;
+safe while the search runs), and the in-memory view of a running search that its callbacks get.
 
-Built on :mod:`fedevo.search.run`: ``SearchRun.open`` validates run.json and rebuilds the problem, the run's
-:class:`~fedevo.search.log.EvalLog` parses evaluations.csv rows, ``front_rows`` / ``hypervolume_table`` give the
-Pareto front and the hypervolume per generation exactly as the search computes them. Nothing is written: a
-torn last line (a search writing right now) is left out, not repaired.
+`read_run_json` validates run.json and rebuilds the problem and the settings (the search opens a run with it
+too), the run's :class:`~fedevo.search.log.EvalLog` parses evaluations.csv rows, ``front_rows`` /
+``hypervolume_table`` give the Pareto front and the hypervolume per generation exactly as the search computes
+them. Nothing is written: a torn last line (a search writing right now) is left out, not repaired.
+
+Plots (fedevo.viz), retrain, the audit, ``fedevo front`` read runs through :func:`load_run`; a running search hands
+its callbacks the same :class:`RunData`, built from the rows it holds (:meth:`fedevo.search.run.SearchRun.data`).
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import math
-from dataclasses import dataclass, field
+import tomllib
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from ..errors import FedevoError
-from ..problem import Problem
+from ..problem import Problem, parse_problem
+from .front_math import front_rows, hypervolume_table
+from .log import EvalLog
+from .settings import SearchSettings
+from .space import SearchSpace
+
+RUN_FORMAT = "fedevo-search-run/1"
 
 # classes of each dataset (the chance level of the error objective: 1 − 1/classes)
 DATASET_CLASSES = {"digits": 10, "fashion": 10, "mnist": 10, "cifar10": 10, "synthetic": 10}
 
-OBJECTIVE_LABELS = {"error": "error (1 − mean client accuracy)", "comm": "comm (params / round / client slot)",
-                    "eps": "ε (accountant)", "eps_paper": "ε (paper formula)"}
+
+def run_identity(problem_text: str, settings: SearchSettings) -> str:
+    s = asdict(settings)
+    s.pop("data_dir")  # where the data lives does not change the results
+    return hashlib.sha256(json.dumps({"problem": problem_text, "settings": s}, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def read_run_json(run_dir: Path) -> tuple[dict[str, Any], Problem, SearchSettings]:
+    """run.json of a run directory, checked: (meta, the problem rebuilt from its recorded text, the settings
+    resolved); FedevoError if `run_dir` is not a run or run.json is corrupt."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FedevoError(f"run directory {run_dir} does not exist")
+    path = run_dir / "run.json"
+    if not path.exists():
+        raise FedevoError(f"{run_dir} is not a fedevo search run (no run.json)")
+    try:
+        meta = json.loads(path.read_text())
+        if meta.get("format") != RUN_FORMAT:
+            raise FedevoError(f"{path}: unknown format {meta.get('format')!r} (expected {RUN_FORMAT})")
+        settings = SearchSettings(**meta["settings"])
+        p = meta["problem"]
+        problem = parse_problem(tomllib.loads(p["text"]), name=p["file_stem"], path=p["path"])
+    except FedevoError:
+        raise
+    except (ValueError, KeyError, TypeError) as e:
+        raise FedevoError(f"{path} is corrupt ({type(e).__name__}: {e})") from None
+    if run_identity(p["text"], settings) != meta.get("run_id"):
+        raise FedevoError(f"{path} is corrupt (its run_id does not match its content)")
+    return meta, problem, settings.resolved()
 
 
 @dataclass
@@ -30,13 +71,14 @@ class RunData:
     run_dir: Path
     meta: Mapping[str, Any]
     problem: Problem
-    settings: Any  # fedevo.search.settings.SearchSettings
+    settings: SearchSettings
     gene_names: tuple[str, ...]
     gene_types: Mapping[str, str]
     eps_key: str  # the ε the search minimised: "eps" or "eps_paper"
     constraints: Mapping[str, float]
     rows: list[dict[str, Any]]  # every evaluation, in id order
     front: list[dict[str, Any]] = field(default_factory=list)  # Pareto set (status ok, feasible), id order
+    hv_table: Optional[list[dict[str, Any]]] = None  # hypervolume per generation, when already computed
 
     @property
     def ok_rows(self) -> list[dict[str, Any]]:
@@ -82,9 +124,10 @@ class RunData:
         return max((r["generation"] for r in self.rows), default=0)
 
     def hypervolume(self) -> list[dict[str, Any]]:
-        """Hypervolume of the front after each generation (the search's own definition, recomputed)."""
-        from ..search.front_math import hypervolume_table
-
+        """Hypervolume of the front after each generation (the search's own definition; recomputed unless the
+        running search handed its table over)."""
+        if self.hv_table is not None:
+            return self.hv_table
         return hypervolume_table(self.rows, self.generations, self.eps_key, self.constraints)
 
     def params(self, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -120,25 +163,29 @@ def read_rows(log, path: Path) -> list[dict[str, Any]]:
     return [seen[i] for i in sorted(seen)]
 
 
+def run_data(run_dir: Path, meta: Mapping[str, Any], problem: Problem, settings: SearchSettings,
+             space: SearchSpace, rows: list[dict[str, Any]], *, front: Optional[list[dict[str, Any]]] = None,
+             hypervolume: Optional[list[dict[str, Any]]] = None) -> RunData:
+    """A RunData of these rows (the front computed unless given)."""
+    eps_key, constraints = problem.eps_objective, dict(problem.constraints)
+    return RunData(run_dir=Path(run_dir), meta=meta, problem=problem, settings=settings,
+                   gene_names=tuple(g.name for g in space.genes), gene_types={g.name: g.type for g in space.genes},
+                   eps_key=eps_key, constraints=constraints, rows=rows,
+                   front=front_rows(rows, eps_key, constraints) if front is None else front, hv_table=hypervolume)
+
+
 def load_run(run_dir: Path | str, *, require_evaluations: bool = True) -> RunData:
     """Open a run directory; FedevoError if it is not a run or (by default) holds no evaluation yet."""
-    from ..search.front_math import front_rows
-    from ..search.run import SearchRun
-
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise FedevoError(f"{run_dir} is not a directory (expected a run directory made by `fedevo search`)")
-    run = SearchRun.open(run_dir)
-    rows = read_rows(run.log, run_dir / "evaluations.csv")
+    meta, problem, settings = read_run_json(run_dir)
+    space = SearchSpace.from_problem(problem)
+    rows = read_rows(EvalLog(run_dir / "evaluations.csv", space.genes), run_dir / "evaluations.csv")
     if require_evaluations and not rows:
         raise FedevoError(f"{run_dir} holds no evaluations yet (evaluations.csv is missing or empty); "
                           f"run or resume the search first (`fedevo resume {run_dir}`)")
-    data = RunData(run_dir=run_dir, meta=run.meta, problem=run.problem, settings=run.settings,
-                   gene_names=tuple(g.name for g in run.space.genes),
-                   gene_types={g.name: g.type for g in run.space.genes}, eps_key=run.eps_key,
-                   constraints=dict(run.constraints), rows=rows)
-    data.front = front_rows(rows, run.eps_key, run.constraints)
-    return data
+    return run_data(run_dir, meta, problem, settings, space, rows)
 
 
 def finite(v: Optional[float]) -> bool:

@@ -1,0 +1,101 @@
+"""How a running search reports: callbacks (in the spirit of pymoo's ``Callback`` and Ray Tune's ``Callback``).
+
+Subclass :class:`SearchCallback`, override the hooks you need (each does nothing by default) and hand instances
+to the search (``SearchRun.run(..., callbacks=[...])``, ``search(..., callbacks=[...])``). The hooks are called in
+the search's own process, in this order::
+
+    on_start(n_gen=, generation=, total=, done=, rows=, runner=)   once, when evaluation starts
+        on_generation_start(generation)                            each generation, before its individuals run
+            on_evaluation(row)                                     each finished evaluation, as it finishes
+            on_tick(running, queued)                               while evaluations run (progress displays)
+        on_generation(generation, run)                             each generation, once its outputs are written
+    on_finish(summary)                                             once, last
+
+* ``on_start``: ``n_gen`` generations in all, the first to run (``generation``; > 1 when resumed), ``total``
+  evaluations expected in all, ``done`` of them already logged (``rows``: their evaluations.csv rows), ``runner``:
+  where evaluations run, in words. Not called for a run that has nothing left to do.
+* ``on_evaluation(row)``: the row as appended to evaluations.csv (a dict: id, generation, index, seed, genes,
+  error, comm, eps, ..., status, message), in completion order.
+* ``on_generation(generation, run)``: ``run`` is a :class:`~fedevo.search.rundata.RunData` built from the rows
+  the search holds in memory (every evaluation so far, in id order), with its Pareto front
+  (``run.front``), hypervolume table (``run.hypervolume()``), run.json (``run.meta``), problem and settings: the
+  same view :func:`~fedevo.search.rundata.load_run` gives of the run directory, without reading it. front.csv,
+  hypervolume.csv and the generation's checkpoint are written before the call.
+* ``on_finish(summary)``: the :class:`~fedevo.search.run.Summary`, or None when the search stops on an error or
+  Ctrl-C (the exception goes on after the call). Called once for every ``SearchRun.run`` (also when nothing was
+  left to do, or when the run could not even start: run directory in use, corrupt checkpoint, Ray refused), after
+  the run directory is released.
+
+An exception raised by a callback stops the search (resumable, as an error would): a callback that must never do
+so (fedevo.viz.live's page) catches its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from .rundata import RunData
+
+
+class SearchCallback:
+    """Hooks of a running search; every one does nothing unless overridden."""
+
+    def on_start(self, *, n_gen: int, generation: int, total: int, done: int,
+                 rows: Sequence[Mapping[str, Any]] = (), runner: str = "") -> None:
+        pass
+
+    def on_generation_start(self, generation: int) -> None:
+        pass
+
+    def on_evaluation(self, row: Mapping[str, Any]) -> None:
+        pass
+
+    def on_tick(self, running: int, queued: int = 0) -> None:
+        pass
+
+    def on_generation(self, generation: int, run: RunData) -> None:
+        pass
+
+    def on_finish(self, summary: Optional[Any]) -> None:
+        """summary: a fedevo.search.run.Summary, or None when the search stopped on an error or Ctrl-C."""
+
+
+class CallbackList(SearchCallback):
+    """Several callbacks as one, each hook called on each callback in the order given."""
+
+    def __init__(self, callbacks: Iterable[SearchCallback] = ()):
+        self.callbacks = list(callbacks)
+
+    def on_start(self, **kwargs) -> None:
+        for c in self.callbacks:
+            c.on_start(**kwargs)
+
+    def on_generation_start(self, generation: int) -> None:
+        for c in self.callbacks:
+            c.on_generation_start(generation)
+
+    def on_evaluation(self, row: Mapping[str, Any]) -> None:
+        for c in self.callbacks:
+            c.on_evaluation(row)
+
+    def on_tick(self, running: int, queued: int = 0) -> None:
+        for c in self.callbacks:
+            c.on_tick(running, queued)
+
+    def on_generation(self, generation: int, run: RunData) -> None:
+        for c in self.callbacks:
+            c.on_generation(generation, run)
+
+    def on_finish(self, summary: Optional[Any]) -> None:
+        """Every callback's on_finish runs, even if one of them raises (the first exception is raised after)."""
+        first: Optional[BaseException] = None
+        for c in self.callbacks:
+            try:
+                c.on_finish(summary)
+            except BaseException as e:  # noqa: BLE001 - re-raised below, once every callback has finished
+                first = first or e
+        if first is not None:
+            raise first
+
+
+__all__ = ["CallbackList", "SearchCallback"]

@@ -1,0 +1,109 @@
+"""What the search evaluates with: a callable, and what it may offer besides.
+
+An *evaluator* is any callable ``evaluator(problem, params, *, seed, rounds, data_dir) -> EvaluationResult``
+(``--evaluator module:function``, or ``evaluator=`` in the Python API). It may also offer
+
+* ``check(problem, rounds)``: refuse a problem it cannot evaluate (FedevoError), before the run directory is made;
+* ``cost(problem, params, rounds) -> float``: a relative compute estimate of one evaluation; Ray submits the most
+  expensive first (longest-first), which leaves the fewest workers idle at the end of a generation.
+
+fedevo's simulator (the spec ``fedevo.evaluate:evaluate``, the default) resolves to :data:`SIMULATOR`, which offers
+both: the memory check (:func:`fedevo.guards.check_problem_memory`) and the cost model
+(:func:`fedevo.fl.cost.relative_cost`). Any other evaluator, a plain function, gets neither: no memory check, and
+the same cost for every evaluation (its tasks go in id order).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Mapping, Optional
+
+from ..errors import FedevoError
+from ..result import EvaluationResult
+
+DEFAULT_EVALUATOR = "fedevo.evaluate:evaluate"
+
+Evaluator = Callable[..., EvaluationResult]
+
+
+class SimulatorEvaluator:
+    """fedevo's FedAvg simulator (:func:`fedevo.evaluate.evaluate`) with its memory check and cost model."""
+
+    spec = DEFAULT_EVALUATOR
+
+    def __call__(self, problem, params: Optional[Mapping[str, Any]] = None, *, seed: int = 0,
+                 rounds: Optional[int] = None, data_dir: Optional[str] = None, **kwargs) -> EvaluationResult:
+        from ..evaluate import evaluate
+
+        return evaluate(problem, params, seed=seed, rounds=rounds, data_dir=data_dir, **kwargs)
+
+    def check(self, problem, rounds: Optional[int] = None) -> None:
+        """Refuse a problem whose largest individual does not fit in the available memory."""
+        from ..guards import check_problem_memory
+
+        check_problem_memory(problem, rounds=rounds)
+
+    def cost(self, problem, params: Mapping[str, Any], rounds: Optional[int] = None) -> float:
+        """Relative compute of one evaluation; 0 (scheduled last) for genes that fail to build a configuration,
+        as such an evaluation fails fast."""
+        from ..fl.cost import relative_cost
+
+        try:
+            return relative_cost(problem.sim_config(params, rounds=rounds))
+        except FedevoError:
+            return 0.0
+
+    def __repr__(self) -> str:
+        return f"SimulatorEvaluator({self.spec!r})"
+
+
+SIMULATOR = SimulatorEvaluator()
+
+
+def load_evaluator(spec: str) -> Evaluator:
+    """'package.module:function' -> the function; the default spec -> :data:`SIMULATOR`."""
+    if spec == DEFAULT_EVALUATOR:
+        return SIMULATOR
+    mod, sep, name = spec.partition(":")
+    if not sep or not mod or not name:
+        raise FedevoError(f"evaluator {spec!r} must look like 'package.module:function'")
+    try:
+        fn = getattr(importlib.import_module(mod), name)
+    except (ImportError, AttributeError) as e:
+        raise FedevoError(f"cannot load evaluator {spec!r}: {e}") from None
+    if not callable(fn):
+        raise FedevoError(f"evaluator {spec!r} is not callable")
+    return fn
+
+
+def evaluator_spec(evaluator: Evaluator) -> str:
+    """The 'module:function' run.json records for an evaluator (the simulator's: the default spec)."""
+    if isinstance(evaluator, SimulatorEvaluator):
+        return evaluator.spec
+    name = getattr(evaluator, "__qualname__", None)
+    if name is None:  # an object: its name in its module is not known here
+        raise FedevoError(f"evaluator {evaluator!r} has no 'module:name' to record in run.json; pass it by name "
+                          "(SearchSettings(evaluator='package.module:name'))")
+    return f"{evaluator.__module__}:{name}"
+
+
+def resolve(evaluator: Evaluator) -> Evaluator:
+    """The simulator's function itself (passed as ``evaluator=``) -> :data:`SIMULATOR`; anything else as it is."""
+    return SIMULATOR if evaluator_spec(evaluator) == DEFAULT_EVALUATOR else evaluator
+
+
+def check(evaluator: Evaluator, problem, rounds: Optional[int] = None) -> None:
+    """The evaluator's own check of a problem, if it offers one."""
+    fn = getattr(evaluator, "check", None)
+    if fn is not None:
+        fn(problem, rounds)
+
+
+def cost(evaluator: Evaluator, problem, params: Mapping[str, Any], rounds: Optional[int] = None) -> float:
+    """The evaluator's cost estimate of one evaluation, if it offers one; else 1 (every evaluation alike)."""
+    fn = getattr(evaluator, "cost", None)
+    return 1.0 if fn is None else float(fn(problem, params, rounds))
+
+
+__all__ = ["DEFAULT_EVALUATOR", "Evaluator", "SIMULATOR", "SimulatorEvaluator", "check", "cost", "evaluator_spec",
+           "load_evaluator", "resolve"]

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from . import _toml
 from .config import CNNArch, DataConfig, DeploymentConfig, MLPArch, PrivacyConfig, SimConfig
 from .errors import FedevoError
 
@@ -36,8 +37,9 @@ OBJECTIVES = ("error", "comm", "eps")
 
 
 def problems_dir() -> Path:
-    """The bundled problem files (top-level `problems/` of the checkout)."""
-    return Path(__file__).resolve().parent.parent / "problems"
+    """The bundled problem files: the package's `fedevo/problems/` (installed with it; the checkout's top-level
+    `problems` is a link to it)."""
+    return Path(str(resources.files("fedevo") / "problems"))
 
 
 @dataclass(frozen=True)
@@ -219,13 +221,13 @@ def load_problem(name_or_path: str) -> Problem:
     if not p.is_file():
         raise FedevoError(f"problem file {str(p)!r} does not exist")
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        doc = _toml.loads(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
         raise FedevoError(f"problem file {str(p)!r} is not UTF-8 text (byte {e.start}: "
                           f"{e.object[e.start:e.start + 1]!r}); TOML files must be UTF-8") from None
     except OSError as e:
         raise FedevoError(f"cannot read problem file {str(p)!r}: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
+    except _toml.TOMLDecodeError as e:
         raise FedevoError(f"malformed problem file {str(p)!r}: {e}") from None
     prob = parse_problem(doc, name=p.stem, path=str(p))
     check_gene_bounds(prob)

@@ -39,12 +39,12 @@ import json
 import platform
 import sys
 import time
-import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from .. import _toml
 from ..errors import FedevoError
 from ..fl.cost import relative_cost
 from ..guards import check_problem_memory, check_workers, check_writable_dir
@@ -224,7 +224,7 @@ class SearchRun:
                 raise FedevoError(f"{path}: unknown format {meta.get('format')!r} (expected {RUN_FORMAT})")
             settings = SearchSettings(**meta["settings"])
             p = meta["problem"]
-            problem = parse_problem(tomllib.loads(p["text"]), name=p["file_stem"], path=p["path"])
+            problem = parse_problem(_toml.loads(p["text"]), name=p["file_stem"], path=p["path"])
         except FedevoError:
             raise
         except (ValueError, KeyError, TypeError) as e:

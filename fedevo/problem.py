@@ -16,6 +16,7 @@ from typing import Any, Mapping, Optional
 
 from . import _toml
 from .config import CNNArch, DataConfig, DeploymentConfig, MLPArch, PrivacyConfig, SimConfig
+from .data.sources import SOURCE_KEYS
 from .errors import FedevoError
 
 # Where each known parameter goes. Genes and --params overrides may only use these names.
@@ -102,6 +103,7 @@ class Problem:
     constraints: Mapping[str, float] = field(default_factory=dict)  # objective name -> upper bound
     description: str = ""
     path: Optional[str] = None
+    data_source: Any = None  # the user's data ([data] source: fedevo.data.sources.UserData); None: `dataset`
 
     @property
     def gene_names(self) -> tuple[str, ...]:
@@ -151,7 +153,8 @@ class Problem:
             p["aggregation"] = "secagg"
         pick = lambda keys: {k: p[k] for k in keys if k in p}  # noqa: E731
         arch_cls = MLPArch if self.model == "mlp" else CNNArch
-        data = DataConfig(dataset=self.dataset, data_dir=data_dir, download=download, **pick(DATA_KEYS))
+        data = DataConfig(dataset=self.dataset, data_dir=data_dir, download=download, source=self.data_source,
+                          **pick(DATA_KEYS))
         try:
             return SimConfig(data=data, arch=arch_cls(**pick(ARCH_KEYS[self.model])),
                              privacy=PrivacyConfig(**pick(PRIVACY_KEYS)), deployment=DeploymentConfig(**pick(DEPLOY_KEYS)),
@@ -177,21 +180,24 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     extra = set(doc) - top
     if extra:
         raise FedevoError(f"problem {name!r}: unknown key(s) {', '.join(sorted(extra))}; known: {', '.join(sorted(top))}")
-    for req in ("dataset", "model", "genes"):
+    user_data = "source" in doc.get("data", {})  # the user's data ([data] source, docs/data.md), not `dataset`
+    for req in ("model", "genes") + (() if user_data else ("dataset",)):
         if req not in doc:
-            raise FedevoError(f"problem {name!r}: missing required key {req!r}")
+            raise FedevoError(f"problem {name!r}: missing required key {req!r}"
+                              + (" (or a [data] source: docs/data.md)" if req == "dataset" else ""))
     model = doc["model"]
     if model not in ARCH_KEYS:
         raise FedevoError(f"problem {name!r}: unknown model {model!r}; use 'mlp' or 'cnn'")
     fixed: dict[str, Any] = {}
-    for section, keys in (("data", DATA_KEYS), ("train", SIM_KEYS + ARCH_KEYS[model]),
+    for section, keys in (("data", DATA_KEYS + (SOURCE_KEYS if user_data else ())), ("train", SIM_KEYS + ARCH_KEYS[model]),
                           ("privacy", PRIVACY_KEYS + (PRESET_KEY,)), ("deployment", DEPLOY_KEYS)):
         table = doc.get(section, {})
         bad = set(table) - set(keys)
         if bad:
             raise FedevoError(f"problem {name!r}: unknown key(s) in [{section}]: {', '.join(sorted(bad))}; "
                               f"known: {', '.join(keys)}")
-        fixed.update(table)
+        fixed.update({k: v for k, v in table.items() if section != "data" or k not in SOURCE_KEYS})
+    data_source = _user_data(doc, fixed, name=name, path=path, model=model) if user_data else None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
     allowed = set(ARCH_KEYS[model] + SIM_KEYS + PRIVACY_KEYS + DATA_KEYS + DEPLOY_KEYS + (PRESET_KEY,))
     for g in genes:
@@ -204,10 +210,34 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     for k, v in constraints.items():
         if k not in OBJECTIVES or not isinstance(v, (int, float)):
             raise FedevoError(f"problem {name!r}: constraint {k}={v!r}; constraints bound {', '.join(OBJECTIVES)} by a number")
-    prob = Problem(name=doc.get("name", name), dataset=doc["dataset"], model=model, genes=genes, fixed=fixed,
-                   eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path)
+    prob = Problem(name=doc.get("name", name), dataset=data_source.name if data_source else doc["dataset"], model=model,
+                   genes=genes, fixed=fixed, eps_objective=eps_obj, constraints=constraints,
+                   description=doc.get("description", ""), path=path, data_source=data_source)
     prob.sim_config()  # validate the defaults once, at load time
     return prob
+
+
+def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path: Optional[str], model: str):
+    """[data] source: read the user's data once (every mistake a FedevoError now, before any run); with
+    partition = "natural", `clients` becomes the number of distinct client ids."""
+    from .data.sources import open_source, source_from_table
+
+    if "dataset" in doc:
+        raise FedevoError(f"problem {name!r}: give either dataset = ... (a bundled dataset) or a [data] source, "
+                          "not both")
+    spec = source_from_table(doc["data"], base=Path(path).resolve().parent if path else None, problem=name)
+    natural = fixed.get("partition") == "natural" or any(
+        isinstance(g, dict) and "natural" in g.get("choices", ()) for g in doc.get("genes", {}).values())
+    try:
+        ud = open_source(spec, natural=natural)
+    except FedevoError as e:
+        raise FedevoError(f"problem {name!r}: {e}") from None
+    if model == "cnn" and len(ud.input_shape) != 3:
+        raise FedevoError(f"problem {name!r}: model 'cnn' needs image features (C, H, W); the data has vectors of "
+                          f"{ud.input_shape[0]} features (use model 'mlp')")
+    if natural:
+        fixed.setdefault("clients", ud.clients)
+    return ud
 
 
 def load_problem(name_or_path: str) -> Problem:

@@ -259,7 +259,8 @@ def load_problem(name_or_path: str) -> Problem:
         raise FedevoError(f"cannot read problem file {str(p)!r}: {e.strerror or e}") from None
     except _toml.TOMLDecodeError as e:
         raise FedevoError(f"malformed problem file {str(p)!r}: {e}") from None
-    prob = parse_problem(doc, name=p.stem, path=str(p))
+    # absolute: the run directory records it, and [data] paths relative to it must resolve from any cwd later
+    prob = parse_problem(doc, name=p.stem, path=str(p.resolve()))
     check_gene_bounds(prob)
     return prob
 

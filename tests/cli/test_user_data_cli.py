@@ -136,3 +136,20 @@ def test_cnn_on_feature_vectors(tmp_path, capsys):
 
 def test_sizes_fixture_has_a_client_smaller_than_the_batch():
     assert min(SIZES.values()) < 16 < max(SIZES.values())
+
+
+def test_relative_data_path_survives_a_retrain_from_elsewhere(tmp_path, monkeypatch, capsys):
+    """run.json records the problem file's absolute path, so its relative [data] path resolves from any cwd."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "other").mkdir()
+    write_npz(tmp_path / "proj" / "d.npz")
+    problem(tmp_path / "proj" / "user.toml", NATURAL)
+    monkeypatch.chdir(tmp_path / "proj")
+    code, _, err = run(["search", "--problem", "user.toml", "--pop", "4", "--gen", "1", "--workers", "0", "--quiet",
+                        "--out", "run"], capsys)
+    assert code == 0, err
+    monkeypatch.chdir(tmp_path / "other")
+    code, _, err = run(["retrain", str(tmp_path / "proj" / "run"), "--pick", "1", "--workers", "0", "--rounds", "1",
+                        "--quiet", "--out", "rt"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "other" / "rt" / "results.json").is_file()

@@ -205,6 +205,17 @@ def _hf_split(ds, path: Path, split: Optional[str]):
 
 def _open_hf(path: Path):
     dd = _need("datasets", "hf")
+    quiet = dd.is_progress_bar_enabled()
+    if quiet:  # one line per problem on the command line, not datasets' progress bars
+        dd.disable_progress_bars()
+    try:
+        return _open_hf_quietly(dd, path)
+    finally:
+        if quiet:
+            dd.enable_progress_bars()
+
+
+def _open_hf_quietly(dd, path: Path):
     try:
         if path.is_dir() and any((path / f).exists() for f in ("dataset_dict.json", "dataset_info.json",
                                                                 "state.json")):

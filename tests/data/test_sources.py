@@ -139,3 +139,37 @@ def test_a_changed_file_is_read_again(tmp_path):
     x, y, ids = rows()
     np.savez(tmp_path / "d.npz", x=x, y=y, client_id=np.where(ids == "a", "b", ids))
     assert load_problem(str(p)).data_source.clients == 4
+
+
+def test_hf_reads_a_local_csv_file_with_load_dataset(tmp_path, capsys):
+    pytest.importorskip("datasets")
+    x, y, ids = rows(shape=(3,))
+    lines = ["a,b,c,label,uid"] + [f"{r[0]},{r[1]},{r[2]},{lab},{i}" for r, lab, i in zip(x, y, ids)]
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    prob = load_problem(str(problem(tmp_path / "p.toml", 'source = "hf"\npath = "t.csv"\nx = ["a", "b", "c"]\n'
+                                    'y = "label"\nclient_id = "uid"\npartition = "natural"')))
+    _assert_natural(prob, holdout_sizes())
+    assert prob.data_source.input_shape == (3,)
+    assert "examples" not in capsys.readouterr().err  # no progress bars
+
+
+def test_cost_and_memory_estimates_use_the_datas_shape_and_clients(tmp_path):
+    from fedevo.fl.cost import macs_and_params, relative_cost
+    from fedevo.guards import evaluation_memory
+
+    pytest.importorskip("pyarrow")
+    write_parquet(tmp_path / "d.parquet")
+    prob = load_problem(str(problem(tmp_path / "p.toml", 'source = "parquet"\npath = "d.parquet"\n'
+                                    'x = ["f0", "f1", "f2", "f3", "f4", "f5"]\ny = "label"\nclient_id = "user"\n'
+                                    'partition = "natural"')))
+    cfg = prob.sim_config()
+    _, params = macs_and_params(cfg)
+    assert params == 6 * 16 + 16 + 16 * 4 + 4  # 6 features -> 16 units -> 4 classes
+    su = prepare(cfg, seed=0)
+    su.noise.close()
+    assert sum(p.numel() for p in su.model.init(__import__("torch").Generator().manual_seed(0))) == params
+    assert relative_cost(cfg) > 0
+    biggest = holdout_sizes()["b"][0]
+    mem = evaluation_memory(cfg)
+    assert mem["schedule"] == pytest.approx(min(cfg.chunk_clients, cfg.sampled_per_round) * cfg.epochs
+                                            * (biggest + cfg.batch_size) * 64)

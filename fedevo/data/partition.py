@@ -95,6 +95,15 @@ def natural(train_clients: np.ndarray, test_clients: np.ndarray, *, clients: int
     return Partition(group(np.asarray(train_clients)), group(np.asarray(test_clients)))
 
 
+def chunk_order(arrived: np.ndarray, sizes: np.ndarray, *, scheme: str) -> np.ndarray:
+    """The order in which a round's arrived clients are cut into chunks. Natural clients (unequal sizes) go largest
+    first: a chunk then holds clients of similar sizes (the engine runs a chunk as long as its largest client) and
+    the longest chunks start first on the chunk threads. Other partitions keep the id order (their fronts stay)."""
+    if scheme != "natural":
+        return arrived
+    return arrived[np.argsort(-np.asarray(sizes)[arrived], kind="stable")]
+
+
 def split_dataset(data, *, scheme: str, clients: int, seed: int, shards_per_client: int = 2,
                   shard_size: int | None = None, dirichlet_alpha: float = 0.5, test_fraction: float = 1.0) -> Partition:
     """A Dataset's partition: `natural` by its client ids, the others by `partition`."""

@@ -48,3 +48,59 @@ def test_engine_equals_reference_on_tiny_and_large_clients(shape, alpha):
     # the one-sample client moved (it trained 2 steps), as did the largest
     moved = [max(float((p[k] - p0).abs().max()) for p, p0 in zip(got, params)) for k in range(len(SIZES))]
     assert min(moved) > 1e-4
+
+
+def test_chunk_order_largest_first_for_natural_only():
+    from fedevo.data.partition import chunk_order
+
+    arrived = np.array([0, 2, 3, 5, 7])
+    sizes = np.array([10, 99, 4, 10, 1, 500, 0, 10])
+    assert chunk_order(arrived, sizes, scheme="natural").tolist() == [5, 0, 3, 7, 2]  # ties keep id order
+    for scheme in ("iid", "shards", "dirichlet"):
+        assert chunk_order(arrived, sizes, scheme=scheme) is arrived
+
+
+def _natural_problem(tmp_path, privacy: str = ""):
+    from fedevo.problem import load_problem
+    from tests.data.user_data import problem, write_npz
+
+    write_npz(tmp_path / "d.npz")
+    p = problem(tmp_path / "p.toml", 'source = "npz"\npath = "d.npz"\npartition = "natural"',
+                train="chunk_clients = 2\nupload_loss = 0.0")
+    if privacy:
+        p.write_text(p.read_text().replace("[genes]", f"[privacy]\n{privacy}\n[genes]"))
+    return load_problem(str(p))
+
+
+def test_rounds_chunk_natural_clients_by_size(tmp_path, monkeypatch):
+    import fedevo.fl.rounds as rounds
+    from fedevo.fl.simulate import simulate
+
+    seen = []
+    real = rounds.train_chunks
+
+    def spy(model, params, masks, x, y, chunks, **kw):
+        seen.append([[len(ix) for ix in c] for c in chunks])
+        return real(model, params, masks, x, y, chunks, **kw)
+
+    monkeypatch.setattr(rounds, "train_chunks", spy)
+    prob = _natural_problem(tmp_path)
+    r = simulate(prob.sim_config({"device": "cpu"}), seed=0)  # the CPU engine's chunks (a GPU groups them)
+    assert r.status == "ok"
+    assert seen and all(sum(seen_round, []) == sorted(sum(seen_round, []), reverse=True) for seen_round in seen)
+
+
+@pytest.mark.parametrize("privacy", [
+    'mechanism = "update"\nsigma = 0.5\nclip = 1.0\nrecall = true\ntau = 0.5',
+    'mechanism = "step"\nsigma = 0.5\nclip = 1.0',
+    'mechanism = "update"\nsigma = 0.5\nclip = 1.0\ntrust = "central"\nsampling = "fixed"\ndelta = 1e-3',
+    'mechanism = "update"\nsigma = 0.5\nclip = 1.0\ntrust = "secagg"\naggregation = "secagg"\ndelta = 1e-3',
+    'mechanism = "adaptive"\nsigma = 0.5\nclip = 1.0',
+], ids=["update-recall", "step", "central", "secagg", "adaptive"])
+def test_mechanisms_run_on_unbalanced_natural_clients(tmp_path, privacy):
+    from fedevo.fl.simulate import simulate
+
+    prob = _natural_problem(tmp_path, privacy)
+    r = simulate(prob.sim_config(), seed=0)
+    assert r.status == "ok", r.message
+    assert 0 <= r.error <= 1 and r.comm > 0 and 0 < r.eps < float("inf")

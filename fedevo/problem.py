@@ -189,7 +189,8 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     if model not in ARCH_KEYS:
         raise FedevoError(f"problem {name!r}: unknown model {model!r}; use 'mlp' or 'cnn'")
     fixed: dict[str, Any] = {}
-    for section, keys in (("data", DATA_KEYS + (SOURCE_KEYS if user_data else ())), ("train", SIM_KEYS + ARCH_KEYS[model]),
+    data_keys = DATA_KEYS + (SOURCE_KEYS if user_data else ())
+    for section, keys in (("data", data_keys), ("train", SIM_KEYS + ARCH_KEYS[model]),
                           ("privacy", PRIVACY_KEYS + (PRESET_KEY,)), ("deployment", DEPLOY_KEYS)):
         table = doc.get(section, {})
         bad = set(table) - set(keys)
@@ -210,9 +211,10 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     for k, v in constraints.items():
         if k not in OBJECTIVES or not isinstance(v, (int, float)):
             raise FedevoError(f"problem {name!r}: constraint {k}={v!r}; constraints bound {', '.join(OBJECTIVES)} by a number")
-    prob = Problem(name=doc.get("name", name), dataset=data_source.name if data_source else doc["dataset"], model=model,
-                   genes=genes, fixed=fixed, eps_objective=eps_obj, constraints=constraints,
-                   description=doc.get("description", ""), path=path, data_source=data_source)
+    dataset = data_source.name if data_source else doc["dataset"]
+    prob = Problem(name=doc.get("name", name), dataset=dataset, model=model, genes=genes, fixed=fixed,
+                   eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path,
+                   data_source=data_source)
     prob.sim_config()  # validate the defaults once, at load time
     return prob
 

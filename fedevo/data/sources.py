@@ -340,7 +340,8 @@ def _client_index(ids: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _holdout_by_client(inv: np.ndarray, frac: float) -> np.ndarray:
-    """Boolean mask of test rows: each client's last ⌈frac·n⌉ rows in file order (≥ 1; 0 for a one-row client)."""
+    """Boolean mask of test rows: each client's last round(frac·n) rows in file order, at least 1 and at most n − 1
+    (none for a one-row client)."""
     test = np.zeros(len(inv), dtype=bool)
     order = np.argsort(inv, kind="stable")
     counts = np.bincount(inv)
@@ -466,7 +467,8 @@ def load_user(ud: UserData):
                    train_clients=a.train_clients, test_clients=a.test_clients)
 
 
-def source_from_table(table: Mapping[str, Any], *, base: Optional[Path], problem: str) -> Union[FileSource, ArraySource]:
+def source_from_table(table: Mapping[str, Any], *, base: Optional[Path],
+                      problem: str) -> Union[FileSource, ArraySource]:
     """A problem's [data] source keys as a source; file paths relative to the problem file's folder."""
     src = table.get("source")
     if isinstance(src, ArraySource):

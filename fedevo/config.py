@@ -215,8 +215,6 @@ class DataConfig:
         if self.partition == "natural":
             k = getattr(self.source, "clients", None)
             _check(k is not None, "partition = \"natural\" needs data with client ids ([data] source and client_id)")
-            _check(self.clients == k, f"partition = \"natural\": the data has {k} clients (distinct client ids), "
-                                      f"clients = {self.clients} differs; leave clients out")
         _check(self.clients >= 1, f"clients must be >= 1, got {self.clients}")
         _check(self.shards_per_client >= 1, f"shards_per_client must be >= 1, got {self.shards_per_client}")
         _check(self.shard_size is None or self.shard_size >= 1, f"shard_size must be >= 1, got {self.shard_size}")

@@ -149,6 +149,10 @@ class Problem:
         p = self.resolve(params)
         if rounds is not None:
             p["rounds"] = rounds
+        if p.get("partition") == "natural" and self.data_source is not None and self.data_source.clients is not None \
+                and p.get("clients") != self.data_source.clients:  # (DataConfig may be re-sized later: the audit)
+            raise FedevoError(f"problem {self.name!r}: partition = \"natural\": the data has {self.data_source.clients} "
+                              f"clients (distinct client ids), clients = {p.get('clients')} differs; leave clients out")
         if p.get("trust") == "secagg":  # the trust model is secure aggregation: it always aggregates securely
             p["aggregation"] = "secagg"
         pick = lambda keys: {k: p[k] for k in keys if k in p}  # noqa: E731

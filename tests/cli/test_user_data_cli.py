@@ -153,3 +153,14 @@ def test_relative_data_path_survives_a_retrain_from_elsewhere(tmp_path, monkeypa
                         "--quiet", "--out", "rt"], capsys)
     assert code == 0, err
     assert (tmp_path / "other" / "rt" / "results.json").is_file()
+
+
+def test_audit_of_a_natural_problem(tmp_path, capsys):
+    """The audit re-sizes the canary deployment's clients: the natural partition's client count is checked where
+    the problem's settings are resolved, not in every DataConfig."""
+    write_npz(tmp_path / "d.npz")
+    p = problem(tmp_path / "p.toml", NATURAL, train="")
+    p.write_text(p.read_text().replace("[genes]", '[privacy]\nmechanism = "update"\nsigma = 1.0\nclip = 1.0\n[genes]'))
+    code, _, err = run(["audit", "--problem", str(p), "--canaries", "20", "--out", str(tmp_path / "aud")], capsys)
+    assert code == 0, err
+    assert (tmp_path / "aud" / "audit.json").is_file()

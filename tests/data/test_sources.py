@@ -173,3 +173,24 @@ def test_cost_and_memory_estimates_use_the_datas_shape_and_clients(tmp_path):
     mem = evaluation_memory(cfg)
     assert mem["schedule"] == pytest.approx(min(cfg.chunk_clients, cfg.sampled_per_round) * cfg.epochs
                                             * (biggest + cfg.batch_size) * 64)
+
+
+def test_hf_image_feature_becomes_channels_first(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    ids = np.repeat(["u1", "u2", "u3"], [4, 9, 6])
+    rgb = rng.integers(0, 256, size=(len(ids), 5, 7, 3), dtype=np.uint8)
+    feats = datasets.Features({"img": datasets.Image(), "label": datasets.Value("int64"),
+                               "client_id": datasets.Value("string")})
+    ds = datasets.Dataset.from_dict({"img": [Image.fromarray(a) for a in rgb], "label": rng.integers(0, 3, len(ids)),
+                                     "client_id": ids.tolist()}, features=feats)
+    ds.save_to_disk(str(tmp_path / "imgs"))
+    prob = load_problem(str(problem(tmp_path / "p.toml", 'source = "hf"\npath = "imgs"\nx = "img"\ny = "label"\n'
+                                    'partition = "natural"\nnormalise = false')))
+    data, part = _partition(prob)
+    assert prob.data_source.input_shape == (3, 5, 7) and prob.data_source.clients == 3
+    assert [len(t) for t in part.train] == [3, 7, 5]  # 4, 9, 6 rows less one, two, one held out
+    first = data.x_train[part.train[0][0]].numpy()
+    assert np.array_equal(first, rgb[0].transpose(2, 0, 1).astype(np.float32))  # (H, W, C) -> (C, H, W)

@@ -29,3 +29,21 @@ def test_falls_back_to_tomli_without_tomllib(monkeypatch):
     finally:
         monkeypatch.undo()
         importlib.reload(_toml)
+
+
+def test_only_the_toml_module_imports_tomllib():
+    """Python 3.10 has no tomllib: every TOML read goes through fedevo/_toml.py."""
+    import ast
+    from pathlib import Path
+
+    root = Path(_toml.__file__).resolve().parent
+    offenders = []
+    for f in root.rglob("*.py"):
+        if f.name == "_toml.py":
+            continue
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            if any(n.split(".")[0] == "tomllib" for n in names):
+                offenders.append(str(f.relative_to(root.parent)))
+    assert not offenders, f"import fedevo._toml instead of tomllib in: {offenders}"

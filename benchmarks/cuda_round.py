@@ -4,7 +4,7 @@ side by side in one process, with the largest parameter difference between the t
 Workloads: the reference round (MLP 784-200-200-10, K=100 clients × 600 samples, B=64, E=5, lr 0.05, all
 clients train, chunks of 5 as fl/rounds.py makes them: see benchmarks/round_speed.py) plain, with 10%-density SET
 masks and with per-step LDP (σ = 0.01, S = 1); the experiments' CNN (conv 32→64, 5×5 kernels, FC 128, 28×28
-inputs; problems/*_cnn.toml) on --cnn-clients clients (default 10: the CPU side is slow). Synthetic data (values
+inputs; fedevo/problems/*_cnn.toml) on --cnn-clients clients (default 10: the CPU side is slow). Synthetic data (values
 do not affect speed). Local training only: the server's side runs on the CPU either way.
 
     python benchmarks/cuda_round.py [--clients 100] [--cnn-clients 10] [--repeats 3] [--no-cnn] [--bf16]

@@ -15,7 +15,7 @@ MECHANISMS = ("none", "step", "update", "signds", "adaptive")
 AGGREGATIONS = ("plain", "secagg")
 UPDATE_LIKE = ("update", "adaptive")  # mechanisms built on the ULDP-FED update transform
 SIMILARITIES = ("sign", "cosine")
-PARTITIONS = ("iid", "shards", "dirichlet")
+PARTITIONS = ("iid", "shards", "dirichlet", "natural")  # natural: the data's own client ids
 TRUSTS = ("local", "secagg", "central")  # who must be trusted; docs/privacy.md's threat-model table
 SAMPLINGS = ("poisson", "fixed", "none")  # how a deployment draws its cohort (central trust)
 DEVICES = ("auto", "cpu", "cuda")  # where local training runs (fedevo/hardware.py `device`)
@@ -199,7 +199,7 @@ class PrivacyConfig:
 @dataclass(frozen=True)
 class DataConfig:
     dataset: str = "digits"
-    partition: Literal["iid", "shards", "dirichlet"] = "iid"
+    partition: Literal["iid", "shards", "dirichlet", "natural"] = "iid"
     clients: int = 20
     shards_per_client: int = 2
     shard_size: Optional[int] = None  # None: n_train // (clients * shards_per_client)
@@ -207,10 +207,14 @@ class DataConfig:
     test_fraction: float = 1.0  # fraction of the test set spread over the clients' test splits
     data_dir: Optional[str] = None
     download: bool = False
+    source: Optional[object] = None  # the user's data (fedevo.data.sources.UserData); None: `dataset` by name
 
     def __post_init__(self):
         _check(self.partition in PARTITIONS,
                f"unknown partition {self.partition!r}; choose one of {', '.join(PARTITIONS)}")
+        if self.partition == "natural":
+            k = getattr(self.source, "clients", None)
+            _check(k is not None, "partition = \"natural\" needs data with client ids ([data] source and client_id)")
         _check(self.clients >= 1, f"clients must be >= 1, got {self.clients}")
         _check(self.shards_per_client >= 1, f"shards_per_client must be >= 1, got {self.shards_per_client}")
         _check(self.shard_size is None or self.shard_size >= 1, f"shard_size must be >= 1, got {self.shard_size}")

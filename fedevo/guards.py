@@ -86,8 +86,10 @@ def evaluation_memory(config) -> dict[str, float]:
     from .fl.cost import macs_and_params
 
     d = config.data
-    n_train = N_TRAIN.get(d.dataset, 60000)
-    if d.partition == "dirichlet":
+    n_train = d.source.n_train if d.source is not None else N_TRAIN.get(d.dataset, 60000)
+    if d.partition == "natural":
+        per_client = d.source.max_client  # the largest client of the user's data
+    elif d.partition == "dirichlet":
         per_client = n_train  # a client may hold (almost) everything
     elif d.partition == "shards" and d.shard_size:
         per_client = d.shards_per_client * d.shard_size

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from . import _toml
 from .config import CNNArch, DataConfig, DeploymentConfig, MLPArch, PrivacyConfig, SimConfig
+from .data.sources import SOURCE_KEYS
 from .errors import FedevoError
 
 # Where each known parameter goes. Genes and --params overrides may only use these names.
@@ -36,8 +38,9 @@ OBJECTIVES = ("error", "comm", "eps")
 
 
 def problems_dir() -> Path:
-    """The bundled problem files (top-level `problems/` of the checkout)."""
-    return Path(__file__).resolve().parent.parent / "problems"
+    """The bundled problem files: the package's `fedevo/problems/` (installed with it; the checkout's top-level
+    `problems` is a link to it)."""
+    return Path(str(resources.files("fedevo") / "problems"))
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class Problem:
     constraints: Mapping[str, float] = field(default_factory=dict)  # objective name -> upper bound
     description: str = ""
     path: Optional[str] = None
+    data_source: Any = None  # the user's data ([data] source: fedevo.data.sources.UserData); None: `dataset`
 
     @property
     def gene_names(self) -> tuple[str, ...]:
@@ -145,11 +149,16 @@ class Problem:
         p = self.resolve(params)
         if rounds is not None:
             p["rounds"] = rounds
+        if p.get("partition") == "natural" and self.data_source is not None and self.data_source.clients is not None \
+                and p.get("clients") != self.data_source.clients:  # (DataConfig may be re-sized later: the audit)
+            raise FedevoError(f"problem {self.name!r}: partition = \"natural\": the data has {self.data_source.clients} "
+                              f"clients (distinct client ids), clients = {p.get('clients')} differs; leave clients out")
         if p.get("trust") == "secagg":  # the trust model is secure aggregation: it always aggregates securely
             p["aggregation"] = "secagg"
         pick = lambda keys: {k: p[k] for k in keys if k in p}  # noqa: E731
         arch_cls = MLPArch if self.model == "mlp" else CNNArch
-        data = DataConfig(dataset=self.dataset, data_dir=data_dir, download=download, **pick(DATA_KEYS))
+        data = DataConfig(dataset=self.dataset, data_dir=data_dir, download=download, source=self.data_source,
+                          **pick(DATA_KEYS))
         try:
             return SimConfig(data=data, arch=arch_cls(**pick(ARCH_KEYS[self.model])),
                              privacy=PrivacyConfig(**pick(PRIVACY_KEYS)), deployment=DeploymentConfig(**pick(DEPLOY_KEYS)),
@@ -175,21 +184,25 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     extra = set(doc) - top
     if extra:
         raise FedevoError(f"problem {name!r}: unknown key(s) {', '.join(sorted(extra))}; known: {', '.join(sorted(top))}")
-    for req in ("dataset", "model", "genes"):
+    user_data = "source" in doc.get("data", {})  # the user's data ([data] source, docs/data.md), not `dataset`
+    for req in ("model", "genes") + (() if user_data else ("dataset",)):
         if req not in doc:
-            raise FedevoError(f"problem {name!r}: missing required key {req!r}")
+            raise FedevoError(f"problem {name!r}: missing required key {req!r}"
+                              + (" (or a [data] source: docs/data.md)" if req == "dataset" else ""))
     model = doc["model"]
     if model not in ARCH_KEYS:
         raise FedevoError(f"problem {name!r}: unknown model {model!r}; use 'mlp' or 'cnn'")
     fixed: dict[str, Any] = {}
-    for section, keys in (("data", DATA_KEYS), ("train", SIM_KEYS + ARCH_KEYS[model]),
+    data_keys = DATA_KEYS + (SOURCE_KEYS if user_data else ())
+    for section, keys in (("data", data_keys), ("train", SIM_KEYS + ARCH_KEYS[model]),
                           ("privacy", PRIVACY_KEYS + (PRESET_KEY,)), ("deployment", DEPLOY_KEYS)):
         table = doc.get(section, {})
         bad = set(table) - set(keys)
         if bad:
             raise FedevoError(f"problem {name!r}: unknown key(s) in [{section}]: {', '.join(sorted(bad))}; "
                               f"known: {', '.join(keys)}")
-        fixed.update(table)
+        fixed.update({k: v for k, v in table.items() if section != "data" or k not in SOURCE_KEYS})
+    data_source = _user_data(doc, fixed, name=name, path=path, model=model) if user_data else None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
     allowed = set(ARCH_KEYS[model] + SIM_KEYS + PRIVACY_KEYS + DATA_KEYS + DEPLOY_KEYS + (PRESET_KEY,))
     for g in genes:
@@ -202,10 +215,35 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     for k, v in constraints.items():
         if k not in OBJECTIVES or not isinstance(v, (int, float)):
             raise FedevoError(f"problem {name!r}: constraint {k}={v!r}; constraints bound {', '.join(OBJECTIVES)} by a number")
-    prob = Problem(name=doc.get("name", name), dataset=doc["dataset"], model=model, genes=genes, fixed=fixed,
-                   eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path)
+    dataset = data_source.name if data_source else doc["dataset"]
+    prob = Problem(name=doc.get("name", name), dataset=dataset, model=model, genes=genes, fixed=fixed,
+                   eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path,
+                   data_source=data_source)
     prob.sim_config()  # validate the defaults once, at load time
     return prob
+
+
+def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path: Optional[str], model: str):
+    """[data] source: read the user's data once (every mistake a FedevoError now, before any run); with
+    partition = "natural", `clients` becomes the number of distinct client ids."""
+    from .data.sources import open_source, source_from_table
+
+    if "dataset" in doc:
+        raise FedevoError(f"problem {name!r}: give either dataset = ... (a bundled dataset) or a [data] source, "
+                          "not both")
+    spec = source_from_table(doc["data"], base=Path(path).resolve().parent if path else None, problem=name)
+    natural = fixed.get("partition") == "natural" or any(
+        isinstance(g, dict) and "natural" in g.get("choices", ()) for g in doc.get("genes", {}).values())
+    try:
+        ud = open_source(spec, natural=natural)
+    except FedevoError as e:
+        raise FedevoError(f"problem {name!r}: {e}") from None
+    if model == "cnn" and len(ud.input_shape) != 3:
+        raise FedevoError(f"problem {name!r}: model 'cnn' needs image features (C, H, W); the data has vectors of "
+                          f"{ud.input_shape[0]} features (use model 'mlp')")
+    if natural:
+        fixed.setdefault("clients", ud.clients)
+    return ud
 
 
 def load_problem(name_or_path: str) -> Problem:
@@ -219,15 +257,16 @@ def load_problem(name_or_path: str) -> Problem:
     if not p.is_file():
         raise FedevoError(f"problem file {str(p)!r} does not exist")
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        doc = _toml.loads(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
         raise FedevoError(f"problem file {str(p)!r} is not UTF-8 text (byte {e.start}: "
                           f"{e.object[e.start:e.start + 1]!r}); TOML files must be UTF-8") from None
     except OSError as e:
         raise FedevoError(f"cannot read problem file {str(p)!r}: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
+    except _toml.TOMLDecodeError as e:
         raise FedevoError(f"malformed problem file {str(p)!r}: {e}") from None
-    prob = parse_problem(doc, name=p.stem, path=str(p))
+    # absolute: the run directory records it, and [data] paths relative to it must resolve from any cwd later
+    prob = parse_problem(doc, name=p.stem, path=str(p.resolve()))
     check_gene_bounds(prob)
     return prob
 

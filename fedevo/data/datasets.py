@@ -29,9 +29,13 @@ class Dataset:
     x_test: torch.Tensor
     y_test: torch.Tensor
     num_classes: int
+    # the user's data (data/sources.py): each row's client index into the distinct client ids, None without ids
+    train_clients: Optional[np.ndarray] = None
+    test_clients: Optional[np.ndarray] = None
 
     @property
-    def input_shape(self) -> tuple[int, int, int]:
+    def input_shape(self) -> tuple[int, ...]:
+        """(C, H, W) for images, (D,) for feature vectors."""
         return tuple(self.x_train.shape[1:])
 
 

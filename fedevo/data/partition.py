@@ -1,4 +1,5 @@
-"""Split a dataset over K clients: IID, label shards (McMahan et al.), Dirichlet(a).
+"""Split a dataset over K clients: IID, label shards (McMahan et al.), Dirichlet(a), or natural (the data's own
+client ids: a group-by).
 
 Each client also gets a test split "drawn the same way": IID splits the test set; shards and Dirichlet give each
 client test samples that follow its own train label histogram, so per-client accuracy (seed 004 eq. 5) measures
@@ -82,6 +83,37 @@ def matched_test(train_labels: list[np.ndarray], test_labels: np.ndarray, *, per
         picks = [rng.choice(by_class[c], n, replace=n > len(by_class[c])) for c, n in enumerate(counts) if n]
         out.append(np.sort(np.concatenate(picks)))
     return out
+
+
+def natural(train_clients: np.ndarray, test_clients: np.ndarray, *, clients: int) -> Partition:
+    """Each distinct client id one client: its train rows and its test rows (a stable group-by; rows keep their
+    file order). `train_clients` / `test_clients`: each row's client index in 0..clients-1."""
+    def group(ix: np.ndarray) -> tuple[np.ndarray, ...]:
+        order = np.argsort(ix, kind="stable")
+        cuts = np.cumsum(np.bincount(ix, minlength=clients))[:-1]
+        return tuple(np.split(order, cuts))
+    return Partition(group(np.asarray(train_clients)), group(np.asarray(test_clients)))
+
+
+def chunk_order(arrived: np.ndarray, sizes: np.ndarray, *, scheme: str) -> np.ndarray:
+    """The order in which a round's arrived clients are cut into chunks. Natural clients (unequal sizes) go largest
+    first: a chunk then holds clients of similar sizes (the engine runs a chunk as long as its largest client) and
+    the longest chunks start first on the chunk threads. Other partitions keep the id order (their fronts stay)."""
+    if scheme != "natural":
+        return arrived
+    return arrived[np.argsort(-np.asarray(sizes)[arrived], kind="stable")]
+
+
+def split_dataset(data, *, scheme: str, clients: int, seed: int, shards_per_client: int = 2,
+                  shard_size: int | None = None, dirichlet_alpha: float = 0.5, test_fraction: float = 1.0) -> Partition:
+    """A Dataset's partition: `natural` by its client ids, the others by `partition`."""
+    if scheme == "natural":
+        if data.train_clients is None or data.test_clients is None:
+            raise FedevoError("partition = \"natural\" needs data with client ids ([data] client_id)")
+        return natural(data.train_clients, data.test_clients, clients=clients)
+    return partition(data.y_train.numpy(), data.y_test.numpy(), scheme=scheme, clients=clients,
+                     num_classes=data.num_classes, seed=seed, shards_per_client=shards_per_client,
+                     shard_size=shard_size, dirichlet_alpha=dirichlet_alpha, test_fraction=test_fraction)
 
 
 def partition(train_labels: np.ndarray, test_labels: np.ndarray, *, scheme: str, clients: int,

@@ -10,6 +10,8 @@ kernel's density limit (fl/sparse.py) costs per sample ~42 ps per active weight 
 
 from __future__ import annotations
 
+import math
+
 from .. import hardware
 from ..config import CNNArch, SimConfig
 from ..models.layout import conv_layout, density, fc_dims
@@ -37,16 +39,23 @@ def macs_and_params(config: SimConfig) -> tuple[float, float]:
             macs += cv.size * cv.size * k2 * cv.c_in * cv.c_out
             params += k2 * cv.c_in * cv.c_out + cv.c_out
     else:
-        flat = shape[0] * shape[1] * shape[2]
-    dims = fc_dims(flat, arch, NUM_CLASSES)
+        flat = math.prod(shape)
+    dims = fc_dims(flat, arch, _num_classes(config))
     for a, b in zip(dims[:-1], dims[1:]):
         macs += a * b
         params += (1.0 if config.alpha is None else density(config.alpha, a, b)) * a * b + b
     return macs, params
 
 
-def _input_shape(config: SimConfig) -> tuple[int, int, int]:
-    return INPUT_SHAPES.get(config.data.dataset, (1, 28, 28))
+def _input_shape(config: SimConfig) -> tuple[int, ...]:
+    """(C, H, W) or (D,): the user's data's own (known from reading it at problem load), else by dataset name."""
+    src = config.data.source
+    return src.input_shape if src is not None else INPUT_SHAPES.get(config.data.dataset, (1, 28, 28))
+
+
+def _num_classes(config: SimConfig) -> int:
+    src = config.data.source
+    return src.num_classes if src is not None else NUM_CLASSES
 
 
 def sparse_fc(config: SimConfig) -> tuple[float, int] | None:
@@ -54,8 +63,8 @@ def sparse_fc(config: SimConfig) -> tuple[float, int] | None:
     if isinstance(config.arch, CNNArch) or config.alpha is None:
         return None
     shape = _input_shape(config)
-    d_in = shape[0] * shape[1] * shape[2]
-    dims = fc_dims(d_in, config.arch, NUM_CLASSES)
+    d_in = math.prod(shape)
+    dims = fc_dims(d_in, config.arch, _num_classes(config))
     pairs = list(zip(dims[:-1], dims[1:]))
     active = sum(density(config.alpha, a, b) * a * b for a, b in pairs)
     below = SPARSE_BELOW[hardware.precision(config.precision).name]

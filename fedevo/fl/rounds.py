@@ -12,7 +12,7 @@ import torch
 from .. import hardware
 from ..config import SimConfig
 from ..data.datasets import Dataset
-from ..data.partition import Partition
+from ..data.partition import Partition, chunk_order
 from ..errors import DivergedError, FedevoError
 from ..models.sparse import erdos_renyi_masks, omega as count_omega, prune_regrow
 from .aggregate import weighted_mean
@@ -112,7 +112,9 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
             if secagg is not None:  # key agreement and sharing among all sampled clients, lost ones included
                 secagg.begin_round(t + 1, sampled, arrived, active_now)
         deltas_all, weights = [], []
-        chunks = [arrived[s:s + cfg.chunk_clients] for s in range(0, len(arrived), cfg.chunk_clients)]
+        # natural clients by size (data/partition.py chunk_order); the adaptive filter's mask follows `arrived`
+        by = chunk_order(arrived, sizes, scheme=cfg.data.partition) if controller is None else arrived
+        chunks = [by[s:s + cfg.chunk_clients] for s in range(0, len(by), cfg.chunk_clients)]
         seeds = torch.randint(0, 2 ** 62, (len(chunks),), generator=gen).tolist()
         if controller is not None:
             controller.begin_round(t + 1, model, params, arrived, dict(zip(seeds, chunks)))

@@ -12,8 +12,7 @@ import torch
 
 from .. import hardware
 from ..config import SimConfig
-from ..data.datasets import load_dataset
-from ..data.partition import partition
+from ..data import load_and_partition
 from ..errors import DivergedError
 from ..models import build_model
 from ..privacy.mechanism import build_mechanism
@@ -50,11 +49,7 @@ def prepare(cfg: SimConfig, *, seed: int) -> Setup:
     """Build what `simulate` trains, from `cfg` and `seed` alone (the audit reuses it to train the same run)."""
     hardware.device(cfg.device)  # device = 'cuda' without a GPU: one line, before any data is read
     mech = build_mechanism(cfg)  # the mechanism × trust model: calibration, transforms, aggregation, accounting
-    data = load_dataset(cfg.data.dataset, cfg.data.data_dir, cfg.data.download)
-    dc = cfg.data
-    part = partition(data.y_train.numpy(), data.y_test.numpy(), scheme=dc.partition, clients=dc.clients,
-                     num_classes=data.num_classes, seed=seed, shards_per_client=dc.shards_per_client,
-                     shard_size=dc.shard_size, dirichlet_alpha=dc.dirichlet_alpha, test_fraction=dc.test_fraction)
+    data, part = load_and_partition(cfg.data, seed=seed)
     model = build_model(cfg.arch, data.input_shape, data.num_classes)
     cfg = mech.calibrate(cfg, dim=sum(math.prod(s) for s in model.shapes))
     gen = torch.Generator().manual_seed(seed)

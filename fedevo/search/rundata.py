@@ -16,12 +16,12 @@ import csv
 import hashlib
 import json
 import math
-import tomllib
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from .. import _toml
 from ..errors import FedevoError
 from ..problem import Problem, parse_problem
 from .front_math import front_rows, hypervolume_table
@@ -56,7 +56,7 @@ def read_run_json(run_dir: Path) -> tuple[dict[str, Any], Problem, SearchSetting
             raise FedevoError(f"{path}: unknown format {meta.get('format')!r} (expected {RUN_FORMAT})")
         settings = SearchSettings(**meta["settings"])
         p = meta["problem"]
-        problem = parse_problem(tomllib.loads(p["text"]), name=p["file_stem"], path=p["path"])
+        problem = parse_problem(_toml.loads(p["text"]), name=p["file_stem"], path=p["path"])
     except FedevoError:
         raise
     except (ValueError, KeyError, TypeError) as e:
@@ -98,7 +98,9 @@ class RunData:
 
     @property
     def num_classes(self) -> Optional[int]:
-        n = self.problem.fixed.get("num_classes", DATASET_CLASSES.get(self.problem.dataset))
+        source = getattr(self.problem, "data_source", None)  # the user's data knows its classes
+        n = source.num_classes if source is not None else self.problem.fixed.get(
+            "num_classes", DATASET_CLASSES.get(self.problem.dataset))
         return int(n) if n else None
 
     @property

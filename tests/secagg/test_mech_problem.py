@@ -1,4 +1,4 @@
-"""problems/fashion_mlp_mech.toml: mechanism and aggregation as categorical genes, evaluated end to end."""
+"""fedevo/problems/fashion_mlp_mech.toml (bundled): mechanism and aggregation as categorical genes, evaluated end to end."""
 
 import itertools
 import json

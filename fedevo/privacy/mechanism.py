@@ -5,7 +5,8 @@ mechanism: its calibration (target ε → σ), the client-side transforms (a per
 transform), the server-side transform, the secure aggregator it needs (with its encoding and range), and its
 accounting (the ε it reports and the summary that says under which trust model, neighbouring relation and
 accountant that ε holds). The simulator (fl/simulate.py, fl/rounds.py) calls these seams and never branches on
-mechanism or trust names, so adding a mechanism touches one file here and `build_mechanism`.
+mechanism or trust names; a mechanism is registered once in `registry.py` (docs/privacy.md, "Adding a
+mechanism").
 
 - `local.LocalMechanism`: the client noises its own upload (`step`, `update`, `signds`, `adaptive`, `none`).
 - `central.CentralGaussian`: DP-FedAvg, the server adds Gaussian noise to the sum of clipped updates.
@@ -56,21 +57,13 @@ class Mechanism:
         return {"trust": self.trust, "population": c.population, "cohort": c.cohort, "delta": c.privacy.delta}
 
 
-#: mechanism name -> "module:class" under fedevo.privacy, for local trust (imported on use)
-LOCAL = {"none": "local:NoPrivacy", "step": "local:StepMechanism", "update": "local:UpdateMechanism",
-         "signds": "signds:SignDSMechanism", "adaptive": "adaptive:AdaptiveMechanism"}
-#: trust model -> "module:class" for the deployment trust models (the `update` mechanism's clip, user level)
-TRUSTED = {"central": "central:CentralGaussian", "secagg": "distributed:DistributedDiscreteGaussian"}
-
-
 def build_mechanism(cfg: SimConfig) -> Mechanism:
-    """The mechanism object of a validated config (SimConfig refused every invalid mechanism × trust pair)."""
-    from importlib import import_module
+    """The runtime object of a validated config: the registered mechanism's class for the config's trust model
+    (registry.py; SimConfig refused every invalid mechanism × trust pair)."""
+    from . import registry
 
     pc = cfg.privacy
-    ref = LOCAL[pc.mechanism] if pc.trust == "local" or pc.mechanism == "none" else TRUSTED[pc.trust]
-    module, cls = ref.split(":")
-    return getattr(import_module(f"{__package__}.{module}"), cls)(cfg)
+    return registry.mechanism(pc.mechanism).runtime_class(pc.trust)(cfg)
 
 
-__all__ = ["Mechanism", "build_mechanism", "LOCAL", "TRUSTED"]
+__all__ = ["Mechanism", "build_mechanism"]

@@ -310,6 +310,8 @@ class AdaptiveMechanism(UpdateMechanism):
     """Seed 003: the `update` mechanism with per-client learning rate and budget share from a quantised non-IID
     degree (noise multiplier σ/b_i ≥ σ), and a server-side client-filtering buffer (`AdaptiveController`)."""
 
+    audit_seam = None  # not audited (the level reports and the per-client noise are not modelled)
+
     def calibration_target(self, pc) -> float:
         """Calibrate the Gaussian part for b_i = 1 (the worst case), leaving room for the level reports."""
         target, m = pc.target_eps, self.participations()
@@ -340,9 +342,9 @@ class AdaptiveMechanism(UpdateMechanism):
     def account(self, out, part) -> dict:
         """The Gaussian part (per-client noise actually added) plus the randomized-response level reports (pure
         ε_L each, basic composition); the per-client spread shows the budget split."""
-        pc, up = self.cfg.privacy, out.upload
+        pc, up = self.cfg.privacy, self.run.transform
         rep = super().account(out, part)
-        ex = out.controller.summary()
+        ex = self.run.controller.summary()
         per = [acc.eps_update_varying(noise_multipliers=[1.0 / math.sqrt(v)], delta=pc.delta)
                for v in np.unique(np.round(up.inv_sq[up.inv_sq > 0], 12))]
         ex.update(eps_gaussian=rep["eps"], eps_client_min=min(per, default=0.0),

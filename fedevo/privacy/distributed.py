@@ -32,7 +32,7 @@ from ..config import SimConfig
 from . import accounting as acc
 from . import ddg
 from .central import ClipUpload, accounted_rounds
-from .mechanism import Mechanism
+from .mechanism import AGGREGATE, Mechanism
 
 ACCOUNTANT = ("RDP (dp-accounting zCDP events) of the distributed discrete Gaussian, Kairouz, Liu & Steinke 2021 "
               "Prop. 14 with Theorem 1's τ and rounding norm growth")
@@ -91,6 +91,11 @@ class DDGEncoder:
 class DistributedDiscreteGaussian(Mechanism):
     trust = "secagg"
     uniform_weights = True
+    audit_seam = AGGREGATE
+
+    def exposure(self, arrivals=None) -> tuple[str, float, int]:
+        """An honest-but-curious server that knows the cohort: add/remove, no amplification, accounted rounds."""
+        return "add/remove", 1.0, accounted_rounds(self.cfg)
 
     def __init__(self, cfg: SimConfig):
         super().__init__(cfg)
@@ -158,9 +163,9 @@ class DistributedDiscreteGaussian(Mechanism):
                "gamma": self.gamma(pc.sigma), "bits": pc.secagg_bits, "noise_std_on_average": self.noise_std(),
                "eps_conditional": False,
                "not_covered": "a malicious server; more than `colluders` clients colluding with the server"}
-        rep.update(out.upload.summary())
-        if getattr(out, "secagg", None) is not None:  # what the protocol cost: rounds, aborts, words, seconds
-            rep["secagg"] = out.secagg.summary()
+        rep.update(self.run.transform.summary())
+        if self.run.secagg is not None:  # what the protocol cost: rounds, aborts, words, seconds
+            rep["secagg"] = self.run.secagg.summary()
         rep.update(eps=self.eps_for(pc.sigma, dim), eps_paper=math.nan)
         return rep
 

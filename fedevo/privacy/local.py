@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from ..config import SimConfig
 from . import accounting as acc
-from .mechanism import Mechanism
+from .mechanism import STEP, UPLOAD, Mechanism
 from .mechanisms import clip_stats
 
 EXACT = "analytic Gaussian (dp-accounting; exact for the composed Gaussians)"
@@ -47,8 +47,8 @@ class LocalMechanism(Mechanism):
 
     def report(self, out, part) -> dict:
         rep = {"mechanism": self.cfg.privacy.mechanism, **self.deployment(), "eps_conditional": False}
-        if getattr(out, "secagg", None) is not None:  # secure aggregation: what the protocol cost (no DP by itself)
-            rep.update(aggregation="secagg", secagg=out.secagg.summary())
+        if self.run.secagg is not None:  # secure aggregation: what the protocol cost (no DP by itself)
+            rep.update(aggregation="secagg", secagg=self.run.secagg.summary())
         rep.update(self.account(out, part))
         return rep
 
@@ -65,6 +65,8 @@ class NoPrivacy(LocalMechanism):
 class StepMechanism(LocalMechanism):
     """Seed 004 Alg. 3: every local step clips the batch gradient to S, steps, adds N(0, σ²) to every active
     parameter (`mechanisms.StepLDP`); record level, sensitivity 2·lr·S per step."""
+
+    audit_seam = STEP
 
     def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
         pc = cfg.privacy
@@ -83,7 +85,7 @@ class StepMechanism(LocalMechanism):
 
     def account(self, out, part) -> dict:
         cfg, pc = self.cfg, self.cfg.privacy
-        clips = out.step_hook.clips or [pc.clip or 1.0]
+        clips = self.run.step_hook.clips or [pc.clip or 1.0]
         rounds_max = int(out.arrivals.max(initial=0))  # rounds whose upload reached the server, worst client
         eps = acc.eps_step(sigma=pc.sigma, lr=cfg.lr, clip=clips, epochs=cfg.epochs, participation=1.0,
                            rounds=rounds_max, delta=pc.delta) if rounds_max else 0.0
@@ -102,6 +104,8 @@ class StepMechanism(LocalMechanism):
 class UpdateMechanism(LocalMechanism):
     """ULDP-FED (seed 000): clip the round's update to C_k = C₀·e^(−β·k), add N(0, (σ·C_k)²), optional recall
     and per-user budget ledger (`mechanisms.UpdateLDP`); user level."""
+
+    audit_seam = UPLOAD
 
     def participations(self) -> int:
         """Worst-case uploads of one user: min(r, T)."""
@@ -152,7 +156,7 @@ class UpdateMechanism(LocalMechanism):
 
     def account(self, out, part) -> dict:
         cfg, pc = self.cfg, self.cfg.privacy
-        up = out.upload
+        up = self.run.transform
         # every participation counts, recalled ones too: the recall decision reads a fresh noisy update
         z = up.effective_sigma()
         eps = acc.eps_update_varying(noise_multipliers=[z], delta=pc.delta) if z else 0.0

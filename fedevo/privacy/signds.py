@@ -36,6 +36,7 @@ from scipy.special import gammaln
 
 from fedevo.errors import FedevoError
 from .local import LocalMechanism
+from .privatizer import UploadTransform
 
 
 # ---------------------------------------------------------------- EM-MDS mathematics (pure functions)
@@ -220,7 +221,7 @@ def dims(d: int, k_frac: float, h_frac: float) -> tuple[int, int]:
     return k, h
 
 
-class SignDSUpload:
+class SignDSUpload(UploadTransform):
     """Upload transform over flat updates (c, P): each row becomes η_g·s·1_J on the active coordinates."""
 
     def __init__(self, *, eps: float, k_frac: float, h_frac: float, lr: float, clients: int,
@@ -281,7 +282,7 @@ class SignDSMechanism(LocalMechanism):
         return self.cfg.privacy.signds_lr  # the aggregate is η_g · weighted mean of s·1_J
 
     def account(self, out, part) -> dict:
-        pc, up = self.cfg.privacy, out.upload
+        pc, up = self.cfg.privacy, self.run.transform
         m = int(up.joined.max(initial=0))  # ε-LDP uploads of the most exposed user
         return {"level": "user (replace-one user; pure ε-LDP per upload)", "neighbouring": "replace one user",
                 "accountant": "pure ε-LDP per upload, PLD composition (dp-accounting)",

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Optional, Union
 
 from .errors import FedevoError
+from .privacy import registry  # torch-free: names, parameter dataclasses and rules of mechanisms and trust models
 
 AGGREGATIONS = ("plain", "secagg")
 PARTITIONS = ("iid", "shards", "dirichlet")
@@ -57,9 +58,8 @@ class CNNArch:
 Arch = Union[MLPArch, CNNArch]
 
 
-# shared by every mechanism; each mechanism's own parameters are `params` (fedevo/privacy/registry.py)
-SHARED_KEYS = ("mechanism", "trust", "delta", "target_eps", "eps_budget", "max_participations", "sampling",
-               "aggregation", "secagg_bits", "secagg_range", "secagg_threshold", "secagg_neighbours")
+# shared by every mechanism: PrivacyConfig's fields but `params`, each mechanism's own (privacy/registry.py)
+SHARED_KEYS = registry.SHARED_KEYS
 
 
 @dataclass(frozen=True, init=False)
@@ -101,8 +101,6 @@ class PrivacyConfig:
                  max_participations: Optional[int] = None, sampling: str = "poisson", aggregation: str = "plain",
                  secagg_bits: int = 32, secagg_range: Optional[float] = None, secagg_threshold: float = 0.5,
                  secagg_neighbours: Optional[Union[int, str]] = None, params: Any = None, **own: Any):
-        from .privacy import registry
-
         shared = dict(mechanism=registry.default_mechanism() if mechanism is None else mechanism,
                       trust=registry.default_trust() if trust is None else trust, delta=delta, target_eps=target_eps,
                       eps_budget=eps_budget, max_participations=max_participations, sampling=sampling,
@@ -136,8 +134,6 @@ class PrivacyConfig:
             return getattr(params, name)
         from dataclasses import fields
 
-        from .privacy import registry
-
         for spec in registry.owners(name):
             return next(f.default for f in fields(spec.params) if f.name == name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -145,8 +141,6 @@ class PrivacyConfig:
     @property
     def spec(self):
         """The registered mechanism (`fedevo.privacy.registry.Spec`)."""
-        from .privacy import registry
-
         return registry.mechanism(self.mechanism)
 
     @property
@@ -154,8 +148,6 @@ class PrivacyConfig:
         return self.spec.private
 
     def __post_init__(self):
-        from .privacy import registry
-
         spec, trust = registry.mechanism(self.mechanism), registry.trust(self.trust)
         _check(self.sampling in SAMPLINGS,
                f"unknown sampling {self.sampling!r}; choose one of {', '.join(SAMPLINGS)}")
@@ -284,9 +276,7 @@ class SimConfig:
         n, m = self.population, self.cohort
         _check(m <= n, f"cohort ({m}) must not exceed population ({n}; default: the simulation's clients)")
         if self.privacy.private:  # the trust model's rules on the accounted deployment
-            from .privacy import registry
-
-            registry.trust(self.privacy.trust).rules(self)
+                registry.trust(self.privacy.trust).rules(self)
 
     @property
     def population(self) -> int:

@@ -16,6 +16,11 @@ from typing import Any, Callable, Mapping, Optional, Union
 from ..errors import FedevoError
 
 
+# PrivacyConfig's settings shared by every mechanism (fedevo/config.py); a mechanism's own keys are the others
+SHARED_KEYS = ("mechanism", "trust", "delta", "target_eps", "eps_budget", "max_participations", "sampling",
+               "aggregation", "secagg_bits", "secagg_range", "secagg_threshold", "secagg_neighbours")
+
+
 def _no_rules(pc) -> None:
     return None
 
@@ -84,6 +89,10 @@ def register(spec: Spec, *, replace: bool = False) -> Spec:
     _builtins()
     if spec.name in _MECHANISMS and not replace:
         raise FedevoError(f"mechanism {spec.name!r} is already registered")
+    clash = [k for k in spec.keys if k in SHARED_KEYS or k == "params"]
+    if clash:
+        raise FedevoError(f"mechanism {spec.name!r}: parameter(s) {', '.join(clash)} are PrivacyConfig's shared "
+                          "settings; name them otherwise")
     unknown = [t for t in spec.runtime if t not in _TRUSTS]
     if unknown:
         raise FedevoError(f"mechanism {spec.name!r}: unknown trust model(s) {', '.join(map(repr, unknown))}; "
@@ -162,5 +171,5 @@ def private(pc) -> bool:
     return mechanism(pc.mechanism).private
 
 
-__all__ = ["Spec", "Trust", "register", "unregister", "register_trust", "mechanism", "trust", "mechanisms", "trusts",
+__all__ = ["SHARED_KEYS", "Spec", "Trust", "register", "unregister", "register_trust", "mechanism", "trust", "mechanisms", "trusts",
            "default_mechanism", "default_trust", "mechanism_keys", "owners", "trust_implies", "private"]

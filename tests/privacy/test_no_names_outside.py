@@ -164,3 +164,11 @@ def test_a_mutation_is_caught(tmp_path):
     (tmp_path / "fl").mkdir()
     (tmp_path / "fl" / "cost.py").write_text(mutated, encoding="utf-8")
     assert scan(tmp_path) == {("fl/cost.py", "step", "compare"): [mutated.count("\n")]}
+
+
+def test_shared_keys_are_privacy_configs_fields():
+    from dataclasses import fields
+
+    from fedevo.config import PrivacyConfig
+
+    assert tuple(f.name for f in fields(PrivacyConfig)) == registry.SHARED_KEYS + ("params",)

@@ -112,7 +112,7 @@ class PrivacyConfig:
         if unknown:
             raise TypeError(f"PrivacyConfig got unexpected keyword argument(s) {', '.join(map(repr, unknown))}")
         spec = registry.mechanism(self.mechanism)
-        if params is not None and not isinstance(params, spec.params):  # another mechanism's: carry shared keys
+        if params is not None and type(params) is not spec.params:  # another mechanism's: carry the keys both have
             own = {**{k: getattr(params, k) for k in spec.keys if hasattr(params, k)}, **own}
             params = None
         mine = {k: v for k, v in own.items() if k in spec.keys}

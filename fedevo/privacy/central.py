@@ -92,11 +92,11 @@ class CentralGaussian(Mechanism):
     def noise_std(self) -> float:
         """Std of the server's noise on the deployment's averaged update."""
         c = self.cfg
-        return c.privacy.sigma * c.privacy.clip / self.arrived
+        return c.privacy.params.sigma * c.privacy.params.clip / self.arrived
 
     def client_transforms(self, noise, seed: int, controller=None):
         c = self.cfg
-        return None, lambda active: ClipUpload(clip=c.privacy.clip, beta=c.privacy.beta, clients=c.data.clients)
+        return None, lambda active: ClipUpload(clip=c.privacy.params.clip, beta=c.privacy.params.beta, clients=c.data.clients)
 
     def server_transform(self, seed: int):
         g = torch.Generator().manual_seed((seed + 5) % (1 << 63))
@@ -119,11 +119,11 @@ class CentralGaussian(Mechanism):
 
     def report(self, out, part) -> dict:
         pc = self.cfg.privacy
-        rep = {"mechanism": pc.mechanism, **self.deployment(), "level": "user", "sigma": pc.sigma,
-               "clip": pc.clip, "noise_std_on_average": self.noise_std(), "eps_conditional": False,
+        rep = {"mechanism": pc.mechanism, **self.deployment(), "level": "user", "sigma": pc.params.sigma,
+               "clip": pc.params.clip, "noise_std_on_average": self.noise_std(), "eps_conditional": False,
                "not_covered": "a server that leaks the individual clipped updates (it is trusted here)"}
         rep.update(self.run.transform.summary())
-        rep.update(eps=self.eps_for(pc.sigma), eps_paper=math.nan)
+        rep.update(eps=self.eps_for(pc.params.sigma), eps_paper=math.nan)
         return rep
 
 

@@ -61,17 +61,14 @@ def one_round(trust: str, n: int, data, seed: int = 0, neighbours=None) -> dict:
     model = build_model(cfg.arch, data.input_shape, data.num_classes)
     mech = build_mechanism(cfg)
     noise = NoiseSource(seed + 1)
-    secagg = mech.aggregator(part, seed)
-    hook, factory = mech.client_transforms(noise, seed)
+    pv = mech.privatizer(data, part, noise, seed)
     t0 = time.perf_counter()
-    out = run_rounds(cfg, model, data, part, gen=torch.Generator().manual_seed(seed), step_hook=hook,
-                     upload_factory=factory, secagg=secagg, server_transform=mech.server_transform(seed),
-                     uniform_weights=True)
+    run_rounds(cfg, model, data, part, gen=torch.Generator().manual_seed(seed), privatizer=pv)
     wall = time.perf_counter() - t0
     noise.close()
     row = {"trust": trust, "cohort": n, "round_s": wall}
-    if out.secagg is not None:
-        s = out.secagg.summary()
+    if pv.secagg is not None:
+        s = pv.secagg.summary()
         row.update(secagg_s=s["overhead_s"], encode_s=s["encoding"]["encode_s"], setup_s=s["setup_s"],
                    mask_s=s["mask_s"] - s["encoding"]["encode_s"], unmask_s=s["unmask_s"],
                    wrapped=s["encoding"]["wrapped"], aborted=s["aborted"])

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from .errors import FedevoError
+from .privacy import registry  # torch-free: names, parameter dataclasses and rules of mechanisms and trust models
 
-MECHANISMS = ("none", "step", "update", "signds", "adaptive")
 AGGREGATIONS = ("plain", "secagg")
-UPDATE_LIKE = ("update", "adaptive")  # mechanisms built on the ULDP-FED update transform
-SIMILARITIES = ("sign", "cosine")
 PARTITIONS = ("iid", "shards", "dirichlet", "natural")  # natural: the data's own client ids
-TRUSTS = ("local", "secagg", "central")  # who must be trusted; docs/privacy.md's threat-model table
 SAMPLINGS = ("poisson", "fixed", "none")  # how a deployment draws its cohort (central trust)
 DEVICES = ("auto", "cpu", "cuda")  # where local training runs (fedevo/hardware.py `device`)
 
@@ -61,114 +58,126 @@ class CNNArch:
 Arch = Union[MLPArch, CNNArch]
 
 
-@dataclass(frozen=True)
-class PrivacyConfig:
-    """Local DP settings.
+# shared by every mechanism: PrivacyConfig's fields but `params`, each mechanism's own (privacy/registry.py)
+SHARED_KEYS = registry.SHARED_KEYS
 
-    mechanism: 'none' (plain FedAvg), 'step' (seed 004: clip each local step's batch gradient to S, add
-    N(0, sigma^2) to every active parameter) or 'update' (ULDP-FED: clip the round's update to
-    C_k = clip * exp(-beta * k), add N(0, (sigma * C_k)^2), optional recall below tau), 'signds' (seed 002:
-    ε-LDP sign + EM-MDS dimension selection, `signds_*`) or 'adaptive' (seed 003: 'update' with per-client
-    learning rate and budget share from a quantised non-IID degree, and a client-filtering buffer, `adaptive_*`).
-    clip: S for 'step' (None = running median of unclipped gradient norms), C0 for 'update' / 'adaptive'.
+
+@dataclass(frozen=True, init=False)
+class PrivacyConfig:
+    """The privacy settings of a run: what every mechanism shares, plus the chosen mechanism's own parameters.
+
+    mechanism, trust: names registered in fedevo/privacy/registry.py (built-in: fedevo/privacy/builtin.py;
+    default: the no-privacy mechanism under local trust). Trust models: 'local' (each client noises its own
+    upload), 'central' (DP-FedAvg: the server noises the sum of clipped updates) or 'secagg' (distributed
+    discrete Gaussian under secure aggregation); central/secagg are user level and use the `update` mechanism.
+    params: the mechanism's own frozen parameter dataclass (`registry.mechanism(name).params`, e.g.
+    `privacy/params.py`'s `UpdateParams`: sigma, clip, beta, tau, recall, similarity).
+
+    Built from flat keys, as problem files and --params give them: `PrivacyConfig(mechanism="update", sigma=0.5,
+    clip=1.0)` puts sigma and clip into `params`. A key of another registered mechanism is checked by that
+    mechanism's dataclass and then ignored (a problem may fix keys of every mechanism its genes choose from);
+    reading one (`pc.sigma`) gives the chosen mechanism's value, else that key's default.
     aggregation: 'plain' (FedAvg weighted mean) or 'secagg' (pairwise-mask secure aggregation, `secagg_*`).
-    docs/secagg_signds_adaptive.md describes the new options.
+    docs/secagg_signds_adaptive.md describes the secure aggregation options.
     """
 
-    mechanism: Literal["none", "step", "update", "signds", "adaptive"] = "none"
-    sigma: float = 0.0
-    clip: Optional[float] = None
-    beta: float = 0.0
-    tau: float = 0.0
-    recall: bool = False
-    similarity: Literal["sign", "cosine"] = "sign"
-    max_participations: Optional[int] = None  # r of ULDP-FED (None: unlimited)
+    mechanism: str
+    trust: str
     delta: float = 1e-4
+    target_eps: Optional[float] = None  # calibrate the noise so that the accountant's ε meets this (None: as given)
     eps_budget: Optional[float] = None  # per-user budget for the ULDP-FED ledger (None: no ledger)
-    target_eps: Optional[float] = None  # calibrate sigma so that the accountant's ε meets this (None: use sigma)
+    max_participations: Optional[int] = None  # r of ULDP-FED: a client joins at most r rounds (None: unlimited)
+    sampling: Literal["poisson", "fixed", "none"] = "poisson"  # central: how the deployment's cohort is drawn
     # secure aggregation (seed 002, Bonawitz et al.)
     aggregation: Literal["plain", "secagg"] = "plain"
     secagg_bits: int = 32  # k: masked arithmetic in Z_{2^k}; a masked word costs k/32 parameter-equivalents
     secagg_range: Optional[float] = None  # clamp |x| <= R before fixed-point encoding (None: from the mechanism)
     secagg_threshold: float = 0.5  # Shamir threshold t = ceil(theta * n) of the n sampled clients
     secagg_neighbours: Optional[Union[int, str]] = None  # SecAgg+ graph degree d (even), "auto", None: complete
-    # SignDS (seed 002)
-    signds_eps: float = 1.0  # ε of one upload (pure ε-LDP, EM-MDS)
-    signds_k: float = 0.01  # top-k size as a fraction of the active parameters
-    signds_h: float = 0.01  # number of selected dimensions h as a fraction of the active parameters
-    signds_lr: float = 0.01  # the server's global learning rate η_g (aggregate = η_g · weighted mean of s·1_J)
-    # adaptive budget + client filtering (seed 003)
-    adaptive_levels: int = 4  # Q quantisation levels of the non-IID degree
-    adaptive_gamma: float = 1.0  # lr_i = lr · (1 + gamma · d_i)
-    adaptive_kappa: float = 0.5  # budget share 1 − kappa · d_i (noise multiplier sigma / share)
-    adaptive_keep: float = 0.8  # filtering buffer capacity as a fraction of the sampled clients
-    adaptive_threshold: float = 0.5  # quality threshold that completes the buffer early
-    adaptive_level_eps: Optional[float] = 1.0  # ε of the randomized-response level report (None: in the clear)
-    # trust model (fedevo/privacy/trust.py): 'local' (each client noises its own upload: the mechanisms above),
-    # 'central' (DP-FedAvg: the server noises the sum of clipped updates) or 'secagg' (distributed discrete
-    # Gaussian under secure aggregation). central/secagg are user-level and use the `update` mechanism's clip.
-    trust: Literal["local", "secagg", "central"] = "local"
-    sampling: Literal["poisson", "fixed", "none"] = "poisson"  # central: how the deployment's cohort is drawn
-    clip_rule: Literal["fixed", "median"] = "fixed"  # step: fixed S, or the unprivatised median (ε conditional)
+    params: Any = None
+
+    def __init__(self, mechanism: Optional[str] = None, trust: Optional[str] = None, delta: float = 1e-4,
+                 target_eps: Optional[float] = None, eps_budget: Optional[float] = None,
+                 max_participations: Optional[int] = None, sampling: str = "poisson", aggregation: str = "plain",
+                 secagg_bits: int = 32, secagg_range: Optional[float] = None, secagg_threshold: float = 0.5,
+                 secagg_neighbours: Optional[Union[int, str]] = None, params: Any = None, **own: Any):
+        shared = dict(mechanism=registry.default_mechanism() if mechanism is None else mechanism,
+                      trust=registry.default_trust() if trust is None else trust, delta=delta, target_eps=target_eps,
+                      eps_budget=eps_budget, max_participations=max_participations, sampling=sampling,
+                      aggregation=aggregation, secagg_bits=secagg_bits, secagg_range=secagg_range,
+                      secagg_threshold=secagg_threshold, secagg_neighbours=secagg_neighbours)
+        for k, v in shared.items():
+            object.__setattr__(self, k, v)
+        unknown = sorted(k for k in own if not registry.owners(k))
+        if unknown:
+            raise TypeError(f"PrivacyConfig got unexpected keyword argument(s) {', '.join(map(repr, unknown))}")
+        spec = registry.mechanism(self.mechanism)
+        if params is not None and type(params) is not spec.params:  # another mechanism's: carry the keys both have
+            own = {**{k: getattr(params, k) for k in spec.keys if hasattr(params, k)}, **own}
+            params = None
+        mine = {k: v for k, v in own.items() if k in spec.keys}
+        for other in registry.mechanisms():  # other mechanisms' keys: their own checks, then ignored
+            o = registry.mechanism(other)
+            theirs = {k: v for k, v in own.items() if k in o.keys and k not in mine}
+            if theirs and o is not spec:
+                o.params(**theirs)
+        object.__setattr__(self, "params", replace(params, **mine) if params is not None else spec.params(**mine))
+        self.__post_init__()
+
+    def __getattr__(self, name: str) -> Any:
+        """A mechanism key read flat: the chosen mechanism's value, else the key's default (no other mechanism's
+        value is kept)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        params = self.__dict__.get("params")
+        if params is not None and hasattr(params, name):
+            return getattr(params, name)
+        from dataclasses import fields
+
+        for spec in registry.owners(name):
+            return next(f.default for f in fields(spec.params) if f.name == name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def spec(self):
+        """The registered mechanism (`fedevo.privacy.registry.Spec`)."""
+        return registry.mechanism(self.mechanism)
+
+    @property
+    def private(self) -> bool:
+        return self.spec.private
 
     def __post_init__(self):
-        _check(self.trust in TRUSTS, f"unknown trust {self.trust!r}; choose one of {', '.join(TRUSTS)}")
+        spec, trust = registry.mechanism(self.mechanism), registry.trust(self.trust)
         _check(self.sampling in SAMPLINGS,
                f"unknown sampling {self.sampling!r}; choose one of {', '.join(SAMPLINGS)}")
-        _check(self.clip_rule in ("fixed", "median"),
-               f"unknown clip_rule {self.clip_rule!r}; choose 'fixed' or 'median'")
-        _check(self.mechanism in MECHANISMS,
-               f"unknown mechanism {self.mechanism!r}; choose one of {', '.join(MECHANISMS)}")
         _check(0.0 < self.delta < 1.0, f"delta must be in (0, 1), got {self.delta}")
-        _check(self.similarity in SIMILARITIES,
-               f"unknown similarity {self.similarity!r}; choose one of {', '.join(SIMILARITIES)}")
         _check(self.target_eps is None or (math.isfinite(self.target_eps) and self.target_eps > 0),
                f"target_eps must be > 0, got {self.target_eps}")
         _check(self.target_eps is None or self.eps_budget is None, "give target_eps or eps_budget, not both")
-        _check(self.mechanism != "none" or (self.target_eps is None and self.eps_budget is None),
-               "target_eps / eps_budget need a privacy mechanism ('step' or 'update'), not 'none'")
-        _check(self.eps_budget is None or self.mechanism == "update",
-               "eps_budget (the ULDP-FED per-user ledger) needs mechanism 'update'")
-        _check(not (self.mechanism == "step" and self.clip_rule == "fixed" and self.clip is None),
-               "mechanism 'step' needs a fixed clip S (or clip_rule = \"median\": the unprivatised median of the "
-               "gradient norms, which makes ε conditional on it)")
-        _check(not (self.mechanism == "step" and self.target_eps is not None and self.clip_rule == "median"),
-               "target_eps with the step mechanism needs a fixed clip S (the median clip is data-dependent)")
-        _check(self.mechanism != "signds" or self.target_eps is None,
-               "target_eps is not supported with mechanism 'signds'; set signds_eps (the ε of one upload)")
-        if self.mechanism not in ("none", "signds") and self.target_eps is None and self.eps_budget is None:
-            _check(math.isfinite(self.sigma) and self.sigma > 0,
-                   f"sigma must be > 0 for mechanism {self.mechanism!r}, got {self.sigma} "
-                   "(use mechanism 'none' for no noise)")
-        _check(self.clip is None or (math.isfinite(self.clip) and self.clip > 0),
-               f"clip must be > 0, got {self.clip}")
-        _check(self.beta >= 0, f"beta must be >= 0, got {self.beta}")
-        lo, hi = (0.0, 1.0) if self.similarity == "sign" else (-1.0, 1.0)
-        _check(lo <= self.tau <= hi,
-               f"tau must be in [{lo:g}, {hi:g}] for similarity {self.similarity!r}, got {self.tau}")
         _check(self.max_participations is None or self.max_participations >= 1,
                f"max_participations (r) must be >= 1, got {self.max_participations}")
         _check(self.eps_budget is None or self.eps_budget > 0, f"eps_budget must be > 0, got {self.eps_budget}")
-        if self.mechanism in UPDATE_LIKE:
-            _check(self.clip is not None, f"mechanism {self.mechanism!r} needs a clip (C0)")
-        self._check_extensions()
-        if self.trust != "local" and self.mechanism != "none":  # no mechanism: no privacy under any trust
-            self._check_trust()
+        self._check_aggregation()
+        if not spec.private:  # no mechanism: no privacy under any trust
+            names = [n for n in registry.mechanisms() if registry.mechanism(n).budgets]
+            _check(self.target_eps is None and self.eps_budget is None,
+                   f"target_eps / eps_budget need a privacy mechanism ({' or '.join(map(repr, names))}), "
+                   f"not {self.mechanism!r}")
+            return
+        if trust.name not in spec.trusts:
+            names = [n for n in registry.mechanisms()
+                     if registry.mechanism(n).private and trust.name in registry.mechanism(n).trusts]
+            raise FedevoError(f"trust {trust.name!r} needs mechanism {' or '.join(map(repr, names))} ({trust.doc}), "
+                              f"got {self.mechanism!r}")
+        spec.rules(self)
+        for budget in ("target_eps", "eps_budget"):
+            if getattr(self, budget) is not None and budget not in spec.budgets:
+                names = [n for n in registry.mechanisms() if budget in registry.mechanism(n).budgets]
+                raise FedevoError(f"{budget} needs mechanism {' or '.join(map(repr, names))}, not "
+                                  f"{self.mechanism!r}")
 
-    def _check_trust(self) -> None:
-        t = self.trust
-        _check(self.mechanism == "update",
-               f"trust {t!r} needs mechanism 'update' (clip each user's round update; the noise is added "
-               f"{'by the server' if t == 'central' else 'in shares under secure aggregation'}), "
-               f"got {self.mechanism!r}")
-        _check(not self.recall, f"recall resends an earlier locally-noised upload; set recall = false with trust {t!r}")
-        _check(self.eps_budget is None, f"eps_budget (the ULDP-FED per-user ledger) is a local-trust feature, not "
-                                        f"for trust {t!r}")
-        if t == "secagg":
-            _check(self.aggregation == "secagg",
-                   "trust 'secagg' needs aggregation = \"secagg\" (the server may only see the masked sum)")
-
-    def _check_extensions(self) -> None:
+    def _check_aggregation(self) -> None:
         _check(self.aggregation in AGGREGATIONS,
                f"unknown aggregation {self.aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
         _check(self.secagg_bits in (32, 64), f"secagg_bits must be 32 or 64, got {self.secagg_bits}")
@@ -178,22 +187,6 @@ class PrivacyConfig:
         n = self.secagg_neighbours
         _check(n is None or n == "auto" or (isinstance(n, int) and not isinstance(n, bool) and n >= 2 and n % 2 == 0),
                f"secagg_neighbours must be an even integer >= 2 or \"auto\" (SecAgg+), got {n!r}")
-        _check(not (self.aggregation == "secagg" and self.recall and self.mechanism in UPDATE_LIKE),
-               "recall needs the server to store individual noisy updates, which secure aggregation hides; "
-               "set recall = false with aggregation 'secagg'")
-        _check(math.isfinite(self.signds_eps) and self.signds_eps > 0,
-               f"signds_eps must be > 0, got {self.signds_eps}")
-        _check(0 < self.signds_k < 1, f"signds_k (top-k fraction) must be in (0, 1), got {self.signds_k}")
-        _check(0 < self.signds_h <= 1, f"signds_h (selected-dimension fraction) must be in (0, 1], got {self.signds_h}")
-        _check(math.isfinite(self.signds_lr) and self.signds_lr > 0, f"signds_lr must be > 0, got {self.signds_lr}")
-        _check(isinstance(self.adaptive_levels, int) and not isinstance(self.adaptive_levels, bool)
-               and self.adaptive_levels >= 2, f"adaptive_levels must be an integer >= 2, got {self.adaptive_levels}")
-        _check(self.adaptive_gamma >= 0, f"adaptive_gamma must be >= 0, got {self.adaptive_gamma}")
-        _check(0 <= self.adaptive_kappa < 1, f"adaptive_kappa must be in [0, 1), got {self.adaptive_kappa}")
-        _check(0 < self.adaptive_keep <= 1, f"adaptive_keep must be in (0, 1], got {self.adaptive_keep}")
-        _check(0 <= self.adaptive_threshold <= 1, f"adaptive_threshold must be in [0, 1], got {self.adaptive_threshold}")
-        _check(self.adaptive_level_eps is None or (math.isfinite(self.adaptive_level_eps) and self.adaptive_level_eps > 0),
-               f"adaptive_level_eps must be > 0 (or absent: level sent in the clear), got {self.adaptive_level_eps}")
 
 
 @dataclass(frozen=True)
@@ -286,21 +279,8 @@ class SimConfig:
         _check(r is None or r <= self.rounds, f"max_participations r={r} exceeds rounds T={self.rounds}")
         n, m = self.population, self.cohort
         _check(m <= n, f"cohort ({m}) must not exceed population ({n}; default: the simulation's clients)")
-        private = self.privacy.mechanism != "none"
-        if self.privacy.trust != "local" and private:
-            _check(self.privacy.delta < 1.0 / n,
-                   f"delta={self.privacy.delta:g} must be below 1/population = {1.0 / n:.3g} "
-                   "(a δ of 1/N lets the mechanism expose one user outright)")
-        if self.privacy.trust == "secagg" and private:
-            from math import ceil
-            t = max(1, ceil(self.privacy.secagg_threshold * m - 1e-9))
-            _check(self.deployment.colluders < t,
-                   f"colluders ({self.deployment.colluders}) must be fewer than the secure-aggregation threshold "
-                   f"t = ceil(secagg_threshold·cohort) = {t}: no honest noise would be counted")
-            _check(m * (1.0 - self.upload_loss) >= t,
-                   f"secagg_threshold={self.privacy.secagg_threshold:g} needs {t} of the cohort's {m} clients to "
-                   f"survive, but only {m * (1.0 - self.upload_loss):.0f} are expected to (upload_loss="
-                   f"{self.upload_loss:g}): most rounds would abort; lower secagg_threshold")
+        if self.privacy.private:  # the trust model's rules on the accounted deployment
+                registry.trust(self.privacy.trust).rules(self)
 
     @property
     def population(self) -> int:

@@ -19,11 +19,7 @@ def evaluate(problem: Problem, params: Optional[Mapping[str, Any]] = None, *, se
     `engine`: the device and compute precision the simulator used and why (CPU features, a GPU), the CPU, the
     native kernels, the GPU's name on CUDA.
     """
-    from dataclasses import replace
-
     from .fl.simulate import simulate  # heavy imports (torch) only when training
-    from .hardware import engine_info
 
     config = problem.sim_config(params, rounds=rounds, data_dir=data_dir, download=download)
-    res = simulate(config, seed=seed, eval_every=eval_every, progress=progress)
-    return replace(res, engine=engine_info(config.precision, config.device))
+    return simulate(config, seed=seed, eval_every=eval_every, progress=progress)  # its `engine`: resolved once

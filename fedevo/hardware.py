@@ -196,20 +196,40 @@ def gpu_name(dev) -> str:
     return torch.cuda.get_device_name(dev) if dev.type == "cuda" else ""
 
 
-def engine_info(setting: str, device_setting: str = "cpu") -> dict:
-    """What `fedevo evaluate --json` shows under "engine": the device and the precision chosen and why, the CPU,
-    the native kernels (CPU path only), the GPU's name on CUDA."""
-    from . import native
+@dataclass(frozen=True)
+class Engine:
+    """Where an evaluation trains and in which compute precision, resolved once (`resolve`, called by
+    fl/simulate.prepare) and handed down to the round loop and to the result's `engine` info."""
 
+    device: object  # torch.device
+    device_reason: str
+    precision: Precision
+
+    def info(self) -> dict:
+        """What `fedevo evaluate --json` shows under "engine": the device and the precision chosen and why, the CPU,
+        the native kernels (CPU path only), the GPU's name on CUDA."""
+        from . import native
+
+        cpu = detect()
+        out = {"device": self.device.type, "device_reason": self.device_reason, "precision": self.precision.name,
+               "precision_reason": self.precision.reason, "cpu": cpu.model or cpu.arch,
+               "cpu_flags": cpu.relevant_flags()}
+        if self.device.type == "cuda":
+            import torch
+
+            out.update(gpu=gpu_name(self.device), cuda=torch.version.cuda,
+                       kernels="not used (the CUDA device path runs torch ops)")
+        else:
+            out.update(kernels=native.status())
+        return out
+
+
+def resolve(setting: str, device_setting: str = "cpu") -> Engine:
+    """The device (`device_choice`: a FedevoError for 'cuda' without a GPU) and the precision on it, once."""
     dev, why = device_choice(device_setting)
-    cpu = detect()
-    p = precision(setting, dev.type)
-    out = {"device": dev.type, "device_reason": why, "precision": p.name, "precision_reason": p.reason, "cpu": cpu.model or cpu.arch,
-           "cpu_flags": cpu.relevant_flags()}
-    if dev.type == "cuda":
-        import torch
+    return Engine(device=dev, device_reason=why, precision=precision(setting, dev.type))
 
-        out.update(gpu=gpu_name(dev), cuda=torch.version.cuda, kernels="not used (the CUDA device path runs torch ops)")
-    else:
-        out.update(kernels=native.status())
-    return out
+
+def engine_info(setting: str, device_setting: str = "cpu") -> dict:
+    """`resolve(...).info()`: the engine info of a precision and a device setting."""
+    return resolve(setting, device_setting).info()

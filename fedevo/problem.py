@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from . import _toml
-from .config import CNNArch, DataConfig, DeploymentConfig, MLPArch, PrivacyConfig, SimConfig
+from .config import SHARED_KEYS, CNNArch, DataConfig, DeploymentConfig, MLPArch, PrivacyConfig, SimConfig
 from .data.sources import SOURCE_KEYS
 from .errors import FedevoError
 
@@ -23,18 +23,26 @@ from .errors import FedevoError
 ARCH_KEYS = {"mlp": ("layers", "units"), "cnn": ("conv_layers", "channels", "kernel", "layers", "units")}
 SIM_KEYS = ("rounds", "epochs", "batch_size", "lr", "participation", "alpha", "xi", "upload_loss", "precision",
             "chunk_clients", "device")
-PRIVACY_KEYS = ("mechanism", "sigma", "clip", "beta", "tau", "recall", "similarity", "max_participations",
-                "delta", "eps_budget", "target_eps",
-                "aggregation", "secagg_bits", "secagg_range", "secagg_threshold", "secagg_neighbours",
-                "signds_eps", "signds_k", "signds_h", "signds_lr",
-                "adaptive_levels", "adaptive_gamma", "adaptive_kappa", "adaptive_keep", "adaptive_threshold",
-                "adaptive_level_eps", "trust", "sampling", "clip_rule")
 PRESET_KEY = "preset"  # expands to privacy settings (fedevo/privacy/presets.py)
 DATA_KEYS = ("partition", "clients", "shards_per_client", "shard_size", "dirichlet_alpha", "test_fraction")
 DEPLOY_KEYS = ("population", "cohort", "colluders")
 GENE_TYPES = ("int", "real", "choice")
 EPS_OBJECTIVES = ("eps", "eps_paper")
 OBJECTIVES = ("error", "comm", "eps")
+
+
+def privacy_keys() -> tuple[str, ...]:
+    """The `[privacy]` keys: the settings every mechanism shares, then each registered mechanism's own
+    (fedevo/privacy/registry.py; a mechanism registered at runtime brings its keys)."""
+    from .privacy import registry
+
+    return SHARED_KEYS + registry.mechanism_keys()
+
+
+def __getattr__(name: str):
+    if name == "PRIVACY_KEYS":  # read when used: the registry may grow
+        return privacy_keys()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def problems_dir() -> Path:
@@ -116,7 +124,7 @@ class Problem:
         raise KeyError(name)
 
     def known_keys(self) -> tuple[str, ...]:
-        return ARCH_KEYS[self.model] + SIM_KEYS + PRIVACY_KEYS + DATA_KEYS + DEPLOY_KEYS + (PRESET_KEY,)
+        return ARCH_KEYS[self.model] + SIM_KEYS + privacy_keys() + DATA_KEYS + DEPLOY_KEYS + (PRESET_KEY,)
 
     def defaults(self) -> dict[str, Any]:
         return {g.name: g.default for g in self.genes if g.default is not None}
@@ -146,6 +154,8 @@ class Problem:
 
     def sim_config(self, params: Optional[Mapping[str, Any]] = None, *, rounds: Optional[int] = None,
                    data_dir: Optional[str] = None, download: bool = False) -> SimConfig:
+        from .privacy import registry
+
         p = self.resolve(params)
         if rounds is not None:
             p["rounds"] = rounds
@@ -153,15 +163,14 @@ class Problem:
                 and p.get("clients") != self.data_source.clients:  # (DataConfig may be re-sized later: the audit)
             raise FedevoError(f"problem {self.name!r}: partition = \"natural\": the data has {self.data_source.clients} "
                               f"clients (distinct client ids), clients = {p.get('clients')} differs; leave clients out")
-        if p.get("trust") == "secagg":  # the trust model is secure aggregation: it always aggregates securely
-            p["aggregation"] = "secagg"
+        p.update(registry.trust_implies(p.get("trust")))  # e.g. secure aggregation's trust always aggregates securely
         pick = lambda keys: {k: p[k] for k in keys if k in p}  # noqa: E731
         arch_cls = MLPArch if self.model == "mlp" else CNNArch
         data = DataConfig(dataset=self.dataset, data_dir=data_dir, download=download, source=self.data_source,
                           **pick(DATA_KEYS))
         try:
             return SimConfig(data=data, arch=arch_cls(**pick(ARCH_KEYS[self.model])),
-                             privacy=PrivacyConfig(**pick(PRIVACY_KEYS)), deployment=DeploymentConfig(**pick(DEPLOY_KEYS)),
+                             privacy=PrivacyConfig(**pick(privacy_keys())), deployment=DeploymentConfig(**pick(DEPLOY_KEYS)),
                              **pick(SIM_KEYS))
         except TypeError as e:  # wrong value types that dataclasses don't coerce
             raise FedevoError(f"problem {self.name!r}: {e}") from None
@@ -195,7 +204,7 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     fixed: dict[str, Any] = {}
     data_keys = DATA_KEYS + (SOURCE_KEYS if user_data else ())
     for section, keys in (("data", data_keys), ("train", SIM_KEYS + ARCH_KEYS[model]),
-                          ("privacy", PRIVACY_KEYS + (PRESET_KEY,)), ("deployment", DEPLOY_KEYS)):
+                          ("privacy", privacy_keys() + (PRESET_KEY,)), ("deployment", DEPLOY_KEYS)):
         table = doc.get(section, {})
         bad = set(table) - set(keys)
         if bad:
@@ -204,7 +213,7 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
         fixed.update({k: v for k, v in table.items() if section != "data" or k not in SOURCE_KEYS})
     data_source = _user_data(doc, fixed, name=name, path=path, model=model) if user_data else None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
-    allowed = set(ARCH_KEYS[model] + SIM_KEYS + PRIVACY_KEYS + DATA_KEYS + DEPLOY_KEYS + (PRESET_KEY,))
+    allowed = set(ARCH_KEYS[model] + SIM_KEYS + privacy_keys() + DATA_KEYS + DEPLOY_KEYS + (PRESET_KEY,))
     for g in genes:
         if g.name not in allowed:
             raise FedevoError(f"problem {name!r}: unknown gene {g.name!r}; genes may be {', '.join(sorted(allowed))}")

@@ -6,8 +6,9 @@ in accuracy, communication (as % of the standard's) and ε (its Tables 5–6). H
 
 * the picked solutions are trained with their genes (see :mod:`fedevo.pick` for the pick grammar);
 * the standard solution is the problem's reference configuration: every gene at its default except that the
-  model is dense (no SET: ``alpha`` unset, ``xi = 0``) and the mechanism is ``none`` (no clipping, no noise, no
-  recall); participation, learning rate and architecture are the problem's defaults. Everything else (data,
+  model is dense (no SET: ``alpha`` unset, ``xi = 0``) and its privacy is the default privacy object (no
+  mechanism: no clipping, no noise, no recall, plain aggregation; every privacy key the problem fixes or searches,
+  a target ε, a budget, a preset or a trust model included, is dropped); participation, learning rate and architecture are the problem's defaults. Everything else (data,
   partition, clients, epochs, batch, upload loss) is the problem's, as in the search;
 * every solution is trained on the same data with the same seed (default: the run's seed), for ``rounds`` rounds,
   with the accuracy measured after every round (``eval_every``), on Ray workers (``workers``; 0 = in-process).
@@ -38,10 +39,8 @@ from .result import EvaluationResult
 STANDARD = "standard"
 STANDARD_LABEL = "standard (dense, no privacy)"
 _STANDARD_FLAG = "__fedevo_standard__"  # in a task's params: train the standard variant of the problem
-# settings the standard solution drops (sparsity and privacy), then sets to dense / none
-NOT_IN_STANDARD = ("alpha", "xi", "mechanism", "sigma", "clip", "beta", "tau", "recall", "similarity",
-                   "max_participations", "eps_budget")
-STANDARD_SETTINGS = {"alpha": None, "xi": 0.0, "mechanism": "none"}
+SPARSITY_KEYS = ("alpha", "xi")  # the standard solution is dense: alpha unset, xi 0
+STANDARD_SETTINGS = {"alpha": None, "xi": 0.0}
 DEFAULT_ROUNDS = 150  # seed 004 §4.3
 DEFAULT_PICK = "lowest-error:2,knee"  # seed 004's solutions 1, 2 (lowest error) and 3 (knee)
 
@@ -57,10 +56,21 @@ MD_MAIN = (("solution", "Solution"), ("label", "picked by"), ("id", "id"), ("acc
 
 
 # ============================================================================================ the standard
+def not_in_standard() -> tuple[str, ...]:
+    """The settings the standard solution drops: sparsity, and every privacy key (the shared ones, each registered
+    mechanism's own, a preset), so that its privacy is the default `PrivacyConfig()` (no mechanism) whatever
+    the problem fixes: a target ε, a budget, a preset, a trust model, a clip rule."""
+    from .problem import PRESET_KEY, privacy_keys
+
+    return SPARSITY_KEYS + privacy_keys() + (PRESET_KEY,)
+
+
 def standard_problem(problem: Problem) -> Problem:
-    """The problem's standard solution as a problem: dense, no privacy, other genes at their defaults."""
-    genes = tuple(g for g in problem.genes if g.name not in NOT_IN_STANDARD)
-    fixed = {k: v for k, v in problem.fixed.items() if k not in NOT_IN_STANDARD}
+    """The problem's standard solution as a problem: dense, the default privacy object (no mechanism), other
+    genes at their defaults."""
+    drop = set(not_in_standard())
+    genes = tuple(g for g in problem.genes if g.name not in drop)
+    fixed = {k: v for k, v in problem.fixed.items() if k not in drop}
     fixed.update(STANDARD_SETTINGS)
     return replace(problem, name=f"{problem.name} ({STANDARD})", genes=genes, fixed=fixed)
 
@@ -401,13 +411,14 @@ def report_dir(run_dir: Path | str, out: Optional[Path | str]) -> Path:
 def standard_params(problem: Problem) -> dict[str, Any]:
     """The genes as the standard solution sets them (for the report): defaults, dense, xi 0, no privacy genes."""
     d = problem.defaults()
+    drop = set(not_in_standard())
     out = {}
     for g in problem.gene_names:
         if g == "alpha":
             out[g] = None
         elif g == "xi":
             out[g] = 0.0
-        elif g in NOT_IN_STANDARD:
+        elif g in drop:
             out[g] = None
         else:
             out[g] = d.get(g)

@@ -168,3 +168,76 @@ def test_retrain_never_overwrites_an_earlier_report(run_dir, tmp_path, capsys):
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (run / "retrain").iterdir()} == first
     code, out, err = cli(argv, capsys)
     assert f"wrote {run / 'retrain-3'}/" in out
+
+
+# ---------------------------------------------------------------- issue 25: the standard is the default privacy object
+def _variant(tmp_path, base: str, privacy: dict, name: str):
+    """A copy of a bundled problem with `[privacy]` keys set (None: removed)."""
+    import tomllib
+
+    from fedevo.problem import problems_dir
+
+    doc = tomllib.loads((problems_dir() / f"{base}.toml").read_text())
+    for k, v in privacy.items():
+        if v is None:
+            doc["privacy"].pop(k, None)
+        else:
+            doc["privacy"][k] = v
+
+    def val(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{k} = {val(x)}" for k, x in v.items()) + " }"
+        return repr(v)
+
+    lines = [f"{k} = {val(v)}" for k, v in doc.items() if not isinstance(v, dict)]
+    for section, table in doc.items():
+        if isinstance(table, dict):
+            lines += ["", f"[{section}]"] + [f"{k} = {val(v)}" for k, v in table.items()]
+    path = tmp_path / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return load_problem(str(path))
+
+
+def test_standard_of_every_bundled_problem_is_the_default_privacy_object():
+    from fedevo.config import PrivacyConfig
+    from fedevo.problem import list_problems
+
+    for name in list_problems():
+        p = load_problem(name)
+        cfg = standard_problem(p).sim_config()
+        assert cfg.privacy == PrivacyConfig(), name
+        assert cfg.alpha is None and cfg.xi == 0.0 and cfg.data == p.sim_config().data, name
+
+
+VARIANTS = {
+    "target_eps": ("digits_mlp", {"target_eps": 2.0}),
+    "preset": ("digits_mlp_local", {"mechanism": None, "preset": "dp-fedavg", "recall": None}),
+    "trust_secagg": ("digits_mlp", {"trust": "secagg", "sampling": None}),
+    "eps_budget": ("digits_mlp_local", {"eps_budget": 40.0}),
+    "clip_rule_median": ("digits_mlp_local", {"mechanism": "step", "clip_rule": "median", "recall": None}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(VARIANTS))
+def test_retrain_works_whatever_the_problem_fixes(case, tmp_path):
+    """Issue 25: retrain (standard included) of a problem that fixes target_eps, a preset, trust = "secagg",
+    eps_budget or clip_rule = "median" (the standard used to be refused or mis-built)."""
+    from fedevo.config import PrivacyConfig
+    from fedevo.search.run import Runtime, SearchSettings, search
+
+    base, privacy = VARIANTS[case]
+    prob = _variant(tmp_path, base, privacy, f"v_{case}")
+    assert standard_problem(prob).sim_config().privacy == PrivacyConfig()
+    run = tmp_path / "run"
+    search(SearchSettings(problem=prob.path, pop=8, gen=1, seed=0, rounds=1), run, Runtime(workers=0))
+    rep = retrain(run, "lowest-error:1", rounds=2, workers=0, write=False, eval_every=0)
+    std = rep.standard
+    assert std.status == "ok" and std.eps == math.inf and std.privacy["mechanism"] == PrivacyConfig().mechanism
+    picked = [rep.results[s.key] for s in rep.solutions if not s.is_standard]
+    assert picked and all(r.status == "ok" and math.isfinite(r.eps) for r in picked)

@@ -34,6 +34,7 @@ import torch
 from ..config import SimConfig
 from ..errors import FedevoError
 from . import estimate
+from ..privacy.mechanism import AGGREGATE, STEP  # the seams an observer looks at (`Mechanism.audit_seam`)
 from .canaries import CanarySet, Exposure
 
 DEFAULT_CANARIES = 2000  # capped at the model's active parameter count Ω
@@ -98,13 +99,21 @@ class AuditResult:
 
 
 def check_supported(cfg: SimConfig) -> None:
+    """A mechanism is auditable when its runtime class names the seam where its observer looks (`audit_seam`)."""
+    from ..privacy import registry
+
     pc = cfg.privacy
-    if pc.mechanism == "none":
-        raise FedevoError("mechanism 'none' has no privacy claim (ε = ∞): nothing to audit")
-    if pc.mechanism not in ("update", "step"):
+    if not pc.private:
+        raise FedevoError(f"mechanism {pc.mechanism!r} has no privacy claim (ε = ∞): nothing to audit")
+    if registry.mechanism(pc.mechanism).runtime_class(pc.trust).audit_seam is None:
+        able = []
+        for name in registry.mechanisms():
+            spec = registry.mechanism(name)
+            trusts = [t for t in spec.trusts if spec.runtime_class(t).audit_seam is not None]
+            if trusts:
+                able.append(f"{name!r} ({', '.join(trusts)} trust)")
         raise FedevoError(f"auditing mechanism {pc.mechanism!r} is not implemented; `fedevo audit` audits "
-                          "mechanism = 'update' (user level: local, central and secagg trust) and 'step' "
-                          "(record level, local trust)")
+                          f"mechanism = {' and '.join(able)}")
 
 
 def check_canaries(count: Optional[int], *, confidence: float, delta: float) -> None:
@@ -125,45 +134,40 @@ def check_canaries(count: Optional[int], *, confidence: float, delta: float) -> 
 
 
 def exposure_of(mech, cfg: SimConfig, arrivals: Optional[np.ndarray] = None) -> Exposure:
-    from ..privacy.central import accounted_rounds
-
-    pc = cfg.privacy
-    if mech.trust == "central":
-        q = cfg.cohort / cfg.population
-        if pc.sampling == "poisson":
-            return Exposure("add/remove", q, cfg.rounds)
-        if pc.sampling == "fixed":
-            return Exposure("replace", q, accounted_rounds(cfg))
-        return Exposure("add/remove", 1.0, accounted_rounds(cfg))
-    if mech.trust == "secagg":
-        return Exposure("add/remove", 1.0, accounted_rounds(cfg))
-    return Exposure("replace", 1.0, int(arrivals.max(initial=0)) if arrivals is not None else cfg.rounds)
+    """What the mechanism's observer sees of one user: its neighbouring relation, the rate at which a user joins
+    a round, and for how many rounds (the mechanism's own `exposure`)."""
+    return Exposure(*mech.exposure(arrivals))
 
 
-class KnownPart:
-    """Wraps an upload transform: keeps the sum and count of this round's processed uploads, the part of the
-    aggregate an observer who knows every other user's data can compute. Everything else is forwarded."""
+class ObservedPrivatizer:
+    """Wraps a run's privatizer (fedevo/privacy/privatizer.py) for the audit: keeps the sum and count of this
+    round's processed uploads (the part of the aggregate an observer who knows every other user's data can
+    compute) and hands the aggregate to `observe(aggregate, active, server)` in place of the server transform.
+    Everything else is the mechanism's own."""
 
-    def __init__(self, inner):
-        self.inner = inner
+    def __init__(self, inner, observe: Callable, *, keep_known: bool):
+        self.inner, self.observe, self.keep_known = inner, observe, keep_known
         self.sum: Optional[torch.Tensor] = None
         self.count = 0
         self.round = 0
 
-    def begin_round(self, t: int) -> None:
+    def begin_round(self, t: int, **kw) -> None:
         self.sum, self.count, self.round = None, 0, t
-        if hasattr(self.inner, "begin_round"):
-            self.inner.begin_round(t)
+        self.inner.begin_round(t, **kw)
 
-    def __call__(self, deltas, clients, omega):
-        out, cost = self.inner(deltas, clients, omega)
-        s = out.sum(0, dtype=torch.float64)
-        self.sum = s if self.sum is None else self.sum + s
-        self.count += len(clients)
+    def upload(self, flat, clients, omega):
+        out, cost = self.inner.upload(flat, clients, omega)
+        if self.keep_known:
+            s = out.sum(0, dtype=torch.float64)
+            self.sum = s if self.sum is None else self.sum + s
+            self.count += len(clients)
         return out, cost
 
     def mean(self) -> torch.Tensor:
         return (self.sum / max(self.count, 1)).to(torch.float32)
+
+    def server(self, aggregate, active):
+        return self.observe(aggregate, active, self.inner.server)
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -183,14 +187,13 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
     su = prepare(cfg, seed=seed)  # the same data, partition, model, calibration and streams as the evaluation
     cfg, mech, data, part, model, noise = su.cfg, su.mech, su.data, su.part, su.model, su.noise
     pc = cfg.privacy
-    factory = su.upload_factory
-    inner = mech.server_transform(seed)
-    local = mech.trust == "local"
+    seam = mech.audit_seam
+    local = seam != AGGREGATE  # the observer sees each upload (local trust), not only the aggregate
     state: dict[str, Any] = {"actives": []}
-    known: dict[str, KnownPart] = {}
     exposure = None if local else exposure_of(mech, cfg)
-    n_dep = getattr(mech, "arrived", cfg.cohort * (1.0 - cfg.upload_loss))  # the deployment's arrivals
-    s_claim = pc.sigma * pc.clip / n_dep  # the accounted noise std on the average (honest shares for secagg)
+    if not local:
+        n_dep = mech.arrived  # the deployment's arrivals
+        s_claim = pc.sigma * pc.clip / n_dep  # the accounted noise std on the average (honest shares for secagg)
     cs: dict[str, CanarySet] = {}
 
     def canary_set(omega: int, exp: Exposure) -> CanarySet:
@@ -203,32 +206,24 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
             cs["set"] = CanarySet(count=m, exposure=exp, seed=seed + 17)
         return cs["set"]
 
-    def upload_factory(active):
-        known["part"] = KnownPart(factory(active))
-        return known["part"]
-
-    def observe(agg: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+    def observe(agg: torch.Tensor, active: torch.Tensor, server: Callable) -> torch.Tensor:
         if local:  # the local observer looks at uploads: only the active coordinates are needed here
             state["actives"].append(active.clone())
-            return inner(agg, active) if inner is not None else agg
-        t = known["part"].round  # this round (1-based); a round that aggregates nothing releases nothing
+            return server(agg, active)
+        t = pv.round  # this round (1-based); a round that aggregates nothing releases nothing
         c = canary_set(int((active > 0).sum()), exposure)
         joins = c.join(t)
         d = c.directions(active)
         ck = pc.clip * np.exp(-pc.beta * c.joined)  # each canary's clip at its next participation
-        agg = agg + c.embed(d, c.signs(joins) * ck / n_dep)
-        if inner is not None:
-            agg = inner(agg, active)
+        agg = server(agg + c.embed(d, c.signs(joins) * ck / n_dep), active)
         if t <= exposure.rounds:
-            resid = agg - known["part"].mean()
+            resid = agg - pv.mean()
             c.record(z=c.project(d, resid) / s_claim, mu=ck / n_dep / s_claim, joins=joins)
         return agg
 
+    pv = ObservedPrivatizer(su.privatizer, observe, keep_known=not local)
     try:
-        out = run_rounds(cfg, model, data, part, gen=su.gen, step_hook=su.step_hook,
-                         upload_factory=upload_factory if factory is not None else None,
-                         on_round=on_round, secagg=su.secagg, controller=su.controller, server_transform=observe,
-                         uniform_weights=mech.uniform_weights)
+        out = run_rounds(cfg, model, data, part, gen=su.gen, privatizer=pv, engine=su.engine, on_round=on_round)
     except DivergedError as e:
         raise FedevoError(f"{label or 'the configuration'} diverged during the audit run ({e}); nothing to "
                           "audit") from None
@@ -239,8 +234,9 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
     if local:
         if not state["actives"]:
             raise FedevoError("no round of the audit run aggregated anything: nothing to audit")
-        exposure = exposure_of(mech, cfg, out.arrivals if out.upload is None else out.upload.joined)
-        run_local = _step_canaries if pc.mechanism == "step" else _local_canaries
+        transform = su.privatizer.transform
+        exposure = exposure_of(mech, cfg, out.arrivals if transform is None else transform.joined)
+        run_local = _step_canaries if seam == STEP else _local_canaries
         c, eps_upper = run_local(mech, cfg, out, state["actives"], exposure, canary_set, seed)
         eps_upper = eps_reported if eps_upper is None else eps_upper
     else:
@@ -255,7 +251,7 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
                        eps_reported=eps_reported, eps_search=eps_search, seed=seed, params=dict(params or {}),
                        statistic=stat, scores=scores, included_mask=c.included.copy(), joined=c.joined.copy(),
                        observed_rounds=c.observed_rounds, wall_s=time.perf_counter() - t0,
-                       method=METHOD_STEP if pc.mechanism == "step" else METHOD)
+                       method=METHOD_STEP if seam == STEP else METHOD)
 
 
 BLOCK_VALUES = 1 << 24  # canary uploads privatised per call: as many rows of P floats as fit in 64 MB
@@ -292,7 +288,7 @@ def _local_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure
             joins = c.join(k + 1)
             d = c.directions(active)
             ck = trans.thresholds(ids)  # C_k of this participation (before the transform counts it)
-            weights = c.signs(joins) * pc.clip  # ±C₀·ũ: the transform clips to C_k
+            weights = c.signs(joins) * trans.clip0  # ±C₀·ũ: the transform clips to C_k
             proj = np.empty(c.m)
             rows_per = block_rows(c.m, active.numel())
             for s in range(0, c.m, rows_per):
@@ -300,7 +296,7 @@ def _local_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure
                 rows = c.rows(d, weights, blk)
                 up, _ = trans(rows, ids[blk], out.omega)
                 proj[blk] = c.project_rows(d, up, blk)
-            c.record(z=proj / (pc.sigma * ck), mu=np.full(c.m, 1.0 / pc.sigma), joins=joins)
+            c.record(z=proj / (trans.sigma * ck), mu=np.full(c.m, 1.0 / trans.sigma), joins=joins)
     finally:
         cnoise.close()
     z = trans.effective_sigma() if trans is not None else None
@@ -322,7 +318,7 @@ def _step_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure,
 
     pc = cfg.privacy
     c = canary_set(out.omega, exposure)
-    clips = list(out.step_hook.clips) or [pc.clip or 1.0]
+    clips = list(mech.run.step_hook.clips) or [pc.clip or 1.0]
     E, lr = cfg.epochs, cfg.lr
     for k in range(exposure.rounds):
         active = actives[min(k, len(actives) - 1)]
@@ -352,5 +348,5 @@ def _step_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure,
     return c, None  # the accountant's ε is the run's own: the canaries meet the most exposed client's rounds
 
 
-__all__ = ["AuditResult", "DEFAULT_CANARIES", "DEFAULT_CONFIDENCE", "KnownPart", "METHOD", "audit_config",
+__all__ = ["AuditResult", "DEFAULT_CANARIES", "DEFAULT_CONFIDENCE", "ObservedPrivatizer", "METHOD", "audit_config",
            "check_canaries", "check_supported", "exposure_of"]

@@ -37,6 +37,7 @@ def problems() -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from ..privacy import registry
     from ..problem import list_problems, load_problem
 
     names = list_problems()
@@ -48,7 +49,7 @@ def problems() -> None:
         table.add_column(col, overflow="fold")
     for name in names:
         p = load_problem(name)
-        table.add_row(name, p.dataset, p.model, str(p.fixed.get("mechanism", "none")), ", ".join(p.gene_names),
+        table.add_row(name, p.dataset, p.model, str(p.fixed.get("mechanism", registry.default_mechanism())), ", ".join(p.gene_names),
                       p.description)
     console = Console()
     if not console.is_terminal:

@@ -72,7 +72,8 @@ def sparse_fc(config: SimConfig) -> tuple[float, int] | None:
 
 
 def relative_cost(config: SimConfig) -> float:
-    """∝ rounds × sampled clients × epochs × (training multiply-adds per sample + per-step noise per sample)."""
+    """∝ rounds × sampled clients × epochs × (training multiply-adds per sample + per-step noise per sample, as the
+    mechanism declares it: `fedevo.privacy.registry.Spec.step_noise`)."""
     macs, params = macs_and_params(config)
     sp = sparse_fc(config)
     if sp is None:
@@ -80,6 +81,7 @@ def relative_cost(config: SimConfig) -> float:
     else:
         active, d_in = sp
         per_sample = SPARSE_WEIGHT_MACS * active + SPARSE_INPUT_MACS * d_in  # an MLP: no other multiply-adds
-    if config.privacy.mechanism == "step":
-        per_sample += NOISE_MACS * params / config.batch_size
+    draws = config.privacy.spec.step_noise(config, params)  # the mechanism's per-step noise (registry.Spec)
+    if draws:
+        per_sample += NOISE_MACS * draws / config.batch_size
     return float(config.rounds * config.sampled_per_round * config.epochs * per_sample)

@@ -15,6 +15,7 @@ from ..data.datasets import Dataset
 from ..data.partition import Partition, chunk_order
 from ..errors import DivergedError, FedevoError
 from ..models.sparse import erdos_renyi_masks, omega as count_omega, prune_regrow
+from ..privacy.privatizer import Privatizer, RoundPrivatizer
 from .aggregate import weighted_mean
 from .device import train_groups
 from .engine import flat_deltas, train_chunks
@@ -27,15 +28,12 @@ class RoundsOutcome:
     omega: int
     comm: float  # mean upload cost per round per client slot (Ω·C when every upload is full)
     accuracy_curve: list = field(default_factory=list)  # (round, mean client acc, global acc)
-    step_hook: object = None
-    upload: object = None
     arrivals: np.ndarray = None  # per client: rounds whose upload reached the server
-    secagg: object = None  # the SecureAggregator, when aggregation = 'secagg'
-    controller: object = None  # the AdaptiveController, when mechanism = 'adaptive'
 
 
 def compute_dtype(precision: str, device: str = "cpu") -> torch.dtype:
-    """'auto': bf16 only where the CPU has native bf16 arithmetic, else fp32; fp32 on CUDA (`fedevo.hardware`)."""
+    """'auto': bf16 only where the CPU has native bf16 arithmetic, else fp32; fp32 on CUDA (`fedevo.hardware`).
+    The round loop takes it from the evaluation's resolved `hardware.Engine`."""
     return hardware.precision(precision, device).dtype
 
 
@@ -54,40 +52,37 @@ def flat_active(model, masks: dict) -> torch.Tensor:
 
 
 def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: torch.Generator,
-               step_hook=None, upload_factory: Optional[Callable] = None, eval_every: int = 0,
-               on_round: Optional[Callable[[int], None]] = None, secagg=None, controller=None,
-               server_transform: Optional[Callable] = None, uniform_weights: bool = False,
+               privatizer: Optional[Privatizer] = None, engine: Optional[hardware.Engine] = None,
+               eval_every: int = 0, on_round: Optional[Callable[[int], None]] = None,
                device: Optional[torch.device] = None) -> RoundsOutcome:
-    """secagg: a `fedevo.secagg.aggregator.SecureAggregator` replacing the plain weighted mean; controller: a
-    server-side round controller (`fedevo.privacy.adaptive.AdaptiveController`) that picks which arrived
-    uploads to aggregate; server_transform(aggregate, active): the server's own step on the mean update (central
-    DP's noise); uniform_weights: every arrived update counts 1 instead of its sample count. All None/False: the
-    plain FedAvg path, unchanged. device: where the device path (fl/device.py) trains; None: `cfg.device`
-    (`hardware.device`: CUDA takes the device path, the CPU the CPU engine); a CPU device given here takes the
-    device path on the CPU (tests compare the two). Local training's results come back to the CPU either way."""
-    if device is None:
-        resolved = hardware.device(cfg.device)
-        device = resolved if resolved.type != "cpu" else None
+    """privatizer: everything private in a round (fedevo/privacy/privatizer.py: per-step hooks, upload transform,
+    secure aggregation, client selection, server transform); None: plain FedAvg. The mechanism that built it
+    keeps its state for its report. engine: the device and compute precision resolved when the evaluation was
+    prepared (`hardware.resolve`; None: resolved here from `cfg`): CUDA takes the device path (fl/device.py), the
+    CPU the CPU engine. device: a device that forces the device path (a CPU device here: tests compare the two).
+    Local training's results come back to the CPU either way."""
+    pv = privatizer if privatizer is not None else RoundPrivatizer()
+    if engine is None:
+        engine = hardware.resolve(cfg.precision, cfg.device)
+    if device is None and engine.device.type != "cpu":
+        device = engine.device
     K, p = cfg.data.clients, cfg.sampled_per_round
     params = model.init(gen)
     masks = erdos_renyi_masks(model.shapes, model.fc_weight_ids, cfg.alpha, gen)
     for i, m in masks.items():
         params[i].mul_(m)
     omega = count_omega(model.shapes, masks)
-    upload = upload_factory(flat_active(model, masks)) if upload_factory else None
+    pv.start(flat_active(model, masks))
     sizes = part.sizes
-    dev_type = device.type if device is not None else "cpu"
-    dtype = compute_dtype(cfg.precision, dev_type) if getattr(model, "supports_bf16", False) else torch.float32
+    dtype = engine.precision.dtype if getattr(model, "supports_bf16", False) else torch.float32
     model.compute_dtype = dtype
     x_train = data.x_train  # each chunk gathers and casts its own samples (engine.train_clients)
-    group_hook_for = None
     if device is not None:
         x_train = x_train.to(device)  # once: each group gathers its batches there
-        if step_hook is not None:
-            group_hook_for = getattr(step_hook, "for_group", None)
-            if group_hook_for is None:
-                raise FedevoError(f"the per-step transform {type(step_hook).__name__} has no device path "
-                                  f"(for_group); set device = \"cpu\"")
+        if pv.for_chunk is not None and pv.for_group is None:
+            hook = getattr(pv, "step_hook", pv)  # RoundPrivatizer: name the hook itself
+            raise FedevoError(f"the per-step transform {type(hook).__name__} has no device path "
+                              f"(for_group); set device = \"cpu\"")
     comm_total, curve = 0.0, []
     arrivals = np.zeros(K, dtype=np.int64)
     r = cfg.privacy.max_participations
@@ -98,63 +93,52 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
             order = order[selected[order] < r]
         sampled = order[:p]
         selected[sampled] += 1
-        if upload is not None and hasattr(upload, "begin_round"):
-            upload.begin_round(t + 1)
         lost = (torch.rand(len(sampled), generator=gen) < cfg.upload_loss).numpy()
-        if secagg is None:  # a lost upload still cost its bytes (SignDS: its h indices + sign, not Ω)
-            comm_total += float(lost.sum()) * (upload.lost_cost(omega) if hasattr(upload, "lost_cost") else omega)
+        if not pv.secure:  # a lost upload still cost its bytes (SignDS: its h indices + sign, not Ω)
+            comm_total += float(lost.sum()) * pv.lost_cost(omega)
         arrived = np.sort(sampled[~lost])
         arrivals[arrived] += 1
-        if secagg is not None or hasattr(upload, "set_active"):  # SET regrowth moves the active coordinates
-            active_now = flat_active(model, masks)
-            if hasattr(upload, "set_active"):
-                upload.set_active(active_now)
-            if secagg is not None:  # key agreement and sharing among all sampled clients, lost ones included
-                secagg.begin_round(t + 1, sampled, arrived, active_now)
+        active = flat_active(model, masks)  # SET regrowth moves the active coordinates
         deltas_all, weights = [], []
-        # natural clients by size (data/partition.py chunk_order); the adaptive filter's mask follows `arrived`
-        by = chunk_order(arrived, sizes, scheme=cfg.data.partition) if controller is None else arrived
+        by = chunk_order(arrived, sizes, scheme=cfg.data.partition)  # natural clients by size (data/partition.py)
         chunks = [by[s:s + cfg.chunk_clients] for s in range(0, len(by), cfg.chunk_clients)]
         seeds = torch.randint(0, 2 ** 62, (len(chunks),), generator=gen).tolist()
-        if controller is not None:
-            controller.begin_round(t + 1, model, params, arrived, dict(zip(seeds, chunks)))
+        pv.begin_round(t + 1, sampled=sampled, arrived=arrived, active=active, model=model, params=params,
+                       chunk_of_seed=dict(zip(seeds, chunks)))
         local_data = [[part.train[k] for k in c] for c in chunks]
         if device is not None:  # chunks grouped on the device; their results come back to the CPU
             trained = (flat_deltas(local, params) for local in train_groups(
                 model, params, masks, x_train, data.y_train, local_data, epochs=cfg.epochs,
-                batch_size=cfg.batch_size, lr=cfg.lr, seeds=seeds, device=device, group_hook_for=group_hook_for))
+                batch_size=cfg.batch_size, lr=cfg.lr, seeds=seeds, device=device, group_hook_for=pv.for_group))
         else:  # each chunk's flat update comes from its own worker thread
             trained = train_chunks(model, params, masks, x_train, data.y_train, local_data, epochs=cfg.epochs,
                                    batch_size=cfg.batch_size, lr=cfg.lr, seeds=seeds,
-                                   hook_for=step_hook.for_chunk if step_hook is not None else None, deltas=True)
+                                   hook_for=pv.for_chunk, deltas=True)
         for chunk, flat in zip(chunks, trained):
             if not torch.isfinite(flat).all():
                 raise DivergedError(f"non-finite local update in round {t + 1}")
-            if upload is not None:
-                flat, cost = upload(flat, chunk, omega)
-            else:
-                cost = np.full(len(chunk), float(omega))
-            if secagg is not None:  # masked, quantised uploads; their cost is the protocol's (below)
-                secagg.add(flat, chunk)
+            flat, cost = pv.upload(flat, chunk, omega)
+            if pv.secure:  # masked, quantised uploads; their cost is the protocol's (below)
+                pv.add_secure(flat, chunk)
                 continue
             comm_total += float(cost.sum())
             deltas_all.append(flat)
-            weights.append(np.ones(len(chunk)) if uniform_weights else sizes[chunk])
+            weights.append(np.ones(len(chunk)) if pv.uniform_weights else sizes[chunk])
         agg = None
-        keep = controller.select(arrived) if controller is not None else None  # bool mask over `arrived`
-        if controller is not None:
-            comm_total += controller.metadata_words(arrived)
-        if secagg is not None:
-            agg = secagg.finish(None if keep is None else arrived[keep])
-            comm_total += secagg.last_words
+        keep = pv.select(arrived)  # bool mask over `arrived` (None: all)
+        comm_total += pv.metadata_words(arrived)
+        if pv.secure:
+            agg, words = pv.finish_secure(None if keep is None else arrived[keep])
+            comm_total += words
         elif deltas_all:
             ups, w = torch.cat(deltas_all), np.concatenate(weights)
-            if keep is not None:  # the adaptive filter's buffer
+            if keep is not None:  # the adaptive filter's buffer (a mask over `arrived`; the uploads are in `by` order)
+                keep = keep[np.searchsorted(arrived, by)]
                 ups, w = ups[torch.as_tensor(keep)], w[keep]
             if len(w):  # nothing kept: the model stays, as when nothing arrived
                 agg = weighted_mean(ups, torch.as_tensor(w, dtype=torch.float32))
-        if agg is not None and server_transform is not None:
-            agg = server_transform(agg, flat_active(model, masks))
+        if agg is not None:
+            agg = pv.server(agg, active)
         if agg is not None:
             if not torch.isfinite(agg).all():
                 raise DivergedError(f"non-finite update in round {t + 1}")
@@ -166,17 +150,11 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
                 params[i].add_(a * masks[i] if i in masks else a)
                 agg_list.append(a)
             prune_regrow(params, masks, agg_list, cfg.xi, gen)
-        if step_hook is not None:
-            step_hook.end_round()
-        if upload is not None:
-            upload.end_round(agg)
-        if controller is not None:
-            controller.after_aggregate(params)
+        pv.end_round(agg, params)
         if eval_every and ((t + 1) % eval_every == 0 or t + 1 == cfg.rounds):
             per_client, glob = client_accuracies(model, params, data, part)
             curve.append((t + 1, float(np.nanmean(per_client)), glob))
         if on_round is not None:
             on_round(t + 1)
     return RoundsOutcome(params=params, masks=masks, omega=omega, comm=comm_total / (cfg.rounds * K),
-                         accuracy_curve=curve, step_hook=step_hook, upload=upload, arrivals=arrivals,
-                         secagg=secagg, controller=controller)
+                         accuracy_curve=curve, arrivals=arrivals)

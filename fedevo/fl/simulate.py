@@ -17,69 +17,66 @@ from ..errors import DivergedError
 from ..models import build_model
 from ..privacy.mechanism import build_mechanism
 from ..privacy.noise import NoiseSource
+from ..privacy.privatizer import Privatizer
 from ..result import EvaluationResult
 from .rounds import client_accuracies, run_rounds
 
 
-def _diverged(cfg: SimConfig, t0: float, message: str, omega: int = 0) -> EvaluationResult:
+def _diverged(cfg: SimConfig, t0: float, message: str, omega: int = 0, engine: Optional[dict] = None) -> EvaluationResult:
     """NaN/inf during training: worst objectives, never a crash."""
     return EvaluationResult(error=1.0, comm=math.inf, eps=math.inf, eps_paper=math.inf, accuracy_global=0.0,
                             omega=omega, status="diverged", wall_s=time.perf_counter() - t0, rounds=cfg.rounds,
-                            message=message)
+                            message=message, engine=engine or {})
 
 
 @dataclass
 class Setup:
-    """One evaluation's pieces before training: the mechanism (calibrated), data, partition, model, the seeded
-    generator and noise stream, and the mechanism's controller, aggregator and client transforms."""
+    """One evaluation's pieces before training: the device and precision (resolved once), the mechanism
+    (calibrated), data, partition, model, the seeded generator and noise stream, and the mechanism's privatizer."""
     cfg: SimConfig  # with the calibrated σ
+    engine: hardware.Engine
     mech: object
     data: object
     part: object
     model: object
     gen: torch.Generator
     noise: NoiseSource  # the caller closes it
-    controller: object
-    secagg: object
-    step_hook: object
-    upload_factory: Optional[Callable]
+    privatizer: Privatizer
 
 
 def prepare(cfg: SimConfig, *, seed: int) -> Setup:
     """Build what `simulate` trains, from `cfg` and `seed` alone (the audit reuses it to train the same run)."""
-    hardware.device(cfg.device)  # device = 'cuda' without a GPU: one line, before any data is read
+    engine = hardware.resolve(cfg.precision, cfg.device)  # 'cuda' without a GPU: one line, before any data is read
     mech = build_mechanism(cfg)  # the mechanism × trust model: calibration, transforms, aggregation, accounting
     data, part = load_and_partition(cfg.data, seed=seed)
     model = build_model(cfg.arch, data.input_shape, data.num_classes)
     cfg = mech.calibrate(cfg, dim=sum(math.prod(s) for s in model.shapes))
     gen = torch.Generator().manual_seed(seed)
     noise = NoiseSource(seed + 1)
-    controller = mech.controller(data, part, seed)
-    secagg = mech.aggregator(part, seed, controller)
-    step_hook, upload_factory = mech.client_transforms(noise, seed, controller)
-    return Setup(cfg=cfg, mech=mech, data=data, part=part, model=model, gen=gen, noise=noise, controller=controller,
-                 secagg=secagg, step_hook=step_hook, upload_factory=upload_factory)
+    privatizer = mech.privatizer(data, part, noise, seed)
+    return Setup(cfg=cfg, engine=engine, mech=mech, data=data, part=part, model=model, gen=gen, noise=noise,
+                 privatizer=privatizer)
 
 
 def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
              progress: Optional[Callable[[int], None]] = None) -> EvaluationResult:
+    """Train and measure one configuration; `engine` of the result: the device and precision it trained with."""
     t0 = time.perf_counter()
     su = prepare(cfg, seed=seed)
     cfg, mech, data, part, model, noise = su.cfg, su.mech, su.data, su.part, su.model, su.noise
+    engine = su.engine.info()
     try:
-        out = run_rounds(cfg, model, data, part, gen=su.gen, step_hook=su.step_hook,
-                         upload_factory=su.upload_factory, eval_every=eval_every, on_round=progress,
-                         secagg=su.secagg, controller=su.controller, server_transform=mech.server_transform(seed),
-                         uniform_weights=mech.uniform_weights)
+        out = run_rounds(cfg, model, data, part, gen=su.gen, privatizer=su.privatizer, engine=su.engine,
+                         eval_every=eval_every, on_round=progress)
     except DivergedError as e:
-        return _diverged(cfg, t0, str(e))
+        return _diverged(cfg, t0, str(e), engine=engine)
     finally:
         noise.close()
     if not all(torch.isfinite(p).all() for p in out.params):  # finite updates can still overflow the sum
-        return _diverged(cfg, t0, "non-finite parameters", out.omega)
+        return _diverged(cfg, t0, "non-finite parameters", out.omega, engine=engine)
     per_client, glob = client_accuracies(model, out.params, data, part)
     priv = mech.report(out, part)
     return EvaluationResult(
         error=float(1.0 - np.nanmean(per_client)), comm=out.comm, eps=priv.pop("eps"), eps_paper=priv.pop("eps_paper"),
         accuracy_global=glob, omega=out.omega, status="ok", wall_s=time.perf_counter() - t0, rounds=cfg.rounds,
-        accuracy_curve=tuple(tuple(c) for c in out.accuracy_curve), privacy=priv)
+        accuracy_curve=tuple(tuple(c) for c in out.accuracy_curve), privacy=priv, engine=engine)

@@ -310,11 +310,13 @@ class AdaptiveMechanism(UpdateMechanism):
     """Seed 003: the `update` mechanism with per-client learning rate and budget share from a quantised non-IID
     degree (noise multiplier σ/b_i ≥ σ), and a server-side client-filtering buffer (`AdaptiveController`)."""
 
+    audit_seam = None  # not audited (the level reports and the per-client noise are not modelled)
+
     def calibration_target(self, pc) -> float:
         """Calibrate the Gaussian part for b_i = 1 (the worst case), leaving room for the level reports."""
         target, m = pc.target_eps, self.participations()
-        if pc.adaptive_level_eps is not None:
-            target -= pc.adaptive_level_eps * m
+        if pc.params.adaptive_level_eps is not None:
+            target -= pc.params.adaptive_level_eps * m
             if target <= 0:
                 raise FedevoError(f"target_eps={pc.target_eps} is used up by the level reports "
                                   f"(adaptive_level_eps × {m} participations); lower adaptive_level_eps")
@@ -325,9 +327,9 @@ class AdaptiveMechanism(UpdateMechanism):
         g = torch.Generator().manual_seed(seed + 3)
         shared = torch.randperm(len(data.y_test), generator=g)[:512]  # the shared test data the server sends
         return AdaptiveController(
-            sizes=part.sizes, epochs=cfg.epochs, sampled_per_round=cfg.sampled_per_round, levels=pc.adaptive_levels,
-            gamma=pc.adaptive_gamma, kappa=pc.adaptive_kappa, keep=pc.adaptive_keep, threshold=pc.adaptive_threshold,
-            level_eps=pc.adaptive_level_eps, shared_x=data.x_test[shared], shared_y=data.y_test[shared],
+            sizes=part.sizes, epochs=cfg.epochs, sampled_per_round=cfg.sampled_per_round, levels=pc.params.adaptive_levels,
+            gamma=pc.params.adaptive_gamma, kappa=pc.params.adaptive_kappa, keep=pc.params.adaptive_keep, threshold=pc.params.adaptive_threshold,
+            level_eps=pc.params.adaptive_level_eps, shared_x=data.x_test[shared], shared_y=data.y_test[shared],
             seed=seed + 3)
 
     def upload(self, controller=None, **kw):
@@ -335,22 +337,22 @@ class AdaptiveMechanism(UpdateMechanism):
 
     def noise_multiplier_max(self) -> float:
         pc = self.cfg.privacy
-        return pc.sigma / (1.0 - pc.adaptive_kappa)
+        return pc.params.sigma / (1.0 - pc.params.adaptive_kappa)
 
     def account(self, out, part) -> dict:
         """The Gaussian part (per-client noise actually added) plus the randomized-response level reports (pure
         ε_L each, basic composition); the per-client spread shows the budget split."""
-        pc, up = self.cfg.privacy, out.upload
+        pc, up = self.cfg.privacy, self.run.transform
         rep = super().account(out, part)
-        ex = out.controller.summary()
+        ex = self.run.controller.summary()
         per = [acc.eps_update_varying(noise_multipliers=[1.0 / math.sqrt(v)], delta=pc.delta)
                for v in np.unique(np.round(up.inv_sq[up.inv_sq > 0], 12))]
         ex.update(eps_gaussian=rep["eps"], eps_client_min=min(per, default=0.0),
                   eps_client_max=max(per, default=0.0))
-        if pc.adaptive_level_eps is None:
+        if pc.params.adaptive_level_eps is None:
             ex.update(level_release="in the clear (as in the patent): not covered by eps")
         else:
-            eps_rr = pc.adaptive_level_eps * ex["level_releases_max"]
+            eps_rr = pc.params.adaptive_level_eps * ex["level_releases_max"]
             ex.update(level_release="randomized response", eps_levels=eps_rr)
             rep["eps"] += eps_rr
         rep.update(adaptive=ex, eps_conditional=True,

@@ -18,7 +18,8 @@ import torch
 
 from ..config import SimConfig
 from . import accounting as acc
-from .mechanism import Mechanism
+from .mechanism import AGGREGATE, Mechanism
+from .privatizer import UploadTransform
 
 NEIGHBOURING = {"poisson": "add/remove one user", "fixed": "replace one user", "none": "add/remove one user"}
 ACCOUNTANT = {"poisson": "PLD (dp-accounting), Poisson-subsampled Gaussian",
@@ -26,7 +27,7 @@ ACCOUNTANT = {"poisson": "PLD (dp-accounting), Poisson-subsampled Gaussian",
               "none": "analytic Gaussian (dp-accounting; exact), no amplification"}
 
 
-class ClipUpload:
+class ClipUpload(UploadTransform):
     """Upload transform of central and distributed trust: clip each update to C_k = C₀·e^(−β·k), no noise."""
 
     def __init__(self, *, clip: float, beta: float, clients: int):
@@ -41,9 +42,6 @@ class ClipUpload:
         self.joined[clients] += 1
         self.clips_used.extend(ck.tolist())
         return deltas, np.full(len(clients), float(omega))
-
-    def end_round(self, aggregate) -> None:
-        pass
 
     def summary(self) -> dict:
         from .mechanisms import clip_stats
@@ -60,6 +58,22 @@ def accounted_rounds(cfg: SimConfig) -> int:
 class CentralGaussian(Mechanism):
     trust = "central"
     uniform_weights = True  # each user's clipped update counts once: sensitivity C₀ on the sum
+    audit_seam = AGGREGATE
+
+    @property
+    def arrived(self) -> float:
+        """The deployment's arrived updates per round, M·(1 − upload_loss)."""
+        return self.cfg.cohort * (1.0 - self.cfg.upload_loss)
+
+    def exposure(self, arrivals=None) -> tuple[str, float, int]:
+        """Anyone who sees the released models: Poisson add/remove at q = M/N over T rounds, a fixed cohort
+        replace-one over the accounted rounds, no sampling add/remove at rate 1."""
+        c, pc = self.cfg, self.cfg.privacy
+        if pc.sampling == "poisson":
+            return "add/remove", c.cohort / c.population, c.rounds
+        if pc.sampling == "fixed":
+            return "replace", c.cohort / c.population, accounted_rounds(c)
+        return "add/remove", 1.0, accounted_rounds(c)
 
     def eps_for(self, sigma: float) -> float:
         c, pc = self.cfg, self.cfg.privacy
@@ -78,11 +92,11 @@ class CentralGaussian(Mechanism):
     def noise_std(self) -> float:
         """Std of the server's noise on the deployment's averaged update."""
         c = self.cfg
-        return c.privacy.sigma * c.privacy.clip / (c.cohort * (1.0 - c.upload_loss))
+        return c.privacy.params.sigma * c.privacy.params.clip / self.arrived
 
     def client_transforms(self, noise, seed: int, controller=None):
         c = self.cfg
-        return None, lambda active: ClipUpload(clip=c.privacy.clip, beta=c.privacy.beta, clients=c.data.clients)
+        return None, lambda active: ClipUpload(clip=c.privacy.params.clip, beta=c.privacy.params.beta, clients=c.data.clients)
 
     def server_transform(self, seed: int):
         g = torch.Generator().manual_seed((seed + 5) % (1 << 63))
@@ -105,11 +119,11 @@ class CentralGaussian(Mechanism):
 
     def report(self, out, part) -> dict:
         pc = self.cfg.privacy
-        rep = {"mechanism": pc.mechanism, **self.deployment(), "level": "user", "sigma": pc.sigma,
-               "clip": pc.clip, "noise_std_on_average": self.noise_std(), "eps_conditional": False,
+        rep = {"mechanism": pc.mechanism, **self.deployment(), "level": "user", "sigma": pc.params.sigma,
+               "clip": pc.params.clip, "noise_std_on_average": self.noise_std(), "eps_conditional": False,
                "not_covered": "a server that leaks the individual clipped updates (it is trusted here)"}
-        rep.update(out.upload.summary())
-        rep.update(eps=self.eps_for(pc.sigma), eps_paper=math.nan)
+        rep.update(self.run.transform.summary())
+        rep.update(eps=self.eps_for(pc.params.sigma), eps_paper=math.nan)
         return rep
 
 

@@ -32,7 +32,7 @@ from ..config import SimConfig
 from . import accounting as acc
 from . import ddg
 from .central import ClipUpload, accounted_rounds
-from .mechanism import Mechanism
+from .mechanism import AGGREGATE, Mechanism
 
 ACCOUNTANT = ("RDP (dp-accounting zCDP events) of the distributed discrete Gaussian, Kairouz, Liu & Steinke 2021 "
               "Prop. 14 with Theorem 1's τ and rounding norm growth")
@@ -91,6 +91,11 @@ class DDGEncoder:
 class DistributedDiscreteGaussian(Mechanism):
     trust = "secagg"
     uniform_weights = True
+    audit_seam = AGGREGATE
+
+    def exposure(self, arrivals=None) -> tuple[str, float, int]:
+        """An honest-but-curious server that knows the cohort: add/remove, no amplification, accounted rounds."""
+        return "add/remove", 1.0, accounted_rounds(self.cfg)
 
     def __init__(self, cfg: SimConfig):
         super().__init__(cfg)
@@ -102,16 +107,16 @@ class DistributedDiscreteGaussian(Mechanism):
     # ---------------------------------------------------------------- noise and accounting
     def local_std(self, sigma: float) -> float:
         """Std s of one deployment client's share: the t_h counted honest shares sum to σ·C₀."""
-        return sigma * self.cfg.privacy.clip / math.sqrt(self.honest)
+        return sigma * self.cfg.privacy.params.clip / math.sqrt(self.honest)
 
     def gamma(self, sigma: float) -> float:
         c = self.cfg
-        return ddg.choose_gamma(clip=c.privacy.clip, local_std=self.local_std(sigma),
+        return ddg.choose_gamma(clip=c.privacy.params.clip, local_std=self.local_std(sigma),
                                 cohort=max(c.cohort, c.sampled_per_round), bits=c.privacy.secagg_bits)
 
     def eps_for(self, sigma: float, dim: int) -> float:
         c = self.cfg
-        return ddg.eps_ddg(clip=c.privacy.clip, gamma=self.gamma(sigma), local_std=self.local_std(sigma),
+        return ddg.eps_ddg(clip=c.privacy.params.clip, gamma=self.gamma(sigma), local_std=self.local_std(sigma),
                            honest=self.honest, dim=dim, rounds=accounted_rounds(c), delta=c.privacy.delta)
 
     def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
@@ -124,21 +129,21 @@ class DistributedDiscreteGaussian(Mechanism):
 
     def noise_std(self) -> float:
         """Std of the noise on the deployment's averaged update: s/√n for n arrived shares."""
-        return self.local_std(self.cfg.privacy.sigma) / math.sqrt(self.arrived)
+        return self.local_std(self.cfg.privacy.params.sigma) / math.sqrt(self.arrived)
 
     # ---------------------------------------------------------------- client and server sides
     def client_transforms(self, noise, seed: int, controller=None):
         c = self.cfg
-        return None, lambda active: ClipUpload(clip=c.privacy.clip, beta=c.privacy.beta, clients=c.data.clients)
+        return None, lambda active: ClipUpload(clip=c.privacy.params.clip, beta=c.privacy.params.beta, clients=c.data.clients)
 
     def aggregator(self, part, seed: int, controller=None):
         from ..secagg.aggregator import SecureAggregator
 
         pc = self.cfg.privacy
         target = self.noise_std()  # each of m simulated arrivals adds share std target·√m: average std = target
-        enc = DDGEncoder(gamma=self.gamma(pc.sigma), share_std=lambda m: target * math.sqrt(m),
+        enc = DDGEncoder(gamma=self.gamma(pc.params.sigma), share_std=lambda m: target * math.sqrt(m),
                          bits=pc.secagg_bits, seed=seed + 6)
-        return SecureAggregator(sizes=part.sizes, bits=pc.secagg_bits, value_range=pc.clip,
+        return SecureAggregator(sizes=part.sizes, bits=pc.secagg_bits, value_range=pc.params.clip,
                                 threshold=pc.secagg_threshold, seed=seed + 4, encoder=enc,
                                 neighbours=pc.secagg_neighbours, survivor_floor=pc.secagg_threshold)
 
@@ -152,16 +157,16 @@ class DistributedDiscreteGaussian(Mechanism):
     def report(self, out, part) -> dict:
         c, pc = self.cfg, self.cfg.privacy
         dim = out.omega  # the uploaded vector: the active coordinates
-        rep = {"mechanism": pc.mechanism, **self.deployment(), "level": "user", "sigma": pc.sigma,
-               "clip": pc.clip, "secagg_threshold_clients": self.threshold, "honest_counted": self.honest,
-               "colluders": c.deployment.colluders, "local_std": self.local_std(pc.sigma),
-               "gamma": self.gamma(pc.sigma), "bits": pc.secagg_bits, "noise_std_on_average": self.noise_std(),
+        rep = {"mechanism": pc.mechanism, **self.deployment(), "level": "user", "sigma": pc.params.sigma,
+               "clip": pc.params.clip, "secagg_threshold_clients": self.threshold, "honest_counted": self.honest,
+               "colluders": c.deployment.colluders, "local_std": self.local_std(pc.params.sigma),
+               "gamma": self.gamma(pc.params.sigma), "bits": pc.secagg_bits, "noise_std_on_average": self.noise_std(),
                "eps_conditional": False,
                "not_covered": "a malicious server; more than `colluders` clients colluding with the server"}
-        rep.update(out.upload.summary())
-        if getattr(out, "secagg", None) is not None:  # what the protocol cost: rounds, aborts, words, seconds
-            rep["secagg"] = out.secagg.summary()
-        rep.update(eps=self.eps_for(pc.sigma, dim), eps_paper=math.nan)
+        rep.update(self.run.transform.summary())
+        if self.run.secagg is not None:  # what the protocol cost: rounds, aborts, words, seconds
+            rep["secagg"] = self.run.secagg.summary()
+        rep.update(eps=self.eps_for(pc.params.sigma, dim), eps_paper=math.nan)
         return rep
 
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from ..config import SimConfig
 from . import accounting as acc
-from .mechanism import Mechanism
+from .mechanism import STEP, UPLOAD, Mechanism
 from .mechanisms import clip_stats
 
 EXACT = "analytic Gaussian (dp-accounting; exact for the composed Gaussians)"
@@ -47,8 +47,8 @@ class LocalMechanism(Mechanism):
 
     def report(self, out, part) -> dict:
         rep = {"mechanism": self.cfg.privacy.mechanism, **self.deployment(), "eps_conditional": False}
-        if getattr(out, "secagg", None) is not None:  # secure aggregation: what the protocol cost (no DP by itself)
-            rep.update(aggregation="secagg", secagg=out.secagg.summary())
+        if self.run.secagg is not None:  # secure aggregation: what the protocol cost (no DP by itself)
+            rep.update(aggregation="secagg", secagg=self.run.secagg.summary())
         rep.update(self.account(out, part))
         return rep
 
@@ -66,11 +66,13 @@ class StepMechanism(LocalMechanism):
     """Seed 004 Alg. 3: every local step clips the batch gradient to S, steps, adds N(0, σ²) to every active
     parameter (`mechanisms.StepLDP`); record level, sensitivity 2·lr·S per step."""
 
+    audit_seam = STEP
+
     def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
         pc = cfg.privacy
         if pc.target_eps is None:
             return cfg
-        sigma = acc.calibrate_sigma_step(target_eps=pc.target_eps, delta=pc.delta, lr=cfg.lr, clip=pc.clip,
+        sigma = acc.calibrate_sigma_step(target_eps=pc.target_eps, delta=pc.delta, lr=cfg.lr, clip=pc.params.clip,
                                          epochs=cfg.epochs, participation=1.0, rounds=cfg.rounds)
         self.cfg = replace(cfg, privacy=replace(pc, sigma=sigma))
         return self.cfg
@@ -79,21 +81,21 @@ class StepMechanism(LocalMechanism):
         from .mechanisms import StepLDP
 
         pc = self.cfg.privacy
-        return StepLDP(sigma=pc.sigma, clip=pc.clip if pc.clip_rule == "fixed" else None, seed=seed), None
+        return StepLDP(sigma=pc.params.sigma, clip=pc.params.clip if pc.params.clip_rule == "fixed" else None, seed=seed), None
 
     def account(self, out, part) -> dict:
         cfg, pc = self.cfg, self.cfg.privacy
-        clips = out.step_hook.clips or [pc.clip or 1.0]
+        clips = self.run.step_hook.clips or [pc.params.clip or 1.0]
         rounds_max = int(out.arrivals.max(initial=0))  # rounds whose upload reached the server, worst client
-        eps = acc.eps_step(sigma=pc.sigma, lr=cfg.lr, clip=clips, epochs=cfg.epochs, participation=1.0,
+        eps = acc.eps_step(sigma=pc.params.sigma, lr=cfg.lr, clip=clips, epochs=cfg.epochs, participation=1.0,
                            rounds=rounds_max, delta=pc.delta) if rounds_max else 0.0
         rep = {"level": "record (replace-one, per client's data)", "neighbouring": "replace one record",
-               "accountant": EXACT, "sigma": pc.sigma, "rounds_max": rounds_max, "clip_rule": pc.clip_rule,
+               "accountant": EXACT, "sigma": pc.params.sigma, "rounds_max": rounds_max, "clip_rule": pc.params.clip_rule,
                **clip_stats(clips), "eps": eps,
                "eps_paper": acc.eps_paper_step(clip=max(clips), min_local_size=int(part.sizes.min()),
                                                participation=cfg.participation, rounds=cfg.rounds,
-                                               sigma=pc.sigma, delta=pc.delta)}
-        if pc.clip_rule == "median":
+                                               sigma=pc.params.sigma, delta=pc.delta)}
+        if pc.params.clip_rule == "median":
             rep.update(eps_conditional=True, eps_condition="given the unprivatised median clip S of each round "
                        "(clip_rule = 'median'); not a DP guarantee on its own")
         return rep
@@ -102,6 +104,8 @@ class StepMechanism(LocalMechanism):
 class UpdateMechanism(LocalMechanism):
     """ULDP-FED (seed 000): clip the round's update to C_k = C₀·e^(−β·k), add N(0, (σ·C_k)²), optional recall
     and per-user budget ledger (`mechanisms.UpdateLDP`); user level."""
+
+    audit_seam = UPLOAD
 
     def participations(self) -> int:
         """Worst-case uploads of one user: min(r, T)."""
@@ -130,40 +134,40 @@ class UpdateMechanism(LocalMechanism):
 
         def factory(active):
             store = ledger = None
-            if pc.recall:
+            if pc.params.recall:
                 from .recall import RecallStore
                 store = RecallStore(num_params=active.numel())
             if pc.eps_budget is not None:
                 from .budget import UserBudgetLedger
                 ledger = UserBudgetLedger(total_eps=pc.eps_budget, max_participations=self.participations(),
                                           rounds=cfg.rounds, num_clients=cfg.data.clients, delta=pc.delta)
-            return self.upload(controller, sigma=pc.sigma, clip=pc.clip, beta=pc.beta, clients=cfg.data.clients,
-                               active=active, noise=noise, recall=store, tau=pc.tau, similarity=pc.similarity,
+            return self.upload(controller, sigma=pc.params.sigma, clip=pc.params.clip, beta=pc.params.beta, clients=cfg.data.clients,
+                               active=active, noise=noise, recall=store, tau=pc.params.tau, similarity=pc.params.similarity,
                                ledger=ledger, sample_rate=cfg.sampled_per_round / cfg.data.clients)
         return controller, factory  # adaptive: the controller is also the step hook (per-client learning rate)
 
     def noise_multiplier_max(self) -> float:
-        return self.cfg.privacy.sigma
+        return self.cfg.privacy.params.sigma
 
     def default_range(self) -> float:
         """C₀·(1 + 8·z_max): the clipped update plus 8 noise standard deviations (16·C₀ with the ledger)."""
         pc = self.cfg.privacy
-        return 16.0 * pc.clip if pc.eps_budget is not None else pc.clip * (1.0 + 8.0 * self.noise_multiplier_max())
+        return 16.0 * pc.params.clip if pc.eps_budget is not None else pc.params.clip * (1.0 + 8.0 * self.noise_multiplier_max())
 
     def account(self, out, part) -> dict:
         cfg, pc = self.cfg, self.cfg.privacy
-        up = out.upload
+        up = self.run.transform
         # every participation counts, recalled ones too: the recall decision reads a fresh noisy update
         z = up.effective_sigma()
         eps = acc.eps_update_varying(noise_multipliers=[z], delta=pc.delta) if z else 0.0
         if pc.eps_budget is not None:
             eps_paper = pc.eps_budget  # the ledger spends at most the budget, by the paper's own accounting
         else:
-            eps_paper = acc.eps_paper_update(sigma=pc.sigma, sample_rate=cfg.sampled_per_round / cfg.data.clients,
+            eps_paper = acc.eps_paper_update(sigma=pc.params.sigma, sample_rate=cfg.sampled_per_round / cfg.data.clients,
                                              max_participations=self.participations(), delta=pc.delta)
         joined = up.joined
         return {"level": "user (replace-one user)", "neighbouring": "replace one user", "accountant": EXACT,
-                "sigma": pc.sigma, "participations_mean": float(joined[joined > 0].mean()) if joined.any() else 0.0,
+                "sigma": pc.params.sigma, "participations_mean": float(joined[joined > 0].mean()) if joined.any() else 0.0,
                 **up.summary(), "eps": eps, "eps_paper": eps_paper}
 
 

@@ -5,7 +5,8 @@ mechanism: its calibration (target ε → σ), the client-side transforms (a per
 transform), the server-side transform, the secure aggregator it needs (with its encoding and range), and its
 accounting (the ε it reports and the summary that says under which trust model, neighbouring relation and
 accountant that ε holds). The simulator (fl/simulate.py, fl/rounds.py) calls these seams and never branches on
-mechanism or trust names, so adding a mechanism touches one file here and `build_mechanism`.
+mechanism or trust names; a mechanism is registered once in `registry.py` (docs/privacy.md, "Adding a
+mechanism").
 
 - `local.LocalMechanism`: the client noises its own upload (`step`, `update`, `signds`, `adaptive`, `none`).
 - `central.CentralGaussian`: DP-FedAvg, the server adds Gaussian noise to the sum of clipped updates.
@@ -17,14 +18,22 @@ from __future__ import annotations
 from ..config import SimConfig
 
 
+# Where the audit's observer looks (fedevo/audit/run.py), `Mechanism.audit_seam`:
+UPLOAD = "upload"  # each upload, through the mechanism's upload transform (an `UpdateLDP`: clip0, sigma, thresholds)
+STEP = "per-step"  # each local step, through the mechanism's per-step hook (a `StepLDP`): record level
+AGGREGATE = "aggregate"  # the released aggregate (the server's noise, or the decoded secure sum): `arrived`, clip
+
+
 class Mechanism:
     """The seams. Defaults: no transform anywhere, sample-count weights, plain aggregation, no privacy."""
 
     trust = "local"
     uniform_weights = False  # weight every arrived update 1 instead of by sample count (bounded sensitivity)
+    audit_seam = None  # UPLOAD, STEP or AGGREGATE: where `fedevo audit` inserts canaries (None: not auditable)
 
     def __init__(self, cfg: SimConfig):
         self.cfg = cfg
+        self.run = None  # the privatizer of the current run (`privatizer`)
 
     def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
         """Target-ε mode: cfg with σ replaced by the calibrated noise (dim = the model's parameter count)."""
@@ -46,9 +55,29 @@ class Mechanism:
         """A function (aggregate (P,), active (P,)) -> aggregate applied by the server, or None."""
         return None
 
+    def privatizer(self, data, part, noise, seed: int):
+        """The round loop's privatizer for one run (privatizer.py), built from the seams above in this order:
+        controller, aggregator, client transforms, server transform. The mechanism keeps it (`self.run`): its
+        report reads the state the run left there."""
+        from .privatizer import RoundPrivatizer
+
+        controller = self.controller(data, part, seed)
+        secagg = self.aggregator(part, seed, controller)
+        step_hook, factory = self.client_transforms(noise, seed, controller)
+        self.run = RoundPrivatizer(step_hook=step_hook, upload_factory=factory, secagg=secagg, controller=controller,
+                                   server_transform=self.server_transform(seed), uniform_weights=self.uniform_weights)
+        return self.run
+
     def report(self, out, part) -> dict:
-        """The privacy summary of a finished run, with `eps` and `eps_paper`."""
+        """The privacy summary of a finished run (`out`: the round loop's outcome, arrivals and Ω; the rest is in
+        `self.run`), with `eps` and `eps_paper`."""
         raise NotImplementedError
+
+    def exposure(self, arrivals=None) -> tuple[str, float, int]:
+        """What the observer sees of one user, for the audit: (neighbouring relation, rate at which a user joins a
+        round, rounds). Default (local trust): replace-one, every round it joined (`arrivals`: per client, rounds
+        whose upload reached the server; None: all rounds)."""
+        return "replace", 1.0, int(arrivals.max(initial=0)) if arrivals is not None else self.cfg.rounds
 
     def deployment(self) -> dict:
         """The accounted deployment and trust model, for every summary and plot."""
@@ -56,21 +85,13 @@ class Mechanism:
         return {"trust": self.trust, "population": c.population, "cohort": c.cohort, "delta": c.privacy.delta}
 
 
-#: mechanism name -> "module:class" under fedevo.privacy, for local trust (imported on use)
-LOCAL = {"none": "local:NoPrivacy", "step": "local:StepMechanism", "update": "local:UpdateMechanism",
-         "signds": "signds:SignDSMechanism", "adaptive": "adaptive:AdaptiveMechanism"}
-#: trust model -> "module:class" for the deployment trust models (the `update` mechanism's clip, user level)
-TRUSTED = {"central": "central:CentralGaussian", "secagg": "distributed:DistributedDiscreteGaussian"}
-
-
 def build_mechanism(cfg: SimConfig) -> Mechanism:
-    """The mechanism object of a validated config (SimConfig refused every invalid mechanism × trust pair)."""
-    from importlib import import_module
+    """The runtime object of a validated config: the registered mechanism's class for the config's trust model
+    (registry.py; SimConfig refused every invalid mechanism × trust pair)."""
+    from . import registry
 
     pc = cfg.privacy
-    ref = LOCAL[pc.mechanism] if pc.trust == "local" or pc.mechanism == "none" else TRUSTED[pc.trust]
-    module, cls = ref.split(":")
-    return getattr(import_module(f"{__package__}.{module}"), cls)(cfg)
+    return registry.mechanism(pc.mechanism).runtime_class(pc.trust)(cfg)
 
 
-__all__ = ["Mechanism", "build_mechanism", "LOCAL", "TRUSTED"]
+__all__ = ["Mechanism", "build_mechanism"]

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .noise import NoiseSource, TorchNoise
+from .privatizer import UploadTransform
 
 
 def _col(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -230,7 +231,7 @@ class _GroupStep:
         return [n[act].cpu()]
 
 
-class UpdateLDP:
+class UpdateLDP(UploadTransform):
     """ULDP-FED upload transform over flat updates (c, P); `active` (P,) marks the coordinates that exist.
 
     Noise std per upload is σ·C_k, or, with a per-user `ledger` (eqs. 14–15), Theorem 3's σ_k for the budget

@@ -36,6 +36,7 @@ from scipy.special import gammaln
 
 from fedevo.errors import FedevoError
 from .local import LocalMechanism
+from .privatizer import UploadTransform
 
 
 # ---------------------------------------------------------------- EM-MDS mathematics (pure functions)
@@ -220,7 +221,7 @@ def dims(d: int, k_frac: float, h_frac: float) -> tuple[int, int]:
     return k, h
 
 
-class SignDSUpload:
+class SignDSUpload(UploadTransform):
     """Upload transform over flat updates (c, P): each row becomes η_g·s·1_J on the active coordinates."""
 
     def __init__(self, *, eps: float, k_frac: float, h_frac: float, lr: float, clients: int,
@@ -273,20 +274,20 @@ class SignDSMechanism(LocalMechanism):
 
     def client_transforms(self, noise, seed: int, controller=None):
         cfg, pc = self.cfg, self.cfg.privacy
-        return None, lambda active: SignDSUpload(eps=pc.signds_eps, k_frac=pc.signds_k, h_frac=pc.signds_h,
-                                                 lr=pc.signds_lr, clients=cfg.data.clients, active=active,
+        return None, lambda active: SignDSUpload(eps=pc.params.signds_eps, k_frac=pc.params.signds_k, h_frac=pc.params.signds_h,
+                                                 lr=pc.params.signds_lr, clients=cfg.data.clients, active=active,
                                                  seed=seed + 2)
 
     def default_range(self) -> float:
-        return self.cfg.privacy.signds_lr  # the aggregate is η_g · weighted mean of s·1_J
+        return self.cfg.privacy.params.signds_lr  # the aggregate is η_g · weighted mean of s·1_J
 
     def account(self, out, part) -> dict:
-        pc, up = self.cfg.privacy, out.upload
+        pc, up = self.cfg.privacy, self.run.transform
         m = int(up.joined.max(initial=0))  # ε-LDP uploads of the most exposed user
         return {"level": "user (replace-one user; pure ε-LDP per upload)", "neighbouring": "replace one user",
                 "accountant": "pure ε-LDP per upload, PLD composition (dp-accounting)",
-                "eps": eps_signds(eps_round=pc.signds_eps, participations=m, delta=pc.delta),
-                "eps_paper": m * pc.signds_eps, **up.summary()}  # eps_paper: basic composition m·ε
+                "eps": eps_signds(eps_round=pc.params.signds_eps, participations=m, delta=pc.delta),
+                "eps_paper": m * pc.params.signds_eps, **up.summary()}  # eps_paper: basic composition m·ε
 
 
 __all__ = ["log_omega", "expected_nu", "optimal_threshold", "nu_log_probs", "set_probability", "Plan", "plan",

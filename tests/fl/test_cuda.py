@@ -30,6 +30,7 @@ from fedevo.data.datasets import synthetic
 from fedevo.data.partition import partition
 from fedevo.fl.device import train_groups
 from fedevo.fl.rounds import client_accuracies, run_rounds
+from fedevo.privacy.privatizer import RoundPrivatizer
 from fedevo.fl.simulate import simulate
 from fedevo.models import build_model
 from fedevo.privacy.mechanisms import StepLDP
@@ -56,7 +57,8 @@ def _train(cfg: SimConfig, data, device: str, seed: int = 0, step_hook=None):
     part = partition(data.y_train.numpy(), data.y_test.numpy(), scheme="iid", clients=cfg.data.clients,
                      num_classes=data.num_classes, seed=seed)
     model = build_model(cfg.arch, data.input_shape, data.num_classes)
-    out = run_rounds(cfg, model, data, part, gen=torch.Generator().manual_seed(seed), step_hook=step_hook)
+    out = run_rounds(cfg, model, data, part, gen=torch.Generator().manual_seed(seed),
+                     privatizer=RoundPrivatizer(step_hook=step_hook))
     per_client, _ = client_accuracies(model, out.params, data, part)
     return out, float(1.0 - np.nanmean(per_client))
 

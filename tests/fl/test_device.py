@@ -163,10 +163,8 @@ def _rounds(cfg, device, seed=0):
 
     su = prepare(cfg, seed=seed)
     try:
-        return run_rounds(su.cfg, su.model, su.data, su.part, gen=su.gen, step_hook=su.step_hook,
-                          upload_factory=su.upload_factory, secagg=su.secagg, controller=su.controller,
-                          server_transform=su.mech.server_transform(seed), uniform_weights=su.mech.uniform_weights,
-                          device=device)
+        return run_rounds(su.cfg, su.model, su.data, su.part, gen=su.gen, privatizer=su.privatizer,
+                          engine=su.engine, device=device)
     finally:
         su.noise.close()
 
@@ -199,6 +197,7 @@ def test_run_rounds_device_path_equals_cpu_engine(name, cfg):
 def test_hook_without_device_path_is_refused():
     from fedevo.fl.rounds import run_rounds
     from fedevo.fl.simulate import prepare
+    from fedevo.privacy.privatizer import RoundPrivatizer
 
     class CPUOnly:
         def for_chunk(self, seed):
@@ -209,7 +208,8 @@ def test_hook_without_device_path_is_refused():
 
     su = prepare(SimConfig(arch=MLPArch(1, 8), **SIM), seed=0)
     with pytest.raises(FedevoError, match="CPUOnly has no device path"):
-        run_rounds(su.cfg, su.model, su.data, su.part, gen=su.gen, step_hook=CPUOnly(), device=CPU)
+        run_rounds(su.cfg, su.model, su.data, su.part, gen=su.gen, privatizer=RoundPrivatizer(step_hook=CPUOnly()),
+                   device=CPU)
 
 
 # ------------------------------------------------------------------- the step loop on fake CUDA tensors

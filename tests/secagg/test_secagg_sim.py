@@ -33,13 +33,10 @@ def final_params(c: SimConfig, seed=0):
                      num_classes=data.num_classes, seed=seed)
     model = build_model(c.arch, data.input_shape, data.num_classes)
     noise = NoiseSource(seed + 1)
-    mech = build_mechanism(c)
-    controller = mech.controller(data, part, seed)
-    secagg = mech.aggregator(part, seed, controller)
-    hook, factory = mech.client_transforms(noise, seed, controller)
-    out = run_rounds(c, model, data, part, gen=torch.Generator().manual_seed(seed), step_hook=hook,
-                     upload_factory=factory, secagg=secagg, controller=controller)
+    pv = build_mechanism(c).privatizer(data, part, noise, seed)
+    out = run_rounds(c, model, data, part, gen=torch.Generator().manual_seed(seed), privatizer=pv)
     noise.close()
+    out.secagg = pv.secagg  # the mechanism's aggregator, for the assertions below
     return out
 
 

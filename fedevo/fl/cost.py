@@ -11,7 +11,7 @@ kernel's density limit (fl/sparse.py) costs per sample ~42 ps per active weight 
 from __future__ import annotations
 
 from .. import hardware
-from ..config import CNNArch, SimConfig
+from ..config import CNNArch, SimConfig, UserArch
 from ..models.layout import conv_layout, density, fc_dims
 
 INPUT_SHAPES = {"digits": (1, 8, 8), "synthetic": (1, 8, 8), "fashion": (1, 28, 28), "mnist": (1, 28, 28),
@@ -30,6 +30,10 @@ def macs_and_params(config: SimConfig) -> tuple[float, float]:
     shape = _input_shape(config)
     macs = params = 0.0
     arch = config.arch
+    if isinstance(arch, UserArch):  # builds the module (torch): user models only
+        from ..models.user import macs_and_params as user_macs
+
+        return user_macs(arch, shape, NUM_CLASSES, config.alpha)
     if isinstance(arch, CNNArch):
         convs, flat = conv_layout(arch, shape)
         k2 = arch.kernel * arch.kernel
@@ -45,13 +49,18 @@ def macs_and_params(config: SimConfig) -> tuple[float, float]:
     return macs, params
 
 
+def data_shape(dataset: str) -> tuple[tuple, int]:
+    """(input shape, classes) of a dataset, without reading it (a user model's load-time probe, problem.py)."""
+    return INPUT_SHAPES.get(dataset, (1, 28, 28)), NUM_CLASSES
+
+
 def _input_shape(config: SimConfig) -> tuple[int, int, int]:
-    return INPUT_SHAPES.get(config.data.dataset, (1, 28, 28))
+    return data_shape(config.data.dataset)[0]
 
 
 def sparse_fc(config: SimConfig) -> tuple[float, int] | None:
     """(active FC weights, input features) when the run takes the SET-sparse kernel (an MLP), else None."""
-    if isinstance(config.arch, CNNArch) or config.alpha is None:
+    if isinstance(config.arch, (CNNArch, UserArch)) or config.alpha is None:  # a user MLP: estimated dense
         return None
     shape = _input_shape(config)
     d_in = shape[0] * shape[1] * shape[2]

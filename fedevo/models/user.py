@@ -189,6 +189,8 @@ class GenericModel:
                 if i is not None and (isinstance(m, nn.Linear) or arch.sparse_conv):
                     sparse.append(i)
         self.fc_weight_ids = tuple(sorted(set(sparse)))
+        self.has_conv = any(isinstance(m, nn.Conv2d) for m in module.modules())
+        self.cpu_loop: Optional[bool] = None  # None: a loop where the module has convolutions (see `grads`)
         self.buffers = dict(module.named_buffers())
         self._local = threading.local()
         self.compute_dtype = torch.float32
@@ -250,10 +252,19 @@ class GenericModel:
             return self._call(params, x)
 
     def grads(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:
-        """Per-client gradients of Σ_b w_b·CE; params stacked (c, ...), x (c, B, ...), y (c, B), w (c, B)."""
-        return list(self._grad_vmap(list(params), x.float(), y, w.float()))
+        """Per-client gradients of Σ_b w_b·CE; params stacked (c, ...), x (c, B, ...), y (c, B), w (c, B). On the
+        CPU a module with convolutions takes a loop of per-client gradients (`cpu_loop`; as the built-in CNN:
+        batching clients buys nothing for compute-bound convolutions there), else vmap over the clients."""
+        loop = self.cpu_loop if self.cpu_loop is not None else self.has_conv
+        if loop and params[0].device.type == "cpu":
+            per = [self._grad([p[k] for p in params], x[k].float(), y[k], w[k].float()) for k in range(y.shape[0])]
+            return [torch.stack(gs) for gs in zip(*per)]
+        return self.grads_vmap(params, x, y, w)
 
-    grads_vmap = grads
+    def grads_vmap(self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                   w: torch.Tensor) -> list[torch.Tensor]:
+        """`grads` with the clients batched by torch.func.vmap (the device path's choice: one kernel for all)."""
+        return list(self._grad_vmap(list(params), x.float(), y, w.float()))
 
 
 # ------------------------------------------------------------------ lowering onto the built-in kernels
@@ -320,8 +331,14 @@ def _recognise(module: nn.Module, node) -> Optional[tuple]:
             return ("relu",)
         if node.target is torch.flatten and (args == (1,) or kw == {"start_dim": 1}):
             return ("flatten",)
-        if node.target is F.max_pool2d and args in ((2,), (2, 2)) and not kw:
-            return ("pool",)
+        if node.target is F.max_pool2d:
+            names = ("kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
+            a = {**dict(zip(names, args)), **kw}
+            two = lambda v: v in (2, (2, 2), [2, 2])  # noqa: E731
+            ok = (two(a.get("kernel_size")) and (a.get("stride") in (None, ()) or two(a.get("stride")))
+                  and a.get("padding", 0) in (0, (0, 0)) and a.get("dilation", 1) in (1, (1, 1))
+                  and not a.get("ceil_mode", False) and not a.get("return_indices", False))
+            return ("pool",) if ok else None
         return None
     if node.op == "call_method":
         if node.target in ("relu", "relu_") and not args and not kw:

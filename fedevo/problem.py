@@ -244,7 +244,10 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     if user:
         from .models.spec import resolve_spec
 
-        model_ref = resolve_spec(model, path)
+        try:
+            model_ref = resolve_spec(model, path)
+        except FedevoError as e:
+            raise FedevoError(f"problem {doc.get('name', name)!r}: {e}") from None
     prob = Problem(name=doc.get("name", name), dataset=doc["dataset"], model=model, genes=genes, fixed=fixed,
                    eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path,
                    model_ref=model_ref, model_kwargs=model_kwargs)

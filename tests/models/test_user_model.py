@@ -271,6 +271,21 @@ def test_step_mechanism_with_a_user_model(files, monkeypatch, lower, factory):
     assert abs(quiet.error - plain.error) <= 0.03
 
 
+@pytest.mark.parametrize("privacy", [
+    'mechanism = "update"\nsigma = 0.5\nclip = 1.0',
+    'mechanism = "update"\nsigma = 0.5\nclip = 1.0\ntrust = "central"\nsampling = "poisson"\ndelta = 1e-6',
+    'mechanism = "update"\nsigma = 0.5\nclip = 1.0\ntrust = "secagg"\naggregation = "secagg"\ndelta = 1e-6',
+    'mechanism = "signds"',
+    'mechanism = "adaptive"\nsigma = 0.5\nclip = 1.0',
+])
+def test_every_mechanism_and_trust_model_trains_a_generic_model(files, monkeypatch, privacy):
+    prob = load_problem(str(files("python:sub/my_models.py:make_gated",
+                                  train=f"alpha = 2.0\n[deployment]\npopulation = 100000\n[privacy]\n{privacy}")))
+    res = evaluate(prob, seed=0)
+    assert res.status == "ok", res.message
+    assert math.isfinite(res.eps) and res.eps > 0 and 0 <= res.error <= 1 and res.comm > 0
+
+
 def test_module_init_is_seeded(files):
     """init = "module" (the default): the factory's own initialisation, seeded from the evaluation's seed."""
     prob = load_problem(str(files("python:sub/my_models.py:make_gated")))
@@ -312,6 +327,7 @@ def test_cost_estimate_counts_the_module(files):
     ("python:sub/my_models.py:not_a_module", r"model factory 'not_a_module' returned int, not a torch.nn.Module"),
     ("python:sub/my_models.py:wrong_input", r"model 'wrong_input' rejects input shape \(1, 8, 8\)"),
     ("python:sub/my_models.py:wrong_output", r"model 'wrong_output' returns \(2, 3\) .* expected logits of shape"),
+    ("python:sub/my_models.py", r"model 'python:sub/my_models.py': expected 'python:path/to/file.py:function'"),
 ])
 def test_bad_models_are_one_line_and_nothing_is_written(files, tmp_path, capsys, model, expect):
     from tests.cli.test_bad_input import bad

@@ -279,7 +279,7 @@ def _chain(module: nn.Module) -> Optional[list[tuple]]:
     except Exception:
         return None
     ops: list[tuple] = []
-    prev = None
+    prev = size = None
     for node in graph.nodes:
         if node.op == "placeholder":
             if prev is not None:
@@ -287,7 +287,16 @@ def _chain(module: nn.Module) -> Optional[list[tuple]]:
             prev = node
             continue
         if node.op == "output":
-            return ops if node.args[0] is prev else None
+            return ops if node.args[0] is prev and size is None else None
+        if node.op == "call_method" and node.target == "size" and node.args == (prev, 0) and size is None:
+            size = node  # x.view(x.size(0), -1): the batch size, read for the next node only
+            continue
+        if size is not None:
+            if node.op == "call_method" and node.target in ("view", "reshape") and node.args == (prev, size, -1):
+                ops.append(("flatten",))
+                prev, size = node, None
+                continue
+            return None
         if not node.args or node.args[0] is not prev or any(isinstance(a, fx.Node) for a in node.args[1:]) \
                 or any(isinstance(v, fx.Node) for v in node.kwargs.values()):
             return None

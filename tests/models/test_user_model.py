@@ -49,6 +49,41 @@ class PlainMLP(nn.Module):  # a hand-written forward: traced by torch.fx, lowere
 def make_plain(input_shape, num_classes, hidden=32):
     return PlainMLP(math.prod(input_shape), hidden, num_classes)
 
+class PlainCNN(nn.Module):
+    def __init__(self, c, hw, k):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(c, 4, 3, padding=1), nn.Conv2d(4, 8, 3, padding="same")
+        self.fc, self.out = nn.Linear(8 * (hw // 4) ** 2, 16), nn.Linear(16, k)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.c1(x)), 2)
+        x = nn.functional.max_pool2d(self.c2(x).relu(), kernel_size=2)
+        x = x.view(x.size(0), -1)
+        return self.out(nn.functional.relu(self.fc(x)))
+
+def make_plain_cnn(input_shape, num_classes):
+    return PlainCNN(input_shape[0], input_shape[1], num_classes)
+
+class Near(nn.Module):  # a chain of recognised ops that is not an MLP: a ReLU on the logits
+    def __init__(self, d, k):
+        super().__init__()
+        self.fc, self.out = nn.Linear(d, 16), nn.Linear(16, k)
+
+    def forward(self, x):
+        return torch.relu(self.out(torch.relu(self.fc(x.flatten(1)))))
+
+def make_near(input_shape, num_classes):
+    return Near(math.prod(input_shape), num_classes)
+
+def make_odd_cnn(input_shape, num_classes):  # channels not doubling: not the built-in layout
+    c, h, w = input_shape
+    return nn.Sequential(nn.Conv2d(c, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(4, 5, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(5 * (h // 4) * (w // 4), num_classes))
+
+def make_tanh(input_shape, num_classes):
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 16), nn.Tanh(), nn.Linear(16, num_classes))
+
 class Gated(nn.Module):  # not a chain: the generic path
     def __init__(self, d, k):
         super().__init__()
@@ -187,6 +222,39 @@ def test_generic_chunk_training_matches_the_builtin_engine(files, monkeypatch):
         b = b.transpose(1, 2) if a.dim() == 3 else b.reshape(a.shape)
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
         assert not torch.equal(a[0], pu[0]) or a.dim() != 3
+
+
+@pytest.mark.parametrize("factory,kind", [("make_mlp", LoweredMLP), ("make_plain", LoweredMLP),
+                                          ("make_cnn", LoweredCNN), ("make_plain_cnn", LoweredCNN),
+                                          ("make_near", GenericModel), ("make_odd_cnn", GenericModel),
+                                          ("make_tanh", GenericModel), ("make_gated", GenericModel)])
+def test_what_is_lowered(files, factory, kind):
+    """Recognisable stacks (nn.Sequential or a hand-written forward: torch.relu, F.max_pool2d, x.view(x.size(0),
+    -1), ...) are lowered; anything else, or a chain whose lowering would compute another function, is not. Either
+    way the model computes the module's function."""
+    from fedevo.models.user import make_module
+
+    arch = UserArch(load_problem(str(files(f"python:sub/my_models.py:{factory}"))).model_ref)
+    model = build_model(arch, (1, 8, 8), 10)
+    assert type(model) is kind
+    module = make_module(arch, (1, 8, 8), 10, seed=9)
+    params = model.from_module(module) if kind is not GenericModel else list(module.parameters())
+    x = torch.randn(5, 1, 8, 8)
+    torch.testing.assert_close(model.logits(params, x), module(x).detach(), atol=1e-5, rtol=1e-4)
+
+
+def test_lowering_is_checked_against_the_module(files):
+    """The guard behind lowering: a lowered model whose function differs from the module's (here a Tanh where the
+    lowered MLP has a ReLU, the same layer names) is detected."""
+    from fedevo.models.user import _same_function, make_module
+
+    spec = load_problem(str(files())).model_ref
+    lowered = build_model(UserArch(spec, (("depth", 1), ("hidden", 16))), (1, 8, 8), 10)
+    assert isinstance(lowered, LoweredMLP)
+    same = make_module(UserArch(spec, (("depth", 1), ("hidden", 16))), (1, 8, 8), 10, seed=2)
+    tanh = make_module(UserArch(spec.replace(":make_mlp", ":make_tanh")), (1, 8, 8), 10, seed=2)
+    assert _same_function(lowered, same, (1, 8, 8))
+    assert not _same_function(lowered, tanh, (1, 8, 8))
 
 
 def test_genes_and_model_args_reach_the_factory(files):

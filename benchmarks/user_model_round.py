@@ -6,7 +6,8 @@ Reference workload (issue #2): MLP 784-200-200-10 written as a plain nn.Module (
 2×2 max-pool, FC 128, 10 classes, 28×28 inputs) written as an nn.Module, on K=10 clients (as round_speed.py's CNN
 line). Each model three ways, interleaved: the built-in model (MLPArch / CNNArch), the user module lowered onto the
 built-in kernels (what `build_model` picks for these recognisable stacks), and the user module through the generic
-path (FEDEVO_LOWER=0: vmap(grad(functional_call)) over a chunk's clients, or a loop of per-client grads).
+path (FEDEVO_LOWER=0): its default on the CPU (an MLP: the clients' forward passes vmapped, one backward pass;
+a CNN: a loop of per-client grads) and vmap(grad(functional_call)) over a chunk's clients (the device path's).
 Random data (values do not affect speed). Ratios are user / built-in (1.00x: as fast; the targets: generic MLP
 within 2x, CNN within 1.2x).
 
@@ -92,17 +93,16 @@ def compare(label: str, builtin, factory: str, shape: tuple, data, clients, repe
     arch = UserArch(spec=f"python:{os.path.abspath(__file__)}:{factory}", init="fedevo")
     lowered = build_model(arch, shape, 10)
     os.environ["FEDEVO_LOWER"] = "0"
-    generic, loop = build_model(arch, shape, 10), build_model(arch, shape, 10)
+    generic, other = build_model(arch, shape, 10), build_model(arch, shape, 10)
     os.environ.pop("FEDEVO_LOWER")
     assert isinstance(generic, GenericModel) and not isinstance(lowered, GenericModel)
     gen = torch.Generator().manual_seed(0)
     models = {"built-in": (builtin, builtin.init(gen)), f"user lowered ({type(lowered).__name__})":
               (lowered, lowered.init(torch.Generator().manual_seed(0))),
-              "user generic (vmap)": (generic, generic.init(torch.Generator().manual_seed(0)))}
-    if any(isinstance(m, nn.Conv2d) for m in generic.template.modules()):
-        loop.cpu_loop = True  # the same generic model, per-client grads in a loop
-        generic.cpu_loop = False
-        models["user generic (loop)"] = (loop, models["user generic (vmap)"][1])
+              f"user generic ({'loop' if generic.has_conv else 'autograd'}, default)":
+              (generic, generic.init(torch.Generator().manual_seed(0)))}
+    other.cpu_grads = "vmap"  # the same generic model, vmap(grad(...)) over the clients
+    models["user generic (vmap grad)"] = (other, generic.init(torch.Generator().manual_seed(0)))
     for m, p in models.values():  # warm-up: allocator, oneDNN kernels, vmap's tracing
         engine_round(m, p, data, clients[:CHUNK], 1)
     best = {k: math.inf for k in models}

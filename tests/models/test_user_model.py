@@ -257,6 +257,28 @@ def test_lowering_is_checked_against_the_module(files):
     assert not _same_function(lowered, tanh, (1, 8, 8))
 
 
+@pytest.mark.parametrize("factory", ["make_mlp", "make_gated"])
+def test_generic_gradient_modes_agree(files, monkeypatch, factory):
+    """The generic path's three ways to per-client gradients (a loop of grads, vmap(grad), the vmapped forward with
+    one backward pass) give the same gradients, each client its own (a client's gradient is its loss's alone)."""
+    monkeypatch.setenv("FEDEVO_LOWER", "0")
+    model = build_model(UserArch(load_problem(str(files(f"python:sub/my_models.py:{factory}"))).model_ref),
+                        (1, 8, 8), 10)
+    gen = torch.Generator().manual_seed(0)
+    params = [torch.stack([p, p * 0.5]) for p in model.init(gen)]
+    x, y = torch.randn(2, 7, 1, 8, 8, generator=gen), torch.randint(0, 10, (2, 7), generator=gen)
+    w = torch.full((2, 7), 1 / 7)
+    got = {}
+    for how in ("loop", "vmap", "autograd"):
+        model.cpu_grads = how
+        got[how] = model.grads(params, x, y, w)
+    one = model.grads([p[1:] for p in params], x[1:], y[1:], w[1:])  # client 1 alone
+    for a, b, c, d in zip(got["loop"], got["vmap"], got["autograd"], one):
+        torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(c, a, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(d[0], a[1], atol=1e-6, rtol=1e-5)
+
+
 def test_genes_and_model_args_reach_the_factory(files):
     prob = load_problem(str(files(extra="[model_args]\ndepth = 1\n",
                                   genes='hidden = { type = "int", low = 4, high = 64, default = 8 }')))

@@ -447,3 +447,11 @@ def test_two_generation_search_with_a_user_model(files, tmp_path):
     rows = list(csv.DictReader(open(out / "evaluations.csv")))
     assert len(rows) >= 8 and all(r["status"] == "ok" for r in rows)
     assert len({r["hidden"] for r in rows}) > 1
+
+
+@pytest.mark.parametrize("factory,kind", [("make_mlp", LoweredMLP), ("make_cnn", LoweredCNN)])
+@pytest.mark.parametrize("shape", [(1, 8, 8), (1, 28, 28)])
+def test_example_factories_are_lowered(factory, kind, shape):
+    """examples/models.py (the README's example) trains on the built-in kernels."""
+    spec = f"python:{Path(__file__).resolve().parents[2] / 'examples' / 'models.py'}:{factory}"
+    assert type(build_model(UserArch(spec, (("hidden", 24),)), shape, 10)) is kind

@@ -268,7 +268,8 @@ class GenericModel:
             per = [self._grad([p[k] for p in params], x[k].float(), y[k], w[k].float()) for k in range(y.shape[0])]
             return [torch.stack(gs) for gs in zip(*per)]
         # the clients' forward passes vmapped, one backward pass of the sum of their losses: client k's parameters
-        # get client k's gradient (the clients do not interact), ~10% less CPU time a step than vmap(grad) on a Zen 3 (paired, one thread)
+        # get client k's gradient (the clients do not interact); ~10% less CPU time a step than vmap(grad) on a
+        # Zen 3 (paired, one thread)
         ps = [p.detach().requires_grad_() for p in params]
         with torch.enable_grad():
             logits = self._fwd_vmap(ps, x.float())

@@ -200,6 +200,18 @@ class GenericModel:
         self._grad_vmap = vmap(self._grad, in_dims=(0, 0, 0, 0))
         self._fwd_vmap = vmap(self._call, in_dims=(0, 0))
 
+    def from_module(self, module: nn.Module) -> list[torch.Tensor]:
+        """A module's parameters in the engine's layout (here: its own, `named_parameters` order)."""
+        return [p.detach().clone().contiguous() for p in module.parameters()]
+
+    def to_module(self, params: list[torch.Tensor]) -> nn.Module:
+        """A fresh module of the factory holding `params` (the engine's layout, e.g. a run's trained model)."""
+        module = copy.deepcopy(self.template)
+        with torch.no_grad():
+            for p, v in zip(module.parameters(), params):
+                p.copy_(v)
+        return module
+
     def _module(self) -> nn.Module:
         """A copy of the module per thread: functional_call swaps a module's parameters while it runs, and chunks
         train in parallel threads."""
@@ -479,8 +491,6 @@ def _same_function(model, module: nn.Module, input_shape: tuple) -> bool:
 class _Lowered:
     """What the lowered models add to the built-in ones: the parameters' mapping from the module, its init."""
 
-    kind_user = True
-
     def _setup(self, arch: UserArch, layer_names: list[str], input_shape: tuple, num_classes: int) -> None:
         self.arch, self.layer_names = arch, layer_names
         self.input_shape, self.num_classes = input_shape, num_classes
@@ -496,6 +506,16 @@ class _Lowered:
             else:
                 out += [w.contiguous().clone(), b.clone()]
         return out
+
+    def to_module(self, params: list[torch.Tensor]) -> nn.Module:
+        """A fresh module of the factory holding `params` (the engine's layout, e.g. a run's trained model)."""
+        module = make_module(self.arch, self.input_shape, self.num_classes)
+        with torch.no_grad():
+            for n, (w, b) in zip(self.layer_names, zip(params[0::2], params[1::2])):
+                m = module.get_submodule(n)
+                m.weight.copy_(w.t() if isinstance(m, nn.Linear) else w)
+                m.bias.copy_(b.reshape(-1))
+        return module
 
     def init(self, gen: torch.Generator) -> list[torch.Tensor]:
         """init "fedevo": the built-in model's own draws (bit for bit the built-in model); "module": the factory's

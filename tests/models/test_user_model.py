@@ -238,9 +238,12 @@ def test_what_is_lowered(files, factory, kind):
     model = build_model(arch, (1, 8, 8), 10)
     assert type(model) is kind
     module = make_module(arch, (1, 8, 8), 10, seed=9)
-    params = model.from_module(module) if kind is not GenericModel else list(module.parameters())
+    params = model.from_module(module)
     x = torch.randn(5, 1, 8, 8)
     torch.testing.assert_close(model.logits(params, x), module(x).detach(), atol=1e-5, rtol=1e-4)
+    back = model.to_module(params)  # the engine's parameters as the user's module again
+    assert type(back) is type(module) and back is not module
+    torch.testing.assert_close(back(x).detach(), module(x).detach(), atol=1e-6, rtol=1e-6)
 
 
 def test_lowering_is_checked_against_the_module(files):

@@ -108,8 +108,8 @@ def compare(label: str, builtin, factory: str, shape: tuple, data, clients, repe
         engine_round(m, p, data, clients[:CHUNK], 1)
     wall = {k: math.inf for k in models}
     cpu = dict(wall)
-    for _ in range(repeats):
-        for k, (m, p) in models.items():
+    for r in range(repeats):
+        for k, (m, p) in (list(models.items()) if r % 2 == 0 else list(models.items())[::-1]):  # order alternates
             w, c = timed(lambda: engine_round(m, p, data, clients, epochs))
             wall[k], cpu[k] = min(wall[k], w), min(cpu[k], c)
     print(f"{label}: seconds per round (best of {repeats}, interleaved), K={len(clients)} × {PER_CLIENT}, B={B}, "

@@ -196,7 +196,7 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
             raise FedevoError(f"problem {name!r}: missing required key {req!r}")
     model = doc["model"]
     user = isinstance(model, str) and ":" in model
-    if not user and model not in ARCH_KEYS:
+    if not user and (not isinstance(model, str) or model not in ARCH_KEYS):
         raise FedevoError(f"problem {name!r}: unknown model {model!r}; use 'mlp', 'cnn', "
                           "'python:path/to/file.py:function' or 'package.module:function'")
     fixed: dict[str, Any] = {}
@@ -277,14 +277,18 @@ def probe_model(prob: Problem, config: SimConfig) -> None:
     """A user model: build it and run one forward pass on a zero batch of the dataset's input shape, so that a
     missing file or function, a factory that raises or returns no module, or an input shape the model rejects is
     one line at load time, before any run directory exists."""
+    try:
+        _probe(config)
+    except FedevoError as e:
+        raise FedevoError(f"problem {prob.name!r}: {e}") from None
+
+
+def _probe(config: SimConfig) -> None:
     from .fl.cost import data_shape
     from .models.user import probe
 
     shape, classes = data_shape(config.data.dataset)
-    try:
-        probe(config.arch, shape, classes)
-    except FedevoError as e:
-        raise FedevoError(f"problem {prob.name!r}: {e}") from None
+    probe(config.arch, shape, classes)
 
 
 def load_problem(name_or_path: str) -> Problem:
@@ -324,7 +328,7 @@ def check_gene_bounds(prob: Problem) -> None:
             try:
                 config = prob.sim_config({g.name: v})
                 if prob.user_model and g.name in prob.model_kwargs:
-                    probe_model(prob, config)
+                    _probe(config)
             except FedevoError as e:
                 raise FedevoError(f"problem {prob.name!r}: gene {g.name!r} at its {which} gives an invalid "
                                   f"configuration ({e}); fix the gene's bounds") from None

@@ -154,6 +154,11 @@ def files(tmp_path):
     return write
 
 
+def _rewrite(path: Path, old: str, new: str) -> Path:
+    path.write_text(path.read_text().replace(old, new))
+    return path
+
+
 def _builtin(problem, params=None, seed=3, **kw):
     """The built-in MLP with the same settings as a user-model problem."""
     cfg = problem.sim_config(params)
@@ -306,6 +311,8 @@ def test_gene_names_clash_and_fedevo_settings(files):
         load_problem(str(files(genes='num_classes = { type = "int", low = 2, high = 4 }')))
     with pytest.raises(FedevoError, match=r"\[model_args\].*model 'mlp' takes none"):
         load_problem(str(files("mlp", extra="[model_args]\nhidden = 3\n")))
+    with pytest.raises(FedevoError, match=r"unknown model \[1, 2\]"):
+        load_problem(str(_rewrite(files("mlp"), 'model = "mlp"', "model = [1, 2]")))
     with pytest.raises(FedevoError, match="unknown gene 'hidden'"):  # built-in models keep their closed gene list
         load_problem(str(files("mlp", genes='hidden = { type = "int", low = 4, high = 64, default = 8 }')))
 
@@ -434,7 +441,8 @@ def test_bad_models_are_one_line_and_nothing_is_written(files, tmp_path, capsys,
 
 
 def test_a_gene_bound_the_factory_rejects_is_caught_at_load(files):
-    with pytest.raises(FedevoError, match=r"gene 'hidden' at its low bound -1 .*model factory 'make_mlp' raised"):
+    with pytest.raises(FedevoError, match=r"^problem 'user': gene 'hidden' at its low bound -1 gives an invalid "
+                                          r"configuration \(model factory 'make_mlp' raised RuntimeError"):
         load_problem(str(files(genes='hidden = { type = "int", low = -1, high = 64, default = 8 }')))
 
 

@@ -55,7 +55,37 @@ class CNNArch:
         _check(self.units >= 1, f"units must be >= 1, got {self.units}")
 
 
-Arch = Union[MLPArch, CNNArch]
+USER_INITS = ("module", "fedevo")  # UserArch.init
+
+
+@dataclass(frozen=True)
+class UserArch:
+    """The user's model (issue 26): `spec` names a factory, "python:/abs/path/file.py:function" (the problem
+    file's relative path already resolved) or "package.module:function", called as
+    `function(input_shape=..., num_classes=..., **kwargs)`; `kwargs`: the keyword arguments ((name, value) pairs,
+    sorted by name: hashable and picklable for Ray). `init`: "module" (the module's own initialisation, torch's
+    global generator seeded from the evaluation's seed) or "fedevo" (Linear and Conv2d weights and biases drawn
+    as the built-in models draw theirs: a user MLP then equals the built-in MLP bit for bit). `sparse_conv`: SET
+    masks Conv2d weights too (Linear weights always, when alpha is set). docs/models.md."""
+
+    spec: str
+    kwargs: tuple = ()
+    init: str = "module"
+    sparse_conv: bool = False
+
+    def __post_init__(self):
+        _check(isinstance(self.spec, str) and ":" in self.spec,
+               f"model must be 'mlp', 'cnn', 'python:path/to/file.py:function' or 'package.module:function', "
+               f"got {self.spec!r}")
+        _check(self.init in USER_INITS, f"model_init must be 'module' or 'fedevo', got {self.init!r}")
+        _check(isinstance(self.sparse_conv, bool), f"sparse_conv must be true or false, got {self.sparse_conv!r}")
+
+    @property
+    def kwargs_dict(self) -> dict:
+        return dict(self.kwargs)
+
+
+Arch = Union[MLPArch, CNNArch, UserArch]
 
 
 # shared by every mechanism: PrivacyConfig's fields but `params`, each mechanism's own (privacy/registry.py)

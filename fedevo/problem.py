@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from . import _toml
-from .config import SHARED_KEYS, CNNArch, DataConfig, DeploymentConfig, MLPArch, PrivacyConfig, SimConfig
+from .config import SHARED_KEYS, CNNArch, DataConfig, DeploymentConfig, MLPArch, PrivacyConfig, SimConfig, UserArch
 from .data.sources import SOURCE_KEYS
 from .errors import FedevoError
 
 # Where each known parameter goes. Genes and --params overrides may only use these names.
 ARCH_KEYS = {"mlp": ("layers", "units"), "cnn": ("conv_layers", "channels", "kernel", "layers", "units")}
+# a user model (model = "python:file.py:function" or "package.module:function"; docs/models.md): fedevo's settings
+# for it, in [train]; every other gene, and the [model_args] table, are the factory's keyword arguments
+USER_ARCH_KEYS = ("model_init", "sparse_conv")
 SIM_KEYS = ("rounds", "epochs", "batch_size", "lr", "participation", "alpha", "xi", "upload_loss", "precision",
             "chunk_clients", "device")
 PRESET_KEY = "preset"  # expands to privacy settings (fedevo/privacy/presets.py)
@@ -112,6 +115,12 @@ class Problem:
     description: str = ""
     path: Optional[str] = None
     data_source: Any = None  # the user's data ([data] source: fedevo.data.sources.UserData); None: `dataset`
+    model_ref: Optional[str] = None  # a user model's factory, its file's path resolved (models/user.py)
+    model_kwargs: tuple[str, ...] = ()  # a user model's factory keyword arguments: [model_args] keys, free genes
+
+    @property
+    def user_model(self) -> bool:
+        return self.model_ref is not None
 
     @property
     def gene_names(self) -> tuple[str, ...]:
@@ -124,6 +133,8 @@ class Problem:
         raise KeyError(name)
 
     def known_keys(self) -> tuple[str, ...]:
+        if self.user_model:
+            return fedevo_keys(None) + self.model_kwargs
         return ARCH_KEYS[self.model] + SIM_KEYS + privacy_keys() + DATA_KEYS + DEPLOY_KEYS + (PRESET_KEY,)
 
     def defaults(self) -> dict[str, Any]:
@@ -165,11 +176,16 @@ class Problem:
                               f"clients (distinct client ids), clients = {p.get('clients')} differs; leave clients out")
         p.update(registry.trust_implies(p.get("trust")))  # e.g. secure aggregation's trust always aggregates securely
         pick = lambda keys: {k: p[k] for k in keys if k in p}  # noqa: E731
-        arch_cls = MLPArch if self.model == "mlp" else CNNArch
         data = DataConfig(dataset=self.dataset, data_dir=data_dir, download=download, source=self.data_source,
                           **pick(DATA_KEYS))
         try:
-            return SimConfig(data=data, arch=arch_cls(**pick(ARCH_KEYS[self.model])),
+            if self.user_model:
+                kwargs = {k: _hashable(v, f"problem {self.name!r}: {k!r}") for k, v in pick(self.model_kwargs).items()}
+                arch = UserArch(spec=self.model_ref, kwargs=tuple(sorted(kwargs.items())),
+                                init=p.get("model_init", "module"), sparse_conv=p.get("sparse_conv", False))
+            else:
+                arch = (MLPArch if self.model == "mlp" else CNNArch)(**pick(ARCH_KEYS[self.model]))
+            return SimConfig(data=data, arch=arch,
                              privacy=PrivacyConfig(**pick(privacy_keys())), deployment=DeploymentConfig(**pick(DEPLOY_KEYS)),
                              **pick(SIM_KEYS))
         except TypeError as e:  # wrong value types that dataclasses don't coerce
@@ -188,8 +204,8 @@ def _gene_from_toml(name: str, spec: Any) -> Gene:
 
 def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = None) -> Problem:
     """Build a Problem from a parsed TOML document; every mistake is a FedevoError naming the key."""
-    top = {"name", "description", "dataset", "model", "eps_objective", "data", "train", "privacy", "deployment", "genes",
-           "constraints"}
+    top = {"name", "description", "dataset", "model", "model_args", "eps_objective", "data", "train", "privacy",
+           "deployment", "genes", "constraints"}
     extra = set(doc) - top
     if extra:
         raise FedevoError(f"problem {name!r}: unknown key(s) {', '.join(sorted(extra))}; known: {', '.join(sorted(top))}")
@@ -199,11 +215,26 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
             raise FedevoError(f"problem {name!r}: missing required key {req!r}"
                               + (" (or a [data] source: docs/data.md)" if req == "dataset" else ""))
     model = doc["model"]
-    if model not in ARCH_KEYS:
-        raise FedevoError(f"problem {name!r}: unknown model {model!r}; use 'mlp' or 'cnn'")
+    user = isinstance(model, str) and ":" in model
+    if not user and (not isinstance(model, str) or model not in ARCH_KEYS):
+        raise FedevoError(f"problem {name!r}: unknown model {model!r}; use 'mlp', 'cnn', "
+                          "'python:path/to/file.py:function' or 'package.module:function'")
     fixed: dict[str, Any] = {}
+    kwargs_table = doc.get("model_args", {})
+    if kwargs_table and not user:
+        raise FedevoError(f"problem {name!r}: [model_args] holds a user model's keyword arguments; model {model!r} "
+                          "takes none")
+    if not isinstance(kwargs_table, dict):
+        raise FedevoError(f"problem {name!r}: [model_args] must be a table of keyword arguments")
+    for k, v in kwargs_table.items():
+        if k in fedevo_keys(None) or k in ("input_shape", "num_classes"):
+            raise FedevoError(f"problem {name!r}: [model_args] key {k!r} is "
+                              f"{'given by fedevo' if k in ('input_shape', 'num_classes') else 'a fedevo setting'}; "
+                              "[model_args] holds the factory's own keyword arguments")
+        fixed[k] = _hashable(v, f"problem {name!r}: [model_args] {k!r}")
+    arch_keys = USER_ARCH_KEYS if user else ARCH_KEYS[model]
     data_keys = DATA_KEYS + (SOURCE_KEYS if user_data else ())
-    for section, keys in (("data", data_keys), ("train", SIM_KEYS + ARCH_KEYS[model]),
+    for section, keys in (("data", data_keys), ("train", SIM_KEYS + arch_keys),
                           ("privacy", privacy_keys() + (PRESET_KEY,)), ("deployment", DEPLOY_KEYS)):
         table = doc.get(section, {})
         bad = set(table) - set(keys)
@@ -213,9 +244,16 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
         fixed.update({k: v for k, v in table.items() if section != "data" or k not in SOURCE_KEYS})
     data_source = _user_data(doc, fixed, name=name, path=path, model=model) if user_data else None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
-    allowed = set(ARCH_KEYS[model] + SIM_KEYS + privacy_keys() + DATA_KEYS + DEPLOY_KEYS + (PRESET_KEY,))
+    allowed = set(fedevo_keys(None if user else model))
+    model_kwargs: tuple[str, ...] = ()
+    if user:  # genes that are not fedevo settings are the factory's keyword arguments
+        model_kwargs = tuple(kwargs_table) + tuple(g.name for g in genes if g.name not in allowed
+                                                   and g.name not in kwargs_table)
+        for g in genes:
+            if g.name in ("input_shape", "num_classes"):
+                raise FedevoError(f"problem {name!r}: gene {g.name!r} is given to the model factory by fedevo")
     for g in genes:
-        if g.name not in allowed:
+        if g.name not in allowed and g.name not in model_kwargs:
             raise FedevoError(f"problem {name!r}: unknown gene {g.name!r}; genes may be {', '.join(sorted(allowed))}")
     eps_obj = doc.get("eps_objective", "eps")
     if eps_obj not in EPS_OBJECTIVES:
@@ -224,12 +262,56 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     for k, v in constraints.items():
         if k not in OBJECTIVES or not isinstance(v, (int, float)):
             raise FedevoError(f"problem {name!r}: constraint {k}={v!r}; constraints bound {', '.join(OBJECTIVES)} by a number")
+    model_ref = None
+    if user:
+        from .models.spec import resolve_spec
+
+        try:
+            model_ref = resolve_spec(model, path)
+        except FedevoError as e:
+            raise FedevoError(f"problem {doc.get('name', name)!r}: {e}") from None
     dataset = data_source.name if data_source else doc["dataset"]
     prob = Problem(name=doc.get("name", name), dataset=dataset, model=model, genes=genes, fixed=fixed,
                    eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path,
-                   data_source=data_source)
-    prob.sim_config()  # validate the defaults once, at load time
+                   data_source=data_source, model_ref=model_ref, model_kwargs=model_kwargs)
+    config = prob.sim_config()  # validate the defaults once, at load time
+    if user:
+        probe_model(prob, config)
     return prob
+
+
+def fedevo_keys(model: Optional[str]) -> tuple[str, ...]:
+    """fedevo's own setting names for a built-in model ('mlp', 'cnn') or a user model (None)."""
+    arch = USER_ARCH_KEYS if model is None else ARCH_KEYS[model]
+    return arch + SIM_KEYS + privacy_keys() + DATA_KEYS + DEPLOY_KEYS + (PRESET_KEY,)
+
+
+def _hashable(v: Any, where: str) -> Any:
+    """A [model_args] value as the frozen config holds it: TOML arrays become tuples; tables are refused."""
+    if isinstance(v, list):
+        return tuple(_hashable(x, where) for x in v)
+    if isinstance(v, dict):
+        raise FedevoError(f"{where}: a table is not supported as a keyword argument; use numbers, strings, "
+                          "booleans or arrays")
+    return v
+
+
+def probe_model(prob: Problem, config: SimConfig) -> None:
+    """A user model: build it and run one forward pass on a zero batch of the dataset's input shape, so that a
+    missing file or function, a factory that raises or returns no module, or an input shape the model rejects is
+    one line at load time, before any run directory exists."""
+    try:
+        _probe(config)
+    except FedevoError as e:
+        raise FedevoError(f"problem {prob.name!r}: {e}") from None
+
+
+def _probe(config: SimConfig) -> None:
+    from .fl.cost import data_shape
+    from .models.user import probe
+
+    shape, classes = data_shape(config)
+    probe(config.arch, shape, classes)
 
 
 def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path: Optional[str], model: str):
@@ -291,7 +373,9 @@ def check_gene_bounds(prob: Problem) -> None:
             cases = [(f"low bound {lo!r}", lo), (f"high bound {hi!r}", hi)]
         for which, v in cases:
             try:
-                prob.sim_config({g.name: v})
+                config = prob.sim_config({g.name: v})
+                if prob.user_model and g.name in prob.model_kwargs:
+                    _probe(config)
             except FedevoError as e:
                 raise FedevoError(f"problem {prob.name!r}: gene {g.name!r} at its {which} gives an invalid "
                                   f"configuration ({e}); fix the gene's bounds") from None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from .. import hardware
-from ..config import CNNArch, SimConfig
+from ..config import CNNArch, SimConfig, UserArch
 from ..models.layout import conv_layout, density, fc_dims
 
 INPUT_SHAPES = {"digits": (1, 8, 8), "synthetic": (1, 8, 8), "fashion": (1, 28, 28), "mnist": (1, 28, 28),
@@ -32,6 +32,10 @@ def macs_and_params(config: SimConfig) -> tuple[float, float]:
     shape = _input_shape(config)
     macs = params = 0.0
     arch = config.arch
+    if isinstance(arch, UserArch):  # builds the module (torch): user models only
+        from ..models.user import macs_and_params as user_macs
+
+        return user_macs(arch, tuple(shape), _num_classes(config), config.alpha)
     if isinstance(arch, CNNArch):
         convs, flat = conv_layout(arch, shape)
         k2 = arch.kernel * arch.kernel
@@ -47,6 +51,11 @@ def macs_and_params(config: SimConfig) -> tuple[float, float]:
     return macs, params
 
 
+def data_shape(config: SimConfig) -> tuple[tuple, int]:
+    """(input shape, classes) of a configuration's data, without reading it (a user model's load-time probe)."""
+    return _input_shape(config), _num_classes(config)
+
+
 def _input_shape(config: SimConfig) -> tuple[int, ...]:
     """(C, H, W) or (D,): the user's data's own (known from reading it at problem load), else by dataset name."""
     src = config.data.source
@@ -60,7 +69,7 @@ def _num_classes(config: SimConfig) -> int:
 
 def sparse_fc(config: SimConfig) -> tuple[float, int] | None:
     """(active FC weights, input features) when the run takes the SET-sparse kernel (an MLP), else None."""
-    if isinstance(config.arch, CNNArch) or config.alpha is None:
+    if isinstance(config.arch, (CNNArch, UserArch)) or config.alpha is None:  # a user MLP: estimated dense
         return None
     shape = _input_shape(config)
     d_in = math.prod(shape)

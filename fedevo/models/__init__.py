@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..config import CNNArch, MLPArch
+from ..config import CNNArch, MLPArch, UserArch
 
 
 def build_model(arch, input_shape: tuple, num_classes: int):
@@ -13,4 +13,8 @@ def build_model(arch, input_shape: tuple, num_classes: int):
         return StackedMLP(arch, input_shape, num_classes)
     if isinstance(arch, CNNArch):
         return StackedCNN(arch, input_shape, num_classes)
+    if isinstance(arch, UserArch):
+        from .user import build_user_model
+
+        return build_user_model(arch, input_shape, num_classes)
     raise TypeError(f"unknown architecture {arch!r}")

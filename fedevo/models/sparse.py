@@ -3,11 +3,13 @@
 Each fully-connected weight matrix n_in × n_out is an Erdős–Rényi mask with connection probability
 ε = α(n_in + n_out)/(n_in·n_out), capped at 1. The connection count is drawn exactly (round(ε·n_in·n_out)),
 so Ω is a deterministic function of the architecture and α, and prune/regrow keeps it constant.
-Conv layers and biases stay dense.
+Conv layers and biases stay dense (a user model's Conv2d weights are masked too with `sparse_conv`, as a
+(c_out) × (c_in·k·k) matrix; docs/models.md).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -22,7 +24,8 @@ def erdos_renyi_masks(shapes: list[tuple], weight_ids: tuple, alpha: Optional[fl
     if alpha is None:
         return masks
     for i in weight_ids:
-        n_in, n_out = shapes[i]
+        s = tuple(shapes[i])  # (n_in, n_out) of a built-in FC weight; a user module's Linear (out, in) or Conv2d
+        n_in, n_out = s[0], math.prod(s[1:])  # (c_out, c_in, k, k): ER's formula is symmetric in the two
         total = n_in * n_out
         k = max(1, round(density(alpha, n_in, n_out) * total))
         if k >= total:

@@ -1,0 +1,486 @@
+"""The user's model (issue 26 item 2, models/user.py): a factory named in a problem file trains through the engine,
+lowered onto the built-in kernels where it is a recognisable stack, else through the generic functional_call path;
+genes reach the factory; SET masks Linear weights; Ω counts the module's parameters; bad models are one line at
+load time."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fedevo.config import DataConfig, MLPArch, PrivacyConfig, SimConfig, UserArch
+from fedevo.errors import FedevoError
+from fedevo.evaluate import evaluate
+from fedevo.models import build_model
+from fedevo.models.user import GenericModel, LoweredCNN, LoweredMLP
+from fedevo.problem import load_problem
+
+MODELS = '''
+import math
+import torch
+from torch import nn
+
+CALLS = []
+
+def make_mlp(input_shape, num_classes, hidden=32, depth=2):
+    CALLS.append(dict(input_shape=input_shape, num_classes=num_classes, hidden=hidden, depth=depth))
+    layers, width = [nn.Flatten()], math.prod(input_shape)
+    for _ in range(depth):
+        layers += [nn.Linear(width, hidden), nn.ReLU()]
+        width = hidden
+    return nn.Sequential(*layers, nn.Linear(width, num_classes))
+
+class PlainMLP(nn.Module):  # a hand-written forward: traced by torch.fx, lowered too
+    def __init__(self, d, hidden, k):
+        super().__init__()
+        self.fc1, self.fc2, self.out = nn.Linear(d, hidden), nn.Linear(hidden, hidden), nn.Linear(hidden, k)
+
+    def forward(self, x):
+        x = torch.flatten(x, 1)
+        x = torch.relu(self.fc1(x))
+        x = nn.functional.relu(self.fc2(x))
+        return self.out(x)
+
+def make_plain(input_shape, num_classes, hidden=32):
+    return PlainMLP(math.prod(input_shape), hidden, num_classes)
+
+class PlainCNN(nn.Module):
+    def __init__(self, c, hw, k):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(c, 4, 3, padding=1), nn.Conv2d(4, 8, 3, padding="same")
+        self.fc, self.out = nn.Linear(8 * (hw // 4) ** 2, 16), nn.Linear(16, k)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.c1(x)), 2)
+        x = nn.functional.max_pool2d(self.c2(x).relu(), kernel_size=2)
+        x = x.view(x.size(0), -1)
+        return self.out(nn.functional.relu(self.fc(x)))
+
+def make_plain_cnn(input_shape, num_classes):
+    return PlainCNN(input_shape[0], input_shape[1], num_classes)
+
+class Near(nn.Module):  # a chain of recognised ops that is not an MLP: a ReLU on the logits
+    def __init__(self, d, k):
+        super().__init__()
+        self.fc, self.out = nn.Linear(d, 16), nn.Linear(16, k)
+
+    def forward(self, x):
+        return torch.relu(self.out(torch.relu(self.fc(x.flatten(1)))))
+
+def make_near(input_shape, num_classes):
+    return Near(math.prod(input_shape), num_classes)
+
+def make_odd_cnn(input_shape, num_classes):  # channels not doubling: not the built-in layout
+    c, h, w = input_shape
+    return nn.Sequential(nn.Conv2d(c, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(4, 5, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(5 * (h // 4) * (w // 4), num_classes))
+
+def make_tanh(input_shape, num_classes):
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 16), nn.Tanh(), nn.Linear(16, num_classes))
+
+class Gated(nn.Module):  # not a chain: the generic path
+    def __init__(self, d, k):
+        super().__init__()
+        self.a, self.b = nn.Linear(d, 16), nn.Linear(d, 16)
+        self.norm = nn.LayerNorm(16)
+        self.conv = nn.Conv2d(1, 2, 3, padding=1)
+        self.out = nn.Linear(16, k)
+
+    def forward(self, x):
+        x = torch.flatten(x + self.conv(x).mean(1, keepdim=True), 1)
+        return self.out(self.norm(torch.tanh(self.a(x)) * torch.sigmoid(self.b(x))))
+
+def make_gated(input_shape, num_classes):
+    return Gated(math.prod(input_shape), num_classes)
+
+def make_cnn(input_shape, num_classes, channels=4):
+    c, h, w = input_shape
+    return nn.Sequential(nn.Conv2d(c, channels, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(channels, 2 * channels, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(),
+                         nn.Flatten(), nn.Linear(2 * channels * (h // 4) * (w // 4), 16), nn.ReLU(),
+                         nn.Linear(16, num_classes))
+
+def raises(input_shape, num_classes):
+    raise ValueError("no such layer size")
+
+def not_a_module(input_shape, num_classes):
+    return 42
+
+def wrong_input(input_shape, num_classes):
+    return nn.Sequential(nn.Flatten(), nn.Linear(100, num_classes))
+
+def wrong_output(input_shape, num_classes):
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 3))
+'''
+
+PROBLEM = '''
+name = "user"
+dataset = "synthetic"
+model = "{model}"
+{extra}
+[data]
+clients = 8
+
+[train]
+rounds = 2
+epochs = 1
+batch_size = 16
+participation = 1.0
+precision = "fp32"
+device = "cpu"
+upload_loss = 0.0
+{train}
+[genes]
+lr = {{ type = "real", low = 0.01, high = 0.3, default = 0.1 }}
+{genes}
+'''
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "my_models.py").write_text(MODELS)
+
+    def write(model="python:sub/my_models.py:make_mlp", *, extra="", train="", genes="", name="p.toml") -> Path:
+        p = tmp_path / name
+        p.write_text(PROBLEM.format(model=model, extra=extra, train=train, genes=genes))
+        return p
+    return write
+
+
+def _rewrite(path: Path, old: str, new: str) -> Path:
+    path.write_text(path.read_text().replace(old, new))
+    return path
+
+
+def _builtin(problem, params=None, seed=3, **kw):
+    """The built-in MLP with the same settings as a user-model problem."""
+    cfg = problem.sim_config(params)
+    return SimConfig(**{**{f: getattr(cfg, f) for f in ("data", "rounds", "epochs", "batch_size", "lr",
+                                                         "participation", "alpha", "xi", "upload_loss", "privacy",
+                                                         "precision", "device", "chunk_clients")}, **kw})
+
+
+def _same(a, b):
+    assert (a.error, a.comm, a.eps, a.omega, a.accuracy_global) == (b.error, b.comm, b.eps, b.omega,
+                                                                     b.accuracy_global)
+
+
+@pytest.mark.parametrize("factory", ["make_mlp", "make_plain"])
+@pytest.mark.parametrize("alpha", [None, 3.0])
+def test_lowered_user_mlp_equals_the_builtin_mlp(files, factory, alpha):
+    """nn.Sequential(Flatten, Linear, ReLU, Linear, ReLU, Linear) (or the same written as a module with its own
+    forward) with init = "fedevo" is lowered onto the built-in MLP's kernels with its draws: the same objectives,
+    exactly (dense, and SET-sparse with prune/regrow)."""
+    prob = load_problem(str(files(f"python:sub/my_models.py:{factory}", train='model_init = "fedevo"\nxi = 0.2')))
+    params = {} if alpha is None else {"alpha": alpha}
+    cfg = prob.sim_config(params)
+    assert isinstance(build_model(cfg.arch, (1, 8, 8), 10), LoweredMLP)
+    from fedevo.fl.simulate import simulate
+
+    ref = simulate(SimConfig(**{**vars(_builtin(prob, params)), "arch": MLPArch(layers=2, units=32)}), seed=3)
+    got = evaluate(prob, params, seed=3)
+    assert got.status == ref.status == "ok"
+    _same(got, ref)
+
+
+def test_generic_path_matches_the_builtin_mlp(files, monkeypatch):
+    """The same user MLP through the generic vmap(grad(functional_call)) path (lowering off): the built-in MLP's
+    objectives within the numerics' tolerance (fp32, other kernels): error within 0.03, Ω, comm and ε equal."""
+    prob = load_problem(str(files(train='model_init = "fedevo"')))
+    monkeypatch.setenv("FEDEVO_LOWER", "0")
+    assert isinstance(build_model(prob.sim_config().arch, (1, 8, 8), 10), GenericModel)
+    from fedevo.fl.simulate import simulate
+
+    ref = simulate(SimConfig(**{**vars(_builtin(prob)), "arch": MLPArch(layers=2, units=32)}), seed=3)
+    got = evaluate(prob, seed=3)
+    assert got.status == "ok"
+    assert abs(got.error - ref.error) <= 0.03
+    assert (got.omega, got.comm, got.eps) == (ref.omega, ref.comm, ref.eps)
+
+
+def test_generic_chunk_training_matches_the_builtin_engine(files, monkeypatch):
+    """One chunk's local training, generic path vs the built-in MLP: the same parameters (transposed) to fp32
+    rounding."""
+    from fedevo.fl.engine import train_clients
+
+    prob = load_problem(str(files(train='model_init = "fedevo"')))
+    monkeypatch.setenv("FEDEVO_LOWER", "0")
+    user = build_model(prob.sim_config().arch, (1, 8, 8), 10)
+    mlp = build_model(MLPArch(2, 32), (1, 8, 8), 10)
+    pu, pm = user.init(torch.Generator().manual_seed(1)), mlp.init(torch.Generator().manual_seed(1))
+    for a, b in zip(pu, pm):
+        assert torch.equal(a, b.t().reshape(a.shape)) if a.dim() == 2 else torch.equal(a, b.view(-1))
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(120, 1, 8, 8, generator=g), torch.randint(0, 10, (120,), generator=g)
+    clients = [np.arange(0, 50), np.arange(50, 80), np.arange(80, 120)]
+    kw = dict(epochs=2, batch_size=16, lr=0.1)
+    tu = train_clients(user, pu, {}, x, y, clients, gen=torch.Generator().manual_seed(5), **kw)
+    tm = train_clients(mlp, pm, {}, x, y, clients, gen=torch.Generator().manual_seed(5), **kw)
+    for a, b in zip(tu, tm):
+        b = b.transpose(1, 2) if a.dim() == 3 else b.reshape(a.shape)
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+        assert not torch.equal(a[0], pu[0]) or a.dim() != 3
+
+
+@pytest.mark.parametrize("factory,kind", [("make_mlp", LoweredMLP), ("make_plain", LoweredMLP),
+                                          ("make_cnn", LoweredCNN), ("make_plain_cnn", LoweredCNN),
+                                          ("make_near", GenericModel), ("make_odd_cnn", GenericModel),
+                                          ("make_tanh", GenericModel), ("make_gated", GenericModel)])
+def test_what_is_lowered(files, factory, kind):
+    """Recognisable stacks (nn.Sequential or a hand-written forward: torch.relu, F.max_pool2d, x.view(x.size(0),
+    -1), ...) are lowered; anything else, or a chain whose lowering would compute another function, is not. Either
+    way the model computes the module's function."""
+    from fedevo.models.user import make_module
+
+    arch = UserArch(load_problem(str(files(f"python:sub/my_models.py:{factory}"))).model_ref)
+    model = build_model(arch, (1, 8, 8), 10)
+    assert type(model) is kind
+    module = make_module(arch, (1, 8, 8), 10, seed=9)
+    params = model.from_module(module)
+    x = torch.randn(5, 1, 8, 8)
+    torch.testing.assert_close(model.logits(params, x), module(x).detach(), atol=1e-5, rtol=1e-4)
+    back = model.to_module(params)  # the engine's parameters as the user's module again
+    assert type(back) is type(module) and back is not module
+    torch.testing.assert_close(back(x).detach(), module(x).detach(), atol=1e-6, rtol=1e-6)
+
+
+def test_lowering_is_checked_against_the_module(files):
+    """The guard behind lowering: a lowered model whose function differs from the module's (here a Tanh where the
+    lowered MLP has a ReLU, the same layer names) is detected."""
+    from fedevo.models.user import _same_function, make_module
+
+    spec = load_problem(str(files())).model_ref
+    lowered = build_model(UserArch(spec, (("depth", 1), ("hidden", 16))), (1, 8, 8), 10)
+    assert isinstance(lowered, LoweredMLP)
+    same = make_module(UserArch(spec, (("depth", 1), ("hidden", 16))), (1, 8, 8), 10, seed=2)
+    tanh = make_module(UserArch(spec.replace(":make_mlp", ":make_tanh")), (1, 8, 8), 10, seed=2)
+    assert _same_function(lowered, same, (1, 8, 8))
+    assert not _same_function(lowered, tanh, (1, 8, 8))
+
+
+@pytest.mark.parametrize("factory", ["make_mlp", "make_gated"])
+def test_generic_gradient_modes_agree(files, monkeypatch, factory):
+    """The generic path's three ways to per-client gradients (a loop of grads, vmap(grad), the vmapped forward with
+    one backward pass) give the same gradients, each client its own (a client's gradient is its loss's alone)."""
+    monkeypatch.setenv("FEDEVO_LOWER", "0")
+    model = build_model(UserArch(load_problem(str(files(f"python:sub/my_models.py:{factory}"))).model_ref),
+                        (1, 8, 8), 10)
+    gen = torch.Generator().manual_seed(0)
+    params = [torch.stack([p, p * 0.5]) for p in model.init(gen)]
+    x, y = torch.randn(2, 7, 1, 8, 8, generator=gen), torch.randint(0, 10, (2, 7), generator=gen)
+    w = torch.full((2, 7), 1 / 7)
+    got = {}
+    for how in ("loop", "vmap", "autograd"):
+        model.cpu_grads = how
+        got[how] = model.grads(params, x, y, w)
+    one = model.grads([p[1:] for p in params], x[1:], y[1:], w[1:])  # client 1 alone
+    for a, b, c, d in zip(got["loop"], got["vmap"], got["autograd"], one):
+        torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(c, a, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(d[0], a[1], atol=1e-6, rtol=1e-5)
+
+
+def test_genes_and_model_args_reach_the_factory(files):
+    prob = load_problem(str(files(extra="[model_args]\ndepth = 1\n",
+                                  genes='hidden = { type = "int", low = 4, high = 64, default = 8 }')))
+    assert prob.model_kwargs == ("depth", "hidden")
+    cfg = prob.sim_config({"hidden": 17})
+    assert cfg.arch.kwargs_dict == {"depth": 1, "hidden": 17}
+    model = build_model(cfg.arch, (1, 8, 8), 10)
+    assert model.dims == [64, 17, 10]
+    from fedevo.models.user import load_factory
+
+    calls = load_factory(cfg.arch.spec).__globals__["CALLS"]
+    assert dict(input_shape=(1, 8, 8), num_classes=10, hidden=17, depth=1) in calls
+    assert evaluate(prob, {"hidden": 5}, seed=0).omega == 64 * 5 + 5 + 5 * 10 + 10
+    with pytest.raises(FedevoError, match="unknown parameter.*'width'"):
+        prob.sim_config({"width": 3})
+
+
+def test_gene_names_clash_and_fedevo_settings(files):
+    with pytest.raises(FedevoError, match=r"\[model_args\] key 'lr' is a fedevo setting"):
+        load_problem(str(files(extra="[model_args]\nlr = 1\n")))
+    with pytest.raises(FedevoError, match="gene 'num_classes' is given to the model factory by fedevo"):
+        load_problem(str(files(genes='num_classes = { type = "int", low = 2, high = 4 }')))
+    with pytest.raises(FedevoError, match=r"\[model_args\].*model 'mlp' takes none"):
+        load_problem(str(files("mlp", extra="[model_args]\nhidden = 3\n")))
+    with pytest.raises(FedevoError, match=r"unknown model \[1, 2\]"):
+        load_problem(str(_rewrite(files("mlp"), 'model = "mlp"', "model = [1, 2]")))
+    with pytest.raises(FedevoError, match="unknown gene 'hidden'"):  # built-in models keep their closed gene list
+        load_problem(str(files("mlp", genes='hidden = { type = "int", low = 4, high = 64, default = 8 }')))
+
+
+def test_set_masks_only_linear_weights_and_omega_counts_real_parameters(files, monkeypatch):
+    from fedevo.fl.rounds import run_rounds
+    from fedevo.fl.simulate import prepare
+
+    prob = load_problem(str(files("python:sub/my_models.py:make_gated")))
+    arch = prob.sim_config().arch
+    model = build_model(arch, (1, 8, 8), 10)
+    assert isinstance(model, GenericModel)
+    linear = tuple(i for i, n in enumerate(model.names) if n in ("a.weight", "b.weight", "out.weight"))
+    assert model.fc_weight_ids == linear
+    conv = build_model(UserArch(arch.spec, sparse_conv=True), (1, 8, 8), 10)
+    assert conv.fc_weight_ids == tuple(sorted(linear + (model.names.index("conv.weight"),)))
+    real = sum(p.numel() for p in model.template.parameters())
+    for alpha in (None, 1.0):
+        su = prepare(prob.sim_config({} if alpha is None else {"alpha": alpha}), seed=0)
+        out = run_rounds(su.cfg, su.model, su.data, su.part, gen=su.gen)
+        su.noise.close()
+        assert set(out.masks) == (set() if alpha is None else set(linear))
+        masked_off = sum(int((m == 0).sum()) for m in out.masks.values())
+        assert out.omega == real - masked_off
+        assert out.comm == pytest.approx(out.omega * su.cfg.rounds * su.cfg.sampled_per_round /
+                                         (su.cfg.rounds * su.cfg.data.clients))
+        for i, m in out.masks.items():  # inactive weights stay 0
+            assert float((out.params[i] * (1 - m)).abs().max()) == 0.0
+    assert masked_off > 0
+
+
+def test_lowered_cnn_and_generic_cnn_agree(files, monkeypatch):
+    """A Conv2d/ReLU/MaxPool stack in the built-in CNN's layout is lowered onto StackedCNN; the generic path
+    gives the same evaluation within fp32 tolerance (init = "fedevo" for both)."""
+    prob = load_problem(str(files("python:sub/my_models.py:make_cnn", train='model_init = "fedevo"')))
+    assert isinstance(build_model(prob.sim_config().arch, (1, 8, 8), 10), LoweredCNN)
+    low = evaluate(prob, seed=1)
+    monkeypatch.setenv("FEDEVO_LOWER", "0")
+    assert isinstance(build_model(prob.sim_config().arch, (1, 8, 8), 10), GenericModel)
+    gen = evaluate(prob, seed=1)
+    assert abs(low.error - gen.error) <= 0.03 and (low.omega, low.comm) == (gen.omega, gen.comm)
+
+
+@pytest.mark.parametrize("lower", ["auto", "0"])
+@pytest.mark.parametrize("factory", ["make_mlp", "make_gated"])
+def test_step_mechanism_with_a_user_model(files, monkeypatch, lower, factory):
+    """Per-step DP-SGD (the engine's step hook) trains a user model on either path: ε as for any model of the same
+    problem (it depends on the schedule, not the model), finite results; no noise gives the plain run."""
+    monkeypatch.setenv("FEDEVO_LOWER", lower)
+    prob = load_problem(str(files(f"python:sub/my_models.py:{factory}",
+                                  train='[privacy]\nmechanism = "step"\nclip = 1.0\nsigma = 1.0')))
+    res = evaluate(prob, seed=0)
+    assert res.status == "ok" and math.isfinite(res.eps) and res.eps > 0
+    quiet = evaluate(prob, {"sigma": 1e-30, "clip": 1e9}, seed=0)
+    plain = evaluate(load_problem(str(files(f"python:sub/my_models.py:{factory}", name="q.toml"))), seed=0)
+    assert abs(quiet.error - plain.error) <= 0.03
+
+
+@pytest.mark.parametrize("privacy", [
+    'mechanism = "update"\nsigma = 0.5\nclip = 1.0',
+    'mechanism = "update"\nsigma = 0.5\nclip = 1.0\ntrust = "central"\nsampling = "poisson"\ndelta = 1e-6',
+    'mechanism = "update"\nsigma = 0.5\nclip = 1.0\ntrust = "secagg"\naggregation = "secagg"\ndelta = 1e-6',
+    'mechanism = "signds"',
+    'mechanism = "adaptive"\nsigma = 0.5\nclip = 1.0',
+])
+def test_every_mechanism_and_trust_model_trains_a_generic_model(files, monkeypatch, privacy):
+    prob = load_problem(str(files("python:sub/my_models.py:make_gated",
+                                  train=f"alpha = 2.0\n[deployment]\npopulation = 100000\n[privacy]\n{privacy}")))
+    res = evaluate(prob, seed=0)
+    assert res.status == "ok", res.message
+    assert math.isfinite(res.eps) and res.eps > 0 and 0 <= res.error <= 1 and res.comm > 0
+
+
+def test_module_init_is_seeded(files):
+    """init = "module" (the default): the factory's own initialisation, seeded from the evaluation's seed."""
+    prob = load_problem(str(files("python:sub/my_models.py:make_gated")))
+    model = build_model(prob.sim_config().arch, (1, 8, 8), 10)
+    a, b, c = (model.init(torch.Generator().manual_seed(s)) for s in (1, 1, 2))
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not all(torch.equal(x, y) for x, y in zip(a, c))
+    assert evaluate(prob, seed=4).error == evaluate(prob, seed=4).error
+
+
+def test_device_path_trains_a_generic_model(files, monkeypatch):
+    """The device path (fl/device.py, on the CPU here as in test_device.py) trains a generic user model: the same
+    parameters as the CPU engine within fp32 rounding."""
+    from tests.fl.test_device import _rounds
+
+    monkeypatch.setenv("FEDEVO_LOWER", "0")
+    prob = load_problem(str(files("python:sub/my_models.py:make_gated", train="alpha = 2.0\nxi = 0.2")))
+    cfg = prob.sim_config()
+    a, b = _rounds(cfg, None), _rounds(cfg, torch.device("cpu"))
+    for x, y in zip(a.params, b.params):
+        assert float((x - y).abs().max()) <= 1e-5 * float(y.abs().max())
+    assert a.comm == pytest.approx(b.comm)
+
+
+def test_cost_estimate_counts_the_module(files):
+    from fedevo.fl.cost import macs_and_params
+
+    prob = load_problem(str(files(genes='hidden = { type = "int", low = 4, high = 64, default = 8 }')))
+    macs, params = macs_and_params(prob.sim_config({"hidden": 10}))
+    assert macs == 64 * 10 + 10 * 10 + 10 * 10
+    assert params == 64 * 10 + 10 + 10 * 10 + 10 + 10 * 10 + 10
+
+
+@pytest.mark.parametrize("model,expect", [
+    ("python:sub/nope.py:make_mlp", r"model file '.*nope\.py' does not exist"),
+    ("python:sub/my_models.py:make_nothing", r"model file '.*my_models\.py' has no function 'make_nothing'"),
+    ("no_such_pkg_xyz.models:make", r"model module 'no_such_pkg_xyz.models' cannot be imported"),
+    ("python:sub/my_models.py:raises", r"model factory 'raises' raised ValueError: no such layer size"),
+    ("python:sub/my_models.py:not_a_module", r"model factory 'not_a_module' returned int, not a torch.nn.Module"),
+    ("python:sub/my_models.py:wrong_input", r"model 'wrong_input' rejects input shape \(1, 8, 8\)"),
+    ("python:sub/my_models.py:wrong_output", r"model 'wrong_output' returns \(2, 3\) .* expected logits of shape"),
+    ("python:sub/my_models.py", r"model 'python:sub/my_models.py': expected 'python:path/to/file.py:function'"),
+])
+def test_bad_models_are_one_line_and_nothing_is_written(files, tmp_path, capsys, model, expect):
+    from tests.cli.test_bad_input import bad
+
+    prob = files(model)
+    out = tmp_path / "run"
+    bad(capsys, ["search", "--problem", prob, "--out", out, "--pop", 4, "--gen", 1, "--workers", 0],
+        r"problem 'user': " + expect, watch=out)
+    assert not out.exists()
+    bad(capsys, ["evaluate", "--problem", prob], expect)
+
+
+def test_a_gene_bound_the_factory_rejects_is_caught_at_load(files):
+    with pytest.raises(FedevoError, match=r"^problem 'user': gene 'hidden' at its low bound -1 gives an invalid "
+                                          r"configuration \(model factory 'make_mlp' raised RuntimeError"):
+        load_problem(str(files(genes='hidden = { type = "int", low = -1, high = 64, default = 8 }')))
+
+
+def test_two_generation_search_with_a_user_model(files, tmp_path):
+    from fedevo.search import Runtime, SearchSettings, search
+
+    prob = files(genes='hidden = { type = "int", low = 4, high = 32, default = 8 }\n'
+                       'alpha = { type = "real", low = 1, high = 8, default = 2 }')
+    out = tmp_path / "run"
+    search(SearchSettings(problem=str(prob), pop=4, gen=2, seed=1), out, Runtime(workers=0))
+    import csv
+
+    rows = list(csv.DictReader(open(out / "evaluations.csv")))
+    assert len(rows) >= 8 and all(r["status"] == "ok" for r in rows)
+    assert len({r["hidden"] for r in rows}) > 1
+
+
+@pytest.mark.parametrize("factory,kind", [("make_mlp", LoweredMLP), ("make_cnn", LoweredCNN)])
+@pytest.mark.parametrize("shape", [(1, 8, 8), (1, 28, 28)])
+def test_example_factories_are_lowered(factory, kind, shape):
+    """examples/models.py (the README's example) trains on the built-in kernels."""
+    spec = f"python:{Path(__file__).resolve().parents[2] / 'examples' / 'models.py'}:{factory}"
+    assert type(build_model(UserArch(spec, (("hidden", 24),)), shape, 10)) is kind
+
+
+def test_user_model_on_user_data(files, tmp_path):
+    """A user model on the user's own tabular data ([data] source, natural clients): the factory gets the data's
+    input shape (D,) and class count, and trains."""
+    g = np.random.default_rng(0)
+    n, d = 300, 12
+    np.savez(tmp_path / "tab.npz", x=g.normal(size=(n, d)).astype(np.float32), y=g.integers(0, 3, n),
+             client_id=g.integers(0, 6, n))
+    p = files(extra="", genes='hidden = { type = "int", low = 4, high = 32, default = 8 }')
+    text = p.read_text().replace('dataset = "synthetic"\n', "").replace(
+        "[data]\nclients = 8\n", '[data]\nsource = "npz"\npath = "tab.npz"\npartition = "natural"\n')
+    p.write_text(text)
+    prob = load_problem(str(p))
+    model = build_model(prob.sim_config().arch, (d,), 3)
+    assert isinstance(model, LoweredMLP) and model.dims == [d, 8, 8, 3]
+    res = evaluate(prob, {"hidden": 6}, seed=0)
+    assert res.status == "ok" and res.omega == d * 6 + 6 + 6 * 6 + 6 + 6 * 3 + 3

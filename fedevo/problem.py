@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
@@ -100,6 +100,30 @@ class Problem:
     constraints: Mapping[str, float] = field(default_factory=dict)  # objective name -> upper bound
     description: str = ""
     path: Optional[str] = None
+    text: Optional[str] = None  # the problem file's TOML text (written by `from_dict`), as run.json records it
+
+    @classmethod
+    def from_file(cls, name_or_path: str | Path) -> "Problem":
+        """A bundled problem by name (`digits_mlp`) or a TOML problem file by path."""
+        return load_problem(str(name_or_path))
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any], *, name: Optional[str] = None) -> "Problem":
+        """A problem from a dict shaped like a problem file (docs/api.md); `name` defaults to doc["name"]."""
+        import tomli_w
+
+        if not isinstance(doc, Mapping):
+            raise FedevoError(f"a problem dict must be a mapping, got {type(doc).__name__}")
+        name = name or doc.get("name")
+        if not isinstance(name, str) or not name:
+            raise FedevoError("a problem made from a dict needs a name (a \"name\" key or name=...)")
+        try:
+            text = tomli_w.dumps({k: v for k, v in doc.items() if v is not None})
+        except (TypeError, ValueError) as e:
+            raise FedevoError(f"problem {name!r}: cannot be written as a problem file ({e})") from None
+        prob = parse_problem(tomllib.loads(text), name=name)
+        check_gene_bounds(prob)
+        return replace(prob, text=text)
 
     @property
     def gene_names(self) -> tuple[str, ...]:
@@ -219,7 +243,8 @@ def load_problem(name_or_path: str) -> Problem:
     if not p.is_file():
         raise FedevoError(f"problem file {str(p)!r} does not exist")
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+        doc = tomllib.loads(text)
     except UnicodeDecodeError as e:
         raise FedevoError(f"problem file {str(p)!r} is not UTF-8 text (byte {e.start}: "
                           f"{e.object[e.start:e.start + 1]!r}); TOML files must be UTF-8") from None
@@ -229,7 +254,7 @@ def load_problem(name_or_path: str) -> Problem:
         raise FedevoError(f"malformed problem file {str(p)!r}: {e}") from None
     prob = parse_problem(doc, name=p.stem, path=str(p))
     check_gene_bounds(prob)
-    return prob
+    return replace(prob, text=text)
 
 
 def check_gene_bounds(prob: Problem) -> None:

@@ -27,13 +27,13 @@ Evaluator = Callable[..., EvaluationResult]
 
 
 class SimulatorEvaluator:
-    """fedevo's FedAvg simulator (:func:`fedevo.evaluate.evaluate`) with its memory check and cost model."""
+    """fedevo's FedAvg simulator (:func:`fedevo.evaluation.evaluate`) with its memory check and cost model."""
 
     spec = DEFAULT_EVALUATOR
 
     def __call__(self, problem, params: Optional[Mapping[str, Any]] = None, *, seed: int = 0,
                  rounds: Optional[int] = None, data_dir: Optional[str] = None, **kwargs) -> EvaluationResult:
-        from ..evaluate import evaluate
+        from ..evaluation import evaluate
 
         return evaluate(problem, params, seed=seed, rounds=rounds, data_dir=data_dir, **kwargs)
 

@@ -82,7 +82,7 @@ class Run:
     @property
     def data(self):
         """The run as read now (fedevo's RunData: problem, settings, rows, front)."""
-        from .viz.rundata import load_run
+        from .search.rundata import load_run
 
         self._data = load_run(self.path)
         return self._data
@@ -152,15 +152,19 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, 
            seed: int = 0, out: Optional[Union[str, Path]] = None, rounds: Optional[int] = None,
            data_dir: Optional[str] = None, partitions: Optional[int] = None,
            evaluator: Optional[Union[str, Callable]] = None, ray_address: Optional[str] = None,
-           cpus_per_task: float = 1.0, gpus_per_task: float = 0.0, reporter=None) -> Run:
+           cpus_per_task: float = 1.0, gpus_per_task: float = 0.0, callbacks: Sequence = (),
+           page: bool = True) -> Run:
     """Run an NSGA-III search for the (error, comm, ε) front; returns the finished Run.
 
     out: the run directory (must not exist or be empty; default runs/<problem>-<timestamp>); workers: parallel
     evaluations on a local Ray (None: one per core; 0: in-process); ray_address: an existing Ray cluster;
     evaluator: 'module:function' or a function `f(problem, params, *, seed, rounds, data_dir)` replacing
-    fedevo's simulator (docs/api.md). Raises FedevoError if every evaluation failed."""
-    from .search.run import search as _search
-    from .search.runner import DEFAULT_EVALUATOR, evaluator_spec, load_evaluator
+    fedevo's simulator for this search (a problem file's own `evaluator` is used without it); callbacks:
+    `fedevo.search.SearchCallback` objects told of every evaluation and generation; page: keep RUN/front.html
+    current after every generation and write it at the end. Raises FedevoError if every evaluation failed (the
+    run directory keeps them all)."""
+    from .search.evaluator import DEFAULT_EVALUATOR, evaluator_spec, load_evaluator
+    from .search.run import SearchRun
     from .search.settings import SearchSettings
 
     prob = _as_problem(problem)
@@ -170,40 +174,81 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, 
     else:
         spec = evaluator or DEFAULT_EVALUATOR
         load_evaluator(spec)
-    if not prob.path:
-        raise FedevoError(f"problem {prob.name!r} has no file; write it to a .toml file first")
-    settings = SearchSettings(problem=prob.path, pop=pop, gen=gen, seed=seed, partitions=partitions, rounds=rounds,
-                              data_dir=data_dir, evaluator=spec)
-    summary = _search(settings, Path(out) if out is not None else None,
-                      _runtime(workers, ray_address, cpus_per_task, gpus_per_task), evaluator=fn, reporter=reporter)
-    _check_summary(summary)
-    return Run(summary.run_dir, summary)
+    source = str(problem) if isinstance(problem, (str, Path)) else prob.path or prob.name  # as run.json records it
+    settings = SearchSettings(problem=source, pop=pop, gen=gen, seed=seed, partitions=partitions,
+                              rounds=rounds, data_dir=data_dir, evaluator=spec)
+    runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task)
+    out = Path(out) if out is not None else None
+    fresh = out is None or not out.exists() or (out.is_dir() and not any(out.iterdir()))
+    run = SearchRun.create(settings, out, runtime, problem=prob)
+    return _run(run, runtime, fn, callbacks, page, fresh=fresh)
 
 
 def resume(run: RunLike, *, workers: Optional[int] = None, data_dir: Optional[str] = None,
            ray_address: Optional[str] = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
-           evaluator: Optional[Callable] = None, reporter=None) -> Run:
-    """Continue a stopped (or killed) search from its newest checkpoint; finished evaluations are reused.
-    FedevoError if the run is already finished."""
+           evaluator: Optional[Callable] = None, callbacks: Sequence = (), page: bool = True) -> Run:
+    """Continue a stopped (or killed) search from its newest checkpoint, exactly: finished evaluations are
+    reused. FedevoError if the run is already finished (nothing is changed then)."""
     from .search.run import SearchRun
 
-    path = Path(open_run(run).path)
+    path = Path(run.path if isinstance(run, Run) else run)
     sr = SearchRun.open(path)
-    if sr.finished():
+    if sr.finished():  # refuse before opening anything for writing: a finished run's results stay as they are
         raise FedevoError(f"{path} holds a finished search ({sr.settings.gen} generations); nothing to resume "
                           f"and nothing was changed (see `fedevo front {path}`)")
     if data_dir is not None:
         sr.use_data_dir(data_dir)
-    summary = sr.run(_runtime(workers, ray_address, cpus_per_task, gpus_per_task), evaluator=evaluator,
-                     reporter=reporter)
-    _check_summary(summary)
-    return Run(summary.run_dir, summary)
+    return _run(sr, _runtime(workers, ray_address, cpus_per_task, gpus_per_task), evaluator, callbacks, page)
 
 
-def _check_summary(summary) -> None:
+def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: bool = False) -> Run:
+    """Run a SearchRun to its end with the callbacks (and the live page); a fresh run directory that no
+    evaluation reached is removed again when the search cannot start (Ray refused, ...), never one that
+    another process holds."""
+    from .errors import RunInUseError
+
+    cbs = list(callbacks)
+    if page:
+        from .viz.live import LivePage
+
+        cbs.append(LivePage())
+    try:
+        summary = sr.run(runtime, evaluator=evaluator, callbacks=cbs)
+    except RunInUseError:
+        raise
+    except KeyboardInterrupt as e:  # the run stays resumable; tell the caller where it is
+        e.run_dir = sr.run_dir
+        raise
+    except FedevoError:
+        if fresh and sr.is_empty():
+            import shutil
+
+            shutil.rmtree(sr.run_dir, ignore_errors=True)
+        raise
+    if page:
+        _final_page(sr.run_dir)
+    run = Run(summary.run_dir, summary)
     if summary.evaluations and summary.failed == summary.evaluations:
-        raise FedevoError(f"every evaluation failed ({summary.failed}); the first: "
-                          f"{summary.first_failure or 'no message'} (log: {summary.run_dir / 'evaluations.csv'})")
+        from .errors import SearchFailedError
+
+        raise SearchFailedError(f"every evaluation failed ({summary.failed}); the first: "
+                                f"{summary.first_failure or 'no message'} (log: {summary.run_dir / 'evaluations.csv'})",
+                                run)
+    return run
+
+
+def _final_page(run_dir: Path) -> Optional[Path]:
+    """front.html beside the CSVs; the search's results stand without it (a warning, never an error)."""
+    import sys
+
+    try:
+        from .viz.front import write_front_html
+
+        return write_front_html(run_dir)
+    except Exception as e:  # noqa: BLE001 - a plotting problem must not turn a finished search into a failure
+        print(f"fedevo: warning: could not write front.html ({type(e).__name__}: {e}); try `fedevo plot {run_dir}`",
+              file=sys.stderr)
+        return None
 
 
 def pick(run: RunLike, spec: str) -> list[dict[str, Any]]:

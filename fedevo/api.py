@@ -62,6 +62,11 @@ def evaluate(problem: ProblemLike, params: Optional[Mapping[str, Any]] = None, *
     prob = _as_problem(problem)
     check_seed(seed)
     check_rounds(rounds)
+    if not prob.simulated:  # the problem file's own evaluator (its genes checked here, its code run there)
+        from .search.evaluator import ProblemEvaluator
+
+        prob.resolve(params)
+        return ProblemEvaluator(prob.evaluator)(prob, params, seed=seed, rounds=rounds, data_dir=data_dir)
     cfg = prob.sim_config(params, rounds=rounds, data_dir=data_dir, download=download)
     check_evaluation_memory(cfg)
     device(cfg.device)  # device = 'cuda' without a GPU: one line, before any data is read

@@ -17,7 +17,7 @@ import numpy as np
 
 from common import cpu
 
-from fedevo.evaluate import evaluate
+from fedevo.evaluation import evaluate
 from fedevo.problem import load_problem
 
 CASES = [

@@ -1,4 +1,8 @@
-"""fedevo: multi-objective search over private federated learning configurations."""
+"""fedevo: multi-objective search over private federated learning configurations.
+
+The public Python API (docs/api.md) is exported here; it loads lazily, so `import fedevo` stays cheap and
+importing a submodule does not load torch or Ray.
+"""
 
 import os as _os
 
@@ -7,3 +11,25 @@ import os as _os
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"
+
+#: public name -> module that defines it (docs/api.md lists exactly these)
+_PUBLIC = {
+    "Problem": "problem", "EvaluationResult": "result", "FedevoError": "errors",
+    **dict.fromkeys(["Run", "audit", "evaluate", "open_run", "pick", "plot", "problems", "resume", "retrain",
+                     "search"], "api"),
+}
+__all__ = sorted(_PUBLIC) + ["__version__"]
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        from importlib import import_module
+
+        value = getattr(import_module(f"{__name__}.{_PUBLIC[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

@@ -15,3 +15,15 @@ class NoDeviceError(FedevoError):
 
 class DivergedError(Exception):
     """Training produced NaN/inf; evaluation reports it as `status: diverged`."""
+
+
+class RunInUseError(FedevoError):
+    """Another fedevo process holds the run directory's lock: nothing of that directory may be touched."""
+
+
+class SearchFailedError(FedevoError):
+    """Every evaluation of a search failed; `run` is the run directory's fedevo.Run (every failure is logged)."""
+
+    def __init__(self, message: str, run=None):
+        super().__init__(message)
+        self.run = run

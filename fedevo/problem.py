@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -117,10 +117,40 @@ class Problem:
     data_source: Any = None  # the user's data ([data] source: fedevo.data.sources.UserData); None: `dataset`
     model_ref: Optional[str] = None  # a user model's factory, its file's path resolved (models/user.py)
     model_kwargs: tuple[str, ...] = ()  # a user model's factory keyword arguments: [model_args] keys, free genes
+    text: Optional[str] = None  # the problem file's TOML text (written by `from_dict`), as run.json records it
+    evaluator: Optional[str] = None  # the user's own training ("python:file.py:function" or "module:function")
 
     @property
     def user_model(self) -> bool:
         return self.model_ref is not None
+
+    @property
+    def simulated(self) -> bool:
+        """True when fedevo's simulator trains this problem (False: the user's own evaluator does)."""
+        return self.evaluator is None
+
+    @classmethod
+    def from_file(cls, name_or_path: str | Path) -> "Problem":
+        """A bundled problem by name (`digits_mlp`) or a TOML problem file by path."""
+        return load_problem(str(name_or_path))
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any], *, name: Optional[str] = None) -> "Problem":
+        """A problem from a dict shaped like a problem file (docs/api.md); `name` defaults to doc["name"]."""
+        import tomli_w
+
+        if not isinstance(doc, Mapping):
+            raise FedevoError(f"a problem dict must be a mapping, got {type(doc).__name__}")
+        name = name or doc.get("name")
+        if not isinstance(name, str) or not name:
+            raise FedevoError("a problem made from a dict needs a name (a \"name\" key or name=...)")
+        try:
+            text = tomli_w.dumps({k: v for k, v in doc.items() if v is not None})
+        except (TypeError, ValueError) as e:
+            raise FedevoError(f"problem {name!r}: cannot be written as a problem file ({e})") from None
+        prob = parse_problem(_toml.loads(text), name=name)
+        check_gene_bounds(prob)
+        return replace(prob, text=text)
 
     @property
     def gene_names(self) -> tuple[str, ...]:
@@ -133,6 +163,8 @@ class Problem:
         raise KeyError(name)
 
     def known_keys(self) -> tuple[str, ...]:
+        if not self.simulated:  # the user's evaluator: its own settings and genes, uninterpreted
+            return tuple(self.fixed) + self.gene_names
         if self.user_model:
             return fedevo_keys(None) + self.model_kwargs
         return ARCH_KEYS[self.model] + SIM_KEYS + privacy_keys() + DATA_KEYS + DEPLOY_KEYS + (PRESET_KEY,)
@@ -154,7 +186,7 @@ class Problem:
         missing = [g.name for g in self.genes if g.name not in merged]
         if missing:
             raise FedevoError(f"gene(s) {', '.join(missing)} have no default; pass them in params")
-        if PRESET_KEY in merged:
+        if PRESET_KEY in merged and self.simulated:
             from .privacy.presets import PRESETS
 
             name = merged[PRESET_KEY]
@@ -165,6 +197,9 @@ class Problem:
 
     def sim_config(self, params: Optional[Mapping[str, Any]] = None, *, rounds: Optional[int] = None,
                    data_dir: Optional[str] = None, download: bool = False) -> SimConfig:
+        if not self.simulated:
+            raise FedevoError(f"problem {self.name!r} is trained by its own evaluator {self.evaluator!r}; it has "
+                              "no simulator configuration")
         from .privacy import registry
 
         p = self.resolve(params)
@@ -204,6 +239,8 @@ def _gene_from_toml(name: str, spec: Any) -> Gene:
 
 def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = None) -> Problem:
     """Build a Problem from a parsed TOML document; every mistake is a FedevoError naming the key."""
+    if "evaluator" in doc:
+        return _parse_own_evaluator(doc, name=name, path=path)
     top = {"name", "description", "dataset", "model", "model_args", "eps_objective", "data", "train", "privacy",
            "deployment", "genes", "constraints"}
     extra = set(doc) - top
@@ -337,6 +374,44 @@ def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path
     return ud
 
 
+OWN_TOP = ("name", "description", "evaluator", "settings", "genes", "eps_objective", "constraints")
+
+
+def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[str]) -> Problem:
+    """A problem trained by the user's own evaluator: free-form genes and `[settings]`, passed to it as they are."""
+    from .plugins import load_callable, resolve_spec
+
+    extra = set(doc) - set(OWN_TOP)
+    if extra:
+        raise FedevoError(f"problem {name!r}: unknown key(s) {', '.join(sorted(extra))} for a problem with its own "
+                          f"evaluator; known: {', '.join(OWN_TOP)}")
+    if "genes" not in doc or not isinstance(doc["genes"], dict) or not doc["genes"]:
+        raise FedevoError(f"problem {name!r}: missing required key 'genes' (a table of at least one gene)")
+    settings = doc.get("settings", {})
+    if not isinstance(settings, dict):
+        raise FedevoError(f"problem {name!r}: [settings] must be a table of fixed values")
+    clash = sorted(set(settings) & set(doc["genes"]))
+    if clash:
+        raise FedevoError(f"problem {name!r}: {', '.join(clash)} is both a gene and a fixed setting")
+    for key in list(settings) + list(doc["genes"]):
+        if not str(key).isidentifier():
+            raise FedevoError(f"problem {name!r}: {key!r} is not a valid setting or gene name (use letters, digits "
+                              "and _)")
+    spec = resolve_spec(doc["evaluator"], Path(path).parent if path else None, what=f"problem {name!r}: evaluator")
+    load_callable(spec, what=f"problem {name!r}: evaluator")  # a missing file or function: one line, now
+    genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
+    eps_obj = doc.get("eps_objective", "eps")
+    if eps_obj not in EPS_OBJECTIVES:
+        raise FedevoError(f"problem {name!r}: eps_objective must be one of {EPS_OBJECTIVES}, got {eps_obj!r}")
+    constraints = dict(doc.get("constraints", {}))
+    for k, v in constraints.items():
+        if k not in OBJECTIVES or not isinstance(v, (int, float)):
+            raise FedevoError(f"problem {name!r}: constraint {k}={v!r}; constraints bound {', '.join(OBJECTIVES)} by a number")
+    return Problem(name=doc.get("name", name), dataset="", model="", genes=genes, fixed=dict(settings),
+                   eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path,
+                   evaluator=spec)
+
+
 def load_problem(name_or_path: str) -> Problem:
     """A bundled problem by name (`digits_mlp`) or a TOML file by path."""
     p = Path(name_or_path)
@@ -348,7 +423,8 @@ def load_problem(name_or_path: str) -> Problem:
     if not p.is_file():
         raise FedevoError(f"problem file {str(p)!r} does not exist")
     try:
-        doc = _toml.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+        doc = _toml.loads(text)
     except UnicodeDecodeError as e:
         raise FedevoError(f"problem file {str(p)!r} is not UTF-8 text (byte {e.start}: "
                           f"{e.object[e.start:e.start + 1]!r}); TOML files must be UTF-8") from None
@@ -359,12 +435,15 @@ def load_problem(name_or_path: str) -> Problem:
     # absolute: the run directory records it, and [data] paths relative to it must resolve from any cwd later
     prob = parse_problem(doc, name=p.stem, path=str(p.resolve()))
     check_gene_bounds(prob)
-    return prob
+    return replace(prob, text=text)
 
 
 def check_gene_bounds(prob: Problem) -> None:
     """Every gene at its low and high bound (each choice of a choice gene), the others at their defaults, must
-    give a valid configuration: otherwise a search would sample individuals that can only fail."""
+    give a valid configuration: otherwise a search would sample individuals that can only fail. (A problem with
+    its own evaluator: only the user's code knows.)"""
+    if not prob.simulated:
+        return
     for g in prob.genes:
         if g.type == "choice":
             cases = [(f"choice {c!r}", c) for c in g.choices]

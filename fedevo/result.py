@@ -38,3 +38,46 @@ class EvaluationResult:
         d = asdict(self)
         d["accuracy_curve"] = list(self.accuracy_curve)
         return d
+
+
+def coerce_result(value: Any) -> EvaluationResult:
+    """What a user's evaluator returned, as an EvaluationResult: itself, a mapping with `error`, `comm` and `eps`
+    (and optionally `eps_paper`, `accuracy_global`, `omega`, `privacy`, `message`), or a tuple (error, comm, eps).
+    TypeError / ValueError with one line saying what is wrong (the evaluation is then marked failed)."""
+    if isinstance(value, EvaluationResult):
+        return value
+    if isinstance(value, (tuple, list)):
+        if len(value) != 3:
+            raise TypeError(f"evaluator returned a {type(value).__name__} of {len(value)} values; expected "
+                            "(error, comm, eps)")
+        value = dict(zip(("error", "comm", "eps"), value))
+    if not isinstance(value, dict):
+        raise TypeError(f"evaluator returned {type(value).__name__}; expected an EvaluationResult, a dict with "
+                        "error, comm and eps, or a tuple (error, comm, eps)")
+    missing = [k for k in ("error", "comm", "eps") if k not in value]
+    if missing:
+        raise TypeError(f"evaluator's result lacks {', '.join(missing)} (it has {', '.join(map(str, value)) or 'nothing'})")
+    extra = set(value) - {"error", "comm", "eps", "eps_paper", "accuracy_global", "omega", "privacy", "message"}
+    if extra:
+        raise TypeError(f"evaluator's result has unknown key(s) {', '.join(sorted(map(str, extra)))}")
+
+    def number(key: str, default: Any = None) -> float:
+        v = value.get(key, default)
+        if v is None and default is None and key not in ("error", "comm", "eps"):
+            return math.nan
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"evaluator's {key} must be a number, got {v!r}")
+        v = float(v)
+        if math.isnan(v) and key in ("error", "comm", "eps"):
+            raise ValueError(f"evaluator's {key} is NaN")
+        return v
+
+    privacy = value.get("privacy", {})
+    if not isinstance(privacy, dict):
+        raise TypeError(f"evaluator's privacy must be a dict, got {type(privacy).__name__}")
+    omega = value.get("omega", 0)
+    if isinstance(omega, bool) or not isinstance(omega, int):
+        raise TypeError(f"evaluator's omega must be an integer, got {omega!r}")
+    return EvaluationResult(error=number("error"), comm=number("comm"), eps=number("eps"),
+                            eps_paper=number("eps_paper", math.nan), accuracy_global=number("accuracy_global", math.nan),
+                            omega=omega, privacy=privacy, message=str(value.get("message", "")))

@@ -78,7 +78,7 @@ def standard_problem(problem: Problem) -> Problem:
 def retrain_evaluate(problem: Problem, params: Mapping[str, Any], *, seed: int, rounds: Optional[int] = None,
                      data_dir: Optional[str] = None, eval_every: int = 1, progress=None) -> EvaluationResult:
     """The runner's evaluation function: `evaluate` with accuracy curves; the flagged task is the standard."""
-    from .evaluate import evaluate
+    from .evaluation import evaluate
 
     params = dict(params)
     if params.pop(_STANDARD_FLAG, False):

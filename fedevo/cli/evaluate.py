@@ -69,7 +69,7 @@ def evaluate(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Train one configuration of a problem and print its objectives (error, comm, ε)."""
-    from ..evaluate import evaluate as run_eval
+    from ..evaluation import evaluate as run_eval
     from ..guards import check_evaluation_memory, check_rounds, check_seed
     from ..problem import load_problem, parse_params
 

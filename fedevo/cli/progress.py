@@ -61,8 +61,11 @@ class RichReporter(SearchCallback):
                 "front": self._front}
 
     def on_start(self, *, n_gen: int, generation: int, total: int, done: int,
-                 rows: Sequence[Mapping[str, Any]] = (), runner: str = "") -> None:
+                 rows: Sequence[Mapping[str, Any]] = (), runner: str = "", run_dir=None, eps_key: str = "eps") -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.run_dir = self.run_dir if run_dir is None else run_dir
+        self.eps_key = eps_key
 
         for r in rows:
             self._note(r)

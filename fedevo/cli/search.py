@@ -13,59 +13,32 @@ from .app import app
 _EVALUATOR_HELP = "Evaluation function 'module:function' (testing hook; default: fedevo's simulator)."
 
 
-def _runtime(workers, ray_address, cpus_per_task, gpus_per_task):
-    from ..search.run import Runtime
-
-    return Runtime(workers=workers, ray_address=ray_address, cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
-
-
-def _execute(run, runtime, quiet: bool, created: bool = False) -> None:
+def _execute(start, quiet: bool) -> None:
+    """Run `start(callbacks)` (fedevo.api's search or resume) with the progress display; print the summary."""
     from rich.console import Console
 
-    from ..errors import FedevoError
-    from ..viz.live import LivePage
+    from ..errors import SearchFailedError
     from .progress import RichReporter
 
-    # what the search reports to: the progress display (front size and HV after each generation), then the live
-    # front.html (rewritten after each generation, --quiet too)
-    callbacks = [] if quiet else [RichReporter(eps_key=run.eps_key, console=Console(stderr=True), run_dir=run.run_dir)]
-    callbacks.append(LivePage())
+    callbacks = [] if quiet else [RichReporter(console=Console(stderr=True))]
     try:
-        summary = run.run(runtime, callbacks=callbacks)
-    except FedevoError:
-        if created and run.is_empty():  # e.g. the Ray cluster refused us: leave no half-made run behind
-            import shutil
-
-            shutil.rmtree(run.run_dir, ignore_errors=True)
+        run = start(callbacks)
+    except SearchFailedError as e:  # the summary first, then the one-line error
+        _print_summary(e.run.summary, e.run, quiet)
         raise
-    except KeyboardInterrupt:
-        print(f"fedevo: interrupted; every finished evaluation is saved in {run.run_dir}. "
-              f"Continue with: fedevo resume {run.run_dir}", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        where = getattr(e, "run_dir", None) or "the run directory"
+        print(f"fedevo: interrupted; every finished evaluation is saved in {where}. "
+              f"Continue with: fedevo resume {where}", file=sys.stderr)
         raise typer.Exit(130)
-    _print_summary(summary, run, quiet)
-    if summary.evaluations and summary.failed == summary.evaluations:
-        raise FedevoError(f"every evaluation failed ({summary.failed}); the first: "
-                          f"{summary.first_failure or 'no message'} (log: {run.run_dir / 'evaluations.csv'})")
-    plot = _write_plot(run.run_dir)
-    print(f"results in {summary.run_dir}/ (front.csv, evaluations.csv, hypervolume.csv, run.json, checkpoints/"
-          + (f", {plot.name}" if plot else "") + ")")
-
-
-def _write_plot(run_dir):
-    """front.html beside the CSVs (fedevo.viz, as `fedevo plot` writes it); the search's results stand without it."""
-    try:
-        from ..viz import write_front_html
-    except ImportError:
-        return None
-    try:
-        return write_front_html(run_dir)
-    except Exception as e:  # noqa: BLE001 - a plotting problem must not turn a finished search into a failure
-        print(f"fedevo: warning: could not write front.html ({type(e).__name__}: {e}); try `fedevo plot {run_dir}`",
-              file=sys.stderr)
-        return None
+    _print_summary(run.summary, run, quiet)
+    page = run.path / "front.html"
+    print(f"results in {run.path}/ (front.csv, evaluations.csv, hypervolume.csv, run.json, checkpoints/"
+          + (f", {page.name}" if page.exists() else "") + ")")
 
 
 def _print_summary(summary, run, quiet: bool) -> None:
+    """The closing line and (unless quiet) the front's first rows; `run` is a fedevo.Run."""
     state = ("finished" if summary.generations >= summary.n_gen else
              "stopped early (no new offspring)" if summary.stopped_early else "stopped")
     print(f"search {state}: {summary.generations}/{summary.n_gen} generations, {summary.evaluations} evaluations "
@@ -75,14 +48,15 @@ def _print_summary(summary, run, quiet: bool) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        eps = run.eps_key
+        data = run.data
+        eps, genes = data.eps_key, data.gene_names
         from ..viz.numfmt import num
 
         fmt = lambda v: "–" if v is None else num(v) if isinstance(v, float) else str(v)  # noqa: E731
         t = Table("id", "error", "comm", eps, "genes", title="Pareto front (lowest error first; all in front.csv)")
         for r in sorted(summary.front, key=lambda r: (r["error"], r["comm"]))[:10]:
             t.add_row(str(r["id"]), fmt(r["error"]), fmt(r["comm"]), fmt(r[eps]),
-                      " ".join(f"{g.name}={fmt(r[g.name])}" for g in run.space.genes))
+                      " ".join(f"{g}={fmt(r[g])}" for g in genes))
         Console(highlight=False).print(t)
 
 
@@ -104,15 +78,12 @@ def search(
     evaluator: Optional[str] = typer.Option(None, "--evaluator", hidden=True, help=_EVALUATOR_HELP),
 ) -> None:
     """Search a problem's genes with NSGA-III for the (error, communication, ε) Pareto front."""
-    from ..search.evaluator import DEFAULT_EVALUATOR
-    from ..search.run import SearchRun, SearchSettings
+    from .. import api
 
-    settings = SearchSettings(problem=problem, pop=pop, gen=gen, seed=seed, partitions=partitions, rounds=rounds,
-                              data_dir=data_dir, evaluator=evaluator or DEFAULT_EVALUATOR)
-    runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task)
-    created = out is None or not out.exists() or (out.is_dir() and not any(out.iterdir()))
-    run = SearchRun.create(settings, out, runtime)
-    _execute(run, runtime, quiet, created=created)
+    _execute(lambda callbacks: api.search(
+        problem, pop=pop, gen=gen, workers=workers, seed=seed, out=out, rounds=rounds, data_dir=data_dir,
+        partitions=partitions, evaluator=evaluator, ray_address=ray_address, cpus_per_task=cpus_per_task,
+        gpus_per_task=gpus_per_task, callbacks=callbacks), quiet)
 
 
 @app.command()
@@ -126,13 +97,8 @@ def resume(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
 ) -> None:
     """Continue a stopped search (killed, interrupted) from its last checkpoint; finished evaluations are reused."""
-    from ..errors import FedevoError
-    from ..search.run import SearchRun
+    from .. import api
 
-    run = SearchRun.open(run_dir)
-    if run.finished():  # refuse before opening anything for writing: a finished run's results stay as they are
-        raise FedevoError(f"{run_dir} holds a finished search ({run.settings.gen} generations); nothing to resume "
-                          f"and nothing was changed (see `fedevo front {run_dir}`)")
-    if data_dir is not None:
-        run.use_data_dir(data_dir)
-    _execute(run, _runtime(workers, ray_address, cpus_per_task, gpus_per_task), quiet)
+    _execute(lambda callbacks: api.resume(
+        run_dir, workers=workers, data_dir=data_dir, ray_address=ray_address, cpus_per_task=cpus_per_task,
+        gpus_per_task=gpus_per_task, callbacks=callbacks), quiet)

@@ -4,7 +4,7 @@ Subclass :class:`SearchCallback`, override the hooks you need (each does nothing
 to the search (``SearchRun.run(..., callbacks=[...])``, ``search(..., callbacks=[...])``). The hooks are called in
 the search's own process, in this order::
 
-    on_start(n_gen=, generation=, total=, done=, rows=, runner=)   once, when evaluation starts
+    on_start(n_gen=, generation=, total=, done=, rows=, runner=, run_dir=, eps_key=)   once, when evaluation starts
         on_generation_start(generation)                            each generation, before its individuals run
             on_evaluation(row)                                     each finished evaluation, as it finishes
             on_tick(running, queued)                               while evaluations run (progress displays)
@@ -13,7 +13,7 @@ the search's own process, in this order::
 
 * ``on_start``: ``n_gen`` generations in all, the first to run (``generation``; > 1 when resumed), ``total``
   evaluations expected in all, ``done`` of them already logged (``rows``: their evaluations.csv rows), ``runner``:
-  where evaluations run, in words. Not called for a run that has nothing left to do.
+  where evaluations run, in words; ``run_dir``: the run directory; ``eps_key``: the ε the search minimises. Not called for a run that has nothing left to do.
 * ``on_evaluation(row)``: the row as appended to evaluations.csv (a dict: id, generation, index, seed, genes,
   error, comm, eps, ..., status, message), in completion order.
 * ``on_generation(generation, run)``: ``run`` is a :class:`~fedevo.search.rundata.RunData` built from the rows
@@ -41,7 +41,7 @@ class SearchCallback:
     """Hooks of a running search; every one does nothing unless overridden."""
 
     def on_start(self, *, n_gen: int, generation: int, total: int, done: int,
-                 rows: Sequence[Mapping[str, Any]] = (), runner: str = "") -> None:
+                 rows: Sequence[Mapping[str, Any]] = (), runner: str = "", run_dir=None, eps_key: str = "eps") -> None:
         pass
 
     def on_generation_start(self, generation: int) -> None:

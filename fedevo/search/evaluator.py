@@ -21,19 +21,20 @@ from typing import Any, Callable, Mapping, Optional
 from ..errors import FedevoError
 from ..result import EvaluationResult
 
-DEFAULT_EVALUATOR = "fedevo.evaluate:evaluate"
+DEFAULT_EVALUATOR = "fedevo.evaluate:evaluate"  # the name run.json records for the simulator (not imported)
+_SIMULATOR_FUNCTION = ("fedevo.evaluation", "evaluate")  # the simulator's function, when passed itself
 
 Evaluator = Callable[..., EvaluationResult]
 
 
 class SimulatorEvaluator:
-    """fedevo's FedAvg simulator (:func:`fedevo.evaluate.evaluate`) with its memory check and cost model."""
+    """fedevo's FedAvg simulator (:func:`fedevo.evaluation.evaluate`) with its memory check and cost model."""
 
     spec = DEFAULT_EVALUATOR
 
     def __call__(self, problem, params: Optional[Mapping[str, Any]] = None, *, seed: int = 0,
                  rounds: Optional[int] = None, data_dir: Optional[str] = None, **kwargs) -> EvaluationResult:
-        from ..evaluate import evaluate
+        from ..evaluation import evaluate
 
         return evaluate(problem, params, seed=seed, rounds=rounds, data_dir=data_dir, **kwargs)
 
@@ -76,11 +77,42 @@ def load_evaluator(spec: str) -> Evaluator:
     return fn
 
 
+class ProblemEvaluator:
+    """A problem file's own `evaluator` (the user's training): called with the problem's fixed `[settings]` and
+    the individual's genes as one dict, its result read by :func:`fedevo.result.coerce_result`. Extra keyword
+    arguments fedevo's simulator takes (retrain's eval_every, progress) are not passed on."""
+
+    def __init__(self, spec: str):
+        self.spec = spec
+
+    def __call__(self, problem, params: Optional[Mapping[str, Any]] = None, *, seed: int = 0,
+                 rounds: Optional[int] = None, data_dir: Optional[str] = None, **_simulator_only) -> EvaluationResult:
+        from ..plugins import load_callable
+        from ..result import coerce_result
+
+        fn = load_callable(self.spec, what=f"problem {problem.name!r}: evaluator")
+        return coerce_result(fn(problem, problem.resolve(params), seed=seed, rounds=rounds, data_dir=data_dir))
+
+    def __repr__(self) -> str:
+        return f"ProblemEvaluator({self.spec!r})"
+
+
+def for_problem(spec: str, problem) -> Evaluator:
+    """What evaluates `problem`: the evaluator `spec` names, except that the default (fedevo's simulator) gives
+    way to the problem file's own `evaluator` when it names one."""
+    own = getattr(problem, "evaluator", None)
+    if spec == DEFAULT_EVALUATOR and own:
+        return ProblemEvaluator(own)
+    return load_evaluator(spec)
+
+
 def evaluator_spec(evaluator: Evaluator) -> str:
     """The 'module:function' run.json records for an evaluator (the simulator's: the default spec)."""
     if isinstance(evaluator, SimulatorEvaluator):
         return evaluator.spec
     name = getattr(evaluator, "__qualname__", None)
+    if (getattr(evaluator, "__module__", None), name) == _SIMULATOR_FUNCTION:
+        return DEFAULT_EVALUATOR
     if name is None:  # an object: its name in its module is not known here
         raise FedevoError(f"evaluator {evaluator!r} has no 'module:name' to record in run.json; pass it by name "
                           "(SearchSettings(evaluator='package.module:name'))")
@@ -105,5 +137,5 @@ def cost(evaluator: Evaluator, problem, params: Mapping[str, Any], rounds: Optio
     return 1.0 if fn is None else float(fn(problem, params, rounds))
 
 
-__all__ = ["DEFAULT_EVALUATOR", "Evaluator", "SIMULATOR", "SimulatorEvaluator", "check", "cost", "evaluator_spec",
-           "load_evaluator", "resolve"]
+__all__ = ["DEFAULT_EVALUATOR", "Evaluator", "ProblemEvaluator", "SIMULATOR", "SimulatorEvaluator", "check", "cost",
+           "evaluator_spec", "for_problem", "load_evaluator", "resolve"]

@@ -43,7 +43,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from ..errors import FedevoError
+from ..errors import FedevoError, RunInUseError
 from ..guards import check_workers, check_writable_dir
 from ..problem import Problem, load_problem
 from ..result import EvaluationResult
@@ -51,7 +51,7 @@ from . import evaluator as evaluators
 from .algorithm import CROSSOVER, MUTATION, make_nsga3
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, load_evaluator
+from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table
 from .log import EvalLog, csv_text, atomic_write, row_result
 from .problem import OBJECTIVES, WORST, SearchProblem
@@ -114,7 +114,7 @@ def _locked(run_dir: Path):
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise FedevoError(f"run directory {run_dir} is in use by another fedevo process") from None
+            raise RunInUseError(f"run directory {run_dir} is in use by another fedevo process") from None
         yield
     finally:
         fh.close()
@@ -135,13 +135,17 @@ class SearchRun:
 
     # ------------------------------------------------------------------ creating / opening
     @classmethod
-    def create(cls, settings: SearchSettings, out: Optional[Path] = None, runtime: Runtime = Runtime()) -> "SearchRun":
+    def create(cls, settings: SearchSettings, out: Optional[Path] = None, runtime: Runtime = Runtime(), *,
+               problem: Optional[Problem] = None) -> "SearchRun":
+        """A new run directory for `settings` (its problem loaded from `settings.problem`, or `problem` as given:
+        run.json records the problem's TOML text)."""
         settings = settings.resolved()
-        problem = load_problem(settings.problem)
-        if not problem.path:
+        if problem is None:
+            problem = load_problem(settings.problem)
+        text = problem.text if problem.text is not None else Path(problem.path).read_text() if problem.path else None
+        if text is None:
             raise FedevoError(f"problem {settings.problem!r} has no file to record in run.json")
-        text = Path(problem.path).read_text()
-        evaluator = load_evaluator(settings.evaluator)  # fail now, before creating anything
+        evaluator = for_problem(settings.evaluator, problem)  # fail now, before creating anything
         space = SearchSpace.from_problem(problem)  # genes must be searchable
         if runtime.ray_address:
             from .runner import _check_reachable
@@ -260,7 +264,7 @@ class SearchRun:
         callbacks: what the search reports to (fedevo.search.callbacks), in this order."""
         t0 = time.monotonic()
         s = self.settings
-        evaluator = load_evaluator(s.evaluator) if evaluator is None else evaluators.resolve(evaluator)
+        evaluator = for_problem(s.evaluator, self.problem) if evaluator is None else evaluators.resolve(evaluator)
         callback = CallbackList(callbacks)
         for p in self.run_dir.glob(".*.tmp"):  # leftovers of a write killed before its rename
             with contextlib.suppress(OSError):
@@ -317,7 +321,8 @@ class SearchRun:
         try:
             if runner is not None:
                 callback.on_start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,
-                                  done=len(by_id), rows=list(by_id.values()), runner=runner.describe)
+                                  done=len(by_id), rows=list(by_id.values()), runner=runner.describe,
+                                  run_dir=self.run_dir, eps_key=self.eps_key)
             while runner is not None and state["generation"] < s.gen:
                 g = state["generation"] + 1
                 callback.on_generation_start(g)

@@ -21,11 +21,11 @@ import socket
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import DataNotFoundError, FedevoError, NoDeviceError
-from ..result import EvaluationResult
+from ..result import EvaluationResult, coerce_result
 from .evaluator import Evaluator
 
 OnDone = Callable[["Task", EvaluationResult], None]
@@ -80,9 +80,10 @@ def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
     """
     t0 = time.perf_counter()
     try:
-        r = evaluator(problem, dict(params), seed=seed, **eval_kwargs)
-        if not isinstance(r, EvaluationResult):
-            raise TypeError(f"evaluator returned {type(r).__name__}, expected EvaluationResult")
+        raw = evaluator(problem, dict(params), seed=seed, **eval_kwargs)
+        r = coerce_result(raw)
+        if r is not raw:  # a dict or tuple from the user's evaluator: fedevo times it
+            r = replace(r, wall_s=time.perf_counter() - t0, rounds=eval_kwargs.get("rounds") or 0)
         return "ok", r
     except (DataNotFoundError, NoDeviceError) as e:
         return "abort", str(e)

@@ -3,7 +3,7 @@ import math
 import pytest
 
 from fedevo.config import CNNArch, DataConfig, PrivacyConfig, SimConfig
-from fedevo.evaluate import evaluate
+from fedevo.evaluation import evaluate
 from fedevo.fl.simulate import simulate
 
 

@@ -1,4 +1,4 @@
-"""Cheap deterministic stand-ins for fedevo.evaluate.evaluate, importable by Ray workers and subprocesses
+"""Cheap deterministic stand-ins for fedevo.evaluation.evaluate, importable by Ray workers and subprocesses
 (as tests.search.search_fakes, with the repository root on the path).
 
 Each has the evaluator signature `(problem, params, *, seed, rounds=None, data_dir=None) -> EvaluationResult`.

@@ -104,7 +104,7 @@ def test_resumed_search_starts_where_it_stopped(tmp_path):
 
 
 def test_the_simulator_spec_resolves_to_an_evaluator_with_check_and_cost(tiny_problem):
-    from fedevo.evaluate import evaluate
+    from fedevo.evaluation import evaluate
     from fedevo.fl.cost import relative_cost
 
     sim = evaluators.load_evaluator(evaluators.DEFAULT_EVALUATOR)

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import run_cli
 from fedevo.errors import FedevoError
-from fedevo.evaluate import evaluate
+from fedevo.evaluation import evaluate
 from fedevo.problem import load_problem
 
 MECHS, AGGS = ("update", "signds", "adaptive"), ("plain", "secagg")

@@ -1,0 +1,357 @@
+"""fedevo from Python: the functions the command line calls (docs/api.md).
+
+    import fedevo
+    problem = fedevo.Problem.from_file("digits_mlp")          # a bundled name, a .toml path, or Problem.from_dict
+    result = fedevo.evaluate(problem, {"lr": 0.1}, seed=0)     # one configuration: error, comm, ε
+    run = fedevo.search(problem, pop=12, gen=4, workers=2, out="runs/demo")
+    run.front                                                  # the Pareto set as records (run.front_df(): pandas)
+    fedevo.retrain(run, "knee", rounds=150)
+
+Every function validates its input first (a FedevoError with one line naming the problem, nothing written) and
+takes a seed: the same seed gives the same numbers. Runs on disk are the same as the command line's, so
+`fedevo front`, `fedevo plot` and `fedevo resume` work on a run made from Python and `fedevo.open_run` on one
+made by the command line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+
+from .errors import FedevoError
+from .problem import Problem, load_problem
+from .result import EvaluationResult
+
+ProblemLike = Union[Problem, str, Path, Mapping[str, Any]]
+RunLike = Union["Run", str, Path]
+
+
+# ============================================================================================ problems
+def _as_problem(source: ProblemLike, *, name: Optional[str] = None) -> Problem:
+    """A Problem from a bundled name ("digits_mlp"), a .toml path, a dict shaped like a problem file, or itself."""
+    if isinstance(source, Problem):
+        return source
+    if isinstance(source, Mapping):
+        return Problem.from_dict(source, name=name)
+    if isinstance(source, (str, Path)):
+        return load_problem(str(source))
+    raise FedevoError(f"a problem is a bundled name, a .toml path, a dict or a fedevo.Problem, got "
+                      f"{type(source).__name__}")
+
+
+def problems() -> list[str]:
+    """Names of the bundled problems."""
+    from .problem import list_problems
+
+    return list_problems()
+
+
+# ============================================================================================ one evaluation
+def evaluate(problem: ProblemLike, params: Optional[Mapping[str, Any]] = None, *, seed: int = 0,
+             rounds: Optional[int] = None, data_dir: Optional[str] = None, download: bool = False,
+             eval_every: int = 0, progress: Optional[Callable[[int], None]] = None) -> EvaluationResult:
+    """Train one configuration (gene defaults overridden by `params`) and return its objectives.
+
+    Checked before any training (FedevoError): the parameters, the seed, the rounds, the memory the run needs
+    and the device. progress(t) is called after every round t."""
+    from .evaluation import evaluate as _evaluate
+    from .guards import check_evaluation_memory, check_rounds, check_seed
+    from .hardware import device
+
+    prob = _as_problem(problem)
+    check_seed(seed)
+    check_rounds(rounds)
+    if not prob.simulated:  # the problem file's own evaluator (its genes checked here, its code run there)
+        from .search.evaluator import ProblemEvaluator
+
+        prob.resolve(params)
+        return ProblemEvaluator(prob.evaluator)(prob, params, seed=seed, rounds=rounds, data_dir=data_dir)
+    cfg = prob.sim_config(params, rounds=rounds, data_dir=data_dir, download=download)
+    check_evaluation_memory(cfg)
+    device(cfg.device)  # device = 'cuda' without a GPU: one line, before any data is read
+    return _evaluate(prob, params, seed=seed, rounds=rounds, data_dir=data_dir, download=download,
+                     eval_every=eval_every, progress=progress)
+
+
+# ============================================================================================ runs
+@dataclass
+class Run:
+    """A search run directory (what `fedevo search` writes), read on demand: every access reads the directory
+    as it is now, so a run still being searched shows what has finished so far."""
+
+    path: Path
+    summary: Any = None  # the search's Summary when this object came from `search`/`resume`
+    _data: Any = field(default=None, repr=False)
+
+    @property
+    def data(self):
+        """The run as read now (fedevo's RunData: problem, settings, rows, front)."""
+        from .search.rundata import load_run
+
+        self._data = load_run(self.path)
+        return self._data
+
+    @property
+    def problem(self) -> Problem:
+        return self.data.problem
+
+    @property
+    def evaluations(self) -> list[dict[str, Any]]:
+        """Every evaluation (one record per individual: id, generation, seed, genes, objectives, status...)."""
+        return [dict(r) for r in self.data.rows]
+
+    @property
+    def front(self) -> list[dict[str, Any]]:
+        """The Pareto set (status ok, within the problem's constraints), in id order."""
+        return [dict(r) for r in self.data.front]
+
+    def evaluations_df(self):
+        """`evaluations` as a pandas DataFrame (needs pandas)."""
+        return _frame(self.evaluations)
+
+    def front_df(self):
+        """`front` as a pandas DataFrame (needs pandas)."""
+        return _frame(self.front)
+
+    def pick(self, spec: str) -> list[dict[str, Any]]:
+        """The solutions a pick spec selects ("knee", "lowest-error:2", "12", "front,eps<=8", ...; docs/plots.md),
+        each record with a `picked_by` field."""
+        return [{**dict(p.row), "picked_by": p.label} for p in self.data.pick(spec)]
+
+    def hypervolume(self) -> list[dict[str, Any]]:
+        """The hypervolume of the front after each generation."""
+        return self.data.hypervolume()
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+
+def _frame(records: Sequence[Mapping[str, Any]]):
+    try:
+        import pandas as pd
+    except ImportError:
+        raise FedevoError("DataFrames need pandas (`pip install pandas`); the records are in .evaluations / "
+                          ".front") from None
+    return pd.DataFrame.from_records(list(records))
+
+
+def open_run(path: RunLike) -> Run:
+    """A run directory made by `fedevo search` (or `fedevo.search`); FedevoError if it is not one."""
+    if isinstance(path, Run):
+        return path
+    from .search.run import SearchRun
+
+    SearchRun.open(Path(path))  # validates run.json
+    return Run(Path(path))
+
+
+def _runtime(workers, ray_address, cpus_per_task, gpus_per_task):
+    from .search.settings import Runtime
+
+    return Runtime(workers=workers, ray_address=ray_address, cpus_per_task=cpus_per_task,
+                   gpus_per_task=gpus_per_task)
+
+
+def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, workers: Optional[int] = None,
+           seed: int = 0, out: Optional[Union[str, Path]] = None, rounds: Optional[int] = None,
+           data_dir: Optional[str] = None, partitions: Optional[int] = None,
+           evaluator: Optional[Union[str, Callable]] = None, ray_address: Optional[str] = None,
+           cpus_per_task: float = 1.0, gpus_per_task: float = 0.0, callbacks: Sequence = (),
+           page: bool = True) -> Run:
+    """Run an NSGA-III search for the (error, comm, ε) front; returns the finished Run.
+
+    out: the run directory (must not exist or be empty; default runs/<problem>-<timestamp>); workers: parallel
+    evaluations on a local Ray (None: one per core; 0: in-process); ray_address: an existing Ray cluster;
+    evaluator: 'module:function' or a function `f(problem, params, *, seed, rounds, data_dir)` replacing
+    fedevo's simulator for this search (a problem file's own `evaluator` is used without it); callbacks:
+    `fedevo.search.SearchCallback` objects told of every evaluation and generation; page: keep RUN/front.html
+    current after every generation and write it at the end. Raises FedevoError if every evaluation failed (the
+    run directory keeps them all)."""
+    from .search.evaluator import DEFAULT_EVALUATOR, evaluator_spec, load_evaluator
+    from .search.run import SearchRun
+    from .search.settings import SearchSettings
+
+    prob = _as_problem(problem)
+    fn = None
+    if callable(evaluator):
+        fn, spec = evaluator, evaluator_spec(evaluator)
+    else:
+        spec = evaluator or DEFAULT_EVALUATOR
+        load_evaluator(spec)
+    source = str(problem) if isinstance(problem, (str, Path)) else prob.path or prob.name  # as run.json records it
+    settings = SearchSettings(problem=source, pop=pop, gen=gen, seed=seed, partitions=partitions,
+                              rounds=rounds, data_dir=data_dir, evaluator=spec)
+    runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task)
+    out = Path(out) if out is not None else None
+    fresh = out is None or not out.exists() or (out.is_dir() and not any(out.iterdir()))
+    run = SearchRun.create(settings, out, runtime, problem=prob)
+    return _run(run, runtime, fn, callbacks, page, fresh=fresh)
+
+
+def resume(run: RunLike, *, workers: Optional[int] = None, data_dir: Optional[str] = None,
+           ray_address: Optional[str] = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
+           evaluator: Optional[Callable] = None, callbacks: Sequence = (), page: bool = True) -> Run:
+    """Continue a stopped (or killed) search from its newest checkpoint, exactly: finished evaluations are
+    reused. FedevoError if the run is already finished (nothing is changed then)."""
+    from .search.run import SearchRun
+
+    path = Path(run.path if isinstance(run, Run) else run)
+    sr = SearchRun.open(path)
+    if sr.finished():  # refuse before opening anything for writing: a finished run's results stay as they are
+        raise FedevoError(f"{path} holds a finished search ({sr.settings.gen} generations); nothing to resume "
+                          f"and nothing was changed (see `fedevo front {path}`)")
+    if data_dir is not None:
+        sr.use_data_dir(data_dir)
+    return _run(sr, _runtime(workers, ray_address, cpus_per_task, gpus_per_task), evaluator, callbacks, page)
+
+
+def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: bool = False) -> Run:
+    """Run a SearchRun to its end with the callbacks (and the live page); a fresh run directory that no
+    evaluation reached is removed again when the search cannot start (Ray refused, ...), never one that
+    another process holds."""
+    from .errors import RunInUseError
+
+    cbs = list(callbacks)
+    if page:
+        from .viz.live import LivePage
+
+        cbs.append(LivePage())
+    try:
+        summary = sr.run(runtime, evaluator=evaluator, callbacks=cbs)
+    except RunInUseError:
+        raise
+    except KeyboardInterrupt as e:  # the run stays resumable; tell the caller where it is
+        e.run_dir = sr.run_dir
+        raise
+    except FedevoError:
+        if fresh and sr.is_empty():
+            import shutil
+
+            shutil.rmtree(sr.run_dir, ignore_errors=True)
+        raise
+    if page:
+        _final_page(sr.run_dir)
+    run = Run(summary.run_dir, summary)
+    if summary.evaluations and summary.failed == summary.evaluations:
+        from .errors import SearchFailedError
+
+        raise SearchFailedError(f"every evaluation failed ({summary.failed}); the first: "
+                                f"{summary.first_failure or 'no message'} (log: {summary.run_dir / 'evaluations.csv'})",
+                                run)
+    return run
+
+
+def _final_page(run_dir: Path) -> Optional[Path]:
+    """front.html beside the CSVs; the search's results stand without it (a warning, never an error)."""
+    import sys
+
+    try:
+        from .viz.front import write_front_html
+
+        return write_front_html(run_dir)
+    except Exception as e:  # noqa: BLE001 - a plotting problem must not turn a finished search into a failure
+        print(f"fedevo: warning: could not write front.html ({type(e).__name__}: {e}); try `fedevo plot {run_dir}`",
+              file=sys.stderr)
+        return None
+
+
+def pick(run: RunLike, spec: str) -> list[dict[str, Any]]:
+    """The evaluations of `run` that a pick spec selects (see `Run.pick`)."""
+    return open_run(run).pick(spec)
+
+
+# ============================================================================================ after a search
+def plot(run: RunLike, *, out: Optional[Union[str, Path]] = None, plotly_js: str = "embed") -> Path:
+    """Write the run's interactive front page (RUN/front.html, or `out`); returns its path. plotly_js: "embed"
+    (one offline file) or "shared" (plotly.js written once beside the run directory)."""
+    from .guards import check_writable_file
+    from .viz.front import write_front_html
+
+    if plotly_js not in ("embed", "shared"):
+        raise FedevoError(f"--plotly-js must be embed or shared, got {plotly_js!r}")
+    path = Path(open_run(run).path)
+    check_writable_file(Path(out) if out is not None else path / "front.html")
+    return write_front_html(path, out, plotly="shared" if plotly_js == "shared" else None)
+
+
+def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 150, workers: Optional[int] = None,
+            seed: Optional[int] = None, data_dir: Optional[str] = None, out: Optional[Union[str, Path]] = None,
+            gpus_per_task: float = 0.0, progress: Optional[Callable[[int, int, str], None]] = None):
+    """Retrain the picked solutions and the standard one (dense, no privacy) for `rounds` rounds; writes
+    RUN/retrain[-N]/ (report.md, report.csv, curves.html, results.json) and returns the report."""
+    from .retrain import retrain as _retrain
+
+    return _retrain(open_run(run).path, pick, rounds=rounds, workers=workers, seed=seed, data_dir=data_dir,
+                    out=out, gpus_per_task=gpus_per_task, progress=progress)
+
+
+def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem: Optional[ProblemLike] = None,
+          params: Optional[Mapping[str, Any]] = None, seed: int = 0, rounds: Optional[int] = None,
+          canaries: Optional[int] = None, confidence: float = 0.95, out: Optional[Union[str, Path]] = None,
+          write: bool = True, on_start: Optional[Callable[[int, int, Any], Any]] = None) -> list:
+    """Audit privacy empirically: train each configuration once with canaries where its trust model's observer
+    looks; each AuditResult has the accountant's ε (eps_upper), an estimate and a lower bound at `confidence`,
+    and a verdict. Either `run` + `pick` (a run's evaluations, as searched) or `problem` (+ params, seed,
+    rounds). write: audit.json and audit.html into `out` (default RUN/audit[-N] or runs/audit-PROBLEM-TIME).
+    on_start(n, total, target) may return a per-round callback (progress)."""
+    from .audit import report, targets
+    from .audit.run import audit_config, check_canaries
+    from .guards import check_evaluation_memory, check_rounds, check_seed, check_writable_dir
+
+    check_seed(seed)
+    check_rounds(rounds)
+    if (run is None) == (problem is None):
+        raise FedevoError("give either RUN_DIR --pick SPEC or --problem NAME (not both)")
+    if run is not None:
+        if not pick:
+            raise FedevoError("auditing a run needs --pick (e.g. --pick knee)")
+        if params is not None or rounds is not None:
+            raise FedevoError("--params and --rounds go with --problem; a run's picks are audited as searched")
+        run_dir = Path(open_run(run).path)
+        todo = targets.from_run(run_dir, pick)
+    else:
+        if pick:
+            raise FedevoError("--pick needs a RUN_DIR")
+        run_dir = None
+        todo = targets.from_problem(_as_problem(problem), dict(params or {}), seed=seed, rounds=rounds)
+    for t in todo:  # bad confidence / too few canaries / too large: before any training
+        check_canaries(canaries, confidence=confidence, delta=t.cfg.privacy.delta)
+        check_evaluation_memory(t.cfg, t.label)
+    if write:
+        check_writable_dir(Path(out) if out is not None else run_dir if run_dir is not None else Path("runs"),
+                           "--out" if out is not None else "RUN_DIR" if run_dir is not None else "runs/")
+    results = []
+    for n, t in enumerate(todo, start=1):
+        on_round = on_start(n, len(todo), t) if on_start is not None else None
+        results.append(audit_config(t.cfg, seed=t.seed, canaries=canaries, confidence=confidence, label=t.label,
+                                    params=t.params, eps_search=t.eps_search, on_round=on_round))
+    if write:
+        dest = audit_dir(run_dir, out, todo[0].label)
+        context = {"run_dir": str(run_dir) if run_dir is not None else None, "pick": pick,
+                   "problem": None if run_dir is not None else todo[0].label, "confidence": confidence}
+        report.write_json(dest / "audit.json", results, context)
+        report.write_html(dest / "audit.html", results,
+                          title=f"fedevo audit — {run_dir if run_dir is not None else todo[0].label}",
+                          intro=f"{len(results)} configuration(s); lower bounds at {confidence:g} confidence")
+        for r in results:
+            r.written_to = dest
+    return results
+
+
+def audit_dir(run_dir: Optional[Path], out: Optional[Union[str, Path]], label: str) -> Path:
+    """Where an audit's files go: `out`, else RUN_DIR/audit[-N], else runs/audit-LABEL-TIME (never overwritten)."""
+    from datetime import datetime, timezone
+
+    from .audit.report import next_audit_dir
+
+    if out is not None:
+        return next_audit_dir(Path(out).parent, Path(out).name)
+    if run_dir is not None:
+        return next_audit_dir(Path(run_dir))
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return next_audit_dir(Path("runs"), f"audit-{label}-{stamp}")
+
+
+__all__ = ["Problem", "Run", "audit", "evaluate", "open_run", "pick", "plot", "problems", "resume",
+           "retrain", "search"]

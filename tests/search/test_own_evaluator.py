@@ -1,0 +1,134 @@
+"""A problem file's own evaluator (issue 26 item 3): free-form genes and [settings] reach the user's function, its
+dict / tuple / EvaluationResult is read, a wrong return is a failed evaluation (the search goes on), a bad spec is
+one line before anything is written; search, resume and Ray work as with the simulator."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+
+import fedevo
+from fedevo.errors import FedevoError
+from fedevo.problem import load_problem
+
+from .search_helpers import run_cli, without
+
+
+def rows_of(run) -> list:
+    """A run's evaluations without wall times, NaN written as a string (NaN != NaN)."""
+    nan = lambda v: "nan" if isinstance(v, float) and v != v else v  # noqa: E731
+    return [{k: nan(v) for k, v in r.items()} for r in without(sorted(run.evaluations, key=lambda r: r["id"]),
+                                                                "wall_s")]
+
+EVALUATOR = '''
+import os
+
+def evaluate(problem, params, *, seed, rounds=None, data_dir=None):
+    stop = os.environ.get("OWN_EVAL_INTERRUPT_AT")
+    calls = os.environ.get("OWN_EVAL_CALLS")
+    if calls:
+        with open(calls, "a") as f:
+            f.write(f"{seed}\\n")
+    if stop and os.path.exists(stop):
+        n = int(open(stop).read() or 0)
+        if n == 0:
+            os.remove(stop)
+            raise KeyboardInterrupt
+        open(stop, "w").write(str(n - 1))
+    width, depth, mode = params["width"], params["depth"], params["mode"]
+    error = 1.0 / (1.0 + width * depth) + (0.05 if mode == "fast" else 0.0) + (seed % 7) * 1e-4
+    comm = width * depth * params["scale"]
+    eps = 10.0 / width
+    if params["shape"] == "tuple":
+        return error, comm, eps
+    return {"error": error, "comm": comm, "eps": eps, "privacy": {"note": "own"}}
+
+def wrong(problem, params, *, seed, rounds=None, data_dir=None):
+    return "oops" if params["width"] > 8 else (0.5, 1.0, 1.0)
+'''
+
+TOML = '''
+name = "own"
+evaluator = "python:ev.py:{fn}"
+[settings]
+scale = 3.0
+shape = "{shape}"
+[genes]
+width = {{ type = "int", low = 1, high = 16, default = 4 }}
+depth = {{ type = "real", low = 0.5, high = 4.0, default = 1.0, log = true }}
+mode = {{ type = "choice", choices = ["fast", "slow"], default = "slow" }}
+'''
+
+
+@pytest.fixture
+def own(tmp_path):
+    (tmp_path / "ev.py").write_text(EVALUATOR)
+
+    def write(fn="evaluate", shape="dict", name="own.toml"):
+        p = tmp_path / name
+        p.write_text(TOML.format(fn=fn, shape=shape))
+        return p
+    return write
+
+
+def test_settings_and_genes_reach_the_evaluator(own):
+    prob = load_problem(str(own()))
+    assert not prob.simulated and prob.gene_names == ("width", "depth", "mode")
+    r = fedevo.evaluate(prob, {"width": 8, "mode": "fast"}, seed=3)
+    assert r.status == "ok" and r.comm == pytest.approx(8 * 1.0 * 3.0) and r.eps == pytest.approx(10 / 8)
+    assert r.error == pytest.approx(1 / 9 + 0.05 + 3e-4) and r.privacy == {"note": "own"}
+    with pytest.raises(FedevoError, match="unknown parameter"):
+        fedevo.evaluate(prob, {"lr": 0.1})
+
+
+def test_search_resume_and_tuple_results(own, tmp_path, monkeypatch):
+    p = own(shape="tuple")
+    full = fedevo.search(str(p), pop=6, gen=3, workers=0, seed=4, out=tmp_path / "full", page=False)
+    rows = full.evaluations
+    assert len(rows) == 18 and all(r["status"] == "ok" for r in rows)
+    assert {"width", "depth", "mode"} <= set(rows[0]) and full.front
+    # interrupted in generation 2 (the 9th evaluation), then resumed: the same evaluations
+    marker = tmp_path / "stop"
+    marker.write_text("8")
+    monkeypatch.setenv("OWN_EVAL_INTERRUPT_AT", str(marker))
+    with pytest.raises(KeyboardInterrupt):
+        fedevo.search(str(p), pop=6, gen=3, workers=0, seed=4, out=tmp_path / "cut", page=False)
+    assert len(fedevo.open_run(tmp_path / "cut").evaluations) == 8
+    resumed = fedevo.resume(tmp_path / "cut", workers=0, page=False)
+    assert rows_of(resumed) == rows_of(full)
+
+
+def test_a_wrong_return_fails_that_evaluation_only(own, tmp_path):
+    run = fedevo.search(str(own(fn="wrong")), pop=6, gen=2, workers=0, seed=1, out=tmp_path / "r", page=False)
+    rows = run.evaluations
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert failed and len(failed) < len(rows)
+    assert all(r["width"] > 8 for r in failed) and all(r["width"] <= 8 for r in rows if r["status"] == "ok")
+    assert "evaluator returned str" in failed[0]["message"]
+
+
+@pytest.mark.parametrize("spec, says", [
+    ('"python:missing.py:evaluate"', "does not exist"),
+    ('"python:ev.py:nothere"', "has no 'nothere'"),
+    ('"no_such_module_xyz:evaluate"', "cannot import module"),
+    ('"evaluate"', "must look like"),
+])
+def test_bad_evaluator_specs_are_one_line_and_write_nothing(own, tmp_path, spec, says):
+    p = own()
+    p.write_text(p.read_text().replace('"python:ev.py:evaluate"', spec))
+    with pytest.raises(FedevoError, match=says):
+        load_problem(str(p))
+    out = tmp_path / "never"
+    r = run_cli("search", "--problem", p, "--pop", 4, "--gen", 1, "--workers", 0, "--out", out)
+    assert r.returncode == 2 and not out.exists()
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fedevo: error:") and says in err[0], r.stderr
+
+
+def test_ray_workers_get_the_users_function(own, tmp_path):
+    p = own()
+    serial = fedevo.search(str(p), pop=4, gen=1, workers=0, seed=2, out=tmp_path / "s", page=False)
+    ray_run = fedevo.search(str(p), pop=4, gen=1, workers=2, seed=2, out=tmp_path / "r", page=False)
+    assert rows_of(ray_run) == rows_of(serial)

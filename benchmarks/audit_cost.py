@@ -22,7 +22,7 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", type=int, default=5)
     a = ap.parse_args(argv)
 
-    from fedevo.audit.run import audit_config
+    from fedevo.auditing.run import audit_config
     from fedevo.fl.simulate import simulate
     from fedevo.problem import load_problem
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fedevo.search import Runtime, SearchSettings, search  # noqa: E402
-from fedevo.search.runner import cores  # noqa: E402
+from fedevo.searching import Runtime, SearchSettings, search  # noqa: E402
+from fedevo.searching.runner import cores  # noqa: E402
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """The numbers of docs/privacy.md "Auditing": accountant ε, empirical estimate and 95 % lower bound (issue #17).
 
-Audits each configuration below with `fedevo.audit.audit_config` for every seed and writes
+Audits each configuration below with `fedevo.auditing.audit_config` for every seed and writes
 results/audit/README.md (a table: ranges over the seeds) and results.json (every audit's summary). σ is set on
 the configuration directly where it lies outside a problem's gene bounds (the power rows), as the tests do.
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 from common import cpu
 
-from fedevo.audit import audit_config
-from fedevo.audit.report import jsonable
+from fedevo.auditing import audit_config
+from fedevo.auditing.report import jsonable
 from fedevo.problem import load_problem
 from fedevo.viz.numfmt import num
 

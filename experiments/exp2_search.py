@@ -19,8 +19,8 @@ from pathlib import Path
 
 from common import command, machine
 
-from fedevo.retrain import retrain
-from fedevo.search import Runtime, SearchSettings, resume, search
+from fedevo.retraining import retrain
+from fedevo.searching import Runtime, SearchSettings, resume, search
 
 PUBLISHED = ("seed 004 (MNIST): picked solutions cost 7.98–13.03% of the standard's communication, reach up to "
              "96.71% of its accuracy, average ε 2.31 (paper formula, δ=1e-4); CIFAR-10: 13.55–21.38%, 95.02%, ε 6.06")

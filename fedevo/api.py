@@ -63,7 +63,7 @@ def evaluate(problem: ProblemLike, params: Optional[Mapping[str, Any]] = None, *
     check_seed(seed)
     check_rounds(rounds)
     if not prob.simulated:  # the problem file's own evaluator (its genes checked here, its code run there)
-        from .search.evaluator import ProblemEvaluator
+        from .searching.evaluator import ProblemEvaluator
 
         prob.resolve(params)
         return ProblemEvaluator(prob.evaluator)(prob, params, seed=seed, rounds=rounds, data_dir=data_dir)
@@ -87,7 +87,7 @@ class Run:
     @property
     def data(self):
         """The run as read now (fedevo's RunData: problem, settings, rows, front)."""
-        from .search.rundata import load_run
+        from .searching.rundata import load_run
 
         self._data = load_run(self.path)
         return self._data
@@ -140,14 +140,14 @@ def open_run(path: RunLike) -> Run:
     """A run directory made by `fedevo search` (or `fedevo.search`); FedevoError if it is not one."""
     if isinstance(path, Run):
         return path
-    from .search.run import SearchRun
+    from .searching.run import SearchRun
 
     SearchRun.open(Path(path))  # validates run.json
     return Run(Path(path))
 
 
 def _runtime(workers, ray_address, cpus_per_task, gpus_per_task):
-    from .search.settings import Runtime
+    from .searching.settings import Runtime
 
     return Runtime(workers=workers, ray_address=ray_address, cpus_per_task=cpus_per_task,
                    gpus_per_task=gpus_per_task)
@@ -165,12 +165,12 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, 
     evaluations on a local Ray (None: one per core; 0: in-process); ray_address: an existing Ray cluster;
     evaluator: 'module:function' or a function `f(problem, params, *, seed, rounds, data_dir)` replacing
     fedevo's simulator for this search (a problem file's own `evaluator` is used without it); callbacks:
-    `fedevo.search.SearchCallback` objects told of every evaluation and generation; page: keep RUN/front.html
+    `fedevo.searching.SearchCallback` objects told of every evaluation and generation; page: keep RUN/front.html
     current after every generation and write it at the end. Raises FedevoError if every evaluation failed (the
     run directory keeps them all)."""
-    from .search.evaluator import DEFAULT_EVALUATOR, evaluator_spec, load_evaluator
-    from .search.run import SearchRun
-    from .search.settings import SearchSettings
+    from .searching.evaluator import DEFAULT_EVALUATOR, evaluator_spec, load_evaluator
+    from .searching.run import SearchRun
+    from .searching.settings import SearchSettings
 
     prob = _as_problem(problem)
     fn = None
@@ -194,7 +194,7 @@ def resume(run: RunLike, *, workers: Optional[int] = None, data_dir: Optional[st
            evaluator: Optional[Callable] = None, callbacks: Sequence = (), page: bool = True) -> Run:
     """Continue a stopped (or killed) search from its newest checkpoint, exactly: finished evaluations are
     reused. FedevoError if the run is already finished (nothing is changed then)."""
-    from .search.run import SearchRun
+    from .searching.run import SearchRun
 
     path = Path(run.path if isinstance(run, Run) else run)
     sr = SearchRun.open(path)
@@ -280,7 +280,7 @@ def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 15
             gpus_per_task: float = 0.0, progress: Optional[Callable[[int, int, str], None]] = None):
     """Retrain the picked solutions and the standard one (dense, no privacy) for `rounds` rounds; writes
     RUN/retrain[-N]/ (report.md, report.csv, curves.html, results.json) and returns the report."""
-    from .retrain import retrain as _retrain
+    from .retraining import retrain as _retrain
 
     return _retrain(open_run(run).path, pick, rounds=rounds, workers=workers, seed=seed, data_dir=data_dir,
                     out=out, gpus_per_task=gpus_per_task, progress=progress)
@@ -295,8 +295,8 @@ def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem:
     and a verdict. Either `run` + `pick` (a run's evaluations, as searched) or `problem` (+ params, seed,
     rounds). write: audit.json and audit.html into `out` (default RUN/audit[-N] or runs/audit-PROBLEM-TIME).
     on_start(n, total, target) may return a per-round callback (progress)."""
-    from .audit import report, targets
-    from .audit.run import audit_config, check_canaries
+    from .auditing import report, targets
+    from .auditing.run import audit_config, check_canaries
     from .guards import check_evaluation_memory, check_rounds, check_seed, check_writable_dir
 
     check_seed(seed)
@@ -343,7 +343,7 @@ def audit_dir(run_dir: Optional[Path], out: Optional[Union[str, Path]], label: s
     """Where an audit's files go: `out`, else RUN_DIR/audit[-N], else runs/audit-LABEL-TIME (never overwritten)."""
     from datetime import datetime, timezone
 
-    from .audit.report import next_audit_dir
+    from .auditing.report import next_audit_dir
 
     if out is not None:
         return next_audit_dir(Path(out).parent, Path(out).name)

@@ -22,7 +22,7 @@ GIB = 1024**3
 
 # Bytes per pair of individuals / evaluations held at once by the search's O(n^2) steps: pymoo NSGA-III's
 # survival (non-dominated sorting and niching of parents + offspring, 2·pop, against ≤ pop reference directions)
-# and the run's front (fedevo.search.front_math.non_dominated compares every pair of all pop·gen evaluations).
+# and the run's front (fedevo.searching.front_math.non_dominated compares every pair of all pop·gen evaluations).
 POP_PAIR_BYTES = 64
 EVAL_PAIR_BYTES = 12
 # training samples per dataset (fedevo.data.datasets), for the memory estimate of one evaluation

@@ -134,9 +134,9 @@ def test_graph_sees_lazy_and_relative_imports():
     g = import_graph()
     assert len(g) > 50
     # relative, at the top of the module
-    assert "fedevo.search.runner" in g["fedevo.search.log"]
-    # `from ..pick import marks` inside a method
-    assert "fedevo.pick" in g["fedevo.search.rundata"]
+    assert "fedevo.searching.runner" in g["fedevo.searching.log"]
+    # `from ..picking import marks` inside a method
+    assert "fedevo.picking" in g["fedevo.searching.rundata"]
 
 
 def test_no_import_cycle():
@@ -151,9 +151,9 @@ def test_no_import_cycle():
 
 def test_search_never_imports_the_plots():
     g = import_graph()
-    bad = sorted((m, t) for m, ts in g.items() if m == "fedevo.search" or m.startswith("fedevo.search.")
+    bad = sorted((m, t) for m, ts in g.items() if m == "fedevo.searching" or m.startswith("fedevo.searching.")
                  for t in ts if t == "fedevo.viz" or t.startswith("fedevo.viz."))
-    assert not bad, f"fedevo/search/ imports fedevo/viz/: {bad}"
+    assert not bad, f"fedevo/searching/ imports fedevo/viz/: {bad}"
 
 
 def test_cycle_finder_finds_a_cycle(tmp_path):

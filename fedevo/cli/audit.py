@@ -32,8 +32,8 @@ def audit(
     """Audit privacy: train each configuration once with canary users inserted where its trust model's observer
     looks; report the accountant's ε (eps_upper), an empirical estimate and a lower bound at --confidence.
     Exit code 3 if a lower bound exceeds its upper bound (VIOLATION)."""
-    from ..audit import report, targets
-    from ..audit.run import audit_config, check_canaries
+    from ..auditing import report, targets
+    from ..auditing.run import audit_config, check_canaries
     from ..errors import FedevoError
     from ..guards import check_evaluation_memory, check_rounds, check_seed, check_writable_dir
     from ..problem import parse_params

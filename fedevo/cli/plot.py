@@ -99,8 +99,8 @@ def front(
     from rich.table import Table
 
     from ..errors import FedevoError
-    from ..pick import _num
-    from ..search.rundata import load_run
+    from ..picking import _num
+    from ..searching.rundata import load_run
 
     if sort not in ("error", "comm", "eps"):
         raise FedevoError(f"--sort must be error, comm or eps, got {sort!r}")
@@ -182,7 +182,7 @@ def retrain(
     from rich.console import Console
 
     from ..errors import FedevoError
-    from ..retrain import retrain as do_retrain
+    from ..retraining import retrain as do_retrain
 
     from ..problem import parse_params
 

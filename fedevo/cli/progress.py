@@ -6,8 +6,8 @@ import math
 import time
 from typing import Any, Mapping, Optional, Sequence
 
-from ..search.callbacks import SearchCallback
-from ..search.rundata import RunData
+from ..searching.callbacks import SearchCallback
+from ..searching.rundata import RunData
 from ..viz.numfmt import num
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..config import SimConfig
 
 
-# Where the audit's observer looks (fedevo/audit/run.py), `Mechanism.audit_seam`:
+# Where the audit's observer looks (fedevo/auditing/run.py), `Mechanism.audit_seam`:
 UPLOAD = "upload"  # each upload, through the mechanism's upload transform (an `UpdateLDP`: clip0, sigma, thresholds)
 STEP = "per-step"  # each local step, through the mechanism's per-step hook (a `StepLDP`): record level
 AGGREGATE = "aggregate"  # the released aggregate (the server's noise, or the decoded secure sum): `arrived`, clip

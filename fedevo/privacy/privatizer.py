@@ -4,7 +4,7 @@
 `Mechanism.privatizer` builds from its pieces (a per-step hook, an upload transform, a secure aggregator, a
 server-side round controller, a server transform). The mechanism keeps the object, so its report reads its own
 state (clips used, participations, protocol cost) without the loop handing anything back. The audit
-(fedevo/audit/run.py) wraps the same object to observe what its trust model's observer sees.
+(fedevo/auditing/run.py) wraps the same object to observe what its trust model's observer sees.
 
 Calls per round, in order: `begin_round` (after the cohort and the chunks' seeds are drawn), `for_chunk` /
 `for_group` (local training's per-step hooks), `upload` once per trained chunk (then `add_secure` when `secure`),

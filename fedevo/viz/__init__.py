@@ -3,7 +3,7 @@
 `write_front_html(run_dir)` writes RUN_DIR/front.html (`fedevo plot`, and the end of `fedevo search`);
 `write_curves_html(...)` writes the accuracy-per-round page of `fedevo retrain`; `live.LivePage` is the search
 callback that keeps front.html current while `fedevo search` runs. Runs are read through
-:mod:`fedevo.search.rundata` (`load_run`, `RunData`).
+:mod:`fedevo.searching.rundata` (`load_run`, `RunData`).
 """
 
 from .curves import write_curves_html

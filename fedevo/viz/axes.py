@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 from .numfmt import num
 
 LOG_SPAN = 100.0  # positive values spanning this factor or more are drawn on a log axis
-EPS_FLOOR = 1e-3  # as fedevo.search.front_math
+EPS_FLOOR = 1e-3  # as fedevo.searching.front_math
 MAX_TICKS = 6
 
 

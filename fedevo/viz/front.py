@@ -32,7 +32,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..search.rundata import RunData, load_run
+from ..searching.rundata import RunData, load_run
 from .axes import Column, finite, linear_ticks, make_column
 from .html import esc, figure_div, page, table, write
 from .numfmt import JS_NUM, num

@@ -88,7 +88,7 @@ def shared_plotly(js_dir: Path, page_dir: Path) -> str:
 
 def write(path: Path, text: str) -> Path:
     """Write atomically (a reader never sees half a page)."""
-    from ..search.log import atomic_write
+    from ..searching.log import atomic_write
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """front.html kept current while a search runs.
 
-* `LivePage`: the search callback (fedevo.search.callbacks) that `fedevo search` / `fedevo resume` hand the search:
+* `LivePage`: the search callback (fedevo.searching.callbacks) that `fedevo search` / `fedevo resume` hand the search:
   after every generation it rewrites RUN_DIR/front.html atomically (with front.stamp.js, the signal an open page
   polls to reload itself) from the rows, front, hypervolume table, run.json and problem the running search holds
   in memory: the run directory is not read again. A plotting problem never stops a search: it is reported once
@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..search.callbacks import SearchCallback
-from ..search.rundata import RunData
+from ..searching.callbacks import SearchCallback
+from ..searching.rundata import RunData
 
 
 class LivePage(SearchCallback):
@@ -58,7 +58,7 @@ def watch(run_dir: Path | str, *, out: Optional[Path] = None, plotly: Optional[s
     A run without evaluations yet is waited for. on_write(path, data) is called after each write.
     """
     from ..errors import FedevoError
-    from ..search.rundata import load_run
+    from ..searching.rundata import load_run
     from .front import FRONT_HTML, is_complete, write_front_html
 
     run_dir = Path(run_dir)

@@ -196,7 +196,7 @@ def test_capped_eps_and_failed_rows_in_browser(browser, tmp_path_factory):
 
 
 def test_retrain_curves_page(browser, tmp_path_factory, tmp_path):
-    from fedevo.retrain import retrain
+    from fedevo.retraining import retrain
 
     run_dir = digits_run(tmp_path_factory)
     rep = retrain(run_dir, "knee,lowest-error:1", rounds=3, workers=0, out=tmp_path / "rt")
@@ -370,7 +370,7 @@ def test_page_follows_a_running_search(browser, tmp_path):
     end."""
     import subprocess
 
-    from tests.search.search_helpers import FAKE, cli_cmd, env
+    from tests.searching.search_helpers import FAKE, cli_cmd, env
 
     out = tmp_path / "live"
     search = subprocess.Popen(cli_cmd("search", "--pop", 6, "--gen", 4, "--workers", 0, "--seed", 5, "--out", out,

@@ -13,10 +13,10 @@ import pytest
 
 from fedevo.cli import main
 from fedevo.errors import FedevoError
-from fedevo.search import Runtime, SearchSettings, search
+from fedevo.searching import Runtime, SearchSettings, search
 from tests.search import search_fakes
 
-FAKE = "tests.search.search_fakes:fake_evaluate"
+FAKE = "tests.searching.search_fakes:fake_evaluate"
 GIB = 1024**3
 
 
@@ -70,10 +70,10 @@ def test_plot_out_unwritable(capsys, a_file, fake_run):
 
 
 def test_retrain_out_unwritable_fails_before_training(capsys, a_file, fake_run, monkeypatch):
-    import fedevo.retrain
+    import fedevo.retraining
 
     calls = []
-    monkeypatch.setattr(fedevo.retrain, "retrain_evaluate", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(fedevo.retraining, "retrain_evaluate", lambda *a, **k: calls.append(a))
     bad(capsys, ["retrain", fake_run, "--rounds", 1, "--workers", 0, "--quiet", "--out", a_file / "rt"],
         "--out .*cannot write there", watch=fake_run)
     assert calls == []  # checked before any work
@@ -133,11 +133,11 @@ def test_bundled_problems_pass_the_bound_validation():
 
 
 def test_search_whose_every_evaluation_failed_exits_2(tmp_path):
-    from tests.search.search_helpers import run_cli
+    from tests.searching.search_helpers import run_cli
 
     out = tmp_path / "run"
     r = run_cli("search", "--pop", 6, "--gen", 2, "--out", out, "--workers", 0, "--quiet",
-                "--evaluator", "tests.search.search_fakes:fake_always_fails")
+                "--evaluator", "tests.searching.search_fakes:fake_always_fails")
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert re.fullmatch(r"fedevo: error: every evaluation failed \(12\); the first: ValueError: fake failure of "
@@ -194,7 +194,7 @@ def test_huge_epochs_refused_before_any_allocation(capsys, tmp_path):
     bad(capsys, ["evaluate", "--params", '{"clients": 1000000000}', "--quiet"],
         r"per-client state [\d.,]+ GiB\), more than .* lower clients=1000000000$")
     f = tmp_path / "big.toml"
-    from tests.search.search_helpers import TOY_TOML
+    from tests.searching.search_helpers import TOY_TOML
 
     f.write_text(TOY_TOML.replace("epochs = 1", "epochs = 1000000000"))
     bad(capsys, ["search", "--problem", f, "--out", tmp_path / "run", "--workers", 0, "--quiet"],
@@ -204,7 +204,7 @@ def test_huge_epochs_refused_before_any_allocation(capsys, tmp_path):
 
 
 def test_huge_model_gene_refused(capsys, tmp_path):
-    from tests.search.search_helpers import TOY_TOML
+    from tests.searching.search_helpers import TOY_TOML
 
     f = tmp_path / "wide.toml"
     f.write_text(TOY_TOML.replace("high = 256, default = 32", "high = 10000000, default = 32"))

@@ -176,7 +176,7 @@ def probe_evaluate(problem, params, *, seed, rounds=None, data_dir=None):
 @pytest.mark.parametrize("gpus", [0.5, 0.0])
 def test_ray_tasks_get_their_gpu(gpus, tiny_problem, monkeypatch, tmp_path):
     """--gpus-per-task 0.5: two evaluations a GPU, each sees (only) its GPU and trains there; 0: none sees one."""
-    from fedevo.search.runner import Task, make_runner
+    from fedevo.searching.runner import Task, make_runner
 
     monkeypatch.delenv("FEDEVO_DEVICE", raising=False)  # the workers' 'auto' decides for itself
     runner = make_runner(probe_evaluate, tiny_problem, {}, workers=2, gpus_per_task=gpus, log_dir=tmp_path)

@@ -353,7 +353,7 @@ def _env_seen(problem, params, *, seed, **kw):
 def test_ray_task_without_gpus_hides_them(monkeypatch):
     """Ray 2.60 leaves CUDA_VISIBLE_DEVICES alone for a task that reserved no GPU: fedevo's task hides them
     itself (device = 'auto' then trains on the CPU) and restores the variable after."""
-    from fedevo.search.runner import _ray_task
+    from fedevo.searching.runner import _ray_task
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     kind, res = _ray_task(None, _env_seen, {}, 0, {}, 1, 0.0)
@@ -368,7 +368,7 @@ def test_ray_task_without_gpus_hides_them(monkeypatch):
 
 def test_cuda_problem_without_gpus_per_task_is_refused(tmp_path):
     from fedevo.problem import load_problem
-    from fedevo.search.runner import make_runner
+    from fedevo.searching.runner import make_runner
 
     path = tmp_path / "gpu.toml"
     path.write_text('dataset = "synthetic"\nmodel = "mlp"\n[train]\ndevice = "cuda"\n'

@@ -447,7 +447,7 @@ def test_a_gene_bound_the_factory_rejects_is_caught_at_load(files):
 
 
 def test_two_generation_search_with_a_user_model(files, tmp_path):
-    from fedevo.search import Runtime, SearchSettings, search
+    from fedevo.searching import Runtime, SearchSettings, search
 
     prob = files(genes='hidden = { type = "int", low = 4, high = 32, default = 8 }\n'
                        'alpha = { type = "real", low = 1, high = 8, default = 2 }')

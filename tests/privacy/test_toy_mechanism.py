@@ -108,7 +108,7 @@ def test_evaluate_with_the_toy(problem_path):
 
 
 def test_search_with_the_toy(problem_path, tmp_path):
-    from fedevo.search.run import Runtime, SearchSettings, search
+    from fedevo.searching.run import Runtime, SearchSettings, search
 
     out = tmp_path / "run"
     search(SearchSettings(problem=str(problem_path), pop=8, gen=2, seed=0, rounds=1), out, Runtime(workers=0))
@@ -120,7 +120,7 @@ def test_search_with_the_toy(problem_path, tmp_path):
 
 
 def test_audit_with_the_toy(problem_path):
-    from fedevo.audit import audit_config
+    from fedevo.auditing import audit_config
     from fedevo.problem import load_problem
 
     cfg = load_problem(str(problem_path)).sim_config({"toy_sigma": 1.0, "participation": 1.0})

@@ -28,7 +28,7 @@ def test_bundled_problem_has_the_categorical_genes():
 
 
 def test_search_space_round_trips_the_choices():
-    from fedevo.search.space import SearchSpace
+    from fedevo.searching.space import SearchSpace
 
     prob = load_problem("fashion_mlp_mech")
     space = SearchSpace.from_problem(prob)

@@ -1,5 +1,5 @@
 """Small search runs for the tests of plots, picking and retraining (shared by tests/viz, tests/browser,
-tests/test_pick.py and tests/test_retrain.py; each run is made once per test session).
+tests/test_picking.py and tests/test_retraining.py; each run is made once per test session).
 
 * `digits_run`: a real search of the bundled digits_mlp_local problem (pop 8, 2 generations, 1 round per
   evaluation, in-process): what `fedevo search --problem digits_mlp_local --pop 8 --gen 2 --workers 0 --seed 1
@@ -36,7 +36,7 @@ def fake_evaluate(problem, params, *, seed, rounds=None, data_dir=None, **_):
 
 
 def _make(base: Path, name: str, **kw) -> Path:
-    from fedevo.search.run import Runtime, SearchSettings, search
+    from fedevo.searching.run import Runtime, SearchSettings, search
 
     out = base / name
     if not (out / "front.csv").exists():

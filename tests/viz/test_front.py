@@ -6,7 +6,7 @@ import re
 import pytest
 
 from fedevo.viz.front import Model, figure_3d, figure_parallel, figure_projections, front_html, write_front_html
-from fedevo.search.rundata import load_run
+from fedevo.searching.rundata import load_run
 from tests.helpers import read_csv as csv_rows, run_cli as cli
 from tests.viz.fedevo_runs import digits_run, synthetic_run
 
@@ -120,7 +120,7 @@ def test_front_cli_marks_knee_and_lowest_error(real_run, capsys):
 
 
 def test_bad_run_dirs(real_run, tmp_path, capsys):
-    from fedevo.search.run import SearchRun, SearchSettings
+    from fedevo.searching.run import SearchRun, SearchSettings
 
     (tmp_path / "empty").mkdir()
     SearchRun.create(SearchSettings(problem="digits_mlp", pop=8, gen=1, seed=0), tmp_path / "fresh")
@@ -173,8 +173,8 @@ def test_front_json_pick_and_chance_knee(chance_dir, capsys):
 
 
 def test_mechanism_gene_is_shown_per_point_not_as_fixed(tmp_path):
-    from fedevo.search.run import Runtime, SearchSettings, search
-    from tests.search.search_fakes import fake_evaluate
+    from fedevo.searching.run import Runtime, SearchSettings, search
+    from tests.searching.search_fakes import fake_evaluate
 
     search(SearchSettings(problem="fashion_mlp_mech", pop=8, gen=1, seed=0, rounds=1), tmp_path / "mech",
            Runtime(workers=0), evaluator=fake_evaluate)

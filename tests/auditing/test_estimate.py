@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from fedevo.audit import estimate as E
+from fedevo.auditing import estimate as E
 
 
 def test_p_value_hand_computed():

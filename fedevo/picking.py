@@ -105,7 +105,7 @@ def _num(v: Any) -> float:
 
 def objectives(rows: Sequence[Mapping[str, Any]], eps_key: str = "eps") -> np.ndarray:
     """(n, 3) array of (error, comm, ε) with inf/NaN/None replaced by the search's worst values."""
-    from .search.objectives import sanitize
+    from .searching.objectives import sanitize
 
     return np.array([sanitize((r["error"], r["comm"], r[eps_key])) for r in rows], dtype=float).reshape(len(rows), 3)
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedevo.audit.canaries import CanarySet, Exposure
+from fedevo.auditing.canaries import CanarySet, Exposure
 
 
 def _active(P=300, keep=0.6, seed=0):

@@ -10,9 +10,9 @@ from scipy.stats import chisquare
 
 from fedevo.errors import FedevoError
 from fedevo.problem import Gene, load_problem
-from fedevo.search.algorithm import make_nsga3
-from fedevo.search.problem import SearchProblem
-from fedevo.search.space import SearchSpace
+from fedevo.searching.algorithm import make_nsga3
+from fedevo.searching.problem import SearchProblem
+from fedevo.searching.space import SearchSpace
 
 from .search_helpers import toy_problem_file
 

@@ -44,7 +44,7 @@ def jsonable(o):
 
 
 def write_json(path: Path, results: Sequence, context: dict) -> Path:
-    from ..search.log import atomic_write
+    from ..searching.log import atomic_write
 
     doc = {**context, "audits": [dict(r.summary(), statistic=r.statistic.tolist(), score=r.scores.tolist(),
                                       included=r.included_mask.astype(int).tolist(),

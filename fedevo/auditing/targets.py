@@ -21,8 +21,8 @@ class Target:
 
 
 def from_run(run_dir: Path | str, spec: str) -> list[Target]:
-    from ..pick import pick
-    from ..search.rundata import load_run
+    from ..picking import pick
+    from ..searching.rundata import load_run
 
     data = load_run(run_dir)  # FedevoError: not a run, or no evaluations
     out = []

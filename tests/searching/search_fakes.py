@@ -1,5 +1,5 @@
 """Cheap deterministic stand-ins for fedevo.evaluation.evaluate, importable by Ray workers and subprocesses
-(as tests.search.search_fakes, with the repository root on the path).
+(as tests.searching.search_fakes, with the repository root on the path).
 
 Each has the evaluator signature `(problem, params, *, seed, rounds=None, data_dir=None) -> EvaluationResult`.
 Environment knobs (inherited by Ray workers started after they are set):
@@ -111,7 +111,7 @@ def fake_always_fails(problem, params, *, seed, rounds=None, data_dir=None):
 
 class CostedFake:
     """fake_evaluate as an evaluator object that offers `check` and `cost`, as fedevo's simulator does
-    (fedevo.search.evaluator); `checked` records the check's calls (in-process searches only)."""
+    (fedevo.searching.evaluator); `checked` records the check's calls (in-process searches only)."""
 
     checked: list = []
 

@@ -22,7 +22,7 @@ uses with ``RAY_AUTH_MODE=token`` in its environment (token from ``RAY_AUTH_TOKE
 
 Python API::
 
-    from fedevo.search import Runtime, SearchSettings, resume, search
+    from fedevo.searching import Runtime, SearchSettings, resume, search
     summary = search(SearchSettings(problem="digits_mlp", pop=12, gen=4, seed=0), "runs/demo", Runtime(workers=2))
     summary = resume("runs/demo", Runtime(workers=0), evaluator=my_evaluate)   # any evaluate-like callable
     summary = search(settings, "runs/b", callbacks=[MyCallback()])   # a SearchCallback subclass

@@ -1,4 +1,4 @@
-"""The search sees ε on a log scale (fedevo.search.front_math); files report ε itself; hypervolume in log-ε space."""
+"""The search sees ε on a log scale (fedevo.searching.front_math); files report ε itself; hypervolume in log-ε space."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from fedevo.problem import load_problem
-from fedevo.search.front_math import EPS_FLOOR, hypervolume_table, search_eps, to_search_space
-from fedevo.search.problem import SearchProblem
-from fedevo.search.checkpoint import latest_checkpoint, load_checkpoint
-from fedevo.search.space import SearchSpace
+from fedevo.searching.front_math import EPS_FLOOR, hypervolume_table, search_eps, to_search_space
+from fedevo.searching.problem import SearchProblem
+from fedevo.searching.checkpoint import latest_checkpoint, load_checkpoint
+from fedevo.searching.space import SearchSpace
 
 from .search_helpers import read_csv
 from .test_search_run import run_fake

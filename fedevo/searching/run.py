@@ -251,7 +251,7 @@ class SearchRun:
 
     def data(self, rows: list[dict[str, Any]], *, front: Optional[list[dict[str, Any]]] = None,
              hypervolume: Optional[list[dict[str, Any]]] = None) -> RunData:
-        """The run as :func:`~fedevo.search.rundata.load_run` reads it, from rows held in memory."""
+        """The run as :func:`~fedevo.searching.rundata.load_run` reads it, from rows held in memory."""
         return run_data(self.run_dir, self.meta, self.problem, self.settings, self.space, rows, front=front,
                         hypervolume=hypervolume)
 
@@ -260,8 +260,8 @@ class SearchRun:
             callbacks: Iterable[SearchCallback] = ()) -> Summary:
         """Run (or continue) the search to its last generation. Ctrl-C stops it resumable.
 
-        evaluator: what evaluates an individual (default: the one run.json names, see fedevo.search.evaluator);
-        callbacks: what the search reports to (fedevo.search.callbacks), in this order."""
+        evaluator: what evaluates an individual (default: the one run.json names, see fedevo.searching.evaluator);
+        callbacks: what the search reports to (fedevo.searching.callbacks), in this order."""
         t0 = time.monotonic()
         s = self.settings
         evaluator = for_problem(s.evaluator, self.problem) if evaluator is None else evaluators.resolve(evaluator)

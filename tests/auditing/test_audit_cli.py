@@ -82,10 +82,10 @@ def test_run_without_evaluations_and_signds(run_dir, tmp_path, capsys):
 
 
 def test_unwritable_out_and_bad_seed_before_training(tmp_path, capsys, monkeypatch):
-    import fedevo.audit.run
+    import fedevo.auditing.run
 
     calls = []
-    monkeypatch.setattr(fedevo.audit.run, "audit_config", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(fedevo.auditing.run, "audit_config", lambda *a, **k: calls.append(a))
     a_file = tmp_path / "a_file.txt"
     a_file.write_text("x")
     for argv, msg in ((["--out", a_file / "a"], "--out .*cannot write there"), (["--seed", "-1"], "seed")):

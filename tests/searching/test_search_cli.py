@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fedevo.cli import main
-from fedevo.search import Runtime, SearchSettings, search
+from fedevo.searching import Runtime, SearchSettings, search
 
 from . import search_fakes
 from .search_helpers import FAKE, REPO, by_id, cli_cmd, env, read_csv, run_cli, without

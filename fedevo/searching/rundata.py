@@ -2,12 +2,12 @@
 safe while the search runs), and the in-memory view of a running search that its callbacks get.
 
 `read_run_json` validates run.json and rebuilds the problem and the settings (the search opens a run with it
-too), the run's :class:`~fedevo.search.log.EvalLog` parses evaluations.csv rows, ``front_rows`` /
+too), the run's :class:`~fedevo.searching.log.EvalLog` parses evaluations.csv rows, ``front_rows`` /
 ``hypervolume_table`` give the Pareto front and the hypervolume per generation exactly as the search computes
 them. Nothing is written: a torn last line (a search writing right now) is left out, not repaired.
 
 Plots (fedevo.viz), retrain, the audit, ``fedevo front`` read runs through :func:`load_run`; a running search hands
-its callbacks the same :class:`RunData`, built from the rows it holds (:meth:`fedevo.search.run.SearchRun.data`).
+its callbacks the same :class:`RunData`, built from the rows it holds (:meth:`fedevo.searching.run.SearchRun.data`).
 """
 
 from __future__ import annotations
@@ -106,18 +106,18 @@ class RunData:
     @property
     def chance_error(self) -> Optional[float]:
         """Error of guessing at random (1 − 1/classes): solutions at or above it are never the knee."""
-        from ..pick import chance_error
+        from ..picking import chance_error
 
         return chance_error(self.num_classes)
 
     def marks(self) -> dict[int, list[str]]:
         """The knee (better than chance) and the two lowest-error solutions of the front."""
-        from ..pick import marks
+        from ..picking import marks
 
         return marks(self.front, self.eps_key, chance=self.chance_error)
 
     def pick(self, spec: str):
-        from ..pick import pick
+        from ..picking import pick
 
         return pick(spec, self.rows, self.front, eps_key=self.eps_key, chance=self.chance_error)
 

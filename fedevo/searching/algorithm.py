@@ -4,7 +4,7 @@
 * binary tournament: the less constraint-violating individual wins, else a random one (pymoo's NSGA-III
   default, as in Deb & Jain: parents are picked at random, feasibility first);
 * SBX crossover (prob 0.9, eta 15) and polynomial mutation (eta 20, each gene with prob min(1/2, 1/n_var)),
-  followed by :class:`~fedevo.search.space.GeneRepair`, which rounds the int/choice genes without bias;
+  followed by :class:`~fedevo.searching.space.GeneRepair`, which rounds the int/choice genes without bias;
 * duplicates eliminated, ``pop`` offspring per generation (pymoo evaluates only the offspring; parents keep
   their objectives), reference-direction survival.
 

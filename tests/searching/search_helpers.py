@@ -1,4 +1,4 @@
-"""Helpers shared by the tests of fedevo.search (module name kept unique across the test tree)."""
+"""Helpers shared by the tests of fedevo.searching (module name kept unique across the test tree)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.helpers import read_csv  # noqa: F401  (shared; the search tests import it from here)
 
 REPO = Path(__file__).resolve().parents[2]
-FAKE = "tests.search.search_fakes:fake_evaluate"
+FAKE = "tests.searching.search_fakes:fake_evaluate"
 
 TOY_TOML = """
 name = "toy"

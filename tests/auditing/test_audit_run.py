@@ -11,7 +11,7 @@ import pytest
 import fedevo.privacy.central as central
 import fedevo.privacy.distributed as distributed
 import fedevo.privacy.noise as noise_mod
-from fedevo.audit.run import audit_config
+from fedevo.auditing.run import audit_config
 from fedevo.errors import FedevoError
 from fedevo.problem import load_problem
 

@@ -16,12 +16,12 @@ the search's own process, in this order::
   where evaluations run, in words; ``run_dir``: the run directory; ``eps_key``: the ε the search minimises. Not called for a run that has nothing left to do.
 * ``on_evaluation(row)``: the row as appended to evaluations.csv (a dict: id, generation, index, seed, genes,
   error, comm, eps, ..., status, message), in completion order.
-* ``on_generation(generation, run)``: ``run`` is a :class:`~fedevo.search.rundata.RunData` built from the rows
+* ``on_generation(generation, run)``: ``run`` is a :class:`~fedevo.searching.rundata.RunData` built from the rows
   the search holds in memory (every evaluation so far, in id order), with its Pareto front
   (``run.front``), hypervolume table (``run.hypervolume()``), run.json (``run.meta``), problem and settings: the
-  same view :func:`~fedevo.search.rundata.load_run` gives of the run directory, without reading it. front.csv,
+  same view :func:`~fedevo.searching.rundata.load_run` gives of the run directory, without reading it. front.csv,
   hypervolume.csv and the generation's checkpoint are written before the call.
-* ``on_finish(summary)``: the :class:`~fedevo.search.run.Summary`, or None when the search stops on an error or
+* ``on_finish(summary)``: the :class:`~fedevo.searching.run.Summary`, or None when the search stops on an error or
   Ctrl-C (the exception goes on after the call). Called once for every ``SearchRun.run`` (also when nothing was
   left to do, or when the run could not even start: run directory in use, corrupt checkpoint, Ray refused), after
   the run directory is released.
@@ -57,7 +57,7 @@ class SearchCallback:
         pass
 
     def on_finish(self, summary: Optional[Any]) -> None:
-        """summary: a fedevo.search.run.Summary, or None when the search stopped on an error or Ctrl-C."""
+        """summary: a fedevo.searching.run.Summary, or None when the search stopped on an error or Ctrl-C."""
 
 
 class CallbackList(SearchCallback):

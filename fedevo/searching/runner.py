@@ -3,7 +3,7 @@
 A *runner* gets a list of :class:`Task` (individual id, genes, seed) and calls ``on_done(task, result)`` for
 each task the moment its result is known (``ray.wait``), in completion order. The evaluation function is
 injected: any callable ``evaluator(problem, params, *, seed, rounds, data_dir) -> EvaluationResult``
-(:mod:`fedevo.search.evaluator`; by default fedevo's simulator).
+(:mod:`fedevo.searching.evaluator`; by default fedevo's simulator).
 
 Faults: an evaluation that raises becomes a ``failed`` result carrying its traceback (the search goes on);
 a Ray worker that dies mid-task is retried by Ray (``max_retries``) and, if it keeps dying, recorded as

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from fedevo.errors import FedevoError
-from fedevo.search import Runtime, SearchSettings, resume, search
-from fedevo.search.log import EvalLog
-from fedevo.search.settings import eval_seed
-from fedevo.search.runner import Task, failed_result
+from fedevo.searching import Runtime, SearchSettings, resume, search
+from fedevo.searching.log import EvalLog
+from fedevo.searching.settings import eval_seed
+from fedevo.searching.runner import Task, failed_result
 
 from . import search_fakes
 from .search_helpers import by_id, dominates, objectives, read_csv, toy_problem_file, without
@@ -276,7 +276,7 @@ def test_a_killed_ray_worker_is_retried(tmp_path, monkeypatch):
 
 def test_torch_threads_per_worker(tmp_path):
     from fedevo.problem import load_problem
-    from fedevo.search.runner import RayRunner, cores
+    from fedevo.searching.runner import RayRunner, cores
 
     problem = load_problem("digits_mlp")
     runner = RayRunner(search_fakes.fake_threads, problem, {}, workers=2)

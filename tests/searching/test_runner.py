@@ -1,4 +1,4 @@
-from fedevo.search.runner import Task, longest_first
+from fedevo.searching.runner import Task, longest_first
 
 
 def test_longest_first_orders_by_cost_then_id():

@@ -1,13 +1,13 @@
-"""What a running search reports to (fedevo.search.callbacks) and what it evaluates with (fedevo.search.evaluator)."""
+"""What a running search reports to (fedevo.searching.callbacks) and what it evaluates with (fedevo.searching.evaluator)."""
 
 from __future__ import annotations
 
 import pytest
 
 from fedevo.errors import FedevoError
-from fedevo.search import Runtime, SearchCallback, SearchSettings, load_run, resume, search
-from fedevo.search import evaluator as evaluators
-from fedevo.search.runner import SerialRunner
+from fedevo.searching import Runtime, SearchCallback, SearchSettings, load_run, resume, search
+from fedevo.searching import evaluator as evaluators
+from fedevo.searching.runner import SerialRunner
 
 from . import search_fakes
 from .search_helpers import read_csv
@@ -153,7 +153,7 @@ def test_an_evaluator_object_offers_its_own_check_and_cost(tmp_path, monkeypatch
     seen = _costs_seen(monkeypatch)
     search_fakes.CostedFake.checked.clear()
     out = tmp_path / "run"
-    s = search(settings(gen=2, evaluator="tests.search.search_fakes:COSTED", rounds=3), out, SERIAL)
+    s = search(settings(gen=2, evaluator="tests.searching.search_fakes:COSTED", rounds=3), out, SERIAL)
     assert s.evaluations == 12 and search_fakes.CostedFake.checked == [("digits_mlp_local", 3)]
     units = [float(r["units"]) for r in read_csv(out / "evaluations.csv")]
     assert seen == units  # each task carries the evaluator's cost of its genes

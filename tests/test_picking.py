@@ -1,4 +1,4 @@
-"""fedevo.pick on hand-made evaluation rows."""
+"""fedevo.picking on hand-made evaluation rows."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fedevo.errors import FedevoError
-from fedevo.pick import knee, knee_index, lowest, marks, parse_spec, pick
+from fedevo.picking import knee, knee_index, lowest, marks, parse_spec, pick
 
 
 def row(i, error, comm, eps, status="ok", **kw):
@@ -150,7 +150,7 @@ CHANCE_FRONT = [
 
 
 def test_knee_never_at_or_below_chance():
-    from fedevo.pick import chance_error, knee_candidates
+    from fedevo.picking import chance_error, knee_candidates
 
     chance = chance_error(10)
     assert chance == pytest.approx(0.9)

@@ -1,6 +1,6 @@
 """The three objectives of the search and their worst values (what a failed, diverged or unbounded result
-counts as); shared by the pymoo problem (:mod:`fedevo.search.problem`) and the front / hypervolume
-(:mod:`fedevo.search.front_math`)."""
+counts as); shared by the pymoo problem (:mod:`fedevo.searching.problem`) and the front / hypervolume
+(:mod:`fedevo.searching.front_math`)."""
 
 from __future__ import annotations
 

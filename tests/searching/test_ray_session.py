@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fedevo.errors import FedevoError
-from fedevo.search.ray_session import check_schedulable, local_temp_root, remove_temp_root, sweep_stale_roots
+from fedevo.searching.ray_session import check_schedulable, local_temp_root, remove_temp_root, sweep_stale_roots
 
 from .search_helpers import FAKE, REPO, env
 
@@ -82,7 +82,7 @@ def test_cpus_per_task_beyond_a_1_cpu_ray_fails_fast(tmp_path):
     import ray
 
     from fedevo.problem import load_problem
-    from fedevo.search.runner import make_runner
+    from fedevo.searching.runner import make_runner
 
     from . import search_fakes
 

@@ -2,7 +2,7 @@
 
 Objectives (all minimised): f1 = error, f2 = comm, f3 = ε (the problem's ``eps_objective``: ``eps`` or
 ``eps_paper``), which the algorithm sees as log10 ε (``eps_scale = "log10"``, see
-:mod:`fedevo.search.front_math`; checkpoints of runs made before that choice keep ``"linear"``).
+:mod:`fedevo.searching.front_math`; checkpoints of runs made before that choice keep ``"linear"``).
 pymoo normalises objectives (NSGA-III's hyperplane normalisation), which breaks on inf/NaN, so
 every non-finite objective (a failed or diverged evaluation, ε = inf without privacy) becomes a fixed, large,
 finite *worst value* and finite values above it are clipped to it (``WORST``); an evaluation whose status

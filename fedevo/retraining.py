@@ -4,7 +4,7 @@ The search evaluates each individual for a few rounds only; seed 004 retrains th
 the knee for 150 rounds and compares them with the *standard solution* — fully connected and without privacy —
 in accuracy, communication (as % of the standard's) and ε (its Tables 5–6). Here:
 
-* the picked solutions are trained with their genes (see :mod:`fedevo.pick` for the pick grammar);
+* the picked solutions are trained with their genes (see :mod:`fedevo.picking` for the pick grammar);
 * the standard solution is the problem's reference configuration: every gene at its default except that the
   model is dense (no SET: ``alpha`` unset, ``xi = 0``) and its privacy is the default privacy object (no
   mechanism: no clipping, no noise, no recall, plain aggregation; every privacy key the problem fixes or searches,
@@ -104,7 +104,7 @@ class Solution:
 def plan(data, spec: str, standard: Optional[Mapping[str, Any]] = None) -> list[Solution]:
     """The solutions to retrain: the picks of `spec` in order, then the standard (with `standard` overriding
     its settings, e.g. {"participation": 1.0} for seed 004's standard solution, C = 1)."""
-    from .pick import pick
+    from .picking import pick
 
     picks = pick(spec, data.rows, data.front, eps_key=data.eps_key, chance=data.chance_error)
     sols = [Solution(key=str(n), label=p.label, id=p.id, params=data.params(p.row), search=p.row)
@@ -280,7 +280,7 @@ class RetrainReport:
         return out
 
     def write(self) -> dict[str, Path]:
-        from .search.log import atomic_write
+        from .searching.log import atomic_write
         from .viz.curves import write_curves_html
         from .viz.html import esc
 
@@ -294,7 +294,7 @@ class RetrainReport:
         atomic_write(paths["report.md"], self.markdown())
         atomic_write(paths["results.json"], json.dumps(self.to_json(), indent=2) + "\n")
         if self.ray_log:
-            from .search.ray_session import RAY_LOG, strip_ansi
+            from .searching.ray_session import RAY_LOG, strip_ansi
 
             atomic_write(self.out_dir / RAY_LOG, strip_ansi(self.ray_log))
         from .viz.html import table
@@ -326,8 +326,8 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     progress(rounds_done, rounds_total, note) is called as training goes: after every round in-process
     (workers=0), after every finished solution on Ray.
     """
-    from .search.runner import Task, _Abort, make_runner
-    from .search.rundata import load_run
+    from .searching.runner import Task, _Abort, make_runner
+    from .searching.rundata import load_run
 
     from .guards import check_evaluation_memory, check_rounds, check_seed, check_workers
 

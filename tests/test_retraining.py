@@ -7,10 +7,10 @@ import re
 import pytest
 
 from fedevo.errors import FedevoError
-from fedevo.pick import pick
+from fedevo.picking import pick
 from fedevo.problem import load_problem
-from fedevo.retrain import REPORT_COLUMNS, STANDARD, MD_MAIN, retrain, standard_problem
-from fedevo.search.rundata import load_run
+from fedevo.retraining import REPORT_COLUMNS, STANDARD, MD_MAIN, retrain, standard_problem
+from fedevo.searching.rundata import load_run
 from tests.helpers import read_csv, run_cli as cli
 from tests.viz.fedevo_runs import digits_run
 
@@ -129,7 +129,7 @@ def test_retrain_bad_inputs(run_dir, tmp_path, capsys):
 
 
 def test_retrain_run_without_evaluations(tmp_path, capsys):
-    from fedevo.search.run import SearchRun, SearchSettings
+    from fedevo.searching.run import SearchRun, SearchSettings
 
     SearchRun.create(SearchSettings(problem="digits_mlp", pop=8, gen=1, seed=0), tmp_path / "fresh")
     code, out, err = cli(["retrain", str(tmp_path / "fresh"), "--rounds", "2", "--quiet"], capsys)
@@ -137,7 +137,7 @@ def test_retrain_run_without_evaluations(tmp_path, capsys):
 
 
 def test_standard_overrides_are_validated_and_used():
-    from fedevo.retrain import standard_problem
+    from fedevo.retraining import standard_problem
     from fedevo.problem import load_problem
 
     p = standard_problem(load_problem("digits_mlp"))
@@ -229,7 +229,7 @@ def test_retrain_works_whatever_the_problem_fixes(case, tmp_path):
     """Issue 25: retrain (standard included) of a problem that fixes target_eps, a preset, trust = "secagg",
     eps_budget or clip_rule = "median" (the standard used to be refused or mis-built)."""
     from fedevo.config import PrivacyConfig
-    from fedevo.search.run import Runtime, SearchSettings, search
+    from fedevo.searching.run import Runtime, SearchSettings, search
 
     base, privacy = VARIANTS[case]
     prob = _variant(tmp_path, base, privacy, f"v_{case}")

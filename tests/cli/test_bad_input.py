@@ -14,7 +14,7 @@ import pytest
 from fedevo.cli import main
 from fedevo.errors import FedevoError
 from fedevo.searching import Runtime, SearchSettings, search
-from tests.search import search_fakes
+from tests.searching import search_fakes
 
 FAKE = "tests.searching.search_fakes:fake_evaluate"
 GIB = 1024**3

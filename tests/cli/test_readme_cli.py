@@ -61,7 +61,7 @@ def test_every_option_the_readme_names_exists():
 def test_quick_start_commands_work_with_several_runs(tmp_path):
     """The README's `run=$(...)` + `fedevo front "$run"` lines, run by bash in a folder holding two runs."""
     from fedevo.searching import Runtime, SearchSettings, search
-    from tests.search import search_fakes
+    from tests.searching import search_fakes
 
     block = next(b for b in re.findall(r"```bash\n(.*?)```", README, flags=re.S) if "fedevo front" in b)
     lines = [ln for ln in block.splitlines() if ln.startswith("run=") or ln.startswith("fedevo front")]

@@ -15,7 +15,7 @@ import torch
 
 from fedevo.config import DataConfig, MLPArch, PrivacyConfig, SimConfig, UserArch
 from fedevo.errors import FedevoError
-from fedevo.evaluate import evaluate
+from fedevo.evaluation import evaluate
 from fedevo.models import build_model
 from fedevo.models.user import GenericModel, LoweredCNN, LoweredMLP
 from fedevo.problem import load_problem

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fedevo.config import MLPArch, SimConfig
-from fedevo.evaluate import evaluate
+from fedevo.evaluation import evaluate
 from fedevo.fl.simulate import simulate
 from fedevo.models import build_model
 from fedevo.models.user import GenericModel, LoweredMLP

@@ -89,7 +89,7 @@ def problem_path(tmp_path_factory):
 
 
 def test_evaluate_with_the_toy(problem_path):
-    from fedevo.evaluate import evaluate
+    from fedevo.evaluation import evaluate
     from fedevo.problem import load_problem, parse_params
 
     prob = load_problem(str(problem_path))

@@ -119,6 +119,7 @@ class Problem:
     model_kwargs: tuple[str, ...] = ()  # a user model's factory keyword arguments: [model_args] keys, free genes
     text: Optional[str] = None  # the problem file's TOML text (written by `from_dict`), as run.json records it
     evaluator: Optional[str] = None  # the user's own training ("python:file.py:function" or "module:function")
+    standard: Mapping[str, Any] = field(default_factory=dict)  # own evaluator: retrain's standard solution's values
 
     @property
     def user_model(self) -> bool:
@@ -374,7 +375,7 @@ def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path
     return ud
 
 
-OWN_TOP = ("name", "description", "evaluator", "settings", "genes", "eps_objective", "constraints")
+OWN_TOP = ("name", "description", "evaluator", "settings", "genes", "standard", "eps_objective", "constraints")
 
 
 def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[str]) -> Problem:
@@ -397,6 +398,11 @@ def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[st
         if not str(key).isidentifier():
             raise FedevoError(f"problem {name!r}: {key!r} is not a valid setting or gene name (use letters, digits "
                               "and _)")
+    standard = doc.get("standard", {})
+    if not isinstance(standard, dict) or set(standard) - set(settings) - set(doc["genes"]):
+        raise FedevoError(f"problem {name!r}: [standard] sets the retrain standard solution's settings and genes; "
+                          f"unknown key(s): {', '.join(sorted(set(standard) - set(settings) - set(doc['genes'])))}"
+                          if isinstance(standard, dict) else f"problem {name!r}: [standard] must be a table")
     spec = resolve_spec(doc["evaluator"], Path(path).parent if path else None, what=f"problem {name!r}: evaluator")
     load_callable(spec, what=f"problem {name!r}: evaluator")  # a missing file or function: one line, now
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
@@ -409,7 +415,7 @@ def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[st
             raise FedevoError(f"problem {name!r}: constraint {k}={v!r}; constraints bound {', '.join(OBJECTIVES)} by a number")
     return Problem(name=doc.get("name", name), dataset="", model="", genes=genes, fixed=dict(settings),
                    eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path,
-                   evaluator=spec)
+                   evaluator=spec, standard=dict(standard))
 
 
 def load_problem(name_or_path: str) -> Problem:

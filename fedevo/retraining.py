@@ -38,6 +38,7 @@ from .result import EvaluationResult
 
 STANDARD = "standard"
 STANDARD_LABEL = "standard (dense, no privacy)"
+OWN_STANDARD_LABEL = "standard (the problem's [standard] settings)"  # a problem with its own evaluator
 _STANDARD_FLAG = "__fedevo_standard__"  # in a task's params: train the standard variant of the problem
 SPARSITY_KEYS = ("alpha", "xi")  # the standard solution is dense: alpha unset, xi 0
 STANDARD_SETTINGS = {"alpha": None, "xi": 0.0}
@@ -65,9 +66,18 @@ def not_in_standard() -> tuple[str, ...]:
     return SPARSITY_KEYS + privacy_keys() + (PRESET_KEY,)
 
 
+def standard_label(problem: Problem) -> str:
+    """What the standard solution is, in the report's words."""
+    return STANDARD_LABEL if problem.simulated else OWN_STANDARD_LABEL
+
+
 def standard_problem(problem: Problem) -> Problem:
     """The problem's standard solution as a problem: dense, the default privacy object (no mechanism), other
-    genes at their defaults."""
+    genes at their defaults. A problem with its own evaluator: its genes at their defaults overridden by its
+    `[standard]` table (fedevo cannot know what "dense, no privacy" means for the user's training)."""
+    if not problem.simulated:
+        fixed = {**problem.fixed, **problem.defaults(), **problem.standard}
+        return replace(problem, name=f"{problem.name} ({STANDARD})", genes=(), fixed=fixed)
     drop = set(not_in_standard())
     genes = tuple(g for g in problem.genes if g.name not in drop)
     fixed = {k: v for k, v in problem.fixed.items() if k not in drop}
@@ -77,12 +87,17 @@ def standard_problem(problem: Problem) -> Problem:
 
 def retrain_evaluate(problem: Problem, params: Mapping[str, Any], *, seed: int, rounds: Optional[int] = None,
                      data_dir: Optional[str] = None, eval_every: int = 1, progress=None) -> EvaluationResult:
-    """The runner's evaluation function: `evaluate` with accuracy curves; the flagged task is the standard."""
+    """The runner's evaluation function: `evaluate` with accuracy curves; the flagged task is the standard. A
+    problem with its own evaluator is trained by it (no curves unless it returns them)."""
     from .evaluation import evaluate
 
     params = dict(params)
     if params.pop(_STANDARD_FLAG, False):
         problem = standard_problem(problem)
+    if not problem.simulated:
+        from .searching.evaluator import ProblemEvaluator
+
+        return ProblemEvaluator(problem.evaluator)(problem, params, seed=seed, rounds=rounds, data_dir=data_dir)
     return evaluate(problem, params, seed=seed, rounds=rounds, data_dir=data_dir, eval_every=eval_every,
                     progress=progress)
 
@@ -109,7 +124,8 @@ def plan(data, spec: str, standard: Optional[Mapping[str, Any]] = None) -> list[
     picks = pick(spec, data.rows, data.front, eps_key=data.eps_key, chance=data.chance_error)
     sols = [Solution(key=str(n), label=p.label, id=p.id, params=data.params(p.row), search=p.row)
             for n, p in enumerate(picks, start=1)]
-    return sols + [Solution(key=STANDARD, label=STANDARD_LABEL, id=None, params=dict(standard or {}), search=None)]
+    return sols + [Solution(key=STANDARD, label=standard_label(data.problem), id=None, params=dict(standard or {}),
+                            search=None)]
 
 
 # ============================================================================================ report
@@ -157,6 +173,7 @@ class RetrainReport:
     eps_key: str = "eps"
     problem_name: str = ""
     wall_s: float = 0.0
+    standard_label: str = STANDARD_LABEL
     ray_log: str = ""  # what Ray printed (written to ray.log beside the report)
 
     @property
@@ -227,8 +244,11 @@ class RetrainReport:
         cells = [self.cells(s) for s in self.solutions]
         lines = [f"# Retraining: {self.problem_name}", "",
                  f"Run `{self.run_dir}` · {self.rounds} rounds · seed {self.seed} · every solution trained on the "
-                 "same data with the same seed. Standard solution: dense (no SET sparsity), no privacy "
-                 "(mechanism `none`), the problem's default architecture, participation and learning rate.", "",
+                 "same data with the same seed. " + (
+                     "Standard solution: dense (no SET sparsity), no privacy (mechanism `none`), the problem's default "
+                     "architecture, participation and learning rate." if self.standard_label == STANDARD_LABEL else
+                     f"Standard solution: {self.standard_label} (the problem's own evaluator trains every solution)."),
+                 "",
                  "accuracy = mean client test accuracy (1 − f1); comm = parameters uploaded per round per client "
                  "slot; ε at the problem's δ (`inf`: no privacy); Ω = active parameters; % = of the standard "
                  "solution. The numbers are those of report.csv.", "",
@@ -275,7 +295,7 @@ class RetrainReport:
     def curve_series(self) -> list[tuple[str, list]]:
         out = []
         for s in self.solutions:
-            name = STANDARD_LABEL if s.is_standard else f"{s.key}: {s.label} (id {s.id})"
+            name = self.standard_label if s.is_standard else f"{s.key}: {s.label} (id {s.id})"
             out.append((name, list(self.results[s.key].accuracy_curve)))
         return out
 
@@ -307,9 +327,9 @@ class RetrainReport:
                     for k, _ in MD_MAIN]
 
         intro = (f'<p class="meta">run {esc(self.run_dir)} · {self.rounds} rounds · seed {self.seed} · same data '
-                 'and seed for every solution; the standard solution is dense and without privacy.</p>'
+                 'and seed for every solution; ' + esc(self.standard_label) + '.</p>'
                  + table([h for _, h in MD_MAIN], [html_cells(s) for s in self.solutions], left=(0, 1)))
-        write_curves_html(paths["curves.html"], self.curve_series(), standard=STANDARD_LABEL, intro_html=intro,
+        write_curves_html(paths["curves.html"], self.curve_series(), standard=self.standard_label, intro_html=intro,
                           title=f"fedevo retrain — {self.problem_name}: accuracy per round")
         return paths
 
@@ -345,7 +365,11 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     sols = plan(data, pick_spec, standard)
     std = standard_problem(data.problem)
     for s in sols:  # invalid configurations fail now, before any training
-        cfg = (std if s.is_standard else data.problem).sim_config(s.params, rounds=rounds, data_dir=data_dir)
+        prob = std if s.is_standard else data.problem
+        if not prob.simulated:  # the user's own evaluator: its settings are checked, its memory is its own
+            prob.resolve(s.params)
+            continue
+        cfg = prob.sim_config(s.params, rounds=rounds, data_dir=data_dir)
         check_evaluation_memory(cfg, STANDARD if s.is_standard else f"solution {s.key} (id {s.id})")
 
     tasks = [Task(id=n, generation=0, index=n, seed=seed,
@@ -381,6 +405,7 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
                            rounds=rounds, seed=seed, solutions=sols, results=results, gene_names=data.gene_names,
                            gene_types=data.gene_types, eps_key=data.eps_key, problem_name=data.problem.name,
                            standard_params={**standard_params(data.problem), **dict(standard or {})},
+                           standard_label=standard_label(data.problem),
                            wall_s=time.monotonic() - t0, ray_log=ray_log)
     if write:
         report.write()
@@ -409,8 +434,11 @@ def report_dir(run_dir: Path | str, out: Optional[Path | str]) -> Path:
 
 
 def standard_params(problem: Problem) -> dict[str, Any]:
-    """The genes as the standard solution sets them (for the report): defaults, dense, xi 0, no privacy genes."""
+    """The genes as the standard solution sets them (for the report): defaults, dense, xi 0, no privacy genes (a
+    problem with its own evaluator: defaults, then its [standard] table)."""
     d = problem.defaults()
+    if not problem.simulated:
+        return {g: problem.standard.get(g, d.get(g)) for g in problem.gene_names}
     drop = set(not_in_standard())
     out = {}
     for g in problem.gene_names:

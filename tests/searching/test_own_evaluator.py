@@ -100,6 +100,20 @@ def test_search_resume_and_tuple_results(own, tmp_path, monkeypatch):
     assert rows_of(resumed) == rows_of(full)
 
 
+def test_retrain_uses_the_evaluator_and_the_problems_standard(own, tmp_path):
+    p = own()
+    p.write_text(p.read_text() + "[standard]\nwidth = 16\nscale = 1.0\n")
+    run = fedevo.search(str(p), pop=4, gen=1, workers=0, seed=5, out=tmp_path / "r", page=False)
+    report = fedevo.retrain(run, "lowest-error", rounds=3, workers=0)
+    std = report.results["standard"]
+    assert std.status == "ok" and std.comm == pytest.approx(16 * 1.0 * 1.0) and std.eps == pytest.approx(10 / 16)
+    best = run.pick("lowest-error")[0]
+    again = report.results["1"]
+    assert again.comm == pytest.approx(best["comm"]) and again.eps == pytest.approx(best["eps"])
+    md = (report.out_dir / "report.md").read_text()
+    assert "standard (the problem's [standard] settings)" in md and "dense" not in md
+
+
 def test_a_wrong_return_fails_that_evaluation_only(own, tmp_path):
     run = fedevo.search(str(own(fn="wrong")), pop=6, gen=2, workers=0, seed=1, out=tmp_path / "r", page=False)
     rows = run.evaluations

@@ -54,7 +54,8 @@ def evaluate(problem: ProblemLike, params: Optional[Mapping[str, Any]] = None, *
     """Train one configuration (gene defaults overridden by `params`) and return its objectives.
 
     Checked before any training (FedevoError): the parameters, the seed, the rounds, the memory the run needs
-    and the device. progress(t) is called after every round t."""
+    and the device. progress(t) is called with 0 once these checks passed (training starts), then after every
+    round t (a problem's own evaluator reports no rounds)."""
     from .evaluation import evaluate as _evaluate
     from .guards import check_evaluation_memory, check_rounds, check_seed
     from .hardware import device
@@ -66,10 +67,14 @@ def evaluate(problem: ProblemLike, params: Optional[Mapping[str, Any]] = None, *
         from .searching.evaluator import ProblemEvaluator
 
         prob.resolve(params)
+        if progress is not None:
+            progress(0)
         return ProblemEvaluator(prob.evaluator)(prob, params, seed=seed, rounds=rounds, data_dir=data_dir)
     cfg = prob.sim_config(params, rounds=rounds, data_dir=data_dir, download=download)
     check_evaluation_memory(cfg)
     device(cfg.device)  # device = 'cuda' without a GPU: one line, before any data is read
+    if progress is not None:
+        progress(0)
     return _evaluate(prob, params, seed=seed, rounds=rounds, data_dir=data_dir, download=download,
                      eval_every=eval_every, progress=progress)
 
@@ -262,28 +267,43 @@ def pick(run: RunLike, spec: str) -> list[dict[str, Any]]:
 
 
 # ============================================================================================ after a search
-def plot(run: RunLike, *, out: Optional[Union[str, Path]] = None, plotly_js: str = "embed") -> Path:
+def plot(run: RunLike, *, out: Optional[Union[str, Path]] = None, plotly_js: str = "embed", watch: bool = False,
+         interval: float = 2.0, on_write: Optional[Callable[[Path, Any], None]] = None) -> Path:
     """Write the run's interactive front page (RUN/front.html, or `out`); returns its path. plotly_js: "embed"
-    (one offline file) or "shared" (plotly.js written once beside the run directory)."""
+    (one offline file) or "shared" (plotly.js written once beside the run directory). watch: keep rewriting it
+    whenever the run changes (every `interval` s) until the run is complete; on_write(path, data) after each
+    write."""
     from .guards import check_writable_file
     from .viz.front import write_front_html
 
     if plotly_js not in ("embed", "shared"):
         raise FedevoError(f"--plotly-js must be embed or shared, got {plotly_js!r}")
-    path = Path(open_run(run).path)
-    check_writable_file(Path(out) if out is not None else path / "front.html")
-    return write_front_html(path, out, plotly="shared" if plotly_js == "shared" else None)
+    if not interval > 0:
+        raise FedevoError(f"--interval must be > 0, got {interval}")
+    path = Path(run.path if isinstance(run, Run) else run)
+    check_writable_file(Path(out) if out is not None else path / "front.html")  # before any work
+    mode = "shared" if plotly_js == "shared" else None
+    if watch:
+        from .viz.live import watch as do_watch
+
+        return do_watch(path, out=out, plotly=mode or "embed", interval=interval, on_write=on_write)
+    return write_front_html(path, out, plotly=mode)
 
 
 def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 150, workers: Optional[int] = None,
             seed: Optional[int] = None, data_dir: Optional[str] = None, out: Optional[Union[str, Path]] = None,
-            gpus_per_task: float = 0.0, progress: Optional[Callable[[int, int, str], None]] = None):
-    """Retrain the picked solutions and the standard one (dense, no privacy) for `rounds` rounds; writes
-    RUN/retrain[-N]/ (report.md, report.csv, curves.html, results.json) and returns the report."""
+            standard: Optional[Mapping[str, Any]] = None, gpus_per_task: float = 0.0,
+            progress: Optional[Callable[[int, int, str], None]] = None):
+    """Retrain the picked solutions and the standard one (dense, no privacy; `standard` overrides its settings,
+    e.g. {"participation": 1.0}) for `rounds` rounds; writes RUN/retrain[-N]/ (report.md, report.csv,
+    curves.html, results.json) and returns the report. progress(done, total, note) as rounds finish."""
     from .retraining import retrain as _retrain
 
-    return _retrain(open_run(run).path, pick, rounds=rounds, workers=workers, seed=seed, data_dir=data_dir,
-                    out=out, gpus_per_task=gpus_per_task, progress=progress)
+    if rounds is None or rounds < 1:
+        raise FedevoError(f"--rounds must be >= 1, got {rounds}")
+    return _retrain(Path(run.path if isinstance(run, Run) else run), pick, rounds=rounds, workers=workers,
+                    seed=seed, data_dir=data_dir, out=out, standard=standard, gpus_per_task=gpus_per_task,
+                    progress=progress)
 
 
 def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem: Optional[ProblemLike] = None,

@@ -35,11 +35,12 @@ def from_run(run_dir: Path | str, spec: str) -> list[Target]:
     return out
 
 
-def from_problem(problem: str, params: Optional[dict[str, Any]] = None, *, seed: int = 0,
+def from_problem(problem, params: Optional[dict[str, Any]] = None, *, seed: int = 0,
                  rounds: Optional[int] = None, data_dir: Optional[str] = None) -> list[Target]:
-    from ..problem import load_problem
+    """`problem`: a fedevo Problem, or a bundled name / .toml path."""
+    from ..problem import Problem, load_problem
 
-    prob = load_problem(problem)
+    prob = problem if isinstance(problem, Problem) else load_problem(problem)
     cfg = prob.sim_config(params, rounds=rounds, data_dir=data_dir)
     check_supported(cfg)
     return [Target(label=prob.name, cfg=cfg, seed=seed, params=prob.resolve(params))]

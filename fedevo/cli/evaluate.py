@@ -69,28 +69,31 @@ def evaluate(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Train one configuration of a problem and print its objectives (error, comm, ε)."""
-    from ..evaluation import evaluate as run_eval
-    from ..guards import check_evaluation_memory, check_rounds, check_seed
+    from .. import api
     from ..problem import load_problem, parse_params
 
-    check_seed(seed)
-    check_rounds(rounds)
     prob = load_problem(problem)
     overrides = parse_params(params)
-    cfg = prob.sim_config(overrides, rounds=rounds, data_dir=data_dir, download=download)  # validate before work
-    check_evaluation_memory(cfg)
-    from ..hardware import device
-
-    device(cfg.device)  # device = 'cuda' without a GPU: one line now, not under the progress bar
+    kwargs = dict(seed=seed, rounds=rounds, data_dir=data_dir, download=download)
     if quiet or as_json:
-        res = run_eval(prob, overrides, seed=seed, rounds=rounds, data_dir=data_dir, download=download)
-    else:
+        res = api.evaluate(prob, overrides, **kwargs)
+    else:  # the bar appears once every check has passed (progress(0)), so a bad input stays one line
         from rich.progress import Progress
 
-        with Progress(transient=True) as bar:
-            task = bar.add_task(f"{prob.name}: training", total=cfg.rounds)
-            res = run_eval(prob, overrides, seed=seed, rounds=rounds, data_dir=data_dir, download=download,
-                           progress=lambda t: bar.update(task, completed=t))
+        bar = Progress(transient=True)
+        total = rounds or prob.resolve(overrides).get("rounds")
+
+        def progress(t: int) -> None:
+            if t == 0:
+                bar.start()
+                bar.add_task(f"{prob.name}: training", total=total)
+            else:
+                bar.update(bar.task_ids[0], completed=t)
+        try:
+            res = api.evaluate(prob, overrides, progress=progress, **kwargs)
+        finally:
+            if bar.live.is_started:
+                bar.stop()
     resolved = prob.resolve(overrides)
     if rounds is not None:
         resolved["rounds"] = rounds  # what was trained
@@ -107,7 +110,7 @@ def evaluate(
     c.print(f"  error (1 - mean client acc) {res.error:.4f}   global accuracy {res.accuracy_global:.4f}")
     c.print(f"  comm (params/round/client slot) {res.comm:.1f}   Ω {res.omega}")
     c.print(f"  ε (accountant) {_readable(res.eps)}   ε (paper formula) {_readable(res.eps_paper)}   "
-            f"δ {_readable(cfg.privacy.delta)}   (full precision: --json)")
+            f"δ {_readable(res.privacy.get('delta'))}   (full precision: --json)")
     p = res.privacy
     if p.get("trust"):
         deploy = (f"   population {p['population']:,}   cohort {p['cohort']:,}   sampling {p.get('sampling', '–')}"

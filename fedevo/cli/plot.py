@@ -26,21 +26,11 @@ def plot(
 ) -> None:
     """Write RUN_DIR/front.html: the evaluations and the Pareto front in 3D and 2D, parallel coordinates of
     genes and objectives with linked selection, hypervolume per generation (opens offline)."""
-    from ..errors import FedevoError
-    from ..guards import check_writable_file
-    from ..viz.front import write_front_html
+    from .. import api
 
-    if plotly_js not in ("embed", "shared"):
-        raise FedevoError(f"--plotly-js must be embed or shared, got {plotly_js!r}")
-    if interval <= 0:
-        raise FedevoError(f"--interval must be > 0, got {interval}")
-    mode = "shared" if plotly_js == "shared" else None
-    check_writable_file(out if out is not None else run_dir / "front.html")  # before any work
     if not watch:
-        path = write_front_html(run_dir, out, plotly=mode)
-        print(f"wrote {path}")
+        print(f"wrote {api.plot(run_dir, out=out, plotly_js=plotly_js, interval=interval)}")
         return
-    from ..viz.live import watch as do_watch
 
     def said(path, data):
         print(f"wrote {path} ({len(data.rows)} evaluations, generation {data.generations}/{data.settings.gen}, "
@@ -48,7 +38,7 @@ def plot(
 
     print(f"watching {run_dir} (Ctrl-C to stop)", file=sys.stderr, flush=True)
     try:
-        do_watch(run_dir, out=out, plotly=mode or "embed", interval=interval, on_write=said)
+        api.plot(run_dir, out=out, plotly_js=plotly_js, watch=True, interval=interval, on_write=said)
     except KeyboardInterrupt:
         raise typer.Exit(130)
     print(f"{run_dir}: the run is complete", file=sys.stderr)
@@ -98,13 +88,13 @@ def front(
     lowest-error solutions."""
     from rich.table import Table
 
+    from .. import api
     from ..errors import FedevoError
     from ..picking import _num
-    from ..searching.rundata import load_run
 
     if sort not in ("error", "comm", "eps"):
         raise FedevoError(f"--sort must be error, comm or eps, got {sort!r}")
-    data = load_run(run_dir)
+    data = api.open_run(run_dir).data
     key = data.eps_key if sort == "eps" else sort
     m = data.marks()
     if pick:
@@ -181,17 +171,14 @@ def retrain(
     earlier report exists: nothing is overwritten)."""
     from rich.console import Console
 
-    from ..errors import FedevoError
-    from ..retraining import retrain as do_retrain
-
+    from .. import api
     from ..problem import parse_params
 
-    if rounds < 1:
-        raise FedevoError(f"--rounds must be >= 1, got {rounds}")
     std = parse_params(standard)
+    kwargs = dict(rounds=rounds, workers=workers, seed=seed, data_dir=data_dir, out=out, standard=std,
+                  gpus_per_task=gpus_per_task)
     if quiet:
-        report = do_retrain(run_dir, pick, rounds=rounds, workers=workers, seed=seed, data_dir=data_dir, out=out,
-                            standard=std, gpus_per_task=gpus_per_task)
+        report = api.retrain(run_dir, pick, **kwargs)
     else:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -204,8 +191,7 @@ def retrain(
             def progress(done, total, note):
                 bar.update(task, total=total, completed=done, last=note)
 
-            report = do_retrain(run_dir, pick, rounds=rounds, workers=workers, seed=seed, data_dir=data_dir,
-                                out=out, progress=progress, standard=std, gpus_per_task=gpus_per_task)
+            report = api.retrain(run_dir, pick, progress=progress, **kwargs)
     if not quiet:
         _print_report(report)
     print(f"wrote {report.out_dir}/ (report.csv, report.md, curves.html, results.json)")

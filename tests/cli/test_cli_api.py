@@ -1,0 +1,63 @@
+"""The command line is a thin layer over the Python API (docs/api.md): every option of a command is a parameter of
+its API function (bar display-only ones), and each command calls that function."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import typer.main
+
+import fedevo
+from fedevo import api
+from fedevo.cli import main
+from fedevo.cli.app import app
+
+# command -> (API function, CLI parameter -> API parameter where the names differ, display-only CLI parameters)
+PAIRS = {
+    "evaluate": (api.evaluate, {}, {"as_json", "quiet"}),
+    "search": (api.search, {}, {"quiet"}),
+    "resume": (api.resume, {"run_dir": "run"}, {"quiet"}),
+    "plot": (api.plot, {"run_dir": "run"}, set()),
+    "retrain": (api.retrain, {"run_dir": "run"}, {"quiet"}),
+    "audit": (api.audit, {"run_dir": "run"}, {"as_json", "quiet"}),
+}
+
+
+def _command(name):
+    group = typer.main.get_command(app)
+    return group.commands[name]
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_every_option_is_an_api_parameter(name):
+    fn, renamed, display = PAIRS[name]
+    cli_params = {p.name for p in _command(name).params} - display
+    api_params = set(inspect.signature(fn).parameters)
+    missing = sorted(renamed.get(p, p) for p in cli_params if renamed.get(p, p) not in api_params)
+    assert not missing, f"`fedevo {name}` options without an API parameter in fedevo.{fn.__name__}: {missing}"
+    assert getattr(fedevo, fn.__name__) is fn  # exported as the public name
+
+
+class Called(Exception):
+    pass
+
+
+@pytest.mark.parametrize("argv, fn", [
+    (["evaluate", "--problem", "digits_mlp", "--quiet"], "evaluate"),
+    (["search", "--quiet", "--pop", "4", "--gen", "1"], "search"),
+    (["resume", "RUN", "--quiet"], "resume"),
+    (["plot", "RUN"], "plot"),
+    (["retrain", "RUN", "--quiet"], "retrain"),
+    (["audit", "RUN", "--pick", "knee", "--quiet"], "audit"),
+])
+def test_each_command_calls_its_api_function(monkeypatch, argv, fn):
+    seen = {}
+
+    def fake(*args, **kwargs):
+        seen.update(args=args, kwargs=kwargs)
+        raise Called
+    monkeypatch.setattr(api, fn, fake)
+    with pytest.raises(Called):
+        main(argv)
+    assert seen

@@ -302,7 +302,7 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
             raise FedevoError(f"problem {name!r}: constraint {k}={v!r}; constraints bound {', '.join(OBJECTIVES)} by a number")
     model_ref = None
     if user:
-        from .models.spec import resolve_spec
+        from .plugins import resolve_spec
 
         try:
             model_ref = resolve_spec(model, path)
@@ -403,8 +403,11 @@ def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[st
         raise FedevoError(f"problem {name!r}: [standard] sets the retrain standard solution's settings and genes; "
                           f"unknown key(s): {', '.join(sorted(set(standard) - set(settings) - set(doc['genes'])))}"
                           if isinstance(standard, dict) else f"problem {name!r}: [standard] must be a table")
-    spec = resolve_spec(doc["evaluator"], Path(path).parent if path else None, what=f"problem {name!r}: evaluator")
-    load_callable(spec, what=f"problem {name!r}: evaluator")  # a missing file or function: one line, now
+    try:
+        spec = resolve_spec(doc["evaluator"], path, kind="evaluator")
+        load_callable(spec, kind="evaluator")  # a missing file or function: one line, now
+    except FedevoError as e:
+        raise FedevoError(f"problem {name!r}: {e}") from None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
     eps_obj = doc.get("eps_objective", "eps")
     if eps_obj not in EPS_OBJECTIVES:

@@ -25,14 +25,9 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
-import importlib
-import importlib.util
 import math
 import os
-import sys
 import threading
-from pathlib import Path
 from typing import Callable, Optional
 
 import torch
@@ -45,7 +40,7 @@ from ..errors import FedevoError
 from .cnn import StackedCNN
 from .layout import conv_layout
 from .mlp import StackedMLP
-from .spec import resolve_spec, split_spec  # noqa: F401  (resolve_spec: re-exported)
+from ..plugins import load_callable
 
 def lowering_enabled() -> bool:
     """FEDEVO_LOWER: 'auto' (default: lower recognisable stacks) or '0' (never: the generic path, for tests and
@@ -55,45 +50,13 @@ def lowering_enabled() -> bool:
 
 # ------------------------------------------------------------------ the factory
 
-_import_lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=64)
 def load_factory(spec: str) -> Callable:
     """The factory a (resolved) spec names; FedevoError when the file, module or function does not exist. A model
     file is imported once per process (a Ray worker's first evaluation), under a private module name."""
-    path, mod_name, fn = split_spec(spec)
-    with _import_lock:
-        if path is not None:
-            p = Path(path)
-            if not p.is_file():
-                raise FedevoError(f"model file {str(p)!r} does not exist")
-            name = "fedevo_user_model_" + hashlib.sha256(str(p).encode()).hexdigest()[:12]
-            mod = sys.modules.get(name)
-            if mod is None:
-                try:
-                    mod_spec = importlib.util.spec_from_file_location(name, p)
-                    mod = importlib.util.module_from_spec(mod_spec)
-                    sys.modules[name] = mod
-                    mod_spec.loader.exec_module(mod)
-                except Exception as e:  # the user's code: any exception is their file's problem
-                    sys.modules.pop(name, None)
-                    raise FedevoError(f"model file {str(p)!r} failed to import: {type(e).__name__}: "
-                                      f"{_one_line(e)}") from None
-            where = f"model file {str(p)!r}"
-        else:
-            try:
-                mod = importlib.import_module(mod_name)
-            except Exception as e:
-                raise FedevoError(f"model module {mod_name!r} cannot be imported: {type(e).__name__}: "
-                                  f"{_one_line(e)}") from None
-            where = f"model module {mod_name!r}"
-    f = getattr(mod, fn, None)
-    if f is None:
-        raise FedevoError(f"{where} has no function {fn!r}")
-    if not callable(f):
-        raise FedevoError(f"{where}: {fn!r} is not a function")
-    return f
+    return load_callable(spec, kind="model")
 
 
 def _one_line(e: BaseException) -> str:

@@ -90,7 +90,7 @@ class ProblemEvaluator:
         from ..plugins import load_callable
         from ..result import coerce_result
 
-        fn = load_callable(self.spec, what=f"problem {problem.name!r}: evaluator")
+        fn = load_callable(self.spec, kind="evaluator")
         return coerce_result(fn(problem, problem.resolve(params), seed=seed, rounds=rounds, data_dir=data_dir))
 
     def __repr__(self) -> str:

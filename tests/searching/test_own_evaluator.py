@@ -125,9 +125,9 @@ def test_a_wrong_return_fails_that_evaluation_only(own, tmp_path):
 
 @pytest.mark.parametrize("spec, says", [
     ('"python:missing.py:evaluate"', "does not exist"),
-    ('"python:ev.py:nothere"', "has no 'nothere'"),
-    ('"no_such_module_xyz:evaluate"', "cannot import module"),
-    ('"evaluate"', "must look like"),
+    ('"python:ev.py:nothere"', "has no function 'nothere'"),
+    ('"no_such_module_xyz:evaluate"', "cannot be imported"),
+    ('"evaluate"', "expected 'package.module:function'"),
 ])
 def test_bad_evaluator_specs_are_one_line_and_write_nothing(own, tmp_path, spec, says):
     p = own()

@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 #: public name -> module that defines it (docs/api.md lists exactly these)
 _PUBLIC = {
-    "Problem": "problem", "EvaluationResult": "result", "FedevoError": "errors",
+    "Problem": "problem", "EvaluationResult": "result", "FedevoError": "errors", "ArraySource": "data.sources",
     **dict.fromkeys(["Run", "audit", "evaluate", "open_run", "pick", "plot", "problems", "resume", "retrain",
                      "search"], "api"),
 }

@@ -145,6 +145,11 @@ class Problem:
         name = name or doc.get("name")
         if not isinstance(name, str) or not name:
             raise FedevoError("a problem made from a dict needs a name (a \"name\" key or name=...)")
+        data = doc.get("data")
+        if isinstance(data, Mapping) and not isinstance(data.get("source", ""), str):  # arrays (ArraySource)
+            prob = parse_problem(doc, name=name)  # evaluated as it is; no TOML text, so no run records it
+            check_gene_bounds(prob)
+            return prob
         try:
             text = tomli_w.dumps({k: v for k, v in doc.items() if v is not None})
         except (TypeError, ValueError) as e:

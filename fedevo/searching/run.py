@@ -144,7 +144,10 @@ class SearchRun:
             problem = load_problem(settings.problem)
         text = problem.text if problem.text is not None else Path(problem.path).read_text() if problem.path else None
         if text is None:
-            raise FedevoError(f"problem {settings.problem!r} has no file to record in run.json")
+            raise FedevoError(f"problem {settings.problem!r} has no file to record in run.json"
+                              + ("; its data are in-memory arrays: save them with numpy.savez(path, x=..., y=..., "
+                                 "client_id=...) and name the file in [data] (source = \"npz\", path = ...), so that "
+                                 "the run records where its data are" if problem.data_source is not None else ""))
         evaluator = for_problem(settings.evaluator, problem)  # fail now, before creating anything
         space = SearchSpace.from_problem(problem)  # genes must be searchable
         if runtime.ray_address:

@@ -1,0 +1,92 @@
+"""examples/ as a newcomer uses it (examples/README.md): make_clients.py writes the natural-client dataset it
+promises, digits_clients.toml searches it through the command line, and so does own_training.toml."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.helpers import read_csv
+from tests.searching.search_helpers import REPO, env, run_cli
+
+EXAMPLES = REPO / "examples"
+
+
+def make_clients(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(EXAMPLES / "make_clients.py"), *map(str, args)], cwd=REPO,
+                          env=env(), capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def digits_dir(tmp_path_factory):
+    """A copy of the example as a newcomer lays it out: problem file, models.py and data/ in one folder."""
+    d = tmp_path_factory.mktemp("digits_clients")
+    shutil.copy(EXAMPLES / "digits_clients.toml", d)
+    shutil.copy(EXAMPLES / "models.py", d)
+    r = make_clients("--out", d / "data" / "digits_clients.npz")
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+def test_make_clients_writes_long_tailed_natural_clients(digits_dir):
+    path = digits_dir / "data" / "digits_clients.npz"
+    with np.load(path) as f:
+        x, y, ids = f["x"], f["y"], f["client_id"]
+    assert x.shape == (1797, 1, 8, 8) and x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1
+    assert y.shape == ids.shape == (1797,) and y.dtype == ids.dtype == np.int64
+    assert set(np.unique(y)) == set(range(10))
+    sizes = np.sort(np.unique(ids, return_counts=True)[1])[::-1]
+    assert len(sizes) == 50                                   # the default --clients
+    assert sizes[0] >= 10 * np.median(sizes)                  # a few big clients ...
+    assert (sizes <= 10).sum() >= 10 and sizes[-1] >= 3       # ... many with a handful of rows, none empty
+
+
+def test_make_clients_is_seeded_and_idempotent(digits_dir, tmp_path):
+    path = digits_dir / "data" / "digits_clients.npz"
+    before = path.read_bytes()
+    r = make_clients("--out", path)
+    assert r.returncode == 0 and "up to date" in r.stdout
+    assert path.read_bytes() == before                        # an up-to-date file is not rewritten
+    other = make_clients("--out", tmp_path / "other.npz", "--seed", "1", "--clients", "20")
+    assert other.returncode == 0, other.stderr
+    with np.load(path) as a, np.load(tmp_path / "other.npz") as b:
+        assert len(np.unique(b["client_id"])) == 20
+        assert not np.array_equal(np.sort(a["client_id"]), np.sort(b["client_id"]))
+    bad = make_clients("--out", tmp_path / "bad.npz", "--clients", "1000")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and not (tmp_path / "bad.npz").exists()
+
+
+def test_digits_clients_model_is_lowered(digits_dir):
+    """The example's user MLP trains on the built-in kernels (docs/models.md), at every `hidden` gene value."""
+    import fedevo
+    from fedevo.models import build_model
+    from fedevo.models.user import LoweredMLP
+
+    problem = fedevo.Problem.from_file(digits_dir / "digits_clients.toml")
+    assert problem.data_source.clients == 50
+    for hidden in (16, 128):
+        cfg = problem.sim_config(problem.resolve({"hidden": hidden}))
+        assert isinstance(build_model(cfg.arch, (1, 8, 8), 10), LoweredMLP)
+
+
+def _search(problem, out, *extra):
+    r = run_cli("search", "--problem", problem, "--pop", 4, "--gen", 1, "--workers", 0, "--quiet",
+                "--out", out, *extra, timeout=120)
+    assert r.returncode == 0, r.stderr
+    front = read_csv(out / "front.csv")
+    assert front and all(row["status"] == "ok" for row in front)
+    return front
+
+
+def test_digits_clients_search(digits_dir, tmp_path):
+    front = _search(digits_dir / "digits_clients.toml", tmp_path / "run", "--rounds", 1)
+    assert {"hidden", "lr", "sigma"} <= set(front[0])
+
+
+def test_own_training_search(tmp_path):
+    front = _search(EXAMPLES / "own_training.toml", tmp_path / "run", "--rounds", 2)
+    assert {"lr", "noise_multiplier"} <= set(front[0])

@@ -182,7 +182,10 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, 
     if callable(evaluator):
         fn, spec = evaluator, evaluator_spec(evaluator)
     else:
-        spec = evaluator or DEFAULT_EVALUATOR
+        from .plugins import resolve_spec
+
+        # a python: file is recorded with its absolute path, so that resume finds it from anywhere
+        spec = resolve_spec(evaluator, None, kind="evaluator") if evaluator else DEFAULT_EVALUATOR
         load_evaluator(spec)
     source = str(problem) if isinstance(problem, (str, Path)) else prob.path or prob.name  # as run.json records it
     settings = SearchSettings(problem=source, pop=pop, gen=gen, seed=seed, partitions=partitions,

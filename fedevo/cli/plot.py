@@ -143,8 +143,11 @@ def front(
     from ..viz.front import _fmt_any, privacy_settings
 
     fixed, priv_keys, seen = privacy_settings(data)
-    c.print("every ε above holds under: " + " · ".join(f"{k} {_fmt_any(fixed[k])}" for k in priv_keys)
-            + (f" · accountant {seen['accountant']}" if seen else ""), highlight=False)
+    if not data.problem.simulated:
+        c.print(f"every ε above is as {seen['accountant']}", highlight=False, markup=False)
+    else:
+        c.print("every ε above holds under: " + " · ".join(f"{k} {_fmt_any(fixed[k])}" for k in priv_keys)
+                + (f" · accountant {seen['accountant']}" if seen else ""), highlight=False)
     if not wide:
         c.print(genes)
     bad = data.bad_rows
@@ -198,6 +201,7 @@ def retrain(
 
 
 def _print_report(report) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     c = _console()
@@ -213,5 +217,5 @@ def _print_report(report) -> None:
         t.add_column(h, justify="left" if k in ("solution", "label") else "right", no_wrap=k != "label")
     for s in report.solutions:
         cells = report.cells(s)
-        t.add_row(*(cells[k] or "–" for k, _ in cols), style="dim" if s.is_standard else None)
+        t.add_row(*(escape(cells[k] or "–") for k, _ in cols), style="dim" if s.is_standard else None)
     c.print(t)

@@ -10,7 +10,8 @@ import typer
 
 from .app import app
 
-_EVALUATOR_HELP = "Evaluation function 'module:function' (testing hook; default: fedevo's simulator)."
+_EVALUATOR_HELP = ("Your own evaluation function, 'package.module:function' or 'python:file.py:function', instead of "
+                   "fedevo's simulator (usually named in the problem file: `evaluator = ...`; docs/api.md).")
 
 
 def _execute(start, quiet: bool) -> None:
@@ -75,7 +76,7 @@ def search(
     gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs reserved per evaluation: each then trains on its GPU (device = \"auto\"); 0.25 puts four on a GPU; 0: on the CPU."),
     partitions: Optional[int] = typer.Option(None, "--partitions", help="Das–Dennis partitions (default: the most whose directions fit in --pop)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
-    evaluator: Optional[str] = typer.Option(None, "--evaluator", hidden=True, help=_EVALUATOR_HELP),
+    evaluator: Optional[str] = typer.Option(None, "--evaluator", help=_EVALUATOR_HELP),
 ) -> None:
     """Search a problem's genes with NSGA-III for the (error, communication, ε) Pareto front."""
     from .. import api

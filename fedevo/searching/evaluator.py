@@ -15,7 +15,6 @@ the same cost for every evaluation (its tasks go in id order).
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Callable, Mapping, Optional
 
 from ..errors import FedevoError
@@ -62,19 +61,16 @@ SIMULATOR = SimulatorEvaluator()
 
 
 def load_evaluator(spec: str) -> Evaluator:
-    """'package.module:function' -> the function; the default spec -> :data:`SIMULATOR`."""
+    """'package.module:function' or 'python:file.py:function' -> the function; the default spec ->
+    :data:`SIMULATOR`."""
+    from ..plugins import load_callable
+
     if spec == DEFAULT_EVALUATOR:
         return SIMULATOR
-    mod, sep, name = spec.partition(":")
-    if not sep or not mod or not name:
-        raise FedevoError(f"evaluator {spec!r} must look like 'package.module:function'")
     try:
-        fn = getattr(importlib.import_module(mod), name)
-    except (ImportError, AttributeError) as e:
+        return load_callable(spec, kind="evaluator")
+    except FedevoError as e:
         raise FedevoError(f"cannot load evaluator {spec!r}: {e}") from None
-    if not callable(fn):
-        raise FedevoError(f"evaluator {spec!r} is not callable")
-    return fn
 
 
 class ProblemEvaluator:

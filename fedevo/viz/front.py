@@ -338,11 +338,16 @@ def figure_hypervolume(table_rows: Sequence[Mapping[str, Any]]):
 def privacy_settings(data: RunData) -> tuple[dict, list[str], dict]:
     """(the problem's fixed settings with privacy / deployment defaults filled in, the privacy / deployment keys
     among them in display order, and what the evaluations' accountants were): what every ε of the run is under."""
+    from ..privacy import registry
     from ..problem import PRIVACY_KEYS
 
     fixed = dict(data.problem.fixed)
+    if not data.problem.simulated:  # the user's own evaluator: its ε is its own; fedevo knows no trust model
+        return fixed, [], {"accountant": f"the problem's own evaluator ({data.problem.evaluator}); fedevo does not "
+                                         "know its trust model or accountant"}
     genes = set(data.gene_names)
-    for key, default in (("mechanism", "none"), ("trust", "local"), ("delta", 1e-4)):
+    for key, default in (("mechanism", registry.default_mechanism()), ("trust", registry.default_trust()),
+                         ("delta", 1e-4)):
         if key not in fixed and key not in genes:
             fixed[key] = default
     order = ("mechanism", "trust", "population", "cohort", "sampling", "delta")

@@ -22,12 +22,7 @@ CONTEXT = ("mechanism", "mech", "trust", "privacy")  # an expression whose names
 KEYS = ("mechanism", "trust")
 
 # (path under fedevo/, literal, rule): reason
-EXCEPTIONS: dict[tuple[str, str, str], str] = {
-    ("viz/front.py", "none", "pair"): "the run page's header falls back to ('mechanism', 'none') for runs written "
-                                      "before run.json stored it; fedevo/viz is being reworked by issue 25 item 3 "
-                                      "(another branch), which should read PrivacyConfig()'s defaults instead",
-    ("viz/front.py", "local", "pair"): "the same fallback for ('trust', 'local'), same reason",
-}
+EXCEPTIONS: dict[tuple[str, str, str], str] = {}
 
 
 def names() -> set[str]:

@@ -146,3 +146,12 @@ def test_ray_workers_get_the_users_function(own, tmp_path):
     serial = fedevo.search(str(p), pop=4, gen=1, workers=0, seed=2, out=tmp_path / "s", page=False)
     ray_run = fedevo.search(str(p), pop=4, gen=1, workers=2, seed=2, out=tmp_path / "r", page=False)
     assert rows_of(ray_run) == rows_of(serial)
+
+
+def test_front_and_page_do_not_claim_a_trust_model(own, tmp_path):
+    run = fedevo.search(str(own()), pop=4, gen=1, workers=0, seed=6, out=tmp_path / "r")
+    r = run_cli("front", run.path)
+    assert r.returncode == 0, r.stderr
+    assert "holds under" not in r.stdout and "own evaluator" in r.stdout
+    page = (run.path / "front.html").read_text()
+    assert "own evaluator" in page and "trust <b>" not in page

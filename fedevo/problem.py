@@ -298,13 +298,7 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     for g in genes:
         if g.name not in allowed and g.name not in model_kwargs:
             raise FedevoError(f"problem {name!r}: unknown gene {g.name!r}; genes may be {', '.join(sorted(allowed))}")
-    eps_obj = doc.get("eps_objective", "eps")
-    if eps_obj not in EPS_OBJECTIVES:
-        raise FedevoError(f"problem {name!r}: eps_objective must be one of {EPS_OBJECTIVES}, got {eps_obj!r}")
-    constraints = dict(doc.get("constraints", {}))
-    for k, v in constraints.items():
-        if k not in OBJECTIVES or not isinstance(v, (int, float)):
-            raise FedevoError(f"problem {name!r}: constraint {k}={v!r}; constraints bound {', '.join(OBJECTIVES)} by a number")
+    eps_obj, constraints = _objectives(doc, name)
     model_ref = None
     if user:
         from .plugins import resolve_spec
@@ -380,6 +374,18 @@ def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path
     return ud
 
 
+def _objectives(doc: Mapping[str, Any], name: str) -> tuple[str, dict]:
+    """(the ε objective, the constraints) of a problem file, checked."""
+    eps_obj = doc.get("eps_objective", "eps")
+    if eps_obj not in EPS_OBJECTIVES:
+        raise FedevoError(f"problem {name!r}: eps_objective must be one of {EPS_OBJECTIVES}, got {eps_obj!r}")
+    constraints = dict(doc.get("constraints", {}))
+    for k, v in constraints.items():
+        if k not in OBJECTIVES or not isinstance(v, (int, float)):
+            raise FedevoError(f"problem {name!r}: constraint {k}={v!r}; constraints bound {', '.join(OBJECTIVES)} by a number")
+    return eps_obj, constraints
+
+
 OWN_TOP = ("name", "description", "evaluator", "settings", "genes", "standard", "eps_objective", "constraints")
 
 
@@ -414,13 +420,7 @@ def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[st
     except FedevoError as e:
         raise FedevoError(f"problem {name!r}: {e}") from None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
-    eps_obj = doc.get("eps_objective", "eps")
-    if eps_obj not in EPS_OBJECTIVES:
-        raise FedevoError(f"problem {name!r}: eps_objective must be one of {EPS_OBJECTIVES}, got {eps_obj!r}")
-    constraints = dict(doc.get("constraints", {}))
-    for k, v in constraints.items():
-        if k not in OBJECTIVES or not isinstance(v, (int, float)):
-            raise FedevoError(f"problem {name!r}: constraint {k}={v!r}; constraints bound {', '.join(OBJECTIVES)} by a number")
+    eps_obj, constraints = _objectives(doc, name)
     return Problem(name=doc.get("name", name), dataset="", model="", genes=genes, fixed=dict(settings),
                    eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path,
                    evaluator=spec, standard=dict(standard))

@@ -105,23 +105,44 @@ class Summary:
         return self.generations >= self.n_gen or self.stopped_early
 
 
-@contextlib.contextmanager
-def _locked(run_dir: Path):
+LOCK = ".lock"  # flock'ed by the process that writes the run directory; never counts as content
+
+
+def _lock(run_dir: Path):
+    """An exclusive lock on the run directory (an open file; closing it releases the lock). RunInUseError if
+    another fedevo process holds it."""
     import fcntl
 
-    fh = open(run_dir / ".lock", "a+")
+    fh = open(run_dir / LOCK, "a+")
     try:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunInUseError(f"run directory {run_dir} is in use by another fedevo process") from None
-        yield
-    finally:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         fh.close()
+        raise RunInUseError(f"run directory {run_dir} is in use by another fedevo process") from None
+    return fh
+
+
+def _content(run_dir: Path) -> list[Path]:
+    return [p for p in run_dir.iterdir() if p.name != LOCK]
+
+
+def _refuse_nonempty(out: Path, ident: str) -> None:
+    if (out / "run.json").exists():
+        try:
+            same = json.loads((out / "run.json").read_text()).get("run_id") == ident
+        except (OSError, ValueError):
+            same = False
+        if same:
+            raise FedevoError(f"--out {out} already holds this run; continue it with `fedevo resume {out}`")
+        raise FedevoError(f"--out {out} holds a different run; choose another --out (nothing was overwritten)")
+    raise FedevoError(f"--out {out} is not empty and holds no fedevo run; choose another --out "
+                      "(nothing was overwritten)")
 
 
 class SearchRun:
     """One run directory and the NSGA-III search it holds."""
+
+    _held = None  # the run directory's lock while this process writes it (taken by `create`, or by `run`)
 
     def __init__(self, run_dir: Path, meta: Mapping[str, Any], problem: Problem, settings: SearchSettings):
         self.run_dir = Path(run_dir)
@@ -165,19 +186,15 @@ class SearchRun:
             raise FedevoError(f"--out {out} exists and is not a directory")
         check_writable_dir(out)
         evaluators.check(evaluator, problem, settings.rounds)  # the simulator's memory check; others: none
-        if out.is_dir() and any(out.iterdir()):
-            if (out / "run.json").exists():
-                try:
-                    same = json.loads((out / "run.json").read_text()).get("run_id") == ident
-                except (OSError, ValueError):
-                    same = False
-                if same:
-                    raise FedevoError(f"--out {out} already holds this run; continue it with `fedevo resume {out}`")
-                raise FedevoError(f"--out {out} holds a different run; choose another --out (nothing was overwritten)")
-            raise FedevoError(f"--out {out} is not empty and holds no fedevo run; choose another --out "
-                              "(nothing was overwritten)")
+        if out.is_dir() and _content(out):
+            _refuse_nonempty(out, ident)
         out.mkdir(parents=True, exist_ok=True)
+        lock = _lock(out)  # before anything is written: a second search on this --out stops here
+        if _content(out):  # written meanwhile by another process that has since let go
+            lock.close()
+            _refuse_nonempty(out, ident)
         meta = {
+
             "format": RUN_FORMAT,
             "run_id": ident,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -205,8 +222,14 @@ class SearchRun:
             "versions": versions(),
             "command": " ".join(sys.argv),
         }
-        atomic_write(out / "run.json", json.dumps(meta, indent=2, default=str) + "\n")
-        return cls(out, meta, problem, settings)
+        try:
+            atomic_write(out / "run.json", json.dumps(meta, indent=2, default=str) + "\n")
+        except BaseException:
+            lock.close()
+            raise
+        run = cls(out, meta, problem, settings)
+        run._held = lock  # kept until this process's run() ends: nobody else writes here meanwhile
+        return run
 
     @classmethod
     def open(cls, run_dir: Path) -> "SearchRun":
@@ -269,22 +292,23 @@ class SearchRun:
         s = self.settings
         evaluator = for_problem(s.evaluator, self.problem) if evaluator is None else evaluators.resolve(evaluator)
         callback = CallbackList(callbacks)
-        for p in self.run_dir.glob(".*.tmp"):  # leftovers of a write killed before its rename
-            with contextlib.suppress(OSError):
-                p.unlink()
-        for p in (self.run_dir / "checkpoints").glob(".*.tmp"):
-            with contextlib.suppress(OSError):
-                p.unlink()
         summary: Optional[Summary] = None
         try:
-            with _locked(self.run_dir):
-                rows = self.log.open()
-                try:
-                    summary = self._run(rows, runtime, evaluator, callback, t0)
-                finally:
-                    self.log.close()
+            if self._held is None:
+                self._held = _lock(self.run_dir)
+            for p in [*self.run_dir.glob(".*.tmp"), *(self.run_dir / "checkpoints").glob(".*.tmp")]:
+                with contextlib.suppress(OSError):  # leftovers of a write killed before its rename (ours: locked)
+                    p.unlink()
+            rows = self.log.open()
+            try:
+                summary = self._run(rows, runtime, evaluator, callback, t0)
+            finally:
+                self.log.close()
             return summary
         finally:
+            if self._held is not None:
+                self._held.close()
+                self._held = None
             callback.on_finish(summary)  # None: stopped on an error or Ctrl-C
 
     def _load_state(self) -> dict[str, Any]:

@@ -369,6 +369,10 @@ def _settings_html(data: RunData) -> str:
     def kv(keys):
         return " · ".join(f"{esc(k)} <b>{esc(_fmt_any(fixed[k]))}</b>" for k in keys)
 
+    if not data.problem.simulated:  # the user's evaluator: its settings mean what it makes of them
+        return ('<p class="meta">' + f"ε, comm and error: as the problem's own evaluator computes them "
+                f"(<b>{esc(data.problem.evaluator)}</b>); fedevo does not know its trust model or accountant"
+                f"<br>settings passed to the evaluator (fixed): {kv(other) or '–'}</p>")
     gene_settings = [g for g in data.gene_names if g in PRIVACY_KEYS or g in DEPLOYMENT_KEYS]
     lines = [f"privacy and deployment (fixed): {kv(priv_keys) or '–'}"]
     if seen:
@@ -390,7 +394,8 @@ def _summary(data: RunData, m: Model) -> str:
     p = data.problem
     cons = ", ".join(f"{k} ≤ {num(v)}" for k, v in data.constraints.items())
     eps_scale = "log10 ε" if m.eps_log else "ε (linear: a run made before log-ε search)"
-    return (f'<p class="meta">problem <b>{esc(p.name)}</b> ({esc(p.dataset)}, {esc(p.model)}) · run '
+    what = f"{esc(p.dataset)}, {esc(p.model)}" if p.simulated else "trained by its own evaluator"
+    return (f'<p class="meta">problem <b>{esc(p.name)}</b> ({what}) · run '
             f'{esc(data.meta.get("run_id", ""))} · created {esc(data.meta.get("created", ""))}<br>'
             f'population {s.pop} · generations {data.generations}/{s.gen} · seed {s.seed} · rounds per evaluation '
             f'{s.rounds or p.fixed.get("rounds", "default")} · {len(data.rows)} evaluations ({n_ok} ok, {bad_s}) · '

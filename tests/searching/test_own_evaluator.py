@@ -154,4 +154,5 @@ def test_front_and_page_do_not_claim_a_trust_model(own, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "holds under" not in r.stdout and "own evaluator" in r.stdout
     page = (run.path / "front.html").read_text()
-    assert "own evaluator" in page and "trust <b>" not in page
+    assert "own evaluator" in page and "trust <b>" not in page and "(, )" not in page
+    assert "privacy settings that are genes" not in page and "settings passed to the evaluator" in page

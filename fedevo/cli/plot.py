@@ -41,7 +41,12 @@ def plot(
         api.plot(run_dir, out=out, plotly_js=plotly_js, watch=True, interval=interval, on_write=said)
     except KeyboardInterrupt:
         raise typer.Exit(130)
-    print(f"{run_dir}: the run is complete", file=sys.stderr)
+    from ..viz.front import is_complete
+
+    data = api.open_run(run_dir).data
+    print(f"{run_dir}: the run is complete" if is_complete(data) else
+          f"{run_dir}: no search is writing the run ({len(data.rows)} of {data.settings.expected_evaluations} "
+          f"evaluations); continue it with `fedevo resume {run_dir}`", file=sys.stderr)
 
 
 def _console():

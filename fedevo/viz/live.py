@@ -40,6 +40,25 @@ class LivePage(SearchCallback):
                       f"`fedevo plot {run.run_dir}` writes it later", file=sys.stderr)
 
 
+def is_held(run_dir: Path) -> bool:
+    """Whether a fedevo process (a search or resume) holds the run directory's lock; read without writing."""
+    import fcntl
+
+    from ..searching.run import LOCK
+
+    try:
+        fh = open(Path(run_dir) / LOCK, "rb")
+    except OSError:
+        return False
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
+
+
 def _signature(run_dir: Path) -> tuple:
     out = []
     for name in ("evaluations.csv", "hypervolume.csv"):
@@ -53,9 +72,11 @@ def _signature(run_dir: Path) -> tuple:
 
 def watch(run_dir: Path | str, *, out: Optional[Path] = None, plotly: Optional[str] = None, interval: float = 2.0,
           timeout: Optional[float] = None, on_write: Optional[Callable[[Path, object], None]] = None) -> Path:
-    """Rewrite the page whenever the run changes; return when the run is complete (or after `timeout` s).
+    """Rewrite the page whenever the run changes; return when the run is complete, when no fedevo process holds
+    the run (a stopped search: nothing will change until `fedevo resume`), or after `timeout` s.
 
-    A run without evaluations yet is waited for. on_write(path, data) is called after each write.
+    A run without evaluations yet is waited for while its search holds it. on_write(path, data) is called after
+    each write.
     """
     from ..errors import FedevoError
     from ..searching.rundata import load_run
@@ -67,6 +88,7 @@ def watch(run_dir: Path | str, *, out: Optional[Path] = None, plotly: Optional[s
     t0 = time.monotonic()
     seen = None
     while True:
+        held = is_held(run_dir)  # read before the run: what a search wrote before letting go is seen below
         sig = _signature(run_dir)
         if sig != seen:
             try:
@@ -80,6 +102,8 @@ def watch(run_dir: Path | str, *, out: Optional[Path] = None, plotly: Optional[s
                 if is_complete(data):
                     return path
             seen = sig
+        if not held:
+            return path
         if timeout is not None and time.monotonic() - t0 > timeout:
             return path
         time.sleep(interval)

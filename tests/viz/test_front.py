@@ -279,17 +279,32 @@ def test_watch_writes_until_complete_and_follows_changes(fake_run, tmp_path, cap
     (d / "evaluations.csv").write_text(keep)
     seen = []
 
+    import fcntl
+
+    lock = open(d / ".lock", "a+")  # what a running search holds (fedevo.searching.run.LOCK)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+
     def grow():
         while not seen:
             time.sleep(0.05)
         with open(d / "evaluations.csv", "a") as f:
             f.write("".join(rows[20:]))
+        lock.close()
 
     t = threading.Thread(target=grow)
     t.start()
     path = watch(d, interval=0.1, timeout=30, on_write=lambda p, data: seen.append(len(data.rows)))
     t.join()
     assert seen == [20, 30] and path == d / "front.html"
+
+    # a stopped search (nobody holds the run): one write, then back, saying how to go on (it used to wait forever)
+    stopped = tmp_path / "stopped"
+    shutil.copytree(fake_run, stopped)
+    (stopped / "evaluations.csv").write_text(keep)
+    code, out, err = cli(["plot", str(stopped), "--watch", "--interval", "0.1"], capsys)
+    assert code in (0, None), err
+    assert out.count("wrote ") == 1 and "20 evaluations" in out
+    assert "no search is writing the run (20 of 30 evaluations)" in err and "fedevo resume" in err
     assert "fedevoStamp" in (d / "front.stamp.js").read_text()
     for argv, msg in ((["plot", str(d), "--watch", "--interval", "0"], "--interval must be > 0"),
                       (["plot", str(tmp_path / "nope"), "--watch"], "does not exist")):

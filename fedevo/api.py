@@ -15,7 +15,7 @@ made by the command line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
@@ -87,15 +87,13 @@ class Run:
 
     path: Path
     summary: Any = None  # the search's Summary when this object came from `search`/`resume`
-    _data: Any = field(default=None, repr=False)
 
     @property
     def data(self):
         """The run as read now (fedevo's RunData: problem, settings, rows, front)."""
         from .searching.rundata import load_run
 
-        self._data = load_run(self.path)
-        return self._data
+        return load_run(self.path)
 
     @property
     def problem(self) -> Problem:
@@ -139,6 +137,11 @@ def _frame(records: Sequence[Mapping[str, Any]]):
         raise FedevoError("DataFrames need pandas (`pip install pandas`); the records are in .evaluations / "
                           ".front") from None
     return pd.DataFrame.from_records(list(records))
+
+
+def _run_path(run: RunLike) -> Path:
+    """The directory of a Run or a path (not opened: the caller's own code reads run.json)."""
+    return Path(run.path if isinstance(run, Run) else run)
 
 
 def open_run(path: RunLike) -> Run:
@@ -204,7 +207,7 @@ def resume(run: RunLike, *, workers: Optional[int] = None, data_dir: Optional[st
     reused. FedevoError if the run is already finished (nothing is changed then)."""
     from .searching.run import SearchRun
 
-    path = Path(run.path if isinstance(run, Run) else run)
+    path = _run_path(run)
     sr = SearchRun.open(path)
     if sr.finished():  # refuse before opening anything for writing: a finished run's results stay as they are
         raise FedevoError(f"{path} holds a finished search ({sr.settings.gen} generations); nothing to resume "
@@ -283,7 +286,7 @@ def plot(run: RunLike, *, out: Optional[Union[str, Path]] = None, plotly_js: str
         raise FedevoError(f"--plotly-js must be embed or shared, got {plotly_js!r}")
     if not interval > 0:
         raise FedevoError(f"--interval must be > 0, got {interval}")
-    path = Path(run.path if isinstance(run, Run) else run)
+    path = _run_path(run)
     check_writable_file(Path(out) if out is not None else path / "front.html")  # before any work
     mode = "shared" if plotly_js == "shared" else None
     if watch:
@@ -302,9 +305,7 @@ def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 15
     curves.html, results.json) and returns the report. progress(done, total, note) as rounds finish."""
     from .retraining import retrain as _retrain
 
-    if rounds is None or rounds < 1:
-        raise FedevoError(f"--rounds must be >= 1, got {rounds}")
-    return _retrain(Path(run.path if isinstance(run, Run) else run), pick, rounds=rounds, workers=workers,
+    return _retrain(_run_path(run), pick, rounds=rounds, workers=workers,
                     seed=seed, data_dir=data_dir, out=out, standard=standard, gpus_per_task=gpus_per_task,
                     progress=progress)
 

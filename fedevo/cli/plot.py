@@ -35,7 +35,7 @@ def plot(
     runs = run_dirs if len(run_dirs) > 1 else run_dirs[0]
     kwargs = dict(out=out, plotly_js=plotly_js, interval=interval, importance=importance)
     if len(run_dirs) > 1:
-        print(f"wrote {api.plot(runs, **kwargs)} ({len(run_dirs)} runs compared)")
+        print(f"wrote {api.plot(runs, watch=watch, **kwargs)} ({len(run_dirs)} runs compared)")
         return
     if not watch:
         path = api.plot(runs, **kwargs)
@@ -57,12 +57,11 @@ def plot(
         raise typer.Exit(130)
     from ..viz.front import is_complete
 
-    if importance and path.exists():
-        print(f"wrote {importance_path(path)}", flush=True)
+    imp = f"; wrote {importance_path(path)}" if importance and path.exists() else ""
     data = api.open_run(runs).data
-    print(f"{runs}: the run is complete" if is_complete(data) else
+    print(f"{runs}: the run is complete{imp}" if is_complete(data) else
           f"{runs}: no search is writing the run ({len(data.rows)} of {data.settings.expected_evaluations} "
-          f"evaluations); continue it with `fedevo resume {runs}`", file=sys.stderr)
+          f"evaluations){imp}; continue it with `fedevo resume {runs}`", file=sys.stderr)
 
 
 def _console():

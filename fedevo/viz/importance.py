@@ -246,7 +246,7 @@ def _method_note(result: Sequence[ObjectiveImportance]) -> str:
             f"objective; a gene's importance is its permutation importance on held-out evaluations: in each of "
             f"{FOLDS} cross-validation folds the gene's column is shuffled {REPEATS} times, and the rise of the "
             f"held-out mean squared error, divided by the objective's variance, is the share of that variance the "
-            f"forest loses without the gene (0: the gene does not matter; a negative value is noise). Bars: the "
+            f"forest loses without the gene (0: the gene does not matter; a small negative value is noise; above 1: the forest's predictions with the gene shuffled are worse than predicting the mean). Bars: the "
             f"mean; whiskers: ± one standard deviation over the {FOLDS * REPEATS} shuffles. R²: how much of the "
             f"objective the forest predicts out of fold (below {MIN_R2}: the ranking is weak). Objectives as "
             f"modelled: {tr}; genes declared log as log10, choices by their index. At least {MIN_EVALUATIONS} ok "

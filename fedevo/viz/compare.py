@@ -145,7 +145,7 @@ def figure_fronts(runs: Sequence[RunData], names: Sequence[str]):
                             line=dict(width=0.5, color="white"))), row=1, col=c)
         fig.update_xaxes(**cols[a].axis_layout(LABEL[a]), row=1, col=c)
         fig.update_yaxes(**cols[b].axis_layout(LABEL[b]), row=1, col=c)
-    fig.update_layout(height=460, margin=dict(l=60, r=20, t=40, b=60), hovermode="closest",
+    fig.update_layout(height=480, margin=dict(l=60, r=20, t=60, b=60), hovermode="closest",
                       legend=dict(orientation="h", y=-0.25))
     notes = [cols[k].note for k in cols if cols[k].note]
     return fig, notes

@@ -171,7 +171,7 @@ def figure_importance(result: Sequence[ObjectiveImportance]):
             fig.update_yaxes(visible=False, row=1, col=c)
         fig.update_xaxes(title_text="share of variance lost when shuffled", row=1, col=c)
     n_genes = max([len(o.genes) for o in result] or [1])
-    fig.update_layout(height=max(300, 110 + 26 * n_genes), margin=dict(l=90, r=20, t=40, b=50))
+    fig.update_layout(height=max(300, 130 + 26 * n_genes), margin=dict(l=90, r=20, t=60, b=50))
     return fig
 
 

@@ -8,10 +8,12 @@ import csv
 
 import pytest
 
-from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, browser, no_network_and_no_errors,  # noqa: F401
-                                              open_page)
+from tests.browser import test_front_browser
+from tests.browser.test_front_browser import ARTIFACTS, CHROMIUM, no_network_and_no_errors, open_page
 from tests.searching.search_fakes import fake_evaluate
 from tests.viz.test_importance import driven_evaluate
+
+browser = test_front_browser.browser  # the same headless Chromium fixture
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium chromium-driver)")
 
@@ -26,7 +28,7 @@ def _ids(path, status=None):
         return sorted(int(r["id"]) for r in csv.DictReader(f) if status is None or r["status"] == status)
 
 
-def test_importance_page_draws_the_bars_and_slices(browser, base):  # noqa: F811
+def test_importance_page_draws_the_bars_and_slices(browser, base):
     import fedevo
 
     run = base / "driven"
@@ -58,7 +60,7 @@ def test_importance_page_draws_the_bars_and_slices(browser, base):  # noqa: F811
     no_network_and_no_errors(browser)
 
 
-def test_compare_page_draws_each_runs_front(browser, base):  # noqa: F811
+def test_compare_page_draws_each_runs_front(browser, base):
     import fedevo
 
     runs = []

@@ -162,19 +162,21 @@ def compare_html(runs: Sequence[RunData], *, plotly_src: Optional[str] = None) -
     hv = {n: shared_hypervolume(d, lo, scale) for n, d in zip(names, runs)}
     p = runs[0].problem
     fronts, notes = figure_fronts(runs, names)
-    heads = ["run", "directory", "seed", "pop", "generations", "rounds per evaluation", "evaluator", "evaluations",
-             "ok", "Pareto set", "hypervolume (shared)"]
-    body = [[n, str(d.run_dir), d.settings.seed, d.settings.pop, f"{d.generations}/{d.settings.gen}",
+    heads = ["run", "seed", "pop", "generations", "rounds / evaluation", "evaluator", "evaluations", "ok",
+             "Pareto set", "HV (shared)"]
+    body = [[n, d.settings.seed, d.settings.pop, f"{d.generations}/{d.settings.gen}",
              d.settings.rounds or p.fixed.get("rounds", "default"), d.settings.evaluator or "fedevo", len(d.rows),
              len(d.ok_rows), len(d.front), num(hv[n][-1]["hypervolume"]) if hv[n] else "–"]
             for n, d in zip(names, runs)]
-    differ = [h for j, h in enumerate(heads) if j in (2, 3, 4, 5, 6) and len({str(r[j]) for r in body}) > 1]
+    differ = [h for j, h in enumerate(heads) if j in (1, 2, 3, 4, 5) and len({str(r[j]) for r in body}) > 1]
+    where = " · ".join(f"{esc(n)}: {esc(d.run_dir)}" for n, d in zip(names, runs) if n != str(d.run_dir))
     space = ", ".join(f"{k} from {num(float(lo[j]))} over {num(float(scale[j]))}"
                       for j, k in enumerate(("error", "comm", "log10 ε")))
     parts = [f"<h1>fedevo — {esc(p.name)} — {len(runs)} runs compared</h1>",
              f'<p class="meta">problem <b>{esc(p.name)}</b> (the same definition in every run)'
              + (f" · settings that differ: {esc(', '.join(differ))}" if differ else "") + "</p>",
-             table(heads, body, left=(0, 1, 6)),
+             f'<div style="overflow-x: auto">{table(heads, body, left=(0, 5))}</div>',
+             (f'<p class="note">run directories: {where}</p>' if where else ""),
              "<h2>Pareto fronts</h2>",
              '<p class="note">Each run\'s Pareto set (status ok, within the problem\'s constraints) in the three 2-D '
              "projections of (error, comm, ε); one colour per run (click a legend entry to hide or show a run). A "

@@ -52,6 +52,7 @@ from .algorithm import CROSSOVER, MUTATION, make_nsga3
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
+from .integrity import check_log, check_run_log, log_record
 from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table
 from .log import EvalLog, csv_text, atomic_write, row_result
 from .problem import OBJECTIVES, WORST, SearchProblem
@@ -249,6 +250,12 @@ class SearchRun:
         state = load_checkpoint(ck)
         return state.get("generation", 0) >= self.settings.gen or bool(state.get("stopped_early"))
 
+    def check_log(self) -> None:
+        """FedevoError naming the damage if evaluations.csv lost or altered rows the newest checkpoint counts."""
+        from .rundata import read_rows
+
+        check_run_log(self.run_dir, read_rows(self.log, self.log.path))
+
     def is_empty(self) -> bool:
         """True while no evaluation has been logged."""
         p = self.run_dir / "evaluations.csv"
@@ -315,7 +322,7 @@ class SearchRun:
         ck = latest_checkpoint(self.run_dir)
         if ck is None:
             state = {"run_id": self.meta["run_id"], "generation": 0, "next_id": 0, "stopped_early": False,
-                     "algorithm": self.new_algorithm()}
+                     "algorithm": self.new_algorithm(), "log": log_record([])}
             save_checkpoint(self.run_dir, state)
             return state
         state = load_checkpoint(ck)
@@ -333,11 +340,7 @@ class SearchRun:
         by_id: dict[int, dict[str, Any]] = {}
         for r in rows:
             by_id.setdefault(r["id"], r)
-        lost = [i for i in range(state["next_id"]) if i not in by_id]
-        if lost:
-            raise FedevoError(f"{self.log.path} lacks {len(lost)} evaluation(s) (ids {lost[0]}..{lost[-1]}) that "
-                              f"checkpoint gen-{state['generation']:04d} already counts; the run directory is "
-                              "inconsistent (an edited or replaced evaluations.csv?)")
+        check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
         counters = {"reused": 0}
         runner = None
         if state["generation"] < s.gen and not state.get("stopped_early"):
@@ -365,6 +368,7 @@ class SearchRun:
                 algorithm.tell(infills=infills)
                 state = {**state, "generation": g, "next_id": state["next_id"] + len(infills)}
                 done_rows = self._rows_upto(by_id, state["next_id"])
+                state["log"] = log_record(done_rows)  # what the log holds now: readers check it (integrity.py)
                 front, table = self.write_outputs(done_rows, g)
                 save_checkpoint(self.run_dir, state)
                 callback.on_generation(g, self.data(done_rows, front=front, hypervolume=table))

@@ -47,7 +47,7 @@ def test_rows_cut_off_are_refused_everywhere(finished, tmp_path):
         load_run(d)
     with pytest.raises(FedevoError, match="lacks 5 of the 12"):  # not "nothing to resume"
         fedevo.resume(d, workers=0, page=False)
-    for cmd in (["front", d], ["plot", d], ["retrain", d, "--rounds", "1"], ["audit", d]):
+    for cmd in (["front", d], ["plot", d], ["retrain", d, "--rounds", "1"], ["audit", d, "--pick", "knee"]):
         r = run_cli(*cmd)
         assert r.returncode == 2, (cmd, r.stdout, r.stderr)
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("fedevo: error:") and "lacks 5 of the 12" in r.stderr

@@ -21,6 +21,16 @@ class RunInUseError(FedevoError):
     """Another fedevo process holds the run directory's lock: nothing of that directory may be touched."""
 
 
+class DiskFullError(FedevoError):
+    """No space left (ENOSPC/EDQUOT) while writing a run's file: the file is left as it was before the write."""
+
+
+def disk_full(e: BaseException) -> bool:
+    import errno
+
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 class SearchFailedError(FedevoError):
     """Every evaluation of a search failed; `run` is the run directory's fedevo.Run (every failure is logged)."""
 

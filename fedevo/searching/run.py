@@ -43,7 +43,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from ..errors import FedevoError, RunInUseError
+from ..errors import DiskFullError, FedevoError, RunInUseError
 from ..guards import check_workers, check_writable_dir
 from ..problem import Problem, load_problem
 from ..result import EvaluationResult
@@ -189,6 +189,7 @@ class SearchRun:
         evaluators.check(evaluator, problem, settings.rounds)  # the simulator's memory check; others: none
         if out.is_dir() and _content(out):
             _refuse_nonempty(out, ident)
+        made = not out.exists()
         out.mkdir(parents=True, exist_ok=True)
         lock = _lock(out)  # before anything is written: a second search on this --out stops here
         if _content(out):  # written meanwhile by another process that has since let go
@@ -225,7 +226,11 @@ class SearchRun:
         }
         try:
             atomic_write(out / "run.json", json.dumps(meta, indent=2, default=str) + "\n")
-        except BaseException:
+        except BaseException:  # e.g. a full disk: leave nothing that would block the same command again
+            if made:
+                with contextlib.suppress(OSError):
+                    (out / LOCK).unlink()
+                    out.rmdir()
             lock.close()
             raise
         run = cls(out, meta, problem, settings)
@@ -306,11 +311,14 @@ class SearchRun:
             for p in [*self.run_dir.glob(".*.tmp"), *(self.run_dir / "checkpoints").glob(".*.tmp")]:
                 with contextlib.suppress(OSError):  # leftovers of a write killed before its rename (ours: locked)
                     p.unlink()
-            rows = self.log.open()
             try:
-                summary = self._run(rows, runtime, evaluator, callback, t0)
-            finally:
-                self.log.close()
+                rows = self.log.open()
+                try:
+                    summary = self._run(rows, runtime, evaluator, callback, t0)
+                finally:
+                    self.log.close()
+            except DiskFullError as e:  # every finished evaluation is in the log, which is whole: resumable
+                raise DiskFullError(f"{e}; free space and continue with `fedevo resume {self.run_dir}`") from None
             return summary
         finally:
             if self._held is not None:

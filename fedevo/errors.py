@@ -13,6 +13,13 @@ class NoDeviceError(FedevoError):
     """device = 'cuda' where torch sees no GPU: a setup problem of the machine, like a missing dataset."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned by the CLI into what Ctrl-C does: the search stops resumable, with one line. Ray's core
+    re-raises any interrupt it sees while waiting as a plain KeyboardInterrupt: `received` tells them apart."""
+
+    received = False
+
+
 class DivergedError(Exception):
     """Training produced NaN/inf; evaluation reports it as `status: diverged`."""
 

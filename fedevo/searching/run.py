@@ -17,7 +17,8 @@ Run directory::
                         an empty cell is None (e.g. no ε for an unprivate run)
     checkpoints/gen-NNNN.pkl
                         pymoo algorithm state (population, reference-point normalisation, RNG) after
-                        generation NNNN (0000 = before the first), with a SHA-256 of its payload
+                        generation NNNN (0000 = before the first), with a SHA-256 of its payload, and the
+                        record of the log it closes (count, a checksum per row: integrity.py)
     front.csv           non-dominated rows among all evaluations with status ok (and within the
                         problem's constraints), rewritten at the end of each generation
     hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`)

@@ -209,6 +209,7 @@ def resume(run: RunLike, *, workers: Optional[int] = None, data_dir: Optional[st
 
     path = _run_path(run)
     sr = SearchRun.open(path)
+    sr.check_log()  # a damaged log is named, never "nothing to resume" or a silently different front
     if sr.finished():  # refuse before opening anything for writing: a finished run's results stay as they are
         raise FedevoError(f"{path} holds a finished search ({sr.settings.gen} generations); nothing to resume "
                           f"and nothing was changed (see `fedevo front {path}`)")

@@ -13,12 +13,29 @@ class NoDeviceError(FedevoError):
     """device = 'cuda' where torch sees no GPU: a setup problem of the machine, like a missing dataset."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned by the CLI into what Ctrl-C does: the search stops resumable, with one line. Ray's core
+    re-raises any interrupt it sees while waiting as a plain KeyboardInterrupt: `received` tells them apart."""
+
+    received = False
+
+
 class DivergedError(Exception):
     """Training produced NaN/inf; evaluation reports it as `status: diverged`."""
 
 
 class RunInUseError(FedevoError):
     """Another fedevo process holds the run directory's lock: nothing of that directory may be touched."""
+
+
+class DiskFullError(FedevoError):
+    """No space left (ENOSPC/EDQUOT) while writing a run's file: the file is left as it was before the write."""
+
+
+def disk_full(e: BaseException) -> bool:
+    import errno
+
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 class SearchFailedError(FedevoError):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import FedevoError
+from ..errors import FedevoError, Terminated
 from .app import app
 from . import evaluate as _evaluate  # noqa: F401  (registers commands)
 from . import search as _search  # noqa: F401
@@ -15,7 +15,17 @@ from . import plot as _plot  # noqa: F401
 from . import audit as _audit  # noqa: F401
 
 
+def _terminate(signum, frame) -> None:
+    Terminated.received = True
+    raise Terminated()
+
+
 def main(argv=None) -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():  # SIGTERM stops a search as Ctrl-C does
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         app(args=argv, standalone_mode=True)
     except FedevoError as e:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 import sys
 from pathlib import Path
@@ -206,13 +208,16 @@ def retrain(
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         err = Console(stderr=True)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rounds"),
-                      TimeElapsedColumn(),
-                      TextColumn("{task.fields[last]}"), console=err, transient=True) as bar:
-            task = bar.add_task(f"retraining, {rounds} rounds each", total=None, last="")
+        with contextlib.ExitStack() as stack:
+            shown = {}  # the bar starts with the first progress report: an error before it is one line, no bar
 
             def progress(done, total, note):
-                bar.update(task, total=total, completed=done, last=note)
+                if not shown:
+                    shown["bar"] = bar = stack.enter_context(Progress(
+                        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rounds"),
+                        TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=err, transient=True))
+                    shown["task"] = bar.add_task(f"retraining, {rounds} rounds each", total=None, last="")
+                shown["bar"].update(shown["task"], total=total, completed=done, last=note)
 
             report = api.retrain(run_dir, pick, progress=progress, **kwargs)
     if not quiet:

@@ -18,7 +18,7 @@ def _execute(start, quiet: bool) -> None:
     """Run `start(callbacks)` (fedevo.api's search or resume) with the progress display; print the summary."""
     from rich.console import Console
 
-    from ..errors import SearchFailedError
+    from ..errors import SearchFailedError, Terminated
     from .progress import RichReporter
 
     callbacks = [] if quiet else [RichReporter(console=Console(stderr=True))]
@@ -27,11 +27,13 @@ def _execute(start, quiet: bool) -> None:
     except SearchFailedError as e:  # the summary first, then the one-line error
         _print_summary(e.run.summary, e.run, quiet)
         raise
-    except KeyboardInterrupt as e:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (fedevo.errors.Terminated): exit 130 / 143
         where = getattr(e, "run_dir", None) or "the run directory"
-        print(f"fedevo: interrupted; every finished evaluation is saved in {where}. "
+        term = isinstance(e, Terminated) or Terminated.received
+        how = "stopped by SIGTERM" if term else "interrupted"
+        print(f"fedevo: {how}; every finished evaluation is saved in {where}. "
               f"Continue with: fedevo resume {where}", file=sys.stderr)
-        raise typer.Exit(130)
+        raise typer.Exit(143 if term else 130)
     _print_summary(run.summary, run, quiet)
     pages = [p.name for p in (run.path / "front.html", run.path / "importance.html") if p.exists()]
     print(f"results in {run.path}/ (front.csv, evaluations.csv, hypervolume.csv, run.json, checkpoints/"

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from ..errors import FedevoError
+from ..errors import DiskFullError, FedevoError, disk_full
 from ..result import EvaluationResult
 from .runner import Task
 
@@ -21,15 +21,32 @@ RESULT_COLUMNS = ("error", "comm", "eps", "eps_paper", "accuracy_global", "omega
 HEAD_COLUMNS = ("id", "generation", "index", "seed")
 
 
+def _write(f, data) -> None:
+    """Write and flush (one place, so that a test can fill the disk)."""
+    f.write(data)
+    f.flush()
+
+
+def _disk_full(path: Path, e: BaseException) -> DiskFullError:
+    return DiskFullError(f"disk full while writing {path} ({e.strerror or e}); it is left as it was before")
+
+
 def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write to a temporary file beside `path`, fsync, rename over `path`."""
+    """Write to a temporary file beside `path`, fsync, rename over `path`. On any failure the temporary file is
+    removed and `path` is untouched; a full disk is a DiskFullError (one line)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            _write(f, data.encode() if isinstance(data, str) else data)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if disk_full(e):
+            raise _disk_full(path, e) from None
+        raise
     with contextlib.suppress(OSError):
         fd = os.open(path.parent, os.O_RDONLY)
         try:
@@ -161,9 +178,19 @@ class EvalLog:
     def append(self, task: Task, result: EvaluationResult) -> dict[str, Any]:
         """Append one evaluation (flushed and fsync'ed); returns the row exactly as it will be read back."""
         cells = self.cells(task, result)
-        self._fh.write(self._line(cells))
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        end = os.fstat(self._fh.fileno()).st_size  # everything before was flushed
+        try:
+            _write(self._fh, self._line(cells))
+            os.fsync(self._fh.fileno())
+        except OSError as e:  # a full disk: cut the half-written line, so the log stays whole
+            with contextlib.suppress(OSError):
+                self._fh.close()
+                self._fh = None
+                os.truncate(self.path, end)
+                self._fh = open(self.path, "a", encoding="utf-8", newline="")
+            if disk_full(e):
+                raise _disk_full(self.path, e) from None
+            raise
         return self.parse(cells)
 
     def close(self) -> None:

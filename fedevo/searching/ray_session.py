@@ -85,6 +85,7 @@ class RayLog:
         self.path = Path(path) if path is not None else None
         self.text = ""
         self._handler: Optional[logging.Handler] = None
+        self._printer = None  # (ray's worker module, its print_to_stdstream) while attached
         if self.path is not None:  # present (maybe empty) whenever Ray ran: where to look
             with contextlib.suppress(OSError):
                 self.path.touch()
@@ -98,8 +99,23 @@ class RayLog:
                 with open(self.path, "a", encoding="utf-8") as f:
                     f.write(strip_ansi(text))
 
+    def _ray_lines(self, data, ignore_prefix=False) -> None:
+        """Ray's printer of raylet messages ("A worker died ...", "will be retried"): into the log."""
+        lines = data.get("lines", []) if isinstance(data, dict) else [str(data)]
+        who = data.get("pid", "ray") if isinstance(data, dict) else "ray"
+        self.write("".join(f"({who}) {line}\n" for line in lines))
+
     def attach(self) -> None:
-        """Ray's Python loggers write to the log file (if any), never to the console."""
+        """Ray's Python loggers and the driver's printer of raylet messages write to the log file (if any), never
+        to the console: fedevo's stdout holds only fedevo's lines."""
+        try:
+            from ray._private import worker as ray_worker
+        except ImportError:  # another Ray layout: its messages may reach the console
+            ray_worker = None
+        if ray_worker is not None and getattr(ray_worker, "print_to_stdstream", None) is not None \
+                and self._printer is None:
+            self._printer = (ray_worker, ray_worker.print_to_stdstream)
+            ray_worker.print_to_stdstream = self._ray_lines
         for name in ("ray", "ray.data", "ray.tune", "ray.train", "ray.serve"):
             lg = logging.getLogger(name)
             for h in list(lg.handlers):
@@ -113,6 +129,10 @@ class RayLog:
                 logging.getLogger("ray").addHandler(self._handler)
 
     def detach(self) -> None:
+        if self._printer is not None:
+            module, printer = self._printer
+            module.print_to_stdstream = printer
+            self._printer = None
         if self._handler is not None:
             logging.getLogger("ray").removeHandler(self._handler)
             self._handler.close()
@@ -164,3 +184,19 @@ def check_schedulable(nodes: list[dict[str, float]], cpus_per_task: float, gpus_
         fix.append("lower --cpus-per-task")
     raise FedevoError(f"no node of {where} can run a task needing {ask} (nodes: {have}); the search would wait "
                       f"forever: {' or '.join(fix) or 'change --cpus-per-task / --gpus-per-task'}")
+
+
+@contextlib.contextmanager
+def keep_signal_handlers() -> Iterator[None]:
+    """ray.init replaces the driver's SIGTERM handler with one that exits (printing Ray's dump); keep the handler
+    the caller had (fedevo's CLI stops a search on SIGTERM as on Ctrl-C: one line, resumable)."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    saved = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and saved is not None:
+            signal.signal(signal.SIGTERM, saved)

@@ -17,7 +17,8 @@ Run directory::
                         an empty cell is None (e.g. no ε for an unprivate run)
     checkpoints/gen-NNNN.pkl
                         pymoo algorithm state (population, reference-point normalisation, RNG) after
-                        generation NNNN (0000 = before the first), with a SHA-256 of its payload
+                        generation NNNN (0000 = before the first), with a SHA-256 of its payload, and the
+                        record of the log it closes (count, a checksum per row: integrity.py)
     front.csv           non-dominated rows among all evaluations with status ok (and within the
                         problem's constraints), rewritten at the end of each generation
     hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`)
@@ -43,7 +44,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from ..errors import FedevoError, RunInUseError
+from ..errors import DiskFullError, FedevoError, RunInUseError
 from ..guards import check_workers, check_writable_dir
 from ..problem import Problem, load_problem
 from ..result import EvaluationResult
@@ -52,6 +53,7 @@ from .algorithm import CROSSOVER, MUTATION, make_nsga3
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
+from .integrity import check_log, check_run_log, log_record
 from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table
 from .log import EvalLog, csv_text, atomic_write, row_result
 from .problem import OBJECTIVES, WORST, SearchProblem
@@ -188,6 +190,7 @@ class SearchRun:
         evaluators.check(evaluator, problem, settings.rounds)  # the simulator's memory check; others: none
         if out.is_dir() and _content(out):
             _refuse_nonempty(out, ident)
+        made = not out.exists()
         out.mkdir(parents=True, exist_ok=True)
         lock = _lock(out)  # before anything is written: a second search on this --out stops here
         if _content(out):  # written meanwhile by another process that has since let go
@@ -224,7 +227,11 @@ class SearchRun:
         }
         try:
             atomic_write(out / "run.json", json.dumps(meta, indent=2, default=str) + "\n")
-        except BaseException:
+        except BaseException:  # e.g. a full disk: leave nothing that would block the same command again
+            if made:
+                with contextlib.suppress(OSError):
+                    (out / LOCK).unlink()
+                    out.rmdir()
             lock.close()
             raise
         run = cls(out, meta, problem, settings)
@@ -248,6 +255,12 @@ class SearchRun:
             return False
         state = load_checkpoint(ck)
         return state.get("generation", 0) >= self.settings.gen or bool(state.get("stopped_early"))
+
+    def check_log(self) -> None:
+        """FedevoError naming the damage if evaluations.csv lost or altered rows the newest checkpoint counts."""
+        from .rundata import read_rows
+
+        check_run_log(self.run_dir, read_rows(self.log, self.log.path))
 
     def is_empty(self) -> bool:
         """True while no evaluation has been logged."""
@@ -299,11 +312,14 @@ class SearchRun:
             for p in [*self.run_dir.glob(".*.tmp"), *(self.run_dir / "checkpoints").glob(".*.tmp")]:
                 with contextlib.suppress(OSError):  # leftovers of a write killed before its rename (ours: locked)
                     p.unlink()
-            rows = self.log.open()
             try:
-                summary = self._run(rows, runtime, evaluator, callback, t0)
-            finally:
-                self.log.close()
+                rows = self.log.open()
+                try:
+                    summary = self._run(rows, runtime, evaluator, callback, t0)
+                finally:
+                    self.log.close()
+            except DiskFullError as e:  # every finished evaluation is in the log, which is whole: resumable
+                raise DiskFullError(f"{e}; free space and continue with `fedevo resume {self.run_dir}`") from None
             return summary
         finally:
             if self._held is not None:
@@ -315,7 +331,7 @@ class SearchRun:
         ck = latest_checkpoint(self.run_dir)
         if ck is None:
             state = {"run_id": self.meta["run_id"], "generation": 0, "next_id": 0, "stopped_early": False,
-                     "algorithm": self.new_algorithm()}
+                     "algorithm": self.new_algorithm(), "log": log_record([])}
             save_checkpoint(self.run_dir, state)
             return state
         state = load_checkpoint(ck)
@@ -333,11 +349,7 @@ class SearchRun:
         by_id: dict[int, dict[str, Any]] = {}
         for r in rows:
             by_id.setdefault(r["id"], r)
-        lost = [i for i in range(state["next_id"]) if i not in by_id]
-        if lost:
-            raise FedevoError(f"{self.log.path} lacks {len(lost)} evaluation(s) (ids {lost[0]}..{lost[-1]}) that "
-                              f"checkpoint gen-{state['generation']:04d} already counts; the run directory is "
-                              "inconsistent (an edited or replaced evaluations.csv?)")
+        check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
         counters = {"reused": 0}
         runner = None
         if state["generation"] < s.gen and not state.get("stopped_early"):
@@ -365,6 +377,7 @@ class SearchRun:
                 algorithm.tell(infills=infills)
                 state = {**state, "generation": g, "next_id": state["next_id"] + len(infills)}
                 done_rows = self._rows_upto(by_id, state["next_id"])
+                state["log"] = log_record(done_rows)  # what the log holds now: readers check it (integrity.py)
                 front, table = self.write_outputs(done_rows, g)
                 save_checkpoint(self.run_dir, state)
                 callback.on_generation(g, self.data(done_rows, front=front, hypervolume=table))

@@ -25,6 +25,7 @@ from .. import _toml
 from ..errors import FedevoError
 from ..problem import Problem, parse_problem
 from .front_math import front_rows, hypervolume_table
+from .integrity import check_run_log
 from .log import EvalLog
 from .settings import SearchSettings
 from .space import SearchSpace
@@ -184,6 +185,7 @@ def load_run(run_dir: Path | str, *, require_evaluations: bool = True) -> RunDat
     meta, problem, settings = read_run_json(run_dir)
     space = SearchSpace.from_problem(problem)
     rows = read_rows(EvalLog(run_dir / "evaluations.csv", space.genes), run_dir / "evaluations.csv")
+    check_run_log(run_dir, rows)  # a log that lost or altered rows its checkpoints count: one line, never a front
     if require_evaluations and not rows:
         raise FedevoError(f"{run_dir} holds no evaluations yet (evaluations.csv is missing or empty); "
                           f"run or resume the search first (`fedevo resume {run_dir}`)")

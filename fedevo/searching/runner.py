@@ -208,7 +208,7 @@ class RayRunner:
                  log_dir: Optional[os.PathLike] = None):
         import ray
 
-        from .ray_session import RAY_LOG, RayLog, check_schedulable, local_temp_root, node_resources
+        from .ray_session import RAY_LOG, RayLog, check_schedulable, keep_signal_handlers, local_temp_root, node_resources
 
         if cpus_per_task <= 0:
             raise FedevoError(f"--cpus-per-task must be > 0, got {cpus_per_task}")
@@ -232,7 +232,7 @@ class RayRunner:
         elif address:
             _check_reachable(address, connect_timeout)
             try:
-                with self.log.capture():
+                with self.log.capture(), keep_signal_handlers():
                     ray.init(address=address, **quiet, runtime_env={
                         "env_vars": {"PYTHONPATH": os.pathsep.join(paths + ["${PYTHONPATH}"])}})
             except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, TimeoutError...
@@ -253,7 +253,7 @@ class RayRunner:
             os.environ["PYTHONPATH"] = env_path  # inherited by the raylet, hence by its workers
             self._temp_root = local_temp_root()  # removed by close(): no session folder left behind
             try:
-                with self.log.capture():
+                with self.log.capture(), keep_signal_handlers():
                     ray.init(address="local", num_cpus=workers * cpus_per_task, include_dashboard=False,
                              _temp_dir=self._temp_root, **quiet)
             except Exception as e:  # noqa: BLE001 - a broken Ray install, no room in /tmp, ...

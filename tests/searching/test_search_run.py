@@ -224,7 +224,7 @@ def test_lost_rows_are_detected(tmp_path):
     run_fake(out, gen=2)
     lines = (out / "evaluations.csv").read_text().splitlines(keepends=True)
     (out / "evaluations.csv").write_text("".join(lines[:3] + lines[4:]))  # one row of generation 1 gone
-    with pytest.raises(FedevoError, match="lacks 1 evaluation"):
+    with pytest.raises(FedevoError, match=r"lacks 1 of the 16 evaluations that checkpoint gen-0002 counts \(id 2\)"):
         resume(out, SERIAL)
 
 

@@ -1,0 +1,79 @@
+"""Is a run's evaluation log what its checkpoints say it holds?
+
+Each checkpoint (from this version on) records the log it closed: how many evaluations (ids 0..n-1) and a short
+SHA-256 of each one's row. Whatever reads a run — `front`, `plot`, `retrain`, `audit`, `resume` — checks the
+rows against the newest checkpoint and refuses a damaged log with one line naming the damage (rows lost, rows
+altered), instead of drawing a different front from what is left. Rows after the checkpoint (a generation under
+way, or killed) are not checked: resume re-evaluates or reuses them. A checkpoint of an earlier version (no
+record) checks only that no counted id is missing. The checkpoint holds the algorithm's state, not the rows, so
+a damaged log cannot be repaired from it: restore evaluations.csv from a copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from ..errors import FedevoError
+
+DIGEST_CHARS = 16  # per row: 64 bits of SHA-256, enough to tell an altered row
+
+
+def row_digest(row: Mapping[str, Any]) -> str:
+    """A row's fingerprint: its cells as parsed (floats exactly, via their repr)."""
+    text = json.dumps({k: row[k] for k in sorted(row) if k != "wall_s"}, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
+
+
+def log_record(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a checkpoint records of the log it closes: the rows' count and digests in id order (ids 0..n-1)."""
+    return {"count": len(rows), "digests": [row_digest(r) for r in sorted(rows, key=lambda r: r["id"])]}
+
+
+def _ids(ids: Sequence[int]) -> str:
+    ids = sorted(ids)
+    if len(ids) == 1:
+        return f"id {ids[0]}"
+    if ids == list(range(ids[0], ids[-1] + 1)):
+        return f"ids {ids[0]}..{ids[-1]}"
+    return "ids " + ", ".join(map(str, ids[:8])) + (", ..." if len(ids) > 8 else "")
+
+
+def check_log(rows: Sequence[Mapping[str, Any]], state: Mapping[str, Any], *, log: Path, checkpoint: str) -> None:
+    """FedevoError naming the damage if `rows` (first row per id) lack or alter what checkpoint `state` counted."""
+    by_id = {}
+    for r in rows:
+        by_id.setdefault(r["id"], r)
+    counted = int(state.get("next_id", 0))
+    hint = (f"the run is damaged (an edited, truncated or replaced evaluations.csv?); restore {log.name} from a copy "
+            "— nothing was read from it or written")
+    lost = [i for i in range(counted) if i not in by_id]
+    if lost:
+        raise FedevoError(f"{log} lacks {len(lost)} of the {counted} evaluations that checkpoint {checkpoint} counts "
+                          f"({_ids(lost)}); {hint}")
+    record = state.get("log")
+    if not record:  # a checkpoint of an earlier version: the count is all it tells
+        return
+    digests = record.get("digests", [])
+    changed = [i for i in range(min(counted, len(digests))) if row_digest(by_id[i]) != digests[i]]
+    if changed:
+        raise FedevoError(f"{log}: {len(changed)} of the {counted} evaluations that checkpoint {checkpoint} counts "
+                          f"differ from what was logged ({_ids(changed)}: checksum mismatch); {hint}")
+
+
+def check_run_log(run_dir: Path, rows: Sequence[Mapping[str, Any]]) -> Optional[int]:
+    """Check `rows` (read from run_dir/evaluations.csv) against the newest checkpoint; returns the number of
+    evaluations it counts (None: no checkpoint yet)."""
+    from .checkpoint import latest_checkpoint, load_checkpoint
+
+    ck = latest_checkpoint(Path(run_dir))
+    if ck is None:
+        return None
+    state = load_checkpoint(ck)
+    check_log(rows, state, log=Path(run_dir) / "evaluations.csv", checkpoint=ck.stem)
+    return int(state.get("next_id", 0))
+
+
+__all__ = ["check_log", "check_run_log", "log_record", "row_digest"]

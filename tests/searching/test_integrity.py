@@ -1,0 +1,90 @@
+"""Damaged runs are detected (issue #27): a log that lost or altered rows its checkpoints count is refused with
+one line by every reader (front, plot, retrain, audit via load_run; resume), never drawn as a different front."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+import fedevo
+from fedevo.errors import FedevoError
+from fedevo.searching.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from fedevo.searching.rundata import load_run
+
+from .search_helpers import FAKE, read_csv, run_cli, toy_problem_file, without
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("run")
+    run = fedevo.search(str(toy_problem_file(tmp)), pop=4, gen=3, seed=1, workers=0, out=tmp / "R",
+                        evaluator=FAKE, page=False)
+    return run.path
+
+
+def _copy(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _lines(path):
+    return path.read_text().splitlines(keepends=True)
+
+
+def test_an_intact_run_opens(finished):
+    assert len(load_run(finished).rows) == 12
+    assert load_checkpoint(latest_checkpoint(finished))["log"]["count"] == 12
+
+
+def test_rows_cut_off_are_refused_everywhere(finished, tmp_path):
+    d = _copy(finished, tmp_path / "cut")
+    lines = _lines(d / "evaluations.csv")
+    (d / "evaluations.csv").write_text("".join(lines[:1 + 7]))  # header + 7 of 12
+    with pytest.raises(FedevoError, match=r"lacks 5 of the 12 evaluations that checkpoint gen-0003 counts"):
+        load_run(d)
+    with pytest.raises(FedevoError, match="lacks 5 of the 12"):  # not "nothing to resume"
+        fedevo.resume(d, workers=0, page=False)
+    for cmd in (["front", d], ["plot", d], ["retrain", d, "--rounds", "1"], ["audit", d, "--pick", "knee"]):
+        r = run_cli(*cmd)
+        assert r.returncode == 2, (cmd, r.stdout, r.stderr)
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("fedevo: error:") and "lacks 5 of the 12" in r.stderr
+        assert "Traceback" not in r.stderr
+    assert not (d / "front.html").exists()
+
+
+def test_an_altered_row_is_named(finished, tmp_path):
+    d = _copy(finished, tmp_path / "edit")
+    lines = _lines(d / "evaluations.csv")
+    rows = read_csv(d / "evaluations.csv")
+    k = next(i for i, r in enumerate(rows) if r["status"] == "ok")
+    old = rows[k]["error"]
+    lines[1 + k] = lines[1 + k].replace(old, repr(float(old) / 2), 1)
+    (d / "evaluations.csv").write_text("".join(lines))
+    with pytest.raises(FedevoError, match=rf"differ from what was logged \(id {rows[k]['id']}: checksum mismatch\)"):
+        load_run(d)
+
+
+def test_rows_after_the_checkpoint_and_a_torn_row_are_not_damage(finished, tmp_path):
+    """A killed generation: rows past the newest checkpoint and a half-written last line (resume repairs it)."""
+    d = _copy(finished, tmp_path / "torn")
+    (d / "checkpoints" / "gen-0003.pkl").unlink()  # the run was killed during generation 3
+    text = (d / "evaluations.csv").read_text()
+    (d / "evaluations.csv").write_text(text[:-20])  # and in the middle of writing its last row
+    assert len(load_run(d).rows) == 11
+    fedevo.resume(d, workers=0, page=False)
+    assert without(read_csv(d / "evaluations.csv"), "wall_s") == without(read_csv(finished / "evaluations.csv"),
+                                                                         "wall_s")
+    assert (d / "front.csv").read_text() == (finished / "front.csv").read_text()
+
+
+def test_checkpoints_of_an_earlier_version_still_open(finished, tmp_path):
+    d = _copy(finished, tmp_path / "old")
+    ck = latest_checkpoint(d)
+    state = load_checkpoint(ck)
+    state.pop("log")
+    save_checkpoint(d, state)
+    assert "log" not in pickle.loads(ck.read_bytes().split(b"\n", 2)[2])
+    assert len(load_run(d).rows) == 12

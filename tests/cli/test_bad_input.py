@@ -192,6 +192,8 @@ def test_huge_epochs_refused_before_any_allocation(capsys, tmp_path):
     bad(capsys, ["evaluate", "--params", '{"epochs": 1000000000}', "--quiet"],
         r"would need about [\d.,]+ GiB of memory per evaluation .* lower epochs=1000000000 \(at most \d+ fit")
     bad(capsys, ["evaluate", "--params", '{"clients": 1000000000}', "--quiet"],
+        r"clients = 1000000000 is more than the 1437 training samples of 'digits'")
+    bad(capsys, ["evaluate", "--params", '{"clients": 1000000000, "partition": "dirichlet"}', "--quiet"],
         r"per-client state [\d.,]+ GiB\), more than .* lower clients=1000000000$")
     f = tmp_path / "big.toml"
     from tests.searching.search_helpers import TOY_TOML

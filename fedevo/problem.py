@@ -19,7 +19,7 @@ from typing import Any, Literal, Mapping, Optional, get_args
 from . import _toml, schema
 from .config import SHARED_KEYS, CNNArch, DataConfig, DeploymentConfig, MLPArch, PrivacyConfig, SimConfig, UserArch
 from .data.catalog import DATASETS
-from .data.sources import SOURCE_KEYS
+from .data.sources import SOURCE_KEYS, ArraySource
 from .errors import FedevoError
 
 # Where each known parameter goes, read from the config dataclasses' fields (fedevo/schema.py): a field added to
@@ -305,8 +305,10 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
         fixed[k] = _hashable(v, f"problem {name!r}: [model_args] {k!r}")
     known = schema.settings(None if user else model, user_data=user_data)
     for section in ("data", "train", "privacy", "deployment"):  # each value held to its dataclass field's type
-        table = schema.check_table(section, doc.get(section, {}), {k: s for k, s in known.items()
-                                                                   if s.section == section})
+        raw = doc.get(section, {})
+        arrays = section == "data" and isinstance(raw, dict) and isinstance(raw.get("source"), ArraySource)
+        table = schema.check_table(section, {k: v for k, v in raw.items() if k != "source"} if arrays else raw,
+                                   {k: s for k, s in known.items() if s.section == section})
         fixed.update({k: v for k, v in table.items() if section != "data" or k not in SOURCE_KEYS})
     data_source = _user_data(doc, fixed, name=name, path=path, model=model) if user_data else None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())

@@ -171,7 +171,8 @@ def _show(v: Any) -> str:
         return "a table"
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_show(x) for x in v) + "]"
-    return repr(v)
+    text = repr(v)
+    return text if len(text) <= 60 else f"{type(v).__name__}(...)"
 
 
 class _Mismatch(Exception):

@@ -7,6 +7,7 @@ assignment and builds the frozen SimConfig that the simulator runs.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -194,8 +195,9 @@ class Problem:
         known = set(self.known_keys())
         unknown = sorted(k for k in params if k not in known)
         if unknown:
+            near = difflib.get_close_matches(unknown[0], sorted(known), n=1)
             raise FedevoError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for problem {self.name!r}; "
-                              f"known: {', '.join(sorted(known))}")
+                              + (f"did you mean {near[0]!r}? " if near else "") + f"known: {', '.join(sorted(known))}")
         merged = {**self.fixed, **self.defaults()}
         typed = schema.settings(None if self.user_model else self.model) if self.simulated else {}
         for k, v in params.items():
@@ -308,10 +310,14 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
         raw = doc.get(section, {})
         arrays = section == "data" and isinstance(raw, dict) and isinstance(raw.get("source"), ArraySource)
         table = schema.check_table(section, {k: v for k, v in raw.items() if k != "source"} if arrays else raw,
-                                   {k: s for k, s in known.items() if s.section == section})
+                                   {k: s for k, s in known.items() if s.section == section}, known)
         fixed.update({k: v for k, v in table.items() if section != "data" or k not in SOURCE_KEYS})
     data_source = _user_data(doc, fixed, name=name, path=path, model=model) if user_data else None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
+    for section in ("data", "train", "privacy", "deployment", "model_args"):
+        for k in doc.get(section, {}):
+            if k in doc["genes"]:  # the gene's value would silently replace the fixed one
+                raise FedevoError(f"[{section}] {k}: is also a gene ([genes] {k}); give it in one place")
     allowed = set(fedevo_keys(None if user else model))
     model_kwargs: tuple[str, ...] = ()
     if user:  # genes that are not fedevo settings are the factory's keyword arguments

@@ -257,13 +257,16 @@ def unknown_key(where: str, key: str, known) -> FedevoError:
     return FedevoError(f"{where}{key}: unknown key; {tip}known: {', '.join(known)}")
 
 
-def check_table(section: str, table: Any, known: Mapping[str, Setting]) -> dict[str, Any]:
-    """A problem file's [section]: a table whose keys are `known` and whose values have their types; returns
-    the values with their proper types."""
+def check_table(section: str, table: Any, known: Mapping[str, Setting],
+                others: Mapping[str, Setting] = {}) -> dict[str, Any]:
+    """A problem file's [section]: a table whose keys are `known` (a key of `others` is named with its own
+    section) and whose values have their types; returns the values with their proper types."""
     if not isinstance(table, dict):
         raise FedevoError(f"[{section}]: expected a table, got {_show(table)}")
     out = {}
     for k, v in table.items():
+        if k not in known and k in others:
+            raise FedevoError(f"[{section}] {k}: belongs in [{others[k].section}]")
         if k not in known:
             raise unknown_key(f"[{section}] ", k, list(known))
         out[k] = check_value(f"[{section}] {k}", known[k].hint, v)

@@ -89,7 +89,9 @@ def eps_gaussian(*, noise_multiplier: float, sample_rate: float, steps: int, del
     # the interval's additive error is ~n·interval: scale it with a cheap RDP bound so large ε stays fast
     hint = eps_rdp(event=event, delta=d)
     try:
-        return _finite(PLDAccountant(value_discretization_interval=_pld_interval(hint)).compose(event).get_epsilon(d))
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # the overflow is caught below
+            pld = PLDAccountant(value_discretization_interval=_pld_interval(hint)).compose(event)
+        return _finite(pld.get_epsilon(d))
     except (OverflowError, ZeroDivisionError):  # so little noise that the PLD's grid overflows (ε ≳ 10^5):
         return hint  # the RDP bound is a valid ε there
 

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Optional, Union
 
-from .data.catalog import DATASETS, N_TRAIN
+from .data.catalog import DATASETS, N_TRAIN, check_data_dir
 from .errors import FedevoError
 from .privacy import registry  # torch-free: names, parameter dataclasses and rules of mechanisms and trust models
 
@@ -266,8 +266,6 @@ class DataConfig:
             _check(n // size >= self.shards_per_client,
                    f"partition = \"shards\": shard_size = {size} gives {n // size} shards of the {n} training samples "
                    f"of {self.dataset!r}; each client needs shards_per_client = {self.shards_per_client}")
-        from .guards import check_data_dir
-
         check_data_dir(self.data_dir, self.download)
 
     @property

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from .data.catalog import N_TRAIN  # training samples per dataset, for the memory estimate
-from .errors import DataNotFoundError, FedevoError
+from .errors import FedevoError
 
 # Every seeded generator fedevo feeds accepts this range: numpy's SeedSequence / default_rng (any int >= 0),
 # torch.Generator.manual_seed (< 2**64, fedevo adds small offsets), numpy's legacy RandomState (< 2**32).
@@ -36,14 +36,6 @@ def check_seed(seed: Optional[int], flag: str = "--seed") -> None:
         return
     if not 0 <= seed <= SEED_MAX:
         raise FedevoError(f"{flag} must be in 0..{SEED_MAX} (2**32 - 1), got {seed}")
-
-
-def check_data_dir(data_dir: Optional[str], download: bool = False, flag: str = "--data-dir") -> None:
-    """A data directory given (for any dataset, even one that does not read it) must exist, unless --download
-    will create it: a mistyped path is an error, not silently ignored."""
-    if data_dir is not None and not download and not Path(data_dir).is_dir():
-        why = "is not a directory" if Path(data_dir).exists() else "does not exist"
-        raise DataNotFoundError(f"{flag} {str(data_dir)!r} {why} (add --download to fetch a dataset into a new one)")
 
 
 def check_rounds(rounds: Optional[int], flag: str = "--rounds") -> None:

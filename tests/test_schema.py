@@ -101,3 +101,17 @@ def test_accountant_survives_tiny_noise():
     few = eps_gaussian(noise_multiplier=0.01, sample_rate=0.01, steps=100, delta=1e-6)
     many = eps_gaussian(noise_multiplier=0.01, sample_rate=0.01, steps=10000, delta=1e-6)  # overflowed the PLD
     assert math.isfinite(many) and many > few > 1000
+
+
+def test_docs_problem_table_says_what_the_schema_checks():
+    """docs/problems.md's table of settings holds every key of the schema with the type the schema checks."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "problems.md").read_text()
+    rows = dict((k, (sec, typ)) for k, sec, typ in re.findall(r"^\| `(\w+)` \| `\[(\w+)\]` \| ([^|]+?) \|", text, re.M))
+    want = {}
+    for model in ("mlp", "cnn", None):
+        for k, s in schema.settings(model).items():
+            want.setdefault(k, (s.section, schema.describe(s.hint)))
+    assert rows == want

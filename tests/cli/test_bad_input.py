@@ -390,3 +390,10 @@ def test_issue27_data_dir_and_problem_paths(capsys, tmp_path):
     (tmp_path / "dangling.toml").symlink_to(tmp_path / "gone.toml")
     bad(capsys, ["evaluate", "--problem", tmp_path / "dangling.toml"],
         r"problem file '.*dangling.toml' is a link to '.*gone.toml', which does not exist")
+
+
+def test_issue27_search_with_a_missing_data_dir_writes_nothing(capsys, tmp_path):
+    out = tmp_path / "run"
+    bad(capsys, ["search", "--data-dir", tmp_path / "nonexistent", "--out", out, "--pop", 4, "--gen", 1,
+                 "--workers", 0, "--quiet"], r"--data-dir '.*nonexistent' does not exist", watch=tmp_path)
+    assert not out.exists()

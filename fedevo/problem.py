@@ -75,11 +75,18 @@ class Gene:
         if self.type == "choice":
             if not self.choices:
                 raise FedevoError(f"gene {self.name!r}: type 'choice' needs a non-empty 'choices' list")
-            if self.default is not None and self.default not in self.choices:
+            if self.low is not None or self.high is not None:
+                raise FedevoError(f"gene {self.name!r}: a gene of type 'choice' has 'choices', not 'low'/'high'")
+            if self.default is not None and not any(_same(self.default, c) for c in self.choices):
                 raise FedevoError(f"gene {self.name!r}: default {self.default!r} is not one of {list(self.choices)}")
         else:
+            if self.choices:
+                raise FedevoError(f"gene {self.name!r}: only a gene of type 'choice' has 'choices' (this one is "
+                                  f"{self.type!r})")
             if self.low is None or self.high is None or not self.low <= self.high:
                 raise FedevoError(f"gene {self.name!r}: needs numeric 'low' <= 'high'")
+            if self.type == "int" and math.ceil(self.low) > math.floor(self.high):
+                raise FedevoError(f"gene {self.name!r}: no integer lies in [{self.low:g}, {self.high:g}]")
             if self.log and self.low <= 0:
                 raise FedevoError(f"gene {self.name!r}: a log-scale gene needs low > 0")
             if self.default is not None:

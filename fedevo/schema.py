@@ -145,7 +145,7 @@ def describe(hint: Any) -> str:
     if origin is Literal:
         return "one of " + ", ".join(_show(a) for a in args)
     if origin in (Union, types.UnionType):
-        arms = [describe(a) for a in args if a is not type(None)]
+        arms = sorted(describe(a) for a in args if a is not type(None))  # typing caches Unions in either order
         return " or ".join(arms)
     if origin is tuple or hint is tuple:
         return "a list" + (f" of {_plural(describe(args[0]))}" if args else "")

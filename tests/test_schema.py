@@ -30,7 +30,7 @@ def test_values_of_their_type_pass(hint, value, expect):
     (float, "0.5", 'got "0.5"'), (float, False, "got false"), (bool, "false", 'k: expected true or false, got "false"'),
     (bool, 0, "got 0"), (str, 5, "k: expected a string, got 5"),
     (Literal["iid", "shards"], "shard", 'expected one of "iid", "shards", got "shard"; did you mean "shards"?'),
-    (Optional[int], 1.5, "expected an integer, got 1.5"), (Union[int, str], 2.5, "an integer or a string"),
+    (Optional[int], 1.5, "expected an integer, got 1.5"), (Union[int, str], 2.5, "a string or an integer"),
     (tuple[str, ...], [1], "expected a list of strings"), (dict, 5, "expected a table, got 5"),
 ])
 def test_values_of_another_type_are_refused(hint, value, message):

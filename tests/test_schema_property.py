@@ -140,9 +140,9 @@ def file_case(draw, name: str) -> tuple[dict, set, str]:
         options = [("type", "float"), ("type", "integer"), ("type", 5), ("log", "false"), ("log", "true"),
                    ("log", 1), ("default", "x" if not choice else "not-a-choice"), (None, 5), (None, "real")]
         if choice:
-            options += [("choices", []), ("choices", 5), ("choices", [NAN])]
+            options += [("choices", []), ("choices", 5), ("choices", [NAN]), ("low", 0)]
         else:
-            options += [("low", "1"), ("low", NAN), ("low", INF), ("low", True), ("high", "x"), ("high", -INF),
+            options += [("choices", ["a", "b"]), ("low", "1"), ("low", NAN), ("low", INF), ("low", True), ("high", "x"), ("high", -INF),
                         ("low", hi + 1), ("default", hi + abs(hi - lo) + 1), ("default", NAN)]
             if spec.get("log"):
                 options += [("low", 0), ("low", -1)]

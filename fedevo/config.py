@@ -255,10 +255,16 @@ class DataConfig:
         _check(0 < self.test_fraction <= 1, f"test_fraction must be in (0, 1], got {self.test_fraction}")
         if self.source is None:
             _check(self.dataset in DATASETS, f"unknown dataset {self.dataset!r}; choose one of {', '.join(DATASETS)}")
+        check_data_dir(self.data_dir, self.download)
+
+    def check_partition(self) -> None:
+        """The clients the partition can give from the training samples (data/partition.py's own checks, made
+        before any data is read). A problem's configuration is checked so (an audit adds canary clients of its
+        own beyond the data: not checked here)."""
         n = self.n_train
         _check(n is None or self.partition != "iid" or self.clients <= n,
                f"clients = {self.clients} is more than the {n} training samples of {self.dataset!r} (partition iid)")
-        if self.partition == "shards" and n is not None:  # the checks of data/partition.py's shards, made now
+        if self.partition == "shards" and n is not None:
             size = self.shard_size or n // (self.clients * self.shards_per_client)
             _check(size >= 1, f"partition = \"shards\": clients × shards_per_client = {self.clients} × "
                               f"{self.shards_per_client} shards is more than the {n} training samples of "
@@ -266,7 +272,6 @@ class DataConfig:
             _check(n // size >= self.shards_per_client,
                    f"partition = \"shards\": shard_size = {size} gives {n // size} shards of the {n} training samples "
                    f"of {self.dataset!r}; each client needs shards_per_client = {self.shards_per_client}")
-        check_data_dir(self.data_dir, self.download)
 
     @property
     def n_train(self) -> Optional[int]:

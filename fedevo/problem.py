@@ -244,6 +244,7 @@ class Problem:
         pick = lambda keys: {k: p[k] for k in keys if k in p}  # noqa: E731
         data = DataConfig(dataset=self.dataset, data_dir=data_dir, download=download, source=self.data_source,
                           **pick(DATA_KEYS))
+        data.check_partition()
         try:
             if self.user_model:
                 kwargs = {k: _hashable(v, f"problem {self.name!r}: {k!r}") for k, v in pick(self.model_kwargs).items()}

@@ -176,11 +176,13 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, 
     `fedevo.searching.SearchCallback` objects told of every evaluation and generation; page: keep RUN/front.html
     current after every generation and write it at the end. Raises FedevoError if every evaluation failed (the
     run directory keeps them all)."""
+    from .data.catalog import check_data_dir
     from .searching.evaluator import DEFAULT_EVALUATOR, evaluator_spec, load_evaluator
     from .searching.run import SearchRun
     from .searching.settings import SearchSettings
 
     prob = _as_problem(problem)
+    check_data_dir(data_dir)  # a mistyped --data-dir: one line before the run directory exists
     fn = None
     if callable(evaluator):
         fn, spec = evaluator, evaluator_spec(evaluator)
@@ -214,6 +216,9 @@ def resume(run: RunLike, *, workers: Optional[int] = None, data_dir: Optional[st
         raise FedevoError(f"{path} holds a finished search ({sr.settings.gen} generations); nothing to resume "
                           f"and nothing was changed (see `fedevo front {path}`)")
     if data_dir is not None:
+        from .data.catalog import check_data_dir
+
+        check_data_dir(data_dir)
         sr.use_data_dir(data_dir)
     return _run(sr, _runtime(workers, ray_address, cpus_per_task, gpus_per_task), evaluator, callbacks, page)
 

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Optional, Union
 
+from .data.catalog import DATASETS, N_TRAIN, check_data_dir
 from .errors import FedevoError
 from .privacy import registry  # torch-free: names, parameter dataclasses and rules of mechanisms and trust models
 
@@ -16,6 +17,11 @@ AGGREGATIONS = ("plain", "secagg")
 PARTITIONS = ("iid", "shards", "dirichlet", "natural")  # natural: the data's own client ids
 SAMPLINGS = ("poisson", "fixed", "none")  # how a deployment draws its cohort (central trust)
 DEVICES = ("auto", "cpu", "cuda")  # where local training runs (fedevo/hardware.py `device`)
+# target_eps the accountant calibrates σ to: below 1e-3 the search counts ε as 1e-3; above 1e4 the noise needed is
+# below what dp-accounting's grids resolve (and no privacy is left to claim)
+TARGET_EPS_RANGE = (1e-3, 1e4)
+# dirichlet_alpha below this gives each class to one client: with more clients than classes, clients stay empty
+DIRICHLET_ALPHA_MIN = 1e-2
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -182,12 +188,14 @@ class PrivacyConfig:
         _check(self.sampling in SAMPLINGS,
                f"unknown sampling {self.sampling!r}; choose one of {', '.join(SAMPLINGS)}")
         _check(0.0 < self.delta < 1.0, f"delta must be in (0, 1), got {self.delta}")
-        _check(self.target_eps is None or (math.isfinite(self.target_eps) and self.target_eps > 0),
-               f"target_eps must be > 0, got {self.target_eps}")
+        lo, hi = TARGET_EPS_RANGE
+        _check(self.target_eps is None or (isinstance(self.target_eps, (int, float)) and lo <= self.target_eps <= hi),
+               f"target_eps must be in [{lo:g}, {hi:g}] (the range the accountant calibrates), got {self.target_eps}")
         _check(self.target_eps is None or self.eps_budget is None, "give target_eps or eps_budget, not both")
         _check(self.max_participations is None or self.max_participations >= 1,
                f"max_participations (r) must be >= 1, got {self.max_participations}")
-        _check(self.eps_budget is None or self.eps_budget > 0, f"eps_budget must be > 0, got {self.eps_budget}")
+        _check(self.eps_budget is None or (math.isfinite(self.eps_budget) and self.eps_budget > 0),
+               f"eps_budget must be a finite number > 0, got {self.eps_budget}")
         self._check_aggregation()
         if not spec.private:  # no mechanism: no privacy under any trust
             names = [n for n in registry.mechanisms() if registry.mechanism(n).budgets]
@@ -241,8 +249,36 @@ class DataConfig:
         _check(self.clients >= 1, f"clients must be >= 1, got {self.clients}")
         _check(self.shards_per_client >= 1, f"shards_per_client must be >= 1, got {self.shards_per_client}")
         _check(self.shard_size is None or self.shard_size >= 1, f"shard_size must be >= 1, got {self.shard_size}")
-        _check(self.dirichlet_alpha > 0, f"dirichlet_alpha must be > 0, got {self.dirichlet_alpha}")
+        _check(math.isfinite(self.dirichlet_alpha) and self.dirichlet_alpha >= DIRICHLET_ALPHA_MIN,
+               f"dirichlet_alpha must be a finite number >= {DIRICHLET_ALPHA_MIN:g} (smaller puts each class on one "
+               f"client, leaving clients empty), got {self.dirichlet_alpha}")
         _check(0 < self.test_fraction <= 1, f"test_fraction must be in (0, 1], got {self.test_fraction}")
+        if self.source is None:
+            _check(self.dataset in DATASETS, f"unknown dataset {self.dataset!r}; choose one of {', '.join(DATASETS)}")
+        check_data_dir(self.data_dir, self.download)
+
+    def check_partition(self) -> None:
+        """The clients the partition can give from the training samples (data/partition.py's own checks, made
+        before any data is read). A problem's configuration is checked so (an audit adds canary clients of its
+        own beyond the data: not checked here)."""
+        n = self.n_train
+        _check(n is None or self.partition != "iid" or self.clients <= n,
+               f"clients = {self.clients} is more than the {n} training samples of {self.dataset!r} (partition iid)")
+        if self.partition == "shards" and n is not None:
+            size = self.shard_size or n // (self.clients * self.shards_per_client)
+            _check(size >= 1, f"partition = \"shards\": clients × shards_per_client = {self.clients} × "
+                              f"{self.shards_per_client} shards is more than the {n} training samples of "
+                              f"{self.dataset!r}")
+            _check(n // size >= self.shards_per_client,
+                   f"partition = \"shards\": shard_size = {size} gives {n // size} shards of the {n} training samples "
+                   f"of {self.dataset!r}; each client needs shards_per_client = {self.shards_per_client}")
+
+    @property
+    def n_train(self) -> Optional[int]:
+        """Training samples of the data (None: unknown until the user's data is read)."""
+        if self.source is not None:
+            return getattr(self.source, "n_train", None)
+        return N_TRAIN.get(self.dataset)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from .data.catalog import N_TRAIN  # training samples per dataset, for the memory estimate
 from .errors import FedevoError
 
 # Every seeded generator fedevo feeds accepts this range: numpy's SeedSequence / default_rng (any int >= 0),
@@ -25,8 +26,6 @@ GIB = 1024**3
 # and the run's front (fedevo.searching.front_math.non_dominated compares every pair of all pop·gen evaluations).
 POP_PAIR_BYTES = 64
 EVAL_PAIR_BYTES = 12
-# training samples per dataset (fedevo.data.datasets), for the memory estimate of one evaluation
-N_TRAIN = {"digits": 1437, "synthetic": 600, "fashion": 60000, "mnist": 60000, "cifar10": 50000}
 SCHEDULE_BYTES = 64  # per scheduled sample slot of a chunk: positions, weights, rows, labels and their copies
 CLIENT_BYTES = 256  # per client: partition indices, participation counts, budget ledger, arrivals...
 MODEL_COPIES = 8  # fp32 copies of the dense weights per trained client (weights, grads, masks, update, noise...)

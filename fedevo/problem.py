@@ -7,29 +7,34 @@ assignment and builds the frozen SimConfig that the simulator runs.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Literal, Mapping, Optional, get_args
 
-from . import _toml
+from . import _toml, schema
 from .config import SHARED_KEYS, CNNArch, DataConfig, DeploymentConfig, MLPArch, PrivacyConfig, SimConfig, UserArch
-from .data.sources import SOURCE_KEYS
+from .data.catalog import DATASETS
+from .data.sources import SOURCE_KEYS, ArraySource
 from .errors import FedevoError
 
-# Where each known parameter goes. Genes and --params overrides may only use these names.
-ARCH_KEYS = {"mlp": ("layers", "units"), "cnn": ("conv_layers", "channels", "kernel", "layers", "units")}
+# Where each known parameter goes, read from the config dataclasses' fields (fedevo/schema.py): a field added to
+# SimConfig, DataConfig, DeploymentConfig or an architecture is a problem-file key and a --params key at once.
+ARCH_KEYS = {"mlp": schema.arch_keys("mlp"), "cnn": schema.arch_keys("cnn")}
 # a user model (model = "python:file.py:function" or "package.module:function"; docs/models.md): fedevo's settings
 # for it, in [train]; every other gene, and the [model_args] table, are the factory's keyword arguments
-USER_ARCH_KEYS = ("model_init", "sparse_conv")
-SIM_KEYS = ("rounds", "epochs", "batch_size", "lr", "participation", "alpha", "xi", "upload_loss", "precision",
-            "chunk_clients", "device")
-PRESET_KEY = "preset"  # expands to privacy settings (fedevo/privacy/presets.py)
-DATA_KEYS = ("partition", "clients", "shards_per_client", "shard_size", "dirichlet_alpha", "test_fraction")
-DEPLOY_KEYS = ("population", "cohort", "colluders")
-GENE_TYPES = ("int", "real", "choice")
+USER_ARCH_KEYS = schema.arch_keys(None)
+SIM_KEYS = schema.sim_keys()
+PRESET_KEY = schema.PRESET.name  # expands to privacy settings (fedevo/privacy/presets.py)
+DATA_KEYS = schema.data_keys()
+DEPLOY_KEYS = schema.deploy_keys()
+GeneType = Literal["int", "real", "choice"]
+GENE_TYPES = get_args(GeneType)
 EPS_OBJECTIVES = ("eps", "eps_paper")
 OBJECTIVES = ("error", "comm", "eps")
 
@@ -57,7 +62,7 @@ def problems_dir() -> Path:
 @dataclass(frozen=True)
 class Gene:
     name: str
-    type: str
+    type: GeneType
     low: Optional[float] = None
     high: Optional[float] = None
     default: Any = None
@@ -70,11 +75,18 @@ class Gene:
         if self.type == "choice":
             if not self.choices:
                 raise FedevoError(f"gene {self.name!r}: type 'choice' needs a non-empty 'choices' list")
-            if self.default is not None and self.default not in self.choices:
+            if self.low is not None or self.high is not None:
+                raise FedevoError(f"gene {self.name!r}: a gene of type 'choice' has 'choices', not 'low'/'high'")
+            if self.default is not None and not any(_same(self.default, c) for c in self.choices):
                 raise FedevoError(f"gene {self.name!r}: default {self.default!r} is not one of {list(self.choices)}")
         else:
+            if self.choices:
+                raise FedevoError(f"gene {self.name!r}: only a gene of type 'choice' has 'choices' (this one is "
+                                  f"{self.type!r})")
             if self.low is None or self.high is None or not self.low <= self.high:
                 raise FedevoError(f"gene {self.name!r}: needs numeric 'low' <= 'high'")
+            if self.type == "int" and math.ceil(self.low) > math.floor(self.high):
+                raise FedevoError(f"gene {self.name!r}: no integer lies in [{self.low:g}, {self.high:g}]")
             if self.log and self.low <= 0:
                 raise FedevoError(f"gene {self.name!r}: a log-scale gene needs low > 0")
             if self.default is not None:
@@ -82,8 +94,8 @@ class Gene:
 
     def check(self, value: Any) -> Any:
         """Validate one value of this gene; returns it with its proper Python type."""
-        if self.type == "choice":
-            if value not in self.choices:
+        if self.type == "choice":  # a choice of the same kind: "false" is not false, 1 is not true
+            if not any(_same(value, c) for c in self.choices):
                 raise FedevoError(f"gene {self.name!r}: {value!r} is not one of {list(self.choices)}")
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -99,6 +111,12 @@ class Gene:
         if not self.low <= value <= self.high:
             raise FedevoError(f"gene {self.name!r}: {value!r} is out of bounds [{self.low:g}, {self.high:g}]")
         return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same kind (booleans, numbers, strings are three kinds: 1 == True, but not here)."""
+    kind = lambda v: bool if isinstance(v, bool) else (float if isinstance(v, (int, float)) else type(v))  # noqa: E731
+    return kind(a) is kind(b) and a == b
 
 
 @dataclass(frozen=True)
@@ -184,11 +202,18 @@ class Problem:
         known = set(self.known_keys())
         unknown = sorted(k for k in params if k not in known)
         if unknown:
+            near = difflib.get_close_matches(unknown[0], sorted(known), n=1)
             raise FedevoError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for problem {self.name!r}; "
-                              f"known: {', '.join(sorted(known))}")
+                              + (f"did you mean {near[0]!r}? " if near else "") + f"known: {', '.join(sorted(known))}")
         merged = {**self.fixed, **self.defaults()}
+        typed = schema.settings(None if self.user_model else self.model) if self.simulated else {}
         for k, v in params.items():
-            merged[k] = self.gene(k).check(v) if k in self.gene_names else v
+            if k in self.gene_names:
+                merged[k] = self.gene(k).check(v)
+            elif k in typed:  # a fixed setting overridden: held to its dataclass field's type
+                merged[k] = schema.check_value(f"parameter {k}", typed[k].hint, v)
+            else:  # a user model's keyword argument or an own evaluator's setting: the user's code checks it
+                merged[k] = v
         missing = [g.name for g in self.genes if g.name not in merged]
         if missing:
             raise FedevoError(f"gene(s) {', '.join(missing)} have no default; pass them in params")
@@ -219,6 +244,7 @@ class Problem:
         pick = lambda keys: {k: p[k] for k in keys if k in p}  # noqa: E731
         data = DataConfig(dataset=self.dataset, data_dir=data_dir, download=download, source=self.data_source,
                           **pick(DATA_KEYS))
+        data.check_partition()
         try:
             if self.user_model:
                 kwargs = {k: _hashable(v, f"problem {self.name!r}: {k!r}") for k, v in pick(self.model_kwargs).items()}
@@ -234,29 +260,41 @@ class Problem:
 
 
 def _gene_from_toml(name: str, spec: Any) -> Gene:
+    """A [genes] entry, each key held to its type in `Gene` (fedevo/schema.py)."""
     if not isinstance(spec, dict):
-        raise FedevoError(f"gene {name!r}: expected a table like {{ type = \"real\", low = 0, high = 1 }}")
-    extra = set(spec) - {"type", "low", "high", "default", "choices", "log"}
-    if extra:
-        raise FedevoError(f"gene {name!r}: unknown key(s) {', '.join(sorted(extra))}")
-    return Gene(name=name, type=spec.get("type", "real"), low=spec.get("low"), high=spec.get("high"),
-                default=spec.get("default"), choices=tuple(spec.get("choices", ())), log=bool(spec.get("log", False)))
+        raise FedevoError(f"[genes] {name}: expected a table like {{ type = \"real\", low = 0, high = 1 }}, got "
+                          f"{schema._show(spec)}")
+    hints = {f.name: f for f in schema._own(Gene).values() if f.name != "name"}
+    for k in spec:
+        if k not in hints:
+            raise schema.unknown_key(f"[genes] {name}.", k, list(hints))
+    v = {k: schema.check_value(f"[genes] {name}.{k}", hints[k].hint, x) for k, x in spec.items() if k != "default"}
+    if "choices" in spec:
+        for c in v["choices"]:
+            if not isinstance(c, (str, int, float)) or (isinstance(c, float) and not math.isfinite(c)):
+                raise FedevoError(f"[genes] {name}.choices: expected strings, numbers or booleans, got "
+                                  f"{schema._show(c)}")
+    if "default" in spec and spec["default"] is not None and v.get("type", "real") != "choice":
+        v["default"] = schema.check_value(f"[genes] {name}.default", float, spec["default"])
+    elif "default" in spec:
+        v["default"] = spec["default"]
+    return Gene(name=name, type=v.get("type", "real"), low=v.get("low"), high=v.get("high"),
+                default=v.get("default"), choices=tuple(v.get("choices", ())), log=v.get("log", False))
 
 
 def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = None) -> Problem:
     """Build a Problem from a parsed TOML document; every mistake is a FedevoError naming the key."""
     if "evaluator" in doc:
         return _parse_own_evaluator(doc, name=name, path=path)
-    top = {"name", "description", "dataset", "model", "model_args", "eps_objective", "data", "train", "privacy",
-           "deployment", "genes", "constraints"}
-    extra = set(doc) - top
-    if extra:
-        raise FedevoError(f"problem {name!r}: unknown key(s) {', '.join(sorted(extra))}; known: {', '.join(sorted(top))}")
+    _check_top(doc, TOP)
     user_data = "source" in doc.get("data", {})  # the user's data ([data] source, docs/data.md), not `dataset`
     for req in ("model", "genes") + (() if user_data else ("dataset",)):
         if req not in doc:
             raise FedevoError(f"problem {name!r}: missing required key {req!r}"
                               + (" (or a [data] source: docs/data.md)" if req == "dataset" else ""))
+    if not user_data and doc["dataset"] not in DATASETS:
+        raise FedevoError(f"dataset: unknown dataset {doc['dataset']!r}; choose one of {', '.join(DATASETS)} "
+                          "(or your own data: a [data] source, docs/data.md)")
     model = doc["model"]
     user = isinstance(model, str) and ":" in model
     if not user and (not isinstance(model, str) or model not in ARCH_KEYS):
@@ -275,18 +313,19 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
                               f"{'given by fedevo' if k in ('input_shape', 'num_classes') else 'a fedevo setting'}; "
                               "[model_args] holds the factory's own keyword arguments")
         fixed[k] = _hashable(v, f"problem {name!r}: [model_args] {k!r}")
-    arch_keys = USER_ARCH_KEYS if user else ARCH_KEYS[model]
-    data_keys = DATA_KEYS + (SOURCE_KEYS if user_data else ())
-    for section, keys in (("data", data_keys), ("train", SIM_KEYS + arch_keys),
-                          ("privacy", privacy_keys() + (PRESET_KEY,)), ("deployment", DEPLOY_KEYS)):
-        table = doc.get(section, {})
-        bad = set(table) - set(keys)
-        if bad:
-            raise FedevoError(f"problem {name!r}: unknown key(s) in [{section}]: {', '.join(sorted(bad))}; "
-                              f"known: {', '.join(keys)}")
+    known = schema.settings(None if user else model, user_data=user_data)
+    for section in ("data", "train", "privacy", "deployment"):  # each value held to its dataclass field's type
+        raw = doc.get(section, {})
+        arrays = section == "data" and isinstance(raw, dict) and isinstance(raw.get("source"), ArraySource)
+        table = schema.check_table(section, {k: v for k, v in raw.items() if k != "source"} if arrays else raw,
+                                   {k: s for k, s in known.items() if s.section == section}, known)
         fixed.update({k: v for k, v in table.items() if section != "data" or k not in SOURCE_KEYS})
     data_source = _user_data(doc, fixed, name=name, path=path, model=model) if user_data else None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
+    for section in ("data", "train", "privacy", "deployment", "model_args"):
+        for k in doc.get(section, {}):
+            if k in doc["genes"]:  # the gene's value would silently replace the fixed one
+                raise FedevoError(f"[{section}] {k}: is also a gene ([genes] {k}); give it in one place")
     allowed = set(fedevo_keys(None if user else model))
     model_kwargs: tuple[str, ...] = ()
     if user:  # genes that are not fedevo settings are the factory's keyword arguments
@@ -315,6 +354,19 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     if user:
         probe_model(prob, config)
     return prob
+
+
+# a problem file's top-level keys and their types (the settings' tables are typed by fedevo/schema.py)
+TOP = {"name": str, "description": str, "dataset": str, "model": str, "model_args": dict,
+       "eps_objective": Literal["eps", "eps_paper"], "data": dict, "train": dict, "privacy": dict,
+       "deployment": dict, "genes": dict, "constraints": dict}
+
+
+def _check_top(doc: Mapping[str, Any], top: Mapping[str, Any]) -> None:
+    for k, v in doc.items():
+        if k not in top:
+            raise schema.unknown_key("", k, list(top))
+        schema.check_value(k, top[k], v)
 
 
 def fedevo_keys(model: Optional[str]) -> tuple[str, ...]:
@@ -381,22 +433,23 @@ def _objectives(doc: Mapping[str, Any], name: str) -> tuple[str, dict]:
         raise FedevoError(f"problem {name!r}: eps_objective must be one of {EPS_OBJECTIVES}, got {eps_obj!r}")
     constraints = dict(doc.get("constraints", {}))
     for k, v in constraints.items():
-        if k not in OBJECTIVES or not isinstance(v, (int, float)):
-            raise FedevoError(f"problem {name!r}: constraint {k}={v!r}; constraints bound {', '.join(OBJECTIVES)} by a number")
+        if k not in OBJECTIVES:
+            raise schema.unknown_key("[constraints] ", k, list(OBJECTIVES))
+        constraints[k] = schema.check_value(f"[constraints] {k}", float, v)
+        if constraints[k] <= 0:  # no evaluation can meet it (error, comm and ε are >= 0): an empty front
+            raise FedevoError(f"[constraints] {k}: expected a bound > 0 (every {k} is >= 0), got {v!r}")
     return eps_obj, constraints
 
 
-OWN_TOP = ("name", "description", "evaluator", "settings", "genes", "standard", "eps_objective", "constraints")
+OWN_TOP = {"name": str, "description": str, "evaluator": str, "settings": dict, "genes": dict, "standard": dict,
+           "eps_objective": Literal["eps", "eps_paper"], "constraints": dict}
 
 
 def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[str]) -> Problem:
     """A problem trained by the user's own evaluator: free-form genes and `[settings]`, passed to it as they are."""
     from .plugins import load_callable, resolve_spec
 
-    extra = set(doc) - set(OWN_TOP)
-    if extra:
-        raise FedevoError(f"problem {name!r}: unknown key(s) {', '.join(sorted(extra))} for a problem with its own "
-                          f"evaluator; known: {', '.join(OWN_TOP)}")
+    _check_top(doc, OWN_TOP)
     if "genes" not in doc or not isinstance(doc["genes"], dict) or not doc["genes"]:
         raise FedevoError(f"problem {name!r}: missing required key 'genes' (a table of at least one gene)")
     settings = doc.get("settings", {})
@@ -434,8 +487,18 @@ def load_problem(name_or_path: str) -> Problem:
         if not p.exists():
             avail = ", ".join(list_problems()) or "none"
             raise FedevoError(f"unknown problem {name_or_path!r}; bundled problems: {avail} (or pass a .toml path)")
-    if not p.is_file():
-        raise FedevoError(f"problem file {str(p)!r} does not exist")
+    try:
+        st = p.stat()  # follows links: a loop or a dangling link is an OSError saying which
+    except OSError as e:
+        why = "does not exist" if isinstance(e, FileNotFoundError) and not p.is_symlink() else (
+            f"cannot be opened: {e.strerror or e}" if e.strerror else f"cannot be opened: {e}")
+        if isinstance(e, FileNotFoundError) and p.is_symlink():
+            why = f"is a link to {os.readlink(p)!r}, which does not exist"
+        raise FedevoError(f"problem file {str(p)!r} {why}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise FedevoError(f"problem file {str(p)!r} is a directory, not a TOML file")
+    if not stat.S_ISREG(st.st_mode):
+        raise FedevoError(f"problem file {str(p)!r} is not a regular file")
     try:
         text = p.read_text(encoding="utf-8")
         doc = _toml.loads(text)

@@ -87,8 +87,13 @@ def eps_gaussian(*, noise_multiplier: float, sample_rate: float, steps: int, del
 
     event = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(z)), n)
     # the interval's additive error is ~n·interval: scale it with a cheap RDP bound so large ε stays fast
-    interval = _pld_interval(eps_rdp(event=event, delta=d))
-    return _finite(PLDAccountant(value_discretization_interval=interval).compose(event).get_epsilon(d))
+    hint = eps_rdp(event=event, delta=d)
+    try:
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # the overflow is caught below
+            pld = PLDAccountant(value_discretization_interval=_pld_interval(hint)).compose(event)
+        return _finite(pld.get_epsilon(d))
+    except (OverflowError, ZeroDivisionError):  # so little noise that the PLD's grid overflows (ε ≳ 10^5):
+        return hint  # the RDP bound is a valid ε there
 
 
 def _pld_interval(eps_hint: float) -> float:
@@ -118,7 +123,10 @@ def eps_rdp(*, event, delta: float, replace_one: bool = False) -> float:
     try:
         with warnings.catch_warnings(), np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             warnings.simplefilter("ignore")
-            return _finite(RdpAccountant(neighboring_relation=rel).compose(event).get_epsilon(_delta(delta)))
+            try:
+                return _finite(RdpAccountant(neighboring_relation=rel).compose(event).get_epsilon(_delta(delta)))
+            except (OverflowError, ZeroDivisionError):  # a noise multiplier so small that 1/z² overflows
+                return math.inf
     finally:
         absl.setLevel(level)
 

@@ -192,6 +192,8 @@ def test_huge_epochs_refused_before_any_allocation(capsys, tmp_path):
     bad(capsys, ["evaluate", "--params", '{"epochs": 1000000000}', "--quiet"],
         r"would need about [\d.,]+ GiB of memory per evaluation .* lower epochs=1000000000 \(at most \d+ fit")
     bad(capsys, ["evaluate", "--params", '{"clients": 1000000000}', "--quiet"],
+        r"clients = 1000000000 is more than the 1437 training samples of 'digits'")
+    bad(capsys, ["evaluate", "--params", '{"clients": 1000000000, "partition": "dirichlet"}', "--quiet"],
         r"per-client state [\d.,]+ GiB\), more than .* lower clients=1000000000$")
     f = tmp_path / "big.toml"
     from tests.searching.search_helpers import TOY_TOML
@@ -277,3 +279,121 @@ def test_problems_never_cuts_a_name(capsys, monkeypatch):
     for name in list_problems():
         assert re.search(rf"│ {name}\s", out), name
     assert "…" not in out
+
+
+# ------------------------------------------------------------------ issue 27: one typed schema, checked at load
+def _digits_doc() -> dict:
+    from fedevo import _toml
+    from fedevo.problem import problems_dir
+
+    return _toml.loads((problems_dir() / "digits_mlp.toml").read_text())
+
+
+def _set(doc: dict, path: str, value) -> dict:
+    *tables, key = path.split(".")
+    t = doc
+    for name in tables:
+        t = t.setdefault(name, {})
+    t[key] = value
+    return doc
+
+
+NAN, INF = float("nan"), float("inf")
+ISSUE_27_FILES = [  # (changes to digits_mlp.toml, the message): items 2, 3, 4 and 7 of issue 27
+    ({"data.partition": "shards", "data.clients": 1000},
+     r'partition = "shards": clients × shards_per_client = 1000 × 2 shards is more than the 1437 training samples'),
+    ({"data.dirichlet_alpha": 1e-300}, r"dirichlet_alpha must be a finite number >= 0.01 .*got 1e-300$"),
+    ({"data.dirichlet_alpha": INF}, r"\[data\] dirichlet_alpha: expected a finite number, got inf$"),
+    ({"train.epochs": 1.5}, r"\[train\] epochs: expected an integer, got 1.5$"),
+    ({"train.batch_size": 16.5}, r"\[train\] batch_size: expected an integer, got 16.5$"),
+    ({"dataset": "imagenet"}, r"dataset: unknown dataset 'imagenet'; choose one of digits, fashion, mnist, cifar10"),
+    ({"data.clients": "20"}, r'\[data\] clients: expected an integer, got "20"$'),
+    ({"genes.lr.low": "1"}, r'\[genes\] lr.low: expected a finite number, got "1"$'),
+    ({"genes.sigma.log": "false"}, r'\[genes\] sigma.log: expected true or false, got "false"$'),
+    ({"data": 5}, r"data: expected a table, got 5$"),
+    ({"model": ["mlp"]}, r'model: expected a string, got \["mlp"\]$'),
+    ({"genes": 5}, r"genes: expected a table, got 5$"),
+    ({"train.rounds": 2.5}, r"\[train\] rounds: expected an integer, got 2.5$"),
+    ({"train.epochs": "2"}, r'\[train\] epochs: expected an integer, got "2"$'),
+    ({"constraints.eps": NAN}, r"\[constraints\] eps: expected a finite number, got nan$"),
+    ({"privacy.recall": "false"}, r'\[privacy\] recall: expected true or false, got "false"$'),
+    ({"train.epoch": 2}, r"\[train\] epoch: unknown key; did you mean 'epochs'\?"),
+    ({"train.sigma": 1.0}, r"\[train\] sigma: belongs in \[privacy\]$"),
+    ({"privacy.clip": 1.0}, r"\[privacy\] clip: is also a gene \(\[genes\] clip\); give it in one place$"),
+]
+
+
+@pytest.mark.parametrize("changes,expect", ISSUE_27_FILES, ids=[str(c) for c, _ in ISSUE_27_FILES])
+def test_issue27_bad_problem_files_fail_at_load(capsys, tmp_path, changes, expect):
+    import tomli_w
+
+    doc = _digits_doc()
+    for path, value in changes.items():
+        _set(doc, path, value)
+    f = tmp_path / "p.toml"
+    f.write_text(tomli_w.dumps(doc))
+    out = tmp_path / "run"
+    bad(capsys, ["search", "--problem", f, "--out", out, "--pop", 4, "--gen", 1, "--workers", 0, "--quiet"], expect,
+        watch=tmp_path)
+    assert not out.exists()
+
+
+@pytest.fixture
+def fixed_sigma(tmp_path) -> Path:
+    """digits_mlp with σ a fixed [privacy] setting instead of a gene."""
+    import tomli_w
+
+    doc = _digits_doc()
+    del doc["genes"]["sigma"]
+    doc["privacy"]["sigma"] = 1.0
+    f = tmp_path / "fixed_sigma.toml"
+    f.write_text(tomli_w.dumps(doc))
+    return f
+
+
+@pytest.mark.parametrize("cmd", ["evaluate", "audit"])
+@pytest.mark.parametrize("params,expect", [
+    ('{"target_eps": 1e9}', r"target_eps must be in \[0.001, 10000\] .*got 1000000000.0$"),
+    ('{"clients": 20.5}', r"parameter clients: expected an integer, got 20.5$"),
+    ('{"recall": "false", "tau": 0.5}', r'parameter recall: expected true or false, got "false"$'),
+    ('{"sigma": "1e-300"}', r'parameter sigma: expected a finite number, got "1e-300"$'),
+    ('{"sigma": NaN}', r"parameter sigma: expected a finite number, got nan$"),
+])
+def test_issue27_bad_params_fail_before_training(capsys, tmp_path, fixed_sigma, cmd, params, expect):
+    out = tmp_path / "audit"
+    bad(capsys, [cmd, "--problem", fixed_sigma, "--params", params, "--quiet"]
+        + (["--out", out] if cmd == "audit" else []), expect, watch=tmp_path)
+    assert not out.exists()
+
+
+def test_issue27_string_boolean_gene_choice_is_refused(capsys):
+    """digits_mlp_local: recall is a fixed true; a choice gene of booleans refuses "false" and 1 (not the same)."""
+    bad(capsys, ["evaluate", "--problem", "digits_mlp_local", "--params", '{"recall": "false", "tau": 0.5}'],
+        r'parameter recall: expected true or false, got "false"$')
+    from fedevo.problem import Gene
+
+    g = Gene(name="recall", type="choice", choices=(True, False))
+    for v in ("false", 1, 0.0):
+        with pytest.raises(FedevoError, match="is not one of"):
+            g.check(v)
+    assert g.check(False) is False
+
+
+def test_issue27_data_dir_and_problem_paths(capsys, tmp_path):
+    bad(capsys, ["evaluate", "--data-dir", tmp_path / "nonexistent", "--quiet"],
+        r"--data-dir '.*nonexistent' does not exist \(add --download")
+    (tmp_path / "x.toml").mkdir()
+    bad(capsys, ["evaluate", "--problem", tmp_path / "x.toml"], r"problem file '.*x.toml' is a directory")
+    (tmp_path / "loop.toml").symlink_to(tmp_path / "loop.toml")
+    bad(capsys, ["evaluate", "--problem", tmp_path / "loop.toml"],
+        r"problem file '.*loop.toml' cannot be opened: Too many levels of symbolic links")
+    (tmp_path / "dangling.toml").symlink_to(tmp_path / "gone.toml")
+    bad(capsys, ["evaluate", "--problem", tmp_path / "dangling.toml"],
+        r"problem file '.*dangling.toml' is a link to '.*gone.toml', which does not exist")
+
+
+def test_issue27_search_with_a_missing_data_dir_writes_nothing(capsys, tmp_path):
+    out = tmp_path / "run"
+    bad(capsys, ["search", "--data-dir", tmp_path / "nonexistent", "--out", out, "--pop", 4, "--gen", 1,
+                 "--workers", 0, "--quiet"], r"--data-dir '.*nonexistent' does not exist", watch=tmp_path)
+    assert not out.exists()

@@ -108,7 +108,7 @@ def test_evaluate_bad_data_is_one_line_too(tmp_path, capsys):
     ('source = "npz"\npath = "d.npz"\nholdout = 1.5', r"holdout must be a fraction in \(0, 1\)"),
     ('source = "npz"\npath = "d.npz"\npartition = "natural"\nclients = 3',
      r"the data has 5 clients \(distinct client ids\), clients = 3 differs"),
-    ('source = "npz"\npath = "d.npz"\nwings = 2', r"unknown key\(s\) in \[data\]: wings"),
+    ('source = "npz"\npath = "d.npz"\nwings = 2', r"\[data\] wings: unknown key"),
 ])
 def test_bad_data_keys(tmp_path, capsys, data, expect):
     write_npz(tmp_path / "d.npz")

@@ -311,7 +311,7 @@ def test_gene_names_clash_and_fedevo_settings(files):
         load_problem(str(files(genes='num_classes = { type = "int", low = 2, high = 4 }')))
     with pytest.raises(FedevoError, match=r"\[model_args\].*model 'mlp' takes none"):
         load_problem(str(files("mlp", extra="[model_args]\nhidden = 3\n")))
-    with pytest.raises(FedevoError, match=r"unknown model \[1, 2\]"):
+    with pytest.raises(FedevoError, match=r"model: expected a string, got \[1, 2\]"):
         load_problem(str(_rewrite(files("mlp"), 'model = "mlp"', "model = [1, 2]")))
     with pytest.raises(FedevoError, match="unknown gene 'hidden'"):  # built-in models keep their closed gene list
         load_problem(str(files("mlp", genes='hidden = { type = "int", low = 4, high = 64, default = 8 }')))

@@ -202,7 +202,7 @@ def test_evaluate_names_trust_population_cohort_sampling_accountant(trust, capsy
       "sigma": 0.1, "clip": 0.1}, None),  # fits 32 bits: no error
     ({"trust": "central", "mechanism": "step"}, "needs mechanism 'update'"),
     ({"trust": "central", "delta": 1e-4}, "below 1/population"),
-    ({"sampling": "stratified"}, "unknown sampling"),
+    ({"sampling": "stratified"}, "sampling: expected one of \"poisson\", \"fixed\", \"none\", got \"stratified\""),
     ({"trust": "secagg", "secagg_neighbours": 3}, "secagg_neighbours must be an even integer"),
 ])
 def test_bad_trust_input_one_line_exit_2(params, msg, capsys):

@@ -1,0 +1,25 @@
+"""The bundled datasets by name, their training-set sizes, and the --data-dir check: torch-free, so that a problem
+file is checked (dataset name, shards against samples, memory estimate) without loading any data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from ..errors import DataNotFoundError
+
+# training samples of each bundled dataset (fedevo.data.datasets loads them)
+N_TRAIN = {"digits": 1437, "fashion": 60000, "mnist": 60000, "cifar10": 50000, "synthetic": 600}
+DATASETS = tuple(N_TRAIN)
+
+
+
+def check_data_dir(data_dir: Optional[str], download: bool = False, flag: str = "--data-dir") -> None:
+    """A data directory given (for any dataset, even one that does not read it) must exist, unless --download
+    will create it: a mistyped path is an error, not silently ignored."""
+    if data_dir is not None and not download and not Path(data_dir).is_dir():
+        why = "is not a directory" if Path(data_dir).exists() else "does not exist"
+        raise DataNotFoundError(f"{flag} {str(data_dir)!r} {why} (add --download to fetch a dataset into a new one)")
+
+
+__all__ = ["DATASETS", "N_TRAIN", "check_data_dir"]

@@ -1,0 +1,117 @@
+"""fedevo/schema.py: the types of problem-file and --params settings come from the config dataclasses."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Optional, Union
+
+import pytest
+
+from fedevo import _toml, schema
+from fedevo.errors import FedevoError
+from fedevo.problem import Problem, list_problems, load_problem, problems_dir
+
+
+@pytest.mark.parametrize("hint,value,expect", [
+    (int, 2, 2), (int, 2.0, 2), (float, 2, 2), (float, 0.5, 0.5), (bool, False, False), (str, "x", "x"),
+    (Optional[float], None, None), (Literal["a", "b"], "b", "b"), (Union[int, str], "auto", "auto"),
+    (Union[int, str], 4, 4), (tuple[str, ...], ["a", "b"], ("a", "b")),
+])
+def test_values_of_their_type_pass(hint, value, expect):
+    got = schema.check_value("k", hint, value)
+    assert got == expect and type(got) is type(expect)
+
+
+@pytest.mark.parametrize("hint,value,message", [
+    (int, 1.5, "k: expected an integer, got 1.5"), (int, "2", 'k: expected an integer, got "2"'),
+    (int, True, "k: expected an integer, got true"), (int, math.inf, "k: expected an integer, got inf"),
+    (float, math.nan, "k: expected a finite number, got nan"), (float, -math.inf, "got -inf"),
+    (float, "0.5", 'got "0.5"'), (float, False, "got false"), (bool, "false", 'k: expected true or false, got "false"'),
+    (bool, 0, "got 0"), (str, 5, "k: expected a string, got 5"),
+    (Literal["iid", "shards"], "shard", 'expected one of "iid", "shards", got "shard"; did you mean "shards"?'),
+    (Optional[int], 1.5, "expected an integer, got 1.5"), (Union[int, str], 2.5, "a string or an integer"),
+    (tuple[str, ...], [1], "expected a list of strings"), (dict, 5, "expected a table, got 5"),
+])
+def test_values_of_another_type_are_refused(hint, value, message):
+    with pytest.raises(FedevoError) as e:
+        schema.check_value("k", hint, value)
+    assert message in str(e.value)
+
+
+def test_keys_are_the_dataclass_fields():
+    from dataclasses import fields
+
+    from fedevo.config import DataConfig, DeploymentConfig, MLPArch, SimConfig
+
+    known = schema.settings("mlp")
+    for cls, skip in ((SimConfig, schema.NESTED), (DataConfig, schema.DATA_NOT_SETTINGS), (DeploymentConfig, ()),
+                      (MLPArch, ())):
+        for f in fields(cls):
+            if f.name not in skip:
+                assert known[f.name].owner is cls and known[f.name].hint is not None
+
+
+def test_a_new_field_is_validated_without_a_second_list(tmp_path):
+    """A mechanism registered at runtime: its parameter dataclass's fields are typed [privacy] and --params keys."""
+    from fedevo.privacy import registry
+
+    @dataclass(frozen=True)
+    class LevelsParams:
+        levels: int = 2
+        spread: float = 1.0
+
+    registry.register(registry.Spec("levels_toy", LevelsParams, runtime={"local": "mechanism:Mechanism"},
+                                    private=False))
+    try:
+        doc = _toml.loads((problems_dir() / "digits_mlp.toml").read_text())
+        doc["privacy"]["levels"] = 1.5
+        with pytest.raises(FedevoError, match=r"^\[privacy\] levels: expected an integer, got 1.5$"):
+            Problem.from_dict(doc)
+        doc["privacy"]["levels"] = 3
+        prob = Problem.from_dict(doc)
+        with pytest.raises(FedevoError, match=r"^parameter spread: expected a finite number, got nan$"):
+            prob.resolve({"spread": math.nan})
+    finally:
+        registry.unregister("levels_toy")
+
+
+def test_valid_problems_keep_their_values():
+    """The bundled problems load with every fixed value as the file gives it (nothing coerced or dropped)."""
+    for name in list_problems():
+        doc = _toml.loads((problems_dir() / f"{name}.toml").read_text())
+        prob = load_problem(name)
+        for section in ("data", "train", "privacy", "deployment"):
+            for k, v in doc.get(section, {}).items():
+                assert prob.fixed[k] == v and type(prob.fixed[k]) is type(v), (name, k)
+
+
+def test_integral_float_counts_are_integers(tmp_path):
+    doc = _toml.loads((problems_dir() / "digits_mlp.toml").read_text())
+    doc["train"]["epochs"] = 2.0
+    cfg = Problem.from_dict(doc).sim_config({"clients": 10.0})
+    assert type(cfg.epochs) is int and cfg.epochs == 2 and type(cfg.data.clients) is int
+
+
+def test_accountant_survives_tiny_noise():
+    """σ so small that dp-accounting's PLD grid overflows (or 1/σ² does): ε is the RDP bound, or ∞, not a crash."""
+    from fedevo.privacy.accounting import eps_gaussian
+
+    assert eps_gaussian(noise_multiplier=1e-300, sample_rate=0.01, steps=10, delta=1e-6) == math.inf
+    few = eps_gaussian(noise_multiplier=0.01, sample_rate=0.01, steps=100, delta=1e-6)
+    many = eps_gaussian(noise_multiplier=0.01, sample_rate=0.01, steps=10000, delta=1e-6)  # overflowed the PLD
+    assert math.isfinite(many) and many > few > 1000
+
+
+def test_docs_problem_table_says_what_the_schema_checks():
+    """docs/problems.md's table of settings holds every key of the schema with the type the schema checks."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "problems.md").read_text()
+    rows = dict((k, (sec, typ)) for k, sec, typ in re.findall(r"^\| `(\w+)` \| `\[(\w+)\]` \| ([^|]+?) \|", text, re.M))
+    want = {}
+    for model in ("mlp", "cnn", None):
+        for k, s in schema.settings(model).items():
+            want.setdefault(k, (s.section, schema.describe(s.hint)))
+    assert rows == want

@@ -24,10 +24,13 @@ def main(argv=None) -> None:
     import signal
     import threading
 
-    if threading.current_thread() is threading.main_thread():  # SIGTERM stops a search as Ctrl-C does
-        signal.signal(signal.SIGTERM, _terminate)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None  # SIGTERM: as Ctrl-C
     try:
         app(args=argv, standalone_mode=True)
     except FedevoError as e:
         print(f"fedevo: error: {e}", file=sys.stderr)
         sys.exit(2)
+    finally:
+        if main_thread:  # called in-process (tests, scripts): the caller's handler again
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)

@@ -273,6 +273,8 @@ def test_watch_writes_until_complete_and_follows_changes(fake_run, tmp_path, cap
 
     d = tmp_path / "grow"
     shutil.copytree(fake_run, d)
+    last = sorted((d / "checkpoints").glob("gen-*.pkl"))[-1]
+    last.unlink()  # generation 3 under way: its checkpoint is not written yet (rows 20..29 are not counted)
     lines = (d / "evaluations.csv").read_text().splitlines(keepends=True)
     rows = lines[1:]
     keep = lines[0] + "".join(rows[:20])
@@ -291,7 +293,7 @@ def test_watch_writes_until_complete_and_follows_changes(fake_run, tmp_path, cap
             f.write("".join(rows[20:]))
         lock.close()
 
-    t = threading.Thread(target=grow)
+    t = threading.Thread(target=grow, daemon=True)  # a failing watch must not leave pytest waiting on it
     t.start()
     path = watch(d, interval=0.1, timeout=30, on_write=lambda p, data: seen.append(len(data.rows)))
     t.join()
@@ -300,6 +302,7 @@ def test_watch_writes_until_complete_and_follows_changes(fake_run, tmp_path, cap
     # a stopped search (nobody holds the run): one write, then back, saying how to go on (it used to wait forever)
     stopped = tmp_path / "stopped"
     shutil.copytree(fake_run, stopped)
+    (stopped / "checkpoints" / last.name).unlink()
     (stopped / "evaluations.csv").write_text(keep)
     code, out, err = cli(["plot", str(stopped), "--watch", "--interval", "0.1"], capsys)
     assert code in (0, None), err

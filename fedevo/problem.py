@@ -120,6 +120,9 @@ class Problem:
     text: Optional[str] = None  # the problem file's TOML text (written by `from_dict`), as run.json records it
     evaluator: Optional[str] = None  # the user's own training ("python:file.py:function" or "module:function")
     standard: Mapping[str, Any] = field(default_factory=dict)  # own evaluator: retrain's standard solution's values
+    # top-level `fidelity`: the multi-fidelity search's rung ladder as written (a fraction, or fractions ending at
+    # 1); checked by the search (fedevo.searching.fidelity.parse_ladder), which alone uses it
+    fidelity: Any = None
 
     @property
     def user_model(self) -> bool:
@@ -248,7 +251,7 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     if "evaluator" in doc:
         return _parse_own_evaluator(doc, name=name, path=path)
     top = {"name", "description", "dataset", "model", "model_args", "eps_objective", "data", "train", "privacy",
-           "deployment", "genes", "constraints"}
+           "deployment", "genes", "constraints", "fidelity"}
     extra = set(doc) - top
     if extra:
         raise FedevoError(f"problem {name!r}: unknown key(s) {', '.join(sorted(extra))}; known: {', '.join(sorted(top))}")
@@ -310,7 +313,8 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     dataset = data_source.name if data_source else doc["dataset"]
     prob = Problem(name=doc.get("name", name), dataset=dataset, model=model, genes=genes, fixed=fixed,
                    eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path,
-                   data_source=data_source, model_ref=model_ref, model_kwargs=model_kwargs)
+                   data_source=data_source, model_ref=model_ref, model_kwargs=model_kwargs,
+                   fidelity=tuple(doc["fidelity"]) if isinstance(doc.get("fidelity"), list) else doc.get("fidelity"))
     config = prob.sim_config()  # validate the defaults once, at load time
     if user:
         probe_model(prob, config)

@@ -56,6 +56,8 @@ from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_
 from .log import EvalLog, csv_text, atomic_write, row_result
 from .problem import OBJECTIVES, WORST, SearchProblem
 from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity
+from .fidelity import PROMOTION, parse_ladder
+from .rungs import RungScheduler, check_continues, check_ladder, remove_states
 from .runner import Task, _Abort, cores, make_runner
 from .settings import Runtime, SearchSettings, eval_seed, n_ref_dirs
 from .space import SearchSpace
@@ -152,7 +154,7 @@ class SearchRun:
         self.space = SearchSpace.from_problem(problem)
         self.eps_key = problem.eps_objective
         self.constraints = dict(problem.constraints)
-        self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes)
+        self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes, rungs=settings.multi_fidelity)
 
     # ------------------------------------------------------------------ creating / opening
     @classmethod
@@ -170,6 +172,7 @@ class SearchRun:
                                  "client_id=...) and name the file in [data] (source = \"npz\", path = ...), so that "
                                  "the run records where its data are" if problem.data_source is not None else ""))
         evaluator = for_problem(settings.evaluator, problem)  # fail now, before creating anything
+        settings = _with_fidelity(settings, problem, evaluator)  # --fidelity, else the problem file's `fidelity`
         space = SearchSpace.from_problem(problem)  # genes must be searchable
         if runtime.ray_address:
             from .runner import _check_reachable
@@ -216,6 +219,8 @@ class SearchRun:
                 "eliminate_duplicates": True, "seed": settings.seed,
             },
             "evaluation_seed": "numpy SeedSequence([seed, id]).generate_state(1)[0]",
+            **({"fidelity": {"ladder": list(settings.fidelity), "rung_rounds": "floor(f * T + 1/2) of the planned T",
+                             "promotion": PROMOTION}} if settings.multi_fidelity else {}),
             "search_objectives": SEARCH_OBJECTIVES, "hypervolume": HYPERVOLUME,
             "runtime_at_start": asdict(runtime),
             "host": {"cores": cores(), "platform": platform.platform()},
@@ -266,7 +271,7 @@ class SearchRun:
         """front.csv and hypervolume.csv of these rows; returns (front, hypervolume table)."""
         front = front_rows(rows, self.eps_key, self.constraints)
         cols = self.log.columns
-        fmt = lambda r: self.log.cells(Task(r["id"], r["generation"], r["index"], {g.name: r[g.name] for g in self.space.genes}, r["seed"]), row_result(r))  # noqa: E731
+        fmt = lambda r: self.log.cells(Task(r["id"], r["generation"], r["index"], {g.name: r[g.name] for g in self.space.genes}, r["seed"], rung=r.get("rung", 0), fidelity=r.get("fidelity", 1.0)), row_result(r))  # noqa: E731
         atomic_write(self.run_dir / "front.csv", csv_text(cols, (fmt(r) for r in front)))
         table = hypervolume_table(rows, generations, self.eps_key, self.constraints)
         hv_cols = ["generation", "evaluations", "front_size", "hypervolume"] + \
@@ -291,6 +296,8 @@ class SearchRun:
         t0 = time.monotonic()
         s = self.settings
         evaluator = for_problem(s.evaluator, self.problem) if evaluator is None else evaluators.resolve(evaluator)
+        if s.multi_fidelity:
+            check_continues(evaluator, s.fidelity)
         callback = CallbackList(callbacks)
         summary: Optional[Summary] = None
         try:
@@ -330,10 +337,10 @@ class SearchRun:
         state = self._load_state()
         algorithm = state["algorithm"]
         problem: SearchProblem = algorithm.problem
-        by_id: dict[int, dict[str, Any]] = {}
+        by_id: dict[tuple[int, int], dict[str, Any]] = {}  # (id, rung) -> row; a plain search's rung is 0
         for r in rows:
-            by_id.setdefault(r["id"], r)
-        lost = [i for i in range(state["next_id"]) if i not in by_id]
+            by_id.setdefault((r["id"], r.get("rung", 0)), r)
+        lost = [i for i in range(state["next_id"]) if (i, 0) not in by_id]
         if lost:
             raise FedevoError(f"{self.log.path} lacks {len(lost)} evaluation(s) (ids {lost[0]}..{lost[-1]}) that "
                               f"checkpoint gen-{state['generation']:04d} already counts; the run directory is "
@@ -348,7 +355,7 @@ class SearchRun:
         try:
             if runner is not None:
                 callback.on_start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,
-                                  done=len(by_id), rows=list(by_id.values()), runner=runner.describe,
+                                  done=len(by_id), rows=[by_id[k] for k in sorted(by_id)], runner=runner.describe,
                                   run_dir=self.run_dir, eps_key=self.eps_key)
             while runner is not None and state["generation"] < s.gen:
                 g = state["generation"] + 1
@@ -367,6 +374,8 @@ class SearchRun:
                 done_rows = self._rows_upto(by_id, state["next_id"])
                 front, table = self.write_outputs(done_rows, g)
                 save_checkpoint(self.run_dir, state)
+                if s.multi_fidelity:  # the generation is done: no training state of it is needed any more
+                    remove_states(self.run_dir, range(state["next_id"] - len(infills), state["next_id"]))
                 callback.on_generation(g, self.data(done_rows, front=front, hypervolume=table))
         except _Abort as e:
             raise FedevoError(f"{e} (the search stopped; once fixed, continue with `fedevo resume {self.run_dir}`)") from None
@@ -385,11 +394,17 @@ class SearchRun:
 
     @staticmethod
     def _rows_upto(by_id, next_id: int) -> list[dict[str, Any]]:
-        return [by_id[i] for i in sorted(by_id) if i < next_id]
+        return [by_id[k] for k in sorted(by_id) if k[0] < next_id]
 
     def _batch_evaluator(self, g: int, first_id: int, by_id, runner, evaluator: Evaluator, callback: SearchCallback,
                          counters) -> Callable:
         seed, rounds = self.settings.seed, self.settings.rounds
+        if self.settings.multi_fidelity:
+            rungs = RungScheduler(run_dir=self.run_dir, problem=self.problem, ladder=self.settings.fidelity,
+                                  rounds=rounds, evaluator=evaluator, eps_key=self.eps_key, log=self.log, seed=seed)
+            tick = lambda: callback.on_tick(runner.stats.running, runner.stats.queued)  # noqa: E731
+            return lambda params_list: rungs.evaluate(g, first_id, params_list, by_id, runner, callback.on_evaluation,
+                                                      counters, tick)
 
         def batch_evaluate(params_list: list[dict[str, Any]]) -> list[EvaluationResult]:
             tasks = [Task(first_id + i, g, i, p, eval_seed(seed, first_id + i),
@@ -398,7 +413,7 @@ class SearchRun:
             rows: list[Optional[dict[str, Any]]] = [None] * len(tasks)
             todo = []
             for t in tasks:
-                row = by_id.get(t.id)
+                row = by_id.get((t.id, 0))
                 if row is None:
                     todo.append(t)
                 elif self.log.matches(row, t):
@@ -410,13 +425,26 @@ class SearchRun:
 
             def on_done(t: Task, result: EvaluationResult) -> None:
                 row = self.log.append(t, result)
-                by_id[t.id] = rows[t.index] = row
+                by_id[(t.id, 0)] = rows[t.index] = row
                 callback.on_evaluation(row)
 
             runner.run(todo, on_done, tick=lambda: callback.on_tick(runner.stats.running, runner.stats.queued))
             return [row_result(r) for r in rows]
 
         return batch_evaluate
+
+
+def _with_fidelity(settings: SearchSettings, problem: Problem, evaluator: Evaluator) -> SearchSettings:
+    """The settings with their rung ladder: --fidelity, else the problem file's top-level `fidelity`; checked
+    against the planned rounds and the evaluator (FedevoError, one line, before anything is written)."""
+    key = "--fidelity"
+    if settings.fidelity is None and getattr(problem, "fidelity", None) is not None:
+        key = f"problem {problem.name!r}: fidelity"
+        settings = replace(settings, fidelity=parse_ladder(problem.fidelity, key))
+    if settings.multi_fidelity:
+        check_continues(evaluator, settings.fidelity)
+        check_ladder(problem, settings.fidelity, settings.rounds, key)
+    return settings
 
 
 # ============================================================================================ API

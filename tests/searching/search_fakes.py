@@ -150,7 +150,7 @@ class ContinuingFake:
     history; a state of another individual (seed, genes) or of another rung is refused. ε grows as √(r/T) of the
     planned full-T ε (what `planned` says); comm is the same at every rung.
 
-    Environment: FAKE_CALL_LOG=F appends "<seed> <until> <from>" per call; FAKE_RAISE_AFTER=N raises `Killed` at
+    Environment: FAKE_RUNG_LOG=F appends "<seed> <until> <from>" per call; FAKE_RAISE_AFTER=N raises `Killed` at
     the (N+1)-th call of this process; FAKE_SIGKILL_AFTER=N SIGKILLs this process at its (N+1)-th call."""
 
     continues = True
@@ -181,7 +181,7 @@ class ContinuingFake:
             done, acc = st["done"], st["acc"]
         if not done < upto <= total:
             raise ValueError(f"cannot train from round {done} to {upto} of {total}")
-        log = os.environ.get("FAKE_CALL_LOG")
+        log = os.environ.get("FAKE_RUNG_LOG")
         if log:
             with open(log, "a") as f:
                 f.write(f"{seed} {upto} {done}\n")

@@ -175,3 +175,15 @@ def test_plain_runs_keep_their_identity_and_columns(tmp_path):
     assert run_identity(meta["problem"]["text"], s.resolved()) == meta["run_id"]  # as before the setting existed
     assert "rung" not in read_csv(out / "evaluations.csv")[0]
     assert os.environ.get("FAKE_RAISE_AFTER") is None
+
+
+def test_ray_workers_carry_the_states_and_give_the_serial_front(tmp_path):
+    """Rung tasks on a local Ray: the state bytes go with the task and come back with the result (no shared
+    filesystem needed); the rows equal the serial run's."""
+    serial, ray = tmp_path / "serial", tmp_path / "ray"
+    search(settings(gen=2), serial, SERIAL)
+    search(settings(gen=2), ray, Runtime(workers=2))
+    strip = lambda rows: sorted(({k: v for k, v in r.items() if k != "wall_s"} for r in rows),  # noqa: E731
+                                key=lambda r: (int(r["id"]), int(r["rung"])))  # Ray logs in completion order
+    assert strip(read_csv(ray / "evaluations.csv")) == strip(read_csv(serial / "evaluations.csv"))
+    assert strip(read_csv(ray / "front.csv")) == strip(read_csv(serial / "front.csv"))

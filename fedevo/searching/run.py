@@ -15,10 +15,15 @@ Run directory::
                         wall_s, rounds_trained, privacy (JSON), message (traceback of a failure; newlines
                         written as \\n so that every row is one line). Floats are written with repr(): exact;
                         an empty cell is None (e.g. no ε for an unprivate run)
+                        A multi-fidelity search (--fidelity, fidelity.py) adds the columns rung and fidelity:
+                        one row per rung an individual reached (same id), its values after those rounds
+    states/id-NNNN-rRRRR.pt
+                        multi-fidelity only: the training state of an individual after RRRR rounds, kept until its
+                        next rung is logged or it is not promoted (rungs.py)
     checkpoints/gen-NNNN.pkl
                         pymoo algorithm state (population, reference-point normalisation, RNG) after
                         generation NNNN (0000 = before the first), with a SHA-256 of its payload
-    front.csv           non-dominated rows among all evaluations with status ok (and within the
+    front.csv           non-dominated rows among all full-fidelity evaluations with status ok (and within the
                         problem's constraints), rewritten at the end of each generation
     hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`)
 

@@ -87,7 +87,14 @@ class RunData:
 
     @property
     def ok_rows(self) -> list[dict[str, Any]]:
-        return [r for r in self.rows if r["status"] == "ok"]
+        """Full-fidelity evaluations with status ok (a multi-fidelity search's lower rungs: `lower_rows`)."""
+        return [r for r in self.rows if r["status"] == "ok" and is_full(r)]
+
+    @property
+    def lower_rows(self) -> list[dict[str, Any]]:
+        """A multi-fidelity search's lower-rung evaluations with status ok (`rung`, `fidelity` < 1,
+        `rounds_trained`): never in the front; a page may show them greyed. Empty for a plain search."""
+        return [r for r in self.rows if r["status"] == "ok" and not is_full(r)]
 
     @property
     def full_rows(self) -> list[dict[str, Any]]:

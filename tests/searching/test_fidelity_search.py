@@ -74,7 +74,8 @@ def test_no_lower_rung_reaches_front_hypervolume_or_picks(tmp_path):
     search(settings(gen=2), out, SERIAL)
     data = load_run(out)
     low = [r for r in data.rows if r["fidelity"] < 1]
-    assert low
+    assert low and data.lower_rows == [r for r in low if r["status"] == "ok"]
+    assert data.ok_rows and all(r["fidelity"] == 1.0 for r in data.ok_rows)  # what the pages plot as evaluations
     # make every lower rung look best: it must still stay out of the front and the hypervolume
     rows = [dict(r, error=0.0, comm=0.0, eps=0.001) if r["fidelity"] < 1 else r for r in data.rows]
     front = front_rows(rows, "eps", {})

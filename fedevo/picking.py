@@ -258,7 +258,8 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
             r = by_id.get(t.id)
             if r is None and t.id in lower:
                 low = lower[t.id]
-                raise FedevoError(f"id {t.id} was trained for {low['rounds_trained']} rounds only (a lower rung of the "
+                n = low["rounds_trained"]
+                raise FedevoError(f"id {t.id} was trained for {n} round{'s' if n != 1 else ''} only (a lower rung of the "
                                   "multi-fidelity search, not promoted to the full rounds); only full-fidelity "
                                   "evaluations can be picked")
             if r is None:

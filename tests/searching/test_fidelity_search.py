@@ -82,7 +82,7 @@ def test_no_lower_rung_reaches_front_hypervolume_or_picks(tmp_path):
     assert front and all(r["fidelity"] == 1.0 for r in front)
     assert hypervolume_table(rows, 2, "eps", {}) == hypervolume_table(data.full_rows, 2, "eps", {})
     only_low = next(r["id"] for r in low if r["id"] not in {f["id"] for f in data.full_rows})
-    with pytest.raises(FedevoError, match=f"id {only_low} was trained for 1 rounds only"):
+    with pytest.raises(FedevoError, match=f"id {only_low} was trained for 1 round only"):
         pick(str(only_low), rows, front)
     assert all(p.row["fidelity"] == 1.0 for p in pick("lowest-error:3,knee", rows, front))
     promoted = next(r["id"] for r in data.full_rows)

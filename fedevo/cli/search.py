@@ -42,8 +42,9 @@ def _print_summary(summary, run, quiet: bool) -> None:
     """The closing line and (unless quiet) the front's first rows; `run` is a fedevo.Run."""
     state = ("finished" if summary.generations >= summary.n_gen else
              "stopped early (no new offspring)" if summary.stopped_early else "stopped")
+    full = "" if getattr(summary, "full_fidelity", None) is None else f"{summary.full_fidelity} at full fidelity, "
     print(f"search {state}: {summary.generations}/{summary.n_gen} generations, {summary.evaluations} evaluations "
-          f"({summary.failed} failed, {summary.diverged} diverged, {summary.reused} reused from the log), Pareto front of {summary.front_size}, "
+          f"({full}{summary.failed} failed, {summary.diverged} diverged, {summary.reused} reused from the log), Pareto front of {summary.front_size}, "
           f"{summary.wall_s:.0f} s")
     if not quiet and summary.front:
         from rich.console import Console

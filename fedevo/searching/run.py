@@ -57,7 +57,7 @@ from .algorithm import CROSSOVER, MUTATION, make_nsga3
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
-from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table
+from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table, is_full
 from .log import EvalLog, csv_text, atomic_write, row_result
 from .problem import OBJECTIVES, WORST, SearchProblem
 from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity
@@ -106,6 +106,7 @@ class Summary:
     stopped_early: bool = False
     front: list = field(default_factory=list)
     first_failure: str = ""  # message of the first failed evaluation (first line), "" if none failed
+    full_fidelity: Optional[int] = None  # a multi-fidelity search: evaluations that trained all rounds (None: plain)
 
     @property
     def complete(self) -> bool:
@@ -394,6 +395,7 @@ class SearchRun:
                        failed=sum(r["status"] == "failed" for r in done_rows), front_size=len(front),
                        diverged=sum(r["status"] == "diverged" for r in done_rows),
                        wall_s=time.monotonic() - t0, stopped_early=bool(state.get("stopped_early")), front=front,
+                       full_fidelity=sum(map(is_full, done_rows)) if s.multi_fidelity else None,
                        first_failure=next((r["message"].strip().splitlines()[0] for r in done_rows
                                            if r["status"] == "failed" and r["message"].strip()), ""))
 

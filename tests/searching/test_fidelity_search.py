@@ -36,7 +36,7 @@ def test_rungs_in_the_log_and_only_full_rows_in_the_front(tmp_path, monkeypatch)
     out = tmp_path / "run"
     s = search(settings(), out, SERIAL)
     rows = read_csv(out / "evaluations.csv")
-    assert s.evaluations == len(rows) == 3 * (9 + 3 + 1)
+    assert s.evaluations == len(rows) == 3 * (9 + 3 + 1) and s.full_fidelity == 3
     for g in (1, 2, 3):  # per generation: 9 at 1 round, 3 continued to 3 rounds, 1 to the full 9
         gen = [r for r in rows if r["generation"] == str(g)]
         assert [sum(r["rung"] == str(k) for r in gen) for k in range(3)] == [9, 3, 1]

@@ -3,9 +3,10 @@
     python benchmarks/multi_fidelity.py                                   # digits_mlp, small (the committed run)
     python benchmarks/multi_fidelity.py --problem digits_mlp --pop 12 --gen 4 --mf-gen 10 --rounds 9 \\
         --fidelity 1/9,1/3,1 --seeds 0 1 2 --workers 0 --out benchmarks/results/multi_fidelity-digits
-    # paper scale (NOT run here: ~25 min per plain search on 2 idle cores, times 2 methods times the seeds):
-    python benchmarks/multi_fidelity.py --problem fashion_mlp --pop 20 --gen 20 --mf-gen 60 --rounds 9 \\
-        --fidelity 1/9,1/3,1 --seeds 0 1 2 --workers 2 --out benchmarks/results/multi_fidelity-fashion
+    # paper scale (experiments/ exp2: fashion_mlp_step, pop 20 x 20 generations, T = 5 rounds; NOT run here: a
+    # plain search took 24-29 min on 2 idle cores, times 2 methods times the seeds; rungs 1, 2 and 5 rounds):
+    python benchmarks/multi_fidelity.py --problem fashion_mlp_step --pop 20 --gen 20 --mf-gen 60 \\
+        --fidelity 0.2,0.4,1 --seeds 0 1 2 --workers 2 --out benchmarks/results/multi_fidelity-fashion
 
 For each seed, one process runs the plain search (`--gen` generations, every evaluation trains all T rounds) and
 the multi-fidelity search (`--fidelity`, `--mf-gen` generations) in fresh run directories, one after the other,
@@ -119,7 +120,7 @@ def main() -> None:
     ap.add_argument("--pop", type=int, default=9)
     ap.add_argument("--gen", type=int, default=3, help="generations of the plain search")
     ap.add_argument("--mf-gen", type=int, default=6, help="generations of the multi-fidelity search")
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rounds", type=int, default=None, help="T (default: the problem's)")
     ap.add_argument("--fidelity", default="1/9,1/3,1")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--workers", type=int, default=0)
@@ -190,7 +191,7 @@ def main() -> None:
         f"load average (1, 5, 15 min) before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, after "
         f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} (the machine was shared with other jobs: times are noisy).",
         "",
-        f"Plain: pop {args.pop} × {args.gen} generations, T = {args.rounds} rounds each. Multi-fidelity: pop "
+        f"Plain: pop {args.pop} × {args.gen} generations, T = {args.rounds or 'the problem file’s'} rounds each. Multi-fidelity: pop "
         f"{args.pop} × {args.mf_gen} generations, rungs {args.fidelity} of T, ⌈n/3⌉ promoted per rung. Workers: "
         f"{args.workers}. Hypervolume: (error, comm, log10 ε) scaled by the ideal/nadir of all full-fidelity ok "
         "evaluations of both methods and every seed, reference point 1.1 (fixed for the whole table).",

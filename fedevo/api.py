@@ -258,15 +258,23 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: bool = False) -> 
 
 
 def _final_page(run_dir: Path) -> Optional[Path]:
-    """front.html beside the CSVs; the search's results stand without it (a warning, never an error)."""
+    """front.html and importance.html beside the CSVs; the search's results stand without them (a warning, never
+    an error)."""
+    from .viz.front import write_front_html
+    from .viz.importance import write_importance_html
+
+    path = _page_or_warning(write_front_html, run_dir, "front.html")
+    _page_or_warning(write_importance_html, run_dir, "importance.html")
+    return path
+
+
+def _page_or_warning(write: Callable[[Path], Path], run_dir: Path, name: str) -> Optional[Path]:
     import sys
 
     try:
-        from .viz.front import write_front_html
-
-        return write_front_html(run_dir)
+        return write(run_dir)
     except Exception as e:  # noqa: BLE001 - a plotting problem must not turn a finished search into a failure
-        print(f"fedevo: warning: could not write front.html ({type(e).__name__}: {e}); try `fedevo plot {run_dir}`",
+        print(f"fedevo: warning: could not write {name} ({type(e).__name__}: {e}); try `fedevo plot {run_dir}`",
               file=sys.stderr)
         return None
 
@@ -277,27 +285,91 @@ def pick(run: RunLike, spec: str) -> list[dict[str, Any]]:
 
 
 # ============================================================================================ after a search
-def plot(run: RunLike, *, out: Optional[Union[str, Path]] = None, plotly_js: str = "embed", watch: bool = False,
-         interval: float = 2.0, on_write: Optional[Callable[[Path, Any], None]] = None) -> Path:
-    """Write the run's interactive front page (RUN/front.html, or `out`); returns its path. plotly_js: "embed"
-    (one offline file) or "shared" (plotly.js written once beside the run directory). watch: keep rewriting it
-    whenever the run changes (every `interval` s) until the run is complete; on_write(path, data) after each
-    write."""
-    from .guards import check_writable_file
+def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Path]] = None,
+         plotly_js: str = "embed", watch: bool = False, interval: float = 2.0, importance: bool = True,
+         on_write: Optional[Callable[[Path, Any], None]] = None) -> Path:
+    """Write the run's interactive front page (RUN/front.html, or `out`) and, with `importance`, its importance
+    page beside it (RUN/importance.html; NAME-importance.html beside an `out` NAME.html: which genes drive each
+    objective, slices, hypervolume); returns the front page's path. plotly_js: "embed" (one offline file) or
+    "shared" (plotly.js written once beside the run directory). watch: keep rewriting the front page whenever the
+    run changes (every `interval` s) until the run is complete (the importance page is written once, at the
+    end); on_write(path, data) after each write.
+
+    Several runs (a list of two or more): write the comparison page `out` (required) instead — their Pareto
+    fronts and hypervolume histories, with one normalisation and reference point shared by all runs; they must
+    have searched the same problem. `out` never replaces an existing file that is not a fedevo page."""
     from .viz.front import write_front_html
 
-    if plotly_js not in ("embed", "shared"):
-        raise FedevoError(f"--plotly-js must be embed or shared, got {plotly_js!r}")
-    if not interval > 0:
-        raise FedevoError(f"--interval must be > 0, got {interval}")
-    path = _run_path(run)
-    check_writable_file(Path(out) if out is not None else path / "front.html")  # before any work
+    paths, path = _plot_checks(run, out, plotly_js, interval, watch, importance)
     mode = "shared" if plotly_js == "shared" else None
+    if len(paths) > 1:
+        from .viz.compare import write_compare_html
+
+        return write_compare_html(paths, path, plotly=mode)
     if watch:
         from .viz.live import watch as do_watch
 
-        return do_watch(path, out=out, plotly=mode or "embed", interval=interval, on_write=on_write)
-    return write_front_html(path, out, plotly=mode)
+        front = do_watch(paths[0], out=out, plotly=mode or "embed", interval=interval, on_write=on_write)
+        if not front.exists():  # no evaluation was ever seen: nothing to weigh either
+            return front
+    else:
+        front = write_front_html(paths[0], out, plotly=mode)
+    if importance:
+        from .viz.importance import importance_path, write_importance_html
+
+        write_importance_html(paths[0], importance_path(front), plotly=mode, front_name=front.name)
+    return front
+
+
+def _plot_checks(run, out, plotly_js: str, interval: float, watch: bool,
+                 importance: bool = True) -> tuple[list[Path], Path]:
+    """`plot`'s input checked before any work (the command line calls it before saying it watches): (the run
+    directories, the page to write)."""
+    import math
+
+    from .guards import check_writable_file
+
+    if plotly_js not in ("embed", "shared"):
+        raise FedevoError(f"--plotly-js must be embed or shared, got {plotly_js!r}")
+    if not (math.isfinite(interval) and interval > 0):
+        raise FedevoError(f"--interval must be a positive finite number of seconds, got {interval:g}")
+    runs = list(run) if isinstance(run, (list, tuple)) else [run]
+    if not runs:
+        raise FedevoError("give a run directory to plot")
+    paths = [_run_path(r) for r in runs]
+    if len(paths) > 1:
+        if watch:
+            raise FedevoError(f"--watch follows one run; {len(paths)} were given")
+        if out is None:
+            raise FedevoError(f"comparing {len(paths)} runs writes one page: give its name with --out "
+                              "(e.g. --out compare.html)")
+        targets = [Path(out)]
+    else:
+        targets = [Path(out) if out is not None else paths[0] / "front.html"]
+        if importance:
+            from .viz.importance import importance_path
+
+            targets.append(importance_path(targets[0]))
+    for t in targets:
+        check_writable_file(t)
+        _check_not_foreign(t)
+    return paths, targets[0]
+
+
+def _check_not_foreign(path: Path) -> None:
+    """An existing file at `path` is replaced only when it is a page fedevo wrote (its <title> starts with
+    "fedevo — "); anything else is refused, so that --out never silently destroys another file."""
+    MAX = 64 * 1024**2
+    try:
+        if not path.is_file():
+            return
+        size = path.stat().st_size
+        text = path.read_bytes() if size <= MAX else b""
+    except OSError:
+        return  # check_writable_file has said what can be said
+    if size and "<title>fedevo — ".encode() not in text:
+        raise FedevoError(f"--out {path} exists and is not a page fedevo wrote; nothing was written (remove it or "
+                          "choose another name)")
 
 
 def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 150, workers: Optional[int] = None,

@@ -24,6 +24,9 @@ class EvaluationResult:
     privacy: dict = field(default_factory=dict)  # recalls, clip thresholds, budgets, accounting level...
     message: str = ""
     engine: dict = field(default_factory=dict)  # compute precision and why, CPU, kernels (fedevo.hardware)
+    # the training state after `rounds` of fewer than the planned rounds (evaluate(..., until=)): continue it
+    # exactly with evaluate(..., resume_from=state); never written to a log
+    state: Optional[bytes] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         assert self.status in STATUSES, self.status
@@ -36,6 +39,7 @@ class EvaluationResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("state", None)
         d["accuracy_curve"] = list(self.accuracy_curve)
         return d
 

@@ -18,35 +18,50 @@ _PICK_HELP = ("Solutions to retrain, comma-separated: an evaluation id (12), kne
 
 @app.command()
 def plot(
-    run_dir: Path = typer.Argument(..., help="Run directory of `fedevo search`."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write the page (default: RUN_DIR/front.html)."),
+    run_dirs: list[Path] = typer.Argument(..., help="Run directory of `fedevo search`; several (with --out) to compare them."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write the page (default: RUN_DIR/front.html; required when comparing runs). An existing file that fedevo did not write is never replaced."),
     watch: bool = typer.Option(False, "--watch", help="Keep the page current while the search runs (rewritten after every finished evaluation; an open page reloads itself); returns when the run is complete. Ctrl-C stops."),
     interval: float = typer.Option(2.0, "--interval", help="With --watch: seconds between checks of the run."),
     plotly_js: str = typer.Option("embed", "--plotly-js", help="embed: plotly.js inside the page (one offline file, 4.8 MB); shared: written once beside the run directory (RUN_DIR/../plotly-VERSION.min.js) and loaded from there."),
+    importance: bool = typer.Option(True, "--importance/--no-importance", help="Also write RUN_DIR/importance.html (NAME-importance.html beside --out NAME.html): which genes drive each objective, slices per gene, hypervolume."),
 ) -> None:
     """Write RUN_DIR/front.html: the evaluations and the Pareto front in 3D and 2D, parallel coordinates of
-    genes and objectives with linked selection, hypervolume per generation (opens offline)."""
+    genes and objectives with linked selection, hypervolume per generation (opens offline); and
+    RUN_DIR/importance.html. With several runs of one problem, `fedevo plot RUN1 RUN2 --out compare.html` overlays
+    their fronts and hypervolume histories (one shared reference point)."""
     from .. import api
+    from ..viz.importance import importance_path
 
+    runs = run_dirs if len(run_dirs) > 1 else run_dirs[0]
+    kwargs = dict(out=out, plotly_js=plotly_js, interval=interval, importance=importance)
+    if len(run_dirs) > 1:
+        print(f"wrote {api.plot(runs, watch=watch, **kwargs)} ({len(run_dirs)} runs compared)")
+        return
     if not watch:
-        print(f"wrote {api.plot(run_dir, out=out, plotly_js=plotly_js, interval=interval)}")
+        path = api.plot(runs, **kwargs)
+        print(f"wrote {path}")
+        if importance:
+            print(f"wrote {importance_path(path)}")
         return
 
     def said(path, data):
         print(f"wrote {path} ({len(data.rows)} evaluations, generation {data.generations}/{data.settings.gen}, "
               f"front of {len(data.front)})", flush=True)
 
-    print(f"watching {run_dir} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    api._plot_checks(runs, out, plotly_js, interval, watch, importance)  # one line and nothing else when wrong
+    api.open_run(runs)
+    print(f"watching {runs} (Ctrl-C to stop)", file=sys.stderr, flush=True)
     try:
-        api.plot(run_dir, out=out, plotly_js=plotly_js, watch=True, interval=interval, on_write=said)
+        path = api.plot(runs, watch=True, on_write=said, **kwargs)
     except KeyboardInterrupt:
         raise typer.Exit(130)
     from ..viz.front import is_complete
 
-    data = api.open_run(run_dir).data
-    print(f"{run_dir}: the run is complete" if is_complete(data) else
-          f"{run_dir}: no search is writing the run ({len(data.rows)} of {data.settings.expected_evaluations} "
-          f"evaluations); continue it with `fedevo resume {run_dir}`", file=sys.stderr)
+    imp = f"; wrote {importance_path(path)}" if importance and path.exists() else ""
+    data = api.open_run(runs).data
+    print(f"{runs}: the run is complete{imp}" if is_complete(data) else
+          f"{runs}: no search is writing the run ({len(data.rows)} of {data.settings.expected_evaluations} "
+          f"evaluations){imp}; continue it with `fedevo resume {runs}`", file=sys.stderr)
 
 
 def _console():

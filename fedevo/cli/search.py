@@ -33,9 +33,9 @@ def _execute(start, quiet: bool) -> None:
               f"Continue with: fedevo resume {where}", file=sys.stderr)
         raise typer.Exit(130)
     _print_summary(run.summary, run, quiet)
-    page = run.path / "front.html"
+    pages = [p.name for p in (run.path / "front.html", run.path / "importance.html") if p.exists()]
     print(f"results in {run.path}/ (front.csv, evaluations.csv, hypervolume.csv, run.json, checkpoints/"
-          + (f", {page.name}" if page.exists() else "") + ")")
+          + "".join(f", {name}" for name in pages) + ")")
 
 
 def _print_summary(summary, run, quiet: bool) -> None:

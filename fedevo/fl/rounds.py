@@ -29,6 +29,21 @@ class RoundsOutcome:
     comm: float  # mean upload cost per round per client slot (Ω·C when every upload is full)
     accuracy_curve: list = field(default_factory=list)  # (round, mean client acc, global acc)
     arrivals: np.ndarray = None  # per client: rounds whose upload reached the server
+    loop: Optional["LoopState"] = None  # where the loop stopped (continue it with run_rounds(..., resume=loop))
+
+
+@dataclass
+class LoopState:
+    """What the round loop carries from one round to the next (with the generator, the model's buffers and the
+    privatizer's own state, which live in their objects): after `done` rounds."""
+    done: int
+    params: list
+    masks: dict
+    omega: int
+    comm_total: float
+    curve: list
+    arrivals: np.ndarray
+    selected: np.ndarray
 
 
 def compute_dtype(precision: str, device: str = "cpu") -> torch.dtype:
@@ -54,25 +69,36 @@ def flat_active(model, masks: dict) -> torch.Tensor:
 def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: torch.Generator,
                privatizer: Optional[Privatizer] = None, engine: Optional[hardware.Engine] = None,
                eval_every: int = 0, on_round: Optional[Callable[[int], None]] = None,
-               device: Optional[torch.device] = None) -> RoundsOutcome:
+               device: Optional[torch.device] = None, until: Optional[int] = None,
+               resume: Optional[LoopState] = None) -> RoundsOutcome:
     """privatizer: everything private in a round (fedevo/privacy/privatizer.py: per-step hooks, upload transform,
     secure aggregation, client selection, server transform); None: plain FedAvg. The mechanism that built it
     keeps its state for its report. engine: the device and compute precision resolved when the evaluation was
     prepared (`hardware.resolve`; None: resolved here from `cfg`): CUDA takes the device path (fl/device.py), the
     CPU the CPU engine. device: a device that forces the device path (a CPU device here: tests compare the two).
-    Local training's results come back to the CPU either way."""
+    Local training's results come back to the CPU either way.
+    until: stop after round `until` of the planned cfg.rounds (None: all); resume: the `loop` of an outcome that
+    stopped early, with the generator and privatizer as that run left them: the loop continues exactly where it
+    stopped (the rounds it runs are those an uninterrupted run would have run)."""
     pv = privatizer if privatizer is not None else RoundPrivatizer()
     if engine is None:
         engine = hardware.resolve(cfg.precision, cfg.device)
     if device is None and engine.device.type != "cpu":
         device = engine.device
     K, p = cfg.data.clients, cfg.sampled_per_round
-    params = model.init(gen)
-    masks = erdos_renyi_masks(model.shapes, model.fc_weight_ids, cfg.alpha, gen)
-    for i, m in masks.items():
-        params[i].mul_(m)
-    omega = count_omega(model.shapes, masks)
-    pv.start(flat_active(model, masks))
+    until = cfg.rounds if until is None else until
+    if resume is None:
+        params = model.init(gen)
+        masks = erdos_renyi_masks(model.shapes, model.fc_weight_ids, cfg.alpha, gen)
+        for i, m in masks.items():
+            params[i].mul_(m)
+        omega = count_omega(model.shapes, masks)
+        pv.start(flat_active(model, masks))
+        st = LoopState(done=0, params=params, masks=masks, omega=omega, comm_total=0.0, curve=[],
+                       arrivals=np.zeros(K, dtype=np.int64), selected=np.zeros(K, dtype=np.int64))
+    else:
+        st = resume
+    params, masks, omega = st.params, st.masks, st.omega
     sizes = part.sizes
     dtype = engine.precision.dtype if getattr(model, "supports_bf16", False) else torch.float32
     model.compute_dtype = dtype
@@ -83,11 +109,11 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
             hook = getattr(pv, "step_hook", pv)  # RoundPrivatizer: name the hook itself
             raise FedevoError(f"the per-step transform {type(hook).__name__} has no device path "
                               f"(for_group); set device = \"cpu\"")
-    comm_total, curve = 0.0, []
-    arrivals = np.zeros(K, dtype=np.int64)
+    comm_total, curve = st.comm_total, st.curve
+    arrivals = st.arrivals
     r = cfg.privacy.max_participations
-    selected = np.zeros(K, dtype=np.int64)  # rounds each client was sampled in (lost uploads included)
-    for t in range(cfg.rounds):
+    selected = st.selected  # rounds each client was sampled in (lost uploads included)
+    for t in range(st.done, until):
         order = torch.randperm(K, generator=gen).numpy()
         if r is not None:  # ULDP-FED: a client joins at most r rounds
             order = order[selected[order] < r]
@@ -156,5 +182,6 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
             curve.append((t + 1, float(np.nanmean(per_client)), glob))
         if on_round is not None:
             on_round(t + 1)
-    return RoundsOutcome(params=params, masks=masks, omega=omega, comm=comm_total / (cfg.rounds * K),
-                         accuracy_curve=curve, arrivals=arrivals)
+    st.done, st.comm_total = max(st.done, until), comm_total
+    return RoundsOutcome(params=params, masks=masks, omega=omega, comm=comm_total / (st.done * K),
+                         accuracy_curve=list(curve), arrivals=arrivals, loop=st)

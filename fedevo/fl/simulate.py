@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 import numpy as np
@@ -13,19 +13,22 @@ import torch
 from .. import hardware
 from ..config import SimConfig
 from ..data import load_and_partition
-from ..errors import DivergedError
+from ..errors import DivergedError, FedevoError
 from ..models import build_model
 from ..privacy.mechanism import build_mechanism
 from ..privacy.noise import NoiseSource
 from ..privacy.privatizer import Privatizer
 from ..result import EvaluationResult
+from . import continuation
 from .rounds import client_accuracies, run_rounds
 
 
-def _diverged(cfg: SimConfig, t0: float, message: str, omega: int = 0, engine: Optional[dict] = None) -> EvaluationResult:
+def _diverged(cfg: SimConfig, t0: float, message: str, omega: int = 0, engine: Optional[dict] = None,
+              rounds: Optional[int] = None) -> EvaluationResult:
     """NaN/inf during training: worst objectives, never a crash."""
     return EvaluationResult(error=1.0, comm=math.inf, eps=math.inf, eps_paper=math.inf, accuracy_global=0.0,
-                            omega=omega, status="diverged", wall_s=time.perf_counter() - t0, rounds=cfg.rounds,
+                            omega=omega, status="diverged", wall_s=time.perf_counter() - t0,
+                            rounds=cfg.rounds if rounds is None else rounds,
                             message=message, engine=engine or {})
 
 
@@ -59,24 +62,42 @@ def prepare(cfg: SimConfig, *, seed: int) -> Setup:
 
 
 def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
-             progress: Optional[Callable[[int], None]] = None) -> EvaluationResult:
-    """Train and measure one configuration; `engine` of the result: the device and precision it trained with."""
+             progress: Optional[Callable[[int], None]] = None, until: Optional[int] = None,
+             resume_from: Optional[bytes] = None) -> EvaluationResult:
+    """Train and measure one configuration; `engine` of the result: the device and precision it trained with.
+
+    until: train only the first `until` of the planned cfg.rounds and measure there (ε: what those rounds spent;
+    comm: per round run); the result then carries `state`, which `resume_from` continues exactly
+    (fl/continuation.py)."""
     t0 = time.perf_counter()
     su = prepare(cfg, seed=seed)
-    cfg, mech, data, part, model, noise = su.cfg, su.mech, su.data, su.part, su.model, su.noise
+    cfg = su.cfg
+    if until is not None and not (isinstance(until, int) and 1 <= until <= cfg.rounds):
+        raise FedevoError(f"until: expected a whole number of rounds in 1..{cfg.rounds}, got {until!r}")
+    loop = None
+    if resume_from is not None:
+        loop = continuation.load_state(resume_from, cfg=cfg, seed=seed, setup=su)
+        if until is not None and until < loop.done:
+            raise FedevoError(f"until: the state is after round {loop.done}; cannot stop at round {until}")
+    mech, data, part, model, noise = su.mech, su.data, su.part, su.model, su.noise
     engine = su.engine.info()
+    stop = cfg.rounds if until is None else until
     try:
         out = run_rounds(cfg, model, data, part, gen=su.gen, privatizer=su.privatizer, engine=su.engine,
-                         eval_every=eval_every, on_round=progress)
+                         eval_every=eval_every, on_round=progress, until=stop, resume=loop)
     except DivergedError as e:
-        return _diverged(cfg, t0, str(e), engine=engine)
+        return _diverged(cfg, t0, str(e), engine=engine, rounds=stop)
     finally:
         noise.close()
     if not all(torch.isfinite(p).all() for p in out.params):  # finite updates can still overflow the sum
-        return _diverged(cfg, t0, "non-finite parameters", out.omega, engine=engine)
+        return _diverged(cfg, t0, "non-finite parameters", out.omega, engine=engine, rounds=stop)
+    state = None
+    if stop < cfg.rounds:  # saved before measuring: the measurement only reads
+        state = continuation.save_state(cfg=cfg, seed=seed, setup=su, loop=out.loop)
+        mech.cfg = replace(mech.cfg, rounds=stop)  # the report accounts for the rounds run, not the planned ones
     per_client, glob = client_accuracies(model, out.params, data, part)
     priv = mech.report(out, part)
     return EvaluationResult(
         error=float(1.0 - np.nanmean(per_client)), comm=out.comm, eps=priv.pop("eps"), eps_paper=priv.pop("eps_paper"),
-        accuracy_global=glob, omega=out.omega, status="ok", wall_s=time.perf_counter() - t0, rounds=cfg.rounds,
-        accuracy_curve=tuple(tuple(c) for c in out.accuracy_curve), privacy=priv, engine=engine)
+        accuracy_global=glob, omega=out.omega, status="ok", wall_s=time.perf_counter() - t0, rounds=stop,
+        accuracy_curve=tuple(tuple(c) for c in out.accuracy_curve), privacy=priv, engine=engine, state=state)

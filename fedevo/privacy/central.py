@@ -89,6 +89,14 @@ class CentralGaussian(Mechanism):
         self.cfg = replace(cfg, privacy=replace(pc, sigma=sigma))
         return self.cfg
 
+    def planned_eps(self) -> dict:
+        """The accountant's ε at the planned T from σ (or the σ calibrated for the target), q = M/N and δ: the
+        same call `report` makes."""
+        pc = self.cfg.privacy
+        sigma = pc.params.sigma if pc.target_eps is None else \
+            acc.solve_noise(eps_of=self.eps_for, target_eps=pc.target_eps)
+        return {"eps": self.eps_for(sigma), "eps_paper": math.nan}
+
     def noise_std(self) -> float:
         """Std of the server's noise on the deployment's averaged update."""
         c = self.cfg

@@ -61,6 +61,9 @@ class NoPrivacy(LocalMechanism):
     def account(self, out, part) -> dict:
         return {"eps": math.inf, "eps_paper": math.inf, "level": "none"}
 
+    def planned_eps(self) -> dict:
+        return {"eps": math.inf, "eps_paper": math.inf}
+
 
 class StepMechanism(LocalMechanism):
     """Seed 004 Alg. 3: every local step clips the batch gradient to S, steps, adds N(0, σ²) to every active

@@ -15,6 +15,8 @@ mechanism").
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ..config import SimConfig
 
 
@@ -72,6 +74,12 @@ class Mechanism:
         """The privacy summary of a finished run (`out`: the round loop's outcome, arrivals and Ω; the rest is in
         `self.run`), with `eps` and `eps_paper`."""
         raise NotImplementedError
+
+    def planned_eps(self) -> Optional[dict]:
+        """{"eps": ..., "eps_paper": ...} at the planned rounds, known from the settings alone (σ or the target,
+        q, T, δ) before any training — the multi-fidelity search ranks low-fidelity individuals with it — or
+        None where the accounting depends on what training does (arrivals, recalls, per-user budgets, Ω)."""
+        return None
 
     def exposure(self, arrivals=None) -> tuple[str, float, int]:
         """What the observer sees of one user, for the audit: (neighbouring relation, rate at which a user joins a

@@ -109,6 +109,19 @@ class NoiseSource:
         list(self._pool.map(lambda a: a[0].normal_(0.0, std, generator=a[1]), zip(parts, self.gens)))
         return flat
 
+    def get_state(self) -> dict:
+        """Where the stream stands (its position, or the torch generators' states): `set_state` on a source made
+        with the same seed continues it exactly (training continued from a saved state, fl/continuation.py)."""
+        return {"key": self.key, "counter": self.counter,
+                "gens": None if self.gens is None else [g.get_state() for g in self.gens]}
+
+    def set_state(self, state: dict) -> None:
+        if state["key"] != self.key or (state["gens"] is None) != (self.gens is None):
+            raise ValueError("a noise state of another seed or backend")
+        self.counter = state["counter"]
+        for g, st in zip(self.gens or (), state["gens"] or ()):
+            g.set_state(st)
+
     def close(self) -> None:
         """Stop the helper threads (the source still works after, single-threaded)."""
         if self._pool is not None:

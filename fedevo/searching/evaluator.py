@@ -53,6 +53,18 @@ class SimulatorEvaluator:
         except FedevoError:
             return 0.0
 
+    continues = True  # evaluate(..., until=, resume_from=) continues a training exactly (multi-fidelity search)
+
+    def planned(self, problem, params: Optional[Mapping[str, Any]] = None, rounds: Optional[int] = None) -> dict:
+        """The objectives known before training (fedevo.evaluation.planned_objectives); {} for genes that fail to
+        build a configuration (their evaluation fails on its own)."""
+        from ..evaluation import planned_objectives
+
+        try:
+            return planned_objectives(problem, params, rounds=rounds)
+        except FedevoError:
+            return {}
+
     def __repr__(self) -> str:
         return f"SimulatorEvaluator({self.spec!r})"
 

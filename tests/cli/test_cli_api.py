@@ -18,7 +18,7 @@ PAIRS = {
     "evaluate": (api.evaluate, {}, {"as_json", "quiet"}),
     "search": (api.search, {}, {"quiet"}),
     "resume": (api.resume, {"run_dir": "run"}, {"quiet"}),
-    "plot": (api.plot, {"run_dir": "run"}, set()),
+    "plot": (api.plot, {"run_dirs": "run"}, set()),
     "retrain": (api.retrain, {"run_dir": "run"}, {"quiet"}),
     "audit": (api.audit, {"run_dir": "run"}, {"as_json", "quiet"}),
 }

@@ -306,7 +306,7 @@ def test_watch_writes_until_complete_and_follows_changes(fake_run, tmp_path, cap
     assert out.count("wrote ") == 1 and "20 evaluations" in out
     assert "no search is writing the run (20 of 30 evaluations)" in err and "fedevo resume" in err
     assert "fedevoStamp" in (d / "front.stamp.js").read_text()
-    for argv, msg in ((["plot", str(d), "--watch", "--interval", "0"], "--interval must be > 0"),
+    for argv, msg in ((["plot", str(d), "--watch", "--interval", "0"], "--interval must be a positive finite number"),
                       (["plot", str(tmp_path / "nope"), "--watch"], "does not exist")):
         code, _, err = cli(argv, capsys)
         assert code == 2 and msg in err, err

@@ -1,0 +1,226 @@
+"""compare.html: the Pareto fronts and hypervolume histories of several runs of one problem on one page (plotly;
+opens offline) — `fedevo plot RUN1 RUN2 … --out compare.html`.
+
+* ``fronts``       the three 2-D projections error–ε, error–comm, comm–ε of each run's Pareto set, one colour and
+                   legend entry per run (clicking a legend entry hides or shows that run in every panel).
+* ``hypervolume``  each run's hypervolume after each generation, all measured with **one** normalisation and
+                   reference point shared by every run (`shared_normalisation`): in (error, comm, log10 ε), each
+                   objective normalised by the minimum and range of the ok evaluations of *all* compared runs
+                   with a finite ε; reference point 1.1 in each. A run's own hypervolume.csv normalises by its own
+                   generation 1, so its numbers are not comparable with another run's; these are.
+
+Runs are comparable only when they searched the same problem: the problems' definitions (run.json's problem
+text, parsed: comments and layout do not matter) must be equal, else `check_same_problem` refuses, naming both.
+Settings that may differ (seed, population, generations, rounds per evaluation, evaluator) are listed in a
+table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from ..errors import FedevoError
+from ..searching.rundata import RunData, load_run
+from .axes import make_column
+from .history import figure_hv_history
+from .html import esc, figure_div, page, table, write
+from .numfmt import num
+
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
+           "#bcbd22")
+LABEL = {"error": "error", "comm": "comm (params/round)", "eps": "ε", "eps_paper": "ε (paper)"}
+
+
+def _definition(data: RunData) -> dict:
+    from .. import _toml
+
+    return _toml.loads(data.meta["problem"]["text"])
+
+
+def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
+    out = []
+    for k in sorted(set(a) | set(b), key=str):
+        x, y = a.get(k), b.get(k)
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += _differences(x, y, f"{prefix}{k}.")
+        elif x != y:
+            out.append(f"{prefix}{k}")
+    return out
+
+
+def check_same_problem(runs: Sequence[RunData]) -> None:
+    """FedevoError (one line, naming both runs and problems) unless every run searched the same problem."""
+    first = runs[0]
+    ref = _definition(first)
+    for other in runs[1:]:
+        d = _definition(other)
+        if d == ref:
+            continue
+        a, b = first.problem.name, other.problem.name
+        if a != b:
+            raise FedevoError(f"{first.run_dir} searched problem {a!r} and {other.run_dir} problem {b!r}: runs are "
+                              f"compared only on the same problem")
+        keys = _differences(ref, d)
+        raise FedevoError(f"{first.run_dir} and {other.run_dir} both searched a problem named {a!r} but defined "
+                          f"differently ({', '.join(keys[:5])}{' …' if len(keys) > 5 else ''} differ): runs are "
+                          f"compared only on the same problem")
+
+
+def labels(runs: Sequence[RunData]) -> list[str]:
+    """A legend name per run: its directory name, or its path where two names are equal."""
+    names = [r.run_dir.name for r in runs]
+    return [n if names.count(n) == 1 else str(r.run_dir) for n, r in zip(names, runs)]
+
+
+# ============================================================================================ hypervolume
+def _search_space(rows: Sequence[dict], eps_key: str) -> np.ndarray:
+    from ..searching.front_math import objective_matrix, to_search_space
+
+    return to_search_space(objective_matrix(rows, eps_key)).reshape(len(rows), 3)
+
+
+def shared_normalisation(runs: Sequence[RunData]) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, scale) in (error, comm, log10 ε): minimum and range of the ok evaluations of every run with a finite
+    ε (the objective the search minimised)."""
+    key = runs[0].eps_key
+    rows = [r for d in runs for r in d.ok_rows if r[key] is not None and math.isfinite(r[key])]
+    if not rows:
+        raise FedevoError("no run holds an ok evaluation with a finite ε: there is no hypervolume to compare")
+    F = _search_space(rows, key)
+    lo, hi = F.min(axis=0), F.max(axis=0)
+    scale = hi - lo
+    scale[scale <= 0] = np.maximum(np.abs(hi[scale <= 0]), 1e-12)
+    return lo, scale
+
+
+def shared_hypervolume(data: RunData, lo: np.ndarray, scale: np.ndarray) -> list[dict[str, Any]]:
+    """The hypervolume of the run's front after each generation, normalised by (lo, scale); reference point
+    HV_REF (1.1) in every objective."""
+    from pymoo.indicators.hv import HV
+
+    from ..searching.front_math import HV_REF, front_rows
+
+    ref = np.full(3, HV_REF)
+    ind = HV(ref_point=ref)
+    out = []
+    for g in range(1, data.generations + 1):
+        upto = [r for r in data.rows if r["generation"] <= g]
+        front = front_rows(upto, data.eps_key, data.constraints)
+        F = (_search_space(front, data.eps_key) - lo) / scale if front else np.zeros((0, 3))
+        F = F[np.all(F < ref, axis=1)]
+        out.append({"generation": g, "evaluations": len(upto), "front_size": len(front),
+                    "hypervolume": float(ind(F)) if len(F) else 0.0})
+    return out
+
+
+# ============================================================================================ figures
+def figure_fronts(runs: Sequence[RunData], names: Sequence[str]):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    key = runs[0].eps_key
+    eps_log = any(d.meta.get("search_objectives", {}).get("eps_scale") == "log10" for d in runs)
+    rows = [r for d in runs for r in d.front]
+    owner = [n for d, n in zip(runs, names) for _ in d.front]
+    cols = {k: make_column(rows, k, LABEL[k], eps_log=eps_log) for k in ("error", "comm", key)}
+    pairs = [("error", key), ("error", "comm"), ("comm", key)]
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
+                        subplot_titles=[f"{LABEL[a].split(' (')[0]} vs {LABEL[b].split(' (')[0]}" for a, b in pairs])
+    for c, (a, b) in enumerate(pairs, start=1):
+        for n, (name, colour) in enumerate(zip(names, COLOURS * (len(names) // len(COLOURS) + 1))):
+            idx = [i for i, o in enumerate(owner) if o == name]
+            text = [f"<b>{esc(name)}</b> · id {rows[i]['id']} · generation {rows[i]['generation']}<br>error "
+                    f"{num(rows[i]['error'])} · comm {num(rows[i]['comm'])} · ε {num(rows[i][key])}" for i in idx]
+            capped = [cols[a].capped[i] or cols[b].capped[i] for i in idx]
+            fig.add_trace(go.Scatter(
+                x=[cols[a].data[i] for i in idx], y=[cols[b].data[i] for i in idx], mode="markers", name=name,
+                legendgroup=name, showlegend=c == 1, meta="front", customdata=[rows[i]["id"] for i in idx],
+                text=text, hovertemplate="%{text}<extra></extra>",
+                marker=dict(color=colour, size=9, opacity=0.85, symbol=[("x" if x else "circle") for x in capped],
+                            line=dict(width=0.5, color="white"))), row=1, col=c)
+        fig.update_xaxes(**cols[a].axis_layout(LABEL[a]), row=1, col=c)
+        fig.update_yaxes(**cols[b].axis_layout(LABEL[b]), row=1, col=c)
+    fig.update_layout(height=480, margin=dict(l=60, r=20, t=60, b=60), hovermode="closest",
+                      legend=dict(orientation="h", y=-0.25))
+    notes = [cols[k].note for k in cols if cols[k].note]
+    return fig, notes
+
+
+# ============================================================================================ page
+def compare_html(runs: Sequence[RunData], *, plotly_src: Optional[str] = None) -> str:
+    from ..searching.front_math import HV_REF
+
+    check_same_problem(runs)
+    names = labels(runs)
+    colours = dict(zip(names, COLOURS * (len(names) // len(COLOURS) + 1)))
+    lo, scale = shared_normalisation(runs)
+    hv = {n: shared_hypervolume(d, lo, scale) for n, d in zip(names, runs)}
+    p = runs[0].problem
+    fronts, notes = figure_fronts(runs, names)
+    heads = ["run", "seed", "pop", "generations", "rounds / evaluation", "evaluator", "evaluations", "ok",
+             "Pareto set", "HV (shared)"]
+    body = [[n, d.settings.seed, d.settings.pop, f"{d.generations}/{d.settings.gen}",
+             d.settings.rounds or p.fixed.get("rounds", "default"), d.settings.evaluator or "fedevo", len(d.rows),
+             len(d.ok_rows), len(d.front), num(hv[n][-1]["hypervolume"]) if hv[n] else "–"]
+            for n, d in zip(names, runs)]
+    differ = [h for j, h in enumerate(heads) if j in (1, 2, 3, 4, 5) and len({str(r[j]) for r in body}) > 1]
+    where = " · ".join(f"{esc(n)}: {esc(d.run_dir)}" for n, d in zip(names, runs) if n != str(d.run_dir))
+    space = ", ".join(f"{k} from {num(float(lo[j]))} over {num(float(scale[j]))}"
+                      for j, k in enumerate(("error", "comm", "log10 ε")))
+    parts = [f"<h1>fedevo — {esc(p.name)} — {len(runs)} runs compared</h1>",
+             f'<p class="meta">problem <b>{esc(p.name)}</b> (the same definition in every run)'
+             + (f" · settings that differ: {esc(', '.join(differ))}" if differ else "") + "</p>",
+             f'<div style="overflow-x: auto">{table(heads, body, left=(0, 5))}</div>',
+             (f'<p class="note">run directories: {where}</p>' if where else ""),
+             "<h2>Pareto fronts</h2>",
+             '<p class="note">Each run\'s Pareto set (status ok, within the problem\'s constraints) in the three 2-D '
+             "projections of (error, comm, ε); one colour per run (click a legend entry to hide or show a run). A "
+             "point on a run's 3-objective front can look dominated in one projection.</p>",
+             *(f'<p class="note">{esc(x)}</p>' for x in notes),
+             f'<div class="fig">{figure_div(fronts, "fronts")}</div>',
+             "<h2>Hypervolume per generation (shared reference)</h2>",
+             f'<p class="note">Every run\'s hypervolume is measured with <b>one normalisation and reference point '
+             f"shared by all {len(runs)} runs</b>: in (error, comm, log10 ε) as the search sees them, each "
+             f"objective normalised by the minimum and range of the ok evaluations of all these runs with a finite "
+             f"ε ({esc(space)}), reference point ({HV_REF}, {HV_REF}, {HV_REF}); ε = ∞ adds nothing. These numbers "
+             "are comparable across the runs; each run's own hypervolume.csv (and its front page) normalises by its "
+             "own generation 1 and is not. The axis spans the values, not 0 → max.</p>",
+             f'<div class="fig">{figure_div(figure_hv_history(hv, colours=colours, title="hypervolume (shared)"), "hypervolume")}'
+             "</div>"]
+    blob = json.dumps({"runs": [str(d.run_dir) for d in runs], "labels": names,
+                       "normalisation": {"lo": [float(x) for x in lo], "scale": [float(x) for x in scale],
+                                         "ref": [HV_REF] * 3},
+                       "hypervolume": {n: [r["hypervolume"] for r in v] for n, v in hv.items()}}).replace("</", "<\\/")
+    return page(f"fedevo — {p.name} — compare {len(runs)} runs",
+                "\n".join(parts) + f"<script>window.FEDEVO_COMPARE = {blob};</script>", plotly_src=plotly_src)
+
+
+def load_runs(run_dirs: Sequence[Path | str]) -> list[RunData]:
+    seen: dict[Path, Path] = {}
+    for d in run_dirs:
+        key = Path(d).resolve()
+        if key in seen:
+            raise FedevoError(f"run {d} is given twice")
+        seen[key] = Path(d)
+    runs = [load_run(d) for d in run_dirs]
+    check_same_problem(runs)
+    return runs
+
+
+def write_compare_html(run_dirs: Sequence[Path | str], out: Path | str, *, plotly: Optional[str] = None,
+                       runs: Optional[Sequence[RunData]] = None) -> Path:
+    """Write the comparison page of `run_dirs` to `out` (atomically); returns its path. plotly: None (embed) or
+    "shared" (plotly.js written once beside the page and loaded from there). FedevoError if a directory is not a
+    run, or the runs searched different problems."""
+    from .html import shared_plotly
+
+    runs = load_runs(run_dirs) if runs is None else runs
+    path = Path(out)
+    src = shared_plotly(path.parent.resolve(), path.parent.resolve()) if plotly == "shared" else None
+    write(path, compare_html(runs, plotly_src=src))
+    return path

@@ -1,0 +1,335 @@
+"""importance.html: which genes drive each objective of a run, each objective against each gene, and the
+hypervolume per generation (plotly; opens offline).
+
+**Importance** (`importance`): for each objective (error, comm, and the ε the search minimised) a random forest
+(scikit-learn's ``RandomForestRegressor``) is fitted to the run's ok evaluations, genes → objective, and the
+importance of a gene is its **permutation importance** on held-out evaluations (``sklearn.inspection.
+permutation_importance``): in each of `FOLDS` cross-validation folds the forest is fitted on the other folds and
+the gene's column of the held-out fold is shuffled `REPEATS` times; the importance is the rise of the held-out
+mean squared error, divided by the objective's variance over the run — the share of the objective's variance
+the forest's predictions lose without that gene. Mean and standard deviation are over the FOLDS × REPEATS
+shuffles. The forest's out-of-fold R² says how much of the objective the genes explain at all; below `MIN_R2`
+the ranking is flagged as weak. Everything is seeded (the same run and seed give the same numbers).
+
+Transforms: genes declared ``log = true`` enter as log10, choices as their index (trees only use the order);
+error as it is; comm as log10 when its values span two decades or more (as its plot axis), else as it is; ε as
+log10(max(ε, 0.001)) — how the search sees it — with evaluations of ε = ∞ (no privacy) left out of the ε model
+(and counted). An objective with fewer than `MIN_EVALUATIONS` such evaluations, or a constant one, gets no
+ranking, only a note saying why.
+
+**Slices** (``slices``): one row per gene, one panel per objective: every ok evaluation at (gene value, objective),
+coloured by generation; log axes where the gene is declared log, for ε (as on front.html) and for comm when it
+spans two decades.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from ..searching.rundata import RunData, load_run
+from .axes import LOG_SPAN, Column, make_column
+from .history import figure_hv_history
+from .html import esc, figure_div, page, table, write
+from .numfmt import num
+
+IMPORTANCE_HTML = "importance.html"
+MIN_EVALUATIONS = 20  # fewer ok evaluations (with a finite value of the objective) say nothing about importance
+MIN_R2 = 0.2  # out-of-fold R² below this: the genes explain little of the objective; the ranking is weak
+FOLDS = 4
+REPEATS = 5
+TREES = 100
+SCALE = "Viridis"
+LABEL = {"error": "error", "comm": "comm", "eps": "ε", "eps_paper": "ε (paper)"}
+
+
+@dataclass(frozen=True)
+class GeneImportance:
+    gene: str
+    mean: float  # rise of held-out MSE when the gene is shuffled / variance of the objective
+    std: float  # over FOLDS × REPEATS shuffles
+
+
+@dataclass(frozen=True)
+class ObjectiveImportance:
+    objective: str  # "error", "comm", "eps" or "eps_paper"
+    transform: str  # "none" or "log10" (see the module doc)
+    n: int  # evaluations the forest saw
+    left_out: int  # ok evaluations left out (ε = ∞, NaN)
+    r2: Optional[float]  # out-of-fold R² of the forest; None when not fitted
+    genes: tuple[GeneImportance, ...]  # most important first; empty when not fitted
+    note: str  # why there is no ranking, or why it is weak; "" otherwise
+
+    @property
+    def ranked(self) -> list[str]:
+        return [g.gene for g in self.genes]
+
+
+def gene_matrix(data: RunData, rows: Sequence[dict]) -> np.ndarray:
+    """The genes of `rows` as numbers: log10 for log genes, the index for choices."""
+    cols = []
+    for g in data.gene_names:
+        gene = data.problem.gene(g)
+        if gene.type == "choice":
+            idx = {str(c): i for i, c in enumerate(gene.choices)}
+            cols.append([float(idx.get(str(r[g]), -1)) for r in rows])
+        elif gene.log:
+            cols.append([math.log10(float(r[g])) for r in rows])
+        else:
+            cols.append([float(r[g]) for r in rows])
+    return np.array(cols, dtype=float).T.reshape(len(rows), len(data.gene_names))
+
+
+def objective_values(key: str, rows: Sequence[dict]) -> tuple[list[int], np.ndarray, str]:
+    """(indices of the rows used, their values transformed, the transform's name)."""
+    from ..searching.front_math import EPS_FLOOR
+
+    vals = [r.get(key) for r in rows]
+    keep = [i for i, v in enumerate(vals) if isinstance(v, (int, float)) and math.isfinite(v)]
+    y = np.array([float(vals[i]) for i in keep])
+    if key.startswith("eps"):
+        return keep, np.log10(np.maximum(y, EPS_FLOOR)), "log10"
+    if key == "comm" and len(y) and y.min() > 0 and y.max() / y.min() >= LOG_SPAN:
+        return keep, np.log10(y), "log10"
+    return keep, y, "none"
+
+
+def objective_importance(data: RunData, key: str, *, seed: int = 0, folds: int = FOLDS, repeats: int = REPEATS,
+                         trees: int = TREES) -> ObjectiveImportance:
+    """Permutation importance of every gene for one objective (see the module doc)."""
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.inspection import permutation_importance
+    from sklearn.model_selection import KFold
+
+    rows = data.ok_rows
+    keep, y, transform = objective_values(key, rows)
+    n, left = len(keep), len(rows) - len(keep)
+
+    def bare(note: str) -> ObjectiveImportance:
+        return ObjectiveImportance(key, transform, n, left, None, (), note)
+
+    if n < MIN_EVALUATIONS:
+        return bare(f"too few evaluations to say anything: {n} ok evaluation{'s' if n != 1 else ''} with a finite "
+                    f"{LABEL[key]}, at least {MIN_EVALUATIONS} needed")
+    var = float(np.var(y))
+    if not var > 1e-12 * max(1.0, float(np.mean(y)) ** 2):
+        return bare(f"{LABEL[key]} is the same for every evaluation: no gene moves it")
+    X = gene_matrix(data, [rows[i] for i in keep])
+    scores = []  # (folds × repeats) × genes
+    pred = np.empty(n)
+    for k, (train, test) in enumerate(KFold(n_splits=folds, shuffle=True, random_state=seed).split(X)):
+        rf = RandomForestRegressor(n_estimators=trees, min_samples_leaf=2, random_state=seed + k, n_jobs=1)
+        rf.fit(X[train], y[train])
+        pred[test] = rf.predict(X[test])
+        res = permutation_importance(rf, X[test], y[test], scoring="neg_mean_squared_error", n_repeats=repeats,
+                                     random_state=seed + k)
+        scores.append(res.importances.T / var)
+    imp = np.concatenate(scores, axis=0)
+    r2 = 1.0 - float(np.mean((y - pred) ** 2)) / var
+    genes = sorted((GeneImportance(g, float(imp[:, j].mean()), float(imp[:, j].std()))
+                    for j, g in enumerate(data.gene_names)), key=lambda x: (-x.mean, x.gene))
+    note = ""
+    if r2 < MIN_R2:
+        note = (f"the genes explain little of {LABEL[key]} (out-of-fold R² {num(r2)} < {MIN_R2}): "
+                "the ranking is weak")
+    return ObjectiveImportance(key, transform, n, left, r2, tuple(genes), note)
+
+
+def importance(data: RunData, *, seed: int = 0, **kw) -> list[ObjectiveImportance]:
+    """Importance of the genes for error, comm and the run's ε (in that order)."""
+    return [objective_importance(data, k, seed=seed, **kw) for k in ("error", "comm", data.eps_key)]
+
+
+# ============================================================================================ figures
+def figure_importance(result: Sequence[ObjectiveImportance]):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=len(result), horizontal_spacing=0.12,
+                        subplot_titles=[f"{LABEL[o.objective]}" + (f" (R² {num(o.r2)})" if o.r2 is not None else "")
+                                        for o in result])
+    for c, o in enumerate(result, start=1):
+        if o.genes:
+            shown = list(reversed(o.genes))  # most important on top
+            fig.add_trace(go.Bar(
+                x=[g.mean for g in shown], y=[g.gene for g in shown], orientation="h", name=LABEL[o.objective],
+                meta="importance", showlegend=False, marker_color="#1f77b4",
+                error_x=dict(type="data", array=[g.std for g in shown], visible=True, color="#444"),
+                customdata=[[num(g.mean), num(g.std)] for g in shown],
+                hovertemplate="%{y}: %{customdata[0]} ± %{customdata[1]}<extra></extra>"), row=1, col=c)
+        else:
+            xref = "x domain" if c == 1 else f"x{c} domain"
+            yref = "y domain" if c == 1 else f"y{c} domain"
+            fig.add_annotation(xref=xref, yref=yref, x=0.5, y=0.5, showarrow=False, text=_wrap(o.note),
+                               font=dict(size=12, color="#a00"))
+            fig.update_xaxes(visible=False, row=1, col=c)
+            fig.update_yaxes(visible=False, row=1, col=c)
+        fig.update_xaxes(title_text="share of variance lost when shuffled", row=1, col=c)
+    n_genes = max([len(o.genes) for o in result] or [1])
+    fig.update_layout(height=max(300, 130 + 26 * n_genes), margin=dict(l=90, r=20, t=60, b=50))
+    return fig
+
+
+def _wrap(text: str, width: int = 38) -> str:
+    words, lines, cur = text.split(), [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}".strip()
+    return "<br>".join(lines + ([cur] if cur else []))
+
+
+def slice_columns(data: RunData) -> tuple[dict[str, Column], dict[str, Column]]:
+    """(gene columns, objective columns) of the ok evaluations, drawn as front.html draws them."""
+    rows = data.ok_rows
+    eps_log = data.meta.get("search_objectives", {}).get("eps_scale") == "log10"
+    genes = {}
+    for g in data.gene_names:
+        gene = data.problem.gene(g)
+        if gene.type == "choice":
+            genes[g] = make_column(rows, g, g, kind="choice", choices=gene.choices)
+        else:
+            genes[g] = make_column(rows, g, g, kind=gene.type, log=bool(gene.log))
+    objs = {k: make_column(rows, k, LABEL[k], eps_log=eps_log) for k in ("error", "comm", data.eps_key)}
+    return genes, objs
+
+
+def figure_slices(data: RunData):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    rows = data.ok_rows
+    genes, objs = slice_columns(data)
+    n = len(genes)
+    gen = [r["generation"] for r in rows]
+    ids = [r["id"] for r in rows]
+    fig = make_subplots(rows=n, cols=len(objs), horizontal_spacing=0.08,
+                        vertical_spacing=min(0.08, 0.35 / max(n - 1, 1)),
+                        subplot_titles=[f"{objs[k].label} vs {g}" for g in genes for k in objs])
+    gmin, gmax = min(gen), max(max(gen), min(gen) + 1)
+    for i, (g, gc) in enumerate(genes.items(), start=1):
+        for j, (k, oc) in enumerate(objs.items(), start=1):
+            text = [f"id {r['id']} · generation {r['generation']}<br>{esc(g)} = {_val(r[g])}<br>"
+                    f"{esc(oc.label)} = {num(r[k])}" for r in rows]
+            fig.add_trace(go.Scatter(
+                x=gc.data, y=oc.data, mode="markers", meta="slice", name=f"{g}/{k}", showlegend=False,
+                customdata=ids, text=text, hovertemplate="%{text}<extra></extra>",
+                marker=dict(size=6, color=gen, colorscale=SCALE, cmin=gmin, cmax=gmax, opacity=0.8,
+                            symbol=["x" if c else "circle" for c in oc.capped],
+                            showscale=i == 1 and j == len(objs),
+                            colorbar=dict(title=dict(text="generation", side="right"), thickness=14, len=0.3,
+                                          y=1.0, yanchor="top"))), row=i, col=j)
+            fig.update_xaxes(**gc.axis_layout(g), row=i, col=j)
+            fig.update_yaxes(**oc.axis_layout(oc.label), row=i, col=j)
+    fig.update_layout(height=80 + 250 * n, margin=dict(l=60, r=40, t=50, b=40), hovermode="closest")
+    fig.update_annotations(font_size=12)
+    return fig
+
+
+def _val(v: Any) -> str:
+    return num(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else esc(v)
+
+
+# ============================================================================================ page
+def _method_note(result: Sequence[ObjectiveImportance]) -> str:
+    tr = ", ".join(f"{LABEL[o.objective]}: {'log10' if o.transform == 'log10' else 'as it is'}" for o in result)
+    left = [f"{o.left_out} with {LABEL[o.objective]} = ∞ or undefined left out of its model"
+            for o in result if o.left_out]
+    return (f"Per objective, a random forest ({TREES} trees, scikit-learn) is fitted to the ok evaluations, genes → "
+            f"objective; a gene's importance is its permutation importance on held-out evaluations: in each of "
+            f"{FOLDS} cross-validation folds the gene's column is shuffled {REPEATS} times, and the rise of the "
+            f"held-out mean squared error, divided by the objective's variance, is the share of that variance the "
+            f"forest loses without the gene (0: the gene does not matter; a small negative value is noise; above 1: the forest's predictions with the gene shuffled are worse than predicting the mean). Bars: the "
+            f"mean; whiskers: ± one standard deviation over the {FOLDS * REPEATS} shuffles. R²: how much of the "
+            f"objective the forest predicts out of fold (below {MIN_R2}: the ranking is weak). Objectives as "
+            f"modelled: {tr}; genes declared log as log10, choices by their index. At least {MIN_EVALUATIONS} ok "
+            f"evaluations are needed per objective. Importance says which genes move an objective across this "
+            f"run's evaluations — where the search looked — not why."
+            + (" " + "; ".join(left) + "." if left else ""))
+
+
+def _table(data: RunData, result: Sequence[ObjectiveImportance]) -> str:
+    heads = ["gene", *(f"{LABEL[o.objective]} importance" for o in result), *(f"{LABEL[o.objective]} rank"
+                                                                                for o in result)]
+    body = []
+    for g in data.gene_names:
+        cells = [g]
+        ranks = []
+        for o in result:
+            found = [(k, x) for k, x in enumerate(o.genes, start=1) if x.gene == g]
+            cells.append(f"{num(found[0][1].mean)} ± {num(found[0][1].std)}" if found else "–")
+            ranks.append(found[0][0] if found else "–")
+        body.append(cells + ranks)
+    return table(heads, body, left=(0,))
+
+
+def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] = None,
+                    front_name: Optional[str] = "front.html") -> str:
+    from .front import OBJECTIVE_LABELS
+
+    p = data.problem
+    n_ok, n = len(data.ok_rows), len(data.rows)
+    link = (f' · <a href="{esc(front_name)}">the front page ({esc(front_name)})</a>' if front_name else "")
+    body = [f"<h1>fedevo search — {esc(p.name)} — which genes matter</h1>",
+            f'<p class="meta">problem <b>{esc(p.name)}</b> · run {esc(data.meta.get("run_id", ""))} · '
+            f'generations {data.generations}/{data.settings.gen} · {n} evaluations, {n_ok} ok (failed and diverged '
+            f"ones are left out of everything below){link}<br>objectives (all minimised): "
+            f'{esc(OBJECTIVE_LABELS["error"])}, {esc(OBJECTIVE_LABELS["comm"])}, '
+            f"{esc(OBJECTIVE_LABELS[data.eps_key])}</p>"]
+    if n_ok:
+        result = importance(data, seed=seed)
+        notes = [f"{LABEL[o.objective]}: {o.note}" for o in result if o.note]
+        body += ["<h2>Importance of each gene, per objective</h2>",
+                 f'<p class="note">{esc(_method_note(result))}</p>',
+                 *(f'<p class="note"><b>{esc(x)}</b></p>' for x in notes),
+                 f'<div class="fig">{figure_div(figure_importance(result), "importance")}</div>',
+                 _table(data, result),
+                 "<h2>Slices: each objective against each gene</h2>",
+                 '<p class="note">Every ok evaluation, coloured by generation. Log axes where the gene is declared '
+                 "log, for ε, and for comm when its values span two decades; ε = ∞ (no privacy) is drawn at a cap "
+                 "labelled ∞ (×). A slice shows one gene while the others vary: a trend is a hint, the importance "
+                 "above weighs all genes together.</p>",
+                 f'<div class="fig">{figure_div(figure_slices(data), "slices")}</div>']
+    else:
+        body.append('<p class="note"><b>No evaluation finished with status ok: nothing to say.</b></p>')
+    hv = data.hypervolume()
+    body += ["<h2>Hypervolume per generation</h2>",
+             '<p class="note">As on the front page (error, comm, log10 ε, normalised by generation 1; reference '
+             "point 1.1 in each); the axis spans the values, not 0 → max.</p>",
+             f'<div class="fig">{figure_div(figure_hv_history({"hypervolume": hv}, title="hypervolume"), "hypervolume")}'
+             "</div>"]
+    blob = json.dumps({"run": str(data.run_dir), "n_ok": n_ok}).replace("</", "<\\/")
+    return page(f"fedevo — {p.name} — importance — {data.meta.get('run_id', '')}",
+                "\n".join(body) + f"<script>window.FEDEVO_IMPORTANCE = {blob};</script>", plotly_src=plotly_src)
+
+
+def importance_path(front_page: Path | str) -> Path:
+    """Where the importance page of a front page goes: importance.html beside front.html, NAME-importance.html
+    beside any other NAME.html."""
+    front_page = Path(front_page)
+    from .front import FRONT_HTML
+
+    name = IMPORTANCE_HTML if front_page.name == FRONT_HTML else f"{front_page.stem}-importance.html"
+    return front_page.parent / name
+
+
+def write_importance_html(run_dir: Path | str, out: Optional[Path | str] = None, *, plotly: Optional[str] = None,
+                          data: Optional[RunData] = None, seed: int = 0,
+                          front_name: Optional[str] = "front.html") -> Path:
+    """Write RUN_DIR/importance.html (or `out`) atomically; returns its path. plotly: None (embed) or "shared"
+    (as `fedevo.viz.front.write_front_html`)."""
+    from .html import shared_plotly
+
+    if data is None:
+        data = load_run(run_dir)
+    path = Path(out) if out is not None else Path(run_dir) / IMPORTANCE_HTML
+    src = shared_plotly(path.parent.resolve().parent, path.parent.resolve()) if plotly == "shared" else None
+    write(path, importance_html(data, seed=seed, plotly_src=src, front_name=front_name))
+    return path

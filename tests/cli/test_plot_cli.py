@@ -1,0 +1,33 @@
+"""`fedevo plot` options checked before any work: --interval (issue #27: `--watch --interval nan` used to print a
+line saying it watched, then an error)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import run_cli as cli
+from tests.searching.search_fakes import fake_evaluate
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    import fedevo
+
+    out = tmp_path_factory.mktemp("plotcli") / "run"
+    fedevo.search("digits_mlp_local", pop=4, gen=1, workers=0, seed=0, out=out, evaluator=fake_evaluate, page=False)
+    return out
+
+
+@pytest.mark.parametrize("value, shown", [("nan", "nan"), ("0", "0"), ("-1", "-1"), ("inf", "inf"), ("-inf", "-inf")])
+@pytest.mark.parametrize("watch", [True, False])
+def test_interval_must_be_positive_and_finite(run, capsys, value, shown, watch):
+    before = sorted(p.name for p in run.iterdir())
+    code, out, err = cli(["plot", run, *(["--watch"] if watch else []), "--interval", value], capsys)
+    assert code == 2 and out == ""
+    assert err == f"fedevo: error: --interval must be a positive finite number of seconds, got {shown}\n"
+    assert sorted(p.name for p in run.iterdir()) == before  # nothing written
+
+
+def test_watch_on_a_missing_run_is_one_line(tmp_path, capsys):
+    code, out, err = cli(["plot", tmp_path / "nope", "--watch"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "does not exist" in err  # no "watching ..." line before it

@@ -1,0 +1,133 @@
+"""compare.html: `fedevo plot RUN1 RUN2 … --out compare.html` overlays the fronts and hypervolume histories of runs
+of one problem, with one normalisation and reference point shared by every run; runs of different problems are
+refused."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+from fedevo.searching.rundata import load_run
+from fedevo.viz.compare import compare_html, figure_fronts, labels, shared_hypervolume, shared_normalisation
+from tests.helpers import read_csv, run_cli as cli
+from tests.searching.search_fakes import fake_evaluate
+
+
+def _search(out, problem, seed, pop=8, gen=2):
+    import fedevo
+
+    fedevo.search(problem, pop=pop, gen=gen, workers=0, seed=seed, out=out, evaluator=fake_evaluate, page=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("cmp")
+    a = _search(base / "a", "digits_mlp_local", 1)
+    b = _search(base / "b", "digits_mlp_local", 2, gen=3)
+    other = _search(base / "other", "digits_mlp", 1, pop=4, gen=1)
+    # the same name, another definition: lr's upper bound changed
+    text = load_run(a).meta["problem"]["text"].replace("high = 0.3", "high = 0.4")
+    assert text != load_run(a).meta["problem"]["text"]
+    (base / "edited.toml").write_text(text)
+    edited = _search(base / "edited", str(base / "edited.toml"), 1, pop=4, gen=1)
+    return base, a, b, other, edited
+
+
+def _blob(page: str) -> dict:
+    return json.loads(re.search(r"window.FEDEVO_COMPARE = (\{.*?\});</script>", page).group(1))
+
+
+def test_compare_page_holds_each_runs_front(runs, capsys):
+    base, a, b, _, _ = runs
+    out = base / "compare.html"
+    code, stdout, err = cli(["plot", a, b, "--out", out], capsys)
+    assert code in (0, None), err
+    assert f"wrote {out} (2 runs compared)" in stdout and not (a / "front.html").exists()
+    page = out.read_text()
+    for div in ("fronts", "hypervolume"):
+        assert f'id="{div}"' in page
+    assert "one normalisation and reference point shared by all 2 runs" in page
+    data = [load_run(a), load_run(b)]
+    fig, _ = figure_fronts(data, labels(data))
+    fronts = [t for t in fig.data if t.meta == "front"]
+    assert len(fronts) == 2 * 3  # each run in each of the three projections
+    for name, d in zip(("a", "b"), (a, b)):
+        want = sorted(int(r["id"]) for r in read_csv(d / "front.csv"))
+        mine = [t for t in fronts if t.name == name]
+        assert len(mine) == 3 and all(sorted(t.customdata) == want for t in mine)
+        assert len({t.marker.color for t in mine}) == 1
+    assert fronts[0].marker.color != next(t for t in fronts if t.name == "b").marker.color
+    blob = _blob(page)
+    assert blob["labels"] == ["a", "b"] and blob["normalisation"]["ref"] == [1.1, 1.1, 1.1]
+    assert len(blob["hypervolume"]["a"]) == 2 and len(blob["hypervolume"]["b"]) == 3
+
+
+def test_hypervolume_uses_one_reference_for_every_run(runs):
+    from pymoo.indicators.hv import HV
+
+    base, a, b, _, _ = runs
+    data = [load_run(a), load_run(b)]
+    lo, scale = shared_normalisation(data)
+    # the normalisation: minimum and range of every ok evaluation of both runs (ε as log10), from the CSVs
+    rows = [r for d in (a, b) for r in read_csv(d / "evaluations.csv") if r["status"] == "ok"]
+    F = np.array([[float(r["error"]), float(r["comm"]), math.log10(max(float(r["eps"]), 1e-3))] for r in rows])
+    assert np.allclose(lo, F.min(axis=0)) and np.allclose(scale, F.max(axis=0) - F.min(axis=0))
+    # the last generation's hypervolume of each run: its front.csv normalised by that, pymoo's HV
+    for d, run in zip(data, (a, b)):
+        front = np.array([[float(r["error"]), float(r["comm"]), math.log10(max(float(r["eps"]), 1e-3))]
+                          for r in read_csv(run / "front.csv")])
+        expect = HV(ref_point=np.full(3, 1.1))((front - lo) / scale)
+        assert shared_hypervolume(d, lo, scale)[-1]["hypervolume"] == pytest.approx(expect)
+    # the same numbers whatever the order, and not the runs' own (generation-1) normalisation
+    ab = _blob(compare_html(data))["hypervolume"]
+    ba = _blob(compare_html(data[::-1]))["hypervolume"]
+    assert ab == ba
+    own = [float(r["hypervolume"]) for r in read_csv(b / "hypervolume.csv")]
+    assert ab["b"] != pytest.approx(own)
+
+
+def test_runs_of_different_problems_are_refused(runs, capsys):
+    base, a, _, other, edited = runs
+    out = base / "refused.html"
+    for run, words in ((other, ["'digits_mlp_local'", "'digits_mlp'"]), (edited, ["defined differently", "genes.lr"])):
+        code, stdout, err = cli(["plot", a, run, "--out", out], capsys)
+        assert code == 2 and stdout == "" and not out.exists(), err
+        assert err.count("\n") == 1 and err.startswith("fedevo: error: ")
+        assert str(a) in err and str(run) in err and all(w in err for w in words), err
+
+
+def test_out_is_required_checked_and_never_replaces_another_file(runs, capsys):
+    base, a, b, _, _ = runs
+    foreign = base / "notes.html"
+    foreign.write_text("<p>my notes</p>")
+    for argv, msg in (([a, b], "give its name with --out"),
+                      ([a, b, "--out", foreign], "is not a page fedevo wrote"),
+                      ([a, b, "--out", base], "is a directory"),
+                      ([a, b, "--out", base / "w.html", "--watch"], "--watch follows one run"),
+                      ([a, a, "--out", base / "w.html"], "given twice")):
+        code, stdout, err = cli(["plot", *argv], capsys)
+        assert code == 2 and msg in err and err.count("\n") == 1, (argv, err)
+    assert foreign.read_text() == "<p>my notes</p>" and not (base / "w.html").exists()
+    # one run: --out refuses a foreign file too; a page fedevo wrote is replaced
+    code, _, err = cli(["plot", a, "--out", foreign], capsys)
+    assert code == 2 and "is not a page fedevo wrote" in err and foreign.read_text() == "<p>my notes</p>"
+    page = base / "again.html"
+    for _ in range(2):
+        code, _, err = cli(["plot", a, b, "--out", page], capsys)
+        assert code in (0, None), err
+
+
+def test_identical_runs_have_identical_curves(runs, tmp_path):
+    _, a, _, _, _ = runs
+    twin = tmp_path / "a"
+    shutil.copytree(a, twin)
+    data = [load_run(a), load_run(twin)]
+    blob = _blob(compare_html(data))
+    assert blob["labels"] == [str(a), str(twin)]  # equal directory names: told apart by their paths
+    assert blob["hypervolume"][str(a)] == blob["hypervolume"][str(twin)]

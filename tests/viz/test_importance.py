@@ -1,0 +1,138 @@
+"""importance.html: which genes drive each objective (random-forest permutation importance), slices per gene, and
+the hypervolume on a scale near its values; written by `fedevo plot RUN` and at the end of a search."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from fedevo.result import EvaluationResult
+from fedevo.searching.rundata import load_run
+from fedevo.viz.history import figure_hv_history, value_range
+from fedevo.viz.importance import (MIN_EVALUATIONS, figure_slices, importance, importance_path,
+                                   objective_importance, write_importance_html)
+from tests.helpers import run_cli as cli
+
+
+def _unit(problem, params, name):
+    g = problem.gene(name)
+    v, lo, hi = params[name], g.low, g.high
+    if g.log:
+        v, lo, hi = math.log(v), math.log(lo), math.log(hi)
+    return (v - lo) / (hi - lo)
+
+
+def driven_evaluate(problem, params, *, seed, rounds=None, data_dir=None, **_):
+    """error is driven by lr alone, comm by participation alone, ε by sigma alone (plus a little seed noise)."""
+    noise = float(np.random.default_rng(seed).random())
+    error = 0.05 + 0.8 * _unit(problem, params, "lr") + 0.01 * noise
+    comm = 100 + 3000 * _unit(problem, params, "participation") + 5 * noise
+    eps = 10 ** (3 - 4 * _unit(problem, params, "sigma") + 0.01 * noise)
+    return EvaluationResult(error=error, comm=comm, eps=eps, eps_paper=eps, accuracy_global=1 - error,
+                            omega=int(comm), status="ok", rounds=1, wall_s=0.0)
+
+
+@pytest.fixture(scope="module")
+def driven_run(tmp_path_factory):
+    """40 random individuals (one generation) of digits_mlp_local, through fedevo.search: its pages included."""
+    import fedevo
+
+    out = tmp_path_factory.mktemp("imp") / "run"
+    fedevo.search("digits_mlp_local", pop=40, gen=1, workers=0, seed=5, out=out, evaluator=driven_evaluate)
+    return out
+
+
+@pytest.fixture(scope="module")
+def driven(driven_run):
+    data = load_run(driven_run)
+    return data, importance(data, seed=0)
+
+
+def test_the_driving_gene_ranks_first_for_its_objective(driven):
+    data, result = driven
+    by = {o.objective: o for o in result}
+    assert [o.objective for o in result] == ["error", "comm", "eps"]
+    for key, gene in (("error", "lr"), ("comm", "participation"), ("eps", "sigma")):
+        o = by[key]
+        assert o.n == 40 and o.left_out == 0 and not o.note, o
+        assert o.ranked[0] == gene, (key, o.genes[:3])
+        top, second = o.genes[0], o.genes[1]
+        # the driver clearly apart: its importance is large, its whiskers (± one sd) clear of every other gene's
+        assert top.mean > 0.3 and top.mean - top.std > second.mean + second.std, (key, o.genes[:3])
+        assert o.r2 > 0.5
+    assert by["eps"].transform == "log10" and by["error"].transform == "none"
+
+
+def test_the_same_seed_gives_the_same_numbers(driven):
+    data, result = driven
+    again = objective_importance(data, "error", seed=0)
+    assert again == result[0]
+
+
+def test_too_few_constant_and_infinite(driven):
+    data, _ = driven
+    few = dataclasses.replace(data, rows=data.rows[:MIN_EVALUATIONS - 1])
+    o = objective_importance(few, "error")
+    assert o.genes == () and o.r2 is None and "too few evaluations" in o.note and str(MIN_EVALUATIONS) in o.note
+    flat = dataclasses.replace(data, rows=[{**r, "comm": 500.0} for r in data.rows])
+    o = objective_importance(flat, "comm")
+    assert o.genes == () and "same for every evaluation" in o.note
+    # ε = ∞ (no privacy) is left out of the ε model, and counted
+    inf = dataclasses.replace(data, rows=[{**r, "eps": math.inf} if r["id"] % 4 == 0 else r for r in data.rows])
+    o = objective_importance(inf, "eps", trees=30)
+    assert o.left_out == 10 and o.n == 30 and o.ranked[0] == "sigma"
+
+
+def test_slices_one_panel_per_gene_and_objective(driven):
+    data, _ = driven
+    fig = figure_slices(data)
+    traces = [t for t in fig.data if t.meta == "slice"]
+    assert len(traces) == 3 * len(data.gene_names)
+    ok_ids = sorted(r["id"] for r in data.ok_rows)
+    for t in traces:
+        assert sorted(t.customdata) == ok_ids
+        assert list(t.marker.color) == [r["generation"] for r in data.ok_rows]
+    layout = fig.layout.to_plotly_json()
+    sigma_row = list(data.gene_names).index("sigma")
+    # row r, column c is axis number 3 * r + c + 1: sigma (declared log) on a log x axis, ε on log y axes
+    n = 3 * sigma_row + 1
+    assert layout[f"xaxis{n}"]["type"] == "log"
+    assert layout["xaxis"].get("type") != "log"  # layers: linear
+    assert layout["yaxis3"]["type"] == "log" and layout["yaxis"].get("type") != "log"
+
+
+def test_hypervolume_scale_starts_near_its_range():
+    rows = [{"generation": g, "hypervolume": v, "evaluations": 12 * g} for g, v in ((1, 1.196), (2, 1.25), (3, 1.298))]
+    fig = figure_hv_history({"run": rows})
+    lo, hi = fig.layout.yaxis.range
+    assert 1.18 < lo < 1.196 and 1.298 < hi < 1.31  # not 0 → 1.3, where 1.196 → 1.298 looks flat
+    assert list(fig.data[0].y) == [1.196, 1.25, 1.298]
+    assert 1.18 < lo < 1.196 and 1.298 < hi < 1.31
+    assert value_range([]) is None and value_range([0.5, 0.5])[0] > 0.4
+
+
+def test_the_search_and_fedevo_plot_write_the_page(driven_run, tmp_path, capsys):
+    page = (driven_run / "importance.html").read_text()  # written at the end of the search
+    for div in ("importance", "slices", "hypervolume"):
+        assert f'id="{div}"' in page
+    assert '<a href="front.html">' in page and "<script src=" not in page
+    (driven_run / "importance.html").unlink()
+    code, out, err = cli(["plot", str(driven_run)], capsys)
+    assert code in (0, None), err
+    assert f"wrote {driven_run / 'importance.html'}" in out and (driven_run / "importance.html").exists()
+    code, out, err = cli(["plot", str(driven_run), "--out", tmp_path / "a.html", "--no-importance"], capsys)
+    assert code in (0, None), err
+    assert (tmp_path / "a.html").exists() and not (tmp_path / "a-importance.html").exists()
+    code, out, err = cli(["plot", str(driven_run), "--out", tmp_path / "a.html"], capsys)
+    assert (tmp_path / "a-importance.html").exists() and importance_path(tmp_path / "a.html").name == "a-importance.html"
+    assert '<a href="a.html">' in (tmp_path / "a-importance.html").read_text()
+
+
+def test_too_few_evaluations_are_said_on_the_page(driven_run, tmp_path):
+    data = load_run(driven_run)
+    few = dataclasses.replace(data, rows=data.rows[:12])
+    p = write_importance_html(driven_run, tmp_path / "few.html", data=few)
+    assert p.read_text().count("too few evaluations to say anything") >= 3

@@ -226,7 +226,10 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
     selectors = [t for t in terms if t.kind != "filter"]
     if not selectors:
         selectors = [Term("front", "front")]
-    by_id = {int(r["id"]): r for r in rows}
+    from .searching.front_math import is_full
+
+    by_id = {int(r["id"]): r for r in rows if is_full(r)}  # a multi-fidelity search's lower rungs are never picked
+    lower = {int(r["id"]): r for r in rows if not is_full(r)}
     needs_front = any(t.kind in ("knee", "lowest", "front") for t in selectors)
     cand = list(front)
     if needs_front:
@@ -253,6 +256,12 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
     for t in selectors:
         if t.kind == "id":
             r = by_id.get(t.id)
+            if r is None and t.id in lower:
+                low = lower[t.id]
+                n = low["rounds_trained"]
+                raise FedevoError(f"id {t.id} was trained for {n} round{'s' if n != 1 else ''} only (a lower rung of the "
+                                  "multi-fidelity search, not promoted to the full rounds); only full-fidelity "
+                                  "evaluations can be picked")
             if r is None:
                 lo, hi = (min(by_id), max(by_id)) if by_id else (None, None)
                 have = f"ids {lo}–{hi}" if by_id else "no evaluations"

@@ -138,6 +138,9 @@ class Problem:
     text: Optional[str] = None  # the problem file's TOML text (written by `from_dict`), as run.json records it
     evaluator: Optional[str] = None  # the user's own training ("python:file.py:function" or "module:function")
     standard: Mapping[str, Any] = field(default_factory=dict)  # own evaluator: retrain's standard solution's values
+    # top-level `fidelity`: the multi-fidelity search's rung ladder as written (a fraction, or fractions ending at
+    # 1); checked by the search (fedevo.searching.fidelity.parse_ladder), which alone uses it
+    fidelity: Any = None
 
     @property
     def user_model(self) -> bool:
@@ -349,7 +352,8 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     dataset = data_source.name if data_source else doc["dataset"]
     prob = Problem(name=doc.get("name", name), dataset=dataset, model=model, genes=genes, fixed=fixed,
                    eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path,
-                   data_source=data_source, model_ref=model_ref, model_kwargs=model_kwargs)
+                   data_source=data_source, model_ref=model_ref, model_kwargs=model_kwargs,
+                   fidelity=tuple(doc["fidelity"]) if isinstance(doc.get("fidelity"), list) else doc.get("fidelity"))
     config = prob.sim_config()  # validate the defaults once, at load time
     if user:
         probe_model(prob, config)
@@ -359,7 +363,8 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
 # a problem file's top-level keys and their types (the settings' tables are typed by fedevo/schema.py)
 TOP = {"name": str, "description": str, "dataset": str, "model": str, "model_args": dict,
        "eps_objective": Literal["eps", "eps_paper"], "data": dict, "train": dict, "privacy": dict,
-       "deployment": dict, "genes": dict, "constraints": dict}
+       "deployment": dict, "genes": dict, "constraints": dict,
+       "fidelity": Any}  # the multi-fidelity rung ladder: checked by the search (searching/fidelity.parse_ladder)
 
 
 def _check_top(doc: Mapping[str, Any], top: Mapping[str, Any]) -> None:

@@ -47,6 +47,10 @@ class RichReporter(SearchCallback):
         if row.get("status") != "ok":
             self._bad[row.get("status")] = self._bad.get(row.get("status"), 0) + 1
             return
+        from ..searching.front_math import is_full
+
+        if not is_full(row):  # a multi-fidelity search's lower rung: its ε and error are not the full-T ones
+            return
         for k, col in (("error", "error"), ("comm", "comm"), ("eps", self.eps_key)):
             v = row.get(col)
             if v is not None and math.isfinite(v):

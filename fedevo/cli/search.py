@@ -44,8 +44,9 @@ def _print_summary(summary, run, quiet: bool) -> None:
     """The closing line and (unless quiet) the front's first rows; `run` is a fedevo.Run."""
     state = ("finished" if summary.generations >= summary.n_gen else
              "stopped early (no new offspring)" if summary.stopped_early else "stopped")
+    full = "" if getattr(summary, "full_fidelity", None) is None else f"{summary.full_fidelity} at full fidelity, "
     print(f"search {state}: {summary.generations}/{summary.n_gen} generations, {summary.evaluations} evaluations "
-          f"({summary.failed} failed, {summary.diverged} diverged, {summary.reused} reused from the log), Pareto front of {summary.front_size}, "
+          f"({full}{summary.failed} failed, {summary.diverged} diverged, {summary.reused} reused from the log), Pareto front of {summary.front_size}, "
           f"{summary.wall_s:.0f} s")
     if not quiet and summary.front:
         from rich.console import Console
@@ -79,6 +80,7 @@ def search(
     partitions: Optional[int] = typer.Option(None, "--partitions", help="Das–Dennis partitions (default: the most whose directions fit in --pop)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
     evaluator: Optional[str] = typer.Option(None, "--evaluator", help=_EVALUATOR_HELP),
+    fidelity: Optional[str] = typer.Option(None, "--fidelity", help="Multi-fidelity search: offspring train first for this fraction of the rounds (0.33), or a rung ladder ending at 1 (1/9,1/3,1); a third of each rung continues to the next (default: the problem file's `fidelity`, else 1: every evaluation trains all rounds)."),
 ) -> None:
     """Search a problem's genes with NSGA-III for the (error, communication, ε) Pareto front."""
     from .. import api
@@ -86,7 +88,7 @@ def search(
     _execute(lambda callbacks: api.search(
         problem, pop=pop, gen=gen, workers=workers, seed=seed, out=out, rounds=rounds, data_dir=data_dir,
         partitions=partitions, evaluator=evaluator, ray_address=ray_address, cpus_per_task=cpus_per_task,
-        gpus_per_task=gpus_per_task, callbacks=callbacks), quiet)
+        gpus_per_task=gpus_per_task, fidelity=fidelity, callbacks=callbacks), quiet)
 
 
 @app.command()

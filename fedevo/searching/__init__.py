@@ -6,13 +6,14 @@ their worst values), ``problem`` (the pymoo Problem: decode, call the injected e
 its memory check and cost model, or any function), ``runner`` (serial or Ray evaluation, each result reported
 as it finishes), ``run`` (run directory, checkpoints, resume, front, hypervolume), ``rundata`` (the run
 directory's reader: ``load_run``, ``RunData``), ``callbacks`` (what a running search reports to:
-``SearchCallback``; the command line's progress display and live front.html are callbacks).
+``SearchCallback``; the command line's progress display and live front.html are callbacks), ``fidelity`` (the
+multi-fidelity rung ladder and promotion rule) and ``rungs`` (a generation trained rung by rung, states saved).
 
 Command line::
 
     fedevo search [--problem NAME|FILE] [--pop N] [--gen N] [--workers N] [--seed S] [--out DIR]
                   [--rounds T] [--data-dir D] [--ray-address HOST:PORT] [--cpus-per-task C]
-                  [--gpus-per-task G] [--partitions P] [--quiet]
+                  [--gpus-per-task G] [--partitions P] [--fidelity F] [--quiet]
     fedevo resume DIR [--workers N] [--ray-address HOST:PORT] [--data-dir D] [--quiet]
 
 ``--workers 0`` evaluates in-process (debugging); otherwise a local Ray with N workers is started (default:

@@ -95,10 +95,12 @@ def hv_normalisation(rows, eps_key: str) -> tuple[np.ndarray, np.ndarray]:
 def hypervolume_table(rows, generations: int, eps_key: str, constraints) -> list[dict[str, Any]]:
     """Hypervolume after each generation of the front of all evaluations so far (see the module doc).
 
-    The columns lo_eps / scale_eps are in log10 ε.
+    The columns lo_eps / scale_eps are in log10 ε. Only full-fidelity rows count (`is_full`): the normalisation,
+    the front and the `evaluations` column (a multi-fidelity search's lower rungs are left out).
     """
     from pymoo.indicators.hv import HV
 
+    rows = [r for r in rows if is_full(r)]
 
     lo, scale = hv_normalisation(rows, eps_key)
     ref = np.full(3, HV_REF)
@@ -121,11 +123,19 @@ def objective_matrix(rows: Sequence[Mapping[str, Any]], eps_key: str) -> np.ndar
     return np.array([sanitize((r["error"], r["comm"], r[eps_key])) for r in rows]).reshape(len(rows), 3)
 
 
+def is_full(row: Mapping[str, Any]) -> bool:
+    """True for a full-fidelity evaluation: trained for all the rounds (a multi-fidelity search's lower rungs have
+    `fidelity` < 1, fedevo.searching.fidelity; a plain search's rows have no `fidelity`: all are full). Only these
+    enter the front, the hypervolume and what reads the front (picks, retrain, audit)."""
+    f = row.get("fidelity")
+    return f is None or float(f) == 1.0
+
+
 def feasible_ok(rows: Sequence[Mapping[str, Any]], eps_key: str, constraints: Mapping[str, float]):
-    """Rows with status ok that satisfy the problem's constraints (objective <= bound)."""
+    """Full-fidelity rows with status ok that satisfy the problem's constraints (objective <= bound)."""
     out = []
     for r in rows:
-        if r["status"] != "ok":
+        if r["status"] != "ok" or not is_full(r):
             continue
         F = sanitize((r["error"], r["comm"], r[eps_key]))
         if all(F[OBJECTIVES.index(k)] <= float(b) for k, b in constraints.items()):

@@ -27,9 +27,14 @@ def row_digest(row: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
 
 
+def _key(r: Mapping[str, Any]) -> tuple[int, int]:
+    return int(r["id"]), int(r.get("rung", 0) or 0)  # a multi-fidelity search logs one row per rung of an id
+
+
 def log_record(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What a checkpoint records of the log it closes: the rows' count and digests in id order (ids 0..n-1)."""
-    return {"count": len(rows), "digests": [row_digest(r) for r in sorted(rows, key=lambda r: r["id"])]}
+    """What a checkpoint records of the log it closes: the rows' (id, rung) keys and digests in that order."""
+    rows = sorted(rows, key=_key)
+    return {"count": len(rows), "keys": [list(_key(r)) for r in rows], "digests": [row_digest(r) for r in rows]}
 
 
 def _ids(ids: Sequence[int]) -> str:
@@ -43,9 +48,10 @@ def _ids(ids: Sequence[int]) -> str:
 
 def check_log(rows: Sequence[Mapping[str, Any]], state: Mapping[str, Any], *, log: Path, checkpoint: str) -> None:
     """FedevoError naming the damage if `rows` (first row per id) lack or alter what checkpoint `state` counted."""
-    by_id = {}
+    by_key: dict[tuple[int, int], Mapping[str, Any]] = {}
     for r in rows:
-        by_id.setdefault(r["id"], r)
+        by_key.setdefault(_key(r), r)
+    by_id = {i for i, _ in by_key}
     counted = int(state.get("next_id", 0))
     hint = (f"the run is damaged (an edited, truncated or replaced evaluations.csv?); restore {log.name} from a copy "
             "— nothing was read from it or written")
@@ -57,7 +63,12 @@ def check_log(rows: Sequence[Mapping[str, Any]], state: Mapping[str, Any], *, lo
     if not record:  # a checkpoint of an earlier version: the count is all it tells
         return
     digests = record.get("digests", [])
-    changed = [i for i in range(min(counted, len(digests))) if row_digest(by_id[i]) != digests[i]]
+    keys = [tuple(k) for k in record.get("keys", [])] or [(i, 0) for i in range(len(digests))]
+    missing = sorted({i for (i, g) in keys if (i, g) not in by_key})
+    if missing:
+        raise FedevoError(f"{log} lacks rows of {len(missing)} of the {counted} evaluations that checkpoint "
+                          f"{checkpoint} counts ({_ids(missing)}: a rung's row is gone); {hint}")
+    changed = sorted({k[0] for k, d in zip(keys, digests) if row_digest(by_key[k]) != d})
     if changed:
         raise FedevoError(f"{log}: {len(changed)} of the {counted} evaluations that checkpoint {checkpoint} counts "
                           f"differ from what was logged ({_ids(changed)}: checksum mismatch); {hint}")

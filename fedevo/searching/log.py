@@ -19,6 +19,9 @@ from .runner import Task
 RESULT_COLUMNS = ("error", "comm", "eps", "eps_paper", "accuracy_global", "omega", "status", "wall_s",
                   "rounds_trained", "privacy", "message")
 HEAD_COLUMNS = ("id", "generation", "index", "seed")
+# a multi-fidelity search's rows end with these (fedevo.searching.fidelity): the rung (0 = lowest) and its fraction
+# of the rounds (1.0: full fidelity); a plain search's evaluations.csv has neither (all its rows are full)
+RUNG_COLUMNS = ("rung", "fidelity")
 
 
 def _write(f, data) -> None:
@@ -85,13 +88,14 @@ def _parse_float(s: str) -> Optional[float]:
 class EvalLog:
     """evaluations.csv: one physical line per evaluation (newlines inside the message are escaped as \\n)."""
 
-    def __init__(self, path: Path, genes: Sequence):
+    def __init__(self, path: Path, genes: Sequence, *, rungs: bool = False):
         self.path = Path(path)
         self.genes = tuple(genes)
+        self.rungs = rungs
         gene_names = [g.name for g in self.genes]
-        clash = set(gene_names) & (set(HEAD_COLUMNS) | set(RESULT_COLUMNS))
+        clash = set(gene_names) & (set(HEAD_COLUMNS) | set(RESULT_COLUMNS) | set(RUNG_COLUMNS if rungs else ()))
         assert not clash, clash
-        self.columns = list(HEAD_COLUMNS) + gene_names + list(RESULT_COLUMNS)
+        self.columns = list(HEAD_COLUMNS) + gene_names + list(RESULT_COLUMNS) + list(RUNG_COLUMNS if rungs else ())
         self._fh = None
 
     # -- formatting
@@ -118,7 +122,8 @@ class EvalLog:
                 + [self._gene_cell(g, task.params[g.name]) for g in self.genes]
                 + [_fmt_float(r.error), _fmt_float(r.comm), _fmt_float(r.eps), _fmt_float(r.eps_paper),
                    _fmt_float(r.accuracy_global), str(int(r.omega or 0)), r.status, _fmt_float(r.wall_s),
-                   str(int(r.rounds or 0)), _escape(privacy), _escape(r.message or "")])
+                   str(int(r.rounds or 0)), _escape(privacy), _escape(r.message or "")]
+                + ([str(int(task.rung)), repr(float(task.fidelity))] if self.rungs else []))
 
     def parse(self, cells: Sequence[str]) -> dict[str, Any]:
         d = dict(zip(self.columns, cells))
@@ -132,10 +137,14 @@ class EvalLog:
         row["rounds_trained"] = int(d["rounds_trained"])
         row["privacy"] = json.loads(_unescape(d["privacy"])) if d["privacy"] else {}
         row["message"] = _unescape(d["message"])
+        if self.rungs:
+            row["rung"] = int(d["rung"])
+            row["fidelity"] = float(d["fidelity"])
         return row
 
     def matches(self, row: Mapping[str, Any], task: Task) -> bool:
         return (row["generation"] == task.generation and row["index"] == task.index and row["seed"] == task.seed
+                and row.get("rung", 0) == task.rung
                 and all(self._gene_cell(g, row[g.name]) == self._gene_cell(g, task.params[g.name])
                         for g in self.genes))
 
@@ -215,4 +224,4 @@ def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-__all__ = ["EvalLog", "HEAD_COLUMNS", "RESULT_COLUMNS", "atomic_write", "csv_text", "row_result"]
+__all__ = ["EvalLog", "HEAD_COLUMNS", "RESULT_COLUMNS", "RUNG_COLUMNS", "atomic_write", "csv_text", "row_result"]

@@ -15,11 +15,16 @@ Run directory::
                         wall_s, rounds_trained, privacy (JSON), message (traceback of a failure; newlines
                         written as \\n so that every row is one line). Floats are written with repr(): exact;
                         an empty cell is None (e.g. no ε for an unprivate run)
+                        A multi-fidelity search (--fidelity, fidelity.py) adds the columns rung and fidelity:
+                        one row per rung an individual reached (same id), its values after those rounds
+    states/id-NNNN-rRRRR.pt
+                        multi-fidelity only: the training state of an individual after RRRR rounds, kept until its
+                        next rung is logged or it is not promoted (rungs.py)
     checkpoints/gen-NNNN.pkl
                         pymoo algorithm state (population, reference-point normalisation, RNG) after
                         generation NNNN (0000 = before the first), with a SHA-256 of its payload, and the
                         record of the log it closes (count, a checksum per row: integrity.py)
-    front.csv           non-dominated rows among all evaluations with status ok (and within the
+    front.csv           non-dominated rows among all full-fidelity evaluations with status ok (and within the
                         problem's constraints), rewritten at the end of each generation
     hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`)
 
@@ -53,11 +58,13 @@ from .algorithm import CROSSOVER, MUTATION, make_nsga3
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
+from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table, is_full
 from .integrity import check_log, check_run_log, log_record
-from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table
 from .log import EvalLog, csv_text, atomic_write, row_result
 from .problem import OBJECTIVES, WORST, SearchProblem
 from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity
+from .fidelity import PROMOTION, parse_ladder
+from .rungs import RungScheduler, check_continues, check_ladder, remove_states
 from .runner import Task, _Abort, cores, make_runner
 from .settings import Runtime, SearchSettings, eval_seed, n_ref_dirs
 from .space import SearchSpace
@@ -101,6 +108,7 @@ class Summary:
     stopped_early: bool = False
     front: list = field(default_factory=list)
     first_failure: str = ""  # message of the first failed evaluation (first line), "" if none failed
+    full_fidelity: Optional[int] = None  # a multi-fidelity search: evaluations that trained all rounds (None: plain)
 
     @property
     def complete(self) -> bool:
@@ -154,7 +162,7 @@ class SearchRun:
         self.space = SearchSpace.from_problem(problem)
         self.eps_key = problem.eps_objective
         self.constraints = dict(problem.constraints)
-        self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes)
+        self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes, rungs=settings.multi_fidelity)
 
     # ------------------------------------------------------------------ creating / opening
     @classmethod
@@ -172,6 +180,7 @@ class SearchRun:
                                  "client_id=...) and name the file in [data] (source = \"npz\", path = ...), so that "
                                  "the run records where its data are" if problem.data_source is not None else ""))
         evaluator = for_problem(settings.evaluator, problem)  # fail now, before creating anything
+        settings = _with_fidelity(settings, problem, evaluator)  # --fidelity, else the problem file's `fidelity`
         space = SearchSpace.from_problem(problem)  # genes must be searchable
         if runtime.ray_address:
             from .runner import _check_reachable
@@ -219,6 +228,8 @@ class SearchRun:
                 "eliminate_duplicates": True, "seed": settings.seed,
             },
             "evaluation_seed": "numpy SeedSequence([seed, id]).generate_state(1)[0]",
+            **({"fidelity": {"ladder": list(settings.fidelity), "rung_rounds": "floor(f * T + 1/2) of the planned T",
+                             "promotion": PROMOTION}} if settings.multi_fidelity else {}),
             "search_objectives": SEARCH_OBJECTIVES, "hypervolume": HYPERVOLUME,
             "runtime_at_start": asdict(runtime),
             "host": {"cores": cores(), "platform": platform.platform()},
@@ -279,7 +290,7 @@ class SearchRun:
         """front.csv and hypervolume.csv of these rows; returns (front, hypervolume table)."""
         front = front_rows(rows, self.eps_key, self.constraints)
         cols = self.log.columns
-        fmt = lambda r: self.log.cells(Task(r["id"], r["generation"], r["index"], {g.name: r[g.name] for g in self.space.genes}, r["seed"]), row_result(r))  # noqa: E731
+        fmt = lambda r: self.log.cells(Task(r["id"], r["generation"], r["index"], {g.name: r[g.name] for g in self.space.genes}, r["seed"], rung=r.get("rung", 0), fidelity=r.get("fidelity", 1.0)), row_result(r))  # noqa: E731
         atomic_write(self.run_dir / "front.csv", csv_text(cols, (fmt(r) for r in front)))
         table = hypervolume_table(rows, generations, self.eps_key, self.constraints)
         hv_cols = ["generation", "evaluations", "front_size", "hypervolume"] + \
@@ -304,6 +315,8 @@ class SearchRun:
         t0 = time.monotonic()
         s = self.settings
         evaluator = for_problem(s.evaluator, self.problem) if evaluator is None else evaluators.resolve(evaluator)
+        if s.multi_fidelity:
+            check_continues(evaluator, s.fidelity)
         callback = CallbackList(callbacks)
         summary: Optional[Summary] = None
         try:
@@ -346,9 +359,9 @@ class SearchRun:
         state = self._load_state()
         algorithm = state["algorithm"]
         problem: SearchProblem = algorithm.problem
-        by_id: dict[int, dict[str, Any]] = {}
+        by_id: dict[tuple[int, int], dict[str, Any]] = {}  # (id, rung) -> row; a plain search's rung is 0
         for r in rows:
-            by_id.setdefault(r["id"], r)
+            by_id.setdefault((r["id"], r.get("rung", 0)), r)
         check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
         counters = {"reused": 0}
         runner = None
@@ -360,7 +373,7 @@ class SearchRun:
         try:
             if runner is not None:
                 callback.on_start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,
-                                  done=len(by_id), rows=list(by_id.values()), runner=runner.describe,
+                                  done=len(by_id), rows=[by_id[k] for k in sorted(by_id)], runner=runner.describe,
                                   run_dir=self.run_dir, eps_key=self.eps_key)
             while runner is not None and state["generation"] < s.gen:
                 g = state["generation"] + 1
@@ -380,6 +393,8 @@ class SearchRun:
                 state["log"] = log_record(done_rows)  # what the log holds now: readers check it (integrity.py)
                 front, table = self.write_outputs(done_rows, g)
                 save_checkpoint(self.run_dir, state)
+                if s.multi_fidelity:  # the generation is done: no training state of it is needed any more
+                    remove_states(self.run_dir, range(state["next_id"] - len(infills), state["next_id"]))
                 callback.on_generation(g, self.data(done_rows, front=front, hypervolume=table))
         except _Abort as e:
             raise FedevoError(f"{e} (the search stopped; once fixed, continue with `fedevo resume {self.run_dir}`)") from None
@@ -393,16 +408,23 @@ class SearchRun:
                        failed=sum(r["status"] == "failed" for r in done_rows), front_size=len(front),
                        diverged=sum(r["status"] == "diverged" for r in done_rows),
                        wall_s=time.monotonic() - t0, stopped_early=bool(state.get("stopped_early")), front=front,
+                       full_fidelity=sum(map(is_full, done_rows)) if s.multi_fidelity else None,
                        first_failure=next((r["message"].strip().splitlines()[0] for r in done_rows
                                            if r["status"] == "failed" and r["message"].strip()), ""))
 
     @staticmethod
     def _rows_upto(by_id, next_id: int) -> list[dict[str, Any]]:
-        return [by_id[i] for i in sorted(by_id) if i < next_id]
+        return [by_id[k] for k in sorted(by_id) if k[0] < next_id]
 
     def _batch_evaluator(self, g: int, first_id: int, by_id, runner, evaluator: Evaluator, callback: SearchCallback,
                          counters) -> Callable:
         seed, rounds = self.settings.seed, self.settings.rounds
+        if self.settings.multi_fidelity:
+            rungs = RungScheduler(run_dir=self.run_dir, problem=self.problem, ladder=self.settings.fidelity,
+                                  rounds=rounds, evaluator=evaluator, eps_key=self.eps_key, log=self.log, seed=seed)
+            tick = lambda: callback.on_tick(runner.stats.running, runner.stats.queued)  # noqa: E731
+            return lambda params_list: rungs.evaluate(g, first_id, params_list, by_id, runner, callback.on_evaluation,
+                                                      counters, tick)
 
         def batch_evaluate(params_list: list[dict[str, Any]]) -> list[EvaluationResult]:
             tasks = [Task(first_id + i, g, i, p, eval_seed(seed, first_id + i),
@@ -411,7 +433,7 @@ class SearchRun:
             rows: list[Optional[dict[str, Any]]] = [None] * len(tasks)
             todo = []
             for t in tasks:
-                row = by_id.get(t.id)
+                row = by_id.get((t.id, 0))
                 if row is None:
                     todo.append(t)
                 elif self.log.matches(row, t):
@@ -423,13 +445,26 @@ class SearchRun:
 
             def on_done(t: Task, result: EvaluationResult) -> None:
                 row = self.log.append(t, result)
-                by_id[t.id] = rows[t.index] = row
+                by_id[(t.id, 0)] = rows[t.index] = row
                 callback.on_evaluation(row)
 
             runner.run(todo, on_done, tick=lambda: callback.on_tick(runner.stats.running, runner.stats.queued))
             return [row_result(r) for r in rows]
 
         return batch_evaluate
+
+
+def _with_fidelity(settings: SearchSettings, problem: Problem, evaluator: Evaluator) -> SearchSettings:
+    """The settings with their rung ladder: --fidelity, else the problem file's top-level `fidelity`; checked
+    against the planned rounds and the evaluator (FedevoError, one line, before anything is written)."""
+    key = "--fidelity"
+    if settings.fidelity is None and getattr(problem, "fidelity", None) is not None:
+        key = f"problem {problem.name!r}: fidelity"
+        settings = replace(settings, fidelity=parse_ladder(problem.fidelity, key))
+    if settings.multi_fidelity:
+        check_continues(evaluator, settings.fidelity)
+        check_ladder(problem, settings.fidelity, settings.rounds, key)
+    return settings
 
 
 # ============================================================================================ API

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Optional
 from .. import _toml
 from ..errors import FedevoError
 from ..problem import Problem, parse_problem
-from .front_math import front_rows, hypervolume_table
+from .front_math import front_rows, hypervolume_table, is_full
 from .integrity import check_run_log
 from .log import EvalLog
 from .settings import SearchSettings
@@ -39,6 +39,10 @@ DATASET_CLASSES = {"digits": 10, "fashion": 10, "mnist": 10, "cifar10": 10, "syn
 def run_identity(problem_text: str, settings: SearchSettings) -> str:
     s = asdict(settings)
     s.pop("data_dir")  # where the data lives does not change the results
+    if s.get("fidelity") is None:  # runs made before multi-fidelity (and plain ones) keep their identity
+        s.pop("fidelity", None)
+    else:
+        s["fidelity"] = list(s["fidelity"])
     return hashlib.sha256(json.dumps({"problem": problem_text, "settings": s}, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -77,13 +81,26 @@ class RunData:
     gene_types: Mapping[str, str]
     eps_key: str  # the ε the search minimised: "eps" or "eps_paper"
     constraints: Mapping[str, float]
-    rows: list[dict[str, Any]]  # every evaluation, in id order
+    rows: list[dict[str, Any]]  # every evaluation, in id order (a multi-fidelity search's: each rung's row, with
+    # `rung` and `fidelity` < 1 below the full rounds; only full-fidelity rows make the front: `full_rows`)
     front: list[dict[str, Any]] = field(default_factory=list)  # Pareto set (status ok, feasible), id order
     hv_table: Optional[list[dict[str, Any]]] = None  # hypervolume per generation, when already computed
 
     @property
     def ok_rows(self) -> list[dict[str, Any]]:
-        return [r for r in self.rows if r["status"] == "ok"]
+        """Full-fidelity evaluations with status ok (a multi-fidelity search's lower rungs: `lower_rows`)."""
+        return [r for r in self.rows if r["status"] == "ok" and is_full(r)]
+
+    @property
+    def lower_rows(self) -> list[dict[str, Any]]:
+        """A multi-fidelity search's lower-rung evaluations with status ok (`rung`, `fidelity` < 1,
+        `rounds_trained`): never in the front; a page may show them greyed. Empty for a plain search."""
+        return [r for r in self.rows if r["status"] == "ok" and not is_full(r)]
+
+    @property
+    def full_rows(self) -> list[dict[str, Any]]:
+        """The full-fidelity evaluations (all rows of a plain search; see fedevo.searching.fidelity)."""
+        return [r for r in self.rows if is_full(r)]
 
     @property
     def bad_rows(self) -> list[dict[str, Any]]:
@@ -160,10 +177,10 @@ def read_rows(log, path: Path) -> list[dict[str, Any]]:
             rows.append(log.parse(cells))
         except (ValueError, KeyError) as e:
             raise FedevoError(f"{path}: line {n} is corrupt ({e})") from None
-    seen: dict[int, dict[str, Any]] = {}
-    for r in rows:
-        seen.setdefault(r["id"], r)
-    return [seen[i] for i in sorted(seen)]
+    seen: dict[tuple[int, int], dict[str, Any]] = {}
+    for r in rows:  # one row per individual (and per rung of a multi-fidelity search)
+        seen.setdefault((r["id"], r.get("rung", 0)), r)
+    return [seen[k] for k in sorted(seen)]
 
 
 def run_data(run_dir: Path, meta: Mapping[str, Any], problem: Problem, settings: SearchSettings,
@@ -184,7 +201,8 @@ def load_run(run_dir: Path | str, *, require_evaluations: bool = True) -> RunDat
         raise FedevoError(f"{run_dir} is not a directory (expected a run directory made by `fedevo search`)")
     meta, problem, settings = read_run_json(run_dir)
     space = SearchSpace.from_problem(problem)
-    rows = read_rows(EvalLog(run_dir / "evaluations.csv", space.genes), run_dir / "evaluations.csv")
+    rows = read_rows(EvalLog(run_dir / "evaluations.csv", space.genes, rungs=settings.multi_fidelity),
+                     run_dir / "evaluations.csv")
     check_run_log(run_dir, rows)  # a log that lost or altered rows its checkpoints count: one line, never a front
     if require_evaluations and not rows:
         raise FedevoError(f"{run_dir} holds no evaluations yet (evaluations.csv is missing or empty); "

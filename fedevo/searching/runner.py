@@ -21,7 +21,7 @@ import socket
 import sys
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import DataNotFoundError, FedevoError, NoDeviceError
@@ -39,6 +39,22 @@ class Task:
     params: Mapping[str, Any]
     seed: int
     cost: float = 1.0  # relative compute estimate (the evaluator's `cost`); Ray submits the most expensive first
+    # multi-fidelity rungs (fedevo.searching.rungs): the rung, its fraction of the rounds, the rounds to train up to
+    # (None: all) and the saved training state to continue from (bytes: they travel with the task to any node)
+    rung: int = 0
+    fidelity: float = 1.0
+    until: Optional[int] = None
+    state: Optional[bytes] = field(default=None, repr=False, compare=False)
+
+    @property
+    def rung_kwargs(self) -> dict[str, Any]:
+        """The evaluator's keyword arguments of this task's rung (none for a full-fidelity, from-scratch one)."""
+        out: dict[str, Any] = {}
+        if self.until is not None:
+            out["until"] = self.until
+        if self.state is not None:
+            out["resume_from"] = self.state
+        return out
 
 
 def longest_first(tasks: Sequence[Task]) -> list[Task]:
@@ -83,7 +99,8 @@ def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
         raw = evaluator(problem, dict(params), seed=seed, **eval_kwargs)
         r = coerce_result(raw)
         if r is not raw:  # a dict or tuple from the user's evaluator: fedevo times it
-            r = replace(r, wall_s=time.perf_counter() - t0, rounds=eval_kwargs.get("rounds") or 0)
+            r = replace(r, wall_s=time.perf_counter() - t0,
+                        rounds=eval_kwargs.get("until") or eval_kwargs.get("rounds") or 0)
         return "ok", r
     except (DataNotFoundError, NoDeviceError) as e:
         return "abort", str(e)
@@ -108,7 +125,7 @@ class SerialRunner:
             self.stats.running = 1
             if tick:
                 tick()
-            kind, value = run_one(self.evaluator, self.problem, t.params, t.seed, self.eval_kwargs)
+            kind, value = run_one(self.evaluator, self.problem, t.params, t.seed, {**self.eval_kwargs, **t.rung_kwargs})
             self.stats.running = 0
             if kind == "abort":
                 raise _Abort(value)
@@ -301,8 +318,9 @@ class RayRunner:
 
     def run(self, tasks: Sequence[Task], on_done: OnDone, tick: Optional[Callable[[], None]] = None) -> None:
         ray = self._ray
-        refs = {self._fn.remote(self._problem_ref, self._evaluator, dict(t.params), t.seed, self._eval_kwargs,
-                                self.threads, self.gpus_per_task): t for t in longest_first(tasks)}
+        refs = {self._fn.remote(self._problem_ref, self._evaluator, dict(t.params), t.seed,
+                                {**self._eval_kwargs, **t.rung_kwargs}, self.threads, self.gpus_per_task): t
+                for t in longest_first(tasks)}
         pending = list(refs)
         try:
             while pending:

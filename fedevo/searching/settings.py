@@ -31,6 +31,13 @@ class SearchSettings:
     rounds: Optional[int] = None  # override the problem's rounds per evaluation
     data_dir: Optional[str] = None
     evaluator: str = DEFAULT_EVALUATOR
+    # multi-fidelity rung ladder (fractions of the rounds, increasing, ending at 1; fedevo.searching.fidelity);
+    # None: the problem file's `fidelity`, else the plain search. (1.0,) is the plain search too.
+    fidelity: Optional[tuple[float, ...]] = None
+
+    @property
+    def multi_fidelity(self) -> bool:
+        return self.fidelity is not None and len(self.fidelity) > 1
 
     def resolved(self) -> "SearchSettings":
         """Validated copy with `partitions` filled in; bad values raise FedevoError."""
@@ -54,11 +61,19 @@ class SearchSettings:
             raise FedevoError(f"--pop {self.pop} is too small for --partitions {p}: that gives {n_ref_dirs(p)} "
                               f"Das–Dennis reference directions for 3 objectives and NSGA-III needs --pop >= "
                               f"{n_ref_dirs(p)}")
-        return replace(self, partitions=p)
+        from .fidelity import parse_ladder
+
+        return replace(self, partitions=p, fidelity=parse_ladder(self.fidelity))
 
     @property
     def expected_evaluations(self) -> int:
-        return self.pop * self.gen  # initial population + (gen - 1) generations of `pop` offspring
+        """Rows of evaluations.csv when nothing fails: initial population + (gen - 1) generations of `pop`
+        offspring, each with its promoted rung evaluations in a multi-fidelity search."""
+        if self.multi_fidelity:
+            from .fidelity import expected_per_generation
+
+            return self.gen * expected_per_generation(self.pop, len(self.fidelity))
+        return self.pop * self.gen
 
 
 @dataclass(frozen=True)

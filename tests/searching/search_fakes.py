@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 import os
 import time
+from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
@@ -126,3 +128,72 @@ class CostedFake:
 
 
 COSTED = CostedFake()
+
+
+# ---------------------------------------------------------------------------------------------- continuation
+class Killed(BaseException):
+    """Stands for a kill -9 of the search process: not an Exception, so the runner does not record it as a failed
+    evaluation; it ends the search where it is (serial runner)."""
+
+
+@dataclass(frozen=True)
+class StatefulResult(EvaluationResult):
+    """EvaluationResult with the training `state` a lower rung returns (the simulator's own result has the field)."""
+
+    state: Optional[bytes] = field(default=None, repr=False, compare=False)
+
+
+class ContinuingFake:
+    """An evaluator that continues a training from a lower rung, as fedevo's simulator does (`continues`,
+    `planned`, `until`, `resume_from`): the error falls with the rounds trained, plus a seeded noise drawn per round
+    and accumulated, so a training continued r1 -> r2 -> T equals one T-round run only if the state carries the
+    history; a state of another individual (seed, genes) or of another rung is refused. ε grows as √(r/T) of the
+    planned full-T ε (what `planned` says); comm is the same at every rung.
+
+    Environment: FAKE_RUNG_LOG=F appends "<seed> <until> <from>" per call; FAKE_RAISE_AFTER=N raises `Killed` at
+    the (N+1)-th call of this process; FAKE_SIGKILL_AFTER=N SIGKILLs this process at its (N+1)-th call."""
+
+    continues = True
+    calls = 0
+
+    def planned(self, problem, params, rounds):
+        base = fake_evaluate(problem, params, seed=0, rounds=rounds)
+        return {"eps": base.eps, "comm": base.comm}
+
+    def __call__(self, problem, params, *, seed, rounds=None, data_dir=None, until=None, resume_from=None):
+        import pickle
+
+        ContinuingFake.calls += 1
+        for var, act in (("FAKE_RAISE_AFTER", "raise"), ("FAKE_SIGKILL_AFTER", "kill")):
+            n = os.environ.get(var)
+            if n is not None and ContinuingFake.calls > int(n):
+                if act == "raise":
+                    raise Killed(f"killed at call {ContinuingFake.calls}")
+                os.kill(os.getpid(), 9)
+        total = int(rounds or 9)
+        upto = total if until is None else int(until)
+        key = (seed, tuple(sorted((k, repr(v)) for k, v in params.items())))
+        done, acc = 0, 0.0
+        if resume_from is not None:
+            st = pickle.loads(resume_from)
+            if st["key"] != key or st["total"] != total:
+                raise ValueError("resume_from holds another individual's training")
+            done, acc = st["done"], st["acc"]
+        if not done < upto <= total:
+            raise ValueError(f"cannot train from round {done} to {upto} of {total}")
+        log = os.environ.get("FAKE_RUNG_LOG")
+        if log:
+            with open(log, "a") as f:
+                f.write(f"{seed} {upto} {done}\n")
+        for j in range(done + 1, upto + 1):
+            acc += 0.002 * np.random.default_rng([seed, j]).standard_normal()
+        base = fake_evaluate(problem, params, seed=seed, rounds=total)
+        error = float(min(1.0, base.error + 0.3 / upto + acc))
+        eps = float(base.eps * math.sqrt(upto / total))
+        state = pickle.dumps({"key": key, "total": total, "done": upto, "acc": acc}) if upto < total else None
+        return StatefulResult(error=error, comm=base.comm, eps=eps, eps_paper=2 * eps, accuracy_global=1 - error,
+                              omega=base.omega, status="ok", wall_s=0.0, rounds=upto, privacy={"mechanism": "fake"},
+                              state=state)
+
+
+CONTINUING = ContinuingFake()

@@ -1,0 +1,197 @@
+"""The rung scheduler of a multi-fidelity search: one generation's offspring trained rung by rung.
+
+Rung 0 trains every offspring for r_0 rounds of its planned T (``until=r_0``); after each rung the promotion rule
+(:func:`fedevo.searching.fidelity.promote`) picks ⌈n/η⌉ of its n individuals, which **continue** from the
+training state the rung returned (``resume_from=state``) up to the next rung's rounds; the last rung trains to
+the full T. Every rung evaluation is its own row of evaluations.csv (same id, ``rung`` k, ``fidelity`` f_k,
+``rounds_trained`` r_k; the ε and error measured at r_k, never the full-T ones).
+
+States: a rung below the last returns the training state (bytes: model, masks, optimiser, privacy state, ledger,
+recall store). It is written atomically to ``states/id-NNNN-rRRR.pt`` (RRR: the rounds it holds) *before* the
+row that says the rung is done, and removed once the individual's next rung is logged, or once it is not
+promoted; whatever is left of a generation goes when its checkpoint is written. So after a kill at any point,
+``fedevo resume`` finds the rows of the rungs already done, recomputes the same promotions from them (the rule
+is a pure function of the rows) and continues each promoted individual from its state file: the same final
+front as an uninterrupted run. On Ray, the state travels with the task and its result (a cluster shares no
+filesystem with the driver); only the driver writes the files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from ..errors import FedevoError
+from ..result import EvaluationResult
+from . import evaluator as evaluators
+from .fidelity import PROMOTION, promote, rung_rounds
+from .log import EvalLog, atomic_write, row_result
+from .runner import Task
+from .settings import eval_seed
+
+STATES = "states"
+
+
+def check_continues(evaluator, ladder: Optional[Sequence[float]]) -> None:
+    """A multi-fidelity search needs an evaluator that continues training (`continues = True`, `planned`)."""
+    if ladder is not None and len(ladder) > 1 and not getattr(evaluator, "continues", False):
+        try:
+            name = evaluators.evaluator_spec(evaluator)
+        except FedevoError:
+            name = repr(evaluator)
+        raise FedevoError(f"--fidelity: the evaluator {name} cannot continue "
+                          "a training from a lower rung (it offers no `continues`/`planned`: docs/api.md); use "
+                          "fedevo's simulator, or leave --fidelity out")
+
+
+def total_rounds(problem, params: Mapping[str, Any], rounds: Optional[int]) -> int:
+    """The planned T of an individual: --rounds, else what its configuration trains for."""
+    if rounds is not None:
+        return int(rounds)
+    try:
+        return int(problem.sim_config(params).rounds)
+    except FedevoError:  # genes that build no configuration: the evaluation fails fast, at any rounds
+        return int(problem.sim_config(None).rounds)
+
+
+def check_ladder(problem, ladder: Optional[Sequence[float]], rounds: Optional[int], key: str = "--fidelity") -> None:
+    """Refuse a ladder whose rungs give fewer than one round or repeat a round count, at the problem's T (and at
+    the low bound of a `rounds` gene)."""
+    if ladder is None or len(ladder) <= 1:
+        return
+    totals = {total_rounds(problem, {}, rounds)}
+    gene = next((g for g in problem.genes if g.name == "rounds"), None)
+    if rounds is None and gene is not None:
+        totals.add(int(gene.low))
+    for t in sorted(totals):
+        rung_rounds(ladder, t, key)
+
+
+def state_path(run_dir: Path, ident: int, rounds: int) -> Path:
+    return Path(run_dir) / STATES / f"id-{ident:04d}-r{rounds:04d}.pt"
+
+
+def remove_states(run_dir: Path, ids: Sequence[int] = ()) -> None:
+    """Remove the state files of these individuals (all when `ids` is empty) and leftovers of killed writes."""
+    d = Path(run_dir) / STATES
+    if not d.is_dir():
+        return
+    wanted = set(ids)
+
+    def ident(name: str) -> Optional[int]:
+        parts = name.split("-")
+        return int(parts[1]) if len(parts) == 3 and parts[0] == "id" and parts[1].isdigit() else None
+
+    for p in d.iterdir():
+        if (p.name.startswith(".") and p.name.endswith(".tmp")) or not wanted or ident(p.name) in wanted:
+            with contextlib.suppress(OSError):
+                p.unlink()
+
+
+class RungScheduler:
+    """Evaluates one generation rung by rung (see the module doc); ``evaluate`` is the search's batch
+    evaluator (returns one result per individual: what NSGA-III's tell() gets)."""
+
+    def __init__(self, *, run_dir: Path, problem, ladder: Sequence[float], rounds: Optional[int], evaluator,
+                 eps_key: str, log: EvalLog, seed: int):
+        self.run_dir, self.problem, self.ladder = Path(run_dir), problem, tuple(ladder)
+        self.rounds, self.evaluator, self.eps_key, self.log, self.seed = rounds, evaluator, eps_key, log, seed
+        (self.run_dir / STATES).mkdir(exist_ok=True)
+        for p in (self.run_dir / STATES).glob(".*.tmp"):  # a state write killed before its rename
+            with contextlib.suppress(OSError):
+                p.unlink()
+
+    # ------------------------------------------------------------------ per individual
+    def rung_rounds(self, params: Mapping[str, Any]) -> tuple[int, ...]:
+        return rung_rounds(self.ladder, total_rounds(self.problem, params, self.rounds))
+
+    def planned(self, params: Mapping[str, Any]) -> dict[str, float]:
+        """What the evaluator knows at the full T before training (ε, comm); {} when it cannot say."""
+        fn = getattr(self.evaluator, "planned", None)
+        if fn is None:
+            return {}
+        try:
+            out = fn(self.problem, dict(params), total_rounds(self.problem, params, self.rounds))
+        except Exception:  # noqa: BLE001 - genes that build no configuration: ranked on the rung's values
+            return {}
+        return {k: float(v) for k, v in (out or {}).items() if v is not None}
+
+    def tell_result(self, row: Mapping[str, Any], planned: Mapping[str, float]) -> EvaluationResult:
+        """What NSGA-III gets for an individual left at a lower rung: the objectives it was ranked on."""
+        r = row_result(row)
+        known = {k: planned[k] for k in ("comm", self.eps_key) if k in planned}
+        return replace(r, **known)
+
+    # ------------------------------------------------------------------ a generation
+    def evaluate(self, g: int, first_id: int, params_list: Sequence[Mapping[str, Any]], by_key, runner,
+                 on_row: Callable[[dict[str, Any]], None], counters, tick) -> list[EvaluationResult]:
+        n = len(params_list)
+        ids = [first_id + i for i in range(n)]
+        params = {first_id + i: p for i, p in enumerate(params_list)}
+        rounds = {i: self.rung_rounds(params[i]) for i in ids}
+        planned: dict[int, dict[str, float]] = {}
+        out: dict[int, EvaluationResult] = {}
+        current = ids
+        last = len(self.ladder) - 1
+        for k, f in enumerate(self.ladder):
+            todo = []
+            for i in current:
+                rr = rounds[i]
+                prev = rr[k - 1] if k else 0
+                t = Task(i, g, i - first_id, params[i], eval_seed(self.seed, i),
+                         evaluators.cost(self.evaluator, self.problem, params[i], rr[k] - prev),
+                         rung=k, fidelity=f, until=None if k == last else rr[k])
+                row = by_key.get((i, k))
+                if row is None:
+                    todo.append(t if k == 0 else replace(t, state=self._load_state(i, prev)))
+                elif self.log.matches(row, t):
+                    counters["reused"] += 1
+                else:
+                    raise FedevoError(f"{self.log.path}: the rung-{k} row of individual {i} does not match the "
+                                      "resumed search (different genes or seed); the run directory is inconsistent")
+
+            def on_done(t: Task, result: EvaluationResult, k=k) -> None:
+                state = getattr(result, "state", None)
+                if t.until is not None and result.status == "ok" and state is not None:
+                    atomic_write(state_path(self.run_dir, t.id, t.until), state)  # before the row that says done
+                row = self.log.append(t, result)
+                by_key[(t.id, k)] = row
+                if k:  # its continuation is logged: the lower rung's state is no longer needed
+                    with contextlib.suppress(OSError):
+                        state_path(self.run_dir, t.id, rounds[t.id][k - 1]).unlink()
+                on_row(row)
+
+            runner.run(todo, on_done, tick=tick)
+            rung_rows = [by_key[(i, k)] for i in current]
+            if k == last:
+                for r in rung_rows:
+                    out[r["id"]] = row_result(r)
+                break
+            for i in current:
+                if i not in planned:
+                    planned[i] = self.planned(params[i])
+            promoted = set(promote(rung_rows, planned, self.eps_key, PROMOTION["eta"], PROMOTION["margin"]))
+            for r in rung_rows:
+                if r["id"] not in promoted:
+                    out[r["id"]] = self.tell_result(r, planned.get(r["id"], {}))
+                    with contextlib.suppress(OSError):
+                        state_path(self.run_dir, r["id"], rounds[r["id"]][k]).unlink()
+            current = sorted(promoted)
+            if not current:
+                break
+        return [out[i] for i in ids]
+
+    def _load_state(self, ident: int, rounds: int) -> bytes:
+        p = state_path(self.run_dir, ident, rounds)
+        try:
+            return p.read_bytes()
+        except FileNotFoundError:
+            raise FedevoError(f"{p} is missing: individual {ident} was promoted after {rounds} rounds but its training "
+                              "state is gone (did the evaluator return no `state`, or was the file removed?); the "
+                              "run cannot continue it exactly") from None
+
+
+__all__ = ["RungScheduler", "STATES", "check_continues", "check_ladder", "remove_states", "state_path",
+           "total_rounds"]

@@ -1,0 +1,190 @@
+"""The multi-fidelity search loop with a fake evaluator that continues trainings exactly (search_fakes.CONTINUING):
+rung rows in the log, promoted individuals continued never restarted, only full-fidelity rows in the front, the
+hypervolume and the picks, resume after a kill mid-promotion giving the same final front, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+
+from fedevo.errors import FedevoError
+from fedevo.picking import pick
+from fedevo.searching import Runtime, SearchSettings, load_run, resume, search
+from fedevo.searching.front_math import front_rows, hypervolume_table
+
+from . import search_fakes
+from .search_helpers import cli_cmd, env, read_csv, run_cli, toy_problem_file, REPO
+
+SERIAL = Runtime(workers=0)
+FAKE = "tests.searching.search_fakes:CONTINUING"
+LADDER = (1 / 9, 1 / 3, 1.0)
+
+
+def settings(**kw):
+    base = dict(problem="digits_mlp_local", pop=9, gen=3, seed=3, rounds=9, fidelity=LADDER, evaluator=FAKE)
+    base.update(kw)
+    return SearchSettings(**base)
+
+
+def test_rungs_in_the_log_and_only_full_rows_in_the_front(tmp_path, monkeypatch):
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("FAKE_RUNG_LOG", str(calls))
+    out = tmp_path / "run"
+    s = search(settings(), out, SERIAL)
+    rows = read_csv(out / "evaluations.csv")
+    assert s.evaluations == len(rows) == 3 * (9 + 3 + 1) and s.full_fidelity == 3
+    for g in (1, 2, 3):  # per generation: 9 at 1 round, 3 continued to 3 rounds, 1 to the full 9
+        gen = [r for r in rows if r["generation"] == str(g)]
+        assert [sum(r["rung"] == str(k) for r in gen) for k in range(3)] == [9, 3, 1]
+        for r in gen:
+            k = int(r["rung"])
+            assert int(r["rounds_trained"]) == (1, 3, 9)[k] and float(r["fidelity"]) == LADDER[k]
+        ids = {k: {r["id"] for r in gen if r["rung"] == str(k)} for k in range(3)}
+        assert ids[2] <= ids[1] <= ids[0]  # a rung's individuals come from the one below
+    # promoted individuals continued: each call trains from where the lower rung stopped, never from round 0
+    log = [tuple(map(int, line.split())) for line in calls.read_text().splitlines()]
+    assert sorted((u, d) for _, u, d in log) == sorted([(1, 0)] * 27 + [(3, 1)] * 9 + [(9, 3)] * 3)
+    # a low-fidelity row never carries the full-T eps: its eps is the one spent after its rounds
+    planned = {r["id"]: search_fakes.CONTINUING.planned(load_run(out).problem, load_run(out).params(_typed(out, r)), 9)
+               for r in rows if r["rung"] == "0"}
+    for r in rows:
+        if r["rung"] != "2":
+            assert float(r["eps"]) < planned[r["id"]]["eps"]
+    front = read_csv(out / "front.csv")
+    assert front and all(r["rung"] == "2" and r["fidelity"] == "1.0" for r in front)
+    data = load_run(out)
+    assert all(r["fidelity"] == 1.0 for r in data.front) and len(data.full_rows) == 3
+    hv = read_csv(out / "hypervolume.csv")
+    assert [int(h["evaluations"]) for h in hv] == [1, 2, 3]  # full-fidelity evaluations only
+    assert not list((out / "states").iterdir())  # every state removed once its individual is done
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["settings"]["fidelity"] == list(LADDER) and meta["fidelity"]["promotion"]["eta"] == 3
+
+
+def _typed(out, csv_row):
+    return next(r for r in load_run(out).rows if r["id"] == int(csv_row["id"]))
+
+
+def test_no_lower_rung_reaches_front_hypervolume_or_picks(tmp_path):
+    out = tmp_path / "run"
+    search(settings(gen=2), out, SERIAL)
+    data = load_run(out)
+    low = [r for r in data.rows if r["fidelity"] < 1]
+    assert low and data.lower_rows == [r for r in low if r["status"] == "ok"]
+    assert data.ok_rows and all(r["fidelity"] == 1.0 for r in data.ok_rows)  # what the pages plot as evaluations
+    # make every lower rung look best: it must still stay out of the front and the hypervolume
+    rows = [dict(r, error=0.0, comm=0.0, eps=0.001) if r["fidelity"] < 1 else r for r in data.rows]
+    front = front_rows(rows, "eps", {})
+    assert front and all(r["fidelity"] == 1.0 for r in front)
+    assert hypervolume_table(rows, 2, "eps", {}) == hypervolume_table(data.full_rows, 2, "eps", {})
+    only_low = next(r["id"] for r in low if r["id"] not in {f["id"] for f in data.full_rows})
+    with pytest.raises(FedevoError, match=f"id {only_low} was trained for 1 round only"):
+        pick(str(only_low), rows, front)
+    assert all(p.row["fidelity"] == 1.0 for p in pick("lowest-error:3,knee", rows, front))
+    promoted = next(r["id"] for r in data.full_rows)
+    [p] = pick(str(promoted), rows, front)
+    assert p.row["fidelity"] == 1.0  # its full row, not a lower rung of the same id
+
+
+def test_resume_after_a_kill_mid_promotion_gives_the_same_front(tmp_path, monkeypatch):
+    ref = tmp_path / "ref"
+    search(settings(), ref, SERIAL)
+    for n in (10, 11, 12, 20):  # 9 rung-0 rows, then rung 1 (10, 11), rung 2 (12); 20: generation 2's rung 1
+        out = tmp_path / f"killed-{n}"
+        search_fakes.ContinuingFake.calls = 0
+        monkeypatch.setenv("FAKE_RAISE_AFTER", str(n))
+        with pytest.raises(search_fakes.Killed):
+            search(settings(), out, SERIAL)
+        monkeypatch.delenv("FAKE_RAISE_AFTER")
+        assert len(read_csv(out / "evaluations.csv")) == n
+        assert n < 12 and any((out / "states").iterdir()) or n >= 12  # states of promoted individuals wait
+        s = resume(out, SERIAL)
+        assert s.complete and s.reused == n % 13  # the rows of the generation that was running
+        assert read_csv(out / "front.csv") == read_csv(ref / "front.csv")
+        strip = lambda rows: [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]  # noqa: E731
+        assert strip(read_csv(out / "evaluations.csv")) == strip(read_csv(ref / "evaluations.csv"))
+        assert not list((out / "states").iterdir())
+
+
+def test_kill_9_mid_promotion_then_fedevo_resume(tmp_path):
+    out = tmp_path / "run"
+    ref = tmp_path / "ref"
+    args = ["search", "--problem", "digits_mlp_local", "--pop", "9", "--gen", "2", "--seed", "3", "--rounds", "9",
+            "--fidelity", "1/9,1/3,1", "--workers", "0", "--quiet", "--evaluator", FAKE]
+    p = subprocess.run(cli_cmd(*args, "--out", out), cwd=REPO, env=env(FAKE_SIGKILL_AFTER=10), capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    assert len(read_csv(out / "evaluations.csv")) == 10
+    r = run_cli("resume", out, "--workers", "0", "--quiet")
+    assert r.returncode == 0, r.stderr
+    r = run_cli(*args, "--out", ref)
+    assert r.returncode == 0, r.stderr
+    assert read_csv(out / "front.csv") == read_csv(ref / "front.csv")
+
+
+@pytest.mark.parametrize("value, says", [
+    ("0", "--fidelity: fidelity '0' is outside (0, 1]"), ("1.5", "outside (0, 1]"),
+    ("0.5,0.2,1", "not strictly increasing"), ("0.2,0.5", "must end at 1"),
+    ("0.01", "fewer than one"), ("0.1,0.12,1", "same rounds"),
+])
+def test_bad_fidelity_is_one_line_exit_2_nothing_written(tmp_path, value, says):
+    out = tmp_path / "run"
+    r = run_cli("search", "--problem", "digits_mlp_local", "--pop", "4", "--gen", "1", "--rounds", "10", "--workers",
+                "0", "--quiet", "--evaluator", FAKE, "--fidelity", value, "--out", out)
+    assert r.returncode == 2 and says in r.stderr, r.stderr
+    assert r.stderr.startswith("fedevo: error: ") and r.stderr.count("\n") == 1
+    assert not out.exists()
+
+
+def test_problem_file_setting_and_an_evaluator_that_cannot_continue(tmp_path):
+    bad = toy_problem_file(tmp_path, "")
+    bad.write_text("fidelity = [0.5, 0.25, 1]\n" + bad.read_text())
+    r = run_cli("search", "--problem", bad, "--pop", "4", "--gen", "1", "--rounds", "8", "--workers", "0", "--quiet",
+                "--evaluator", FAKE, "--out", tmp_path / "a")
+    assert r.returncode == 2 and "problem 'toy': fidelity: the rung ladder 0.5,0.25,1 is not strictly increasing" \
+        in r.stderr, r.stderr
+    r = run_cli("search", "--problem", "digits_mlp_local", "--pop", "4", "--gen", "1", "--rounds", "9", "--workers",
+                "0", "--quiet", "--evaluator", "tests.searching.search_fakes:fake_evaluate", "--fidelity", "1/3",
+                "--out", tmp_path / "b")
+    assert r.returncode == 2 and "cannot continue a training" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "b").exists()
+    good = toy_problem_file(tmp_path, "")
+    good.write_text("fidelity = 0.34\n" + good.read_text())
+    out = tmp_path / "c"
+    s = search(SearchSettings(problem=str(good), pop=4, gen=1, rounds=9, evaluator=FAKE), out, SERIAL)
+    assert s.evaluations == 4 + 2
+    assert json.loads((out / "run.json").read_text())["settings"]["fidelity"] == [0.34, 1.0]
+    # --fidelity 1 overrides the file: the plain search, whose evaluations.csv has no rung columns
+    s = search(SearchSettings(problem=str(good), pop=4, gen=1, rounds=9, evaluator=FAKE, fidelity=1), tmp_path / "d",
+               SERIAL)
+    assert s.evaluations == 4 and "rung" not in read_csv(tmp_path / "d" / "evaluations.csv")[0]
+
+
+def test_plain_runs_keep_their_identity_and_columns(tmp_path):
+    out = tmp_path / "plain"
+    search(SearchSettings(problem="digits_mlp_local", pop=4, gen=1, seed=1), out, SERIAL,
+           evaluator=search_fakes.fake_evaluate)
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["settings"]["fidelity"] is None and "fidelity" not in meta
+    from fedevo.searching.rundata import run_identity
+
+    s = SearchSettings(**{k: v for k, v in meta["settings"].items() if k != "fidelity"})
+    assert run_identity(meta["problem"]["text"], s.resolved()) == meta["run_id"]  # as before the setting existed
+    assert "rung" not in read_csv(out / "evaluations.csv")[0]
+    assert os.environ.get("FAKE_RAISE_AFTER") is None
+
+
+def test_ray_workers_carry_the_states_and_give_the_serial_front(tmp_path):
+    """Rung tasks on a local Ray: the state bytes go with the task and come back with the result (no shared
+    filesystem needed); the rows equal the serial run's."""
+    serial, ray = tmp_path / "serial", tmp_path / "ray"
+    search(settings(gen=2), serial, SERIAL)
+    search(settings(gen=2), ray, Runtime(workers=2))
+    strip = lambda rows: sorted(({k: v for k, v in r.items() if k != "wall_s"} for r in rows),  # noqa: E731
+                                key=lambda r: (int(r["id"]), int(r["rung"])))  # Ray logs in completion order
+    assert strip(read_csv(ray / "evaluations.csv")) == strip(read_csv(serial / "evaluations.csv"))
+    assert strip(read_csv(ray / "front.csv")) == strip(read_csv(serial / "front.csv"))

@@ -233,5 +233,20 @@ def eps_estimate_gaussian(*, stat_in: Sequence[float], stat_out: Sequence[float]
     return GaussianFit(eps, ma, sa, mb, sb, mu)
 
 
-__all__ = ["GaussianFit", "OneRunBound", "delta_gaussians", "eps_estimate_gaussian", "eps_gaussians",
+def estimate_interval(*, stat_in: Sequence[float], stat_out: Sequence[float], delta: float, confidence: float,
+                      seed: int = 0, resamples: int = 200) -> tuple[float, float]:
+    """A percentile bootstrap interval (two-sided, at `confidence`) of `eps_estimate_gaussian`: the inserted and
+    the held-out canaries resampled with replacement, each group on its own, `resamples` times from a generator
+    seeded with `seed` (the same inputs give the same interval)."""
+    a, b = np.asarray(stat_in, dtype=float), np.asarray(stat_out, dtype=float)
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError("need at least two inserted and two held-out canaries")
+    rng = np.random.default_rng(seed)
+    eps = np.array([eps_estimate_gaussian(stat_in=rng.choice(a, len(a)), stat_out=rng.choice(b, len(b)),
+                                          delta=delta).eps_estimate for _ in range(resamples)])
+    tail = (1.0 - confidence) / 2
+    return float(np.quantile(eps, tail)), float(np.quantile(eps, 1.0 - tail))
+
+
+__all__ = ["GaussianFit", "estimate_interval", "OneRunBound", "delta_gaussians", "eps_estimate_gaussian", "eps_gaussians",
            "eps_lower_from_guesses", "eps_lower_one_run", "guess_plan", "guesses", "max_attainable", "p_value_dp"]

@@ -101,17 +101,26 @@ def _fmt(v) -> str:
     return fmt(v)
 
 
+def _estimate(r) -> str:
+    lo, hi = r.estimate_interval
+    return f"{_fmt(r.eps_estimate)} [{_fmt(lo)}, {_fmt(hi)}]"
+
+
 def write_html(path: Path, results: Sequence, *, title: str, intro: str = "") -> Path:
     from ..viz.html import esc, figure_div, page, table, write
 
     parts = [f"<h1>{esc(title)}</h1>", f'<p class="meta">{esc(intro)}</p>' if intro else "",
-             table(["configuration", "trust", "ε upper (accountant)", "ε estimate", "ε lower", "verdict",
+             table(["configuration", "trust", "ε upper (accountant)", "ε estimate [interval]", "ε lower", "verdict",
                     "canaries", "confidence"],
-                   [[r.label, r.trust, _fmt(r.eps_upper), _fmt(r.eps_estimate), _fmt(r.eps_lower), r.verdict,
+                   [[r.label, r.trust, _fmt(r.eps_upper), _estimate(r), _fmt(r.eps_lower), r.verdict,
                      r.canaries, r.confidence] for r in results], left=(0, 1, 5))]
     for n, r in enumerate(results):
         b, e = r.bound, r.exposure
         parts.append(f"<h2>{esc(r.label)}: {esc(r.verdict)}</h2>")
+        parts.append(f'<p class="note"><b>Verdict: {esc(r.verdict)}</b> — {esc(r.why)}. ε estimate '
+                     f"{esc(_estimate(r))} (bootstrap over canaries, {r.confidence:g} interval)"
+                     + (" — <b>the whole interval lies above the accountant's ε</b>: a hint of a violation (the "
+                        "estimate is not a bound)" if r.estimate_above_bound else "") + ".</p>")
         parts.append(f'<p class="note">observer: {esc(r.observer)} · level: {esc(r.level)} · neighbours: '
                      f"{esc(e.relation)} · each canary joins each of {e.rounds} accounted rounds with probability "
                      f"{e.rate:.3g} (mean joined {float(r.joined.mean()):.3g}) · δ = {r.delta:g} · seed {r.seed}. "
@@ -129,13 +138,18 @@ def print_table(results: Sequence, console) -> None:
     from rich.table import Table
 
     t = Table(title="privacy audit: accountant's ε (upper) vs empirical ε (lower bound, estimate)")
-    for col in ("configuration", "trust", "ε upper", "ε estimate", "ε lower", "verdict", "canaries", "guesses"):
+    for col in ("configuration", "trust", "ε upper", "ε estimate [interval]", "ε lower", "verdict", "canaries",
+                "guesses"):
         t.add_column(col, justify="left" if col in ("configuration", "trust", "verdict") else "right")
     for r in results:
-        t.add_row(r.label, r.trust, _fmt(r.eps_upper), _fmt(r.eps_estimate), _fmt(r.eps_lower),
-                  "[bold red]VIOLATION[/]" if r.verdict == "VIOLATION" else "consistent", str(r.canaries),
-                  f"{r.bound.correct}/{r.bound.guesses}")
+        t.add_row(r.label, r.trust, _fmt(r.eps_upper), _estimate(r), _fmt(r.eps_lower),
+                  {"VIOLATION": "[bold red]VIOLATION[/]", "inconclusive": "[yellow]inconclusive[/]"}.get(
+                      r.verdict, r.verdict), str(r.canaries), f"{r.bound.correct}/{r.bound.guesses}")
     console.print(t)
+    for r in results:
+        console.print(f"{r.label}: {r.verdict} — {r.why}"
+                      + ("; the ε estimate's whole interval lies above the accountant's ε (a hint, not a proof)"
+                         if r.estimate_above_bound else ""), highlight=False)
     if results:
         console.print(f"lower bound at {results[0].confidence:g} confidence; {results[0].method}")
 

@@ -76,15 +76,44 @@ class AuditResult:
     wall_s: float = 0.0
     method: str = METHOD
 
+    estimate_interval: tuple = (math.nan, math.nan)  # bootstrap interval of eps_estimate at `confidence`
+    attainable: float = math.inf  # the largest lower bound these canaries could show (a perfect attack)
+
     @property
     def verdict(self) -> str:
-        return "consistent" if self.eps_lower <= self.eps_upper else "VIOLATION"
+        """`VIOLATION`: the lower bound (at `confidence`) exceeds the accountant's ε. `inconclusive`: the audit
+        could not test the claim — no guess rule beat chance (0 guesses: no evidence either way), or even a
+        perfect attack on these canaries could not show the accountant's ε (`attainable` < ε upper).
+        `consistent`: it could have refuted the claim, found evidence of leakage, and stayed within it."""
+        return verdict(eps_lower=self.eps_lower, eps_upper=self.eps_upper, guesses=self.bound.guesses,
+                       attainable=self.attainable)
+
+    @property
+    def why(self) -> str:
+        """The verdict's reason, in words."""
+        if self.verdict == "VIOLATION":
+            return f"lower bound {self.eps_lower:.3g} > accountant's ε {self.eps_upper:.3g}"
+        if self.bound.guesses == 0:
+            return "no guess rule beat chance (0 guesses): the attack found no evidence, which tests nothing"
+        if self.attainable < self.eps_upper:
+            return (f"{self.canaries} canaries can show at most ε {self.attainable:.3g} < the accountant's "
+                    f"{self.eps_upper:.3g}: the audit cannot test this claim")
+        return f"{self.bound.correct} of {self.bound.guesses} guesses right; lower bound ≤ accountant's ε"
+
+    @property
+    def estimate_above_bound(self) -> bool:
+        """The whole interval of the estimate lies above the accountant's ε (a hint of a violation, not a proof:
+        the estimate is not a bound)."""
+        return math.isfinite(self.estimate_interval[0]) and self.estimate_interval[0] > self.eps_upper
 
     def summary(self) -> dict[str, Any]:
         """The JSON object of `fedevo audit --json` (inf: null)."""
         b, f, e = self.bound, self.fit, self.exposure
         return {"label": self.label, "eps_upper": self.eps_upper, "eps_estimate": self.eps_estimate,
-                "eps_lower": self.eps_lower, "verdict": self.verdict, "canaries": self.canaries,
+                "eps_lower": self.eps_lower, "verdict": self.verdict, "verdict_reason": self.why,
+                "eps_estimate_interval": list(self.estimate_interval),
+                "estimate_above_bound": self.estimate_above_bound, "eps_attainable": self.attainable,
+                "canaries": self.canaries,
                 "confidence": self.confidence, "method": self.method, "trust": self.trust,
                 "mechanism": self.mechanism, "level": self.level, "observer": self.observer, "delta": self.delta,
                 "eps_reported": self.eps_reported, "eps_search": self.eps_search, "seed": self.seed,
@@ -96,6 +125,18 @@ class AuditResult:
                                  "std_out": f.std_out, "separation": f.separation},
                 "canaries_joined_mean": float(self.joined.mean()) if self.joined is not None else None,
                 "wall_s": self.wall_s, "params": self.params}
+
+
+VERDICTS = ("consistent", "inconclusive", "VIOLATION")
+
+
+def verdict(*, eps_lower: float, eps_upper: float, guesses: int, attainable: float) -> str:
+    """The audit's verdict from its numbers (AuditResult.verdict says when each applies)."""
+    if eps_lower > eps_upper:
+        return "VIOLATION"
+    if guesses == 0 or attainable < eps_upper:
+        return "inconclusive"
+    return "consistent"
 
 
 def check_supported(cfg: SimConfig) -> None:
@@ -244,6 +285,9 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
     scores, stat = c.scores(), c.statistic()
     bound = estimate.eps_lower_one_run(scores=scores, included=c.included, delta=pc.delta, confidence=confidence)
     fit = estimate.eps_estimate_gaussian(stat_in=stat[c.included], stat_out=stat[~c.included], delta=pc.delta)
+    interval = estimate.estimate_interval(stat_in=stat[c.included], stat_out=stat[~c.included], delta=pc.delta,
+                                          confidence=confidence, seed=seed)
+    attainable = estimate.max_attainable(m=c.m, delta=pc.delta, confidence=confidence)
     return AuditResult(label=label, trust=mech.trust, mechanism=pc.mechanism, level=str(rep.get("level", "user")),
                        observer=str(rep.get("observer", "")), eps_upper=eps_upper, eps_estimate=fit.eps_estimate,
                        eps_lower=bound.eps_lower, confidence=confidence, delta=pc.delta, canaries=c.m,
@@ -251,6 +295,7 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
                        eps_reported=eps_reported, eps_search=eps_search, seed=seed, params=dict(params or {}),
                        statistic=stat, scores=scores, included_mask=c.included.copy(), joined=c.joined.copy(),
                        observed_rounds=c.observed_rounds, wall_s=time.perf_counter() - t0,
+                       estimate_interval=interval, attainable=attainable,
                        method=METHOD_STEP if seam == STEP else METHOD)
 
 

@@ -1,4 +1,5 @@
-"""Acceptance: the correct mechanism is `consistent`, one whose noise is a tenth of what the accountant is told
+"""Acceptance: the correct mechanism is never a `VIOLATION` (`consistent` where the attack found evidence, else
+`inconclusive`), one whose noise is a tenth of what the accountant is told
 is a `VIOLATION`, under each trust model, with fixed seeds; and the audit has power when ε is large.
 
 The breakage is test-only: the noise actually added is divided by 10 (the central server's noise std, the
@@ -44,11 +45,20 @@ CASES = {  # trust: (problem, σ, overrides) with ε_upper small enough for m �
 }
 
 
+# what an honest audit of the correct mechanism concludes (seed 0): `consistent` only where the attack found
+# evidence (guesses that beat chance); with none it is `inconclusive`, never a verdict it did not test
+HONEST = {"central": "inconclusive", "secagg": "consistent", "local": "inconclusive", "local-step": "inconclusive"}
+
+
 @pytest.mark.parametrize("trust", list(CASES))
-def test_correct_mechanism_is_consistent(trust):
+def test_correct_mechanism_is_never_a_violation(trust):
     problem, sigma, params = CASES[trust]
     r = audit_config(_cfg(problem, sigma, **params), seed=0)
-    assert r.trust == trust.split("-")[0] and r.verdict == "consistent"
+    assert r.trust == trust.split("-")[0] and r.verdict == HONEST[trust]
+    assert (r.bound.guesses == 0) == (r.verdict == "inconclusive")
+    assert r.attainable > r.eps_upper  # these canaries could have refuted the claim
+    lo, hi = r.estimate_interval
+    assert lo <= r.eps_estimate <= hi and not r.estimate_above_bound
     assert 0 <= r.eps_lower <= r.eps_upper and r.eps_upper == pytest.approx(r.eps_reported)
     assert r.canaries >= 1000 and r.confidence == 0.95
 
@@ -68,8 +78,10 @@ def test_tenth_of_the_noise_is_a_violation(trust, monkeypatch):
                                                   ("digits_mlp_local", 0.3, {}),
                                                   ("digits_mlp_local", 0.08, {"mechanism": "step", "clip": 1.0})])
 def test_power_when_eps_is_large(problem, sigma, params):
+    """The attack finds strong evidence, but no number of these canaries could show ε > 50: not `consistent`."""
     r = audit_config(_cfg(problem, sigma, **params), seed=0)
-    assert r.eps_upper > 50 and r.eps_lower > 1.5 and r.verdict == "consistent"
+    assert r.eps_upper > 50 and r.eps_lower > 1.5 and r.attainable < r.eps_upper
+    assert r.verdict == "inconclusive" and "cannot test this claim" in r.why
 
 
 @pytest.mark.parametrize("problem,sigma,params", [("digits_mlp_local", 8.0, {}),

@@ -95,3 +95,30 @@ def test_gaussian_fit_hand_computed():
     assert f.eps_estimate == pytest.approx(E.eps_gaussians(mu1=math.sqrt(2), s1=1, mu0=0, s0=1, delta=1e-5))
     same = E.eps_estimate_gaussian(stat_in=[0.0, 1.0, 2.0], stat_out=[0.0, 1.0, 2.0], delta=1e-5)
     assert same.eps_estimate == 0.0
+
+
+# ---------------------------------------------------------------------------- verdicts and the estimate's interval
+def test_verdicts_from_hand_made_numbers():
+    from fedevo.auditing.run import verdict
+
+    assert verdict(eps_lower=0.0, eps_upper=0.01, guesses=0, attainable=5.0) == "inconclusive"  # "0 of 0 guesses"
+    assert verdict(eps_lower=1.0, eps_upper=61.4, guesses=40, attainable=5.5) == "inconclusive"  # no power
+    assert verdict(eps_lower=0.4, eps_upper=1.9, guesses=135, attainable=5.5) == "consistent"
+    assert verdict(eps_lower=2.5, eps_upper=1.9, guesses=135, attainable=5.5) == "VIOLATION"
+    assert verdict(eps_lower=2.5, eps_upper=1.9, guesses=135, attainable=1.0) == "VIOLATION"  # evidence wins
+
+
+def test_estimate_interval_is_seeded_and_covers_the_estimate():
+    import numpy as np
+
+    from fedevo.auditing.estimate import eps_estimate_gaussian, estimate_interval
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(1.0, 1.0, 300), rng.normal(0.0, 1.0, 300)
+    lo, hi = estimate_interval(stat_in=a, stat_out=b, delta=1e-5, confidence=0.95, seed=3)
+    assert (lo, hi) == estimate_interval(stat_in=a, stat_out=b, delta=1e-5, confidence=0.95, seed=3)
+    assert (lo, hi) != estimate_interval(stat_in=a, stat_out=b, delta=1e-5, confidence=0.95, seed=4)
+    est = eps_estimate_gaussian(stat_in=a, stat_out=b, delta=1e-5).eps_estimate
+    assert lo < est < hi and hi - lo < est  # a real spread, not a point
+    wide = estimate_interval(stat_in=a[:30], stat_out=b[:30], delta=1e-5, confidence=0.95, seed=3)
+    assert wide[1] - wide[0] > hi - lo  # fewer canaries: a wider interval

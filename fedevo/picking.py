@@ -5,8 +5,10 @@ Grammar of a pick (comma-separated terms; spaces ignored; result in the order wr
     SPEC      := TERM ("," TERM)*
     TERM      := ID | SELECTOR | FILTER
     ID        := 12 | id:12          that evaluation (any evaluated id, on the front or not; filters do not apply)
-    SELECTOR  := knee                the knee of the (filtered) Pareto set, among the solutions better
-                                     than chance (see `knee_candidates`, `knee_index`)
+    SELECTOR  := knee                the knee of the (filtered) Pareto set, among the solutions clearly
+                                     better than chance (see `knee_bar`, `knee_candidates`, `knee_index`)
+               | knee:CAP[:CAP...]   the knee re-picked within caps on it alone, e.g. knee:eps<=2,
+                                     knee:eps<=2:comm<=5000 (a CAP is written like a FILTER)
                | lowest-error[:N]    the N (default 1) Pareto solutions with the lowest error
                | lowest-comm[:N] | lowest-eps[:N] | lowest-eps_paper[:N]
                | front               every solution of the (filtered) Pareto set
@@ -18,9 +20,10 @@ A spec of filters only picks the whole filtered Pareto set (as if `front` were a
 other objectives, then by id. A pick that matches nothing (unknown id, filters that leave no Pareto solution,
 an empty front) is a FedevoError. ε = inf (no privacy) is larger than every number.
 
-The knee is never a solution no better than chance: with ``chance`` (the error of guessing, 1 − 1/classes;
-`RunData.chance_error`), solutions with error ≥ chance, and any whose status is not ok (diverged, failed),
-are left out before the knee is chosen; a front with nothing left has no knee (a FedevoError for ``knee``).
+The knee is never a solution no better than chance: with ``chance`` the bar a candidate's error must stay
+below — `RunData.knee_bar`: the error of guessing (1 − 1/classes) minus a margin for the test set's size,
+`knee_bar` — solutions with error ≥ the bar, and any whose status is not ok (diverged, failed), are left out
+before the knee is chosen; a front with nothing left has no knee (a FedevoError for ``knee``).
 
 The Pareto set is the run's front (status ok, within the problem's constraints, non-dominated in
 (error, comm, ε) with ε = the problem's `eps_objective`), as written to front.csv.
@@ -59,6 +62,7 @@ class Term:
     n: int = 1
     op: Optional[str] = None
     value: Optional[float] = None
+    caps: tuple = ()  # knee:CAP...: filter Terms that apply to this knee alone
 
 
 def parse_spec(spec: str) -> list[Term]:
@@ -74,6 +78,15 @@ def parse_spec(spec: str) -> list[Term]:
             terms.append(Term("id", t, id=int(m.group(1))))
         elif t == "knee":
             terms.append(Term("knee", t))
+        elif t.startswith("knee:"):
+            caps = []
+            for c in t[len("knee:"):].split(":"):
+                m = _FILTER_RE.match(c)
+                if not m or m.group(3) in ("nan",):
+                    raise FedevoError(f"pick term {raw.strip()!r}: {c!r} is not a cap like eps<=2 or comm<=5000; "
+                                      f"{GRAMMAR}")
+                caps.append(_filter(t, m))
+            terms.append(Term("knee", t, caps=tuple(caps)))
         elif t in ("front", "pareto", "all"):
             terms.append(Term("front", t))
         elif m := _LOWEST_RE.match(t):
@@ -82,16 +95,20 @@ def parse_spec(spec: str) -> list[Term]:
                 raise FedevoError(f"pick term {t!r}: N must be >= 1")
             terms.append(Term("lowest", t, key=m.group(1), n=n))
         elif m := _FILTER_RE.match(t):
-            try:
-                v = float(m.group(3))
-            except ValueError:
-                raise FedevoError(f"pick term {t!r}: {m.group(3)!r} is not a number") from None
-            if math.isnan(v):
-                raise FedevoError(f"pick term {t!r}: NaN is not a bound")
-            terms.append(Term("filter", t, key=m.group(1), op=m.group(2), value=v))
+            terms.append(_filter(t, m))
         else:
             raise FedevoError(f"cannot understand pick term {raw.strip()!r}; {GRAMMAR}")
     return terms
+
+
+def _filter(t: str, m: re.Match) -> Term:
+    try:
+        v = float(m.group(3))
+    except ValueError:
+        raise FedevoError(f"pick term {t!r}: {m.group(3)!r} is not a number") from None
+    if math.isnan(v):
+        raise FedevoError(f"pick term {t!r}: NaN is not a bound")
+    return Term("filter", m.group(0), key=m.group(1), op=m.group(2), value=v)
 
 
 # ============================================================================================ helpers
@@ -158,6 +175,22 @@ def knee_index(F: np.ndarray) -> tuple[int, str]:
 def chance_error(num_classes: Optional[int]) -> Optional[float]:
     """The error of guessing a class at random (1 − 1/classes); None when the number of classes is unknown."""
     return None if not num_classes or num_classes < 2 else 1.0 - 1.0 / num_classes
+
+
+KNEE_Z = 2.326  # one-sided 99 %: a knee candidate's error is below chance by more than seed/test-set noise
+
+
+def knee_bar(chance: Optional[float], n_test: Optional[int], z: float = KNEE_Z) -> Optional[float]:
+    """The error a knee candidate must stay below: chance − z·√(chance·(1 − chance)/n_test), the one-sided 99 %
+    binomial margin of an error measured on n_test test examples (a classifier at chance still scores up to
+    that much below it by luck). The error is a mean of per-client accuracies whose test sets together are the
+    n_test examples, so its spread is at least this pooled one's: the margin is a floor. Unknown chance: None;
+    unknown n_test: chance itself."""
+    if chance is None:
+        return None
+    if not n_test:
+        return chance
+    return chance - z * math.sqrt(chance * (1.0 - chance) / n_test)
 
 
 def better_than_chance(r: Mapping[str, Any], chance: Optional[float]) -> bool:
@@ -252,7 +285,7 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
         if reason not in out[i]:
             out[i].append(reason)
 
-    knee_cache = None
+    knees: dict[tuple, Mapping[str, Any]] = {}
     for t in selectors:
         if t.kind == "id":
             r = by_id.get(t.id)
@@ -268,13 +301,9 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
                 raise FedevoError(f"no evaluation with id {t.id} in this run ({have})")
             add(r, f"id {t.id}")
         elif t.kind == "knee":
-            if knee_cache is None:
-                if not knee_candidates(cand, chance):
-                    bar = f" (error < {chance:.3g})" if chance is not None else ""
-                    raise FedevoError(f"no knee: none of the {len(cand)} Pareto solution(s) considered is better "
-                                      f"than chance{bar}; pick by id or lowest-error instead")
-                knee_cache = knee(cand, eps_key, chance)[0]
-            add(knee_cache, "knee")
+            if t.caps not in knees:
+                knees[t.caps] = _capped_knee(cand, t.caps, eps_key, chance)
+            add(knees[t.caps], t.text if t.caps else "knee")
         elif t.kind == "lowest":
             for rank, r in enumerate(lowest(cand, t.key, t.n, eps_key), start=1):
                 add(r, f"lowest-{t.key} #{rank}")
@@ -282,6 +311,26 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
             for r in cand:
                 add(r, "Pareto")
     return [Pick(row=r, reasons=tuple(out[int(r["id"])])) for r in order]
+
+
+def _capped_knee(cand, caps: Sequence[Term], eps_key: str, chance: Optional[float]) -> Mapping[str, Any]:
+    """The knee of `cand` within `caps`; FedevoError naming the caps (and the closest solution) when none fits."""
+    within = apply_filters(cand, caps)
+    bar = f" (error < {chance:.3g})" if chance is not None else ""
+    if caps and not within:
+        fs = ", ".join(c.text for c in caps)
+        over = lambda r: sum(max(0.0, _num(r[c.key]) / c.value - 1.0) if c.value > 0 else  # noqa: E731
+                             float(_num(r[c.key]) > c.value) for c in caps)
+        good = knee_candidates(cand, chance) or list(cand)
+        near = min(good, key=lambda r: (over(r), int(r["id"])))
+        have = ", ".join(f"{c.key} {_num(near[c.key]):.4g}" for c in caps)
+        raise FedevoError(f"no knee within {fs}: no Pareto solution satisfies it; the closest is id {near['id']} "
+                          f"({have})")
+    if not knee_candidates(within, chance):
+        where = f" within {', '.join(c.text for c in caps)}" if caps else ""
+        raise FedevoError(f"no knee{where}: none of the {len(within)} Pareto solution(s) considered is clearly "
+                          f"better than chance{bar}; pick by id or lowest-error instead")
+    return knee(within, eps_key, chance)[0]
 
 
 def marks(front: Sequence[Mapping[str, Any]], eps_key: str = "eps", n_lowest: int = 2,

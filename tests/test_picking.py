@@ -173,3 +173,42 @@ def test_no_knee_when_nothing_beats_chance():
         pick("knee", only_bad, only_bad, chance=0.9)
     assert all("knee" not in ms for ms in marks(only_bad, chance=0.9).values())
     assert ids(pick("lowest-error", only_bad, only_bad, chance=0.9)) == [4]  # other selectors still work
+
+
+# ---------------------------------------------------------------------------- the knee's margin and caps
+def test_knee_bar_is_chance_minus_the_binomial_margin():
+    from fedevo.picking import KNEE_Z, knee_bar
+
+    assert knee_bar(0.9, 10000) == pytest.approx(0.9 - KNEE_Z * math.sqrt(0.9 * 0.1 / 10000))  # 0.89302
+    assert knee_bar(0.9, 360) == pytest.approx(0.8632, abs=1e-4)  # digits' 360 test images: a wider margin
+    assert knee_bar(0.9, None) == 0.9 and knee_bar(None, 360) is None
+
+
+def test_a_knee_at_chance_is_not_a_candidate():
+    """The Fashion run of issue #28: its knee had error 0.8997 against chance 0.9 (10 classes, 10,000 tests)."""
+    from fedevo.picking import knee_bar
+
+    front = [row(1, 0.8997, 100.0, 0.01), row(2, 0.30, 5000.0, 40.0), row(3, 0.45, 2000.0, 8.0)]
+    assert knee(front, chance=0.9)[0]["id"] == 1  # the bare chance line lets it through
+    bar = knee_bar(0.9, 10000)
+    assert knee(front, chance=bar)[0]["id"] != 1
+    assert "knee" not in marks(front, chance=bar).get(1, [])
+
+
+def test_caps_re_pick_the_knee_within_them():
+    assert ids(pick("knee", ROWS, FRONT)) == [3]
+    got = pick("knee:eps<=2.5", ROWS, FRONT)
+    within = [r for r in FRONT if r["eps"] <= 2.5]
+    i, _ = knee_index(np.array([[r["error"], r["comm"], r["eps"]] for r in within]))
+    assert ids(got) == [within[i]["id"]] and got[0].reasons == ("knee:eps<=2.5",)
+    both = pick("knee:eps<=25:comm<=6000", ROWS, FRONT)
+    assert all(r.row["eps"] <= 25 and r.row["comm"] <= 6000 for r in both)
+    assert ids(pick("knee, knee:eps<=2.5", ROWS, FRONT)) == [3, within[i]["id"]]  # each knee its own caps
+
+
+def test_caps_that_leave_nothing_name_the_closest_solution():
+    with pytest.raises(FedevoError, match=r"no knee within eps<=0.1: .* the closest is id 5 \(eps 0.5\)"):
+        pick("knee:eps<=0.1", ROWS, FRONT)
+    for bad in ("knee:", "knee:eps<<2", "knee:sigma<=2", "knee:eps<=nan"):
+        with pytest.raises(FedevoError, match="pick"):
+            pick(bad, ROWS, FRONT)

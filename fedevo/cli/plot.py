@@ -137,9 +137,10 @@ def front(
     other_eps = "eps_paper" if data.eps_key == "eps" else "eps"
     c = _console()
     wide = c.width >= 160
-    chance = data.chance_error
+    chance = data.knee_bar
     t = Table(title=title, caption="knee: pymoo high trade-off point on normalised objectives (fallback: closest to the ideal point)"
-                                   + (f", among solutions better than chance (error < {_fmt(chance)})" if chance else "")
+                                   + (f", among solutions clearly better than chance (error < {_fmt(chance)}: chance "
+                                      "minus the test set's 99 % margin)" if chance else "")
                                    + "; ε = ∞: no privacy")
     for col in ("id", "gen", "mark", "error", "global acc", "comm", eps_name,
                 "ε paper" if data.eps_key == "eps" else "ε accountant", "Ω"):

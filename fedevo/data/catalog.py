@@ -11,6 +11,8 @@ from ..errors import DataNotFoundError
 # training samples of each bundled dataset (fedevo.data.datasets loads them)
 N_TRAIN = {"digits": 1437, "fashion": 60000, "mnist": 60000, "cifar10": 50000, "synthetic": 600}
 DATASETS = tuple(N_TRAIN)
+# test examples each bundled dataset's error is measured on (the knee's margin over chance: fedevo.picking)
+N_TEST = {"digits": 360, "fashion": 10000, "mnist": 10000, "cifar10": 10000, "synthetic": 200}
 
 
 
@@ -22,4 +24,4 @@ def check_data_dir(data_dir: Optional[str], download: bool = False, flag: str = 
         raise DataNotFoundError(f"{flag} {str(data_dir)!r} {why} (add --download to fetch a dataset into a new one)")
 
 
-__all__ = ["DATASETS", "N_TRAIN", "check_data_dir"]
+__all__ = ["DATASETS", "N_TEST", "N_TRAIN", "check_data_dir"]

@@ -108,6 +108,7 @@ class UserData:
     max_client: int  # train rows of the largest client (n_train without ids)
     natural: bool = False  # read for partition = "natural" (client ids required)
     stamp: tuple = ()  # the files' (size, mtime) when read: a changed file is read again, not taken from a cache
+    n_test: Optional[int] = None  # test rows (the error is measured on them)
 
 
 @dataclass(frozen=True)
@@ -451,7 +452,7 @@ def open_source(spec: Union[FileSource, ArraySource], *, natural: bool, name: Op
         name = Path(spec.path).stem if isinstance(spec, FileSource) else spec.name
     return UserData(spec=spec, name=name, input_shape=tuple(int(s) for s in a.x_train.shape[1:]),
                     num_classes=a.num_classes, n_train=len(a.y_train), clients=clients, max_client=biggest,
-                    natural=natural, stamp=_stamp(spec))
+                    natural=natural, stamp=_stamp(spec), n_test=len(a.y_test))
 
 
 @functools.lru_cache(maxsize=4)

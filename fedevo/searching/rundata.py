@@ -128,16 +128,33 @@ class RunData:
 
         return chance_error(self.num_classes)
 
+    @property
+    def n_test(self) -> Optional[int]:
+        """Test examples the error is measured on (the bundled dataset's test set, or the user's test rows)."""
+        from ..data.catalog import N_TEST
+
+        source = getattr(self.problem, "data_source", None)
+        n = getattr(source, "n_test", None) if source is not None else N_TEST.get(self.problem.dataset)
+        return int(n) if n else None
+
+    @property
+    def knee_bar(self) -> Optional[float]:
+        """The error a knee candidate must stay below: chance minus the margin for the test set's size
+        (fedevo.picking.knee_bar)."""
+        from ..picking import knee_bar
+
+        return knee_bar(self.chance_error, self.n_test)
+
     def marks(self) -> dict[int, list[str]]:
-        """The knee (better than chance) and the two lowest-error solutions of the front."""
+        """The knee (clearly better than chance) and the two lowest-error solutions of the front."""
         from ..picking import marks
 
-        return marks(self.front, self.eps_key, chance=self.chance_error)
+        return marks(self.front, self.eps_key, chance=self.knee_bar)
 
     def pick(self, spec: str):
         from ..picking import pick
 
-        return pick(spec, self.rows, self.front, eps_key=self.eps_key, chance=self.chance_error)
+        return pick(spec, self.rows, self.front, eps_key=self.eps_key, chance=self.knee_bar)
 
     @property
     def generations(self) -> int:

@@ -70,7 +70,7 @@ class Model:
         self.data = data
         self.rows = data.ok_rows
         self.marks = data.marks()
-        self.chance = data.chance_error
+        self.chance = data.knee_bar  # chance minus the test-set margin: at or above it, never the knee
         self.eps_log = data.meta.get("search_objectives", {}).get("eps_scale") == "log10"
         self.keys = ("error", "comm", data.eps_key)
         self.on_front = [r["id"] in data.front_ids for r in self.rows]
@@ -268,7 +268,7 @@ def _shade_chance(fig, m: Model, c: int) -> None:
     fig.add_shape(type="rect", xref=xref, yref=yref, x0=m.chance, x1=hi, y0=0, y1=1, layer="below",
                   fillcolor="rgba(120,120,120,0.16)", line=dict(width=0))
     fig.add_annotation(xref=xref, yref=yref, x=m.chance, y=1.0, xanchor="left", yanchor="top", showarrow=False,
-                       text=f"≥ chance ({num(m.chance)}):<br>never the knee", font=dict(size=10, color="#555"),
+                       text=f"≥ {num(m.chance)}: not clearly<br>better than chance,<br>never the knee", font=dict(size=10, color="#555"),
                        align="left")
 
 
@@ -452,10 +452,11 @@ def _knee_note(data: RunData, m: Model) -> str:
         return "The knee is chosen among the Pareto solutions with status ok."
     n_ex = sum(1 for r in data.front if finite(r["error"]) and r["error"] >= m.chance)
     knee = [i for i, ms in m.marks.items() if "knee" in ms]
-    s = (f"The knee is chosen only among Pareto solutions better than chance: error < {num(m.chance)} "
-         f"(1 − 1/{data.num_classes} classes); {n_ex} Pareto solution{'s' if n_ex != 1 else ''} at or above "
-         f"chance {'were' if n_ex != 1 else 'was'} left out (shaded region of the error axes), as are failed and "
-         "diverged evaluations.")
+    margin = (f" minus the 99 % binomial margin of {data.n_test} test examples" if data.n_test else "")
+    s = (f"The knee is chosen only among Pareto solutions clearly better than chance: error < {num(m.chance)} "
+         f"(chance, 1 − 1/{data.num_classes} classes,{margin}); {n_ex} Pareto solution{'s' if n_ex != 1 else ''} "
+         f"at or above it {'were' if n_ex != 1 else 'was'} left out (shaded region of the error axes), as are "
+         "failed and diverged evaluations. `--pick knee:eps<=X` re-picks it within caps (docs/plots.md, The knee).")
     if not knee:
         s += " No Pareto solution is better than chance: no knee is marked."
     return s

@@ -311,13 +311,11 @@ def test_chance_knee_log_axes_and_linked_selection(browser, tmp_path_factory):
         "._fullLayout.scene; return [g.xaxis.type, g.yaxis2.type, g.yaxis3.type, s.zaxis.type]")
     assert types == ["linear", "log", "log", "log"]
     dims = browser.execute_script("return document.getElementById('parallel').data[0].dimensions"
-                                  ".map(d => [d.label, d.ticktext || null])")
-    sigma = next(t for lab, t in dims if lab.startswith("sigma"))
-    assert next(lab for lab, _ in dims if lab.startswith("sigma")) == "sigma (log)"
-    assert sigma and all(re.fullmatch(r"[0-9.]+(e-\d+)?", t) for t in sigma), sigma
-    eps_ticks = next(t for lab, t in dims if lab.startswith("ε (log"))
-    assert eps_ticks and all(re.fullmatch(r"[0-9.]+[kMBT]?|∞|[0-9.]+e-?\d+", t) for t in eps_ticks), eps_ticks
-    assert not any("e+" in t for _, ts in dims if ts for t in ts)
+                                  ".map(d => [d.label, d.tickvals || null])")
+    assert next(lab for lab, _ in dims if lab.startswith("sigma")) == "sigma (log10)"
+    # plotly snaps a brush to explicit tick values (issue #28): continuous axes, the id axis included, have none
+    snapping = [lab for lab, tv in dims if tv and lab != "Pareto"]
+    assert not snapping, snapping
 
     # the header states the fixed privacy settings once, the hover the per-point trust / deployment
     assert "privacy and deployment (fixed): mechanism update" in body

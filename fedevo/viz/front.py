@@ -273,10 +273,13 @@ def _shade_chance(fig, m: Model, c: int) -> None:
 
 
 def _dim(c: Column, label: Optional[str] = None) -> dict:
-    vals, labels = c.ticks()
-    extra = [x for x, on in (("log", c.log), ("∞ on top", c.cap is not None)) if on]
+    # plotly treats any dimension with tickvals as ordinal and snaps brushes to the ticks (issue #28), so
+    # continuous axes get no tickvals: log axes show log10 of the value (say so in the label) and brush freely.
+    extra = [x for x, on in (("log10", c.log), ("∞ on top", c.cap is not None)) if on]
     lab = (label or c.label) + (f" ({', '.join(extra)})" if extra else "")
-    d = dict(label=lab, values=c.draw, tickvals=vals, ticktext=labels)
+    d = dict(label=lab, values=c.draw)
+    if c.kind == "choice":
+        d["tickvals"], d["ticktext"] = c.ticks()
     fin = [v for v in c.draw if math.isfinite(v)]
     if fin and c.kind != "choice":
         lo, hi = min(fin), max(fin)
@@ -295,8 +298,7 @@ def figure_parallel(m: Model):
     dims.append(dict(label="Pareto", values=[1 if f else 0 for f in m.on_front], tickvals=[0, 1],
                      ticktext=["dominated", "front"], range=[-0.1, 1.1]))
     ids = [r["id"] for r in m.rows]
-    id_ticks = [int(v) for v in linear_ticks(min(ids), max(ids))]
-    dims.append(dict(label="id", values=ids, range=[min(ids) - 0.5, max(ids) + 0.5], tickvals=id_ticks))
+    dims.append(dict(label="id", values=ids, range=[min(ids) - 0.5, max(ids) + 0.5], tickformat="d"))
     c = m.cols["generation"]
     tv, tt = c.ticks()
     fig = go.Figure(go.Parcoords(

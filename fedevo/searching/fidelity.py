@@ -13,7 +13,8 @@ never by restarting — chosen among those with status ok by
 
 1. the objectives they are ranked on: the error measured at rung k **together with the exact ε and
    communication at the full T** where the evaluator knows them before training (``planned``: the accountant's
-   ε from σ, q, T and δ; comm from Ω and C), else that objective's rung-k value; ε on the search's log10 scale;
+   ε from σ, q, T and δ, under central trust or with no privacy: fedevo.evaluation.planned_objectives), else that
+   objective's rung-k value; ε on the search's log10 scale;
 2. non-dominated rank (pymoo's ``NonDominatedSorting``) with **ε-box dominance on the error** (Laumanns et al.
    2002): the error counts by its box ⌊error / MARGIN⌋, MARGIN = 0.01, so two errors in one box of one
    percentage point count as equal — the seed noise of an error measured early is of that order, and ε and comm

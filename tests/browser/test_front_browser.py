@@ -301,9 +301,10 @@ def test_chance_knee_log_axes_and_linked_selection(browser, tmp_path_factory):
     assert knees and all(err[i] < 0.9 for i in knees), knees
     shapes = browser.execute_script("return document.getElementById('projections').layout.shapes"
                                     ".map(s => [s.xref, s.x0])")
-    assert sorted(shapes) == [["x", 0.9], ["x2", 0.9]]
+    bar = 0.9 - 2.326 * (0.9 * 0.1 / 360) ** 0.5  # chance minus the 99 % margin of digits' 360 test images
+    assert [k for k, _ in sorted(shapes)] == ["x", "x2"] and all(abs(v - bar) < 1e-9 for _, v in shapes)
     body = browser.execute_script("return document.body.innerText")
-    assert "better than chance: error < 0.9" in body and "never the knee" in body
+    assert "clearly better than chance: error < 0.863" in body and "never the knee" in body
 
     # log axes: ε (searched on log10) in 2D and 3D, the declared-log gene sigma in the parallel coordinates
     types = browser.execute_script(

@@ -44,5 +44,6 @@ def test_exp2_search_quick(tmp_path):
 def test_audit_table_quick(tmp_path):
     load("audit_table").main(["--quick", "--out", str(tmp_path)])
     md = (tmp_path / "audit" / "README.md").read_text()
-    assert "| default: central, σ = 1, q = 1 % | digits_mlp `{}` | 0.592 |" in md and "consistent" in md
+    assert "| default: central, σ = 1, q = 1 % | digits_mlp `{}` | 0.592 |" in md
+    assert "inconclusive" in md and "VIOLATION" not in md  # e.g. no sampling: ε 19.4 > what the canaries can show
 

@@ -339,7 +339,7 @@ def test_cli_bad_device_is_one_line(capsys, tiny_problem):
     from tests.cli.test_bad_input import bad
 
     bad(capsys, ["evaluate", "--problem", tiny_problem.path, "--params", '{"device": "banana"}'],
-        r"device must be 'auto', 'cpu' or 'cuda', got 'banana'")
+        r'parameter device: expected one of "auto", "cpu", "cuda", got "banana"')
 
 
 # ------------------------------------------------------------------------------------------ Ray's GPUs

@@ -37,7 +37,7 @@ from .axes import Column, finite, linear_ticks, make_column
 from .html import esc, figure_div, page, table, write
 from .numfmt import JS_NUM, num
 
-FRONT_HTML = "front.html"
+from .html import FRONT_HTML, importance_path  # noqa: E402  (FRONT_HTML re-exported)
 STAMP_SUFFIX = ".stamp.js"  # front.html -> front.stamp.js beside it
 FRONT_COLOR = "#d62728"
 DOMINATED_OPACITY = 0.3
@@ -509,7 +509,10 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
             'reloads itself when a newer one is written (after every generation; every evaluation with '
             '<code>fedevo plot --watch</code>).</p>')
     options = "".join(f'<option value="{esc(k)}">{esc(lab)}</option>' for k, lab in m.colour_options())
-    body = [f"<h1>fedevo search — {esc(data.problem.name)}</h1>", _summary(data, m), live, note_html]
+    imp = importance_path(page_name).name
+    more = (f'<p class="note"><a href="{esc(imp)}">Which genes matter: importance and slices ({esc(imp)})</a></p>'
+            if complete else f'<p class="note">{esc(imp)} (which genes matter) is written when the search ends.</p>')
+    body = [f"<h1>fedevo search — {esc(data.problem.name)}</h1>", _summary(data, m), live, more, note_html]
     if m.rows:
         body += [f'<p class="controls"><label for="colour-by">colour by </label><select id="colour-by">{options}'
                  '</select></p>',

@@ -7,6 +7,17 @@ import html
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
+FRONT_HTML = "front.html"  # a run's front page (viz/front.py)
+IMPORTANCE_HTML = "importance.html"  # which genes matter (viz/importance.py), beside it
+
+
+def importance_path(front_page) -> Path:
+    """Where the importance page of a front page goes: importance.html beside front.html, NAME-importance.html
+    beside any other NAME.html."""
+    front_page = Path(front_page)
+    name = IMPORTANCE_HTML if front_page.name == FRONT_HTML else f"{front_page.stem}-importance.html"
+    return front_page.parent / name
+
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 1.2em 2em; color: #222; }
 h1 { font-size: 1.4em; margin-bottom: 0.2em; } h2 { font-size: 1.15em; margin-top: 1.6em; }

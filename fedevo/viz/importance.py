@@ -38,7 +38,7 @@ from .history import figure_hv_history
 from .html import esc, figure_div, page, table, write
 from .numfmt import num
 
-IMPORTANCE_HTML = "importance.html"
+from .html import IMPORTANCE_HTML, importance_path  # noqa: E402,F401  (re-exported)
 MIN_EVALUATIONS = 20  # fewer ok evaluations (with a finite value of the objective) say nothing about importance
 MIN_R2 = 0.2  # out-of-fold R² below this: the genes explain little of the objective; the ranking is weak
 FOLDS = 4
@@ -310,16 +310,6 @@ def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] =
                 "\n".join(body) + f"<script>window.FEDEVO_IMPORTANCE = {blob};</script>", plotly_src=plotly_src)
 
 
-def importance_path(front_page: Path | str) -> Path:
-    """Where the importance page of a front page goes: importance.html beside front.html, NAME-importance.html
-    beside any other NAME.html."""
-    front_page = Path(front_page)
-    from .front import FRONT_HTML
-
-    name = IMPORTANCE_HTML if front_page.name == FRONT_HTML else f"{front_page.stem}-importance.html"
-    return front_page.parent / name
-
-
 def write_importance_html(run_dir: Path | str, out: Optional[Path | str] = None, *, plotly: Optional[str] = None,
                           data: Optional[RunData] = None, seed: int = 0,
                           front_name: Optional[str] = "front.html") -> Path:
@@ -333,3 +323,6 @@ def write_importance_html(run_dir: Path | str, out: Optional[Path | str] = None,
     src = shared_plotly(path.parent.resolve().parent, path.parent.resolve()) if plotly == "shared" else None
     write(path, importance_html(data, seed=seed, plotly_src=src, front_name=front_name))
     return path
+
+
+__all__ = ["IMPORTANCE_HTML", "importance", "importance_html", "importance_path", "write_importance_html"]

@@ -136,3 +136,15 @@ def test_too_few_evaluations_are_said_on_the_page(driven_run, tmp_path):
     few = dataclasses.replace(data, rows=data.rows[:12])
     p = write_importance_html(driven_run, tmp_path / "few.html", data=few)
     assert p.read_text().count("too few evaluations to say anything") >= 3
+
+
+def test_front_page_links_to_its_importance_page(tmp_path):
+    """front.html of a finished run links importance.html (NAME-importance.html beside any other NAME.html)."""
+    import fedevo
+    from fedevo.viz.front import front_html
+    from tests.searching.search_helpers import FAKE, toy_problem_file
+
+    run = fedevo.search(str(toy_problem_file(tmp_path)), pop=4, gen=1, seed=0, workers=0, out=tmp_path / "R",
+                        evaluator=FAKE, page=False)
+    assert '<a href="importance.html">' in front_html(run.data)
+    assert '<a href="mine-importance.html">' in front_html(run.data, page_name="mine.html")

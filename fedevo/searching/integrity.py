@@ -14,9 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import FedevoError
+from .log import row_key
 
 DIGEST_CHARS = 16  # per row: 64 bits of SHA-256, enough to tell an altered row
 
@@ -27,14 +28,10 @@ def row_digest(row: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
 
 
-def _key(r: Mapping[str, Any]) -> tuple[int, int]:
-    return int(r["id"]), int(r.get("rung", 0) or 0)  # a multi-fidelity search logs one row per rung of an id
-
-
 def log_record(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """What a checkpoint records of the log it closes: the rows' (id, rung) keys and digests in that order."""
-    rows = sorted(rows, key=_key)
-    return {"count": len(rows), "keys": [list(_key(r)) for r in rows], "digests": [row_digest(r) for r in rows]}
+    rows = sorted(rows, key=row_key)
+    return {"count": len(rows), "keys": [list(row_key(r)) for r in rows], "digests": [row_digest(r) for r in rows]}
 
 
 def _ids(ids: Sequence[int]) -> str:
@@ -50,7 +47,7 @@ def check_log(rows: Sequence[Mapping[str, Any]], state: Mapping[str, Any], *, lo
     """FedevoError naming the damage if `rows` (first row per id) lack or alter what checkpoint `state` counted."""
     by_key: dict[tuple[int, int], Mapping[str, Any]] = {}
     for r in rows:
-        by_key.setdefault(_key(r), r)
+        by_key.setdefault(row_key(r), r)
     by_id = {i for i, _ in by_key}
     counted = int(state.get("next_id", 0))
     hint = (f"the run is damaged (an edited, truncated or replaced evaluations.csv?); restore {log.name} from a copy "
@@ -74,17 +71,19 @@ def check_log(rows: Sequence[Mapping[str, Any]], state: Mapping[str, Any], *, lo
                           f"differ from what was logged ({_ids(changed)}: checksum mismatch); {hint}")
 
 
-def check_run_log(run_dir: Path, rows: Sequence[Mapping[str, Any]]) -> Optional[int]:
-    """Check `rows` (read from run_dir/evaluations.csv) against the newest checkpoint; returns the number of
-    evaluations it counts (None: no checkpoint yet)."""
+def checked_rows(run_dir: Path, read: Callable[[], list]) -> list:
+    """`read()` (the rows of run_dir/evaluations.csv), checked against the newest checkpoint. The checkpoint is
+    read first: a search that is writing the run only appends rows, and a checkpoint counts only rows appended
+    before it, so rows read after it hold everything it counts (read the other way round, a generation that ends
+    in between would look like lost rows)."""
     from .checkpoint import latest_checkpoint, load_checkpoint
 
     ck = latest_checkpoint(Path(run_dir))
-    if ck is None:
-        return None
-    state = load_checkpoint(ck)
-    check_log(rows, state, log=Path(run_dir) / "evaluations.csv", checkpoint=ck.stem)
-    return int(state.get("next_id", 0))
+    state = load_checkpoint(ck) if ck is not None else None
+    rows = read()
+    if state is not None:
+        check_log(rows, state, log=Path(run_dir) / "evaluations.csv", checkpoint=ck.stem)
+    return rows
 
 
-__all__ = ["check_log", "check_run_log", "log_record", "row_digest"]
+__all__ = ["check_log", "checked_rows", "log_record", "row_digest"]

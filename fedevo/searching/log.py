@@ -34,6 +34,12 @@ def _disk_full(path: Path, e: BaseException) -> DiskFullError:
     return DiskFullError(f"disk full while writing {path} ({e.strerror or e}); it is left as it was before")
 
 
+def row_key(row: Mapping[str, Any]) -> tuple[int, int]:
+    """A logged row's key: (id, rung); a plain search's rows are rung 0, a multi-fidelity search logs one row per
+    rung an individual reached."""
+    return int(row["id"]), int(row.get("rung", 0) or 0)
+
+
 def atomic_write(path: Path, data: bytes | str) -> None:
     """Write to a temporary file beside `path`, fsync, rename over `path`. On any failure the temporary file is
     removed and `path` is untouched; a full disk is a DiskFullError (one line)."""

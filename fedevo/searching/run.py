@@ -59,8 +59,8 @@ from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table, is_full
-from .integrity import check_log, check_run_log, log_record
-from .log import EvalLog, csv_text, atomic_write, row_result
+from .integrity import check_log, checked_rows, log_record
+from .log import EvalLog, csv_text, atomic_write, row_key, row_result
 from .problem import OBJECTIVES, WORST, SearchProblem
 from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity
 from .fidelity import PROMOTION, parse_ladder
@@ -271,7 +271,7 @@ class SearchRun:
         """FedevoError naming the damage if evaluations.csv lost or altered rows the newest checkpoint counts."""
         from .rundata import read_rows
 
-        check_run_log(self.run_dir, read_rows(self.log, self.log.path))
+        checked_rows(self.run_dir, lambda: read_rows(self.log, self.log.path))
 
     def is_empty(self) -> bool:
         """True while no evaluation has been logged."""
@@ -361,7 +361,7 @@ class SearchRun:
         problem: SearchProblem = algorithm.problem
         by_id: dict[tuple[int, int], dict[str, Any]] = {}  # (id, rung) -> row; a plain search's rung is 0
         for r in rows:
-            by_id.setdefault((r["id"], r.get("rung", 0)), r)
+            by_id.setdefault(row_key(r), r)
         check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
         counters = {"reused": 0}
         runner = None

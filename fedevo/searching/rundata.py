@@ -25,8 +25,8 @@ from .. import _toml
 from ..errors import FedevoError
 from ..problem import Problem, parse_problem
 from .front_math import front_rows, hypervolume_table, is_full
-from .integrity import check_run_log
-from .log import EvalLog
+from .integrity import checked_rows
+from .log import EvalLog, row_key
 from .settings import SearchSettings
 from .space import SearchSpace
 
@@ -196,7 +196,7 @@ def read_rows(log, path: Path) -> list[dict[str, Any]]:
             raise FedevoError(f"{path}: line {n} is corrupt ({e})") from None
     seen: dict[tuple[int, int], dict[str, Any]] = {}
     for r in rows:  # one row per individual (and per rung of a multi-fidelity search)
-        seen.setdefault((r["id"], r.get("rung", 0)), r)
+        seen.setdefault(row_key(r), r)
     return [seen[k] for k in sorted(seen)]
 
 
@@ -218,9 +218,9 @@ def load_run(run_dir: Path | str, *, require_evaluations: bool = True) -> RunDat
         raise FedevoError(f"{run_dir} is not a directory (expected a run directory made by `fedevo search`)")
     meta, problem, settings = read_run_json(run_dir)
     space = SearchSpace.from_problem(problem)
-    rows = read_rows(EvalLog(run_dir / "evaluations.csv", space.genes, rungs=settings.multi_fidelity),
-                     run_dir / "evaluations.csv")
-    check_run_log(run_dir, rows)  # a log that lost or altered rows its checkpoints count: one line, never a front
+    log = EvalLog(run_dir / "evaluations.csv", space.genes, rungs=settings.multi_fidelity)
+    # a log that lost or altered rows its checkpoints count: one line, never a front
+    rows = checked_rows(run_dir, lambda: read_rows(log, log.path))
     if require_evaluations and not rows:
         raise FedevoError(f"{run_dir} holds no evaluations yet (evaluations.csv is missing or empty); "
                           f"run or resume the search first (`fedevo resume {run_dir}`)")

@@ -88,3 +88,29 @@ def test_checkpoints_of_an_earlier_version_still_open(finished, tmp_path):
     save_checkpoint(d, state)
     assert "log" not in pickle.loads(ck.read_bytes().split(b"\n", 2)[2])
     assert len(load_run(d).rows) == 12
+
+
+def test_a_generation_ending_while_the_run_is_read_is_not_damage(finished, tmp_path):
+    """A reader of a running search (front, plot --watch) reads the checkpoint before the rows: a checkpoint
+    written while the rows are read counts rows the reader has not seen, and must not be taken for lost rows."""
+    from fedevo.searching.integrity import checked_rows
+    from fedevo.searching.log import EvalLog
+    from fedevo.searching.rundata import read_rows
+    from fedevo.searching.space import SearchSpace
+
+    d = _copy(finished, tmp_path / "live")
+    ck3 = d / "checkpoints" / "gen-0003.pkl"
+    saved = ck3.read_bytes()
+    ck3.unlink()  # generation 3 under way: its rows are being appended
+    lines = _lines(d / "evaluations.csv")
+    (d / "evaluations.csv").write_text("".join(lines[:1 + 8]))
+    log = EvalLog(d / "evaluations.csv", SearchSpace.from_problem(load_run(d).problem).genes)
+
+    def read_while_generation_3_ends():
+        rows = read_rows(log, log.path)  # the reader sees 8 rows ...
+        ck3.write_bytes(saved)  # ... and meanwhile the search logs the rest and writes checkpoint gen-0003
+        (d / "evaluations.csv").write_text("".join(lines))
+        return rows
+
+    assert len(checked_rows(d, read_while_generation_3_ends)) == 8
+    assert len(load_run(d).rows) == 12  # the next read sees it all

@@ -36,16 +36,45 @@ def evaluate(problem: Problem, params: Optional[Mapping[str, Any]] = None, *, se
 
 def planned_objectives(problem: Problem, params: Optional[Mapping[str, Any]] = None, *,
                        rounds: Optional[int] = None, data_dir: Optional[str] = None) -> dict[str, float]:
-    """The objectives of `evaluate(problem, params, rounds=rounds)` that are known before any training: the ε
-    objective (``problem.eps_objective``) where the mechanism's accountant needs only the settings (no privacy;
-    central trust: σ or the target, q, T, δ — see ``Mechanism.planned_eps``). Left out: ε under local or
-    distributed trust (it depends on arrivals, recalls, budgets or Ω) and the communication (it depends on the
-    upload losses and the uploads drawn in training; being a per-round mean, the value measured after fewer
-    rounds estimates it). Reads no data, trains nothing."""
+    """The objectives of `evaluate(problem, params, rounds=rounds)` that are known before any training (equal to
+    what training measures, not estimates). Reads no data, trains nothing.
+
+    - the ε objective (``problem.eps_objective``) where the mechanism's accountant needs only the settings: no
+      privacy, central trust (σ or the target, q, T, δ — ``Mechanism.planned_eps``);
+    - ``comm`` where every round's uploads are fixed by the settings: p sampled clients each upload
+      ``Mechanism.upload_words(Ω)`` words (a lost upload too) with Ω from the architecture and α alone
+      (``models.sparse.planned_omega``; SET keeps it every round), so comm = p·words/K per client and round.
+
+    Left out: ε under local or distributed trust (it depends on arrivals, recalls, budgets or Ω); comm with
+    recall, secure aggregation, the adaptive mechanism, a participation cap (fewer clients are sampled once
+    clients reach it) or data whose shape is known only by reading it (the user's files)."""
     from .privacy.mechanism import build_mechanism
 
     config = problem.sim_config(params, rounds=rounds, data_dir=data_dir)
-    planned = build_mechanism(config).planned_eps()
-    if not planned or problem.eps_objective not in planned:
-        return {}
-    return {problem.eps_objective: float(planned[problem.eps_objective])}
+    mech = build_mechanism(config)
+    out: dict[str, float] = {}
+    planned = mech.planned_eps()
+    if planned and problem.eps_objective in planned:
+        out[problem.eps_objective] = float(planned[problem.eps_objective])
+    comm = planned_comm(config, mech)
+    if comm is not None:
+        out["comm"] = comm
+    return out
+
+
+def planned_comm(config, mech) -> Optional[float]:
+    """comm of a run of `config` (per client and round) from the settings alone, or None (planned_objectives)."""
+    from .data.catalog import SHAPES
+
+    dataset = config.data.dataset
+    if config.privacy.max_participations is not None or config.data.source is not None or dataset not in SHAPES:
+        return None
+    from .models import build_model
+    from .models.sparse import planned_omega
+
+    shape, classes = SHAPES[dataset]
+    model = build_model(config.arch, shape, classes)  # shapes only: no parameters are made before `init`
+    words = mech.upload_words(planned_omega(model.shapes, model.fc_weight_ids, config.alpha))
+    if words is None:
+        return None
+    return config.sampled_per_round * words / config.data.clients

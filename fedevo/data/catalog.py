@@ -13,6 +13,10 @@ N_TRAIN = {"digits": 1437, "fashion": 60000, "mnist": 60000, "cifar10": 50000, "
 DATASETS = tuple(N_TRAIN)
 # test examples each bundled dataset's error is measured on (the knee's margin over chance: fedevo.picking)
 N_TEST = {"digits": 360, "fashion": 10000, "mnist": 10000, "cifar10": 10000, "synthetic": 200}
+# (input shape, classes) of each bundled dataset as fedevo.data.datasets loads it: the model's size (and so the
+# communication a configuration will cost) is known without loading the data
+SHAPES = {"digits": ((1, 8, 8), 10), "fashion": ((1, 28, 28), 10), "mnist": ((1, 28, 28), 10),
+          "cifar10": ((3, 32, 32), 10), "synthetic": ((1, 8, 8), 10)}
 
 
 
@@ -24,4 +28,4 @@ def check_data_dir(data_dir: Optional[str], download: bool = False, flag: str = 
         raise DataNotFoundError(f"{flag} {str(data_dir)!r} {why} (add --download to fetch a dataset into a new one)")
 
 
-__all__ = ["DATASETS", "N_TEST", "N_TRAIN", "check_data_dir"]
+__all__ = ["DATASETS", "N_TEST", "N_TRAIN", "SHAPES", "check_data_dir"]

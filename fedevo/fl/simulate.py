@@ -61,6 +61,15 @@ def prepare(cfg: SimConfig, *, seed: int) -> Setup:
                  privatizer=privatizer)
 
 
+def rounds_run(cfg: SimConfig, rounds: int) -> SimConfig:
+    """cfg as the accountant sees a run stopped after `rounds` of its planned rounds: a participation cap r above
+    them is min(r, rounds) (no client can have joined more rounds than were run; SimConfig refuses r > T)."""
+    pc = cfg.privacy
+    if pc.max_participations is not None and pc.max_participations > rounds:
+        pc = replace(pc, max_participations=rounds)
+    return replace(cfg, rounds=rounds, privacy=pc)
+
+
 def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
              progress: Optional[Callable[[int], None]] = None, until: Optional[int] = None,
              resume_from: Optional[bytes] = None) -> EvaluationResult:
@@ -94,7 +103,7 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
     state = None
     if stop < cfg.rounds:  # saved before measuring: the measurement only reads
         state = continuation.save_state(cfg=cfg, seed=seed, setup=su, loop=out.loop)
-        mech.cfg = replace(mech.cfg, rounds=stop)  # the report accounts for the rounds run, not the planned ones
+        mech.cfg = rounds_run(mech.cfg, stop)  # the report accounts for the rounds run, not the planned ones
     per_client, glob = client_accuracies(model, out.params, data, part)
     priv = mech.report(out, part)
     return EvaluationResult(

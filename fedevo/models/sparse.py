@@ -27,13 +27,31 @@ def erdos_renyi_masks(shapes: list[tuple], weight_ids: tuple, alpha: Optional[fl
         s = tuple(shapes[i])  # (n_in, n_out) of a built-in FC weight; a user module's Linear (out, in) or Conv2d
         n_in, n_out = s[0], math.prod(s[1:])  # (c_out, c_in, k, k): ER's formula is symmetric in the two
         total = n_in * n_out
-        k = max(1, round(density(alpha, n_in, n_out) * total))
+        k = mask_count(alpha, n_in, n_out)
         if k >= total:
             continue
         m = torch.zeros(total)
         m[torch.randperm(total, generator=gen)[:k]] = 1.0
         masks[i] = m.view(n_in, n_out)
     return masks
+
+
+def mask_count(alpha: float, n_in: int, n_out: int) -> int:
+    """Connections an (n_in, n_out) layer keeps under Erdős–Rényi density `alpha` (≥ 1; all of them when the
+    density reaches 1). SET's prune/regrow keeps each layer's count, so it holds for every round."""
+    return min(n_in * n_out, max(1, round(density(alpha, n_in, n_out) * n_in * n_out)))
+
+
+def planned_omega(shapes: list[tuple], weight_ids: tuple, alpha: Optional[float]) -> int:
+    """Ω, the active parameters every round, from the shapes and α alone: what `omega` gives for the masks
+    `erdos_renyi_masks` draws (any generator) and for every round after SET's prune/regrow."""
+    total = 0
+    for i, s in enumerate(shapes):
+        n = math.prod(s)
+        if alpha is not None and i in weight_ids:
+            n = mask_count(alpha, s[0], math.prod(s[1:]))
+        total += int(n)
+    return total
 
 
 def omega(shapes: list[tuple], masks: dict[int, torch.Tensor]) -> int:

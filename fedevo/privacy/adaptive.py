@@ -312,6 +312,10 @@ class AdaptiveMechanism(UpdateMechanism):
 
     audit_seam = None  # not audited (the level reports and the per-client noise are not modelled)
 
+    def upload_words(self, omega: int) -> None:
+        """The level reports and the filter's metadata depend on the clients that arrive: not known before."""
+        return None
+
     def calibration_target(self, pc) -> float:
         """Calibrate the Gaussian part for b_i = 1 (the worst case), leaving room for the level reports."""
         target, m = pc.target_eps, self.participations()

@@ -89,6 +89,10 @@ class CentralGaussian(Mechanism):
         self.cfg = replace(cfg, privacy=replace(pc, sigma=sigma))
         return self.cfg
 
+    def upload_words(self, omega: int) -> float:
+        """Every sampled client uploads its clipped Ω parameters (the noise is the server's)."""
+        return float(omega)
+
     def planned_eps(self) -> dict:
         """The accountant's ε at the planned T from σ (or the σ calibrated for the target), q = M/N and δ: the
         same call `report` makes."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Optional
 
 from ..config import SimConfig
 from . import accounting as acc
@@ -40,6 +41,11 @@ class LocalMechanism(Mechanism):
         return SecureAggregator(sizes=part.sizes, bits=pc.secagg_bits, value_range=self.secagg_range(),
                                 threshold=pc.secagg_threshold, seed=seed + 4, keep_uploads=controller is not None,
                                 neighbours=pc.secagg_neighbours)
+
+    def upload_words(self, omega: int) -> Optional[float]:
+        """Ω parameters per upload under plain aggregation (the transforms clip and noise, they do not shrink);
+        secure aggregation's protocol words depend on who arrives and drops out: None."""
+        return None if self.cfg.privacy.aggregation == "secagg" else float(omega)
 
     def deployment(self) -> dict:
         return {"trust": "local", "observer": "the server (sees every upload, knows the cohort)",
@@ -117,6 +123,10 @@ class UpdateMechanism(LocalMechanism):
 
     def calibration_target(self, pc) -> float:
         return pc.target_eps
+
+    def upload_words(self, omega: int) -> Optional[float]:
+        """With recall, an upload replaced by a stored one costs an index: training decides how many (None)."""
+        return None if self.cfg.privacy.params.recall else super().upload_words(omega)
 
     def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
         pc = cfg.privacy

@@ -81,6 +81,12 @@ class Mechanism:
         None where the accounting depends on what training does (arrivals, recalls, per-user budgets, Ω)."""
         return None
 
+    def upload_words(self, omega: int) -> Optional[float]:
+        """Words one upload costs (a lost one too), known from the settings and Ω before any training — with it
+        the multi-fidelity search ranks low-fidelity individuals by their exact communication — or None where
+        training decides it (recalled uploads, secure aggregation's protocol, the adaptive filter's metadata)."""
+        return None
+
     def exposure(self, arrivals=None) -> tuple[str, float, int]:
         """What the observer sees of one user, for the audit: (neighbouring relation, rate at which a user joins a
         round, rounds). Default (local trust): replace-one, every round it joined (`arrivals`: per client, rounds

@@ -278,6 +278,13 @@ class SignDSMechanism(LocalMechanism):
                                                  lr=pc.params.signds_lr, clients=cfg.data.clients, active=active,
                                                  seed=seed + 2)
 
+    def upload_words(self, omega: int) -> Optional[float]:
+        """h indices and the sign, h from the fractions of Ω (`dims`), under plain aggregation."""
+        if super().upload_words(omega) is None:
+            return None
+        pc = self.cfg.privacy.params
+        return float(dims(int(omega), pc.signds_k, pc.signds_h)[1] + 1)
+
     def default_range(self) -> float:
         return self.cfg.privacy.params.signds_lr  # the aggregate is η_g · weighted mean of s·1_J
 

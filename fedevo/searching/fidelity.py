@@ -12,8 +12,9 @@ rung k, ⌈n/η⌉ (η = 3) continue to rung k + 1 — by *continuing* their tra
 never by restarting — chosen among those with status ok by
 
 1. the objectives they are ranked on: the error measured at rung k **together with the exact ε and
-   communication at the full T** where the evaluator knows them before training (``planned``: the accountant's
-   ε from σ, q, T and δ, under central trust or with no privacy: fedevo.evaluation.planned_objectives), else that
+   communication at the full T** where the evaluator knows them before training (``planned``,
+   fedevo.evaluation.planned_objectives: the accountant's ε from σ, q, T and δ under central trust or with no
+   privacy; the communication p·words/K where every upload's words are fixed by the settings and Ω), else that
    objective's rung-k value; ε on the search's log10 scale;
 2. non-dominated rank (pymoo's ``NonDominatedSorting``) with **ε-box dominance on the error** (Laumanns et al.
    2002): the error counts by its box ⌊error / MARGIN⌋, MARGIN = 0.01, so two errors in one box of one

@@ -50,12 +50,17 @@ def problems() -> list[str]:
 # ============================================================================================ one evaluation
 def evaluate(problem: ProblemLike, params: Optional[Mapping[str, Any]] = None, *, seed: int = 0,
              rounds: Optional[int] = None, data_dir: Optional[str] = None, download: bool = False,
-             eval_every: int = 0, progress: Optional[Callable[[int], None]] = None) -> EvaluationResult:
+             eval_every: int = 0, progress: Optional[Callable[[int], None]] = None, until: Optional[int] = None,
+             resume_from: Optional[bytes] = None) -> EvaluationResult:
     """Train one configuration (gene defaults overridden by `params`) and return its objectives.
 
     Checked before any training (FedevoError): the parameters, the seed, the rounds, the memory the run needs
     and the device. progress(t) is called with 0 once these checks passed (training starts), then after every
-    round t (a problem's own evaluator reports no rounds)."""
+    round t (a problem's own evaluator reports no rounds).
+
+    until / resume_from (fedevo's simulator only): train the first `until` of the planned rounds and return a
+    result whose `state` continues that training exactly (`evaluate(..., resume_from=result.state)`); see
+    fedevo.evaluation.evaluate and docs/privacy.md "Continuing a training"."""
     from .evaluation import evaluate as _evaluate
     from .guards import check_evaluation_memory, check_rounds, check_seed
     from .hardware import device
@@ -66,6 +71,9 @@ def evaluate(problem: ProblemLike, params: Optional[Mapping[str, Any]] = None, *
     if not prob.simulated:  # the problem file's own evaluator (its genes checked here, its code run there)
         from .searching.evaluator import ProblemEvaluator
 
+        if until is not None or resume_from is not None:
+            raise FedevoError(f"problem {prob.name!r} has its own evaluator, which cannot stop and continue a "
+                              f"training (until / resume_from are for fedevo's simulator)")
         prob.resolve(params)
         if progress is not None:
             progress(0)
@@ -76,7 +84,7 @@ def evaluate(problem: ProblemLike, params: Optional[Mapping[str, Any]] = None, *
     if progress is not None:
         progress(0)
     return _evaluate(prob, params, seed=seed, rounds=rounds, data_dir=data_dir, download=download,
-                     eval_every=eval_every, progress=progress)
+                     eval_every=eval_every, progress=progress, until=until, resume_from=resume_from)
 
 
 # ============================================================================================ runs

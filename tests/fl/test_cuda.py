@@ -191,3 +191,19 @@ def test_ray_tasks_get_their_gpu(gpus, tiny_problem, monkeypatch, tmp_path):
         assert all(m.startswith("cuda ") and m != "cuda ''" for m in seen), seen
     else:
         assert all(m == "cpu ''" for m in seen), seen
+
+
+@pytest.mark.parametrize("mechanism", ["none", "update", "step"])
+def test_continued_training_on_cuda_equals_one_run(mechanism):
+    """The multi-fidelity search's continuation on the device path: 1 round, saved, continued to 3 gives the
+    numbers of one 3-round run on the GPU (the device path is deterministic for a seed: the test above)."""
+    cfg = SimConfig(data=DataConfig(dataset="digits", clients=10), arch=MLPArch(1, 64), rounds=3, epochs=1,
+                    batch_size=32, lr=0.05, participation=0.5, precision="fp32", device="cuda",
+                    privacy=PrivacyConfig(mechanism=mechanism, sigma=0.05, clip=1.0))
+    full = simulate(cfg, seed=2)
+    first = simulate(cfg, seed=2, until=1)
+    rest = simulate(cfg, seed=2, resume_from=first.state)
+    assert full.status == first.status == rest.status == "ok", (full.message, first.message, rest.message)
+    assert first.rounds == 1 and rest.rounds == 3
+    assert (rest.error, rest.accuracy_global, rest.eps, rest.comm, rest.omega) == \
+        (full.error, full.accuracy_global, full.eps, full.comm, full.omega)

@@ -48,14 +48,24 @@ from fedevo.searching.fidelity import parse_ladder  # noqa: E402
 from fedevo.searching.front_math import HV_REF, feasible_ok, non_dominated, objective_matrix, to_search_space  # noqa: E402
 
 
-class Clock(SearchCallback):
-    """Records (seconds since the search was started, row) for every evaluation the search logs."""
+class OutOfTime(Exception):
+    """Raised by Clock at the end of the first generation after its budget: stops the search (a callback's
+    exception stops a search, resumable)."""
 
-    def __init__(self, t0: float):
-        self.t0, self.events = t0, []
+
+class Clock(SearchCallback):
+    """Records (seconds since the search was started, row) for every evaluation the search logs; with a budget,
+    stops the search at the end of the first generation that ends after it."""
+
+    def __init__(self, t0: float, budget_s: float | None = None):
+        self.t0, self.events, self.budget_s = t0, [], budget_s
 
     def on_evaluation(self, row) -> None:
         self.events.append((time.monotonic() - self.t0, dict(row)))
+
+    def on_generation(self, generation, run) -> None:
+        if self.budget_s is not None and time.monotonic() - self.t0 > self.budget_s:
+            raise OutOfTime(f"generation {generation} ended after the budget of {self.budget_s:.0f} s")
 
 
 def machine() -> dict:
@@ -73,11 +83,15 @@ def machine() -> dict:
     return {"cpu": model, "flags": flags, "cores": os.cpu_count(), "platform": platform.platform()}
 
 
-def run_one(method: str, settings: SearchSettings, workers: int, tmp: Path, evaluator) -> tuple[list, float]:
+def run_one(method: str, settings: SearchSettings, workers: int, tmp: Path, evaluator,
+            budget_s: float | None = None) -> tuple[list, float]:
     out = tmp / method
     t0 = time.monotonic()
-    clock = Clock(t0)
-    search(settings, out, Runtime(workers=workers), callbacks=[clock], evaluator=evaluator)
+    clock = Clock(t0, budget_s)
+    try:
+        search(settings, out, Runtime(workers=workers), callbacks=[clock], evaluator=evaluator)
+    except OutOfTime as e:
+        print(f"  {method}: stopped, {e}", flush=True)
     return clock.events, time.monotonic() - t0
 
 
@@ -124,6 +138,9 @@ def main() -> None:
     ap.add_argument("--fidelity", default="1/9,1/3,1")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--mf-budget-s", type=float, default=None,
+                    help="stop the multi-fidelity search at the end of the first generation after this many "
+                         "seconds (default: run all --mf-gen generations)")
     ap.add_argument("--evaluator", default=None, help="'module:name' (default: fedevo's simulator)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/multi_fidelity-digits"))
     args = ap.parse_args()
@@ -139,7 +156,8 @@ def main() -> None:
             for method, gen, fid in (("plain", args.gen, 1.0), ("multi-fidelity", args.mf_gen, ladder)):
                 s = SearchSettings(problem=args.problem, pop=args.pop, gen=gen, seed=seed, rounds=args.rounds,
                                    fidelity=fid, **({"evaluator": args.evaluator} if args.evaluator else {}))
-                events, wall = run_one(method, s, args.workers, Path(tmp) / f"seed{seed}", evaluator)
+                budget = args.mf_budget_s if method == "multi-fidelity" else None
+                events, wall = run_one(method, s, args.workers, Path(tmp) / f"seed{seed}", evaluator, budget)
                 runs[(method, seed)] = (events, wall)
                 n_full = sum(r.get("fidelity", 1.0) == 1.0 for _, r in events)
                 print(f"seed {seed} {method:>15}: {wall:7.1f} s, {len(events)} evaluations ({n_full} full)",

@@ -17,8 +17,9 @@ How it is driven here (one process, a plain ask/tell loop, no Syne Tune backend)
   (``resume_from``) to the next rung — the same ladder (``fidelity.rung_rounds``) and the same exact continuation
   as fedevo's multi-fidelity search, never a restart;
 * after each rung, MOASHA gets the objectives measured there as fedevo's search sees them: (error, comm, log10 ε),
-  sanitised (failed or diverged -> the worst values; a failed trial stops). It does not get the full-T ε that
-  fedevo's promotion uses where it is known before training: MOASHA ranks on what the rung measured;
+  sanitised (failed or diverged -> the worst values; a failed trial stops). It does not get the full-T ε and comm
+  that fedevo's promotion uses where they are known before training (``planned_objectives``): MOASHA ranks on
+  what the rung measured;
 * MOASHA's resource attribute ``level`` is η^k at rung k (η = fedevo's ETA = 3, grace period 1, max_t = η^(L-1)
   for L rungs): its brackets' milestones are then exactly fedevo's rungs, whatever their rounds (on digits with
   T = 9 and 1/9,1/3,1 the levels 1, 3, 9 are the rounds themselves);

@@ -18,12 +18,22 @@ ok evaluations of every method and seed, reference point 1.1 in each (pymoo HV).
 the common budget: the table gives each method's hypervolume at that time, and the time the multi-fidelity search
 took to reach the plain search's final hypervolume (or that it did not).
 
-Outputs under --out: curves.csv (method, seed, t_s, full_evaluations, hypervolume), summary.csv and summary.md
+Outputs under --out: curves.csv (method, seed, t_s, full_evaluations, hypervolume), events.csv, summary.csv and summary.md
 (the table, the machine: CPU model and flags, cores, load average before and after, the command). No plot is
 written: plotly's offline HTML embeds ~4.5 MB of plotly.js (too large for this repository) and kaleido, which
 writes PNGs, is not installed; curves.csv holds every point.
 
-Syne Tune's MOASHA is not part of this script (not installed; see the report in benchmarks/README.md).
+With `--moasha`, each seed also runs Syne Tune's MOASHA (benchmarks/moasha.py) driving the same evaluation function
+rung by rung on the same ladder, with the plain search's time as its budget; it then shares the normalisation and
+appears in curves.csv, events.csv and the table as method 'moasha'. Syne Tune lives in a venv of its own (setup:
+benchmarks/moasha.py's docstring), so the whole script then runs there:
+
+    PYTHONPATH=$PWD /work/stvenv/bin/python benchmarks/multi_fidelity.py --problem digits_mlp --pop 12 --gen 4 \\
+        --mf-gen 10 --rounds 9 --fidelity 1/9,1/3,1 --seeds 0 1 --workers 0 --moasha \\
+        --out benchmarks/results/multi_fidelity-digits
+
+events.csv has every evaluation of every method (method, seed, t_s since the method started, id, rung, fidelity,
+rounds_trained, status, error, comm, eps, eps_paper): the curves can be recomputed from it.
 """
 
 from __future__ import annotations
@@ -120,12 +130,59 @@ def hv_curve(events, lo, scale, eps_key) -> list[tuple[float, int, float]]:
     return out
 
 
+def normalisation(runs, eps_key) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, scale): the ideal point and range of all full-fidelity ok evaluations of every method and seed."""
+    every = [r for events, _ in runs.values() for _, r in events if r.get("fidelity", 1.0) == 1.0]
+    F = to_search_space(objective_matrix(full_ok(every, eps_key), eps_key))
+    lo, hi = F.min(axis=0), F.max(axis=0)
+    return lo, np.where(hi > lo, hi - lo, 1.0)
+
+
+def write_curves(path: Path, runs, eps_key) -> dict:
+    """curves.csv for `runs` {(method, seed): (events, wall)}, one normalisation for all; returns the curves."""
+    lo, scale = normalisation(runs, eps_key)
+    curves = {}
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["method", "seed", "t_s", "full_evaluations", "hypervolume"])
+        for (method, seed), (events, _) in runs.items():
+            curves[(method, seed)] = c = hv_curve(events, lo, scale, eps_key)
+            w.writerows([method, seed, f"{t:.2f}", n, f"{hv:.6f}"] for t, n, hv in c)
+    return curves
+
+
+EVENT_COLUMNS = ("id", "rung", "fidelity", "rounds_trained", "status", "error", "comm", "eps", "eps_paper")
+
+
+def write_events(path: Path, runs) -> None:
+    """events.csv: every evaluation of every method with its time since the method started (a plain search's rows
+    are rung 0, fidelity 1)."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["method", "seed", "t_s", *EVENT_COLUMNS])
+        for (method, seed), (events, _) in runs.items():
+            for t, r in events:
+                r = {"rung": 0, "fidelity": 1.0, **r}
+                w.writerow([method, seed, f"{t:.3f}", *(r.get(k) for k in EVENT_COLUMNS)])
+
+
 def at(curve, t: float) -> float:
     return max([hv for s, _, hv in curve if s <= t], default=0.0)
 
 
+def n_at(curve, t: float) -> int:
+    """Full-fidelity evaluations finished by time t."""
+    return max([n for s, n, _ in curve if s <= t], default=0)
+
+
 def reach(curve, target: float):
     return next((s for s, _, hv in curve if hv >= target - 1e-12), None)
+
+
+def moasha_version() -> str:
+    import syne_tune
+
+    return syne_tune.__version__
 
 
 def main() -> None:
@@ -143,7 +200,18 @@ def main() -> None:
                          "seconds (default: run all --mf-gen generations)")
     ap.add_argument("--evaluator", default=None, help="'module:name' (default: fedevo's simulator)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/multi_fidelity-digits"))
+    ap.add_argument("--moasha", action="store_true",
+                    help="also run Syne Tune's MOASHA (benchmarks/moasha.py; needs its venv) for the plain search's time")
     args = ap.parse_args()
+    if args.moasha and args.evaluator:
+        ap.error("--moasha drives fedevo's simulator (its exact continuation); leave --evaluator out")
+    if args.moasha:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import importlib.util
+
+        if importlib.util.find_spec("syne_tune") is None:
+            ap.error("--moasha: syne_tune is not importable here; run this script in Syne Tune's venv (setup: "
+                     "benchmarks/moasha.py's docstring)")
 
     ladder = parse_ladder(args.fidelity)
     evaluator = None  # settings.evaluator names it: the run loads it as `fedevo resume` would
@@ -162,25 +230,24 @@ def main() -> None:
                 n_full = sum(r.get("fidelity", 1.0) == 1.0 for _, r in events)
                 print(f"seed {seed} {method:>15}: {wall:7.1f} s, {len(events)} evaluations ({n_full} full)",
                       flush=True)
+            if args.moasha:  # the same evaluation function, ladder and seed; the plain search's time as budget
+                import moasha
+
+                events, wall = moasha.run(args.problem, rounds=args.rounds, ladder=ladder, seed=seed,
+                                          budget_s=runs[("plain", seed)][1], workers=args.workers)
+                runs[("moasha", seed)] = (events, wall)
+                n_full = sum(r["fidelity"] == 1.0 for _, r in events)
+                print(f"seed {seed} {'moasha':>15}: {wall:7.1f} s, {len(events)} evaluations ({n_full} full), "
+                      f"{len({r['id'] for _, r in events})} trials", flush=True)
             from fedevo.problem import load_problem
 
             eps_key = load_problem(args.problem).eps_objective
     load1 = os.getloadavg()
 
     # one normalisation for everything: ideal and nadir of all full-fidelity ok evaluations
-    every = [r for events, _ in runs.values() for _, r in events if r.get("fidelity", 1.0) == 1.0]
-    F = to_search_space(objective_matrix(full_ok(every, eps_key), eps_key))
-    lo, hi = F.min(axis=0), F.max(axis=0)
-    scale = np.where(hi > lo, hi - lo, 1.0)
-
     args.out.mkdir(parents=True, exist_ok=True)
-    curves, rows = {}, []
-    with open(args.out / "curves.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["method", "seed", "t_s", "full_evaluations", "hypervolume"])
-        for (method, seed), (events, _) in runs.items():
-            curves[(method, seed)] = c = hv_curve(events, lo, scale, eps_key)
-            w.writerows([method, seed, f"{t:.2f}", n, f"{hv:.6f}"] for t, n, hv in c)
+    curves, rows = write_curves(args.out / "curves.csv", runs, eps_key), []
+    write_events(args.out / "events.csv", runs)
     for seed in args.seeds:
         plain, mf = curves[("plain", seed)], curves[("multi-fidelity", seed)]
         budget = runs[("plain", seed)][1]
@@ -194,6 +261,13 @@ def main() -> None:
             "mf_s_to_plain_hv": "not reached" if t_reach is None else round(t_reach, 1),
             "time_ratio": "–" if t_reach is None else round(t_reach / budget, 2),
         })
+        if args.moasha:  # at the plain search's time (MOASHA's budget; an evaluation running then ends later)
+            mo = curves[("moasha", seed)]
+            rows[-1].update({
+                "moasha_trials": len({r["id"] for t, r in runs[("moasha", seed)][0] if t <= budget}),
+                "moasha_full_evals": n_at(mo, budget), "moasha_hv_at_plain_s": round(at(mo, budget), 4),
+                "moasha_hv_at_third": round(at(mo, budget / 3), 4),
+            })
     cols = list(rows[0])
     with open(args.out / "summary.csv", "w", newline="") as f:
         w = csv.DictWriter(f, cols)
@@ -201,7 +275,7 @@ def main() -> None:
         w.writerows(rows)
     ratios = [r["time_ratio"] for r in rows if r["time_ratio"] != "–"]
     lines = [
-        f"# Multi-fidelity vs plain NSGA-III on {args.problem}",
+        f"# Multi-fidelity vs plain NSGA-III{' vs MOASHA' if args.moasha else ''} on {args.problem}",
         "",
         f"Command: `python {' '.join(sys.argv)}`",
         "",
@@ -211,8 +285,12 @@ def main() -> None:
         "",
         f"Plain: pop {args.pop} × {args.gen} generations, T = {args.rounds or 'the problem file’s'} rounds each. Multi-fidelity: pop "
         f"{args.pop} × {args.mf_gen} generations, rungs {args.fidelity} of T, ⌈n/3⌉ promoted per rung. Workers: "
-        f"{args.workers}. Hypervolume: (error, comm, log10 ε) scaled by the ideal/nadir of all full-fidelity ok "
-        "evaluations of both methods and every seed, reference point 1.1 (fixed for the whole table).",
+        f"{args.workers}. "
+        + (f"MOASHA (Syne Tune {moasha_version()}): random configurations, the same rungs and exact continuation, "
+           "η = 3, objectives measured at each rung, budget = the plain search's time. " if args.moasha else "")
+        + "Hypervolume: (error, comm, log10 ε) scaled by the ideal/nadir of all full-fidelity ok "
+        f"evaluations of {'all' if args.moasha else 'both'} methods and every seed, reference point 1.1 (fixed for "
+        "the whole table).",
         "",
         "| " + " | ".join(cols) + " |",
         "|" + "---|" * len(cols),
@@ -223,6 +301,10 @@ def main() -> None:
          "The multi-fidelity search did not reach the plain search's final hypervolume on any seed."),
         "",
     ]
+    if args.moasha:
+        wins = sum(r["mf_hv_at_plain_s"] > r["moasha_hv_at_plain_s"] for r in rows)
+        lines[-1:-1] = ["", f"At the plain search's time the multi-fidelity search's hypervolume exceeds MOASHA's on "
+                            f"{wins} of {len(rows)} seeds."]
     (args.out / "summary.md").write_text("\n".join(lines))
     print("\n".join(lines))
     if any(math.isnan(r["plain_hv"]) for r in rows):

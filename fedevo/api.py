@@ -174,7 +174,8 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, 
            data_dir: Optional[str] = None, partitions: Optional[int] = None,
            evaluator: Optional[Union[str, Callable]] = None, ray_address: Optional[str] = None,
            cpus_per_task: float = 1.0, gpus_per_task: float = 0.0, callbacks: Sequence = (),
-           page: bool = True, fidelity: Union[None, float, str, Sequence[float]] = None) -> Run:
+           page: bool = True, fidelity: Union[None, float, str, Sequence[float]] = None,
+           init_from: Optional[RunLike] = None) -> Run:
     """Run an NSGA-III search for the (error, comm, ε) front; returns the finished Run.
 
     out: the run directory (must not exist or be empty; default runs/<problem>-<timestamp>); workers: parallel
@@ -184,8 +185,9 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, 
     `fedevo.searching.SearchCallback` objects told of every evaluation and generation; page: keep RUN/front.html
     current after every generation and write it at the end; fidelity: a multi-fidelity search's low fidelity
     (0.33: a third of the rounds) or rung ladder ((1/9, 1/3, 1) or "1/9,1/3,1"; None: the problem file's
-    `fidelity`, else every evaluation trains all rounds; README "Multi-fidelity search"). Raises FedevoError if every evaluation failed (the
-    run directory keeps them all)."""
+    `fidelity`, else every evaluation trains all rounds; README "Multi-fidelity search"); init_from: an earlier
+    run on the same problem whose front begins the initial population (fedevo.searching.warmstart). Raises
+    FedevoError if every evaluation failed (the run directory keeps them all)."""
     from .data.catalog import check_data_dir
     from .searching.evaluator import DEFAULT_EVALUATOR, evaluator_spec, load_evaluator
     from .searching.run import SearchRun
@@ -205,8 +207,16 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, 
     source = str(problem) if isinstance(problem, (str, Path)) else prob.path or prob.name  # as run.json records it
     from .searching.fidelity import parse_ladder
 
+    init = init_path = None
+    if init_from is not None:
+        from .searching.warmstart import front_params
+
+        init_path = _run_path(init_from).resolve()
+        init, _ = front_params(init_path, prob, pop)
+        init_path = str(init_path)
     settings = SearchSettings(problem=source, pop=pop, gen=gen, seed=seed, partitions=partitions,
-                              rounds=rounds, data_dir=data_dir, evaluator=spec, fidelity=parse_ladder(fidelity))
+                              rounds=rounds, data_dir=data_dir, evaluator=spec, fidelity=parse_ladder(fidelity),
+                              init=init, init_from=init_path)
     runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task)
     out = Path(out) if out is not None else None
     fresh = out is None or not out.exists() or (out.is_dir() and not any(out.iterdir()))

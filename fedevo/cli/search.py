@@ -81,6 +81,7 @@ def search(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
     evaluator: Optional[str] = typer.Option(None, "--evaluator", help=_EVALUATOR_HELP),
     fidelity: Optional[str] = typer.Option(None, "--fidelity", help="Multi-fidelity search: offspring train first for this fraction of the rounds (0.33), or a rung ladder ending at 1 (1/9,1/3,1); a third of each rung continues to the next (default: the problem file's `fidelity`, else 1: every evaluation trains all rounds)."),
+    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Warm start: an earlier run directory on the same problem; its front (up to --pop of it) begins the initial population, the rest is random."),
 ) -> None:
     """Search a problem's genes with NSGA-III for the (error, communication, ε) Pareto front."""
     from .. import api
@@ -88,7 +89,7 @@ def search(
     _execute(lambda callbacks: api.search(
         problem, pop=pop, gen=gen, workers=workers, seed=seed, out=out, rounds=rounds, data_dir=data_dir,
         partitions=partitions, evaluator=evaluator, ray_address=ray_address, cpus_per_task=cpus_per_task,
-        gpus_per_task=gpus_per_task, fidelity=fidelity, callbacks=callbacks), quiet)
+        gpus_per_task=gpus_per_task, fidelity=fidelity, init_from=init_from, callbacks=callbacks), quiet)
 
 
 @app.command()

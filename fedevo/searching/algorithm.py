@@ -27,8 +27,11 @@ def binary_tournament(pop, P, random_state=None, **kwargs):
     return comp_by_cv_then_random(pop, P, random_state=random_state, **kwargs)
 
 
-def make_nsga3(space: SearchSpace, problem: SearchProblem, *, pop: int, partitions: int, seed: int) -> NSGA3:
-    """A set-up NSGA3 (ask/tell ready, never terminating by itself: the caller counts generations)."""
+def make_nsga3(space: SearchSpace, problem: SearchProblem, *, pop: int, partitions: int, seed: int,
+               initial=None) -> NSGA3:
+    """A set-up NSGA3 (ask/tell ready, never terminating by itself: the caller counts generations). initial: the
+    encoded initial population (pop × genes, fedevo.searching.warmstart), repaired like pymoo's own sampling;
+    None: pymoo's uniform random sampling."""
     from pymoo.config import Config
     from pymoo.core.termination import NoTermination
     from pymoo.operators.crossover.sbx import SBX
@@ -40,7 +43,8 @@ def make_nsga3(space: SearchSpace, problem: SearchProblem, *, pop: int, partitio
     Config.warnings["not_compiled"] = False
     ref_dirs = get_reference_directions("das-dennis", 3, n_partitions=partitions)
     assert len(ref_dirs) <= pop, (len(ref_dirs), pop)
-    algorithm = NSGA3(ref_dirs=ref_dirs, pop_size=pop, n_offsprings=pop, sampling=FloatRandomSampling(),
+    sampling = FloatRandomSampling() if initial is None else initial
+    algorithm = NSGA3(ref_dirs=ref_dirs, pop_size=pop, n_offsprings=pop, sampling=sampling,
                       selection=TournamentSelection(func_comp=binary_tournament, pressure=2),
                       crossover=SBX(**CROSSOVER), mutation=PM(**MUTATION), repair=GeneRepair(space),
                       eliminate_duplicates=True, seed=seed)

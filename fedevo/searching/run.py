@@ -182,6 +182,10 @@ class SearchRun:
         evaluator = for_problem(settings.evaluator, problem)  # fail now, before creating anything
         settings = _with_fidelity(settings, problem, evaluator)  # --fidelity, else the problem file's `fidelity`
         space = SearchSpace.from_problem(problem)  # genes must be searchable
+        if settings.init is not None:  # a warm start's genes must be this problem's, within its bounds
+            from .warmstart import initial_population
+
+            initial_population(space, settings.init, settings.pop, settings.seed)
         if runtime.ray_address:
             from .runner import _check_reachable
 
@@ -282,7 +286,12 @@ class SearchRun:
     def new_algorithm(self):
         problem = SearchProblem(self.space, eps_key=self.eps_key, constraints=self.constraints)
         s = self.settings
-        return make_nsga3(self.space, problem, pop=s.pop, partitions=s.partitions, seed=s.seed)
+        initial = None
+        if s.init is not None:
+            from .warmstart import initial_population
+
+            initial = initial_population(self.space, s.init, s.pop, s.seed)
+        return make_nsga3(self.space, problem, pop=s.pop, partitions=s.partitions, seed=s.seed, initial=initial)
 
     # ------------------------------------------------------------------ outputs
     def write_outputs(self, rows: Sequence[Mapping[str, Any]],

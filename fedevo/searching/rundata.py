@@ -43,6 +43,9 @@ def run_identity(problem_text: str, settings: SearchSettings) -> str:
         s.pop("fidelity", None)
     else:
         s["fidelity"] = list(s["fidelity"])
+    for key in ("init", "init_from"):  # runs without a warm start (and those made before it) keep theirs
+        if s.get(key) is None:
+            s.pop(key, None)
     return hashlib.sha256(json.dumps({"problem": problem_text, "settings": s}, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -34,6 +34,10 @@ class SearchSettings:
     # multi-fidelity rung ladder (fractions of the rounds, increasing, ending at 1; fedevo.searching.fidelity);
     # None: the problem file's `fidelity`, else the plain search. (1.0,) is the plain search too.
     fidelity: Optional[tuple[float, ...]] = None
+    # warm start (--init-from RUN; fedevo.searching.warmstart): the genes that begin the initial population, and
+    # the run they came from (recorded: a resume never reads that run again). None: a random initial population.
+    init: Optional[tuple[dict, ...]] = None
+    init_from: Optional[str] = None
 
     @property
     def multi_fidelity(self) -> bool:
@@ -62,8 +66,11 @@ class SearchSettings:
                               f"Das–Dennis reference directions for 3 objectives and NSGA-III needs --pop >= "
                               f"{n_ref_dirs(p)}")
         from .fidelity import parse_ladder
+        from .warmstart import check_init
 
-        return replace(self, partitions=p, fidelity=parse_ladder(self.fidelity))
+        init = None if self.init is None else tuple(dict(x) for x in self.init)
+        check_init(init, self.pop)
+        return replace(self, partitions=p, fidelity=parse_ladder(self.fidelity), init=init)
 
     @property
     def expected_evaluations(self) -> int:

@@ -90,6 +90,7 @@ def test_infinite_eps_capped_and_failed_listed(fake_run):
     assert len(z) == len(ok)  # failed / diverged are not plotted
     page = front_html(data)
     assert "drawn at the cap" in page
+    assert f"{len(inf_ids)} points with ε ∞ (no privacy) drawn at the cap" in page  # ∞, not "or undefined"
     texts = {i: tx for t in evaluation_traces(fig) for i, tx in zip(t.customdata, t.text)}
     assert all("ε (accountant) ∞" in texts[i] for i in inf_ids)
     assert f"Not plotted: failed or diverged ({len(data.bad_rows)})" in page

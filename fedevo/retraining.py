@@ -175,6 +175,9 @@ class RetrainReport:
     wall_s: float = 0.0
     standard_label: str = STANDARD_LABEL
     ray_log: str = ""  # what Ray printed (written to ray.log beside the report)
+    # per solution key: the deployment its ε is accounted for (trust, delta, population, cohort), read from its
+    # configuration before training (`deployment_of`)
+    deployments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def standard(self) -> EvaluationResult:
@@ -292,6 +295,33 @@ class RetrainReport:
                       "solutions": [{"solution": s.key, "label": s.label, "id": s.id, "params": dict(s.params),
                                      "result": self.results[s.key].to_dict()} for s in self.solutions]})
 
+    def privacy_rows(self) -> list[dict[str, Any]]:
+        """Per solution what its ε is under and how it compares with the search's (curves.html): the trust model,
+        δ, population and cohort as trained (recorded in its privacy summary, else its configuration), the rounds
+        it ran, its ε and the search's at the search's rounds, with the recorded reason when they differ."""
+        from .viz.curves import eps_comparison
+
+        rows = []
+        for s in self.solutions:
+            r = self.results[s.key]
+            priv, srch = dict(r.privacy or {}), dict(s.search or {})
+            dep = dict(self.deployments.get(s.key, {}))
+            if priv.get("mechanism") not in (None, "none"):  # what the training recorded wins
+                dep.update({k: priv[k] for k in ("trust", "delta", "population", "cohort") if k in priv})
+            elif priv:  # no mechanism: its summary's trust and δ mean nothing
+                dep.update(trust="no privacy", delta=None)
+            rounds = r.rounds or self.rounds
+            eps = r.eps if r.status == "ok" else None
+            search_eps = srch.get(self.eps_key) if srch else None
+            changed = [f"{k} {priv[k]} here, {(srch.get('privacy') or {})[k]} in the search"
+                       for k in ("participations_max", "recalls", "uploads")
+                       if k in priv and k in (srch.get("privacy") or {}) and priv[k] != srch["privacy"][k]]
+            rows.append({"solution": s.key if s.is_standard else f"{s.key} (id {s.id})", "standard": s.is_standard,
+                         **dep, "rounds": rounds,
+                         "eps_text": eps_comparison(eps, rounds, search_eps, srch.get("rounds_trained"),
+                                                    changed=changed)})
+        return rows
+
     def curve_series(self) -> list[tuple[str, list]]:
         out = []
         for s in self.solutions:
@@ -321,16 +351,25 @@ class RetrainReport:
 
         from .viz.numfmt import num
 
+        # the paper's ε where no picked solution has one (central / distributed trust: NaN) is left out of the page
+        paper = any(self.values(s)["eps_paper"] is not None and math.isfinite(self.values(s)["eps_paper"])
+                    for s in self.solutions if not s.is_standard)
+        main = [(k, h) for k, h in MD_MAIN if paper or k != "eps_paper"]
+
         def html_cells(s):  # report.csv's strings, with ε, comm and Ω readable (12.3k, not 12345.678)
             c, v = self.cells(s), self.values(s)
             return [num(v[k]) if k in ("eps", "eps_paper", "comm", "omega") and v[k] is not None else c[k] or "–"
-                    for k, _ in MD_MAIN]
+                    for k, _ in main]
 
         intro = (f'<p class="meta">run {esc(self.run_dir)} · {self.rounds} rounds · seed {self.seed} · same data '
                  'and seed for every solution; ' + esc(self.standard_label) + '.</p>'
-                 + table([h for _, h in MD_MAIN], [html_cells(s) for s in self.solutions], left=(0, 1)))
+                 + '<div class="scroll">' + table([h for _, h in main], [html_cells(s) for s in self.solutions],
+                                                  left=(0, 1)) + "</div>"
+                 + ("" if paper else '<p class="note">ε (paper) is left out: the paper\'s closed form covers local '
+                    "trust only (report.csv keeps its empty column).</p>"))
         write_curves_html(paths["curves.html"], self.curve_series(), standard=self.standard_label, intro_html=intro,
-                          title=f"fedevo retrain — {self.problem_name}: accuracy per round")
+                          title=f"fedevo retrain — {self.problem_name}: accuracy per round",
+                          privacy=self.privacy_rows())
         return paths
 
 
@@ -364,6 +403,7 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     data_dir = data_dir if data_dir is not None else data.settings.data_dir
     sols = plan(data, pick_spec, standard)
     std = standard_problem(data.problem)
+    deployments = {}
     for s in sols:  # invalid configurations fail now, before any training
         prob = std if s.is_standard else data.problem
         if not prob.simulated:  # the user's own evaluator: its settings are checked, its memory is its own
@@ -371,6 +411,7 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
             continue
         cfg = prob.sim_config(s.params, rounds=rounds, data_dir=data_dir)
         check_evaluation_memory(cfg, STANDARD if s.is_standard else f"solution {s.key} (id {s.id})")
+        deployments[s.key] = deployment_of(cfg)
 
     tasks = [Task(id=n, generation=0, index=n, seed=seed,
                   params={_STANDARD_FLAG: True, **s.params} if s.is_standard else dict(s.params))
@@ -406,10 +447,18 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
                            gene_types=data.gene_types, eps_key=data.eps_key, problem_name=data.problem.name,
                            standard_params={**standard_params(data.problem), **dict(standard or {})},
                            standard_label=standard_label(data.problem),
-                           wall_s=time.monotonic() - t0, ray_log=ray_log)
+                           wall_s=time.monotonic() - t0, ray_log=ray_log, deployments=deployments)
     if write:
         report.write()
     return report
+
+
+def deployment_of(cfg) -> dict[str, Any]:
+    """The deployment a configuration's ε is accounted for: trust model, δ, population N (users; the simulated
+    clients unless the problem sets a deployment) and cohort M (clients per round)."""
+    private = cfg.privacy.mechanism not in (None, "none")
+    return {"trust": str(cfg.privacy.trust) if private else "no privacy", "delta": cfg.privacy.delta if private else None,
+            "population": int(cfg.population), "cohort": int(cfg.cohort)}
 
 
 def report_dir(run_dir: Path | str, out: Optional[Path | str]) -> Path:

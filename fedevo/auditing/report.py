@@ -106,17 +106,72 @@ def _estimate(r) -> str:
     return f"{_fmt(r.eps_estimate)} [{_fmt(lo)}, {_fmt(hi)}]"
 
 
+# what an audit's ε is under (AuditResult.deployment), in the order a reader needs it
+DEPLOYMENT = (("trust", "trust"), ("delta", "δ"), ("population", "population N"),
+              ("cohort", "cohort M (clients per round)"), ("sampling", "sampling"), ("rounds", "rounds"))
+
+
+def _same(a, b) -> bool:
+    return a == b or (a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
+                      and math.isclose(a, b, rel_tol=1e-9))
+
+
+def context_items(r) -> list[tuple[str, str]]:
+    """(name, value) of the deployment the audit's ε is accounted for (sampling only under central trust, where the
+    cohort is drawn by it; the accounted rounds when a participation cap makes them fewer than the rounds)."""
+    d = r.deployment or {}
+    out = [(name, _fmt(d[k])) for k, name in DEPLOYMENT
+           if d.get(k) is not None and (k != "sampling" or d.get("trust") == "central")]
+    if d.get("rounds") is not None and r.exposure is not None and r.exposure.rounds != d["rounds"]:
+        out.append(("rounds a user can join (accounted)", _fmt(r.exposure.rounds)))
+    return out
+
+
+def eps_text(r) -> str:
+    """The accountant's ε at the rounds the audit ran, beside the search's (a run's picks are audited as searched:
+    same rounds and seed), and why they differ when they do."""
+    from ..viz.curves import eps_comparison
+
+    rounds = (r.deployment or {}).get("rounds")
+    changed = []
+    if r.eps_search is not None and not _same(r.eps_upper, r.eps_search):
+        if not _same(r.eps_upper, r.eps_reported):
+            e = r.exposure
+            changed.append(f"the audited ε is the accountant's for the canaries' own exposure ({e.relation}, joining "
+                           f"each of {e.rounds} rounds with probability {e.rate:.3g}); the audit run's accountant "
+                           f"gives {_fmt(r.eps_reported)} for the configuration")
+        else:
+            changed.append(f"the audit run's accountant gives {_fmt(r.eps_reported)}")
+    return eps_comparison(r.eps_upper, rounds, r.eps_search, rounds if r.eps_search is not None else None,
+                          changed=changed)
+
+
+def context_html(results: Sequence) -> str:
+    """The deployment every audit shares, said once (empty when they differ: each section says its own)."""
+    from ..viz.html import esc
+
+    items = [context_items(r) for r in results]
+    if not items or any(i != items[0] for i in items) or not items[0]:
+        return ""
+    return ('<p class="meta">every ε here is under: ' + " · ".join(
+        f'<span class="kv">{esc(k)} <b>{esc(v)}</b></span>' for k, v in items[0]) + "</p>")
+
+
 def write_html(path: Path, results: Sequence, *, title: str, intro: str = "") -> Path:
     from ..viz.html import esc, figure_div, page, table, write
 
-    parts = [f"<h1>{esc(title)}</h1>", f'<p class="meta">{esc(intro)}</p>' if intro else "",
-             table(["configuration", "trust", "ε upper (accountant)", "ε estimate [interval]", "ε lower", "verdict",
-                    "canaries", "confidence"],
-                   [[r.label, r.trust, _fmt(r.eps_upper), _estimate(r), _fmt(r.eps_lower), r.verdict,
-                     r.canaries, r.confidence] for r in results], left=(0, 1, 5))]
+    parts = [f"<h1>{esc(title)}</h1>", f'<p class="meta">{esc(intro)}</p>' if intro else "", context_html(results),
+             '<div class="scroll">' +
+             table(["configuration", "trust", "rounds", "ε upper (accountant)", "ε estimate [interval]", "ε lower",
+                    "verdict", "canaries", "confidence"],
+                   [[r.label, r.trust, _fmt((r.deployment or {}).get("rounds")), _fmt(r.eps_upper), _estimate(r),
+                     _fmt(r.eps_lower), r.verdict, r.canaries, r.confidence] for r in results], left=(0, 1, 6))
+             + "</div>"]
     for n, r in enumerate(results):
         b, e = r.bound, r.exposure
         parts.append(f"<h2>{esc(r.label)}: {esc(r.verdict)}</h2>")
+        ctx = " · ".join(f'<span class="kv">{esc(k)} <b>{esc(v)}</b></span>' for k, v in context_items(r))
+        parts.append(f'<p class="meta">{ctx + " — " if ctx else ""}{esc(eps_text(r))}</p>')
         parts.append(f'<p class="note"><b>Verdict: {esc(r.verdict)}</b> — {esc(r.why)}. ε estimate '
                      f"{esc(_estimate(r))} (bootstrap over canaries, {r.confidence:g} interval)"
                      + (" — <b>the whole interval lies above the accountant's ε</b>: a hint of a violation (the "
@@ -147,6 +202,9 @@ def print_table(results: Sequence, console) -> None:
                       r.verdict, r.verdict), str(r.canaries), f"{r.bound.correct}/{r.bound.guesses}")
     console.print(t)
     for r in results:
+        ctx = " · ".join(f"{k} {v}" for k, v in context_items(r))
+        console.print(f"{r.label}: {ctx + ' — ' if ctx else ''}{eps_text(r)}", highlight=False)
+    for r in results:
         console.print(f"{r.label}: {r.verdict} — {r.why}"
                       + ("; the ε estimate's whole interval lies above the accountant's ε (a hint, not a proof)"
                          if r.estimate_above_bound else ""), highlight=False)
@@ -154,4 +212,4 @@ def print_table(results: Sequence, console) -> None:
         console.print(f"lower bound at {results[0].confidence:g} confidence; {results[0].method}")
 
 
-__all__ = ["next_audit_dir", "print_table", "write_html", "write_json"]
+__all__ = ["context_items", "eps_text", "next_audit_dir", "print_table", "write_html", "write_json"]

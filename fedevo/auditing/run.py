@@ -78,6 +78,8 @@ class AuditResult:
 
     estimate_interval: tuple = (math.nan, math.nan)  # bootstrap interval of eps_estimate at `confidence`
     attainable: float = math.inf  # the largest lower bound these canaries could show (a perfect attack)
+    # what the ε is under, as the audit run was configured: trust, delta, population N, cohort M, sampling, rounds
+    deployment: dict = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -124,7 +126,7 @@ class AuditResult:
                 "gaussian_fit": {"mean_in": f.mean_in, "std_in": f.std_in, "mean_out": f.mean_out,
                                  "std_out": f.std_out, "separation": f.separation},
                 "canaries_joined_mean": float(self.joined.mean()) if self.joined is not None else None,
-                "wall_s": self.wall_s, "params": self.params}
+                "wall_s": self.wall_s, "params": self.params, "deployment": dict(self.deployment)}
 
 
 VERDICTS = ("consistent", "inconclusive", "VIOLATION")
@@ -296,7 +298,9 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
                        statistic=stat, scores=scores, included_mask=c.included.copy(), joined=c.joined.copy(),
                        observed_rounds=c.observed_rounds, wall_s=time.perf_counter() - t0,
                        estimate_interval=interval, attainable=attainable,
-                       method=METHOD_STEP if seam == STEP else METHOD)
+                       method=METHOD_STEP if seam == STEP else METHOD,
+                       deployment={"trust": mech.trust, "delta": pc.delta, "population": int(cfg.population),
+                                   "cohort": int(cfg.cohort), "sampling": pc.sampling, "rounds": int(cfg.rounds)})
 
 
 BLOCK_VALUES = 1 << 24  # canary uploads privatised per call: as many rows of P floats as fit in 64 MB

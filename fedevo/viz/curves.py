@@ -59,9 +59,9 @@ def curves_figure(series: Sequence[tuple[str, Sequence[Sequence[float]]]], *, st
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08,
-                        subplot_titles=["mean client accuracy (1 − error)", "global test accuracy"])
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08, subplot_titles=list(TITLES["accuracy"]))
     n = 0
+    hover: list[dict[str, tuple]] = []  # per trace: view -> (hovertemplate, customdata)
     for label, curve in series:
         rounds = [int(c[0]) for c in curve]
         line = STANDARD_STYLE if label == standard else dict(color=PALETTE[n % len(PALETTE)], width=2)
@@ -69,34 +69,46 @@ def curves_figure(series: Sequence[tuple[str, Sequence[Sequence[float]]]], *, st
             n += 1
         for col, j in ((1, 1), (2, 2)):
             ys = [float(c[j]) for c in curve]
+            views = {v: (f"{esc(label)}<br>round %{{x}}: {v} %{{customdata}}<extra></extra>",
+                         [num(x if v == "accuracy" else 1.0 - x) for x in ys]) for v in VIEWS}
+            hover.append(views)
             fig.add_trace(go.Scatter(x=rounds, y=ys, mode="lines", name=label, legendgroup=label,
                                      showlegend=col == 1, line=line, meta="curve",
-                                     customdata=[num(v) for v in ys],
-                                     hovertemplate=f"{esc(label)}<br>round %{{x}}: %{{customdata}}<extra></extra>"),
+                                     customdata=views["accuracy"][1], hovertemplate=views["accuracy"][0]),
                           row=1, col=col)
             mean, sd, k = tail_stats(ys)
             if k:
                 xs = rounds[-k:]
+                views = {v: (f"{esc(label)}<br>mean of the last {k} rounds: {v} "
+                             f"{num(mean if v == 'accuracy' else 1.0 - mean)} ± {num(sd)}<extra></extra>", None)
+                         for v in VIEWS}
+                hover.append(views)
                 fig.add_trace(go.Scatter(
                     x=[xs[0], xs[-1]], y=[mean, mean], mode="lines", name=f"{label}: mean of last {k}",
                     legendgroup=label, showlegend=False, meta="tail",
                     line=dict(color=line["color"], width=5, dash="dot"), opacity=0.6,
-                    hovertemplate=f"{esc(label)}<br>mean of the last {k} rounds: {num(mean)} ± {num(sd)}"
-                                  "<extra></extra>"), row=1, col=col)
+                    hovertemplate=views["accuracy"][0]), row=1, col=col)
     fig.update_xaxes(title_text="round")
     for col, j in ((1, 1), (2, 2)):
         fig.update_yaxes(title_text="accuracy", range=y_range(series, j), row=1, col=col)
     fig.update_layout(height=480, margin=dict(l=60, r=20, t=90, b=50), hovermode="closest",
-                      legend=dict(orientation="h", y=-0.18), updatemenus=[_scale_buttons(fig, series)])
+                      legend=dict(orientation="h", y=-0.18), updatemenus=[_scale_buttons(fig, series, hover)])
     return fig
 
 
-def _scale_buttons(fig, series) -> dict:
+VIEWS = ("accuracy", "error")
+# the panels' titles in each view (the error view's button rewrites them with the axes and the hover texts)
+TITLES = {"accuracy": ("mean client accuracy (1 − error)", "global test accuracy"),
+          "error": ("mean client error (1 − accuracy), log scale", "global test error (1 − accuracy), log scale")}
+
+
+def _scale_buttons(fig, series, hover: Sequence[dict]) -> dict:
     """Two views of the same curves: accuracy (linear, range from the curves) or error = 1 − accuracy on a log
-    axis, which separates curves that all end near accuracy 1."""
+    axis, which separates curves that all end near accuracy 1; the hover texts and panel titles say which."""
     acc_y = [list(t.y) for t in fig.data]
     err_y = [[None if v is None else max(1.0 - float(v), 1e-4) for v in ys] for ys in acc_y]
-    lay_acc, lay_err = {}, {}
+    lay_acc = {f"annotations[{i}].text": t for i, t in enumerate(TITLES["accuracy"])}
+    lay_err = {f"annotations[{i}].text": t for i, t in enumerate(TITLES["error"])}
     for n, j in (("", 1), ("2", 2)):
         lay_acc.update({f"yaxis{n}.type": "linear", f"yaxis{n}.range": y_range(series, j),
                         f"yaxis{n}.title.text": "accuracy", f"yaxis{n}.tickvals": None,
@@ -109,8 +121,69 @@ def _scale_buttons(fig, series) -> dict:
                         f"yaxis{n}.title.text": "error = 1 − accuracy (log)",
                         f"yaxis{n}.tickvals": ticks, f"yaxis{n}.ticktext": [num(v) for v in ticks]})
     return dict(type="buttons", direction="right", x=0.0, xanchor="left", y=1.25, yanchor="top", showactive=True,
-                buttons=[dict(label="accuracy", method="update", args=[{"y": acc_y}, lay_acc]),
-                         dict(label="error, log scale", method="update", args=[{"y": err_y}, lay_err])])
+                buttons=[dict(label=lab, method="update", args=[{"y": ys, **_hover_args(hover, v)}, lay])
+                         for lab, v, ys, lay in (("accuracy", "accuracy", acc_y, lay_acc),
+                                                 ("error, log scale", "error", err_y, lay_err))])
+
+
+def _hover_args(hover: Sequence[dict], view: str) -> dict:
+    """restyle arguments giving every trace its hover text in `view` (customdata only where a trace has one)."""
+    return {"hovertemplate": [h[view][0] for h in hover],
+            "customdata": [h[view][1] if h[view][1] is not None else [] for h in hover]}
+
+
+# ============================================================================================ privacy context
+def eps_comparison(eps, rounds, search_eps, search_rounds, *, changed: Sequence[str] = ()) -> str:
+    """ε at the rounds retrained beside the search's, and why they differ when they do (from what both recorded):
+    e.g. "ε 0.015 at 20 rounds; the search's 0.01 was at 5 rounds". changed: recorded privacy quantities that
+    differ between the two trainings ("participations_max 3 here, 2 in the search")."""
+    def val(v):
+        return "–" if v is None else num(v)
+
+    here = f"ε {val(eps)} at {rounds} round{'s' if rounds != 1 else ''}" + (" (no privacy)" if eps == math.inf else "")
+    if search_eps is None:
+        return here
+    same = (eps is not None and (eps == search_eps or (math.isfinite(eps) and math.isfinite(search_eps)
+                                                        and math.isclose(eps, search_eps, rel_tol=1e-9))))
+    if same:
+        return here + (" (the search's too)" if rounds == search_rounds
+                       else f"; the search's was the same at {search_rounds} rounds")
+    if rounds != search_rounds:
+        return (here + f"; the search's {val(search_eps)} was at {search_rounds} round"
+                f"{'s' if search_rounds != 1 else ''} (ε grows with the rounds a user can join)")
+    why = ("; ".join(changed) if changed else "the same rounds; the seed differs (retraining uses one seed for "
+           "every solution, the search each evaluation's own)")
+    return here + f"; the search's {val(search_eps)} at the same rounds: {why}"
+
+
+PRIVACY_KEYS = (("trust", "trust"), ("delta", "δ"), ("population", "population N"),
+                ("cohort", "cohort M (clients per round)"))
+
+
+def _setting(key: str, v) -> str:
+    if v is None:
+        return "–"
+    return num(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+
+
+def privacy_html(rows: Sequence[dict]) -> str:
+    """What every ε of the page is under: per solution its trust model, δ, population N, cohort M (clients per
+    round), the rounds it was retrained for and its ε there beside the search's (rows:
+    `fedevo.retraining.RetrainReport.privacy_rows`). The settings every picked solution shares are said once above
+    the table."""
+    if not rows:
+        return ""
+    picked = [r for r in rows if not r.get("standard")]
+    shared = [(k, name) for k, name in PRIVACY_KEYS
+              if picked and len({_setting(k, r.get(k)) for r in picked}) == 1 and picked[0].get(k) is not None]
+    head = ('<p class="meta">privacy of the picked solutions: ' + " · ".join(
+        f'<span class="kv">{esc(name)} <b>{esc(_setting(k, picked[0][k]))}</b></span>' for k, name in shared)
+        + "</p>") if shared else ""
+    body = [[r["solution"], *(_setting(k, r.get(k)) for k, _ in PRIVACY_KEYS), r["rounds"], r["eps_text"]]
+            for r in rows]
+    headers = ["solution", *(name for _, name in PRIVACY_KEYS), "rounds run", "ε (accountant) at those rounds, "
+               "and the search's"]
+    return head + '<div class="scroll">' + table(headers, body, left=(0, 1, 6)) + "</div>"
 
 
 def tail_table(series: Sequence[tuple[str, Sequence[Sequence[float]]]]) -> str:
@@ -126,11 +199,13 @@ def tail_table(series: Sequence[tuple[str, Sequence[Sequence[float]]]]) -> str:
 
 
 def write_curves_html(path: Path | str, series: Sequence[tuple[str, Sequence[Sequence[float]]]], *,
-                      title: str, intro_html: str = "", standard: Optional[str] = None) -> Path:
-    body = (f"<h1>{esc(title)}</h1>\n{intro_html}\n"
+                      title: str, intro_html: str = "", standard: Optional[str] = None,
+                      privacy: Sequence[dict] = ()) -> Path:
+    """privacy: per solution, what its ε is under (see `privacy_html`), shown above the curves."""
+    body = (f"<h1>{esc(title)}</h1>\n{privacy_html(privacy)}\n{intro_html}\n"
             f"<div class=\"fig\">{figure_div(curves_figure(series, standard=standard), 'curves')}</div>\n"
             "<h2>Final accuracy: last round and the mean of the last rounds</h2>\n"
             '<p class="note">One round\'s accuracy is noisy (the sampled clients, lost uploads, privacy noise): '
             "compare solutions by the mean of their last k evaluations (dotted segments in the plot).</p>\n"
-            + tail_table(series))
+            + '<div class="scroll">' + tail_table(series) + "</div>")
     return write(Path(path), page(title, body))

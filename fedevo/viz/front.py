@@ -34,6 +34,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ..searching.rundata import RunData, load_run
 from .axes import Column, finite, linear_ticks, make_column
+from .history import value_range
 from .html import esc, figure_div, page, table, write
 from .numfmt import JS_NUM, num
 
@@ -46,6 +47,7 @@ SHORT = {"error": "error", "comm": "comm", "eps": "ε", "eps_paper": "ε (paper)
          "generation": "generation"}
 OBJECTIVE_LABELS = {"error": "error (1 − mean client accuracy)", "comm": "comm (params / round / client slot)",
                     "eps": "ε (accountant)", "eps_paper": "ε (paper formula)"}
+EPS_NAME = {"eps": "ε (accountant)", "eps_paper": "ε (paper)"}
 AXIS_TITLE = {"error": "error", "comm": "comm (params/round)", "eps": "ε", "eps_paper": "ε (paper)"}
 # keys of a per-evaluation privacy summary worth showing on hover (those present are shown)
 PRIVACY_SHOW = ("mechanism", "trust", "population", "cohort", "sampling", "accountant", "delta", "unit",
@@ -60,6 +62,22 @@ def _fmt_any(v: Any) -> str:
     if isinstance(v, int) and abs(v) < 1000:
         return str(v)
     return num(v)
+
+
+HOVER_LINE = 64  # characters per hover line at most (a long line widens the label beyond a 1,000 px scene)
+
+
+def _wrap(items: Sequence[str], first: str = "", width: int = HOVER_LINE) -> list[str]:
+    """Items joined by " · " into lines of at most `width` characters (an item longer than that: its own line)."""
+    lines, cur = [], first
+    for it in items:
+        if cur not in ("", first) and len(cur) + 3 + len(it) > width:
+            lines.append(cur)
+            cur = ""
+        cur += (" · " if cur not in ("", first) else "") + it
+    if cur not in ("", first):
+        lines.append(cur)
+    return lines
 
 
 # ============================================================================================ model
@@ -86,6 +104,11 @@ class Model:
             else:
                 cols[g] = make_column(self.rows, g, g, kind=gene.type, log=bool(gene.log))
         self.cols = cols
+        # an ε that is not the search's objective and has no finite value anywhere (ε paper under central or
+        # distributed trust: NaN, the paper's formula covers local trust only; any ε with no privacy: ∞) says
+        # nothing: it is left out of the hover, the parallel axes, the colour choices and the table
+        self.undefined = tuple(k for k in ("eps", "eps_paper") if k != data.eps_key
+                               and not any(finite(r.get(k)) for r in self.rows))
         self.text = [self.hover(r, f) for r, f in zip(self.rows, self.on_front)]
         self.excluded = [r["id"] for r in self.rows if self.chance is not None and finite(r["error"])
                          and r["error"] >= self.chance]
@@ -103,32 +126,29 @@ class Model:
     def hover(self, r: Mapping[str, Any], on_front: bool) -> str:
         data = self.data
         where = "Pareto front" if on_front else "dominated"
-        head = f"<b>id {r['id']}</b> · generation {r['generation']} · {where}"
+        head = [f"<b>id {r['id']}</b>", f"generation {r['generation']}", where]
         ms = self.marks.get(r["id"], ())
         if ms:
-            head += " · " + ", ".join(ms)
+            head.append(", ".join(ms))
         if self.chance is not None and finite(r["error"]) and r["error"] >= self.chance:
-            head += " · no better than chance"
+            head.append("no better than chance")
         acc = num(1 - r["error"]) if finite(r["error"]) else "–"
-        lines = [head,
+        lines = [*_wrap(head, width=HOVER_LINE + 7),  # + 7: <b></b>
                  f"error {num(r['error'])} (mean client accuracy {acc}, global accuracy {num(r['accuracy_global'])})",
                  f"comm {num(r['comm'])} params/round/client slot · Ω {num(r['omega'])}",
-                 f"ε (accountant) {num(r['eps'])} · ε (paper) {num(r['eps_paper'])}"]
+                 " · ".join(f"{EPS_NAME[k]} {num(r[k])}" for k in ("eps", "eps_paper") if k not in self.undefined)]
         priv = r.get("privacy") or {}
         shown = [f"{k} {_fmt_any(priv[k])}" for k in PRIVACY_SHOW
                  if k in priv and not isinstance(priv[k], (dict, list))]
-        if shown:
-            lines.append("privacy: " + " · ".join(shown))
-        genes = [f"{g} = {_fmt_any(r[g])}" for g in data.gene_names]
-        for i in range(0, len(genes), 3):
-            lines.append(" · ".join(genes[i:i + 3]))
+        lines += _wrap(shown, "privacy: ")
+        lines += _wrap([f"{g} = {_fmt_any(r[g])}" for g in data.gene_names])
         return "<br>".join(lines)
 
     # ---------------------------------------------------------------- the page's data (for its script)
     def colour_options(self) -> list[tuple[str, str]]:
         opts = [("generation", "generation"), ("error", "error"), ("comm", "comm"), ("eps", "ε (accountant)"),
                 ("eps_paper", "ε (paper)"), ("accuracy_global", "global accuracy")]
-        return opts + [(g, f"gene {g}") for g in self.data.gene_names]
+        return [o for o in opts if o[0] not in self.undefined] + [(g, f"gene {g}") for g in self.data.gene_names]
 
     def script_data(self, stamp: str, complete: bool, stamp_file: str) -> dict:
         data = self.data
@@ -144,6 +164,7 @@ class Model:
                          **{k: r[k] for k in ("error", "comm", "eps", "eps_paper", "accuracy_global")},
                          **{g: r[g] for g in data.gene_names}})
         return {"run": str(data.run_dir), "eps_key": data.eps_key, "genes": list(data.gene_names), "rows": rows,
+                "undefined": list(self.undefined),
                 "colour": cols, "colour_default": "generation", "stamp": stamp, "complete": complete,
                 "stamp_file": stamp_file}
 
@@ -188,11 +209,21 @@ def figure_3d(m: Model):
     scene = {f"{a}axis": m.cols[k].axis_layout(AXIS_TITLE[k]) for a, k in zip("xyz", m.keys)}
     for a in "xyz":
         scene[f"{a}axis"]["title"]["font"] = dict(size=12)
+    # WebGL draws the vertical axis' title along the axis, read top to bottom from the default camera: it is left
+    # out and written level, as a scene annotation at the top of that axis (where the camera shows its ticks)
+    z_title = scene["zaxis"]["title"]["text"]
+    scene["zaxis"]["title"]["text"] = ""
+    xs, ys, zs = (m.cols[k].draw for k in m.keys)  # a scene annotation on a log axis takes log10 of the value
+    top = dict(x=max(xs), y=min(ys), z=max(zs)) if m.rows else dict(x=0, y=0, z=0)
     fig.update_layout(
-        height=660, margin=dict(l=10, r=10, t=40, b=10), legend=dict(x=0.01, y=0.98),
-        scene=dict(**scene, camera=dict(eye=dict(x=1.7, y=1.7, z=0.9)), domain=dict(x=[0.0, 0.93], y=[0, 1])),
+        height=660, margin=dict(l=10, r=10, t=64, b=10), legend=dict(x=0.01, y=0.98),
+        hoverlabel=dict(font=dict(size=11), align="left"),
+        scene=dict(**scene, camera=dict(eye=dict(x=1.7, y=1.7, z=0.9)), domain=dict(x=[0.0, 0.93], y=[0, 1]),
+                   annotations=[dict(**top, text=z_title, showarrow=False, yshift=22, font=dict(size=12),
+                                     name="z-title")]),
+        # below the modebar (top right, about 30 px high), so that neither covers the other at any width
         title=dict(text="every evaluation (status ok) in objective space — click a point to select it", x=0.5,
-                   font=dict(size=14)))
+                   xanchor="center", yref="container", y=1 - 36 / 660, yanchor="top", font=dict(size=14)))
     return fig
 
 
@@ -254,8 +285,8 @@ def figure_projections(m: Model):
         fig.update_yaxes(**m.cols[b].axis_layout(AXIS_TITLE[b]), row=1, col=c)
         if a == "error" and m.excluded:
             _shade_chance(fig, m, c)
-    fig.update_layout(height=450, margin=dict(l=60, r=20, t=40, b=60), hovermode="closest", dragmode="lasso",
-                      legend=dict(orientation="h", y=-0.28))
+    fig.update_layout(height=470, margin=dict(l=60, r=20, t=64, b=60), hovermode="closest", dragmode="lasso",
+                      legend=dict(orientation="h", y=-0.28), hoverlabel=dict(font=dict(size=11), align="left"))
     return fig
 
 
@@ -288,12 +319,17 @@ def _dim(c: Column, label: Optional[str] = None) -> dict:
     return d
 
 
+HALO = "0 0 2px #fff, 0 0 3px #fff, 0 0 4px #fff, 1px 1px 1px #fff, -1px -1px 1px #fff"  # CSS text-shadow
+
+
 def figure_parallel(m: Model):
     import plotly.graph_objects as go
 
     data = m.data
     dims = [_dim(m.cols[g]) for g in data.gene_names]
     for key in ("error", "comm", "eps", "eps_paper", "accuracy_global", "generation"):
+        if key in m.undefined:
+            continue
         dims.append(_dim(m.cols[key], {"eps": "ε", "eps_paper": "ε paper", "generation": "gen"}.get(key)))
     dims.append(dict(label="Pareto", values=[1 if f else 0 for f in m.on_front], tickvals=[0, 1],
                      ticktext=["dominated", "front"], range=[-0.1, 1.1]))
@@ -303,6 +339,8 @@ def figure_parallel(m: Model):
     tv, tt = c.ticks()
     fig = go.Figure(go.Parcoords(
         dimensions=dims, meta="evaluations", labelangle=-30, labelside="top",
+        # ticks large enough to read, with a white outline so that they stay readable over the lines
+        tickfont=dict(size=12, shadow=HALO), labelfont=dict(size=13), rangefont=dict(size=10, shadow=HALO),
         unselected=dict(line=dict(color="#bbb", opacity=0.25)),
         line=dict(color=c.draw, colorscale=SCALE, cmin=min(c.draw), cmax=max(max(c.draw), min(c.draw) + 1),
                   showscale=True, colorbar=dict(title=dict(text="generation", side="right"), thickness=14,
@@ -327,8 +365,10 @@ def figure_hypervolume(table_rows: Sequence[Mapping[str, Any]]):
                                            "<extra></extra>"),
                   secondary_y=False)
     fig.update_xaxes(title_text="generation", dtick=1)
+    # the scale spans the values (not 0 → max, where a rise from 1.196 to 1.298 looks flat)
+    rng = value_range([t["hypervolume"] for t in table_rows])
     fig.update_yaxes(title_text="hypervolume (error, comm, log10 ε; normalised)", secondary_y=False,
-                     rangemode="tozero")
+                     **({"range": rng} if rng else {}))
     top = max([t["front_size"] for t in table_rows] or [1])
     fig.update_yaxes(title_text="Pareto front size", secondary_y=True, rangemode="tozero", showgrid=False,
                      tickvals=sorted({int(v) for v in linear_ticks(0, top) if v == int(v)}))
@@ -366,10 +406,11 @@ def _settings_html(data: RunData) -> str:
     from ..problem import PRIVACY_KEYS
 
     fixed, priv_keys, seen = privacy_settings(data)
-    other = [k for k in fixed if k not in priv_keys]
+    # rounds: stated once, as run, by rounds_text (the problem file's may be overridden by --rounds)
+    other = [k for k in fixed if k not in priv_keys and not (k == "rounds" and data.problem.simulated)]
 
-    def kv(keys):
-        return " · ".join(f"{esc(k)} <b>{esc(_fmt_any(fixed[k]))}</b>" for k in keys)
+    def kv(keys):  # a setting and its value never break apart (nor does a value: "1e-6")
+        return " · ".join(f'<span class="kv">{esc(k)} <b>{esc(_fmt_any(fixed[k]))}</b></span>' for k in keys)
 
     if not data.problem.simulated:  # the user's evaluator: its settings mean what it makes of them
         return ('<p class="meta">' + f"ε, comm and error: as the problem's own evaluator computes them "
@@ -386,6 +427,32 @@ def _settings_html(data: RunData) -> str:
     return '<p class="meta">' + "<br>".join(lines) + "</p>"
 
 
+def rounds_text(data: RunData) -> str:
+    """The rounds each evaluation trained, as the run records them: the full-fidelity rows' rounds_trained (what
+    ran), the rounds planned (--rounds, which overrides the problem file's, else the problem's), and the rungs of a
+    multi-fidelity search (ranked at each rung's rounds; only the last rung's rows make the front)."""
+    from ..searching.fidelity import _show, rung_rounds
+
+    s, p = data.settings, data.problem
+    if "rounds" in data.gene_names:
+        return "rounds per evaluation: the gene <b>rounds</b>"
+    planned = s.rounds if s.rounds is not None else p.fixed.get("rounds")
+    if planned is None and p.simulated:
+        planned = p.sim_config(None).rounds
+    ran = sorted({int(r["rounds_trained"]) for r in data.ok_rows if r.get("rounds_trained")})
+    if s.multi_fidelity and planned is not None:
+        rungs = rung_rounds(s.fidelity, int(planned))
+        txt = (f"rounds per rung <b>{', '.join(map(str, rungs))}</b> (fidelity {esc(_show(s.fidelity))}; the "
+               f"front holds evaluations of all {rungs[-1]} rounds)")
+    else:
+        txt = f"rounds per evaluation <b>{esc(planned if planned is not None else ', '.join(map(str, ran)) or '–')}</b>"
+    if s.rounds is not None and p.fixed.get("rounds") not in (None, s.rounds):
+        txt += f" (--rounds {s.rounds}; the problem file's {esc(p.fixed['rounds'])} not used)"
+    if ran and planned is not None and ran != [int(planned)]:
+        txt += f" · rounds the evaluations ran: {esc(', '.join(map(str, ran)))}"
+    return txt
+
+
 def _summary(data: RunData, m: Model) -> str:
     s = data.settings
     n_ok = len(data.ok_rows)
@@ -399,8 +466,8 @@ def _summary(data: RunData, m: Model) -> str:
     what = f"{esc(p.dataset)}, {esc(p.model)}" if p.simulated else "trained by its own evaluator"
     return (f'<p class="meta">problem <b>{esc(p.name)}</b> ({what}) · run '
             f'{esc(data.meta.get("run_id", ""))} · created {esc(data.meta.get("created", ""))}<br>'
-            f'population {s.pop} · generations {data.generations}/{s.gen} · seed {s.seed} · rounds per evaluation '
-            f'{s.rounds or p.fixed.get("rounds", "default")} · {len(data.rows)} evaluations ({n_ok} ok, {bad_s}) · '
+            f'population {s.pop} · generations {data.generations}/{s.gen} · seed {s.seed} · {rounds_text(data)} · '
+            f'{len(data.rows)} evaluations ({n_ok} ok, {bad_s}) · '
             f'Pareto front of {len(data.front)}{" · constraints " + esc(cons) if cons else ""}<br>objectives (all '
             f'minimised): {esc(OBJECTIVE_LABELS["error"])}, {esc(OBJECTIVE_LABELS["comm"])}, '
             f'{esc(OBJECTIVE_LABELS[data.eps_key])}; the search saw ε as {esc(eps_scale)}</p>'
@@ -424,11 +491,13 @@ def _sortable(headers: Sequence[str], rows: Sequence[Sequence[Any]], keys: Seque
     return f'<table class="sortable"{tid}><thead><tr>{th}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def _front_table(data: RunData, marks: Mapping[int, Sequence[str]]) -> str:
+def _front_table(data: RunData, marks: Mapping[int, Sequence[str]], skip: Sequence[str] = ()) -> str:
     rows = sorted(data.front, key=lambda r: (r["error"], r["comm"], r["id"]))
-    head = ["id", "gen", "mark", "error", "global acc", "comm", "ε", "ε paper", "Ω", *data.gene_names]
-    keys = ["id", "generation", None, "error", "accuracy_global", "comm", "eps", "eps_paper", "omega",
-            *data.gene_names]
+    cols = [(h, k) for h, k in (("id", "id"), ("gen", "generation"), ("mark", None), ("error", "error"),
+                                ("global acc", "accuracy_global"), ("comm", "comm"), ("ε", "eps"),
+                                ("ε paper", "eps_paper"), ("Ω", "omega"), *((g, g) for g in data.gene_names))
+            if k not in skip]
+    head, keys = [h for h, _ in cols], [k for _, k in cols]
     cells = [[_fmt_any(r[k]) if k not in (None, "id", "generation") else
               (", ".join(marks.get(r["id"], ())) if k is None else r[k]) for k in keys] for r in rows]
     raws = [[r[k] if k else ", ".join(marks.get(r["id"], ())) for k in keys] for r in rows]
@@ -447,6 +516,17 @@ def _bad_table(data: RunData) -> str:
 def _first_line(msg: Optional[str], n: int = 200) -> str:
     lines = [x for x in (msg or "").strip().splitlines() if x.strip()]
     return lines[0][:n] if lines else ""
+
+
+def _undefined_note(m: Model, key: str) -> str:
+    """Why an ε column is left out of every view (Model.undefined)."""
+    raw = m.cols[key].raw
+    n_inf = sum(1 for v in raw if isinstance(v, (int, float)) and v == math.inf)
+    what = ("∞ for every evaluation (no privacy)" if n_inf == len(raw) else
+            "undefined for every evaluation (the paper's closed form covers local trust only; under central or "
+            "distributed trust there is none)" if n_inf == 0 else
+            f"∞ (no privacy) or undefined for every evaluation ({n_inf} ∞)")
+    return f"{EPS_NAME[key]} is left out of the views and the table: it is {what}."
 
 
 def _knee_note(data: RunData, m: Model) -> str:
@@ -491,9 +571,10 @@ def stamp_name(page_name: str) -> str:
 
 def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: str = FRONT_HTML) -> str:
     m = Model(data)
-    notes = [c.note for k, c in m.cols.items() if k in (*m.keys, "eps_paper") and c.note]
+    notes = [c.note for k, c in m.cols.items() if k in (*m.keys, "eps_paper") and k not in m.undefined and c.note]
+    notes += [_undefined_note(m, k) for k in m.undefined]
     logs = [f"{c.label} ({'gene declared log' if k in data.gene_names else 'log'})"
-            for k, c in m.cols.items() if c.log]
+            for k, c in m.cols.items() if c.log and k not in m.undefined]
     if logs:
         notes.append("Logarithmic axes: " + ", ".join(logs) + ". Objectives use a log axis when their values span "
                      "two decades or more (ε: whenever the search saw ε on a log scale); genes when declared "
@@ -533,7 +614,7 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
              '(as in hypervolume.csv). ε = ∞ (no privacy) adds nothing.</p>',
              f'<div class="fig">{figure_div(figure_hypervolume(data.hypervolume()), "hypervolume")}</div>',
              f"<h2>Pareto set ({len(data.front)})</h2>", '<p class="note">Click a header to sort.</p>',
-             _front_table(data, m.marks),
+             f'<div class="scroll">{_front_table(data, m.marks, m.undefined)}</div>',
              f"<h2>Not plotted: failed or diverged ({n_bad})</h2>", _bad_table(data)]
     script = ""
     if m.rows:

@@ -1,11 +1,16 @@
 """Screenshots of each view of front.html (and of curves.html) as a person sees them, for docs/img/.
 
     python -m tests.browser.screenshots RUN_DIR OUT_DIR [--brush error:0.0:0.45] [--curves RETRAIN_DIR]
+    python -m tests.browser.screenshots RUN_DIR OUT_DIR --widths 1000,1600
 
 Opens RUN_DIR/front.html in headless Chromium (the flags of the browser test), brushes a range of one axis of
 the parallel coordinates with the mouse (so the selection shows in every view), and writes OUT_DIR/front-3d.png,
 front-projections.png, front-parallel.png, front-selection.png, front-hypervolume.png, front-header.png (and
 retrain-curves.png with --curves, in its error-on-a-log-axis view).
+
+--widths: instead, the whole page as a window of each width shows it, OUT_DIR/front-1000.png and front-1600.png (the
+layout of issue #28, checked by tests/browser/test_layout_browser.py), stored with a 128-colour palette so that each
+stays small (Pillow).
 """
 
 from __future__ import annotations
@@ -73,14 +78,41 @@ def shoot(run_dir: Path, out: Path, brush_spec: str = "", curves: Path | None = 
     return shots
 
 
+def shoot_widths(run_dir: Path, out: Path, widths=(1000, 1600), colours: int = 128) -> list[Path]:
+    """The whole of RUN_DIR/front.html in a window of each width (the page's full height), as OUT/front-WIDTH.png."""
+    from PIL import Image
+
+    out.mkdir(parents=True, exist_ok=True)
+    d = driver()
+    shots = []
+    try:
+        for w in widths:
+            d.set_window_size(w, 1000)
+            open_page(d, run_dir / "front.html", "front3d")
+            wait_ready(d)
+            h = d.execute_script("return document.documentElement.scrollHeight")
+            d.set_window_size(w, h)
+            time.sleep(1.5)  # plotly's responsive relayout at the new size
+            p = out / f"front-{w}.png"
+            d.save_screenshot(str(p))
+            Image.open(p).convert("RGB").quantize(colours, method=Image.Quantize.MEDIANCUT).save(p, optimize=True)
+            shots.append(p)
+    finally:
+        d.quit()
+    return shots
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--brush", default="")
     ap.add_argument("--curves", type=Path, default=None)
+    ap.add_argument("--widths", default="", help="e.g. 1000,1600: the whole page at each window width")
     a = ap.parse_args()
-    for p in shoot(a.run_dir, a.out, a.brush, a.curves):
+    shots = (shoot_widths(a.run_dir, a.out, [int(w) for w in a.widths.split(",")]) if a.widths
+             else shoot(a.run_dir, a.out, a.brush, a.curves))
+    for p in shots:
         print(p)
 
 

@@ -4,6 +4,8 @@ tests/test_picking.py and tests/test_retraining.py; each run is made once per te
 * `digits_run`: a real search of the bundled digits_mlp_local problem (pop 8, 2 generations, 1 round per
   evaluation, in-process): what `fedevo search --problem digits_mlp_local --pop 8 --gen 2 --workers 0 --seed 1
   --rounds 1` writes.
+* `central_run`: a real search of the bundled digits_mlp problem (central trust, N = 100k, M = 1k: ε (paper) is
+  undefined for every evaluation) with --rounds 2 overriding the problem file's 10 rounds (pop 8, 2 generations).
 * `synthetic_run`: the same problem searched with `fake_evaluate` (no training): every third individual has
   ε = inf (no privacy), about one in six fails and
   one in six diverges (by evaluation seed) — the cases a plot must handle.
@@ -40,7 +42,7 @@ def _make(base: Path, name: str, **kw) -> Path:
 
     out = base / name
     if not (out / "front.csv").exists():
-        settings = SearchSettings(problem="digits_mlp_local", pop=kw.pop("pop", 8), gen=kw.pop("gen", 2),
+        settings = SearchSettings(problem=kw.pop("problem", "digits_mlp_local"), pop=kw.pop("pop", 8), gen=kw.pop("gen", 2),
                                   seed=kw.pop("seed", 1), rounds=kw.pop("rounds", 1))
         search(settings, out, Runtime(workers=0), **kw)
     return out
@@ -48,6 +50,10 @@ def _make(base: Path, name: str, **kw) -> Path:
 
 def digits_run(tmp_path_factory) -> Path:
     return _make(tmp_path_factory.getbasetemp(), "digits_run")
+
+
+def central_run(tmp_path_factory) -> Path:
+    return _make(tmp_path_factory.getbasetemp(), "central_run", problem="digits_mlp", rounds=2)
 
 
 def synthetic_run(tmp_path_factory) -> Path:

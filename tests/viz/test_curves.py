@@ -5,6 +5,7 @@ import math
 import pytest
 
 from fedevo.viz.curves import curves_figure, tail_rounds, tail_stats, y_range
+from fedevo.viz.numfmt import num
 
 
 def curve(vals):
@@ -38,3 +39,61 @@ def test_error_log_view_separates_curves_near_one():
     assert acc.args[1]["yaxis.type"] == "linear" and err.args[1]["yaxis.type"] == "log"
     ys = err.args[0]["y"]
     assert ys[0][-1] == pytest.approx(0.02) and ys[4][-1] == pytest.approx(0.01)  # a, b: curve, tail per panel
+
+
+def test_error_view_says_error_in_hover_and_titles():
+    """Issue #28: in the error view the hover shows the error (not the accuracy) and the panel titles say error."""
+    series = [("a", curve([0.5] + [0.98] * 10))]
+    fig = curves_figure(series)
+    acc, err = fig.layout.updatemenus[0].buttons
+    assert [a.text for a in fig.layout.annotations] == ["mean client accuracy (1 − error)", "global test accuracy"]
+    assert err.args[1]["annotations[0].text"].startswith("mean client error")
+    assert err.args[1]["annotations[1].text"].startswith("global test error")
+    assert acc.args[1]["annotations[0].text"] == "mean client accuracy (1 − error)"
+    kinds = [t.meta for t in fig.data]
+    c = kinds.index("curve")
+    assert "error %{customdata}" in err.args[0]["hovertemplate"][c]
+    assert err.args[0]["customdata"][c][-1] == "0.02"  # 1 − 0.98, as the hover shows it
+    assert "accuracy %{customdata}" in acc.args[0]["hovertemplate"][c] and acc.args[0]["customdata"][c][-1] == "0.98"
+    t = kinds.index("tail")
+    assert "error 0.02" in err.args[0]["hovertemplate"][t] and "accuracy 0.98" in acc.args[0]["hovertemplate"][t]
+    assert "accuracy" in fig.data[c].hovertemplate  # the page opens in the accuracy view
+
+
+def test_eps_comparison_says_why_the_eps_differs():
+    from fedevo.viz.curves import eps_comparison
+
+    assert eps_comparison(0.015, 20, 0.01, 5) == ("ε 0.015 at 20 rounds; the search's 0.01 was at 5 rounds (ε grows "
+                                                  "with the rounds a user can join)")
+    assert eps_comparison(0.5, 5, 0.5, 5) == "ε 0.5 at 5 rounds (the search's too)"
+    assert "participations_max 3 here, 2 in the search" in eps_comparison(
+        2.0, 5, 1.5, 5, changed=["participations_max 3 here, 2 in the search"])
+    assert "the seed differs" in eps_comparison(2.0, 5, 1.5, 5)
+    assert eps_comparison(math.inf, 5, None, None) == "ε ∞ at 5 rounds (no privacy)"
+
+
+def test_retrain_page_states_trust_delta_population_cohort_and_rounds(tmp_path_factory, tmp_path):
+    """curves.html of a central-trust run retrained for more rounds than searched: trust, δ, N, M once, the rounds
+    run and the ε there beside the search's at its rounds; no ε (paper) column (undefined under central trust)."""
+    import html as htmllib
+    import re
+
+    from fedevo.retraining import retrain
+    from tests.viz.fedevo_runs import central_run
+
+    run_dir = central_run(tmp_path_factory)
+    rep = retrain(run_dir, "knee", rounds=3, workers=0, out=tmp_path / "rt")
+    html = (tmp_path / "rt" / "curves.html").read_text()
+    text = htmllib.unescape(re.sub(r"\s+", " ", re.sub("<[^>]+>", " ", html[html.index("<h1>"):
+                                                                          html.index('<div class="fig">')])))
+    assert "privacy of the picked solutions: trust central · δ 1e-6 · population N 100k · cohort M (clients per " \
+           "round) 1k" in text
+    rows = rep.privacy_rows()
+    knee = rows[0]
+    search = rep.solutions[0].search
+    assert search["rounds_trained"] == 2 and knee["rounds"] == 3
+    assert knee["eps_text"] == (f"ε {num(rep.results['1'].eps)} at 3 rounds; the search's {num(search['eps'])} was "
+                                "at 2 rounds (ε grows with the rounds a user can join)")
+    assert knee["eps_text"] in text
+    assert rows[-1]["trust"] == "no privacy" and "ε ∞ at 3 rounds (no privacy)" in text
+    assert "ε (paper)</th>" not in html and "ε (paper) is left out" in html

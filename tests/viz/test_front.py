@@ -90,6 +90,7 @@ def test_infinite_eps_capped_and_failed_listed(fake_run):
     assert len(z) == len(ok)  # failed / diverged are not plotted
     page = front_html(data)
     assert "drawn at the cap" in page
+    assert f"{len(inf_ids)} points with ε ∞ (no privacy) drawn at the cap" in page  # ∞, not "or undefined"
     texts = {i: tx for t in evaluation_traces(fig) for i, tx in zip(t.customdata, t.text)}
     assert all("ε (accountant) ∞" in texts[i] for i in inf_ids)
     assert f"Not plotted: failed or diverged ({len(data.bad_rows)})" in page
@@ -322,3 +323,79 @@ def test_watch_writes_until_complete_and_follows_changes(fake_run, tmp_path, cap
 def test_stamp_file_per_page_name(fake_run, tmp_path):
     p = write_front_html(fake_run, tmp_path / "other.html")
     assert (tmp_path / "other.stamp.js").exists() and '"stamp_file": "other.stamp.js"' in p.read_text()
+
+
+# ============================================================================================ context (issue #28)
+@pytest.fixture(scope="module")
+def central(tmp_path_factory):
+    from tests.viz.fedevo_runs import central_run
+
+    return central_run(tmp_path_factory)
+
+
+def test_undefined_eps_paper_is_left_out_under_central_trust(central):
+    """Under central trust the paper's ε is NaN for every evaluation: no parallel axis, colour choice, table column,
+    hover line or "drawn at the cap" note for it; the page says why it is left out."""
+    data, m = parts_of(central)
+    assert all(not math.isfinite(r["eps_paper"]) for r in data.ok_rows)
+    assert m.undefined == ("eps_paper",)
+    labels = [d.label for d in figure_parallel(m).data[0].dimensions]
+    assert not [lab for lab in labels if "paper" in lab]
+    assert "eps_paper" not in dict(m.colour_options())
+    assert all("ε (paper)" not in t for t in m.text) and all("ε (accountant)" in t for t in m.text)
+    page = front_html(data)
+    table = page[page.index('id="front-table"'):]
+    table = table[:table.index("</thead>")]
+    assert "ε paper" not in table and ">ε<" in table
+    assert "ε (paper) is left out of the views and the table: it is undefined for every evaluation" in page
+    assert "with ε (paper)" not in page  # no "N points with ε (paper) ∞ drawn at the cap"
+
+
+def test_local_trust_keeps_eps_paper(real_run):
+    data, m = parts_of(real_run)
+    assert m.undefined == ()
+    assert any("paper" in d.label for d in figure_parallel(m).data[0].dimensions)
+
+
+def test_header_states_the_rounds_that_ran(central):
+    """--rounds 2 overrides the problem file's 10: the header says 2 once (the rows ran 2), names the override,
+    and the fixed simulation settings do not say rounds 10 beside it (issue #28: "rounds per evaluation 2" beside
+    "simulation (fixed): rounds 5")."""
+    data, _ = parts_of(central)
+    assert {r["rounds_trained"] for r in data.ok_rows} == {2} and data.problem.fixed["rounds"] == 10
+    page = front_html(data)
+    assert "rounds per evaluation <b>2</b> (--rounds 2; the problem file's 10 not used)" in page
+    sim = page[page.index("simulation (fixed):"):]
+    sim = sim[:sim.index("</p>")]
+    assert "rounds" not in sim and "epochs" in sim
+    assert 'delta <b>1e-6</b></span>' in page  # a setting and its value never break apart
+
+
+def test_header_of_a_multi_fidelity_run_gives_rounds_per_rung(central):
+    from dataclasses import replace
+
+    from fedevo.viz.front import rounds_text
+
+    data, _ = parts_of(central)
+    mf = replace(data, settings=replace(data.settings, fidelity=(1 / 3, 1.0)))
+    assert mf.settings.multi_fidelity
+    txt = rounds_text(mf)
+    assert txt.startswith("rounds per rung <b>1, 2</b>") and "rounds per evaluation" not in txt
+    assert rounds_text(data).startswith("rounds per evaluation <b>2</b>")
+
+
+def test_hover_lines_are_short_and_the_layout_keeps_titles_clear(central):
+    from fedevo.viz.front import HOVER_LINE, figure_hypervolume
+
+    data, m = parts_of(central)
+    for t in m.text:
+        for line in t.split("<br>"):
+            assert len(re.sub("<[^>]+>", "", line)) <= HOVER_LINE or " · " not in line, line
+    fig = figure_3d(m)
+    assert fig.layout.scene.zaxis.title.text == ""  # drawn level, as a scene annotation
+    assert [a.text for a in fig.layout.scene.annotations] == ["ε (log)"]
+    assert fig.layout.margin.t >= 60 and fig.layout.title.yref == "container"
+    hv = data.hypervolume()
+    lo, hi = figure_hypervolume(hv).layout.yaxis.range
+    vals = [r["hypervolume"] for r in hv]
+    assert lo > 0 and lo <= min(vals) and hi >= max(vals)  # starts near its values, not at 0

@@ -497,7 +497,8 @@ def is_complete(data: RunData) -> bool:
 SELECTION_HTML = """
 <h2>Selection</h2>
 <p class="note">Brush a range on any axis of the parallel coordinates, lasso or box-select points in a 2D
-projection, or click points in the 3D view: the same solutions are ringed in every view and listed here.
+projection (Shift adds), click points in the 3D view or rows of the Pareto-set table: the same solutions are
+shown in every view and listed here.
 A double-click in a projection or the button clears it in every view.
 <button id="clear-selection" type="button">clear selection</button></p>
 <div id="selection"><p id="selection-summary" class="note">Nothing selected.</p>
@@ -557,7 +558,8 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
              'point and range of generation 1 (finite ε); reference point (1.1, 1.1, 1.1); pymoo\'s HV indicator '
              '(as in hypervolume.csv). ε = ∞ (no privacy) adds nothing.</p>',
              f'<div class="fig">{figure_div(figure_hypervolume(data.hypervolume()), "hypervolume")}</div>',
-             f"<h2>Pareto set ({len(data.front)})</h2>", '<p class="note">Click a header to sort.</p>',
+             f"<h2>Pareto set ({len(data.front)})</h2>",
+             '<p class="note">Click a header to sort, a row to add it to (or drop it from) the selection.</p>',
              _front_table(data, m.marks),
              f"<h2>Not plotted: failed or diverged ({n_bad})</h2>", _bad_table(data)]
     script = ""

@@ -7,6 +7,7 @@ Runs after the plotly divs; reads ``window.FEDEVO`` (written by :func:`fedevo.vi
 * lasso / box select in a 2D projection (``plotly_selected``) selects those ids (with Shift held: adds them); the
   outline is not kept: plotly keeps one per panel in ``layout.selections`` and merges an old lasso of another
   panel back into the next box (the panels then disagree), so the selected points alone show the selection;
+* a click on a row of the Pareto-set table adds or removes its id (the selected rows are shaded);
 * a click on a point of the 3D view adds or removes its id (gl3d emits ``plotly_click`` from its render loop
   while the button is down, again after every redraw: one toggle per press, applied after the event);
 * a selection made anywhere is drawn everywhere: rings in 3D (trace ``selected``), ``selectedpoints`` in 2D (the
@@ -204,12 +205,24 @@ function fedevoInit() {
     makeSortable(t);
   }
 
+  function toggle(id, source) {
+    setSelection(selected.includes(id) ? selected.filter(x => x !== id) : selected.concat([id]), source);
+  }
+
+  function markFrontTable() {  // the selected rows of the Pareto-set table shaded
+    const want = new Set(selected);
+    document.querySelectorAll('#front-table tbody tr').forEach(tr => {
+      tr.style.background = want.has(Number(tr.cells[0].dataset.v)) ? '#ffe3c4' : '';
+    });
+  }
+
   function setSelection(ids, source) {
     selected = Array.from(new Set(ids.filter(id => byId.has(id)))).sort((a, b) => a - b);
     show3d();
     dropShapes().then(show2d);
     if (source !== 'parallel') showParallel();
     renderTable();
+    markFrontTable();
     save();
   }
 
@@ -365,9 +378,15 @@ function fedevoInit() {
     if (!p || (pressed && tookPress)) return;  // gl3d repeats the click on every redraw while the button is down
     tookPress = pressed;
     const id = p.customdata;
-    setTimeout(() => setSelection(selected.includes(id) ? selected.filter(x => x !== id) : selected.concat([id]),
-                                  'click'), 0);
+    setTimeout(() => toggle(id, 'click'), 0);
   });
+  const frontTable = document.getElementById('front-table');
+  if (frontTable) {
+    frontTable.tBodies[0].addEventListener('click', ev => {
+      const tr = ev.target.closest('tr');
+      if (tr) toggle(Number(tr.cells[0].dataset.v), 'table');
+    });
+  }
   document.getElementById('clear-selection').addEventListener('click', () => setSelection([], 'clear'));
   document.getElementById('export-csv').addEventListener('click', () => download('csv'));
   document.getElementById('export-json').addEventListener('click', () => download('json'));

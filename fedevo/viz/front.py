@@ -26,7 +26,7 @@ Evaluations that failed or diverged are not plotted; they are listed in a table 
 
 Live: while the search runs (`fedevo search` rewrites the page after every generation, `fedevo plot --watch`
 after every change), the page polls a small ``front.stamp.js`` beside it and reloads itself when a newer page
-was written, keeping the colour choice and the selection.
+was written, keeping the colour choice, the knee caps and the selection.
 """
 
 from __future__ import annotations

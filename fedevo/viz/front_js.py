@@ -259,7 +259,8 @@ function fedevoInit() {
         ', among ' + res.candidates + ' candidate' + (res.candidates === 1 ? '' : 's') + ') — as fedevo retrain ' +
         shellQuote(D.run) + ' --pick ' + (capped ? 'knee:' + capsText() : 'knee') + '.';
     } else if (res.reason === 'none') {
-      text = 'No Pareto solution is within ' + words + ': no knee is marked.';
+      text = capped ? 'No Pareto solution is within ' + words + ': no knee is marked.'
+                    : 'No Pareto solution yet: no knee is marked.';
     } else {
       text = 'None of the ' + res.within + ' Pareto solution' + (res.within === 1 ? '' : 's') +
         (capped ? ' within ' + words : '') + ' is clearly better than chance (error < ' + fedevoNum(D.knee_bar) +

@@ -7,14 +7,18 @@ Sections (each a plotly graph div with a fixed id, so scripts and tests can find
                    ringed; selected solutions ringed black. Click a point to add it to (or drop it from) the
                    selection.
 * ``projections``  the three 2D projections (error–comm, error–ε, comm–ε); lasso or box-select points to select
-                   them. The region no better than chance (error ≥ 1 − 1/classes), which the knee is never chosen
-                   from, is shaded.
+                   them, double-click to clear. The region no better than chance (error ≥ the knee bar), which the
+                   knee is never chosen from, is shaded.
 * ``parallel``     parallel coordinates of the genes and objectives (log genes and log objectives on log10
-                   axes); drag along an axis to brush a range: the brushed solutions are the selection.
+                   axes); drag along an axis to brush a range: the brushed solutions are the selection. A
+                   selection made elsewhere is drawn here as one brush range per id on the ``id`` axis.
 * ``hypervolume``  hypervolume of the front after each generation (in the search's (error, comm, log10 ε) space)
                    and the front size.
-* ``selection``    the selected solutions (the same ids in every view) as a sortable table, and a copyable
-                   ``fedevo retrain RUN --pick 12,31,40`` command.
+* ``selection``    the selected solutions (the same ids in every view) as a sortable table, a copyable
+                   ``fedevo retrain RUN --pick 12,31,40`` command and CSV / JSON downloads of the rows.
+
+"ε ≤" and "comm ≤" inputs re-pick the knee within caps in the browser (:mod:`fedevo.viz.knee_js`: the rule of
+``--pick knee:eps<=X:comm<=Y``) and move its rings; a note names it (or says that nothing is within the caps).
 
 A "colour by" selector colours every view by any objective, gene or the generation. Every number is written by
 :func:`fedevo.viz.numfmt.num` (tables, hover texts, ticks, colour bars). Axes: see :mod:`fedevo.viz.axes`.
@@ -22,7 +26,7 @@ Evaluations that failed or diverged are not plotted; they are listed in a table 
 
 Live: while the search runs (`fedevo search` rewrites the page after every generation, `fedevo plot --watch`
 after every change), the page polls a small ``front.stamp.js`` beside it and reloads itself when a newer page
-was written, keeping the colour choice and the selection.
+was written, keeping the colour choice, the knee caps and the selection.
 """
 
 from __future__ import annotations
@@ -160,11 +164,15 @@ class Model:
         rows = []
         for r, f in zip(self.rows, self.on_front):
             rows.append({"id": r["id"], "generation": r["generation"], "front": f,
-                         "mark": ", ".join(self.marks.get(r["id"], ())),
+                         "marks": list(self.marks.get(r["id"], ())),
                          **{k: r[k] for k in ("error", "comm", "eps", "eps_paper", "accuracy_global")},
                          **{g: r[g] for g in data.gene_names}})
-        return {"run": str(data.run_dir), "eps_key": data.eps_key, "genes": list(data.gene_names), "rows": rows,
-                "undefined": list(self.undefined),
+        knee = [i for i, ms in self.marks.items() if "knee" in ms]
+        # the knee's inputs (fedevo.viz.knee_js re-picks it within caps): the Pareto set in front.csv's order
+        # (ties go to the first), the bar a candidate's error must stay below, Python's knee
+        return {"run": str(data.run_dir), "run_id": str(data.meta.get("run_id", "")), "eps_key": data.eps_key,
+                "genes": list(data.gene_names), "rows": rows, "front_ids": [r["id"] for r in data.front],
+                "knee_bar": self.chance, "knee": knee[0] if knee else None, "undefined": list(self.undefined),
                 "colour": cols, "colour_default": "generation", "stamp": stamp, "complete": complete,
                 "stamp_file": stamp_file}
 
@@ -228,7 +236,8 @@ def figure_3d(m: Model):
 
 
 def _add_marks(fig, m: Model, *, three_d: bool, row=None, col=None, pair=None, showlegend=True) -> None:
-    """Rings around the knee and the lowest-error solutions (not counted as evaluations: meta='mark')."""
+    """Rings around the knee and the lowest-error solutions (not counted as evaluations: meta='mark'). The knee's
+    trace is there even when no solution is a knee: the page's caps move the knee onto a point (or off all)."""
     import plotly.graph_objects as go
 
     pos = {r["id"]: i for i, r in enumerate(m.rows)}
@@ -243,7 +252,7 @@ def _add_marks(fig, m: Model, *, three_d: bool, row=None, col=None, pair=None, s
     style = {"knee": dict(color="black", size=13 if three_d else 16, symbol="circle-open"),
              "lowest error ×2": dict(color=FRONT_COLOR, size=12 if three_d else 15, symbol="diamond-open")}
     for name, idx in groups.items():
-        if not idx:
+        if not idx and name != "knee":
             continue
         kw = dict(mode="markers", name=name, meta="mark", legendgroup=name, showlegend=showlegend,
                   customdata=[m.rows[i]["id"] for i in idx], text=[m.text[i] for i in idx],
@@ -544,6 +553,17 @@ def _knee_note(data: RunData, m: Model) -> str:
     return s
 
 
+def _caps_html(data: RunData) -> str:
+    """The knee within caps: "ε ≤" and "comm ≤" inputs; the page's script re-picks the knee with the rule of
+    `--pick knee:eps<=X:comm<=Y` (fedevo.viz.knee_js) and writes what it found into #knee-note."""
+    eps = SHORT[data.eps_key]
+    tip = "empty: no cap; the knee is re-picked among the Pareto solutions within the caps"
+    return (f'<p class="controls" id="knee-caps">knee within caps: <label for="cap-eps">{esc(eps)} ≤ </label>'
+            f'<input id="cap-eps" type="text" inputmode="decimal" size="7" placeholder="none" title="{esc(tip)}"> '
+            '<label for="cap-comm">comm ≤ </label><input id="cap-comm" type="text" inputmode="decimal" size="7" '
+            f'placeholder="none" title="{esc(tip)}"> <span id="knee-note" class="note"></span></p>')
+
+
 def stamp_of(data: RunData) -> str:
     last = data.rows[-1]["id"] if data.rows else -1
     return f"{data.meta.get('run_id', '')}-{len(data.rows)}-{last}-{data.generations}"
@@ -556,10 +576,15 @@ def is_complete(data: RunData) -> bool:
 SELECTION_HTML = """
 <h2>Selection</h2>
 <p class="note">Brush a range on any axis of the parallel coordinates, lasso or box-select points in a 2D
-projection, or click points in the 3D view: the same solutions are ringed in every view and listed here.
+projection (Shift adds), click points in the 3D view or rows of the Pareto-set table: the same solutions are
+shown in every view and listed here.
+A double-click in a projection or the button clears it in every view.
 <button id="clear-selection" type="button">clear selection</button></p>
 <div id="selection"><p id="selection-summary" class="note">Nothing selected.</p>
-<p><code id="retrain-cmd"></code> <button id="copy-cmd" type="button" disabled>copy</button></p>
+<p><code id="retrain-cmd"></code> <button id="copy-cmd" type="button" disabled>copy</button>
+download the selected rows (every column of the table, genes included):
+<button id="export-csv" type="button" disabled>CSV</button>
+<button id="export-json" type="button" disabled>JSON</button></p>
 <div id="selection-table"></div></div>
 """
 
@@ -597,7 +622,7 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
     if m.rows:
         body += [f'<p class="controls"><label for="colour-by">colour by </label><select id="colour-by">{options}'
                  '</select></p>',
-                 f'<div class="fig">{figure_div(figure_3d(m), "front3d")}</div>',
+                 f'<div class="fig">{figure_div(figure_3d(m), "front3d")}</div>', _caps_html(data),
                  "<h2>2D projections</h2>",
                  '<p class="note">Lasso (default) or box-select points to select them; double-click to clear.</p>',
                  f'<div class="fig">{figure_div(figure_projections(m), "projections")}</div>',
@@ -613,15 +638,17 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
              'point and range of generation 1 (finite ε); reference point (1.1, 1.1, 1.1); pymoo\'s HV indicator '
              '(as in hypervolume.csv). ε = ∞ (no privacy) adds nothing.</p>',
              f'<div class="fig">{figure_div(figure_hypervolume(data.hypervolume()), "hypervolume")}</div>',
-             f"<h2>Pareto set ({len(data.front)})</h2>", '<p class="note">Click a header to sort.</p>',
+             f"<h2>Pareto set ({len(data.front)})</h2>",
+             '<p class="note">Click a header to sort, a row to add it to (or drop it from) the selection.</p>',
              f'<div class="scroll">{_front_table(data, m.marks, m.undefined)}</div>',
              f"<h2>Not plotted: failed or diverged ({n_bad})</h2>", _bad_table(data)]
     script = ""
     if m.rows:
         from .front_js import FRONT_JS
+        from .knee_js import KNEE_JS
 
         blob = json.dumps(m.script_data(stamp, complete, stamp_name(page_name)), ensure_ascii=False).replace("</", "<\\/")
-        script = f"<script>window.FEDEVO = {blob};\n{JS_NUM}\n{FRONT_JS}</script>"
+        script = f"<script>window.FEDEVO = {blob};\n{JS_NUM}\n{KNEE_JS}\n{FRONT_JS}</script>"
     return page(f"fedevo — {data.problem.name} — {data.meta.get('run_id', '')}", "\n".join(body) + script,
                 plotly_src=plotly_src)
 

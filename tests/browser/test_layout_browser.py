@@ -164,6 +164,11 @@ def test_central_header_and_undefined_axis(browser, tmp_path_factory, width):
     assert "rounds 10" not in body
     labels = browser.execute_script("return document.getElementById('parallel').data[0].dimensions.map(d => d.label)")
     assert not [lab for lab in labels if "paper" in lab]
+    browser.execute_script("fedevoSelect(FEDEVO.rows.slice(0, 2).map(r => r.id))")  # the selection table too
+    heads = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#selected-table th')).map(t => t.textContent)")
+    assert "ε" in heads and "ε paper" not in heads, heads
+    browser.execute_script("fedevoSelect([])")
     no_page_overflow(browser)
     table_reachable(browser)
     rects_clear(browser)

@@ -1,0 +1,426 @@
+"""front.html's linked selection, knee caps and export in headless Chromium (issue #28), read from what plotly DRAWS:
+
+* the parallel coordinates: the ``constraintrange`` of every dimension in ``gd._fullData`` and which lines the
+  focus layer (the highlighted lines; unselected ones go to the context layer) paints where they meet the ``id``
+  axis, read from the canvas pixels (`drawn_parallel`);
+* the projections: ``selectedpoints`` of every panel and the lasso / box outlines left in ``layout.selections``;
+* the 3D view: the ``selected`` ring trace; the knee: the ``knee`` traces of the 3D view and the projections.
+
+Real mouse (selenium's W3C actions) for the lasso, the box, the double-click, the table click and the 3D click.
+Browser fixture, skip rule and helpers: tests/browser/test_front_browser.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import time
+
+import pytest
+
+from tests.browser import test_front_browser
+from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, PROJECT_JS, drag, hover_text, mouse_to,
+                                              no_network_and_no_errors, ok_and_front_ids, open_page, wait_ready)
+from tests.viz.fedevo_runs import chance_run, synthetic_run
+
+browser = test_front_browser.browser  # the same headless Chromium fixture
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium "
+                                                          "chromium-driver)")
+
+DRAWN_PARALLEL_JS = """
+// What the parallel coordinates draw: each dimension's constraint ranges as plotly holds them (_fullData), and
+// the ids of the lines the focus layer paints at the id axis (the canvas pixels under each line's end point).
+const gp = document.getElementById('parallel');
+const ranges = {};
+gp._fullData[0].dimensions.forEach(d => { if (d.constraintrange && d.constraintrange.length) ranges[d.label] = d.constraintrange; });
+const a = Array.from(gp.querySelectorAll('.y-axis')).find(x => x.__data__ && x.__data__.label === 'id');
+const ax = a.__data__;
+const dom = (a.querySelector('path.domain') || a).getBoundingClientRect();
+const cv = gp.querySelector('canvas.gl-canvas-focus');
+const cr = cv.getBoundingClientRect(), sx = cv.width / cr.width, sy = cv.height / cr.height;
+const c2 = document.createElement('canvas');
+c2.width = cv.width; c2.height = cv.height;
+const ctx = c2.getContext('2d');
+ctx.drawImage(cv, 0, 0);
+const X = Math.round((dom.left + dom.width / 2 - cr.left) * sx);
+const col = ctx.getImageData(X, 0, 1, cv.height).data;
+const ys = ax.values.map((v, i) => (dom.top - cr.top + dom.height * (1 - ax.paddedUnitValues[i])) * sy);
+const sorted = ys.slice().sort((p, q) => p - q);
+const gap = Math.min(...sorted.slice(1).map((y, k) => y - sorted[k]));
+const tol = 4;
+const lit = ax.values.filter((v, i) => {
+  for (let y = Math.round(ys[i]) - tol; y <= Math.round(ys[i]) + tol; y++) if (y >= 0 && y < cv.height && col[y * 4 + 3] > 0) return true;
+  return false;
+});
+return {ranges: ranges, lit: lit, gap: gap, tol: tol, n: ax.values.length};
+"""
+
+
+def drawn_parallel(driver) -> dict:
+    """`DRAWN_PARALLEL_JS` once the parcoords drawing has settled (it paints in batches): two equal reads in a row."""
+    driver.execute_script("arguments[0].scrollIntoView()", driver.find_element("id", "parallel"))
+    last, t0 = None, time.time()
+    while time.time() - t0 < 10:
+        time.sleep(0.4)
+        got = driver.execute_script(DRAWN_PARALLEL_JS)
+        assert got["gap"] > 2 * got["tol"] + 1, got  # neighbouring ids are told apart at the id axis
+        if got == last:
+            return got
+        last = got
+    raise AssertionError(f"the parallel coordinates did not settle: {last}")
+
+
+def id_ranges_hold(ranges: dict, ids) -> None:
+    """The only brushed dimension is id, one range per selected id around it (nothing else inside)."""
+    assert set(ranges) == {"id"}, ranges
+    rs = ranges["id"] if isinstance(ranges["id"][0], list) else [ranges["id"]]
+    assert sorted(round((lo + hi) / 2) for lo, hi in rs) == sorted(ids)
+    assert all(hi - lo < 1 for lo, hi in rs), rs
+
+
+STATE_JS = """
+const g3 = document.getElementById('front3d'), g2 = document.getElementById('projections');
+const sp = {};
+g2.data.forEach(t => { if (t.meta === 'evaluations') {
+  sp[t.xaxis || 'x'] = (sp[t.xaxis || 'x'] || []).concat(t.selectedpoints ? Array.from(t.selectedpoints).map(j => t.customdata[j]) : []);
+  if (!t.selectedpoints) sp[(t.xaxis || 'x') + ':none'] = true; } });
+return {selection: fedevoSelection(), in3d: Array.from(g3.data.find(t => t.meta === 'selection').customdata),
+        sp: sp, outlines: (g2.layout.selections || []).length,
+        table: Array.from(document.querySelectorAll('#selected-table tbody tr')).map(tr => Number(tr.cells[0].textContent)),
+        shaded: Array.from(document.querySelectorAll('#front-table tbody tr')).filter(tr => tr.style.background).map(tr => Number(tr.cells[0].dataset.v)),
+        csvDisabled: document.getElementById('export-csv').disabled};
+"""
+
+
+def every_view_shows(driver, ids, all_ids) -> None:
+    """The 3D rings, every projection panel, the table and the parallel coordinates (as drawn) hold exactly `ids`;
+    with no ids: no panel has selected points, no outline is left, no axis is brushed and every line is drawn."""
+    time.sleep(0.3)
+    st = driver.execute_script(STATE_JS)
+    ids = sorted(ids)
+    assert st["selection"] == ids, st
+    assert sorted(st["in3d"]) == ids and sorted(st["table"]) == ids, st
+    for axis in ("x", "x2", "x3"):
+        assert sorted(st["sp"][axis]) == ids, (axis, st)
+        assert (axis + ":none" in st["sp"]) == (not ids), (axis, st)
+    assert st["outlines"] == 0, "a lasso / box outline is left in the projections (plotly merges it back)"
+    assert st["csvDisabled"] == (not ids)
+    drawn = drawn_parallel(driver)
+    if ids:
+        id_ranges_hold(drawn["ranges"], ids)
+        assert sorted(drawn["lit"]) == ids, drawn
+    else:
+        assert drawn["ranges"] == {} and sorted(drawn["lit"]) == sorted(all_ids), drawn
+
+
+def panel_box(driver, n: int) -> tuple[float, float, float, float]:
+    """(left, top, width, height) on screen of projection panel n (1..3), scrolled into view."""
+    driver.execute_script("arguments[0].scrollIntoView()", driver.find_element("id", "projections"))
+    time.sleep(0.3)
+    ax = "" if n == 1 else str(n)
+    return tuple(driver.execute_script(
+        "const g = document.getElementById('projections'), l = g._fullLayout, r = g.getBoundingClientRect();"
+        f"const xa = l.xaxis{ax}, ya = l.yaxis{ax}; return [r.left + xa._offset, r.top + ya._offset, xa._length, ya._length]"))
+
+
+def points_in(driver, n: int, x0: float, y0: float, x1: float, y1: float, margin: float = 2.0):
+    """(ids clearly inside, ids clearly outside) the screen rectangle in panel n, from the points' pixel positions
+    (plotly's own axis maps); points within `margin` px of its border are in neither."""
+    ax = "" if n == 1 else str(n)
+    pts = driver.execute_script(
+        "const g = document.getElementById('projections'), l = g._fullLayout, r = g.getBoundingClientRect();"
+        f"const xa = l.xaxis{ax}, ya = l.yaxis{ax}; const out = [];"
+        f"g.data.forEach(t => {{ if (t.meta === 'evaluations' && (t.xaxis || 'x') === 'x{ax}') t.customdata.forEach((id, j) =>"
+        " out.push([id, r.left + xa._offset + xa.l2p(xa.d2l(t.x[j])), r.top + ya._offset + ya.l2p(ya.d2l(t.y[j]))])); });"
+        "return out;")
+    lo_x, hi_x, lo_y, hi_y = min(x0, x1), max(x0, x1), min(y0, y1), max(y0, y1)
+    inside = {i for i, x, y in pts if lo_x + margin < x < hi_x - margin and lo_y + margin < y < hi_y - margin}
+    outside = {i for i, x, y in pts if not (lo_x - margin <= x <= hi_x + margin and lo_y - margin <= y <= hi_y + margin)}
+    return inside, outside
+
+
+def lasso_rect(driver, n: int, fx0: float, fy0: float, fx1: float, fy1: float):
+    """A real-mouse lasso around a rectangle (fractions of panel n); returns `points_in` of that rectangle."""
+    x, y, w, h = panel_box(driver, n)
+    a, b, c, d = x + w * fx0, y + h * fy0, x + w * fx1, y + h * fy1
+    path = [(a, b)] + [(a + (c - a) * k / 6, b) for k in range(1, 7)] + [(c, b + (d - b) * k / 6) for k in range(1, 7)]
+    path += [(c - (c - a) * k / 6, d) for k in range(1, 7)] + [(a, d - (d - b) * k / 6) for k in range(1, 7)]
+    drag(driver, path)
+    time.sleep(0.8)
+    return points_in(driver, n, a, b, c, d)
+
+
+def box_rect(driver, n: int, fx0: float, fy0: float, fx1: float, fy1: float):
+    driver.execute_script("Plotly.relayout('projections', {dragmode: 'select'})")
+    x, y, w, h = panel_box(driver, n)
+    a, b, c, d = x + w * fx0, y + h * fy0, x + w * fx1, y + h * fy1
+    drag(driver, [(a, b), ((a + c) / 2, (b + d) / 2), (c, d)])
+    time.sleep(0.8)
+    return points_in(driver, n, a, b, c, d)
+
+
+def double_click(driver, x: float, y: float) -> None:
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
+
+    ab = ActionBuilder(driver)
+    ab.pointer_action.move_to_location(int(x), int(y))
+    ab.pointer_action.click()
+    ab.pointer_action.click()
+    ab.perform()
+    time.sleep(0.8)
+
+
+def open_fresh(driver, page) -> None:
+    """Open the page with none of the state an earlier test left (the page keeps selection and caps per run in
+    sessionStorage across reloads)."""
+    open_page(driver, page, "front3d")
+    driver.execute_script("sessionStorage.clear()")
+    open_page(driver, page, "front3d")
+    wait_ready(driver)
+    assert driver.execute_script("return fedevoSelection()") == []
+
+
+@pytest.fixture(scope="module")
+def chance_page(tmp_path_factory):
+    from fedevo.viz import write_front_html
+
+    run_dir = chance_run(tmp_path_factory)
+    ok_ids, front_ids, ev = ok_and_front_ids(run_dir)
+    return write_front_html(run_dir), run_dir, sorted(ok_ids), front_ids
+
+
+# ============================================================================================ tests
+def test_selection_from_elsewhere_is_drawn_as_the_same_lines(browser, chance_page):
+    """Issue #28's failing cases: ids 41 and 46 (drawn over 38–39 before) and 1 and 11 (nothing drawn before), set
+    by clicks in the Pareto-set table and by the script API; then a real-mouse lasso in a projection."""
+    page, run_dir, ok_ids, front_ids = chance_page
+    open_fresh(browser, page)
+    for ids in ([41, 46], [1, 11]):
+        assert set(ids) <= set(ok_ids), "the fixture run must hold these ids"
+        browser.execute_script("fedevoSelect(arguments[0])", ids)
+        every_view_shows(browser, ids, ok_ids)
+    browser.find_element("id", "clear-selection").click()
+    every_view_shows(browser, [], ok_ids)
+
+    # a click on a row of the Pareto-set table adds that id; a second click drops it
+    rows = [i for i in sorted(front_ids)][:2]
+    for i in rows:
+        tr = browser.find_element("xpath", f"//table[@id='front-table']/tbody/tr[td[1][@data-v='{i}']]")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", tr)
+        tr.find_element("tag name", "td").click()
+    every_view_shows(browser, rows, ok_ids)
+    assert sorted(browser.execute_script(STATE_JS)["shaded"]) == rows
+    tr.find_element("tag name", "td").click()
+    every_view_shows(browser, rows[:1], ok_ids)
+    browser.find_element("id", "clear-selection").click()
+
+    # a lasso with the mouse in the error-vs-ε panel: exactly the points inside, drawn as those lines
+    inside, outside = lasso_rect(browser, 2, 0.05, 0.05, 0.6, 0.6)
+    sel = browser.execute_script("return fedevoSelection()")
+    assert sel and inside <= set(sel) and not (set(sel) & outside), (sel, inside, outside)
+    every_view_shows(browser, sel, ok_ids)
+    browser.find_element("id", "parallel").screenshot(str(ARTIFACTS / "front-parallel-lasso.png"))
+    no_network_and_no_errors(browser)
+
+
+@pytest.mark.parametrize("how", ["double-click", "button"])
+def test_clear_empties_every_view_and_the_next_box_does_not_merge(browser, chance_page, how):
+    """A lasso in panel 2, then clear (a real double-click in panel 1, or the clear button): nothing is selected
+    anywhere, no outline is left; a box in panel 1 then selects exactly its own points, in every panel."""
+    page, run_dir, ok_ids, _ = chance_page
+    open_fresh(browser, page)
+    lasso_rect(browser, 2, 0.05, 0.05, 0.6, 0.6)
+    before = browser.execute_script("return fedevoSelection()")
+    assert before
+    every_view_shows(browser, before, ok_ids)
+    if how == "double-click":
+        x, y, w, h = panel_box(browser, 1)
+        double_click(browser, x + w * 0.9, y + h * 0.9)
+    else:
+        browser.find_element("id", "clear-selection").click()
+    every_view_shows(browser, [], ok_ids)
+
+    inside, outside = box_rect(browser, 1, 0.35, 0.02, 0.98, 0.98)
+    sel = browser.execute_script("return fedevoSelection()")
+    assert sel and inside <= set(sel) and not (set(sel) & outside), (sel, inside, outside)
+    assert set(before) - set(sel) - inside, "the box must leave out some of the lasso's ids for this test to tell"
+    every_view_shows(browser, sel, ok_ids)
+    browser.execute_script("Plotly.relayout('projections', {dragmode: 'lasso'})")
+    no_network_and_no_errors(browser)
+
+
+def test_3d_click_selects_the_point(browser, chance_page):
+    """A real mouse press on a Pareto point of the 3D view (software WebGL) selects it; a second press drops it.
+    gl3d emits plotly_click from its render loop only while the button is down, so the press lasts 0.3 s."""
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
+
+    page, run_dir, ok_ids, _ = chance_page
+    open_fresh(browser, page)
+    browser.execute_script("window.scrollTo(0, 0)")
+
+    def press():
+        ab = ActionBuilder(browser)
+        ab.pointer_action.pointer_down()
+        ab.pointer_action.pause(0.3)
+        ab.pointer_action.pointer_up()
+        ab.perform()
+        time.sleep(0.6)
+
+    n = browser.execute_script(PROJECT_JS, "Pareto front", 0)["n"]
+    for k in range(n):
+        p = browser.execute_script(PROJECT_JS, "Pareto front", k)
+        mouse_to(browser, p["x"] - 3, p["y"])
+        mouse_to(browser, p["x"], p["y"])
+        t0 = time.time()
+        while time.time() - t0 < 2.0 and not hover_text(browser, "front3d"):
+            time.sleep(0.05)
+        m = re.search(r"id (\d+) ", hover_text(browser, "front3d"))
+        if not m:
+            continue
+        hovered = int(m.group(1))
+        press()
+        every_view_shows(browser, [hovered], ok_ids)
+        browser.execute_script("window.scrollTo(0, 0)")
+        time.sleep(0.3)
+        mouse_to(browser, p["x"] - 3, p["y"])
+        mouse_to(browser, p["x"], p["y"])
+        time.sleep(0.5)
+        press()
+        every_view_shows(browser, [], ok_ids)
+        break
+    else:
+        raise AssertionError("no hover label appeared over any Pareto point of the 3D view")
+    no_network_and_no_errors(browser)
+
+
+KNEES_JS = """
+return ['front3d', 'projections'].map(d => document.getElementById(d).data.filter(t => t.name === 'knee')
+  .map(t => Array.from(t.customdata)));
+"""
+
+
+def _python_knee(data, caps: dict):
+    from fedevo.errors import FedevoError
+
+    spec = "knee" + "".join(f":{k}<={v!r}" for k, v in caps.items())
+    try:
+        return data.pick(spec)[0].id, None
+    except FedevoError as e:
+        return None, str(e)
+
+
+def test_knee_caps_pick_as_python(browser, chance_page):
+    """The page's knee within caps (JavaScript) is picking's `--pick knee:eps<=X:comm<=Y` for many caps, including
+    none, caps that leave nothing (the page says so) and caps that leave only solutions at chance; the knee's
+    rings in the 3D view and every projection follow."""
+    from fedevo.searching.rundata import load_run
+
+    page, run_dir, _, _ = chance_page
+    data = load_run(run_dir)
+    ek = data.eps_key
+    bar = data.knee_bar
+    open_fresh(browser, page)
+    eps = sorted({r[ek] for r in data.front if math.isfinite(r[ek])})
+    comm = sorted({r["comm"] for r in data.front})
+    caps = ([{}] + [{ek: e} for e in eps] + [{"comm": c} for c in comm[::2]]
+            + [{ek: e, "comm": c} for e in eps[::3] for c in comm[::3]] + [{ek: eps[0] / 2}])
+    chance_only = [e for e in eps if all(r["error"] >= bar for r in data.front if r[ek] <= e)]
+    assert chance_only, "the fixture's most private Pareto solutions must be at chance"
+    seen = set()
+    for c in caps:
+        want, err = _python_knee(data, c)
+        js = browser.execute_script("const r = fedevoCaps(arguments[0]); return {id: r.row ? r.row.id : null, "
+                                    "reason: r.reason || null, how: r.how || null};", {k: v for k, v in c.items()})
+        assert js["id"] == want, (c, js, want, err)
+        note = browser.execute_script("return document.getElementById('knee-note').textContent")
+        knees = browser.execute_script(KNEES_JS)
+        assert all(ids == ([want] if want is not None else []) for view in knees for ids in view), (c, knees)
+        assert len(knees[1]) == 3  # one knee trace per projection panel
+        if want is not None:
+            assert f"id {want} " in note
+            seen.add(js["how"])
+        elif js["reason"] == "none":
+            assert "No Pareto solution is within" in note and "no knee is marked" in note, note
+            seen.add("none")
+        else:
+            assert "clearly better than chance" in note and "no knee is marked" in note, note
+            seen.add("chance")
+    assert {"none", "chance", "pymoo HighTradeoffPoints"} <= seen, seen
+
+    # typed into the inputs: the note and the rings follow, and name the equivalent --pick
+    browser.execute_script("fedevoCaps({})")
+    box = browser.find_element("id", "cap-eps")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", box)
+    cap = eps[len(eps) // 2]
+    box.send_keys(repr(cap))
+    time.sleep(0.3)
+    want, _ = _python_knee(data, {ek: cap})
+    note = browser.execute_script("return document.getElementById('knee-note').textContent")
+    assert f"id {want} " in note and f"--pick knee:{ek}<={cap!r}" in note, note
+    assert browser.execute_script(KNEES_JS)[0] == [[want]]
+    browser.find_element("id", "knee-caps").screenshot(str(ARTIFACTS / "front-knee-caps.png"))
+    browser.execute_script("fedevoCaps({})")
+    no_network_and_no_errors(browser)
+
+
+CAPTURE_JS = """
+// the page's download as text: the anchor's click is caught (no file is written) and its blob read back
+window.__dl = [];
+HTMLAnchorElement.prototype.click = function () { window.__dl.push({href: this.href, name: this.download}); };
+"""
+
+
+def _download(driver, button: str) -> tuple[str, str]:
+    driver.find_element("id", button).click()
+    got = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1]; const d = window.__dl.pop();"
+        "fetch(d.href).then(r => r.text()).then(t => done([d.name, t]));")
+    return got[0], got[1]
+
+
+def test_export_csv_and_json_hold_the_selected_rows(browser, tmp_path_factory):
+    """The CSV and JSON buttons download exactly the selected rows with every column of the table and every gene,
+    raw values as in evaluations.csv (ε = ∞ written "inf")."""
+    from fedevo.viz import write_front_html
+
+    run_dir = synthetic_run(tmp_path_factory)
+    page = write_front_html(run_dir)
+    _, _, ev = ok_and_front_ids(run_dir)
+    ok = {int(r["id"]): r for r in ev if r["status"] == "ok"}
+    open_fresh(browser, page)
+    genes = browser.execute_script("return FEDEVO.genes")
+    inf_ids = [i for i, r in ok.items() if r["eps"] == "inf"]
+    assert inf_ids, "the fixture must have ε = ∞ rows"
+    ids = sorted([inf_ids[0]] + [i for i in ok if i not in inf_ids][:4])
+    browser.execute_script("fedevoSelect(arguments[0])", ids)
+    browser.execute_script(CAPTURE_JS)
+    headers = browser.execute_script("return Array.from(document.querySelectorAll('#selected-table thead th'))"
+                                      ".map(th => th.textContent)")
+
+    name, text = _download(browser, "export-csv")
+    assert name.endswith(".csv")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert sorted(int(r["id"]) for r in rows) == ids
+    cols = list(rows[0])
+    assert len(cols) == len(headers) and set(genes) <= set(cols)
+    assert {"id", "generation", "on_front", "mark", "error", "accuracy_global", "comm", "eps", "eps_paper"} <= set(cols)
+    for r in rows:
+        src = ok[int(r["id"])]
+        for k in ("error", "comm", "eps", "eps_paper", *genes):
+            try:
+                assert float(r[k]) == pytest.approx(float(src[k]), rel=1e-12), (k, r[k], src[k])
+            except ValueError:
+                assert r[k] == src[k], (k, r[k], src[k])  # a choice gene
+    assert next(r for r in rows if int(r["id"]) == inf_ids[0])["eps"] == "inf"
+
+    name, text = _download(browser, "export-json")
+    assert name.endswith(".json")
+    got = json.loads(text)  # strict JSON: no Infinity / NaN literals
+    assert sorted(r["id"] for r in got) == ids and set(got[0]) == set(cols)
+    assert next(r for r in got if r["id"] == inf_ids[0])["eps"] == "inf"
+    assert all(r["error"] == pytest.approx(float(ok[r["id"]]["error"]), rel=1e-12) for r in got)
+    no_network_and_no_errors(browser)

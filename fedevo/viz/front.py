@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from ..searching.rundata import RunData, load_run
-from .axes import Column, finite, linear_ticks, make_column
+from .axes import EPS_FLOOR, Column, finite, linear_ticks, make_column
 from .history import value_range
 from .html import esc, figure_div, page, table, write
 from .numfmt import JS_NUM, num
@@ -46,6 +46,7 @@ from .html import FRONT_HTML, importance_path  # noqa: E402  (FRONT_HTML re-expo
 STAMP_SUFFIX = ".stamp.js"  # front.html -> front.stamp.js beside it
 FRONT_COLOR = "#d62728"
 DOMINATED_OPACITY = 0.3
+LOWER_COLOR = "#9a9a9a"  # a multi-fidelity search's lower-rung evaluations: grey, never in the front
 SCALE = "Viridis"
 SHORT = {"error": "error", "comm": "comm", "eps": "ε", "eps_paper": "ε (paper)", "accuracy_global": "global acc",
          "generation": "generation"}
@@ -116,6 +117,22 @@ class Model:
         self.text = [self.hover(r, f) for r, f in zip(self.rows, self.on_front)]
         self.excluded = [r["id"] for r in self.rows if self.chance is not None and finite(r["error"])
                          and r["error"] >= self.chance]
+        # a multi-fidelity search's lower rungs (finite objectives): drawn grey beneath, not evaluations of the
+        # front (no selection, no colour, no knee); their values are those measured after the rung's rounds
+        self.lower = [r for r in data.lower_rows if all(finite(r.get(k)) for k in self.keys)]
+
+    def lower_col(self, key: str) -> list[float]:
+        """A lower-rung column in the data space of the same axis (ε floored as the column floors it)."""
+        floor = self.cols[key].log and key.startswith("eps")
+        return [max(float(r[key]), EPS_FLOOR) if floor else float(r[key]) for r in self.lower]
+
+    def lower_hover(self, r: Mapping[str, Any]) -> str:
+        return "<br>".join([
+            f"<b>id {r['id']}</b> · generation {r['generation']} · rung {r['rung']}: "
+            f"{r['rounds_trained']} of the planned rounds",
+            "a lower-fidelity evaluation: not in the front (measured after these rounds)",
+            f"error {num(r['error'])} · comm {num(r['comm'])} · {EPS_NAME[self.data.eps_key]} "
+            f"{num(r[self.data.eps_key])}"])
 
     def idx(self, front: bool) -> list[int]:
         return [i for i, f in enumerate(self.on_front) if f == front]
@@ -199,6 +216,12 @@ def figure_3d(m: Model):
 
     fig = go.Figure()
     kx, ky, kz = m.keys
+    if m.lower:
+        fig.add_trace(go.Scatter3d(
+            x=m.lower_col(kx), y=m.lower_col(ky), z=m.lower_col(kz), mode="markers", meta="lower-rung",
+            name=f"lower rungs ({len(m.lower)}; not in the front)", text=[m.lower_hover(r) for r in m.lower],
+            hovertemplate="%{text}<extra></extra>", opacity=0.45,
+            marker=dict(size=3, color=LOWER_COLOR, symbol="circle")))
     for front in (False, True):
         idx = m.idx(front)
         if not idx:
@@ -275,6 +298,12 @@ def figure_projections(m: Model):
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
                         subplot_titles=[f"{SHORT[a]} vs {SHORT[b]}" for a, b in pairs])
     for c, (a, b) in enumerate(pairs, start=1):
+        if m.lower:
+            fig.add_trace(go.Scatter(
+                x=m.lower_col(a), y=m.lower_col(b), mode="markers", meta="lower-rung",
+                name=f"lower rungs ({len(m.lower)}; not in the front)", legendgroup="lower", showlegend=c == 1,
+                text=[m.lower_hover(r) for r in m.lower], hovertemplate="%{text}<extra></extra>", opacity=0.5,
+                marker=dict(size=5, color=LOWER_COLOR, symbol="circle")), row=1, col=c)
         for front in (False, True):
             idx = m.idx(front)
             if not idx:

@@ -399,3 +399,32 @@ def test_hover_lines_are_short_and_the_layout_keeps_titles_clear(central):
     lo, hi = figure_hypervolume(hv).layout.yaxis.range
     vals = [r["hypervolume"] for r in hv]
     assert lo > 0 and lo <= min(vals) and hi >= max(vals)  # starts near its values, not at 0
+
+
+def test_lower_rungs_are_drawn_grey_and_never_as_evaluations(tmp_path):
+    """A multi-fidelity run: every lower-rung evaluation (ok) is a grey point in the 3D view and in each projection,
+    in a trace of its own that selection, colour and the knee ignore (meta 'lower-rung'); the evaluations' traces
+    hold exactly the full-fidelity ok rows. A plain run has no such trace."""
+    from fedevo.searching import Runtime, SearchSettings, search
+    from fedevo.viz.front import LOWER_COLOR
+
+    out = tmp_path / "mf"
+    search(SearchSettings(problem="digits_mlp_local", pop=9, gen=2, seed=3, rounds=9, fidelity=(1 / 9, 1 / 3, 1.0),
+                          evaluator="tests.searching.search_fakes:CONTINUING"), out, Runtime(workers=0))
+    data = load_run(out)
+    m = Model(data)
+    assert len(m.lower) == len(data.lower_rows) > 0
+    full_ok = {r["id"] for r in data.full_rows if r["status"] == "ok"}
+    for fig, panels in ((figure_3d(m), 1), (figure_projections(m), 3)):
+        lower = [t for t in fig.data if t.meta == "lower-rung"]
+        assert len(lower) == panels and all(t.marker.color == LOWER_COLOR for t in lower)
+        assert all(len(t.x) == len(m.lower) and "not in the front" in t.text[0] for t in lower)
+        evals = {i for t in fig.data if t.meta == "evaluations" for i in t.customdata}
+        assert evals == full_ok
+    assert "lower-rung" in front_html(data)
+
+
+def test_a_plain_run_has_no_lower_rung_trace(real_run):
+    m = Model(load_run(real_run))
+    assert not m.lower
+    assert not [t for t in figure_3d(m).data if t.meta == "lower-rung"]

@@ -354,6 +354,10 @@ def _dim(c: Column, label: Optional[str] = None) -> dict:
         lo, hi = min(fin), max(fin)
         if hi > lo:
             d["range"] = [lo, hi]
+        # tick and range labels in three significant digits (plotly's default wrote the range ends as "0.072479");
+        # a format is not tick values: brushing stays continuous
+        big = max(abs(lo), abs(hi)) >= 1000
+        d["tickformat"] = ".2~f" if c.log else "d" if c.kind == "int" and not big else ".3~s" if big else ".3~g"
     return d
 
 

@@ -3,10 +3,12 @@
     python benchmarks/multi_fidelity.py                                   # digits_mlp, small (the committed run)
     python benchmarks/multi_fidelity.py --problem digits_mlp --pop 12 --gen 4 --mf-gen 10 --rounds 9 \\
         --fidelity 1/9,1/3,1 --seeds 0 1 2 --workers 0 --out benchmarks/results/multi_fidelity-digits
-    # paper scale (experiments/ exp2: fashion_mlp_step, pop 20 x 20 generations, T = 5 rounds; NOT run here: a
-    # plain search took 24-29 min on 2 idle cores, times 2 methods times the seeds; rungs 1, 2 and 5 rounds):
-    python benchmarks/multi_fidelity.py --problem fashion_mlp_step --pop 20 --gen 20 --mf-gen 60 \\
-        --fidelity 0.2,0.4,1 --seeds 0 1 2 --workers 2 --out benchmarks/results/multi_fidelity-fashion
+    # paper scale (experiments/ exp2: fashion_mlp_step, pop 20 x 20 generations, T = 5 rounds; rungs 1, 2 and 5
+    # rounds; the plain search takes 5-6.5 min on 2 quiet Zen 5 cores; the multi-fidelity search stops at the end
+    # of the first generation after 600 s): results/multi_fidelity-fashion-2026-11-25-*/
+    PYTHONPATH=$PWD /work/stvenv/bin/python benchmarks/multi_fidelity.py --problem fashion_mlp_step --pop 20 \
+        --gen 20 --mf-gen 200 --mf-budget-s 600 --fidelity 0.2,0.4,1 --seeds 2 3 --workers 2 --moasha \
+        --out benchmarks/results/multi_fidelity-fashion
 
 For each seed, one process runs the plain search (`--gen` generations, every evaluation trains all T rounds) and
 the multi-fidelity search (`--fidelity`, `--mf-gen` generations) in fresh run directories, one after the other,
@@ -19,9 +21,8 @@ the common budget: the table gives each method's hypervolume at that time, and t
 took to reach the plain search's final hypervolume (or that it did not).
 
 Outputs under --out: curves.csv (method, seed, t_s, full_evaluations, hypervolume), events.csv, summary.csv and summary.md
-(the table, the machine: CPU model and flags, cores, load average before and after, the command). No plot is
-written: plotly's offline HTML embeds ~4.5 MB of plotly.js (too large for this repository) and kaleido, which
-writes PNGs, is not installed; curves.csv holds every point.
+(the table, the machine: CPU model and flags, cores, load average before and after, the command). The plot of
+hypervolume against time: benchmarks/hv_plot.py curves.csv --out NAME (an offline HTML page and a PNG of it).
 
 With `--moasha`, each seed also runs Syne Tune's MOASHA (benchmarks/moasha.py) driving the same evaluation function
 rung by rung on the same ladder, with the plain search's time as its budget; it then shares the normalisation and

@@ -306,7 +306,7 @@ class RetrainReport:
             r = self.results[s.key]
             priv, srch = dict(r.privacy or {}), dict(s.search or {})
             dep = dict(self.deployments.get(s.key, {}))
-            if priv.get("mechanism") not in (None, "none"):  # what the training recorded wins
+            if _claims_privacy(priv.get("mechanism")):  # what the training recorded wins
                 dep.update({k: priv[k] for k in ("trust", "delta", "population", "cohort") if k in priv})
             elif priv:  # no mechanism: its summary's trust and δ mean nothing
                 dep.update(trust="no privacy", delta=None)
@@ -453,10 +453,20 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     return report
 
 
+def _claims_privacy(name: Optional[str]) -> bool:
+    """A privacy summary's mechanism makes a privacy claim (the registry says which do; an evaluator's own name
+    that fedevo does not know is taken at its word)."""
+    from .privacy import registry
+
+    return name is not None and (name not in registry.mechanisms() or registry.mechanism(name).private)
+
+
 def deployment_of(cfg) -> dict[str, Any]:
     """The deployment a configuration's ε is accounted for: trust model, δ, population N (users; the simulated
     clients unless the problem sets a deployment) and cohort M (clients per round)."""
-    private = cfg.privacy.mechanism not in (None, "none")
+    from .privacy import registry
+
+    private = registry.private(cfg.privacy)
     return {"trust": str(cfg.privacy.trust) if private else "no privacy", "delta": cfg.privacy.delta if private else None,
             "population": int(cfg.population), "cohort": int(cfg.cohort)}
 

@@ -117,11 +117,10 @@ def _same(a, b) -> bool:
 
 
 def context_items(r) -> list[tuple[str, str]]:
-    """(name, value) of the deployment the audit's ε is accounted for (sampling only under central trust, where the
-    cohort is drawn by it; the accounted rounds when a participation cap makes them fewer than the rounds)."""
+    """(name, value) of the deployment the audit's ε is accounted for (sampling where the mechanism's trust model
+    names how cohorts are drawn; the accounted rounds when a participation cap makes them fewer than the rounds)."""
     d = r.deployment or {}
-    out = [(name, _fmt(d[k])) for k, name in DEPLOYMENT
-           if d.get(k) is not None and (k != "sampling" or d.get("trust") == "central")]
+    out = [(name, _fmt(d[k])) for k, name in DEPLOYMENT if d.get(k) is not None]
     if d.get("rounds") is not None and r.exposure is not None and r.exposure.rounds != d["rounds"]:
         out.append(("rounds a user can join (accounted)", _fmt(r.exposure.rounds)))
     return out

@@ -300,7 +300,8 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
                        estimate_interval=interval, attainable=attainable,
                        method=METHOD_STEP if seam == STEP else METHOD,
                        deployment={"trust": mech.trust, "delta": pc.delta, "population": int(cfg.population),
-                                   "cohort": int(cfg.cohort), "sampling": pc.sampling, "rounds": int(cfg.rounds)})
+                                   "cohort": int(cfg.cohort), "sampling": mech.deployment().get("sampling"),
+                                   "rounds": int(cfg.rounds)})  # sampling: where the trust model draws cohorts
 
 
 BLOCK_VALUES = 1 << 24  # canary uploads privatised per call: as many rows of P floats as fit in 64 MB

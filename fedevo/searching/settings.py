@@ -66,10 +66,10 @@ class SearchSettings:
                               f"Das–Dennis reference directions for 3 objectives and NSGA-III needs --pop >= "
                               f"{n_ref_dirs(p)}")
         from .fidelity import parse_ladder
-        from .warmstart import check_init
 
         init = None if self.init is None else tuple(dict(x) for x in self.init)
-        check_init(init, self.pop)
+        if init is not None and len(init) > self.pop:
+            raise FedevoError(f"--init-from: {len(init)} starting individuals do not fit in --pop {self.pop}")
         return replace(self, partitions=p, fidelity=parse_ladder(self.fidelity), init=init)
 
     @property

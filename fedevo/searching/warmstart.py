@@ -17,7 +17,7 @@ earlier rows but their genes).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -69,9 +69,4 @@ def initial_population(space: SearchSpace, init: Sequence[Mapping[str, Any]], po
     return np.vstack([X0, rest])
 
 
-def check_init(init: Optional[Sequence[Mapping[str, Any]]], pop: int) -> None:
-    if init is not None and len(init) > pop:
-        raise FedevoError(f"--init-from: {len(init)} starting individuals do not fit in --pop {pop}")
-
-
-__all__ = ["check_init", "front_params", "initial_population"]
+__all__ = ["front_params", "initial_population"]

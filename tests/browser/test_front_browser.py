@@ -112,6 +112,23 @@ def mouse_to(driver, x: float, y: float) -> None:
     ab.perform()
 
 
+def pareto_positions(driver) -> list[dict]:
+    """Screen position (and id) of every point of the 3D view's Pareto-front trace."""
+    n = driver.execute_script(PROJECT_JS, "Pareto front", 0)["n"]
+    return [driver.execute_script(PROJECT_JS, "Pareto front", k) for k in range(n)]
+
+
+def hover_at(driver, p: dict, wait: float = 2.0) -> str:
+    """A real mouse move onto screen point `p` of the 3D view (from 3 px to its left, so that the pointer moves);
+    the 3D hover label's text once one shows within `wait` seconds, else ''."""
+    mouse_to(driver, p["x"] - 3, p["y"])
+    mouse_to(driver, p["x"], p["y"])
+    t0 = time.time()
+    while time.time() - t0 < wait and not hover_text(driver, "front3d"):
+        time.sleep(0.05)
+    return hover_text(driver, "front3d")
+
+
 def test_front_html_renders_and_hovers(browser, tmp_path_factory):
     from fedevo.viz import write_front_html
 
@@ -136,18 +153,10 @@ def test_front_html_renders_and_hovers(browser, tmp_path_factory):
         "&& g.querySelectorAll('canvas').length > 0 && !g.querySelector('.no-webgl');"), "no WebGL 3D scene"
 
     # a real mouse move onto a Pareto point of the 3D scene shows its hover label with its id
-    n = browser.execute_script(PROJECT_JS, "Pareto front", 0)["n"]
-    positions = [browser.execute_script(PROJECT_JS, "Pareto front", k) for k in range(n)]
+    positions = pareto_positions(browser)
     hovered = None
     for p in positions:
-        mouse_to(browser, p["x"] - 3, p["y"])
-        mouse_to(browser, p["x"], p["y"])
-        t0 = time.time()
-        while time.time() - t0 < 2.0:
-            text = hover_text(browser, "front3d")
-            if text:
-                break
-            time.sleep(0.05)
+        text = hover_at(browser, p)
         if text:
             m = re.search(r"id (\d+) ", text)
             assert m, text

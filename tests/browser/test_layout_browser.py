@@ -14,8 +14,8 @@ import time
 import pytest
 
 from tests.browser import test_front_browser
-from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, PROJECT_JS, hover_text, mouse_to,
-                                              no_network_and_no_errors, open_page, wait_ready)
+from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, hover_at, no_network_and_no_errors, open_page,
+                                              pareto_positions, wait_ready)
 from tests.viz.fedevo_runs import central_run, digits_run
 
 browser = test_front_browser.browser  # the same headless Chromium fixture
@@ -88,22 +88,15 @@ def no_page_overflow(driver) -> None:
 
 def hover_fits_scene(driver) -> dict:
     """Moves the mouse over the 3D scene's Pareto points until a hover label shows; its width ≤ the scene's."""
-    n = driver.execute_script(PROJECT_JS, "Pareto front", 0)["n"]
-    for k in range(n):
-        p = driver.execute_script(PROJECT_JS, "Pareto front", k)
-        mouse_to(driver, p["x"] - 3, p["y"])
-        mouse_to(driver, p["x"], p["y"])
-        t0 = time.time()
-        while time.time() - t0 < 2.0:
-            if hover_text(driver, "front3d"):
-                sizes = driver.execute_script(
-                    "const h = document.querySelector('#front3d .hovertext').getBoundingClientRect(),"
-                    " s = document.getElementById('front3d')._fullLayout.scene._scene.container"
-                    ".getBoundingClientRect();"
-                    "return {hover: h.width, hl: h.left, hr: h.right, scene: s.width, sl: s.left, sr: s.right};")
-                assert sizes["hover"] <= sizes["scene"], sizes
-                return sizes
-            time.sleep(0.05)
+    for p in pareto_positions(driver):
+        if hover_at(driver, p):
+            sizes = driver.execute_script(
+                "const h = document.querySelector('#front3d .hovertext').getBoundingClientRect(),"
+                " s = document.getElementById('front3d')._fullLayout.scene._scene.container"
+                ".getBoundingClientRect();"
+                "return {hover: h.width, hl: h.left, hr: h.right, scene: s.width, sl: s.left, sr: s.right};")
+            assert sizes["hover"] <= sizes["scene"], sizes
+            return sizes
     raise AssertionError("no hover label appeared over any Pareto point of the 3D plot")
 
 

@@ -22,8 +22,8 @@ import time
 import pytest
 
 from tests.browser import test_front_browser
-from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, PROJECT_JS, drag, hover_text, mouse_to,
-                                              no_network_and_no_errors, ok_and_front_ids, open_page, wait_ready)
+from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, drag, hover_at, mouse_to, no_network_and_no_errors,
+                                              ok_and_front_ids, open_page, pareto_positions, wait_ready)
 from tests.viz.fedevo_runs import chance_run, synthetic_run
 
 browser = test_front_browser.browser  # the same headless Chromium fixture
@@ -270,15 +270,8 @@ def test_3d_click_selects_the_point(browser, chance_page):
         ab.perform()
         time.sleep(0.6)
 
-    n = browser.execute_script(PROJECT_JS, "Pareto front", 0)["n"]
-    for k in range(n):
-        p = browser.execute_script(PROJECT_JS, "Pareto front", k)
-        mouse_to(browser, p["x"] - 3, p["y"])
-        mouse_to(browser, p["x"], p["y"])
-        t0 = time.time()
-        while time.time() - t0 < 2.0 and not hover_text(browser, "front3d"):
-            time.sleep(0.05)
-        m = re.search(r"id (\d+) ", hover_text(browser, "front3d"))
+    for p in pareto_positions(browser):
+        m = re.search(r"id (\d+) ", hover_at(browser, p))
         if not m:
             continue
         hovered = int(m.group(1))

@@ -106,21 +106,18 @@ def _estimate(r) -> str:
     return f"{_fmt(r.eps_estimate)} [{_fmt(lo)}, {_fmt(hi)}]"
 
 
-# what an audit's ε is under (AuditResult.deployment), in the order a reader needs it
-DEPLOYMENT = (("trust", "trust"), ("delta", "δ"), ("population", "population N"),
-              ("cohort", "cohort M (clients per round)"), ("sampling", "sampling"), ("rounds", "rounds"))
+def _deployment_keys() -> tuple:
+    """What an audit's ε is under (AuditResult.deployment): the retrain page's keys, then sampling and rounds."""
+    from ..viz.curves import PRIVACY_KEYS
 
-
-def _same(a, b) -> bool:
-    return a == b or (a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
-                      and math.isclose(a, b, rel_tol=1e-9))
+    return (*PRIVACY_KEYS, ("sampling", "sampling"), ("rounds", "rounds"))
 
 
 def context_items(r) -> list[tuple[str, str]]:
     """(name, value) of the deployment the audit's ε is accounted for (sampling where the mechanism's trust model
     names how cohorts are drawn; the accounted rounds when a participation cap makes them fewer than the rounds)."""
     d = r.deployment or {}
-    out = [(name, _fmt(d[k])) for k, name in DEPLOYMENT if d.get(k) is not None]
+    out = [(name, _fmt(d[k])) for k, name in _deployment_keys() if d.get(k) is not None]
     if d.get("rounds") is not None and r.exposure is not None and r.exposure.rounds != d["rounds"]:
         out.append(("rounds a user can join (accounted)", _fmt(r.exposure.rounds)))
     return out
@@ -129,12 +126,12 @@ def context_items(r) -> list[tuple[str, str]]:
 def eps_text(r) -> str:
     """The accountant's ε at the rounds the audit ran, beside the search's (a run's picks are audited as searched:
     same rounds and seed), and why they differ when they do."""
-    from ..viz.curves import eps_comparison
+    from ..viz.curves import eps_comparison, same_eps
 
     rounds = (r.deployment or {}).get("rounds")
     changed = []
-    if r.eps_search is not None and not _same(r.eps_upper, r.eps_search):
-        if not _same(r.eps_upper, r.eps_reported):
+    if r.eps_search is not None and not same_eps(r.eps_upper, r.eps_search):
+        if not same_eps(r.eps_upper, r.eps_reported):
             e = r.exposure
             changed.append(f"the audited ε is the accountant's for the canaries' own exposure ({e.relation}, joining "
                            f"each of {e.rounds} rounds with probability {e.rate:.3g}); the audit run's accountant "
@@ -147,17 +144,16 @@ def eps_text(r) -> str:
 
 def context_html(results: Sequence) -> str:
     """The deployment every audit shares, said once (empty when they differ: each section says its own)."""
-    from ..viz.html import esc
+    from ..viz.html import kv_list
 
     items = [context_items(r) for r in results]
     if not items or any(i != items[0] for i in items) or not items[0]:
         return ""
-    return ('<p class="meta">every ε here is under: ' + " · ".join(
-        f'<span class="kv">{esc(k)} <b>{esc(v)}</b></span>' for k, v in items[0]) + "</p>")
+    return '<p class="meta">every ε here is under: ' + kv_list(items[0]) + "</p>"
 
 
 def write_html(path: Path, results: Sequence, *, title: str, intro: str = "") -> Path:
-    from ..viz.html import esc, figure_div, page, table, write
+    from ..viz.html import esc, figure_div, kv_list, page, table, write
 
     parts = [f"<h1>{esc(title)}</h1>", f'<p class="meta">{esc(intro)}</p>' if intro else "", context_html(results),
              '<div class="scroll">' +
@@ -169,7 +165,7 @@ def write_html(path: Path, results: Sequence, *, title: str, intro: str = "") ->
     for n, r in enumerate(results):
         b, e = r.bound, r.exposure
         parts.append(f"<h2>{esc(r.label)}: {esc(r.verdict)}</h2>")
-        ctx = " · ".join(f'<span class="kv">{esc(k)} <b>{esc(v)}</b></span>' for k, v in context_items(r))
+        ctx = kv_list(context_items(r))
         parts.append(f'<p class="meta">{ctx + " — " if ctx else ""}{esc(eps_text(r))}</p>')
         parts.append(f'<p class="note"><b>Verdict: {esc(r.verdict)}</b> — {esc(r.why)}. ε estimate '
                      f"{esc(_estimate(r))} (bootstrap over canaries, {r.confidence:g} interval)"

@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .html import esc, figure_div, page, table, write
+from .html import esc, figure_div, kv_list, page, table, write
 from .numfmt import num
 
 STANDARD_STYLE = dict(color="black", dash="dash", width=3)
@@ -133,6 +133,13 @@ def _hover_args(hover: Sequence[dict], view: str) -> dict:
 
 
 # ============================================================================================ privacy context
+def same_eps(a, b) -> bool:
+    """Two recorded ε the same: equal (∞ and None included), or finite and within 1e-9 of each other (what one
+    accountant gives twice for the same configuration)."""
+    return a == b or (a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
+                      and math.isclose(a, b, rel_tol=1e-9))
+
+
 def eps_comparison(eps, rounds, search_eps, search_rounds, *, changed: Sequence[str] = ()) -> str:
     """ε at the rounds retrained beside the search's, and why they differ when they do (from what both recorded):
     e.g. "ε 0.015 at 20 rounds; the search's 0.01 was at 5 rounds". changed: recorded privacy quantities that
@@ -143,9 +150,7 @@ def eps_comparison(eps, rounds, search_eps, search_rounds, *, changed: Sequence[
     here = f"ε {val(eps)} at {rounds} round{'s' if rounds != 1 else ''}" + (" (no privacy)" if eps == math.inf else "")
     if search_eps is None:
         return here
-    same = (eps is not None and (eps == search_eps or (math.isfinite(eps) and math.isfinite(search_eps)
-                                                        and math.isclose(eps, search_eps, rel_tol=1e-9))))
-    if same:
+    if same_eps(eps, search_eps):
         return here + (" (the search's too)" if rounds == search_rounds
                        else f"; the search's was the same at {search_rounds} rounds")
     if rounds != search_rounds:
@@ -156,6 +161,7 @@ def eps_comparison(eps, rounds, search_eps, search_rounds, *, changed: Sequence[
     return here + f"; the search's {val(search_eps)} at the same rounds: {why}"
 
 
+# what an ε is accounted for, in the order a reader needs it (the audit's report adds sampling and rounds)
 PRIVACY_KEYS = (("trust", "trust"), ("delta", "δ"), ("population", "population N"),
                 ("cohort", "cohort M (clients per round)"))
 
@@ -176,9 +182,8 @@ def privacy_html(rows: Sequence[dict]) -> str:
     picked = [r for r in rows if not r.get("standard")]
     shared = [(k, name) for k, name in PRIVACY_KEYS
               if picked and len({_setting(k, r.get(k)) for r in picked}) == 1 and picked[0].get(k) is not None]
-    head = ('<p class="meta">privacy of the picked solutions: ' + " · ".join(
-        f'<span class="kv">{esc(name)} <b>{esc(_setting(k, picked[0][k]))}</b></span>' for k, name in shared)
-        + "</p>") if shared else ""
+    head = ('<p class="meta">privacy of the picked solutions: '
+            + kv_list((name, _setting(k, picked[0][k])) for k, name in shared) + "</p>") if shared else ""
     body = [[r["solution"], *(_setting(k, r.get(k)) for k, _ in PRIVACY_KEYS), r["rounds"], r["eps_text"]]
             for r in rows]
     headers = ["solution", *(name for _, name in PRIVACY_KEYS), "rounds run", "ε (accountant) at those rounds, "

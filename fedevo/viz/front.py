@@ -39,7 +39,7 @@ from typing import Any, Mapping, Optional, Sequence
 from ..searching.rundata import RunData, load_run
 from .axes import EPS_FLOOR, Column, finite, linear_ticks, make_column
 from .history import value_range
-from .html import esc, figure_div, page, table, write
+from .html import esc, figure_div, kv_list, page, table, write
 from .numfmt import JS_NUM, num
 
 from .html import FRONT_HTML, importance_path  # noqa: E402  (FRONT_HTML re-exported)
@@ -451,8 +451,8 @@ def _settings_html(data: RunData) -> str:
     # rounds: stated once, as run, by rounds_text (the problem file's may be overridden by --rounds)
     other = [k for k in fixed if k not in priv_keys and not (k == "rounds" and data.problem.simulated)]
 
-    def kv(keys):  # a setting and its value never break apart (nor does a value: "1e-6")
-        return " · ".join(f'<span class="kv">{esc(k)} <b>{esc(_fmt_any(fixed[k]))}</b></span>' for k in keys)
+    def kv(keys):
+        return kv_list((k, _fmt_any(fixed[k])) for k in keys)
 
     if not data.problem.simulated:  # the user's evaluator: its settings mean what it makes of them
         return ('<p class="meta">' + f"ε, comm and error: as the problem's own evaluator computes them "

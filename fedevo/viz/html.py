@@ -41,6 +41,12 @@ def esc(v: Any) -> str:
     return html.escape(str(v), quote=True)
 
 
+def kv_list(pairs: Iterable[tuple[Any, Any]]) -> str:
+    """Settings as "name value · name value", each pair one unbreakable box (CSS `.kv`: a setting and its value
+    never break apart, nor does a value such as "1e-6"). Both are escaped; the value is bold."""
+    return " · ".join(f'<span class="kv">{esc(k)} <b>{esc(v)}</b></span>' for k, v in pairs)
+
+
 def fmt(v: Any) -> str:
     """A number for people (`fedevo.viz.numfmt.num`; integers below 1000 as they are)."""
     from .numfmt import num

@@ -211,9 +211,9 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, 
     if init_from is not None:
         from .searching.warmstart import front_params
 
-        init_path = _run_path(init_from).resolve()
-        init, _ = front_params(init_path, prob, pop)
-        init_path = str(init_path)
+        earlier = _run_path(init_from).resolve()
+        init, _ = front_params(earlier, prob, pop)
+        init_path = str(earlier)
     settings = SearchSettings(problem=source, pop=pop, gen=gen, seed=seed, partitions=partitions,
                               rounds=rounds, data_dir=data_dir, evaluator=spec, fidelity=parse_ladder(fidelity),
                               init=init, init_from=init_path)

@@ -357,7 +357,8 @@ def _dim(c: Column, label: Optional[str] = None) -> dict:
         # tick and range labels in three significant digits (plotly's default wrote the range ends as "0.072479");
         # a format is not tick values: brushing stays continuous
         big = max(abs(lo), abs(hi)) >= 1000
-        d["tickformat"] = ".2~f" if c.log else "d" if c.kind == "int" and not big else ".3~s" if big else ".3~g"
+        # (not "d" on integer genes: plotly's own ticks may fall between integers, and "d" wrote 1.2 and 1.4 as "1")
+        d["tickformat"] = ".2~f" if c.log else ".3~s" if big else "~g" if c.kind == "int" else ".3~g"
     return d
 
 
@@ -376,7 +377,7 @@ def figure_parallel(m: Model):
     dims.append(dict(label="Pareto", values=[1 if f else 0 for f in m.on_front], tickvals=[0, 1],
                      ticktext=["dominated", "front"], range=[-0.1, 1.1]))
     ids = [r["id"] for r in m.rows]
-    dims.append(dict(label="id", values=ids, range=[min(ids) - 0.5, max(ids) + 0.5], tickformat="d"))
+    dims.append(dict(label="id", values=ids, range=[min(ids) - 0.5, max(ids) + 0.5], tickformat="~g"))
     c = m.cols["generation"]
     tv, tt = c.ticks()
     fig = go.Figure(go.Parcoords(

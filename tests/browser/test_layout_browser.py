@@ -124,6 +124,12 @@ def test_front_layout_holds(browser, tmp_path_factory, width):
         "return Array.from(document.querySelectorAll('#parallel .tick text')).map(t => "
         "[parseFloat(getComputedStyle(t).fontSize), getComputedStyle(t).textShadow])")
     assert ticks and all(size >= 11 and "255, 255, 255" in shadow for size, shadow in ticks), ticks[:3]
+    # ... and every axis' tick labels say different values (a format rounding plotly's ticks at 1.2, 1.4 ... of
+    # an integer gene wrote "1, 1, 2, 2, 3, 3")
+    labels = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#parallel .y-axis')).map(a => "
+        "Array.from(a.querySelectorAll('.tick text')).map(t => t.textContent))")
+    assert labels and all(len(set(ls)) == len(ls) for ls in labels), labels
     # the hypervolume axis starts near its values, not at 0
     lo, hi, vals = browser.execute_script(
         "const g = document.getElementById('hypervolume'); const t = g.data.find(t => t.name === 'hypervolume');"

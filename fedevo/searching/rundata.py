@@ -89,6 +89,14 @@ class RunData:
     front: list[dict[str, Any]] = field(default_factory=list)  # Pareto set (status ok, feasible), id order
     hv_table: Optional[list[dict[str, Any]]] = None  # hypervolume per generation, when already computed
 
+    @cached_property
+    def objectives(self):
+        """The run's objectives in order (:class:`fedevo.objectives.ObjectiveSet`): run.json's ``objectives`` list,
+        else error, comm and the problem's ε."""
+        from ..objectives import ObjectiveSet, default_names
+
+        return ObjectiveSet.of(self.meta.get("objectives") or default_names(self.eps_key))
+
     @property
     def ok_rows(self) -> list[dict[str, Any]]:
         """Full-fidelity evaluations with status ok (a multi-fidelity search's lower rungs: `lower_rows`)."""

@@ -163,6 +163,9 @@ class RunData:
         return marks(self.front, self.eps_key, chance=self.knee_bar)
 
     def pick(self, spec: str):
+        """THE pick resolver: the solutions `spec` selects (fedevo.picking grammar), the knee below
+        :attr:`knee_bar`. `fedevo front --pick`, retrain, audit, plot, the Python API and the page all go through it
+        (tests/test_pick_agreement.py), so one spec names the same ids everywhere."""
         from ..picking import pick
 
         return pick(spec, self.rows, self.front, eps_key=self.eps_key, chance=self.knee_bar)

@@ -59,7 +59,7 @@ from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table, is_full
-from .integrity import check_log, checked_rows, log_record
+from .integrity import check_chain, check_log, checked_rows, log_record
 from .log import EvalLog, csv_text, atomic_write, row_key, row_result
 from .problem import OBJECTIVES, WORST, SearchProblem
 from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity
@@ -162,7 +162,8 @@ class SearchRun:
         self.space = SearchSpace.from_problem(problem)
         self.eps_key = problem.eps_objective
         self.constraints = dict(problem.constraints)
-        self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes, rungs=settings.multi_fidelity)
+        self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes, rungs=settings.multi_fidelity,
+                           run_json=(self.run_dir / "run.json").read_bytes())
 
     # ------------------------------------------------------------------ creating / opening
     @classmethod
@@ -372,6 +373,7 @@ class SearchRun:
         for r in rows:
             by_id.setdefault(row_key(r), r)
         check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
+        check_chain(self.log.path, self.run_dir / "run.json")  # every row to the last, before any is trusted
         counters = {"reused": 0}
         runner = None
         if state["generation"] < s.gen and not state.get("stopped_early"):

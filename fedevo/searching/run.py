@@ -59,6 +59,7 @@ from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table, is_full
+from .inputs import check_inputs, fingerprint
 from .integrity import check_chain, check_log, checked_rows, log_record
 from .log import EvalLog, csv_text, atomic_write, row_key, row_result
 from .problem import OBJECTIVES, WORST, SearchProblem
@@ -202,6 +203,7 @@ class SearchRun:
             raise FedevoError(f"--out {out} exists and is not a directory")
         check_writable_dir(out)
         evaluators.check(evaluator, problem, settings.rounds)  # the simulator's memory check; others: none
+        inputs = fingerprint(problem, settings)  # before anything is written: an unreadable file is one line
         if out.is_dir() and _content(out):
             _refuse_nonempty(out, ident)
         made = not out.exists()
@@ -240,6 +242,7 @@ class SearchRun:
             "host": {"cores": cores(), "platform": platform.platform()},
             "versions": versions(),
             "command": " ".join(sys.argv),
+            "inputs": inputs,  # the data and code files' SHA-256: resume checks them (inputs.py)
         }
         try:
             atomic_write(out / "run.json", json.dumps(meta, indent=2, default=str) + "\n")
@@ -330,8 +333,9 @@ class SearchRun:
         callback = CallbackList(callbacks)
         summary: Optional[Summary] = None
         try:
-            if self._held is None:
+            if self._held is None:  # opened, not created here: continuing a run made earlier
                 self._held = _lock(self.run_dir)
+                check_inputs(self.meta, self.run_dir)  # its data and code files are what it was made with
             for p in [*self.run_dir.glob(".*.tmp"), *(self.run_dir / "checkpoints").glob(".*.tmp")]:
                 with contextlib.suppress(OSError):  # leftovers of a write killed before its rename (ours: locked)
                     p.unlink()

@@ -32,6 +32,8 @@ table.sortable th.desc::after { content: " ▼"; }
 #selection-table tr.front td { background: #fff7e6; } .live { color: #a60; }
 .kv, .meta b, .scroll td:not(.l) { white-space: nowrap; }
 .scroll, #selection-table { overflow-x: auto; max-width: 100%; }
+#retrain-cmd, #knee-note, code { overflow-wrap: anywhere; white-space: normal; }
+tr.outside td { color: #aaa; } tr.outside td.l { text-decoration: line-through #ccc; }
 """
 
 CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "png", "scale": 2}}

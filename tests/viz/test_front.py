@@ -73,7 +73,7 @@ def test_every_ok_evaluation_is_one_point_with_full_hover(real_run):
     labels = [d.label for d in par.data[0].dimensions]
     assert [lab.split(" (")[0] for lab in labels[:len(data.gene_names)]] == list(data.gene_names)
     assert "error" in labels and "comm" in labels and any(lab.startswith("ε") for lab in labels)
-    assert "sigma (log10)" in labels  # digits_mlp declares sigma log = true; drawn as log10, no snapping ticks
+    assert "sigma (log)" in labels  # digits_mlp declares sigma log = true; drawn as log10 (labelled in units by the page), no snapping ticks
     assert not [d.label for d in par.data[0].dimensions if d.tickvals and d.label != "Pareto"]
 
 

@@ -7,7 +7,10 @@ search space, hypervolume), runner.py (Ray or serial evaluation).
 Run directory::
 
     run.json            what was run: problem name + full problem-file text, settings, seed, encoding,
-                        algorithm, package versions (written once, atomically; never changed)
+                        algorithm, package versions, and ``inputs``: the SHA-256 of every data and code file the
+                        problem names (inputs.py; resume refuses a changed one) (written once, atomically; never
+                        changed: its bytes start the log's hash chain)
+    .lock               flock'ed by the process writing the run (never content)
     evaluations.csv     one row per evaluated individual, appended (and fsync'ed) the moment it finishes:
                         id (0, 1, ... in ask order), generation (1 = initial population), index (within
                         its generation), seed (the evaluation's), one column per gene (decoded values),
@@ -16,17 +19,25 @@ Run directory::
                         written as \\n so that every row is one line). Floats are written with repr(): exact;
                         an empty cell is None (e.g. no ε for an unprivate run)
                         A multi-fidelity search (--fidelity, fidelity.py) adds the columns rung and fidelity:
-                        one row per rung an individual reached (same id), its values after those rounds
+                        one row per rung an individual reached (same id), its values after those rounds.
+                        The last column, chain, is the hash chain over the rows (log.py, integrity.py: every
+                        reader checks it to the last row); logs of earlier versions have none
     states/id-NNNN-rRRRR.pt
-                        multi-fidelity only: the training state of an individual after RRRR rounds, kept until its
-                        next rung is logged or it is not promoted (rungs.py)
+                        multi-fidelity only: the training state of an individual after RRRR rounds behind a header
+                        with its id, rounds and SHA-256 (checked before it is continued), kept until its next rung
+                        is logged or it is not promoted (rungs.py)
     checkpoints/gen-NNNN.pkl
                         pymoo algorithm state (population, reference-point normalisation, RNG) after
                         generation NNNN (0000 = before the first), with a SHA-256 of its payload, and the
                         record of the log it closes (count, a checksum per row: integrity.py)
     front.csv           non-dominated rows among all full-fidelity evaluations with status ok (and within the
-                        problem's constraints), rewritten at the end of each generation
+                        problem's constraints), rewritten at the end of each generation (no chain column)
     hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`)
+    ray.log             Ray's own messages (a dead worker, retries), when the search ran on Ray
+    front.html, front.stamp.js, importance.html
+                        the pages (fedevo.viz), when written (`fedevo plot`, the live page)
+    retrain/, retrain-N/, audit/, audit-N/
+                        `fedevo retrain` and `fedevo audit` reports, when run (never overwritten)
 
 Resume = load the newest checkpoint (generation g) and continue with generation g + 1. pymoo's RNG is in
 the checkpoint, so it asks for exactly the individuals the interrupted run had asked for; each one gets

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
+from .argcheck import checked
 from .errors import FedevoError
 from .problem import Problem, load_problem
 from .result import EvaluationResult
@@ -40,6 +41,12 @@ def _as_problem(source: ProblemLike, *, name: Optional[str] = None) -> Problem:
                       f"{type(source).__name__}")
 
 
+def _text(path: Optional[Union[str, Path]]) -> Optional[str]:
+    """A directory argument as the text the configs record (a Path is welcome)."""
+    return None if path is None else str(path)
+
+
+@checked
 def problems() -> list[str]:
     """Names of the bundled problems."""
     from .problem import list_problems
@@ -48,8 +55,9 @@ def problems() -> list[str]:
 
 
 # ============================================================================================ one evaluation
+@checked
 def evaluate(problem: ProblemLike, params: Optional[Mapping[str, Any]] = None, *, seed: int = 0,
-             rounds: Optional[int] = None, data_dir: Optional[str] = None, download: bool = False,
+             rounds: Optional[int] = None, data_dir: Optional[Union[str, Path]] = None, download: bool = False,
              eval_every: int = 0, progress: Optional[Callable[[int], None]] = None, until: Optional[int] = None,
              resume_from: Optional[bytes] = None) -> EvaluationResult:
     """Train one configuration (gene defaults overridden by `params`) and return its objectives.
@@ -66,6 +74,7 @@ def evaluate(problem: ProblemLike, params: Optional[Mapping[str, Any]] = None, *
     from .hardware import device
 
     prob = _as_problem(problem)
+    data_dir = _text(data_dir)
     check_seed(seed)
     check_rounds(rounds)
     if not prob.simulated:  # the problem file's own evaluator (its genes checked here, its code run there)
@@ -125,6 +134,7 @@ class Run:
         """`front` as a pandas DataFrame (needs pandas)."""
         return _frame(self.front)
 
+    @checked
     def pick(self, spec: str) -> list[dict[str, Any]]:
         """The solutions a pick spec selects ("knee", "lowest-error:2", "12", "front,eps<=8", ...; docs/plots.md),
         each record with a `picked_by` field."""
@@ -152,6 +162,7 @@ def _run_path(run: RunLike) -> Path:
     return Path(run.path if isinstance(run, Run) else run)
 
 
+@checked
 def open_run(path: RunLike) -> Run:
     """A run directory made by `fedevo search` (or `fedevo.search`); FedevoError if it is not one."""
     if isinstance(path, Run):
@@ -169,9 +180,10 @@ def _runtime(workers, ray_address, cpus_per_task, gpus_per_task):
                    gpus_per_task=gpus_per_task)
 
 
+@checked
 def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, workers: Optional[int] = None,
            seed: int = 0, out: Optional[Union[str, Path]] = None, rounds: Optional[int] = None,
-           data_dir: Optional[str] = None, partitions: Optional[int] = None,
+           data_dir: Optional[Union[str, Path]] = None, partitions: Optional[int] = None,
            evaluator: Optional[Union[str, Callable]] = None, ray_address: Optional[str] = None,
            cpus_per_task: float = 1.0, gpus_per_task: float = 0.0, callbacks: Sequence = (),
            page: bool = True, fidelity: Union[None, float, str, Sequence[float]] = None,
@@ -194,6 +206,7 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, 
     from .searching.settings import SearchSettings
 
     prob = _as_problem(problem)
+    data_dir = _text(data_dir)
     check_data_dir(data_dir)  # a mistyped --data-dir: one line before the run directory exists
     fn = None
     if callable(evaluator):
@@ -224,7 +237,8 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, 
     return _run(run, runtime, fn, callbacks, page, fresh=fresh)
 
 
-def resume(run: RunLike, *, workers: Optional[int] = None, data_dir: Optional[str] = None,
+@checked
+def resume(run: RunLike, *, workers: Optional[int] = None, data_dir: Optional[Union[str, Path]] = None,
            ray_address: Optional[str] = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
            evaluator: Optional[Callable] = None, callbacks: Sequence = (), page: bool = True) -> Run:
     """Continue a stopped (or killed) search from its newest checkpoint, exactly: finished evaluations are
@@ -240,8 +254,8 @@ def resume(run: RunLike, *, workers: Optional[int] = None, data_dir: Optional[st
     if data_dir is not None:
         from .data.catalog import check_data_dir
 
-        check_data_dir(data_dir)
-        sr.use_data_dir(data_dir)
+        check_data_dir(_text(data_dir))
+        sr.use_data_dir(_text(data_dir))
     return _run(sr, _runtime(workers, ray_address, cpus_per_task, gpus_per_task), evaluator, callbacks, page)
 
 
@@ -303,12 +317,14 @@ def _page_or_warning(write: Callable[[Path], Path], run_dir: Path, name: str) ->
         return None
 
 
+@checked
 def pick(run: RunLike, spec: str) -> list[dict[str, Any]]:
     """The evaluations of `run` that a pick spec selects (see `Run.pick`)."""
     return open_run(run).pick(spec)
 
 
 # ============================================================================================ after a search
+@checked
 def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Path]] = None,
          plotly_js: str = "embed", watch: bool = False, interval: float = 2.0, importance: bool = True,
          on_write: Optional[Callable[[Path, Any], None]] = None) -> Path:
@@ -396,8 +412,9 @@ def _check_not_foreign(path: Path) -> None:
                           "choose another name)")
 
 
+@checked
 def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 150, workers: Optional[int] = None,
-            seed: Optional[int] = None, data_dir: Optional[str] = None, out: Optional[Union[str, Path]] = None,
+            seed: Optional[int] = None, data_dir: Optional[Union[str, Path]] = None, out: Optional[Union[str, Path]] = None,
             standard: Optional[Mapping[str, Any]] = None, gpus_per_task: float = 0.0,
             progress: Optional[Callable[[int, int, str], None]] = None):
     """Retrain the picked solutions and the standard one (dense, no privacy; `standard` overrides its settings,
@@ -406,10 +423,11 @@ def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 15
     from .retraining import retrain as _retrain
 
     return _retrain(_run_path(run), pick, rounds=rounds, workers=workers,
-                    seed=seed, data_dir=data_dir, out=out, standard=standard, gpus_per_task=gpus_per_task,
+                    seed=seed, data_dir=_text(data_dir), out=out, standard=standard, gpus_per_task=gpus_per_task,
                     progress=progress)
 
 
+@checked
 def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem: Optional[ProblemLike] = None,
           params: Optional[Mapping[str, Any]] = None, seed: int = 0, rounds: Optional[int] = None,
           canaries: Optional[int] = None, confidence: float = 0.95, out: Optional[Union[str, Path]] = None,

@@ -33,10 +33,12 @@ def main(argv=None) -> None:
 
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None  # SIGTERM: as Ctrl-C
-    try:  # typer >= 0.25 carries its own copy of click
-        from typer._click import exceptions as click
-    except ImportError:  # pragma: no cover - an older typer: click itself
-        from click import exceptions as click
+    from importlib import import_module
+
+    try:  # recent typer carries its own copy of click; an older one uses click itself
+        click = import_module("typer._click.exceptions")
+    except ImportError:  # pragma: no cover
+        click = import_module("click.exceptions")
 
     try:
         code = app(args=argv, standalone_mode=False)

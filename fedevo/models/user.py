@@ -41,6 +41,7 @@ from .cnn import StackedCNN
 from .layout import conv_layout
 from .mlp import StackedMLP
 from ..plugins import load_callable
+from ..usercode import call_user
 
 def lowering_enabled() -> bool:
     """FEDEVO_LOWER: 'auto' (default: lower recognisable stacks) or '0' (never: the generic path, for tests and
@@ -75,8 +76,9 @@ def make_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int 
     template = _template(arch, tuple(input_shape), int(num_classes)) if same_as_template else None
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        try:
-            module = factory(input_shape=tuple(input_shape), num_classes=int(num_classes), **arch.kwargs_dict)
+        try:  # sys.exit / a KeyboardInterrupt raised in the factory: its error, never the process's end
+            module = call_user(factory, input_shape=tuple(input_shape), num_classes=int(num_classes),
+                               **arch.kwargs_dict)
         except Exception as e:
             raise FedevoError(f"model factory {name!r} raised {type(e).__name__}: {_one_line(e)} "
                               f"(called with {_called_with(arch, input_shape, num_classes)})") from None
@@ -106,8 +108,9 @@ def meta_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int 
     try:
         with torch.random.fork_rng(devices=[]), torch.device("meta"):
             torch.manual_seed(seed)
-            module = factory(input_shape=tuple(input_shape), num_classes=int(num_classes), **arch.kwargs_dict)
-    except Exception:  # noqa: BLE001
+            module = call_user(factory, input_shape=tuple(input_shape), num_classes=int(num_classes),
+                               **arch.kwargs_dict)
+    except Exception:  # noqa: BLE001 - UserExit too: the real build names it
         return None
     return module if isinstance(module, nn.Module) and any(True for _ in module.parameters()) else None
 
@@ -121,6 +124,15 @@ def _different(name: str, want: list, got: list) -> FedevoError:
 
 def probe(arch: UserArch, input_shape: tuple, num_classes: int,
           check_size: Callable[[int, str], None] = lambda n, called: None) -> None:
+    """`_probe` with what the factory prints sent to stderr (stdout is fedevo's: a JSON object, progress lines)."""
+    import contextlib
+    import sys
+
+    with contextlib.redirect_stdout(sys.stderr):
+        _probe(arch, input_shape, num_classes, check_size)
+
+
+def _probe(arch: UserArch, input_shape: tuple, num_classes: int, check_size: Callable[[int, str], None]) -> None:
     """Build the module and run one forward pass on a zero batch of 2: FedevoError naming what is wrong (the
     factory, its size, an architecture that changes from call to call, or the input shape / logits the module
     rejects). Problem files call it at load time: on torch's meta device where the factory builds there (no
@@ -135,7 +147,7 @@ def probe(arch: UserArch, input_shape: tuple, num_classes: int,
             raise _different(name, _shapes(meta), _shapes(again))
         try:
             with torch.no_grad():
-                out = meta.eval()(torch.zeros(2, *input_shape, device="meta"))
+                out = call_user(meta.eval(), torch.zeros(2, *input_shape, device="meta"))
             if isinstance(out, torch.Tensor) and tuple(out.shape) == (2, num_classes):
                 return
         except Exception:  # noqa: BLE001 - the real forward pass below names what is wrong
@@ -143,7 +155,7 @@ def probe(arch: UserArch, input_shape: tuple, num_classes: int,
     module = make_module(arch, input_shape, num_classes)
     try:
         with torch.no_grad():
-            out = module(torch.zeros(2, *input_shape))
+            out = call_user(module, torch.zeros(2, *input_shape))
     except Exception as e:
         raise FedevoError(f"model {name!r} rejects input shape {tuple(input_shape)} (a batch of 2 zero samples): "
                           f"{type(e).__name__}: {_one_line(e)}") from None

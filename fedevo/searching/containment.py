@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import io
 import math
 import os
 import select
@@ -29,95 +28,52 @@ import signal
 import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
-from ..errors import FedevoError, Terminated
-
-
-# ============================================================================ interrupts
-class _Sigint:
-    received = False  # set by the handler watch_interrupts installs: a KeyboardInterrupt now is the user's Ctrl-C
-
-
-@contextlib.contextmanager
-def watch_interrupts():
-    """While inside, SIGINT first records that it was received, then does what it did before (Python's default:
-    KeyboardInterrupt). Only in the main thread, and only over a Python-level handler."""
-    previous = signal.getsignal(signal.SIGINT)
-    install = threading.current_thread() is threading.main_thread() and callable(previous)
-    if install:
-        def handler(signum, frame):
-            _Sigint.received = True
-            previous(signum, frame)
-
-        _Sigint.received = False
-        signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        if install:
-            signal.signal(signal.SIGINT, previous)
-
-
-def real_interrupt(e: BaseException) -> bool:
-    """True when `e` (a KeyboardInterrupt) comes from a signal to this process, not from user code raising it."""
-    return isinstance(e, Terminated) or Terminated.received or _Sigint.received
-
-
-class UserExit(Exception):
-    """User code called sys.exit or raised KeyboardInterrupt: the end of one evaluation, never of the search."""
-
-
-def call_user(fn: Callable, *args, **kwargs):
-    """fn(*args, **kwargs) with SystemExit and a KeyboardInterrupt that no signal caused turned into UserExit."""
-    try:
-        return fn(*args, **kwargs)
-    except KeyboardInterrupt as e:
-        if real_interrupt(e):
-            raise
-        raise UserExit(f"KeyboardInterrupt raised by the evaluation's code{f': {e}' if str(e) else ''}") from None
-    except SystemExit as e:
-        raise UserExit(f"sys.exit({e.code!r}) called by the evaluation's code (it ends that evaluation, not the "
-                       "search)") from None
-
-
-@contextlib.contextmanager
-def captured_stdout():
-    """Python-level stdout of the code inside, collected (a StringIO) instead of printed."""
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        yield buf
-
-
-@contextlib.contextmanager
-def stdout_to_stderr():
-    """File descriptor 1 pointed at stderr while inside (C-level output too): stdout stays for one JSON object."""
-    sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-    except OSError:  # no stdout at all
-        yield
-        return
-    try:
-        os.dup2(2, 1)
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+from ..usercode import (UserExit, call_user, captured_stdout, real_interrupt,  # noqa: F401  (re-exported)
+                        stdout_to_stderr, watch_interrupts)
 
 
 class UserLog:
-    """RUN/user.log: each evaluation's captured output under a header naming it (nothing when it printed nothing)."""
+    """RUN/user.log: each evaluation's output under a header naming it (nothing when it printed nothing).
+
+    In this process (:meth:`evaluation`) file descriptor 1 points at the log while the evaluation runs, so that
+    output written below Python (C code, os.write) lands there too; what Python's sys.stdout received (captured
+    by the runner, as on Ray or in the child process) is appended by :meth:`write`. Without a run directory the
+    output goes to stderr."""
 
     NAME = "user.log"
 
     def __init__(self, run_dir: Optional[os.PathLike]):
         self.path = Path(run_dir) / self.NAME if run_dir is not None else None
+
+    @contextlib.contextmanager
+    def evaluation(self, label: str):
+        """Inside: fd 1 appends to the log, under the evaluation's header (removed again if nothing came)."""
+        if self.path is None:
+            with stdout_to_stderr():
+                yield
+            return
+        sys.stdout.flush()
+        with open(self.path, "ab") as fh:
+            start = fh.tell()
+            fh.write(f"--- {label} ---\n".encode())
+            fh.flush()
+            head = fh.tell()
+            saved = os.dup(1)
+            try:
+                os.dup2(fh.fileno(), 1)
+                yield
+            finally:
+                sys.stdout.flush()
+                os.dup2(saved, 1)
+                os.close(saved)
+                fh.seek(0, os.SEEK_END)
+                if fh.tell() == head:  # nothing was written: no header either
+                    fh.truncate(start)
+        self._label_open = (label, head)
 
     def write(self, label: str, text: str) -> None:
         if not text:
@@ -126,7 +82,23 @@ class UserLog:
             sys.stderr.write(text)
             return
         with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(f"--- {label} ---\n{text}{'' if text.endswith(chr(10)) else chr(10)}")
+            if not self._follows(label):
+                fh.write(f"--- {label} ---\n")
+            fh.write(text if text.endswith("\n") else text + "\n")
+
+    _label_open: Optional[tuple] = None
+
+    def _follows(self, label: str) -> bool:
+        """True when the log ends with this evaluation's own header and output (written by `evaluation`)."""
+        opened, self._label_open = self._label_open, None
+        if opened is None or opened[0] != label or self.path is None:
+            return False
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                return fh.tell() >= opened[1]
+        except OSError:
+            return False
 
 
 # ============================================================================ results

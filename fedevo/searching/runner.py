@@ -157,8 +157,9 @@ class SerialRunner:
                 self.stats.running = 1
                 if tick:
                     tick()
-                kind, value, out = run_one(self.evaluator, self.problem, t.params, t.seed,
-                                           {**self.eval_kwargs, **t.rung_kwargs}, self.timeout)
+                with self.user_log.evaluation(task_label(t)):  # output below Python (C, os.write) too
+                    kind, value, out = run_one(self.evaluator, self.problem, t.params, t.seed,
+                                               {**self.eval_kwargs, **t.rung_kwargs}, self.timeout)
                 self.user_log.write(task_label(t), out)
                 self.stats.running = 0
                 if kind == "abort":

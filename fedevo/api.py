@@ -376,12 +376,12 @@ def pick(run: RunLike, spec: str) -> list[dict[str, Any]]:
 # ============================================================================================ after a search
 @checked
 def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Path]] = None,
-         plotly_js: str = "embed", watch: bool = False, interval: float = 2.0, importance: bool = True,
+         plotly_js: str = "shared", watch: bool = False, interval: float = 2.0, importance: bool = True,
          on_write: Optional[Callable[[Path, Any], None]] = None) -> Path:
     """Write the run's interactive front page (RUN/front.html, or `out`) and, with `importance`, its importance
     page beside it (RUN/importance.html; NAME-importance.html beside an `out` NAME.html: which genes drive each
-    objective, slices, hypervolume); returns the front page's path. plotly_js: "embed" (one offline file) or
-    "shared" (plotly.js written once beside the run directory). watch: keep rewriting the front page whenever the
+    objective, slices, hypervolume); returns the front page's path. plotly_js: "shared" (plotly.js written once
+    beside the pages, which load it from there) or "embed" (one self-contained offline file per page). watch: keep rewriting the front page whenever the
     run changes (every `interval` s) until the run is complete (the importance page is written once, at the
     end); on_write(path, data) after each write.
 
@@ -391,7 +391,7 @@ def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Pat
     from .viz.front import write_front_html
 
     paths, path = _plot_checks(run, out, plotly_js, interval, watch, importance)
-    mode = "shared" if plotly_js == "shared" else None
+    mode = plotly_js
     if len(paths) > 1:
         from .viz.compare import write_compare_html
 
@@ -399,7 +399,7 @@ def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Pat
     if watch:
         from .viz.live import watch as do_watch
 
-        front = do_watch(paths[0], out=out, plotly=mode or "embed", interval=interval, on_write=on_write)
+        front = do_watch(paths[0], out=out, plotly=mode, interval=interval, on_write=on_write)
         if not front.exists():  # no evaluation was ever seen: nothing to weigh either
             return front
     else:

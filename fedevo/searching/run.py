@@ -229,7 +229,7 @@ class SearchRun:
             "run_id": ident,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "problem": {"name": problem.name, "source": settings.problem, "path": problem.path,
-                        "file_stem": Path(problem.path).stem, "text": text},
+                        "file_stem": Path(problem.path).stem if problem.path else problem.name, "text": text},
             "settings": asdict(settings),
             "objectives": ["error", "comm", problem.eps_objective],
             "constraints": dict(problem.constraints),
@@ -395,7 +395,8 @@ class SearchRun:
             eval_kwargs = {"rounds": s.rounds, "data_dir": s.data_dir}
             runner = make_runner(evaluator, self.problem, eval_kwargs, workers=runtime.workers,
                                  address=runtime.ray_address, cpus_per_task=runtime.cpus_per_task,
-                                 gpus_per_task=runtime.gpus_per_task, log_dir=self.run_dir)
+                                 gpus_per_task=runtime.gpus_per_task, log_dir=self.run_dir,
+                                 timeout=runtime.eval_timeout or self.problem.eval_timeout)
         try:
             if runner is not None:
                 callback.on_start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,

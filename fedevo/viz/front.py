@@ -299,7 +299,7 @@ def _add_marks(fig, m: Model, *, three_d: bool, row=None, col=None, pair=None, s
             groups["lowest error ×2"].append(pos[rid])
     style = {"knee": dict(color="black", size=13 if three_d else 16, symbol="circle-open"),
              "lowest error ×2": dict(color=FRONT_COLOR, size=12 if three_d else 15, symbol="diamond-open")}
-    groups["chosen"] = []
+    groups["chosen"] = list(groups["knee"])  # the page's default choice: the knee without caps
     style["chosen"] = dict(color=CHOSEN_COLOR, size=19 if three_d else 23, symbol="circle-open")
     for name, idx in groups.items():
         kw = dict(mode="markers", name=name, meta="mark", legendgroup=name, showlegend=showlegend,
@@ -763,31 +763,21 @@ def write_front_html(run_dir: Path | str, out: Optional[Path | str] = None, *,
                      plotly: Optional[str] = None, data: Optional[RunData] = None) -> Path:
     """Write RUN_DIR/front.html (or `out`) for the run in `run_dir` (atomically); returns its path.
 
-    plotly: None = embed plotly.js (one self-contained file, the default); "shared" = write plotly.js once
-    beside the run directory (RUN_DIR/../plotly-VERSION.min.js) and load it from there; "keep" = as the page
-    already at that path does (what the search's per-generation rewrite uses). Also writes front.stamp.js (the
+    plotly: "shared" (the default, also None) = plotly.js written once beside the page (RUN_DIR/plotly-VERSION.min.js,
+    shared with importance.html) and loaded from there; "embed" = inside the page (one self-contained file);
+    "keep" = as the page already at that path does, shared when there is none (what the search's rewrite uses);
+    see `fedevo.viz.html.plotly_src_for`. Also writes front.stamp.js (the
     live page's reload signal). FedevoError if `run_dir` is not a run or holds no evaluation.
     data: the run as already held in memory (a running search's, see fedevo.viz.live.LivePage): the run directory
     is then not read.
     """
-    from .html import shared_plotly
+    from .html import plotly_src_for
 
     if data is None:
         data = load_run(run_dir)
     path = Path(out) if out is not None else Path(run_dir) / FRONT_HTML
-    if plotly == "keep":
-        plotly = "shared" if _uses_shared_plotly(path) else None
-    src = shared_plotly(path.parent.resolve().parent, path.parent.resolve()) if plotly == "shared" else None
+    src = plotly_src_for(path, plotly)
     write(path, front_html(data, plotly_src=src, page_name=path.name))
     write(path.parent / stamp_name(path.name),
           f"window.fedevoStamp && window.fedevoStamp({json.dumps(stamp_of(data))});\n")
     return path
-
-
-def _uses_shared_plotly(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return b'<script src="' in head and b"plotly-" in head

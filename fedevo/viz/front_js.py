@@ -399,8 +399,9 @@ function fedevoInit() {
     moveRing('knee', res.row ? [res.row.id] : []);
     moveRing('lowest error ×2', low.map(r => r.id));
     moveRing('chosen', chosen ? [chosen.id] : []);
+    const wasDimmed = !!inCaps;
     inCaps = capped ? new Set(D.rows.filter(r => fedevoWithin(r, caps, OBJ)).map(r => r.id)) : null;
-    colour(colourKey);
+    if (capped || wasDimmed) colour(colourKey);  // (nothing to redraw on a page without caps)
     let text;
     if (chosen) {
       text = 'Chosen: id ' + chosen.id + ' (' + values(chosen) + ') — ' + why + '. The same as ' + retrainCmd(spec) +
@@ -428,8 +429,17 @@ function fedevoInit() {
     return Object.assign(res, {chosen: chosen, spec: spec, within_ids: within.map(r => r.id)});
   }
 
+  const ringsDrawn = {};  // name -> the ids its rings are drawn on (as the page was written: Python's marks)
+  [g3, g2].forEach(gd => gd.data.forEach(t => {
+    if (t.meta === 'mark') ringsDrawn[t.legendgroup] = Array.from(t.customdata).sort((a, b) => a - b).join(',');
+  }));
+
   function moveRing(name, ids) {
-    // the rings (the traces called `name`) onto the points `ids` of each view's evaluations
+    // the rings (the traces called `name`) onto the points `ids` of each view's evaluations (only when they move:
+    // every restyle redraws a whole view)
+    const key = ids.slice().sort((a, b) => a - b).join(',');
+    if (ringsDrawn[name] === key) return;
+    ringsDrawn[name] = key;
     const want = new Set(ids);
     for (const gd of [g3, g2]) {
       gd.data.forEach((t, k) => {
@@ -473,14 +483,10 @@ function fedevoInit() {
       const idx = evalTraces(gd);
       const colours = idx.map(i => Array.from(gd.data[i].customdata).map(val));
       const upd = {'marker.color': colours, 'marker.cmin': idx.map(() => cmin), 'marker.cmax': idx.map(() => cmax),
-                   'marker.colorscale': idx.map(() => scale)};
-      idx.forEach(i => {
-        if (gd.data[i].marker.showscale) {
-          Plotly.restyle(gd, {'marker.colorbar.title.text': c.label, 'marker.colorbar.tickvals': [tv],
-                              'marker.colorbar.ticktext': [tt]}, [i]);
-        }
-      });
-      Plotly.restyle(gd, upd, idx);
+                   'marker.colorscale': idx.map(() => scale),
+                   'marker.colorbar.title.text': idx.map(() => c.label), 'marker.colorbar.tickvals': idx.map(() => tv),
+                   'marker.colorbar.ticktext': idx.map(() => tt)};
+      Plotly.restyle(gd, upd, idx);  // one redraw per view
     }
     quietParallel = true;
     Plotly.restyle(gp, {'line.color': [D.rows.map(r => val(r.id))], 'line.cmin': cmin, 'line.cmax': cmax,

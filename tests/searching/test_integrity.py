@@ -161,11 +161,13 @@ def test_a_row_edited_or_removed_anywhere_is_named(finished, tmp_path, where):
     for ck in (d / "checkpoints").glob("gen-000[123].pkl"):
         ck.unlink()  # no checkpoint counts the rows: the chain alone tells
     lines = _lines(d / "evaluations.csv")
-    k = 1 if where == "first" else 6
+    k = 1 if where == "first" else next(i for i in range(len(lines) // 2, len(lines)) if ",ok," in lines[i])
     if where == "removed":
         del lines[k]
     else:
-        lines[k] = lines[k].replace(",ok,", ",diverged,", 1)
+        edited = lines[k].replace(",ok,", ",diverged,", 1)
+        assert edited != lines[k]
+        lines[k] = edited
     (d / "evaluations.csv").write_text("".join(lines))
     with pytest.raises(FedevoError, match=rf"line {k + 1} \(id \d+\) breaks the log's hash chain"):
         load_run(d)

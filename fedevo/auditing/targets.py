@@ -26,7 +26,7 @@ def from_run(run_dir: Path | str, spec: str) -> list[Target]:
 
     data = load_run(run_dir)  # FedevoError: not a run, or no evaluations
     out = []
-    for p in pick(spec, data.rows, data.front, eps_key=data.eps_key):
+    for p in pick(spec, data.rows, data.front, eps_key=data.eps_key, objectives=data.objectives):
         params = data.params(p.row)
         cfg = data.problem.sim_config(params, rounds=data.settings.rounds, data_dir=data.settings.data_dir)
         check_supported(cfg)

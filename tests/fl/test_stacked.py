@@ -1,0 +1,89 @@
+"""The stacked trainer (fl/stacked.py) on the CPU (the same code the GPU runs): one member against the CPU engine;
+several members trained together against each trained alone (exact for equal widths, within fp32 rounding when
+padded to a wider member); padding and inactive SET weights stay zero."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fedevo.config import MLPArch
+from fedevo.data.datasets import synthetic
+from fedevo.fl.engine import flat_deltas, train_chunks
+from fedevo.fl.stacked import Member, bucket_key, train_members
+from fedevo.models import build_model
+from fedevo.models.sparse import erdos_renyi_masks
+
+CPU = torch.device("cpu")
+SIZES = (37, 50, 64, 20, 41, 8, 30)  # unequal clients: chunks idle at different steps
+DATA = synthetic(n_train=sum(SIZES), n_test=10, shape=(1, 8, 8), seed=0)
+
+
+def _clients(sizes=SIZES, per=3, shift=0):
+    offsets = np.cumsum((0,) + tuple(sizes))
+    clients = [(np.arange(offsets[i], offsets[i + 1]) + shift) % offsets[-1] for i in range(len(sizes))]
+    return [clients[s:s + per] for s in range(0, len(clients), per)]
+
+
+def _member(layers=2, units=24, alpha=None, lr=0.1, seed=0, shift=0, epochs=2):
+    model = build_model(MLPArch(layers=layers, units=units), (1, 8, 8), 10)
+    g = torch.Generator().manual_seed(seed)
+    params = model.init(g)
+    masks = erdos_renyi_masks(model.shapes, model.fc_weight_ids, alpha, g)
+    for i, m in masks.items():
+        params[i].mul_(m)
+    chunks = _clients(shift=shift)
+    return model, Member(dims=model.dims, params=params, masks=masks, lr=lr, chunks=chunks,
+                         seeds=[11 + seed, 22 + seed, 33 + seed][:len(chunks)], epochs=epochs, batch_size=16)
+
+
+@pytest.mark.parametrize("alpha", [None, 2.0], ids=["dense", "set"])
+def test_one_member_equals_cpu_engine(alpha):
+    model, m = _member(alpha=alpha)
+    cpu = torch.cat([flat_deltas(c, m.params) for c in train_chunks(
+        model, m.params, m.masks, DATA.x_train, DATA.y_train, m.chunks, epochs=2, batch_size=16, lr=m.lr,
+        seeds=m.seeds)])
+    (got,) = train_members([m], DATA.x_train, DATA.y_train, device=CPU)
+    assert got.shape == cpu.shape
+    torch.testing.assert_close(got, cpu, atol=1e-6, rtol=1e-5)
+    assert float(got.abs().max()) > 1e-3  # the clients moved
+    other = Member(dims=m.dims, params=m.params, masks=m.masks, lr=0.9 * m.lr, chunks=m.chunks, seeds=m.seeds,
+                   epochs=2, batch_size=16)  # a 10% error in the step: far outside
+    assert not torch.allclose(train_members([other], DATA.x_train, DATA.y_train, device=CPU)[0], cpu, atol=1e-4)
+
+
+def test_equal_widths_together_equal_alone_exactly():
+    """Members of one shape (other seeds, clients, learning rates and masks) in one bucket: bit for bit each
+    member alone."""
+    members = [_member(alpha=a, lr=lr, seed=s, shift=sh)[1]
+               for a, lr, s, sh in ((None, 0.1, 0, 0), (2.0, 0.05, 1, 7), (3.0, 0.2, 2, 13))]
+    members = [members[0], members[0]] + members[1:]  # masks and no masks: the unmasked one gets ones
+    assert len({bucket_key(m, exact=True)[0] for m in members}) == 1
+    together = train_members(members, DATA.x_train, DATA.y_train, device=CPU, exact=True)
+    for m, got in zip(members, together):
+        (alone,) = train_members([m], DATA.x_train, DATA.y_train, device=CPU, exact=True)
+        assert torch.equal(got, alone)
+
+
+def test_padded_members_equal_alone_within_rounding():
+    """Other widths in one bucket (17, 20 and 24 units pad to 24 — and a 1-layer member in a bucket of its own): each
+    member's updates within fp32 rounding of training it alone; its padding stays zero."""
+    members = [_member(units=24)[1], _member(units=17, alpha=2.0, lr=0.05, seed=1, shift=5)[1],
+               _member(units=20, lr=0.2, seed=2, shift=9)[1], _member(layers=1, units=30, seed=3)[1]]
+    assert len({bucket_key(m) for m in members[:3]}) == 1
+    together = train_members(members, DATA.x_train, DATA.y_train, device=CPU)
+    for m, got in zip(members, together):
+        (alone,) = train_members([m], DATA.x_train, DATA.y_train, device=CPU)
+        torch.testing.assert_close(got, alone, atol=1e-6, rtol=1e-5)
+        assert float(got.abs().max()) > 1e-3
+    m = members[1]  # its inactive weights did not move
+    W0 = together[1][:, :m.params[0].numel()].view(-1, *m.params[0].shape)
+    assert torch.all(W0[:, m.masks[0] == 0] == 0)
+
+
+def test_no_arrived_client():
+    _, m = _member()
+    empty = Member(dims=m.dims, params=m.params, masks={}, lr=0.1, chunks=[], seeds=[], epochs=1, batch_size=16)
+    got = train_members([empty, m], DATA.x_train, DATA.y_train, device=CPU)
+    assert got[0].shape == (0, sum(p.numel() for p in m.params)) and got[1].shape[0] == m.clients

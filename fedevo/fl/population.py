@@ -21,7 +21,9 @@ error is then the one `simulate` raises). A batch mixing data sets trains one st
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -29,6 +31,7 @@ import numpy as np
 import torch
 
 from .. import hardware
+from ..data import load_data
 from ..errors import DivergedError
 from . import stacked
 from .rounds import RoundWork, aggregate_uploads, round_program, uploads_on_device
@@ -86,10 +89,21 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
         else device
     if dev is not None:  # each config resolved for that device (its precision 'auto' too)
         configs = [c.with_(device=dev.type) for c in configs]
-    for i, (cfg, seed) in enumerate(zip(configs, seeds)):
+    for cfg in configs:  # each data set read once, here (prepare in threads would race the cache)
         try:
-            su = prepare(cfg, seed=int(seed))
+            load_data(cfg.data)
+        except Exception:  # noqa: BLE001 - its evaluation raises it, alone
+            pass
+
+    def setup(i):
+        try:
+            return prepare(configs[i], seed=int(seeds[i]))
         except Exception:  # noqa: BLE001 - simulate raises the same error for it, alone
+            return None
+    threads = cpu_threads()
+    setups = _map(setup, range(len(configs)), threads)
+    for i, su in enumerate(setups):
+        if su is None:
             alone.append(i)
             continue
         d = dev or su.engine.device
@@ -99,25 +113,46 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
             continue
         prog = round_program(su.cfg, su.model, su.data, su.part, gen=su.gen, privatizer=su.privatizer,
                              engine=su.engine, device=d)
-        runs.append(_Run(index=i, cfg=su.cfg, seed=int(seed), su=su, engine={**su.engine.info(), "population":
+        runs.append(_Run(index=i, cfg=su.cfg, seed=int(seeds[i]), su=su, engine={**su.engine.info(), "population":
                          len(configs)}, prog=prog, t0=t0))
     results: list = [None] * len(configs)
     if runs:
         d = dev or runs[0].su.engine.device
         _train(runs, d, exact)
         acc = device_accuracies(d) if d.type != "cpu" else None
-        for r in runs:
+
+        def result(r):  # the accountant's ε and the test accuracies, run by run in threads
             if r.result is None:
                 r.result = measure(r.cfg, r.seed, r.su, r.result_out, t0=t0, stop=r.cfg.rounds, engine=r.engine,
                                    accuracies=acc)
-            results[r.index] = r.result
+            return r.result
+        for r, res in zip(runs, _map(result, runs, threads)):
+            results[r.index] = res
     for i in alone:
         results[i] = simulate(configs[i], seed=int(seeds[i]))
     return results
 
 
+def _map(fn, items, threads: int) -> list:
+    items = list(items)
+    if threads <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(min(threads, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def cpu_threads() -> int:
+    """Runs whose CPU work (preparation, each round's uploads, secure aggregation, server noise and SET, the
+    accountant and the test accuracies at the end) go at once:
+    FEDEVO_POPULATION_THREADS, else the CPU count."""
+    env = os.environ.get("FEDEVO_POPULATION_THREADS")
+    return max(1, int(env)) if env else (os.cpu_count() or 1)
+
+
 def _train(runs: list[_Run], device: torch.device, exact: bool) -> None:
-    """Advance every run's round loop to its end, one round at a time, local training stacked."""
+    """Advance every run's round loop to its end, one round at a time, local training stacked; each run's CPU
+    side of a round in a thread of its own (`cpu_threads`)."""
+    threads = cpu_threads()
     xs: dict = {}
     for r in runs:
         r.work = _advance(r, None, first=True)
@@ -135,17 +170,22 @@ def _train(runs: list[_Run], device: torch.device, exact: bool) -> None:
                                       lr=r.cfg.lr, chunks=r.work.local_data, seeds=r.work.seeds, epochs=r.cfg.epochs,
                                       batch_size=r.cfg.batch_size) for r in group]
             flats = stacked.train_members(members, x, data.y_train, device=device, exact=exact)
-            for r, flat in zip(group, flats):
-                pv = r.su.privatizer
-                if not uploads_on_device(pv):
-                    flat = flat.cpu()
-                try:
-                    answer = aggregate_uploads(r.work, stacked.split(flat, r.work.chunks), pv, r.su.part.sizes)
-                except DivergedError as e:
-                    _stop(r, str(e))
-                    continue
-                r.work = _advance(r, answer)
+            # each run's own objects only: the numbers do not depend on the threads
+            _map(lambda job: _finish_round(*job), list(zip(group, flats)), threads)
         live = [r for r in live if r.work is not None]
+
+
+def _finish_round(r: _Run, flat: torch.Tensor) -> None:
+    """A run's uploads, aggregation and server side of the round just trained, then its next RoundWork."""
+    pv = r.su.privatizer
+    if not uploads_on_device(pv):
+        flat = flat.cpu()
+    try:
+        answer = aggregate_uploads(r.work, stacked.split(flat, r.work.chunks), pv, r.su.part.sizes)
+    except DivergedError as e:
+        _stop(r, str(e))
+        return
+    r.work = _advance(r, answer)
 
 
 def _advance(r: _Run, answer, first: bool = False) -> Optional[RoundWork]:

@@ -27,8 +27,10 @@ the round loop (fl/rounds.py) and the population path (fl/population.py) aggrega
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -89,23 +91,48 @@ def bucket_key(m: Member, exact: bool = False) -> tuple:
     return (shape, m.batch_size, m.epochs)
 
 
-def schedule(m: Member, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The member's clients' rows of x, labels and per-sample weights, each (clients, steps, B): every chunk's
-    `batch_schedule` from its own seed (the CPU engine's draws), chunks stacked in order."""
-    rows, ws = [], []
+def steps_of(m: Member) -> int:
+    """Local steps of the member's longest client."""
+    return max((m.epochs * -(-len(ix) // m.batch_size) for ch in m.chunks for ix in ch), default=0)
+
+
+def schedule_into(m: Member, rows: np.ndarray, ws: np.ndarray, pool=None) -> None:
+    """Write the member's clients' rows of x and per-sample weights into rows, ws (clients, ≥ steps, B), zeros
+    beyond (numpy: torch's indexing of such small tensors costs milliseconds in thread wake-ups): every chunk's
+    `batch_schedule` from its own seed (the CPU engine's draws), chunks in order; padding reads row 0, weight 0.
+    pool: an executor the chunks are drawn in (each its own generator and rows: the same numbers)."""
+    jobs, k = [], 0
     for ch, seed in zip(m.chunks, m.seeds):
-        pos, w = batch_schedule([len(ix) for ix in ch], epochs=m.epochs, batch_size=m.batch_size,
+        jobs.append((ch, seed, k))
+        k += len(ch)
+
+    def one(job):
+        ch, seed, k = job
+        sizes = [len(ix) for ix in ch]
+        pos, w = batch_schedule(sizes, epochs=m.epochs, batch_size=m.batch_size,
                                 gen=torch.Generator().manual_seed(int(seed)))
-        width = max(1, max(len(ix) for ix in ch))
-        table = torch.zeros(len(ch), width, dtype=torch.int64)
-        for j, ix in enumerate(ch):
-            table[j, :len(ix)] = torch.as_tensor(ix, dtype=torch.int64)
-        rows.append(torch.gather(table, 1, pos.view(len(ch), -1)).view_as(pos))
-        ws.append(w)
-    steps = max(r.shape[1] for r in rows)
-    pad = lambda t: torch.nn.functional.pad(t, (0, 0, 0, steps - t.shape[1]))  # noqa: E731  idle: weight 0
-    r, w = torch.cat([pad(t) for t in rows]), torch.cat([pad(t) for t in ws])
-    return r, y[r], w
+        pos, w = pos.numpy(), w.numpy()
+        c, s = pos.shape[:2]
+        rows_of = np.concatenate([np.asarray(ix, dtype=np.int64) for ix in ch])
+        if len(rows_of):
+            start = np.cumsum([0] + sizes[:-1]).reshape(-1, 1, 1)
+            r = rows[k:k + c, :s]
+            np.take(rows_of, np.minimum(start + pos, len(rows_of) - 1), out=r)
+            r[w == 0] = 0
+            ws[k:k + c, :s] = w
+    if pool is None:
+        for job in jobs:
+            one(job)
+    else:
+        list(pool.map(one, jobs))
+
+
+def schedule(m: Member, y: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The member's (rows, labels, weights), each (clients, steps, B): `schedule_into` on fresh arrays."""
+    rows = np.zeros((m.clients, steps_of(m), m.batch_size), dtype=np.int64)
+    ws = np.zeros(rows.shape, dtype=np.float32)
+    schedule_into(m, rows, ws)
+    return rows, y.numpy()[rows], ws
 
 
 class _Bucket:
@@ -117,22 +144,22 @@ class _Bucket:
         L = len(members[0].dims) - 1
         self.dims = [max(m.dims[i] for m in members) for i in range(L + 1)]
         self.C = sum(m.clients for m in members)
-        scheds = [schedule(m, y) for m in members]
-        steps = max(s[0].shape[1] for s in scheds)
+        steps = max(steps_of(m) for m in members)
         B = members[0].batch_size
-        rows = torch.zeros(self.C, steps, B, dtype=torch.int64)
-        ys = torch.zeros(self.C, steps, B, dtype=torch.int64)
-        ws = torch.zeros(self.C, steps, B)
+        rows = np.zeros((self.C, steps, B), dtype=np.int64)
+        ws = np.zeros((self.C, steps, B), dtype=np.float32)
         k = 0
-        for (r, yy, w), m in zip(scheds, members):
-            rows[k:k + m.clients, :r.shape[1]], ys[k:k + m.clients, :r.shape[1]] = r, yy
-            ws[k:k + m.clients, :r.shape[1]] = w
-            k += m.clients
+        threads = plan_threads()
+        with ThreadPoolExecutor(threads) if threads > 1 else contextlib.nullcontext() as pool:
+            for m in members:
+                schedule_into(m, rows[k:k + m.clients], ws[k:k + m.clients], pool)
+                k += m.clients
+        ys = y.numpy()[rows]
         # per step: the most real samples any client has (the rest of B is padding, weight 0, not computed)
-        self.used = tuple((ws > 0).sum(-1).amax(0).tolist())
-        flat = [torch.cat([t.transpose(0, 1)[s, :, :b].reshape(-1) for s, b in enumerate(self.used)])
+        self.used = tuple(int(u) for u in (ws > 0).sum(-1).max(0))
+        flat = [np.concatenate([t[:, s, :b].reshape(-1) for s, b in enumerate(self.used)])
                 for t in (rows, ys, ws)]
-        self.plan = [t.to(device, non_blocking=True) for t in flat]
+        self.plan = [torch.from_numpy(t).to(device) for t in flat]
         self.neg_lr = torch.cat([torch.full((m.clients,), -float(m.lr)) for m in members]).view(-1, 1, 1).to(device)
         self.masked = any(m.masks for m in members)
 
@@ -223,6 +250,12 @@ class _Bucket:
             k += c
         assert L * 2 == len(self.members[0].params)
         return out
+
+
+def plan_threads() -> int:
+    """Threads the chunks' schedules are drawn in (FEDEVO_PLAN_THREADS; default: up to 8 cores)."""
+    env = os.environ.get("FEDEVO_PLAN_THREADS")
+    return max(1, int(env)) if env else min(8, os.cpu_count() or 1)
 
 
 def graphs_enabled() -> bool:

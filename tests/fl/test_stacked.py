@@ -87,3 +87,35 @@ def test_no_arrived_client():
     empty = Member(dims=m.dims, params=m.params, masks={}, lr=0.1, chunks=[], seeds=[], epochs=1, batch_size=16)
     got = train_members([empty, m], DATA.x_train, DATA.y_train, device=CPU)
     assert got[0].shape == (0, sum(p.numel() for p in m.params)) and got[1].shape[0] == m.clients
+
+
+def _schedule_reference(sizes, *, epochs, batch_size, gen):
+    """engine.batch_schedule as first written (epoch by epoch, slice by slice): the draws it must keep."""
+    c = len(sizes)
+    per_epoch = [-(-n // batch_size) for n in sizes]
+    steps = epochs * max(per_epoch)
+    pos = torch.zeros(c, steps, batch_size, dtype=torch.int64)
+    wts = torch.zeros(c, steps, batch_size)
+    for k, n in enumerate(sizes):
+        full, rest = divmod(n, batch_size)
+        for e in range(epochs):
+            perm = torch.randperm(n, generator=gen)
+            s = e * per_epoch[k]
+            pos[k, s:s + full] = perm[: full * batch_size].view(full, batch_size)
+            wts[k, s:s + full] = 1.0 / batch_size
+            if rest:
+                pos[k, s + full, :rest] = perm[full * batch_size:]
+                wts[k, s + full, :rest] = 1.0 / rest
+    return pos, wts
+
+
+@pytest.mark.parametrize("sizes,epochs,batch", [((600,) * 5, 5, 64), ((37, 50, 64, 20, 0, 8, 128), 3, 16),
+                                                ((5,), 1, 64), ((0, 3), 2, 4)])
+def test_batch_schedule_keeps_its_draws(sizes, epochs, batch):
+    from fedevo.fl.engine import batch_schedule
+
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    a = _schedule_reference(list(sizes), epochs=epochs, batch_size=batch, gen=g1)
+    b = batch_schedule(list(sizes), epochs=epochs, batch_size=batch, gen=g2)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert torch.equal(torch.rand(4, generator=g1), torch.rand(4, generator=g2))  # the generator left alike

@@ -52,6 +52,18 @@ class _Run:
     result_out: object = None  # the RoundsOutcome of a loop that ended
 
 
+def batch_evaluator(problem, *, rounds: Optional[int] = None, data_dir: Optional[str] = None, device=None,
+                    exact: bool = False):
+    """The search's hook: a callable [(params, seed), ...] -> [EvaluationResult, ...] that evaluates a batch of
+    a generation's tasks as one program (`evaluate_population`). A runner on a GPU hands each GPU (a Ray task
+    with `num_gpus=1`) one batch of the generation instead of one task per evaluation."""
+    def evaluate_batch(tasks):
+        tasks = list(tasks)
+        return evaluate_population(problem, [p for p, _ in tasks], [s for _, s in tasks], rounds=rounds,
+                                   data_dir=data_dir, device=device, exact=exact)
+    return evaluate_batch
+
+
 def batchable(su: Setup) -> bool:
     """Whether an evaluation trains in the stacked program (else it is evaluated alone)."""
     pv = su.privatizer
@@ -70,6 +82,8 @@ def device_accuracies(device: torch.device):
             x = cache[id(data.x_test)] = data.x_test.to(device)
         with torch.no_grad():
             logits = model.logits([p.to(device) for p in params], x)
+            if not torch.isfinite(logits).all():  # as client_accuracies: an argmax of NaN is no accuracy
+                raise DivergedError("the model's output is not finite (NaN or inf) on the test set")
             correct = (logits.argmax(1).cpu() == data.y_test).numpy()
         per_client = np.array([correct[ix].mean() if len(ix) else np.nan for ix in part.test])
         return per_client, float(correct.mean())
@@ -217,4 +231,4 @@ def evaluate_population(problem, params_list: Sequence, seeds: Sequence[int], *,
     return simulate_population(configs, list(seeds), device=device, exact=exact)
 
 
-__all__ = ["batchable", "device_accuracies", "evaluate_population", "simulate_population"]
+__all__ = ["batch_evaluator", "batchable", "device_accuracies", "evaluate_population", "simulate_population"]

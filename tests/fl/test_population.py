@@ -98,3 +98,12 @@ def test_unbatchable_individuals_are_evaluated_alone(problem):
     assert "population" in got[0].engine and "population" not in got[1].engine
     assert got[1].engine["precision"] == "bf16"
     assert _objectives(got[1]) == _objectives(evaluate(problem, gen[1], seed=3))
+
+
+def test_batch_evaluator_is_evaluate_population(problem):
+    from fedevo.fl.population import batch_evaluator
+
+    run = batch_evaluator(problem, device="cpu")
+    got = run([(GENERATION[0], SEEDS[0]), (GENERATION[2], SEEDS[2])])
+    want = evaluate_population(problem, [GENERATION[0], GENERATION[2]], [SEEDS[0], SEEDS[2]], device="cpu")
+    assert [_objectives(r) for r in got] == [_objectives(r) for r in want]

@@ -119,3 +119,27 @@ def test_batch_schedule_keeps_its_draws(sizes, epochs, batch):
     b = batch_schedule(list(sizes), epochs=epochs, batch_size=batch, gen=g2)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     assert torch.equal(torch.rand(4, generator=g1), torch.rand(4, generator=g2))  # the generator left alike
+
+
+def _bench(*args):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, str(repo / "benchmarks" / "cuda_population.py"), *args],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(repo)})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_population_benchmark_says_there_is_no_gpu():
+    r = _bench()
+    assert r.returncode == 1 and r.stdout == "" and r.stderr.startswith("cuda_population.py: torch sees no GPU")
+
+
+def test_population_benchmark_smoke_on_the_cpu():
+    r = _bench("--device", "cpu", "--clients", "5", "--repeats", "1", "--no-generation", "--no-today")
+    assert r.returncode == 0, r.stderr
+    lines = {ln.split("  ")[0]: ln for ln in r.stdout.splitlines()}
+    assert float(lines["stacked, eager"].split()[-2]) < 1e-4  # against the CPU engine, max rel Δ

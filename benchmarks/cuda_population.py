@@ -14,8 +14,8 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
    --rounds its planned 5): wall seconds of `evaluate_population` on the GPU (one batched program), of each
    individual alone through the same path (a population of one) and through today's device path (simulate,
    FEDEVO_STACKED=0), the slowest alone, the ratio, and the largest |Δ error| and whether ε, comm and Ω are equal
-   between the batch and alone (--trust central|secagg: every individual with that trust model). The data set is loaded (and cached) before any timing; a warm-up population of
-   one round runs first.
+   between the batch and alone (--trust central|secagg: every individual with that trust model). The data set
+   is loaded (and cached) before any timing; a warm-up population of one round runs first.
 
     python benchmarks/cuda_population.py [--repeats 5] [--generation 20] [--gen-seed 0] [--rounds R]
         [--data-dir D] [--no-round] [--no-generation] [--no-today] [--tf32] [--device cpu] [--clients 100]
@@ -59,9 +59,10 @@ def header(dev: torch.device) -> None:
                                  capture_output=True, text=True, timeout=30).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             drv = "?"
-        print(f"GPU: {torch.cuda.get_device_name(dev)} ({props.total_memory / 2**30:.0f} GiB, {props.multi_processor_count}"
-              f" SMs, compute capability {props.major}.{props.minor}), driver {drv}; torch {torch.__version__}, CUDA "
-              f"{torch.version.cuda}; TF32 matmul {torch.backends.cuda.matmul.allow_tf32}")
+        print(f"GPU: {torch.cuda.get_device_name(dev)} ({props.total_memory / 2**30:.0f} GiB, "
+              f"{props.multi_processor_count} SMs, compute capability {props.major}.{props.minor}), "
+              f"driver {drv}; torch {torch.__version__}, CUDA {torch.version.cuda}; "
+              f"TF32 matmul {torch.backends.cuda.matmul.allow_tf32}")
     else:
         print("GPU: none: --device cpu (a smoke test; no GPU numbers)")
     cpu = hardware.detect()
@@ -188,7 +189,8 @@ def generation(a, dev) -> None:
     configs = [problem.sim_config(p, rounds=a.rounds, data_dir=a.data_dir) for p in gen]
     load_data(configs[0].data)  # read and cached before any timing
     print(f"\n2. A generation of fashion_mlp_dp: {a.generation} individuals drawn uniformly from its genes (seed "
-          f"{a.gen_seed}{', trust = ' + a.trust + ' for all' if a.trust else ''}), {configs[0].rounds} rounds each, seeds 1..{a.generation}; wall seconds")
+          f"{a.gen_seed}{', trust = ' + a.trust + ' for all' if a.trust else ''}), {configs[0].rounds} rounds each, "
+          f"seeds 1..{a.generation}; wall seconds")
     evaluate_population(problem, gen[:2], seeds[:2], rounds=1, data_dir=a.data_dir, device=dev)  # warm-up
     sync(dev)
     t = time.perf_counter()

@@ -397,8 +397,8 @@ class SearchRun:
         by_id: dict[tuple[int, int], dict[str, Any]] = {}  # (id, rung) -> row; a plain search's rung is 0
         for r in rows:
             by_id.setdefault(row_key(r), r)
-        check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
         check_chain(self.log.path, self.run_dir / "run.json")  # every row to the last, before any is trusted
+        check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
         counters = {"reused": 0}
         runner = None
         if state["generation"] < s.gen and not state.get("stopped_early"):

@@ -174,7 +174,7 @@ class EvalLog:
         if not data:
             atomic_write(self.path, header)
             data = header.encode()
-        lines = data.decode("utf-8").splitlines()
+        lines = data.decode("utf-8").split("\n")[:-1]  # "\n" alone ends a row (a message may hold \x0c, \x1e...)
         if next(csv.reader([lines[0]])) != self.columns:
             raise FedevoError(f"{self.path}: its header does not match this run's genes; the run directory is not "
                               "consistent with its run.json")

@@ -175,8 +175,15 @@ class Run:
         return [{**dict(p.row), "picked_by": p.label} for p in self.data.pick(spec)]
 
     def hypervolume(self) -> list[dict[str, Any]]:
-        """The hypervolume of the front after each generation."""
+        """The hypervolume of the front after each generation, normalised by this run's own first generation (its
+        hypervolume.csv): not comparable with another run's; `fedevo.hypervolume([run, other])` is."""
         return self.data.hypervolume()
+
+    @property
+    def objectives(self):
+        """The run's objectives in order (fedevo.objectives.ObjectiveSet: `.names`, each one's label, unit,
+        direction, worst value); every record holds each one's raw value under its name."""
+        return self.data.objectives
 
     def __fspath__(self) -> str:
         return str(self.path)
@@ -189,6 +196,35 @@ def _frame(records: Sequence[Mapping[str, Any]]):
         raise FedevoError("DataFrames need pandas (`pip install pandas`); the records are in .evaluations / "
                           ".front") from None
     return pd.DataFrame.from_records(list(records))
+
+
+def hypervolume(runs: Sequence[RunLike], at: Optional[Sequence[int]] = None) -> list[dict[str, Any]]:
+    """The hypervolume of several runs under ONE normalisation, so that their numbers compare (compare.html's).
+
+    Each run's front (its ok, feasible, non-dominated full-fidelity evaluations) after each generation (`at` None)
+    or after its first n evaluations for each n in `at` (e.g. ``at=[48, 96, 192]``; a run with fewer: all of
+    them), in the search space the runs share (their objectives as the optimiser sees them: log10 ε, a maximised
+    objective negated), normalised by the minimum and range of the ok evaluations of all the runs together whose
+    objectives are all finite; reference point 1.1 in every objective (pymoo's HV). The runs must have the same
+    objectives. Returns a record per run and point: run (its path), generation (None with `at`), evaluations,
+    front_size, hypervolume, and lo_NAME / scale_NAME (the shared normalisation)."""
+    from .searching.front_math import common_hypervolume
+
+    if isinstance(runs, (str, Path, Run)) or not isinstance(runs, Sequence) or not runs:
+        raise FedevoError(f"hypervolume: runs must be a non-empty list of run directories, got {runs!r}")
+    if at is not None and (isinstance(at, (str, bytes)) or not isinstance(at, Sequence) or not at
+                           or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in at)):
+        raise FedevoError(f"hypervolume: at must be a list of evaluation counts >= 1, got {at!r}")
+    datas = [open_run(r).data for r in runs]
+    objs = datas[0].objectives
+    for d in datas[1:]:
+        if d.objectives.names != objs.names:
+            raise FedevoError(f"hypervolume: {datas[0].run_dir} has objectives {', '.join(objs.names)} and "
+                              f"{d.run_dir} {', '.join(d.objectives.names)}: runs compare only on the same objectives")
+    tables, lo, scale = common_hypervolume([(d.rows, d.constraints) for d in datas], objs, at)
+    norm = {**{f"lo_{k}": float(lo[j]) for j, k in enumerate(objs.names)},
+            **{f"scale_{k}": float(scale[j]) for j, k in enumerate(objs.names)}}
+    return [{"run": str(d.run_dir), **rec, **norm} for d, recs in zip(datas, tables) for rec in recs]
 
 
 def _run_path(run: RunLike) -> Path:
@@ -376,12 +412,12 @@ def pick(run: RunLike, spec: str) -> list[dict[str, Any]]:
 # ============================================================================================ after a search
 @checked
 def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Path]] = None,
-         plotly_js: str = "embed", watch: bool = False, interval: float = 2.0, importance: bool = True,
+         plotly_js: str = "shared", watch: bool = False, interval: float = 2.0, importance: bool = True,
          on_write: Optional[Callable[[Path, Any], None]] = None) -> Path:
     """Write the run's interactive front page (RUN/front.html, or `out`) and, with `importance`, its importance
     page beside it (RUN/importance.html; NAME-importance.html beside an `out` NAME.html: which genes drive each
-    objective, slices, hypervolume); returns the front page's path. plotly_js: "embed" (one offline file) or
-    "shared" (plotly.js written once beside the run directory). watch: keep rewriting the front page whenever the
+    objective, slices, hypervolume); returns the front page's path. plotly_js: "shared" (plotly.js written once
+    beside the pages, which load it from there) or "embed" (one self-contained offline file per page). watch: keep rewriting the front page whenever the
     run changes (every `interval` s) until the run is complete (the importance page is written once, at the
     end); on_write(path, data) after each write.
 
@@ -391,7 +427,7 @@ def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Pat
     from .viz.front import write_front_html
 
     paths, path = _plot_checks(run, out, plotly_js, interval, watch, importance)
-    mode = "shared" if plotly_js == "shared" else None
+    mode = plotly_js
     if len(paths) > 1:
         from .viz.compare import write_compare_html
 
@@ -399,7 +435,7 @@ def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Pat
     if watch:
         from .viz.live import watch as do_watch
 
-        front = do_watch(paths[0], out=out, plotly=mode or "embed", interval=interval, on_write=on_write)
+        front = do_watch(paths[0], out=out, plotly=mode, interval=interval, on_write=on_write)
         if not front.exists():  # no evaluation was ever seen: nothing to weigh either
             return front
     else:

@@ -20,7 +20,10 @@ from ..privacy.noise import NoiseSource
 from ..privacy.privatizer import Privatizer
 from ..result import EvaluationResult
 from . import continuation
+from .cost import train_macs
 from .rounds import client_accuracies, run_rounds
+
+WORST_CLIENT_SHARE = 0.10  # worst_client_error: the mean error of this share of the clients (at least one)
 
 
 def _diverged(cfg: SimConfig, t0: float, message: str, omega: int = 0, engine: Optional[dict] = None,
@@ -98,18 +101,38 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
         return _diverged(cfg, t0, str(e), engine=engine, rounds=stop)
     finally:
         noise.close()
+    return measure(cfg, seed, su, out, t0=t0, stop=stop, engine=engine)
+
+
+def measure(cfg: SimConfig, seed: int, su: Setup, out, *, t0: float, stop: int, engine: dict,
+            accuracies: Optional[Callable] = None) -> EvaluationResult:
+    """The EvaluationResult of a trained run (`out`: the RoundsOutcome after `stop` rounds): diverged if its
+    parameters are not finite, else the error on the clients' test splits, the mechanism's report, the state
+    when it stopped early. accuracies(model, params, data, part): `client_accuracies` elsewhere (the population
+    path measures on its device)."""
     if not all(torch.isfinite(p).all() for p in out.params):  # finite updates can still overflow the sum
         return _diverged(cfg, t0, "non-finite parameters", out.omega, engine=engine, rounds=stop)
+    mech, data, part, model = su.mech, su.data, su.part, su.model
     state = None
     if stop < cfg.rounds:  # saved before measuring: the measurement only reads
         state = continuation.save_state(cfg=cfg, seed=seed, setup=su, loop=out.loop)
         mech.cfg = rounds_run(mech.cfg, stop)  # the report accounts for the rounds run, not the planned ones
     try:
-        per_client, glob = client_accuracies(model, out.params, data, part)
+        per_client, glob = (accuracies or client_accuracies)(model, out.params, data, part)
     except DivergedError as e:  # e.g. every upload lost, the initial model's output NaN: no result, never "ok"
         return _diverged(cfg, t0, str(e), out.omega, engine=engine, rounds=stop)
     priv = mech.report(out, part)
     return EvaluationResult(
         error=float(1.0 - np.nanmean(per_client)), comm=out.comm, eps=priv.pop("eps"), eps_paper=priv.pop("eps_paper"),
         accuracy_global=glob, omega=out.omega, status="ok", wall_s=time.perf_counter() - t0, rounds=stop,
-        accuracy_curve=tuple(tuple(c) for c in out.accuracy_curve), privacy=priv, engine=engine, state=state)
+        accuracy_curve=tuple(tuple(c) for c in out.accuracy_curve), privacy=priv, engine=engine, state=state,
+        worst_client_error=worst_client_error(per_client), train_macs=train_macs(cfg, float(part.sizes.mean())))
+
+
+def worst_client_error(per_client: np.ndarray, share: float = WORST_CLIENT_SHARE) -> Optional[float]:
+    """The mean test error of the worst-served `share` of the clients (⌈share·K⌉, at least one) among those
+    with a test split; None when no client has one."""
+    err = np.sort(1.0 - per_client[~np.isnan(per_client)])[::-1]
+    if not len(err):
+        return None
+    return float(err[: max(1, math.ceil(share * len(err)))].mean())

@@ -1,7 +1,7 @@
 """NSGA-III search over a problem's genes (seed 004 §2.4, §3.3-3.4, Algorithm 2).
 
-Modules: ``space`` (genes <-> pymoo vectors, unbiased integer rounding), ``objectives`` (the three objectives and
-their worst values), ``problem`` (the pymoo Problem: decode, call the injected evaluator, F and G),
+Modules: ``space`` (genes <-> pymoo vectors, unbiased integer rounding), ``problem`` (the pymoo Problem: decode,
+call the injected evaluator, F and G on the run's objectives: fedevo.objectives),
 ``algorithm`` (the NSGA3 configuration), ``evaluator`` (what evaluates an individual: fedevo's simulator, with
 its memory check and cost model, or any function), ``runner`` (serial or Ray evaluation, each result reported
 as it finishes), ``run`` (run directory, checkpoints, resume, front, hypervolume), ``rundata`` (the run

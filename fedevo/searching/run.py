@@ -7,26 +7,38 @@ search space, hypervolume), runner.py (Ray or serial evaluation).
 Run directory::
 
     run.json            what was run: problem name + full problem-file text, settings, seed, encoding,
-                        algorithm, package versions (written once, atomically; never changed)
+                        algorithm, package versions, and ``inputs``: the SHA-256 of every data and code file the
+                        problem names (inputs.py; resume refuses a changed one) (written once, atomically; never
+                        changed: its bytes start the log's hash chain)
+    .lock               flock'ed by the process writing the run (never content)
     evaluations.csv     one row per evaluated individual, appended (and fsync'ed) the moment it finishes:
                         id (0, 1, ... in ask order), generation (1 = initial population), index (within
                         its generation), seed (the evaluation's), one column per gene (decoded values),
                         error, comm, eps, eps_paper, accuracy_global, omega, status (ok/diverged/failed),
                         wall_s, rounds_trained, privacy (JSON), message (traceback of a failure; newlines
-                        written as \\n so that every row is one line). Floats are written with repr(): exact;
-                        an empty cell is None (e.g. no ε for an unprivate run)
+                        written as \\n so that every row is one line), then one column per objective of the
+                        run without one above (its raw value, e.g. worst_client_error). Floats are written with
+                        repr(): exact; an empty cell is None (e.g. no ε for an unprivate run)
                         A multi-fidelity search (--fidelity, fidelity.py) adds the columns rung and fidelity:
-                        one row per rung an individual reached (same id), its values after those rounds
+                        one row per rung an individual reached (same id), its values after those rounds.
+                        The last column, chain, is the hash chain over the rows (log.py, integrity.py: every
+                        reader checks it to the last row); logs of earlier versions have none
     states/id-NNNN-rRRRR.pt
-                        multi-fidelity only: the training state of an individual after RRRR rounds, kept until its
-                        next rung is logged or it is not promoted (rungs.py)
+                        multi-fidelity only: the training state of an individual after RRRR rounds behind a header
+                        with its id, rounds and SHA-256 (checked before it is continued), kept until its next rung
+                        is logged or it is not promoted (rungs.py)
     checkpoints/gen-NNNN.pkl
                         pymoo algorithm state (population, reference-point normalisation, RNG) after
                         generation NNNN (0000 = before the first), with a SHA-256 of its payload, and the
                         record of the log it closes (count, a checksum per row: integrity.py)
     front.csv           non-dominated rows among all full-fidelity evaluations with status ok (and within the
-                        problem's constraints), rewritten at the end of each generation
+                        problem's constraints), rewritten at the end of each generation (no chain column)
     hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`)
+    ray.log             Ray's own messages (a dead worker, retries), when the search ran on Ray
+    front.html, front.stamp.js, importance.html
+                        the pages (fedevo.viz), when written (`fedevo plot`, the live page)
+    retrain/, retrain-N/, audit/, audit-N/
+                        `fedevo retrain` and `fedevo audit` reports, when run (never overwritten)
 
 Resume = load the newest checkpoint (generation g) and continue with generation g + 1. pymoo's RNG is in
 the checkpoint, so it asks for exactly the individuals the interrupted run had asked for; each one gets
@@ -58,11 +70,12 @@ from .algorithm import CROSSOVER, MUTATION, make_nsga3
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
-from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table, is_full
-from .integrity import check_log, checked_rows, log_record
-from .log import EvalLog, csv_text, atomic_write, row_key, row_result
-from .problem import OBJECTIVES, WORST, SearchProblem
-from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity
+from .front_math import HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hv_columns, hypervolume_table, is_full
+from .inputs import check_inputs, fingerprint
+from .integrity import check_chain, check_log, checked_rows, log_record
+from .log import EvalLog, csv_text, atomic_write, row_key
+from .problem import SearchProblem
+from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity, run_objectives
 from .fidelity import PROMOTION, parse_ladder
 from .rungs import RungScheduler, check_continues, check_ladder, remove_states
 from .runner import Task, _Abort, cores, make_runner
@@ -161,8 +174,10 @@ class SearchRun:
         self.settings = settings
         self.space = SearchSpace.from_problem(problem)
         self.eps_key = problem.eps_objective
+        self.objectives = run_objectives(self.meta, problem)
         self.constraints = dict(problem.constraints)
-        self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes, rungs=settings.multi_fidelity)
+        self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes, rungs=settings.multi_fidelity,
+                           run_json=(self.run_dir / "run.json").read_bytes(), objectives=self.objectives)
 
     # ------------------------------------------------------------------ creating / opening
     @classmethod
@@ -170,9 +185,13 @@ class SearchRun:
                problem: Optional[Problem] = None) -> "SearchRun":
         """A new run directory for `settings` (its problem loaded from `settings.problem`, or `problem` as given:
         run.json records the problem's TOML text)."""
-        settings = settings.resolved()
         if problem is None:
             problem = load_problem(settings.problem)
+        objectives = problem.objective_set()  # unknown objectives: one line, before anything is written
+        from ..objectives.spec import check_loadable
+
+        check_loadable(objectives)
+        settings = settings.resolved(n_obj=len(objectives))
         text = problem.text if problem.text is not None else Path(problem.path).read_text() if problem.path else None
         if text is None:
             raise FedevoError(f"problem {settings.problem!r} has no file to record in run.json"
@@ -201,6 +220,7 @@ class SearchRun:
             raise FedevoError(f"--out {out} exists and is not a directory")
         check_writable_dir(out)
         evaluators.check(evaluator, problem, settings.rounds)  # the simulator's memory check; others: none
+        inputs = fingerprint(problem, settings)  # before anything is written: an unreadable file is one line
         if out.is_dir() and _content(out):
             _refuse_nonempty(out, ident)
         made = not out.exists()
@@ -217,15 +237,17 @@ class SearchRun:
             "problem": {"name": problem.name, "source": settings.problem, "path": problem.path,
                         "file_stem": Path(problem.path).stem if problem.path else problem.name, "text": text},
             "settings": asdict(settings),
-            "objectives": ["error", "comm", problem.eps_objective],
+            "objectives": list(objectives.names),
+            "objective_specs": objectives.records(),  # what every reader needs of them (no code)
             "constraints": dict(problem.constraints),
-            "worst_objectives": dict(WORST),
-            "n_ref_dirs": n_ref_dirs(settings.partitions),
+            "worst_objectives": {o.name: o.worst for o in objectives},
+            "n_ref_dirs": n_ref_dirs(settings.partitions, len(objectives)),
             "offspring_per_generation": settings.pop,
             "expected_evaluations": settings.expected_evaluations,
             "encoding": space.describe(),
             "algorithm": {
-                "name": "pymoo NSGA3", "ref_dirs": f"das-dennis, 3 objectives, n_partitions={settings.partitions}",
+                "name": "pymoo NSGA3",
+                "ref_dirs": f"das-dennis, {len(objectives)} objectives, n_partitions={settings.partitions}",
                 "selection": "binary tournament (constraint violation, else random)",
                 "crossover": f"SBX({CROSSOVER})", "mutation": f"PM({MUTATION}, prob_var=min(0.5, 1/n_var))",
                 "repair": "int/choice genes rounded on [low-1/2, high+1/2] (unbiased)",
@@ -234,11 +256,13 @@ class SearchRun:
             "evaluation_seed": "numpy SeedSequence([seed, id]).generate_state(1)[0]",
             **({"fidelity": {"ladder": list(settings.fidelity), "rung_rounds": "floor(f * T + 1/2) of the planned T",
                              "promotion": PROMOTION}} if settings.multi_fidelity else {}),
-            "search_objectives": SEARCH_OBJECTIVES, "hypervolume": HYPERVOLUME,
+            "search_objectives": SEARCH_OBJECTIVES,
+            "hypervolume": {**HYPERVOLUME, "ref_point": [HV_REF] * len(objectives)},
             "runtime_at_start": asdict(runtime),
             "host": {"cores": cores(), "platform": platform.platform()},
             "versions": versions(),
             "command": " ".join(sys.argv),
+            "inputs": inputs,  # the data and code files' SHA-256: resume checks them (inputs.py)
         }
         try:
             atomic_write(out / "run.json", json.dumps(meta, indent=2, default=str) + "\n")
@@ -284,7 +308,8 @@ class SearchRun:
 
     # ------------------------------------------------------------------ algorithm
     def new_algorithm(self):
-        problem = SearchProblem(self.space, eps_key=self.eps_key, constraints=self.constraints)
+        problem = SearchProblem(self.space, eps_key=self.eps_key, constraints=self.constraints,
+                                objectives=self.objectives)
         s = self.settings
         initial = None
         if s.init is not None:
@@ -297,13 +322,10 @@ class SearchRun:
     def write_outputs(self, rows: Sequence[Mapping[str, Any]],
                       generations: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """front.csv and hypervolume.csv of these rows; returns (front, hypervolume table)."""
-        front = front_rows(rows, self.eps_key, self.constraints)
-        cols = self.log.columns
-        fmt = lambda r: self.log.cells(Task(r["id"], r["generation"], r["index"], {g.name: r[g.name] for g in self.space.genes}, r["seed"], rung=r.get("rung", 0), fidelity=r.get("fidelity", 1.0)), row_result(r))  # noqa: E731
-        atomic_write(self.run_dir / "front.csv", csv_text(cols, (fmt(r) for r in front)))
-        table = hypervolume_table(rows, generations, self.eps_key, self.constraints)
-        hv_cols = ["generation", "evaluations", "front_size", "hypervolume"] + \
-                  [f"lo_{k}" for k in OBJECTIVES] + [f"scale_{k}" for k in OBJECTIVES]
+        front = front_rows(rows, self.objectives, self.constraints)
+        atomic_write(self.run_dir / "front.csv", csv_text(self.log.columns, (self.log.row_cells(r) for r in front)))
+        table = hypervolume_table(rows, generations, self.objectives, self.constraints)
+        hv_cols = hv_columns(self.objectives)
         atomic_write(self.run_dir / "hypervolume.csv",
                      csv_text(hv_cols, ([repr(t[c]) if isinstance(t[c], float) else t[c] for c in hv_cols] for t in table)))
         return front, table
@@ -326,11 +348,15 @@ class SearchRun:
         evaluator = for_problem(s.evaluator, self.problem) if evaluator is None else evaluators.resolve(evaluator)
         if s.multi_fidelity:
             check_continues(evaluator, s.fidelity)
+        from ..objectives.spec import check_loadable
+
+        check_loadable(self.objectives)  # an objective this process cannot read: one line, nothing evaluated
         callback = CallbackList(callbacks)
         summary: Optional[Summary] = None
         try:
-            if self._held is None:
+            if self._held is None:  # opened, not created here: continuing a run made earlier
                 self._held = _lock(self.run_dir)
+                check_inputs(self.meta, self.run_dir)  # its data and code files are what it was made with
             for p in [*self.run_dir.glob(".*.tmp"), *(self.run_dir / "checkpoints").glob(".*.tmp")]:
                 with contextlib.suppress(OSError):  # leftovers of a write killed before its rename (ours: locked)
                     p.unlink()
@@ -371,6 +397,7 @@ class SearchRun:
         by_id: dict[tuple[int, int], dict[str, Any]] = {}  # (id, rung) -> row; a plain search's rung is 0
         for r in rows:
             by_id.setdefault(row_key(r), r)
+        check_chain(self.log.path, self.run_dir / "run.json")  # every row to the last, before any is trusted
         check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
         counters = {"reused": 0}
         runner = None
@@ -384,7 +411,7 @@ class SearchRun:
             if runner is not None:
                 callback.on_start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,
                                   done=len(by_id), rows=[by_id[k] for k in sorted(by_id)], runner=runner.describe,
-                                  run_dir=self.run_dir, eps_key=self.eps_key)
+                                  run_dir=self.run_dir, eps_key=self.eps_key, objectives=self.objectives)
             while runner is not None and state["generation"] < s.gen:
                 g = state["generation"] + 1
                 callback.on_generation_start(g)
@@ -431,12 +458,13 @@ class SearchRun:
         seed, rounds = self.settings.seed, self.settings.rounds
         if self.settings.multi_fidelity:
             rungs = RungScheduler(run_dir=self.run_dir, problem=self.problem, ladder=self.settings.fidelity,
-                                  rounds=rounds, evaluator=evaluator, eps_key=self.eps_key, log=self.log, seed=seed)
+                                  rounds=rounds, evaluator=evaluator, eps_key=self.eps_key, log=self.log, seed=seed,
+                                  objectives=self.objectives)
             tick = lambda: callback.on_tick(runner.stats.running, runner.stats.queued)  # noqa: E731
             return lambda params_list: rungs.evaluate(g, first_id, params_list, by_id, runner, callback.on_evaluation,
                                                       counters, tick)
 
-        def batch_evaluate(params_list: list[dict[str, Any]]) -> list[EvaluationResult]:
+        def batch_evaluate(params_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
             tasks = [Task(first_id + i, g, i, p, eval_seed(seed, first_id + i),
                           evaluators.cost(evaluator, self.problem, p, rounds))  # Ray: longest first
                      for i, p in enumerate(params_list)]
@@ -459,7 +487,7 @@ class SearchRun:
                 callback.on_evaluation(row)
 
             runner.run(todo, on_done, tick=lambda: callback.on_tick(runner.stats.running, runner.stats.queued))
-            return [row_result(r) for r in rows]
+            return list(rows)  # the logged rows: the problem reads row[name] (fedevo.objectives)
 
         return batch_evaluate
 

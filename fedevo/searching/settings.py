@@ -43,28 +43,29 @@ class SearchSettings:
     def multi_fidelity(self) -> bool:
         return self.fidelity is not None and len(self.fidelity) > 1
 
-    def resolved(self) -> "SearchSettings":
-        """Validated copy with `partitions` filled in; bad values raise FedevoError."""
+    def resolved(self, n_obj: int = 3) -> "SearchSettings":
+        """Validated copy with `partitions` filled in for `n_obj` objectives; bad values raise FedevoError."""
         if self.gen < 1:
             raise FedevoError(f"--gen must be >= 1 (generation 1 is the initial population), got {self.gen}")
         check_seed(self.seed)
         check_rounds(self.rounds)
         check_search_sizes(self.pop, self.gen)
-        if self.pop < n_ref_dirs(1):
+        n = n_obj
+        if self.pop < n_ref_dirs(1, n):
             raise FedevoError(f"--pop {self.pop} is too small: NSGA-III needs at least one individual per reference "
-                              f"direction, and 3 objectives need at least {n_ref_dirs(1)} Das–Dennis directions "
-                              f"(n_partitions=1); use --pop {n_ref_dirs(1)} or more (the paper uses 20)")
+                              f"direction, and {n} objectives need at least {n_ref_dirs(1, n)} Das–Dennis directions "
+                              f"(n_partitions=1); use --pop {n_ref_dirs(1, n)} or more (the paper uses 20)")
         p = self.partitions
         if p is None:
             p = 1
-            while n_ref_dirs(p + 1) <= self.pop:
+            while n_ref_dirs(p + 1, n) <= self.pop:
                 p += 1
         elif p < 1:
             raise FedevoError(f"--partitions must be >= 1, got {p}")
-        elif n_ref_dirs(p) > self.pop:
-            raise FedevoError(f"--pop {self.pop} is too small for --partitions {p}: that gives {n_ref_dirs(p)} "
-                              f"Das–Dennis reference directions for 3 objectives and NSGA-III needs --pop >= "
-                              f"{n_ref_dirs(p)}")
+        elif n_ref_dirs(p, n) > self.pop:
+            raise FedevoError(f"--pop {self.pop} is too small for --partitions {p}: that gives {n_ref_dirs(p, n)} "
+                              f"Das–Dennis reference directions for {n} objectives and NSGA-III needs --pop >= "
+                              f"{n_ref_dirs(p, n)}")
         from .fidelity import parse_ladder
 
         init = None if self.init is None else tuple(dict(x) for x in self.init)

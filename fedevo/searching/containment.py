@@ -248,7 +248,7 @@ def _child_main() -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # C-level output of user code never reaches the pipe
     (n,) = _HEADER.unpack(_read_exact(rfd, _HEADER.size))
     sys.path[:] = cloudpickle.loads(_read_exact(rfd, n))
-    import fedevo.searching.runner  # noqa: F401  (what every call runs)
+    import fedevo.result  # noqa: F401  (what every call returns)
 
     with contextlib.suppress(ImportError):
         import torch  # noqa: F401  (fedevo's simulator and most evaluators train with it)

@@ -128,9 +128,11 @@ class Model:
         return [max(float(r[key]), EPS_FLOOR) if floor else float(r[key]) for r in self.lower]
 
     def lower_hover(self, r: Mapping[str, Any]) -> str:
+        planned = planned_rounds(self.data) if "rounds" not in self.data.gene_names else None
+        of = f"of the {planned} planned rounds" if planned is not None else "of the planned rounds"
         return "<br>".join([
             f"<b>id {r['id']}</b> · generation {r['generation']} · rung {r['rung']}: "
-            f"{r['rounds_trained']} of the planned rounds",
+            f"{r['rounds_trained']} {of}",
             "a lower-fidelity evaluation: not in the front (measured after these rounds)",
             f"error {num(r['error'])} · comm {num(r['comm'])} · {EPS_NAME[self.data.eps_key]} "
             f"{num(r[self.data.eps_key])}"])
@@ -531,6 +533,15 @@ def _settings_html(data: RunData) -> str:
     return '<p class="meta">' + "<br>".join(lines) + "</p>"
 
 
+def planned_rounds(data: RunData) -> Optional[int]:
+    """The rounds a full evaluation trains: --rounds (which overrides the problem file's), else the problem's."""
+    s, p = data.settings, data.problem
+    planned = s.rounds if s.rounds is not None else p.fixed.get("rounds")
+    if planned is None and p.simulated:
+        planned = p.sim_config(None).rounds
+    return planned
+
+
 def rounds_text(data: RunData) -> str:
     """The rounds each evaluation trained, as the run records them: the full-fidelity rows' rounds_trained (what
     ran), the rounds planned (--rounds, which overrides the problem file's, else the problem's), and the rungs of a
@@ -540,9 +551,7 @@ def rounds_text(data: RunData) -> str:
     s, p = data.settings, data.problem
     if "rounds" in data.gene_names:
         return "rounds per evaluation: the gene <b>rounds</b>"
-    planned = s.rounds if s.rounds is not None else p.fixed.get("rounds")
-    if planned is None and p.simulated:
-        planned = p.sim_config(None).rounds
+    planned = planned_rounds(data)
     ran = sorted({int(r["rounds_trained"]) for r in data.ok_rows if r.get("rounds_trained")})
     if s.multi_fidelity and planned is not None:
         rungs = rung_rounds(s.fidelity, int(planned))
@@ -560,10 +569,22 @@ def rounds_text(data: RunData) -> str:
 def _summary(data: RunData, m: Model) -> str:
     s = data.settings
     n_ok = len(data.ok_rows)
+    full = data.full_rows
     bad: dict[str, int] = {}
-    for r in data.bad_rows:
-        bad[r["status"]] = bad.get(r["status"], 0) + 1
+    for r in full:
+        if r["status"] != "ok":
+            bad[r["status"]] = bad.get(r["status"], 0) + 1
     bad_s = ", ".join(f"{v} {k}" for k, v in sorted(bad.items())) or "none failed"
+    if len(full) == len(data.rows):
+        counted = f"{len(data.rows)} evaluations ({n_ok} ok, {bad_s})"
+    else:  # a multi-fidelity search: an evaluation (an individual) has one row per rung it reached
+        ids = {r["id"] for r in data.rows}
+        at_full = {r["id"] for r in full}
+        low_bad = sum(1 for r in data.rows if r["status"] != "ok" and r["id"] not in at_full)
+        counted = (f"{len(ids)} evaluations: {len(at_full)} trained the full rounds ({n_ok} ok, {bad_s}), "
+                   f"{len(ids) - len(at_full)} stopped at a lower rung"
+                   + (f" ({low_bad} of them failed or diverged)" if low_bad else "")
+                   + f" · {len(data.rows)} rung trainings in all")
     p = data.problem
     cons = ", ".join(f"{k} ≤ {num(v)}" for k, v in data.constraints.items())
     eps_scale = "log10 ε" if m.eps_log else "ε (linear: a run made before log-ε search)"
@@ -571,7 +592,7 @@ def _summary(data: RunData, m: Model) -> str:
     return (f'<p class="meta">problem <b>{esc(p.name)}</b> ({what}) · run '
             f'{esc(data.meta.get("run_id", ""))} · created {esc(data.meta.get("created", ""))}<br>'
             f'population {s.pop} · generations {data.generations}/{s.gen} · seed {s.seed} · {rounds_text(data)} · '
-            f'{len(data.rows)} evaluations ({n_ok} ok, {bad_s}) · '
+            f'{counted} · '
             f'Pareto front of {len(data.front)}{" · constraints " + esc(cons) if cons else ""}<br>objectives (all '
             f'minimised): {esc(OBJECTIVE_LABELS["error"])}, {esc(OBJECTIVE_LABELS["comm"])}, '
             f'{esc(OBJECTIVE_LABELS[data.eps_key])}; the search saw ε as {esc(eps_scale)}</p>'

@@ -255,6 +255,16 @@ def _method_note(result: Sequence[ObjectiveImportance]) -> str:
             + (" " + "; ".join(left) + "." if left else ""))
 
 
+def _none_note(result: Sequence[ObjectiveImportance]) -> str:
+    """Why no objective is ranked, once: too few evaluations (with the counts), or constant objectives."""
+    few = [o for o in result if o.note.startswith("too few")]
+    if len(few) == len(result):
+        counts = ", ".join(f"{LABEL[o.objective]} {o.n}" for o in result)
+        return (f"Too few evaluations to rank the genes: at least {MIN_EVALUATIONS} ok evaluations with a finite "
+                f"value are needed per objective; this run has {counts}. The slices below show every evaluation.")
+    return "No gene ranking: " + "; ".join(f"{LABEL[o.objective]}: {o.note}" for o in result) + "."
+
+
 def _table(data: RunData, result: Sequence[ObjectiveImportance]) -> str:
     heads = ["gene", *(f"{LABEL[o.objective]} importance" for o in result), *(f"{LABEL[o.objective]} rank"
                                                                                 for o in result)]
@@ -285,12 +295,20 @@ def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] =
             f"{esc(OBJECTIVE_LABELS[data.eps_key])}</p>"]
     if n_ok:
         result = importance(data, seed=seed)
-        notes = [f"{LABEL[o.objective]}: {o.note}" for o in result if o.note]
-        body += ["<h2>Importance of each gene, per objective</h2>",
-                 f'<p class="note">{esc(_method_note(result))}</p>',
-                 *(f'<p class="note"><b>{esc(x)}</b></p>' for x in notes),
-                 f'<div class="fig">{figure_div(figure_importance(result), "importance")}</div>',
-                 _table(data, result),
+        ranked = [o for o in result if o.genes]
+        unranked = [o for o in result if not o.genes]
+        body += ["<h2>Importance of each gene, per objective</h2>"]
+        if not ranked:  # one clear note, not a panel of notes per objective (a small run)
+            body.append(f'<p class="note" id="importance-none"><b>{esc(_none_note(result))}</b></p>')
+        else:
+            if unranked:
+                body.append('<p class="note"><b>' + esc("; ".join(f"{LABEL[o.objective]}: {o.note}" for o in unranked))
+                            + " (not drawn).</b></p>")
+            body += [f'<p class="note">{esc(_method_note(ranked))}</p>',
+                     *(f'<p class="note"><b>{esc(LABEL[o.objective])}: {esc(o.note)}</b></p>' for o in ranked if o.note),
+                     f'<div class="fig">{figure_div(figure_importance(ranked), "importance")}</div>',
+                     _table(data, ranked)]
+        body += [
                  "<h2>Slices: each objective against each gene</h2>",
                  '<p class="note">Every ok evaluation, coloured by generation. Log axes where the gene is declared '
                  "log, for ε, and for comm when its values span two decades; ε = ∞ (no privacy) is drawn at a cap "

@@ -431,7 +431,18 @@ def test_lower_rungs_are_drawn_grey_and_never_as_evaluations(tmp_path):
         assert all(len(t.x) == len(m.lower) and "not in the front" in t.text[0] for t in lower)
         evals = {i for t in fig.data if t.meta == "evaluations" for i in t.customdata}
         assert evals == full_ok
-    assert "lower-rung" in front_html(data)
+        # issue #36: a grey point's hover gives its rounds of the planned ones
+        assert all("of the 9 planned rounds" in x for t in lower for x in t.text)
+    page = front_html(data)
+    assert "lower-rung" in page
+    # issue #36: the header counts evaluations (individuals), not rung rows
+    ids = {r["id"] for r in data.rows}
+    at_full = {r["id"] for r in data.full_rows}
+    assert len(data.rows) > len(ids)
+    assert (f"{len(ids)} evaluations: {len(at_full)} trained the full rounds ({len(full_ok)} ok, " in page
+            and f"{len(ids) - len(at_full)} stopped at a lower rung" in page
+            and f"{len(data.rows)} rung trainings in all" in page)
+    assert f"{len(data.rows)} evaluations" not in page
 
 
 def test_a_plain_run_has_no_lower_rung_trace(real_run):

@@ -629,6 +629,7 @@ function fedevoInit() {
       document.head.appendChild(s);
     }, 2000);
   }
+  window.fedevoReadyAt = performance.now();  // ms since the page's navigation began (the load-time test)
   window.fedevoReady = true;
 }
 (function waitForPlots() {

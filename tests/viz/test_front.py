@@ -449,3 +449,30 @@ def test_a_plain_run_has_no_lower_rung_trace(real_run):
     m = Model(load_run(real_run))
     assert not m.lower
     assert not [t for t in figure_3d(m).data if t.meta == "lower-rung"]
+
+
+def test_the_page_follows_the_runs_objective_list(fake_run, tmp_path):
+    """Issue #36: a run of four objectives (run.json's `objectives`; here ε (paper) as the fourth) gets a cap input
+    and a "lowest NAME" choice per objective, the 3D view of the first three, a projection per pair (six) and a
+    parallel axis per objective; the header names them in order."""
+    import json
+    import shutil
+
+    run = tmp_path / "four"
+    shutil.copytree(fake_run, run)
+    meta = json.loads((run / "run.json").read_text())
+    meta["objectives"] = ["error", "comm", "eps", "eps_paper"]
+    (run / "run.json").write_text(json.dumps(meta))
+    data = load_run(run)
+    m = Model(data)
+    assert m.keys == ("error", "comm", "eps") and len(m.pairs) == 6
+    proj = figure_projections(m)
+    assert {t.xaxis for t in evaluation_traces(proj)} == {"x", "x2", "x3", "x4", "x5", "x6"}
+    labels = [d.label for d in figure_parallel(m).data[0].dimensions]
+    assert sum(lab.startswith("ε paper") for lab in labels) == 1
+    page = front_html(data)
+    for name in ("error", "comm", "eps", "eps_paper"):
+        assert f'id="cap-{name}"' in page and f'value="lowest-{name}"' in page
+    assert "ε (paper formula) minimised" in page
+    three = front_html(load_run(fake_run))
+    assert 'id="cap-eps_paper"' not in three and 'id="cap-eps"' in three

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from .app import app
+from .evaluate import EVAL_TIMEOUT_HELP
 
 _EVALUATOR_HELP = ("Your own evaluation function, 'package.module:function' or 'python:file.py:function', instead of "
                    "fedevo's simulator (usually named in the problem file: `evaluator = ...`; docs/api.md).")
@@ -82,6 +83,7 @@ def search(
     evaluator: Optional[str] = typer.Option(None, "--evaluator", help=_EVALUATOR_HELP),
     fidelity: Optional[str] = typer.Option(None, "--fidelity", help="Multi-fidelity search: offspring train first for this fraction of the rounds (0.33), or a rung ladder ending at 1 (1/9,1/3,1); a third of each rung continues to the next (default: the problem file's `fidelity`, else 1: every evaluation trains all rounds)."),
     init_from: Optional[Path] = typer.Option(None, "--init-from", help="Warm start: an earlier run directory on the same problem; its front (up to --pop of it) begins the initial population, the rest is random."),
+    eval_timeout: Optional[float] = typer.Option(None, "--eval-timeout", help=EVAL_TIMEOUT_HELP),
 ) -> None:
     """Search a problem's genes with NSGA-III for the (error, communication, ε) Pareto front."""
     from .. import api
@@ -89,7 +91,8 @@ def search(
     _execute(lambda callbacks: api.search(
         problem, pop=pop, gen=gen, workers=workers, seed=seed, out=out, rounds=rounds, data_dir=data_dir,
         partitions=partitions, evaluator=evaluator, ray_address=ray_address, cpus_per_task=cpus_per_task,
-        gpus_per_task=gpus_per_task, fidelity=fidelity, init_from=init_from, callbacks=callbacks), quiet)
+        gpus_per_task=gpus_per_task, fidelity=fidelity, init_from=init_from, eval_timeout=eval_timeout,
+        callbacks=callbacks), quiet)
 
 
 @app.command()
@@ -101,10 +104,11 @@ def resume(
     gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs reserved per evaluation: each then trains on its GPU (device = \"auto\"); 0.25 puts four on a GPU; 0: on the CPU."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root, if it moved since the search started."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
+    eval_timeout: Optional[float] = typer.Option(None, "--eval-timeout", help=EVAL_TIMEOUT_HELP),
 ) -> None:
     """Continue a stopped search (killed, interrupted) from its last checkpoint; finished evaluations are reused."""
     from .. import api
 
     _execute(lambda callbacks: api.resume(
         run_dir, workers=workers, data_dir=data_dir, ray_address=ray_address, cpus_per_task=cpus_per_task,
-        gpus_per_task=gpus_per_task, callbacks=callbacks), quiet)
+        gpus_per_task=gpus_per_task, eval_timeout=eval_timeout, callbacks=callbacks), quiet)

@@ -448,7 +448,7 @@ def ranges_html(m: Model) -> str:
         if p["kind"] == "choice" or p["key"] in ("pareto", "id"):
             continue
         lab = {"eps": "ε", "eps_paper": "ε paper", "generation": "gen"}.get(p["key"], p["label"])
-        items.append(f'<span class="kv range"><label for="range-{i}-lo">{esc(lab)}</label> '
+        items.append(f'<span class="nb"><label for="range-{i}-lo">{esc(lab)}</label> '
                      f'<input id="range-{i}-lo" data-dim="{i}" data-end="lo" type="text" inputmode="decimal" size="6" '
                      f'placeholder="from"> – <input id="range-{i}-hi" data-dim="{i}" data-end="hi" type="text" '
                      f'inputmode="decimal" size="6" placeholder="to"></span>')
@@ -716,7 +716,7 @@ def _caps_html(m: Model) -> str:
     inputs = []
     for o in m.objectives():
         op = "≥" if o["maximize"] else "≤"
-        inputs.append(f'<span class="kv"><label for="cap-{esc(o["name"])}">{esc(o["label"])} {op} </label>'
+        inputs.append(f'<span class="nb"><label for="cap-{esc(o["name"])}">{esc(o["label"])} {op} </label>'
                       f'<input id="cap-{esc(o["name"])}" class="cap" data-key="{esc(o["name"])}" type="text" '
                       f'inputmode="decimal" size="7" placeholder="no cap" title="{esc(tip)}"></span>')
     opts = ['<option value="knee">the knee</option>'] + [

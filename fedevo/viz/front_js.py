@@ -52,7 +52,7 @@ function fedevoInit() {
     return out;
   }
 
-  function shellQuote(s) { return /^[A-Za-z0-9_./:=@%+-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'"; }
+  function shellQuote(s) { return /^[A-Za-z0-9_./:=@%+,-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'"; }
 
   // ------------------------------------------------------------------ views
   function show3d() {

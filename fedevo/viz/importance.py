@@ -214,6 +214,7 @@ def figure_slices(data: RunData):
                         vertical_spacing=min(0.08, 0.35 / max(n - 1, 1)),
                         subplot_titles=[f"{objs[k].label} vs {g}" for g in genes for k in objs])
     gmin, gmax = min(gen), max(max(gen), min(gen) + 1)
+    gticks = make_column(rows, "generation", "generation", kind="int", log=False).ticks()  # integers only
     for i, (g, gc) in enumerate(genes.items(), start=1):
         for j, (k, oc) in enumerate(objs.items(), start=1):
             text = [f"id {r['id']} · generation {r['generation']}<br>{esc(g)} = {_val(r[g])}<br>"
@@ -225,7 +226,8 @@ def figure_slices(data: RunData):
                             symbol=["x" if c else "circle" for c in oc.capped],
                             showscale=i == 1 and j == len(objs),
                             colorbar=dict(title=dict(text="generation", side="right"), thickness=14, len=0.3,
-                                          y=1.0, yanchor="top"))), row=i, col=j)
+                                          y=1.0, yanchor="top", tickvals=gticks[0], ticktext=gticks[1]))),
+                row=i, col=j)
             fig.update_xaxes(**gc.axis_layout(g), row=i, col=j)
             fig.update_yaxes(**oc.axis_layout(oc.label), row=i, col=j)
     fig.update_layout(height=80 + 250 * n, margin=dict(l=60, r=40, t=50, b=40), hovermode="closest")

@@ -340,9 +340,14 @@ function fedevoInit() {
     return OBJ.filter(o => o.name in caps)
       .map(o => o.label + (o.maximize ? ' ≥ ' : ' ≤ ') + fedevoNum(caps[o.name])).join(', ');
   }
-  function lowestOf(rows, key, n) {  // fedevo.picking.lowest: ties by the other objectives, then id
+  function lowestOf(rows, key, n) {
+    // fedevo.picking.lowest: ties by the other objectives, each towards its better end (missing values last), then id
     const others = OBJ.map(o => o.name).filter(k => k !== key);
-    const v = (r, k) => fedevoNumOrInf(r[k]);
+    const v = (r, k) => {
+      const x = r[k];
+      if (x === null || x === undefined || Number.isNaN(Number(x))) return Infinity;
+      return k !== key && objOf(k).maximize ? -Number(x) : Number(x);
+    };
     return rows.slice().sort((a, b) => {
       for (const k of [key].concat(others)) { const d = v(a, k) - v(b, k); if (d) return d; }
       return a.id - b.id;

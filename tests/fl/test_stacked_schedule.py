@@ -127,3 +127,16 @@ def test_schedule_setting(monkeypatch):
     monkeypatch.setenv("FEDEVO_SCHEDULE", "gpu")
     with pytest.raises(FedevoError, match="FEDEVO_SCHEDULE must be"):
         stacked.schedule_setting()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_schedule_members_together_equal_alone(device):
+    """Each member draws from its own generator: in one bucket its numbers are those it has alone."""
+    model = _model()
+    members = [_member(model.init(torch.Generator().manual_seed(s)), "device", [s, s + 1, s + 2], lr=lr,
+                       dims=model.dims) for s, lr in ((0, 0.1), (3, 0.05), (7, 0.2))]
+    together = train_members(members, DATA.x_train, DATA.y_train, device=device, exact=True)
+    for m, got in zip(members, together):
+        (alone,) = train_members([m], DATA.x_train, DATA.y_train, device=device, exact=True)
+        assert torch.equal(got, alone)
+    assert not torch.equal(together[0], together[1])

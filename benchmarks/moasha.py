@@ -246,7 +246,7 @@ def run(problem_name: str, *, rounds: Optional[int], ladder: Sequence[float], se
     if workers <= 0:
         while (t := new_trial()) is not None:
             while True:
-                kind, r = run_one(SIMULATOR, problem, t.params, t.seed, t.kwargs(rounds))
+                kind, r, _ = run_one(SIMULATOR, problem, t.params, t.seed, t.kwargs(rounds))
                 if not done(t, kind, r):
                     break
         return events, elapsed()
@@ -265,7 +265,7 @@ def run(problem_name: str, *, rounds: Optional[int], ladder: Sequence[float], se
             finished, _ = wait(list(flying), return_when=FIRST_COMPLETED)
             for f in sorted(finished, key=lambda f: flying[f].id):
                 t = flying.pop(f)
-                if done(t, *f.result()):
+                if done(t, *f.result()[:2]):
                     flying[submit(t)] = t
     return events, elapsed()
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
+from .argcheck import checked
 from .errors import FedevoError
 from .problem import Problem, load_problem
 from .result import EvaluationResult
@@ -40,6 +41,12 @@ def _as_problem(source: ProblemLike, *, name: Optional[str] = None) -> Problem:
                       f"{type(source).__name__}")
 
 
+def _text(path: Optional[Union[str, Path]]) -> Optional[str]:
+    """A directory argument as the text the configs record (a Path is welcome)."""
+    return None if path is None else str(path)
+
+
+@checked
 def problems() -> list[str]:
     """Names of the bundled problems."""
     from .problem import list_problems
@@ -48,26 +55,34 @@ def problems() -> list[str]:
 
 
 # ============================================================================================ one evaluation
+@checked
 def evaluate(problem: ProblemLike, params: Optional[Mapping[str, Any]] = None, *, seed: int = 0,
-             rounds: Optional[int] = None, data_dir: Optional[str] = None, download: bool = False,
+             rounds: Optional[int] = None, data_dir: Optional[Union[str, Path]] = None, download: bool = False,
              eval_every: int = 0, progress: Optional[Callable[[int], None]] = None, until: Optional[int] = None,
-             resume_from: Optional[bytes] = None) -> EvaluationResult:
+             resume_from: Optional[bytes] = None, eval_timeout: Optional[float] = None) -> EvaluationResult:
     """Train one configuration (gene defaults overridden by `params`) and return its objectives.
 
     Checked before any training (FedevoError): the parameters, the seed, the rounds, the memory the run needs
     and the device. progress(t) is called with 0 once these checks passed (training starts), then after every
-    round t (a problem's own evaluator reports no rounds).
+    round t (a problem's own evaluator reports no rounds; with a time limit, the training runs in another process
+    and reports none either).
+
+    User code (a problem's own evaluator, a user model) runs contained: what it prints goes to stderr, and an
+    exception, sys.exit or a result out of range raises FedevoError with one line. eval_timeout: seconds the
+    evaluation may take (None: the problem file's `eval_timeout`, else no limit); past it, FedevoError.
 
     until / resume_from (fedevo's simulator only): train the first `until` of the planned rounds and return a
     result whose `state` continues that training exactly (`evaluate(..., resume_from=result.state)`); see
     fedevo.evaluation.evaluate and docs/privacy.md "Continuing a training"."""
     from .evaluation import evaluate as _evaluate
-    from .guards import check_evaluation_memory, check_rounds, check_seed
+    from .guards import check_eval_timeout, check_evaluation_memory, check_rounds, check_seed
     from .hardware import device
 
     prob = _as_problem(problem)
+    data_dir = _text(data_dir)
     check_seed(seed)
     check_rounds(rounds)
+    timeout = check_eval_timeout(eval_timeout) or prob.eval_timeout
     if not prob.simulated:  # the problem file's own evaluator (its genes checked here, its code run there)
         from .searching.evaluator import ProblemEvaluator
 
@@ -77,14 +92,42 @@ def evaluate(problem: ProblemLike, params: Optional[Mapping[str, Any]] = None, *
         prob.resolve(params)
         if progress is not None:
             progress(0)
-        return ProblemEvaluator(prob.evaluator)(prob, params, seed=seed, rounds=rounds, data_dir=data_dir)
+        return _contained(ProblemEvaluator(prob.evaluator), prob, params, seed,
+                          {"rounds": rounds, "data_dir": data_dir}, timeout)
     cfg = prob.sim_config(params, rounds=rounds, data_dir=data_dir, download=download)
     check_evaluation_memory(cfg)
     device(cfg.device)  # device = 'cuda' without a GPU: one line, before any data is read
     if progress is not None:
         progress(0)
-    return _evaluate(prob, params, seed=seed, rounds=rounds, data_dir=data_dir, download=download,
-                     eval_every=eval_every, progress=progress, until=until, resume_from=resume_from)
+    kwargs = dict(rounds=rounds, data_dir=data_dir, download=download, eval_every=eval_every, until=until,
+                  resume_from=resume_from)
+    if timeout is not None or prob.user_model:  # the user's code trains: contained
+        from .searching.evaluator import SIMULATOR
+
+        return _contained(SIMULATOR, prob, params, seed, kwargs if timeout else {**kwargs, "progress": progress},
+                          timeout)
+    return _evaluate(prob, params, seed=seed, progress=progress, **kwargs)
+
+
+def _contained(evaluator, prob: Problem, params, seed: int, kwargs: Mapping[str, Any],
+               timeout: Optional[float]) -> EvaluationResult:
+    """One evaluation run as the search runs it (fedevo.searching.containment): its output to stderr, its failure
+    a FedevoError with one line (a diverged training is a result)."""
+    import sys
+
+    from .searching.containment import watch_interrupts
+    from .searching.runner import run_one
+
+    with watch_interrupts():
+        kind, value, out = run_one(evaluator, prob, dict(params or {}), seed, kwargs, timeout)
+    if out:
+        sys.stderr.write(out)
+    if kind == "abort":
+        raise FedevoError(value)
+    if value.status == "failed":
+        first = (value.message.strip().splitlines() or ["no message"])[0].removeprefix("FedevoError: ")
+        raise FedevoError(f"problem {prob.name!r}: the evaluation failed: {first}")
+    return value
 
 
 # ============================================================================================ runs
@@ -125,6 +168,7 @@ class Run:
         """`front` as a pandas DataFrame (needs pandas)."""
         return _frame(self.front)
 
+    @checked
     def pick(self, spec: str) -> list[dict[str, Any]]:
         """The solutions a pick spec selects ("knee", "lowest-error:2", "12", "front,eps<=8", ...; docs/plots.md),
         each record with a `picked_by` field."""
@@ -152,6 +196,7 @@ def _run_path(run: RunLike) -> Path:
     return Path(run.path if isinstance(run, Run) else run)
 
 
+@checked
 def open_run(path: RunLike) -> Run:
     """A run directory made by `fedevo search` (or `fedevo.search`); FedevoError if it is not one."""
     if isinstance(path, Run):
@@ -162,23 +207,34 @@ def open_run(path: RunLike) -> Run:
     return Run(Path(path))
 
 
-def _runtime(workers, ray_address, cpus_per_task, gpus_per_task):
+def _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout=None):
+    from .guards import check_eval_timeout
     from .searching.settings import Runtime
     from .searching.workers import parse_workers
 
     return Runtime(workers=parse_workers(workers), ray_address=ray_address, cpus_per_task=cpus_per_task,
-                   gpus_per_task=gpus_per_task)
+                   gpus_per_task=gpus_per_task, eval_timeout=check_eval_timeout(eval_timeout))
 
 
+def _check_callbacks(callbacks: Sequence, where: str) -> None:
+    from .searching.callbacks import SearchCallback
+
+    for i, cb in enumerate(callbacks):
+        if not isinstance(cb, SearchCallback):
+            raise FedevoError(f"{where}(): callbacks[{i}] must be a fedevo.searching.SearchCallback, got "
+                              f"{type(cb).__name__}")
+
+
+@checked
 def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: Optional[int] = None,
            workers: Union[int, str, None] = "auto",
            seed: int = 0, out: Optional[Union[str, Path]] = None, rounds: Optional[int] = None,
-           data_dir: Optional[str] = None, partitions: Optional[int] = None,
+           data_dir: Optional[Union[str, Path]] = None, partitions: Optional[int] = None,
            evaluator: Optional[Union[str, Callable]] = None, ray_address: Optional[str] = None,
            cpus_per_task: float = 1.0, gpus_per_task: float = 0.0, callbacks: Sequence = (),
            page: bool = True, fidelity: Union[None, float, str, Sequence[float]] = None,
-           init_from: Optional[RunLike] = None, optimizer: str = "nsga3", budget: Optional[int] = None,
-           time_budget: Optional[float] = None, patience: Optional[int] = None,
+           init_from: Optional[RunLike] = None, eval_timeout: Optional[float] = None, optimizer: str = "nsga3",
+           budget: Optional[int] = None, time_budget: Optional[float] = None, patience: Optional[int] = None,
            progress: Optional[bool] = None, importance: bool = False) -> Run:
     """Search the problem's genes for the Pareto front of its objectives; returns the finished Run.
 
@@ -198,14 +254,18 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: Optional[
     current after every generation and write it at the end; fidelity: a multi-fidelity search's low fidelity
     (0.33: a third of the rounds) or rung ladder ((1/9, 1/3, 1) or "1/9,1/3,1"; None: the problem file's
     `fidelity`, else every evaluation trains all rounds; README "Multi-fidelity search"); init_from: an earlier
-    run on the same problem whose front begins the initial population (fedevo.searching.warmstart). Raises
-    FedevoError if every evaluation failed (the run directory keeps them all)."""
+    run on the same problem whose front begins the initial population (fedevo.searching.warmstart); eval_timeout:
+    seconds one evaluation may take before it is stopped and marked failed (None: the problem file's
+    `eval_timeout`, else no limit). Raises FedevoError if every evaluation failed (the run directory keeps them
+    all)."""
     from .data.catalog import check_data_dir
     from .searching.evaluator import DEFAULT_EVALUATOR, evaluator_spec, load_evaluator
     from .searching.run import SearchRun
     from .searching.settings import SearchSettings
 
     prob = _as_problem(problem)
+    data_dir = _text(data_dir)
+    _check_callbacks(callbacks, "search")
     check_data_dir(data_dir)  # a mistyped --data-dir: one line before the run directory exists
     fn = None
     if callable(evaluator):
@@ -232,22 +292,24 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: Optional[
                               seed=seed, partitions=partitions, rounds=rounds, data_dir=data_dir, evaluator=spec,
                               fidelity=parse_ladder(fidelity), init=init, init_from=init_path, optimizer=optimizer,
                               budget=budget, time_budget=time_budget, patience=patience)
-    runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task)
+    runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout)
     out = Path(out) if out is not None else None
     fresh = out is None or not out.exists() or (out.is_dir() and not any(out.iterdir()))
     run = SearchRun.create(settings, out, runtime, problem=prob)
     return _run(run, runtime, fn, callbacks, page, fresh=fresh, progress=progress, importance=importance)
 
 
-def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: Optional[str] = None,
+@checked
+def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: Optional[Union[str, Path]] = None,
            ray_address: Optional[str] = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
            evaluator: Optional[Callable] = None, callbacks: Sequence = (), page: bool = True,
-           progress: Optional[bool] = None, importance: bool = False) -> Run:
+           eval_timeout: Optional[float] = None, progress: Optional[bool] = None, importance: bool = False) -> Run:
     """Continue a stopped (or killed) search from its newest checkpoint, exactly: finished evaluations are
     reused, and the budgets of run.json still hold. FedevoError if the run is already finished (nothing is
     changed then)."""
     from .searching.run import SearchRun
 
+    _check_callbacks(callbacks, "resume")
     path = _run_path(run)
     sr = SearchRun.open(path)
     sr.check_log()  # a damaged log is named, never "nothing to resume" or a silently different front
@@ -257,10 +319,10 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
     if data_dir is not None:
         from .data.catalog import check_data_dir
 
-        check_data_dir(data_dir)
-        sr.use_data_dir(data_dir)
-    return _run(sr, _runtime(workers, ray_address, cpus_per_task, gpus_per_task), evaluator, callbacks, page,
-                progress=progress, importance=importance)
+        check_data_dir(_text(data_dir))
+        sr.use_data_dir(_text(data_dir))
+    return _run(sr, _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout), evaluator, callbacks,
+                page, progress=progress, importance=importance)
 
 
 def _ended(sr) -> str:
@@ -347,19 +409,21 @@ def _page_or_warning(write: Callable[[Path], Path], run_dir: Path, name: str) ->
         return None
 
 
+@checked
 def pick(run: RunLike, spec: str) -> list[dict[str, Any]]:
     """The evaluations of `run` that a pick spec selects (see `Run.pick`)."""
     return open_run(run).pick(spec)
 
 
 # ============================================================================================ after a search
+@checked
 def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Path]] = None,
-         plotly_js: str = "embed", watch: bool = False, interval: float = 2.0, importance: bool = True,
+         plotly_js: str = "shared", watch: bool = False, interval: float = 2.0, importance: bool = True,
          on_write: Optional[Callable[[Path, Any], None]] = None) -> Path:
     """Write the run's interactive front page (RUN/front.html, or `out`) and, with `importance`, its importance
     page beside it (RUN/importance.html; NAME-importance.html beside an `out` NAME.html: which genes drive each
-    objective, slices, hypervolume); returns the front page's path. plotly_js: "embed" (one offline file) or
-    "shared" (plotly.js written once beside the run directory). watch: keep rewriting the front page whenever the
+    objective, slices, hypervolume); returns the front page's path. plotly_js: "shared" (plotly.js written once
+    beside the pages, which load it from there) or "embed" (one self-contained offline file per page). watch: keep rewriting the front page whenever the
     run changes (every `interval` s) until the run is complete (the importance page is written once, at the
     end); on_write(path, data) after each write.
 
@@ -369,7 +433,7 @@ def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Pat
     from .viz.front import write_front_html
 
     paths, path = _plot_checks(run, out, plotly_js, interval, watch, importance)
-    mode = "shared" if plotly_js == "shared" else None
+    mode = plotly_js
     if len(paths) > 1:
         from .viz.compare import write_compare_html
 
@@ -377,7 +441,7 @@ def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Pat
     if watch:
         from .viz.live import watch as do_watch
 
-        front = do_watch(paths[0], out=out, plotly=mode or "embed", interval=interval, on_write=on_write)
+        front = do_watch(paths[0], out=out, plotly=mode, interval=interval, on_write=on_write)
         if not front.exists():  # no evaluation was ever seen: nothing to weigh either
             return front
     else:
@@ -421,7 +485,17 @@ def _plot_checks(run, out, plotly_js: str, interval: float, watch: bool,
     for t in targets:
         check_writable_file(t)
         _check_not_foreign(t)
+        _check_not_other_run(t, paths)
     return paths, targets[0]
+
+
+def _check_not_other_run(path: Path, runs: Sequence[Path]) -> None:
+    """A page is never written into a run directory other than the ones plotted: it would replace that run's own
+    page (RUN/front.html) with another run's front."""
+    home = path.absolute().parent
+    if (home / "run.json").is_file() and not any(home.resolve() == Path(r).resolve() for r in runs):
+        raise FedevoError(f"--out {path} is in another run directory ({home}); its pages are that run's own "
+                          f"(`fedevo plot {home}`). Nothing was written: choose a file outside it")
 
 
 def _check_not_foreign(path: Path) -> None:
@@ -440,8 +514,9 @@ def _check_not_foreign(path: Path) -> None:
                           "choose another name)")
 
 
+@checked
 def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 150, workers: Optional[int] = None,
-            seed: Optional[int] = None, data_dir: Optional[str] = None, out: Optional[Union[str, Path]] = None,
+            seed: Optional[int] = None, data_dir: Optional[Union[str, Path]] = None, out: Optional[Union[str, Path]] = None,
             standard: Optional[Mapping[str, Any]] = None, gpus_per_task: float = 0.0,
             progress: Optional[Callable[[int, int, str], None]] = None):
     """Retrain the picked solutions and the standard one (dense, no privacy; `standard` overrides its settings,
@@ -450,10 +525,11 @@ def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 15
     from .retraining import retrain as _retrain
 
     return _retrain(_run_path(run), pick, rounds=rounds, workers=workers,
-                    seed=seed, data_dir=data_dir, out=out, standard=standard, gpus_per_task=gpus_per_task,
+                    seed=seed, data_dir=_text(data_dir), out=out, standard=standard, gpus_per_task=gpus_per_task,
                     progress=progress)
 
 
+@checked
 def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem: Optional[ProblemLike] = None,
           params: Optional[Mapping[str, Any]] = None, seed: int = 0, rounds: Optional[int] = None,
           canaries: Optional[int] = None, confidence: float = 0.95, out: Optional[Union[str, Path]] = None,

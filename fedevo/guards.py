@@ -219,3 +219,23 @@ def check_workers(workers: Optional[int], memory: Optional[int] = None) -> None:
         raise FedevoError(f"--workers {workers} is too many: each worker is a process with torch loaded "
                           f"(≥ {WORKER_BYTES // 1024**2} MiB), and this machine's {memory / GIB:.1f} GiB of "
                           f"available memory allows --workers <= {limit}")
+
+
+def check_eval_timeout(seconds: Optional[float], key: str = "--eval-timeout") -> Optional[float]:
+    """--eval-timeout / a problem file's `eval_timeout`: a positive finite number of seconds, or None (no limit)."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (math.isfinite(seconds) and seconds > 0):
+        raise FedevoError(f"{key} must be a positive number of seconds, got {seconds!r}")
+    return float(seconds)
+
+
+def check_model_parameters(n: int, what: str, memory: Optional[int] = None) -> None:
+    """FedevoError (one line) when a model of `n` parameters cannot be trained even by one client at a time in the
+    available memory (MODEL_COPIES fp32 copies a client, four more for the global model): a user model is sized
+    by its parameters before it is built (models/user.py builds it on torch's meta device)."""
+    memory = available_memory() if memory is None else memory
+    need = 4.0 * n * (MODEL_COPIES + 4)
+    if need > memory:
+        raise FedevoError(f"{what} builds {n:,} parameters: training it needs at least {_gib(need)} of memory, "
+                          f"more than the {_gib(memory)} available")

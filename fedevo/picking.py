@@ -8,7 +8,9 @@ Grammar of a pick (comma-separated terms; spaces ignored; result in the order wr
     SELECTOR  := knee                the knee of the (filtered) Pareto set, among the solutions clearly
                                      better than chance (see `knee_bar`, `knee_candidates`, `knee_index`)
                | knee:CAP[:CAP...]   the knee re-picked within caps on it alone, e.g. knee:eps<=2,
-                                     knee:eps<=2:comm<=5000 (a CAP is written like a FILTER)
+                                     knee:eps<=2:comm<=5000 (a CAP is written like a FILTER); the caps
+                                     remove candidates but do not rescale the space the knee is measured in,
+                                     so a cap the knee meets leaves it in place (unlike a FILTER)
                | lowest-error[:N]    the N (default 1) Pareto solutions with the lowest error
                | lowest-comm[:N] | lowest-eps[:N] | lowest-eps_paper[:N]
                | front               every solution of the (filtered) Pareto set
@@ -130,7 +132,7 @@ def objectives(rows: Sequence[Mapping[str, Any]], eps_key: str = "eps") -> np.nd
 LOG_DECADES = 2.0  # an objective spanning this many decades (or more) is compared on a log scale
 
 
-def knee_index(F: np.ndarray) -> tuple[int, str]:
+def knee_index(F: np.ndarray, allowed: Optional[Sequence[bool]] = None) -> tuple[int, str]:
     """Index of the knee of a non-dominated set F (rows minimised) and the method that found it.
 
     An objective whose values on the set are positive and span two decades or more (typically ε: 5 and 5000
@@ -140,10 +142,16 @@ def knee_index(F: np.ndarray) -> tuple[int, str]:
     candidates; among several, the one closest to the ideal point (0, 0, 0) is taken. When it finds none (a
     smooth front, or fewer than 3 points) the fallback is the point closest (Euclidean) to the ideal point on
     the normalised objectives. Ties go to the first row.
+
+    allowed: the rows the knee may be (caps, ``knee:eps<=X``); the space — the log rule, the normalisation and the
+    high trade-off points — stays that of the whole set F, so caps remove candidates without rescaling it: a cap
+    the uncapped knee meets leaves it in place. Among the allowed high trade-off points the one closest to the
+    ideal point is taken; with none allowed, the allowed row closest to the ideal point.
     """
     F = np.array(F, dtype=float)
     n = len(F)
-    if n == 0:
+    ok = np.ones(n, dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    if n == 0 or not ok.any():
         raise ValueError("knee of an empty set")
     if n == 1:
         return 0, "the only solution"
@@ -166,9 +174,12 @@ def knee_index(F: np.ndarray) -> tuple[int, str]:
                 idx = HighTradeoffPoints().do(N)
         except Exception:  # noqa: BLE001 - degenerate sets (duplicates, NaN tradeoffs) make pymoo raise
             idx = None
-    if idx is None or np.size(idx) == 0:
-        return int(np.argmin(dist)), "closest to the ideal point (fallback: no high trade-off point)"
-    idx = np.atleast_1d(np.asarray(idx, dtype=int))
+    idx = np.array([], dtype=int) if idx is None else np.atleast_1d(np.asarray(idx, dtype=int))
+    idx = idx[ok[idx]]
+    if np.size(idx) == 0:
+        cand = np.flatnonzero(ok)
+        why = "no high trade-off point" + (" within the caps" if allowed is not None else "")
+        return int(cand[np.argmin(dist[cand])]), f"closest to the ideal point (fallback: {why})"
     return int(idx[np.argmin(dist[idx])]), "pymoo HighTradeoffPoints"
 
 
@@ -330,7 +341,11 @@ def _capped_knee(cand, caps: Sequence[Term], eps_key: str, chance: Optional[floa
         where = f" within {', '.join(c.text for c in caps)}" if caps else ""
         raise FedevoError(f"no knee{where}: none of the {len(within)} Pareto solution(s) considered is clearly "
                           f"better than chance{bar}; pick by id or lowest-error instead")
-    return knee(within, eps_key, chance)[0]
+    # the caps remove candidates; the space the knee is measured in stays that of every candidate (knee_index)
+    every = knee_candidates(cand, chance)
+    inside = {id(r) for r in within}
+    i, _ = knee_index(objectives(every, eps_key), allowed=[id(r) in inside for r in every] if caps else None)
+    return every[i]
 
 
 def marks(front: Sequence[Mapping[str, Any]], eps_key: str = "eps", n_lowest: int = 2,

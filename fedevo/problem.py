@@ -15,12 +15,13 @@ import stat
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, Mapping, Optional, get_args
+from typing import Any, Literal, Mapping, Optional, Union, get_args
 
 from . import _toml, schema
 from .config import SHARED_KEYS, CNNArch, DataConfig, DeploymentConfig, MLPArch, PrivacyConfig, SimConfig, UserArch
 from .data.catalog import DATASETS
 from .data.sources import SOURCE_KEYS, ArraySource
+from .argcheck import checked
 from .errors import FedevoError
 
 # Where each known parameter goes, read from the config dataclasses' fields (fedevo/schema.py): a field added to
@@ -141,6 +142,7 @@ class Problem:
     # top-level `fidelity`: the multi-fidelity search's rung ladder as written (a fraction, or fractions ending at
     # 1); checked by the search (fedevo.searching.fidelity.parse_ladder), which alone uses it
     fidelity: Any = None
+    eval_timeout: Optional[float] = None  # top-level `eval_timeout`: seconds one evaluation may take (None: no limit)
 
     @property
     def user_model(self) -> bool:
@@ -152,11 +154,13 @@ class Problem:
         return self.evaluator is None
 
     @classmethod
+    @checked
     def from_file(cls, name_or_path: str | Path) -> "Problem":
         """A bundled problem by name (`digits_mlp`) or a TOML problem file by path."""
         return load_problem(str(name_or_path))
 
     @classmethod
+    @checked
     def from_dict(cls, doc: Mapping[str, Any], *, name: Optional[str] = None) -> "Problem":
         """A problem from a dict shaped like a problem file (docs/api.md); `name` defaults to doc["name"]."""
         import tomli_w
@@ -353,7 +357,8 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     prob = Problem(name=doc.get("name", name), dataset=dataset, model=model, genes=genes, fixed=fixed,
                    eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path,
                    data_source=data_source, model_ref=model_ref, model_kwargs=model_kwargs,
-                   fidelity=tuple(doc["fidelity"]) if isinstance(doc.get("fidelity"), list) else doc.get("fidelity"))
+                   fidelity=tuple(doc["fidelity"]) if isinstance(doc.get("fidelity"), list) else doc.get("fidelity"),
+                   eval_timeout=_eval_timeout(doc))
     config = prob.sim_config()  # validate the defaults once, at load time
     if user:
         probe_model(prob, config)
@@ -364,7 +369,16 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
 TOP = {"name": str, "description": str, "dataset": str, "model": str, "model_args": dict,
        "eps_objective": Literal["eps", "eps_paper"], "data": dict, "train": dict, "privacy": dict,
        "deployment": dict, "genes": dict, "constraints": dict,
-       "fidelity": Any}  # the multi-fidelity rung ladder: checked by the search (searching/fidelity.parse_ladder)
+       # the multi-fidelity rung ladder (its values checked by the search: searching/fidelity.parse_ladder)
+       "fidelity": Union[float, tuple[float, ...]],
+       "eval_timeout": float}  # seconds an evaluation may take (searching/containment.py)
+
+
+def _eval_timeout(doc: Mapping[str, Any]) -> Optional[float]:
+    """The top-level `eval_timeout` (its type checked by _check_top): a positive number of seconds, or None."""
+    from .guards import check_eval_timeout
+
+    return check_eval_timeout(doc.get("eval_timeout"), "eval_timeout")
 
 
 def _check_top(doc: Mapping[str, Any], top: Mapping[str, Any]) -> None:
@@ -404,8 +418,12 @@ def _probe(config: SimConfig) -> None:
     from .fl.cost import data_shape
     from .models.user import probe
 
+    from .guards import check_model_parameters
+
     shape, classes = data_shape(config)
-    probe(config.arch, shape, classes)
+    name = config.arch.spec.rpartition(":")[2]
+    probe(config.arch, shape, classes,
+          check_size=lambda n, called: check_model_parameters(n, f"model factory {name!r} (called with {called})"))
 
 
 def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path: Optional[str], model: str):
@@ -447,7 +465,7 @@ def _objectives(doc: Mapping[str, Any], name: str) -> tuple[str, dict]:
 
 
 OWN_TOP = {"name": str, "description": str, "evaluator": str, "settings": dict, "genes": dict, "standard": dict,
-           "eps_objective": Literal["eps", "eps_paper"], "constraints": dict}
+           "eps_objective": Literal["eps", "eps_paper"], "constraints": dict, "eval_timeout": float}
 
 
 def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[str]) -> Problem:
@@ -481,7 +499,7 @@ def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[st
     eps_obj, constraints = _objectives(doc, name)
     return Problem(name=doc.get("name", name), dataset="", model="", genes=genes, fixed=dict(settings),
                    eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path,
-                   evaluator=spec, standard=dict(standard))
+                   evaluator=spec, standard=dict(standard), eval_timeout=_eval_timeout(doc))
 
 
 def load_problem(name_or_path: str) -> Problem:

@@ -46,7 +46,7 @@ class EvaluationResult:
 
 def coerce_result(value: Any) -> EvaluationResult:
     """What a user's evaluator returned, as an EvaluationResult: itself, a mapping with `error`, `comm` and `eps`
-    (and optionally `eps_paper`, `accuracy_global`, `omega`, `privacy`, `message`), or a tuple (error, comm, eps).
+    (None: no ε; and optionally `eps_paper`, `accuracy_global`, `omega`, `privacy`, `message`), or a tuple (error, comm, eps).
     TypeError / ValueError with one line saying what is wrong (the evaluation is then marked failed)."""
     if isinstance(value, EvaluationResult):
         return value
@@ -65,10 +65,12 @@ def coerce_result(value: Any) -> EvaluationResult:
     if extra:
         raise TypeError(f"evaluator's result has unknown key(s) {', '.join(sorted(map(str, extra)))}")
 
-    def number(key: str, default: Any = None) -> float:
+    def number(key: str, default: Any = None) -> Optional[float]:
         v = value.get(key, default)
         if v is None and default is None and key not in ("error", "comm", "eps"):
             return math.nan
+        if v is None and key == "eps":  # no ε: an evaluation without a privacy guarantee to report
+            return None
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise TypeError(f"evaluator's {key} must be a number, got {v!r}")
         v = float(v)

@@ -119,9 +119,7 @@ class Solution:
 def plan(data, spec: str, standard: Optional[Mapping[str, Any]] = None) -> list[Solution]:
     """The solutions to retrain: the picks of `spec` in order, then the standard (with `standard` overriding
     its settings, e.g. {"participation": 1.0} for seed 004's standard solution, C = 1)."""
-    from .picking import pick
-
-    picks = pick(spec, data.rows, data.front, eps_key=data.eps_key, chance=data.knee_bar)
+    picks = data.pick(spec)  # the one resolver (RunData.pick): the ids front, audit, plot and the API give
     sols = [Solution(key=str(n), label=p.label, id=p.id, params=data.params(p.row), search=p.row)
             for n, p in enumerate(picks, start=1)]
     return sols + [Solution(key=STANDARD, label=standard_label(data.problem), id=None, params=dict(standard or {}),

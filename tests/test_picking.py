@@ -198,12 +198,14 @@ def test_a_knee_at_chance_is_not_a_candidate():
 def test_caps_re_pick_the_knee_within_them():
     assert ids(pick("knee", ROWS, FRONT)) == [3]
     got = pick("knee:eps<=2.5", ROWS, FRONT)
-    within = [r for r in FRONT if r["eps"] <= 2.5]
-    i, _ = knee_index(np.array([[r["error"], r["comm"], r["eps"]] for r in within]))
-    assert ids(got) == [within[i]["id"]] and got[0].reasons == ("knee:eps<=2.5",)
+    # the caps remove candidates; the space stays that of the whole front (issue #36)
+    F = np.array([[r["error"], r["comm"], r["eps"]] for r in FRONT])
+    i, _ = knee_index(F, allowed=[r["eps"] <= 2.5 for r in FRONT])
+    assert FRONT[i]["eps"] <= 2.5
+    assert ids(got) == [FRONT[i]["id"]] and got[0].reasons == ("knee:eps<=2.5",)
     both = pick("knee:eps<=25:comm<=6000", ROWS, FRONT)
     assert all(r.row["eps"] <= 25 and r.row["comm"] <= 6000 for r in both)
-    assert ids(pick("knee, knee:eps<=2.5", ROWS, FRONT)) == [3, within[i]["id"]]  # each knee its own caps
+    assert ids(pick("knee, knee:eps<=2.5", ROWS, FRONT)) == [3, FRONT[i]["id"]]  # each knee its own caps
 
 
 def test_caps_that_leave_nothing_name_the_closest_solution():
@@ -212,3 +214,31 @@ def test_caps_that_leave_nothing_name_the_closest_solution():
     for bad in ("knee:", "knee:eps<<2", "knee:sigma<=2", "knee:eps<=nan"):
         with pytest.raises(FedevoError, match="pick"):
             pick(bad, ROWS, FRONT)
+
+
+def test_a_cap_the_knee_meets_leaves_it_in_place():
+    """Issue #36: caps remove candidates but do not rescale the space the knee is measured in, so any cap the
+    uncapped knee meets (on any objective, alone or together) picks the same knee; a cap it does not meet moves it
+    to a solution within the cap."""
+    knee_row = pick("knee", ROWS, FRONT)[0].row
+    for key in ("error", "comm", "eps"):
+        vals = sorted({r[key] for r in FRONT})
+        for v in vals:
+            spec = f"knee:{key}<={v!r}"
+            got = pick(spec, ROWS, FRONT)[0].row
+            assert got[key] <= v, spec
+            if knee_row[key] <= v:
+                assert got["id"] == knee_row["id"], spec
+    both = f"knee:eps<={knee_row['eps']!r}:comm<={knee_row['comm']!r}"
+    assert pick(both, ROWS, FRONT)[0].id == knee_row["id"]
+
+
+def test_knee_index_allowed_keeps_the_space():
+    F = np.array([[0.0, 1.0, 1.0], [0.2, 0.2, 0.2], [1.0, 0.0, 0.0], [0.5, 0.45, 0.5]])
+    i, _ = knee_index(F)
+    assert knee_index(F, allowed=[True] * 4)[0] == i
+    assert knee_index(F, allowed=[k == i or k == 0 for k in range(4)])[0] == i
+    j, how = knee_index(F, allowed=[False, False, True, True])
+    assert j in (2, 3)
+    with pytest.raises(ValueError):
+        knee_index(F, allowed=[False] * 4)

@@ -21,12 +21,11 @@ class Target:
 
 
 def from_run(run_dir: Path | str, spec: str) -> list[Target]:
-    from ..picking import pick
     from ..searching.rundata import load_run
 
     data = load_run(run_dir)  # FedevoError: not a run, or no evaluations
     out = []
-    for p in pick(spec, data.rows, data.front, eps_key=data.eps_key):
+    for p in data.pick(spec):  # the one resolver (its chance bar): the same ids as front, retrain, plot, the API
         params = data.params(p.row)
         cfg = data.problem.sim_config(params, rounds=data.settings.rounds, data_dir=data.settings.data_dir)
         check_supported(cfg)

@@ -20,17 +20,39 @@ def _terminate(signum, frame) -> None:
     raise Terminated()
 
 
+def _usage_line(e) -> str:
+    """A click error as one line: the message and where help is (`fedevo search --help`)."""
+    msg = " ".join(e.format_message().split())
+    ctx = getattr(e, "ctx", None)
+    return f"{msg} (see `{ctx.command_path} --help`)" if ctx is not None else msg
+
+
 def main(argv=None) -> None:
     import signal
     import threading
 
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None  # SIGTERM: as Ctrl-C
+    from importlib import import_module
+
+    try:  # recent typer carries its own copy of click; an older one uses click itself
+        click = import_module("typer._click.exceptions")
+    except ImportError:  # pragma: no cover
+        click = import_module("click.exceptions")
+
     try:
-        app(args=argv, standalone_mode=True)
+        code = app(args=argv, standalone_mode=False)
     except FedevoError as e:
         print(f"fedevo: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except click.NoArgsIsHelpError as e:  # `fedevo` alone, `fedevo search --help`-like: the help
+        print(e.ctx.get_help(), file=sys.stderr)
+        sys.exit(2)
+    except click.ClickException as e:  # the command line's own option errors: the same one line (not a panel)
+        print(f"fedevo: error: {_usage_line(e)}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    else:  # as click's standalone mode: the process ends here, with the command's exit code
+        sys.exit(code if isinstance(code, int) else 0)
     finally:
         if main_thread:  # called in-process (tests, scripts): the caller's handler again
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)

@@ -10,6 +10,9 @@ import typer
 
 from .app import app
 
+EVAL_TIMEOUT_HELP = ("Seconds one evaluation may take; a longer one is stopped and marked failed (default: the "
+                     "problem file's `eval_timeout`, else no limit).")
+
 
 def _jsonable(obj):
     """JSON has no inf/NaN: write them as null so every consumer can parse the output."""
@@ -67,15 +70,27 @@ def evaluate(
     download: bool = typer.Option(False, help="Let torchvision download the dataset into --data-dir."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    eval_timeout: Optional[float] = typer.Option(None, "--eval-timeout", help=EVAL_TIMEOUT_HELP),
 ) -> None:
     """Train one configuration of a problem and print its objectives (error, comm, ε)."""
     from .. import api
     from ..problem import load_problem, parse_params
 
-    prob = load_problem(problem)
+    if as_json:  # stdout holds the one JSON object: whatever else is written there (user code, C) goes to stderr
+        from ..searching.containment import stdout_to_stderr
+
+        with stdout_to_stderr():
+            prob = load_problem(problem)
+    else:
+        prob = load_problem(problem)
     overrides = parse_params(params)
-    kwargs = dict(seed=seed, rounds=rounds, data_dir=data_dir, download=download)
-    if quiet or as_json:
+    kwargs = dict(seed=seed, rounds=rounds, data_dir=data_dir, download=download, eval_timeout=eval_timeout)
+    if as_json:  # stdout holds the one JSON object: whatever else is written there (user code, C) goes to stderr
+        from ..searching.containment import stdout_to_stderr
+
+        with stdout_to_stderr():
+            res = api.evaluate(prob, overrides, **kwargs)
+    elif quiet:
         res = api.evaluate(prob, overrides, **kwargs)
     else:  # the bar appears once every check has passed (progress(0)), so a bad input stays one line
         from rich.progress import Progress

@@ -89,11 +89,13 @@ class RichReporter(SearchCallback):
         self._progress.start()
         self._task = self._progress.add_task("search", total=total, completed=done, **self._fields())
 
-    def _line(self) -> None:
+    def _line(self, elapsed: Optional[float] = None) -> None:
+        """One plain progress line; elapsed: the search's own duration (the summary's, at the end), else the time
+        since this display started."""
         f = self._fields()
+        elapsed = time.monotonic() - self._t0 if elapsed is None else elapsed
         self.console.print(f"{f['gen']}: {self._done}/{self._total} evaluated{f['failed']} · {f['best']}"
-                           f"{f['front']} · "
-                           f"{time.monotonic() - self._t0:.0f} s", highlight=False, soft_wrap=True)
+                           f"{f['front']} · {elapsed:.0f} s", highlight=False, soft_wrap=True)
 
     def on_generation_start(self, g: int) -> None:
         if self._plain and g > self._gen[0]:
@@ -125,7 +127,7 @@ class RichReporter(SearchCallback):
 
     def on_finish(self, summary=None) -> None:
         if self._plain and self._total:
-            self._line()
+            self._line(getattr(summary, "wall_s", None))  # the duration the summary reports: measured once
             self._total = 0
         if self._progress is not None:
             self._running = self._queued = 0

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from .app import app
+from .evaluate import EVAL_TIMEOUT_HELP
 
 _EVALUATOR_HELP = ("Your own evaluation function, 'package.module:function' or 'python:file.py:function', instead of "
                    "fedevo's simulator (usually named in the problem file: `evaluator = ...`; docs/api.md).")
@@ -95,6 +96,7 @@ def search(
     evaluator: Optional[str] = typer.Option(None, "--evaluator", help=_EVALUATOR_HELP),
     fidelity: Optional[str] = typer.Option(None, "--fidelity", help="Multi-fidelity search: offspring train first for this fraction of the rounds (0.33), or a rung ladder ending at 1 (1/9,1/3,1); a third of each rung continues to the next (default: the problem file's `fidelity`, else 1: every evaluation trains all rounds)."),
     init_from: Optional[Path] = typer.Option(None, "--init-from", help="Warm start: an earlier run directory on the same problem; its front (up to --pop of it) begins the initial population, the rest is random."),
+    eval_timeout: Optional[float] = typer.Option(None, "--eval-timeout", help=EVAL_TIMEOUT_HELP),
     optimizer: str = typer.Option("nsga3", "--optimizer", help="What proposes the candidates, --pop at a time: nsga3 (NSGA-III, the default), random (uniform sampling, the baseline), gp (Optuna's Gaussian-process sampler: fewest evaluations, seconds of its own per proposal; for expensive evaluations), tpe (Optuna's multivariate TPE)."),
     budget: Optional[int] = typer.Option(None, "--budget", help="Stop after N evaluations (the first budget reached ends the search; stop.json says which)."),
     time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Stop after S seconds of search (counted across resumes; a batch that has started is finished)."),
@@ -107,8 +109,9 @@ def search(
     _execute(lambda callbacks: api.search(
         problem, pop=pop, gen=gen, workers=workers, seed=seed, out=out, rounds=rounds, data_dir=data_dir,
         partitions=partitions, evaluator=evaluator, ray_address=ray_address, cpus_per_task=cpus_per_task,
-        gpus_per_task=gpus_per_task, fidelity=fidelity, init_from=init_from, callbacks=callbacks, optimizer=optimizer,
-        budget=budget, time_budget=time_budget, patience=patience, progress=False, importance=importance), quiet)
+        gpus_per_task=gpus_per_task, fidelity=fidelity, init_from=init_from, eval_timeout=eval_timeout,
+        callbacks=callbacks, optimizer=optimizer, budget=budget, time_budget=time_budget, patience=patience,
+        progress=False, importance=importance), quiet)
 
 
 @app.command()
@@ -120,6 +123,7 @@ def resume(
     gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs reserved per evaluation: each then trains on its GPU (device = \"auto\"); 0.25 puts four on a GPU; 0: on the CPU."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root, if it moved since the search started."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
+    eval_timeout: Optional[float] = typer.Option(None, "--eval-timeout", help=EVAL_TIMEOUT_HELP),
     importance: bool = typer.Option(False, "--importance", help=_IMPORTANCE_HELP),
 ) -> None:
     """Continue a stopped search (killed, interrupted) from its last checkpoint; finished evaluations are reused."""
@@ -127,4 +131,5 @@ def resume(
 
     _execute(lambda callbacks: api.resume(
         run_dir, workers=workers, data_dir=data_dir, ray_address=ray_address, cpus_per_task=cpus_per_task,
-        gpus_per_task=gpus_per_task, callbacks=callbacks, progress=False, importance=importance), quiet)
+        gpus_per_task=gpus_per_task, eval_timeout=eval_timeout, callbacks=callbacks, progress=False,
+        importance=importance), quiet)

@@ -174,12 +174,24 @@ def _from_columns(get, have: list[str], spec: FileSource, where: str, need_ids: 
 
 
 def _read_npz(path: Path, spec: FileSource, need_ids: bool) -> _Table:
+    """An .npz archive's arrays; every defect of the file (empty, truncated, a single .npy array under an .npz
+    name, not numpy's at all) is one FedevoError naming it."""
+    hint = "save the arrays with numpy.savez(path, x=..., y=..., client_id=...)"
     try:
-        with np.load(path, allow_pickle=False) as z:
+        if path.is_file() and path.stat().st_size == 0:
+            raise FedevoError(f"{path}: an empty file (0 bytes), not an .npz archive; {hint}")
+        z = np.load(path, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise FedevoError(f"{path}: a single array (.npy format) under an .npz name, not an archive of named "
+                              f"arrays; {hint}")
+        with z:
             have = list(z.files)
             data = {k: z[k] for k in have if k in _x_names(spec.x) + [spec.y, spec.client_id]}
-    except (OSError, ValueError) as e:
-        raise FedevoError(f"{path}: not a readable .npz file ({e})") from None
+    except FedevoError:
+        raise
+    except Exception as e:  # noqa: BLE001 - zipfile's, numpy's, EOF...: a damaged or foreign file, one line
+        raise FedevoError(f"{path}: not a readable .npz file, truncated or damaged ({type(e).__name__}: "
+                          f"{' '.join(str(e).split()) or 'no detail'}); {hint}") from None
     return _from_columns(data.__getitem__, have, spec, str(path), need_ids)
 
 
@@ -192,7 +204,31 @@ def _read_parquet(path: Path, spec: FileSource, need_ids: bool) -> _Table:
         table = pq.read_table(path, columns=list(dict.fromkeys(cols)))
     except Exception as e:  # pyarrow's own errors: not a Parquet file, unreadable
         raise FedevoError(f"{path}: not a readable Parquet file or directory ({type(e).__name__}: {e})") from None
-    return _from_columns(lambda c: table.column(c).to_numpy(zero_copy_only=False), have, spec, str(path), need_ids)
+    return _from_columns(lambda c: _arrow_column(table.column(c)), have, spec, str(path), need_ids)
+
+
+def _arrow_column(col) -> np.ndarray:
+    """An Arrow column as one array: nested lists of equal lengths (images stored as lists of rows of pixels)
+    become the dimensions after the first, (N, H, W) or (N, C, H, W); anything else as Arrow converts it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    shape: list[int] = []
+    flat = arr
+    while pa.types.is_list(flat.type) or pa.types.is_large_list(flat.type) or pa.types.is_fixed_size_list(flat.type):
+        if flat.null_count:
+            break
+        lengths = pc.list_value_length(flat)
+        lo, hi = pc.min_max(lengths).values() if len(flat) else (None, None)
+        if lo is None or lo.as_py() != hi.as_py():
+            break  # ragged: the generic path below says so
+        shape.append(lo.as_py())
+        flat = flat.flatten()
+    else:
+        if shape:
+            return flat.to_numpy(zero_copy_only=False).reshape(len(arr), *shape)
+    return col.to_numpy(zero_copy_only=False)
 
 
 def _hf_split(ds, path: Path, split: Optional[str]):

@@ -54,9 +54,14 @@ def compute_dtype(precision: str, device: str = "cpu") -> torch.dtype:
 
 def client_accuracies(model, params, data: Dataset, part: Partition) -> tuple[np.ndarray, float]:
     """Accuracy of the global model on each client's test split, and on the whole test set."""
+    parts = []
     with torch.no_grad():
-        correct = torch.cat([model.logits(params, xb).argmax(1) == yb
-                             for xb, yb in zip(data.x_test.split(2048), data.y_test.split(2048))]).numpy()
+        for xb, yb in zip(data.x_test.split(2048), data.y_test.split(2048)):
+            logits = model.logits(params, xb)
+            if not torch.isfinite(logits).all():  # argmax of NaN would be a class: an accuracy that is none
+                raise DivergedError("the model's output is not finite (NaN or inf) on the test set")
+            parts.append(logits.argmax(1) == yb)
+    correct = torch.cat(parts).numpy()
     per_client = np.array([correct[ix].mean() if len(ix) else np.nan for ix in part.test])
     return per_client, float(correct.mean())
 

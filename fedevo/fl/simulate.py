@@ -104,7 +104,10 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
     if stop < cfg.rounds:  # saved before measuring: the measurement only reads
         state = continuation.save_state(cfg=cfg, seed=seed, setup=su, loop=out.loop)
         mech.cfg = rounds_run(mech.cfg, stop)  # the report accounts for the rounds run, not the planned ones
-    per_client, glob = client_accuracies(model, out.params, data, part)
+    try:
+        per_client, glob = client_accuracies(model, out.params, data, part)
+    except DivergedError as e:  # e.g. every upload lost, the initial model's output NaN: no result, never "ok"
+        return _diverged(cfg, t0, str(e), out.omega, engine=engine, rounds=stop)
     priv = mech.report(out, part)
     return EvaluationResult(
         error=float(1.0 - np.nanmean(per_client)), comm=out.comm, eps=priv.pop("eps"), eps_paper=priv.pop("eps_paper"),

@@ -41,6 +41,7 @@ from .cnn import StackedCNN
 from .layout import conv_layout
 from .mlp import StackedMLP
 from ..plugins import load_callable
+from ..usercode import call_user
 
 def lowering_enabled() -> bool:
     """FEDEVO_LOWER: 'auto' (default: lower recognisable stacks) or '0' (never: the generic path, for tests and
@@ -63,34 +64,98 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or "(no message)"
 
 
-def make_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int = 0) -> nn.Module:
+def make_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int = 0, *,
+                same_as_template: bool = True) -> nn.Module:
     """The factory's module, built with torch's global generator seeded with `seed` (restored afterwards), on
-    the CPU, in eval mode."""
+    the CPU, in eval mode. Its size is checked on torch's meta device first (no memory used), and its parameters'
+    shapes against this process's template (same_as_template): a factory must build the same architecture for the
+    same arguments, or the engine's stacked parameters would not fit. (Its size is checked before: at load time,
+    fedevo.problem's probe, and by the memory check, both on torch's meta device.)"""
     factory = load_factory(arch.spec)
     name = arch.spec.rpartition(":")[2]
+    template = _template(arch, tuple(input_shape), int(num_classes)) if same_as_template else None
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        try:
-            module = factory(input_shape=tuple(input_shape), num_classes=int(num_classes), **arch.kwargs_dict)
+        try:  # sys.exit / a KeyboardInterrupt raised in the factory: its error, never the process's end
+            module = call_user(factory, input_shape=tuple(input_shape), num_classes=int(num_classes),
+                               **arch.kwargs_dict)
         except Exception as e:
             raise FedevoError(f"model factory {name!r} raised {type(e).__name__}: {_one_line(e)} "
-                              f"(called with input_shape={tuple(input_shape)}, num_classes={num_classes}"
-                              f"{''.join(f', {k}={v!r}' for k, v in arch.kwargs)})") from None
+                              f"(called with {_called_with(arch, input_shape, num_classes)})") from None
     if not isinstance(module, nn.Module):
         raise FedevoError(f"model factory {name!r} returned {type(module).__name__}, not a torch.nn.Module")
     if not any(True for _ in module.parameters()):
         raise FedevoError(f"model factory {name!r} returned a module without parameters")
+    if template is not None:
+        if _shapes(template) != _shapes(module):
+            raise _different(name, _shapes(template), _shapes(module))
     return module.to(torch.float32).eval()
 
 
-def probe(arch: UserArch, input_shape: tuple, num_classes: int) -> None:
+def _called_with(arch: UserArch, input_shape: tuple, num_classes: int) -> str:
+    return (f"input_shape={tuple(input_shape)}, num_classes={num_classes}"
+            f"{''.join(f', {k}={v!r}' for k, v in arch.kwargs)}")
+
+
+def _shapes(module: nn.Module) -> list[tuple]:
+    return [tuple(p.shape) for p in module.parameters()]
+
+
+def meta_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int = 0) -> Optional[nn.Module]:
+    """The factory's module built on torch's meta device (shapes, no memory); None when the factory cannot build
+    there (it reads data, calls .item(), ...) or fails: the real build then says what is wrong."""
+    factory = load_factory(arch.spec)
+    try:
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            torch.manual_seed(seed)
+            module = call_user(factory, input_shape=tuple(input_shape), num_classes=int(num_classes),
+                               **arch.kwargs_dict)
+    except Exception:  # noqa: BLE001 - UserExit too: the real build names it
+        return None
+    return module if isinstance(module, nn.Module) and any(True for _ in module.parameters()) else None
+
+
+def _different(name: str, want: list, got: list) -> FedevoError:
+    diff = next((f"{a} against {b}" for a, b in zip(want, got) if a != b), f"{len(want)} against {len(got)} parameters")
+    return FedevoError(f"model factory {name!r} built a different architecture on another call with the same "
+                       f"arguments (parameter shapes {diff}); its layers' sizes must depend on its arguments only "
+                       "(a random width: make it a gene)")
+
+
+def probe(arch: UserArch, input_shape: tuple, num_classes: int,
+          check_size: Callable[[int, str], None] = lambda n, called: None) -> None:
+    """`_probe` with what the factory prints sent to stderr (stdout is fedevo's: a JSON object, progress lines)."""
+    import contextlib
+    import sys
+
+    with contextlib.redirect_stdout(sys.stderr):
+        _probe(arch, input_shape, num_classes, check_size)
+
+
+def _probe(arch: UserArch, input_shape: tuple, num_classes: int, check_size: Callable[[int, str], None]) -> None:
     """Build the module and run one forward pass on a zero batch of 2: FedevoError naming what is wrong (the
-    factory, or the input shape / logits the module rejects). Problem files call it at load time."""
-    module = make_module(arch, input_shape, num_classes)
+    factory, its size, an architecture that changes from call to call, or the input shape / logits the module
+    rejects). Problem files call it at load time: on torch's meta device where the factory builds there (no
+    memory is used: check_size(parameters, how it was called) refuses a model too large before it exists), else
+    for real."""
     name = arch.spec.rpartition(":")[2]
+    meta = meta_module(arch, input_shape, num_classes)
+    if meta is not None:
+        check_size(sum(p.numel() for p in meta.parameters()), _called_with(arch, input_shape, num_classes))
+        again = meta_module(arch, input_shape, num_classes, seed=1)
+        if again is not None and _shapes(again) != _shapes(meta):
+            raise _different(name, _shapes(meta), _shapes(again))
+        try:
+            with torch.no_grad():
+                out = call_user(meta.eval(), torch.zeros(2, *input_shape, device="meta"))
+            if isinstance(out, torch.Tensor) and tuple(out.shape) == (2, num_classes):
+                return
+        except Exception:  # noqa: BLE001 - the real forward pass below names what is wrong
+            pass
+    module = make_module(arch, input_shape, num_classes)
     try:
         with torch.no_grad():
-            out = module(torch.zeros(2, *input_shape))
+            out = call_user(module, torch.zeros(2, *input_shape))
     except Exception as e:
         raise FedevoError(f"model {name!r} rejects input shape {tuple(input_shape)} (a batch of 2 zero samples): "
                           f"{type(e).__name__}: {_one_line(e)}") from None
@@ -103,7 +168,7 @@ def probe(arch: UserArch, input_shape: tuple, num_classes: int) -> None:
 @functools.lru_cache(maxsize=32)
 def _template(arch: UserArch, input_shape: tuple, num_classes: int) -> nn.Module:
     """The module built once per process (a worker) for this arch; models copy it."""
-    return make_module(arch, input_shape, num_classes)
+    return make_module(arch, input_shape, num_classes, same_as_template=False)
 
 
 def build_user_model(arch: UserArch, input_shape: tuple, num_classes: int):
@@ -514,10 +579,34 @@ class LoweredCNN(_Lowered, StackedCNN):
 @functools.lru_cache(maxsize=64)
 def macs_and_params(arch: UserArch, input_shape: tuple, num_classes: int, alpha: Optional[float]) -> tuple[float, float]:
     """fl/cost.py's estimate for a user model: (multiply-adds of one sample's forward pass through its Linear and
-    Conv2d layers, active parameters: masked weights at their Erdős–Rényi density, the rest dense)."""
+    Conv2d layers, active parameters: masked weights at their Erdős–Rényi density, the rest dense). Measured on
+    the module built on torch's meta device where the factory builds there: sized before it exists (the memory
+    check refuses a model too large without allocating it)."""
     from .layout import density
 
-    module = _template(arch, tuple(input_shape), num_classes)
+    input_shape = tuple(input_shape)
+    module = meta_module(arch, input_shape, num_classes)
+    macs = None
+    if module is not None:
+        try:
+            macs = _macs(module, torch.zeros(1, *input_shape, device="meta"))
+        except Exception:  # noqa: BLE001 - an op the meta device lacks: the built module instead
+            macs = None
+    if macs is None:
+        module = _template(arch, input_shape, num_classes)
+        macs = _macs(module, torch.zeros(1, *input_shape))
+    model = GenericModel(arch, module, input_shape, num_classes)
+    params = 0.0
+    for i, s in enumerate(model.shapes):
+        n = math.prod(s)
+        if alpha is not None and i in model.fc_weight_ids:
+            n = density(alpha, s[0], math.prod(s[1:])) * n
+        params += n
+    return macs, params
+
+
+def _macs(module: nn.Module, x: torch.Tensor) -> float:
+    """Multiply-adds of the module's Linear and Conv2d layers on the batch `x` (of one sample)."""
     macs = [0.0]
 
     def hook(m, inp, out):
@@ -529,15 +618,8 @@ def macs_and_params(arch: UserArch, input_shape: tuple, num_classes: int, alpha:
     handles = [m.register_forward_hook(hook) for m in module.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
     try:
         with torch.no_grad():
-            module(torch.zeros(1, *input_shape))
+            module.eval()(x)
     finally:
         for h in handles:
             h.remove()
-    model = GenericModel(arch, module, tuple(input_shape), num_classes)
-    params = 0.0
-    for i, s in enumerate(model.shapes):
-        n = math.prod(s)
-        if alpha is not None and i in model.fc_weight_ids:
-            n = density(alpha, s[0], math.prod(s[1:])) * n
-        params += n
-    return macs[0], params
+    return macs[0]

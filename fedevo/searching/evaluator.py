@@ -98,8 +98,19 @@ class ProblemEvaluator:
         from ..plugins import load_callable
         from ..result import coerce_result
 
+        import time
+        from dataclasses import replace
+
         fn = load_callable(self.spec, kind="evaluator")
-        return coerce_result(fn(problem, problem.resolve(params), seed=seed, rounds=rounds, data_dir=data_dir))
+        params = problem.resolve(params)
+        t0 = time.perf_counter()
+        raw = fn(problem, params, seed=seed, rounds=rounds, data_dir=data_dir)
+        result = coerce_result(raw)
+        if result is not raw or not result.wall_s:  # fedevo times it (the row's wall_s is real, never 0.0)
+            result = replace(result, wall_s=time.perf_counter() - t0)
+        if result is not raw and not result.rounds:
+            result = replace(result, rounds=rounds or params.get("rounds") or 0)
+        return result
 
     def __repr__(self) -> str:
         return f"ProblemEvaluator({self.spec!r})"

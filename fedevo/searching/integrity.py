@@ -1,4 +1,13 @@
-"""Is a run's evaluation log what its checkpoints say it holds?
+"""Is a run's evaluation log what was logged?
+
+Every row: evaluations.csv's last column is a hash chain (fedevo.searching.log: each row's cell hashes the
+previous cell and the row's own bytes; the first row's starts from run.json's bytes and the header).
+:func:`check_chain` follows it to the last row, so an edited row anywhere, a row inserted, removed or appended by
+hand, an edited last row after a kill between checkpoints, or an edited run.json are refused with one line naming
+the file and line. A torn last line (killed mid-write) is no row: cut off (resume) or left out (readers), never
+called damage. The chain is a checksum, not a signature: it tells a changed record from the one fedevo wrote, but
+whoever recomputes it with fedevo's own code can forge one. A log written before the chain (no ``chain`` column)
+is checked against its checkpoints only (below): rows after the newest checkpoint, and run.json, are not covered.
 
 Each checkpoint (from this version on) records the log it closed: how many evaluations (ids 0..n-1) and a short
 SHA-256 of each one's row. Whatever reads a run — `front`, `plot`, `retrain`, `audit`, `resume` — checks the
@@ -17,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import FedevoError
-from .log import row_key
+from .log import CHAIN_COLUMN, chain_next, chain_start, row_key
 
 DIGEST_CHARS = 16  # per row: 64 bits of SHA-256, enough to tell an altered row
 
@@ -71,6 +80,33 @@ def check_log(rows: Sequence[Mapping[str, Any]], state: Mapping[str, Any], *, lo
                           f"differ from what was logged ({_ids(changed)}: checksum mismatch); {hint}")
 
 
+def check_chain(log: Path, run_json: Path) -> None:
+    """FedevoError naming the file and line of the first row of `log` (whole lines) whose chain cell is not what
+    fedevo wrote; nothing for a log without the chain column (an earlier version's)."""
+    try:
+        data = Path(log).read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise FedevoError(f"cannot read {log}: {e.strerror}") from None
+    lines = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]  # a torn last line is no row yet
+    if not lines or not lines[0].endswith(b"," + CHAIN_COLUMN.encode()):
+        return
+    try:
+        head = chain_start(Path(run_json).read_bytes(), lines[0])
+    except OSError as e:
+        raise FedevoError(f"cannot read {run_json}: {e.strerror}") from None
+    for n, line in enumerate(lines[1:], start=2):
+        body, _, cell = line.rpartition(b",")
+        head = chain_next(head, body)
+        if cell != head.encode():
+            what = (f"{run_json.name} was changed, or " if n == 2 else "") + \
+                   "this row was edited, or rows were removed, inserted or appended by hand"
+            raise FedevoError(f"{log}: line {n} breaks the log's hash chain ({what}, after fedevo logged it); the "
+                              f"run is damaged: restore {Path(log).name} (and {run_json.name}) from a copy — nothing "
+                              "was read from it or written")
+
+
 def checked_rows(run_dir: Path, read: Callable[[], list]) -> list:
     """`read()` (the rows of run_dir/evaluations.csv), checked against the newest checkpoint. The checkpoint is
     read first: a search that is writing the run only appends rows, and a checkpoint counts only rows appended
@@ -81,9 +117,11 @@ def checked_rows(run_dir: Path, read: Callable[[], list]) -> list:
     ck = latest_checkpoint(Path(run_dir))
     state = load_checkpoint(ck) if ck is not None else None
     rows = read()
+    log = Path(run_dir) / "evaluations.csv"
     if state is not None:
-        check_log(rows, state, log=Path(run_dir) / "evaluations.csv", checkpoint=ck.stem)
+        check_log(rows, state, log=log, checkpoint=ck.stem)
+    check_chain(log, Path(run_dir) / "run.json")  # every row, to the last (appends only: it holds `rows`)
     return rows
 
 
-__all__ = ["check_log", "checked_rows", "log_record", "row_digest"]
+__all__ = ["check_chain", "check_log", "checked_rows", "log_record", "row_digest"]

@@ -1,10 +1,16 @@
 """evaluations.csv, the run's evaluation log: one line per evaluation, appended and fsync'ed the moment it finishes,
-a torn last line cut off on open; and atomic_write, how every other file of a run is written."""
+a torn last line cut off on open; and atomic_write, how every other file of a run is written.
+
+The log's last column, ``chain``, is a hash chain over its lines: each row's cell is :func:`chain_next` of the
+previous row's cell (the first row's: of :func:`chain_start`, which covers run.json's bytes and the header) and
+the row's own bytes up to that cell. fedevo.searching.integrity checks it to the last row. A log written before
+the chain (no ``chain`` column) is read and appended to as it is, unchained."""
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import json
 import os
@@ -22,6 +28,18 @@ HEAD_COLUMNS = ("id", "generation", "index", "seed")
 # a multi-fidelity search's rows end with these (fedevo.searching.fidelity): the rung (0 = lowest) and its fraction
 # of the rounds (1.0: full fidelity); a plain search's evaluations.csv has neither (all its rows are full)
 RUNG_COLUMNS = ("rung", "fidelity")
+CHAIN_COLUMN = "chain"  # the last column: the hash chain over the rows (see the module doc)
+CHAIN_CHARS = 32  # 128 bits of SHA-256 per row
+
+
+def chain_next(prev: str, body: bytes) -> str:
+    """The chain cell of a line whose bytes before ``,<cell>`` are `body`, after a line whose cell is `prev`."""
+    return hashlib.sha256(prev.encode() + b"\n" + body).hexdigest()[:CHAIN_CHARS]
+
+
+def chain_start(run_json: bytes, header: bytes) -> str:
+    """Where a log's chain starts: the run's run.json (its bytes) and the log's header line (without newline)."""
+    return chain_next(hashlib.sha256(run_json).hexdigest(), header)
 
 
 def _write(f, data) -> None:
@@ -94,14 +112,20 @@ def _parse_float(s: str) -> Optional[float]:
 class EvalLog:
     """evaluations.csv: one physical line per evaluation (newlines inside the message are escaped as \\n)."""
 
-    def __init__(self, path: Path, genes: Sequence, *, rungs: bool = False):
+    def __init__(self, path: Path, genes: Sequence, *, rungs: bool = False, run_json: Optional[bytes] = None):
+        """run_json: the run's run.json bytes; given, a new log is chained (its header ends with ``chain``)."""
         self.path = Path(path)
         self.genes = tuple(genes)
         self.rungs = rungs
+        self.run_json = run_json
         gene_names = [g.name for g in self.genes]
-        clash = set(gene_names) & (set(HEAD_COLUMNS) | set(RESULT_COLUMNS) | set(RUNG_COLUMNS if rungs else ()))
+        clash = set(gene_names) & (set(HEAD_COLUMNS) | set(RESULT_COLUMNS) | set(RUNG_COLUMNS if rungs else ())
+                                   | {CHAIN_COLUMN})
         assert not clash, clash
+        # the data columns (what a row holds; front.csv's columns); the file's header adds CHAIN_COLUMN if chained
         self.columns = list(HEAD_COLUMNS) + gene_names + list(RESULT_COLUMNS) + list(RUNG_COLUMNS if rungs else ())
+        self.chained = run_json is not None  # a new log's; an existing log's header decides (`rows_of`)
+        self._head: Optional[str] = None  # the chain cell of the last line (appending)
         self._fh = None
 
     # -- formatting
@@ -161,9 +185,30 @@ class EvalLog:
         return buf.getvalue()
 
     # -- file
+    def header(self) -> str:
+        """A new log's header line."""
+        return self._line(self.columns + ([CHAIN_COLUMN] if self.chained else []))
+
+    def rows_of(self, lines: Sequence[str], *, header_error: str) -> list[dict[str, Any]]:
+        """The rows of the log's lines (`lines[0]`: the header; whole lines only), every row in the file's order;
+        sets `chained` from the header. FedevoError naming the file and line of a corrupt row."""
+        head = next(csv.reader([lines[0]]))
+        if head not in (self.columns, self.columns + [CHAIN_COLUMN]):
+            raise FedevoError(f"{self.path}: {header_error}")
+        self.chained = head[-1] == CHAIN_COLUMN
+        rows = []
+        for n, cells in enumerate(csv.reader(lines[1:]), start=2):
+            if len(cells) != len(head):
+                raise FedevoError(f"{self.path}: line {n} is corrupt ({len(cells)} fields, expected {len(head)})")
+            try:
+                rows.append(self.parse(cells))
+            except (ValueError, KeyError) as e:
+                raise FedevoError(f"{self.path}: line {n} is corrupt ({e})") from None
+        return rows
+
     def open(self) -> list[dict[str, Any]]:
         """Repair a torn tail, check the header, return the rows so far, open for appending."""
-        header = self._line(self.columns)
+        header = self.header()
         if not self.path.exists() or self.path.stat().st_size == 0:
             atomic_write(self.path, header)
         data = self.path.read_bytes()
@@ -175,27 +220,27 @@ class EvalLog:
             atomic_write(self.path, header)
             data = header.encode()
         lines = data.decode("utf-8").splitlines()
-        if next(csv.reader([lines[0]])) != self.columns:
-            raise FedevoError(f"{self.path}: its header does not match this run's genes; the run directory is not "
-                              "consistent with its run.json")
-        rows = []
-        for n, cells in enumerate(csv.reader(lines[1:]), start=2):
-            if len(cells) != len(self.columns):
-                raise FedevoError(f"{self.path}: line {n} is corrupt ({len(cells)} fields, expected "
-                                  f"{len(self.columns)})")
-            try:
-                rows.append(self.parse(cells))
-            except (ValueError, KeyError) as e:
-                raise FedevoError(f"{self.path}: line {n} is corrupt ({e})") from None
+        rows = self.rows_of(lines, header_error="its header does not match this run's genes; the run directory is "
+                                                "not consistent with its run.json")
+        if self.chained:  # the chain goes on from the last line (integrity.check_chain checks it up to there)
+            last = data[:-1].rpartition(b"\n")[2]
+            self._head = (last.rpartition(b",")[2].decode() if rows else
+                          chain_start(self.run_json, last) if self.run_json is not None else None)
         self._fh = open(self.path, "a", encoding="utf-8", newline="")
         return rows
 
     def append(self, task: Task, result: EvaluationResult) -> dict[str, Any]:
         """Append one evaluation (flushed and fsync'ed); returns the row exactly as it will be read back."""
         cells = self.cells(task, result)
+        line, head = self._line(cells), None
+        if self.chained:
+            if self._head is None:
+                raise ValueError(f"{self.path}: a chained log without rows needs run_json to start its chain")
+            head = chain_next(self._head, line[:-1].encode())
+            line = f"{line[:-1]},{head}\n"
         end = os.fstat(self._fh.fileno()).st_size  # everything before was flushed
         try:
-            _write(self._fh, self._line(cells))
+            _write(self._fh, line)
             os.fsync(self._fh.fileno())
         except OSError as e:  # a full disk: cut the half-written line, so the log stays whole
             with contextlib.suppress(OSError):
@@ -206,6 +251,8 @@ class EvalLog:
             if disk_full(e):
                 raise _disk_full(self.path, e) from None
             raise
+        if head is not None:
+            self._head = head
         return self.parse(cells)
 
     def close(self) -> None:
@@ -230,4 +277,4 @@ def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-__all__ = ["EvalLog", "HEAD_COLUMNS", "RESULT_COLUMNS", "RUNG_COLUMNS", "atomic_write", "csv_text", "row_result"]
+__all__ = ["CHAIN_COLUMN", "EvalLog", "HEAD_COLUMNS", "chain_next", "chain_start", "RESULT_COLUMNS", "RUNG_COLUMNS", "atomic_write", "csv_text", "row_result"]

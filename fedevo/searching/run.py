@@ -7,7 +7,10 @@ search space, hypervolume), runner.py (Ray or serial evaluation).
 Run directory::
 
     run.json            what was run: problem name + full problem-file text, settings, seed, encoding,
-                        algorithm, package versions (written once, atomically; never changed)
+                        algorithm, package versions, and ``inputs``: the SHA-256 of every data and code file the
+                        problem names (inputs.py; resume refuses a changed one) (written once, atomically; never
+                        changed: its bytes start the log's hash chain)
+    .lock               flock'ed by the process writing the run (never content)
     evaluations.csv     one row per evaluated individual, appended (and fsync'ed) the moment it finishes:
                         id (0, 1, ... in ask order), generation (1 = initial population), index (within
                         its generation), seed (the evaluation's), one column per gene (decoded values),
@@ -16,10 +19,13 @@ Run directory::
                         written as \\n so that every row is one line). Floats are written with repr(): exact;
                         an empty cell is None (e.g. no ε for an unprivate run)
                         A multi-fidelity search (--fidelity, fidelity.py) adds the columns rung and fidelity:
-                        one row per rung an individual reached (same id), its values after those rounds
+                        one row per rung an individual reached (same id), its values after those rounds.
+                        The last column, chain, is the hash chain over the rows (log.py, integrity.py: every
+                        reader checks it to the last row); logs of earlier versions have none
     states/id-NNNN-rRRRR.pt
-                        multi-fidelity only: the training state of an individual after RRRR rounds, kept until its
-                        next rung is logged or it is not promoted (rungs.py)
+                        multi-fidelity only: the training state of an individual after RRRR rounds behind a header
+                        with its id, rounds and SHA-256 (checked before it is continued), kept until its next rung
+                        is logged or it is not promoted (rungs.py)
     checkpoints/gen-NNNN.pkl
                         the optimiser's state after batch (generation) NNNN (0000 = before the first): for NSGA-III
                         the pymoo algorithm (population, reference-point normalisation, RNG), for the others what
@@ -31,8 +37,13 @@ Run directory::
     stop.json           written when the search ends: which budget ended it (budgets.py), batches, evaluations,
                         seconds of search, the budgets
     front.csv           non-dominated rows among all full-fidelity evaluations with status ok (and within the
-                        problem's constraints), rewritten at the end of each generation
+                        problem's constraints), rewritten at the end of each generation (no chain column)
     hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`)
+    ray.log             Ray's own messages (a dead worker, retries), when the search ran on Ray
+    front.html, front.stamp.js, importance.html
+                        the pages (fedevo.viz), when written (`fedevo plot`, the live page)
+    retrain/, retrain-N/, audit/, audit-N/
+                        `fedevo retrain` and `fedevo audit` reports, when run (never overwritten)
 
 Resume = load the newest checkpoint (generation g) and continue with generation g + 1. The optimiser's state
 (pymoo's RNG; the told history and per-batch seeds of the others) is in the checkpoint, so it asks for exactly
@@ -69,7 +80,8 @@ from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table, is_full
-from .integrity import check_log, checked_rows, log_record
+from .inputs import check_inputs, fingerprint
+from .integrity import check_chain, check_log, checked_rows, log_record
 from .log import EvalLog, csv_text, atomic_write, row_key, row_result
 from .problem import OBJECTIVES, WORST, SearchProblem
 from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity
@@ -173,7 +185,8 @@ class SearchRun:
         self.space = SearchSpace.from_problem(problem)
         self.eps_key = problem.eps_objective
         self.constraints = dict(problem.constraints)
-        self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes, rungs=settings.multi_fidelity)
+        self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes, rungs=settings.multi_fidelity,
+                           run_json=(self.run_dir / "run.json").read_bytes())
 
     # ------------------------------------------------------------------ creating / opening
     @classmethod
@@ -215,6 +228,7 @@ class SearchRun:
             raise FedevoError(f"--out {out} exists and is not a directory")
         check_writable_dir(out)
         evaluators.check(evaluator, problem, settings.rounds)  # the simulator's memory check; others: none
+        inputs = fingerprint(problem, settings)  # before anything is written: an unreadable file is one line
         if out.is_dir() and _content(out):
             _refuse_nonempty(out, ident)
         made = not out.exists()
@@ -229,7 +243,7 @@ class SearchRun:
             "run_id": ident,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "problem": {"name": problem.name, "source": settings.problem, "path": problem.path,
-                        "file_stem": Path(problem.path).stem, "text": text},
+                        "file_stem": Path(problem.path).stem if problem.path else problem.name, "text": text},
             "settings": asdict(settings),
             "objectives": ["error", "comm", problem.eps_objective],
             "constraints": dict(problem.constraints),
@@ -251,6 +265,7 @@ class SearchRun:
             "host": {"cores": cores(), "platform": platform.platform()},
             "versions": versions(),
             "command": " ".join(sys.argv),
+            "inputs": inputs,  # the data and code files' SHA-256: resume checks them (inputs.py)
         }
         try:
             atomic_write(out / "run.json", json.dumps(meta, indent=2, default=str) + "\n")
@@ -343,8 +358,9 @@ class SearchRun:
         callback = CallbackList(callbacks)
         summary: Optional[Summary] = None
         try:
-            if self._held is None:
+            if self._held is None:  # opened, not created here: continuing a run made earlier
                 self._held = _lock(self.run_dir)
+                check_inputs(self.meta, self.run_dir)  # its data and code files are what it was made with
             for p in [*self.run_dir.glob(".*.tmp"), *(self.run_dir / "checkpoints").glob(".*.tmp")]:
                 with contextlib.suppress(OSError):  # leftovers of a write killed before its rename (ours: locked)
                     p.unlink()
@@ -388,6 +404,7 @@ class SearchRun:
         for r in rows:
             by_id.setdefault(row_key(r), r)
         check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
+        check_chain(self.log.path, self.run_dir / "run.json")  # every row to the last, before any is trusted
         counters = {"reused": 0}
         search_s0 = float(state.get("search_s", 0.0))  # seconds of search before this process (resumes add up)
         elapsed = lambda: search_s0 + time.monotonic() - t0  # noqa: E731
@@ -396,7 +413,8 @@ class SearchRun:
             eval_kwargs = {"rounds": s.rounds, "data_dir": s.data_dir}
             runner = make_runner(evaluator, self.problem, eval_kwargs, workers=runtime.workers,
                                  address=runtime.ray_address, cpus_per_task=runtime.cpus_per_task,
-                                 gpus_per_task=runtime.gpus_per_task, log_dir=self.run_dir, pop=s.pop)
+                                 gpus_per_task=runtime.gpus_per_task, log_dir=self.run_dir, pop=s.pop,
+                                 timeout=runtime.eval_timeout or self.problem.eval_timeout)
         try:
             if runner is not None:
                 callback.on_start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,

@@ -12,7 +12,6 @@ its callbacks the same :class:`RunData`, built from the rows it holds (:meth:`fe
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import math
@@ -168,6 +167,9 @@ class RunData:
         return marks(self.front, self.eps_key, chance=self.knee_bar)
 
     def pick(self, spec: str):
+        """THE pick resolver: the solutions `spec` selects (fedevo.picking grammar), the knee below
+        :attr:`knee_bar`. `fedevo front --pick`, retrain, audit, plot, the Python API and the page all go through it
+        (tests/test_pick_agreement.py), so one spec names the same ids everywhere."""
         from ..picking import pick
 
         return pick(spec, self.rows, self.front, eps_key=self.eps_key, chance=self.knee_bar)
@@ -200,16 +202,7 @@ def read_rows(log, path: Path) -> list[dict[str, Any]]:
     lines = data.decode("utf-8", errors="replace").splitlines()
     if not lines:
         return []
-    if next(csv.reader([lines[0]])) != log.columns:
-        raise FedevoError(f"{path}: its header does not match the genes in run.json")
-    rows = []
-    for n, cells in enumerate(csv.reader(lines[1:]), start=2):
-        if len(cells) != len(log.columns):
-            raise FedevoError(f"{path}: line {n} is corrupt ({len(cells)} fields, expected {len(log.columns)})")
-        try:
-            rows.append(log.parse(cells))
-        except (ValueError, KeyError) as e:
-            raise FedevoError(f"{path}: line {n} is corrupt ({e})") from None
+    rows = log.rows_of(lines, header_error="its header does not match the genes in run.json")
     seen: dict[tuple[int, int], dict[str, Any]] = {}
     for r in rows:  # one row per individual (and per rung of a multi-fidelity search)
         seen.setdefault(row_key(r), r)

@@ -7,8 +7,11 @@ the full T. Every rung evaluation is its own row of evaluations.csv (same id, ``
 ``rounds_trained`` r_k; the ε and error measured at r_k, never the full-T ones).
 
 States: a rung below the last returns the training state (bytes: model, masks, optimiser, privacy state, ledger,
-recall store). It is written atomically to ``states/id-NNNN-rRRR.pt`` (RRR: the rounds it holds) *before* the
-row that says the rung is done, and removed once the individual's next rung is logged, or once it is not
+recall store). It is written atomically to ``states/id-NNNN-rRRR.pt`` (RRR: the rounds it holds), behind a header
+line recording whose state it is (id, rounds) and the SHA-256 of the state's bytes, *before* the row that says the
+rung is done; before a state is continued the header is checked, so a corrupted, truncated or swapped state file
+is refused with one line naming it (a run whose log predates the hash chain may hold states without the header:
+those are continued unchecked), and removed once the individual's next rung is logged, or once it is not
 promoted; whatever is left of a generation goes when its checkpoint is written. So after a kill at any point,
 ``fedevo resume`` finds the rows of the rungs already done, recomputes the same promotions from them (the rule
 is a pure function of the rows) and continues each promoted individual from its state file: the same final
@@ -19,6 +22,7 @@ filesystem with the driver); only the driver writes the files.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -32,6 +36,33 @@ from .runner import Task
 from .settings import eval_seed
 
 STATES = "states"
+STATE_MAGIC = b"FEDEVO-TRAINING-STATE 1 "  # then "id I rounds R sha256 HEX\n" and the state's bytes
+
+
+def state_bytes(state: bytes, ident: int, rounds: int) -> bytes:
+    """What a state file holds: the header line (whose state, its SHA-256) and the state."""
+    return STATE_MAGIC + f"id {ident} rounds {rounds} sha256 {hashlib.sha256(state).hexdigest()}\n".encode() + state
+
+
+def read_state(path: Path, ident: int, rounds: int, *, legacy: bool = False) -> bytes:
+    """The state a state file holds, checked against its header (and its header against `ident` and `rounds`);
+    FedevoError naming the file otherwise. legacy: a file without the header (an earlier version's) is taken as
+    it is."""
+    data = Path(path).read_bytes()
+    if not data.startswith(STATE_MAGIC):
+        if legacy:
+            return data
+        why = "not a fedevo training state"
+    else:
+        head, _, state = data[len(STATE_MAGIC):].partition(b"\n")
+        want = f"id {ident} rounds {rounds} sha256 {hashlib.sha256(state).hexdigest()}".encode()
+        if head == want:
+            return state
+        why = "checksum mismatch" if head.rpartition(b" ")[0] == want.rpartition(b" ")[0] else \
+            f"it holds {head.rpartition(b' sha256')[0].decode(errors='replace')!s}, not id {ident} rounds {rounds}"
+    raise FedevoError(f"{path} is corrupt ({why}): it is not the training state fedevo saved for individual {ident} "
+                      f"after {rounds} rounds; the run cannot continue it exactly: restore the file from a copy "
+                      "and resume again")
 
 
 def check_continues(evaluator, ladder: Optional[Sequence[float]]) -> None:
@@ -155,7 +186,8 @@ class RungScheduler:
             def on_done(t: Task, result: EvaluationResult, k=k) -> None:
                 state = getattr(result, "state", None)
                 if t.until is not None and result.status == "ok" and state is not None:
-                    atomic_write(state_path(self.run_dir, t.id, t.until), state)  # before the row that says done
+                    atomic_write(state_path(self.run_dir, t.id, t.until),  # before the row that says done
+                                 state_bytes(state, t.id, t.until))
                 row = self.log.append(t, result)
                 by_key[(t.id, k)] = row
                 if k:  # its continuation is logged: the lower rung's state is no longer needed
@@ -186,12 +218,12 @@ class RungScheduler:
     def _load_state(self, ident: int, rounds: int) -> bytes:
         p = state_path(self.run_dir, ident, rounds)
         try:
-            return p.read_bytes()
+            return read_state(p, ident, rounds, legacy=not self.log.chained)  # checked before it is continued
         except FileNotFoundError:
             raise FedevoError(f"{p} is missing: individual {ident} was promoted after {rounds} rounds but its training "
                               "state is gone (did the evaluator return no `state`, or was the file removed?); the "
                               "run cannot continue it exactly") from None
 
 
-__all__ = ["RungScheduler", "STATES", "check_continues", "check_ladder", "remove_states", "state_path",
-           "total_rounds"]
+__all__ = ["RungScheduler", "STATES", "check_continues", "check_ladder", "read_state", "remove_states", "state_bytes",
+           "state_path", "total_rounds"]

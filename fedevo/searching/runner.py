@@ -88,25 +88,48 @@ class _Abort(Exception):
 
 
 def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
-            eval_kwargs: Mapping[str, Any]) -> tuple[str, Any]:
-    """Call the evaluator, never raising for an evaluation's own failure.
+            eval_kwargs: Mapping[str, Any], timeout: Optional[float] = None) -> tuple[str, Any, str]:
+    """Call the evaluator, contained (fedevo.searching.containment), never raising for an evaluation's own failure.
 
-    Returns ("ok", EvaluationResult) -- also for status failed/diverged -- or ("abort", message) when the
-    search itself cannot go on (data missing, no GPU for device = "cuda").
+    Returns ("ok", EvaluationResult, output) -- also for status failed/diverged -- or ("abort", message, output)
+    when the search itself cannot go on (data missing, no GPU for device = "cuda"); output: what the evaluation
+    printed. timeout: seconds it may take (it then runs in a child process, killed when it overruns).
     """
+    if timeout is None:
+        return _run_here(evaluator, problem, params, seed, eval_kwargs)
+    from .containment import ChildDied, Timeout, in_child
+
     t0 = time.perf_counter()
     try:
-        raw = evaluator(problem, dict(params), seed=seed, **eval_kwargs)
-        r = coerce_result(raw)
-        if r is not raw:  # a dict or tuple from the user's evaluator: fedevo times it
-            r = replace(r, wall_s=time.perf_counter() - t0,
-                        rounds=eval_kwargs.get("until") or eval_kwargs.get("rounds") or 0)
-        return "ok", r
-    except (DataNotFoundError, NoDeviceError) as e:
-        return "abort", str(e)
-    except Exception as e:  # noqa: BLE001 - any failure of one individual is recorded, the search goes on
-        tb = traceback.format_exc()
-        return "ok", failed_result(f"{type(e).__name__}: {e}\n{tb}", time.perf_counter() - t0)
+        return in_child(_run_here, (evaluator, problem, dict(params), seed, dict(eval_kwargs)), timeout)
+    except (Timeout, ChildDied) as e:
+        return "ok", failed_result(str(e), time.perf_counter() - t0), ""
+
+
+def _run_here(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
+              eval_kwargs: Mapping[str, Any]) -> tuple[str, Any, str]:
+    from .containment import UserExit, call_user, captured_stdout, out_of_range
+
+    t0 = time.perf_counter()
+    with captured_stdout() as out:
+        try:
+            raw = call_user(evaluator, problem, dict(params), seed=seed, **eval_kwargs)
+            r = coerce_result(raw)
+            if r is not raw:  # a dict or tuple from the user's evaluator: fedevo times it
+                r = replace(r, wall_s=time.perf_counter() - t0,
+                            rounds=eval_kwargs.get("until") or eval_kwargs.get("rounds") or 0)
+            bad = out_of_range(r) if r.status == "ok" else None
+            if bad:
+                r = failed_result(bad, r.wall_s)
+            kind, value = "ok", r
+        except (DataNotFoundError, NoDeviceError) as e:
+            kind, value = "abort", str(e)
+        except UserExit as e:
+            kind, value = "ok", failed_result(str(e), time.perf_counter() - t0)
+        except Exception as e:  # noqa: BLE001 - any failure of one individual is recorded, the search goes on
+            tb = traceback.format_exc()
+            kind, value = "ok", failed_result(f"{type(e).__name__}: {e}\n{tb}", time.perf_counter() - t0)
+    return kind, value, out.getvalue()
 
 
 # ---------------------------------------------------------------------------------------------- serial
@@ -115,25 +138,45 @@ class SerialRunner:
 
     kind = "serial"
 
-    def __init__(self, evaluator: Evaluator, problem, eval_kwargs: Optional[Mapping[str, Any]] = None):
+    def __init__(self, evaluator: Evaluator, problem, eval_kwargs: Optional[Mapping[str, Any]] = None, *,
+                 timeout: Optional[float] = None, log_dir: Optional[os.PathLike] = None):
+        from .containment import UserLog
+
         self.evaluator, self.problem, self.eval_kwargs = evaluator, problem, dict(eval_kwargs or {})
+        self.timeout = timeout
+        self.user_log = UserLog(log_dir)
         self.stats = RunnerStats()
-        self.describe = "in-process (serial)"
+        self.describe = "in-process (serial)" + (f", each evaluation in a child process (limit {timeout:g} s)"
+                                                 if timeout is not None else "")
 
     def run(self, tasks: Sequence[Task], on_done: OnDone, tick: Optional[Callable[[], None]] = None) -> None:
-        for t in tasks:
-            self.stats.running = 1
-            if tick:
-                tick()
-            kind, value = run_one(self.evaluator, self.problem, t.params, t.seed, {**self.eval_kwargs, **t.rung_kwargs})
-            self.stats.running = 0
-            if kind == "abort":
-                raise _Abort(value)
-            self.stats.done += 1
-            on_done(t, value)
+        from .containment import watch_interrupts
+
+        with watch_interrupts():  # a KeyboardInterrupt from the user's code is not Ctrl-C
+            for t in tasks:
+                self.stats.running = 1
+                if tick:
+                    tick()
+                with self.user_log.evaluation(task_label(t)):  # output below Python (C, os.write) too
+                    kind, value, out = run_one(self.evaluator, self.problem, t.params, t.seed,
+                                               {**self.eval_kwargs, **t.rung_kwargs}, self.timeout)
+                self.user_log.write(task_label(t), out)
+                self.stats.running = 0
+                if kind == "abort":
+                    raise _Abort(value)
+                self.stats.done += 1
+                on_done(t, value)
 
     def close(self) -> None:
-        pass
+        if self.timeout is not None:
+            from .containment import close_child
+
+            close_child()
+
+
+def task_label(t: Task) -> str:
+    """How user.log names an evaluation."""
+    return f"evaluation {t.id} (generation {t.generation}{f', rung {t.rung}' if t.rung else ''}, seed {t.seed})"
 
 
 # ---------------------------------------------------------------------------------------------- ray
@@ -156,13 +199,13 @@ def _hide_gpus() -> Optional[str]:
     return old
 
 
-def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0):
+def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0, timeout=None):
     _set_threads(threads)
     if gpus:  # Ray set CUDA_VISIBLE_DEVICES to this task's GPU: `device = "auto"` trains on it
-        return run_one(evaluator, problem, params, seed, eval_kwargs)
+        return run_one(evaluator, problem, params, seed, eval_kwargs, timeout)
     old = _hide_gpus()
     try:
-        return run_one(evaluator, problem, params, seed, eval_kwargs)
+        return run_one(evaluator, problem, params, seed, eval_kwargs, timeout)
     finally:
         if old is None:
             os.environ.pop("CUDA_VISIBLE_DEVICES", None)
@@ -222,8 +265,10 @@ class RayRunner:
     def __init__(self, evaluator: Evaluator, problem, eval_kwargs: Optional[Mapping[str, Any]] = None, *,
                  workers: Optional[int] = None, address: Optional[str] = None, cpus_per_task: float = 1.0,
                  gpus_per_task: float = 0.0, max_retries: int = 2, connect_timeout: float = 5.0,
-                 log_dir: Optional[os.PathLike] = None):
+                 log_dir: Optional[os.PathLike] = None, timeout: Optional[float] = None):
         import ray
+
+        from .containment import UserLog
 
         from .ray_session import RAY_LOG, RayLog, check_schedulable, keep_signal_handlers, local_temp_root, node_resources
 
@@ -232,6 +277,8 @@ class RayRunner:
         if gpus_per_task < 0:
             raise FedevoError(f"--gpus-per-task must be >= 0, got {gpus_per_task}")
         self.stats = RunnerStats()
+        self.timeout = timeout  # each task runs its evaluation in a child process of its worker, killed on overrun
+        self.user_log = UserLog(log_dir)
         self._owns_ray = False
         self._temp_root: Optional[str] = None
         self._ray = ray
@@ -319,7 +366,8 @@ class RayRunner:
     def run(self, tasks: Sequence[Task], on_done: OnDone, tick: Optional[Callable[[], None]] = None) -> None:
         ray = self._ray
         refs = {self._fn.remote(self._problem_ref, self._evaluator, dict(t.params), t.seed,
-                                {**self._eval_kwargs, **t.rung_kwargs}, self.threads, self.gpus_per_task): t
+                                {**self._eval_kwargs, **t.rung_kwargs}, self.threads, self.gpus_per_task,
+                                self.timeout): t
                 for t in longest_first(tasks)}
         pending = list(refs)
         try:
@@ -332,9 +380,10 @@ class RayRunner:
                 for ref in ready:
                     t = refs[ref]
                     try:
-                        kind, value = ray.get(ref)
+                        kind, value, out = ray.get(ref)
                     except ray.exceptions.RayError as e:  # worker died more than max_retries times, ...
-                        kind, value = "ok", failed_result(f"{type(e).__name__}: {e}")
+                        kind, value, out = "ok", failed_result(f"{type(e).__name__}: {e}"), ""
+                    self.user_log.write(task_label(t), out)
                     if kind == "abort":
                         raise _Abort(value)
                     self.stats.done += 1
@@ -363,8 +412,9 @@ class RayRunner:
 
 def make_runner(evaluator: Evaluator, problem, eval_kwargs: Mapping[str, Any], *, workers,
                 address: Optional[str] = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
-                log_dir=None, pop: Optional[int] = None):
-    """workers == 0 (and no address): serial, in-process; otherwise Ray (its log: `log_dir`/ray.log); "auto" (or
+                log_dir=None, timeout: Optional[float] = None, pop: Optional[int] = None):
+    """workers == 0 (and no address): serial, in-process; otherwise Ray (its log: `log_dir`/ray.log; what user
+    code prints: `log_dir`/user.log). timeout: seconds an evaluation may take (None: no limit). workers "auto" (or
     None): fedevo.searching.workers decides from the cores and the batch size `pop`, and says why on stderr."""
     from ..guards import check_workers
     from .workers import announce, decide
@@ -373,10 +423,10 @@ def make_runner(evaluator: Evaluator, problem, eval_kwargs: Mapping[str, Any], *
     announce(why)
     check_workers(workers)
     if workers == 0 and not address:
-        return SerialRunner(evaluator, problem, eval_kwargs)
+        return SerialRunner(evaluator, problem, eval_kwargs, timeout=timeout, log_dir=log_dir)
     if not gpus_per_task and getattr(problem, "fixed", {}).get("device") == "cuda":
         raise FedevoError(f"problem {getattr(problem, 'name', '?')!r} sets device = \"cuda\", but its Ray tasks "
                           "reserve no GPU and see none: pass --gpus-per-task (e.g. 1, or 0.25 for four "
                           "evaluations a GPU), or --workers 0 to evaluate in this process")
     return RayRunner(evaluator, problem, eval_kwargs, workers=workers, address=address,
-                     cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task, log_dir=log_dir)
+                     cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task, log_dir=log_dir, timeout=timeout)

@@ -115,6 +115,7 @@ class Runtime:
     ray_address: Optional[str] = None
     cpus_per_task: float = 1.0
     gpus_per_task: float = 0.0
+    eval_timeout: Optional[float] = None  # seconds an evaluation may take (None: the problem file's eval_timeout)
 
 
 def eval_seed(run_seed: int, individual_id: int) -> int:

@@ -18,6 +18,7 @@ from .numfmt import num
 LOG_SPAN = 100.0  # positive values spanning this factor or more are drawn on a log axis
 EPS_FLOOR = 1e-3  # as fedevo.searching.front_math
 MAX_TICKS = 6
+MAX_DECADES = 12  # a log axis labels every decade up to this many
 
 
 def finite(v: Any) -> bool:
@@ -49,8 +50,8 @@ def linear_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
-    """Tick exponents (log10 values) between lo and hi (log10 space): decades, with 2 and 5 when few decades
-    show, every other decade when many do; at most about MAX_TICKS."""
+    """Tick exponents (log10 values) between lo and hi (log10 space): every decade (every other one only beyond
+    MAX_DECADES), with 2 and 5 when fewer than three decades show."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return []
     if hi - lo < 1e-9:
@@ -60,11 +61,25 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     if len(ticks) < 3:
         ticks = [d + math.log10(m) for d in decades for m in (1, 2, 5)]
         ticks = [t for t in ticks if lo - 1e-9 <= t <= hi + 1e-9]
-    while len(ticks) > MAX_TICKS:
+        while len(ticks) > MAX_TICKS:
+            ticks = ticks[::2]
+    while len(ticks) > MAX_DECADES:
         ticks = ticks[::2]
     if len(ticks) < 2:  # a narrow range inside one decade: its ends
         ticks = sorted({lo, hi, *ticks})
     return ticks
+
+
+def decade_range(lo: float, hi: float) -> tuple[float, float]:
+    """The drawn range (log10 space) of values from 10**lo to 10**hi: on an axis spanning two decades or more, the
+    decades enclosing them (every value then lies between two labelled decades: 0.013 … 20 → 0.01 … 100);
+    narrower, an end within 0.3 decade of a decade reaches it (9.17 → 10)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return lo, hi
+    flo, chi = math.floor(lo + 1e-9), math.ceil(hi - 1e-9)
+    if hi - lo >= 2:
+        return float(flo), float(chi)
+    return (float(flo) if lo - flo <= 0.3 else lo), (float(chi) if chi - hi <= 0.3 else hi)
 
 
 @dataclass
@@ -94,10 +109,13 @@ class Column:
             fin = [d for d in self.draw if math.isfinite(d)] or [0.0]
         lo, hi = min(fin), max(fin)
         if self.log:
-            vals = log_ticks(lo, hi)
+            vals = log_ticks(*decade_range(lo, hi))
             labels = [num(_clean(10 ** v)) for v in vals]
         elif self.kind == "int" and hi - lo <= 10:
-            vals = [float(v) for v in range(int(lo), int(hi) + 1)]
+            vals = [float(v) for v in range(math.ceil(lo), math.floor(hi) + 1)]
+            labels = [str(int(v)) for v in vals]
+        elif self.kind == "int":  # integer steps only (no 2.5 between 0 and 5)
+            vals = [v for v in linear_ticks(lo, hi) if float(v).is_integer()]
             labels = [str(int(v)) for v in vals]
         else:
             vals = linear_ticks(lo, hi)
@@ -114,7 +132,20 @@ class Column:
                  tickvals=[10 ** v if self.log else v for v in vals], ticktext=labels)
         if self.log:
             d["type"] = "log"
+            lo, hi = self.log_range()
+            pad = 0.04 * (hi - lo or 1)
+            d["range"] = [lo - pad, hi + pad]  # plotly: a log axis' range in log10
         return d
+
+    def log_range(self) -> tuple[float, float]:
+        """A log column's drawn range (log10 space): `decade_range` of its finite values, and its cap (∞) inside."""
+        fin = [d for d, c in zip(self.draw, self.capped) if math.isfinite(d) and not c]
+        if not fin:
+            fin = [d for d in self.draw if math.isfinite(d)] or [0.0]
+        lo, hi = decade_range(min(fin), max(fin))
+        if self.cap is not None:
+            hi = max(hi, math.log10(self.cap))
+        return lo, hi
 
     @property
     def note(self) -> str:

@@ -214,13 +214,13 @@ def load_runs(run_dirs: Sequence[Path | str]) -> list[RunData]:
 
 def write_compare_html(run_dirs: Sequence[Path | str], out: Path | str, *, plotly: Optional[str] = None,
                        runs: Optional[Sequence[RunData]] = None) -> Path:
-    """Write the comparison page of `run_dirs` to `out` (atomically); returns its path. plotly: None (embed) or
-    "shared" (plotly.js written once beside the page and loaded from there). FedevoError if a directory is not a
+    """Write the comparison page of `run_dirs` to `out` (atomically); returns its path. plotly: "shared" (the default,
+    also None: plotly.js written once beside the page and loaded from there) or "embed". FedevoError if a directory is not a
     run, or the runs searched different problems."""
-    from .html import shared_plotly
+    from .html import plotly_src_for
 
     runs = load_runs(run_dirs) if runs is None else runs
     path = Path(out)
-    src = shared_plotly(path.parent.resolve(), path.parent.resolve()) if plotly == "shared" else None
+    src = plotly_src_for(path, plotly)
     write(path, compare_html(runs, plotly_src=src))
     return path

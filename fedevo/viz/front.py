@@ -46,6 +46,7 @@ from .html import FRONT_HTML, importance_path  # noqa: E402  (FRONT_HTML re-expo
 STAMP_SUFFIX = ".stamp.js"  # front.html -> front.stamp.js beside it
 FRONT_COLOR = "#d62728"
 DOMINATED_OPACITY = 0.3
+CHOSEN_COLOR = "#2ca02c"  # the solution chosen within the caps (knee or lowest NAME)
 LOWER_COLOR = "#9a9a9a"  # a multi-fidelity search's lower-rung evaluations: grey, never in the front
 SCALE = "Viridis"
 SHORT = {"error": "error", "comm": "comm", "eps": "ε", "eps_paper": "ε (paper)", "accuracy_global": "global acc",
@@ -165,6 +166,17 @@ class Model:
         lines += _wrap([f"{g} = {_fmt_any(r[g])}" for g in data.gene_names])
         return "<br>".join(lines)
 
+    def objectives(self) -> list[dict]:
+        """The run's objectives (RunData.objectives, in order) that the rows hold and that say something: what the
+        caps inputs, the "lowest NAME" choices and the knee (fedevo.viz.knee_js) work on."""
+        out = []
+        for o in self.data.objectives:
+            if o.name in self.undefined or not any(o.name in r for r in self.rows):
+                continue
+            out.append({"name": o.name, "label": SHORT.get(o.name, o.label), "unit": o.unit,
+                        "worst": o.worst, "maximize": o.maximize, "log": bool(o.log)})
+        return out
+
     # ---------------------------------------------------------------- the page's data (for its script)
     def colour_options(self) -> list[tuple[str, str]]:
         opts = [("generation", "generation"), ("error", "error"), ("comm", "comm"), ("eps", "ε (accountant)"),
@@ -187,7 +199,12 @@ class Model:
         knee = [i for i, ms in self.marks.items() if "knee" in ms]
         # the knee's inputs (fedevo.viz.knee_js re-picks it within caps): the Pareto set in front.csv's order
         # (ties go to the first), the bar a candidate's error must stay below, Python's knee
-        return {"run": str(data.run_dir), "run_id": str(data.meta.get("run_id", "")), "eps_key": data.eps_key,
+        from ..retraining import DEFAULT_ROUNDS
+
+        return {"run": str(Path(data.run_dir).resolve()), "run_id": str(data.meta.get("run_id", "")),
+                "eps_key": data.eps_key, "objectives": self.objectives(), "retrain_rounds": DEFAULT_ROUNDS,
+                "scale": _scale_stops(), "int_axes": [k for k, c in self.cols.items() if c.kind == "int"],
+                "log_axes": [k for k, c in self.cols.items() if c.log], "parallel": parallel_meta(self),
                 "genes": list(data.gene_names), "rows": rows, "front_ids": [r["id"] for r in data.front],
                 "knee_bar": self.chance, "knee": knee[0] if knee else None, "undefined": list(self.undefined),
                 "colour": cols, "colour_default": "generation", "stamp": stamp, "complete": complete,
@@ -195,6 +212,14 @@ class Model:
 
 
 # ============================================================================================ figures
+def _scale_stops() -> list[list]:
+    """The colour scale (SCALE) as [fraction, colour] stops, for the page's script (dimming outside the caps)."""
+    import plotly.colors as pc
+
+    cols = pc.get_colorscale(SCALE)
+    return [[float(f), c] for f, c in cols]
+
+
 def _marker(m: Model, idx, front: bool, *, size: float, showscale: bool, three_d: bool) -> dict:
     capped = m.capped(idx)
     base = "diamond" if front else "circle"
@@ -259,8 +284,8 @@ def figure_3d(m: Model):
 
 
 def _add_marks(fig, m: Model, *, three_d: bool, row=None, col=None, pair=None, showlegend=True) -> None:
-    """Rings around the knee and the lowest-error solutions (not counted as evaluations: meta='mark'). The knee's
-    trace is there even when no solution is a knee: the page's caps move the knee onto a point (or off all)."""
+    """Rings around the knee, the lowest-error solutions and the solution chosen within the caps (not counted as
+    evaluations: meta='mark'). Each trace is there even when empty: the page's caps move the rings (or drop them)."""
     import plotly.graph_objects as go
 
     pos = {r["id"]: i for i, r in enumerate(m.rows)}
@@ -274,9 +299,9 @@ def _add_marks(fig, m: Model, *, three_d: bool, row=None, col=None, pair=None, s
             groups["lowest error ×2"].append(pos[rid])
     style = {"knee": dict(color="black", size=13 if three_d else 16, symbol="circle-open"),
              "lowest error ×2": dict(color=FRONT_COLOR, size=12 if three_d else 15, symbol="diamond-open")}
+    groups["chosen"] = list(groups["knee"])  # the page's default choice: the knee without caps
+    style["chosen"] = dict(color=CHOSEN_COLOR, size=19 if three_d else 23, symbol="circle-open")
     for name, idx in groups.items():
-        if not idx and name != "knee":
-            continue
         kw = dict(mode="markers", name=name, meta="mark", legendgroup=name, showlegend=showlegend,
                   customdata=[m.rows[i]["id"] for i in idx], text=[m.text[i] for i in idx],
                   hovertemplate="%{text}<extra></extra>", marker=dict(**style[name]))
@@ -343,23 +368,61 @@ def _shade_chance(fig, m: Model, c: int) -> None:
 
 def _dim(c: Column, label: Optional[str] = None) -> dict:
     # plotly treats any dimension with tickvals as ordinal and snaps brushes to the ticks (issue #28), so
-    # continuous axes get no tickvals: log axes show log10 of the value (say so in the label) and brush freely.
-    extra = [x for x, on in (("log10", c.log), ("∞ on top", c.cap is not None)) if on]
+    # continuous axes get no tickvals: a log axis draws log10 of the value and the page's script labels its ticks
+    # in the quantity's units (front_js relabelParallel); its range spans every decade the values reach into
+    extra = [x for x, on in (("log", c.log), ("∞ on top", c.cap is not None)) if on]
     lab = (label or c.label) + (f" ({', '.join(extra)})" if extra else "")
     d = dict(label=lab, values=c.draw)
     if c.kind == "choice":
         d["tickvals"], d["ticktext"] = c.ticks()
     fin = [v for v in c.draw if math.isfinite(v)]
     if fin and c.kind != "choice":
-        lo, hi = min(fin), max(fin)
+        lo, hi = c.log_range() if c.log else (min(fin), max(fin))
         if hi > lo:
             d["range"] = [lo, hi]
         # tick and range labels in three significant digits (plotly's default wrote the range ends as "0.072479");
         # a format is not tick values: brushing stays continuous
         big = max(abs(lo), abs(hi)) >= 1000
-        # (not "d" on integer genes: plotly's own ticks may fall between integers, and "d" wrote 1.2 and 1.4 as "1")
+        # (not "d" on integer genes: plotly's own ticks may fall between integers, and "d" wrote 1.2 and 1.4 as "1";
+        # the page's script leaves those unlabelled)
         d["tickformat"] = ".2~f" if c.log else ".3~s" if big else "~g" if c.kind == "int" else ".3~g"
     return d
+
+
+def _parallel_keys(m: Model) -> list[str]:
+    """The parallel coordinates' columns in order: the genes, the objectives and other numbers, Pareto, id."""
+    keys = list(m.data.gene_names)
+    keys += [k for k in ("error", "comm", "eps", "eps_paper", "accuracy_global", "generation") if k not in m.undefined]
+    return keys + ["pareto", "id"]
+
+
+def parallel_meta(m: Model) -> list[dict]:
+    """What the page's script needs of each parallel axis (in order): its key, label, log, kind and the drawn
+    value of ∞ (its cap)."""
+    out = []
+    for k in _parallel_keys(m):
+        c = m.cols.get(k)
+        if c is None:
+            out.append({"key": k, "label": k, "log": False, "kind": "int" if k == "id" else "choice", "cap": None})
+        else:
+            cap = None if c.cap is None else (math.log10(c.cap) if c.log else c.cap)
+            out.append({"key": k, "label": c.label, "log": c.log, "kind": c.kind, "cap": cap})
+    return out
+
+
+def ranges_html(m: Model) -> str:
+    """Typed ranges for the parallel coordinates: from–to inputs per continuous axis (in the quantity's units)."""
+    items = []
+    for i, p in enumerate(parallel_meta(m)):
+        if p["kind"] == "choice" or p["key"] in ("pareto", "id"):
+            continue
+        lab = {"eps": "ε", "eps_paper": "ε paper", "generation": "gen"}.get(p["key"], p["label"])
+        items.append(f'<span class="kv range"><label for="range-{i}-lo">{esc(lab)}</label> '
+                     f'<input id="range-{i}-lo" data-dim="{i}" data-end="lo" type="text" inputmode="decimal" size="6" '
+                     f'placeholder="from"> – <input id="range-{i}-hi" data-dim="{i}" data-end="hi" type="text" '
+                     f'inputmode="decimal" size="6" placeholder="to"></span>')
+    return ('<p class="controls" id="parallel-ranges">Type a range (Enter or leave the box; empty: the axis\' end; '
+            'both empty: none): ' + " ".join(items) + '</p>')
 
 
 HALO = "0 0 2px #fff, 0 0 3px #fff, 0 0 4px #fff, 1px 1px 1px #fff, -1px -1px 1px #fff"  # CSS text-shadow
@@ -370,9 +433,7 @@ def figure_parallel(m: Model):
 
     data = m.data
     dims = [_dim(m.cols[g]) for g in data.gene_names]
-    for key in ("error", "comm", "eps", "eps_paper", "accuracy_global", "generation"):
-        if key in m.undefined:
-            continue
+    for key in _parallel_keys(m)[len(data.gene_names):-2]:
         dims.append(_dim(m.cols[key], {"eps": "ε", "eps_paper": "ε paper", "generation": "gen"}.get(key)))
     dims.append(dict(label="Pareto", values=[1 if f else 0 for f in m.on_front], tickvals=[0, 1],
                      ticktext=["dominated", "front"], range=[-0.1, 1.1]))
@@ -587,15 +648,25 @@ def _knee_note(data: RunData, m: Model) -> str:
     return s
 
 
-def _caps_html(data: RunData) -> str:
-    """The knee within caps: "ε ≤" and "comm ≤" inputs; the page's script re-picks the knee with the rule of
-    `--pick knee:eps<=X:comm<=Y` (fedevo.viz.knee_js) and writes what it found into #knee-note."""
-    eps = SHORT[data.eps_key]
-    tip = "empty: no cap; the knee is re-picked among the Pareto solutions within the caps"
-    return (f'<p class="controls" id="knee-caps">knee within caps: <label for="cap-eps">{esc(eps)} ≤ </label>'
-            f'<input id="cap-eps" type="text" inputmode="decimal" size="7" placeholder="none" title="{esc(tip)}"> '
-            '<label for="cap-comm">comm ≤ </label><input id="cap-comm" type="text" inputmode="decimal" size="7" '
-            f'placeholder="none" title="{esc(tip)}"> <span id="knee-note" class="note"></span></p>')
+def _caps_html(m: Model) -> str:
+    """Caps on any objective of the run and what to choose within them (the knee, or the lowest value of one
+    objective). The page's script (fedevo.viz.front_js, fedevo.viz.knee_js) picks with the rule of
+    `--pick knee:eps<=X:comm<=Y` / `--pick eps<=X,comm<=Y,lowest-error`, rings the choice, dims every solution
+    outside the caps and writes what it chose, and why, into #knee-note."""
+    tip = "empty: no cap"
+    inputs = []
+    for o in m.objectives():
+        op = "≥" if o["maximize"] else "≤"
+        inputs.append(f'<span class="kv"><label for="cap-{esc(o["name"])}">{esc(o["label"])} {op} </label>'
+                      f'<input id="cap-{esc(o["name"])}" class="cap" data-key="{esc(o["name"])}" type="text" '
+                      f'inputmode="decimal" size="7" placeholder="no cap" title="{esc(tip)}"></span>')
+    opts = ['<option value="knee">the knee</option>'] + [
+        f'<option value="lowest-{esc(o["name"])}">the lowest {esc(o["label"])}</option>'
+        for o in m.objectives() if not o["maximize"]]
+    return ('<div class="controls" id="knee-caps"><p><b>Choose a solution to deploy.</b> Caps: '
+            + " ".join(inputs) + ' · choose <select id="choose-by">' + "".join(opts) + '</select> within them. '
+            '<span class="note">Solutions outside the caps are dimmed (grey) in every view and the tables; the '
+            'choice is ringed green.</span></p><p id="knee-note" class="note"></p></div>')
 
 
 def stamp_of(data: RunData) -> str:
@@ -656,14 +727,15 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
     if m.rows:
         body += [f'<p class="controls"><label for="colour-by">colour by </label><select id="colour-by">{options}'
                  '</select></p>',
-                 f'<div class="fig">{figure_div(figure_3d(m), "front3d")}</div>', _caps_html(data),
+                 f'<div class="fig">{figure_div(figure_3d(m), "front3d")}</div>', _caps_html(m),
                  "<h2>2D projections</h2>",
                  '<p class="note">Lasso (default) or box-select points to select them; double-click to clear.</p>',
                  f'<div class="fig">{figure_div(figure_projections(m), "projections")}</div>',
                  "<h2>Genes and objectives</h2>",
-                 '<p class="note">Drag along an axis to select a range (brushing; several axes combine); click '
-                 'outside the range on the axis to clear it. Log axes show log10 with readable labels.</p>',
-                 f'<div class="fig">{figure_div(figure_parallel(m), "parallel")}</div>',
+                 '<p class="note">Drag along an axis to select a range (brushing; several axes combine): the range '
+                 'is the one under the pointer; click outside the range on the axis to clear it. Log axes (log) are '
+                 'labelled in the quantity\'s units at every decade.</p>',
+                 f'<div class="fig">{figure_div(figure_parallel(m), "parallel")}</div>', ranges_html(m),
                  SELECTION_HTML]
     else:
         body.append('<p class="note"><b>No evaluation finished with status ok: nothing to plot.</b></p>')
@@ -691,31 +763,21 @@ def write_front_html(run_dir: Path | str, out: Optional[Path | str] = None, *,
                      plotly: Optional[str] = None, data: Optional[RunData] = None) -> Path:
     """Write RUN_DIR/front.html (or `out`) for the run in `run_dir` (atomically); returns its path.
 
-    plotly: None = embed plotly.js (one self-contained file, the default); "shared" = write plotly.js once
-    beside the run directory (RUN_DIR/../plotly-VERSION.min.js) and load it from there; "keep" = as the page
-    already at that path does (what the search's per-generation rewrite uses). Also writes front.stamp.js (the
+    plotly: "shared" (the default, also None) = plotly.js written once beside the page (RUN_DIR/plotly-VERSION.min.js,
+    shared with importance.html) and loaded from there; "embed" = inside the page (one self-contained file);
+    "keep" = as the page already at that path does, shared when there is none (what the search's rewrite uses);
+    see `fedevo.viz.html.plotly_src_for`. Also writes front.stamp.js (the
     live page's reload signal). FedevoError if `run_dir` is not a run or holds no evaluation.
     data: the run as already held in memory (a running search's, see fedevo.viz.live.LivePage): the run directory
     is then not read.
     """
-    from .html import shared_plotly
+    from .html import plotly_src_for
 
     if data is None:
         data = load_run(run_dir)
     path = Path(out) if out is not None else Path(run_dir) / FRONT_HTML
-    if plotly == "keep":
-        plotly = "shared" if _uses_shared_plotly(path) else None
-    src = shared_plotly(path.parent.resolve().parent, path.parent.resolve()) if plotly == "shared" else None
+    src = plotly_src_for(path, plotly)
     write(path, front_html(data, plotly_src=src, page_name=path.name))
     write(path.parent / stamp_name(path.name),
           f"window.fedevoStamp && window.fedevoStamp({json.dumps(stamp_of(data))});\n")
     return path
-
-
-def _uses_shared_plotly(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return b'<script src="' in head and b"plotly-" in head

@@ -17,10 +17,15 @@ Runs after the plotly divs; reads ``window.FEDEVO`` (written by :func:`fedevo.vi
   CSV or JSON;
 * "clear selection", a double-click in a projection or an empty brush empties every view.
 
-The knee within caps: the "ε ≤" and "comm ≤" inputs re-pick the knee (``fedevoKnee`` of
-:mod:`fedevo.viz.knee_js`, the rule of ``--pick knee:eps<=X:comm<=Y``) and move its rings and note.
+Choosing within caps: a cap input per objective of the run (``FEDEVO.objectives``) and a chooser (the knee, or the
+lowest value of one objective). The knee is ``fedevoKnee`` of :mod:`fedevo.viz.knee_js` (the rule of
+``--pick knee:eps<=X:comm<=Y``: the caps remove candidates, they do not rescale the space), the lowest is
+``--pick eps<=X,comm<=Y,lowest-NAME``; the rings (knee black, lowest-error ×2 red, the choice green), the Pareto
+table's marks and the note (what was chosen and why, with the equivalent command) follow, and every solution
+outside the caps is dimmed: grey in the 3D view, the projections and the parallel coordinates (a colour value below
+the scale), greyed rows in the tables.
 
-``window.fedevoSelect(ids)``, ``window.fedevoSelection()``, ``window.fedevoCaps({eps, comm})`` and
+``window.fedevoSelect(ids)``, ``window.fedevoSelection()``, ``window.fedevoCaps({eps, comm}, 'knee')`` and
 ``window.fedevoExport('csv' | 'json')`` (the text of a download) let tests and users drive it. Colour choice,
 caps and selection survive the live reload (sessionStorage).
 """
@@ -36,7 +41,9 @@ function fedevoInit() {
   let selected = [];
   let colourKey = D.colour_default;
   let caps = {};
-  let knee = {id: D.knee, label: 'knee'};
+  let chooseBy = 'knee';
+  let marksNow = new Map(D.rows.map(r => [r.id, r.marks.slice()]));  // the marks as the caps make them
+  let inCaps = null;  // ids within the caps (every ok evaluation); null: no caps
   let quietParallel = false, quiet2d = false;
 
   function evalTraces(gd) {
@@ -91,6 +98,7 @@ function fedevoInit() {
     quietParallel = true;
     Plotly.restyle(gp, upd, [0]);
     quietParallel = false;
+    typedInputs().forEach(el => { el.value = ''; });
   }
 
   function fromParallel() {
@@ -108,14 +116,95 @@ function fedevoInit() {
     return ids;
   }
 
+  // ------------------------------------------------------------------ the parallel view: exact brushes, units
+  // plotly.js 4 parcoords reads a brush at y = height − mouse − 2·pad through unitToPaddedPx (pad = 2 px, its
+  // verticalPadding) while it draws every value (ticks, lines, the brush bar) at height·(1 − paddedUnit), where
+  // paddedUnit = pad/height + unit·(1 − 2·pad/height): the brushed range lay 2–3 px below the pointer (a drag from
+  // tick 0.3 to tick 0.1 gave 0.0925–0.294). Scaling each axis' capture rectangle by k = height/(height − 2·pad)
+  // about a shift of pad·k makes the pointer's coordinate map through unitToPaddedPx to the drawn value exactly.
+  const PC_PAD = 2;
+  const PAR = D.parallel;  // [{key, label, log, kind, cap}] in the order of the dimensions
+
+  function fixBrushGeometry() {
+    gp.querySelectorAll('.axis-brush rect.background').forEach(rect => {
+      const d = rect.__data__;
+      if (!d || !d.height) return;
+      const k = d.height / (d.height - 2 * PC_PAD);
+      rect.setAttribute('transform', 'translate(0 ' + (PC_PAD * k) + ') scale(1 ' + k + ')');
+    });
+  }
+
+  const isInt = v => Math.abs(v - Math.round(v)) < 1e-9;
+  function unitText(p, v) {  // a drawn value (log10 on a log axis) as the quantity it stands for
+    if (p.cap !== null && p.cap !== undefined && Math.abs(v - p.cap) < 1e-9) return '∞';
+    return fedevoNum(p.log ? Math.pow(10, v) : v);
+  }
+  function relabelParallel() {
+    // log axes labelled in the quantity's units (0.01, 0.1, 1, 10: the decades, other ticks unlabelled when three
+    // decades show as ticks), integer genes at integers only; plotly would snap brushes to explicit tick values
+    gp.querySelectorAll('.y-axis').forEach(a => {
+      const d = a.__data__, p = d && PAR[d.xIndex];
+      if (!p || !(p.log || p.kind === 'int')) return;
+      const ticks = Array.from(a.querySelectorAll('g.tick'));
+      const decades = ticks.filter(t => isInt(t.__data__)).length;
+      ticks.forEach(t => {
+        const v = t.__data__, txt = t.querySelector('text');
+        if (!txt) return;
+        txt.textContent = p.log ? ((decades >= 3 && !isInt(v)) ? '' : unitText(p, v)) : (isInt(v) ? String(Math.round(v)) : '');
+      });
+    });
+    gp.querySelectorAll('.axis-extent-top-text, .axis-extent-bottom-text').forEach(t => {
+      const d = t.__data__, p = d && PAR[d.xIndex];
+      if (!p || !p.log || !d.domainScale) return;
+      const dom = d.domainScale.domain();
+      t.textContent = unitText(p, t.classList.contains('axis-extent-top-text') ? dom[dom.length - 1] : dom[0]);
+    });
+  }
+
+  function typedInputs() { return Array.from(document.querySelectorAll('#parallel-ranges input')); }
+  function showRanges() {  // each axis' brushed range typed into its inputs (in the quantity's units)
+    const dims = gp._fullData[0].dimensions;
+    typedInputs().forEach(el => {
+      const i = Number(el.dataset.dim), p = PAR[i], cr = dims[i] && dims[i].constraintrange;
+      if (document.activeElement === el) return;
+      if (!cr || !cr.length) { el.value = ''; return; }
+      const rs = Array.isArray(cr[0]) ? cr : [cr];
+      const v = el.dataset.end === 'lo' ? Math.min(...rs.map(r => Math.min(r[0], r[1])))
+                                        : Math.max(...rs.map(r => Math.max(r[0], r[1])));
+      const x = p.log ? Math.pow(10, v) : v;
+      el.value = String(Number(x.toPrecision(4)));
+    });
+  }
+  function typedRange(i) {  // an axis' typed range brushed: an empty end is the axis' end
+    const p = PAR[i];
+    const get = end => {
+      const el = document.querySelector('#parallel-ranges input[data-dim="' + i + '"][data-end="' + end + '"]');
+      const t = el ? el.value.trim() : '';
+      if (t === '') return null;
+      const x = Number(t);
+      return Number.isNaN(x) ? NaN : (p.log ? Math.log10(Math.max(x, 1e-300)) : x);
+    };
+    let lo = get('lo'), hi = get('hi');
+    if (Number.isNaN(lo) || Number.isNaN(hi)) return;
+    const dim = gp.data[0].dimensions[i];
+    const vals = Array.from(dim.values).filter(Number.isFinite);
+    const ext = dim.range || [Math.min(...vals), Math.max(...vals)];
+    const upd = {};
+    upd['dimensions[' + i + '].constraintrange'] = (lo === null && hi === null) ? [null] :
+      [[lo === null ? Math.min(ext[0], ...vals) : lo, hi === null ? Math.max(ext[1], ...vals) : hi].sort((a, b) => a - b)];
+    Plotly.restyle(gp, upd, [0]);  // plotly_restyle: the selection follows (fromParallel)
+  }
+
   // ------------------------------------------------------------------ the table, the command and the export
   const COLS = [['id', 'id'], ['generation', 'gen'], ['on_front', 'Pareto'], ['mark', 'mark'], ['error', 'error'],
                 ['accuracy_global', 'global acc'], ['comm', 'comm'], ['eps', 'ε'], ['eps_paper', 'ε paper']]
     .filter(([k]) => !(D.undefined || []).includes(k))  // an ε with no finite value anywhere says nothing
     .concat(D.genes.map(g => [g, g]));
 
-  function markOf(r) {
-    return r.marks.filter(m => m !== 'knee').concat(r.id === knee.id ? [knee.label] : []).join(', ');
+  function markOf(r) { return (marksNow.get(r.id) || []).join(', '); }
+
+  function retrainCmd(pick) {  // the run by its absolute path, the rounds retrain trains for
+    return 'fedevo retrain ' + shellQuote(D.run) + ' --pick ' + shellQuote(pick) + ' --rounds ' + D.retrain_rounds;
   }
 
   function value(r, k) {
@@ -177,7 +266,7 @@ function fedevoInit() {
     const nf = rows.filter(r => r.front).length;
     summary.textContent = rows.length + ' selected (' + nf + ' on the Pareto front): ids ' +
       rows.map(r => r.id).join(', ');
-    cmd.textContent = 'fedevo retrain ' + shellQuote(D.run) + ' --pick ' + rows.map(r => r.id).join(',');
+    cmd.textContent = retrainCmd(rows.map(r => r.id).join(','));
     const t = document.createElement('table');
     t.className = 'sortable';
     t.id = 'selected-table';
@@ -190,6 +279,7 @@ function fedevoInit() {
     rows.forEach(r => {
       const tr = document.createElement('tr');
       if (r.front) tr.className = 'front';
+      if (inCaps && !inCaps.has(r.id)) tr.classList.add('outside');
       COLS.forEach(([k], n) => {
         const td = document.createElement('td');
         if (k === 'mark') td.className = 'l';
@@ -210,10 +300,21 @@ function fedevoInit() {
     setSelection(selected.includes(id) ? selected.filter(x => x !== id) : selected.concat([id]), source);
   }
 
-  function markFrontTable() {  // the selected rows of the Pareto-set table shaded
+  const frontMarkCol = Array.from(document.querySelectorAll('#front-table thead th'))
+    .findIndex(th => th.textContent === 'mark');
+
+  function markFrontTable() {
+    // the selected rows of the Pareto-set table shaded, those outside the caps dimmed, the marks as the caps make them
     const want = new Set(selected);
     document.querySelectorAll('#front-table tbody tr').forEach(tr => {
-      tr.style.background = want.has(Number(tr.cells[0].dataset.v)) ? '#ffe3c4' : '';
+      const id = Number(tr.cells[0].dataset.v);
+      tr.style.background = want.has(id) ? '#ffe3c4' : '';
+      tr.classList.toggle('outside', !!inCaps && !inCaps.has(id));
+      if (frontMarkCol >= 0 && byId.has(id)) {
+        const m = markOf(D.rows[byId.get(id)]);
+        tr.cells[frontMarkCol].textContent = m;
+        tr.cells[frontMarkCol].dataset.v = m;
+      }
     });
   }
 
@@ -227,14 +328,32 @@ function fedevoInit() {
     save();
   }
 
-  // ------------------------------------------------------------------ the knee within caps
+  // ------------------------------------------------------------------ choosing within caps
   const FRONT = D.front_ids.map(id => D.rows[byId.get(id)]).filter(r => r);
+  const OBJ = D.objectives;
+  const objOf = k => OBJ.find(o => o.name === k) || {name: k, label: k, maximize: false};
 
-  function capsText() {
-    return Object.keys(caps).map(k => k + '<=' + caps[k]).join(':');
+  function capTerms() {  // the caps as pick terms, in the objectives' order: eps<=0.05, comm<=1000
+    return OBJ.filter(o => o.name in caps).map(o => o.name + (o.maximize ? '>=' : '<=') + caps[o.name]);
+  }
+  function capWords() {
+    return OBJ.filter(o => o.name in caps)
+      .map(o => o.label + (o.maximize ? ' ≥ ' : ' ≤ ') + fedevoNum(caps[o.name])).join(', ');
+  }
+  function lowestOf(rows, key, n) {  // fedevo.picking.lowest: ties by the other objectives, then id
+    const others = OBJ.map(o => o.name).filter(k => k !== key);
+    const v = (r, k) => fedevoNumOrInf(r[k]);
+    return rows.slice().sort((a, b) => {
+      for (const k of [key].concat(others)) { const d = v(a, k) - v(b, k); if (d) return d; }
+      return a.id - b.id;
+    }).slice(0, n);
+  }
+  function values(r) {
+    return OBJ.map(o => o.label + ' ' + fedevoNum(r[o.name])).join(', ');
   }
 
-  function setCaps(c) {
+  function setCaps(c, mode) {
+    if (mode) chooseBy = mode;
     caps = {};
     Object.keys(c || {}).forEach(k => {
       const v = c[k];
@@ -243,80 +362,135 @@ function fedevoInit() {
     const note = document.getElementById('knee-note');
     const bad = Object.keys(caps).filter(k => Number.isNaN(caps[k]));
     if (bad.length) {
-      if (note) note.textContent = 'Not a number: ' + bad.map(k => k === 'comm' ? 'comm ≤' : 'ε ≤').join(', ') +
-        ' (the knee is unchanged).';
+      if (note) note.textContent = 'Not a number: ' + bad.map(k => objOf(k).label).join(', ') +
+        ' (nothing changed).';
       return null;
     }
-    const res = fedevoKnee(FRONT, caps, D.knee_bar, D.eps_key);
     const capped = Object.keys(caps).length > 0;
-    const words = Object.keys(caps).map(k => (k === 'comm' ? 'comm' : 'ε') + ' ≤ ' + fedevoNum(caps[k])).join(', ');
-    knee = {id: res.row ? res.row.id : null, label: capped ? 'knee (' + words + ')' : 'knee'};
-    moveKnee(knee.id);
+    const words = capWords();
+    const within = FRONT.filter(r => fedevoWithin(r, caps, OBJ));
+    const res = fedevoKnee(FRONT, caps, D.knee_bar, OBJ);
+    const low = lowestOf(within, 'error', 2);
+    // the marks, as `fedevo front --pick` gives them for these caps: knee:CAPS and CAPS,lowest-error:2
+    marksNow = new Map(D.rows.map(r => [r.id, []]));
+    low.forEach((r, k) => marksNow.get(r.id).push('lowest-error #' + (k + 1)));
+    if (res.row) marksNow.get(res.row.id).push(capped ? 'knee (' + words + ')' : 'knee');
+    let chosen = null, why = '', spec = '';
+    if (chooseBy === 'knee') {
+      chosen = res.row;
+      spec = capped ? 'knee:' + capTerms().join(':') : 'knee';
+      if (chosen) {
+        why = 'the knee' + (capped ? ' within ' + words : '') + ': ' + (res.how === 'pymoo HighTradeoffPoints' ?
+          'a high trade-off point of the front (pymoo HighTradeoffPoints), the one closest to the ideal point' :
+          'closest to the ideal point (' + res.how.replace(/^closest to the ideal point \(|\)$/g, '') + ')') +
+          '; measured over all ' + res.of + ' Pareto solutions better than chance' +
+          (capped ? ' (the caps remove candidates, they do not rescale the space: ' + res.candidates + ' left)' : '');
+      }
+    } else {
+      const key = chooseBy.replace(/^lowest-/, '');
+      chosen = lowestOf(within, key, 1)[0] || null;
+      spec = capTerms().concat([chooseBy]).join(',');
+      if (chosen) {
+        why = 'the lowest ' + objOf(key).label + ' among the ' + within.length + ' Pareto solution' +
+          (within.length === 1 ? '' : 's') + (capped ? ' within ' + words : '') + ' (ties: the other objectives, then id)';
+        if (!marksNow.get(chosen.id).some(m => m.startsWith(chooseBy))) marksNow.get(chosen.id).push(chooseBy);
+      }
+    }
+    moveRing('knee', res.row ? [res.row.id] : []);
+    moveRing('lowest error ×2', low.map(r => r.id));
+    moveRing('chosen', chosen ? [chosen.id] : []);
+    const wasDimmed = !!inCaps;
+    inCaps = capped ? new Set(D.rows.filter(r => fedevoWithin(r, caps, OBJ)).map(r => r.id)) : null;
+    if (capped || wasDimmed) colour(colourKey);  // (nothing to redraw on a page without caps)
     let text;
-    if (res.row) {
-      const r = res.row;
-      text = (capped ? 'The knee within ' + words + ': ' : 'The knee (no caps): ') + 'id ' + r.id + ' (error ' +
-        fedevoNum(r.error) + ', comm ' + fedevoNum(r.comm) + ', ε ' + fedevoNum(r[D.eps_key]) + '; ' + res.how +
-        ', among ' + res.candidates + ' candidate' + (res.candidates === 1 ? '' : 's') + ') — as fedevo retrain ' +
-        shellQuote(D.run) + ' --pick ' + (capped ? 'knee:' + capsText() : 'knee') + '.';
-    } else if (res.reason === 'none') {
-      text = capped ? 'No Pareto solution is within ' + words + ': no knee is marked.'
+    if (chosen) {
+      text = 'Chosen: id ' + chosen.id + ' (' + values(chosen) + ') — ' + why + '. The same as ' + retrainCmd(spec) +
+        ' (preview: fedevo front ' + shellQuote(D.run) + ' --pick ' + shellQuote(spec) + ').';
+      if (chooseBy !== 'knee') {
+        text += res.row ? ' The knee within these caps is id ' + res.row.id + ' (' + values(res.row) + ').' :
+          ' No knee within these caps.';
+      }
+    } else if (!within.length) {
+      text = capped ? 'No Pareto solution is within ' + words + ': nothing is chosen and no knee is marked.'
                     : 'No Pareto solution yet: no knee is marked.';
     } else {
       text = 'None of the ' + res.within + ' Pareto solution' + (res.within === 1 ? '' : 's') +
         (capped ? ' within ' + words : '') + ' is clearly better than chance (error < ' + fedevoNum(D.knee_bar) +
         '): no knee is marked.';
     }
+    if (capped) {
+      text += ' ' + inCaps.size + ' of ' + D.rows.length + ' evaluations (' + within.length + ' of ' + FRONT.length +
+        ' Pareto solutions) are within the caps; the rest are dimmed.';
+    }
     if (note) note.textContent = text;
+    markFrontTable();
     renderTable();
     save();
-    return res;
+    return Object.assign(res, {chosen: chosen, spec: spec, within_ids: within.map(r => r.id)});
   }
 
-  function moveKnee(id) {
-    // the knee's rings (traces named 'knee') onto the point `id` of each view's evaluations, or empty
+  const ringsDrawn = {};  // name -> the ids its rings are drawn on (as the page was written: Python's marks)
+  [g3, g2].forEach(gd => gd.data.forEach(t => {
+    if (t.meta === 'mark') ringsDrawn[t.legendgroup] = Array.from(t.customdata).sort((a, b) => a - b).join(',');
+  }));
+
+  function moveRing(name, ids) {
+    // the rings (the traces called `name`) onto the points `ids` of each view's evaluations (only when they move:
+    // every restyle redraws a whole view)
+    const key = ids.slice().sort((a, b) => a - b).join(',');
+    if (ringsDrawn[name] === key) return;
+    ringsDrawn[name] = key;
+    const want = new Set(ids);
     for (const gd of [g3, g2]) {
       gd.data.forEach((t, k) => {
-        if (t.name !== 'knee') return;
+        if (t.meta !== 'mark' || t.legendgroup !== name) return;
         const src = evalTraces(gd).map(i => gd.data[i]).filter(e => (e.xaxis || 'x') === (t.xaxis || 'x'));
-        const upd = {x: [[]], y: [[]], customdata: [[]], text: [[]]};
-        if (t.type === 'scatter3d') upd.z = [[]];
+        const upd = {x: [], y: [], customdata: [], text: []};
+        if (t.type === 'scatter3d') upd.z = [];
         for (const e of src) {
-          const j = id === null ? -1 : Array.from(e.customdata).indexOf(id);
-          if (j < 0) continue;
-          upd.x = [[e.x[j]]]; upd.y = [[e.y[j]]]; upd.customdata = [[id]]; upd.text = [[e.text[j]]];
-          if (upd.z) upd.z = [[e.z[j]]];
+          Array.from(e.customdata).forEach((id, j) => {
+            if (!want.has(id)) return;
+            upd.x.push(e.x[j]); upd.y.push(e.y[j]); upd.customdata.push(id); upd.text.push(e.text[j]);
+            if (upd.z) upd.z.push(e.z[j]);
+          });
         }
+        Object.keys(upd).forEach(key => { upd[key] = [upd[key]]; });
         Plotly.restyle(gd, upd, [k]);
       });
     }
   }
 
   // ------------------------------------------------------------------ colour by
+  const DIM = '#d2d2d2', DIM_AT = 0.04;  // outside the caps: grey, below the colour scale (its lowest 4 %)
+
   function colour(key) {
+    // every view coloured by `key`; solutions outside the caps get a value below the scale's range, drawn grey
     const c = D.colour[key];
     if (!c) return;
     colourKey = key;
     const fin = c.draw.filter(v => Number.isFinite(v));
     const lo = Math.min(...fin), hi = Math.max(...fin);
     const cmax = hi > lo ? hi : lo + 1;
-    const bar = {title: {text: c.label, side: 'right'}, thickness: 14, len: 0.6, tickvals: c.tickvals,
-                 ticktext: c.ticktext};
+    const dim = !!inCaps;
+    const cmin = dim ? lo - DIM_AT / (1 - DIM_AT) * (cmax - lo) : lo;
+    const scale = dim ? [[0, DIM], [DIM_AT / 2, DIM]].concat(D.scale.map(([f, col]) => [DIM_AT + f * (1 - DIM_AT), col]))
+                      : D.scale;
+    const val = id => (dim && !inCaps.has(id)) ? cmin : c.draw[byId.get(id)];
+    const tv = dim ? [cmin].concat(c.tickvals) : c.tickvals;
+    const tt = dim ? ['outside caps'].concat(c.ticktext) : c.ticktext;
+    const bar = {title: {text: c.label, side: 'right'}, thickness: 14, len: 0.6, tickvals: tv, ticktext: tt};
     for (const gd of [g3, g2]) {
       const idx = evalTraces(gd);
-      const colours = idx.map(i => Array.from(gd.data[i].customdata).map(id => c.draw[byId.get(id)]));
-      const upd = {'marker.color': colours, 'marker.cmin': idx.map(() => lo), 'marker.cmax': idx.map(() => cmax)};
-      idx.forEach((i, n) => {
-        if (gd.data[i].marker.showscale) {
-          Plotly.restyle(gd, {'marker.colorbar.title.text': c.label, 'marker.colorbar.tickvals': [c.tickvals],
-                              'marker.colorbar.ticktext': [c.ticktext]}, [i]);
-        }
-      });
-      Plotly.restyle(gd, upd, idx);
+      const colours = idx.map(i => Array.from(gd.data[i].customdata).map(val));
+      const upd = {'marker.color': colours, 'marker.cmin': idx.map(() => cmin), 'marker.cmax': idx.map(() => cmax),
+                   'marker.colorscale': idx.map(() => scale),
+                   'marker.colorbar.title.text': idx.map(() => c.label), 'marker.colorbar.tickvals': idx.map(() => tv),
+                   'marker.colorbar.ticktext': idx.map(() => tt)};
+      Plotly.restyle(gd, upd, idx);  // one redraw per view
     }
     quietParallel = true;
-    Plotly.restyle(gp, {'line.color': [c.draw], 'line.cmin': lo, 'line.cmax': cmax,
-                        'line.colorbar': bar}, [0]);
+    Plotly.restyle(gp, {'line.color': [D.rows.map(r => val(r.id))], 'line.cmin': cmin, 'line.cmax': cmax,
+                        'line.colorscale': [scale], 'line.colorbar': bar}, [0]);
     quietParallel = false;
     const sel = document.getElementById('colour-by');
     if (sel && sel.value !== key) sel.value = key;
@@ -353,7 +527,8 @@ function fedevoInit() {
   // ------------------------------------------------------------------ state across live reloads
   function save() {
     try {
-      sessionStorage.setItem(KEY, JSON.stringify({selected: selected, colour: colourKey, caps: caps}));
+      sessionStorage.setItem(KEY, JSON.stringify({selected: selected, colour: colourKey, caps: caps,
+                                                  choose: chooseBy}));
     } catch (e) {}
   }
   function restore() {
@@ -361,7 +536,12 @@ function fedevoInit() {
   }
 
   // ------------------------------------------------------------------ wiring
-  gp.on('plotly_restyle', () => { if (!quietParallel) setSelection(fromParallel(), 'parallel'); });
+  gp.on('plotly_restyle', () => { if (!quietParallel) { showRanges(); setSelection(fromParallel(), 'parallel'); } });
+  gp.addEventListener('pointerdown', fixBrushGeometry, true);  // before d3's mousedown reads the pointer
+  gp.on('plotly_afterplot', () => { fixBrushGeometry(); relabelParallel(); });
+  fixBrushGeometry();
+  relabelParallel();
+  typedInputs().forEach(el => el.addEventListener('change', () => typedRange(Number(el.dataset.dim))));
   let shift = false;  // a lasso / box drawn with Shift held adds to the selection
   g2.addEventListener('pointerdown', ev => { shift = ev.shiftKey; }, true);
   g2.on('plotly_selected', ev => {
@@ -408,21 +588,25 @@ function fedevoInit() {
   });
   const sel = document.getElementById('colour-by');
   sel.addEventListener('change', () => colour(sel.value));
-  const capInputs = {[D.eps_key]: document.getElementById('cap-eps'), comm: document.getElementById('cap-comm')};
+  const capInputs = Object.fromEntries(Array.from(document.querySelectorAll('#knee-caps input.cap'))
+    .map(el => [el.dataset.key, el]));
+  const chooser = document.getElementById('choose-by');
   const readCaps = () => Object.fromEntries(Object.entries(capInputs).map(([k, el]) => [k, el.value]));
   Object.values(capInputs).forEach(el => el.addEventListener('input', () => setCaps(readCaps())));
+  chooser.addEventListener('change', () => setCaps(readCaps(), chooser.value));
   document.querySelectorAll('table.sortable').forEach(makeSortable);
 
   window.fedevoSelect = ids => setSelection(ids, 'api');
   window.fedevoSelection = () => selected.slice();
   window.fedevoColour = colour;
-  window.fedevoCaps = c => {  // {eps: 2, comm: 5000} (ε: the run's ε objective); fills the inputs too
+  window.fedevoCaps = (c, mode) => {  // ({eps: 2, comm: 5000}, 'knee' | 'lowest-error' ...); fills the inputs too
     const want = {};
-    Object.entries(c || {}).forEach(([k, v]) => { want[k === 'eps' ? D.eps_key : k] = v; });
+    Object.entries(c || {}).forEach(([k, v]) => { want[k === 'eps' && !(k in capInputs) ? D.eps_key : k] = v; });
     Object.entries(capInputs).forEach(([k, el]) => {
       el.value = want[k] === null || want[k] === undefined ? '' : String(want[k]);
     });
-    return setCaps(readCaps());
+    if (mode) chooser.value = mode;
+    return setCaps(readCaps(), chooser.value);
   };
   window.fedevoExport = exportText;
 
@@ -431,7 +615,8 @@ function fedevoInit() {
   if (st && st.caps && Object.keys(st.caps).length) {
     Object.entries(capInputs).forEach(([k, el]) => { if (k in st.caps) el.value = String(st.caps[k]); });
   }
-  setCaps(readCaps());
+  if (st && st.choose && chooser.querySelector('option[value="' + st.choose + '"]')) chooser.value = st.choose;
+  setCaps(readCaps(), chooser.value);
   if (st && st.selected && st.selected.length) setSelection(st.selected, 'restore');
 
   // ------------------------------------------------------------------ live: reload when a newer page exists

@@ -32,6 +32,8 @@ table.sortable th.desc::after { content: " ▼"; }
 #selection-table tr.front td { background: #fff7e6; } .live { color: #a60; }
 .kv, .meta b, .scroll td:not(.l) { white-space: nowrap; }
 .scroll, #selection-table { overflow-x: auto; max-width: 100%; }
+#retrain-cmd, #knee-note, code { overflow-wrap: anywhere; white-space: normal; }
+tr.outside td { color: #aaa; } tr.outside td.l { text-decoration: line-through #ccc; }
 """
 
 CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -103,6 +105,37 @@ def shared_plotly(js_dir: Path, page_dir: Path) -> str:
         js_dir.mkdir(parents=True, exist_ok=True)
         write(target, get_plotlyjs())
     return Path(os.path.relpath(target, Path(page_dir))).as_posix()
+
+
+PLOTLY_MODES = ("shared", "embed", "keep")
+
+
+def plotly_src_for(page_path: Path, plotly: Optional[str]) -> Optional[str]:
+    """How the page at `page_path` loads plotly.js: "shared" (the default, also None) — one copy
+    plotly-VERSION.min.js beside the page, written once and shared by every page of that directory (a run's
+    front.html and importance.html); "embed" — inside the page (one self-contained file, 4.8 MB more); "keep" — as
+    the page already at that path does (shared when there is none): what the search's live rewrite uses. Returns
+    the script's relative path, or None to embed."""
+    mode = plotly or "shared"
+    if mode not in PLOTLY_MODES:
+        raise ValueError(f"plotly must be one of {PLOTLY_MODES}, got {plotly!r}")
+    page_path = Path(page_path)
+    if mode == "keep":
+        mode = "embed" if _embeds_plotly(page_path) else "shared"
+    if mode == "embed":
+        return None
+    here = page_path.parent.resolve()
+    return shared_plotly(here, here)
+
+
+def _embeds_plotly(path: Path) -> bool:
+    """Whether an existing page at `path` carries plotly.js inside it (False when there is no page)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return not (b'<script src="' in head and b"plotly-" in head)
 
 
 def write(path: Path, text: str) -> Path:

@@ -313,14 +313,14 @@ def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] =
 def write_importance_html(run_dir: Path | str, out: Optional[Path | str] = None, *, plotly: Optional[str] = None,
                           data: Optional[RunData] = None, seed: int = 0,
                           front_name: Optional[str] = "front.html") -> Path:
-    """Write RUN_DIR/importance.html (or `out`) atomically; returns its path. plotly: None (embed) or "shared"
+    """Write RUN_DIR/importance.html (or `out`) atomically; returns its path. plotly: "shared" (default, also None), "embed" or "keep"
     (as `fedevo.viz.front.write_front_html`)."""
-    from .html import shared_plotly
+    from .html import plotly_src_for
 
     if data is None:
         data = load_run(run_dir)
     path = Path(out) if out is not None else Path(run_dir) / IMPORTANCE_HTML
-    src = shared_plotly(path.parent.resolve().parent, path.parent.resolve()) if plotly == "shared" else None
+    src = plotly_src_for(path, plotly)
     write(path, importance_html(data, seed=seed, plotly_src=src, front_name=front_name))
     return path
 

@@ -1,26 +1,28 @@
-"""The knee in JavaScript: front.html re-picks it within the caps a researcher types (ε ≤, comm ≤) without Python.
+"""The knee in JavaScript: front.html re-picks it within the caps a researcher types without Python.
 
 The same rule as :func:`fedevo.picking.knee` and ``--pick knee:eps<=X:comm<=Y`` (:func:`fedevo.picking._capped_knee`),
 step by step, so the page and the command line agree:
 
-* the caps keep the Pareto solutions whose value is ≤ the cap (a missing or NaN value counts as ∞, as
-  ``picking._num``); the candidates are those with a finite error below the knee bar (``picking.knee_bar``: chance
+* the candidates are the Pareto solutions with a finite error below the knee bar (``picking.knee_bar``: chance
   minus the test-set margin);
-* the objectives (error, comm, ε) are sanitised like ``searching.objectives.sanitize`` (∞ / NaN → the worst value,
-  finite values clipped to it), a positive objective spanning two decades or more on the set is replaced by its
-  log10, each is normalised to [0, 1] over the set (``picking.knee_index``);
-* pymoo's ``HighTradeoffPoints`` (pymoo 0.6: neighbours within 0.125, at least min(2·3, n − 1) of them, the least
+* the objectives are sanitised like ``ObjectiveSet.sanitized`` (∞ / NaN → the objective's worst value, finite
+  values clipped to it; a maximised objective negated), a positive objective spanning two decades or more on the
+  candidates is replaced by its log10, each is normalised to [0, 1] over the candidates (``picking.knee_index``);
+* the caps (a missing or NaN value counts as ∞, as ``picking._num``) remove candidates but do NOT rescale that
+  space: the high trade-off points and the distances to the ideal point are those of every candidate, and the
+  knee is the allowed high trade-off point closest to the ideal point, else the allowed candidate closest to it;
+  so a cap the uncapped knee meets leaves it in place;
+* pymoo's ``HighTradeoffPoints`` (pymoo 0.6: neighbours within 0.125, at least min(2·m, n − 1) of them, the least
   improvement per unit of deterioration, upper-tail outliers ≥ 2σ or else the largest if over 1σ) with its means
-  and deviations summed as numpy does (pairwise), so a borderline outlier falls on the same side; among several
-  candidates the one closest to the ideal point; without any (fewer than 3 solutions, a smooth front) the closest
-  to the ideal point. Ties go to the first solution in the front's order (front.csv's), as in Python.
+  and deviations summed as numpy does (pairwise), so a borderline outlier falls on the same side. Ties go to the
+  first solution in the front's order (front.csv's), as in Python.
 
-``fedevoKnee(rows, caps, bar, epsKey)``: ``rows`` the Pareto set in the front's order, ``caps`` {key: value};
-returns ``{row, how, within, candidates}`` or ``{row: null, reason, within, candidates}``.
+``fedevoKnee(rows, caps, bar, objectives)``: ``rows`` the Pareto set in the front's order, ``caps`` {key: value}
+(``value`` a bound: ≤ for a minimised objective, ≥ for a maximised one), ``objectives`` [{name, worst, maximize}]
+in the knee's order; returns ``{row, how, within, candidates}`` or ``{row: null, reason, within, candidates}``.
 """
 
 KNEE_JS = r"""
-const FEDEVO_WORST = [1.0, 1e9, 1e9];  // fedevo.searching.objectives.WORST: error, comm, ε
 const FEDEVO_LOG_DECADES = 2.0;        // fedevo.picking.LOG_DECADES
 
 function fedevoNumOrInf(v) {  // picking._num: None / NaN -> ∞
@@ -86,8 +88,9 @@ function fedevoHighTradeoff(N) {  // pymoo.mcdm.high_tradeoff.HighTradeoffPoints
   return S.length ? S : null;
 }
 
-function fedevoKneeIndex(F) {  // fedevo.picking.knee_index
+function fedevoKneeIndex(F, allowed) {  // fedevo.picking.knee_index
   const n = F.length;
+  const ok = allowed || F.map(() => true);
   if (n === 1) return [0, 'the only solution'];
   F = F.map(r => r.slice());
   for (let j = 0; j < F[0].length; j++) {
@@ -111,24 +114,40 @@ function fedevoKneeIndex(F) {  // fedevo.picking.knee_index
   if (n >= 3) {
     try { idx = fedevoHighTradeoff(N); } catch (e) { idx = null; }
   }
-  if (!idx) return [argmin(N.map((r, i) => i)), 'closest to the ideal point (fallback: no high trade-off point)'];
+  idx = (idx || []).filter(i => ok[i]);
+  if (!idx.length) {
+    return [argmin(N.map((r, i) => i).filter(i => ok[i])), 'closest to the ideal point (fallback: no high ' +
+            'trade-off point' + (allowed ? ' within the caps' : '') + ')'];
+  }
   return [argmin(idx), 'pymoo HighTradeoffPoints'];
 }
 
-function fedevoKnee(rows, caps, bar, epsKey) {  // fedevo.picking._capped_knee + knee
-  const within = rows.filter(r => Object.keys(caps).every(k => fedevoNumOrInf(r[k]) <= caps[k]));
-  const cand = within.filter(r => {
+function fedevoWithin(r, caps, objectives) {  // picking.apply_filters with the caps' bounds (≤; ≥ when maximised)
+  const max = new Set(objectives.filter(o => o.maximize).map(o => o.name));
+  return Object.keys(caps).every(k => {
+    const v = fedevoNumOrInf(r[k]);
+    return max.has(k) ? (v !== Infinity && v >= caps[k]) : v <= caps[k];
+  });
+}
+
+function fedevoKnee(rows, caps, bar, objectives) {  // fedevo.picking._capped_knee + knee
+  const cand = rows.filter(r => {
     const e = fedevoNumOrInf(r.error);
     return Number.isFinite(e) && (bar === null || bar === undefined || e < bar);
   });
-  const out = {within: within.length, candidates: cand.length};
+  const within = rows.filter(r => fedevoWithin(r, caps, objectives));
+  const inside = cand.map(r => fedevoWithin(r, caps, objectives));
+  const nIn = inside.filter(x => x).length;
+  const out = {within: within.length, candidates: nIn, of: cand.length};
   if (!within.length) return Object.assign(out, {row: null, reason: 'none'});
-  if (!cand.length) return Object.assign(out, {row: null, reason: 'chance'});
-  const F = cand.map(r => [r.error, r.comm, r[epsKey]].map((v, j) => {
+  if (!nIn) return Object.assign(out, {row: null, reason: 'chance'});
+  const F = cand.map(r => objectives.map(o => {
+    const v = r[o.name];
     const x = v === null || v === undefined ? NaN : Number(v);
-    return Number.isFinite(x) ? Math.min(x, FEDEVO_WORST[j]) : FEDEVO_WORST[j];
+    const s = !Number.isFinite(x) ? o.worst : (o.maximize ? Math.max(x, o.worst) : Math.min(x, o.worst));
+    return o.maximize ? -s : s;
   }));
-  const [i, how] = fedevoKneeIndex(F);
+  const [i, how] = fedevoKneeIndex(F, Object.keys(caps).length ? inside : null);
   return Object.assign(out, {row: cand[i], how: how});
 }
 """

@@ -96,7 +96,7 @@ def watch(run_dir: Path | str, *, out: Optional[Path] = None, plotly: Optional[s
             except FedevoError:
                 data = None  # no evaluation yet
             if data is not None:
-                write_front_html(run_dir, path, plotly=None if plotly == "embed" else plotly or "keep")
+                write_front_html(run_dir, path, plotly=plotly or "keep")
                 if on_write is not None:
                     on_write(path, data)
                 if is_complete(data):

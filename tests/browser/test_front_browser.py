@@ -285,7 +285,8 @@ def check_linked(driver, ids, run_dir) -> None:
     for axis in ("x", "x2", "x3"):
         assert sorted(i for a, i in st["in2d"] if a == axis) == sorted(ids), axis
     assert sorted(st["table"]) == sorted(ids)
-    assert st["cmd"] == f"fedevo retrain {run_dir} --pick {','.join(map(str, sorted(ids)))}"
+    # the run by its absolute path (it works from any directory) and the rounds retrain trains for
+    assert st["cmd"] == f"fedevo retrain {Path(run_dir).resolve()} --pick {','.join(map(str, sorted(ids)))} --rounds 150"
 
 
 def test_chance_knee_log_axes_and_linked_selection(browser, tmp_path_factory):
@@ -322,7 +323,7 @@ def test_chance_knee_log_axes_and_linked_selection(browser, tmp_path_factory):
     assert types == ["linear", "log", "log", "log"]
     dims = browser.execute_script("return document.getElementById('parallel').data[0].dimensions"
                                   ".map(d => [d.label, d.tickvals || null])")
-    assert next(lab for lab, _ in dims if lab.startswith("sigma")) == "sigma (log10)"
+    assert next(lab for lab, _ in dims if lab.startswith("sigma")) == "sigma (log)"  # labelled in its units
     # plotly snaps a brush to explicit tick values (issue #28): continuous axes, the id axis included, have none
     snapping = [lab for lab, tv in dims if tv and lab != "Pareto"]
     assert not snapping, snapping

@@ -353,7 +353,7 @@ def test_knee_caps_pick_as_python(browser, chance_page):
     time.sleep(0.3)
     want, _ = _python_knee(data, {ek: cap})
     note = browser.execute_script("return document.getElementById('knee-note').textContent")
-    assert f"id {want} " in note and f"--pick knee:{ek}<={cap!r}" in note, note
+    assert f"id {want} " in note and f"--pick 'knee:{ek}<={cap!r}'" in note, note
     assert browser.execute_script(KNEES_JS)[0] == [[want]]
     browser.find_element("id", "knee-caps").screenshot(str(ARTIFACTS / "front-knee-caps.png"))
     browser.execute_script("fedevoCaps({})")
@@ -416,4 +416,113 @@ def test_export_csv_and_json_hold_the_selected_rows(browser, tmp_path_factory):
     assert sorted(r["id"] for r in got) == ids and set(got[0]) == set(cols)
     assert next(r for r in got if r["id"] == inf_ids[0])["eps"] == "inf"
     assert all(r["error"] == pytest.approx(float(ok[r["id"]]["error"]), rel=1e-12) for r in got)
+    no_network_and_no_errors(browser)
+
+
+DIMMED_JS = """
+// what plotly draws for the caps: per id, whether its marker (3D, each projection) and its line (parallel) has the
+// colour value below the scale (drawn grey), the ids of the rings, the rows of the Pareto table greyed, its marks
+const g3 = document.getElementById('front3d'), g2 = document.getElementById('projections');
+const gp = document.getElementById('parallel');
+const out = {views: {}, rings: {}};
+[['3d', g3], ['2d', g2]].forEach(([name, gd]) => gd._fullData.forEach(t => {
+  if (t.meta === 'evaluations') {
+    const key = name + (t.xaxis || '');
+    out.views[key] = out.views[key] || {};
+    Array.from(t.customdata).forEach((id, j) => { out.views[key][id] = t.marker.color[j] <= t.marker.cmin; });
+  }
+  if (t.meta === 'mark') out.rings[name + ':' + t.name + (t.xaxis || '')] = Array.from(t.customdata);
+}));
+const pl = gp._fullData[0].line;
+out.views.parallel = {};
+FEDEVO.rows.forEach((r, i) => { out.views.parallel[r.id] = pl.color[i] <= pl.cmin; });
+out.grey = Array.from(document.querySelectorAll('#front-table tbody tr.outside')).map(tr => Number(tr.cells[0].dataset.v));
+const mc = Array.from(document.querySelectorAll('#front-table thead th')).findIndex(th => th.textContent === 'mark');
+out.marks = Object.fromEntries(Array.from(document.querySelectorAll('#front-table tbody tr'))
+  .map(tr => [tr.cells[0].dataset.v, tr.cells[mc].textContent]).filter(x => x[1]));
+out.note = document.getElementById('knee-note').textContent;
+return out;
+"""
+
+
+def _pick_ids(data, spec):
+    from fedevo.errors import FedevoError
+
+    try:
+        return [p.id for p in data.pick(spec)]
+    except FedevoError:
+        return []
+
+
+def test_caps_choose_what_the_command_line_picks_and_dim_the_rest(browser, chance_page):
+    """Issue #36: caps on any objective with "the knee" or "the lowest NAME": the green ring is `fedevo front RUN
+    --pick 'CAPS,lowest-NAME'` (or `knee:CAPS`), the black ring `knee:CAPS`, the red rings `CAPS,lowest-error:2`,
+    the Pareto table's marks follow, and every evaluation outside the caps is drawn grey in the 3D view, in every
+    projection and in the parallel coordinates (its colour value below the scale, as plotly holds it) and greyed in
+    the table; a cap the knee meets leaves it in place, on the page and in `--pick knee:CAPS` alike. Typed into the
+    inputs with the keyboard, the chooser set with the mouse."""
+    from fedevo.searching.rundata import load_run
+
+    page, run_dir, ok_ids, front_ids = chance_page
+    data = load_run(run_dir)
+    ek = data.eps_key
+    open_fresh(browser, page)
+    knee = _pick_ids(data, "knee")[0]
+    krow = next(r for r in data.front if r["id"] == knee)
+    eps = sorted(r[ek] for r in data.front if math.isfinite(r[ek]))
+    comm = sorted(r["comm"] for r in data.front)
+    cases = [({ek: krow[ek]}, "knee"), ({ek: krow[ek] * 1.01, "comm": krow["comm"]}, "knee"),
+             ({"error": krow["error"]}, "knee"), ({ek: eps[len(eps) // 3]}, "knee"),
+             ({ek: eps[len(eps) // 3], "comm": comm[len(comm) // 2]}, "lowest-error"),
+             ({ek: eps[len(eps) // 2]}, "lowest-comm"), ({"comm": comm[len(comm) // 3]}, f"lowest-{ek}"),
+             ({}, "lowest-error")]
+    rows = {r["id"]: r for r in data.ok_rows}
+    for caps, mode in cases:
+        res = browser.execute_script("const r = fedevoCaps(arguments[0], arguments[1]); "
+                                     "return {chosen: r.chosen ? r.chosen.id : null, spec: r.spec};", caps, mode)
+        terms = [f"{k}<={v!r}" for k, v in caps.items()]
+        spec = ("knee:" + ":".join(terms) if terms else "knee") if mode == "knee" else ",".join(terms + [mode])
+        want = _pick_ids(data, spec)
+        assert [res["chosen"]] == want[:1], (caps, mode, res, want)
+        if mode == "knee" and all(krow[k] <= v for k, v in caps.items()):
+            assert want == [knee], (caps, want)  # the command line keeps the knee ...
+        got = browser.execute_script(DIMMED_JS)
+        if mode == "knee" and all(krow[k] <= v for k, v in caps.items()):
+            assert got["rings"]["3d:knee"] == [knee]  # ... and so does the page
+        kspec = "knee:" + ":".join(terms) if terms else "knee"
+        want_knee = _pick_ids(data, kspec)
+        low2 = _pick_ids(data, ",".join(terms + ["lowest-error:2"]))
+        for view in ("3d:", "2d:x", "2d:x2", "2d:x3"):
+            v = view.split(":")[0] + ":"
+            x = view.split(":")[1]
+            assert got["rings"][f"{v}knee{x}"] == want_knee, (view, got["rings"])
+            assert sorted(got["rings"][f"{v}lowest error ×2{x}"]) == sorted(low2), (view, got["rings"])
+            assert got["rings"][f"{v}chosen{x}"] == want[:1], (view, got["rings"])
+        inside = {i for i, r in rows.items() if all(r[k] <= v for k, v in caps.items())}
+        for name, dimmed in got["views"].items():
+            assert {int(i) for i, d in dimmed.items() if d} == (set(rows) - inside if caps else set()), (name, caps)
+        assert set(got["grey"]) == ({r["id"] for r in data.front} - inside if caps else set())
+        knee_marked = [int(i) for i, m in got["marks"].items() if "knee" in m]
+        assert knee_marked == want_knee, (got["marks"], want_knee)
+        if want:
+            # the page's own spec (its caps in the objectives' order) picks the same, and the note gives it
+            assert _pick_ids(data, res["spec"])[:1] == want[:1], res
+            assert f"Chosen: id {want[0]} " in got["note"], got["note"]
+            assert (f"--pick '{res['spec']}'" in got["note"] or f"--pick {res['spec']} " in got["note"]), got["note"]
+    # typed with the keyboard, the chooser with the mouse
+    browser.execute_script("fedevoCaps({}, 'knee')")
+    box = browser.find_element("id", f"cap-{ek}")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", box)
+    box.send_keys(repr(eps[len(eps) // 3]))
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element("id", "choose-by")).select_by_value("lowest-error")
+    time.sleep(0.3)
+    want = _pick_ids(data, f"{ek}<={eps[len(eps) // 3]!r},lowest-error")
+    got = browser.execute_script(DIMMED_JS)
+    assert got["rings"]["3d:chosen"] == want[:1] and f"Chosen: id {want[0]} " in got["note"]
+    browser.execute_script("document.getElementById('projections').scrollIntoView()")
+    time.sleep(0.4)
+    browser.save_screenshot(str(ARTIFACTS / "front-caps-dimmed.png"))
+    browser.execute_script("fedevoCaps({}, 'knee')")
     no_network_and_no_errors(browser)

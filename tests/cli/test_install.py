@@ -76,3 +76,20 @@ def test_ci_runs_the_readme_test_command_in_a_fresh_venv():
     assert cmd in readme and cmd in ci
     assert "python3 -m venv" in ci and "system-site-packages" not in ci
     assert ci.index("python3 -m venv") < ci.index(cmd)
+
+
+def test_torch_is_a_range_the_installed_versions_satisfy():
+    """setup.cfg declares the torch / torchvision versions fedevo supports as ranges, never one exact version (which
+    would refuse every other PyTorch beside it), and the installed ones, which the suite tests, lie in them."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    reqs = {_name(ln): Requirement(ln) for ln in _requirement_lines(cfg["options"]["install_requires"])}
+    for dist in ("torch", "torchvision"):
+        spec = reqs[dist].specifier
+        assert not any(s.operator in ("==", "===") for s in spec), f"{dist} is pinned: {spec}"
+        assert any(s.operator in (">=", ">") for s in spec) and any(s.operator in ("<", "<=") for s in spec), spec
+        installed = Version(metadata.version(dist)).release  # 2.14.1+cu130 -> (2, 14, 1)
+        assert spec.contains(".".join(map(str, installed))), f"installed {dist} {installed} is outside {spec}"

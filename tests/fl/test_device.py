@@ -356,10 +356,10 @@ def test_ray_task_without_gpus_hides_them(monkeypatch):
     from fedevo.searching.runner import _ray_task
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    kind, res = _ray_task(None, _env_seen, {}, 0, {}, 1, 0.0)
+    kind, res, _ = _ray_task(None, _env_seen, {}, 0, {}, 1, 0.0)
     assert (kind, res.message) == ("ok", "''")
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"
-    kind, res = _ray_task(None, _env_seen, {}, 0, {}, 1, 0.25)  # Ray set it to the task's GPU: left alone
+    kind, res, _ = _ray_task(None, _env_seen, {}, 0, {}, 1, 0.25)  # Ray set it to the task's GPU: left alone
     assert res.message == "'0,1'"
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     _ray_task(None, _env_seen, {}, 0, {}, 1, 0.0)

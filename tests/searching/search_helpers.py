@@ -74,5 +74,17 @@ def without(rows, *cols):
     return [{k: v for k, v in r.items() if k not in cols} for r in rows]
 
 
+def unchain(run_dir: Path) -> None:
+    """Make a run's evaluations.csv what a version before the hash chain wrote (its last column dropped)."""
+    import csv
+    import io
+
+    p = Path(run_dir) / "evaluations.csv"
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(r[:-1] for r in csv.reader(io.StringIO(p.read_text())))
+    assert p.read_text().splitlines()[0].endswith(",chain")
+    p.write_text(buf.getvalue())
+
+
 def by_id(rows):
     return sorted(rows, key=lambda r: int(r["id"]))

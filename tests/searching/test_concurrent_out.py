@@ -43,8 +43,8 @@ def test_second_search_refused_first_runs_on(tmp_path, monkeypatch):
     first.run(fedevo.searching.settings.Runtime(workers=0))
     lone = fedevo.search(str(toy_problem_file(tmp_path)), pop=4, gen=2, seed=0, workers=0,
                          out=tmp_path / "lone", evaluator=FAKE, page=False)
-    assert without(read_csv(out / "evaluations.csv"), "wall_s") == \
-        without(read_csv(lone.path / "evaluations.csv"), "wall_s")
+    assert without(read_csv(out / "evaluations.csv"), "wall_s", "chain") == \
+        without(read_csv(lone.path / "evaluations.csv"), "wall_s", "chain")
 
 
 def test_a_run_in_another_process_hands_is_not_removed(tmp_path):

@@ -62,8 +62,8 @@ def test_disk_full_mid_search_is_one_line_and_resumable(tmp_path, monkeypatch, c
     monkeypatch.undo()
     code, _, stderr = _cli(capsys, "resume", out, "--workers", 0, "--quiet")
     assert code in (0, None), stderr
-    assert without(read_csv(out / "evaluations.csv"), "wall_s") == without(read_csv(lone / "evaluations.csv"),
-                                                                           "wall_s")
+    assert without(read_csv(out / "evaluations.csv"), "wall_s", "chain") == \
+        without(read_csv(lone / "evaluations.csv"), "wall_s", "chain")
     assert (out / "front.csv").read_text() == (lone / "front.csv").read_text()
 
 

@@ -105,7 +105,7 @@ def test_resume_after_a_kill_mid_promotion_gives_the_same_front(tmp_path, monkey
         s = resume(out, SERIAL)
         assert s.complete and s.reused == n % 13  # the rows of the generation that was running
         assert read_csv(out / "front.csv") == read_csv(ref / "front.csv")
-        strip = lambda rows: [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]  # noqa: E731
+        strip = lambda rows: [{k: v for k, v in r.items() if k not in ("wall_s", "chain")} for r in rows]  # noqa: E731
         assert strip(read_csv(out / "evaluations.csv")) == strip(read_csv(ref / "evaluations.csv"))
         assert not list((out / "states").iterdir())
 
@@ -184,7 +184,40 @@ def test_ray_workers_carry_the_states_and_give_the_serial_front(tmp_path):
     serial, ray = tmp_path / "serial", tmp_path / "ray"
     search(settings(gen=2), serial, SERIAL)
     search(settings(gen=2), ray, Runtime(workers=2))
-    strip = lambda rows: sorted(({k: v for k, v in r.items() if k != "wall_s"} for r in rows),  # noqa: E731
+    strip = lambda rows: sorted(({k: v for k, v in r.items() if k not in ("wall_s", "chain")}  # noqa: E731
+                                 for r in rows),
                                 key=lambda r: (int(r["id"]), int(r["rung"])))  # Ray logs in completion order
     assert strip(read_csv(ray / "evaluations.csv")) == strip(read_csv(serial / "evaluations.csv"))
     assert strip(read_csv(ray / "front.csv")) == strip(read_csv(serial / "front.csv"))
+
+
+@pytest.mark.parametrize("damage", ["flipped", "truncated", "swapped", "headerless"])
+def test_a_corrupted_state_is_refused_before_it_is_continued(tmp_path, monkeypatch, damage):
+    """Issue 35: states under RUN/states/ are checked against the SHA-256 saved with them; a damaged one is
+    refused with one line naming it (a swapped one: another individual's state under this one's name)."""
+    out = tmp_path / "run"
+    search_fakes.ContinuingFake.calls = 0
+    monkeypatch.setenv("FAKE_RAISE_AFTER", "10")  # killed after rung 1's first row: promoted states wait
+    with pytest.raises(search_fakes.Killed):
+        search(settings(), out, SERIAL)
+    monkeypatch.delenv("FAKE_RAISE_AFTER")
+    rows = read_csv(out / "evaluations.csv")
+    states = sorted((out / "states").iterdir())
+    assert len(states) >= 2
+    victim = next(p for p in states if not any(r["id"] == str(int(p.name.split("-")[1])) and r["rung"] == "1"
+                                               for r in rows))  # one still to be continued
+    data = victim.read_bytes()
+    if damage == "flipped":
+        data = data[:-5] + bytes([data[-5] ^ 1]) + data[-4:]
+    elif damage == "truncated":
+        data = data[: len(data) // 2]
+    elif damage == "swapped":
+        data = next(p for p in states if p != victim).read_bytes()
+    else:
+        data = data.split(b"\n", 1)[1]
+    victim.write_bytes(data)
+    before = (out / "evaluations.csv").read_bytes()
+    r = run_cli("resume", out, "--workers", "0", "--quiet")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"fedevo: error: {victim} is corrupt ("), r.stderr
+    assert (out / "evaluations.csv").read_bytes() == before  # nothing continued from it

@@ -75,8 +75,8 @@ def test_rows_after_the_checkpoint_and_a_torn_row_are_not_damage(finished, tmp_p
     (d / "evaluations.csv").write_text(text[:-20])  # and in the middle of writing its last row
     assert len(load_run(d).rows) == 11
     fedevo.resume(d, workers=0, page=False)
-    assert without(read_csv(d / "evaluations.csv"), "wall_s") == without(read_csv(finished / "evaluations.csv"),
-                                                                         "wall_s")
+    assert without(read_csv(d / "evaluations.csv"), "wall_s", "chain") == \
+        without(read_csv(finished / "evaluations.csv"), "wall_s", "chain")
     assert (d / "front.csv").read_text() == (finished / "front.csv").read_text()
 
 
@@ -114,3 +114,80 @@ def test_a_generation_ending_while_the_run_is_read_is_not_damage(finished, tmp_p
 
     assert len(checked_rows(d, read_while_generation_3_ends)) == 8
     assert len(load_run(d).rows) == 12  # the next read sees it all
+
+
+# ---------------------------------------------------------------- the hash chain (issue #35): every row, to the last
+def _refused_everywhere(d, match):
+    """One `fedevo: error:` line from every reader and from resume."""
+    with pytest.raises(FedevoError, match=match):
+        load_run(d)
+    with pytest.raises(FedevoError, match=match):
+        fedevo.resume(d, workers=0, page=False)
+    for cmd in (["front", d], ["plot", d], ["retrain", d, "--rounds", "1"], ["audit", d, "--pick", "knee"]):
+        r = run_cli(*cmd)
+        assert r.returncode == 2, (cmd, r.stdout, r.stderr)
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("fedevo: error:"), (cmd, r.stderr)
+        assert "Traceback" not in r.stderr and __import__("re").search(match, r.stderr), (cmd, r.stderr)
+    assert not (d / "front.html").exists()
+
+
+def test_a_row_appended_by_hand_is_refused(finished, tmp_path):
+    """A forged row (error 0.0001, the next id) appended to a finished run would be the whole front."""
+    d = _copy(finished, tmp_path / "forged")
+    lines = _lines(d / "evaluations.csv")
+    rows = read_csv(d / "evaluations.csv")
+    forged = lines[-1].replace(f"{rows[-1]['id']},", f"{len(rows)},", 1).replace(rows[-1]["error"], "0.0001", 1)
+    (d / "evaluations.csv").write_text("".join(lines) + forged)
+    _refused_everywhere(d, rf"evaluations.csv: line {len(lines) + 1} breaks the log's hash chain")
+
+
+def test_the_last_row_edited_after_a_kill_between_checkpoints_is_refused(finished, tmp_path):
+    """Rows after the newest checkpoint are covered too: an edited last row would steer the resumed search."""
+    d = _copy(finished, tmp_path / "last")
+    (d / "checkpoints" / "gen-0003.pkl").unlink()  # killed during generation 3, after its last row
+    lines = _lines(d / "evaluations.csv")
+    rows = read_csv(d / "evaluations.csv")
+    lines[-1] = lines[-1].replace(rows[-1]["error"], repr(float(rows[-1]["error"]) / 3), 1)
+    (d / "evaluations.csv").write_text("".join(lines))
+    _refused_everywhere(d, rf"evaluations.csv: line {len(lines)} breaks the log's hash chain")
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "removed"])
+def test_a_row_edited_or_removed_anywhere_is_named(finished, tmp_path, where):
+    d = _copy(finished, tmp_path / where)
+    for ck in (d / "checkpoints").glob("gen-000[123].pkl"):
+        ck.unlink()  # no checkpoint counts the rows: the chain alone tells
+    lines = _lines(d / "evaluations.csv")
+    k = 1 if where == "first" else next(i for i in range(len(lines) // 2, len(lines)) if ",ok," in lines[i])
+    if where == "removed":
+        del lines[k]
+    else:
+        edited = lines[k].replace(",ok,", ",diverged,", 1)
+        assert edited != lines[k]
+        lines[k] = edited
+    (d / "evaluations.csv").write_text("".join(lines))
+    with pytest.raises(FedevoError, match=rf"line {k + 1} breaks the log's hash chain"):
+        load_run(d)
+
+
+def test_an_edited_run_json_is_refused(finished, tmp_path):
+    d = _copy(finished, tmp_path / "json")
+    meta = (d / "run.json").read_text()
+    (d / "run.json").write_text(meta.replace('"created": "', '"created": "1', 1))
+    with pytest.raises(FedevoError, match=r"line 2 breaks the log's hash chain \(run.json was changed, or"):
+        load_run(d)
+
+
+def test_a_run_made_before_the_chain_still_reads_and_resumes(finished, tmp_path):
+    from .search_helpers import unchain
+
+    d = _copy(finished, tmp_path / "old")
+    (d / "checkpoints" / "gen-0003.pkl").unlink()
+    unchain(d)
+    lines = _lines(d / "evaluations.csv")
+    (d / "evaluations.csv").write_text("".join(lines[:-2]))  # killed during generation 3
+    assert len(load_run(d).rows) == 10
+    fedevo.resume(d, workers=0, page=False)
+    assert not _lines(d / "evaluations.csv")[0].rstrip().endswith(",chain")  # appended to as it was: unchained
+    assert without(read_csv(d / "evaluations.csv"), "wall_s") == \
+        without(read_csv(finished / "evaluations.csv"), "wall_s", "chain")

@@ -17,7 +17,7 @@ from fedevo.searching.settings import eval_seed
 from fedevo.searching.runner import Task, failed_result
 
 from . import search_fakes
-from .search_helpers import by_id, dominates, objectives, read_csv, toy_problem_file, without
+from .search_helpers import by_id, dominates, objectives, read_csv, toy_problem_file, unchain, without
 
 SERIAL = Runtime(workers=0)
 
@@ -79,7 +79,7 @@ def test_run_directory_holds_everything(tmp_path):
 def test_same_seed_same_front_other_seed_other_population(tmp_path):
     a, b, c = (run_fake(tmp_path / n, seed=s) for n, s in (("a", 7), ("b", 7), ("c", 8)))
     ra, rb, rc = (read_csv(tmp_path / n / "evaluations.csv") for n in "abc")
-    assert without(ra, "wall_s") == without(rb, "wall_s")
+    assert without(ra, "wall_s", "chain") == without(rb, "wall_s", "chain")
     assert (tmp_path / "a" / "front.csv").read_text() == (tmp_path / "b" / "front.csv").read_text()
     genes = lambda rows: [tuple(r[g] for g in ("layers", "units", "lr", "sigma")) for r in rows if r["generation"] == "1"]  # noqa: E731
     assert genes(ra) == genes(rb)
@@ -144,7 +144,7 @@ def test_resume_after_a_crash_reuses_logged_evaluations(tmp_path, monkeypatch):
     s = resume(b, SERIAL)
     assert s.complete and s.evaluations == 24 and s.reused == 11
     assert sorted(calls.read_text().split()) == sorted(r["seed"] for r in missing)
-    assert by_id(without(read_csv(b / "evaluations.csv"), "wall_s")) == by_id(without(rows, "wall_s"))
+    assert by_id(without(read_csv(b / "evaluations.csv"), "wall_s", "chain")) == by_id(without(rows, "wall_s", "chain"))
     for f in ("front.csv", "hypervolume.csv"):
         assert (a / f).read_text() == (b / f).read_text(), f
 
@@ -203,6 +203,9 @@ def test_inconsistent_log_is_detected(tmp_path):
     i = next(k for k, r in enumerate(rows) if r["generation"] == "2")
     text[1 + i] = text[1 + i].replace(f",{rows[i]['units']},", f",{int(rows[i]['units']) % 100 + 17},", 1)
     (out / "evaluations.csv").write_text("".join(text))
+    with pytest.raises(FedevoError, match=rf"line {2 + i} breaks the log's hash chain"):  # issue 35: the chain
+        resume(out, SERIAL)
+    unchain(out)  # a log written before the chain: the resumed search tells the row from what it asks
     with pytest.raises(FedevoError, match="does not match"):
         resume(out, SERIAL)
 
@@ -258,7 +261,7 @@ def test_ray_workers_give_the_same_front_as_serial(tmp_path, monkeypatch):
     run_fake(tmp_path / "ray", seed=5, gen=2, evaluator=search_fakes.fake_flaky, runtime=Runtime(workers=2))
     rs, rr = (read_csv(tmp_path / n / "evaluations.csv") for n in ("serial", "ray"))
     assert [r["id"] for r in rr] != sorted((r["id"] for r in rr), key=int)  # really recorded as they finished
-    strip = lambda rows: by_id(without(rows, "wall_s", "message"))  # noqa: E731 (tracebacks name other frames)
+    strip = lambda rows: by_id(without(rows, "wall_s", "chain", "message"))  # noqa: E731 (tracebacks name other frames)
     assert strip(rs) == strip(rr)
     assert (tmp_path / "serial" / "front.csv").read_text() == (tmp_path / "ray" / "front.csv").read_text()
 

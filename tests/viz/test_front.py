@@ -34,7 +34,7 @@ def evaluation_traces(fig):
 
 def test_plot_cli_writes_one_self_contained_page(real_run, capsys):
     (real_run / "front.html").unlink(missing_ok=True)
-    code, out, err = cli(["plot", str(real_run)], capsys)
+    code, out, err = cli(["plot", str(real_run), "--plotly-js", "embed"], capsys)
     assert code in (0, None), err
     page = (real_run / "front.html").read_text()
     assert str(real_run / "front.html") in out
@@ -73,7 +73,7 @@ def test_every_ok_evaluation_is_one_point_with_full_hover(real_run):
     labels = [d.label for d in par.data[0].dimensions]
     assert [lab.split(" (")[0] for lab in labels[:len(data.gene_names)]] == list(data.gene_names)
     assert "error" in labels and "comm" in labels and any(lab.startswith("ε") for lab in labels)
-    assert "sigma (log10)" in labels  # digits_mlp declares sigma log = true; drawn as log10, no snapping ticks
+    assert "sigma (log)" in labels  # digits_mlp declares sigma log = true; drawn as log10 (labelled in units by the page), no snapping ticks
     assert not [d.label for d in par.data[0].dimensions if d.tickvals and d.label != "Pareto"]
 
 
@@ -99,8 +99,10 @@ def test_infinite_eps_capped_and_failed_listed(fake_run):
 
 
 def test_write_front_html_api(fake_run, tmp_path):
-    p = write_front_html(fake_run, tmp_path / "x.html")
+    p = write_front_html(fake_run, tmp_path / "x.html", plotly="embed")
     assert p == tmp_path / "x.html" and p.stat().st_size > 3_000_000
+    p = write_front_html(fake_run, tmp_path / "y.html")  # the default: plotly.js shared beside the page
+    assert p.stat().st_size < 1_000_000 and list(tmp_path.glob("plotly-*.min.js"))
     assert write_front_html(str(fake_run)) == fake_run / "front.html"
 
 
@@ -197,26 +199,34 @@ def test_mechanism_gene_is_shown_per_point_not_as_fixed(tmp_path):
             assert f"mechanism = {data.by_id[i]['mechanism']}" in text
 
 
-def test_shared_plotly_written_once_beside_the_runs(fake_run, tmp_path, capsys):
+def test_a_runs_pages_share_one_plotly_beside_them_by_default(fake_run, tmp_path, capsys):
+    """Issue #36: `fedevo plot RUN` writes plotly.js once beside the run's pages (RUN/plotly-VERSION.min.js), which
+    front.html and importance.html load; `--plotly-js embed` still writes one self-contained page; the search's
+    live rewrite keeps each page's choice."""
     import shutil
+
+    from fedevo.viz.live import LivePage
 
     runs = tmp_path / "runs"
     a, b = runs / "a", runs / "b"
     shutil.copytree(fake_run, a)
     shutil.copytree(fake_run, b)
-    for d in (a, b):
-        code, out, err = cli(["plot", str(d), "--plotly-js", "shared"], capsys)
-        assert code in (0, None), err
-    js = list(runs.glob("plotly-*.min.js"))
+    for p in list(a.glob("*.html")) + list(a.glob("plotly-*.js")) + list(b.glob("*.html")) + list(b.glob("plotly-*.js")):
+        p.unlink()
+    code, out, err = cli(["plot", str(a)], capsys)
+    assert code in (0, None), err
+    js = list(a.glob("plotly-*.min.js"))
     assert len(js) == 1 and js[0].stat().st_size > 3_000_000
-    page = (a / "front.html").read_text()
-    assert f'<script src="../{js[0].name}"' in page and len(page) < 1_000_000
-    # the live rewrite keeps the page's choice
-    from fedevo.viz.live import LivePage
-
-    data = load_run(a)
-    LivePage().on_generation(data.generations, data)
+    for name in ("front.html", "importance.html"):
+        page = (a / name).read_text()
+        assert f'<script src="{js[0].name}"' in page and len(page) < 1_000_000, name
+    LivePage().on_generation(load_run(a).generations, load_run(a))
     assert len((a / "front.html").read_text()) < 1_000_000
+    code, out, err = cli(["plot", str(b), "--plotly-js", "embed"], capsys)
+    assert code in (0, None), err
+    assert not list(b.glob("plotly-*.min.js")) and len((b / "front.html").read_text()) > 3_000_000
+    LivePage().on_generation(load_run(b).generations, load_run(b))  # the live rewrite keeps the page embedded
+    assert len((b / "front.html").read_text()) > 3_000_000 and not list(b.glob("plotly-*.min.js"))
     code, _, err = cli(["plot", str(a), "--plotly-js", "cdn"], capsys)
     assert code == 2 and "--plotly-js must be embed or shared" in err
 

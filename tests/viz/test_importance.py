@@ -118,7 +118,9 @@ def test_the_search_and_fedevo_plot_write_the_page(driven_run, tmp_path, capsys)
     page = (driven_run / "importance.html").read_text()  # written at the end of the search
     for div in ("importance", "slices", "hypervolume"):
         assert f'id="{div}"' in page
-    assert '<a href="front.html">' in page and "<script src=" not in page
+    # the search's pages share one plotly.js beside them (issue #36)
+    assert '<a href="front.html">' in page and '<script src="plotly-' in page
+    assert list(driven_run.glob("plotly-*.min.js")) and '<script src="plotly-' in (driven_run / "front.html").read_text()
     (driven_run / "importance.html").unlink()
     code, out, err = cli(["plot", str(driven_run)], capsys)
     assert code in (0, None), err

@@ -1,0 +1,271 @@
+"""User code runs contained (issue #35): whatever an evaluator or a model factory does, it ends as *that*
+evaluation's result, never as the search's.
+
+* **Output.** What user code prints (Python's ``sys.stdout``) is captured per evaluation and written to the run's
+  ``user.log`` (:class:`UserLog`), never to fedevo's stdout: the progress lines stay fedevo's, and
+  ``fedevo evaluate --json`` prints its one object.
+* **Exits.** ``sys.exit(...)`` (any code) and a ``KeyboardInterrupt`` *raised by user code* end that evaluation
+  (:class:`UserExit`, status ``failed`` with its message). A real Ctrl-C still stops the search resumable: the
+  SIGINT handler installed by :func:`watch_interrupts` sets a flag first, and :func:`real_interrupt` reads it
+  (SIGTERM: :class:`fedevo.errors.Terminated`).
+* **Results.** An ``ok`` result's objectives must lie in their valid ranges (:func:`out_of_range`, from the
+  registered objectives' ``lower`` / ``upper``); one that does not is the evaluator's error, marked ``failed``.
+* **Time.** With a time limit (``--eval-timeout S``, a problem file's ``eval_timeout``) an evaluation runs in a
+  child process (:class:`Child`: started once, reused, killed and started again when an evaluation overruns or
+  dies). Only a process can be stopped whatever it does: a thread stuck in ``time.sleep(1e9)`` or a C loop cannot
+  be. The child is a plain ``python -m`` process (not multiprocessing's spawn, which would import the caller's
+  ``__main__`` again); the work travels with cloudpickle.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import math
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..usercode import (UserExit, call_user, captured_stdout, real_interrupt,  # noqa: F401  (re-exported)
+                        stdout_to_stderr, watch_interrupts)
+
+
+class UserLog:
+    """RUN/user.log: each evaluation's output under a header naming it (nothing when it printed nothing).
+
+    In this process (:meth:`evaluation`) file descriptor 1 points at the log while the evaluation runs, so that
+    output written below Python (C code, os.write) lands there too; what Python's sys.stdout received (captured
+    by the runner, as on Ray or in the child process) is appended by :meth:`write`. Without a run directory the
+    output goes to stderr."""
+
+    NAME = "user.log"
+
+    def __init__(self, run_dir: Optional[os.PathLike]):
+        self.path = Path(run_dir) / self.NAME if run_dir is not None else None
+
+    @contextlib.contextmanager
+    def evaluation(self, label: str):
+        """Inside: fd 1 appends to the log, under the evaluation's header (removed again if nothing came)."""
+        if self.path is None:
+            with stdout_to_stderr():
+                yield
+            return
+        sys.stdout.flush()
+        with open(self.path, "ab") as fh:
+            start = fh.tell()
+            fh.write(f"--- {label} ---\n".encode())
+            fh.flush()
+            head = fh.tell()
+            saved = os.dup(1)
+            try:
+                os.dup2(fh.fileno(), 1)
+                yield
+            finally:
+                sys.stdout.flush()
+                os.dup2(saved, 1)
+                os.close(saved)
+                fh.seek(0, os.SEEK_END)
+                if fh.tell() == head:  # nothing was written: no header either
+                    fh.truncate(start)
+        self._label_open = (label, head)
+
+    def write(self, label: str, text: str) -> None:
+        if not text:
+            return
+        if self.path is None:
+            sys.stderr.write(text)
+            return
+        with open(self.path, "a", encoding="utf-8") as fh:
+            if not self._follows(label):
+                fh.write(f"--- {label} ---\n")
+            fh.write(text if text.endswith("\n") else text + "\n")
+
+    _label_open: Optional[tuple] = None
+
+    def _follows(self, label: str) -> bool:
+        """True when the log ends with this evaluation's own header and output (written by `evaluation`)."""
+        opened, self._label_open = self._label_open, None
+        if opened is None or opened[0] != label or self.path is None:
+            return False
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                return fh.tell() >= opened[1]
+        except OSError:
+            return False
+
+
+# ============================================================================ results
+def out_of_range(result) -> Optional[str]:
+    """Why an `ok` result cannot be one (an objective outside the range its registered Objective declares,
+    NaN error, or infinite values where only ε may be infinite: no privacy), or None."""
+    from ..objectives import get, names
+
+    for name in names():
+        obj = get(name)
+        try:
+            v = obj.value(result)
+        except Exception:  # noqa: BLE001 - an objective this result does not carry (another branch's)
+            continue
+        if v is None or math.isnan(v):
+            if name == "error":
+                return "the evaluation's error is undefined (None/NaN) in a result marked ok"
+            continue
+        if math.isinf(v):
+            if obj.log and v > 0:  # ε = inf: no privacy
+                continue
+            return f"the evaluation's {name} is infinite ({v}); {_range(obj)}"
+        if (obj.lower is not None and v < obj.lower) or (obj.upper is not None and v > obj.upper):
+            return f"the evaluation's {name} = {v!r} is out of range; {_range(obj)}"
+    return None
+
+
+def _range(obj) -> str:
+    if obj.upper is None:
+        return f"{obj.name} must be >= {obj.lower:g}" + (" (or inf: no privacy)" if obj.log else "")
+    return f"{obj.name} must lie in [{obj.lower:g}, {obj.upper:g}]"
+
+
+# ============================================================================ a time limit: the child process
+class Timeout(Exception):
+    """An evaluation ran past its time limit (the child running it was killed)."""
+
+
+class ChildDied(Exception):
+    """The child process running an evaluation ended without answering (os._exit, a crash, the kernel)."""
+
+
+_HEADER = struct.Struct("!Q")
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        b = os.read(fd, min(n - got, 1 << 20))
+        if not b:
+            raise EOFError
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
+class Child:
+    """One python process that runs pickled calls one at a time (``python -m fedevo.searching.containment``)."""
+
+    def __init__(self):
+        self.proc: Optional[subprocess.Popen] = None
+
+    def _start(self) -> None:
+        import cloudpickle
+
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # what this process imports, the child can
+        self.proc = subprocess.Popen([sys.executable, "-m", "fedevo.searching.containment"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=env, start_new_session=True)
+        self._send(cloudpickle.dumps(list(sys.path)))
+
+    def _send(self, data: bytes) -> None:
+        self.proc.stdin.write(_HEADER.pack(len(data)) + data)
+        self.proc.stdin.flush()
+
+    def call(self, fn: Callable, args: tuple, timeout: float):
+        """fn(*args) in the child; Timeout after `timeout` s (the child killed), ChildDied if it ends."""
+        import cloudpickle
+
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        try:
+            self._send(cloudpickle.dumps((fn, args)))
+            fd = self.proc.stdout.fileno()
+            deadline = time.monotonic() + timeout
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.close()
+                    raise Timeout(f"the evaluation ran past its time limit of {timeout:g} s and was stopped "
+                                  "(--eval-timeout / eval_timeout)")
+                ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+                if ready:
+                    break
+            (n,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+            answer = cloudpickle.loads(_read_exact(fd, n))
+        except (EOFError, BrokenPipeError):
+            code = self.proc.wait() if self.proc is not None else None
+            self.proc = None
+            raise ChildDied(f"the evaluation's process ended without a result (exit code {code})") from None
+        except BaseException:  # Ctrl-C while waiting: the child goes with the search
+            self.close()
+            raise
+        if isinstance(answer, ChildDied):
+            raise answer
+        return answer
+
+    def close(self) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            with contextlib.suppress(Exception):
+                self.proc.wait(timeout=10)
+            for f in (self.proc.stdin, self.proc.stdout):
+                with contextlib.suppress(OSError):
+                    f.close()
+            self.proc = None
+
+
+_CHILD = Child()  # one per process (the search's, or a Ray worker's), started on first use
+atexit.register(_CHILD.close)
+
+
+def in_child(fn: Callable, args: tuple, timeout: float):
+    """fn(*args) in this process's child, within `timeout` seconds (Timeout / ChildDied otherwise)."""
+    return _CHILD.call(fn, args, timeout)
+
+
+def close_child() -> None:
+    _CHILD.close()
+
+
+def _child_main() -> None:
+    """The child's loop: read (fn, args), answer fn(*args); an exception is answered as itself."""
+    import cloudpickle
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (it kills this process)
+    rfd, wfd = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # C-level output of user code never reaches the pipe
+    (n,) = _HEADER.unpack(_read_exact(rfd, _HEADER.size))
+    sys.path[:] = cloudpickle.loads(_read_exact(rfd, n))
+    while True:
+        try:
+            (n,) = _HEADER.unpack(_read_exact(rfd, _HEADER.size))
+        except EOFError:
+            return
+        data = _read_exact(rfd, n)
+        try:
+            fn, args = cloudpickle.loads(data)
+            answer = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - answered, the parent decides
+            answer = ChildDied(f"{type(e).__name__}: {e}")
+        try:
+            out = cloudpickle.dumps(answer)
+        except Exception as e:  # noqa: BLE001
+            out = cloudpickle.dumps(ChildDied(f"the evaluation's result cannot be sent back: {type(e).__name__}: {e}"))
+        os.write(wfd, _HEADER.pack(len(out)))
+        view = memoryview(out)
+        while view:
+            view = view[os.write(wfd, view):]
+
+
+if __name__ == "__main__":  # the child: run the loop of the module proper (its classes are the parent's)
+    from fedevo.searching.containment import _child_main as main
+
+    main()
+
+
+__all__ = ["Child", "ChildDied", "Timeout", "UserExit", "UserLog", "call_user", "captured_stdout", "close_child",
+           "in_child", "out_of_range", "real_interrupt", "stdout_to_stderr", "watch_interrupts"]

@@ -1,0 +1,125 @@
+"""What a run ran with beyond run.json's text: a fingerprint of the user's data files and code.
+
+run.json freezes the problem file's text and the settings, but a problem names files it does not hold: its data
+(`[data] path`, `test_path`: a file or a folder) and its code (`model = "python:FILE:FUNC"`, `evaluator = ...`,
+`--evaluator`; a "package.module:function" spec names the module's file). :func:`fingerprint` records each one's
+SHA-256 in run.json's ``inputs`` when the run is created (run.json's bytes start evaluations.csv's hash chain, so
+the record is covered too); :func:`check_inputs` recomputes them before a run is continued, and a file that
+changed or is gone is refused with one line naming it: a resumed search never mixes two tasks. fedevo's own code
+(run.json's ``versions``) and the bundled datasets under --data-dir are not fingerprinted; a run made before this
+record (no ``inputs``) is resumed unchecked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional
+
+from ..errors import FedevoError
+
+CHUNK = 1 << 20
+
+
+def _file_digest(path: Path, h) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            n += len(chunk)
+    return n
+
+
+def digest(path: Path) -> tuple[str, int]:
+    """(SHA-256, bytes) of a file, or of a folder: every file below it, by relative name, in name order."""
+    path = Path(path)
+    h = hashlib.sha256()
+    if not path.is_dir():
+        n = _file_digest(path, h)
+        return h.hexdigest(), n
+    total = 0
+    for p in sorted(q for q in path.rglob("*") if q.is_file()):
+        sub = hashlib.sha256()
+        n = _file_digest(p, sub)
+        total += n
+        h.update(f"{p.relative_to(path).as_posix()}\0{n}\0{sub.hexdigest()}\n".encode())
+    return h.hexdigest(), total
+
+
+def _code_file(spec: Optional[str]) -> Optional[Path]:
+    """The file a "python:FILE:FUNC" or "package.module:function" spec runs (None: fedevo's own, or not a
+    file)."""
+    from ..plugins import split_spec
+
+    if not spec:
+        return None
+    try:
+        path, module, _ = split_spec(spec)
+    except FedevoError:
+        return None
+    if path is not None:
+        return Path(path).resolve()
+    mod = sys.modules.get(module)
+    origin = getattr(mod, "__file__", None)
+    if origin is None:
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            return None
+        origin = found.origin if found is not None else None
+    if not origin or not Path(origin).is_file():
+        return None
+    origin = Path(origin).resolve()
+    fedevo_root = Path(__file__).resolve().parents[1]
+    return None if origin.is_relative_to(fedevo_root) else origin
+
+
+def input_files(problem, settings) -> Iterator[tuple[str, Path]]:
+    """(what it is, its path) of every data file and code file the run depends on, each once."""
+    seen: set[Path] = set()
+    spec = getattr(getattr(problem, "data_source", None), "spec", None)
+    found = [("[data] path", getattr(spec, "path", None)), ("[data] test_path", getattr(spec, "test_path", None)),
+             ("model", _code_file(getattr(problem, "model_ref", None))),
+             ("evaluator", _code_file(getattr(problem, "evaluator", None))),
+             ("--evaluator", _code_file(getattr(settings, "evaluator", None)))]
+    for role, p in found:
+        if p is None:
+            continue
+        p = Path(p).resolve()
+        if p not in seen:
+            seen.add(p)
+            yield role, p
+
+
+def fingerprint(problem, settings) -> list[dict[str, Any]]:
+    """What run.json's ``inputs`` records: per file, what it is, its absolute path, SHA-256 and size."""
+    out = []
+    for role, p in input_files(problem, settings):
+        try:
+            sha, n = digest(p)
+        except OSError as e:
+            raise FedevoError(f"cannot read {p} ({role}) to record its fingerprint: {e.strerror or e}") from None
+        out.append({"role": role, "path": str(p), "sha256": sha, "bytes": n})
+    return out
+
+
+def check_inputs(meta: Mapping[str, Any], run_dir: Path) -> None:
+    """FedevoError naming the first file of run.json's ``inputs`` that is gone or changed since the run was made."""
+    for entry in meta.get("inputs") or ():
+        p, role = Path(entry["path"]), entry.get("role", "input")
+        if not p.exists():
+            raise FedevoError(f"{p} ({role}), which run {run_dir} was made with, is gone; restore it to resume "
+                              "(nothing was evaluated)")
+        try:
+            sha, _ = digest(p)
+        except OSError as e:
+            raise FedevoError(f"cannot read {p} ({role}): {e.strerror or e}") from None
+        if sha != entry["sha256"]:
+            raise FedevoError(f"{p} ({role}) changed since run {run_dir} was made (SHA-256 {sha[:12]}… now, "
+                              f"{entry['sha256'][:12]}… then): resuming would mix two tasks; restore it, or start "
+                              "a new search (nothing was evaluated)")
+
+
+__all__ = ["check_inputs", "digest", "fingerprint", "input_files"]

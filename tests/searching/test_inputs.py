@@ -1,0 +1,125 @@
+"""A run records the data and code files it ran with (issue 35): run.json's `inputs` holds their SHA-256, and
+`fedevo resume` refuses with one line naming the file when one changed or is gone between a kill and the resume."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+import fedevo
+from fedevo.errors import FedevoError
+from fedevo.searching.inputs import check_inputs, digest, fingerprint
+from fedevo.searching.rundata import read_run_json
+
+from tests.data.user_data import write_npz
+
+from .search_helpers import read_csv, run_cli, unchain, without
+
+EVALUATOR = "from tests.searching.search_fakes import fake_evaluate as evaluate  # the user's evaluator\n"
+MODEL = """from torch import nn
+
+def make(input_shape, num_classes, hidden=8):
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+"""
+
+PROBLEM = """model = "python:m.py:make"
+[data]
+source = "npz"
+path = "d.npz"
+partition = "natural"
+[train]
+rounds = 2
+epochs = 1
+batch_size = 16
+participation = 1.0
+[genes]
+lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }
+hidden = { type = "int", low = 4, high = 16, default = 8 }
+"""
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """A finished search on the user's .npz data (own model file, own evaluator file), and the same search killed
+    during its last generation (its newest checkpoint gone: resume has work to do)."""
+    tmp = tmp_path_factory.mktemp("inputs")
+    write_npz(tmp / "d.npz")
+    (tmp / "ev.py").write_text(EVALUATOR)
+    (tmp / "m.py").write_text(MODEL)
+    prob = tmp / "user.toml"
+    prob.write_text(PROBLEM)
+    run = fedevo.search(str(prob), pop=4, gen=2, seed=2, workers=0, out=tmp / "done", page=False,
+                        evaluator=f"python:{tmp / 'ev.py'}:evaluate")
+    return tmp, run.path
+
+
+def killed(made, name):
+    tmp, done = made
+    d = tmp / name
+    shutil.copytree(done, d)
+    (d / "checkpoints" / "gen-0002.pkl").unlink()
+    return d
+
+
+def test_run_json_records_every_data_and_code_file(made):
+    tmp, done = made
+    meta, prob, settings = read_run_json(done)
+    recorded = {(e["role"], e["path"]): e["sha256"] for e in meta["inputs"]}
+    assert recorded == {("[data] path", str((tmp / "d.npz").resolve())): digest(tmp / "d.npz")[0],
+                        ("model", str((tmp / "m.py").resolve())): digest(tmp / "m.py")[0],
+                        ("--evaluator", str((tmp / "ev.py").resolve())): digest(tmp / "ev.py")[0]}
+    assert fingerprint(prob, settings) == meta["inputs"]
+    check_inputs(meta, done)  # unchanged: nothing to say
+
+
+def test_an_unchanged_run_resumes_as_if_never_stopped(made):
+    tmp, done = made
+    d = killed(made, "same")
+    fedevo.resume(d, workers=0, page=False)
+    assert without(read_csv(d / "evaluations.csv"), "wall_s", "chain") == \
+        without(read_csv(done / "evaluations.csv"), "wall_s", "chain")
+
+
+@pytest.mark.parametrize("which", ["d.npz", "m.py", "ev.py"])
+def test_a_changed_data_or_code_file_is_refused_by_resume(made, which):
+    tmp, _ = made
+    d = killed(made, f"changed-{which}")
+    f = tmp / which
+    before, rows = f.read_bytes(), (d / "evaluations.csv").read_bytes()
+    try:
+        if which == "d.npz":  # the labels shuffled: the same shapes, another task
+            with np.load(f) as z:
+                arrays = dict(z)
+            arrays["y"] = np.random.default_rng(0).permutation(arrays["y"])
+            np.savez(f, **arrays)
+        else:
+            f.write_text(f.read_text() + "# edited\n")
+        r = run_cli("resume", d, "--workers", "0", "--quiet")
+    finally:
+        f.write_bytes(before)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"fedevo: error: {f.resolve()} (")
+    assert "changed since run" in r.stderr and "Traceback" not in r.stderr
+    assert (d / "evaluations.csv").read_bytes() == rows  # nothing evaluated
+
+
+def test_a_file_gone_is_refused(made, tmp_path):
+    tmp, done = made
+    meta = json.loads((done / "run.json").read_text())
+    gone = dict(meta, inputs=[dict(meta["inputs"][0], path=str(tmp_path / "nothing.npz"))])
+    with pytest.raises(FedevoError, match=r"nothing.npz \(\[data\] path\), which run .* was made with, is gone"):
+        check_inputs(gone, done)
+
+
+def test_a_run_made_before_the_record_still_resumes(made):
+    """No `inputs` in run.json (and so no hash chain): resumed unchecked, as before."""
+    d = killed(made, "old")
+    unchain(d)
+    meta = json.loads((d / "run.json").read_text())
+    del meta["inputs"]
+    (d / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
+    fedevo.resume(d, workers=0, page=False)
+    assert len(read_csv(d / "evaluations.csv")) == 8

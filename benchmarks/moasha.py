@@ -85,8 +85,7 @@ from fedevo.problem import load_problem  # noqa: E402
 from fedevo.result import EvaluationResult  # noqa: E402
 from fedevo.searching.evaluator import SIMULATOR  # noqa: E402
 from fedevo.searching.fidelity import ETA, parse_ladder, rung_rounds  # noqa: E402
-from fedevo.searching.front_math import to_search_space  # noqa: E402
-from fedevo.searching.objectives import sanitize  # noqa: E402
+from fedevo.objectives import as_set  # noqa: E402
 from fedevo.searching.rungs import total_rounds  # noqa: E402
 from fedevo.searching.runner import _ray_task, run_one  # noqa: E402
 from fedevo.searching.settings import eval_seed  # noqa: E402
@@ -174,7 +173,7 @@ def row(trial: int, seed: int, params: Mapping[str, Any], k: int, fidelity: floa
 
 def reported(k: int, r: EvaluationResult, eps_key: str) -> dict[str, float]:
     """What MOASHA gets after rung k: (error, comm, log10 ε) as fedevo's search sees them, and the level."""
-    F = to_search_space(sanitize((r.error, r.comm, getattr(r, eps_key))))
+    F = as_set(eps_key).vector_of(r)
     return {LEVEL: ETA ** k, **{m: float(v) for m, v in zip(METRICS, F)}}
 
 

@@ -15,8 +15,8 @@ __version__ = "0.1.0"
 #: public name -> module that defines it (docs/api.md lists exactly these)
 _PUBLIC = {
     "Problem": "problem", "EvaluationResult": "result", "FedevoError": "errors", "ArraySource": "data.sources",
-    **dict.fromkeys(["Run", "audit", "evaluate", "open_run", "pick", "plot", "problems", "resume", "retrain",
-                     "search"], "api"),
+    **dict.fromkeys(["Run", "audit", "evaluate", "hypervolume", "open_run", "pick", "plot", "problems", "resume",
+                     "retrain", "search"], "api"),
 }
 __all__ = sorted(_PUBLIC) + ["__version__"]
 

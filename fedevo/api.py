@@ -175,8 +175,15 @@ class Run:
         return [{**dict(p.row), "picked_by": p.label} for p in self.data.pick(spec)]
 
     def hypervolume(self) -> list[dict[str, Any]]:
-        """The hypervolume of the front after each generation."""
+        """The hypervolume of the front after each generation, normalised by this run's own first generation (its
+        hypervolume.csv): not comparable with another run's; `fedevo.hypervolume([run, other])` is."""
         return self.data.hypervolume()
+
+    @property
+    def objectives(self):
+        """The run's objectives in order (fedevo.objectives.ObjectiveSet: `.names`, each one's label, unit,
+        direction, worst value); every record holds each one's raw value under its name."""
+        return self.data.objectives
 
     def __fspath__(self) -> str:
         return str(self.path)
@@ -189,6 +196,35 @@ def _frame(records: Sequence[Mapping[str, Any]]):
         raise FedevoError("DataFrames need pandas (`pip install pandas`); the records are in .evaluations / "
                           ".front") from None
     return pd.DataFrame.from_records(list(records))
+
+
+def hypervolume(runs: Sequence[RunLike], at: Optional[Sequence[int]] = None) -> list[dict[str, Any]]:
+    """The hypervolume of several runs under ONE normalisation, so that their numbers compare (compare.html's).
+
+    Each run's front (its ok, feasible, non-dominated full-fidelity evaluations) after each generation (`at` None)
+    or after its first n evaluations for each n in `at` (e.g. ``at=[48, 96, 192]``; a run with fewer: all of
+    them), in the search space the runs share (their objectives as the optimiser sees them: log10 ε, a maximised
+    objective negated), normalised by the minimum and range of the ok evaluations of all the runs together whose
+    objectives are all finite; reference point 1.1 in every objective (pymoo's HV). The runs must have the same
+    objectives. Returns a record per run and point: run (its path), generation (None with `at`), evaluations,
+    front_size, hypervolume, and lo_NAME / scale_NAME (the shared normalisation)."""
+    from .searching.front_math import common_hypervolume
+
+    if isinstance(runs, (str, Path, Run)) or not isinstance(runs, Sequence) or not runs:
+        raise FedevoError(f"hypervolume: runs must be a non-empty list of run directories, got {runs!r}")
+    if at is not None and (isinstance(at, (str, bytes)) or not isinstance(at, Sequence) or not at
+                           or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in at)):
+        raise FedevoError(f"hypervolume: at must be a list of evaluation counts >= 1, got {at!r}")
+    datas = [open_run(r).data for r in runs]
+    objs = datas[0].objectives
+    for d in datas[1:]:
+        if d.objectives.names != objs.names:
+            raise FedevoError(f"hypervolume: {datas[0].run_dir} has objectives {', '.join(objs.names)} and "
+                              f"{d.run_dir} {', '.join(d.objectives.names)}: runs compare only on the same objectives")
+    tables, lo, scale = common_hypervolume([(d.rows, d.constraints) for d in datas], objs, at)
+    norm = {**{f"lo_{k}": float(lo[j]) for j, k in enumerate(objs.names)},
+            **{f"scale_{k}": float(scale[j]) for j, k in enumerate(objs.names)}}
+    return [{"run": str(d.run_dir), **rec, **norm} for d, recs in zip(datas, tables) for rec in recs]
 
 
 def _run_path(run: RunLike) -> Path:

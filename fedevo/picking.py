@@ -8,13 +8,16 @@ Grammar of a pick (comma-separated terms; spaces ignored; result in the order wr
     SELECTOR  := knee                the knee of the (filtered) Pareto set, among the solutions clearly
                                      better than chance (see `knee_bar`, `knee_candidates`, `knee_index`)
                | knee:CAP[:CAP...]   the knee re-picked within caps on it alone, e.g. knee:eps<=2,
-                                     knee:eps<=2:comm<=5000 (a CAP is written like a FILTER); the caps
-                                     remove candidates but do not rescale the space the knee is measured in,
-                                     so a cap the knee meets leaves it in place (unlike a FILTER)
-               | lowest-error[:N]    the N (default 1) Pareto solutions with the lowest error
-               | lowest-comm[:N] | lowest-eps[:N] | lowest-eps_paper[:N]
+                                     knee:eps<=2:comm<=5000, knee:NAME<=X (a CAP is written like a FILTER); the
+                                     caps remove candidates but do not rescale the space the knee is measured
+                                     in, so a cap the knee meets leaves it in place (unlike a FILTER)
+               | lowest-NAME[:N]     the N (default 1) Pareto solutions with the lowest NAME: an objective of
+                                     the run (lowest-error, lowest-comm, lowest-eps, lowest-worst_client_error,
+                                     ...) or eps / eps_paper
+               | highest-NAME[:N]    the N with the highest NAME (a maximised objective's best)
                | front               every solution of the (filtered) Pareto set
-    FILTER    := KEY OP NUMBER       KEY: error, comm, eps, eps_paper, accuracy_global; OP: <=, <, >=, >
+    FILTER    := KEY OP NUMBER       KEY: an objective of the run, or error, comm, eps, eps_paper,
+                                     accuracy_global; OP: <=, <, >=, >
                                      e.g. eps<=8, comm<=2000: restricts the Pareto set that every selector
                                      picks from (all filters together, wherever they are written)
 
@@ -27,8 +30,10 @@ below — `RunData.knee_bar`: the error of guessing (1 − 1/classes) minus a ma
 `knee_bar` — solutions with error ≥ the bar, and any whose status is not ok (diverged, failed), are left out
 before the knee is chosen; a front with nothing left has no knee (a FedevoError for ``knee``).
 
-The Pareto set is the run's front (status ok, within the problem's constraints, non-dominated in
-(error, comm, ε) with ε = the problem's `eps_objective`), as written to front.csv.
+The Pareto set is the run's front (status ok, within the problem's constraints, non-dominated in the run's
+objectives: fedevo.objectives, by default error, comm and the problem's `eps_objective`), as written to front.csv.
+Every function takes the run's ObjectiveSet as ``objectives`` (or, as before the objectives list, an ε key:
+error, comm and that ε).
 """
 
 from __future__ import annotations
@@ -43,21 +48,22 @@ import numpy as np
 
 from .errors import FedevoError
 
-FILTER_KEYS = ("error", "comm", "eps", "eps_paper", "accuracy_global")
+FILTER_KEYS = ("error", "comm", "eps", "eps_paper", "accuracy_global")  # besides the run's objectives
 LOWEST_KEYS = ("error", "comm", "eps", "eps_paper")
 OPS = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b, ">": lambda a, b: a > b}
-GRAMMAR = ("a pick is comma-separated terms: an evaluation id (12), knee, lowest-error[:N], lowest-comm[:N], "
-           "lowest-eps[:N], front, or a filter on the Pareto set like eps<=8, comm<=2000, error<=0.2")
+GRAMMAR = ("a pick is comma-separated terms: an evaluation id (12), knee, lowest-NAME[:N] for an objective NAME "
+           "(lowest-error, lowest-comm, lowest-eps, ...), front, or a filter on the Pareto set like eps<=8, "
+           "comm<=2000, error<=0.2")
 
-_FILTER_RE = re.compile(r"^(error|comm|eps_paper|eps|accuracy_global)(<=|>=|<|>)([-+0-9.eE]+|inf)$")
-_LOWEST_RE = re.compile(r"^lowest-(error|comm|eps_paper|eps)(?::(\d+))?$")
+_FILTER_RE = re.compile(r"^([a-z_][a-z0-9_]*)(<=|>=|<|>)([-+0-9.eE]+|inf)$")
+_LOWEST_RE = re.compile(r"^(lowest|highest)-([a-z_][a-z0-9_]*)(?::(\d+))?$")
 _ID_RE = re.compile(r"^(?:id[:=]|#)?(\d+)$")
 
 
 # ============================================================================================ terms
 @dataclass(frozen=True)
 class Term:
-    kind: str  # "id" | "knee" | "lowest" | "front" | "filter"
+    kind: str  # "id" | "knee" | "lowest" | "highest" | "front" | "filter"
     text: str
     id: Optional[int] = None
     key: Optional[str] = None
@@ -65,10 +71,27 @@ class Term:
     op: Optional[str] = None
     value: Optional[float] = None
     caps: tuple = ()  # knee:CAP...: filter Terms that apply to this knee alone
+    maximize: bool = False  # a filter on a maximised objective: a missing value is below every bound
 
 
-def parse_spec(spec: str) -> list[Term]:
-    """Parse a pick; FedevoError (naming the bad term) on anything not in the grammar."""
+def _keys(objectives, base: Sequence[str]) -> dict[str, str]:
+    """{lower-case key: key} of the run's objective names and `base`."""
+    from .objectives import as_set
+
+    return {k.lower(): k for k in dict.fromkeys([*as_set(objectives).names, *base])}
+
+
+def _maximised(objectives) -> frozenset:
+    from .objectives import as_set
+
+    return frozenset(o.name for o in as_set(objectives) if o.maximize)
+
+
+def parse_spec(spec: str, objectives=None) -> list[Term]:
+    """Parse a pick for a run with `objectives` (its ObjectiveSet; None: error, comm, eps); FedevoError (naming the
+    bad term) on anything not in the grammar."""
+    filter_keys, lowest_keys = _keys(objectives, FILTER_KEYS), _keys(objectives, LOWEST_KEYS)
+    up = _maximised(objectives)
     if spec is None or not spec.strip():
         raise FedevoError(f"empty pick; {GRAMMAR}")
     terms = []
@@ -84,33 +107,40 @@ def parse_spec(spec: str) -> list[Term]:
             caps = []
             for c in t[len("knee:"):].split(":"):
                 m = _FILTER_RE.match(c)
-                if not m or m.group(3) in ("nan",):
-                    raise FedevoError(f"pick term {raw.strip()!r}: {c!r} is not a cap like eps<=2 or comm<=5000; "
-                                      f"{GRAMMAR}")
-                caps.append(_filter(t, m))
+                if not m or m.group(3) in ("nan",) or m.group(1) not in filter_keys:
+                    raise FedevoError(f"pick term {raw.strip()!r}: {c!r} is not a cap like eps<=2 or comm<=5000 "
+                                      f"(on {', '.join(filter_keys.values())}); {GRAMMAR}")
+                caps.append(_filter(t, m, filter_keys, up))
             terms.append(Term("knee", t, caps=tuple(caps)))
         elif t in ("front", "pareto", "all"):
             terms.append(Term("front", t))
-        elif m := _LOWEST_RE.match(t):
-            n = int(m.group(2)) if m.group(2) is not None else 1
+        elif (m := _LOWEST_RE.match(t)) and m.group(2) in lowest_keys:
+            n = int(m.group(3)) if m.group(3) is not None else 1
             if n < 1:
                 raise FedevoError(f"pick term {t!r}: N must be >= 1")
-            terms.append(Term("lowest", t, key=m.group(1), n=n))
-        elif m := _FILTER_RE.match(t):
-            terms.append(_filter(t, m))
+            terms.append(Term("lowest" if m.group(1) == "lowest" else "highest", t, key=lowest_keys[m.group(2)], n=n))
+        elif m:
+            raise FedevoError(f"cannot understand pick term {raw.strip()!r}: {m.group(2)!r} is not an objective of this run "
+                              f"({', '.join(lowest_keys.values())})")
+        elif (m := _FILTER_RE.match(t)) and m.group(1) in filter_keys:
+            terms.append(_filter(t, m, filter_keys, up))
+        elif m:
+            raise FedevoError(f"cannot understand pick term {raw.strip()!r}: cannot filter on {m.group(1)!r}; filters take "
+                              f"{', '.join(filter_keys.values())}")
         else:
             raise FedevoError(f"cannot understand pick term {raw.strip()!r}; {GRAMMAR}")
     return terms
 
 
-def _filter(t: str, m: re.Match) -> Term:
+def _filter(t: str, m: re.Match, keys: Mapping[str, str], maximised=frozenset()) -> Term:
     try:
         v = float(m.group(3))
     except ValueError:
         raise FedevoError(f"pick term {t!r}: {m.group(3)!r} is not a number") from None
     if math.isnan(v):
         raise FedevoError(f"pick term {t!r}: NaN is not a bound")
-    return Term("filter", m.group(0), key=m.group(1), op=m.group(2), value=v)
+    key = keys[m.group(1)]
+    return Term("filter", m.group(0), key=key, op=m.group(2), value=v, maximize=key in maximised)
 
 
 # ============================================================================================ helpers
@@ -122,11 +152,14 @@ def _num(v: Any) -> float:
     return math.inf if math.isnan(v) else v
 
 
-def objectives(rows: Sequence[Mapping[str, Any]], eps_key: str = "eps") -> np.ndarray:
-    """(n, 3) array of (error, comm, ε) with inf/NaN/None replaced by the search's worst values."""
-    from .searching.objectives import sanitize
+def objective_matrix(rows: Sequence[Mapping[str, Any]], objectives="eps") -> np.ndarray:
+    """(n, objectives) array of the rows' values with the worst-value rule applied (ObjectiveSet.sanitized_matrix),
+    each minimised (a maximised objective negated)."""
+    from .objectives import as_set
 
-    return np.array([sanitize((r["error"], r["comm"], r[eps_key])) for r in rows], dtype=float).reshape(len(rows), 3)
+    objs = as_set(objectives)
+    sign = np.array([-1.0 if o.maximize else 1.0 for o in objs])
+    return objs.sanitized_matrix(rows) * sign
 
 
 LOG_DECADES = 2.0  # an objective spanning this many decades (or more) is compared on a log scale
@@ -139,7 +172,7 @@ def knee_index(F: np.ndarray, allowed: Optional[Sequence[bool]] = None) -> tuple
     differ in kind, 5000 and 10000 hardly) is replaced by its log10 — the rule front.html uses for its log axes;
     then each objective is normalised to [0, 1] over the set. pymoo's ``HighTradeoffPoints`` (the points whose
     least improvement per unit of deterioration towards their neighbours is an upper-tail outlier) gives the
-    candidates; among several, the one closest to the ideal point (0, 0, 0) is taken. When it finds none (a
+    candidates; among several, the one closest to the ideal point (0, ..., 0) is taken. When it finds none (a
     smooth front, or fewer than 3 points) the fallback is the point closest (Euclidean) to the ideal point on
     the normalised objectives. Ties go to the first row.
 
@@ -217,24 +250,41 @@ def knee_candidates(front: Sequence[Mapping[str, Any]], chance: Optional[float] 
     return [r for r in front if better_than_chance(r, chance)]
 
 
-def knee(front: Sequence[Mapping[str, Any]], eps_key: str = "eps",
-         chance: Optional[float] = None) -> tuple[Mapping[str, Any], str]:
-    """The knee of `front` among its `knee_candidates`; ValueError when none is better than chance."""
+def knee(front: Sequence[Mapping[str, Any]], objectives=None,
+         chance: Optional[float] = None, *, eps_key: str = "eps") -> tuple[Mapping[str, Any], str]:
+    """The knee of `front` among its `knee_candidates` over the run's objectives; ValueError when none is better
+    than chance."""
     cand = knee_candidates(front, chance)
     if not cand:
         raise ValueError("no solution better than chance")
-    i, how = knee_index(objectives(cand, eps_key))
+    i, how = knee_index(objective_matrix(cand, objectives if objectives is not None else eps_key))
     return cand[i], how
 
 
-def lowest(front: Sequence[Mapping[str, Any]], key: str, n: int, eps_key: str = "eps") -> list[Mapping[str, Any]]:
-    """The n rows with the lowest `key`; ties broken by the other objectives, then id."""
-    others = [k for k in ("error", "comm", eps_key) if k != key]
-    return sorted(front, key=lambda r: (_num(r[key]), *(_num(r[k]) for k in others), r["id"]))[:n]
+def lowest(front: Sequence[Mapping[str, Any]], key: str, n: int, objectives=None,
+           highest: bool = False, *, eps_key: str = "eps") -> list[Mapping[str, Any]]:
+    """The n rows with the lowest `key` (the highest with highest=True; None/NaN last either way); ties broken by
+    the other objectives, each towards its better end, then id."""
+    from .objectives import as_set
+
+    def rank(v: Any, high: bool) -> float:  # None/NaN last in either direction
+        if not high:
+            return _num(v)
+        return math.inf if v is None or math.isnan(float(v)) else -float(v)
+
+    others = [o for o in as_set(objectives, eps_key) if o.name != key]
+    return sorted(front, key=lambda r: (rank(r[key], highest), *(rank(r[o.name], o.maximize) for o in others),
+                                        r["id"]))[:n]
 
 
 def apply_filters(front: Sequence[Mapping[str, Any]], filters: Sequence[Term]) -> list[Mapping[str, Any]]:
-    return [r for r in front if all(OPS[f.op](_num(r[f.key]), f.value) for f in filters)]
+    """The rows within every filter; a missing (None/NaN) value is at its objective's worst end: above every bound,
+    below every bound for a maximised objective."""
+    def value(v, f):
+        x = _num(v)
+        return -math.inf if f.maximize and (v is None or math.isnan(float(v))) else x
+
+    return [r for r in front if all(OPS[f.op](value(r[f.key], f), f.value) for f in filters)]
 
 
 def _fmt_range(rows, key) -> str:
@@ -258,14 +308,18 @@ class Pick:
 
 
 def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[str, Any]], *,
-         eps_key: str = "eps", chance: Optional[float] = None) -> list[Pick]:
+         eps_key: str = "eps", chance: Optional[float] = None, objectives=None) -> list[Pick]:
     """The solutions `spec` selects among `rows` (every evaluation) and `front` (the Pareto set).
 
-    `chance`: the error at or above which a solution is no better than chance (never the knee).
+    `chance`: the error at or above which a solution is no better than chance (never the knee). `objectives`: the
+    run's ObjectiveSet (RunData.objectives); None: error, comm and `eps_key`.
 
     Returns them in the order the terms are written, each id once (its reasons merged).
     """
-    terms = parse_spec(spec)
+    from .objectives import as_set
+
+    objectives = as_set(objectives, eps_key)
+    terms = parse_spec(spec, objectives)
     filters = [t for t in terms if t.kind == "filter"]
     selectors = [t for t in terms if t.kind != "filter"]
     if not selectors:
@@ -274,7 +328,7 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
 
     by_id = {int(r["id"]): r for r in rows if is_full(r)}  # a multi-fidelity search's lower rungs are never picked
     lower = {int(r["id"]): r for r in rows if not is_full(r)}
-    needs_front = any(t.kind in ("knee", "lowest", "front") for t in selectors)
+    needs_front = any(t.kind in ("knee", "lowest", "highest", "front") for t in selectors)
     cand = list(front)
     if needs_front:
         if not cand:
@@ -313,18 +367,18 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
             add(r, f"id {t.id}")
         elif t.kind == "knee":
             if t.caps not in knees:
-                knees[t.caps] = _capped_knee(cand, t.caps, eps_key, chance)
+                knees[t.caps] = _capped_knee(cand, t.caps, objectives, chance)
             add(knees[t.caps], t.text if t.caps else "knee")
-        elif t.kind == "lowest":
-            for rank, r in enumerate(lowest(cand, t.key, t.n, eps_key), start=1):
-                add(r, f"lowest-{t.key} #{rank}")
+        elif t.kind in ("lowest", "highest"):
+            for rank, r in enumerate(lowest(cand, t.key, t.n, objectives, highest=t.kind == "highest"), start=1):
+                add(r, f"{t.kind}-{t.key} #{rank}")
         elif t.kind == "front":
             for r in cand:
                 add(r, "Pareto")
     return [Pick(row=r, reasons=tuple(out[int(r["id"])])) for r in order]
 
 
-def _capped_knee(cand, caps: Sequence[Term], eps_key: str, chance: Optional[float]) -> Mapping[str, Any]:
+def _capped_knee(cand, caps: Sequence[Term], objectives, chance: Optional[float]) -> Mapping[str, Any]:
     """The knee of `cand` within `caps`; FedevoError naming the caps (and the closest solution) when none fits."""
     within = apply_filters(cand, caps)
     bar = f" (error < {chance:.3g})" if chance is not None else ""
@@ -344,19 +398,22 @@ def _capped_knee(cand, caps: Sequence[Term], eps_key: str, chance: Optional[floa
     # the caps remove candidates; the space the knee is measured in stays that of every candidate (knee_index)
     every = knee_candidates(cand, chance)
     inside = {id(r) for r in within}
-    i, _ = knee_index(objectives(every, eps_key), allowed=[id(r) in inside for r in every] if caps else None)
+    i, _ = knee_index(objective_matrix(every, objectives), allowed=[id(r) in inside for r in every] if caps else None)
     return every[i]
 
 
-def marks(front: Sequence[Mapping[str, Any]], eps_key: str = "eps", n_lowest: int = 2,
-          chance: Optional[float] = None) -> dict[int, list[str]]:
+def marks(front: Sequence[Mapping[str, Any]], objectives=None, n_lowest: int = 2,
+          chance: Optional[float] = None, *, eps_key: str = "eps") -> dict[int, list[str]]:
     """Marks for displaying a front: the knee (if one is better than chance) and the `n_lowest` lowest-error
     solutions (seed 004's picks)."""
+    from .objectives import as_set
+
+    objectives = as_set(objectives, eps_key)
     out: dict[int, list[str]] = {}
     if not front:
         return out
-    for rank, r in enumerate(lowest(front, "error", n_lowest, eps_key), start=1):
+    for rank, r in enumerate(lowest(front, "error", n_lowest, objectives), start=1):
         out.setdefault(int(r["id"]), []).append(f"lowest-error #{rank}")
     if knee_candidates(front, chance):
-        out.setdefault(int(knee(front, eps_key, chance)[0]["id"]), []).append("knee")
+        out.setdefault(int(knee(front, objectives, chance)[0]["id"]), []).append("knee")
     return out

@@ -37,7 +37,6 @@ DEPLOY_KEYS = schema.deploy_keys()
 GeneType = Literal["int", "real", "choice"]
 GENE_TYPES = get_args(GeneType)
 EPS_OBJECTIVES = ("eps", "eps_paper")
-OBJECTIVES = ("error", "comm", "eps")
 
 
 def privacy_keys() -> tuple[str, ...]:
@@ -142,6 +141,26 @@ class Problem:
     # top-level `fidelity`: the multi-fidelity search's rung ladder as written (a fraction, or fractions ending at
     # 1); checked by the search (fedevo.searching.fidelity.parse_ladder), which alone uses it
     fidelity: Any = None
+    # top-level `objectives`: the names in order (empty: error, comm and `eps_objective`), and the problem file's
+    # own [objective.NAME] definitions (fedevo.objectives.spec); the rest come from fedevo.objectives' registry
+    objectives: tuple[str, ...] = ()
+    objective_defs: tuple = ()
+
+    def objective_set(self):
+        """The problem's objectives in order (:class:`fedevo.objectives.ObjectiveSet`); FedevoError naming an
+        objective that is neither registered nor defined in the problem file."""
+        from .objectives import ObjectiveSet, default_names, registered
+
+        own = {o.name: o for o in self.objective_defs}
+        names = self.objectives or default_names(self.eps_objective)
+        unknown = [n for n in names if n not in own and registered(n) is None]
+        if unknown:
+            from .objectives import names as known
+
+            raise FedevoError(f"problem {self.name!r}: unknown objective {unknown[0]!r}; known: "
+                              f"{', '.join(sorted(known()))} (register yours with fedevo.objectives.register, or "
+                              f"define it in the problem file: [objective.{unknown[0]}] read = \"python:file.py:fn\")")
+        return ObjectiveSet(tuple(own.get(n) or registered(n) for n in names))
     eval_timeout: Optional[float] = None  # top-level `eval_timeout`: seconds one evaluation may take (None: no limit)
 
     @property
@@ -289,10 +308,14 @@ def _gene_from_toml(name: str, spec: Any) -> Gene:
                 default=v.get("default"), choices=tuple(v.get("choices", ())), log=v.get("log", False))
 
 
-def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = None) -> Problem:
-    """Build a Problem from a parsed TOML document; every mistake is a FedevoError naming the key."""
+def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = None,
+                  registered_only: bool = True) -> Problem:
+    """Build a Problem from a parsed TOML document; every mistake is a FedevoError naming the key.
+
+    registered_only=False: an objective name that is neither registered nor defined in the file is taken as it
+    is (a run's reader: run.json records the objectives, the log their values; fedevo.searching.rundata)."""
     if "evaluator" in doc:
-        return _parse_own_evaluator(doc, name=name, path=path)
+        return _parse_own_evaluator(doc, name=name, path=path, registered_only=registered_only)
     _check_top(doc, TOP)
     user_data = "source" in doc.get("data", {})  # the user's data ([data] source, docs/data.md), not `dataset`
     for req in ("model", "genes") + (() if user_data else ("dataset",)):
@@ -344,7 +367,7 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     for g in genes:
         if g.name not in allowed and g.name not in model_kwargs:
             raise FedevoError(f"problem {name!r}: unknown gene {g.name!r}; genes may be {', '.join(sorted(allowed))}")
-    eps_obj, constraints = _objectives(doc, name)
+    eps_obj, constraints, objectives = _objectives(doc, name, path, registered_only)
     model_ref = None
     if user:
         from .plugins import resolve_spec
@@ -358,7 +381,7 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
                    eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path,
                    data_source=data_source, model_ref=model_ref, model_kwargs=model_kwargs,
                    fidelity=tuple(doc["fidelity"]) if isinstance(doc.get("fidelity"), list) else doc.get("fidelity"),
-                   eval_timeout=_eval_timeout(doc))
+                   eval_timeout=_eval_timeout(doc), **objectives)
     config = prob.sim_config()  # validate the defaults once, at load time
     if user:
         probe_model(prob, config)
@@ -368,7 +391,7 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
 # a problem file's top-level keys and their types (the settings' tables are typed by fedevo/schema.py)
 TOP = {"name": str, "description": str, "dataset": str, "model": str, "model_args": dict,
        "eps_objective": Literal["eps", "eps_paper"], "data": dict, "train": dict, "privacy": dict,
-       "deployment": dict, "genes": dict, "constraints": dict,
+       "deployment": dict, "genes": dict, "constraints": dict, "objectives": tuple[str, ...], "objective": dict,
        # the multi-fidelity rung ladder (its values checked by the search: searching/fidelity.parse_ladder)
        "fidelity": Union[float, tuple[float, ...]],
        "eval_timeout": float}  # seconds an evaluation may take (searching/containment.py)
@@ -449,26 +472,77 @@ def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path
     return ud
 
 
-def _objectives(doc: Mapping[str, Any], name: str) -> tuple[str, dict]:
-    """(the ε objective, the constraints) of a problem file, checked."""
+def _objectives(doc: Mapping[str, Any], name: str, path: Optional[str] = None,
+                registered_only: bool = True) -> tuple[str, dict, dict]:
+    """(the ε objective, the constraints, the Problem's objectives fields) of a problem file, checked."""
+    from .objectives import MAX_OBJECTIVES, MIN_OBJECTIVES, names as registered_names
+    from .objectives.builtin import BUILTIN
+    from .objectives.spec import from_table
+
     eps_obj = doc.get("eps_objective", "eps")
     if eps_obj not in EPS_OBJECTIVES:
         raise FedevoError(f"problem {name!r}: eps_objective must be one of {EPS_OBJECTIVES}, got {eps_obj!r}")
+    tables = doc.get("objective", {})
+    defs = []
+    for k, table in tables.items():
+        if k in BUILTIN:
+            raise FedevoError(f"[objective.{k}]: {k!r} is a built-in objective; give yours another name")
+        defs.append(from_table(k, table, problem_path=path))
+    listed = doc.get("objectives")
+    if listed is not None:
+        if not all(isinstance(n, str) for n in listed):
+            raise FedevoError(f"objectives: expected a list of objective names, got {listed!r}")
+        if not MIN_OBJECTIVES <= len(listed) <= MAX_OBJECTIVES:
+            raise FedevoError(f"objectives: a search has {MIN_OBJECTIVES} to {MAX_OBJECTIVES} objectives, got "
+                              f"{len(listed)}")
+        dup = next((n for n in listed if listed.count(n) > 1), None)
+        if dup:
+            raise FedevoError(f"objectives: {dup!r} is listed twice")
+        known = list(dict.fromkeys([*registered_names(), *tables]))
+        for n in listed:
+            if n not in known and registered_only:
+                raise schema.unknown_key("objectives: ", n, known)
+        if "eps_objective" not in doc and "eps_paper" in listed and "eps" not in listed:
+            eps_obj = "eps_paper"
+    unused = [k for k in tables if k not in (listed or ())]
+    if unused:
+        raise FedevoError(f"[objective.{unused[0]}]: defined but not in the objectives list")
+    names = tuple(listed) if listed is not None else ("error", "comm", eps_obj)
+    own = {o.name: o for o in defs}
     constraints = dict(doc.get("constraints", {}))
     for k, v in constraints.items():
-        if k not in OBJECTIVES:
-            raise schema.unknown_key("[constraints] ", k, list(OBJECTIVES))
-        constraints[k] = schema.check_value(f"[constraints] {k}", float, v)
-        if constraints[k] <= 0:  # no evaluation can meet it (error, comm and ε are >= 0): an empty front
-            raise FedevoError(f"[constraints] {k}: expected a bound > 0 (every {k} is >= 0), got {v!r}")
-    return eps_obj, constraints
+        target = "eps_paper" if k == "eps" and "eps" not in names and "eps_paper" in names else k
+        if target not in names:
+            raise schema.unknown_key("[constraints] ", k, list(names))
+        constraints[k] = b = schema.check_value(f"[constraints] {k}", float, v)
+        o = own.get(target) or _registered(target, registered_only)
+        if o is None:
+            continue
+        if not o.maximize and o.lower is not None and b <= o.lower:  # no evaluation can meet it: an empty front
+            raise FedevoError(f"[constraints] {k}: expected a bound > {o.lower:g} (every {k} is >= {o.lower:g}), "
+                              f"got {v!r}")
+        if o.maximize and o.upper is not None and b >= o.upper:
+            raise FedevoError(f"[constraints] {k}: expected a bound < {o.upper:g} (every {k} is <= {o.upper:g}; "
+                              f"{k} is maximised: the bound is a minimum), got {v!r}")
+    fields_ = {"objectives": tuple(listed)} if listed is not None else {}
+    if defs:
+        fields_["objective_defs"] = tuple(defs)
+    return eps_obj, constraints, fields_
+
+
+def _registered(name: str, required: bool = True):
+    from .objectives import get, registered
+
+    return get(name) if required else registered(name)
 
 
 OWN_TOP = {"name": str, "description": str, "evaluator": str, "settings": dict, "genes": dict, "standard": dict,
-           "eps_objective": Literal["eps", "eps_paper"], "constraints": dict, "eval_timeout": float}
+           "eps_objective": Literal["eps", "eps_paper"], "constraints": dict, "eval_timeout": float,
+           "objectives": tuple[str, ...], "objective": dict}
 
 
-def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[str]) -> Problem:
+def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[str],
+                         registered_only: bool = True) -> Problem:
     """A problem trained by the user's own evaluator: free-form genes and `[settings]`, passed to it as they are."""
     from .plugins import load_callable, resolve_spec
 
@@ -496,10 +570,10 @@ def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[st
     except FedevoError as e:
         raise FedevoError(f"problem {name!r}: {e}") from None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
-    eps_obj, constraints = _objectives(doc, name)
+    eps_obj, constraints, objectives = _objectives(doc, name, path, registered_only)
     return Problem(name=doc.get("name", name), dataset="", model="", genes=genes, fixed=dict(settings),
                    eps_objective=eps_obj, constraints=constraints, description=doc.get("description", ""), path=path,
-                   evaluator=spec, standard=dict(standard), eval_timeout=_eval_timeout(doc))
+                   evaluator=spec, standard=dict(standard), eval_timeout=_eval_timeout(doc), **objectives)
 
 
 def load_problem(name_or_path: str) -> Problem:

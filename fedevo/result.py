@@ -1,4 +1,5 @@
-"""What one evaluation returns: the three objectives plus what a user needs to trust them."""
+"""What one evaluation returns: the measured values every objective reads (fedevo.objectives), plus what a user
+needs to trust them."""
 
 from __future__ import annotations
 
@@ -24,18 +25,17 @@ class EvaluationResult:
     privacy: dict = field(default_factory=dict)  # recalls, clip thresholds, budgets, accounting level...
     message: str = ""
     engine: dict = field(default_factory=dict)  # compute precision and why, CPU, kernels (fedevo.hardware)
+    # the mean test error of the worst-served 10 % of clients (objective worst_client_error); None: not measured
+    worst_client_error: Optional[float] = None
+    # multiply-adds a participating client spends on local training in one round (objective train_macs)
+    train_macs: Optional[float] = None
+    metrics: dict = field(default_factory=dict)  # any other number the evaluator measured (a user objective reads it)
     # the training state after `rounds` of fewer than the planned rounds (evaluate(..., until=)): continue it
     # exactly with evaluate(..., resume_from=state); never written to a log
     state: Optional[bytes] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         assert self.status in STATUSES, self.status
-
-    def objectives(self, eps_key: str = "eps") -> tuple[float, float, float]:
-        """(error, comm, ε) with None/NaN/inf mapped to +inf so a minimiser ranks them worst."""
-        def clean(v):
-            return math.inf if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
-        return clean(self.error), clean(self.comm), clean(getattr(self, eps_key))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -46,7 +46,8 @@ class EvaluationResult:
 
 def coerce_result(value: Any) -> EvaluationResult:
     """What a user's evaluator returned, as an EvaluationResult: itself, a mapping with `error`, `comm` and `eps`
-    (None: no ε; and optionally `eps_paper`, `accuracy_global`, `omega`, `privacy`, `message`), or a tuple (error, comm, eps).
+    (None: no ε; and optionally `eps_paper`, `accuracy_global`, `omega`, `worst_client_error`, `train_macs`,
+    `metrics` (a dict of numbers a user objective may read), `privacy`, `message`), or a tuple (error, comm, eps).
     TypeError / ValueError with one line saying what is wrong (the evaluation is then marked failed)."""
     if isinstance(value, EvaluationResult):
         return value
@@ -61,7 +62,8 @@ def coerce_result(value: Any) -> EvaluationResult:
     missing = [k for k in ("error", "comm", "eps") if k not in value]
     if missing:
         raise TypeError(f"evaluator's result lacks {', '.join(missing)} (it has {', '.join(map(str, value)) or 'nothing'})")
-    extra = set(value) - {"error", "comm", "eps", "eps_paper", "accuracy_global", "omega", "privacy", "message"}
+    extra = set(value) - {"error", "comm", "eps", "eps_paper", "accuracy_global", "omega", "privacy", "message",
+                          "worst_client_error", "train_macs", "metrics"}
     if extra:
         raise TypeError(f"evaluator's result has unknown key(s) {', '.join(sorted(map(str, extra)))}")
 
@@ -84,6 +86,11 @@ def coerce_result(value: Any) -> EvaluationResult:
     omega = value.get("omega", 0)
     if isinstance(omega, bool) or not isinstance(omega, int):
         raise TypeError(f"evaluator's omega must be an integer, got {omega!r}")
+    metrics = value.get("metrics", {})
+    if not isinstance(metrics, dict) or not all(isinstance(k, str) for k in metrics):
+        raise TypeError(f"evaluator's metrics must be a dict of named numbers, got {metrics!r}")
+    optional = {k: number(k) if value.get(k) is not None else None for k in ("worst_client_error", "train_macs")}
     return EvaluationResult(error=number("error"), comm=number("comm"), eps=number("eps"),
                             eps_paper=number("eps_paper", math.nan), accuracy_global=number("accuracy_global", math.nan),
-                            omega=omega, privacy=privacy, message=str(value.get("message", "")))
+                            omega=omega, privacy=privacy, message=str(value.get("message", "")), metrics=dict(metrics),
+                            **optional)

@@ -127,6 +127,15 @@ def plan(data, spec: str, standard: Optional[Mapping[str, Any]] = None) -> list[
 
 
 # ============================================================================================ report
+def _read(objective, result) -> Optional[float]:
+    """An objective's value of a retrained result; None where it cannot be read here (a user's objective that this
+    process has not registered, or whose function fails)."""
+    try:
+        return objective.value(result)
+    except Exception:  # noqa: BLE001 - the user's function: the report shows no value rather than failing
+        return None
+
+
 def _f(v: Any, digits: int) -> str:
     if v is None:
         return ""
@@ -176,6 +185,8 @@ class RetrainReport:
     # per solution key: the deployment its ε is accounted for (trust, delta, population, cohort), read from its
     # configuration before training (`deployment_of`)
     deployments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # the run's objectives beyond error, comm and ε (e.g. worst_client_error): a column each, retrained and searched
+    extra_objectives: tuple = ()
 
     @property
     def standard(self) -> EvaluationResult:
@@ -198,6 +209,8 @@ class RetrainReport:
             "eps": r.eps if ok else None, "eps_paper": r.eps_paper if ok else None, "omega": r.omega if ok else None,
             "search_error": srch.get("error"), "search_comm": srch.get("comm"), "search_eps": srch.get(self.eps_key),
             "wall_s": r.wall_s,
+            **{k: v for o in self.extra_objectives
+               for k, v in ((o.name, _read(o, r) if ok else None), (f"search_{o.name}", srch.get(o.name)))},
         }
 
     def cells(self, s: Solution) -> dict[str, str]:
@@ -214,6 +227,9 @@ class RetrainReport:
             out[k] = _f(v[k], 1)
         for k in ("eps", "eps_paper", "search_eps"):
             out[k] = _f(v[k], 3)
+        for o in self.extra_objectives:
+            for k in (o.name, f"search_{o.name}"):
+                out[k] = "" if v[k] is None or math.isnan(v[k]) else repr(float(v[k]))
         genes = self.standard_params if s.is_standard else s.params
         for g in self.gene_names:
             if s.is_standard and g == "alpha":
@@ -224,7 +240,8 @@ class RetrainReport:
 
     @property
     def columns(self) -> list[str]:
-        return list(REPORT_COLUMNS) + list(self.gene_names)
+        extra = [k for o in self.extra_objectives for k in (o.name, f"search_{o.name}")]
+        return list(REPORT_COLUMNS) + extra + list(self.gene_names)
 
     def csv_text(self) -> str:
         import csv
@@ -255,8 +272,11 @@ class RetrainReport:
                  "solution. The numbers are those of report.csv.", "",
                  "| " + " | ".join(h for _, h in MD_MAIN) + " |",
                  "|" + "|".join("---" if k in ("solution", "label") else "---:" for k, _ in MD_MAIN) + "|"]
+        main = list(MD_MAIN) + [(o.name, o.label + (f" ({o.unit})" if o.unit else "")) for o in self.extra_objectives]
+        lines[-2:] = ["| " + " | ".join(h for _, h in main) + " |",
+                      "|" + "|".join("---" if k in ("solution", "label") else "---:" for k, _ in main) + "|"]
         for c in cells:
-            lines.append("| " + " | ".join(md(c[k]) for k, _ in MD_MAIN) + " |")
+            lines.append("| " + " | ".join(md(c[k]) for k, _ in main) + " |")
         bad = [c for c in cells if c["status"] != "ok"]
         if bad:
             lines += ["", "Not ok: " + ", ".join(f"solution {c['solution']} ({c['status']})" for c in bad)
@@ -270,11 +290,13 @@ class RetrainReport:
                       + (f" and reach up to {max(accs, key=lambda c: float(c['accuracy_pct_of_standard']))['accuracy_pct_of_standard']} % "
                          "of its accuracy." if accs else ".")]
         lines += ["", "Genes and search-time objectives (the search trained each for a few rounds only):", "",
-                  "| Solution | " + " | ".join(self.gene_names) + " | search error | search comm | search ε |",
-                  "|---|" + "---:|" * (len(self.gene_names) + 3)]
+                  "| Solution | " + " | ".join(self.gene_names) + " | search error | search comm | search ε |"
+                  + "".join(f" search {o.name} |" for o in self.extra_objectives),
+                  "|---|" + "---:|" * (len(self.gene_names) + 3 + len(self.extra_objectives))]
         for c in cells:
             lines.append(f"| {c['solution']} | " + " | ".join(md(c[g]) for g in self.gene_names)
-                         + f" | {md(c['search_error'])} | {md(c['search_comm'])} | {md(c['search_eps'])} |")
+                         + f" | {md(c['search_error'])} | {md(c['search_comm'])} | {md(c['search_eps'])} |"
+                         + "".join(f" {md(c['search_' + o.name])} |" for o in self.extra_objectives))
         lines += ["", "Accuracy per round: curves.html.", ""]
         return "\n".join(lines)
 
@@ -445,7 +467,9 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
                            gene_types=data.gene_types, eps_key=data.eps_key, problem_name=data.problem.name,
                            standard_params={**standard_params(data.problem), **dict(standard or {})},
                            standard_label=standard_label(data.problem),
-                           wall_s=time.monotonic() - t0, ray_log=ray_log, deployments=deployments)
+                           wall_s=time.monotonic() - t0, ray_log=ray_log, deployments=deployments,
+                           extra_objectives=tuple(o for o in data.objectives
+                                                  if o.name not in ("error", "comm", "eps", "eps_paper")))
     if write:
         report.write()
     return report

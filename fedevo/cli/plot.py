@@ -92,7 +92,8 @@ def _pick_json(data, rows, marks) -> list[dict]:
     for r in rows:
         out.append({"id": r["id"], "generation": r["generation"], "picked_by": list(marks.get(r["id"], [])),
                     "on_front": r["id"] in data.front_ids, "status": r["status"],
-                    "objectives": {k: _json_value(r[k]) for k in ("error", "comm", "eps", "eps_paper")},
+                    "objectives": {k: _json_value(r[k]) for k in dict.fromkeys(
+                        ("error", "comm", "eps", "eps_paper", *data.objectives.names))},
                     "accuracy_global": _json_value(r["accuracy_global"]), "omega": r["omega"],
                     "genes": {g: _json_value(r[g]) for g in data.gene_names},
                     "privacy": r.get("privacy") or {}})
@@ -102,7 +103,7 @@ def _pick_json(data, rows, marks) -> list[dict]:
 @app.command()
 def front(
     run_dir: Path = typer.Argument(..., help="Run directory of `fedevo search`."),
-    sort: str = typer.Option("error", "--sort", "-s", help="Sort by error, comm or eps (the ε the search minimised)."),
+    sort: str = typer.Option("error", "--sort", "-s", help="Sort by an objective of the run: error, comm, eps (the ε the search minimised), or any other it has (e.g. worst_client_error); a maximised one best first."),
     pick: Optional[str] = typer.Option(None, "--pick", help="Show only what this pick selects (same grammar as `retrain --pick`)."),
     as_json: bool = typer.Option(False, "--json", help="Print the solutions as a JSON list (id, picked_by, objectives, genes) instead of a table."),
 ) -> None:
@@ -112,12 +113,14 @@ def front(
 
     from .. import api
     from ..errors import FedevoError
-    from ..picking import _num
 
-    if sort not in ("error", "comm", "eps"):
-        raise FedevoError(f"--sort must be error, comm or eps, got {sort!r}")
     data = api.open_run(run_dir).data
+    objs = data.objectives
+    sorts = dict.fromkeys(("error", "comm", "eps", *objs.names))
+    if sort not in sorts:
+        raise FedevoError(f"--sort must be one of {', '.join(sorts)}, got {sort!r}")
     key = data.eps_key if sort == "eps" else sort
+    extra = [o for o in objs if o.name not in ("error", "comm", "eps", "eps_paper")]  # columns of their own
     m = data.marks()
     if pick:
         picks = data.pick(pick)
@@ -125,8 +128,10 @@ def front(
         m = {p.id: list(p.reasons) for p in picks}
         title = f"{len(rows)} picked by {pick!r}"
     else:
-        others = [k for k in ("error", "comm", data.eps_key) if k != key]
-        rows = sorted(data.front, key=lambda r: (_num(r[key]), *(_num(r[k]) for k in others), r["id"]))
+        from ..picking import lowest
+
+        high = key in objs.names and objs.by_name(key).maximize
+        rows = lowest(data.front, key, len(data.front), objs, highest=high)
         title = f"Pareto set of {data.problem.name}: {len(rows)} of {len(data.rows)} evaluations (sorted by {sort})"
     if as_json:
         import json
@@ -143,7 +148,7 @@ def front(
                                       "minus the test set's 99 % margin)" if chance else "")
                                    + "; ε = ∞: no privacy")
     for col in ("id", "gen", "mark", "error", "global acc", "comm", eps_name,
-                "ε paper" if data.eps_key == "eps" else "ε accountant", "Ω"):
+                "ε paper" if data.eps_key == "eps" else "ε accountant", "Ω", *(o.name for o in extra)):
         t.add_column(col, justify="left" if col == "mark" else "right", no_wrap=True)
     if wide:
         t.add_column("genes", justify="left", ratio=1, min_width=30)
@@ -157,7 +162,8 @@ def front(
             mk = (mk + ", " if mk else "") + ("dominated" if r["status"] == "ok" else r["status"])
         style = "bold" if "knee" in mk or "lowest-error" in mk else None
         cells = [str(r["id"]), str(r["generation"]), mk, _fmt(r["error"]), _fmt(r["accuracy_global"]),
-                 _fmt(r["comm"]), _fmt(r[data.eps_key]), _fmt(r[other_eps]), str(r["omega"])]
+                 _fmt(r["comm"]), _fmt(r[data.eps_key]), _fmt(r[other_eps]), str(r["omega"]),
+                 *(_fmt(r[o.name]) for o in extra)]
         if wide:
             cells.append(" ".join(f"{g}={_fmt(r[g])}" for g in data.gene_names))
         t.add_row(*cells, style=style)

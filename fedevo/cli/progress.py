@@ -32,7 +32,8 @@ class RichReporter(SearchCallback):
         self.console = console or Console(stderr=True)
         self._progress = None
         self._task = None
-        self._best = {"error": math.inf, "comm": math.inf, "eps": math.inf}
+        self._objectives = None  # the run's ObjectiveSet (on_start); None: error, comm and eps_key
+        self._best: dict[str, float] = {}
         self._gen = (0, 0)
         self._running = 0
         self._queued = 0
@@ -51,25 +52,34 @@ class RichReporter(SearchCallback):
 
         if not is_full(row):  # a multi-fidelity search's lower rung: its ε and error are not the full-T ones
             return
-        for k, col in (("error", "error"), ("comm", "comm"), ("eps", self.eps_key)):
-            v = row.get(col)
+        for o in self._objs():
+            v = row.get(o.name)
             if v is not None and math.isfinite(v):
-                self._best[k] = min(self._best[k], v)
+                b = self._best.get(o.name)
+                self._best[o.name] = v if b is None else (max(b, v) if o.maximize else min(b, v))
+
+    def _objs(self):
+        from ..objectives import as_set
+
+        return as_set(self._objectives, self.eps_key)
 
     def _fields(self) -> dict[str, str]:
         b = self._best
         return {"gen": f"gen {self._gen[0]}/{self._gen[1]}",
                 "running": f"{self._running} running" + (f", {self._queued} queued" if self._queued else ""),
-                "best": f"best error {_fmt(b['error'])} · comm {_fmt(b['comm'])} · ε {_fmt(b['eps'])}",
+                "best": "best " + " · ".join(f"{'ε' if o.name == self.eps_key else o.name} {_fmt(b.get(o.name))}"
+                                             for o in self._objs()),
                 "failed": "".join(f" · {n} {k}" for k, n in self._bad.items() if n),
                 "front": self._front}
 
     def on_start(self, *, n_gen: int, generation: int, total: int, done: int,
-                 rows: Sequence[Mapping[str, Any]] = (), runner: str = "", run_dir=None, eps_key: str = "eps") -> None:
+                 rows: Sequence[Mapping[str, Any]] = (), runner: str = "", run_dir=None, eps_key: str = "eps",
+                 objectives=None) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.run_dir = self.run_dir if run_dir is None else run_dir
         self.eps_key = eps_key
+        self._objectives = objectives
 
         for r in rows:
             self._note(r)

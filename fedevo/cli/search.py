@@ -67,14 +67,16 @@ def _print_summary(summary, run, quiet: bool) -> None:
         from rich.table import Table
 
         data = run.data
-        eps, genes = data.eps_key, data.gene_names
+        names, genes = data.objectives.names, data.gene_names
+        from ..picking import lowest
         from ..viz.numfmt import num
 
         fmt = lambda v: "–" if v is None else num(v) if isinstance(v, float) else str(v)  # noqa: E731
-        t = Table("id", "error", "comm", eps, "genes", title="Pareto front (lowest error first; all in front.csv)")
-        for r in sorted(summary.front, key=lambda r: (r["error"], r["comm"]))[:10]:
-            t.add_row(str(r["id"]), fmt(r["error"]), fmt(r["comm"]), fmt(r[eps]),
-                      " ".join(f"{g}={fmt(r[g])}" for g in genes))
+        first = names[0]
+        t = Table("id", *names, "genes", title=f"Pareto front ({'lowest' if not data.objectives[0].maximize else 'highest'}"
+                                                f" {first} first; all in front.csv)")
+        for r in lowest(summary.front, first, 10, data.objectives, highest=data.objectives[0].maximize):
+            t.add_row(str(r["id"]), *(fmt(r[n]) for n in names), " ".join(f"{g}={fmt(r[g])}" for g in genes))
         Console(highlight=False).print(t)
 
 

@@ -29,26 +29,51 @@ SPARSE_INPUT_MACS = 87.0  # one input feature, one sample: the sparse kernel's t
 
 def macs_and_params(config: SimConfig) -> tuple[float, float]:
     """(multiply-adds of one sample's dense forward pass (masks save none there), active parameters)."""
+    macs, _, params = _counts(config)
+    return macs, params
+
+
+def active_forward_macs(config: SimConfig) -> float:
+    """Multiply-adds of one example's forward pass over the active weights: conv layers dense, each
+    fully-connected layer's SET-active weights (its Erdős–Rényi density × size; all of them without α); a user
+    model's dense forward pass."""
+    return _counts(config)[1]
+
+
+def train_macs(config: SimConfig, mean_examples: float) -> float:
+    """Multiply-adds a participating client spends on local training in one round (the objective train_macs):
+    3 × `active_forward_macs` (forward, and backward for the inputs' and the weights' gradients) × its training
+    examples (`mean_examples`: the clients' mean) × local epochs. Privacy noise, clipping and SET's prune/regrow
+    are not counted."""
+    return 3.0 * active_forward_macs(config) * float(mean_examples) * config.epochs
+
+
+def _counts(config: SimConfig) -> tuple[float, float, float]:
+    """(dense forward multiply-adds, active forward multiply-adds, active parameters) of one example."""
     shape = _input_shape(config)
-    macs = params = 0.0
+    macs = active = params = 0.0
     arch = config.arch
     if isinstance(arch, UserArch):  # builds the module (torch): user models only
         from ..models.user import macs_and_params as user_macs
 
-        return user_macs(arch, tuple(shape), _num_classes(config), config.alpha)
+        macs, params = user_macs(arch, tuple(shape), _num_classes(config), config.alpha)
+        return macs, macs, params
     if isinstance(arch, CNNArch):
         convs, flat = conv_layout(arch, shape)
         k2 = arch.kernel * arch.kernel
         for cv in convs:
             macs += cv.size * cv.size * k2 * cv.c_in * cv.c_out
             params += k2 * cv.c_in * cv.c_out + cv.c_out
+        active = macs
     else:
         flat = math.prod(shape)
     dims = fc_dims(flat, arch, _num_classes(config))
     for a, b in zip(dims[:-1], dims[1:]):
+        d = 1.0 if config.alpha is None else density(config.alpha, a, b)
         macs += a * b
-        params += (1.0 if config.alpha is None else density(config.alpha, a, b)) * a * b + b
-    return macs, params
+        active += d * a * b
+        params += d * a * b + b
+    return macs, active, params
 
 
 def data_shape(config: SimConfig) -> tuple[tuple, int]:

@@ -20,7 +20,10 @@ from ..privacy.noise import NoiseSource
 from ..privacy.privatizer import Privatizer
 from ..result import EvaluationResult
 from . import continuation
+from .cost import train_macs
 from .rounds import client_accuracies, run_rounds
+
+WORST_CLIENT_SHARE = 0.10  # worst_client_error: the mean error of this share of the clients (at least one)
 
 
 def _diverged(cfg: SimConfig, t0: float, message: str, omega: int = 0, engine: Optional[dict] = None,
@@ -112,4 +115,14 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
     return EvaluationResult(
         error=float(1.0 - np.nanmean(per_client)), comm=out.comm, eps=priv.pop("eps"), eps_paper=priv.pop("eps_paper"),
         accuracy_global=glob, omega=out.omega, status="ok", wall_s=time.perf_counter() - t0, rounds=stop,
-        accuracy_curve=tuple(tuple(c) for c in out.accuracy_curve), privacy=priv, engine=engine, state=state)
+        accuracy_curve=tuple(tuple(c) for c in out.accuracy_curve), privacy=priv, engine=engine, state=state,
+        worst_client_error=worst_client_error(per_client), train_macs=train_macs(cfg, float(part.sizes.mean())))
+
+
+def worst_client_error(per_client: np.ndarray, share: float = WORST_CLIENT_SHARE) -> Optional[float]:
+    """The mean test error of the worst-served `share` of the clients (⌈share·K⌉, at least one) among those
+    with a test split; None when no client has one."""
+    err = np.sort(1.0 - per_client[~np.isnan(per_client)])[::-1]
+    if not len(err):
+        return None
+    return float(err[: max(1, math.ceil(share * len(err)))].mean())

@@ -7,9 +7,10 @@ Torch-free: problem files, run readers and pages load it without the simulator.
 """
 
 from .objective import Objective
-from .registry import get, names, register, unregister
-from .vector import ObjectiveSet, default_names
+from .registry import get, names, register, registered, unregister
+from .vector import MAX_OBJECTIVES, MIN_OBJECTIVES, ObjectiveSet, as_set, default_names
 
-from . import builtin  # noqa: F401  (registers error, comm, eps, eps_paper)
+from . import builtin  # noqa: F401  (registers error, comm, eps, eps_paper and the others)
 
-__all__ = ["Objective", "ObjectiveSet", "default_names", "get", "names", "register", "unregister"]
+__all__ = ["MAX_OBJECTIVES", "MIN_OBJECTIVES", "Objective", "ObjectiveSet", "as_set", "default_names", "get",
+           "names", "register", "registered", "unregister"]

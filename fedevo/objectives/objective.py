@@ -4,10 +4,12 @@ transform the optimiser sees."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping, Optional
 
 DIRECTIONS = ("minimize", "maximize")
+# what run.json records of an objective (everything but `read`): a run's readers rebuild it without the user's code
+RECORD_FIELDS = ("name", "label", "unit", "direction", "worst", "log", "floor", "lower", "upper", "description")
 
 
 @dataclass(frozen=True)
@@ -35,11 +37,13 @@ class Objective:
     description: str = ""
 
     def __post_init__(self):
-        if not self.name.isidentifier():
+        if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"objective name {self.name!r} must be an identifier (letters, digits, _)")
+        if not callable(self.read):
+            raise ValueError(f"objective {self.name!r}: read must be a function of an evaluation, got {self.read!r}")
         if self.direction not in DIRECTIONS:
             raise ValueError(f"objective {self.name!r}: direction must be one of {DIRECTIONS}, got {self.direction!r}")
-        if not math.isfinite(self.worst):
+        if isinstance(self.worst, bool) or not isinstance(self.worst, (int, float)) or not math.isfinite(self.worst):
             raise ValueError(f"objective {self.name!r}: worst must be finite, got {self.worst!r}")
         if self.log and not (self.floor > 0 and self.worst > 0):
             raise ValueError(f"objective {self.name!r}: a log objective needs floor > 0 and worst > 0")
@@ -66,7 +70,27 @@ class Objective:
         """A constraint ``value <= bound`` (``>=`` for a maximised objective) on the optimiser's scale."""
         return self.search_value(bound)
 
+    def satisfies(self, v: Any, bound: float) -> bool:
+        """The sanitised value within a constraint: ``<= bound`` (``>=`` for a maximised objective)."""
+        s = self.sanitize(v)
+        return s >= float(bound) if self.maximize else s <= float(bound)
+
+    def best_search_value(self) -> float:
+        """The best value on the optimiser's scale that the valid range allows (0 where it does not say): the
+        hypervolume's fallback normalisation."""
+        best = self.upper if self.maximize else self.lower
+        return self.search_value(0.0 if best is None else best)
+
     def value(self, result: Any) -> Optional[float]:
-        """read(result) as a float (None where undefined)."""
-        v = self.read(result)
+        """The raw value of one evaluation as a float (None where undefined): ``row[name]`` of a logged row (a
+        mapping), else read(result)."""
+        v = result.get(self.name) if isinstance(result, Mapping) else self.read(result)
         return None if v is None else float(v)
+
+    def record(self) -> dict[str, Any]:
+        """What run.json records of it (no code): enough for every reader of a run."""
+        return {k: getattr(self, k) for k in RECORD_FIELDS}
+
+    def linear(self) -> "Objective":
+        """The same objective seen without its log transform (checkpoints made before log ε: ``eps_scale``)."""
+        return replace(self, log=False) if self.log else self

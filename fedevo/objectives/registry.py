@@ -3,6 +3,9 @@ more at run time, or name a function with ``python:FILE.py:FUNC`` in a problem f
 
 from __future__ import annotations
 
+from dataclasses import fields
+from typing import Any, Mapping, Optional
+
 from .objective import Objective
 
 _REGISTRY: dict[str, Objective] = {}
@@ -22,6 +25,11 @@ def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
+def registered(name: str) -> Optional[Objective]:
+    """The registered objective `name`, or None."""
+    return _REGISTRY.get(name)
+
+
 def get(name: str) -> Objective:
     """The registered objective `name`; KeyError naming the known ones otherwise."""
     try:
@@ -32,3 +40,31 @@ def get(name: str) -> Objective:
 
 def names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
+
+
+class ByName:
+    """`read` of an objective rebuilt from a record (run.json, a checkpoint): the registered objective of that name
+    reads; without one, the value must come from a logged row (``row[name]``). Picklable (checkpoints)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, result: Any) -> Optional[float]:
+        obj = registered(self.name)
+        if obj is None or isinstance(obj.read, ByName):
+            raise LookupError(f"objective {self.name!r} is not registered in this process, so an evaluation cannot "
+                              "be read for it (register it, or name its function in the problem file)")
+        return obj.read(result)
+
+    def __eq__(self, other):
+        return isinstance(other, ByName) and other.name == self.name
+
+    def __hash__(self):
+        return hash(("ByName", self.name))
+
+
+def from_record(rec: Mapping[str, Any]) -> Objective:
+    """An objective rebuilt from `Objective.record()` (run.json's ``objective_specs``); it reads evaluations through
+    the registered objective of its name (a run's readers take ``row[name]`` instead)."""
+    known = {f.name for f in fields(Objective)} - {"read"}
+    return Objective(read=ByName(rec["name"]), **{k: v for k, v in rec.items() if k in known})

@@ -3,8 +3,9 @@ optimiser behind the same ask/tell seam.
 
 Modules: ``optimizers`` (what proposes the candidates: ``nsga3``, ``random``, ``gp``, ``tpe``; one class each behind
 ask / tell / state, registered by name), ``budgets`` (when the search stops: --gen, --budget, --time-budget,
---patience), ``workers`` (--workers auto), ``space`` (genes <-> pymoo vectors, unbiased integer rounding), ``objectives`` (the three objectives and
-their worst values), ``problem`` (the pymoo Problem: decode, call the injected evaluator, F and G),
+--patience), ``workers`` (--workers auto), ``space`` (genes <-> pymoo vectors, unbiased integer rounding),
+``problem`` (the pymoo Problem: decode, call the injected evaluator, F and G on the run's objectives:
+fedevo.objectives),
 ``algorithm`` (the NSGA3 configuration), ``evaluator`` (what evaluates an individual: fedevo's simulator, with
 its memory check and cost model, or any function), ``runner`` (serial or Ray evaluation, each result reported
 as it finishes), ``run`` (run directory, checkpoints, resume, front, hypervolume), ``rundata`` (the run

@@ -1,6 +1,6 @@
 """The NSGA-III configuration (seed 004 §2.4, §3.4; Deb & Jain 2014) as pymoo objects.
 
-* Das–Dennis reference directions for 3 objectives (``n_partitions`` chosen so that pop >= directions);
+* Das–Dennis reference directions for the problem's objectives (3 by default) (``n_partitions`` chosen so that pop >= directions);
 * binary tournament: the less constraint-violating individual wins, else a random one (pymoo's NSGA-III
   default, as in Deb & Jain: parents are picked at random, feasibility first);
 * SBX crossover (prob 0.9, eta 15) and polynomial mutation (eta 20, each gene with prob min(1/2, 1/n_var)),
@@ -41,7 +41,7 @@ def make_nsga3(space: SearchSpace, problem: SearchProblem, *, pop: int, partitio
     from pymoo.util.ref_dirs import get_reference_directions
 
     Config.warnings["not_compiled"] = False
-    ref_dirs = get_reference_directions("das-dennis", 3, n_partitions=partitions)
+    ref_dirs = get_reference_directions("das-dennis", problem.n_obj, n_partitions=partitions)
     assert len(ref_dirs) <= pop, (len(ref_dirs), pop)
     sampling = FloatRandomSampling() if initial is None else initial
     algorithm = NSGA3(ref_dirs=ref_dirs, pop_size=pop, n_offsprings=pop, sampling=sampling,

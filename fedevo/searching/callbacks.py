@@ -4,7 +4,7 @@ Subclass :class:`SearchCallback`, override the hooks you need (each does nothing
 to the search (``SearchRun.run(..., callbacks=[...])``, ``search(..., callbacks=[...])``). The hooks are called in
 the search's own process, in this order::
 
-    on_start(n_gen=, generation=, total=, done=, rows=, runner=, run_dir=, eps_key=)   once, when evaluation starts
+    on_start(n_gen=, generation=, total=, done=, rows=, runner=, run_dir=, eps_key=[, objectives=])  once, at start
         on_generation_start(generation)                            each generation, before its individuals run
             on_evaluation(row)                                     each finished evaluation, as it finishes
             on_tick(running, queued)                               while evaluations run (progress displays)
@@ -13,9 +13,12 @@ the search's own process, in this order::
 
 * ``on_start``: ``n_gen`` generations in all, the first to run (``generation``; > 1 when resumed), ``total``
   evaluations expected in all, ``done`` of them already logged (``rows``: their evaluations.csv rows), ``runner``:
-  where evaluations run, in words; ``run_dir``: the run directory; ``eps_key``: the ε the search minimises. Not called for a run that has nothing left to do.
+  where evaluations run, in words; ``run_dir``: the run directory; ``eps_key``: the ε the search minimises;
+  ``objectives``: the run's :class:`~fedevo.objectives.ObjectiveSet` (what each row's ``row[name]`` holds), passed
+  only to an ``on_start`` that takes it (or ``**kwargs``), so callbacks written before it keep working. Not called
+  for a run that has nothing left to do.
 * ``on_evaluation(row)``: the row as appended to evaluations.csv (a dict: id, generation, index, seed, genes,
-  error, comm, eps, ..., status, message), in completion order.
+  error, comm, eps, ..., status, message, and a value per objective: ``row[name]``), in completion order.
 * ``on_generation(generation, run)``: ``run`` is a :class:`~fedevo.searching.rundata.RunData` built from the rows
   the search holds in memory (every evaluation so far, in id order), with its Pareto front
   (``run.front``), hypervolume table (``run.hypervolume()``), run.json (``run.meta``), problem and settings: the
@@ -41,7 +44,8 @@ class SearchCallback:
     """Hooks of a running search; every one does nothing unless overridden."""
 
     def on_start(self, *, n_gen: int, generation: int, total: int, done: int,
-                 rows: Sequence[Mapping[str, Any]] = (), runner: str = "", run_dir=None, eps_key: str = "eps") -> None:
+                 rows: Sequence[Mapping[str, Any]] = (), runner: str = "", run_dir=None, eps_key: str = "eps",
+                 objectives=None) -> None:
         pass
 
     def on_generation_start(self, generation: int) -> None:
@@ -68,7 +72,8 @@ class CallbackList(SearchCallback):
 
     def on_start(self, **kwargs) -> None:
         for c in self.callbacks:
-            c.on_start(**kwargs)
+            c.on_start(**(kwargs if _takes(c.on_start, "objectives") else
+                          {k: v for k, v in kwargs.items() if k != "objectives"}))
 
     def on_generation_start(self, generation: int) -> None:
         for c in self.callbacks:
@@ -98,6 +103,17 @@ class CallbackList(SearchCallback):
             raise first
 
 
+def _takes(fn, name: str) -> bool:
+    """True when `fn` accepts the keyword `name` (by name, or through **kwargs)."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
+
+
 class Throttled(SearchCallback):
     """A callback whose ``on_generation`` runs at most every `seconds` (the first generation always; later ones
     once `seconds` have passed since the last call it let through): for costly reports such as a page rewritten
@@ -112,7 +128,7 @@ class Throttled(SearchCallback):
         self._last: Optional[float] = None
 
     def on_start(self, **kwargs) -> None:
-        self.callback.on_start(**kwargs)
+        CallbackList([self.callback]).on_start(**kwargs)
 
     def on_generation_start(self, generation: int) -> None:
         self.callback.on_generation_start(generation)

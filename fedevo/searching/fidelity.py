@@ -40,8 +40,8 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from ..errors import FedevoError
-from .front_math import is_full, to_search_space
-from .objectives import sanitize
+from ..objectives import as_set
+from .front_math import is_full
 
 ETA = 3  # 1/ETA of a rung's individuals are promoted (rounded up): matches a 1/9, 1/3, 1 ladder
 MARGIN = 0.01  # ε-box width on the error (seed noise of an early error), see the module doc
@@ -136,10 +136,10 @@ def expected_per_generation(pop: int, rungs: int, eta: int = ETA) -> int:
 
 
 # ============================================================================================ promotion
-def ranking_objectives(row: Mapping[str, Any], planned: Mapping[str, float], eps_key: str) -> tuple:
-    """(error, comm, ε) an individual at a rung is ranked on: the rung's error; comm and ε at the full T from
-    `planned` where it has them, else the rung's values."""
-    return (row["error"], planned.get("comm", row["comm"]), planned.get(eps_key, row[eps_key]))
+def ranking_objectives(row: Mapping[str, Any], planned: Mapping[str, float], objectives="eps") -> tuple:
+    """The objective values an individual at a rung is ranked on (the run's objectives, or an ε key: error, comm
+    and that ε): those known at the full T from `planned` (comm, ε), the rung's values for the rest."""
+    return tuple(planned.get(n, row.get(n)) if n != "error" else row.get(n) for n in as_set(objectives).names)
 
 
 def select_promoted(F: np.ndarray, ids: Sequence[int], slots: int, margin: float = MARGIN) -> list[int]:
@@ -149,7 +149,7 @@ def select_promoted(F: np.ndarray, ids: Sequence[int], slots: int, margin: float
     from pymoo.operators.survival.rank_and_crowding.metrics import calc_crowding_distance
     from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
-    F = np.asarray(F, dtype=float).reshape(len(ids), 3)
+    F = np.asarray(F, dtype=float).reshape(len(ids), -1)
     ids = [int(i) for i in ids]
     if slots >= len(ids):
         return sorted(ids)
@@ -175,18 +175,23 @@ def select_promoted(F: np.ndarray, ids: Sequence[int], slots: int, margin: float
     return sorted(ids[i] for i in chosen)
 
 
-def promote(rows: Sequence[Mapping[str, Any]], planned: Mapping[int, Mapping[str, float]], eps_key: str,
+def promote(rows: Sequence[Mapping[str, Any]], planned: Mapping[int, Mapping[str, float]], objectives="eps",
             eta: int = ETA, margin: float = MARGIN) -> list[int]:
-    """The ids promoted from one rung: `rows` are the rung's evaluations (id, status, error, comm, ε),
-    `planned[id]` what the evaluator knows at the full T before training. ⌈len(rows)/η⌉ slots, filled from the
-    rows with status ok (all of them when fewer)."""
+    """The ids promoted from one rung: `rows` are the rung's evaluations (id, status, a value per objective),
+    `planned[id]` what the evaluator knows at the full T before training; `objectives`: the run's ObjectiveSet (or
+    an ε key: error, comm and that ε). ⌈len(rows)/η⌉ slots, filled from the rows with status ok (all of them when
+    fewer)."""
+    objectives = as_set(objectives)
     slots = n_promoted(len(rows), eta)
     ok = [r for r in rows if r["status"] == "ok"]
     if not ok:
         return []
-    F = to_search_space(np.array([sanitize(ranking_objectives(r, planned.get(r["id"], {}), eps_key)) for r in ok],
-                                 dtype=float).reshape(len(ok), 3))
-    return select_promoted(F, [r["id"] for r in ok], slots, margin)
+    ranked = [dict(zip(objectives.names, ranking_objectives(r, planned.get(r["id"], {}), objectives))) for r in ok]
+    F = objectives.search_matrix(ranked)
+    if "error" in objectives.names and objectives.index("error") != 0:  # the margin boxes the first column
+        j = objectives.index("error")
+        F = F[:, [j] + [i for i in range(F.shape[1]) if i != j]]
+    return select_promoted(F, [r["id"] for r in ok], slots, margin if "error" in objectives.names else 0.0)
 
 
 __all__ = ["ETA", "MARGIN", "PROMOTION", "expected_per_generation", "is_full", "n_promoted", "parse_ladder",

@@ -1,20 +1,23 @@
-"""The scale the search sees ε on, and the hypervolume of a front in that space.
+"""The front and the hypervolume of a search's evaluations, on the objectives of the run
+(:class:`fedevo.objectives.ObjectiveSet`: its order, worst values and transforms; every function here takes the
+set, or for callers from before the objectives list an ε key meaning the default three).
 
 ε spans orders of magnitude (0.5 and 5,000 are both common on one front); NSGA-III normalises each objective
 linearly between its ideal and nadir points, so on raw ε the whole front crowds at the low end and one
-no-privacy point decides the scale. The search therefore minimises **log10 ε** (`search_eps`), while every file,
-table and plot reports ε itself:
+no-privacy point decides the scale. The search therefore minimises **log10 ε** (the objective's ``log``), while
+every file, table and plot reports ε itself:
 
 * ε ≤ 10⁻³ (ε = 0 included) counts as 10⁻³ (log10 = −3): below that, no privacy difference matters here;
 * ε = ∞ (no privacy: mechanism none), NaN or missing → the worst value log10(10⁹) = 9, as every ε ≥ 10⁹ is;
 * a constraint ``eps = 8`` is compared on the same scale (log10 ε ≤ log10 8: the same feasible set).
 
-log is monotone, so the Pareto front (front.csv, computed on ε itself) is the same set on either scale; only the
-algorithm's normalisation, niching and hypervolume change. run.json records the choice (``search_objectives``).
+log is monotone, so the Pareto front (front.csv, computed on the raw values) is the same set on either scale; only
+the algorithm's normalisation, niching and hypervolume change. run.json records the choice (``search_objectives``).
 
-The hypervolume (`hypervolume_table`) is measured in the same space: (error, comm, log10 ε), each normalised by
-the ideal point and range of generation 1's ok evaluations with a finite ε (fixed for the run), reference point
-1.1 in every coordinate. No-privacy points (ε = ∞) lie beyond the reference point in ε and add nothing.
+The hypervolume (`hypervolume_table`) is measured in the search space (each objective as the optimiser sees it),
+normalised by the ideal point and range of generation 1's ok evaluations whose values are all finite (fixed for
+the run), reference point 1.1 in every coordinate. No-privacy points (ε = ∞) lie beyond the reference point in ε
+and add nothing. `common_hypervolume` measures several runs under one normalisation (fedevo.hypervolume).
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .objectives import OBJECTIVES, WORST, sanitize
+from ..objectives import ObjectiveSet, as_set, get
+from ..objectives.builtin import EPS_FLOOR
 
-EPS_FLOOR = 1e-3
 EPS_SCALE = "log10"  # how new searches see ε ("linear": runs made before this choice)
 HV_REF = 1.1  # reference point (in every normalised objective) for the hypervolume
 
@@ -40,27 +43,22 @@ SEARCH_OBJECTIVES = {
 }
 
 HYPERVOLUME = {
-    "space": "(error, comm, log10 eps) as the search sees them",
+    "space": "the objectives as the search sees them (log10 eps; a maximised objective negated)",
     "normalisation": "f' = (f - lo) / scale with lo, scale = min, max - min of the generation-1 ok evaluations "
-                     "(finite eps only); eps = inf adds nothing",
-    "ref_point": [HV_REF] * 3,
+                     "(all objectives finite only); eps = inf adds nothing",
+    "ref_point": HV_REF,
     "indicator": "pymoo.indicators.hv.HV",
 }
 
 
 def search_eps(v: Optional[float]) -> float:
     """ε as the search sees it: log10(max(ε, 1e-3)); inf / NaN / None / ≥ 1e9 → log10(1e9) = 9."""
-    worst = math.log10(WORST["eps"])
-    if v is None:
-        return worst
-    v = float(v)
-    if not math.isfinite(v):
-        return worst
-    return min(math.log10(max(v, EPS_FLOOR)), worst)
+    return get("eps").search_value(v)
 
 
 def to_search_space(F: np.ndarray, eps_scale: str = EPS_SCALE) -> np.ndarray:
-    """Sanitised (error, comm, ε) rows (see `sanitize`; one row or a matrix) with ε on the search's scale."""
+    """Sanitised (error, comm, ε) rows (one row or a matrix) with ε on the search's scale (the default three
+    objectives; an ObjectiveSet's own rows: `ObjectiveSet.search_matrix`)."""
     F = np.array(F, dtype=float, copy=True)
     if eps_scale == "log10":
         flat = F.reshape(-1, 3)
@@ -73,54 +71,101 @@ def bound_in_search_space(key: str, bound: float, eps_scale: str = EPS_SCALE) ->
     return search_eps(bound) if key == "eps" and eps_scale == "log10" else float(bound)
 
 
-def _matrix(rows: Sequence[Mapping[str, Any]], eps_key: str) -> np.ndarray:
-    return to_search_space(objective_matrix(rows, eps_key))
+def _matrix(rows: Sequence[Mapping[str, Any]], objectives: ObjectiveSet) -> np.ndarray:
+    return objectives.search_matrix(rows)
 
 
-def hv_normalisation(rows, eps_key: str) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, scale) in the search space: ideal point and range of generation 1's ok evaluations with finite ε."""
-    first = [r for r in rows if r["generation"] == 1 and r["status"] == "ok"
-             and r[eps_key] is not None and math.isfinite(r[eps_key])]
-    if first:
-        F = _matrix(first, eps_key)
+def _all_finite(r: Mapping[str, Any], objectives: ObjectiveSet) -> bool:
+    return all(r.get(n) is not None and math.isfinite(r[n]) for n in objectives.names)
+
+
+def hv_normalisation(rows, objectives) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, scale) in the search space: ideal point and range of generation 1's ok evaluations whose objectives
+    are all finite (none: the objectives' own best and worst values)."""
+    objectives = as_set(objectives)
+    first = [r for r in rows if r["generation"] == 1 and r["status"] == "ok" and _all_finite(r, objectives)]
+    return _lo_scale(_matrix(first, objectives) if first else None, objectives)
+
+
+def _lo_scale(F: Optional[np.ndarray], objectives: ObjectiveSet) -> tuple[np.ndarray, np.ndarray]:
+    if F is not None and len(F):
         lo, hi = F.min(axis=0), F.max(axis=0)
     else:
-        lo = np.array([0.0, 0.0, math.log10(EPS_FLOOR)])
-        hi = np.array([WORST["error"], WORST["comm"], math.log10(WORST["eps"])])
+        lo, hi = objectives.fallback_bounds()
     scale = hi - lo
     scale[scale <= 0] = np.maximum(np.abs(hi[scale <= 0]), 1e-12)
     return lo, scale
 
 
-def hypervolume_table(rows, generations: int, eps_key: str, constraints) -> list[dict[str, Any]]:
-    """Hypervolume after each generation of the front of all evaluations so far (see the module doc).
+def hv_columns(objectives) -> list[str]:
+    """hypervolume.csv's columns: the table's, then lo_NAME and scale_NAME per objective (the search space)."""
+    names = as_set(objectives).names
+    return (["generation", "evaluations", "front_size", "hypervolume"] + [f"lo_{k}" for k in names]
+            + [f"scale_{k}" for k in names])
 
-    The columns lo_eps / scale_eps are in log10 ε. Only full-fidelity rows count (`is_full`): the normalisation,
-    the front and the `evaluations` column (a multi-fidelity search's lower rungs are left out).
-    """
+
+def _hv(F: np.ndarray, lo: np.ndarray, scale: np.ndarray) -> float:
     from pymoo.indicators.hv import HV
 
-    rows = [r for r in rows if is_full(r)]
+    ref = np.full(len(lo), HV_REF)
+    F = (F - lo) / scale if len(F) else np.zeros((0, len(lo)))
+    F = F[np.all(F < ref, axis=1)]
+    return float(HV(ref_point=ref)(F)) if len(F) else 0.0
 
-    lo, scale = hv_normalisation(rows, eps_key)
-    ref = np.full(3, HV_REF)
-    ind = HV(ref_point=ref)
+
+def hypervolume_table(rows, generations: int, objectives, constraints) -> list[dict[str, Any]]:
+    """Hypervolume after each generation of the front of all evaluations so far (see the module doc).
+
+    The columns lo_NAME / scale_NAME are in the search space (log10 ε). Only full-fidelity rows count (`is_full`):
+    the normalisation, the front and the `evaluations` column (a multi-fidelity search's lower rungs are left out).
+    `objectives`: the run's ObjectiveSet (or an ε key: the default three).
+    """
+    objectives = as_set(objectives)
+    rows = [r for r in rows if is_full(r)]
+    lo, scale = hv_normalisation(rows, objectives)
     table = []
     for g in range(1, generations + 1):
         upto = [r for r in rows if r["generation"] <= g]
-        front = front_rows(upto, eps_key, constraints)
-        F = (_matrix(front, eps_key) - lo) / scale if front else np.zeros((0, 3))
-        F = F[np.all(F < ref, axis=1)]
-        hv = float(ind(F)) if len(F) else 0.0
+        front = front_rows(upto, objectives, constraints)
+        hv = _hv(_matrix(front, objectives), lo, scale)
         table.append({"generation": g, "evaluations": len(upto), "front_size": len(front), "hypervolume": hv,
-                      **{f"lo_{k}": float(lo[j]) for j, k in enumerate(OBJECTIVES)},
-                      **{f"scale_{k}": float(scale[j]) for j, k in enumerate(OBJECTIVES)}})
+                      **{f"lo_{k}": float(lo[j]) for j, k in enumerate(objectives.names)},
+                      **{f"scale_{k}": float(scale[j]) for j, k in enumerate(objectives.names)}})
     return table
 
 
+def common_hypervolume(runs: Sequence[tuple[Sequence[Mapping[str, Any]], Mapping[str, float]]], objectives,
+                       at: Optional[Sequence[int]] = None) -> tuple[list[list[dict[str, Any]]], np.ndarray, np.ndarray]:
+    """The hypervolume of several runs' fronts under ONE normalisation (what fedevo.hypervolume and compare.html
+    give): `runs` is (rows, constraints) per run. The normalisation is the ideal point and range, in the search
+    space, of the ok full-fidelity evaluations of all runs together whose objectives are all finite; reference
+    point 1.1 in every objective. Per run, a record per generation (`at` None) or per evaluation count in `at` (the
+    front of the run's first n full-fidelity evaluations in id order; n beyond the run's evaluations: all of them):
+    generation (None for `at`), evaluations, front_size, hypervolume. Returns (records per run, lo, scale)."""
+    objectives = as_set(objectives)
+    full = [(sorted((r for r in rows if is_full(r)), key=lambda r: r["id"]), cons) for rows, cons in runs]
+    pooled = [r for rows, _ in full for r in rows if r["status"] == "ok" and _all_finite(r, objectives)]
+    lo, scale = _lo_scale(_matrix(pooled, objectives) if pooled else None, objectives)
+    out = []
+    for rows, cons in full:
+        if at is None:
+            parts = [(g, [r for r in rows if r["generation"] <= g])
+                     for g in range(1, max((r["generation"] for r in rows), default=0) + 1)]
+        else:
+            parts = [(None, rows[:int(n)]) for n in at]
+        recs = []
+        for g, upto in parts:
+            front = front_rows(upto, objectives, cons)
+            recs.append({"generation": g, "evaluations": len(upto), "front_size": len(front),
+                         "hypervolume": _hv(_matrix(front, objectives), lo, scale)})
+        out.append(recs)
+    return out, lo, scale
+
+
 # ---------------------------------------------------------------- the front
-def objective_matrix(rows: Sequence[Mapping[str, Any]], eps_key: str) -> np.ndarray:
-    return np.array([sanitize((r["error"], r["comm"], r[eps_key])) for r in rows]).reshape(len(rows), 3)
+def objective_matrix(rows: Sequence[Mapping[str, Any]], objectives) -> np.ndarray:
+    """The rows' raw objective values with the worst-value rule applied (n x objectives)."""
+    return as_set(objectives).sanitized_matrix(rows)
 
 
 def is_full(row: Mapping[str, Any]) -> bool:
@@ -131,16 +176,11 @@ def is_full(row: Mapping[str, Any]) -> bool:
     return f is None or float(f) == 1.0
 
 
-def feasible_ok(rows: Sequence[Mapping[str, Any]], eps_key: str, constraints: Mapping[str, float]):
-    """Full-fidelity rows with status ok that satisfy the problem's constraints (objective <= bound)."""
-    out = []
-    for r in rows:
-        if r["status"] != "ok" or not is_full(r):
-            continue
-        F = sanitize((r["error"], r["comm"], r[eps_key]))
-        if all(F[OBJECTIVES.index(k)] <= float(b) for k, b in constraints.items()):
-            out.append(r)
-    return out
+def feasible_ok(rows: Sequence[Mapping[str, Any]], objectives, constraints: Mapping[str, float]):
+    """Full-fidelity rows with status ok that satisfy the problem's constraints (objective <= bound; >= for a
+    maximised one)."""
+    objectives = as_set(objectives)
+    return [r for r in rows if r["status"] == "ok" and is_full(r) and objectives.feasible(r, constraints)]
 
 
 def non_dominated(F: np.ndarray) -> np.ndarray:
@@ -153,7 +193,10 @@ def non_dominated(F: np.ndarray) -> np.ndarray:
     return np.flatnonzero(~dominated)
 
 
-def front_rows(rows, eps_key: str, constraints) -> list[dict[str, Any]]:
-    cand = feasible_ok(rows, eps_key, constraints)
-    idx = non_dominated(objective_matrix(cand, eps_key))
+def front_rows(rows, objectives, constraints) -> list[dict[str, Any]]:
+    """The Pareto set (ok, full fidelity, feasible, non-dominated on the objectives as the search sees them), in
+    id order."""
+    objectives = as_set(objectives)
+    cand = feasible_ok(rows, objectives, constraints)
+    idx = non_dominated(_matrix(cand, objectives))
     return sorted((cand[i] for i in idx), key=lambda r: r["id"])

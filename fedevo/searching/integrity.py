@@ -102,13 +102,15 @@ def check_chain(log: Path, run_json: Path) -> None:
         if cell != head.encode():
             what = (f"{run_json.name} was changed, or " if n == 2 else "") + \
                    "this row was edited, or rows were removed, inserted or appended by hand"
-            raise FedevoError(f"{log}: line {n} breaks the log's hash chain ({what}, after fedevo logged it); the "
-                              f"run is damaged: restore {Path(log).name} (and {run_json.name}) from a copy — nothing "
-                              "was read from it or written")
+            ident = line.split(b",", 1)[0].decode(errors="replace")
+            raise FedevoError(f"{log}: line {n} (id {ident}) breaks the log's hash chain ({what}, after fedevo "
+                              f"logged it); the run is damaged: restore {Path(log).name} (and {run_json.name}) from a "
+                              "copy — nothing was read from it or written")
 
 
 def checked_rows(run_dir: Path, read: Callable[[], list]) -> list:
-    """`read()` (the rows of run_dir/evaluations.csv), checked against the newest checkpoint. The checkpoint is
+    """`read()` (the rows of run_dir/evaluations.csv), checked: the hash chain to the last row (check_chain), then
+    against the newest checkpoint (rows lost off the end are no broken chain: check_log names them). The checkpoint is
     read first: a search that is writing the run only appends rows, and a checkpoint counts only rows appended
     before it, so rows read after it hold everything it counts (read the other way round, a generation that ends
     in between would look like lost rows)."""
@@ -118,9 +120,9 @@ def checked_rows(run_dir: Path, read: Callable[[], list]) -> list:
     state = load_checkpoint(ck) if ck is not None else None
     rows = read()
     log = Path(run_dir) / "evaluations.csv"
-    if state is not None:
-        check_log(rows, state, log=log, checkpoint=ck.stem)
     check_chain(log, Path(run_dir) / "run.json")  # every row, to the last (appends only: it holds `rows`)
+    if state is not None:  # rows lost at the end (and, in an unchained log, rows altered)
+        check_log(rows, state, log=log, checkpoint=ck.stem)
     return rows
 
 

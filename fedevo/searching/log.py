@@ -21,7 +21,9 @@ from ..errors import DiskFullError, FedevoError, disk_full
 from ..result import EvaluationResult
 from .runner import Task
 
-# the evaluation fields written after the genes, in this order
+# the evaluation fields written after the genes, in this order; then one column per objective of the run that is
+# not one of these (its raw value, fedevo.objectives: e.g. worst_client_error), so a run with the default objectives
+# writes the same columns as before the objectives list
 RESULT_COLUMNS = ("error", "comm", "eps", "eps_paper", "accuracy_global", "omega", "status", "wall_s",
                   "rounds_trained", "privacy", "message")
 HEAD_COLUMNS = ("id", "generation", "index", "seed")
@@ -112,8 +114,10 @@ def _parse_float(s: str) -> Optional[float]:
 class EvalLog:
     """evaluations.csv: one physical line per evaluation (newlines inside the message are escaped as \\n)."""
 
-    def __init__(self, path: Path, genes: Sequence, *, rungs: bool = False, run_json: Optional[bytes] = None):
-        """run_json: the run's run.json bytes; given, a new log is chained (its header ends with ``chain``)."""
+    def __init__(self, path: Path, genes: Sequence, *, rungs: bool = False, run_json: Optional[bytes] = None,
+                 objectives=None):
+        """run_json: the run's run.json bytes; given, a new log is chained (its header ends with ``chain``).
+        objectives: the run's ObjectiveSet; each one without a column of RESULT_COLUMNS gets its own."""
         self.path = Path(path)
         self.genes = tuple(genes)
         self.rungs = rungs
@@ -122,8 +126,15 @@ class EvalLog:
         clash = set(gene_names) & (set(HEAD_COLUMNS) | set(RESULT_COLUMNS) | set(RUNG_COLUMNS if rungs else ())
                                    | {CHAIN_COLUMN})
         assert not clash, clash
+        # the run's objectives that have no column of their own above (a run before the objectives list: none)
+        self.objectives = tuple(o for o in (objectives or ()) if o.name not in RESULT_COLUMNS)
+        for o in self.objectives:
+            if o.name in gene_names or o.name in HEAD_COLUMNS or o.name in RUNG_COLUMNS or o.name == CHAIN_COLUMN:
+                raise FedevoError(f"objective {o.name!r} has the name of a gene or a column of the evaluation log; "
+                                  "rename it")
         # the data columns (what a row holds; front.csv's columns); the file's header adds CHAIN_COLUMN if chained
-        self.columns = list(HEAD_COLUMNS) + gene_names + list(RESULT_COLUMNS) + list(RUNG_COLUMNS if rungs else ())
+        self.columns = (list(HEAD_COLUMNS) + gene_names + list(RESULT_COLUMNS) + [o.name for o in self.objectives]
+                        + list(RUNG_COLUMNS if rungs else ()))
         self.chained = run_json is not None  # a new log's; an existing log's header decides (`rows_of`)
         self._head: Optional[str] = None  # the chain cell of the last line (appending)
         self._fh = None
@@ -146,14 +157,38 @@ class EvalLog:
                 return c
         return s
 
+    def objective_values(self, r: EvaluationResult) -> tuple[list[Optional[float]], str]:
+        """The raw values of the objectives with a column of their own (each one's read), and a note for the
+        message where a read failed (that value is then empty: the objective's worst)."""
+        values, notes = [], []
+        for o in self.objectives:
+            try:
+                values.append(o.value(r))
+            except Exception as e:  # noqa: BLE001 - a user's objective function: its failure is the value's, not the run's
+                values.append(None)
+                notes.append(f"objective {o.name}: {type(e).__name__}: {' '.join(str(e).split())}")
+        return values, "\n".join(notes)
+
     def cells(self, task: Task, r: EvaluationResult) -> list[str]:
         privacy = json.dumps(r.privacy or {}, sort_keys=True, default=str)
+        values, notes = self.objective_values(r)
+        message = "\n".join(m for m in (r.message or "", notes) if m)
         return ([str(task.id), str(task.generation), str(task.index), str(task.seed)]
                 + [self._gene_cell(g, task.params[g.name]) for g in self.genes]
                 + [_fmt_float(r.error), _fmt_float(r.comm), _fmt_float(r.eps), _fmt_float(r.eps_paper),
                    _fmt_float(r.accuracy_global), str(int(r.omega or 0)), r.status, _fmt_float(r.wall_s),
-                   str(int(r.rounds or 0)), _escape(privacy), _escape(r.message or "")]
+                   str(int(r.rounds or 0)), _escape(privacy), _escape(message)]
+                + [_fmt_float(v) for v in values]
                 + ([str(int(task.rung)), repr(float(task.fidelity))] if self.rungs else []))
+
+    def row_cells(self, row: Mapping[str, Any]) -> list[str]:
+        """A parsed row written back exactly as the log holds it (front.csv's lines)."""
+        task = Task(row["id"], row["generation"], row["index"], {g.name: row[g.name] for g in self.genes},
+                    row["seed"], rung=row.get("rung", 0), fidelity=row.get("fidelity", 1.0))
+        cells = self.cells(task, row_result(row))
+        at = len(HEAD_COLUMNS) + len(self.genes) + len(RESULT_COLUMNS)
+        cells[at: at + len(self.objectives)] = [_fmt_float(row[o.name]) for o in self.objectives]
+        return cells
 
     def parse(self, cells: Sequence[str]) -> dict[str, Any]:
         d = dict(zip(self.columns, cells))
@@ -167,6 +202,8 @@ class EvalLog:
         row["rounds_trained"] = int(d["rounds_trained"])
         row["privacy"] = json.loads(_unescape(d["privacy"])) if d["privacy"] else {}
         row["message"] = _unescape(d["message"])
+        for o in self.objectives:
+            row[o.name] = _parse_float(d[o.name])
         if self.rungs:
             row["rung"] = int(d["rung"])
             row["fidelity"] = float(d["fidelity"])
@@ -262,7 +299,8 @@ class EvalLog:
 
 
 def row_result(row: Mapping[str, Any]) -> EvaluationResult:
-    """An EvaluationResult carrying a logged row's objectives (what the pymoo problem needs)."""
+    """An EvaluationResult carrying a logged row's fixed fields (the objectives' own columns stay in the row: the
+    search and every reader take ``row[name]``)."""
     return EvaluationResult(error=row["error"], comm=row["comm"], eps=row["eps"], eps_paper=row["eps_paper"],
                             accuracy_global=row["accuracy_global"], omega=row["omega"], status=row["status"],
                             wall_s=row["wall_s"] or 0.0, rounds=row["rounds_trained"], privacy=row["privacy"],

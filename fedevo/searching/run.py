@@ -16,8 +16,9 @@ Run directory::
                         its generation), seed (the evaluation's), one column per gene (decoded values),
                         error, comm, eps, eps_paper, accuracy_global, omega, status (ok/diverged/failed),
                         wall_s, rounds_trained, privacy (JSON), message (traceback of a failure; newlines
-                        written as \\n so that every row is one line). Floats are written with repr(): exact;
-                        an empty cell is None (e.g. no ε for an unprivate run)
+                        written as \\n so that every row is one line), then one column per objective of the
+                        run without one above (its raw value, e.g. worst_client_error). Floats are written with
+                        repr(): exact; an empty cell is None (e.g. no ε for an unprivate run)
                         A multi-fidelity search (--fidelity, fidelity.py) adds the columns rung and fidelity:
                         one row per rung an individual reached (same id), its values after those rounds.
                         The last column, chain, is the hash chain over the rows (log.py, integrity.py: every
@@ -79,12 +80,12 @@ from .budgets import STOP_FILE, batch_size, stop_reason, stop_record
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
-from .front_math import HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hypervolume_table, is_full
+from .front_math import HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hv_columns, hypervolume_table, is_full
 from .inputs import check_inputs, fingerprint
 from .integrity import check_chain, check_log, checked_rows, log_record
-from .log import EvalLog, csv_text, atomic_write, row_key, row_result
-from .problem import OBJECTIVES, WORST, SearchProblem
-from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity
+from .log import EvalLog, csv_text, atomic_write, row_key
+from .problem import SearchProblem
+from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity, run_objectives
 from .fidelity import PROMOTION, parse_ladder
 from .rungs import RungScheduler, check_continues, check_ladder, remove_states
 from .runner import Task, _Abort, cores, make_runner
@@ -184,9 +185,10 @@ class SearchRun:
         self.settings = settings
         self.space = SearchSpace.from_problem(problem)
         self.eps_key = problem.eps_objective
+        self.objectives = run_objectives(self.meta, problem)
         self.constraints = dict(problem.constraints)
         self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes, rungs=settings.multi_fidelity,
-                           run_json=(self.run_dir / "run.json").read_bytes())
+                           run_json=(self.run_dir / "run.json").read_bytes(), objectives=self.objectives)
 
     # ------------------------------------------------------------------ creating / opening
     @classmethod
@@ -196,8 +198,12 @@ class SearchRun:
         run.json records the problem's TOML text)."""
         if problem is None:
             problem = load_problem(settings.problem)
+        objectives = problem.objective_set()  # unknown objectives: one line, before anything is written
+        from ..objectives.spec import check_loadable
+
+        check_loadable(objectives)
         space = SearchSpace.from_problem(problem)  # genes must be searchable
-        settings = settings.resolved(n_obj=_search_problem(problem, space).n_obj)
+        settings = settings.resolved(n_obj=len(objectives))
         text = problem.text if problem.text is not None else Path(problem.path).read_text() if problem.path else None
         if text is None:
             raise FedevoError(f"problem {settings.problem!r} has no file to record in run.json"
@@ -245,22 +251,24 @@ class SearchRun:
             "problem": {"name": problem.name, "source": settings.problem, "path": problem.path,
                         "file_stem": Path(problem.path).stem if problem.path else problem.name, "text": text},
             "settings": asdict(settings),
-            "objectives": ["error", "comm", problem.eps_objective],
+            "objectives": list(objectives.names),
+            "objective_specs": objectives.records(),  # what every reader needs of them (no code)
             "constraints": dict(problem.constraints),
-            "worst_objectives": dict(WORST),
-            **({"n_ref_dirs": n_ref_dirs(settings.partitions, _search_problem(problem, space).n_obj)}
+            "worst_objectives": {o.name: o.worst for o in objectives},
+            **({"n_ref_dirs": n_ref_dirs(settings.partitions, len(objectives))}
                if settings.partitions is not None else {}),
             "offspring_per_generation": settings.pop,
             "expected_evaluations": settings.expected_evaluations,
             "encoding": space.describe(),
-            "algorithm": optimizers.make(settings.optimizer, space, _search_problem(problem, space),
+            "algorithm": optimizers.make(settings.optimizer, space, _search_problem(problem, space, objectives),
                                          pop=settings.pop, seed=settings.seed, settings=settings).describe(),
             "budgets": {"gen": settings.gen, "budget": settings.budget, "time_budget": settings.time_budget,
                         "patience": settings.patience, "stop": "the first reached; see stop.json"},
             "evaluation_seed": "numpy SeedSequence([seed, id]).generate_state(1)[0]",
             **({"fidelity": {"ladder": list(settings.fidelity), "rung_rounds": "floor(f * T + 1/2) of the planned T",
                              "promotion": PROMOTION}} if settings.multi_fidelity else {}),
-            "search_objectives": SEARCH_OBJECTIVES, "hypervolume": HYPERVOLUME,
+            "search_objectives": SEARCH_OBJECTIVES,
+            "hypervolume": {**HYPERVOLUME, "ref_point": [HV_REF] * len(objectives)},
             "runtime_at_start": asdict(runtime),
             "host": {"cores": cores(), "platform": platform.platform()},
             "versions": versions(),
@@ -313,26 +321,25 @@ class SearchRun:
     # ------------------------------------------------------------------ optimiser
     def new_optimizer(self) -> optimizers.Optimizer:
         s = self.settings
-        return optimizers.make(s.optimizer, self.space, _search_problem(self.problem, self.space), pop=s.pop,
-                               seed=s.seed, settings=s)
+        return optimizers.make(s.optimizer, self.space, self._search_problem(), pop=s.pop, seed=s.seed, settings=s)
 
     def _optimizer(self, state: Mapping[str, Any]) -> optimizers.Optimizer:
         s = self.settings
         name = state.get("optimizer", optimizers.DEFAULT)  # checkpoints made before the seam: NSGA-III
-        return optimizers.from_state(name, state["algorithm"], self.space, _search_problem(self.problem, self.space),
-                                     pop=s.pop, seed=s.seed, settings=s)
+        return optimizers.from_state(name, state["algorithm"], self.space, self._search_problem(), pop=s.pop,
+                                     seed=s.seed, settings=s)
+
+    def _search_problem(self) -> SearchProblem:
+        return _search_problem(self.problem, self.space, self.objectives)
 
     # ------------------------------------------------------------------ outputs
     def write_outputs(self, rows: Sequence[Mapping[str, Any]],
                       generations: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """front.csv and hypervolume.csv of these rows; returns (front, hypervolume table)."""
-        front = front_rows(rows, self.eps_key, self.constraints)
-        cols = self.log.columns
-        fmt = lambda r: self.log.cells(Task(r["id"], r["generation"], r["index"], {g.name: r[g.name] for g in self.space.genes}, r["seed"], rung=r.get("rung", 0), fidelity=r.get("fidelity", 1.0)), row_result(r))  # noqa: E731
-        atomic_write(self.run_dir / "front.csv", csv_text(cols, (fmt(r) for r in front)))
-        table = hypervolume_table(rows, generations, self.eps_key, self.constraints)
-        hv_cols = ["generation", "evaluations", "front_size", "hypervolume"] + \
-                  [f"lo_{k}" for k in OBJECTIVES] + [f"scale_{k}" for k in OBJECTIVES]
+        front = front_rows(rows, self.objectives, self.constraints)
+        atomic_write(self.run_dir / "front.csv", csv_text(self.log.columns, (self.log.row_cells(r) for r in front)))
+        table = hypervolume_table(rows, generations, self.objectives, self.constraints)
+        hv_cols = hv_columns(self.objectives)
         atomic_write(self.run_dir / "hypervolume.csv",
                      csv_text(hv_cols, ([repr(t[c]) if isinstance(t[c], float) else t[c] for c in hv_cols] for t in table)))
         return front, table
@@ -355,6 +362,9 @@ class SearchRun:
         evaluator = for_problem(s.evaluator, self.problem) if evaluator is None else evaluators.resolve(evaluator)
         if s.multi_fidelity:
             check_continues(evaluator, s.fidelity)
+        from ..objectives.spec import check_loadable
+
+        check_loadable(self.objectives)  # an objective this process cannot read: one line, nothing evaluated
         callback = CallbackList(callbacks)
         summary: Optional[Summary] = None
         try:
@@ -403,8 +413,8 @@ class SearchRun:
         by_id: dict[tuple[int, int], dict[str, Any]] = {}  # (id, rung) -> row; a plain search's rung is 0
         for r in rows:
             by_id.setdefault(row_key(r), r)
-        check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
         check_chain(self.log.path, self.run_dir / "run.json")  # every row to the last, before any is trusted
+        check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
         counters = {"reused": 0}
         search_s0 = float(state.get("search_s", 0.0))  # seconds of search before this process (resumes add up)
         elapsed = lambda: search_s0 + time.monotonic() - t0  # noqa: E731
@@ -419,7 +429,7 @@ class SearchRun:
             if runner is not None:
                 callback.on_start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,
                                   done=len(by_id), rows=[by_id[k] for k in sorted(by_id)], runner=runner.describe,
-                                  run_dir=self.run_dir, eps_key=self.eps_key)
+                                  run_dir=self.run_dir, eps_key=self.eps_key, objectives=self.objectives)
             while runner is not None and not self._stopped(state, elapsed()):
                 g = state["generation"] + 1
                 callback.on_generation_start(g)
@@ -507,12 +517,13 @@ class SearchRun:
         seed, rounds = self.settings.seed, self.settings.rounds
         if self.settings.multi_fidelity:
             rungs = RungScheduler(run_dir=self.run_dir, problem=self.problem, ladder=self.settings.fidelity,
-                                  rounds=rounds, evaluator=evaluator, eps_key=self.eps_key, log=self.log, seed=seed)
+                                  rounds=rounds, evaluator=evaluator, eps_key=self.eps_key, log=self.log, seed=seed,
+                                  objectives=self.objectives)
             tick = lambda: callback.on_tick(runner.stats.running, runner.stats.queued)  # noqa: E731
             return lambda params_list: rungs.evaluate(g, first_id, params_list, by_id, runner, callback.on_evaluation,
                                                       counters, tick)
 
-        def batch_evaluate(params_list: list[dict[str, Any]]) -> list[EvaluationResult]:
+        def batch_evaluate(params_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
             tasks = [Task(first_id + i, g, i, p, eval_seed(seed, first_id + i),
                           evaluators.cost(evaluator, self.problem, p, rounds))  # Ray: longest first
                      for i, p in enumerate(params_list)]
@@ -535,14 +546,16 @@ class SearchRun:
                 callback.on_evaluation(row)
 
             runner.run(todo, on_done, tick=lambda: callback.on_tick(runner.stats.running, runner.stats.queued))
-            return [row_result(r) for r in rows]
+            return list(rows)  # the logged rows: the problem reads row[name] (fedevo.objectives)
 
         return batch_evaluate
 
 
-def _search_problem(problem: Problem, space: SearchSpace) -> SearchProblem:
-    """The objective vector (and constraints) an optimiser sees for this problem."""
-    return SearchProblem(space, eps_key=problem.eps_objective, constraints=dict(problem.constraints))
+def _search_problem(problem: Problem, space: SearchSpace, objectives=None) -> SearchProblem:
+    """The objective vector (and constraints) an optimiser sees for this problem (objectives: the run's
+    ObjectiveSet; None: the problem file's)."""
+    return SearchProblem(space, eps_key=problem.eps_objective, constraints=dict(problem.constraints),
+                         objectives=problem.objective_set() if objectives is None else objectives)
 
 
 def _with_fidelity(settings: SearchSettings, problem: Problem, evaluator: Evaluator) -> SearchSettings:

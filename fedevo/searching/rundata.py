@@ -68,14 +68,15 @@ def read_run_json(run_dir: Path) -> tuple[dict[str, Any], Problem, SearchSetting
             raise FedevoError(f"{path}: unknown format {meta.get('format')!r} (expected {RUN_FORMAT})")
         settings = SearchSettings(**meta["settings"])
         p = meta["problem"]
-        problem = parse_problem(_toml.loads(p["text"]), name=p["file_stem"], path=p["path"])
+        problem = parse_problem(_toml.loads(p["text"]), name=p["file_stem"], path=p["path"],
+                                registered_only=False)  # run.json records the objectives: no user code needed
     except FedevoError:
         raise
     except (ValueError, KeyError, TypeError) as e:
         raise FedevoError(f"{path} is corrupt ({type(e).__name__}: {e})") from None
     if run_identity(p["text"], settings) != meta.get("run_id"):
         raise FedevoError(f"{path} is corrupt (its run_id does not match its content)")
-    return meta, problem, settings.resolved()
+    return meta, problem, settings.resolved(n_obj=len(meta.get("objectives") or (0, 0, 0)))
 
 
 @dataclass
@@ -95,11 +96,10 @@ class RunData:
 
     @cached_property
     def objectives(self):
-        """The run's objectives in order (:class:`fedevo.objectives.ObjectiveSet`): run.json's ``objectives`` list,
-        else error, comm and the problem's ε."""
-        from ..objectives import ObjectiveSet, default_names
-
-        return ObjectiveSet.of(self.meta.get("objectives") or default_names(self.eps_key))
+        """The run's objectives in order (:class:`fedevo.objectives.ObjectiveSet`): run.json's record of them
+        (``objective_specs``; a run made before it: its ``objectives`` names), else error, comm and the problem's ε.
+        Each reads ``row[name]`` of a row: no user code is needed to read a run."""
+        return run_objectives(self.meta, self.problem)
 
     @property
     def ok_rows(self) -> list[dict[str, Any]]:
@@ -164,7 +164,7 @@ class RunData:
         """The knee (clearly better than chance) and the two lowest-error solutions of the front."""
         from ..picking import marks
 
-        return marks(self.front, self.eps_key, chance=self.knee_bar)
+        return marks(self.front, self.objectives, chance=self.knee_bar)
 
     def pick(self, spec: str):
         """THE pick resolver: the solutions `spec` selects (fedevo.picking grammar), the knee below
@@ -172,7 +172,7 @@ class RunData:
         (tests/test_pick_agreement.py), so one spec names the same ids everywhere."""
         from ..picking import pick
 
-        return pick(spec, self.rows, self.front, eps_key=self.eps_key, chance=self.knee_bar)
+        return pick(spec, self.rows, self.front, objectives=self.objectives, chance=self.knee_bar)
 
     @property
     def generations(self) -> int:
@@ -183,7 +183,7 @@ class RunData:
         running search handed its table over)."""
         if self.hv_table is not None:
             return self.hv_table
-        return hypervolume_table(self.rows, self.generations, self.eps_key, self.constraints)
+        return hypervolume_table(self.rows, self.generations, self.objectives, self.constraints)
 
     def params(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """The genes of an evaluated row (what `evaluate` takes)."""
@@ -214,10 +214,23 @@ def run_data(run_dir: Path, meta: Mapping[str, Any], problem: Problem, settings:
              hypervolume: Optional[list[dict[str, Any]]] = None) -> RunData:
     """A RunData of these rows (the front computed unless given)."""
     eps_key, constraints = problem.eps_objective, dict(problem.constraints)
-    return RunData(run_dir=Path(run_dir), meta=meta, problem=problem, settings=settings,
+    data = RunData(run_dir=Path(run_dir), meta=meta, problem=problem, settings=settings,
                    gene_names=tuple(g.name for g in space.genes), gene_types={g.name: g.type for g in space.genes},
-                   eps_key=eps_key, constraints=constraints, rows=rows,
-                   front=front_rows(rows, eps_key, constraints) if front is None else front, hv_table=hypervolume)
+                   eps_key=eps_key, constraints=constraints, rows=rows, hv_table=hypervolume)
+    data.front = front_rows(rows, data.objectives, constraints) if front is None else front
+    return data
+
+
+def run_objectives(meta: Mapping[str, Any], problem: Problem):
+    """A run's ObjectiveSet from its run.json: the recorded objectives (``objective_specs``), else the names
+    (``objectives``: runs made before the record), else the problem's default three."""
+    from ..objectives import ObjectiveSet, default_names
+
+    own = {o.name: o for o in getattr(problem, "objective_defs", ())}  # the problem file's (read loads lazily)
+    specs = meta.get("objective_specs")
+    if specs:
+        return ObjectiveSet.of(own.get(r["name"], r) for r in specs)
+    return ObjectiveSet.of(meta.get("objectives") or default_names(problem.eps_objective))
 
 
 def load_run(run_dir: Path | str, *, require_evaluations: bool = True) -> RunData:
@@ -227,7 +240,8 @@ def load_run(run_dir: Path | str, *, require_evaluations: bool = True) -> RunDat
         raise FedevoError(f"{run_dir} is not a directory (expected a run directory made by `fedevo search`)")
     meta, problem, settings = read_run_json(run_dir)
     space = SearchSpace.from_problem(problem)
-    log = EvalLog(run_dir / "evaluations.csv", space.genes, rungs=settings.multi_fidelity)
+    log = EvalLog(run_dir / "evaluations.csv", space.genes, rungs=settings.multi_fidelity,
+                  objectives=run_objectives(meta, problem))
     # a log that lost or altered rows its checkpoints count: one line, never a front
     rows = checked_rows(run_dir, lambda: read_rows(log, log.path))
     if require_evaluations and not rows:

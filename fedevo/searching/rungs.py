@@ -31,7 +31,7 @@ from ..errors import FedevoError
 from ..result import EvaluationResult
 from . import evaluator as evaluators
 from .fidelity import PROMOTION, promote, rung_rounds
-from .log import EvalLog, atomic_write, row_result
+from .log import EvalLog, atomic_write
 from .runner import Task
 from .settings import eval_seed
 
@@ -126,9 +126,12 @@ class RungScheduler:
     evaluator (returns one result per individual: what NSGA-III's tell() gets)."""
 
     def __init__(self, *, run_dir: Path, problem, ladder: Sequence[float], rounds: Optional[int], evaluator,
-                 eps_key: str, log: EvalLog, seed: int):
+                 eps_key: str, log: EvalLog, seed: int, objectives=None):
+        from ..objectives import as_set
+
         self.run_dir, self.problem, self.ladder = Path(run_dir), problem, tuple(ladder)
         self.rounds, self.evaluator, self.eps_key, self.log, self.seed = rounds, evaluator, eps_key, log, seed
+        self.objectives = as_set(objectives, eps_key)
         (self.run_dir / STATES).mkdir(exist_ok=True)
         for p in (self.run_dir / STATES).glob(".*.tmp"):  # a state write killed before its rename
             with contextlib.suppress(OSError):
@@ -149,21 +152,20 @@ class RungScheduler:
             return {}
         return {k: float(v) for k, v in (out or {}).items() if v is not None}
 
-    def tell_result(self, row: Mapping[str, Any], planned: Mapping[str, float]) -> EvaluationResult:
-        """What NSGA-III gets for an individual left at a lower rung: the objectives it was ranked on."""
-        r = row_result(row)
-        known = {k: planned[k] for k in ("comm", self.eps_key) if k in planned}
-        return replace(r, **known)
+    def tell_result(self, row: Mapping[str, Any], planned: Mapping[str, float]) -> dict[str, Any]:
+        """What NSGA-III gets for an individual left at a lower rung: the objectives it was ranked on (its row, with
+        the values known at the full T)."""
+        return {**row, **{k: planned[k] for k in self.objectives.names if k in planned and k != "error"}}
 
     # ------------------------------------------------------------------ a generation
     def evaluate(self, g: int, first_id: int, params_list: Sequence[Mapping[str, Any]], by_key, runner,
-                 on_row: Callable[[dict[str, Any]], None], counters, tick) -> list[EvaluationResult]:
+                 on_row: Callable[[dict[str, Any]], None], counters, tick) -> list[dict[str, Any]]:
         n = len(params_list)
         ids = [first_id + i for i in range(n)]
         params = {first_id + i: p for i, p in enumerate(params_list)}
         rounds = {i: self.rung_rounds(params[i]) for i in ids}
         planned: dict[int, dict[str, float]] = {}
-        out: dict[int, EvaluationResult] = {}
+        out: dict[int, dict[str, Any]] = {}
         current = ids
         last = len(self.ladder) - 1
         for k, f in enumerate(self.ladder):
@@ -199,12 +201,12 @@ class RungScheduler:
             rung_rows = [by_key[(i, k)] for i in current]
             if k == last:
                 for r in rung_rows:
-                    out[r["id"]] = row_result(r)
+                    out[r["id"]] = r
                 break
             for i in current:
                 if i not in planned:
                     planned[i] = self.planned(params[i])
-            promoted = set(promote(rung_rows, planned, self.eps_key, PROMOTION["eta"], PROMOTION["margin"]))
+            promoted = set(promote(rung_rows, planned, self.objectives, PROMOTION["eta"], PROMOTION["margin"]))
             for r in rung_rows:
                 if r["id"] not in promoted:
                     out[r["id"]] = self.tell_result(r, planned.get(r["id"], {}))

@@ -30,7 +30,6 @@ def front_params(run_dir: Path | str, problem: Problem, pop: int) -> tuple[tuple
     """(the genes of up to `pop` front members of the run in `run_dir`, their ids there), checked against
     `problem`; FedevoError (one line) for a directory that is no run, a damaged one, another problem or an empty
     front."""
-    from .front_math import objective_matrix, to_search_space
     from .fidelity import select_promoted
     from .rundata import load_run
 
@@ -53,7 +52,7 @@ def front_params(run_dir: Path | str, problem: Problem, pop: int) -> tuple[tuple
                           f"finished ok); nothing to start from")
     ids = [int(r["id"]) for r in front]
     if len(front) > pop:
-        F = to_search_space(objective_matrix(front, data.eps_key))
+        F = data.objectives.search_matrix(front)
         keep = set(select_promoted(F, ids, pop, margin=0.0))
         front = [r for r in front if r["id"] in keep]
         ids = [int(r["id"]) for r in front]

@@ -12,7 +12,7 @@ from fedevo.errors import FedevoError
 from fedevo.searching.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from fedevo.searching.rundata import load_run
 
-from .search_helpers import FAKE, read_csv, run_cli, toy_problem_file, without
+from .search_helpers import FAKE, read_csv, run_cli, toy_problem_file, unchain, without
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +63,9 @@ def test_an_altered_row_is_named(finished, tmp_path):
     old = rows[k]["error"]
     lines[1 + k] = lines[1 + k].replace(old, repr(float(old) / 2), 1)
     (d / "evaluations.csv").write_text("".join(lines))
+    with pytest.raises(FedevoError, match=rf"evaluations.csv: line {2 + k} \(id \d+\) breaks the log's hash chain"):
+        load_run(d)
+    unchain(d)  # a log written before the chain: the checkpoint's record names the id
     with pytest.raises(FedevoError, match=rf"differ from what was logged \(id {rows[k]['id']}: checksum mismatch\)"):
         load_run(d)
 
@@ -138,7 +141,7 @@ def test_a_row_appended_by_hand_is_refused(finished, tmp_path):
     rows = read_csv(d / "evaluations.csv")
     forged = lines[-1].replace(f"{rows[-1]['id']},", f"{len(rows)},", 1).replace(rows[-1]["error"], "0.0001", 1)
     (d / "evaluations.csv").write_text("".join(lines) + forged)
-    _refused_everywhere(d, rf"evaluations.csv: line {len(lines) + 1} breaks the log's hash chain")
+    _refused_everywhere(d, rf"evaluations.csv: line {len(lines) + 1} \(id \d+\) breaks the log's hash chain")
 
 
 def test_the_last_row_edited_after_a_kill_between_checkpoints_is_refused(finished, tmp_path):
@@ -149,7 +152,7 @@ def test_the_last_row_edited_after_a_kill_between_checkpoints_is_refused(finishe
     rows = read_csv(d / "evaluations.csv")
     lines[-1] = lines[-1].replace(rows[-1]["error"], repr(float(rows[-1]["error"]) / 3), 1)
     (d / "evaluations.csv").write_text("".join(lines))
-    _refused_everywhere(d, rf"evaluations.csv: line {len(lines)} breaks the log's hash chain")
+    _refused_everywhere(d, rf"evaluations.csv: line {len(lines)} \(id \d+\) breaks the log's hash chain")
 
 
 @pytest.mark.parametrize("where", ["first", "middle", "removed"])
@@ -166,7 +169,7 @@ def test_a_row_edited_or_removed_anywhere_is_named(finished, tmp_path, where):
         assert edited != lines[k]
         lines[k] = edited
     (d / "evaluations.csv").write_text("".join(lines))
-    with pytest.raises(FedevoError, match=rf"line {k + 1} breaks the log's hash chain"):
+    with pytest.raises(FedevoError, match=rf"line {k + 1} \(id \d+\) breaks the log's hash chain"):
         load_run(d)
 
 
@@ -174,13 +177,11 @@ def test_an_edited_run_json_is_refused(finished, tmp_path):
     d = _copy(finished, tmp_path / "json")
     meta = (d / "run.json").read_text()
     (d / "run.json").write_text(meta.replace('"created": "', '"created": "1', 1))
-    with pytest.raises(FedevoError, match=r"line 2 breaks the log's hash chain \(run.json was changed, or"):
+    with pytest.raises(FedevoError, match=r"line 2 \(id 0\) breaks the log's hash chain \(run.json was changed, or"):
         load_run(d)
 
 
 def test_a_run_made_before_the_chain_still_reads_and_resumes(finished, tmp_path):
-    from .search_helpers import unchain
-
     d = _copy(finished, tmp_path / "old")
     (d / "checkpoints" / "gen-0003.pkl").unlink()
     unchain(d)

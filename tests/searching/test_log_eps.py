@@ -32,10 +32,7 @@ def test_search_eps_values():
 class _R:
     def __init__(self, eps, status="ok"):
         self.status = status
-        self.eps = eps
-
-    def objectives(self, key):
-        return (0.2, 300.0, self.eps)
+        self.error, self.comm, self.eps = 0.2, 300.0, eps
 
 
 def test_problem_objectives_and_constraints_on_log_eps():

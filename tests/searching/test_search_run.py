@@ -203,7 +203,7 @@ def test_inconsistent_log_is_detected(tmp_path):
     i = next(k for k, r in enumerate(rows) if r["generation"] == "2")
     text[1 + i] = text[1 + i].replace(f",{rows[i]['units']},", f",{int(rows[i]['units']) % 100 + 17},", 1)
     (out / "evaluations.csv").write_text("".join(text))
-    with pytest.raises(FedevoError, match=rf"line {2 + i} breaks the log's hash chain"):  # issue 35: the chain
+    with pytest.raises(FedevoError, match=rf"line {2 + i} \(id \d+\) breaks the log's hash chain"):  # issue 35
         resume(out, SERIAL)
     unchain(out)  # a log written before the chain: the resumed search tells the row from what it asks
     with pytest.raises(FedevoError, match="does not match"):
@@ -227,6 +227,9 @@ def test_lost_rows_are_detected(tmp_path):
     run_fake(out, gen=2)
     lines = (out / "evaluations.csv").read_text().splitlines(keepends=True)
     (out / "evaluations.csv").write_text("".join(lines[:3] + lines[4:]))  # one row of generation 1 gone
+    with pytest.raises(FedevoError, match=r"line 4 \(id 3\) breaks the log's hash chain"):  # issue 35: the chain first
+        resume(out, SERIAL)
+    unchain(out)  # a log written before the chain: the checkpoint's record names the lost id
     with pytest.raises(FedevoError, match=r"lacks 1 of the 16 evaluations that checkpoint gen-0002 counts \(id 2\)"):
         resume(out, SERIAL)
 

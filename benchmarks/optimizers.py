@@ -9,11 +9,10 @@ runs to the largest budget (``fedevo.searching.search(..., budget=max)``; evalua
 in OUT/runs/<problem>/<optimizer>-s<seed>/; a run directory that is already there is resumed if unfinished and
 reused if finished, so an interrupted benchmark continues where it stopped.
 
-Then, per problem, **one normalisation** for every run: the search-space objectives (error, comm, log10 ε: what
-the optimisers minimise; fedevo.searching.front_math) of all full-fidelity ok evaluations within the problem's
-constraints, of every optimiser and seed, give the ideal and nadir point; each objective is scaled to [0, 1] by
-them and the hypervolume of the front of a run's first k evaluations (ids 0..k-1) is measured with pymoo's HV at
-reference point 1.1 in every objective. The table gives, per optimiser, the mean ± sd (over seeds) of that
+Then, per problem, **one normalisation** for every run (``fedevo.hypervolume(runs, at=[1, ..., max])``): the
+objectives as the optimisers see them (error, comm, log10 ε) of all ok evaluations of every optimiser and seed give
+the minimum and range each objective is scaled by, and the hypervolume of the front of a run's first k evaluations
+is measured with pymoo's HV at reference point 1.1 in every objective. The table gives, per optimiser, the mean ± sd (over seeds) of that
 hypervolume at each budget, and the evaluations each run needed to reach NSGA-III's mean hypervolume at the
 largest budget (the target; "never" when it did not within the largest budget).
 
@@ -44,8 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 import fedevo  # noqa: E402
-from fedevo.searching import load_run  # noqa: E402
-from fedevo.searching.front_math import HV_REF, feasible_ok, non_dominated, objective_matrix, to_search_space  # noqa: E402
+from fedevo.searching.front_math import HV_REF  # noqa: E402
 
 
 def machine() -> dict:
@@ -71,25 +69,6 @@ def run_search(problem: str, optimizer: str, seed: int, args, out: Path) -> Path
     fedevo.search(problem, pop=args.pop, budget=budget, seed=seed, workers=args.workers, out=out,
                   rounds=args.rounds, data_dir=args.data_dir, optimizer=optimizer, page=False, progress=False)
     return out
-
-
-def search_space_rows(run_dir: Path) -> tuple[list[int], np.ndarray]:
-    """(ids, objective matrix as the search sees it) of a run's feasible full-fidelity ok evaluations."""
-    data = load_run(run_dir)
-    rows = feasible_ok(data.rows, data.eps_key, data.meta.get("constraints", {}))
-    F = to_search_space(objective_matrix(rows, data.eps_key)) if rows else np.zeros((0, 3))
-    return [int(r["id"]) for r in rows], F
-
-
-def hypervolume(F: np.ndarray, lo: np.ndarray, scale: np.ndarray) -> float:
-    """Hypervolume of the non-dominated rows of F, normalised by (lo, scale), reference point HV_REF."""
-    from pymoo.indicators.hv import HV
-
-    if len(F) == 0:
-        return 0.0
-    Z = (F[non_dominated(F)] - lo) / scale
-    Z = Z[np.all(Z < HV_REF, axis=1)]
-    return float(HV(ref_point=np.full(F.shape[1], HV_REF))(Z)) if len(Z) else 0.0
 
 
 def timing(run_dir: Path) -> dict:
@@ -139,16 +118,18 @@ def main() -> None:
                 t0 = time.time()
                 runs[(opt, seed)] = run_search(problem, opt, seed, args, d)
                 print(f"{problem} {opt} seed {seed}: {time.time() - t0:.0f} s", flush=True)
-        data = {key: search_space_rows(d) for key, d in runs.items()}
-        union = np.vstack([F for _, F in data.values() if len(F)])
-        lo, hi = union.min(axis=0), union.max(axis=0)
-        scale = np.where(hi - lo > 0, hi - lo, 1.0)
-        curves: dict[tuple[str, int], list[float]] = {}
         top = max(args.budgets)
-        for key, (ids, F) in data.items():
-            ids = np.asarray(ids)
-            curves[key] = [hypervolume(F[ids < k], lo, scale) for k in range(1, top + 1)]
-            hv_rows += [(problem, key[0], key[1], k, curves[key][k - 1]) for k in range(1, top + 1)]
+        keys = list(runs)
+        # one normalisation for every run of the problem: fedevo.hypervolume (the objectives as the optimiser sees
+        # them, minimum and range of all the runs' ok evaluations, reference point 1.1)
+        records = fedevo.hypervolume([runs[k] for k in keys], at=list(range(1, top + 1)))
+        per_run: dict[str, list[float]] = {}
+        for rec in records:  # per run, one record per point of `at`, in its order
+            per_run.setdefault(str(rec["run"]), []).append(rec["hypervolume"])
+        curves = {k: per_run[str(runs[k])] for k in keys}
+        assert all(len(c) == top for c in curves.values())
+        for key in keys:
+            hv_rows += [(problem, key[0], key[1], n, curves[key][n - 1]) for n in range(1, top + 1)]
         base = "nsga3" if "nsga3" in args.optimizers else args.optimizers[0]
         target = float(np.mean([curves[(base, s)][top - 1] for s in args.seeds]))
         lines += [f"## {problem}", "", f"Target: {base}'s mean hypervolume at {top} evaluations = {target:.3f}.", "",

@@ -4,9 +4,9 @@ after every generation and importance.html at the end cost ~35 % of the evaluati
     python benchmarks/search_overhead.py [--problem digits_mlp] [--pop 12] [--gen 4] [--seed 0] [--repeats 2]
 
 Each configuration runs the same search in-process (workers=0) in a fresh directory: `page=False`; `page=True` as
-fedevo.search does it (the live front.html at most every api.PAGE_SECONDS, then front.html and importance.html at
-the end); and `page=True` with the page rewritten after every generation (PAGE_SECONDS = 0: the behaviour before
-the throttle). Overhead = wall time of fedevo.search − the evaluations' own wall_s (sum over evaluations.csv), as a
+fedevo.search does it now (the live front.html at most every api.PAGE_SECONDS, then front.html at the end); and
+the behaviour before issue #34 (the page rewritten after every generation, PAGE_SECONDS = 0, and importance.html
+written at the end). Overhead = wall time of fedevo.search − the evaluations' own wall_s (sum over evaluations.csv), as a
 percentage of the latter; the time of the final pages is reported apart. Prints one line per run and the CPU
 (lscpu model name) and load average.
 """
@@ -36,7 +36,7 @@ def cpu() -> str:
         return "?"
 
 
-def one(args, page: bool, seconds: float, tmp: Path) -> dict:
+def one(args, page: bool, seconds: float, importance: bool, tmp: Path) -> dict:
     api.PAGE_SECONDS = seconds
     final = [0.0]
     orig = api._final_page
@@ -52,7 +52,7 @@ def one(args, page: bool, seconds: float, tmp: Path) -> dict:
     try:
         t0 = time.perf_counter()
         run = fedevo.search(args.problem, pop=args.pop, gen=args.gen, seed=args.seed, workers=0, out=tmp,
-                            page=page, progress=False)
+                            page=page, progress=False, importance=importance)
         wall = time.perf_counter() - t0
     finally:
         api._final_page = orig
@@ -71,12 +71,13 @@ def main() -> None:
     args = ap.parse_args()
     print(f"CPU: {cpu()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}")
     default = api.PAGE_SECONDS
-    configs = [("page=False", False, default), (f"page=True (live page at most every {default:g} s)", True, default),
-               ("page=True, live page every generation (before)", True, 0.0)]
+    configs = [("page=False", False, default, False),
+               (f"page=True (now: live page at most every {default:g} s)", True, default, False),
+               ("before: page every generation + importance", True, 0.0, True)]
     for r in range(args.repeats):
-        for name, page, seconds in configs:
+        for name, page, seconds, importance in configs:
             with tempfile.TemporaryDirectory() as d:
-                m = one(args, page, seconds, Path(d) / "run")
+                m = one(args, page, seconds, importance, Path(d) / "run")
             print(f"{name:50s} wall {m['wall']:6.2f} s  evaluations {m['evals']:6.2f} s  overhead {m['overhead']:5.2f} s "
                   f"({100 * m['overhead'] / m['evals']:4.0f} %)  of which final pages {m['final']:5.2f} s", flush=True)
     print(f"load average after {os.getloadavg()[0]:.2f}")

@@ -155,3 +155,26 @@ def test_workers_auto_says_why_in_one_line(tmp_path):
                 "--quiet", "--evaluator", FAKE)
     assert r.returncode != 0 and r.stderr.strip().splitlines() == [
         "fedevo: error: --workers must be 'auto' or a whole number >= 0, got 'lots'"]
+
+
+def test_the_live_page_is_throttled():
+    from fedevo.searching.callbacks import Throttled, SearchCallback
+
+    class Count(SearchCallback):
+        def __init__(self):
+            self.gens, self.evals = [], 0
+
+        def on_generation(self, generation, run):
+            self.gens.append(generation)
+
+        def on_evaluation(self, row):
+            self.evals += 1
+
+    now = [0.0]
+    inner = Count()
+    t = Throttled(inner, seconds=10, clock=lambda: now[0])
+    for g, at in enumerate([0.0, 3.0, 9.9, 10.5, 12.0, 30.0], start=1):
+        now[0] = at
+        t.on_evaluation({})
+        t.on_generation(g, None)
+    assert inner.gens == [1, 4, 6] and inner.evals == 6

@@ -41,10 +41,10 @@ def one(args, page: bool, seconds: float, importance: bool, tmp: Path) -> dict:
     final = [0.0]
     orig = api._final_page
 
-    def timed(run_dir):
+    def timed(run_dir, **kw):
         t = time.perf_counter()
         try:
-            return orig(run_dir)
+            return orig(run_dir, **kw)
         finally:
             final[0] = time.perf_counter() - t
 

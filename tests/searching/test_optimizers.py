@@ -148,3 +148,19 @@ def test_init_from_is_nsga3_only(tmp_path):
         from fedevo.searching.settings import SearchSettings
 
         SearchSettings(problem="digits_mlp", optimizer="random", init=({"lr": 0.1},)).resolved()
+
+
+def test_optuna_sees_the_problem_files_constraints(tmp_path):
+    """[constraints] reach Optuna as each told trial's constraints (<= 0 feasible), which its samplers read."""
+    prob = load_problem(str(toy_problem_file(tmp_path, "\n[constraints]\neps = 12\n")))
+    space = SearchSpace.from_problem(prob)
+    sp = _search_problem(prob, space)
+    assert sp.n_ieq_constr == 1
+    opt = optimizers.make("tpe", space, sp, pop=2, seed=0)
+    params = opt.ask(2)
+    F = np.array([[0.5, 100.0, np.log10(5.0)], [0.4, 200.0, np.log10(50.0)]])
+    G = np.array([sp.constraints_of(f) for f in F])
+    opt.tell(params, F, G)
+    trials = opt._study().trials
+    assert [t.constraints["c0"] <= 0 for t in trials] == [True, False]
+    assert [list(t.values) for t in trials] == F.tolist()

@@ -34,6 +34,20 @@ def evaluate(problem: Problem, params: Optional[Mapping[str, Any]] = None, *, se
                     resume_from=resume_from)  # its `engine`: resolved once
 
 
+def evaluate_population(problem: Problem, params_list, seeds, *, rounds: Optional[int] = None,
+                        data_dir: Optional[str] = None, download: bool = False, device=None,
+                        exact: bool = False) -> list[EvaluationResult]:
+    """`[evaluate(problem, p, seed=s, rounds=rounds) for p, s in zip(params_list, seeds)]`, a generation trained as
+    one batched program on one device (fl/population.py): every individual keeps its own seeded round loop, their
+    local training runs stacked (MLPs; the others are evaluated alone). Each result equals its evaluation alone
+    on that device up to fp32 rounding (exact=True: bit for bit, stacking only equal widths). device: 'cuda',
+    'cpu' (the same code, for tests) or None (the problem's resolved device)."""
+    from .fl.population import evaluate_population as batched
+
+    return batched(problem, params_list, seeds, rounds=rounds, data_dir=data_dir, download=download,
+                   device=device, exact=exact)
+
+
 def planned_objectives(problem: Problem, params: Optional[Mapping[str, Any]] = None, *,
                        rounds: Optional[int] = None, data_dir: Optional[str] = None) -> dict[str, float]:
     """The objectives of `evaluate(problem, params, rounds=rounds)` that are known before any training (equal to

@@ -32,3 +32,19 @@ def test_public_names_are_the_documented_ones():
     assert documented == public
     for name in public:
         assert getattr(fedevo, name) is not None
+
+
+def test_a_dict_problem_is_searched_and_run_json_records_its_toml(tmp_path):
+    """fedevo.search takes the dict itself (issue #34: it ended in a TypeError in searching/run.py)."""
+    import json
+
+    from fedevo import _toml
+
+    doc = {"name": "from_a_dict", "dataset": "digits", "model": "mlp", "data": {"clients": 4},
+           "train": {"rounds": 1, "epochs": 1}, "privacy": {"mechanism": "none"},
+           "genes": {"lr": {"type": "real", "low": 0.01, "high": 0.3, "default": 0.1}}}
+    run = fedevo.search(doc, pop=4, gen=1, workers=0, out=tmp_path / "R", page=False)
+    meta = json.loads((run.path / "run.json").read_text())
+    assert meta["problem"]["path"] is None and meta["problem"]["file_stem"] == "from_a_dict"
+    assert _toml.loads(meta["problem"]["text"]) == doc
+    assert fedevo.open_run(run.path).problem.name == "from_a_dict" and len(run.evaluations) == 4

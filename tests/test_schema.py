@@ -115,3 +115,20 @@ def test_docs_problem_table_says_what_the_schema_checks():
         for k, s in schema.settings(model).items():
             want.setdefault(k, (s.section, schema.describe(s.hint)))
     assert rows == want
+
+
+@pytest.mark.parametrize("line, ok", [
+    ('fidelity = "0.5"', False), ("fidelity = true", False), ('fidelity = ["1/3", 1]', False),
+    ("fidelity = 0.5", True), ("fidelity = [0.25, 1]", True), ("fidelity = 1", True),
+    ('eval_timeout = "5"', False), ("eval_timeout = 0", False), ("eval_timeout = 2.5", True),
+])
+def test_fidelity_and_eval_timeout_are_typed_like_every_other_key(tmp_path, line, ok):
+    from fedevo.problem import load_problem, problems_dir
+
+    p = tmp_path / "p.toml"
+    p.write_text(line + "\n" + (problems_dir() / "digits_mlp.toml").read_text())
+    if ok:
+        load_problem(str(p))
+    else:
+        with pytest.raises(FedevoError, match=line.split(" ")[0]):
+            load_problem(str(p))

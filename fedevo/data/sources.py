@@ -159,7 +159,10 @@ def _from_columns(get, have: list[str], spec: FileSource, where: str, need_ids: 
     if spec.y not in have:
         raise _missing("the labels y", [spec.y], have, where)
     if len(xs) == 1:
-        x = _stack_column(get(xs[0]))
+        try:
+            x = _stack_column(get(xs[0]))
+        except FedevoError as e:
+            raise FedevoError(f"{where}: {e}") from None
     else:  # tabular: one scalar column per feature
         cols = [np.asarray(get(c)) for c in xs]
         bad = [c for c, v in zip(xs, cols) if v.ndim != 1 or v.dtype.kind not in "biuf"]

@@ -58,24 +58,33 @@ def batch_schedule(sizes: Sequence[int], *, epochs: int, batch_size: int,
     """Local positions (c, steps, B) and per-sample weights (c, steps, B) for `epochs` shuffled passes.
 
     Client k runs E·⌈n_k/B⌉ steps; its last batch of each epoch may be short (weights 1/len), then it idles
-    (weights 0) until the longest client is done.
+    (weights 0) until the longest client is done. The permutations are drawn client by client, epoch by epoch
+    (`torch.randperm` from `gen`) and laid out in numpy, a chunk of equal clients in one assignment (the device
+    path builds a round's schedule on the CPU while the GPU waits).
     """
-    c = len(sizes)
-    per_epoch = [-(-n // batch_size) for n in sizes]
+    c, B = len(sizes), batch_size
+    per_epoch = [-(-n // B) for n in sizes]
     steps = epochs * max(per_epoch)
-    pos = torch.zeros(c, steps, batch_size, dtype=torch.int64)
-    wts = torch.zeros(c, steps, batch_size)
-    for k, n in enumerate(sizes):
-        full, rest = divmod(n, batch_size)
-        for e in range(epochs):
-            perm = torch.randperm(n, generator=gen)
-            s = e * per_epoch[k]
-            pos[k, s:s + full] = perm[: full * batch_size].view(full, batch_size)
-            wts[k, s:s + full] = 1.0 / batch_size
-            if rest:
-                pos[k, s + full, :rest] = perm[full * batch_size:]
-                wts[k, s + full, :rest] = 1.0 / rest
-    return pos, wts
+    perms = [torch.randperm(n, generator=gen) for n in sizes for _ in range(epochs)]
+    drawn = torch.cat(perms).numpy() if perms else np.zeros(0, dtype=np.int64)
+    pos = np.zeros((c, steps, B), dtype=np.int64)
+    wts = np.zeros((c, steps, B), dtype=np.float32)
+    groups = [range(c)] if len(set(sizes)) == 1 else [[k] for k in range(c)]  # equal clients: one assignment
+    for ks in groups:
+        k0, n = ks[0], sizes[ks[0]]
+        pe = per_epoch[k0]
+        if pe == 0:
+            continue
+        off = epochs * sum(sizes[:k0])
+        block = pos[k0:k0 + len(ks), :epochs * pe].reshape(len(ks), epochs, pe * B)
+        block[:, :, :n] = drawn[off:off + len(ks) * epochs * n].reshape(len(ks), epochs, n)
+        w = np.zeros(pe * B, dtype=np.float32)
+        full, rest = divmod(n, B)
+        w[:full * B] = 1.0 / B
+        if rest:
+            w[full * B:n] = 1.0 / rest
+        wts[k0:k0 + len(ks), :epochs * pe] = np.tile(w.reshape(pe, B), (epochs, 1))
+    return torch.from_numpy(pos), torch.from_numpy(wts)
 
 
 def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, torch.Tensor], x: torch.Tensor,

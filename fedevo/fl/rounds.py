@@ -15,7 +15,9 @@ from ..data.datasets import Dataset
 from ..data.partition import Partition, chunk_order
 from ..errors import DivergedError, FedevoError
 from ..models.sparse import erdos_renyi_masks, omega as count_omega, prune_regrow
+from ..privacy.central import ClipUpload
 from ..privacy.privatizer import Privatizer, RoundPrivatizer
+from . import stacked
 from .aggregate import weighted_mean
 from .device import train_groups
 from .engine import flat_deltas, train_chunks
@@ -71,6 +73,23 @@ def flat_active(model, masks: dict) -> torch.Tensor:
                       for i, s in enumerate(model.shapes)])
 
 
+@dataclass
+class RoundWork:
+    """What a round hands to local training (`round_program` yields it): the arrived clients in chunks (their
+    rows of the training set in `local_data`) with each chunk's seed, the global model, the communication so far.
+    The caller answers with (the aggregate or None, the communication so far after the uploads)."""
+    round: int
+    chunks: list
+    local_data: list
+    seeds: list
+    params: list
+    masks: dict
+    omega: int
+    arrived: np.ndarray
+    by: np.ndarray
+    comm_total: float
+
+
 def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: torch.Generator,
                privatizer: Optional[Privatizer] = None, engine: Optional[hardware.Engine] = None,
                eval_every: int = 0, on_round: Optional[Callable[[int], None]] = None,
@@ -90,6 +109,89 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
         engine = hardware.resolve(cfg.precision, cfg.device)
     if device is None and engine.device.type != "cpu":
         device = engine.device
+    prog = round_program(cfg, model, data, part, gen=gen, privatizer=pv, engine=engine, eval_every=eval_every,
+                         on_round=on_round, device=device, until=until, resume=resume)
+    x_train = data.x_train if device is None else data.x_train.to(device)  # once: each group gathers its batches there
+    try:
+        work = next(prog)
+        while True:
+            work = prog.send(local_round(work, cfg, model, x_train, data.y_train, part.sizes, pv, device))
+    except StopIteration as stop:
+        return stop.value
+
+
+def local_round(work: RoundWork, cfg: SimConfig, model, x_train, y_train, sizes, pv,
+                device: Optional[torch.device]) -> tuple[Optional[torch.Tensor], float]:
+    """A round's local training and its uploads' aggregation: the CPU engine (device None) or the device path
+    (fl/device.py; an MLP without a per-step hook through fl/stacked.py); (aggregate or None, comm so far)."""
+    params, masks, chunks, seeds = work.params, work.masks, work.chunks, work.seeds
+    hooks = pv.for_chunk is not None or pv.for_group is not None
+    if device is not None and stacked.enabled() and stacked.applies(model, hooks, model.compute_dtype):
+        member = stacked.Member(dims=model.dims, params=params, masks=masks, lr=cfg.lr, chunks=work.local_data,
+                                seeds=seeds, epochs=cfg.epochs, batch_size=cfg.batch_size)
+        (flat,) = stacked.train_members([member], x_train, y_train, device=device)
+        if not uploads_on_device(pv):
+            flat = flat.cpu()
+        return aggregate_uploads(work, stacked.split(flat, chunks), pv, sizes)
+    if device is not None:  # chunks grouped on the device; their results come back to the CPU
+        trained = (flat_deltas(local, params) for local in train_groups(
+            model, params, masks, x_train, y_train, work.local_data, epochs=cfg.epochs,
+            batch_size=cfg.batch_size, lr=cfg.lr, seeds=seeds, device=device, group_hook_for=pv.for_group))
+    else:  # each chunk's flat update comes from its own worker thread
+        trained = train_chunks(model, params, masks, x_train, y_train, work.local_data, epochs=cfg.epochs,
+                               batch_size=cfg.batch_size, lr=cfg.lr, seeds=seeds, hook_for=pv.for_chunk,
+                               deltas=True)
+    return aggregate_uploads(work, trained, pv, sizes)
+
+
+def uploads_on_device(pv) -> bool:
+    """Whether a privatizer's uploads can be transformed and averaged on the training device: no transform or
+    clipping alone (central and distributed trust), no secure aggregation, no server-side filter. The others run
+    their CPU code on CPU copies."""
+    transform = getattr(pv, "transform", None)
+    return (not pv.secure and getattr(pv, "controller", None) is None
+            and (transform is None or type(transform) is ClipUpload))
+
+
+def aggregate_uploads(work: RoundWork, trained, pv, sizes) -> tuple[Optional[torch.Tensor], float]:
+    """Each chunk's flat updates (`trained`, in chunk order, on any device) through the upload transform into the
+    secure aggregator or the weighted mean; (the aggregate, on the updates' device, or None; comm so far)."""
+    comm_total, arrived, t = work.comm_total, work.arrived, work.round - 1
+    deltas_all, weights = [], []
+    for chunk, flat in zip(work.chunks, trained):
+        if not torch.isfinite(flat).all():
+            raise DivergedError(f"non-finite local update in round {t + 1}")
+        flat, cost = pv.upload(flat, chunk, work.omega)
+        if pv.secure:  # masked, quantised uploads; their cost is the protocol's (below)
+            pv.add_secure(flat, chunk)
+            continue
+        comm_total += float(cost.sum())
+        deltas_all.append(flat)
+        weights.append(np.ones(len(chunk)) if pv.uniform_weights else sizes[chunk])
+    agg = None
+    keep = pv.select(arrived)  # bool mask over `arrived` (None: all)
+    comm_total += pv.metadata_words(arrived)
+    if pv.secure:
+        agg, words = pv.finish_secure(None if keep is None else arrived[keep])
+        comm_total += words
+    elif deltas_all:
+        ups, w = torch.cat(deltas_all), np.concatenate(weights)
+        if keep is not None:  # the adaptive filter's buffer (a mask over `arrived`; the uploads are in `by` order)
+            keep = keep[np.searchsorted(arrived, work.by)]
+            ups, w = ups[torch.as_tensor(keep, device=ups.device)], w[keep]
+        if len(w):  # nothing kept: the model stays, as when nothing arrived
+            agg = weighted_mean(ups, torch.as_tensor(w, dtype=torch.float32, device=ups.device))
+    return agg, comm_total
+
+
+def round_program(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: torch.Generator,
+                  privatizer: Privatizer, engine: hardware.Engine, eval_every: int = 0,
+                  on_round: Optional[Callable[[int], None]] = None, device: Optional[torch.device] = None,
+                  until: Optional[int] = None, resume: Optional[LoopState] = None):
+    """The round loop of `run_rounds` as a generator: it yields each round's `RoundWork` and takes back (the
+    aggregate or None, the communication so far); it returns the RoundsOutcome. `run_rounds` answers with
+    `local_round`; the population path (fl/population.py) answers several programs from one batched training."""
+    pv = privatizer
     K, p = cfg.data.clients, cfg.sampled_per_round
     until = cfg.rounds if until is None else until
     if resume is None:
@@ -107,9 +209,7 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
     sizes = part.sizes
     dtype = engine.precision.dtype if getattr(model, "supports_bf16", False) else torch.float32
     model.compute_dtype = dtype
-    x_train = data.x_train  # each chunk gathers and casts its own samples (engine.train_clients)
     if device is not None:
-        x_train = x_train.to(device)  # once: each group gathers its batches there
         if pv.for_chunk is not None and pv.for_group is None:
             hook = getattr(pv, "step_hook", pv)  # RoundPrivatizer: name the hook itself
             raise FedevoError(f"the per-step transform {type(hook).__name__} has no device path "
@@ -130,44 +230,17 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
         arrived = np.sort(sampled[~lost])
         arrivals[arrived] += 1
         active = flat_active(model, masks)  # SET regrowth moves the active coordinates
-        deltas_all, weights = [], []
         by = chunk_order(arrived, sizes, scheme=cfg.data.partition)  # natural clients by size (data/partition.py)
         chunks = [by[s:s + cfg.chunk_clients] for s in range(0, len(by), cfg.chunk_clients)]
         seeds = torch.randint(0, 2 ** 62, (len(chunks),), generator=gen).tolist()
         pv.begin_round(t + 1, sampled=sampled, arrived=arrived, active=active, model=model, params=params,
                        chunk_of_seed=dict(zip(seeds, chunks)))
-        local_data = [[part.train[k] for k in c] for c in chunks]
-        if device is not None:  # chunks grouped on the device; their results come back to the CPU
-            trained = (flat_deltas(local, params) for local in train_groups(
-                model, params, masks, x_train, data.y_train, local_data, epochs=cfg.epochs,
-                batch_size=cfg.batch_size, lr=cfg.lr, seeds=seeds, device=device, group_hook_for=pv.for_group))
-        else:  # each chunk's flat update comes from its own worker thread
-            trained = train_chunks(model, params, masks, x_train, data.y_train, local_data, epochs=cfg.epochs,
-                                   batch_size=cfg.batch_size, lr=cfg.lr, seeds=seeds,
-                                   hook_for=pv.for_chunk, deltas=True)
-        for chunk, flat in zip(chunks, trained):
-            if not torch.isfinite(flat).all():
-                raise DivergedError(f"non-finite local update in round {t + 1}")
-            flat, cost = pv.upload(flat, chunk, omega)
-            if pv.secure:  # masked, quantised uploads; their cost is the protocol's (below)
-                pv.add_secure(flat, chunk)
-                continue
-            comm_total += float(cost.sum())
-            deltas_all.append(flat)
-            weights.append(np.ones(len(chunk)) if pv.uniform_weights else sizes[chunk])
-        agg = None
-        keep = pv.select(arrived)  # bool mask over `arrived` (None: all)
-        comm_total += pv.metadata_words(arrived)
-        if pv.secure:
-            agg, words = pv.finish_secure(None if keep is None else arrived[keep])
-            comm_total += words
-        elif deltas_all:
-            ups, w = torch.cat(deltas_all), np.concatenate(weights)
-            if keep is not None:  # the adaptive filter's buffer (a mask over `arrived`; the uploads are in `by` order)
-                keep = keep[np.searchsorted(arrived, by)]
-                ups, w = ups[torch.as_tensor(keep)], w[keep]
-            if len(w):  # nothing kept: the model stays, as when nothing arrived
-                agg = weighted_mean(ups, torch.as_tensor(w, dtype=torch.float32))
+        work = RoundWork(round=t + 1, chunks=chunks, local_data=[[part.train[k] for k in c] for c in chunks],
+                         seeds=seeds, params=params, masks=masks, omega=omega, arrived=arrived, by=by,
+                         comm_total=comm_total)
+        agg, comm_total = yield work
+        if agg is not None and agg.device.type != "cpu":
+            agg = agg.cpu()  # the server's side runs on the CPU
         if agg is not None:
             agg = pv.server(agg, active)
         if agg is not None:

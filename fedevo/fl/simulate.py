@@ -101,14 +101,24 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
         return _diverged(cfg, t0, str(e), engine=engine, rounds=stop)
     finally:
         noise.close()
+    return measure(cfg, seed, su, out, t0=t0, stop=stop, engine=engine)
+
+
+def measure(cfg: SimConfig, seed: int, su: Setup, out, *, t0: float, stop: int, engine: dict,
+            accuracies: Optional[Callable] = None) -> EvaluationResult:
+    """The EvaluationResult of a trained run (`out`: the RoundsOutcome after `stop` rounds): diverged if its
+    parameters are not finite, else the error on the clients' test splits, the mechanism's report, the state
+    when it stopped early. accuracies(model, params, data, part): `client_accuracies` elsewhere (the population
+    path measures on its device)."""
     if not all(torch.isfinite(p).all() for p in out.params):  # finite updates can still overflow the sum
         return _diverged(cfg, t0, "non-finite parameters", out.omega, engine=engine, rounds=stop)
+    mech, data, part, model = su.mech, su.data, su.part, su.model
     state = None
     if stop < cfg.rounds:  # saved before measuring: the measurement only reads
         state = continuation.save_state(cfg=cfg, seed=seed, setup=su, loop=out.loop)
         mech.cfg = rounds_run(mech.cfg, stop)  # the report accounts for the rounds run, not the planned ones
     try:
-        per_client, glob = client_accuracies(model, out.params, data, part)
+        per_client, glob = (accuracies or client_accuracies)(model, out.params, data, part)
     except DivergedError as e:  # e.g. every upload lost, the initial model's output NaN: no result, never "ok"
         return _diverged(cfg, t0, str(e), out.omega, engine=engine, rounds=stop)
     priv = mech.report(out, part)

@@ -23,10 +23,12 @@ Loading a `python:` model file runs its code with the user's rights, as an impor
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import math
 import os
+import sys
 import threading
 from typing import Callable, Optional
 
@@ -105,8 +107,8 @@ def meta_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int 
     """The factory's module built on torch's meta device (shapes, no memory); None when the factory cannot build
     there (it reads data, calls .item(), ...) or fails: the real build then says what is wrong."""
     factory = load_factory(arch.spec)
-    try:
-        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+    try:  # what the factory prints goes to stderr (this is sizing, not an evaluation: no log to take it)
+        with torch.random.fork_rng(devices=[]), torch.device("meta"), contextlib.redirect_stdout(sys.stderr):
             torch.manual_seed(seed)
             module = call_user(factory, input_shape=tuple(input_shape), num_classes=int(num_classes),
                                **arch.kwargs_dict)
@@ -125,9 +127,6 @@ def _different(name: str, want: list, got: list) -> FedevoError:
 def probe(arch: UserArch, input_shape: tuple, num_classes: int,
           check_size: Callable[[int, str], None] = lambda n, called: None) -> None:
     """`_probe` with what the factory prints sent to stderr (stdout is fedevo's: a JSON object, progress lines)."""
-    import contextlib
-    import sys
-
     with contextlib.redirect_stdout(sys.stderr):
         _probe(arch, input_shape, num_classes, check_size)
 

@@ -38,7 +38,7 @@ class ClipUpload(UploadTransform):
     def __call__(self, deltas: torch.Tensor, clients: np.ndarray, omega: int):
         ck = self.clip0 * np.exp(-self.beta * self.joined[clients])
         norms = torch.linalg.vector_norm(deltas, dim=1)
-        deltas.mul_((torch.as_tensor(ck, dtype=deltas.dtype) / norms.clamp_min(1e-12)).clamp_(max=1.0).unsqueeze(1))
+        deltas.mul_((torch.as_tensor(ck, dtype=deltas.dtype, device=deltas.device) / norms.clamp_min(1e-12)).clamp_(max=1.0).unsqueeze(1))
         self.joined[clients] += 1
         self.clips_used.extend(ck.tolist())
         return deltas, np.full(len(clients), float(omega))

@@ -169,6 +169,14 @@ class Child:
         self.proc = subprocess.Popen([sys.executable, "-m", "fedevo.searching.containment"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env, start_new_session=True)
         self._send(cloudpickle.dumps(list(sys.path)))
+        # the child answers once it has imported what evaluations need (torch: seconds on a busy machine), so that
+        # its start-up never counts against an evaluation's time limit
+        try:
+            _read_exact(self.proc.stdout.fileno(), 1)
+        except EOFError:
+            code = self.proc.wait()
+            self.proc = None
+            raise ChildDied(f"the process for evaluations with a time limit did not start (exit code {code})") from None
 
     def _send(self, data: bytes) -> None:
         self.proc.stdin.write(_HEADER.pack(len(data)) + data)
@@ -240,6 +248,11 @@ def _child_main() -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # C-level output of user code never reaches the pipe
     (n,) = _HEADER.unpack(_read_exact(rfd, _HEADER.size))
     sys.path[:] = cloudpickle.loads(_read_exact(rfd, n))
+    import fedevo.result  # noqa: F401  (what every call returns)
+
+    with contextlib.suppress(ImportError):
+        import torch  # noqa: F401  (fedevo's simulator and most evaluators train with it)
+    os.write(wfd, b"R")  # ready
     while True:
         try:
             (n,) = _HEADER.unpack(_read_exact(rfd, _HEADER.size))

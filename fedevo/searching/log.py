@@ -256,7 +256,7 @@ class EvalLog:
         if not data:
             atomic_write(self.path, header)
             data = header.encode()
-        lines = data.decode("utf-8").splitlines()
+        lines = data.decode("utf-8").split("\n")[:-1]  # "\n" alone ends a row (a message may hold \x0c, \x1e...)
         rows = self.rows_of(lines, header_error="its header does not match this run's genes; the run directory is "
                                                 "not consistent with its run.json")
         if self.chained:  # the chain goes on from the last line (integrity.check_chain checks it up to there)

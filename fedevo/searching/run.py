@@ -41,6 +41,8 @@ Run directory::
                         problem's constraints), rewritten at the end of each generation (no chain column)
     hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`)
     ray.log             Ray's own messages (a dead worker, retries), when the search ran on Ray
+    user.log            what the user's model or evaluator code printed, per evaluation (containment.py), when
+                        it printed anything
     front.html, front.stamp.js, importance.html
                         the pages (fedevo.viz), when written (`fedevo plot`, the live page)
     retrain/, retrain-N/, audit/, audit-N/

@@ -199,7 +199,7 @@ def read_rows(log, path: Path) -> list[dict[str, Any]]:
     except OSError as e:
         raise FedevoError(f"cannot read {path}: {e.strerror}") from None
     data = data[: data.rfind(b"\n") + 1]  # a line being written right now is not an evaluation yet
-    lines = data.decode("utf-8", errors="replace").splitlines()
+    lines = data.decode("utf-8", errors="replace").split("\n")[:-1]  # "\n" alone ends a row (not \x0c, \x1e...)
     if not lines:
         return []
     rows = log.rows_of(lines, header_error="its header does not match the genes in run.json")

@@ -397,3 +397,19 @@ def test_issue27_search_with_a_missing_data_dir_writes_nothing(capsys, tmp_path)
     bad(capsys, ["search", "--data-dir", tmp_path / "nonexistent", "--out", out, "--pop", 4, "--gen", 1,
                  "--workers", 0, "--quiet"], r"--data-dir '.*nonexistent' does not exist", watch=tmp_path)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["search", "--pop", "abc"], "Invalid value for '--pop'"),
+    (["search", "--bogus"], "No such option: --bogus"),
+    (["evaluate", "--rounds", "0"], "Invalid value for '--rounds'"),
+    (["frnt"], "No such command 'frnt'"),
+    (["front"], "Missing argument"),
+])
+def test_the_command_lines_own_option_errors_are_one_line(capsys, argv, message):
+    """click's errors in fedevo's format (typer prints a boxed panel of several lines)."""
+    from tests.helpers import run_cli
+
+    code, out, err = run_cli(argv, capsys)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("fedevo: error: ") and message in err, err

@@ -31,3 +31,18 @@ def test_interval_must_be_positive_and_finite(run, capsys, value, shown, watch):
 def test_watch_on_a_missing_run_is_one_line(tmp_path, capsys):
     code, out, err = cli(["plot", tmp_path / "nope", "--watch"], capsys)
     assert code == 2 and err.count("\n") == 1 and "does not exist" in err  # no "watching ..." line before it
+
+
+def test_out_never_replaces_a_page_of_another_run(run, tmp_path, capsys):
+    """`fedevo plot RUN --out OTHER_RUN/front.html` would put RUN's front where OTHER_RUN's own page is."""
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(run, other)
+    page = other / "front.html"
+    page.write_text("<title>fedevo — other</title>")
+    code, out, err = cli(["plot", run, "--out", page], capsys)
+    assert code == 2 and err.startswith(f"fedevo: error: --out {page} is in another run directory")
+    assert page.read_text() == "<title>fedevo — other</title>"
+    code, out, err = cli(["plot", run, "--out", tmp_path / "elsewhere.html"], capsys)
+    assert code in (0, None), err

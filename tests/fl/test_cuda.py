@@ -1,8 +1,10 @@
 """On a real GPU: the device path on CUDA against the CPU engine, within the tolerance docs/engine.md documents.
 
-Every test here is marked `cuda`: skipped (not failed) where torch sees no GPU (tests/conftest.py). None of them
-has run yet: the machines this was written on had no GPU (the tolerances come from the CPU's own fp32
-implementations, which differ from one another as CUDA's will from them).
+Every test here is marked `cuda`: skipped (not failed) where torch sees no GPU (tests/conftest.py). They ran on
+lent H100 GPUs (benchmarks/results-2026-11-24-cuda-h100-tests.txt, results-2026-11-25-cuda-h100-population.txt;
+the tolerances come from the CPU's own fp32 implementations, which differ from one another as CUDA's do from
+them). MLPs without a per-step hook train through the stacked trainer (fl/stacked.py) on CUDA; the generation
+path is tested in test_cuda_population.py.
 
 The tolerance (docs/engine.md). fp32 SGD amplifies rounding differences wherever a ReLU or a max-pool switches,
 so two correct fp32 implementations drift apart step by step: on the CPU, the CNN's per-client loop and its

@@ -1,0 +1,265 @@
+"""The stacked trainer (fedevo/fl/stacked.py) and a whole generation as one batched program (fl/population.py) on a
+GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU engine.
+
+1. The reference round (MLP 784-200-200-10, K=100 clients × 600 samples, B=64, E=5, lr 0.05, all clients train,
+   chunks of 5; 264 GFLOP; synthetic data as benchmarks/cuda_round.py): seconds per round's local training on
+   - the CPU engine (fp32, chunk threads = cores, best of --repeats), results on the CPU;
+   - today's device path (train_groups, a round's clients in one group), results back on the CPU (best of);
+   - the stacked trainer, eager (FEDEVO_CUDA_GRAPHS=0) and replaying its captured CUDA graph, the clients'
+     updates and their FedAvg mean left on the GPU (median of --repeats, synchronised), and with the updates
+     copied back to the CPU; optionally with TF32 matmuls (--tf32: not a fedevo setting, informative only);
+   - the same with 10%-density SET masks;
+   with the largest relative differences to the CPU engine's updates (max and L2, as cuda_round.py).
+2. A generation of fashion_mlp_dp (--generation N individuals drawn uniformly from its genes with --gen-seed;
+   --rounds its planned 5): wall seconds of `evaluate_population` on the GPU (one batched program), of each
+   individual alone through the same path (a population of one) and through today's device path (simulate,
+   FEDEVO_STACKED=0), the slowest alone, the ratio, and the largest |Δ error| and whether ε, comm and Ω are equal
+   between the batch and alone (--trust central|secagg: every individual with that trust model). The data set
+   is loaded (and cached) before any timing; a warm-up population of one round runs first.
+
+    python benchmarks/cuda_population.py [--repeats 5] [--generation 20] [--gen-seed 0] [--rounds R]
+        [--data-dir D] [--no-round] [--no-generation] [--no-today] [--tf32] [--device cpu] [--clients 100]
+
+--device cpu runs everything on the CPU (a smoke test without GPU numbers). Exits before any work where torch
+sees no GPU (unless --device cpu).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from fedevo import hardware, native  # noqa: E402
+from fedevo.config import MLPArch  # noqa: E402
+from fedevo.data.datasets import synthetic  # noqa: E402
+from fedevo.fl import stacked  # noqa: E402
+from fedevo.fl.device import train_groups  # noqa: E402
+from fedevo.fl.engine import chunk_threads, flat_deltas, train_chunks  # noqa: E402
+from fedevo.models import build_model  # noqa: E402
+from round_speed import B, CHUNK, E, LR, PER_CLIENT, masks_at  # noqa: E402
+
+GFLOP = 264.0  # the reference round's local training (benchmarks/README.md)
+
+
+def header(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        props = torch.cuda.get_device_properties(dev)
+        try:
+            drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            drv = "?"
+        print(f"GPU: {torch.cuda.get_device_name(dev)} ({props.total_memory / 2**30:.0f} GiB, "
+              f"{props.multi_processor_count} SMs, compute capability {props.major}.{props.minor}), "
+              f"driver {drv}; torch {torch.__version__}, CUDA {torch.version.cuda}; "
+              f"TF32 matmul {torch.backends.cuda.matmul.allow_tf32}")
+    else:
+        print("GPU: none: --device cpu (a smoke test; no GPU numbers)")
+    cpu = hardware.detect()
+    print(f"CPU: {cpu.model or '?'} ({cpu.arch}), {os.cpu_count()} logical CPUs, CPU engine chunk threads "
+          f"{chunk_threads()}, native kernels: {native.status()}")
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def timed(fn, repeats: int, dev) -> tuple[list[float], object]:
+    times, out = [], None
+    for _ in range(repeats):
+        sync(dev)
+        t = time.perf_counter()
+        out = fn()
+        sync(dev)
+        times.append(time.perf_counter() - t)
+    return times, out
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> str:
+    a, b = a.cpu(), b.cpu()
+    mx = float((a - b).abs().max()) / max(float(b.abs().max()), 1e-30)
+    l2 = float((a - b).norm()) / max(float(b.norm()), 1e-30)
+    return f"{mx:10.1e}{l2:10.1e}"
+
+
+def reference_round(a, dev) -> None:
+    K = a.clients
+    data = synthetic(n_train=60000, n_test=10, shape=(1, 28, 28), seed=0)
+    clients = [np.arange(k * PER_CLIENT, (k + 1) * PER_CLIENT) % 60000 for k in range(K)]
+    chunks = [clients[s:s + CHUNK] for s in range(0, K, CHUNK)]
+    seeds = list(range(len(chunks)))
+    gen = torch.Generator().manual_seed(0)
+    model = build_model(MLPArch(layers=2, units=200), (1, 28, 28), 10)
+    params = model.init(gen)
+    masks10 = masks_at(model, 0.10, gen)
+    mparams = [p * masks10[i] if i in masks10 else p for i, p in enumerate(params)]
+    x_dev = data.x_train.to(dev)
+    print(f"\n1. Reference round: MLP 784-200-200-10, K={K} × {PER_CLIENT} samples, B={B}, E={E}, chunks of {CHUNK}, "
+          f"{GFLOP * K / 100:.0f} GFLOP; seconds per round's local training (CPU engine and today's path: best of "
+          f"{a.repeats}; stacked: median of {a.repeats}, min–max); max/L2 rel Δ: the clients' updates against the "
+          "CPU engine's")
+    print(f"{'line':<58}{'s/round':>9}{'min':>8}{'max':>8}{'vs today':>9}{'TFLOP/s':>8}{'max rel Δ':>10}"
+          f"{'L2 rel Δ':>10}")
+
+    def line(name, times, ref, got, today=None, best=False):
+        t = min(times) if best else statistics.median(times)
+        speed = f"{today / t:8.1f}x" if today else f"{'-':>9}"
+        diff = rel(got, ref) if got is not None else f"{'-':>10}{'-':>10}"
+        print(f"{name:<58}{t:9.4f}{min(times):8.4f}{max(times):8.4f}{speed}{GFLOP * K / 100 / t / 1e3:8.2f}{diff}",
+              flush=True)
+        return t
+
+    for label, p, m in (("", params, {}), (", SET masks 10%", mparams, masks10)):
+        model.compute_dtype = torch.float32
+        t_cpu, ref = timed(lambda: torch.cat([flat_deltas(c, p) for c in train_chunks(
+            model, p, m, data.x_train, data.y_train, chunks, epochs=E, batch_size=B, lr=LR, seeds=seeds)]),
+            a.repeats, torch.device("cpu"))
+        line(f"CPU engine{label}", t_cpu, ref, None, best=True)
+        today = None
+        if not a.no_today:
+            run = lambda: torch.cat([flat_deltas(c, p) for c in train_groups(  # noqa: E731
+                model, p, m, x_dev, data.y_train, chunks, epochs=E, batch_size=B, lr=LR, seeds=seeds, device=dev)])
+            run()
+            t_today, got = timed(run, a.repeats, dev)
+            today = line(f"today's device path (fl/device.py){label}", t_today, ref, got, best=True)
+        member = stacked.Member(dims=model.dims, params=p, masks=m, lr=LR, chunks=chunks, seeds=seeds, epochs=E,
+                                batch_size=B)
+
+        def new(back=False):
+            (flat,) = stacked.train_members([member], x_dev, data.y_train, device=dev)
+            mean = flat.mean(0)  # the round's FedAvg of equal clients, on the GPU
+            return (flat.cpu(), mean.cpu()) if back else (flat, mean)
+        variants = [("eager", "0", False), ("CUDA graph", "1", False), ("CUDA graph, updates to the CPU", "1", True)]
+        for name, graphs, back in variants:
+            os.environ["FEDEVO_CUDA_GRAPHS"] = graphs
+            new(back), new(back)  # warm-up; a recurring shape is captured at its second sight
+            tt, (flat, _) = timed(lambda: new(back), a.repeats, dev)
+            line(f"stacked, {name}{label}", tt, ref, flat, today)
+        if a.tf32 and dev.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            stacked._CACHE.clear()
+            new(), new()
+            tt, (flat, _) = timed(new, a.repeats, dev)
+            line(f"stacked, CUDA graph, TF32 matmuls (not a fedevo setting){label}", tt, ref, flat, today)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            stacked._CACHE.clear()
+        os.environ.pop("FEDEVO_CUDA_GRAPHS", None)
+
+
+def draw_generation(problem, n: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        p = {}
+        for g in problem.genes:
+            if g.type == "choice":
+                p[g.name] = g.choices[int(rng.integers(len(g.choices)))]
+            elif g.type == "int":
+                p[g.name] = int(rng.integers(int(g.low), int(g.high) + 1))
+            elif g.log:
+                p[g.name] = float(math.exp(rng.uniform(math.log(g.low), math.log(g.high))))
+            else:
+                p[g.name] = float(rng.uniform(g.low, g.high))
+        out.append(p)
+    return out
+
+
+def generation(a, dev) -> None:
+    from fedevo.data import load_data
+    from fedevo.evaluation import evaluate_population
+    from fedevo.fl.simulate import simulate
+    from fedevo.problem import load_problem
+
+    problem = load_problem("fashion_mlp_dp")
+    gen = draw_generation(problem, a.generation, a.gen_seed)
+    if a.trust:
+        gen = [dict(p, trust=a.trust) for p in gen]
+    seeds = list(range(1, a.generation + 1))
+    configs = [problem.sim_config(p, rounds=a.rounds, data_dir=a.data_dir) for p in gen]
+    load_data(configs[0].data)  # read and cached before any timing
+    print(f"\n2. A generation of fashion_mlp_dp: {a.generation} individuals drawn uniformly from its genes (seed "
+          f"{a.gen_seed}{', trust = ' + a.trust + ' for all' if a.trust else ''}), {configs[0].rounds} rounds each, "
+          f"seeds 1..{a.generation}; wall seconds")
+    evaluate_population(problem, gen[:2], seeds[:2], rounds=1, data_dir=a.data_dir, device=dev)  # warm-up
+    sync(dev)
+    t = time.perf_counter()
+    together = evaluate_population(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev)
+    sync(dev)
+    t_pop = time.perf_counter() - t
+    print(f"{'#':>3} {'trust':<8}{'L':>2}{'units':>6}{'part':>6}{'alpha':>7}{'lr':>7}{'alone s':>9}{'today s':>9}"
+          f"{'error':>8}{'Δerror':>9}{'ε,comm,Ω equal':>16}  status")
+    alone_t, today_t, derr, same = [], [], [], []
+    for i, (p, s, got) in enumerate(zip(gen, seeds, together)):
+        sync(dev)
+        t = time.perf_counter()
+        (alone,) = evaluate_population(problem, [p], [s], rounds=a.rounds, data_dir=a.data_dir, device=dev)
+        sync(dev)
+        alone_t.append(time.perf_counter() - t)
+        td = math.nan
+        if not a.no_today:
+            os.environ["FEDEVO_STACKED"] = "0"
+            cfg = problem.sim_config(p, rounds=a.rounds, data_dir=a.data_dir).with_(device=dev.type)
+            sync(dev)
+            t = time.perf_counter()
+            simulate(cfg, seed=s)
+            sync(dev)
+            td = time.perf_counter() - t
+            os.environ.pop("FEDEVO_STACKED")
+        today_t.append(td)
+        derr.append(abs(got.error - alone.error))
+        eq = (got.eps, got.comm, got.omega) == (alone.eps, alone.comm, alone.omega)
+        same.append(eq)
+        print(f"{i:>3} {p['trust']:<8}{p['layers']:>2}{p['units']:>6}{p['participation']:>6.2f}{p['alpha']:>7.1f}"
+              f"{p['lr']:>7.3f}{alone_t[-1]:9.3f}{td:9.3f}{got.error:8.4f}{derr[-1]:9.1e}{str(eq):>16}  "
+              f"{got.status}/{alone.status}", flush=True)
+    slow = int(np.argmax(alone_t))
+    print(f"generation of {a.generation} as one batched program: {t_pop:.3f} s; slowest individual alone (#{slow}, "
+          f"same path): {alone_t[slow]:.3f} s -> ratio {t_pop / alone_t[slow]:.2f} (target <= 2); sum alone "
+          f"{sum(alone_t):.3f} s ({sum(alone_t) / t_pop:.1f}x the batch)")
+    if not a.no_today:
+        slow_t = int(np.nanargmax(today_t))
+        print(f"today's path: slowest alone (#{slow_t}) {today_t[slow_t]:.3f} s (ratio of the batch to it "
+              f"{t_pop / today_t[slow_t]:.2f}); the generation one by one {np.nansum(today_t):.3f} s "
+              f"({np.nansum(today_t) / t_pop:.1f}x the batch)")
+    print(f"batch vs alone: max |Δ error| {max(derr):.1e}; ε, comm and Ω equal for {sum(same)}/{len(same)}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--clients", type=int, default=100)
+    ap.add_argument("--generation", type=int, default=20)
+    ap.add_argument("--gen-seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--no-round", action="store_true")
+    ap.add_argument("--no-generation", action="store_true")
+    ap.add_argument("--no-today", action="store_true")
+    ap.add_argument("--tf32", action="store_true")
+    ap.add_argument("--trust", choices=("central", "secagg"), default=None,
+                    help="every individual with this trust model (default: the drawn gene)")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    a = ap.parse_args(argv)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("cuda_population.py: torch sees no GPU; run it on a machine with an NVIDIA GPU, or pass --device cpu")
+    dev = hardware.device(a.device)  # CUDA: TF32 off (hardware.cuda_setup)
+    header(dev)
+    if not a.no_round:
+        reference_round(a, dev)
+    if not a.no_generation:
+        generation(a, dev)
+
+
+if __name__ == "__main__":
+    main()

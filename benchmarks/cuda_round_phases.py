@@ -1,0 +1,62 @@
+"""Phases of the stacked reference round on a GPU (fedevo/fl/stacked.py), synchronised: the schedule built on the
+CPU (the CPU engine's draws), loading the global model, the step loop eager, the updates; then the step loop as a
+replayed CUDA graph, a CUDA kernel table of one eager loop (torch.profiler), and two fp32 GEMM ceilings (a batched
+product of the round's first-layer shape, one 4096³ product). Ad hoc: what benchmarks/results-2026-11-25-cuda-h100-
+population.txt quotes under "phases".
+
+    python benchmarks/cuda_round_phases.py
+"""
+import os, sys, time, statistics, torch, numpy as np
+sys.path.insert(0, "benchmarks")
+from fedevo import hardware
+from fedevo.config import MLPArch
+from fedevo.data.datasets import synthetic
+from fedevo.fl import stacked
+from fedevo.models import build_model
+dev = hardware.device("cuda")
+K = 100
+data = synthetic(n_train=60000, n_test=10, shape=(1, 28, 28), seed=0)
+x = data.x_train.to(dev).reshape(60000, -1)
+clients = [np.arange(k * 600, (k + 1) * 600) % 60000 for k in range(K)]
+chunks = [clients[s:s + 5] for s in range(0, K, 5)]
+model = build_model(MLPArch(layers=2, units=200), (1, 28, 28), 10)
+params = model.init(torch.Generator().manual_seed(0))
+m = stacked.Member(dims=model.dims, params=params, masks={}, lr=0.05, chunks=chunks, seeds=list(range(20)), epochs=5, batch_size=64)
+S = lambda: torch.cuda.synchronize()
+def ph():
+    S(); t0 = time.perf_counter()
+    b = stacked._Bucket([m], data.y_train, dev); S(); t1 = time.perf_counter()
+    st = {}; b.load(st); S(); t2 = time.perf_counter()
+    b.run(st, x); S(); t3 = time.perf_counter()
+    d = b.deltas(st); S(); t4 = time.perf_counter()
+    return b, st, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)
+for _ in range(2): ph()
+rs = [ph()[2] for _ in range(5)]
+print("phases (median s): bucket/plan %.4f load %.4f run-eager %.4f deltas %.4f" % tuple(statistics.median(r[i] for r in rs) for i in range(4)))
+b, st, _ = ph()
+g = torch.cuda.CUDAGraph()
+side = torch.cuda.Stream(); side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side): b.run(st, x)
+torch.cuda.current_stream().wait_stream(side)
+with torch.cuda.graph(g): b.run(st, x)
+ts = []
+for _ in range(10):
+    S(); t = time.perf_counter(); g.replay(); S(); ts.append(time.perf_counter() - t)
+print("graph replay of the run alone: median %.4f min %.4f" % (statistics.median(ts), min(ts)))
+from torch.profiler import profile, ProfilerActivity
+with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    b.run(st, x); S()
+print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=60))
+# fp32 GEMM ceiling: one big bmm
+A = torch.randn(100, 64, 784, device=dev); W = torch.randn(100, 784, 200, device=dev)
+for _ in range(3): torch.bmm(A, W)
+S(); t = time.perf_counter()
+for _ in range(50): torch.bmm(A, W)
+S(); dt = (time.perf_counter() - t) / 50
+print("bmm (100,64,784)x(100,784,200): %.3f ms, %.1f TFLOP/s" % (dt * 1e3, 2 * 100 * 64 * 784 * 200 / dt / 1e12))
+A = torch.randn(4096, 4096, device=dev)
+for _ in range(3): A @ A
+S(); t = time.perf_counter()
+for _ in range(20): A @ A
+S(); dt = (time.perf_counter() - t) / 20
+print("sgemm 4096^3: %.1f TFLOP/s (fp32, TF32 off)" % (2 * 4096**3 / dt / 1e12))

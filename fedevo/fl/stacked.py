@@ -1,0 +1,341 @@
+"""Local training of many MLPs' clients as one batched program on one device (a GPU; the CPU in the tests).
+
+A *member* is one evaluation's round of local training: its model's widths, its global parameters and SET masks,
+its learning rate, its arrived clients in chunks with each chunk's seed. Members whose models have the same depth
+(and batch size and epochs) and whose widths fall in the same power-of-two class train together in one *bucket*:
+every client of every member is one slice of stacked weights (clients, d_in, d_out), each member's layers padded to
+the bucket's widest with zero weights (a padded unit's pre-activation is 0, its ReLU output and gradient are 0, so
+padding stays 0 and changes no real unit's numbers beyond rounding), its learning rate a per-client tensor and its
+SET mask a per-client 0/1 tensor. One step is one batched matmul per layer and direction for the whole bucket:
+
+- forward z = b + h·W (`baddbmm`), ReLU; softmax-CE's gradient in fp32, weighted by the schedule's per-sample
+  weights (1/|batch|, 0 for padding and for a client that has finished its schedule);
+- backward per layer: the input gradient δ·Wᵀ (with ReLU') first, then the weight update fused into the
+  weight-gradient GEMM: W += hᵀ·(−lr·δ) (`baddbmm_` in place: no gradient tensor, no update pass), the mask
+  product after it where SET masks are, the bias b −= lr·Σδ.
+
+The schedule is the CPU engine's (`engine.batch_schedule`, each chunk with its own seed), hence the same batches
+as the CPU engine and the device path, and every member's numbers do not depend on the members beside it, up to
+rounding (padding changes the GEMMs' blocking; members of equal widths are exact). On CUDA the steps of a bucket
+whose shapes recur (the same clients count, widths and schedule lengths: a round repeated, a fixed cohort) replay
+as one captured CUDA graph (`FEDEVO_CUDA_GRAPHS=0` turns it off): one launch for the whole local training instead
+of ~25 per step. fp32 only (the user's `precision = "bf16"` takes the device path of fl/device.py).
+
+`train_members` returns each member's flat updates (local − global, (clients, D) in its own layout) on the device;
+the round loop (fl/rounds.py) and the population path (fl/population.py) aggregate them there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from .engine import batch_schedule, intra_op_threads
+
+
+@dataclass
+class Member:
+    """One evaluation's round of local training. dims: the MLP's widths (input, hidden..., classes); params:
+    [W0, b0, W1, b1, ...] with W (d_in, d_out), b (1, d_out); masks: {weight index: 0/1 mask} (SET); chunks: each
+    chunk's clients as arrays of rows of the training set; seeds: each chunk's seed."""
+    dims: tuple
+    params: list
+    masks: dict
+    lr: float
+    chunks: list
+    seeds: list
+    epochs: int
+    batch_size: int
+    clients: int = field(init=False)
+
+    def __post_init__(self):
+        self.dims = tuple(int(d) for d in self.dims)
+        self.clients = sum(len(c) for c in self.chunks)
+
+
+def enabled() -> bool:
+    """FEDEVO_STACKED=0: the device path of fl/device.py for MLPs too (what this replaced; benchmarks compare)."""
+    return os.environ.get("FEDEVO_STACKED", "1").lower() not in ("0", "off", "no", "false")
+
+
+def split(flat: torch.Tensor, chunks: Sequence) -> list[torch.Tensor]:
+    """A member's flat updates (clients, D) as one view per chunk, in order."""
+    out, k = [], 0
+    for ch in chunks:
+        out.append(flat[k:k + len(ch)])
+        k += len(ch)
+    return out
+
+
+def applies(model, hooks: bool, dtype: torch.dtype) -> bool:
+    """Whether the stacked trainer takes a round: an MLP, fp32 compute, no per-step privacy hook."""
+    return getattr(model, "kind", "") == "mlp" and not hooks and dtype == torch.float32
+
+
+def width_class(dims: Sequence[int]) -> int:
+    """Power-of-two class of the widest hidden layer: members of one class pad to at most twice their width."""
+    hidden = dims[1:-1]
+    return int(max(hidden) - 1).bit_length() if hidden else 0
+
+
+def bucket_key(m: Member, exact: bool = False) -> tuple:
+    """Members with equal keys train together. exact: only members of equal widths (no padding)."""
+    shape = m.dims if exact else (len(m.dims), m.dims[0], m.dims[-1], width_class(m.dims))
+    return (shape, m.batch_size, m.epochs)
+
+
+def steps_of(m: Member) -> int:
+    """Local steps of the member's longest client."""
+    return max((m.epochs * -(-len(ix) // m.batch_size) for ch in m.chunks for ix in ch), default=0)
+
+
+def schedule_into(m: Member, rows: np.ndarray, ws: np.ndarray, pool=None) -> None:
+    """Write the member's clients' rows of x and per-sample weights into rows, ws (clients, ≥ steps, B), zeros
+    beyond (numpy: torch's indexing of such small tensors costs milliseconds in thread wake-ups): every chunk's
+    `batch_schedule` from its own seed (the CPU engine's draws), chunks in order; padding reads row 0, weight 0.
+    pool: an executor the chunks are drawn in (each its own generator and rows: the same numbers)."""
+    jobs, k = [], 0
+    for ch, seed in zip(m.chunks, m.seeds):
+        jobs.append((ch, seed, k))
+        k += len(ch)
+
+    def one(job):
+        ch, seed, k = job
+        sizes = [len(ix) for ix in ch]
+        pos, w = batch_schedule(sizes, epochs=m.epochs, batch_size=m.batch_size,
+                                gen=torch.Generator().manual_seed(int(seed)))
+        pos, w = pos.numpy(), w.numpy()
+        c, s = pos.shape[:2]
+        rows_of = np.concatenate([np.asarray(ix, dtype=np.int64) for ix in ch])
+        if len(rows_of):
+            start = np.cumsum([0] + sizes[:-1]).reshape(-1, 1, 1)
+            r = rows[k:k + c, :s]
+            np.take(rows_of, np.minimum(start + pos, len(rows_of) - 1), out=r)
+            r[w == 0] = 0
+            ws[k:k + c, :s] = w
+    if pool is None:
+        for job in jobs:
+            one(job)
+    else:
+        list(pool.map(one, jobs))
+
+
+def schedule(m: Member, y: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The member's (rows, labels, weights), each (clients, steps, B): `schedule_into` on fresh arrays."""
+    rows = np.zeros((m.clients, steps_of(m), m.batch_size), dtype=np.int64)
+    ws = np.zeros(rows.shape, dtype=np.float32)
+    schedule_into(m, rows, ws)
+    return rows, y.numpy()[rows], ws
+
+
+class _Bucket:
+    """The stacked state of one bucket's members on the device and its step loop."""
+
+    def __init__(self, members: list[Member], y: torch.Tensor, device: torch.device):
+        self.members = members
+        self.device = device
+        L = len(members[0].dims) - 1
+        self.dims = [max(m.dims[i] for m in members) for i in range(L + 1)]
+        self.C = sum(m.clients for m in members)
+        steps = max(steps_of(m) for m in members)
+        B = members[0].batch_size
+        rows = np.zeros((self.C, steps, B), dtype=np.int64)
+        ws = np.zeros((self.C, steps, B), dtype=np.float32)
+        k = 0
+        threads = plan_threads()
+        with ThreadPoolExecutor(threads) if threads > 1 else contextlib.nullcontext() as pool:
+            for m in members:
+                schedule_into(m, rows[k:k + m.clients], ws[k:k + m.clients], pool)
+                k += m.clients
+        ys = y.numpy()[rows]
+        # per step: the most real samples any client has (the rest of B is padding, weight 0, not computed)
+        self.used = tuple(int(u) for u in (ws > 0).sum(-1).max(0))
+        flat = [np.concatenate([t[:, s, :b].reshape(-1) for s, b in enumerate(self.used)])
+                for t in (rows, ys, ws)]
+        self.plan = [torch.from_numpy(t).to(device) for t in flat]
+        self.neg_lr = torch.cat([torch.full((m.clients,), -float(m.lr)) for m in members]).view(-1, 1, 1).to(device)
+        self.masked = any(m.masks for m in members)
+
+    def key(self) -> tuple:
+        return (self.C, tuple(self.dims), self.used, self.masked)
+
+    def load(self, state: dict) -> None:
+        """Copy the members' global parameters (and masks) into the stacked state (allocated or reused)."""
+        L = len(self.dims) - 1
+        if not state:
+            for l in range(L):
+                state[f"W{l}"] = torch.zeros(self.C, self.dims[l], self.dims[l + 1], device=self.device)
+                state[f"b{l}"] = torch.zeros(self.C, 1, self.dims[l + 1], device=self.device)
+                if self.masked:
+                    state[f"M{l}"] = torch.zeros(self.C, self.dims[l], self.dims[l + 1], device=self.device)
+            state["rows"], state["y"], state["w"] = (torch.empty_like(t) for t in self.plan)
+            state["neg_lr"] = torch.empty_like(self.neg_lr)
+        for name, t in (("rows", self.plan[0]), ("y", self.plan[1]), ("w", self.plan[2]), ("neg_lr", self.neg_lr)):
+            state[name].copy_(t)
+        k = 0
+        for m in self.members:
+            sl = slice(k, k + m.clients)
+            for l in range(L):
+                W, b = m.params[2 * l].to(self.device), m.params[2 * l + 1].to(self.device)
+                mask = m.masks.get(2 * l)
+                if mask is not None:
+                    W = W * mask.to(self.device)  # inactive weights are 0 (a precondition-free fact, as engine.py)
+                for name, src in ((f"W{l}", W), (f"b{l}", b)):
+                    dst = state[name][sl]
+                    if src.shape != dst.shape[1:]:
+                        dst.zero_()  # padding: zero weights
+                    dst[:, :src.shape[0], :src.shape[1]] = src
+                if self.masked:
+                    dst = state[f"M{l}"][sl]
+                    dst.zero_()
+                    dst[:, :W.shape[0], :W.shape[1]] = 1.0 if mask is None else mask.to(self.device)
+            k += m.clients
+
+    def run(self, state: dict, x: torch.Tensor) -> None:
+        """The bucket's whole local training, in place on `state` (no host synchronisation: capturable)."""
+        L = len(self.dims) - 1
+        C = self.C
+        W = [state[f"W{l}"] for l in range(L)]
+        bias = [state[f"b{l}"] for l in range(L)]
+        M = [state.get(f"M{l}") for l in range(L)]
+        rows, ys, ws, neg_lr = state["rows"], state["y"], state["w"], state["neg_lr"]
+        off = 0
+        for b in self.used:
+            n = C * b
+            hs = [x.index_select(0, rows[off:off + n]).view(C, b, -1)]
+            for l in range(L):
+                z = torch.baddbmm(bias[l], hs[-1], W[l])
+                if l < L - 1:
+                    z.relu_()
+                hs.append(z)
+            delta = torch.softmax(hs[-1], dim=-1)  # dL/dlogits (fp32)
+            delta.scatter_add_(2, ys[off:off + n].view(C, b, 1), torch.full((C, b, 1), -1.0, device=x.device))
+            delta.mul_(ws[off:off + n].view(C, b, 1))
+            off += n
+            for l in range(L - 1, -1, -1):
+                gb = delta.sum(1, keepdim=True)
+                nd = None
+                if l > 0:  # the input gradient before W changes, ReLU' applied
+                    nd = torch.ops.aten.threshold_backward(torch.bmm(delta, W[l].transpose(1, 2)), hs[l], 0)
+                delta.mul_(neg_lr)
+                W[l].baddbmm_(hs[l].transpose(1, 2), delta)  # W −= lr·hᵀδ, inside the GEMM
+                if M[l] is not None:
+                    W[l].mul_(M[l])
+                bias[l].addcmul_(gb, neg_lr)
+                delta = nd
+
+    def deltas(self, state: dict) -> list[torch.Tensor]:
+        """Each member's flat updates (clients, D), local − global in its own layout, on the device."""
+        L = len(self.dims) - 1
+        out, k = [], 0
+        for m in self.members:
+            c = m.clients
+            D = sum(int(np.prod(p.shape)) for p in m.params)
+            flat = torch.empty(c, D, device=self.device)
+            off = 0
+            for i, g in enumerate(m.params):
+                name = f"W{i // 2}" if i % 2 == 0 else f"b{i // 2}"
+                r, q = g.shape
+                local = state[name][k:k + c, :r, :q]
+                torch.sub(local, g.to(self.device).unsqueeze(0), out=flat[:, off:off + r * q].view(c, r, q))
+                off += r * q
+            out.append(flat)
+            k += c
+        assert L * 2 == len(self.members[0].params)
+        return out
+
+
+def plan_threads() -> int:
+    """Threads the chunks' schedules are drawn in (FEDEVO_PLAN_THREADS; default: up to 8 cores)."""
+    env = os.environ.get("FEDEVO_PLAN_THREADS")
+    return max(1, int(env)) if env else min(8, os.cpu_count() or 1)
+
+
+def graphs_enabled() -> bool:
+    return os.environ.get("FEDEVO_CUDA_GRAPHS", "1").lower() not in ("0", "off", "no", "false")
+
+
+class _GraphCache:
+    """Captured CUDA graphs of buckets' step loops, by shape signature: captured the second time a signature
+    comes (a one-off shape runs eagerly), replayed after; the few most recent kept."""
+
+    def __init__(self, size: int = 4):
+        self.size = size
+        self.seen: set = set()
+        self.graphs: OrderedDict = OrderedDict()
+
+    def run(self, bucket: _Bucket, x: torch.Tensor) -> dict:
+        key = (bucket.key(), x.data_ptr(), x.shape)
+        hit = self.graphs.get(key)
+        if hit is not None:
+            self.graphs.move_to_end(key)
+            graph, state = hit
+            bucket.load(state)
+            graph.replay()
+            return state
+        state: dict = {}
+        bucket.load(state)
+        if key not in self.seen or bucket.device.type != "cuda" or not graphs_enabled():
+            self.seen.add(key)
+            bucket.run(state, x)
+            return state
+        side = torch.cuda.Stream(bucket.device)  # warm-up on a side stream, as capture requires
+        side.wait_stream(torch.cuda.current_stream(bucket.device))
+        snapshot = {k: v.clone() for k, v in state.items()}
+        with torch.cuda.stream(side):
+            bucket.run(state, x)
+        torch.cuda.current_stream(bucket.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            bucket.run(state, x)
+        for k, v in snapshot.items():  # capture ran nothing; the warm-up trained once: start over
+            state[k].copy_(v)
+        graph.replay()
+        self.graphs[key] = (graph, state)
+        while len(self.graphs) > self.size:
+            self.graphs.popitem(last=False)
+        return state
+
+
+_CACHE: dict = {}
+
+
+def _cache(device: torch.device) -> _GraphCache:
+    return _CACHE.setdefault(str(device), _GraphCache())
+
+
+def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *, device,
+                  exact: bool = False) -> list[torch.Tensor]:
+    """Train every member's clients for one round, members bucketed (`bucket_key`) and each bucket stacked on
+    `device`; returns each member's flat updates (clients, D) there, in the members' order. x: the training set
+    (on `device`, else copied), y: its labels (CPU). exact: only members of equal widths share a bucket."""
+    device = torch.device(device)
+    x = x.to(device)
+    x = x.reshape(x.shape[0], -1)
+    groups: dict = {}
+    for i, m in enumerate(members):
+        if m.clients:
+            groups.setdefault(bucket_key(m, exact), []).append(i)
+    out: list = [None] * len(members)
+    for idx in groups.values():
+        bucket = _Bucket([members[i] for i in idx], y, device)
+        # on the CPU (tests) one intra-op thread, as the CPU engine: small ops, no thread wake-ups
+        with intra_op_threads(1) if device.type == "cpu" else contextlib.nullcontext():
+            state = _cache(device).run(bucket, x)
+        for i, d in zip(idx, bucket.deltas(state)):
+            out[i] = d
+    for i, m in enumerate(members):
+        if out[i] is None:  # no client arrived
+            out[i] = torch.empty(0, sum(int(np.prod(p.shape)) for p in m.params), device=device)
+    return out
+
+
+__all__ = ["Member", "applies", "bucket_key", "enabled", "graphs_enabled", "schedule", "split", "train_members",
+           "width_class"]

@@ -1,0 +1,108 @@
+"""On a real GPU (marked `cuda`, skipped where torch sees none): the stacked trainer and a batched generation on
+CUDA against the CPU engine and against each individual alone on the GPU; captured CUDA graphs against eager."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from fedevo.config import DataConfig, MLPArch, SimConfig
+from fedevo.data.datasets import synthetic
+from fedevo.evaluation import evaluate, evaluate_population
+from fedevo.fl import stacked
+from fedevo.fl.engine import flat_deltas, train_chunks
+from fedevo.models import build_model
+
+from .test_cuda import ROUND_L2, _rel_l2
+from .test_population import GENERATION, SEEDS, _objectives, problem  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.cuda
+CUDA = torch.device("cuda")
+
+
+def _reference(alpha=None, clients=20):
+    data = synthetic(n_train=clients * 600, n_test=10, shape=(1, 28, 28), seed=0, noise=3.0)
+    model = build_model(MLPArch(2, 200), (1, 28, 28), 10)
+    g = torch.Generator().manual_seed(0)
+    params = model.init(g)
+    masks = {}
+    if alpha:
+        from fedevo.models.sparse import erdos_renyi_masks
+        masks = erdos_renyi_masks(model.shapes, model.fc_weight_ids, alpha, g)
+        for i, m in masks.items():
+            params[i].mul_(m)
+    clients_ix = [np.arange(k * 600, (k + 1) * 600) for k in range(clients)]
+    chunks = [clients_ix[s:s + 5] for s in range(0, clients, 5)]
+    member = stacked.Member(dims=model.dims, params=params, masks=masks, lr=0.05, chunks=chunks,
+                            seeds=list(range(len(chunks))), epochs=5, batch_size=64)
+    return data, model, member
+
+
+@pytest.mark.parametrize("alpha", [None, 5.0], ids=["dense", "set"])
+def test_stacked_reference_round_on_cuda_equals_cpu_engine(alpha):
+    data, model, m = _reference(alpha)
+    model.compute_dtype = torch.float32
+    cpu = torch.cat([flat_deltas(c, m.params) for c in train_chunks(
+        model, m.params, m.masks, data.x_train, data.y_train, m.chunks, epochs=5, batch_size=64, lr=0.05,
+        seeds=m.seeds)])
+    (got,) = stacked.train_members([m], data.x_train, data.y_train, device=CUDA)
+    got = got.cpu()
+    assert _rel_l2(got, cpu) <= ROUND_L2
+    m.lr *= 0.9  # a 10% error in the step: outside the tolerance
+    (other,) = stacked.train_members([m], data.x_train, data.y_train, device=CUDA)
+    assert _rel_l2(other.cpu(), cpu) > ROUND_L2
+
+
+def test_cuda_graph_replay_equals_eager(monkeypatch):
+    """The same round three times: eager, captured (its second sight), replayed: the same numbers, bit for bit
+    (and the same as with graphs off)."""
+    data, _, m = _reference(5.0, clients=10)
+    stacked._CACHE.clear()
+    runs = [stacked.train_members([m], data.x_train, data.y_train, device=CUDA)[0].cpu() for _ in range(3)]
+    assert len(stacked._cache(CUDA).graphs) == 1
+    monkeypatch.setenv("FEDEVO_CUDA_GRAPHS", "0")
+    runs.append(stacked.train_members([m], data.x_train, data.y_train, device=CUDA)[0].cpu())
+    assert all(torch.equal(r, runs[0]) for r in runs[1:])
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["equal-widths", "padded"])
+def test_generation_on_cuda_equals_each_alone(problem, exact):  # noqa: F811
+    together = evaluate_population(problem, GENERATION, SEEDS, device="cuda", exact=exact)
+    for p, s, got in zip(GENERATION, SEEDS, together):
+        assert got.engine["device"] == "cuda" and got.engine["population"] == len(GENERATION)
+        (alone,) = evaluate_population(problem, [p], [s], device="cuda", exact=exact)
+        if exact:
+            assert _objectives(got) == _objectives(alone), p
+        else:
+            assert (got.status, got.comm, got.eps, got.omega) == (alone.status, alone.comm, alone.eps, alone.omega)
+            assert abs(got.error - alone.error) <= 0.02
+        cpu = evaluate(problem, dict(p, device="cpu"), seed=s)  # the CPU engine: the documented tolerance
+        assert (got.comm, got.eps, got.omega) == (cpu.comm, cpu.eps, cpu.omega)
+        assert abs(got.error - cpu.error) <= 0.02
+
+
+def test_same_seeds_same_numbers_on_cuda(problem):  # noqa: F811
+    a = evaluate_population(problem, GENERATION, SEEDS, device="cuda")
+    b = evaluate_population(problem, GENERATION, SEEDS, device="cuda")
+    assert [_objectives(r) for r in a] == [_objectives(r) for r in b]
+
+
+def test_simulate_on_cuda_takes_the_stacked_path():
+    """simulate on CUDA trains an MLP through the stacked trainer: its numbers equal a population of one."""
+    from fedevo.fl.population import simulate_population
+    from fedevo.fl.simulate import simulate
+
+    cfg = SimConfig(data=DataConfig(dataset="digits", clients=10), arch=MLPArch(2, 64), rounds=3, epochs=2,
+                    batch_size=32, lr=0.05, participation=0.5, precision="fp32", alpha=4.0, device="cuda")
+    a = simulate(cfg, seed=3)
+    (b,) = simulate_population([cfg], [3], device="cuda")
+    assert _objectives(a) == _objectives(b)
+    os.environ["FEDEVO_STACKED"] = "0"
+    try:
+        old = simulate(cfg, seed=3)  # today's device path: the documented tolerance
+    finally:
+        os.environ.pop("FEDEVO_STACKED")
+    assert abs(old.error - a.error) <= 0.02 and (old.eps, old.comm) == (a.eps, a.comm)

@@ -1,0 +1,109 @@
+"""A generation as one batched program (fl/population.py) on the CPU: the same code as on a GPU, against each
+individual evaluated alone. Members of equal widths (exact=True) give bit for bit the numbers of evaluating them
+alone through the same path; padded members (other widths in one bucket) within fp32 rounding, which on these
+small runs leaves every objective equal; and the CPU engine's ε, comm and Ω exactly, its error within
+docs/engine.md's 0.02."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedevo.evaluation import evaluate, evaluate_population
+from fedevo.problem import load_problem
+
+DP = """
+name = "tiny_dp"
+dataset = "synthetic"
+model = "mlp"
+eps_objective = "eps"
+[data]
+partition = "iid"
+clients = 4
+[train]
+rounds = 3
+epochs = 3
+batch_size = 16
+upload_loss = 0.25
+[privacy]
+mechanism = "update"
+sampling = "poisson"
+recall = false
+delta = 1e-7
+secagg_bits = 32
+secagg_threshold = 0.5
+[deployment]
+population = 1000000
+cohort = 10000
+[genes]
+trust = { type = "choice", choices = ["central", "secagg"], default = "central" }
+layers = { type = "int", low = 1, high = 3, default = 2 }
+units = { type = "int", low = 8, high = 40, default = 24 }
+lr = { type = "real", low = 0.01, high = 0.3, default = 0.3 }
+participation = { type = "real", low = 0.1, high = 1.0, default = 0.6 }
+alpha = { type = "real", low = 1, high = 16, default = 4 }
+xi = { type = "real", low = 0.01, high = 0.55, default = 0.1 }
+sigma = { type = "real", low = 0.3, high = 30.0, default = 1.0, log = true }
+clip = { type = "real", low = 0.1, high = 5.0, default = 1.0, log = true }
+"""
+
+# fashion_mlp_dp's mechanisms on a small problem: central and secagg trust, SET, other widths, depths, rates
+# (fp32: 'auto' is bf16 on a CPU with native bf16, which the batched path leaves to the CPU engine)
+GENERATION = [dict(p, precision="fp32") for p in (
+    dict(layers=2, units=24, lr=0.1), dict(layers=2, units=24, lr=0.2, alpha=8, trust="secagg"),
+    dict(layers=1, units=30, sigma=0.3), dict(layers=2, units=20, participation=1.0, clip=0.5),
+    dict(layers=2, units=24, participation=0.2), dict(layers=3, units=17, lr=0.15, xi=0.4))]
+SEEDS = [1, 2, 3, 4, 5, 6]
+KEYS = ("status", "error", "accuracy_global", "comm", "eps", "omega", "rounds")
+
+
+@pytest.fixture(scope="module")
+def problem(tmp_path_factory):
+    path = tmp_path_factory.mktemp("pop") / "dp.toml"
+    path.write_text(DP)
+    return load_problem(str(path))
+
+
+def _untimed(d):
+    """The privacy report without its wall-clock timings (secure aggregation's setup_s, mask_s ...)."""
+    return {k: _untimed(v) if isinstance(v, dict) else v for k, v in d.items() if not k.endswith("_s")}
+
+
+def _objectives(r):
+    return tuple(getattr(r, k) for k in KEYS)
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["equal-widths", "padded"])
+def test_generation_equals_each_alone(problem, exact):
+    together = evaluate_population(problem, GENERATION, SEEDS, device="cpu", exact=exact)
+    assert [r.engine["population"] for r in together] == [len(GENERATION)] * len(GENERATION)
+    for p, s, got in zip(GENERATION, SEEDS, together):
+        (alone,) = evaluate_population(problem, [p], [s], device="cpu", exact=exact)
+        assert _objectives(got) == _objectives(alone), p
+        assert _untimed(got.privacy) == _untimed(alone.privacy)
+    assert len({r.error for r in together}) > 3  # they trained, each its own way
+
+
+def test_generation_equals_the_cpu_engine(problem):
+    together = evaluate_population(problem, GENERATION, SEEDS, device="cpu")
+    for p, s, got in zip(GENERATION, SEEDS, together):
+        cpu = evaluate(problem, p, seed=s)
+        assert (got.status, got.comm, got.eps, got.omega) == (cpu.status, cpu.comm, cpu.eps, cpu.omega), p
+        assert abs(got.error - cpu.error) <= 0.02, (p, got.error, cpu.error)
+
+
+def test_unbatchable_individuals_are_evaluated_alone(problem):
+    """bf16 precision falls back to `simulate` alone (here: the CPU engine), in the same order."""
+    gen = [dict(GENERATION[0]), dict(GENERATION[2], precision="bf16")]
+    got = evaluate_population(problem, gen, [1, 3], device="cpu")
+    assert "population" in got[0].engine and "population" not in got[1].engine
+    assert got[1].engine["precision"] == "bf16"
+    assert _objectives(got[1]) == _objectives(evaluate(problem, gen[1], seed=3))
+
+
+def test_batch_evaluator_is_evaluate_population(problem):
+    from fedevo.fl.population import batch_evaluator
+
+    run = batch_evaluator(problem, device="cpu")
+    got = run([(GENERATION[0], SEEDS[0]), (GENERATION[2], SEEDS[2])])
+    want = evaluate_population(problem, [GENERATION[0], GENERATION[2]], [SEEDS[0], SEEDS[2]], device="cpu")
+    assert [_objectives(r) for r in got] == [_objectives(r) for r in want]

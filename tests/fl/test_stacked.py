@@ -1,0 +1,145 @@
+"""The stacked trainer (fl/stacked.py) on the CPU (the same code the GPU runs): one member against the CPU engine;
+several members trained together against each trained alone (exact for equal widths, within fp32 rounding when
+padded to a wider member); padding and inactive SET weights stay zero."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fedevo.config import MLPArch
+from fedevo.data.datasets import synthetic
+from fedevo.fl.engine import flat_deltas, train_chunks
+from fedevo.fl.stacked import Member, bucket_key, train_members
+from fedevo.models import build_model
+from fedevo.models.sparse import erdos_renyi_masks
+
+CPU = torch.device("cpu")
+SIZES = (37, 50, 64, 20, 41, 8, 30)  # unequal clients: chunks idle at different steps
+DATA = synthetic(n_train=sum(SIZES), n_test=10, shape=(1, 8, 8), seed=0)
+
+
+def _clients(sizes=SIZES, per=3, shift=0):
+    offsets = np.cumsum((0,) + tuple(sizes))
+    clients = [(np.arange(offsets[i], offsets[i + 1]) + shift) % offsets[-1] for i in range(len(sizes))]
+    return [clients[s:s + per] for s in range(0, len(clients), per)]
+
+
+def _member(layers=2, units=24, alpha=None, lr=0.1, seed=0, shift=0, epochs=2):
+    model = build_model(MLPArch(layers=layers, units=units), (1, 8, 8), 10)
+    g = torch.Generator().manual_seed(seed)
+    params = model.init(g)
+    masks = erdos_renyi_masks(model.shapes, model.fc_weight_ids, alpha, g)
+    for i, m in masks.items():
+        params[i].mul_(m)
+    chunks = _clients(shift=shift)
+    return model, Member(dims=model.dims, params=params, masks=masks, lr=lr, chunks=chunks,
+                         seeds=[11 + seed, 22 + seed, 33 + seed][:len(chunks)], epochs=epochs, batch_size=16)
+
+
+@pytest.mark.parametrize("alpha", [None, 2.0], ids=["dense", "set"])
+def test_one_member_equals_cpu_engine(alpha):
+    model, m = _member(alpha=alpha)
+    cpu = torch.cat([flat_deltas(c, m.params) for c in train_chunks(
+        model, m.params, m.masks, DATA.x_train, DATA.y_train, m.chunks, epochs=2, batch_size=16, lr=m.lr,
+        seeds=m.seeds)])
+    (got,) = train_members([m], DATA.x_train, DATA.y_train, device=CPU)
+    assert got.shape == cpu.shape
+    torch.testing.assert_close(got, cpu, atol=1e-6, rtol=1e-5)
+    assert float(got.abs().max()) > 1e-3  # the clients moved
+    other = Member(dims=m.dims, params=m.params, masks=m.masks, lr=0.9 * m.lr, chunks=m.chunks, seeds=m.seeds,
+                   epochs=2, batch_size=16)  # a 10% error in the step: far outside
+    assert not torch.allclose(train_members([other], DATA.x_train, DATA.y_train, device=CPU)[0], cpu, atol=1e-4)
+
+
+def test_equal_widths_together_equal_alone_exactly():
+    """Members of one shape (other seeds, clients, learning rates and masks) in one bucket: bit for bit each
+    member alone."""
+    members = [_member(alpha=a, lr=lr, seed=s, shift=sh)[1]
+               for a, lr, s, sh in ((None, 0.1, 0, 0), (2.0, 0.05, 1, 7), (3.0, 0.2, 2, 13))]
+    members = [members[0], members[0]] + members[1:]  # masks and no masks: the unmasked one gets ones
+    assert len({bucket_key(m, exact=True)[0] for m in members}) == 1
+    together = train_members(members, DATA.x_train, DATA.y_train, device=CPU, exact=True)
+    for m, got in zip(members, together):
+        (alone,) = train_members([m], DATA.x_train, DATA.y_train, device=CPU, exact=True)
+        assert torch.equal(got, alone)
+
+
+def test_padded_members_equal_alone_within_rounding():
+    """Other widths in one bucket (17, 20 and 24 units pad to 24 — and a 1-layer member in a bucket of its own): each
+    member's updates within fp32 rounding of training it alone; its padding stays zero."""
+    members = [_member(units=24)[1], _member(units=17, alpha=2.0, lr=0.05, seed=1, shift=5)[1],
+               _member(units=20, lr=0.2, seed=2, shift=9)[1], _member(layers=1, units=30, seed=3)[1]]
+    assert len({bucket_key(m) for m in members[:3]}) == 1
+    together = train_members(members, DATA.x_train, DATA.y_train, device=CPU)
+    for m, got in zip(members, together):
+        (alone,) = train_members([m], DATA.x_train, DATA.y_train, device=CPU)
+        torch.testing.assert_close(got, alone, atol=1e-6, rtol=1e-5)
+        assert float(got.abs().max()) > 1e-3
+    m = members[1]  # its inactive weights did not move
+    W0 = together[1][:, :m.params[0].numel()].view(-1, *m.params[0].shape)
+    assert torch.all(W0[:, m.masks[0] == 0] == 0)
+
+
+def test_no_arrived_client():
+    _, m = _member()
+    empty = Member(dims=m.dims, params=m.params, masks={}, lr=0.1, chunks=[], seeds=[], epochs=1, batch_size=16)
+    got = train_members([empty, m], DATA.x_train, DATA.y_train, device=CPU)
+    assert got[0].shape == (0, sum(p.numel() for p in m.params)) and got[1].shape[0] == m.clients
+
+
+def _schedule_reference(sizes, *, epochs, batch_size, gen):
+    """engine.batch_schedule as first written (epoch by epoch, slice by slice): the draws it must keep."""
+    c = len(sizes)
+    per_epoch = [-(-n // batch_size) for n in sizes]
+    steps = epochs * max(per_epoch)
+    pos = torch.zeros(c, steps, batch_size, dtype=torch.int64)
+    wts = torch.zeros(c, steps, batch_size)
+    for k, n in enumerate(sizes):
+        full, rest = divmod(n, batch_size)
+        for e in range(epochs):
+            perm = torch.randperm(n, generator=gen)
+            s = e * per_epoch[k]
+            pos[k, s:s + full] = perm[: full * batch_size].view(full, batch_size)
+            wts[k, s:s + full] = 1.0 / batch_size
+            if rest:
+                pos[k, s + full, :rest] = perm[full * batch_size:]
+                wts[k, s + full, :rest] = 1.0 / rest
+    return pos, wts
+
+
+@pytest.mark.parametrize("sizes,epochs,batch", [((600,) * 5, 5, 64), ((37, 50, 64, 20, 0, 8, 128), 3, 16),
+                                                ((5,), 1, 64), ((0, 3), 2, 4)])
+def test_batch_schedule_keeps_its_draws(sizes, epochs, batch):
+    from fedevo.fl.engine import batch_schedule
+
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    a = _schedule_reference(list(sizes), epochs=epochs, batch_size=batch, gen=g1)
+    b = batch_schedule(list(sizes), epochs=epochs, batch_size=batch, gen=g2)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert torch.equal(torch.rand(4, generator=g1), torch.rand(4, generator=g2))  # the generator left alike
+
+
+def _bench(*args):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, str(repo / "benchmarks" / "cuda_population.py"), *args],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(repo)})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_population_benchmark_says_there_is_no_gpu():
+    r = _bench()
+    assert r.returncode == 1 and r.stdout == "" and r.stderr.startswith("cuda_population.py: torch sees no GPU")
+
+
+def test_population_benchmark_smoke_on_the_cpu():
+    r = _bench("--device", "cpu", "--clients", "5", "--repeats", "1", "--no-generation", "--no-today")
+    assert r.returncode == 0, r.stderr
+    lines = {ln.split("  ")[0]: ln for ln in r.stdout.splitlines()}
+    assert float(lines["stacked, eager"].split()[-2]) < 1e-4  # against the CPU engine, max rel Δ

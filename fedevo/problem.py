@@ -475,7 +475,7 @@ def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path
 def _objectives(doc: Mapping[str, Any], name: str, path: Optional[str] = None,
                 registered_only: bool = True) -> tuple[str, dict, dict]:
     """(the ε objective, the constraints, the Problem's objectives fields) of a problem file, checked."""
-    from .objectives import MAX_OBJECTIVES, MIN_OBJECTIVES, names as registered_names
+    from .objectives import MAX_OBJECTIVES, MIN_OBJECTIVES, default_names, names as registered_names
     from .objectives.builtin import BUILTIN
     from .objectives.spec import from_table
 
@@ -507,7 +507,7 @@ def _objectives(doc: Mapping[str, Any], name: str, path: Optional[str] = None,
     unused = [k for k in tables if k not in (listed or ())]
     if unused:
         raise FedevoError(f"[objective.{unused[0]}]: defined but not in the objectives list")
-    names = tuple(listed) if listed is not None else ("error", "comm", eps_obj)
+    names = tuple(listed) if listed is not None else default_names(eps_obj)
     own = {o.name: o for o in defs}
     constraints = dict(doc.get("constraints", {}))
     for k, v in constraints.items():

@@ -65,8 +65,9 @@ def figure(r):
 
     st, inc = r.statistic, r.included_mask
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.09, subplot_titles=[
-        "canary statistic Σ z / √rounds (z: projection on the canary, in accounted noise std)",
-        "attack score (log-likelihood ratio), canaries by rank"])
+        # two short lines each: one line each overlapped the other panel's title at a 1,000 px window
+        "canary statistic Σ z / √rounds<br>(z: projection on the canary, in accounted noise std)",
+        "attack score (log-likelihood ratio),<br>canaries by rank"])
     lo, hi = float(np.min(st)), float(np.max(st))
     span = hi - lo or 1.0
     xbins = dict(start=lo - 0.01 * span, end=hi + 0.01 * span, size=span / 60)
@@ -86,7 +87,8 @@ def figure(r):
     for mask, name, color in ((inc[order], "inserted", "#d62728"), (~inc[order], "held out", "#1f77b4")):
         fig.add_trace(go.Scatter(x=rank[mask], y=r.scores[order][mask], mode="markers", name=f"score: {name}",
                                  marker=dict(color=color, size=4)), row=1, col=2)
-    fig.update_layout(barmode="overlay", height=480, margin=dict(l=60, r=20, t=50, b=50),
+    fig.update_annotations(font_size=13)
+    fig.update_layout(barmode="overlay", height=480, margin=dict(l=60, r=20, t=80, b=50),
                       legend=dict(orientation="h", y=-0.2))
     fig.update_xaxes(title_text="statistic", row=1, col=1)
     fig.update_xaxes(title_text="rank (highest score first)", row=1, col=2)
@@ -152,6 +154,15 @@ def context_html(results: Sequence) -> str:
     return '<p class="meta">every ε here is under: ' + kv_list(items[0]) + "</p>"
 
 
+def _bound_text(b) -> str:
+    """The one-run lower bound's guess rule in words; a bound from no guess says so (not "0 of 0 guesses right")."""
+    if not b.guesses:
+        return (f"none of the {b.tests} guess rules tried (each at level {b.level:.3g}, Bonferroni) got enough guesses "
+                "right to bound ε above 0: ε lower 0")
+    return (f"{b.correct} of {b.guesses} guesses right ({b.strategy} rule, {b.k_in} in / {b.k_out} out), best of "
+            f"{b.tests} rules each at level {b.level:.3g} (Bonferroni)")
+
+
 def write_html(path: Path, results: Sequence, *, title: str, intro: str = "") -> Path:
     from ..viz.html import esc, figure_div, kv_list, page, table, write
 
@@ -174,9 +185,8 @@ def write_html(path: Path, results: Sequence, *, title: str, intro: str = "") ->
         parts.append(f'<p class="note">observer: {esc(r.observer)} · level: {esc(r.level)} · neighbours: '
                      f"{esc(e.relation)} · each canary joins each of {e.rounds} accounted rounds with probability "
                      f"{e.rate:.3g} (mean joined {float(r.joined.mean()):.3g}) · δ = {r.delta:g} · seed {r.seed}. "
-                     f"Lower bound: {b.correct} of {b.guesses} guesses right ({esc(b.strategy)} rule, "
-                     f"{b.k_in} in / {b.k_out} out), best of {b.tests} rules each at level {b.level:.3g} "
-                     f"(Bonferroni). Estimate: Gaussian fit, separation μ = {r.fit.separation:.3g}.</p>")
+                     f"Lower bound: {esc(_bound_text(b))}. Estimate: Gaussian fit, separation μ = "
+                     f"{r.fit.separation:.3g}.</p>")
         parts.append(f'<div class="fig">{figure_div(figure(r), f"audit{n}")}</div>')
     parts.append(f'<p class="note">{esc(results[0].method if results else "")}. A lower bound below the '
                  "accountant's ε is what a correct mechanism gives; it never proves privacy (docs/privacy.md, "

@@ -80,7 +80,7 @@ def from_table(name: str, table: Any, *, problem_path: Optional[str], where: str
     try:
         return Objective(name=name, read=FunctionRead(spec, name), **vals)
     except ValueError as e:
-        raise FedevoError(f"{at}: {e}") from None
+        raise FedevoError(f"{at}: {str(e).replace(f'objective {name!r}: ', '')}") from None
 
 
 def check_loadable(objectives) -> None:

@@ -1,4 +1,5 @@
-"""Plots of a search run and of retraining: self-contained HTML pages (plotly.js embedded, open offline).
+"""Plots of a search run and of retraining: HTML pages that open offline (a run's pages share one plotly.js beside
+them; curves.html and audit.html embed it).
 
 `write_front_html(run_dir)` writes RUN_DIR/front.html (`fedevo plot`, and the end of `fedevo search`);
 `write_curves_html(...)` writes the accuracy-per-round page of `fedevo retrain`; `live.LivePage` is the search

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from itertools import combinations
 from typing import Any, Mapping, Optional, Sequence
 
 from ..searching.rundata import RunData, load_run
@@ -96,12 +97,22 @@ class Model:
         self.marks = data.marks()
         self.chance = data.knee_bar  # chance minus the test-set margin: at or above it, never the knee
         self.eps_log = data.meta.get("search_objectives", {}).get("eps_scale") == "log10"
-        self.keys = ("error", "comm", data.eps_key)
         self.on_front = [r["id"] in data.front_ids for r in self.rows]
         cols: dict[str, Column] = {}
         cols["generation"] = make_column(self.rows, "generation", "generation", kind="int", log=False)
         for k in ("error", "comm", "eps", "eps_paper"):
             cols[k] = make_column(self.rows, k, SHORT[k], eps_log=self.eps_log)
+        # the run's objectives (RunData.objectives, 2 to 5 of them) in order: the 3D view shows the first three,
+        # the projections every pair, the parallel coordinates and the caps every one
+        self.objective_names = [o.name for o in data.objectives if any(o.name in r for r in self.rows)] or \
+            ["error", "comm", data.eps_key]
+        for o in data.objectives:
+            if o.name in self.objective_names and o.name not in cols:
+                pos = all(finite(r.get(o.name)) and r[o.name] > 0 for r in self.rows)
+                cols[o.name] = make_column(self.rows, o.name, o.label, log=True if (o.log and pos) else None)
+        self.keys = tuple((self.objective_names + ["generation"])[:3]) if len(self.objective_names) < 3 else \
+            tuple(self.objective_names[:3])
+        self.pairs = list(combinations(self.objective_names, 2))
         cols["accuracy_global"] = make_column(self.rows, "accuracy_global", "global acc", log=False)
         for g in data.gene_names:
             gene = data.problem.gene(g)
@@ -128,9 +139,11 @@ class Model:
         return [max(float(r[key]), EPS_FLOOR) if floor else float(r[key]) for r in self.lower]
 
     def lower_hover(self, r: Mapping[str, Any]) -> str:
+        planned = planned_rounds(self.data) if "rounds" not in self.data.gene_names else None
+        of = f"of the {planned} planned rounds" if planned is not None else "of the planned rounds"
         return "<br>".join([
             f"<b>id {r['id']}</b> · generation {r['generation']} · rung {r['rung']}: "
-            f"{r['rounds_trained']} of the planned rounds",
+            f"{r['rounds_trained']} {of}",
             "a lower-fidelity evaluation: not in the front (measured after these rounds)",
             f"error {num(r['error'])} · comm {num(r['comm'])} · {EPS_NAME[self.data.eps_key]} "
             f"{num(r[self.data.eps_key])}"])
@@ -159,6 +172,8 @@ class Model:
                  f"error {num(r['error'])} (mean client accuracy {acc}, global accuracy {num(r['accuracy_global'])})",
                  f"comm {num(r['comm'])} params/round/client slot · Ω {num(r['omega'])}",
                  " · ".join(f"{EPS_NAME[k]} {num(r[k])}" for k in ("eps", "eps_paper") if k not in self.undefined)]
+        lines += _wrap([f"{self.cols[k].label} {num(r.get(k))}" for k in self.objective_names
+                        if k not in ("error", "comm", "eps", "eps_paper")])
         priv = r.get("privacy") or {}
         shown = [f"{k} {_fmt_any(priv[k])}" for k in PRIVACY_SHOW
                  if k in priv and not isinstance(priv[k], (dict, list))]
@@ -173,6 +188,8 @@ class Model:
         for o in self.data.objectives:
             if o.name in self.undefined or not any(o.name in r for r in self.rows):
                 continue
+            if o.name not in self.objective_names:
+                continue
             out.append({"name": o.name, "label": SHORT.get(o.name, o.label), "unit": o.unit,
                         "worst": o.worst, "maximize": o.maximize, "log": bool(o.log)})
         return out
@@ -181,6 +198,7 @@ class Model:
     def colour_options(self) -> list[tuple[str, str]]:
         opts = [("generation", "generation"), ("error", "error"), ("comm", "comm"), ("eps", "ε (accountant)"),
                 ("eps_paper", "ε (paper)"), ("accuracy_global", "global accuracy")]
+        opts += [(k, self.cols[k].label) for k in self.objective_names if k not in dict(opts)]
         return [o for o in opts if o[0] not in self.undefined] + [(g, f"gene {g}") for g in self.data.gene_names]
 
     def script_data(self, stamp: str, complete: bool, stamp_file: str) -> dict:
@@ -195,6 +213,7 @@ class Model:
             rows.append({"id": r["id"], "generation": r["generation"], "front": f,
                          "marks": list(self.marks.get(r["id"], ())),
                          **{k: r[k] for k in ("error", "comm", "eps", "eps_paper", "accuracy_global")},
+                         **{k: r.get(k) for k in self.objective_names},
                          **{g: r[g] for g in data.gene_names}})
         knee = [i for i, ms in self.marks.items() if "knee" in ms]
         # the knee's inputs (fedevo.viz.knee_js re-picks it within caps): the Pareto set in front.csv's order
@@ -262,7 +281,7 @@ def figure_3d(m: Model):
     fig.add_trace(go.Scatter3d(x=[], y=[], z=[], mode="markers", name="selected", meta="selection",
                                customdata=[], hoverinfo="skip",
                                marker=dict(size=15, color="#ff7f0e", symbol="circle-open")))
-    scene = {f"{a}axis": m.cols[k].axis_layout(AXIS_TITLE[k]) for a, k in zip("xyz", m.keys)}
+    scene = {f"{a}axis": m.cols[k].axis_layout(_title(m, k)) for a, k in zip("xyz", m.keys)}
     for a in "xyz":
         scene[f"{a}axis"]["title"]["font"] = dict(size=12)
     # WebGL draws the vertical axis' title along the axis, read top to bottom from the default camera: it is left
@@ -315,20 +334,23 @@ def _add_marks(fig, m: Model, *, three_d: bool, row=None, col=None, pair=None, s
 
 
 def figure_projections(m: Model):
+    """Every pair of the run's objectives (three panels for three objectives; rows of three for more)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    kx, ky, kz = m.keys
-    pairs = [(kx, ky), (kx, kz), (ky, kz)]
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
-                        subplot_titles=[f"{SHORT[a]} vs {SHORT[b]}" for a, b in pairs])
+    pairs = m.pairs
+    ncol = min(3, len(pairs))
+    nrow = -(-len(pairs) // ncol)
+    fig = make_subplots(rows=nrow, cols=ncol, horizontal_spacing=0.08, vertical_spacing=0.16 if nrow > 1 else 0.1,
+                        subplot_titles=[f"{_short(m, a)} vs {_short(m, b)}" for a, b in pairs])
     for c, (a, b) in enumerate(pairs, start=1):
+        row, col = (c - 1) // ncol + 1, (c - 1) % ncol + 1
         if m.lower:
             fig.add_trace(go.Scatter(
                 x=m.lower_col(a), y=m.lower_col(b), mode="markers", meta="lower-rung",
                 name=f"lower rungs ({len(m.lower)}; not in the front)", legendgroup="lower", showlegend=c == 1,
                 text=[m.lower_hover(r) for r in m.lower], hovertemplate="%{text}<extra></extra>", opacity=0.5,
-                marker=dict(size=5, color=LOWER_COLOR, symbol="circle")), row=1, col=c)
+                marker=dict(size=5, color=LOWER_COLOR, symbol="circle")), row=row, col=col)
         for front in (False, True):
             idx = m.idx(front)
             if not idx:
@@ -341,16 +363,25 @@ def figure_projections(m: Model):
                 opacity=1.0 if front else DOMINATED_OPACITY + 0.15,
                 unselected=dict(marker=dict(opacity=0.12)),
                 marker=_marker(m, idx, front, size=10 if front else 7,
-                               showscale=c == 3 and (front or not m.idx(True)), three_d=False)),
-                row=1, col=c)
-        _add_marks(fig, m, three_d=False, row=1, col=c, pair=(a, b), showlegend=c == 1)
-        fig.update_xaxes(**m.cols[a].axis_layout(AXIS_TITLE[a]), row=1, col=c)
-        fig.update_yaxes(**m.cols[b].axis_layout(AXIS_TITLE[b]), row=1, col=c)
+                               showscale=c == ncol and (front or not m.idx(True)), three_d=False)),
+                row=row, col=col)
+        _add_marks(fig, m, three_d=False, row=row, col=col, pair=(a, b), showlegend=c == 1)
+        fig.update_xaxes(**m.cols[a].axis_layout(_title(m, a)), row=row, col=col)
+        fig.update_yaxes(**m.cols[b].axis_layout(_title(m, b)), row=row, col=col)
         if a == "error" and m.excluded:
             _shade_chance(fig, m, c)
-    fig.update_layout(height=470, margin=dict(l=60, r=20, t=64, b=60), hovermode="closest", dragmode="lasso",
-                      legend=dict(orientation="h", y=-0.28), hoverlabel=dict(font=dict(size=11), align="left"))
+    fig.update_layout(height=470 + 400 * (nrow - 1), margin=dict(l=60, r=20, t=64, b=60), hovermode="closest",
+                      dragmode="lasso", legend=dict(orientation="h", y=-0.28 / nrow),
+                      hoverlabel=dict(font=dict(size=11), align="left"))
     return fig
+
+
+def _short(m: Model, k: str) -> str:
+    return SHORT.get(k, m.cols[k].label)
+
+
+def _title(m: Model, k: str) -> str:
+    return AXIS_TITLE.get(k, m.cols[k].label)
 
 
 def _shade_chance(fig, m: Model, c: int) -> None:
@@ -391,8 +422,8 @@ def _dim(c: Column, label: Optional[str] = None) -> dict:
 
 def _parallel_keys(m: Model) -> list[str]:
     """The parallel coordinates' columns in order: the genes, the objectives and other numbers, Pareto, id."""
-    keys = list(m.data.gene_names)
-    keys += [k for k in ("error", "comm", "eps", "eps_paper", "accuracy_global", "generation") if k not in m.undefined]
+    keys = list(m.data.gene_names) + list(m.objective_names)
+    keys += [k for k in ("eps", "eps_paper", "accuracy_global", "generation") if k not in m.undefined and k not in keys]
     return keys + ["pareto", "id"]
 
 
@@ -417,7 +448,7 @@ def ranges_html(m: Model) -> str:
         if p["kind"] == "choice" or p["key"] in ("pareto", "id"):
             continue
         lab = {"eps": "ε", "eps_paper": "ε paper", "generation": "gen"}.get(p["key"], p["label"])
-        items.append(f'<span class="kv range"><label for="range-{i}-lo">{esc(lab)}</label> '
+        items.append(f'<span class="nb"><label for="range-{i}-lo">{esc(lab)}</label> '
                      f'<input id="range-{i}-lo" data-dim="{i}" data-end="lo" type="text" inputmode="decimal" size="6" '
                      f'placeholder="from"> – <input id="range-{i}-hi" data-dim="{i}" data-end="hi" type="text" '
                      f'inputmode="decimal" size="6" placeholder="to"></span>')
@@ -531,6 +562,15 @@ def _settings_html(data: RunData) -> str:
     return '<p class="meta">' + "<br>".join(lines) + "</p>"
 
 
+def planned_rounds(data: RunData) -> Optional[int]:
+    """The rounds a full evaluation trains: --rounds (which overrides the problem file's), else the problem's."""
+    s, p = data.settings, data.problem
+    planned = s.rounds if s.rounds is not None else p.fixed.get("rounds")
+    if planned is None and p.simulated:
+        planned = p.sim_config(None).rounds
+    return planned
+
+
 def rounds_text(data: RunData) -> str:
     """The rounds each evaluation trained, as the run records them: the full-fidelity rows' rounds_trained (what
     ran), the rounds planned (--rounds, which overrides the problem file's, else the problem's), and the rungs of a
@@ -540,9 +580,7 @@ def rounds_text(data: RunData) -> str:
     s, p = data.settings, data.problem
     if "rounds" in data.gene_names:
         return "rounds per evaluation: the gene <b>rounds</b>"
-    planned = s.rounds if s.rounds is not None else p.fixed.get("rounds")
-    if planned is None and p.simulated:
-        planned = p.sim_config(None).rounds
+    planned = planned_rounds(data)
     ran = sorted({int(r["rounds_trained"]) for r in data.ok_rows if r.get("rounds_trained")})
     if s.multi_fidelity and planned is not None:
         rungs = rung_rounds(s.fidelity, int(planned))
@@ -560,10 +598,22 @@ def rounds_text(data: RunData) -> str:
 def _summary(data: RunData, m: Model) -> str:
     s = data.settings
     n_ok = len(data.ok_rows)
+    full = data.full_rows
     bad: dict[str, int] = {}
-    for r in data.bad_rows:
-        bad[r["status"]] = bad.get(r["status"], 0) + 1
+    for r in full:
+        if r["status"] != "ok":
+            bad[r["status"]] = bad.get(r["status"], 0) + 1
     bad_s = ", ".join(f"{v} {k}" for k, v in sorted(bad.items())) or "none failed"
+    if len(full) == len(data.rows):
+        counted = f"{len(data.rows)} evaluations ({n_ok} ok, {bad_s})"
+    else:  # a multi-fidelity search: an evaluation (an individual) has one row per rung it reached
+        ids = {r["id"] for r in data.rows}
+        at_full = {r["id"] for r in full}
+        low_bad = sum(1 for r in data.rows if r["status"] != "ok" and r["id"] not in at_full)
+        counted = (f"{len(ids)} evaluations: {len(at_full)} trained the full rounds ({n_ok} ok, {bad_s}), "
+                   f"{len(ids) - len(at_full)} stopped at a lower rung"
+                   + (f" ({low_bad} of them failed or diverged)" if low_bad else "")
+                   + f" · {len(data.rows)} rung trainings in all")
     p = data.problem
     cons = ", ".join(f"{k} ≤ {num(v)}" for k, v in data.constraints.items())
     eps_scale = "log10 ε" if m.eps_log else "ε (linear: a run made before log-ε search)"
@@ -571,11 +621,20 @@ def _summary(data: RunData, m: Model) -> str:
     return (f'<p class="meta">problem <b>{esc(p.name)}</b> ({what}) · run '
             f'{esc(data.meta.get("run_id", ""))} · created {esc(data.meta.get("created", ""))}<br>'
             f'population {s.pop} · generations {data.generations}/{s.gen} · seed {s.seed} · {rounds_text(data)} · '
-            f'{len(data.rows)} evaluations ({n_ok} ok, {bad_s}) · '
-            f'Pareto front of {len(data.front)}{" · constraints " + esc(cons) if cons else ""}<br>objectives (all '
-            f'minimised): {esc(OBJECTIVE_LABELS["error"])}, {esc(OBJECTIVE_LABELS["comm"])}, '
-            f'{esc(OBJECTIVE_LABELS[data.eps_key])}; the search saw ε as {esc(eps_scale)}</p>'
+            f'{counted} · '
+            f'Pareto front of {len(data.front)}{" · constraints " + esc(cons) if cons else ""}<br>objectives: '
+            f'{esc(_objectives_text(m))}; the search saw ε as {esc(eps_scale)}</p>'
             + _settings_html(data))
+
+
+def _objectives_text(m: Model) -> str:
+    """The run's objectives in order, each with its direction: "error (1 − mean client accuracy) ↓, …"."""
+    out = []
+    for o in m.data.objectives:
+        if o.name in m.objective_names:
+            lab = OBJECTIVE_LABELS.get(o.name, o.label + (f" ({o.unit})" if o.unit else ""))
+            out.append(f"{lab} {'maximised' if o.maximize else 'minimised'}")
+    return ", ".join(out)
 
 
 def _sortable(headers: Sequence[str], rows: Sequence[Sequence[Any]], keys: Sequence[Any], *, left=(),
@@ -657,7 +716,7 @@ def _caps_html(m: Model) -> str:
     inputs = []
     for o in m.objectives():
         op = "≥" if o["maximize"] else "≤"
-        inputs.append(f'<span class="kv"><label for="cap-{esc(o["name"])}">{esc(o["label"])} {op} </label>'
+        inputs.append(f'<span class="nb"><label for="cap-{esc(o["name"])}">{esc(o["label"])} {op} </label>'
                       f'<input id="cap-{esc(o["name"])}" class="cap" data-key="{esc(o["name"])}" type="text" '
                       f'inputmode="decimal" size="7" placeholder="no cap" title="{esc(tip)}"></span>')
     opts = ['<option value="knee">the knee</option>'] + [

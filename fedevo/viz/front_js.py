@@ -52,7 +52,7 @@ function fedevoInit() {
     return out;
   }
 
-  function shellQuote(s) { return /^[A-Za-z0-9_./:=@%+-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'"; }
+  function shellQuote(s) { return /^[A-Za-z0-9_./:=@%+,-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'"; }
 
   // ------------------------------------------------------------------ views
   function show3d() {
@@ -461,6 +461,8 @@ function fedevoInit() {
   }
 
   // ------------------------------------------------------------------ colour by
+  const scaleShown = new Map();  // trace -> whether the page was written with its colour bar shown
+  [g3, g2].forEach(gd => gd.data.forEach(t => { if (t.marker) scaleShown.set(t, !!t.marker.showscale); }));
   const DIM = '#d2d2d2', DIM_AT = 0.04;  // outside the caps: grey, below the colour scale (its lowest 4 %)
 
   function colour(key) {
@@ -485,7 +487,9 @@ function fedevoInit() {
       const upd = {'marker.color': colours, 'marker.cmin': idx.map(() => cmin), 'marker.cmax': idx.map(() => cmax),
                    'marker.colorscale': idx.map(() => scale),
                    'marker.colorbar.title.text': idx.map(() => c.label), 'marker.colorbar.tickvals': idx.map(() => tv),
-                   'marker.colorbar.ticktext': idx.map(() => tt)};
+                   'marker.colorbar.ticktext': idx.map(() => tt),
+                   // a colour bar's keys switch plotly's showscale on: the one trace that shows the bar keeps it
+                   'marker.showscale': idx.map(i => !!scaleShown.get(gd.data[i]))};
       Plotly.restyle(gd, upd, idx);  // one redraw per view
     }
     quietParallel = true;
@@ -629,6 +633,7 @@ function fedevoInit() {
       document.head.appendChild(s);
     }, 2000);
   }
+  window.fedevoReadyAt = performance.now();  // ms since the page's navigation began (the load-time test)
   window.fedevoReady = true;
 }
 (function waitForPlots() {

@@ -1,5 +1,5 @@
-"""An HTML page of plotly figures: plotly.js embedded once (default; nothing loaded from the network), or loaded
-from one shared copy beside the run directories (`shared_plotly`)."""
+"""An HTML page of plotly figures that opens offline: plotly.js loaded from one copy beside the page, shared by the
+pages of a directory (the default for a run's pages, `plotly_src_for`, `shared_plotly`), or embedded in the page."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ table.sortable th.desc::after { content: " ▼"; }
 .kv, .meta b, .scroll td:not(.l) { white-space: nowrap; }
 .scroll, #selection-table { overflow-x: auto; max-width: 100%; }
 #retrain-cmd, #knee-note, code { overflow-wrap: anywhere; white-space: normal; }
-tr.outside td { color: #aaa; } tr.outside td.l { text-decoration: line-through #ccc; }
+.nb { white-space: nowrap; } tr.outside td { color: #aaa; } tr.outside td.l { text-decoration: line-through #ccc; }
 """
 
 CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "png", "scale": 2}}

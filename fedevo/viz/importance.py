@@ -214,6 +214,7 @@ def figure_slices(data: RunData):
                         vertical_spacing=min(0.08, 0.35 / max(n - 1, 1)),
                         subplot_titles=[f"{objs[k].label} vs {g}" for g in genes for k in objs])
     gmin, gmax = min(gen), max(max(gen), min(gen) + 1)
+    gticks = make_column(rows, "generation", "generation", kind="int", log=False).ticks()  # integers only
     for i, (g, gc) in enumerate(genes.items(), start=1):
         for j, (k, oc) in enumerate(objs.items(), start=1):
             text = [f"id {r['id']} · generation {r['generation']}<br>{esc(g)} = {_val(r[g])}<br>"
@@ -225,7 +226,8 @@ def figure_slices(data: RunData):
                             symbol=["x" if c else "circle" for c in oc.capped],
                             showscale=i == 1 and j == len(objs),
                             colorbar=dict(title=dict(text="generation", side="right"), thickness=14, len=0.3,
-                                          y=1.0, yanchor="top"))), row=i, col=j)
+                                          y=1.0, yanchor="top", tickvals=gticks[0], ticktext=gticks[1]))),
+                row=i, col=j)
             fig.update_xaxes(**gc.axis_layout(g), row=i, col=j)
             fig.update_yaxes(**oc.axis_layout(oc.label), row=i, col=j)
     fig.update_layout(height=80 + 250 * n, margin=dict(l=60, r=40, t=50, b=40), hovermode="closest")
@@ -253,6 +255,16 @@ def _method_note(result: Sequence[ObjectiveImportance]) -> str:
             f"evaluations are needed per objective. Importance says which genes move an objective across this "
             f"run's evaluations — where the search looked — not why."
             + (" " + "; ".join(left) + "." if left else ""))
+
+
+def _none_note(result: Sequence[ObjectiveImportance]) -> str:
+    """Why no objective is ranked, once: too few evaluations (with the counts), or constant objectives."""
+    few = [o for o in result if o.note.startswith("too few")]
+    if len(few) == len(result):
+        counts = ", ".join(f"{LABEL[o.objective]} {o.n}" for o in result)
+        return (f"Too few evaluations to rank the genes: at least {MIN_EVALUATIONS} ok evaluations with a finite "
+                f"value are needed per objective; this run has {counts}. The slices below show every evaluation.")
+    return "No gene ranking: " + "; ".join(f"{LABEL[o.objective]}: {o.note}" for o in result) + "."
 
 
 def _table(data: RunData, result: Sequence[ObjectiveImportance]) -> str:
@@ -285,12 +297,20 @@ def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] =
             f"{esc(OBJECTIVE_LABELS[data.eps_key])}</p>"]
     if n_ok:
         result = importance(data, seed=seed)
-        notes = [f"{LABEL[o.objective]}: {o.note}" for o in result if o.note]
-        body += ["<h2>Importance of each gene, per objective</h2>",
-                 f'<p class="note">{esc(_method_note(result))}</p>',
-                 *(f'<p class="note"><b>{esc(x)}</b></p>' for x in notes),
-                 f'<div class="fig">{figure_div(figure_importance(result), "importance")}</div>',
-                 _table(data, result),
+        ranked = [o for o in result if o.genes]
+        unranked = [o for o in result if not o.genes]
+        body += ["<h2>Importance of each gene, per objective</h2>"]
+        if not ranked:  # one clear note, not a panel of notes per objective (a small run)
+            body.append(f'<p class="note" id="importance-none"><b>{esc(_none_note(result))}</b></p>')
+        else:
+            if unranked:
+                body.append('<p class="note"><b>' + esc("; ".join(f"{LABEL[o.objective]}: {o.note}" for o in unranked))
+                            + " (not drawn).</b></p>")
+            body += [f'<p class="note">{esc(_method_note(ranked))}</p>',
+                     *(f'<p class="note"><b>{esc(LABEL[o.objective])}: {esc(o.note)}</b></p>' for o in ranked if o.note),
+                     f'<div class="fig">{figure_div(figure_importance(ranked), "importance")}</div>',
+                     _table(data, ranked)]
+        body += [
                  "<h2>Slices: each objective against each gene</h2>",
                  '<p class="note">Every ok evaluation, coloured by generation. Log axes where the gene is declared '
                  "log, for ε, and for comm when its values span two decades; ε = ∞ (no privacy) is drawn at a cap "

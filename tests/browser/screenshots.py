@@ -10,7 +10,11 @@ retrain-curves.png with --curves, in its error-on-a-log-axis view).
 
 --widths: instead, the whole page as a window of each width shows it, OUT_DIR/front-1000.png and front-1600.png (the
 layout of issue #28, checked by tests/browser/test_layout_browser.py), stored with a 128-colour palette so that each
-stays small (Pillow).
+stays small (Pillow). With --pages, each page given (a path; its name without .html names the picture, e.g.
+importance-1000.png, compare-1600.png, curves-1000.png, audit-1600.png) instead of RUN_DIR/front.html:
+
+    python -m tests.browser.screenshots RUN_DIR docs/img --widths 1000,1600 \
+        --pages RUN/front.html,RUN/importance.html,compare.html,RUN/retrain/curves.html,RUN/audit/audit.html
 """
 
 from __future__ import annotations
@@ -78,25 +82,39 @@ def shoot(run_dir: Path, out: Path, brush_spec: str = "", curves: Path | None = 
     return shots
 
 
-def shoot_widths(run_dir: Path, out: Path, widths=(1000, 1600), colours: int = 128) -> list[Path]:
-    """The whole of RUN_DIR/front.html in a window of each width (the page's full height), as OUT/front-WIDTH.png."""
+def _drawn(d, timeout: float = 60.0) -> None:
+    """Every plotly graph of the page drawn (and front.html's script started, on that page)."""
+    t0 = time.time()
+    while not d.execute_script("const gs = Array.from(document.querySelectorAll('.plotly-graph-div'));"
+                               "return gs.length > 0 && gs.every(g => g._fullLayout) && "
+                               "(!document.getElementById('front3d') || !!window.fedevoReady);"):
+        if time.time() - t0 > timeout:
+            raise AssertionError("the page's plots did not render")
+        time.sleep(0.1)
+
+
+def shoot_widths(run_dir: Path, out: Path, widths=(1000, 1600), colours: int = 128,
+                 pages: list[Path] | None = None) -> list[Path]:
+    """The whole of each page (RUN_DIR/front.html by default) in a window of each width (the page's full height), as
+    OUT/NAME-WIDTH.png."""
     from PIL import Image
 
     out.mkdir(parents=True, exist_ok=True)
     d = driver()
     shots = []
     try:
-        for w in widths:
-            d.set_window_size(w, 1000)
-            open_page(d, run_dir / "front.html", "front3d")
-            wait_ready(d)
-            h = d.execute_script("return document.documentElement.scrollHeight")
-            d.set_window_size(w, h)
-            time.sleep(1.5)  # plotly's responsive relayout at the new size
-            p = out / f"front-{w}.png"
-            d.save_screenshot(str(p))
-            Image.open(p).convert("RGB").quantize(colours, method=Image.Quantize.MEDIANCUT).save(p, optimize=True)
-            shots.append(p)
+        for page in pages or [run_dir / "front.html"]:
+            for w in widths:
+                d.set_window_size(w, 1000)
+                d.get(Path(page).resolve().as_uri())
+                _drawn(d)
+                h = d.execute_script("return document.documentElement.scrollHeight")
+                d.set_window_size(w, min(h, 16000))
+                time.sleep(1.5)  # plotly's responsive relayout at the new size
+                p = out / f"{Path(page).stem}-{w}.png"
+                d.save_screenshot(str(p))
+                Image.open(p).convert("RGB").quantize(colours, method=Image.Quantize.MEDIANCUT).save(p, optimize=True)
+                shots.append(p)
     finally:
         d.quit()
     return shots
@@ -109,8 +127,10 @@ def main() -> None:
     ap.add_argument("--brush", default="")
     ap.add_argument("--curves", type=Path, default=None)
     ap.add_argument("--widths", default="", help="e.g. 1000,1600: the whole page at each window width")
+    ap.add_argument("--pages", default="", help="with --widths: comma-separated pages (default RUN_DIR/front.html)")
     a = ap.parse_args()
-    shots = (shoot_widths(a.run_dir, a.out, [int(w) for w in a.widths.split(",")]) if a.widths
+    pages = [Path(x) for x in a.pages.split(",") if x] or None
+    shots = (shoot_widths(a.run_dir, a.out, [int(w) for w in a.widths.split(",")], pages=pages) if a.widths
              else shoot(a.run_dir, a.out, a.brush, a.curves))
     for p in shots:
         print(p)

@@ -451,7 +451,10 @@ def test_error_brush_from_bottom_selects_every_error_below(browser, tmp_path_fac
     x, top, h, lo, hi = axis_geometry(browser, "error")
     frac = (hi - 0.45) / (hi - lo)  # fraction of the height from the top where error 0.45 is drawn
     assert 0.05 < frac < 0.95, (lo, hi)
-    drag(browser, [(x, top + h * 1.0 - (h * (1.0 - frac)) * k / 10) for k in range(11)])
+    # from 3 px below the axis' bottom end (the brush is exact since issue #36: the bottom pixel itself is the
+    # lowest value of the axis, which a pointer on whole pixels may land just above)
+    bottom = top + h + 3
+    drag(browser, [(x, bottom - (bottom - (top + h * frac)) * k / 10) for k in range(11)])
     time.sleep(0.8)
     cr = browser.execute_script("return document.getElementById('parallel')._fullData[0].dimensions"
                                 ".find(d => d.label === 'error').constraintrange")

@@ -129,6 +129,7 @@ def test_front_layout_holds(browser, tmp_path_factory, width):
     labels = browser.execute_script(
         "return Array.from(document.querySelectorAll('#parallel .y-axis')).map(a => "
         "Array.from(a.querySelectorAll('.tick text')).map(t => t.textContent))")
+    labels = [[x for x in ls if x] for ls in labels]  # (ticks left unlabelled on purpose: between decades, integers)
     assert labels and all(len(set(ls)) == len(ls) for ls in labels), labels
     # the hypervolume axis starts near its values, not at 0
     lo, hi, vals = browser.execute_script(

@@ -425,17 +425,19 @@ DIMMED_JS = """
 const g3 = document.getElementById('front3d'), g2 = document.getElementById('projections');
 const gp = document.getElementById('parallel');
 const out = {views: {}, rings: {}};
+const dimOn = cs => Array.isArray(cs) && cs.length > 0 && cs[0][1] === '#d2d2d2';  // the page's grey below the scale
 [['3d', g3], ['2d', g2]].forEach(([name, gd]) => gd._fullData.forEach(t => {
   if (t.meta === 'evaluations') {
     const key = name + (t.xaxis || '');
     out.views[key] = out.views[key] || {};
-    Array.from(t.customdata).forEach((id, j) => { out.views[key][id] = t.marker.color[j] <= t.marker.cmin; });
+    Array.from(t.customdata).forEach((id, j) => {
+      out.views[key][id] = dimOn(t.marker.colorscale) && t.marker.color[j] <= t.marker.cmin; });
   }
   if (t.meta === 'mark') out.rings[name + ':' + t.name + (t.xaxis || '')] = Array.from(t.customdata);
 }));
 const pl = gp._fullData[0].line;
 out.views.parallel = {};
-FEDEVO.rows.forEach((r, i) => { out.views.parallel[r.id] = pl.color[i] <= pl.cmin; });
+FEDEVO.rows.forEach((r, i) => { out.views.parallel[r.id] = dimOn(pl.colorscale) && pl.color[i] <= pl.cmin; });
 out.grey = Array.from(document.querySelectorAll('#front-table tbody tr.outside')).map(tr => Number(tr.cells[0].dataset.v));
 const mc = Array.from(document.querySelectorAll('#front-table thead th')).findIndex(th => th.textContent === 'mark');
 out.marks = Object.fromEntries(Array.from(document.querySelectorAll('#front-table tbody tr'))

@@ -57,3 +57,17 @@ def test_terminal_report_states_the_deployment(audited):
     out = con.export_text()
     assert "trust central · δ 1e-6 · population N 100k · cohort M (clients per round) 1k" in out
     assert "at 2 rounds (the search's too)" in out
+
+
+def test_audit_page_never_reads_zero_of_zero_guesses(audited, tmp_path):
+    """Issue #36: a bound from no guess rule says so ("0 of 0 guesses right ( rule, …)" before); the two plot
+    titles are two short lines each (one line each overlapped the other's at 1,000 px)."""
+    from fedevo.auditing.estimate import OneRunBound
+    from fedevo.auditing.report import figure, write_html
+
+    (r,), _ = audited
+    none = dataclasses.replace(r, bound=OneRunBound(0.0, 0, 0, 0, 0, "", 6, 0.01 / 6))
+    text = text_of(write_html(tmp_path / "a.html", [none], title="fedevo — audit").read_text())
+    assert "0 of 0 guesses" not in text and "( rule" not in text
+    assert "none of the 6 guess rules tried" in text
+    assert all(len(line) <= 60 for a in figure(r).layout.annotations for line in a.text.split("<br>"))

@@ -431,10 +431,48 @@ def test_lower_rungs_are_drawn_grey_and_never_as_evaluations(tmp_path):
         assert all(len(t.x) == len(m.lower) and "not in the front" in t.text[0] for t in lower)
         evals = {i for t in fig.data if t.meta == "evaluations" for i in t.customdata}
         assert evals == full_ok
-    assert "lower-rung" in front_html(data)
+        # issue #36: a grey point's hover gives its rounds of the planned ones
+        assert all("of the 9 planned rounds" in x for t in lower for x in t.text)
+    page = front_html(data)
+    assert "lower-rung" in page
+    # issue #36: the header counts evaluations (individuals), not rung rows
+    ids = {r["id"] for r in data.rows}
+    at_full = {r["id"] for r in data.full_rows}
+    assert len(data.rows) > len(ids)
+    assert (f"{len(ids)} evaluations: {len(at_full)} trained the full rounds ({len(full_ok)} ok, " in page
+            and f"{len(ids) - len(at_full)} stopped at a lower rung" in page
+            and f"{len(data.rows)} rung trainings in all" in page)
+    assert f"{len(data.rows)} evaluations" not in page
 
 
 def test_a_plain_run_has_no_lower_rung_trace(real_run):
     m = Model(load_run(real_run))
     assert not m.lower
     assert not [t for t in figure_3d(m).data if t.meta == "lower-rung"]
+
+
+def test_the_page_follows_the_runs_objective_list(fake_run, tmp_path):
+    """Issue #36: a run of four objectives (run.json's `objectives`; here ε (paper) as the fourth) gets a cap input
+    and a "lowest NAME" choice per objective, the 3D view of the first three, a projection per pair (six) and a
+    parallel axis per objective; the header names them in order."""
+    import json
+    import shutil
+
+    run = tmp_path / "four"
+    shutil.copytree(fake_run, run)
+    meta = json.loads((run / "run.json").read_text())
+    meta["objectives"] = ["error", "comm", "eps", "eps_paper"]
+    (run / "run.json").write_text(json.dumps(meta))
+    data = load_run(run)
+    m = Model(data)
+    assert m.keys == ("error", "comm", "eps") and len(m.pairs) == 6
+    proj = figure_projections(m)
+    assert {t.xaxis for t in evaluation_traces(proj)} == {"x", "x2", "x3", "x4", "x5", "x6"}
+    labels = [d.label for d in figure_parallel(m).data[0].dimensions]
+    assert sum(lab.startswith("ε paper") for lab in labels) == 1
+    page = front_html(data)
+    for name in ("error", "comm", "eps", "eps_paper"):
+        assert f'id="cap-{name}"' in page and f'value="lowest-{name}"' in page
+    assert "ε (paper formula) minimised" in page
+    three = front_html(load_run(fake_run))
+    assert 'id="cap-eps_paper"' not in three and 'id="cap-eps"' in three

@@ -137,7 +137,11 @@ def test_too_few_evaluations_are_said_on_the_page(driven_run, tmp_path):
     data = load_run(driven_run)
     few = dataclasses.replace(data, rows=data.rows[:12])
     p = write_importance_html(driven_run, tmp_path / "few.html", data=few)
-    assert p.read_text().count("too few evaluations to say anything") >= 3
+    # issue #36: one clear note with the counts, not three piled notes and blank panels
+    text = p.read_text()
+    assert text.count("Too few evaluations to rank the genes") == 1 and 'id="importance-none"' in text
+    assert "too few evaluations to say anything" not in text and 'id="importance"' not in text
+    assert 'id="slices"' in text
 
 
 def test_front_page_links_to_its_importance_page(tmp_path):

@@ -7,7 +7,9 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
    - today's device path (train_groups, a round's clients in one group), results back on the CPU (best of);
    - the stacked trainer, eager (FEDEVO_CUDA_GRAPHS=0) and replaying its captured CUDA graph, the clients'
      updates and their FedAvg mean left on the GPU (median of --repeats, synchronised), and with the updates
-     copied back to the CPU; optionally with TF32 matmuls (--tf32: not a fedevo setting, informative only);
+     copied back to the CPU; with the opt-ins of docs/engine.md: --schedule-device (the batch schedule drawn on
+     the GPU, FEDEVO_SCHEDULE=device: other batches than the CPU engine's, so the Δ columns are statistical),
+     --tf32 (TF32 matmuls, FEDEVO_CUDA_TF32=1), both;
    - the same with 10%-density SET masks;
    with the largest relative differences to the CPU engine's updates (max and L2, as cuda_round.py).
 2. A generation of fashion_mlp_dp (--generation N individuals drawn uniformly from its genes with --gen-seed;
@@ -18,7 +20,8 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
    is loaded (and cached) before any timing; a warm-up population of one round runs first.
 
     python benchmarks/cuda_population.py [--repeats 5] [--generation 20] [--gen-seed 0] [--rounds R]
-        [--data-dir D] [--no-round] [--no-generation] [--no-today] [--tf32] [--device cpu] [--clients 100]
+        [--data-dir D] [--no-round] [--no-generation] [--no-today] [--tf32] [--schedule-device]
+        [--device cpu] [--clients 100]
 
 --device cpu runs everything on the CPU (a smoke test without GPU numbers). Exits before any work where torch
 sees no GPU (unless --device cpu).
@@ -126,6 +129,11 @@ def reference_round(a, dev) -> None:
             model, p, m, data.x_train, data.y_train, chunks, epochs=E, batch_size=B, lr=LR, seeds=seeds)]),
             a.repeats, torch.device("cpu"))
         line(f"CPU engine{label}", t_cpu, ref, None, best=True)
+        if a.schedule_device:  # what other batches alone do to the updates: the scale of the device schedule's Δ
+            other = torch.cat([flat_deltas(c, p) for c in train_chunks(
+                model, p, m, data.x_train, data.y_train, chunks, epochs=E, batch_size=B, lr=LR,
+                seeds=[s + 1000 for s in seeds])])
+            line(f"CPU engine, other seeds (its batches: Δ scale){label}", t_cpu, ref, other, best=True)
         today = None
         if not a.no_today:
             run = lambda: torch.cat([flat_deltas(c, p) for c in train_groups(  # noqa: E731
@@ -133,11 +141,12 @@ def reference_round(a, dev) -> None:
             run()
             t_today, got = timed(run, a.repeats, dev)
             today = line(f"today's device path (fl/device.py){label}", t_today, ref, got, best=True)
-        member = stacked.Member(dims=model.dims, params=p, masks=m, lr=LR, chunks=chunks, seeds=seeds, epochs=E,
-                                batch_size=B)
+        def member(schedule):
+            return stacked.Member(dims=model.dims, params=p, masks=m, lr=LR, chunks=chunks, seeds=seeds, epochs=E,
+                                  batch_size=B, schedule=schedule)
 
-        def new(back=False):
-            (flat,) = stacked.train_members([member], x_dev, data.y_train, device=dev)
+        def new(back=False, schedule="engine"):
+            (flat,) = stacked.train_members([member(schedule)], x_dev, data.y_train, device=dev)
             mean = flat.mean(0)  # the round's FedAvg of equal clients, on the GPU
             return (flat.cpu(), mean.cpu()) if back else (flat, mean)
         variants = [("eager", "0", False), ("CUDA graph", "1", False), ("CUDA graph, updates to the CPU", "1", True)]
@@ -146,13 +155,22 @@ def reference_round(a, dev) -> None:
             new(back), new(back)  # warm-up; a recurring shape is captured at its second sight
             tt, (flat, _) = timed(lambda: new(back), a.repeats, dev)
             line(f"stacked, {name}{label}", tt, ref, flat, today)
-        if a.tf32 and dev.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = True
+        os.environ["FEDEVO_CUDA_GRAPHS"] = "1"
+        # the opt-ins (docs/engine.md): the schedule drawn on the GPU (other batches: Δ to the CPU engine is
+        # statistical, not rounding) and TF32 matmuls; a fixed cohort's recurring shape replays its graph
+        opt_ins = [("device schedule", "device", False)] if a.schedule_device else []
+        opt_ins += [("TF32", "engine", True)] if a.tf32 else []
+        opt_ins += [("device schedule, TF32", "device", True)] if a.tf32 and a.schedule_device else []
+        for name, schedule, tf32 in opt_ins:
+            if dev.type != "cuda" and tf32:
+                continue
+            os.environ["FEDEVO_CUDA_TF32"] = "1" if tf32 else "0"
             stacked._CACHE.clear()
-            new(), new()
-            tt, (flat, _) = timed(new, a.repeats, dev)
-            line(f"stacked, CUDA graph, TF32 matmuls (not a fedevo setting){label}", tt, ref, flat, today)
-            torch.backends.cuda.matmul.allow_tf32 = False
+            run = lambda: new(schedule=schedule)  # noqa: E731
+            run(), run()
+            tt, (flat, _) = timed(run, a.repeats, dev)
+            line(f"stacked, CUDA graph, {name}{label}", tt, ref, flat, today)
+            os.environ.pop("FEDEVO_CUDA_TF32")
             stacked._CACHE.clear()
         os.environ.pop("FEDEVO_CUDA_GRAPHS", None)
 
@@ -246,7 +264,9 @@ def main(argv=None):
     ap.add_argument("--no-round", action="store_true")
     ap.add_argument("--no-generation", action="store_true")
     ap.add_argument("--no-today", action="store_true")
-    ap.add_argument("--tf32", action="store_true")
+    ap.add_argument("--tf32", action="store_true", help="also with TF32 matmuls (FEDEVO_CUDA_TF32=1)")
+    ap.add_argument("--schedule-device", action="store_true",
+                    help="also with the batch schedule drawn on the GPU (FEDEVO_SCHEDULE=device)")
     ap.add_argument("--trust", choices=("central", "secagg"), default=None,
                     help="every individual with this trust model (default: the drawn gene)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")

@@ -4,7 +4,7 @@ replayed CUDA graph, a CUDA kernel table of one eager loop (torch.profiler), and
 product of the round's first-layer shape, one 4096³ product). Ad hoc: what benchmarks/results-2026-11-25-cuda-h100-
 population.txt quotes under "phases".
 
-    python benchmarks/cuda_round_phases.py
+    [FEDEVO_SCHEDULE=device] [FEDEVO_CUDA_TF32=1] python benchmarks/cuda_round_phases.py
 """
 import os, sys, time, statistics, torch, numpy as np
 sys.path.insert(0, "benchmarks")
@@ -14,6 +14,9 @@ from fedevo.data.datasets import synthetic
 from fedevo.fl import stacked
 from fedevo.models import build_model
 dev = hardware.device("cuda")
+# FEDEVO_SCHEDULE=device: the schedule drawn on the GPU (Member's default); FEDEVO_CUDA_TF32=1: TF32 matmuls
+torch.backends.cuda.matmul.allow_tf32 = stacked.tf32_enabled()
+print(f"schedule {stacked.schedule_setting()}, TF32 matmuls {torch.backends.cuda.matmul.allow_tf32}")
 K = 100
 data = synthetic(n_train=60000, n_test=10, shape=(1, 28, 28), seed=0)
 x = data.x_train.to(dev).reshape(60000, -1)
@@ -59,4 +62,4 @@ for _ in range(3): A @ A
 S(); t = time.perf_counter()
 for _ in range(20): A @ A
 S(); dt = (time.perf_counter() - t) / 20
-print("sgemm 4096^3: %.1f TFLOP/s (fp32, TF32 off)" % (2 * 4096**3 / dt / 1e12))
+print("sgemm 4096^3: %.1f TFLOP/s (TF32 %s)" % (2 * 4096**3 / dt / 1e12, torch.backends.cuda.matmul.allow_tf32))

@@ -246,8 +246,9 @@ def open_run(path: RunLike) -> Run:
 def _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout=None):
     from .guards import check_eval_timeout
     from .searching.settings import Runtime
+    from .searching.workers import parse_workers
 
-    return Runtime(workers=workers, ray_address=ray_address, cpus_per_task=cpus_per_task,
+    return Runtime(workers=parse_workers(workers), ray_address=ray_address, cpus_per_task=cpus_per_task,
                    gpus_per_task=gpus_per_task, eval_timeout=check_eval_timeout(eval_timeout))
 
 
@@ -261,17 +262,28 @@ def _check_callbacks(callbacks: Sequence, where: str) -> None:
 
 
 @checked
-def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, workers: Optional[int] = None,
+def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: Optional[int] = None,
+           workers: Union[int, str, None] = "auto",
            seed: int = 0, out: Optional[Union[str, Path]] = None, rounds: Optional[int] = None,
            data_dir: Optional[Union[str, Path]] = None, partitions: Optional[int] = None,
            evaluator: Optional[Union[str, Callable]] = None, ray_address: Optional[str] = None,
            cpus_per_task: float = 1.0, gpus_per_task: float = 0.0, callbacks: Sequence = (),
            page: bool = True, fidelity: Union[None, float, str, Sequence[float]] = None,
-           init_from: Optional[RunLike] = None, eval_timeout: Optional[float] = None) -> Run:
-    """Run an NSGA-III search for the (error, comm, ε) front; returns the finished Run.
+           init_from: Optional[RunLike] = None, eval_timeout: Optional[float] = None, optimizer: str = "nsga3",
+           budget: Optional[int] = None, time_budget: Optional[float] = None, patience: Optional[int] = None,
+           progress: Optional[bool] = None, importance: bool = False) -> Run:
+    """Search the problem's genes for the Pareto front of its objectives; returns the finished Run.
 
-    out: the run directory (must not exist or be empty; default runs/<problem>-<timestamp>); workers: parallel
-    evaluations on a local Ray (None: one per core; 0: in-process); ray_address: an existing Ray cluster;
+    optimizer: what proposes the candidates, `pop` at a time ("nsga3": NSGA-III, the default; "random": uniform
+    sampling; "gp": Optuna's Gaussian-process sampler, for expensive evaluations; "tpe": Optuna's multivariate TPE;
+    fedevo.searching.optimizers). The search ends at the first budget reached: `gen` batches (default: enough for
+    `budget`, else 4; 1000 when only time_budget or patience is given), `budget` evaluations, `time_budget`
+    seconds of search (across resumes), `patience` batches without hypervolume growth (stop.json says which).
+    out: the run directory (must not exist or be empty; default runs/<problem>-<timestamp>); workers: "auto"
+    (default: in-process on a machine of 2 cores or fewer, or for batches of one; else a local Ray, one worker per
+    core), N: a local Ray with N workers, 0: in-process; ray_address: an existing Ray cluster; progress: a live
+    progress display on stderr (None: when stderr is a terminal); importance: also write importance.html at the
+    end (a random forest per objective: seconds; `fedevo.plot(run)` writes it later);
     evaluator: 'module:function' or a function `f(problem, params, *, seed, rounds, data_dir)` replacing
     fedevo's simulator for this search (a problem file's own `evaluator` is used without it); callbacks:
     `fedevo.searching.SearchCallback` objects told of every evaluation and generation; page: keep RUN/front.html
@@ -310,23 +322,27 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: int = 4, 
         earlier = _run_path(init_from).resolve()
         init, _ = front_params(earlier, prob, pop)
         init_path = str(earlier)
-    settings = SearchSettings(problem=source, pop=pop, gen=gen, seed=seed, partitions=partitions,
-                              rounds=rounds, data_dir=data_dir, evaluator=spec, fidelity=parse_ladder(fidelity),
-                              init=init, init_from=init_path)
+    from .searching.budgets import default_gen
+
+    settings = SearchSettings(problem=source, pop=pop, gen=default_gen(gen, pop, budget, time_budget, patience),
+                              seed=seed, partitions=partitions, rounds=rounds, data_dir=data_dir, evaluator=spec,
+                              fidelity=parse_ladder(fidelity), init=init, init_from=init_path, optimizer=optimizer,
+                              budget=budget, time_budget=time_budget, patience=patience)
     runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout)
     out = Path(out) if out is not None else None
     fresh = out is None or not out.exists() or (out.is_dir() and not any(out.iterdir()))
     run = SearchRun.create(settings, out, runtime, problem=prob)
-    return _run(run, runtime, fn, callbacks, page, fresh=fresh)
+    return _run(run, runtime, fn, callbacks, page, fresh=fresh, progress=progress, importance=importance)
 
 
 @checked
-def resume(run: RunLike, *, workers: Optional[int] = None, data_dir: Optional[Union[str, Path]] = None,
+def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: Optional[Union[str, Path]] = None,
            ray_address: Optional[str] = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
            evaluator: Optional[Callable] = None, callbacks: Sequence = (), page: bool = True,
-           eval_timeout: Optional[float] = None) -> Run:
+           eval_timeout: Optional[float] = None, progress: Optional[bool] = None, importance: bool = False) -> Run:
     """Continue a stopped (or killed) search from its newest checkpoint, exactly: finished evaluations are
-    reused. FedevoError if the run is already finished (nothing is changed then)."""
+    reused, and the budgets of run.json still hold. FedevoError if the run is already finished (nothing is
+    changed then)."""
     from .searching.run import SearchRun
 
     _check_callbacks(callbacks, "resume")
@@ -334,7 +350,7 @@ def resume(run: RunLike, *, workers: Optional[int] = None, data_dir: Optional[Un
     sr = SearchRun.open(path)
     sr.check_log()  # a damaged log is named, never "nothing to resume" or a silently different front
     if sr.finished():  # refuse before opening anything for writing: a finished run's results stay as they are
-        raise FedevoError(f"{path} holds a finished search ({sr.settings.gen} generations); nothing to resume "
+        raise FedevoError(f"{path} holds a finished search ({_ended(sr)}); nothing to resume "
                           f"and nothing was changed (see `fedevo front {path}`)")
     if data_dir is not None:
         from .data.catalog import check_data_dir
@@ -342,20 +358,42 @@ def resume(run: RunLike, *, workers: Optional[int] = None, data_dir: Optional[Un
         check_data_dir(_text(data_dir))
         sr.use_data_dir(_text(data_dir))
     return _run(sr, _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout), evaluator, callbacks,
-                page)
+                page, progress=progress, importance=importance)
 
 
-def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: bool = False) -> Run:
+def _ended(sr) -> str:
+    """What ended a finished search, in words (stop.json), else its generations."""
+    import json
+
+    from .searching.budgets import STOP_FILE
+
+    try:
+        return json.loads((sr.run_dir / STOP_FILE).read_text())["why"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{sr.settings.gen} generations"
+
+
+def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: bool = False, progress: Optional[bool] = None,
+         importance: bool = False) -> Run:
     """Run a SearchRun to its end with the callbacks (and the live page); a fresh run directory that no
     evaluation reached is removed again when the search cannot start (Ray refused, ...), never one that
     another process holds."""
     from .errors import RunInUseError
 
+    import sys
+
     cbs = list(callbacks)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    if progress:
+        from .cli.progress import RichReporter
+
+        cbs.append(RichReporter())
     if page:
+        from .searching.callbacks import Throttled
         from .viz.live import LivePage
 
-        cbs.append(LivePage())
+        cbs.append(Throttled(LivePage(), seconds=PAGE_SECONDS))
     try:
         summary = sr.run(runtime, evaluator=evaluator, callbacks=cbs)
     except RunInUseError:
@@ -370,7 +408,7 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: bool = False) -> 
             shutil.rmtree(sr.run_dir, ignore_errors=True)
         raise
     if page:
-        _final_page(sr.run_dir)
+        _final_page(sr.run_dir, importance=importance)
     run = Run(summary.run_dir, summary)
     if summary.evaluations and summary.failed == summary.evaluations:
         from .errors import SearchFailedError
@@ -381,14 +419,18 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: bool = False) -> 
     return run
 
 
-def _final_page(run_dir: Path) -> Optional[Path]:
-    """front.html and importance.html beside the CSVs; the search's results stand without them (a warning, never
-    an error)."""
+PAGE_SECONDS = 10.0  # the live front.html is rewritten at most this often while a search runs (and at its end)
+
+
+def _final_page(run_dir: Path, importance: bool = True) -> Optional[Path]:
+    """front.html (and, with `importance`, importance.html) beside the CSVs; the search's results stand without
+    them (a warning, never an error)."""
     from .viz.front import write_front_html
     from .viz.importance import write_importance_html
 
     path = _page_or_warning(write_front_html, run_dir, "front.html")
-    _page_or_warning(write_importance_html, run_dir, "importance.html")
+    if importance:
+        _page_or_warning(write_importance_html, run_dir, "importance.html")
     return path
 
 

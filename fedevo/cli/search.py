@@ -15,6 +15,15 @@ _EVALUATOR_HELP = ("Your own evaluation function, 'package.module:function' or '
                    "fedevo's simulator (usually named in the problem file: `evaluator = ...`; docs/api.md).")
 
 
+_WORKERS_HELP = ("auto (default): in-process on a machine of 2 cores or fewer or for batches of one (Ray's start-up "
+                 "would cost more than it saves; one line says why), else a local Ray with one worker per core; N: "
+                 "a local Ray with N workers; 0: in-process.")
+
+
+_IMPORTANCE_HELP = ("Also write importance.html at the end (a random forest per objective: seconds, more than the "
+                    "search itself on a fast problem; `fedevo plot DIR` writes it any time).")
+
+
 def _execute(start, quiet: bool) -> None:
     """Run `start(callbacks)` (fedevo.api's search or resume) with the progress display; print the summary."""
     from rich.console import Console
@@ -43,8 +52,12 @@ def _execute(start, quiet: bool) -> None:
 
 def _print_summary(summary, run, quiet: bool) -> None:
     """The closing line and (unless quiet) the front's first rows; `run` is a fedevo.Run."""
-    state = ("finished" if summary.generations >= summary.n_gen else
-             "stopped early (no new offspring)" if summary.stopped_early else "stopped")
+    from ..searching.budgets import REASONS
+
+    stop = getattr(summary, "stop", "")
+    state = ("finished" if stop == "gen" or (not stop and summary.generations >= summary.n_gen) else
+             "stopped early (no new offspring)" if summary.stopped_early else
+             f"finished ({REASONS[stop]})" if stop in REASONS else "stopped")
     full = "" if getattr(summary, "full_fidelity", None) is None else f"{summary.full_fidelity} at full fidelity, "
     print(f"search {state}: {summary.generations}/{summary.n_gen} generations, {summary.evaluations} evaluations "
           f"({full}{summary.failed} failed, {summary.diverged} diverged, {summary.reused} reused from the log), Pareto front of {summary.front_size}, "
@@ -71,8 +84,8 @@ def _print_summary(summary, run, quiet: bool) -> None:
 def search(
     problem: str = typer.Option("digits_mlp", "--problem", "-p", help="Bundled problem name or path to a .toml file."),
     pop: int = typer.Option(12, "--pop", help="Population size M (>= number of reference directions; paper: 20)."),
-    gen: int = typer.Option(4, "--gen", help="Generations N, the initial population included (paper: 20)."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Parallel evaluations on a local Ray (default: number of cores; 0: serial, in-process)."),
+    gen: Optional[int] = typer.Option(None, "--gen", help="At most N batches of --pop (NSGA-III: generations, the initial population included; paper: 20). Default: enough for --budget, else 4 (1000 with only --time-budget/--patience)."),
+    workers: str = typer.Option("auto", "--workers", "-w", help=_WORKERS_HELP),
     seed: int = typer.Option(0, "--seed", help="Run seed in 0..2**32-1: the same seed gives the same front."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<problem>-<timestamp>)."),
     rounds: Optional[int] = typer.Option(None, "--rounds", help="Override the problem's rounds per evaluation."),
@@ -86,6 +99,11 @@ def search(
     fidelity: Optional[str] = typer.Option(None, "--fidelity", help="Multi-fidelity search: offspring train first for this fraction of the rounds (0.33), or a rung ladder ending at 1 (1/9,1/3,1); a third of each rung continues to the next (default: the problem file's `fidelity`, else 1: every evaluation trains all rounds)."),
     init_from: Optional[Path] = typer.Option(None, "--init-from", help="Warm start: an earlier run directory on the same problem; its front (up to --pop of it) begins the initial population, the rest is random."),
     eval_timeout: Optional[float] = typer.Option(None, "--eval-timeout", help=EVAL_TIMEOUT_HELP),
+    optimizer: str = typer.Option("nsga3", "--optimizer", help="What proposes the candidates, --pop at a time: nsga3 (NSGA-III, the default), random (uniform sampling, the baseline), gp (Optuna's Gaussian-process sampler: fewest evaluations, seconds of its own per proposal; for expensive evaluations), tpe (Optuna's multivariate TPE)."),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Stop after N evaluations (the first budget reached ends the search; stop.json says which)."),
+    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Stop after S seconds of search (counted across resumes; a batch that has started is finished)."),
+    patience: Optional[int] = typer.Option(None, "--patience", help="Stop when the hypervolume has not grown for K batches."),
+    importance: bool = typer.Option(False, "--importance", help=_IMPORTANCE_HELP),
 ) -> None:
     """Search a problem's genes with NSGA-III for the (error, communication, ε) Pareto front."""
     from .. import api
@@ -94,23 +112,26 @@ def search(
         problem, pop=pop, gen=gen, workers=workers, seed=seed, out=out, rounds=rounds, data_dir=data_dir,
         partitions=partitions, evaluator=evaluator, ray_address=ray_address, cpus_per_task=cpus_per_task,
         gpus_per_task=gpus_per_task, fidelity=fidelity, init_from=init_from, eval_timeout=eval_timeout,
-        callbacks=callbacks), quiet)
+        callbacks=callbacks, optimizer=optimizer, budget=budget, time_budget=time_budget, patience=patience,
+        progress=False, importance=importance), quiet)
 
 
 @app.command()
 def resume(
     run_dir: Path = typer.Argument(..., help="Run directory of a stopped search."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Parallel evaluations on a local Ray (default: number of cores; 0: serial)."),
+    workers: str = typer.Option("auto", "--workers", "-w", help=_WORKERS_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Use a running Ray cluster (HOST:PORT)."),
     cpus_per_task: float = typer.Option(1.0, "--cpus-per-task", help="Ray CPUs reserved per evaluation."),
     gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs reserved per evaluation: each then trains on its GPU (device = \"auto\"); 0.25 puts four on a GPU; 0: on the CPU."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root, if it moved since the search started."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
     eval_timeout: Optional[float] = typer.Option(None, "--eval-timeout", help=EVAL_TIMEOUT_HELP),
+    importance: bool = typer.Option(False, "--importance", help=_IMPORTANCE_HELP),
 ) -> None:
     """Continue a stopped search (killed, interrupted) from its last checkpoint; finished evaluations are reused."""
     from .. import api
 
     _execute(lambda callbacks: api.resume(
         run_dir, workers=workers, data_dir=data_dir, ray_address=ray_address, cpus_per_task=cpus_per_task,
-        gpus_per_task=gpus_per_task, eval_timeout=eval_timeout, callbacks=callbacks), quiet)
+        gpus_per_task=gpus_per_task, eval_timeout=eval_timeout, callbacks=callbacks, progress=False,
+        importance=importance), quiet)

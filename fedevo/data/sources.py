@@ -68,6 +68,12 @@ class ArraySource:
     digest: str = field(default="", compare=False)
 
     def __post_init__(self):
+        for key in ("x", "y", "client_id", "x_test", "y_test", "client_id_test"):
+            v = getattr(self, key)
+            if (v is not None or key in ("x", "y")) and (isinstance(v, (str, bytes)) or np.ndim(v) == 0):
+                raise FedevoError(f"ArraySource(): {key} must be an array (NumPy, or a list), got {type(v).__name__}")
+        if not isinstance(self.name, str):
+            raise FedevoError(f"ArraySource(): name must be a str, got {type(self.name).__name__}")
         _check_common(self.holdout, self.normalise)
         if (self.x_test is None) != (self.y_test is None):
             raise FedevoError("ArraySource: give both x_test and y_test, or neither")

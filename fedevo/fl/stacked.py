@@ -14,12 +14,21 @@ SET mask a per-client 0/1 tensor. One step is one batched matmul per layer and d
   weight-gradient GEMM: W += hᵀ·(−lr·δ) (`baddbmm_` in place: no gradient tensor, no update pass), the mask
   product after it where SET masks are, the bias b −= lr·Σδ.
 
-The schedule is the CPU engine's (`engine.batch_schedule`, each chunk with its own seed), hence the same batches
-as the CPU engine and the device path, and every member's numbers do not depend on the members beside it, up to
+The schedule is by default the CPU engine's (`engine.batch_schedule`, each chunk with its own seed), hence the
+same batches as the CPU engine and the device path, and every member's numbers do not depend on the members beside it, up to
 rounding (padding changes the GEMMs' blocking; members of equal widths are exact). On CUDA the steps of a bucket
 whose shapes recur (the same clients count, widths and schedule lengths: a round repeated, a fixed cohort) replay
 as one captured CUDA graph (`FEDEVO_CUDA_GRAPHS=0` turns it off): one launch for the whole local training instead
 of ~25 per step. fp32 only (the user's `precision = "bf16"` takes the device path of fl/device.py).
+
+Two opt-ins for speed on a GPU, both off by default (docs/engine.md):
+- `FEDEVO_SCHEDULE=device`: the batch schedule drawn on the device (`device_plan`): per member one generator
+  seeded from its chunks' seeds, per epoch one `argsort(rand(clients, n))`, the rows gathered there. Every client
+  still makes E shuffled passes over its own samples in batches of B, with the same per-sample weights, but the
+  batches differ from the CPU engine's, so results agree with it statistically (tests/fl/test_stacked_schedule.py),
+  not within rounding; the same seed gives the same numbers on the same device.
+- `FEDEVO_CUDA_TF32=1`: the bucket's matmuls with TF32 on CUDA (~1e-3 relative error per product; fp32 storage,
+  softmax and updates).
 
 `train_members` returns each member's flat updates (local − global, (clients, D) in its own layout) on the device;
 the round loop (fl/rounds.py) and the population path (fl/population.py) aggregate them there.
@@ -28,6 +37,7 @@ the round loop (fl/rounds.py) and the population path (fl/population.py) aggrega
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -53,11 +63,29 @@ class Member:
     seeds: list
     epochs: int
     batch_size: int
+    schedule: str = field(default_factory=lambda: schedule_setting())
     clients: int = field(init=False)
 
     def __post_init__(self):
         self.dims = tuple(int(d) for d in self.dims)
         self.clients = sum(len(c) for c in self.chunks)
+
+
+SCHEDULES = ("engine", "device")
+
+
+def schedule_setting() -> str:
+    """FEDEVO_SCHEDULE: 'engine' (default: the CPU engine's draws) or 'device' (drawn on the device)."""
+    v = os.environ.get("FEDEVO_SCHEDULE", "engine").lower() or "engine"
+    if v not in SCHEDULES:
+        from ..errors import FedevoError
+        raise FedevoError(f"FEDEVO_SCHEDULE must be 'engine' or 'device', got {v!r}")
+    return v
+
+
+def tf32_enabled() -> bool:
+    """FEDEVO_CUDA_TF32=1: the stacked trainer's matmuls in TF32 on CUDA (off by default)."""
+    return os.environ.get("FEDEVO_CUDA_TF32", "0").lower() in ("1", "on", "yes", "true")
 
 
 def enabled() -> bool:
@@ -88,7 +116,7 @@ def width_class(dims: Sequence[int]) -> int:
 def bucket_key(m: Member, exact: bool = False) -> tuple:
     """Members with equal keys train together. exact: only members of equal widths (no padding)."""
     shape = m.dims if exact else (len(m.dims), m.dims[0], m.dims[-1], width_class(m.dims))
-    return (shape, m.batch_size, m.epochs)
+    return (shape, m.batch_size, m.epochs, m.schedule)
 
 
 def steps_of(m: Member) -> int:
@@ -135,6 +163,83 @@ def schedule(m: Member, y: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.nda
     return rows, y.numpy()[rows], ws
 
 
+def layout_into(sizes: Sequence[int], epochs: int, B: int, src: np.ndarray, ws: np.ndarray) -> None:
+    """The schedule's structure, which depends on the clients' sizes alone: into src, ws (clients, ≥ steps, B)
+    each slot's index into the client's draws (epochs, max(sizes)) flattened (e·n + j: the j-th of epoch e's
+    permutation) and its weight, laid out as `engine.batch_schedule` (E·⌈n_k/B⌉ steps, a short last batch per
+    epoch, then idle slots: weight 0, index 0)."""
+    n = max(sizes, default=0)
+    by_size: dict = {}
+    for k, s in enumerate(sizes):
+        by_size.setdefault(s, []).append(k)
+    for size, ks in by_size.items():
+        pe = -(-size // B)
+        if pe == 0:
+            continue
+        j = np.arange(pe * B)
+        block = np.arange(epochs).reshape(-1, 1) * n + j  # (E, pe·B)
+        block[:, j >= size] = 0
+        w = np.zeros(pe * B, dtype=np.float32)
+        full, rest = divmod(size, B)
+        w[:full * B] = 1.0 / B
+        if rest:
+            w[full * B:size] = 1.0 / rest
+        src[ks, :epochs * pe] = block.reshape(epochs * pe, B)
+        ws[ks, :epochs * pe] = np.tile(w.reshape(pe, B), (epochs, 1))
+
+
+def device_seed(seeds: Sequence[int]) -> int:
+    """One generator seed for a member's device schedule, from its chunks' seeds (the round's draws)."""
+    a, b = np.random.SeedSequence([int(s) for s in seeds]).generate_state(2)
+    return (int(a) << 31) ^ int(b)
+
+
+def device_draws(m: Member, device) -> torch.Tensor:
+    """The member's clients' rows of the training set for each epoch, drawn on `device`: (clients, E, n) with n its
+    largest client; [k, e, :n_k] a random permutation of client k's rows (one `argsort(rand)` for all clients and
+    epochs from a generator seeded by `device_seed`), row 0 beyond n_k."""
+    device = torch.device(device)
+    sizes = [len(ix) for ch in m.chunks for ix in ch]
+    n = max(sizes)
+    table = np.zeros((len(sizes), n), dtype=np.int64)
+    for k, ix in enumerate(ix for ch in m.chunks for ix in ch):
+        table[k, :len(ix)] = ix
+    gen = torch.Generator(device).manual_seed(device_seed(m.seeds))
+    keys = torch.rand(len(sizes), m.epochs, n, generator=gen, device=device)
+    if min(sizes) < n:  # a client's padding sorts last
+        pad = torch.arange(n).view(1, n) >= torch.tensor(sizes).view(-1, 1)
+        keys += pad.to(device).view(len(sizes), 1, n) * 2.0
+    perm = torch.argsort(keys, dim=-1, stable=True)
+    table = torch.from_numpy(table).to(device).view(len(sizes), 1, n).expand(-1, m.epochs, -1)
+    return table.gather(2, perm)
+
+
+def _compact(rows: np.ndarray, ws: np.ndarray) -> tuple[tuple, tuple]:
+    """used: per step the most real samples any client has (the rest of B is padding, weight 0, not computed);
+    rows and ws (clients, steps, B) flattened step by step to those columns."""
+    used = tuple(int(u) for u in (ws > 0).sum(-1).max(0))
+    return used, tuple(np.concatenate([t[:, s, :b].reshape(-1) for s, b in enumerate(used)]) for t in (rows, ws))
+
+
+@functools.lru_cache(maxsize=8)
+def _device_layout(shapes: tuple, B: int, device: str) -> tuple:
+    """A bucket's device-schedule structure from its members' (client sizes, epochs), which recurs round after
+    round: (used, indices into the members' concatenated `device_draws`, weights), the last two on `device`."""
+    C = sum(len(sizes) for sizes, _ in shapes)
+    steps = max((e * -(-n // B) for sizes, e in shapes for n in sizes), default=0)
+    src = np.zeros((C, steps, B), dtype=np.int64)
+    ws = np.zeros((C, steps, B), dtype=np.float32)
+    k = base = 0
+    for sizes, epochs in shapes:
+        n, c = max(sizes), len(sizes)
+        layout_into(sizes, epochs, B, src[k:k + c], ws[k:k + c])
+        src[k:k + c] += base + np.arange(c).reshape(-1, 1, 1) * (epochs * n)
+        base += c * epochs * n
+        k += c
+    used, (src, ws) = _compact(src, ws)
+    return used, torch.from_numpy(src).to(device), torch.from_numpy(ws).to(device)
+
+
 class _Bucket:
     """The stacked state of one bucket's members on the device and its step loop."""
 
@@ -146,25 +251,28 @@ class _Bucket:
         self.C = sum(m.clients for m in members)
         steps = max(steps_of(m) for m in members)
         B = members[0].batch_size
-        rows = np.zeros((self.C, steps, B), dtype=np.int64)
-        ws = np.zeros((self.C, steps, B), dtype=np.float32)
-        k = 0
-        threads = plan_threads()
-        with ThreadPoolExecutor(threads) if threads > 1 else contextlib.nullcontext() as pool:
-            for m in members:
-                schedule_into(m, rows[k:k + m.clients], ws[k:k + m.clients], pool)
-                k += m.clients
-        ys = y.numpy()[rows]
-        # per step: the most real samples any client has (the rest of B is padding, weight 0, not computed)
-        self.used = tuple(int(u) for u in (ws > 0).sum(-1).max(0))
-        flat = [np.concatenate([t[:, s, :b].reshape(-1) for s, b in enumerate(self.used)])
-                for t in (rows, ys, ws)]
-        self.plan = [torch.from_numpy(t).to(device) for t in flat]
+        if members[0].schedule == "device":
+            shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in members)
+            self.used, src, ws = _device_layout(shapes, B, str(device))
+            drawn = torch.cat([device_draws(m, device).reshape(-1) for m in members])
+            rows = drawn[src]
+            self.plan = [rows, y.to(device)[rows], ws]
+        else:
+            rows = np.zeros((self.C, steps, B), dtype=np.int64)
+            ws = np.zeros((self.C, steps, B), dtype=np.float32)
+            k, threads = 0, plan_threads()
+            with ThreadPoolExecutor(threads) if threads > 1 else contextlib.nullcontext() as pool:
+                for m in members:
+                    schedule_into(m, rows[k:k + m.clients], ws[k:k + m.clients], pool)
+                    k += m.clients
+            self.used, (rows, ws) = _compact(rows, ws)
+            self.plan = [torch.from_numpy(t).to(device) for t in (rows, y.numpy()[rows], ws)]
         self.neg_lr = torch.cat([torch.full((m.clients,), -float(m.lr)) for m in members]).view(-1, 1, 1).to(device)
         self.masked = any(m.masks for m in members)
+        self.tf32 = device.type == "cuda" and tf32_enabled()
 
     def key(self) -> tuple:
-        return (self.C, tuple(self.dims), self.used, self.masked)
+        return (self.C, tuple(self.dims), self.used, self.masked, self.tf32)
 
     def load(self, state: dict) -> None:
         """Copy the members' global parameters (and masks) into the stacked state (allocated or reused)."""
@@ -307,6 +415,17 @@ class _GraphCache:
 _CACHE: dict = {}
 
 
+@contextlib.contextmanager
+def _matmul_tf32(on: bool):
+    """TF32 matmuls inside (captured into a bucket's graph), the process's setting (hardware.cuda_setup) after."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = bool(on)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
 def _cache(device: torch.device) -> _GraphCache:
     return _CACHE.setdefault(str(device), _GraphCache())
 
@@ -327,7 +446,7 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
     for idx in groups.values():
         bucket = _Bucket([members[i] for i in idx], y, device)
         # on the CPU (tests) one intra-op thread, as the CPU engine: small ops, no thread wake-ups
-        with intra_op_threads(1) if device.type == "cpu" else contextlib.nullcontext():
+        with intra_op_threads(1) if device.type == "cpu" else _matmul_tf32(bucket.tf32):
             state = _cache(device).run(bucket, x)
         for i, d in zip(idx, bucket.deltas(state)):
             out[i] = d
@@ -337,5 +456,5 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
     return out
 
 
-__all__ = ["Member", "applies", "bucket_key", "enabled", "graphs_enabled", "schedule", "split", "train_members",
-           "width_class"]
+__all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "device_draws", "enabled", "graphs_enabled", "layout_into",
+           "schedule", "schedule_setting", "split", "tf32_enabled", "train_members", "width_class"]

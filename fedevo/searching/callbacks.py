@@ -114,4 +114,39 @@ def _takes(fn, name: str) -> bool:
     return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
 
 
-__all__ = ["CallbackList", "SearchCallback"]
+class Throttled(SearchCallback):
+    """A callback whose ``on_generation`` runs at most every `seconds` (the first generation always; later ones
+    once `seconds` have passed since the last call it let through): for costly reports such as a page rewritten
+    while the search runs. Every other hook is passed on as it comes."""
+
+    def __init__(self, callback: SearchCallback, seconds: float, clock=None):
+        import time
+
+        self.callback = callback
+        self.seconds = float(seconds)
+        self.clock = clock or time.monotonic
+        self._last: Optional[float] = None
+
+    def on_start(self, **kwargs) -> None:
+        CallbackList([self.callback]).on_start(**kwargs)
+
+    def on_generation_start(self, generation: int) -> None:
+        self.callback.on_generation_start(generation)
+
+    def on_evaluation(self, row: Mapping[str, Any]) -> None:
+        self.callback.on_evaluation(row)
+
+    def on_tick(self, running: int, queued: int = 0) -> None:
+        self.callback.on_tick(running, queued)
+
+    def on_generation(self, generation: int, run: RunData) -> None:
+        now = self.clock()
+        if self._last is None or now - self._last >= self.seconds:
+            self._last = now
+            self.callback.on_generation(generation, run)
+
+    def on_finish(self, summary: Optional[Any]) -> None:
+        self.callback.on_finish(summary)
+
+
+__all__ = ["CallbackList", "SearchCallback", "Throttled"]

@@ -71,8 +71,10 @@ class UserLog:
                 os.dup2(saved, 1)
                 os.close(saved)
                 fh.seek(0, os.SEEK_END)
-                if fh.tell() == head:  # nothing was written: no header either
+                if fh.tell() == head:  # nothing was written: no header either (and no empty log)
                     fh.truncate(start)
+        if start == 0 and self.path.stat().st_size == 0:
+            self.path.unlink()
         self._label_open = (label, head)
 
     def write(self, label: str, text: str) -> None:

@@ -28,9 +28,15 @@ Run directory::
                         with its id, rounds and SHA-256 (checked before it is continued), kept until its next rung
                         is logged or it is not promoted (rungs.py)
     checkpoints/gen-NNNN.pkl
-                        pymoo algorithm state (population, reference-point normalisation, RNG) after
-                        generation NNNN (0000 = before the first), with a SHA-256 of its payload, and the
-                        record of the log it closes (count, a checksum per row: integrity.py)
+                        the optimiser's state after batch (generation) NNNN (0000 = before the first): for NSGA-III
+                        the pymoo algorithm (population, reference-point normalisation, RNG), for the others what
+                        their next ask depends on (optimizers/); with a SHA-256 of its payload, the record of the
+                        log it closes (count, a checksum per row: integrity.py), the seconds of search so far,
+                        the hypervolume per batch and each batch's timing (the budgets read them)
+    batches.csv         per batch: candidates asked, the optimiser's seconds (ask_s, tell_s, sampler_s) and the
+                        evaluations' (eval_s)
+    stop.json           written when the search ends: which budget ended it (budgets.py), batches, evaluations,
+                        seconds of search, the budgets
     front.csv           non-dominated rows among all full-fidelity evaluations with status ok (and within the
                         problem's constraints), rewritten at the end of each generation (no chain column)
     hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`)
@@ -42,8 +48,9 @@ Run directory::
     retrain/, retrain-N/, audit/, audit-N/
                         `fedevo retrain` and `fedevo audit` reports, when run (never overwritten)
 
-Resume = load the newest checkpoint (generation g) and continue with generation g + 1. pymoo's RNG is in
-the checkpoint, so it asks for exactly the individuals the interrupted run had asked for; each one gets
+Resume = load the newest checkpoint (generation g) and continue with generation g + 1. The optimiser's state
+(pymoo's RNG; the told history and per-batch seeds of the others) is in the checkpoint, so it asks for exactly
+the individuals the interrupted run had asked for; each one gets
 the same id (ids are handed out in ask order) and an evaluation seed derived from (run seed, id). An
 individual whose row is already in evaluations.csv (same id, generation, index, seed and genes) is
 reused, never evaluated again; only the missing ones run. Every file but the CSV is written to a
@@ -63,12 +70,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
+import numpy as np
+
 from ..errors import DiskFullError, FedevoError, RunInUseError
 from ..guards import check_workers, check_writable_dir
 from ..problem import Problem, load_problem
 from ..result import EvaluationResult
 from . import evaluator as evaluators
-from .algorithm import CROSSOVER, MUTATION, make_nsga3
+from . import optimizers
+from .budgets import STOP_FILE, batch_size, stop_reason, stop_record
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
@@ -122,12 +132,13 @@ class Summary:
     diverged: int = 0
     stopped_early: bool = False
     front: list = field(default_factory=list)
+    stop: str = ""  # what ended the search (fedevo.searching.budgets.REASONS); "" while it is not finished
     first_failure: str = ""  # message of the first failed evaluation (first line), "" if none failed
     full_fidelity: Optional[int] = None  # a multi-fidelity search: evaluations that trained all rounds (None: plain)
 
     @property
     def complete(self) -> bool:
-        return self.generations >= self.n_gen or self.stopped_early
+        return self.generations >= self.n_gen or self.stopped_early or bool(self.stop)
 
 
 LOCK = ".lock"  # flock'ed by the process that writes the run directory; never counts as content
@@ -165,7 +176,7 @@ def _refuse_nonempty(out: Path, ident: str) -> None:
 
 
 class SearchRun:
-    """One run directory and the NSGA-III search it holds."""
+    """One run directory and the search it holds (its optimiser: fedevo.searching.optimizers)."""
 
     _held = None  # the run directory's lock while this process writes it (taken by `create`, or by `run`)
 
@@ -193,6 +204,7 @@ class SearchRun:
         from ..objectives.spec import check_loadable
 
         check_loadable(objectives)
+        space = SearchSpace.from_problem(problem)  # genes must be searchable
         settings = settings.resolved(n_obj=len(objectives))
         text = problem.text if problem.text is not None else Path(problem.path).read_text() if problem.path else None
         if text is None:
@@ -202,7 +214,6 @@ class SearchRun:
                                  "the run records where its data are" if problem.data_source is not None else ""))
         evaluator = for_problem(settings.evaluator, problem)  # fail now, before creating anything
         settings = _with_fidelity(settings, problem, evaluator)  # --fidelity, else the problem file's `fidelity`
-        space = SearchSpace.from_problem(problem)  # genes must be searchable
         if settings.init is not None:  # a warm start's genes must be this problem's, within its bounds
             from .warmstart import initial_population
 
@@ -211,7 +222,10 @@ class SearchRun:
             from .runner import _check_reachable
 
             _check_reachable(runtime.ray_address, 5.0)
-        check_workers(runtime.workers)
+        from .workers import AUTO, parse_workers
+
+        if parse_workers(runtime.workers) != AUTO:
+            check_workers(runtime.workers)
         if not runtime.cpus_per_task > 0:
             raise FedevoError(f"--cpus-per-task must be > 0, got {runtime.cpus_per_task}")
         if not runtime.gpus_per_task >= 0:
@@ -243,18 +257,15 @@ class SearchRun:
             "objective_specs": objectives.records(),  # what every reader needs of them (no code)
             "constraints": dict(problem.constraints),
             "worst_objectives": {o.name: o.worst for o in objectives},
-            "n_ref_dirs": n_ref_dirs(settings.partitions, len(objectives)),
+            **({"n_ref_dirs": n_ref_dirs(settings.partitions, len(objectives))}
+               if settings.partitions is not None else {}),
             "offspring_per_generation": settings.pop,
             "expected_evaluations": settings.expected_evaluations,
             "encoding": space.describe(),
-            "algorithm": {
-                "name": "pymoo NSGA3",
-                "ref_dirs": f"das-dennis, {len(objectives)} objectives, n_partitions={settings.partitions}",
-                "selection": "binary tournament (constraint violation, else random)",
-                "crossover": f"SBX({CROSSOVER})", "mutation": f"PM({MUTATION}, prob_var=min(0.5, 1/n_var))",
-                "repair": "int/choice genes rounded on [low-1/2, high+1/2] (unbiased)",
-                "eliminate_duplicates": True, "seed": settings.seed,
-            },
+            "algorithm": optimizers.make(settings.optimizer, space, _search_problem(problem, space, objectives),
+                                         pop=settings.pop, seed=settings.seed, settings=settings).describe(),
+            "budgets": {"gen": settings.gen, "budget": settings.budget, "time_budget": settings.time_budget,
+                        "patience": settings.patience, "stop": "the first reached; see stop.json"},
             "evaluation_seed": "numpy SeedSequence([seed, id]).generate_state(1)[0]",
             **({"fidelity": {"ladder": list(settings.fidelity), "rung_rounds": "floor(f * T + 1/2) of the planned T",
                              "promotion": PROMOTION}} if settings.multi_fidelity else {}),
@@ -295,7 +306,8 @@ class SearchRun:
         if ck is None:
             return False
         state = load_checkpoint(ck)
-        return state.get("generation", 0) >= self.settings.gen or bool(state.get("stopped_early"))
+        return (state.get("generation", 0) >= self.settings.gen or bool(state.get("stopped_early"))
+                or bool(state.get("stop")))
 
     def check_log(self) -> None:
         """FedevoError naming the damage if evaluations.csv lost or altered rows the newest checkpoint counts."""
@@ -308,17 +320,19 @@ class SearchRun:
         p = self.run_dir / "evaluations.csv"
         return not p.exists() or len(p.read_bytes().splitlines()) <= 1
 
-    # ------------------------------------------------------------------ algorithm
-    def new_algorithm(self):
-        problem = SearchProblem(self.space, eps_key=self.eps_key, constraints=self.constraints,
-                                objectives=self.objectives)
+    # ------------------------------------------------------------------ optimiser
+    def new_optimizer(self) -> optimizers.Optimizer:
         s = self.settings
-        initial = None
-        if s.init is not None:
-            from .warmstart import initial_population
+        return optimizers.make(s.optimizer, self.space, self._search_problem(), pop=s.pop, seed=s.seed, settings=s)
 
-            initial = initial_population(self.space, s.init, s.pop, s.seed)
-        return make_nsga3(self.space, problem, pop=s.pop, partitions=s.partitions, seed=s.seed, initial=initial)
+    def _optimizer(self, state: Mapping[str, Any]) -> optimizers.Optimizer:
+        s = self.settings
+        name = state.get("optimizer", optimizers.DEFAULT)  # checkpoints made before the seam: NSGA-III
+        return optimizers.from_state(name, state["algorithm"], self.space, self._search_problem(), pop=s.pop,
+                                     seed=s.seed, settings=s)
+
+    def _search_problem(self) -> SearchProblem:
+        return _search_problem(self.problem, self.space, self.objectives)
 
     # ------------------------------------------------------------------ outputs
     def write_outputs(self, rows: Sequence[Mapping[str, Any]],
@@ -380,8 +394,10 @@ class SearchRun:
     def _load_state(self) -> dict[str, Any]:
         ck = latest_checkpoint(self.run_dir)
         if ck is None:
+            opt = self.new_optimizer()
             state = {"run_id": self.meta["run_id"], "generation": 0, "next_id": 0, "stopped_early": False,
-                     "algorithm": self.new_algorithm(), "log": log_record([])}
+                     "optimizer": opt.name, "algorithm": opt.state(), "log": log_record([]), "search_s": 0.0,
+                     "hypervolumes": [], "batches": []}
             save_checkpoint(self.run_dir, state)
             return state
         state = load_checkpoint(ck)
@@ -394,52 +410,78 @@ class SearchRun:
     def _run(self, rows, runtime: Runtime, evaluator: Evaluator, callback: SearchCallback, t0: float) -> Summary:
         s = self.settings
         state = self._load_state()
-        algorithm = state["algorithm"]
-        problem: SearchProblem = algorithm.problem
+        opt = self._optimizer(state)
+        problem = opt.problem  # the objective vector as this optimiser sees it (n_obj, objectives_of, constraints_of)
         by_id: dict[tuple[int, int], dict[str, Any]] = {}  # (id, rung) -> row; a plain search's rung is 0
         for r in rows:
             by_id.setdefault(row_key(r), r)
         check_chain(self.log.path, self.run_dir / "run.json")  # every row to the last, before any is trusted
         check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
         counters = {"reused": 0}
+        search_s0 = float(state.get("search_s", 0.0))  # seconds of search before this process (resumes add up)
+        elapsed = lambda: search_s0 + time.monotonic() - t0  # noqa: E731
         runner = None
-        if state["generation"] < s.gen and not state.get("stopped_early"):
+        if not self._stopped(state, elapsed()):
             eval_kwargs = {"rounds": s.rounds, "data_dir": s.data_dir}
             runner = make_runner(evaluator, self.problem, eval_kwargs, workers=runtime.workers,
                                  address=runtime.ray_address, cpus_per_task=runtime.cpus_per_task,
-                                 gpus_per_task=runtime.gpus_per_task, log_dir=self.run_dir,
+                                 gpus_per_task=runtime.gpus_per_task, log_dir=self.run_dir, pop=s.pop,
                                  timeout=runtime.eval_timeout or self.problem.eval_timeout)
         try:
             if runner is not None:
                 callback.on_start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,
                                   done=len(by_id), rows=[by_id[k] for k in sorted(by_id)], runner=runner.describe,
                                   run_dir=self.run_dir, eps_key=self.eps_key, objectives=self.objectives)
-            while runner is not None and state["generation"] < s.gen:
+            while runner is not None and not self._stopped(state, elapsed()):
                 g = state["generation"] + 1
                 callback.on_generation_start(g)
-                infills = algorithm.ask()
-                if infills is None or len(infills) == 0:  # pymoo found no new (non-duplicate) offspring
-                    state = {**state, "stopped_early": True}
-                    save_checkpoint(self.run_dir, {**state, "generation": state["generation"]})
+                t_ask = time.perf_counter()
+                params = opt.ask(batch_size(s, state["next_id"]))
+                ask_s = time.perf_counter() - t_ask
+                if not params:  # the optimiser found no new candidates (NSGA-III: no non-duplicate offspring)
+                    state = {**state, "stopped_early": True, "stop": "exhausted", "search_s": elapsed()}
+                    save_checkpoint(self.run_dir, state)
                     break
-                problem.batch_evaluate = self._batch_evaluator(g, state["next_id"], by_id, runner, evaluator,
-                                                               callback, counters)
-                algorithm.evaluator.eval(problem, infills, algorithm=algorithm)
-                problem.batch_evaluate = None
-                algorithm.tell(infills=infills)
-                state = {**state, "generation": g, "next_id": state["next_id"] + len(infills)}
-                done_rows = self._rows_upto(by_id, state["next_id"])
-                state["log"] = log_record(done_rows)  # what the log holds now: readers check it (integrity.py)
+                t_eval = time.perf_counter()
+                results = self._batch_evaluator(g, state["next_id"], by_id, runner, evaluator, callback,
+                                                counters)(params)
+                eval_s = time.perf_counter() - t_eval
+                if len(results) != len(params):
+                    raise RuntimeError(f"evaluator returned {len(results)} results for {len(params)} individuals")
+                F = np.array([problem.objectives_of(r) for r in results], dtype=float).reshape(len(params), -1)
+                G = np.array([problem.constraints_of(f) for f in F], dtype=float).reshape(len(params), -1)
+                t_tell = time.perf_counter()
+                opt.tell(params, F, G)
+                tell_s = time.perf_counter() - t_tell
+                done_rows = self._rows_upto(by_id, state["next_id"] + len(params))
                 front, table = self.write_outputs(done_rows, g)
+                timing = {"batch": g, "asked": len(params), "ask_s": round(ask_s, 6), "tell_s": round(tell_s, 6),
+                          "eval_s": round(eval_s, 6), "sampler_s": round(ask_s + tell_s, 6)}
+                state = {**state, "generation": g, "next_id": state["next_id"] + len(params),
+                         "optimizer": opt.name, "algorithm": opt.state(), "search_s": elapsed(),
+                         "hypervolumes": [t["hypervolume"] for t in table],
+                         "batches": [*state.get("batches", []), timing]}
+                state["log"] = log_record(done_rows)  # what the log holds now: readers check it (integrity.py)
+                reason = self._stop_reason(state)
+                if reason:
+                    state["stop"] = reason
+                self._write_batches(state["batches"])
                 save_checkpoint(self.run_dir, state)
                 if s.multi_fidelity:  # the generation is done: no training state of it is needed any more
-                    remove_states(self.run_dir, range(state["next_id"] - len(infills), state["next_id"]))
+                    remove_states(self.run_dir, range(state["next_id"] - len(params), state["next_id"]))
                 callback.on_generation(g, self.data(done_rows, front=front, hypervolume=table))
+            if runner is not None and not state.get("stop"):  # a time budget found between batches
+                reason = self._stop_reason({**state, "search_s": elapsed()})
+                if reason:
+                    state = {**state, "stop": reason, "search_s": elapsed()}
+                    save_checkpoint(self.run_dir, state)
         except _Abort as e:
             raise FedevoError(f"{e} (the search stopped; once fixed, continue with `fedevo resume {self.run_dir}`)") from None
         finally:
             if runner is not None:
                 runner.close()
+        if state.get("stop"):
+            atomic_write(self.run_dir / STOP_FILE, json.dumps(stop_record(state["stop"], state, s), indent=2) + "\n")
         done_rows = self._rows_upto(by_id, state["next_id"])
         front, _ = self.write_outputs(done_rows, state["generation"])
         return Summary(run_dir=self.run_dir, generations=state["generation"], n_gen=s.gen,
@@ -447,9 +489,26 @@ class SearchRun:
                        failed=sum(r["status"] == "failed" for r in done_rows), front_size=len(front),
                        diverged=sum(r["status"] == "diverged" for r in done_rows),
                        wall_s=time.monotonic() - t0, stopped_early=bool(state.get("stopped_early")), front=front,
+                       stop=state.get("stop") or ("gen" if state["generation"] >= s.gen else ""),
                        full_fidelity=sum(map(is_full, done_rows)) if s.multi_fidelity else None,
                        first_failure=next((r["message"].strip().splitlines()[0] for r in done_rows
                                            if r["status"] == "failed" and r["message"].strip()), ""))
+
+    def _stop_reason(self, state: Mapping[str, Any]) -> Optional[str]:
+        return stop_reason(self.settings, batches=state["generation"], asked=state["next_id"],
+                           search_s=float(state.get("search_s", 0.0)), hypervolumes=state.get("hypervolumes", ()))
+
+    def _stopped(self, state: Mapping[str, Any], search_s: float) -> bool:
+        """Whether the search is over: a stop recorded, or a budget reached (run.json's, so resume honours them)."""
+        return bool(state.get("stopped_early") or state.get("stop")
+                    or self._stop_reason({**state, "search_s": search_s}))
+
+    def _write_batches(self, batches: Sequence[Mapping[str, Any]]) -> None:
+        """batches.csv: per batch, the candidates asked and the seconds the optimiser (ask, tell) and the
+        evaluations took: the optimiser's own cost apart from the evaluations'."""
+        cols = ["batch", "asked", "ask_s", "tell_s", "sampler_s", "eval_s"]
+        atomic_write(self.run_dir / "batches.csv", csv_text(cols, ([repr(b[c]) if isinstance(b[c], float) else b[c]
+                                                                   for c in cols] for b in batches)))
 
     @staticmethod
     def _rows_upto(by_id, next_id: int) -> list[dict[str, Any]]:
@@ -492,6 +551,13 @@ class SearchRun:
             return list(rows)  # the logged rows: the problem reads row[name] (fedevo.objectives)
 
         return batch_evaluate
+
+
+def _search_problem(problem: Problem, space: SearchSpace, objectives=None) -> SearchProblem:
+    """The objective vector (and constraints) an optimiser sees for this problem (objectives: the run's
+    ObjectiveSet; None: the problem file's)."""
+    return SearchProblem(space, eps_key=problem.eps_objective, constraints=dict(problem.constraints),
+                         objectives=problem.objective_set() if objectives is None else objectives)
 
 
 def _with_fidelity(settings: SearchSettings, problem: Problem, evaluator: Evaluator) -> SearchSettings:

@@ -45,6 +45,11 @@ def run_identity(problem_text: str, settings: SearchSettings) -> str:
     for key in ("init", "init_from"):  # runs without a warm start (and those made before it) keep theirs
         if s.get(key) is None:
             s.pop(key, None)
+    if s.get("optimizer") == "nsga3":  # NSGA-III runs (and those made before the optimiser seam) keep theirs
+        s.pop("optimizer")
+    for key in ("budget", "time_budget", "patience"):  # so do runs without these budgets
+        if s.get(key) is None:
+            s.pop(key, None)
     return hashlib.sha256(json.dumps({"problem": problem_text, "settings": s}, sort_keys=True).encode()).hexdigest()[:16]
 
 

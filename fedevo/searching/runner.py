@@ -410,13 +410,17 @@ class RayRunner:
         self._temp_root = None
 
 
-def make_runner(evaluator: Evaluator, problem, eval_kwargs: Mapping[str, Any], *, workers: Optional[int],
+def make_runner(evaluator: Evaluator, problem, eval_kwargs: Mapping[str, Any], *, workers,
                 address: Optional[str] = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
-                log_dir=None, timeout: Optional[float] = None):
+                log_dir=None, timeout: Optional[float] = None, pop: Optional[int] = None):
     """workers == 0 (and no address): serial, in-process; otherwise Ray (its log: `log_dir`/ray.log; what user
-    code prints: `log_dir`/user.log). timeout: seconds an evaluation may take (None: no limit)."""
+    code prints: `log_dir`/user.log). timeout: seconds an evaluation may take (None: no limit). workers "auto" (or
+    None): fedevo.searching.workers decides from the cores and the batch size `pop`, and says why on stderr."""
     from ..guards import check_workers
+    from .workers import announce, decide
 
+    workers, why = decide(workers, cores=cores(), pop=pop, address=address)
+    announce(why)
     check_workers(workers)
     if workers == 0 and not address:
         return SerialRunner(evaluator, problem, eval_kwargs, timeout=timeout, log_dir=log_dir)

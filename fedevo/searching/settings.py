@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 
@@ -38,34 +38,57 @@ class SearchSettings:
     # the run they came from (recorded: a resume never reads that run again). None: a random initial population.
     init: Optional[tuple[dict, ...]] = None
     init_from: Optional[str] = None
+    # the optimiser (fedevo.searching.optimizers: nsga3, random, gp, tpe) and the budgets: the search ends at the
+    # first reached of --gen batches of --pop, `budget` evaluations (individuals asked), `time_budget` seconds of
+    # search (counted across resumes) and `patience` batches without hypervolume growth (fedevo.searching.budgets)
+    optimizer: str = "nsga3"
+    budget: Optional[int] = None
+    time_budget: Optional[float] = None
+    patience: Optional[int] = None
 
     @property
     def multi_fidelity(self) -> bool:
         return self.fidelity is not None and len(self.fidelity) > 1
 
     def resolved(self, n_obj: int = 3) -> "SearchSettings":
-        """Validated copy with `partitions` filled in for `n_obj` objectives; bad values raise FedevoError."""
+        """Validated copy with `partitions` filled in (NSGA-III's, for `n_obj` objectives); bad values raise
+        FedevoError."""
+        from .budgets import check_budgets
+        from .optimizers.registry import check_name, get  # (importing it registers the built-in optimisers)
+
         if self.gen < 1:
             raise FedevoError(f"--gen must be >= 1 (generation 1 is the initial population), got {self.gen}")
         check_seed(self.seed)
         check_rounds(self.rounds)
         check_search_sizes(self.pop, self.gen)
-        n = n_obj
-        if self.pop < n_ref_dirs(1, n):
+        check_name(self.optimizer)
+        check_budgets(self.budget, self.time_budget, self.patience)
+        if not get(self.optimizer).uses_reference_directions:
+            if self.pop < 1:
+                raise FedevoError(f"--pop (the batch size) must be >= 1, got {self.pop}")
+            from .fidelity import parse_ladder
+
+            init = None if self.init is None else tuple(dict(x) for x in self.init)
+            if init is not None:
+                raise FedevoError(f"--init-from works with --optimizer nsga3 only (its initial population), "
+                                  f"not with {self.optimizer}")
+            return replace(self, partitions=None, fidelity=parse_ladder(self.fidelity), init=init)
+        if self.pop < n_ref_dirs(1, n_obj):
             raise FedevoError(f"--pop {self.pop} is too small: NSGA-III needs at least one individual per reference "
-                              f"direction, and {n} objectives need at least {n_ref_dirs(1, n)} Das–Dennis directions "
-                              f"(n_partitions=1); use --pop {n_ref_dirs(1, n)} or more (the paper uses 20)")
+                              f"direction, and {n_obj} objectives need at least {n_ref_dirs(1, n_obj)} Das–Dennis "
+                              f"directions (n_partitions=1); use --pop {n_ref_dirs(1, n_obj)} or more (the paper "
+                              "uses 20)")
         p = self.partitions
         if p is None:
             p = 1
-            while n_ref_dirs(p + 1, n) <= self.pop:
+            while n_ref_dirs(p + 1, n_obj) <= self.pop:
                 p += 1
         elif p < 1:
             raise FedevoError(f"--partitions must be >= 1, got {p}")
-        elif n_ref_dirs(p, n) > self.pop:
-            raise FedevoError(f"--pop {self.pop} is too small for --partitions {p}: that gives {n_ref_dirs(p, n)} "
-                              f"Das–Dennis reference directions for {n} objectives and NSGA-III needs --pop >= "
-                              f"{n_ref_dirs(p, n)}")
+        elif n_ref_dirs(p, n_obj) > self.pop:
+            raise FedevoError(f"--pop {self.pop} is too small for --partitions {p}: that gives "
+                              f"{n_ref_dirs(p, n_obj)} Das–Dennis reference directions for {n_obj} objectives and "
+                              f"NSGA-III needs --pop >= {n_ref_dirs(p, n_obj)}")
         from .fidelity import parse_ladder
 
         init = None if self.init is None else tuple(dict(x) for x in self.init)
@@ -81,14 +104,14 @@ class SearchSettings:
             from .fidelity import expected_per_generation
 
             return self.gen * expected_per_generation(self.pop, len(self.fidelity))
-        return self.pop * self.gen
+        return self.pop * self.gen if self.budget is None else min(self.budget, self.pop * self.gen)
 
 
 @dataclass(frozen=True)
 class Runtime:
     """How to evaluate (not part of a run's identity: may change on resume)."""
 
-    workers: Optional[int] = None  # None: number of cores; 0: serial, in-process
+    workers: Union[int, str, None] = "auto"  # "auto"/None: fedevo.searching.workers decides; 0: in-process; N: Ray
     ray_address: Optional[str] = None
     cpus_per_task: float = 1.0
     gpus_per_task: float = 0.0

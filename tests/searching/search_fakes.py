@@ -89,6 +89,19 @@ def fake_killer(problem, params, *, seed, rounds=None, data_dir=None):
     os.kill(os.getpid(), 9)
 
 
+_CALLS = [0]
+
+
+def fake_kill_after(problem, params, *, seed, rounds=None, data_dir=None):
+    """fake_evaluate, but SIGKILLs its own process at its (N+1)-th call when FAKE_SIGKILL_AFTER=N (a kill -9
+    at a chosen point of an in-process search)."""
+    _CALLS[0] += 1
+    n = os.environ.get("FAKE_SIGKILL_AFTER")
+    if n is not None and _CALLS[0] > int(n):
+        os.kill(os.getpid(), 9)
+    return fake_evaluate(problem, params, seed=seed, rounds=rounds)
+
+
 def fake_threads(problem, params, *, seed, rounds=None, data_dir=None):
     """Reports the torch threads and OMP setting it runs with."""
     import torch

@@ -298,3 +298,12 @@ def test_a_factorys_output_goes_to_stderr(tmp_path, capfd):
     code, out, err = run_cli(["evaluate", "--problem", user_problem(tmp_path, "chatty", rounds=1), "--json"], capfd)
     assert code in (0, None), err
     assert json.loads(out)["status"] == "ok" and "building a model" in err
+
+
+def test_quiet_user_code_leaves_no_user_log(tmp_path):
+    PLAIN = "def evaluate(problem, params, *, seed, rounds=None, data_dir=None):\n    return (0.5, 1.0, 1.0)\n"
+    (tmp_path / "quiet.py").write_text(PLAIN)
+    prob = tmp_path / "q.toml"
+    prob.write_text(OWN.format(mode="ok", extra="").replace("ev.py", "quiet.py"))
+    run = fedevo.search(str(prob), pop=4, gen=1, workers=0, out=tmp_path / "R", page=False)
+    assert len(run.evaluations) == 4 and not (run.path / "user.log").exists()

@@ -1,0 +1,87 @@
+"""The search's own overhead next to its evaluations, with and without the live page (issue #34: writing front.html
+after every generation and importance.html at the end cost ~35 % of the evaluation time on digits_mlp).
+
+    python benchmarks/search_overhead.py [--problem digits_mlp] [--pop 12] [--gen 4] [--seed 0] [--repeats 2]
+
+Each configuration runs the same search in-process (workers=0) in a fresh directory: `page=False`; `page=True` as
+fedevo.search does it now (the live front.html at most every api.PAGE_SECONDS, then front.html at the end); and
+the behaviour before issue #34 (the page rewritten after every generation, PAGE_SECONDS = 0, and importance.html
+written at the end). Overhead = wall time of fedevo.search − the evaluations' own wall_s (sum over evaluations.csv), as a
+percentage of the latter; the time of the final pages is reported apart. Prints one line per run and the CPU
+(lscpu model name) and load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import fedevo  # noqa: E402
+from fedevo import api  # noqa: E402
+
+
+def cpu() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        return next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name:")), "?")
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def one(args, page: bool, seconds: float, importance: bool, tmp: Path) -> dict:
+    api.PAGE_SECONDS = seconds
+    final = [0.0]
+    orig = api._final_page
+
+    def timed(run_dir, **kw):
+        t = time.perf_counter()
+        try:
+            return orig(run_dir, **kw)
+        finally:
+            final[0] = time.perf_counter() - t
+
+    api._final_page = timed
+    try:
+        t0 = time.perf_counter()
+        run = fedevo.search(args.problem, pop=args.pop, gen=args.gen, seed=args.seed, workers=0, out=tmp,
+                            page=page, progress=False, importance=importance)
+        wall = time.perf_counter() - t0
+    finally:
+        api._final_page = orig
+    with open(run.path / "evaluations.csv") as f:
+        evals = sum(float(r["wall_s"]) for r in csv.DictReader(f))
+    return {"wall": wall, "evals": evals, "final": final[0], "overhead": wall - evals}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problem", default="digits_mlp")
+    ap.add_argument("--pop", type=int, default=12)
+    ap.add_argument("--gen", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args()
+    print(f"CPU: {cpu()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}")
+    default = api.PAGE_SECONDS
+    configs = [("page=False", False, default, False),
+               (f"page=True (now: live page at most every {default:g} s)", True, default, False),
+               ("before: page every generation + importance", True, 0.0, True)]
+    for r in range(args.repeats):
+        for name, page, seconds, importance in configs:
+            with tempfile.TemporaryDirectory() as d:
+                m = one(args, page, seconds, importance, Path(d) / "run")
+            print(f"{name:50s} wall {m['wall']:6.2f} s  evaluations {m['evals']:6.2f} s  overhead {m['overhead']:5.2f} s "
+                  f"({100 * m['overhead'] / m['evals']:4.0f} %)  of which final pages {m['final']:5.2f} s", flush=True)
+    print(f"load average after {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""The optimiser seam: what proposes the candidates of a search (one small class per optimiser).
+
+An optimiser asks for a batch, the run loop evaluates it (in parallel, on its runner), and tells it the results::
+
+    opt = make("random", space, problem, pop=12, seed=0)
+    params = opt.ask(12)                  # [{gene: value}, ...]: the candidates, in ask order (their ids follow it)
+    F = [problem.objectives_of(r) ...]    # the objective vectors as the optimiser sees them (n × problem.n_obj)
+    G = [problem.constraints_of(f) ...]   # the problem file's constraints, <= 0 feasible (n × constraints)
+    opt.tell(params, F, G)
+    state = opt.state()                   # picklable; checkpointed after every batch
+    opt = from_state("random", state, space, problem, ...)   # resumes exactly: the next ask is the same
+
+Rules every optimiser keeps (the run loop and `fedevo resume` rely on them):
+
+* seeded: the same (seed, space, problem, told values) give the same asks, on any machine with the same libraries;
+* ``state()`` after ``tell`` holds everything the next ``ask`` depends on, so a run killed anywhere in a batch
+  and resumed from the checkpoint before it asks exactly the same candidates again (their logged evaluations
+  are then reused);
+* ``ask(n)`` returns at most n candidates (NSGA-III: fewer, or none, when its mating finds no new offspring;
+  an empty batch ends the search); F holds finite numbers (failed evaluations get the problem's worst values).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..space import SearchSpace
+
+
+class Optimizer:
+    """Base class: subclasses set ``name`` and implement ``ask``, ``tell``, ``state`` and ``restore``."""
+
+    name: str = ""
+    #: one line for ``--optimizer`` help and docs
+    summary: str = ""
+    #: whether it needs --pop >= the number of NSGA-III reference directions (only NSGA-III does)
+    uses_reference_directions: bool = False
+
+    def __init__(self, space: SearchSpace, problem, *, pop: int, seed: int, settings=None):
+        self.space = space
+        self.problem = problem  # a SearchProblem: n_obj, objectives_of, constraints_of, n_ieq_constr
+        self.pop = int(pop)
+        self.seed = int(seed)
+        self.settings = settings
+        self.batch = 0  # batches told so far
+        self.sampler_s = 0.0  # seconds spent in ask + tell of the last batch (the optimiser's own cost)
+
+    # ------------------------------------------------------------------ the interface
+    def ask(self, n: int) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def tell(self, params: Sequence[Mapping[str, Any]], F: np.ndarray, G: Optional[np.ndarray] = None) -> None:
+        raise NotImplementedError
+
+    def state(self) -> Any:
+        """Picklable state after the last tell (checkpoints hold it)."""
+        raise NotImplementedError
+
+    def restore(self, state: Any) -> None:
+        """Continue from `state` (what `state()` returned)."""
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """How it searches, for run.json's ``algorithm``."""
+        return {"name": self.name, "seed": self.seed, "batch_size": self.pop}
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def n_obj(self) -> int:
+        return int(self.problem.n_obj)
+
+    def _check_told(self, params, F, G) -> tuple[np.ndarray, np.ndarray]:
+        n = len(params)
+        F = np.asarray(F, dtype=float).reshape(n, self.n_obj)
+        n_con = int(getattr(self.problem, "n_ieq_constr", 0) or 0)
+        G = np.zeros((n, 0)) if G is None or n_con == 0 else np.asarray(G, dtype=float).reshape(n, n_con)
+        return F, G
+
+
+__all__ = ["Optimizer"]

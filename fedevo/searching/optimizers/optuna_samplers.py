@@ -1,0 +1,164 @@
+"""``--optimizer gp`` and ``--optimizer tpe``: Optuna's model-based samplers through ask-and-tell, for expensive
+evaluations (a Gaussian process needs far fewer evaluations than NSGA-III for a good front; its own cost grows
+with the evaluations it has seen: seconds per proposal, so it pays where an evaluation takes many seconds).
+
+* Genes become Optuna distributions: ``int`` -> IntDistribution(low, high, log), ``real`` ->
+  FloatDistribution(low, high, log), ``choice`` -> CategoricalDistribution(choices). Values told are the objective
+  vector as the search sees it (:meth:`SearchProblem.objectives_of`: log10 ε, worst values for failed
+  evaluations), all minimised; the problem file's constraints are told as the trial's constraints
+  (``constraints:cK`` system attributes, what ``Trial.set_constraint`` writes; feasible <= 0), which both samplers
+  read (GPSampler: constrained log EHVI; TPE: feasibility first).
+* Batches: the n candidates of a batch are asked one after another, the earlier ones left RUNNING, so the GP's
+  acquisition (qLogEHVI over running trials, sequential greedy) and TPE's constant liar spread them out: the
+  parallel workers get n different, useful candidates.
+* Exact resume: the optimiser's state is the list of told (params, F, G). Each batch builds a fresh in-memory study,
+  adds the told trials in id order and asks with a sampler seeded from (run seed, batch number); so a run
+  resumed from its checkpoint asks exactly what the uninterrupted run asked.
+* Its own cost is bounded and measured: the GP sees at most ``HISTORY_CAP`` told evaluations (the non-dominated
+  ones first, then the most recent), and the seconds of each batch's ask + tell are recorded (batches.csv).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+from .registry import register
+from .base import Optimizer
+
+HISTORY_CAP = 256  # told evaluations a batch's model sees at most (GP fitting is cubic in them)
+STARTUP = 10  # random candidates before the model is used (Optuna's default), at most the first batch: min(10, pop)
+
+
+def distributions(space) -> dict[str, Any]:
+    """{gene name: Optuna distribution} of a SearchSpace's genes."""
+    import math
+
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    out: dict[str, Any] = {}
+    for g in space.genes:
+        if g.type == "choice":
+            out[g.name] = CategoricalDistribution(list(g.choices))
+        elif g.type == "int":
+            out[g.name] = IntDistribution(math.ceil(g.low), math.floor(g.high), log=bool(g.log))
+        else:
+            out[g.name] = FloatDistribution(float(g.low), float(g.high), log=bool(g.log))
+    return out
+
+
+def _typed(space, params: Mapping[str, Any]) -> dict[str, Any]:
+    out = {}
+    for g in space.genes:
+        v = params[g.name]
+        out[g.name] = v if g.type == "choice" else int(v) if g.type == "int" else float(v)
+    return out
+
+
+def _history(told: list, cap: int) -> list:
+    """At most `cap` told evaluations, in id order: the non-dominated ones (by F), then the most recent."""
+    if len(told) <= cap:
+        return told
+    from ..front_math import non_dominated
+
+    F = np.array([t[1] for t in told])
+    keep = set(non_dominated(F).tolist()[:cap])
+    for i in range(len(told) - 1, -1, -1):
+        if len(keep) >= cap:
+            break
+        keep.add(i)
+    return [told[i] for i in sorted(keep)]
+
+
+class _OptunaOptimizer(Optimizer):
+    """Shared by the Optuna samplers: subclasses give ``_sampler(seed)``."""
+
+    def __init__(self, space, problem, *, pop: int, seed: int, settings=None):
+        super().__init__(space, problem, pop=pop, seed=seed, settings=settings)
+        self.told: list[tuple[dict[str, Any], list[float], list[float]]] = []
+        self._dists = distributions(space)
+
+    def _sampler(self, seed: int):
+        raise NotImplementedError
+
+    def _batch_seed(self) -> int:
+        return int(np.random.SeedSequence([self.seed, self.batch, 1]).generate_state(1)[0])
+
+    def _study(self):
+        import optuna
+        from optuna.trial import create_trial
+
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        study = optuna.create_study(directions=["minimize"] * self.n_obj, sampler=self._sampler(self._batch_seed()))
+        trials = [create_trial(params=p, distributions=self._dists, values=list(f),
+                               system_attrs={f"constraints:c{j}": float(v) for j, v in enumerate(g)})
+                  for p, f, g in _history(self.told, HISTORY_CAP)]
+        if trials:
+            study.add_trials(trials)
+        return study
+
+    def ask(self, n: int) -> list[dict[str, Any]]:
+        import torch
+
+        t0 = time.perf_counter()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # the GP's torch work: faster on one thread (Optuna's advice), same numbers anywhere
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # experimental-feature and independent-sampling notices
+                study = self._study()
+                out = [_typed(self.space, study.ask(self._dists).params) for _ in range(int(n))]
+        finally:
+            torch.set_num_threads(threads)
+        self.sampler_s = time.perf_counter() - t0
+        return out
+
+    def tell(self, params: Sequence[Mapping[str, Any]], F, G: Optional[np.ndarray] = None) -> None:
+        F, G = self._check_told(params, F, G)
+        for p, f, g in zip(params, F, G):
+            self.told.append((_typed(self.space, p), [float(v) for v in f], [float(v) for v in g]))
+        self.batch += 1
+
+    def state(self) -> Any:
+        return {"optimizer": self.name, "batch": self.batch, "told": list(self.told)}
+
+    def restore(self, state: Any) -> None:
+        self.batch = int(state["batch"])
+        self.told = [(dict(p), list(f), list(g)) for p, f, g in state["told"]]
+
+    def describe(self) -> dict[str, Any]:
+        import optuna
+
+        return {"name": f"Optuna {type(self._sampler(0)).__name__}", "optuna": optuna.__version__,
+                "seed": self.seed, "batch_size": self.pop, "history_cap": HISTORY_CAP,
+                "startup_trials": min(STARTUP, self.pop), "sampler_seed": "SeedSequence([seed, batch, 1]).generate_state(1)[0]",
+                "batch": "asked one after another, the earlier ones RUNNING (GP: qLogEHVI; TPE: constant liar)"}
+
+
+@register
+class GPOptimizer(_OptunaOptimizer):
+    name = "gp"
+    summary = "Optuna's GPSampler (Gaussian process, log EHVI; for expensive evaluations)"
+
+    def _sampler(self, seed: int):
+        import optuna
+
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=min(STARTUP, self.pop),
+                                         warn_independent_sampling=False)
+
+
+@register
+class TPEOptimizer(_OptunaOptimizer):
+    name = "tpe"
+    summary = "Optuna's TPESampler (multivariate, constant liar)"
+
+    def _sampler(self, seed: int):
+        import optuna
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(STARTUP, self.pop), multivariate=True,
+                                              constant_liar=True, warn_independent_sampling=False)

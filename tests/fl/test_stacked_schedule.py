@@ -1,0 +1,142 @@
+"""The stacked trainer's opt-ins for speed (fl/stacked.py, docs/engine.md): the batch schedule drawn on the device
+(`FEDEVO_SCHEDULE=device`) and TF32 matmuls on CUDA (`FEDEVO_CUDA_TF32=1`).
+
+A device schedule draws other batches than the CPU engine, so its results equal the engine's statistically, not
+within rounding: every client makes E passes over each of its samples once per pass, with the engine's per-sample
+weights; the same seed gives the same numbers; and FedAvg trained with it reaches the engine's test error: the
+mean over 6 seeds within 0.03 (the tolerance docs/engine.md states for per-step noise: other draws, same
+distribution). On the CPU always; on CUDA (`pytest -m cuda`) where a GPU is present, there also with TF32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fedevo.config import MLPArch
+from fedevo.data.datasets import synthetic
+from fedevo.errors import FedevoError
+from fedevo.fl import stacked
+from fedevo.fl.engine import batch_schedule
+from fedevo.fl.stacked import Member, device_draws, layout_into, train_members
+from fedevo.models import build_model
+
+SIZES = (37, 50, 64, 20, 41, 8, 30, 45)  # unequal clients
+DATA = synthetic(n_train=sum(SIZES), n_test=600, shape=(1, 8, 8), seed=0, noise=1.5)
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+TOLERANCE = 0.03  # |mean error (device schedule) − mean error (engine schedule)| over SEEDS
+SEEDS = range(6)
+
+
+def _chunks(per=3):
+    offsets = np.cumsum((0,) + SIZES)
+    clients = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(SIZES))]
+    return [clients[s:s + per] for s in range(0, len(clients), per)]
+
+
+def _member(params, schedule, seeds, epochs=2, lr=0.1, dims=None):
+    return Member(dims=dims, params=params, masks={}, lr=lr, chunks=_chunks(), seeds=seeds, epochs=epochs,
+                  batch_size=16, schedule=schedule)
+
+
+def _model():
+    return build_model(MLPArch(layers=1, units=32), (1, 8, 8), 10)
+
+
+def test_layout_is_the_engines():
+    """The structure (which slots are real, their weights) is batch_schedule's: only the draws differ."""
+    sizes, E, B = [10, 23, 23, 0, 5], 3, 4
+    pos, w = batch_schedule(sizes, epochs=E, batch_size=B, gen=torch.Generator().manual_seed(0))
+    src, ws = np.zeros(pos.shape, dtype=np.int64), np.zeros(pos.shape, dtype=np.float32)
+    layout_into(sizes, E, B, src, ws)
+    assert np.array_equal(ws, w.numpy())
+    for k, n in enumerate(sizes):  # epoch e's slots read draws e·max(sizes) + 0..n-1, each once
+        for e in range(E):
+            pe = -(-n // B)
+            got = src[k, e * pe:(e + 1) * pe].reshape(-1)[:n]
+            assert sorted(got) == list(range(e * max(sizes), e * max(sizes) + n))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_draws_are_permutations_and_seeded(device):
+    m = _member(_model().init(torch.Generator().manual_seed(0)), "device", [1, 2, 3], epochs=3, dims=_model().dims)
+    a = device_draws(m, device).cpu()
+    assert a.shape == (len(SIZES), 3, max(SIZES))
+    rows = [ix for ch in m.chunks for ix in ch]
+    for k, ix in enumerate(rows):
+        for e in range(3):
+            assert sorted(a[k, e, :len(ix)].tolist()) == sorted(ix.tolist())
+    assert not torch.equal(a[:, 0], a[:, 1])  # each epoch its own shuffle
+    assert torch.equal(device_draws(m, device).cpu(), a)
+    m.seeds = [1, 2, 4]
+    assert not torch.equal(device_draws(m, device).cpu(), a)
+
+
+def _fedavg_error(schedule, seed, device, rounds=3):
+    """FedAvg through train_members (all clients each round), the global model's test error."""
+    model = _model()
+    params = [p.to(device) for p in model.init(torch.Generator().manual_seed(seed))]
+    weights = torch.tensor(SIZES, dtype=torch.float32, device=device).view(-1, 1) / sum(SIZES)
+    for r in range(rounds):
+        m = _member(params, schedule, [1000 * seed + 10 * r + i for i in range(3)], dims=model.dims)
+        (flat,) = train_members([m], DATA.x_train, DATA.y_train, device=device)
+        mean, off = (flat * weights).sum(0), 0
+        for i, p in enumerate(params):
+            params[i] = p + mean[off:off + p.numel()].view_as(p)
+            off += p.numel()
+    h = DATA.x_test.reshape(len(DATA.x_test), -1).to(device)
+    for l in range(0, len(params), 2):
+        h = h @ params[l] + params[l + 1]
+        if l + 2 < len(params):
+            h = h.relu()
+    return float((h.argmax(1).cpu() != DATA.y_test).float().mean())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_schedule_same_seed_same_numbers_other_batches(device):
+    params = _model().init(torch.Generator().manual_seed(0))
+    dims = _model().dims
+    run = lambda sched: train_members([_member(params, sched, [5, 6, 7], dims=dims)], DATA.x_train,  # noqa: E731
+                                      DATA.y_train, device=device)[0]
+    a, b, eng = run("device"), run("device"), run("engine")
+    assert torch.equal(a, b)
+    assert float(a.abs().max()) > 1e-3
+    assert not torch.allclose(a, eng, atol=1e-4)  # other batches
+
+
+@pytest.mark.parametrize("tf32", [False, pytest.param(True, marks=pytest.mark.cuda)], ids=["fp32", "tf32"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_schedule_error_equals_engine_statistically(device, tf32, monkeypatch):
+    if tf32 and device == "cpu":
+        pytest.skip("TF32 is CUDA's")
+    monkeypatch.setenv("FEDEVO_CUDA_TF32", "1" if tf32 else "0")
+    engine = [_fedavg_error("engine", s, "cpu") for s in SEEDS]
+    dev = [_fedavg_error("device", s, device) for s in SEEDS]
+    assert 0.05 < np.mean(engine) < 0.8  # learnt, not saturated: a test that can tell
+    assert abs(np.mean(dev) - np.mean(engine)) <= TOLERANCE, (engine, dev)
+
+
+def test_schedule_setting(monkeypatch):
+    monkeypatch.delenv("FEDEVO_SCHEDULE", raising=False)
+    assert stacked.schedule_setting() == "engine"
+    monkeypatch.setenv("FEDEVO_SCHEDULE", "device")
+    assert stacked.schedule_setting() == "device"
+    assert Member(dims=(64, 10), params=[], masks={}, lr=0.1, chunks=[], seeds=[], epochs=1,
+                  batch_size=16).schedule == "device"  # the default: the variable's
+    monkeypatch.setenv("FEDEVO_SCHEDULE", "gpu")
+    with pytest.raises(FedevoError, match="FEDEVO_SCHEDULE must be"):
+        stacked.schedule_setting()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_schedule_members_together_equal_alone(device):
+    """Each member draws from its own generator: in one bucket its numbers are those it has alone."""
+    model = _model()
+    members = [_member(model.init(torch.Generator().manual_seed(s)), "device", [s, s + 1, s + 2], lr=lr,
+                       dims=model.dims) for s, lr in ((0, 0.1), (3, 0.05), (7, 0.2))]
+    together = train_members(members, DATA.x_train, DATA.y_train, device=device, exact=True)
+    for m, got in zip(members, together):
+        (alone,) = train_members([m], DATA.x_train, DATA.y_train, device=device, exact=True)
+        assert torch.equal(got, alone)
+    assert not torch.equal(together[0], together[1])

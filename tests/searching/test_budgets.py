@@ -1,0 +1,180 @@
+"""Budgets (issue #34): --budget evaluations, --time-budget seconds (across resumes), --patience batches without
+hypervolume growth, --gen batches; the first reached ends the search, stop.json and the Summary say which, resume
+honours them; bad values are one line. And --workers auto's decision."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+import fedevo
+from fedevo.errors import FedevoError
+from fedevo.result import EvaluationResult
+from fedevo.searching.budgets import default_gen, stagnant, stop_reason
+from fedevo.searching.settings import SearchSettings
+from fedevo.searching.workers import decide
+
+from .search_helpers import FAKE, REPO, cli_cmd, env, read_csv, run_cli, toy_problem_file, without
+
+KILLER = "tests.searching.search_fakes:fake_kill_after"
+
+
+def constant(problem, params, *, seed, rounds=None, data_dir=None):
+    """Every candidate scores the same: the hypervolume never grows after the first batch."""
+    return EvaluationResult(error=0.5, comm=100.0, eps=2.0, eps_paper=4.0, accuracy_global=0.5, omega=100,
+                            status="ok", wall_s=0.0, rounds=1, privacy={"mechanism": "fake"}, message="")
+
+
+def slow(problem, params, *, seed, rounds=None, data_dir=None):
+    time.sleep(0.1)
+    return constant(problem, params, seed=seed)
+
+
+@pytest.mark.parametrize("name", ["nsga3", "random"])
+def test_budget_cuts_the_last_batch_and_ends_the_search(tmp_path, name):
+    run = fedevo.search(str(toy_problem_file(tmp_path)), pop=4, budget=10, seed=1, workers=0, out=tmp_path / "R",
+                        evaluator=FAKE, page=False, optimizer=name)
+    rows = read_csv(run.path / "evaluations.csv")
+    assert len(rows) == 10 and [r["generation"] for r in rows].count("3") == 2  # 4 + 4 + 2
+    assert run.summary.stop == "budget" and run.summary.generations == 3
+    stop = json.loads((run.path / "stop.json").read_text())
+    assert stop["reason"] == "budget" and stop["evaluations"] == 10 and stop["budgets"]["budget"] == 10
+    with pytest.raises(FedevoError, match=r"holds a finished search \(--budget evaluations reached\)"):
+        fedevo.resume(run.path, workers=0, page=False)
+
+
+def test_gen_still_bounds_the_batches(tmp_path):
+    run = fedevo.search(str(toy_problem_file(tmp_path)), pop=4, gen=2, budget=100, seed=1, workers=0,
+                        out=tmp_path / "R", evaluator=FAKE, page=False, optimizer="random")
+    assert run.summary.evaluations == 8 and run.summary.stop == "gen"
+
+
+def test_patience_stops_when_the_hypervolume_stops_growing(tmp_path):
+    run = fedevo.search(str(toy_problem_file(tmp_path)), pop=3, gen=20, patience=2, seed=1, workers=0,
+                        out=tmp_path / "R", evaluator=constant, page=False, optimizer="random")
+    assert run.summary.stop == "patience" and run.summary.generations == 3  # batch 1 sets it, 2 and 3 add nothing
+    hv = [float(r["hypervolume"]) for r in read_csv(run.path / "hypervolume.csv")]
+    assert len(hv) == 3 and hv[0] == hv[1] == hv[2]
+
+
+def test_time_budget_ends_after_the_batch_that_reached_it_and_counts_across_resumes(tmp_path):
+    run = fedevo.search(str(toy_problem_file(tmp_path)), pop=3, gen=50, time_budget=0.2, seed=1, workers=0,
+                        out=tmp_path / "R", evaluator=slow, page=False, optimizer="random")
+    assert run.summary.stop == "time_budget" and run.summary.evaluations == 3  # one batch took 0.3 s
+    stop = json.loads((run.path / "stop.json").read_text())
+    assert stop["search_s"] >= 0.2 and stop["reason"] == "time_budget"
+    with pytest.raises(FedevoError, match="finished search"):
+        fedevo.resume(run.path, workers=0, page=False)
+
+
+def test_kill_9_then_resume_honours_the_budget(tmp_path):
+    prob = toy_problem_file(tmp_path)
+    args = ["search", "--problem", prob, "--pop", 4, "--budget", 10, "--seed", 2, "--workers", 0, "--quiet",
+            "--optimizer", "random", "--evaluator", KILLER]
+    p = subprocess.run(cli_cmd(*args, "--out", tmp_path / "K"), cwd=REPO, env=env(FAKE_SIGKILL_AFTER=6),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    r = run_cli("resume", tmp_path / "K", "--workers", 0, "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "search finished (--budget evaluations reached): 3/3 generations, 10 evaluations" in r.stdout
+    r = run_cli(*args, "--out", tmp_path / "W")
+    assert r.returncode == 0, r.stderr
+    rows = lambda d: sorted(without(read_csv(d / "evaluations.csv"), "wall_s", "chain"), key=lambda x: int(x["id"]))  # noqa
+    assert rows(tmp_path / "K") == rows(tmp_path / "W") and len(rows(tmp_path / "W")) == 10
+
+
+def test_stop_rules():
+    s = SearchSettings(pop=4, gen=5, budget=12, time_budget=60.0, patience=2)
+    assert stop_reason(s, batches=1, asked=4, search_s=1.0) is None
+    assert stop_reason(s, batches=3, asked=12, search_s=1.0) == "budget"
+    assert stop_reason(s, batches=5, asked=11, search_s=1.0) == "gen"
+    assert stop_reason(s, batches=2, asked=8, search_s=60.0) == "time_budget"
+    assert stop_reason(s, batches=3, asked=8, search_s=1.0, hypervolumes=[0.5, 0.7, 0.7, 0.7]) == "patience"
+    assert not stagnant([0.5, 0.7, 0.7], 2) and stagnant([0.5, 0.5, 0.5], 2) and not stagnant([0.5, 0.5], 2)
+    assert default_gen(None, 12, 48, None, None) == 4 and default_gen(None, 16, 50, None, None) == 4
+    assert default_gen(None, 12, None, None, None) == 4 and default_gen(7, 12, 48, None, None) == 7
+    assert default_gen(None, 12, None, 3600.0, None) == 1000
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({"budget": 0}, "--budget must be a whole number of evaluations >= 1, got 0"),
+    ({"budget": 2.5}, "budget must be an int"),
+    ({"time_budget": -1.0}, "--time-budget must be a number of seconds > 0, got -1.0"),
+    ({"time_budget": float("nan")}, "--time-budget must be a number of seconds > 0"),
+    ({"patience": 0}, "--patience must be a whole number of batches >= 1, got 0"),
+])
+def test_bad_budgets_are_one_line(tmp_path, kw, says):
+    with pytest.raises(FedevoError) as e:
+        fedevo.search(str(toy_problem_file(tmp_path)), pop=4, gen=2, workers=0, out=tmp_path / "R", evaluator=FAKE,
+                      page=False, **kw)
+    assert says in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "R").exists()
+
+
+def test_bad_budget_on_the_command_line(tmp_path):
+    r = run_cli("search", "--problem", toy_problem_file(tmp_path), "--budget", "-3", "--out", tmp_path / "R",
+                "--quiet", "--evaluator", FAKE)
+    assert r.returncode != 0 and r.stderr.strip().splitlines() == [
+        "fedevo: error: --budget must be a whole number of evaluations >= 1, got -3"]
+
+
+def test_workers_auto_decision():
+    w, why = decide("auto", cores=2, pop=12)
+    assert w == 0 and "in-process: this machine has 2 cores" in why and "--workers N forces Ray" in why
+    w, why = decide(None, cores=16, pop=12)
+    assert w == 12 and "local Ray with 12 workers" in why
+    assert decide("auto", cores=16, pop=1)[0] == 0
+    assert decide("auto", cores=16, pop=40)[0] == 16
+    assert decide(3, cores=2, pop=12) == (3, "")  # --workers N still forces Ray
+    assert decide("0", cores=16, pop=12) == (0, "")
+    assert decide("auto", cores=2, pop=12, address="10.0.0.1:6379")[1] == ""  # a cluster: Ray
+    for bad in ("many", "1.5", True):
+        with pytest.raises(FedevoError, match="--workers must be 'auto' or a whole number >= 0"):
+            decide(bad, cores=4, pop=4)
+    with pytest.raises(FedevoError, match="--workers must be >= 0"):
+        decide(-1, cores=4, pop=4)
+
+
+def test_workers_auto_says_why_in_one_line(tmp_path):
+    r = run_cli("search", "--problem", toy_problem_file(tmp_path), "--pop", 3, "--gen", 1, "--out", tmp_path / "R",
+                "--quiet", "--evaluator", FAKE, "--optimizer", "random")
+    assert r.returncode == 0, r.stderr
+    from fedevo.searching.runner import cores
+
+    if cores() <= 2:
+        assert r.stderr.strip().splitlines() == [
+            f"fedevo: --workers auto: in-process: this machine has {cores()} cores, and Ray's start-up and a worker "
+            "process per core cost more than they save (--workers N forces Ray)"]
+    else:
+        assert r.stderr.startswith("fedevo: --workers auto: a local Ray with 3 workers")
+    r = run_cli("search", "--problem", toy_problem_file(tmp_path), "--workers", "lots", "--out", tmp_path / "S",
+                "--quiet", "--evaluator", FAKE)
+    assert r.returncode != 0 and r.stderr.strip().splitlines() == [
+        "fedevo: error: --workers must be 'auto' or a whole number >= 0, got 'lots'"]
+
+
+def test_the_live_page_is_throttled():
+    from fedevo.searching.callbacks import Throttled, SearchCallback
+
+    class Count(SearchCallback):
+        def __init__(self):
+            self.gens, self.evals = [], 0
+
+        def on_generation(self, generation, run):
+            self.gens.append(generation)
+
+        def on_evaluation(self, row):
+            self.evals += 1
+
+    now = [0.0]
+    inner = Count()
+    t = Throttled(inner, seconds=10, clock=lambda: now[0])
+    for g, at in enumerate([0.0, 3.0, 9.9, 10.5, 12.0, 30.0], start=1):
+        now[0] = at
+        t.on_evaluation({})
+        t.on_generation(g, None)
+    assert inner.gens == [1, 4, 6] and inner.evals == 6

@@ -1,0 +1,166 @@
+"""The optimiser seam (issue #34): every optimiser runs a search behind ask/tell, seeded, and resumes exactly after a
+kill -9; NSGA-III through the seam gives the fronts it gave before; random sampling is unbiased; genes map to
+Optuna's distributions; bad --optimizer values are one line."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fedevo
+from fedevo.errors import FedevoError
+from fedevo.problem import load_problem
+from fedevo.searching import optimizers
+from fedevo.searching.run import _search_problem
+from fedevo.searching.space import SearchSpace
+
+from .search_helpers import FAKE, REPO, cli_cmd, env, read_csv, run_cli, toy_problem_file, without
+
+HERE = Path(__file__).parent
+KILLER = "tests.searching.search_fakes:fake_kill_after"
+# per optimiser: --pop, --gen and the call at which the kill comes (mid-batch, after at least one told batch)
+SIZES = {"nsga3": (4, 3, 6), "random": (3, 3, 5), "tpe": (3, 3, 5), "gp": (3, 2, 5)}  # GP: seconds a proposal
+
+
+def _rows(path):
+    return sorted(without(read_csv(path), "wall_s", "chain"), key=lambda r: int(r["id"]))  # chain: hashes wall_s
+
+
+def test_registry_names_every_optimiser_once():
+    assert set(optimizers.names()) >= {"nsga3", "random", "gp", "tpe"}
+    assert optimizers.DEFAULT == "nsga3"
+    with pytest.raises(FedevoError, match="--optimizer: unknown optimiser 'cmaes'; choose one of nsga3"):
+        optimizers.get("cmaes")
+
+
+def test_nsga3_through_the_seam_gives_the_committed_front(tmp_path):
+    """A toy search made with the pre-seam code (fake evaluator: no compute-engine dependence), rerun."""
+    ref = HERE / "reference_runs" / "toy_fake"
+    prob = tmp_path / "toy.toml"
+    prob.write_text((ref / "toy.toml").read_text())
+    run = fedevo.search(str(prob), pop=6, gen=4, seed=5, workers=0, out=tmp_path / "R", evaluator=FAKE, page=False,
+                        optimizer="nsga3")
+    for name in ("evaluations.csv", "front.csv", "hypervolume.csv"):
+        assert _rows(run.path / name) == _rows(ref / name) if name != "hypervolume.csv" else \
+            read_csv(run.path / name) == read_csv(ref / name), name
+    assert (run.path / "stop.json").exists() and run.summary.stop == "gen"
+
+
+@pytest.mark.parametrize("name", ["nsga3", "random", "tpe", "gp"])
+def test_kill_9_mid_search_then_resume_gives_the_uninterrupted_evaluations(tmp_path, name):
+    pop, gen, kill_at = SIZES[name]
+    prob = toy_problem_file(tmp_path)
+    args = ["search", "--problem", prob, "--pop", pop, "--gen", gen, "--seed", 11, "--workers", 0, "--quiet",
+            "--optimizer", name, "--evaluator", KILLER]
+    killed, whole = tmp_path / "K", tmp_path / "W"
+    p = subprocess.run(cli_cmd(*args, "--out", killed), cwd=REPO, env=env(FAKE_SIGKILL_AFTER=kill_at),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    assert len(read_csv(killed / "evaluations.csv")) == kill_at  # killed mid-batch, after a told batch
+    r = run_cli("resume", killed, "--workers", 0, "--quiet", timeout=300)
+    assert r.returncode == 0, r.stderr
+    r = run_cli(*args, "--out", whole, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert _rows(killed / "evaluations.csv") == _rows(whole / "evaluations.csv")
+    assert len(_rows(whole / "evaluations.csv")) == pop * gen
+    assert (killed / "front.csv").read_text() == (whole / "front.csv").read_text()
+    batches = read_csv(whole / "batches.csv")
+    assert [int(b["asked"]) for b in batches] == [pop] * gen and all(float(b["sampler_s"]) >= 0 for b in batches)
+
+
+@pytest.mark.parametrize("name", ["random", "tpe"])
+def test_every_optimiser_with_a_fidelity_ladder(tmp_path, name):
+    run = fedevo.search("digits_mlp_local", pop=6, gen=2, seed=3, rounds=9, fidelity=(1 / 3, 1.0), workers=0,
+                        evaluator="tests.searching.search_fakes:CONTINUING", out=tmp_path / "R", page=False,
+                        optimizer=name)
+    rows = read_csv(run.path / "evaluations.csv")
+    assert {r["rung"] for r in rows} == {"0", "1"} and len({r["id"] for r in rows}) == 12
+    assert run.summary.full_fidelity == len([r for r in rows if r["rung"] == "1"]) >= 2
+
+
+def test_random_sampling_is_uniform_over_ints_and_choices():
+    prob = load_problem(str(HERE / "reference_runs" / "toy_fake" / "toy.toml"))
+    space = SearchSpace.from_problem(prob)
+    opt = optimizers.make("random", space, _search_problem(prob, space), pop=4000, seed=0)
+    draws = opt.ask(4000)
+    n = len(draws)
+    layers = Counter(d["layers"] for d in draws)  # int 1..4
+    assert set(layers) == {1, 2, 3, 4} and all(abs(c / n - 0.25) < 0.03 for c in layers.values()), layers
+    part = Counter(d["partition"] for d in draws)  # choice of 3
+    assert all(abs(c / n - 1 / 3) < 0.03 for c in part.values()), part
+    lr = np.array([d["lr"] for d in draws])
+    assert lr.min() >= 0.01 and lr.max() <= 0.3 and abs(np.mean(lr < 0.155) - 0.5) < 0.03
+    sigma = np.log10([d["sigma"] for d in draws])  # log gene: log-uniform
+    assert abs(np.mean(sigma < (np.log10(0.05) + np.log10(2.0)) / 2) - 0.5) < 0.03
+    # seeded per batch: the same batch again gives the same draws, the next batch others
+    again = optimizers.make("random", space, _search_problem(prob, space), pop=4000, seed=0)
+    assert again.ask(5) == draws[:5]
+    opt.tell(draws, np.zeros((n, 3)))
+    assert opt.ask(5) != draws[:5]
+
+
+def test_genes_map_to_optuna_distributions():
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    from fedevo.searching.optimizers.optuna_samplers import distributions
+
+    prob = load_problem(str(HERE / "reference_runs" / "toy_fake" / "toy.toml"))
+    d = distributions(SearchSpace.from_problem(prob))
+    assert d["layers"] == IntDistribution(1, 4)
+    assert d["units"] == IntDistribution(16, 256, log=True)
+    assert d["partition"] == CategoricalDistribution(["iid", "shards", "dirichlet"])
+    assert d["lr"] == FloatDistribution(0.01, 0.3)
+    assert d["sigma"] == FloatDistribution(0.05, 2.0, log=True)
+
+
+def test_optuna_state_resumes_the_same_asks():
+    prob = load_problem(str(HERE / "reference_runs" / "toy_fake" / "toy.toml"))
+    space = SearchSpace.from_problem(prob)
+    sp = _search_problem(prob, space)
+    a = optimizers.make("tpe", space, sp, pop=4, seed=2)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        p = a.ask(4)
+        a.tell(p, rng.random((4, sp.n_obj)), None)
+    b = optimizers.from_state("tpe", a.state(), space, sp, pop=4, seed=2)
+    assert a.ask(4) == b.ask(4)
+    c = optimizers.from_state("tpe", a.state(), space, sp, pop=4, seed=3)  # another run seed: other candidates
+    assert c.ask(4) != b.ask(4)
+
+
+@pytest.mark.parametrize("value", ["cmaes", "NSGA3"])
+def test_bad_optimizer_is_one_line_nothing_written(tmp_path, value):
+    out = tmp_path / "R"
+    r = run_cli("search", "--problem", toy_problem_file(tmp_path), "--optimizer", value, "--out", out, "--quiet",
+                "--evaluator", FAKE)
+    assert r.returncode != 0
+    assert r.stderr.startswith(f"fedevo: error: --optimizer: unknown optimiser {value!r}; choose one of "), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_init_from_is_nsga3_only(tmp_path):
+    with pytest.raises(FedevoError, match="--init-from works with --optimizer nsga3 only"):
+        from fedevo.searching.settings import SearchSettings
+
+        SearchSettings(problem="digits_mlp", optimizer="random", init=({"lr": 0.1},)).resolved()
+
+
+def test_optuna_sees_the_problem_files_constraints(tmp_path):
+    """[constraints] reach Optuna as each told trial's constraints (<= 0 feasible), which its samplers read."""
+    prob = load_problem(str(toy_problem_file(tmp_path, "\n[constraints]\neps = 12\n")))
+    space = SearchSpace.from_problem(prob)
+    sp = _search_problem(prob, space)
+    assert sp.n_ieq_constr == 1
+    opt = optimizers.make("tpe", space, sp, pop=2, seed=0)
+    params = opt.ask(2)
+    F = np.array([[0.5, 100.0, np.log10(5.0)], [0.4, 200.0, np.log10(50.0)]])
+    G = np.array([sp.constraints_of(f) for f in F])
+    opt.tell(params, F, G)
+    trials = opt._study().trials
+    assert [t.constraints["c0"] <= 0 for t in trials] == [True, False]
+    assert [list(t.values) for t in trials] == F.tolist()

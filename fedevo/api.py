@@ -243,13 +243,15 @@ def open_run(path: RunLike) -> Run:
     return Run(Path(path))
 
 
-def _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout=None):
+def _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout=None, batch_generation=None,
+             batch_size_per_gpu=None):
     from .guards import check_eval_timeout
     from .searching.settings import Runtime
     from .searching.workers import parse_workers
 
     return Runtime(workers=parse_workers(workers), ray_address=ray_address, cpus_per_task=cpus_per_task,
-                   gpus_per_task=gpus_per_task, eval_timeout=check_eval_timeout(eval_timeout))
+                   gpus_per_task=gpus_per_task, eval_timeout=check_eval_timeout(eval_timeout),
+                   batch_generation=batch_generation, batch_size_per_gpu=batch_size_per_gpu)
 
 
 def _check_callbacks(callbacks: Sequence, where: str) -> None:
@@ -271,7 +273,8 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: Optional[
            page: bool = True, fidelity: Union[None, float, str, Sequence[float]] = None,
            init_from: Optional[RunLike] = None, eval_timeout: Optional[float] = None, optimizer: str = "nsga3",
            budget: Optional[int] = None, time_budget: Optional[float] = None, patience: Optional[int] = None,
-           progress: Optional[bool] = None, importance: bool = False) -> Run:
+           progress: Optional[bool] = None, importance: bool = False, batch_generation: Optional[bool] = None,
+           batch_size_per_gpu: Optional[int] = None) -> Run:
     """Search the problem's genes for the Pareto front of its objectives; returns the finished Run.
 
     optimizer: what proposes the candidates, `pop` at a time ("nsga3": NSGA-III, the default; "random": uniform
@@ -292,8 +295,10 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: Optional[
     `fidelity`, else every evaluation trains all rounds; README "Multi-fidelity search"); init_from: an earlier
     run on the same problem whose front begins the initial population (fedevo.searching.warmstart); eval_timeout:
     seconds one evaluation may take before it is stopped and marked failed (None: the problem file's
-    `eval_timeout`, else no limit). Raises FedevoError if every evaluation failed (the run directory keeps them
-    all)."""
+    `eval_timeout`, else no limit); batch_generation: evaluate each generation a batch at a time as one program
+    on one device (True; False: one evaluation a task; None: where the evaluations train on a GPU;
+    fedevo.searching.batched), in batches of at most batch_size_per_gpu (None: one batch per GPU, or slot).
+    Raises FedevoError if every evaluation failed (the run directory keeps them all)."""
     from .data.catalog import check_data_dir
     from .searching.evaluator import DEFAULT_EVALUATOR, evaluator_spec, load_evaluator
     from .searching.run import SearchRun
@@ -328,7 +333,8 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: Optional[
                               seed=seed, partitions=partitions, rounds=rounds, data_dir=data_dir, evaluator=spec,
                               fidelity=parse_ladder(fidelity), init=init, init_from=init_path, optimizer=optimizer,
                               budget=budget, time_budget=time_budget, patience=patience)
-    runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout)
+    runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout, batch_generation,
+                       batch_size_per_gpu)
     out = Path(out) if out is not None else None
     fresh = out is None or not out.exists() or (out.is_dir() and not any(out.iterdir()))
     run = SearchRun.create(settings, out, runtime, problem=prob)
@@ -339,7 +345,8 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: Optional[
 def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: Optional[Union[str, Path]] = None,
            ray_address: Optional[str] = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
            evaluator: Optional[Callable] = None, callbacks: Sequence = (), page: bool = True,
-           eval_timeout: Optional[float] = None, progress: Optional[bool] = None, importance: bool = False) -> Run:
+           eval_timeout: Optional[float] = None, progress: Optional[bool] = None, importance: bool = False,
+           batch_generation: Optional[bool] = None, batch_size_per_gpu: Optional[int] = None) -> Run:
     """Continue a stopped (or killed) search from its newest checkpoint, exactly: finished evaluations are
     reused, and the budgets of run.json still hold. FedevoError if the run is already finished (nothing is
     changed then)."""
@@ -357,8 +364,8 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
 
         check_data_dir(_text(data_dir))
         sr.use_data_dir(_text(data_dir))
-    return _run(sr, _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout), evaluator, callbacks,
-                page, progress=progress, importance=importance)
+    return _run(sr, _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout, batch_generation,
+                             batch_size_per_gpu), evaluator, callbacks, page, progress=progress, importance=importance)
 
 
 def _ended(sr) -> str:

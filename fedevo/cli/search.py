@@ -20,6 +20,14 @@ _WORKERS_HELP = ("auto (default): in-process on a machine of 2 cores or fewer or
                  "a local Ray with N workers; 0: in-process.")
 
 
+_BATCH_HELP = ("Evaluate each generation a batch at a time, as one program on one device (fl/population.py: "
+               "MLPs' local training stacked; the others alone): one Ray task per batch, reserving --gpus-per-task. "
+               "Default: on where the evaluations train on a GPU (--gpus-per-task > 0, or in-process with a GPU), "
+               "off on the CPU.")
+_BATCH_SIZE_HELP = ("At most N evaluations in one batch (default: the generation split evenly over the GPUs, or "
+                    "slots, the runner has: one batch on one GPU).")
+
+
 _IMPORTANCE_HELP = ("Also write importance.html at the end (a random forest per objective: seconds, more than the "
                     "search itself on a fast problem; `fedevo plot DIR` writes it any time).")
 
@@ -104,6 +112,8 @@ def search(
     time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Stop after S seconds of search (counted across resumes; a batch that has started is finished)."),
     patience: Optional[int] = typer.Option(None, "--patience", help="Stop when the hypervolume has not grown for K batches."),
     importance: bool = typer.Option(False, "--importance", help=_IMPORTANCE_HELP),
+    batch_generation: Optional[bool] = typer.Option(None, "--batch-generation/--no-batch-generation", help=_BATCH_HELP),
+    batch_size_per_gpu: Optional[int] = typer.Option(None, "--batch-size-per-gpu", help=_BATCH_SIZE_HELP),
 ) -> None:
     """Search a problem's genes with NSGA-III for the (error, communication, ε) Pareto front."""
     from .. import api
@@ -113,7 +123,8 @@ def search(
         partitions=partitions, evaluator=evaluator, ray_address=ray_address, cpus_per_task=cpus_per_task,
         gpus_per_task=gpus_per_task, fidelity=fidelity, init_from=init_from, eval_timeout=eval_timeout,
         callbacks=callbacks, optimizer=optimizer, budget=budget, time_budget=time_budget, patience=patience,
-        progress=False, importance=importance), quiet)
+        progress=False, importance=importance, batch_generation=batch_generation,
+        batch_size_per_gpu=batch_size_per_gpu), quiet)
 
 
 @app.command()
@@ -127,6 +138,8 @@ def resume(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
     eval_timeout: Optional[float] = typer.Option(None, "--eval-timeout", help=EVAL_TIMEOUT_HELP),
     importance: bool = typer.Option(False, "--importance", help=_IMPORTANCE_HELP),
+    batch_generation: Optional[bool] = typer.Option(None, "--batch-generation/--no-batch-generation", help=_BATCH_HELP),
+    batch_size_per_gpu: Optional[int] = typer.Option(None, "--batch-size-per-gpu", help=_BATCH_SIZE_HELP),
 ) -> None:
     """Continue a stopped search (killed, interrupted) from its last checkpoint; finished evaluations are reused."""
     from .. import api
@@ -134,4 +147,4 @@ def resume(
     _execute(lambda callbacks: api.resume(
         run_dir, workers=workers, data_dir=data_dir, ray_address=ray_address, cpus_per_task=cpus_per_task,
         gpus_per_task=gpus_per_task, eval_timeout=eval_timeout, callbacks=callbacks, progress=False,
-        importance=importance), quiet)
+        importance=importance, batch_generation=batch_generation, batch_size_per_gpu=batch_size_per_gpu), quiet)

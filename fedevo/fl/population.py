@@ -72,6 +72,27 @@ def batchable(su: Setup) -> bool:
     return stacked.applies(su.model, hooks, dtype)
 
 
+def batchable_config(cfg) -> bool:
+    """Whether an evaluation of `cfg` trains in the stacked program as far as its settings tell before any data
+    is read (the search sends the others to be evaluated alone, fedevo/searching/batched.py): a built-in MLP, no
+    `precision = "bf16"`, a mechanism with no per-step hook (`step`) and no round controller (the adaptive one).
+    What only its preparation shows (bf16 from precision 'auto' on a CPU with native bf16, a failure) the batch
+    finds (`batchable`) and evaluates alone after its stacked members."""
+    from ..config import MLPArch
+    from ..privacy.mechanism import Mechanism, build_mechanism
+
+    if not isinstance(cfg.arch, MLPArch) or cfg.precision == "bf16":
+        return False
+    try:
+        mech = build_mechanism(cfg)
+        if type(mech).controller is not Mechanism.controller:
+            return False
+        hook, _ = mech.client_transforms(None, 0)
+    except Exception:  # noqa: BLE001 - a hook that needs its run's pieces: not batched
+        return False
+    return hook is None
+
+
 def device_accuracies(device: torch.device):
     """rounds.client_accuracies with the model and the test set on `device` (the same per-client means)."""
     cache: dict = {}
@@ -231,4 +252,5 @@ def evaluate_population(problem, params_list: Sequence, seeds: Sequence[int], *,
     return simulate_population(configs, list(seeds), device=device, exact=exact)
 
 
-__all__ = ["batch_evaluator", "batchable", "device_accuracies", "evaluate_population", "simulate_population"]
+__all__ = ["batch_evaluator", "batchable", "batchable_config", "device_accuracies", "evaluate_population",
+           "simulate_population"]

@@ -76,6 +76,7 @@ from ..errors import DiskFullError, FedevoError, RunInUseError
 from ..guards import check_workers, check_writable_dir
 from ..problem import Problem, load_problem
 from ..result import EvaluationResult
+from . import batched
 from . import evaluator as evaluators
 from . import optimizers
 from .budgets import STOP_FILE, batch_size, stop_reason, stop_record
@@ -236,6 +237,7 @@ class SearchRun:
             raise FedevoError(f"--out {out} exists and is not a directory")
         check_writable_dir(out)
         evaluators.check(evaluator, problem, settings.rounds)  # the simulator's memory check; others: none
+        batched.check(runtime, evaluator, multi_fidelity=settings.multi_fidelity)
         inputs = fingerprint(problem, settings)  # before anything is written: an unreadable file is one line
         if out.is_dir() and _content(out):
             _refuse_nonempty(out, ident)
@@ -423,10 +425,13 @@ class SearchRun:
         runner = None
         if not self._stopped(state, elapsed()):
             eval_kwargs = {"rounds": s.rounds, "data_dir": s.data_dir}
+            batched.check(runtime, evaluator, multi_fidelity=s.multi_fidelity)
             runner = make_runner(evaluator, self.problem, eval_kwargs, workers=runtime.workers,
                                  address=runtime.ray_address, cpus_per_task=runtime.cpus_per_task,
                                  gpus_per_task=runtime.gpus_per_task, log_dir=self.run_dir, pop=s.pop,
                                  timeout=runtime.eval_timeout or self.problem.eval_timeout)
+            runner = batched.batched(runner, runtime, evaluator, self.problem, eval_kwargs,
+                                     multi_fidelity=s.multi_fidelity)
         try:
             if runner is not None:
                 callback.on_start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,

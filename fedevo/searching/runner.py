@@ -199,13 +199,15 @@ def _hide_gpus() -> Optional[str]:
     return old
 
 
-def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0, timeout=None):
+def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0, timeout=None, run=None):
+    """run_one on a Ray worker (`run`: another function of these arguments, e.g. a batch's, batched.py)."""
+    run = run or run_one
     _set_threads(threads)
     if gpus:  # Ray set CUDA_VISIBLE_DEVICES to this task's GPU: `device = "auto"` trains on it
-        return run_one(evaluator, problem, params, seed, eval_kwargs, timeout)
+        return run(evaluator, problem, params, seed, eval_kwargs, timeout)
     old = _hide_gpus()
     try:
-        return run_one(evaluator, problem, params, seed, eval_kwargs, timeout)
+        return run(evaluator, problem, params, seed, eval_kwargs, timeout)
     finally:
         if old is None:
             os.environ.pop("CUDA_VISIBLE_DEVICES", None)
@@ -357,19 +359,29 @@ class RayRunner:
             except Exception:  # noqa: BLE001 - only for the progress display
                 pass
         self.gpus_per_task = gpus_per_task
-        self._fn = ray.remote(_ray_task).options(num_cpus=cpus_per_task, num_gpus=gpus_per_task,
-                                                 max_retries=max_retries, retry_exceptions=False)
+        self.options = dict(num_cpus=cpus_per_task, num_gpus=gpus_per_task, max_retries=max_retries,
+                            retry_exceptions=False)  # a task's resources (batched.py's batches take the same)
+        self._fn = ray.remote(_ray_task).options(**self.options)
         self._problem_ref = ray.put(problem)
         self._evaluator = evaluator
         self._eval_kwargs = dict(eval_kwargs or {})
 
     def run(self, tasks: Sequence[Task], on_done: OnDone, tick: Optional[Callable[[], None]] = None) -> None:
+        self.drain({self.submit(t): [t] for t in longest_first(tasks)}, on_done, tick)
+
+    def submit(self, t: Task):
+        """One Ray task evaluating `t`; its ref."""
+        return self._fn.remote(self._problem_ref, self._evaluator, dict(t.params), t.seed,
+                               {**self._eval_kwargs, **t.rung_kwargs}, self.threads, self.gpus_per_task,
+                               self.timeout)
+
+    def drain(self, jobs: Mapping[Any, Sequence[Task]], on_done: OnDone,
+              tick: Optional[Callable[[], None]] = None) -> None:
+        """Wait for submitted jobs (ref -> the tasks it evaluates: one, or a batch's, whose value is then a list of
+        one (kind, value, output) per task), reporting each task as its job finishes; pending ones are cancelled
+        when this stops (an abort, Ctrl-C)."""
         ray = self._ray
-        refs = {self._fn.remote(self._problem_ref, self._evaluator, dict(t.params), t.seed,
-                                {**self._eval_kwargs, **t.rung_kwargs}, self.threads, self.gpus_per_task,
-                                self.timeout): t
-                for t in longest_first(tasks)}
-        pending = list(refs)
+        pending = list(jobs)
         try:
             while pending:
                 self.stats.running = min(len(pending), self.slots or len(pending))
@@ -378,16 +390,17 @@ class RayRunner:
                     tick()
                 ready, pending = ray.wait(pending, num_returns=1, timeout=0.5)
                 for ref in ready:
-                    t = refs[ref]
+                    tasks = jobs[ref]
                     try:
-                        kind, value, out = ray.get(ref)
+                        got = ray.get(ref)
                     except ray.exceptions.RayError as e:  # worker died more than max_retries times, ...
-                        kind, value, out = "ok", failed_result(f"{type(e).__name__}: {e}"), ""
-                    self.user_log.write(task_label(t), out)
-                    if kind == "abort":
-                        raise _Abort(value)
-                    self.stats.done += 1
-                    on_done(t, value)
+                        got = [("ok", failed_result(f"{type(e).__name__}: {e}"), "")] * len(tasks)
+                    for t, (kind, value, out) in zip(tasks, got if isinstance(got, list) else [got]):
+                        self.user_log.write(task_label(t), out)
+                        if kind == "abort":
+                            raise _Abort(value)
+                        self.stats.done += 1
+                        on_done(t, value)
             self.stats.running = self.stats.queued = 0
         except BaseException:
             for ref in pending:

@@ -116,6 +116,10 @@ class Runtime:
     cpus_per_task: float = 1.0
     gpus_per_task: float = 0.0
     eval_timeout: Optional[float] = None  # seconds an evaluation may take (None: the problem file's eval_timeout)
+    # a generation's evaluations a batch at a time on one device (fedevo/searching/batched.py): True, False or None
+    # (auto: where they would train on a GPU); batches of at most batch_size_per_gpu (None: one per slot)
+    batch_generation: Optional[bool] = None
+    batch_size_per_gpu: Optional[int] = None
 
 
 def eval_seed(run_seed: int, individual_id: int) -> int:

@@ -327,6 +327,11 @@ class SimConfig:
     # a GPU, else cpu). Whether a GPU is there is checked where training starts, not here: a driver without one
     # may still load a problem that its Ray workers train on GPUs.
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # the stacked trainer's opt-ins for speed on a GPU (fl/stacked.py, docs/engine.md; the environment variables
+    # FEDEVO_SCHEDULE and FEDEVO_CUDA_TF32 override them): 'device' draws the batch schedule on the device instead of
+    # the CPU engine's draws (other batches: results equal statistically); tf32: TF32 matmuls on CUDA
+    batch_schedule: Literal["engine", "device"] = "engine"
+    tf32: bool = False
 
     def __post_init__(self):
         _check(self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
@@ -341,6 +346,9 @@ class SimConfig:
         _check(self.precision in ("auto", "fp32", "bf16"),
                f"precision must be 'auto', 'fp32' or 'bf16', got {self.precision!r}")
         _check(self.device in DEVICES, f"device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
+        _check(self.batch_schedule in ("engine", "device"),
+               f"batch_schedule must be 'engine' or 'device', got {self.batch_schedule!r}")
+        _check(isinstance(self.tf32, bool), f"tf32 must be true or false, got {self.tf32!r}")
         r = self.privacy.max_participations
         _check(r is None or r <= self.rounds, f"max_participations r={r} exceeds rounds T={self.rounds}")
         n, m = self.population, self.cohort

@@ -203,7 +203,7 @@ def _train(runs: list[_Run], device: torch.device, exact: bool) -> None:
                 x = xs[id(data.x_train)] = data.x_train.to(device).reshape(len(data.x_train), -1)
             members = [stacked.Member(dims=r.su.model.dims, params=r.work.params, masks=r.work.masks,
                                       lr=r.cfg.lr, chunks=r.work.local_data, seeds=r.work.seeds, epochs=r.cfg.epochs,
-                                      batch_size=r.cfg.batch_size) for r in group]
+                                      batch_size=r.cfg.batch_size, **stacked.settings_of(r.cfg)) for r in group]
             flats = stacked.train_members(members, x, data.y_train, device=device, exact=exact)
             # each run's own objects only: the numbers do not depend on the threads
             _map(lambda job: _finish_round(*job), list(zip(group, flats)), threads)

@@ -128,7 +128,7 @@ def local_round(work: RoundWork, cfg: SimConfig, model, x_train, y_train, sizes,
     hooks = pv.for_chunk is not None or pv.for_group is not None
     if device is not None and stacked.enabled() and stacked.applies(model, hooks, model.compute_dtype):
         member = stacked.Member(dims=model.dims, params=params, masks=masks, lr=cfg.lr, chunks=work.local_data,
-                                seeds=seeds, epochs=cfg.epochs, batch_size=cfg.batch_size)
+                                seeds=seeds, epochs=cfg.epochs, batch_size=cfg.batch_size, **stacked.settings_of(cfg))
         (flat,) = stacked.train_members([member], x_train, y_train, device=device)
         if not uploads_on_device(pv):
             flat = flat.cpu()

@@ -21,14 +21,15 @@ whose shapes recur (the same clients count, widths and schedule lengths: a round
 as one captured CUDA graph (`FEDEVO_CUDA_GRAPHS=0` turns it off): one launch for the whole local training instead
 of ~25 per step. fp32 only (the user's `precision = "bf16"` takes the device path of fl/device.py).
 
-Two opt-ins for speed on a GPU, both off by default (docs/engine.md):
-- `FEDEVO_SCHEDULE=device`: the batch schedule drawn on the device (`device_plan`): per member one generator
-  seeded from its chunks' seeds, per epoch one `argsort(rand(clients, n))`, the rows gathered there. Every client
-  still makes E shuffled passes over its own samples in batches of B, with the same per-sample weights, but the
-  batches differ from the CPU engine's, so results agree with it statistically (tests/fl/test_stacked_schedule.py),
-  not within rounding; the same seed gives the same numbers on the same device.
-- `FEDEVO_CUDA_TF32=1`: the bucket's matmuls with TF32 on CUDA (~1e-3 relative error per product; fp32 storage,
-  softmax and updates).
+Two opt-ins for speed on a GPU, both off by default (docs/engine.md): a problem's `[train]` keys (SimConfig's
+`batch_schedule`, `tf32`), each overridden by an environment variable where it is set (benchmarks):
+- `batch_schedule = "device"` (`FEDEVO_SCHEDULE=device`): the batch schedule drawn on the device (`device_plan`):
+  per member one generator seeded from its chunks' seeds, per epoch one `argsort(rand(clients, n))`, the rows
+  gathered there. Every client still makes E shuffled passes over its own samples in batches of B, with the same
+  per-sample weights, but the batches differ from the CPU engine's, so results agree with it statistically
+  (tests/fl/test_stacked_schedule.py), not within rounding; the same seed gives the same numbers on the same device.
+- `tf32 = true` (`FEDEVO_CUDA_TF32=1`): the bucket's matmuls with TF32 on CUDA (~1e-3 relative error per product;
+  fp32 storage, softmax and updates).
 
 `train_members` returns each member's flat updates (local − global, (clients, D) in its own layout) on the device;
 the round loop (fl/rounds.py) and the population path (fl/population.py) aggregate them there.
@@ -64,6 +65,7 @@ class Member:
     epochs: int
     batch_size: int
     schedule: str = field(default_factory=lambda: schedule_setting())
+    tf32: bool = field(default_factory=lambda: tf32_enabled())  # TF32 matmuls (on CUDA only)
     clients: int = field(init=False)
 
     def __post_init__(self):
@@ -74,18 +76,26 @@ class Member:
 SCHEDULES = ("engine", "device")
 
 
-def schedule_setting() -> str:
-    """FEDEVO_SCHEDULE: 'engine' (default: the CPU engine's draws) or 'device' (drawn on the device)."""
-    v = os.environ.get("FEDEVO_SCHEDULE", "engine").lower() or "engine"
+def schedule_setting(setting: str = "engine") -> str:
+    """The batch schedule: FEDEVO_SCHEDULE where set (an override), else `setting` (a config's batch_schedule):
+    'engine' (the CPU engine's draws) or 'device' (drawn on the device)."""
+    v = os.environ.get("FEDEVO_SCHEDULE", "").lower() or setting
     if v not in SCHEDULES:
         from ..errors import FedevoError
         raise FedevoError(f"FEDEVO_SCHEDULE must be 'engine' or 'device', got {v!r}")
     return v
 
 
-def tf32_enabled() -> bool:
-    """FEDEVO_CUDA_TF32=1: the stacked trainer's matmuls in TF32 on CUDA (off by default)."""
-    return os.environ.get("FEDEVO_CUDA_TF32", "0").lower() in ("1", "on", "yes", "true")
+def tf32_enabled(setting: bool = False) -> bool:
+    """TF32 matmuls in the stacked trainer on CUDA: FEDEVO_CUDA_TF32 where set (an override: 1/0), else `setting`
+    (a config's tf32; off by default)."""
+    env = os.environ.get("FEDEVO_CUDA_TF32", "")
+    return env.lower() in ("1", "on", "yes", "true") if env else bool(setting)
+
+
+def settings_of(cfg) -> dict:
+    """A Member's `schedule` and `tf32` for a SimConfig (its keys, the environment's overrides)."""
+    return {"schedule": schedule_setting(cfg.batch_schedule), "tf32": tf32_enabled(cfg.tf32)}
 
 
 def enabled() -> bool:
@@ -116,7 +126,7 @@ def width_class(dims: Sequence[int]) -> int:
 def bucket_key(m: Member, exact: bool = False) -> tuple:
     """Members with equal keys train together. exact: only members of equal widths (no padding)."""
     shape = m.dims if exact else (len(m.dims), m.dims[0], m.dims[-1], width_class(m.dims))
-    return (shape, m.batch_size, m.epochs, m.schedule)
+    return (shape, m.batch_size, m.epochs, m.schedule, m.tf32)
 
 
 def steps_of(m: Member) -> int:
@@ -269,7 +279,7 @@ class _Bucket:
             self.plan = [torch.from_numpy(t).to(device) for t in (rows, y.numpy()[rows], ws)]
         self.neg_lr = torch.cat([torch.full((m.clients,), -float(m.lr)) for m in members]).view(-1, 1, 1).to(device)
         self.masked = any(m.masks for m in members)
-        self.tf32 = device.type == "cuda" and tf32_enabled()
+        self.tf32 = device.type == "cuda" and members[0].tf32  # one bucket: one setting (bucket_key)
 
     def key(self) -> tuple:
         return (self.C, tuple(self.dims), self.used, self.masked, self.tf32)
@@ -457,4 +467,4 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
 
 
 __all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "device_draws", "enabled", "graphs_enabled", "layout_into",
-           "schedule", "schedule_setting", "split", "tf32_enabled", "train_members", "width_class"]
+           "schedule", "schedule_setting", "settings_of", "split", "tf32_enabled", "train_members", "width_class"]

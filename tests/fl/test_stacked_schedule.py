@@ -140,3 +140,71 @@ def test_device_schedule_members_together_equal_alone(device):
         (alone,) = train_members([m], DATA.x_train, DATA.y_train, device=device, exact=True)
         assert torch.equal(got, alone)
     assert not torch.equal(together[0], together[1])
+
+
+# ---------------------------------------------------------------------------------------------- as settings
+TINY = """
+name = "tiny_opt_ins"
+dataset = "synthetic"
+model = "mlp"
+[data]
+clients = 4
+[train]
+rounds = 2
+epochs = 2
+batch_size = 16
+precision = "fp32"
+{extra}
+[privacy]
+mechanism = "none"
+[genes]
+lr = {{ type = "real", low = 0.01, high = 0.3, default = 0.1 }}
+"""
+
+
+def _problem(tmp_path, extra=""):
+    from fedevo.problem import load_problem
+
+    p = tmp_path / "p.toml"
+    p.write_text(TINY.format(extra=extra))
+    return load_problem(str(p))
+
+
+def test_the_opt_ins_are_train_keys_the_variables_override(tmp_path, monkeypatch):
+    monkeypatch.delenv("FEDEVO_SCHEDULE", raising=False)
+    monkeypatch.delenv("FEDEVO_CUDA_TF32", raising=False)
+    plain = _problem(tmp_path).sim_config()
+    assert (plain.batch_schedule, plain.tf32) == ("engine", False)  # fp32, the CPU engine's batches: the default
+    cfg = _problem(tmp_path, 'batch_schedule = "device"\ntf32 = true').sim_config()
+    assert stacked.settings_of(cfg) == {"schedule": "device", "tf32": True}
+    assert stacked.settings_of(plain) == {"schedule": "engine", "tf32": False}
+    monkeypatch.setenv("FEDEVO_SCHEDULE", "engine")
+    monkeypatch.setenv("FEDEVO_CUDA_TF32", "0")
+    assert stacked.settings_of(cfg) == {"schedule": "engine", "tf32": False}  # the variables win where set
+    monkeypatch.setenv("FEDEVO_SCHEDULE", "device")
+    monkeypatch.setenv("FEDEVO_CUDA_TF32", "1")
+    assert stacked.settings_of(plain) == {"schedule": "device", "tf32": True}
+
+
+@pytest.mark.parametrize("line, message", [
+    ('batch_schedule = "gpu"', '[train] batch_schedule: expected one of "engine", "device"'),
+    ('tf32 = "yes"', "[train] tf32: expected true or false"),
+    ("tf32 = 1", "[train] tf32: expected true or false"),
+])
+def test_bad_opt_ins_are_one_line(tmp_path, line, message):
+    with pytest.raises(FedevoError) as e:
+        _problem(tmp_path, line)
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_a_batched_generation_draws_its_schedule_as_its_problem_says(tmp_path, monkeypatch):
+    """batch_schedule = "device" reaches the stacked trainer through the population path: other numbers than the
+    engine's schedule, the same ones again with the same seed."""
+    from fedevo.evaluation import evaluate_population
+
+    monkeypatch.delenv("FEDEVO_SCHEDULE", raising=False)
+    engine, device = _problem(tmp_path), _problem(tmp_path, 'batch_schedule = "device"')
+    run = lambda prob: [r.accuracy_global for r in evaluate_population(  # noqa: E731
+        prob, [{}, {"lr": 0.2}], [1, 2], device="cpu")]
+    a, b = run(device), run(device)
+    assert a == b and a != run(engine)

@@ -30,7 +30,7 @@ from .registry import register
 from .base import Optimizer
 
 HISTORY_CAP = 256  # told evaluations a batch's model sees at most (GP fitting is cubic in them)
-STARTUP = 10  # random candidates before the model is used (Optuna's default), at most the first batch: min(10, pop)
+STARTUP = 10  # evaluations told before the model is used (Optuna's default); a batch asked before then is random
 
 
 def distributions(space) -> dict[str, Any]:
@@ -134,7 +134,7 @@ class _OptunaOptimizer(Optimizer):
 
         return {"name": f"Optuna {type(self._sampler(0)).__name__}", "optuna": optuna.__version__,
                 "seed": self.seed, "batch_size": self.pop, "history_cap": HISTORY_CAP,
-                "startup_trials": min(STARTUP, self.pop), "sampler_seed": "SeedSequence([seed, batch, 1]).generate_state(1)[0]",
+                "startup_trials": STARTUP, "sampler_seed": "SeedSequence([seed, batch, 1]).generate_state(1)[0]",
                 "batch": "asked one after another, the earlier ones RUNNING (GP: qLogEHVI; TPE: constant liar)"}
 
 
@@ -146,7 +146,7 @@ class GPOptimizer(_OptunaOptimizer):
     def _sampler(self, seed: int):
         import optuna
 
-        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=min(STARTUP, self.pop),
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=STARTUP,
                                          warn_independent_sampling=False)
 
 
@@ -160,5 +160,5 @@ class TPEOptimizer(_OptunaOptimizer):
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(STARTUP, self.pop), multivariate=True,
+            return optuna.samplers.TPESampler(seed=seed, n_startup_trials=STARTUP, multivariate=True,
                                               constant_liar=True, warn_independent_sampling=False)

@@ -148,8 +148,8 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
             continue
         prog = round_program(su.cfg, su.model, su.data, su.part, gen=su.gen, privatizer=su.privatizer,
                              engine=su.engine, device=d)
-        runs.append(_Run(index=i, cfg=su.cfg, seed=int(seeds[i]), su=su, engine={**su.engine.info(), "population":
-                         len(configs)}, prog=prog, t0=t0))
+        engine = {**su.engine.info(), **stacked.opt_ins(su.cfg, d), "population": len(configs)}
+        runs.append(_Run(index=i, cfg=su.cfg, seed=int(seeds[i]), su=su, engine=engine, prog=prog, t0=t0))
     results: list = [None] * len(configs)
     if runs:
         d = dev or runs[0].su.engine.device

@@ -19,7 +19,7 @@ from ..privacy.mechanism import build_mechanism
 from ..privacy.noise import NoiseSource
 from ..privacy.privatizer import Privatizer
 from ..result import EvaluationResult
-from . import continuation
+from . import continuation, stacked
 from .cost import train_macs
 from .rounds import client_accuracies, run_rounds
 
@@ -93,6 +93,10 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
             raise FedevoError(f"until: the state is after round {loop.done}; cannot stop at round {until}")
     mech, data, part, model, noise = su.mech, su.data, su.part, su.model, su.noise
     engine = su.engine.info()
+    pv = su.privatizer
+    hooks = pv.for_chunk is not None or pv.for_group is not None
+    if su.engine.device.type != "cpu" and stacked.enabled() and stacked.applies(model, hooks, model.compute_dtype):
+        engine.update(stacked.opt_ins(cfg, su.engine.device))  # the stacked trainer's opt-ins it trained with (rounds.local_round)
     stop = cfg.rounds if until is None else until
     try:
         out = run_rounds(cfg, model, data, part, gen=su.gen, privatizer=su.privatizer, engine=su.engine,

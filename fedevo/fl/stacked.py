@@ -98,6 +98,16 @@ def settings_of(cfg) -> dict:
     return {"schedule": schedule_setting(cfg.batch_schedule), "tf32": tf32_enabled(cfg.tf32)}
 
 
+def opt_ins(cfg, device) -> dict:
+    """The opt-ins the stacked trainer trains `cfg` with on `device`, for a result's `engine` (none by default;
+    TF32 on CUDA only)."""
+    got = settings_of(cfg)
+    out = {"batch_schedule": "device"} if got["schedule"] == "device" else {}
+    if got["tf32"] and torch.device(device).type == "cuda":
+        out["tf32"] = True
+    return out
+
+
 def enabled() -> bool:
     """FEDEVO_STACKED=0: the device path of fl/device.py for MLPs too (what this replaced; benchmarks compare)."""
     return os.environ.get("FEDEVO_STACKED", "1").lower() not in ("0", "off", "no", "false")
@@ -467,4 +477,4 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
 
 
 __all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "device_draws", "enabled", "graphs_enabled", "layout_into",
-           "schedule", "schedule_setting", "settings_of", "split", "tf32_enabled", "train_members", "width_class"]
+           "opt_ins", "schedule", "schedule_setting", "settings_of", "split", "tf32_enabled", "train_members", "width_class"]

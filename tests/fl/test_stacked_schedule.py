@@ -208,3 +208,17 @@ def test_a_batched_generation_draws_its_schedule_as_its_problem_says(tmp_path, m
         prob, [{}, {"lr": 0.2}], [1, 2], device="cpu")]
     a, b = run(device), run(device)
     assert a == b and a != run(engine)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_result_names_the_opt_ins_it_trained_with(tmp_path, monkeypatch, device):
+    from fedevo.evaluation import evaluate_population
+
+    monkeypatch.delenv("FEDEVO_SCHEDULE", raising=False)
+    monkeypatch.delenv("FEDEVO_CUDA_TF32", raising=False)
+    (plain,) = evaluate_population(_problem(tmp_path), [{}], [1], device=device)
+    (opted,) = evaluate_population(_problem(tmp_path, 'batch_schedule = "device"\ntf32 = true'), [{}], [1],
+                                   device=device)
+    assert "batch_schedule" not in plain.engine and "tf32" not in plain.engine
+    assert opted.engine["batch_schedule"] == "device"
+    assert opted.engine.get("tf32", False) is (device == "cuda")  # TF32: CUDA's only

@@ -265,3 +265,12 @@ def test_on_a_gpu_batching_is_the_default_and_equals_the_unbatched_search(tiny, 
     run = fedevo.search(str(tiny), **SIZES, workers=0, out=tmp_path / "B", page=False)
     assert spy == [4, 4]
     _same_evaluations(read_csv(run.path / "evaluations.csv"), read_csv(alone.path / "evaluations.csv"))
+
+
+def test_the_benchmark_script_runs(tiny):
+    """benchmarks/batched_search.py on the CPU (a smoke test of the script; it times nothing here)."""
+    p = subprocess.run([sys.executable, str(REPO / "benchmarks" / "batched_search.py"), "--problem", str(tiny),
+                        "--pop", "4", "--gen", "1", "--device", "cpu"], cwd=REPO, env=env(), capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "CPU " in p.stdout and "ids, seeds, comm and eps equal: True" in p.stdout

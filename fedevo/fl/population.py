@@ -111,10 +111,12 @@ def device_accuracies(device: torch.device):
     return accuracies
 
 
-def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None, exact: bool = False) -> list:
+def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None, exact: bool = False,
+                        contain: bool = False) -> list:
     """[simulate(cfg, seed=s) for cfg, s in zip(configs, seeds)], the batchable ones trained together on `device`
     (None: each config's resolved device, which must then be one for the batch; CPU devices run the same stacked
-    code, for tests). exact: stack only members of equal widths (bit-for-bit results, less batching)."""
+    code, for tests). exact: stack only members of equal widths (bit-for-bit results, less batching). contain: an
+    evaluation alone that raises leaves its exception in its place (the others' results kept) instead of raising."""
     if len(configs) != len(seeds):
         raise ValueError("one seed per config")
     t0 = time.perf_counter()
@@ -164,7 +166,12 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
         for r, res in zip(runs, _map(result, runs, threads)):
             results[r.index] = res
     for i in alone:
-        results[i] = simulate(configs[i], seed=int(seeds[i]))
+        try:
+            results[i] = simulate(configs[i], seed=int(seeds[i]))
+        except Exception as e:  # noqa: BLE001 - contained: the caller reports it as that evaluation's
+            if not contain:
+                raise
+            results[i] = e
     return results
 
 
@@ -245,11 +252,11 @@ def _stop(r: _Run, message: str) -> None:
 
 def evaluate_population(problem, params_list: Sequence, seeds: Sequence[int], *, rounds: Optional[int] = None,
                         data_dir: Optional[str] = None, download: bool = False, device=None,
-                        exact: bool = False) -> list:
+                        exact: bool = False, contain: bool = False) -> list:
     """[evaluate(problem, p, seed=s, rounds=rounds) for p, s in zip(params_list, seeds)], a generation trained as
-    one batched program where it can (`simulate_population`)."""
+    one batched program where it can (`simulate_population`; contain: its `contain`)."""
     configs = [problem.sim_config(p, rounds=rounds, data_dir=data_dir, download=download) for p in params_list]
-    return simulate_population(configs, list(seeds), device=device, exact=exact)
+    return simulate_population(configs, list(seeds), device=device, exact=exact, contain=contain)
 
 
 __all__ = ["batch_evaluator", "batchable", "batchable_config", "device_accuracies", "evaluate_population",

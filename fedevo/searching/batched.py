@@ -21,7 +21,8 @@ docs/engine.md's tolerance.
   models, a per-step hook or round controller, bf16) goes to the runner one task each, as today; what only the
   evaluation's preparation shows is evaluated alone inside its batch, after the stacked members.
 * **Containment**: a batch that raises is evaluated again one evaluation at a time in the same task, so only the
-  evaluation at fault fails (with its own traceback) and the search goes on; missing data or no GPU stops the
+  evaluation at fault fails (with its own traceback) and the search goes on; an evaluation the batch ran alone
+  that raises (its preparation failed) is run again on its own for its message, the batch's other results kept; missing data or no GPU stops the
   search (resumable) as it does unbatched. ``--eval-timeout S`` limits a batch of n evaluations to n·S seconds as
   a whole (it then runs in a child process, killed past that; every evaluation of a batch killed fails).
 """
@@ -104,12 +105,12 @@ def run_batch(evaluator: Evaluator, problem, items: Sequence[tuple[Mapping[str, 
 
 
 def _batch_here(evaluator: Evaluator, problem, items, eval_kwargs) -> list[tuple[str, Any, str]]:
-    from ..evaluation import evaluate_population
+    from ..fl.population import evaluate_population
     from .containment import captured_stdout, out_of_range
 
     with captured_stdout() as out:
         try:
-            results = evaluate_population(problem, [p for p, _ in items], [s for _, s in items],
+            results = evaluate_population(problem, [p for p, _ in items], [s for _, s in items], contain=True,
                                           rounds=eval_kwargs.get("rounds"), data_dir=eval_kwargs.get("data_dir"))
         except (DataNotFoundError, NoDeviceError) as e:
             return [("abort", str(e), "")] * len(items)
@@ -117,8 +118,14 @@ def _batch_here(evaluator: Evaluator, problem, items, eval_kwargs) -> list[tuple
             results = None
     if results is None:
         return [run_one(evaluator, problem, p, s, eval_kwargs) for p, s in items]
+    abort = next((r for r in results if isinstance(r, (DataNotFoundError, NoDeviceError))), None)
+    if abort is not None:
+        return [("abort", str(abort), "")] * len(items)
     got = []
-    for r in results:
+    for (p, s), r in zip(items, results):
+        if isinstance(r, BaseException):  # an evaluation alone that raised: again, as unbatched (its own message)
+            got.append(run_one(evaluator, problem, p, s, eval_kwargs))
+            continue
         bad = out_of_range(r) if r.status == "ok" else None
         got.append(("ok", failed_result(bad, r.wall_s) if bad else r, ""))
     if got:  # what the batch printed (nothing, from fedevo's simulator) goes with its first evaluation

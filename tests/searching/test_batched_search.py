@@ -274,3 +274,32 @@ def test_the_benchmark_script_runs(tiny):
                        text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "CPU " in p.stdout and "ids, seeds, comm and eps equal: True" in p.stdout
+
+
+def test_an_evaluation_that_fails_inside_its_batch_fails_alone(tiny, unbatched, spy, monkeypatch, tmp_path):
+    """A member whose preparation fails is evaluated alone inside the batch and raises there: it fails with its own
+    message, the batch's other results are kept (no second pass over them)."""
+    from fedevo.fl import simulate as sim
+
+    bad_seed = int(unbatched[1]["seed"])
+    for module in (population, sim):
+        real = module.prepare
+
+        def failing(cfg, *, seed, _real=real):
+            if seed == bad_seed:
+                raise ValueError("cannot prepare this one")
+            return _real(cfg, seed=seed)
+        monkeypatch.setattr(module, "prepare", failing)
+    again = []  # the evaluations run on their own (fedevo.evaluate's simulate) after the batch
+    real_simulate = sim.simulate
+    monkeypatch.setattr(sim, "simulate", lambda cfg, *, seed, **kw: again.append(seed) or real_simulate(
+        cfg, seed=seed, **kw))
+    run = fedevo.search(str(tiny), pop=4, gen=1, seed=7, workers=0, out=tmp_path / "B", page=False,
+                        batch_generation=True)
+    rows = _by_id(read_csv(run.path / "evaluations.csv"))
+    assert spy == [4] and again == [bad_seed]
+    assert [r["status"] for r in rows] == ["ok", "failed", "ok", "ok"]
+    assert rows[1]["message"].startswith("ValueError: cannot prepare this one")
+    for g, w in zip(rows, unbatched[:4]):
+        if g["status"] == "ok":
+            assert (g["seed"], g["error"], g["comm"], g["eps"]) == (w["seed"], w["error"], w["comm"], w["eps"])

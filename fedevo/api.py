@@ -264,7 +264,7 @@ def _check_callbacks(callbacks: Sequence, where: str) -> None:
 
 
 @checked
-def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: Optional[int] = None,
+def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, gen: Optional[int] = None,
            workers: Union[int, str, None] = "auto",
            seed: int = 0, out: Optional[Union[str, Path]] = None, rounds: Optional[int] = None,
            data_dir: Optional[Union[str, Path]] = None, partitions: Optional[int] = None,
@@ -279,7 +279,9 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: Optional[
 
     optimizer: what proposes the candidates, `pop` at a time ("nsga3": NSGA-III, the default; "random": uniform
     sampling; "gp": Optuna's Gaussian-process sampler, for expensive evaluations; "tpe": Optuna's multivariate TPE;
-    fedevo.searching.optimizers). The search ends at the first budget reached: `gen` batches (default: enough for
+    fedevo.searching.optimizers). pop: the batch size (None: 12 for nsga3 and random; for gp and tpe one
+    candidate per parallel evaluation — 1 in-process — and then 48 evaluations unless `gen` or a budget says
+    otherwise; fedevo.searching.optimizers.registry.default_pop). The search ends at the first budget reached: `gen` batches (default: enough for
     `budget`, else 4; 1000 when only time_budget or patience is given), `budget` evaluations, `time_budget`
     seconds of search (across resumes), `patience` batches without hypervolume growth (stop.json says which).
     out: the run directory (must not exist or be empty; default runs/<problem>-<timestamp>); workers: "auto"
@@ -307,6 +309,8 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: Optional[
     prob = _as_problem(problem)
     data_dir = _text(data_dir)
     _check_callbacks(callbacks, "search")
+    if pop is None:
+        pop, gen = _default_pop(optimizer, workers, ray_address, gen, budget, time_budget, patience)
     check_data_dir(data_dir)  # a mistyped --data-dir: one line before the run directory exists
     fn = None
     if callable(evaluator):
@@ -339,6 +343,25 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: int = 12, gen: Optional[
     fresh = out is None or not out.exists() or (out.is_dir() and not any(out.iterdir()))
     run = SearchRun.create(settings, out, runtime, problem=prob)
     return _run(run, runtime, fn, callbacks, page, fresh=fresh, progress=progress, importance=importance)
+
+
+def _default_pop(optimizer, workers, ray_address, gen, budget, time_budget, patience) -> tuple[int, Optional[int]]:
+    """(pop, gen) when `pop` is not given: the optimiser's default batch (registry.default_pop, said on stderr
+    where it depends on the workers), and for a model-based optimiser's batches enough of them for the default
+    48 evaluations when nothing else bounds the search."""
+    import sys
+
+    from .searching.optimizers.registry import DEFAULT_EVALUATIONS, check_name, default_pop, get
+    from .searching.runner import cores
+
+    check_name(optimizer)
+    pop, why = default_pop(optimizer, workers=workers, cores=cores(), address=ray_address)
+    if why:
+        print(f"fedevo: {why}", file=sys.stderr)
+    if get(optimizer).default_pop is None and gen is None and budget is None and time_budget is None \
+            and patience is None:
+        gen = -(-DEFAULT_EVALUATIONS // pop)
+    return pop, gen
 
 
 @checked

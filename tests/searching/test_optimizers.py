@@ -164,3 +164,30 @@ def test_optuna_sees_the_problem_files_constraints(tmp_path):
     trials = opt._study().trials
     assert [t.constraints["c0"] <= 0 for t in trials] == [True, False]
     assert [list(t.values) for t in trials] == F.tolist()
+
+
+def test_default_batch_is_one_per_parallel_evaluation_for_model_based_optimisers():
+    """gp/tpe without --pop: as many candidates as run at once (in-process: 1), so the model learns from every
+    result; nsga3/random keep 12; a Ray cluster (size unknown before joining it) gets 12 and a hint."""
+    from fedevo.searching.optimizers.registry import DEFAULT_POP, default_pop
+
+    assert default_pop("nsga3", workers="auto", cores=16) == (DEFAULT_POP, "")
+    assert default_pop("random", workers=0, cores=2) == (DEFAULT_POP, "")
+    for name in ("gp", "tpe"):
+        assert default_pop(name, workers="auto", cores=2)[0] == 1  # auto: in-process on 2 cores
+        assert default_pop(name, workers=0, cores=64)[0] == 1
+        assert default_pop(name, workers="auto", cores=8)[0] == 8  # a local Ray, one worker per core
+        assert default_pop(name, workers=3, cores=8)[0] == 3
+        n, why = default_pop(name, workers="auto", cores=8, address="10.0.0.1:6379")
+        assert n == DEFAULT_POP and "--pop N" in why
+
+
+def test_gp_without_pop_runs_batches_of_one_to_the_default_evaluations(tmp_path, capsys):
+    prob = toy_problem_file(tmp_path)
+    run = fedevo.search(prob, workers=0, seed=3, out=tmp_path / "R", evaluator=FAKE, page=False, optimizer="tpe")
+    assert (run.data.settings.pop, run.data.settings.gen) == (1, 48)
+    assert len(read_csv(run.path / "evaluations.csv")) == 48
+    assert "batches of 1" in capsys.readouterr().err
+    run = fedevo.search(prob, workers=0, seed=3, out=tmp_path / "B", evaluator=FAKE, page=False, optimizer="tpe",
+                        budget=5)
+    assert (run.data.settings.pop, run.data.settings.gen, len(read_csv(run.path / "evaluations.csv"))) == (1, 5, 5)

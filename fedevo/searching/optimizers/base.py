@@ -37,6 +37,10 @@ class Optimizer:
     summary: str = ""
     #: whether it needs --pop >= the number of NSGA-III reference directions (only NSGA-III does)
     uses_reference_directions: bool = False
+    #: its batch when --pop is not given: a number, or None for "one candidate per parallel evaluation" (a
+    #: model-based optimiser learns from every result, so a batch larger than the workers only costs it
+    #: information; in-process: batches of one). See registry.default_pop.
+    default_pop: Optional[int] = 12
 
     def __init__(self, space: SearchSpace, problem, *, pop: int, seed: int, settings=None):
         self.space = space

@@ -76,6 +76,8 @@ def _history(told: list, cap: int) -> list:
 class _OptunaOptimizer(Optimizer):
     """Shared by the Optuna samplers: subclasses give ``_sampler(seed)``."""
 
+    default_pop = None  # one candidate per parallel evaluation (registry.default_pop)
+
     def __init__(self, space, problem, *, pop: int, seed: int, settings=None):
         super().__init__(space, problem, pop=pop, seed=seed, settings=settings)
         self.told: list[tuple[dict[str, Any], list[float], list[float]]] = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from ...errors import FedevoError
 from .base import Optimizer
@@ -37,6 +37,29 @@ def check_name(name: Any) -> str:
     return name
 
 
+DEFAULT_POP = 12  # --pop when neither it nor the optimiser says otherwise
+DEFAULT_EVALUATIONS = 48  # what a search evaluates when no --gen or budget is given (4 batches of 12)
+
+
+def default_pop(name: str, *, workers: Any = "auto", cores: int, address: Optional[str] = None) -> tuple[int, str]:
+    """(the batch size --pop when it is not given, why). NSGA-III and random: DEFAULT_POP. A model-based optimiser
+    (``default_pop = None``: gp, tpe): as many candidates as evaluations run at once — the workers
+    (fedevo.searching.workers.decide; in-process: 1), and DEFAULT_POP on a Ray cluster (its size is not known
+    before it is joined; give --pop to match it)."""
+    fixed = get(name).default_pop
+    if fixed is not None:
+        return int(fixed), ""
+    if address:
+        return DEFAULT_POP, (f"--optimizer {name}: batches of {DEFAULT_POP} on the cluster (--pop N to match its "
+                             "parallel evaluations)")
+    from ..workers import decide
+
+    slots, _ = decide(workers, cores=cores, pop=None, address=None)
+    n = max(1, int(slots))
+    return n, (f"--optimizer {name}: batches of {n} (one per parallel evaluation{'; in-process' if slots == 0 else ''}"
+               f"; the model learns from every result before its next proposal; --pop N to change)")
+
+
 def make(name: str, space, problem, *, pop: int, seed: int, settings=None) -> Optimizer:
     """A new optimiser (nothing told yet)."""
     return get(name)(space, problem, pop=pop, seed=seed, settings=settings)
@@ -49,4 +72,4 @@ def from_state(name: str, state: Any, space, problem, *, pop: int, seed: int, se
     return opt
 
 
-__all__ = ["DEFAULT", "check_name", "from_state", "get", "make", "names", "register"]
+__all__ = ["DEFAULT", "DEFAULT_EVALUATIONS", "DEFAULT_POP", "check_name", "default_pop", "from_state", "get", "make", "names", "register"]

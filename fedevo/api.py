@@ -17,12 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Union
 
 from .argcheck import checked
 from .errors import FedevoError
 from .problem import Problem, load_problem
 from .result import EvaluationResult
+
+if TYPE_CHECKING:
+    from .searching.record import EvaluationRecord
 
 ProblemLike = Union[Problem, str, Path, Mapping[str, Any]]
 RunLike = Union["Run", str, Path]
@@ -151,14 +154,17 @@ class Run:
         return self.data.problem
 
     @property
-    def evaluations(self) -> list[dict[str, Any]]:
-        """Every evaluation (one record per individual: id, generation, seed, genes, objectives, status...)."""
-        return [dict(r) for r in self.data.rows]
+    def evaluations(self) -> list[EvaluationRecord]:
+        """Every evaluation, in id order (a multi-fidelity search's: a record per rung reached): frozen
+        :class:`~fedevo.EvaluationRecord` objects — ``.id``, ``.generation``, ``.seed``, ``.params``, ``.result``,
+        ``.status`` — that also read as mappings of evaluations.csv's columns (``r["error"]``, ``r["lr"]``,
+        ``r[objective name]``; ``dict(r)`` for a plain dict)."""
+        return list(self.data.rows)
 
     @property
-    def front(self) -> list[dict[str, Any]]:
-        """The Pareto set (status ok, within the problem's constraints), in id order."""
-        return [dict(r) for r in self.data.front]
+    def front(self) -> list[EvaluationRecord]:
+        """The Pareto set (status ok, within the problem's constraints), in id order: records as `evaluations`."""
+        return list(self.data.front)
 
     def evaluations_df(self):
         """`evaluations` as a pandas DataFrame (needs pandas)."""
@@ -195,7 +201,7 @@ def _frame(records: Sequence[Mapping[str, Any]]):
     except ImportError:
         raise FedevoError("DataFrames need pandas (`pip install pandas`); the records are in .evaluations / "
                           ".front") from None
-    return pd.DataFrame.from_records(list(records))
+    return pd.DataFrame.from_records([dict(r) for r in records])
 
 
 def hypervolume(runs: Sequence[RunLike], at: Optional[Sequence[int]] = None) -> list[dict[str, Any]]:

@@ -35,7 +35,8 @@ class EvaluationResult:
     state: Optional[bytes] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
-        assert self.status in STATUSES, self.status
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r} is not one of {', '.join(STATUSES)}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -12,13 +12,15 @@ the search's own process, in this order::
     on_finish(summary)                                             once, last
 
 * ``on_start``: ``n_gen`` generations in all, the first to run (``generation``; > 1 when resumed), ``total``
-  evaluations expected in all, ``done`` of them already logged (``rows``: their evaluations.csv rows), ``runner``:
+  evaluations expected in all, ``done`` of them already logged (``rows``: their records), ``runner``:
   where evaluations run, in words; ``run_dir``: the run directory; ``eps_key``: the ε the search minimises;
   ``objectives``: the run's :class:`~fedevo.objectives.ObjectiveSet` (what each row's ``row[name]`` holds), passed
   only to an ``on_start`` that takes it (or ``**kwargs``), so callbacks written before it keep working. Not called
   for a run that has nothing left to do.
-* ``on_evaluation(row)``: the row as appended to evaluations.csv (a dict: id, generation, index, seed, genes,
-  error, comm, eps, ..., status, message, and a value per objective: ``row[name]``), in completion order.
+* ``on_evaluation(row)``: the evaluation's :class:`~fedevo.searching.record.EvaluationRecord` as appended to
+  evaluations.csv (frozen: ``.id``, ``.generation``, ``.seed``, ``.params``, ``.result``, ``.status``; also a
+  mapping of the log's columns: ``row["error"]``, a gene's ``row["lr"]``, each objective's ``row[name]``), in
+  completion order.
 * ``on_generation(generation, run)``: ``run`` is a :class:`~fedevo.searching.rundata.RunData` built from the rows
   the search holds in memory (every evaluation so far, in id order), with its Pareto front
   (``run.front``), hypervolume table (``run.hypervolume()``), run.json (``run.meta``), problem and settings: the

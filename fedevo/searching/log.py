@@ -19,17 +19,14 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..errors import DiskFullError, FedevoError, disk_full
 from ..result import EvaluationResult
+from .record import HEAD_COLUMNS, RESULT_COLUMNS, RUNG_COLUMNS, EvaluationRecord
 from .runner import Task
 
-# the evaluation fields written after the genes, in this order; then one column per objective of the run that is
-# not one of these (its raw value, fedevo.objectives: e.g. worst_client_error), so a run with the default objectives
-# writes the same columns as before the objectives list
-RESULT_COLUMNS = ("error", "comm", "eps", "eps_paper", "accuracy_global", "omega", "status", "wall_s",
-                  "rounds_trained", "privacy", "message")
-HEAD_COLUMNS = ("id", "generation", "index", "seed")
-# a multi-fidelity search's rows end with these (fedevo.searching.fidelity): the rung (0 = lowest) and its fraction
-# of the rounds (1.0: full fidelity); a plain search's evaluations.csv has neither (all its rows are full)
-RUNG_COLUMNS = ("rung", "fidelity")
+# the columns (fedevo.searching.record): HEAD_COLUMNS, the genes, RESULT_COLUMNS, then one column per objective of
+# the run that is not one of RESULT_COLUMNS (its raw value, fedevo.objectives: e.g. worst_client_error), so a run
+# with the default objectives writes the same columns as before the objectives list; a multi-fidelity search's
+# rows end with RUNG_COLUMNS (fedevo.searching.fidelity): the rung (0 = lowest) and its fraction of the rounds
+# (1.0: full fidelity); a plain search's evaluations.csv has neither (all its rows are full)
 CHAIN_COLUMN = "chain"  # the last column: the hash chain over the rows (see the module doc)
 CHAIN_CHARS = 32  # 128 bits of SHA-256 per row
 
@@ -190,24 +187,20 @@ class EvalLog:
         cells[at: at + len(self.objectives)] = [_fmt_float(row[o.name]) for o in self.objectives]
         return cells
 
-    def parse(self, cells: Sequence[str]) -> dict[str, Any]:
+    def parse(self, cells: Sequence[str]) -> EvaluationRecord:
+        """The record of one line's cells (ValueError / KeyError where a cell is not what its column holds)."""
         d = dict(zip(self.columns, cells))
-        row: dict[str, Any] = {k: int(d[k]) for k in HEAD_COLUMNS}
-        for g in self.genes:
-            row[g.name] = self._gene_value(g, d[g.name])
-        for k in ("error", "comm", "eps", "eps_paper", "accuracy_global", "wall_s"):
-            row[k] = _parse_float(d[k])
-        row["omega"] = int(d["omega"])
-        row["status"] = d["status"]
-        row["rounds_trained"] = int(d["rounds_trained"])
-        row["privacy"] = json.loads(_unescape(d["privacy"])) if d["privacy"] else {}
-        row["message"] = _unescape(d["message"])
-        for o in self.objectives:
-            row[o.name] = _parse_float(d[o.name])
-        if self.rungs:
-            row["rung"] = int(d["rung"])
-            row["fidelity"] = float(d["fidelity"])
-        return row
+        head = {k: int(d[k]) for k in HEAD_COLUMNS}
+        num = {k: _parse_float(d[k]) for k in ("error", "comm", "eps", "eps_paper", "accuracy_global", "wall_s")}
+        result = EvaluationResult(
+            error=num["error"], comm=num["comm"], eps=num["eps"], eps_paper=num["eps_paper"],
+            accuracy_global=num["accuracy_global"], omega=int(d["omega"]), status=d["status"],
+            wall_s=num["wall_s"] or 0.0, rounds=int(d["rounds_trained"]),
+            privacy=json.loads(_unescape(d["privacy"])) if d["privacy"] else {}, message=_unescape(d["message"]))
+        return EvaluationRecord(**head, params={g.name: self._gene_value(g, d[g.name]) for g in self.genes},
+                                result=result, objective_values={o.name: _parse_float(d[o.name]) for o in self.objectives},
+                                rung=int(d["rung"]) if self.rungs else None,
+                                fidelity=float(d["fidelity"]) if self.rungs else None)
 
     def matches(self, row: Mapping[str, Any], task: Task) -> bool:
         return (row["generation"] == task.generation and row["index"] == task.index and row["seed"] == task.seed
@@ -226,7 +219,7 @@ class EvalLog:
         """A new log's header line."""
         return self._line(self.columns + ([CHAIN_COLUMN] if self.chained else []))
 
-    def rows_of(self, lines: Sequence[str], *, header_error: str) -> list[dict[str, Any]]:
+    def rows_of(self, lines: Sequence[str], *, header_error: str) -> list[EvaluationRecord]:
         """The rows of the log's lines (`lines[0]`: the header; whole lines only), every row in the file's order;
         sets `chained` from the header. FedevoError naming the file and line of a corrupt row."""
         head = next(csv.reader([lines[0]]))
@@ -243,7 +236,7 @@ class EvalLog:
                 raise FedevoError(f"{self.path}: line {n} is corrupt ({e})") from None
         return rows
 
-    def open(self) -> list[dict[str, Any]]:
+    def open(self) -> list[EvaluationRecord]:
         """Repair a torn tail, check the header, return the rows so far, open for appending."""
         header = self.header()
         if not self.path.exists() or self.path.stat().st_size == 0:
@@ -266,8 +259,8 @@ class EvalLog:
         self._fh = open(self.path, "a", encoding="utf-8", newline="")
         return rows
 
-    def append(self, task: Task, result: EvaluationResult) -> dict[str, Any]:
-        """Append one evaluation (flushed and fsync'ed); returns the row exactly as it will be read back."""
+    def append(self, task: Task, result: EvaluationResult) -> EvaluationRecord:
+        """Append one evaluation (flushed and fsync'ed); returns its record exactly as it will be read back."""
         cells = self.cells(task, result)
         line, head = self._line(cells), None
         if self.chained:
@@ -299,8 +292,10 @@ class EvalLog:
 
 
 def row_result(row: Mapping[str, Any]) -> EvaluationResult:
-    """An EvaluationResult carrying a logged row's fixed fields (the objectives' own columns stay in the row: the
-    search and every reader take ``row[name]``)."""
+    """The EvaluationResult of a logged evaluation: a record's own; for a plain mapping of the log's columns, one
+    carrying its fixed fields (the objectives' own columns stay in the row: every reader takes ``row[name]``)."""
+    if isinstance(row, EvaluationRecord):
+        return row.result
     return EvaluationResult(error=row["error"], comm=row["comm"], eps=row["eps"], eps_paper=row["eps_paper"],
                             accuracy_global=row["accuracy_global"], omega=row["omega"], status=row["status"],
                             wall_s=row["wall_s"] or 0.0, rounds=row["rounds_trained"], privacy=row["privacy"],
@@ -315,4 +310,4 @@ def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-__all__ = ["CHAIN_COLUMN", "EvalLog", "HEAD_COLUMNS", "chain_next", "chain_start", "RESULT_COLUMNS", "RUNG_COLUMNS", "atomic_write", "csv_text", "row_result"]
+__all__ = ["CHAIN_COLUMN", "EvalLog", "EvaluationRecord", "HEAD_COLUMNS", "chain_next", "chain_start", "RESULT_COLUMNS", "RUNG_COLUMNS", "atomic_write", "csv_text", "row_result"]

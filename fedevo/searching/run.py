@@ -87,6 +87,7 @@ from .front_math import HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hv_c
 from .inputs import check_inputs, fingerprint
 from .integrity import check_chain, check_log, checked_rows, log_record
 from .log import EvalLog, csv_text, atomic_write, row_key
+from .record import EvaluationRecord
 from .problem import SearchProblem
 from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity, run_objectives
 from .fidelity import PROMOTION, parse_ladder
@@ -348,7 +349,7 @@ class SearchRun:
                      csv_text(hv_cols, ([repr(t[c]) if isinstance(t[c], float) else t[c] for c in hv_cols] for t in table)))
         return front, table
 
-    def data(self, rows: list[dict[str, Any]], *, front: Optional[list[dict[str, Any]]] = None,
+    def data(self, rows: list[EvaluationRecord], *, front: Optional[list[dict[str, Any]]] = None,
              hypervolume: Optional[list[dict[str, Any]]] = None) -> RunData:
         """The run as :func:`~fedevo.searching.rundata.load_run` reads it, from rows held in memory."""
         return run_data(self.run_dir, self.meta, self.problem, self.settings, self.space, rows, front=front,
@@ -414,7 +415,7 @@ class SearchRun:
         state = self._load_state()
         opt = self._optimizer(state)
         problem = opt.problem  # the objective vector as this optimiser sees it (n_obj, objectives_of, constraints_of)
-        by_id: dict[tuple[int, int], dict[str, Any]] = {}  # (id, rung) -> row; a plain search's rung is 0
+        by_id: dict[tuple[int, int], EvaluationRecord] = {}  # (id, rung) -> record; a plain search's rung is 0
         for r in rows:
             by_id.setdefault(row_key(r), r)
         check_chain(self.log.path, self.run_dir / "run.json")  # every row to the last, before any is trusted
@@ -516,7 +517,7 @@ class SearchRun:
                                                                    for c in cols] for b in batches)))
 
     @staticmethod
-    def _rows_upto(by_id, next_id: int) -> list[dict[str, Any]]:
+    def _rows_upto(by_id, next_id: int) -> list[EvaluationRecord]:
         return [by_id[k] for k in sorted(by_id) if k[0] < next_id]
 
     def _batch_evaluator(self, g: int, first_id: int, by_id, runner, evaluator: Evaluator, callback: SearchCallback,
@@ -530,11 +531,11 @@ class SearchRun:
             return lambda params_list: rungs.evaluate(g, first_id, params_list, by_id, runner, callback.on_evaluation,
                                                       counters, tick)
 
-        def batch_evaluate(params_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        def batch_evaluate(params_list: list[dict[str, Any]]) -> list[EvaluationRecord]:
             tasks = [Task(first_id + i, g, i, p, eval_seed(seed, first_id + i),
                           evaluators.cost(evaluator, self.problem, p, rounds))  # Ray: longest first
                      for i, p in enumerate(params_list)]
-            rows: list[Optional[dict[str, Any]]] = [None] * len(tasks)
+            rows: list[Optional[EvaluationRecord]] = [None] * len(tasks)
             todo = []
             for t in tasks:
                 row = by_id.get((t.id, 0))
@@ -553,7 +554,7 @@ class SearchRun:
                 callback.on_evaluation(row)
 
             runner.run(todo, on_done, tick=lambda: callback.on_tick(runner.stats.running, runner.stats.queued))
-            return list(rows)  # the logged rows: the problem reads row[name] (fedevo.objectives)
+            return list(rows)  # the logged records: the problem reads rec[name] (fedevo.objectives)
 
         return batch_evaluate
 

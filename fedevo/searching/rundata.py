@@ -26,6 +26,7 @@ from ..problem import Problem, parse_problem
 from .front_math import front_rows, hypervolume_table, is_full
 from .integrity import checked_rows
 from .log import EvalLog, row_key
+from .record import EvaluationRecord
 from .settings import SearchSettings
 from .space import SearchSpace
 
@@ -89,9 +90,9 @@ class RunData:
     gene_types: Mapping[str, str]
     eps_key: str  # the ε the search minimised: "eps" or "eps_paper"
     constraints: Mapping[str, float]
-    rows: list[dict[str, Any]]  # every evaluation, in id order (a multi-fidelity search's: each rung's row, with
+    rows: list[EvaluationRecord]  # every evaluation's record (fedevo.searching.record), in id order (a multi-fidelity search's: each rung's row, with
     # `rung` and `fidelity` < 1 below the full rounds; only full-fidelity rows make the front: `full_rows`)
-    front: list[dict[str, Any]] = field(default_factory=list)  # Pareto set (status ok, feasible), id order
+    front: list[EvaluationRecord] = field(default_factory=list)  # Pareto set (status ok, feasible), id order
     hv_table: Optional[list[dict[str, Any]]] = None  # hypervolume per generation, when already computed
 
     @cached_property
@@ -102,23 +103,23 @@ class RunData:
         return run_objectives(self.meta, self.problem)
 
     @property
-    def ok_rows(self) -> list[dict[str, Any]]:
+    def ok_rows(self) -> list[EvaluationRecord]:
         """Full-fidelity evaluations with status ok (a multi-fidelity search's lower rungs: `lower_rows`)."""
         return [r for r in self.rows if r["status"] == "ok" and is_full(r)]
 
     @property
-    def lower_rows(self) -> list[dict[str, Any]]:
+    def lower_rows(self) -> list[EvaluationRecord]:
         """A multi-fidelity search's lower-rung evaluations with status ok (`rung`, `fidelity` < 1,
         `rounds_trained`): never in the front; a page may show them greyed. Empty for a plain search."""
         return [r for r in self.rows if r["status"] == "ok" and not is_full(r)]
 
     @property
-    def full_rows(self) -> list[dict[str, Any]]:
+    def full_rows(self) -> list[EvaluationRecord]:
         """The full-fidelity evaluations (all rows of a plain search; see fedevo.searching.fidelity)."""
         return [r for r in self.rows if is_full(r)]
 
     @property
-    def bad_rows(self) -> list[dict[str, Any]]:
+    def bad_rows(self) -> list[EvaluationRecord]:
         return [r for r in self.rows if r["status"] != "ok"]
 
     @cached_property
@@ -126,7 +127,7 @@ class RunData:
         return frozenset(r["id"] for r in self.front)
 
     @cached_property
-    def by_id(self) -> dict[int, dict[str, Any]]:
+    def by_id(self) -> dict[int, EvaluationRecord]:
         return {r["id"]: r for r in self.rows}
 
     @property
@@ -190,8 +191,9 @@ class RunData:
         return {g: row[g] for g in self.gene_names}
 
 
-def read_rows(log, path: Path) -> list[dict[str, Any]]:
-    """evaluations.csv rows parsed by the run's EvalLog, without touching the file."""
+def read_rows(log, path: Path) -> list[EvaluationRecord]:
+    """evaluations.csv's records (one per (id, rung), in that order) parsed by the run's EvalLog, without touching
+    the file."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -203,7 +205,7 @@ def read_rows(log, path: Path) -> list[dict[str, Any]]:
     if not lines:
         return []
     rows = log.rows_of(lines, header_error="its header does not match the genes in run.json")
-    seen: dict[tuple[int, int], dict[str, Any]] = {}
+    seen: dict[tuple[int, int], EvaluationRecord] = {}
     for r in rows:  # one row per individual (and per rung of a multi-fidelity search)
         seen.setdefault(row_key(r), r)
     return [seen[k] for k in sorted(seen)]

@@ -126,7 +126,7 @@ PLANNED = [
 ]
 
 
-@pytest.mark.parametrize("name,params,known", PLANNED, ids=lambda x: str(x))
+@pytest.mark.parametrize("name,params,known", PLANNED, ids=lambda x: str(sorted(x) if isinstance(x, set) else x))
 def test_planned_objectives_are_the_full_runs(name, params, known):
     """What planned_objectives says before training is what training T rounds measures (not an estimate), and it
     says nothing where training decides."""

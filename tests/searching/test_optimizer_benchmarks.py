@@ -76,5 +76,6 @@ def test_gp_proposal_cost_runs(tiny):
     out = script(REPO / "benchmarks" / "gp_proposal_cost.py", "--problem", tiny, "--optimizers", "gp", "tpe",
                  "--told", "12", "--evaluations", "1")
     assert out.startswith("CPU: ") and "optuna " in out
-    assert "gp   proposal after   12 told evaluations (" in out and "tpe  proposal after   12" in out
-    assert "median evaluation " in out and "gp   after   12: proposal / median evaluation = " in out
+    assert "gp   told   12 (" in out and "round 0: asks gp after 12: " in out and "round 0: evaluation " in out
+    assert "median evaluation " in out and "gp   proposal after   12 told: median " in out
+    assert "tpe  proposal after   12 told: median " in out and "proposal / median evaluation = " in out

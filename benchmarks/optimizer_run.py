@@ -2,8 +2,9 @@
 
     python benchmarks/optimizer_run.py PROBLEM OPTIMIZER SEED BUDGET TIME_BUDGET_S OUT [POP]
 
-fedevo.search with --pop POP (default 16: the batch size), in-process, no pages; TIME_BUDGET_S 0 = none. benchmarks/optimizers_report.py makes
-the table of the finished runs.
+fedevo.search with --pop POP (the batch size; default 16; POP 1 is what gp and tpe use in-process when --pop is not
+given: the model sees every result before its next proposal), in-process, no pages; TIME_BUDGET_S 0 = none.
+benchmarks/optimizers_report.py makes the table of the finished runs.
 """
 import sys, time, fedevo
 problem, opt, seed, budget, tb, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]

@@ -8,7 +8,11 @@ optimisers see them, minimum and range of every run's ok evaluations, reference 
 hypervolume mean ± sd over seeds at each budget that all its runs reached ("–" where a run stopped earlier), the
 evaluations each run needed to reach the target (the mean hypervolume of the target optimiser at its budget;
 "not within N" when a run stopped at N evaluations without reaching it), and from each run's batches.csv the
-optimiser's own seconds per proposal and the evaluations' seconds.
+optimiser's own seconds per proposal and the evaluations' seconds. Below the table, per optimiser: the evaluations
+each seed needed (">N": not within its N) and, where some seed missed, the mean with each miss counted as N + 1
+(a lower bound on the mean: such a run would need at least N + 1); then per run the optimiser's seconds per
+proposal (mean, and in its last batch: the model's cost grows with the evaluations it has seen) and the
+evaluations' mean seconds.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ def main() -> None:
     print("| optimiser | runs (evaluations) | " + " | ".join(f"HV at {b}" for b in args.budgets)
           + f" | evaluations to reach {target:.3f} | optimiser s / proposal | evaluation s / evaluation |")
     print("|---|---|" + "---|" * (len(args.budgets) + 3))
+    per_seed, per_run = [], []
     for opt, ds in groups.items():
         cells = []
         for b in args.budgets:
@@ -64,19 +69,38 @@ def main() -> None:
             k = next((i + 1 for i, v in enumerate(curve[str(d)]) if v >= target - 1e-12), None)
             reach.append(k if k is not None and k <= counts[d] else None)
         hit = [k for k in reach if k is not None]
+        seeds = ", ".join(f"{d.name.rsplit('-s', 1)[1]}: {k if k is not None else f'>{counts[d]}'}"
+                          for d, k in zip(ds, reach))
+        line = f"- {opt}: {seeds}"
+        if hit and len(hit) < len(ds):
+            bound = np.mean([k if k is not None else counts[d] + 1 for d, k in zip(ds, reach)])
+            line += f"; mean counting each miss as its evaluations + 1: >= {bound:.1f}"
+        elif hit:
+            line += f"; mean {np.mean(hit):.1f}"
+        per_seed.append(line)
         miss = [counts[d] for d, k in zip(ds, reach) if k is None]
         txt = (f"{min(hit)}–{max(hit)} on {len(hit)} (mean {np.mean(hit):.0f})" if hit else "") + \
               (("; " if hit else "") + f"not within {sorted(set(miss))} on {len(miss)}" if miss else "")
         ask = ev = n_ask = n_ev = 0.0
         for d in ds:
             with open(d / "batches.csv") as f:
-                for row in csv.DictReader(f):
-                    ask += float(row["sampler_s"])
-                    ev += float(row["eval_s"])
-                    n_ask += int(row["asked"])
+                rows = list(csv.DictReader(f))
+            r_ask = sum(float(row["sampler_s"]) for row in rows)
+            r_n = sum(int(row["asked"]) for row in rows)
+            r_ev = sum(float(row["eval_s"]) for row in rows)
+            last = float(rows[-1]["sampler_s"]) / max(int(rows[-1]["asked"]), 1) if rows else 0.0
+            per_run.append(f"- {d.name}: optimiser {r_ask / max(r_n, 1):.3f} s / proposal (last batch {last:.3f}), "
+                           f"evaluation {r_ev / max(counts[d], 1):.3f} s")
+            ask += r_ask
+            ev += r_ev
+            n_ask += r_n
         n_ev = sum(counts[d] for d in ds)
         print(f"| {opt} | {len(ds)} ({', '.join(str(counts[d]) for d in ds)}) | " + " | ".join(cells)
               + f" | {txt} | {ask / max(n_ask, 1):.3f} | {ev / max(n_ev, 1):.3f} |")
+    print(f"\nevaluations to reach {target:.3f}, per seed:")
+    print("\n".join(per_seed))
+    print("\nseconds per run:")
+    print("\n".join(per_run))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
         --pop 4 --seeds 0 1 --rounds 1 --out /tmp/opt-tiny                 # a tiny check that it works
 
 For each problem, optimiser (``--optimizer``: nsga3, random, gp, tpe) and seed, one search of ``--pop``-sized batches
+(default: 16 for nsga3 and random; gp and tpe their own default, one candidate per parallel evaluation)
 runs to the largest budget (``fedevo.searching.search(..., budget=max)``; evaluations in-process unless --workers)
 in OUT/runs/<problem>/<optimizer>-s<seed>/; a run directory that is already there is resumed if unfinished and
 reused if finished, so an interrupted benchmark continues where it stopped.
@@ -66,9 +67,20 @@ def run_search(problem: str, optimizer: str, seed: int, args, out: Path) -> Path
             if "finished search" not in str(e):
                 raise
         return out
-    fedevo.search(problem, pop=args.pop, budget=budget, seed=seed, workers=args.workers, out=out,
+    fedevo.search(problem, pop=batch(optimizer, args), budget=budget, seed=seed, workers=args.workers, out=out,
                   rounds=args.rounds, data_dir=args.data_dir, optimizer=optimizer, page=False, progress=False)
     return out
+
+
+def batch(optimizer: str, args) -> "int | None":
+    """The batch size of an optimiser's searches: --pop when given, else 16 for nsga3 and random (the issue's
+    NSGA-III population) and the optimiser's own default for a model-based one (gp, tpe: one candidate per
+    parallel evaluation, 1 in-process: what `fedevo search --optimizer gp` does without --pop)."""
+    if args.pop is not None:
+        return args.pop
+    from fedevo.searching.optimizers.registry import get
+
+    return 16 if get(optimizer).default_pop is not None else None
 
 
 def timing(run_dir: Path) -> dict:
@@ -91,7 +103,8 @@ def main() -> None:
     ap.add_argument("--optimizers", nargs="+", default=["nsga3", "random", "gp", "tpe"])
     ap.add_argument("--budgets", nargs="+", type=int, default=[48, 96, 192])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
-    ap.add_argument("--pop", type=int, default=16)
+    ap.add_argument("--pop", type=int, default=None, help="one batch size for every optimiser (default: 16 for "
+                    "nsga3 and random, each model-based optimiser's own: 1 in-process)")
     ap.add_argument("--workers", default="0")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--data-dir", default=None)
@@ -107,7 +120,7 @@ def main() -> None:
               f"`{' '.join([Path(sys.executable).name, *sys.argv])}`", "",
               f"CPU: {mach['cpu']}, {mach['cores']} cores, {mach['platform']}; load average before "
               f"{load0[0]:.2f}", "",
-              f"pop (batch size) {args.pop}, budgets {args.budgets}, seeds {args.seeds}, workers {args.workers}, "
+              f"pop (batch size) {args.pop or '16 for nsga3/random, the default (1 in-process) for gp/tpe'}, budgets {args.budgets}, seeds {args.seeds}, workers {args.workers}, "
               f"rounds {args.rounds or 'the problem’s'}; one normalisation per problem over the union of all runs "
               f"(search-space objectives), reference point {HV_REF}.", ""]
     for problem in args.problems:

@@ -7,8 +7,11 @@ Each configuration runs the same search in-process (workers=0) in a fresh direct
 fedevo.search does it now (the live front.html at most every api.PAGE_SECONDS, then front.html at the end); and
 the behaviour before issue #34 (the page rewritten after every generation, PAGE_SECONDS = 0, and importance.html
 written at the end). Overhead = wall time of fedevo.search − the evaluations' own wall_s (sum over evaluations.csv), as a
-percentage of the latter; the time of the final pages is reported apart. Prints one line per run and the CPU
-(lscpu model name) and load average.
+percentage of the latter; the time of the final pages is reported apart. Beside it, the baseline run side by side
+in the same process: the run's configurations with their evaluation seeds evaluated again by ``fedevo.evaluate`` in
+a plain loop, and the ratio search wall / loop wall (1.0: the search costs nothing beyond its evaluations). One
+evaluation before any timing loads the imports, the data and the kernels, so neither side pays them. Prints one
+line per run and the CPU (lscpu model name) and load average.
 """
 
 from __future__ import annotations
@@ -58,7 +61,13 @@ def one(args, page: bool, seconds: float, importance: bool, tmp: Path) -> dict:
         api._final_page = orig
     with open(run.path / "evaluations.csv") as f:
         evals = sum(float(r["wall_s"]) for r in csv.DictReader(f))
-    return {"wall": wall, "evals": evals, "final": final[0], "overhead": wall - evals}
+    # the baseline side by side: the same configurations with the same seeds, evaluated one after another by
+    # fedevo.evaluate in this process (what the evaluations cost without any search around them)
+    t0 = time.perf_counter()
+    for rec in run.evaluations:
+        fedevo.evaluate(args.problem, dict(rec.params), seed=rec.seed)
+    loop = time.perf_counter() - t0
+    return {"wall": wall, "evals": evals, "final": final[0], "overhead": wall - evals, "loop": loop}
 
 
 def main() -> None:
@@ -70,6 +79,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
     print(f"CPU: {cpu()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}")
+    fedevo.evaluate(args.problem, None, seed=0)  # warm: imports, data and kernels load once, before any timing
     default = api.PAGE_SECONDS
     configs = [("page=False", False, default, False),
                (f"page=True (now: live page at most every {default:g} s)", True, default, False),
@@ -79,7 +89,9 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as d:
                 m = one(args, page, seconds, importance, Path(d) / "run")
             print(f"{name:50s} wall {m['wall']:6.2f} s  evaluations {m['evals']:6.2f} s  overhead {m['overhead']:5.2f} s "
-                  f"({100 * m['overhead'] / m['evals']:4.0f} %)  of which final pages {m['final']:5.2f} s", flush=True)
+                  f"({100 * m['overhead'] / m['evals']:4.0f} %)  of which final pages {m['final']:5.2f} s  |  "
+                  f"the same evaluations in a loop {m['loop']:6.2f} s: search / loop = {m['wall'] / m['loop']:.3f}",
+                  flush=True)
     print(f"load average after {os.getloadavg()[0]:.2f}")
 
 

@@ -197,6 +197,14 @@ def keep_signal_handlers() -> Iterator[None]:
     saved = signal.getsignal(signal.SIGTERM) if main else None
     try:
         yield
+    except SystemExit:
+        # ray.init exits only from the SIGTERM handlers it installs while it runs (sys.exit(15) before it
+        # connects, its node's sys.exit(1) after killing what it started): that SIGTERM is the caller's to handle,
+        # as any other (fedevo's CLI: one line, exit 143, resumable) -- not a silent exit 15 or 1
+        if main and callable(saved):
+            signal.signal(signal.SIGTERM, saved)
+            saved(signal.SIGTERM, None)
+        raise
     finally:
         if main and saved is not None:
             signal.signal(signal.SIGTERM, saved)

@@ -326,6 +326,10 @@ class RayRunner:
                 self.close()
                 raise FedevoError(f"could not start a local Ray ({type(e).__name__}: {_last_line(str(e))}); "
                                   "use --workers 0 to evaluate in-process") from None
+            except BaseException:  # Ctrl-C or SIGTERM while it started: what it started goes too
+                self._owns_ray = True
+                self.close()
+                raise
             finally:
                 if old is None:
                     os.environ.pop("PYTHONPATH", None)

@@ -117,3 +117,33 @@ def test_ray_logs_go_to_the_run_directory_and_no_session_folder_stays(tmp_path):
         import shutil
 
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.parametrize("ray_exit", [15, 1])  # Ray's handler before it connects: sys.exit(15); its node's: 1
+def test_a_sigterm_while_ray_starts_reaches_the_callers_handler(ray_exit):
+    """ray.init installs SIGTERM handlers that sys.exit while it runs; a SIGTERM then used to end `fedevo search`
+    silently with exit 15 or 1. keep_signal_handlers hands it to the caller's handler (the CLI's: one line, 143)."""
+    import os
+    import signal
+    import sys
+    import time
+
+    from fedevo.errors import Terminated
+    from fedevo.searching.ray_session import keep_signal_handlers
+
+    got = []
+
+    def callers(signum, frame):
+        got.append(signum)
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, callers)
+    try:
+        with pytest.raises(Terminated):
+            with keep_signal_handlers():
+                signal.signal(signal.SIGTERM, lambda s, f: sys.exit(ray_exit))  # what ray.init installs
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler runs at the next bytecode; never reached
+        assert got == [signal.SIGTERM] and signal.getsignal(signal.SIGTERM) is callers
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -8,6 +8,12 @@ import pytest
 os.environ.setdefault("FEDEVO_DEVICE", "cpu")
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (setup.cfg's addopts): a worker per core, at most 4 — each imports torch, and some tests start a
+    local Ray or a Chromium of their own."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 def pytest_collection_modifyitems(config, items):
     """`@pytest.mark.cuda` tests are skipped, not failed, where torch sees no GPU."""
     marked = [it for it in items if it.get_closest_marker("cuda") is not None]

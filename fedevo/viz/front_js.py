@@ -1,7 +1,13 @@
 """The script of front.html: linked selection across the views, colour-by, sortable tables, live reload.
 
-Runs after the plotly divs; reads ``window.FEDEVO`` (written by :func:`fedevo.viz.front.front_html`) and
-``fedevoNum`` (:data:`fedevo.viz.numfmt.JS_NUM`). The selection is one sorted list of evaluation ids:
+Reads ``window.FEDEVO`` and ``window.FEDEVO_FIGS`` (the figures, written by :func:`fedevo.viz.front.front_html`)
+and ``fedevoNum`` (:data:`fedevo.viz.numfmt.JS_NUM`). plotly.js is deferred; on DOMContentLoaded the script draws
+the views itself, the first screen first (``fedevoLoad`` at the end): the 3D view and the projections, then it wires
+the page (``fedevoInit``) and, once that frame is painted, sets ``window.fedevoInteractive`` (and
+``fedevoInteractiveAt``, ms since navigation); then the parallel coordinates (linked and brought to the page's state
+as soon as drawn: ``fedevoParallelDrawn``) and the hypervolume, a painted frame between them, and sets
+``window.fedevoReady`` / ``fedevoReadyAt``: every view drawn and linked. The selection is one sorted list of
+evaluation ids:
 
 * brushing the parallel coordinates (``plotly_restyle``) selects the ids inside every brushed range;
 * lasso / box select in a 2D projection (``plotly_selected``) selects those ids (with Shift held: adds them); the
@@ -44,12 +50,43 @@ function fedevoInit() {
   let chooseBy = 'knee';
   let marksNow = new Map(D.rows.map(r => [r.id, r.marks.slice()]));  // the marks as the caps make them
   let inCaps = null;  // ids within the caps (every ok evaluation); null: no caps
-  let quietParallel = false, quiet2d = false;
+  let quietParallel = 0, quiet2d = false;
+  let gpDrawn = false;  // the parallel view is drawn after the page is interactive (fedevoParallelDrawn)
 
   function evalTraces(gd) {
     const out = [];
     gd.data.forEach((t, i) => { if (t.meta === 'evaluations') out.push(i); });
     return out;
+  }
+
+  // a change of caps moves up to three rings in each view and recolours it: collected while `batched` runs and
+  // drawn by one Plotly.restyle per view (each restyle redraws a whole view; a trace that an attribute does not
+  // concern gets `undefined` there, which plotly leaves as it is)
+  let batch = null;  // gd -> Map(trace index -> {attribute: value})
+  function restyle(gd, upd, idx) {
+    if (!batch) return Plotly.restyle(gd, upd, idx);
+    if (!batch.has(gd)) batch.set(gd, new Map());
+    const m = batch.get(gd);
+    idx.forEach((t, i) => {
+      const cur = m.get(t) || {};
+      Object.keys(upd).forEach(a => { const v = upd[a]; cur[a] = Array.isArray(v) ? v[i % v.length] : v; });
+      m.set(t, cur);
+    });
+  }
+  function batched(fn) {
+    if (batch) return fn();
+    batch = new Map();
+    try { return fn(); } finally {
+      const b = batch;
+      batch = null;
+      b.forEach((m, gd) => {
+        const idx = Array.from(m.keys()), attrs = new Set();
+        m.forEach(u => Object.keys(u).forEach(a => attrs.add(a)));
+        const upd = {};
+        attrs.forEach(a => { upd[a] = idx.map(t => m.get(t)[a]); });
+        Plotly.restyle(gd, upd, idx);
+      });
+    }
   }
 
   function shellQuote(s) { return /^[A-Za-z0-9_./:=@%+,-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'"; }
@@ -88,6 +125,8 @@ function fedevoInit() {
 
   function showParallel() {
     // the selection as one brush range per id on the id axis: plotly highlights exactly those lines
+    typedInputs().forEach(el => { el.value = ''; });
+    if (!gpDrawn) return;  // drawn with the selection once it is drawn
     const dims = gp.data[0].dimensions;
     const upd = {};
     dims.forEach((d, k) => { upd['dimensions[' + k + '].constraintrange'] = [null]; });
@@ -95,10 +134,14 @@ function fedevoInit() {
     if (selected.length && k >= 0) {
       upd['dimensions[' + k + '].constraintrange'] = [selected.map(id => [id - 0.4, id + 0.4])];
     }
-    quietParallel = true;
-    Plotly.restyle(gp, upd, [0]);
-    quietParallel = false;
-    typedInputs().forEach(el => { el.value = ''; });
+    restyleParallel(upd);
+  }
+
+  function restyleParallel(upd) {
+    // the page's own restyle of the parallel view: plotly emits plotly_restyle after its promise, where a brush
+    // emits it at once; this one's event is not a brush (counted until the event has passed)
+    quietParallel++;
+    return Promise.resolve(Plotly.restyle(gp, upd, [0])).finally(() => { quietParallel--; });
   }
 
   function fromParallel() {
@@ -185,7 +228,7 @@ function fedevoInit() {
       return Number.isNaN(x) ? NaN : (p.log ? Math.log10(Math.max(x, 1e-300)) : x);
     };
     let lo = get('lo'), hi = get('hi');
-    if (Number.isNaN(lo) || Number.isNaN(hi)) return;
+    if (Number.isNaN(lo) || Number.isNaN(hi) || !gpDrawn) return;  // (typed before the view was drawn: applied then)
     const dim = gp.data[0].dimensions[i];
     const vals = Array.from(dim.values).filter(Number.isFinite);
     const ext = dim.range || [Math.min(...vals), Math.max(...vals)];
@@ -401,12 +444,13 @@ function fedevoInit() {
         if (!marksNow.get(chosen.id).some(m => m.startsWith(chooseBy))) marksNow.get(chosen.id).push(chooseBy);
       }
     }
-    moveRing('knee', res.row ? [res.row.id] : []);
-    moveRing('lowest error ×2', low.map(r => r.id));
-    moveRing('chosen', chosen ? [chosen.id] : []);
-    const wasDimmed = !!inCaps;
     inCaps = capped ? new Set(D.rows.filter(r => fedevoWithin(r, caps, OBJ)).map(r => r.id)) : null;
-    if (capped || wasDimmed) colour(colourKey);  // (nothing to redraw on a page without caps)
+    batched(() => {  // one redraw per view
+      moveRing('knee', res.row ? [res.row.id] : []);
+      moveRing('lowest error ×2', low.map(r => r.id));
+      moveRing('chosen', chosen ? [chosen.id] : []);
+      colour(colourKey);  // (a view whose colours do not change is not redrawn)
+    });
     let text;
     if (chosen) {
       text = 'Chosen: id ' + chosen.id + ' (' + values(chosen) + ') — ' + why + '. The same as ' + retrainCmd(spec) +
@@ -460,7 +504,7 @@ function fedevoInit() {
           });
         }
         Object.keys(upd).forEach(key => { upd[key] = [upd[key]]; });
-        Plotly.restyle(gd, upd, [k]);
+        restyle(gd, upd, [k]);
       });
     }
   }
@@ -486,7 +530,10 @@ function fedevoInit() {
     const tv = dim ? [cmin].concat(c.tickvals) : c.tickvals;
     const tt = dim ? ['outside caps'].concat(c.ticktext) : c.ticktext;
     const bar = {title: {text: c.label, side: 'right'}, thickness: 14, len: 0.6, tickvals: tv, ticktext: tt};
+    const state = key + '|' + (dim ? Array.from(inCaps).sort((a, b) => a - b).join(',') : '');
     for (const gd of [g3, g2]) {
+      if (colourDrawn.get(gd) === state) continue;  // drawn so already: no redraw
+      colourDrawn.set(gd, state);
       const idx = evalTraces(gd);
       const colours = idx.map(i => Array.from(gd.data[i].customdata).map(val));
       const upd = {'marker.color': colours, 'marker.cmin': idx.map(() => cmin), 'marker.cmax': idx.map(() => cmax),
@@ -495,15 +542,31 @@ function fedevoInit() {
                    'marker.colorbar.ticktext': idx.map(() => tt),
                    // a colour bar's keys switch plotly's showscale on: the one trace that shows the bar keeps it
                    'marker.showscale': idx.map(i => !!scaleShown.get(gd.data[i]))};
-      Plotly.restyle(gd, upd, idx);  // one redraw per view
+      restyle(gd, upd, idx);  // one redraw per view (with the rings, when the caps changed)
     }
-    quietParallel = true;
-    Plotly.restyle(gp, {'line.color': [D.rows.map(r => val(r.id))], 'line.cmin': cmin, 'line.cmax': cmax,
-                        'line.colorscale': [scale], 'line.colorbar': bar}, [0]);
-    quietParallel = false;
+    if (colourDrawn.get(gp) !== state) {
+      colourDrawn.set(gp, state);
+      parallelColour = {'line.color': [D.rows.map(r => val(r.id))], 'line.cmin': cmin, 'line.cmax': cmax,
+                        'line.colorscale': [scale], 'line.colorbar': bar};
+      if (gpDrawn) colourParallelSoon();
+    }
     const sel = document.getElementById('colour-by');
     if (sel && sel.value !== key) sel.value = key;
     save();
+  }
+
+  // what each view is coloured by, as drawn ("KEY|ids within the caps"): the page is written coloured by the default
+  const colourDrawn = new Map([g3, g2, gp].map(gd => [gd, D.colour_default + '|']));
+  let parallelColour = null;  // the parallel view's colours to draw (null: as written)
+  let parallelSoon = 0;
+  function colourParallel() {
+    if (parallelSoon) { cancelAnimationFrame(parallelSoon); parallelSoon = 0; }
+    if (parallelColour) restyleParallel(parallelColour);
+  }
+  function colourParallelSoon() {
+    // the parallel view (a WebGL redraw of every line: the costliest) recoloured at the next frame, once for
+    // several changes in a row (typing a cap)
+    if (!parallelSoon) parallelSoon = requestAnimationFrame(() => { parallelSoon = 0; colourParallel(); });
   }
 
   // ------------------------------------------------------------------ sortable tables
@@ -545,11 +608,20 @@ function fedevoInit() {
   }
 
   // ------------------------------------------------------------------ wiring
-  gp.on('plotly_restyle', () => { if (!quietParallel) { showRanges(); setSelection(fromParallel(), 'parallel'); } });
-  gp.addEventListener('pointerdown', fixBrushGeometry, true);  // before d3's mousedown reads the pointer
-  gp.on('plotly_afterplot', () => { fixBrushGeometry(); relabelParallel(); });
-  fixBrushGeometry();
-  relabelParallel();
+  window.fedevoParallelDrawn = () => {
+    // the parallel view, drawn after the rest: linked, then given the page's state (colour, caps, selection,
+    // typed ranges) where it differs from what it was drawn with
+    gpDrawn = true;
+    gp.on('plotly_restyle', () => { if (!quietParallel) { showRanges(); setSelection(fromParallel(), 'parallel'); } });
+    gp.addEventListener('pointerdown', fixBrushGeometry, true);  // before d3's mousedown reads the pointer
+    gp.on('plotly_afterplot', () => { fixBrushGeometry(); relabelParallel(); });
+    fixBrushGeometry();
+    relabelParallel();
+    if (parallelColour) colourParallel();
+    if (selected.length) showParallel();
+    const typed = new Set(typedInputs().filter(el => el.value.trim() !== '').map(el => Number(el.dataset.dim)));
+    typed.forEach(i => typedRange(i));
+  };
   typedInputs().forEach(el => el.addEventListener('change', () => typedRange(Number(el.dataset.dim))));
   let shift = false;  // a lasso / box drawn with Shift held adds to the selection
   g2.addEventListener('pointerdown', ev => { shift = ev.shiftKey; }, true);
@@ -638,14 +710,45 @@ function fedevoInit() {
       document.head.appendChild(s);
     }, 2000);
   }
-  window.fedevoReadyAt = performance.now();  // ms since the page's navigation began (the load-time test)
-  window.fedevoReady = true;
 }
-(function waitForPlots() {
-  const ready = ['front3d', 'projections', 'parallel'].every(id => {
-    const g = document.getElementById(id);
-    return g && g._fullLayout && g.data && typeof g.on === 'function';
-  });
-  if (ready) fedevoInit(); else setTimeout(waitForPlots, 50);
+
+// ------------------------------------------------------------------ drawing: the first screen first
+// plotly.js is deferred (the page's text shows before it is parsed). Then the 3D view (the first screen) and the
+// projections are drawn, the page is wired (fedevoInit), and once that frame is painted the page is interactive:
+// window.fedevoInteractive / fedevoInteractiveAt -- the 3D view shown and answering (hover, click), the
+// projections, caps, colour-by, tables and selection working. Then, a view per task with a painted frame
+// between them, the parallel coordinates (linked and given the page's state as soon as drawn) and the
+// hypervolume: window.fedevoReady / fedevoReadyAt, every view drawn and linked. Times in ms since the navigation
+// began (performance.now()); performance marks fedevo:* (benchmarks/page_load.py --profile).
+(function fedevoLoad() {
+  const F = window.FEDEVO_FIGS || {};
+  const mark = n => { try { performance.mark('fedevo:' + n); } catch (e) {} };
+  function draw(id) {
+    const el = document.getElementById(id), f = F[id];
+    if (!el || !f) return Promise.resolve();
+    mark(id + ':start');
+    const p = el.querySelector('.pending');
+    if (p) p.remove();
+    return Promise.resolve(Plotly.newPlot(el, f.data, f.layout, f.config)).then(() => {
+      mark(id + ':drawn');
+      try { performance.measure('fedevo:' + id, 'fedevo:' + id + ':start', 'fedevo:' + id + ':drawn'); } catch (e) {}
+    });
+  }
+  const painted = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));  // after the next frame
+  function start() {
+    mark('plotly-parsed');
+    draw('front3d').then(() => draw('projections')).then(() => { fedevoInit(); mark('wired'); }).then(painted)
+      .then(() => {
+        window.fedevoInteractiveAt = performance.now();
+        window.fedevoInteractive = true;
+        mark('interactive');
+      }).then(() => draw('parallel')).then(() => window.fedevoParallelDrawn())
+      .then(painted).then(() => draw('hypervolume')).then(() => {
+        window.fedevoReadyAt = performance.now();
+        window.fedevoReady = true;
+        mark('ready');
+      }).catch(e => { console.error('fedevo: drawing the page failed:', e); throw e; });
+  }
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start); else start();
 })();
 """

@@ -16,6 +16,7 @@ page writes them around each view's drawing).
 
     python benchmarks/page_load.py [--loads 7] [--dir /tmp/fedevo-page-load] [--profile]
     python benchmarks/page_load.py --page some/run/front.html      # an existing page instead
+    python benchmarks/page_load.py --page old/front.html --page new/front.html   # two pages, loads alternating
 """
 
 from __future__ import annotations
@@ -94,35 +95,45 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--loads", type=int, default=7)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/fedevo-page-load"))
-    ap.add_argument("--page", type=Path, help="an existing front.html (default: build the chance run's)")
+    ap.add_argument("--page", type=Path, action="append",
+                    help="an existing front.html (default: build the chance run's); given several times, the pages "
+                         "are loaded in turn, so that each sees the same machine load")
     ap.add_argument("--profile", action="store_true", help="print the page's performance marks of each load")
     a = ap.parse_args(argv)
 
-    page = a.page or build_page(a.dir)
-    print(f"page: {page} ({page.stat().st_size / 1e3:.0f} kB)")
+    pages = a.page or [build_page(a.dir)]
+    for page in pages:
+        print(f"page: {page} ({page.stat().st_size / 1e3:.0f} kB)")
     print(f"cpu: {cpu_model()}, {os.cpu_count()} cores; chromium headless, software WebGL (swiftshader)")
+    fmt = lambda v: "   -  " if v is None else f"{v / 1000:6.2f}"  # noqa: E731
     driver = browser()
     try:
-        load_once(driver, page)  # warm the disk cache and the browser once (not counted)
+        for page in pages:
+            load_once(driver, page)  # warm the disk cache and the browser once (not counted)
         before = loadavg()
-        rows = []
+        rows: dict[Path, list] = {page: [] for page in pages}
         for k in range(a.loads):
-            r = load_once(driver, page)
-            rows.append(r)
-            fmt = lambda v: "   -  " if v is None else f"{v / 1000:6.2f}"  # noqa: E731
-            print(f"load {k + 1}: first paint {fmt(r['fcp'])} s  interactive {fmt(r['interactive'])} s  "
-                  f"ready {fmt(r['ready'])} s   (load average {loadavg()})")
-            if a.profile:
-                for name, t, d in r["measures"]:
-                    print(f"    {name:32s} {t / 1000:6.2f} s  +{d / 1000:5.2f} s")
-                for name, t in r["marks"]:
-                    print(f"    {name:32s} {t / 1000:6.2f} s")
+            for page in pages:
+                r = load_once(driver, page)
+                rows[page].append(r)
+                print(f"load {k + 1}{' ' + str(page) if len(pages) > 1 else ''}: first paint "
+                      f"{fmt(r['fcp'])} s  interactive {fmt(r['interactive'])} s  ready {fmt(r['ready'])} s   "
+                      f"(load average {loadavg()})")
+                if a.profile:
+                    for name, t, d in r["measures"]:
+                        print(f"    {name:32s} {t / 1000:6.2f} s  +{d / 1000:5.2f} s")
+                    for name, t in r["marks"]:
+                        print(f"    {name:32s} {t / 1000:6.2f} s")
         after = loadavg()
-        med = lambda key: (None if any(r[key] is None for r in rows)  # noqa: E731
-                           else statistics.median(r[key] for r in rows) / 1000)
-        show = lambda v: "-" if v is None else f"{v:.2f} s"  # noqa: E731
-        print(f"median of {a.loads}: first paint {show(med('fcp'))}, interactive {show(med('interactive'))}, "
-              f"ready {show(med('ready'))}")
+        for page in pages:
+            rs = rows[page]
+            med = lambda key: (None if any(r[key] is None for r in rs)  # noqa: E731
+                               else statistics.median(r[key] for r in rs) / 1000)
+            show = lambda v: "-" if v is None else f"{v:.2f} s"  # noqa: E731
+            inter = med("interactive")
+            note = "" if inter is not None else " (no fedevoInteractiveAt: the page wires itself after every view)"
+            print(f"median of {a.loads} ({page}): first paint {show(med('fcp'))}, interactive {show(inter)}, "
+                  f"ready {show(med('ready'))}{note}")
         print(f"load average (1, 5, 15 min): before {before}, after {after}")
     finally:
         driver.quit()

@@ -2,12 +2,12 @@
 
 Reads ``window.FEDEVO`` and ``window.FEDEVO_FIGS`` (the figures, written by :func:`fedevo.viz.front.front_html`)
 and ``fedevoNum`` (:data:`fedevo.viz.numfmt.JS_NUM`). plotly.js is deferred; on DOMContentLoaded the script draws
-the views itself, the first screen first (``fedevoLoad`` at the end): the 3D view and the projections, then it wires
-the page (``fedevoInit``) and, once that frame is painted, sets ``window.fedevoInteractive`` (and
-``fedevoInteractiveAt``, ms since navigation); then the parallel coordinates (linked and brought to the page's state
-as soon as drawn: ``fedevoParallelDrawn``) and the hypervolume, a painted frame between them, and sets
-``window.fedevoReady`` / ``fedevoReadyAt``: every view drawn and linked. The selection is one sorted list of
-evaluation ids:
+the views itself, the first screen first (``fedevoLoad`` at the end): the 3D view, then it wires the page
+(``fedevoInit``: caps, colour, tables, selection, the 3D view's clicks) and, once that frame is painted, sets
+``window.fedevoInteractive`` (and ``fedevoInteractiveAt``, ms since navigation); then, a painted frame between
+them, the projections and the parallel coordinates (each linked and brought to the page's state as soon as drawn:
+``fedevoProjectionsDrawn``, ``fedevoParallelDrawn``) and the hypervolume, and sets ``window.fedevoReady`` /
+``fedevoReadyAt``: every view drawn and linked. The selection is one sorted list of evaluation ids:
 
 * brushing the parallel coordinates (``plotly_restyle``) selects the ids inside every brushed range;
 * lasso / box select in a 2D projection (``plotly_selected``) selects those ids (with Shift held: adds them); the
@@ -51,7 +51,9 @@ function fedevoInit() {
   let marksNow = new Map(D.rows.map(r => [r.id, r.marks.slice()]));  // the marks as the caps make them
   let inCaps = null;  // ids within the caps (every ok evaluation); null: no caps
   let quietParallel = 0, quiet2d = false;
-  let gpDrawn = false;  // the parallel view is drawn after the page is interactive (fedevoParallelDrawn)
+  // the projections and the parallel view are drawn after the page is interactive (fedevoProjectionsDrawn,
+  // fedevoParallelDrawn): until then the page's state (selection, caps, colour) is only held, and drawn with them
+  let g2Drawn = false, gpDrawn = false;
 
   function evalTraces(gd) {
     const out = [];
@@ -107,6 +109,7 @@ function fedevoInit() {
   }
 
   function show2d() {
+    if (!g2Drawn) return;
     const idx = evalTraces(g2);
     const want = new Set(selected);
     const sp = idx.map(i => selected.length ? Array.from(g2.data[i].customdata)
@@ -117,7 +120,7 @@ function fedevoInit() {
   function dropShapes() {
     // the projections' lasso / box outlines: plotly keeps one per panel and merges an old one back into the next
     // selection (the panels then disagree), so none is kept; the selected points show the selection
-    if (!(g2.layout.selections || []).length) return Promise.resolve();
+    if (!g2Drawn || !(g2.layout.selections || []).length) return Promise.resolve();
     quiet2d = true;
     return Promise.resolve(Plotly.relayout(g2, {selections: []})).then(() => { quiet2d = false; },
                                                                        () => { quiet2d = false; });
@@ -478,19 +481,27 @@ function fedevoInit() {
     return Object.assign(res, {chosen: chosen, spec: spec, within_ids: within.map(r => r.id)});
   }
 
-  const ringsDrawn = {};  // name -> the ids its rings are drawn on (as the page was written: Python's marks)
-  [g3, g2].forEach(gd => gd.data.forEach(t => {
-    if (t.meta === 'mark') ringsDrawn[t.legendgroup] = Array.from(t.customdata).sort((a, b) => a - b).join(',');
-  }));
+  const ringsDrawn = new Map();  // view -> {name: the ids its rings are drawn on} (as written: Python's marks)
+  const ringsWanted = {};  // name -> the ids the caps put its rings on
+  function ringsOf(gd) {
+    const o = {};
+    gd.data.forEach(t => {
+      if (t.meta === 'mark') o[t.legendgroup] = Array.from(t.customdata).sort((a, b) => a - b).join(',');
+    });
+    return o;
+  }
+  ringsDrawn.set(g3, ringsOf(g3));
 
   function moveRing(name, ids) {
     // the rings (the traces called `name`) onto the points `ids` of each view's evaluations (only when they move:
-    // every restyle redraws a whole view)
+    // every restyle redraws a whole view); a view not drawn yet gets them when drawn
+    ringsWanted[name] = ids.slice();
     const key = ids.slice().sort((a, b) => a - b).join(',');
-    if (ringsDrawn[name] === key) return;
-    ringsDrawn[name] = key;
     const want = new Set(ids);
     for (const gd of [g3, g2]) {
+      const drawn = ringsDrawn.get(gd);
+      if (!drawn || drawn[name] === key) continue;
+      drawn[name] = key;
       gd.data.forEach((t, k) => {
         if (t.meta !== 'mark' || t.legendgroup !== name) return;
         const src = evalTraces(gd).map(i => gd.data[i]).filter(e => (e.xaxis || 'x') === (t.xaxis || 'x'));
@@ -511,7 +522,8 @@ function fedevoInit() {
 
   // ------------------------------------------------------------------ colour by
   const scaleShown = new Map();  // trace -> whether the page was written with its colour bar shown
-  [g3, g2].forEach(gd => gd.data.forEach(t => { if (t.marker) scaleShown.set(t, !!t.marker.showscale); }));
+  const noteScales = gd => gd.data.forEach(t => { if (t.marker) scaleShown.set(t, !!t.marker.showscale); });
+  noteScales(g3);
   const DIM = '#d2d2d2', DIM_AT = 0.04;  // outside the caps: grey, below the colour scale (its lowest 4 %)
 
   function colour(key) {
@@ -532,7 +544,7 @@ function fedevoInit() {
     const bar = {title: {text: c.label, side: 'right'}, thickness: 14, len: 0.6, tickvals: tv, ticktext: tt};
     const state = key + '|' + (dim ? Array.from(inCaps).sort((a, b) => a - b).join(',') : '');
     for (const gd of [g3, g2]) {
-      if (colourDrawn.get(gd) === state) continue;  // drawn so already: no redraw
+      if (colourDrawn.get(gd) === state || (gd === g2 && !g2Drawn)) continue;  // drawn so already: no redraw
       colourDrawn.set(gd, state);
       const idx = evalTraces(gd);
       const colours = idx.map(i => Array.from(gd.data[i].customdata).map(val));
@@ -624,14 +636,25 @@ function fedevoInit() {
   };
   typedInputs().forEach(el => el.addEventListener('change', () => typedRange(Number(el.dataset.dim))));
   let shift = false;  // a lasso / box drawn with Shift held adds to the selection
-  g2.addEventListener('pointerdown', ev => { shift = ev.shiftKey; }, true);
-  g2.on('plotly_selected', ev => {
-    if (quiet2d || !ev || !ev.points) return;
-    const ids = ev.points.filter(p => p.data.meta === 'evaluations').map(p => p.customdata);
-    const add = shift;
-    setTimeout(() => setSelection(add ? selected.concat(ids) : ids, 'lasso'), 0);  // after plotly's own update
-  });
-  g2.on('plotly_deselect', () => { if (!quiet2d) setSelection([], 'clear'); });
+  window.fedevoProjectionsDrawn = () => {
+    // the projections, drawn after the first screen: linked, then given the page's rings, colours and selection
+    g2Drawn = true;
+    noteScales(g2);
+    ringsDrawn.set(g2, ringsOf(g2));
+    batched(() => {
+      Object.keys(ringsWanted).forEach(name => moveRing(name, ringsWanted[name]));
+      colour(colourKey);
+    });
+    if (selected.length) show2d();
+    g2.addEventListener('pointerdown', ev => { shift = ev.shiftKey; }, true);
+    g2.on('plotly_selected', ev => {
+      if (quiet2d || !ev || !ev.points) return;
+      const ids = ev.points.filter(p => p.data.meta === 'evaluations').map(p => p.customdata);
+      const add = shift;
+      setTimeout(() => setSelection(add ? selected.concat(ids) : ids, 'lasso'), 0);  // after plotly's own update
+    });
+    g2.on('plotly_deselect', () => { if (!quiet2d) setSelection([], 'clear'); });
+  };
 
   let pressed = false, tookPress = false;
   window.addEventListener('pointerdown', () => { pressed = true; tookPress = false; }, true);
@@ -702,22 +725,23 @@ function fedevoInit() {
 
   // ------------------------------------------------------------------ live: reload when a newer page exists
   window.fedevoStamp = s => { if (s && s !== D.stamp) { save(); location.reload(); } };
-  if (!D.complete) {
+  window.fedevoLive = () => {  // polled once every view is drawn (a reload before would never finish drawing)
+    if (D.complete) return;
     setInterval(() => {
       const s = document.createElement('script');
       s.src = D.stamp_file + '?t=' + Date.now();
       s.onload = s.onerror = () => s.remove();
       document.head.appendChild(s);
     }, 2000);
-  }
+  };
 }
 
 // ------------------------------------------------------------------ drawing: the first screen first
-// plotly.js is deferred (the page's text shows before it is parsed). Then the 3D view (the first screen) and the
-// projections are drawn, the page is wired (fedevoInit), and once that frame is painted the page is interactive:
-// window.fedevoInteractive / fedevoInteractiveAt -- the 3D view shown and answering (hover, click), the
-// projections, caps, colour-by, tables and selection working. Then, a view per task with a painted frame
-// between them, the parallel coordinates (linked and given the page's state as soon as drawn) and the
+// plotly.js is deferred (the page's text shows before it is parsed). Then the 3D view (the first screen, under the
+// header) is drawn, the page is wired (fedevoInit), and once that frame is painted the page is interactive:
+// window.fedevoInteractive / fedevoInteractiveAt -- the 3D view shown and answering (hover, click), caps,
+// colour-by, tables and selection working. Then, a view per task with a painted frame between them, the
+// projections and the parallel coordinates (each linked and given the page's state as soon as drawn) and the
 // hypervolume: window.fedevoReady / fedevoReadyAt, every view drawn and linked. Times in ms since the navigation
 // began (performance.now()); performance marks fedevo:* (benchmarks/page_load.py --profile).
 (function fedevoLoad() {
@@ -729,7 +753,12 @@ function fedevoInit() {
     mark(id + ':start');
     const p = el.querySelector('.pending');
     if (p) p.remove();
-    return Promise.resolve(Plotly.newPlot(el, f.data, f.layout, f.config)).then(() => {
+    // the 3D view at the screen's own resolution: plotly draws WebGL at twice it by default, four times the pixels,
+    // which a browser without a GPU renders in software (a third of the 3D view's drawing). (The parallel view
+    // keeps plotly's: its cost is not in its pixels, and its thin lines stay sharp on a plain screen.)
+    const config = id !== 'front3d' ? f.config :
+      Object.assign({plotGlPixelRatio: Math.min(2, Math.max(1, window.devicePixelRatio || 1))}, f.config);
+    return Promise.resolve(Plotly.newPlot(el, f.data, f.layout, config)).then(() => {
       mark(id + ':drawn');
       try { performance.measure('fedevo:' + id, 'fedevo:' + id + ':start', 'fedevo:' + id + ':drawn'); } catch (e) {}
     });
@@ -737,16 +766,18 @@ function fedevoInit() {
   const painted = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));  // after the next frame
   function start() {
     mark('plotly-parsed');
-    draw('front3d').then(() => draw('projections')).then(() => { fedevoInit(); mark('wired'); }).then(painted)
+    draw('front3d').then(() => { fedevoInit(); mark('wired'); }).then(painted)
       .then(() => {
         window.fedevoInteractiveAt = performance.now();
         window.fedevoInteractive = true;
         mark('interactive');
-      }).then(() => draw('parallel')).then(() => window.fedevoParallelDrawn())
+      }).then(() => draw('projections')).then(() => window.fedevoProjectionsDrawn())
+      .then(painted).then(() => draw('parallel')).then(() => window.fedevoParallelDrawn())
       .then(painted).then(() => draw('hypervolume')).then(() => {
         window.fedevoReadyAt = performance.now();
         window.fedevoReady = true;
         mark('ready');
+        window.fedevoLive();
       }).catch(e => { console.error('fedevo: drawing the page failed:', e); throw e; });
   }
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start); else start();

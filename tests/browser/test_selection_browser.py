@@ -21,7 +21,8 @@ import re
 import pytest
 
 from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, drag, hover_at, no_network_and_no_errors,
-                                              ok_and_front_ids, open_fresh, pareto_positions, settle, until_stable)
+                                              ok_and_front_ids, open_fresh, pareto_positions, settle, until_stable,
+                                              wait_ready)
 from tests.viz.fedevo_runs import synthetic_run
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium "
@@ -509,4 +510,36 @@ def test_caps_choose_what_the_command_line_picks_and_dim_the_rest(browser, chanc
     settle(browser)
     browser.save_screenshot(str(ARTIFACTS / "front-caps-dimmed.png"))
     browser.execute_script("fedevoCaps({}, 'knee')")
+    no_network_and_no_errors(browser)
+
+
+def test_a_restored_state_is_drawn_in_the_views_drawn_after_the_first_screen(browser, chance_page):
+    """The projections and the parallel coordinates are drawn after the page is interactive: a page that restores a
+    colour, caps and a selection (what the live reload keeps) before they are drawn draws them there as well -- the
+    same rings, dimming, colour bars, marks and selected ids in every view as the page that set them."""
+    from fedevo.searching.rundata import load_run
+
+    page, run_dir, ok_ids, _ = chance_page
+    data = load_run(run_dir)
+    ek = data.eps_key
+    open_fresh(browser, page)
+    eps = sorted(r[ek] for r in data.front if math.isfinite(r[ek]))
+    caps = {ek: eps[len(eps) // 2]}
+    inside = sorted(r["id"] for r in data.ok_rows if r[ek] <= caps[ek])
+    ids = inside[:3]
+    assert len(ids) == 3 and len(inside) < len(ok_ids), "the caps must dim some evaluations for this test to tell"
+    browser.execute_script("fedevoColour('sigma'); fedevoCaps(arguments[0], 'lowest-error')", caps)
+    browser.execute_script("fedevoSelect(arguments[0])", ids)
+    every_view_shows(browser, ids, ok_ids)
+    bars = ("return [document.getElementById('projections').data.find(t => t.marker && t.marker.showscale)"
+            ".marker.colorbar.title.text, document.getElementById('parallel')._fullData[0].line.colorbar.title.text]")
+    before = (browser.execute_script(DIMMED_JS), browser.execute_script(bars))
+    assert before[1] == ["gene sigma (log)"] * 2, before[1]
+    browser.refresh()  # sessionStorage kept: the page restores colour, caps and selection at once
+    wait_ready(browser)
+    every_view_shows(browser, ids, ok_ids)
+    after = (browser.execute_script(DIMMED_JS), browser.execute_script(bars))
+    assert after == before
+    assert any(after[0]["views"]["parallel"].values()) and any(after[0]["views"]["2dx2"].values())
+    browser.execute_script("sessionStorage.clear()")
     no_network_and_no_errors(browser)

@@ -709,7 +709,7 @@ def _knee_note(data: RunData, m: Model) -> str:
 
 def _caps_html(m: Model) -> str:
     """Caps on any objective of the run and what to choose within them (the knee, or the lowest value of one
-    objective). The page's script (fedevo.viz.front_js, fedevo.viz.knee_js) picks with the rule of
+    objective: the highest of a maximised one). The page's script (fedevo.viz.front_js, fedevo.viz.knee_js) picks with the rule of
     `--pick knee:eps<=X:comm<=Y` / `--pick eps<=X,comm<=Y,lowest-error`, rings the choice, dims every solution
     outside the caps and writes what it chose, and why, into #knee-note."""
     tip = "empty: no cap"
@@ -719,9 +719,9 @@ def _caps_html(m: Model) -> str:
         inputs.append(f'<span class="nb"><label for="cap-{esc(o["name"])}">{esc(o["label"])} {op} </label>'
                       f'<input id="cap-{esc(o["name"])}" class="cap" data-key="{esc(o["name"])}" type="text" '
                       f'inputmode="decimal" size="7" placeholder="no cap" title="{esc(tip)}"></span>')
-    opts = ['<option value="knee">the knee</option>'] + [
-        f'<option value="lowest-{esc(o["name"])}">the lowest {esc(o["label"])}</option>'
-        for o in m.objectives() if not o["maximize"]]
+    opts = ['<option value="knee">the knee</option>'] + [  # a maximised objective's best is its highest
+        f'<option value="{way}-{esc(o["name"])}">the {way} {esc(o["label"])}</option>'
+        for o in m.objectives() for way in [("highest" if o["maximize"] else "lowest")]]
     return ('<div class="controls" id="knee-caps"><p><b>Choose a solution to deploy.</b> Caps: '
             + " ".join(inputs) + ' · choose <select id="choose-by">' + "".join(opts) + '</select> within them. '
             '<span class="note">Solutions outside the caps are dimmed (grey) in every view and the tables; the '

@@ -24,9 +24,9 @@ them, the projections and the parallel coordinates (each linked and brought to t
 * "clear selection", a double-click in a projection or an empty brush empties every view.
 
 Choosing within caps: a cap input per objective of the run (``FEDEVO.objectives``) and a chooser (the knee, or the
-lowest value of one objective). The knee is ``fedevoKnee`` of :mod:`fedevo.viz.knee_js` (the rule of
-``--pick knee:eps<=X:comm<=Y``: the caps remove candidates, they do not rescale the space), the lowest is
-``--pick eps<=X,comm<=Y,lowest-NAME``; the rings (knee black, lowest-error ×2 red, the choice green), the Pareto
+lowest value of one objective, the highest of a maximised one). The knee is ``fedevoKnee`` of
+:mod:`fedevo.viz.knee_js` (the rule of ``--pick knee:eps<=X:comm<=Y``: the caps remove candidates, they do not
+rescale the space), the lowest is ``--pick eps<=X,comm<=Y,lowest-NAME`` (``highest-NAME``); the rings (knee black, lowest-error ×2 red, the choice green), the Pareto
 table's marks and the note (what was chosen and why, with the equivalent command) follow, and every solution
 outside the caps is dimmed: grey in the 3D view, the projections and the parallel coordinates (a colour value below
 the scale), greyed rows in the tables.
@@ -386,13 +386,14 @@ function fedevoInit() {
     return OBJ.filter(o => o.name in caps)
       .map(o => o.label + (o.maximize ? ' ≥ ' : ' ≤ ') + fedevoNum(caps[o.name])).join(', ');
   }
-  function lowestOf(rows, key, n) {
-    // fedevo.picking.lowest: ties by the other objectives, each towards its better end (missing values last), then id
+  function lowestOf(rows, key, n, highest) {
+    // fedevo.picking.lowest (highest: the highest `key` first): ties by the other objectives, each towards its
+    // better end (missing values last), then id
     const others = OBJ.map(o => o.name).filter(k => k !== key);
     const v = (r, k) => {
       const x = r[k];
       if (x === null || x === undefined || Number.isNaN(Number(x))) return Infinity;
-      return k !== key && objOf(k).maximize ? -Number(x) : Number(x);
+      return (k === key ? highest : objOf(k).maximize) ? -Number(x) : Number(x);
     };
     return rows.slice().sort((a, b) => {
       for (const k of [key].concat(others)) { const d = v(a, k) - v(b, k); if (d) return d; }
@@ -438,11 +439,12 @@ function fedevoInit() {
           (capped ? ' (the caps remove candidates, they do not rescale the space: ' + res.candidates + ' left)' : '');
       }
     } else {
-      const key = chooseBy.replace(/^lowest-/, '');
-      chosen = lowestOf(within, key, 1)[0] || null;
+      const way = chooseBy.startsWith('highest-') ? 'highest' : 'lowest';  // lowest-NAME, or highest-NAME
+      const key = chooseBy.slice(way.length + 1);
+      chosen = lowestOf(within, key, 1, way === 'highest')[0] || null;
       spec = capTerms().concat([chooseBy]).join(',');
       if (chosen) {
-        why = 'the lowest ' + objOf(key).label + ' among the ' + within.length + ' Pareto solution' +
+        why = 'the ' + way + ' ' + objOf(key).label + ' among the ' + within.length + ' Pareto solution' +
           (within.length === 1 ? '' : 's') + (capped ? ' within ' + words : '') + ' (ties: the other objectives, then id)';
         if (!marksNow.get(chosen.id).some(m => m.startsWith(chooseBy))) marksNow.get(chosen.id).push(chooseBy);
       }

@@ -543,3 +543,48 @@ def test_a_restored_state_is_drawn_in_the_views_drawn_after_the_first_screen(bro
     assert any(after[0]["views"]["parallel"].values()) and any(after[0]["views"]["2dx2"].values())
     browser.execute_script("sessionStorage.clear()")
     no_network_and_no_errors(browser)
+
+
+def test_a_maximised_objective_is_chosen_by_its_highest(browser, chance_page, tmp_path):
+    """A run with a maximised objective (here the chance run's global accuracy recorded as a fourth objective, to be
+    maximised) offers "the highest NAME" for it, not the lowest, and what the page chooses with it within caps is
+    `fedevo front RUN --pick 'CAPS,highest-NAME'`; the note says the highest."""
+    import dataclasses
+    import os
+
+    from fedevo.searching.rundata import load_run
+    from fedevo.viz.front import front_html
+    from fedevo.viz.html import write
+
+    _, run_dir, _, _ = chance_page
+    three = load_run(run_dir)
+    ek = three.eps_key
+    acc = {"name": "acc_hi", "label": "global accuracy", "unit": "", "direction": "maximize", "worst": 0.0,
+           "log": False, "floor": 0.0, "lower": 0.0, "upper": 1.0, "description": "1 - global test error"}
+    meta = {**three.meta, "objectives": [*three.meta["objectives"], "acc_hi"],
+            "objective_specs": [*three.meta["objective_specs"], acc]}
+    rows = [{**r, "acc_hi": r.get("accuracy_global")} for r in three.rows]
+    by_id = {r["id"]: r for r in rows}
+    data = dataclasses.replace(three, meta=meta, rows=rows, front=[by_id[r["id"]] for r in three.front])
+    assert data.objectives.names[-1] == "acc_hi" and data.objectives.by_name("acc_hi").maximize
+    plotly_js = next(run_dir.glob("plotly-*.min.js"))
+    page = write(tmp_path / "front.html", front_html(data, plotly_src=os.path.relpath(plotly_js, tmp_path)))
+    open_fresh(browser, page)
+    options = browser.execute_script("return Array.from(document.querySelectorAll('#choose-by option'))"
+                                     ".map(o => o.value)")
+    assert "highest-acc_hi" in options and "lowest-acc_hi" not in options and "lowest-error" in options, options
+    eps = sorted(r[ek] for r in data.front if math.isfinite(r[ek]))
+    comm = sorted(r["comm"] for r in data.front)
+    for caps in ({}, {ek: eps[len(eps) // 2]}, {"comm": comm[len(comm) // 3]}, {ek: eps[-1], "comm": comm[-2]}):
+        res = browser.execute_script("const r = fedevoCaps(arguments[0], 'highest-acc_hi'); return {chosen: "
+                                     "r.chosen ? r.chosen.id : null, spec: r.spec, "
+                                     "note: document.getElementById('knee-note').textContent};", caps)
+        spec = ",".join([f"{k}<={v!r}" for k, v in caps.items()] + ["highest-acc_hi"])
+        want = _pick_ids(data, spec)
+        assert want and [res["chosen"]] == want[:1], (caps, res, want)
+        assert _pick_ids(data, res["spec"])[:1] == want[:1], res
+        worst = min(r["acc_hi"] for r in data.front if all(r[k] <= v for k, v in caps.items()))
+        assert by_id[want[0]]["acc_hi"] > worst  # the highest, not the lowest
+        assert "the highest global accuracy among" in res["note"], res["note"]
+    browser.execute_script("sessionStorage.clear()")
+    no_network_and_no_errors(browser)

@@ -186,8 +186,9 @@ function fedevoInit() {
     return fedevoNum(p.log ? Math.pow(10, v) : v);
   }
   function relabelParallel() {
-    // log axes labelled in the quantity's units (0.01, 0.1, 1, 10: the decades, other ticks unlabelled when three
-    // decades show as ticks), integer genes at integers only; plotly would snap brushes to explicit tick values
+    // log axes labelled in the quantity's units (0.01, 0.1, 1, 10: the decades; the ticks between them, at
+    // 10^0.2 steps -- 1.58, 2.51, 3.98 --, unlabelled when two decades show as ticks), integer genes at integers
+    // only; plotly would snap brushes to explicit tick values
     gp.querySelectorAll('.y-axis').forEach(a => {
       const d = a.__data__, p = d && PAR[d.xIndex];
       if (!p || !(p.log || p.kind === 'int')) return;
@@ -196,7 +197,7 @@ function fedevoInit() {
       ticks.forEach(t => {
         const v = t.__data__, txt = t.querySelector('text');
         if (!txt) return;
-        txt.textContent = p.log ? ((decades >= 3 && !isInt(v)) ? '' : unitText(p, v)) : (isInt(v) ? String(Math.round(v)) : '');
+        txt.textContent = p.log ? ((decades >= 2 && !isInt(v)) ? '' : unitText(p, v)) : (isInt(v) ? String(Math.round(v)) : '');
       });
     });
     gp.querySelectorAll('.axis-extent-top-text, .axis-extent-bottom-text').forEach(t => {

@@ -239,7 +239,9 @@ function fedevoInit() {
     const upd = {};
     upd['dimensions[' + i + '].constraintrange'] = (lo === null && hi === null) ? [null] :
       [[lo === null ? Math.min(ext[0], ...vals) : lo, hi === null ? Math.max(ext[1], ...vals) : hi].sort((a, b) => a - b)];
-    Plotly.restyle(gp, upd, [0]);  // plotly_restyle: the selection follows (fromParallel)
+    restyleParallel(upd);  // the selection follows at once (its plotly_restyle comes after the promise: ignored)
+    showRanges();
+    setSelection(fromParallel(), 'parallel');
   }
 
   // ------------------------------------------------------------------ the table, the command and the export

@@ -40,7 +40,7 @@ from typing import Any, Mapping, Optional, Sequence
 from ..searching.rundata import RunData, load_run
 from .axes import EPS_FLOOR, Column, finite, linear_ticks, make_column
 from .history import value_range
-from .html import esc, figure_div, kv_list, page, table, write
+from .html import esc, figure_deferred, figure_div, kv_list, page, table, write
 from .numfmt import JS_NUM, num
 
 from .html import FRONT_HTML, importance_path  # noqa: E402  (FRONT_HTML re-exported)
@@ -709,7 +709,7 @@ def _knee_note(data: RunData, m: Model) -> str:
 
 def _caps_html(m: Model) -> str:
     """Caps on any objective of the run and what to choose within them (the knee, or the lowest value of one
-    objective). The page's script (fedevo.viz.front_js, fedevo.viz.knee_js) picks with the rule of
+    objective: the highest of a maximised one). The page's script (fedevo.viz.front_js, fedevo.viz.knee_js) picks with the rule of
     `--pick knee:eps<=X:comm<=Y` / `--pick eps<=X,comm<=Y,lowest-error`, rings the choice, dims every solution
     outside the caps and writes what it chose, and why, into #knee-note."""
     tip = "empty: no cap"
@@ -719,9 +719,9 @@ def _caps_html(m: Model) -> str:
         inputs.append(f'<span class="nb"><label for="cap-{esc(o["name"])}">{esc(o["label"])} {op} </label>'
                       f'<input id="cap-{esc(o["name"])}" class="cap" data-key="{esc(o["name"])}" type="text" '
                       f'inputmode="decimal" size="7" placeholder="no cap" title="{esc(tip)}"></span>')
-    opts = ['<option value="knee">the knee</option>'] + [
-        f'<option value="lowest-{esc(o["name"])}">the lowest {esc(o["label"])}</option>'
-        for o in m.objectives() if not o["maximize"]]
+    opts = ['<option value="knee">the knee</option>'] + [  # a maximised objective's best is its highest
+        f'<option value="{way}-{esc(o["name"])}">the {way} {esc(o["label"])}</option>'
+        for o in m.objectives() for way in [("highest" if o["maximize"] else "lowest")]]
     return ('<div class="controls" id="knee-caps"><p><b>Choose a solution to deploy.</b> Caps: '
             + " ".join(inputs) + ' · choose <select id="choose-by">' + "".join(opts) + '</select> within them. '
             '<span class="note">Solutions outside the caps are dimmed (grey) in every view and the tables; the '
@@ -782,19 +782,27 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
     imp = importance_path(page_name).name
     more = (f'<p class="note"><a href="{esc(imp)}">Which genes matter: importance and slices ({esc(imp)})</a></p>'
             if complete else f'<p class="note">{esc(imp)} (which genes matter) is written when the search ends.</p>')
+    figs: dict[str, str] = {}  # div id -> the figure's JSON: drawn by the page's script, the first screen first
+
+    def fig_div(fig, div_id: str, what: str) -> str:
+        if not m.rows:
+            return figure_div(fig, div_id)
+        div, figs[div_id] = figure_deferred(fig, div_id, f"drawing the {what}…")
+        return div
+
     body = [f"<h1>fedevo search — {esc(data.problem.name)}</h1>", _summary(data, m), live, more, note_html]
     if m.rows:
         body += [f'<p class="controls"><label for="colour-by">colour by </label><select id="colour-by">{options}'
                  '</select></p>',
-                 f'<div class="fig">{figure_div(figure_3d(m), "front3d")}</div>', _caps_html(m),
+                 f'<div class="fig">{fig_div(figure_3d(m), "front3d", "3D view")}</div>', _caps_html(m),
                  "<h2>2D projections</h2>",
                  '<p class="note">Lasso (default) or box-select points to select them; double-click to clear.</p>',
-                 f'<div class="fig">{figure_div(figure_projections(m), "projections")}</div>',
+                 f'<div class="fig">{fig_div(figure_projections(m), "projections", "2D projections")}</div>',
                  "<h2>Genes and objectives</h2>",
                  '<p class="note">Drag along an axis to select a range (brushing; several axes combine): the range '
                  'is the one under the pointer; click outside the range on the axis to clear it. Log axes (log) are '
                  'labelled in the quantity\'s units at every decade.</p>',
-                 f'<div class="fig">{figure_div(figure_parallel(m), "parallel")}</div>', ranges_html(m),
+                 f'<div class="fig">{fig_div(figure_parallel(m), "parallel", "parallel coordinates")}</div>', ranges_html(m),
                  SELECTION_HTML]
     else:
         body.append('<p class="note"><b>No evaluation finished with status ok: nothing to plot.</b></p>')
@@ -802,7 +810,7 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
              '<p class="note">Measured where the search works: (error, comm, log10 ε), each normalised by the ideal '
              'point and range of generation 1 (finite ε); reference point (1.1, 1.1, 1.1); pymoo\'s HV indicator '
              '(as in hypervolume.csv). ε = ∞ (no privacy) adds nothing.</p>',
-             f'<div class="fig">{figure_div(figure_hypervolume(data.hypervolume()), "hypervolume")}</div>',
+             f'<div class="fig">{fig_div(figure_hypervolume(data.hypervolume()), "hypervolume", "hypervolume")}</div>',
              f"<h2>Pareto set ({len(data.front)})</h2>",
              '<p class="note">Click a header to sort, a row to add it to (or drop it from) the selection.</p>',
              f'<div class="scroll">{_front_table(data, m.marks, m.undefined)}</div>',
@@ -813,9 +821,11 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
         from .knee_js import KNEE_JS
 
         blob = json.dumps(m.script_data(stamp, complete, stamp_name(page_name)), ensure_ascii=False).replace("</", "<\\/")
-        script = f"<script>window.FEDEVO = {blob};\n{JS_NUM}\n{KNEE_JS}\n{FRONT_JS}</script>"
+        figs_js = ("{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in figs.items()) + "}").replace("</", "<\\/")
+        script = (f"<script>window.FEDEVO = {blob};\nwindow.FEDEVO_FIGS = {figs_js};\n{JS_NUM}\n{KNEE_JS}\n"
+                  f"{FRONT_JS}</script>")
     return page(f"fedevo — {data.problem.name} — {data.meta.get('run_id', '')}", "\n".join(body) + script,
-                plotly_src=plotly_src)
+                plotly_src=plotly_src, defer=bool(m.rows))
 
 
 def write_front_html(run_dir: Path | str, out: Optional[Path | str] = None, *,

@@ -1,7 +1,13 @@
 """The script of front.html: linked selection across the views, colour-by, sortable tables, live reload.
 
-Runs after the plotly divs; reads ``window.FEDEVO`` (written by :func:`fedevo.viz.front.front_html`) and
-``fedevoNum`` (:data:`fedevo.viz.numfmt.JS_NUM`). The selection is one sorted list of evaluation ids:
+Reads ``window.FEDEVO`` and ``window.FEDEVO_FIGS`` (the figures, written by :func:`fedevo.viz.front.front_html`)
+and ``fedevoNum`` (:data:`fedevo.viz.numfmt.JS_NUM`). plotly.js is deferred; on DOMContentLoaded the script draws
+the views itself, the first screen first (``fedevoLoad`` at the end): the 3D view, then it wires the page
+(``fedevoInit``: caps, colour, tables, selection, the 3D view's clicks) and, once that frame is painted, sets
+``window.fedevoInteractive`` (and ``fedevoInteractiveAt``, ms since navigation); then, a painted frame between
+them, the projections and the parallel coordinates (each linked and brought to the page's state as soon as drawn:
+``fedevoProjectionsDrawn``, ``fedevoParallelDrawn``) and the hypervolume, and sets ``window.fedevoReady`` /
+``fedevoReadyAt``: every view drawn and linked. The selection is one sorted list of evaluation ids:
 
 * brushing the parallel coordinates (``plotly_restyle``) selects the ids inside every brushed range;
 * lasso / box select in a 2D projection (``plotly_selected``) selects those ids (with Shift held: adds them); the
@@ -18,9 +24,9 @@ Runs after the plotly divs; reads ``window.FEDEVO`` (written by :func:`fedevo.vi
 * "clear selection", a double-click in a projection or an empty brush empties every view.
 
 Choosing within caps: a cap input per objective of the run (``FEDEVO.objectives``) and a chooser (the knee, or the
-lowest value of one objective). The knee is ``fedevoKnee`` of :mod:`fedevo.viz.knee_js` (the rule of
-``--pick knee:eps<=X:comm<=Y``: the caps remove candidates, they do not rescale the space), the lowest is
-``--pick eps<=X,comm<=Y,lowest-NAME``; the rings (knee black, lowest-error ×2 red, the choice green), the Pareto
+lowest value of one objective, the highest of a maximised one). The knee is ``fedevoKnee`` of
+:mod:`fedevo.viz.knee_js` (the rule of ``--pick knee:eps<=X:comm<=Y``: the caps remove candidates, they do not
+rescale the space), the lowest is ``--pick eps<=X,comm<=Y,lowest-NAME`` (``highest-NAME``); the rings (knee black, lowest-error ×2 red, the choice green), the Pareto
 table's marks and the note (what was chosen and why, with the equivalent command) follow, and every solution
 outside the caps is dimmed: grey in the 3D view, the projections and the parallel coordinates (a colour value below
 the scale), greyed rows in the tables.
@@ -44,12 +50,45 @@ function fedevoInit() {
   let chooseBy = 'knee';
   let marksNow = new Map(D.rows.map(r => [r.id, r.marks.slice()]));  // the marks as the caps make them
   let inCaps = null;  // ids within the caps (every ok evaluation); null: no caps
-  let quietParallel = false, quiet2d = false;
+  let quietParallel = 0, quiet2d = false;
+  // the projections and the parallel view are drawn after the page is interactive (fedevoProjectionsDrawn,
+  // fedevoParallelDrawn): until then the page's state (selection, caps, colour) is only held, and drawn with them
+  let g2Drawn = false, gpDrawn = false;
 
   function evalTraces(gd) {
     const out = [];
     gd.data.forEach((t, i) => { if (t.meta === 'evaluations') out.push(i); });
     return out;
+  }
+
+  // a change of caps moves up to three rings in each view and recolours it: collected while `batched` runs and
+  // drawn by one Plotly.restyle per view (each restyle redraws a whole view; a trace that an attribute does not
+  // concern gets `undefined` there, which plotly leaves as it is)
+  let batch = null;  // gd -> Map(trace index -> {attribute: value})
+  function restyle(gd, upd, idx) {
+    if (!batch) return Plotly.restyle(gd, upd, idx);
+    if (!batch.has(gd)) batch.set(gd, new Map());
+    const m = batch.get(gd);
+    idx.forEach((t, i) => {
+      const cur = m.get(t) || {};
+      Object.keys(upd).forEach(a => { const v = upd[a]; cur[a] = Array.isArray(v) ? v[i % v.length] : v; });
+      m.set(t, cur);
+    });
+  }
+  function batched(fn) {
+    if (batch) return fn();
+    batch = new Map();
+    try { return fn(); } finally {
+      const b = batch;
+      batch = null;
+      b.forEach((m, gd) => {
+        const idx = Array.from(m.keys()), attrs = new Set();
+        m.forEach(u => Object.keys(u).forEach(a => attrs.add(a)));
+        const upd = {};
+        attrs.forEach(a => { upd[a] = idx.map(t => m.get(t)[a]); });
+        Plotly.restyle(gd, upd, idx);
+      });
+    }
   }
 
   function shellQuote(s) { return /^[A-Za-z0-9_./:=@%+,-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'"; }
@@ -70,6 +109,7 @@ function fedevoInit() {
   }
 
   function show2d() {
+    if (!g2Drawn) return;
     const idx = evalTraces(g2);
     const want = new Set(selected);
     const sp = idx.map(i => selected.length ? Array.from(g2.data[i].customdata)
@@ -80,7 +120,7 @@ function fedevoInit() {
   function dropShapes() {
     // the projections' lasso / box outlines: plotly keeps one per panel and merges an old one back into the next
     // selection (the panels then disagree), so none is kept; the selected points show the selection
-    if (!(g2.layout.selections || []).length) return Promise.resolve();
+    if (!g2Drawn || !(g2.layout.selections || []).length) return Promise.resolve();
     quiet2d = true;
     return Promise.resolve(Plotly.relayout(g2, {selections: []})).then(() => { quiet2d = false; },
                                                                        () => { quiet2d = false; });
@@ -88,6 +128,8 @@ function fedevoInit() {
 
   function showParallel() {
     // the selection as one brush range per id on the id axis: plotly highlights exactly those lines
+    typedInputs().forEach(el => { el.value = ''; });
+    if (!gpDrawn) return;  // drawn with the selection once it is drawn
     const dims = gp.data[0].dimensions;
     const upd = {};
     dims.forEach((d, k) => { upd['dimensions[' + k + '].constraintrange'] = [null]; });
@@ -95,10 +137,14 @@ function fedevoInit() {
     if (selected.length && k >= 0) {
       upd['dimensions[' + k + '].constraintrange'] = [selected.map(id => [id - 0.4, id + 0.4])];
     }
-    quietParallel = true;
-    Plotly.restyle(gp, upd, [0]);
-    quietParallel = false;
-    typedInputs().forEach(el => { el.value = ''; });
+    restyleParallel(upd);
+  }
+
+  function restyleParallel(upd) {
+    // the page's own restyle of the parallel view: plotly emits plotly_restyle after its promise, where a brush
+    // emits it at once; this one's event is not a brush (counted until the event has passed)
+    quietParallel++;
+    return Promise.resolve(Plotly.restyle(gp, upd, [0])).finally(() => { quietParallel--; });
   }
 
   function fromParallel() {
@@ -140,8 +186,9 @@ function fedevoInit() {
     return fedevoNum(p.log ? Math.pow(10, v) : v);
   }
   function relabelParallel() {
-    // log axes labelled in the quantity's units (0.01, 0.1, 1, 10: the decades, other ticks unlabelled when three
-    // decades show as ticks), integer genes at integers only; plotly would snap brushes to explicit tick values
+    // log axes labelled in the quantity's units (0.01, 0.1, 1, 10: the decades; the ticks between them, at
+    // 10^0.2 steps -- 1.58, 2.51, 3.98 --, unlabelled when two decades show as ticks), integer genes at integers
+    // only; plotly would snap brushes to explicit tick values
     gp.querySelectorAll('.y-axis').forEach(a => {
       const d = a.__data__, p = d && PAR[d.xIndex];
       if (!p || !(p.log || p.kind === 'int')) return;
@@ -150,7 +197,7 @@ function fedevoInit() {
       ticks.forEach(t => {
         const v = t.__data__, txt = t.querySelector('text');
         if (!txt) return;
-        txt.textContent = p.log ? ((decades >= 3 && !isInt(v)) ? '' : unitText(p, v)) : (isInt(v) ? String(Math.round(v)) : '');
+        txt.textContent = p.log ? ((decades >= 2 && !isInt(v)) ? '' : unitText(p, v)) : (isInt(v) ? String(Math.round(v)) : '');
       });
     });
     gp.querySelectorAll('.axis-extent-top-text, .axis-extent-bottom-text').forEach(t => {
@@ -185,14 +232,16 @@ function fedevoInit() {
       return Number.isNaN(x) ? NaN : (p.log ? Math.log10(Math.max(x, 1e-300)) : x);
     };
     let lo = get('lo'), hi = get('hi');
-    if (Number.isNaN(lo) || Number.isNaN(hi)) return;
+    if (Number.isNaN(lo) || Number.isNaN(hi) || !gpDrawn) return;  // (typed before the view was drawn: applied then)
     const dim = gp.data[0].dimensions[i];
     const vals = Array.from(dim.values).filter(Number.isFinite);
     const ext = dim.range || [Math.min(...vals), Math.max(...vals)];
     const upd = {};
     upd['dimensions[' + i + '].constraintrange'] = (lo === null && hi === null) ? [null] :
       [[lo === null ? Math.min(ext[0], ...vals) : lo, hi === null ? Math.max(ext[1], ...vals) : hi].sort((a, b) => a - b)];
-    Plotly.restyle(gp, upd, [0]);  // plotly_restyle: the selection follows (fromParallel)
+    restyleParallel(upd);  // the selection follows at once (its plotly_restyle comes after the promise: ignored)
+    showRanges();
+    setSelection(fromParallel(), 'parallel');
   }
 
   // ------------------------------------------------------------------ the table, the command and the export
@@ -340,13 +389,14 @@ function fedevoInit() {
     return OBJ.filter(o => o.name in caps)
       .map(o => o.label + (o.maximize ? ' ≥ ' : ' ≤ ') + fedevoNum(caps[o.name])).join(', ');
   }
-  function lowestOf(rows, key, n) {
-    // fedevo.picking.lowest: ties by the other objectives, each towards its better end (missing values last), then id
+  function lowestOf(rows, key, n, highest) {
+    // fedevo.picking.lowest (highest: the highest `key` first): ties by the other objectives, each towards its
+    // better end (missing values last), then id
     const others = OBJ.map(o => o.name).filter(k => k !== key);
     const v = (r, k) => {
       const x = r[k];
       if (x === null || x === undefined || Number.isNaN(Number(x))) return Infinity;
-      return k !== key && objOf(k).maximize ? -Number(x) : Number(x);
+      return (k === key ? highest : objOf(k).maximize) ? -Number(x) : Number(x);
     };
     return rows.slice().sort((a, b) => {
       for (const k of [key].concat(others)) { const d = v(a, k) - v(b, k); if (d) return d; }
@@ -392,21 +442,23 @@ function fedevoInit() {
           (capped ? ' (the caps remove candidates, they do not rescale the space: ' + res.candidates + ' left)' : '');
       }
     } else {
-      const key = chooseBy.replace(/^lowest-/, '');
-      chosen = lowestOf(within, key, 1)[0] || null;
+      const way = chooseBy.startsWith('highest-') ? 'highest' : 'lowest';  // lowest-NAME, or highest-NAME
+      const key = chooseBy.slice(way.length + 1);
+      chosen = lowestOf(within, key, 1, way === 'highest')[0] || null;
       spec = capTerms().concat([chooseBy]).join(',');
       if (chosen) {
-        why = 'the lowest ' + objOf(key).label + ' among the ' + within.length + ' Pareto solution' +
+        why = 'the ' + way + ' ' + objOf(key).label + ' among the ' + within.length + ' Pareto solution' +
           (within.length === 1 ? '' : 's') + (capped ? ' within ' + words : '') + ' (ties: the other objectives, then id)';
         if (!marksNow.get(chosen.id).some(m => m.startsWith(chooseBy))) marksNow.get(chosen.id).push(chooseBy);
       }
     }
-    moveRing('knee', res.row ? [res.row.id] : []);
-    moveRing('lowest error ×2', low.map(r => r.id));
-    moveRing('chosen', chosen ? [chosen.id] : []);
-    const wasDimmed = !!inCaps;
     inCaps = capped ? new Set(D.rows.filter(r => fedevoWithin(r, caps, OBJ)).map(r => r.id)) : null;
-    if (capped || wasDimmed) colour(colourKey);  // (nothing to redraw on a page without caps)
+    batched(() => {  // one redraw per view
+      moveRing('knee', res.row ? [res.row.id] : []);
+      moveRing('lowest error ×2', low.map(r => r.id));
+      moveRing('chosen', chosen ? [chosen.id] : []);
+      colour(colourKey);  // (a view whose colours do not change is not redrawn)
+    });
     let text;
     if (chosen) {
       text = 'Chosen: id ' + chosen.id + ' (' + values(chosen) + ') — ' + why + '. The same as ' + retrainCmd(spec) +
@@ -434,19 +486,27 @@ function fedevoInit() {
     return Object.assign(res, {chosen: chosen, spec: spec, within_ids: within.map(r => r.id)});
   }
 
-  const ringsDrawn = {};  // name -> the ids its rings are drawn on (as the page was written: Python's marks)
-  [g3, g2].forEach(gd => gd.data.forEach(t => {
-    if (t.meta === 'mark') ringsDrawn[t.legendgroup] = Array.from(t.customdata).sort((a, b) => a - b).join(',');
-  }));
+  const ringsDrawn = new Map();  // view -> {name: the ids its rings are drawn on} (as written: Python's marks)
+  const ringsWanted = {};  // name -> the ids the caps put its rings on
+  function ringsOf(gd) {
+    const o = {};
+    gd.data.forEach(t => {
+      if (t.meta === 'mark') o[t.legendgroup] = Array.from(t.customdata).sort((a, b) => a - b).join(',');
+    });
+    return o;
+  }
+  ringsDrawn.set(g3, ringsOf(g3));
 
   function moveRing(name, ids) {
     // the rings (the traces called `name`) onto the points `ids` of each view's evaluations (only when they move:
-    // every restyle redraws a whole view)
+    // every restyle redraws a whole view); a view not drawn yet gets them when drawn
+    ringsWanted[name] = ids.slice();
     const key = ids.slice().sort((a, b) => a - b).join(',');
-    if (ringsDrawn[name] === key) return;
-    ringsDrawn[name] = key;
     const want = new Set(ids);
     for (const gd of [g3, g2]) {
+      const drawn = ringsDrawn.get(gd);
+      if (!drawn || drawn[name] === key) continue;
+      drawn[name] = key;
       gd.data.forEach((t, k) => {
         if (t.meta !== 'mark' || t.legendgroup !== name) return;
         const src = evalTraces(gd).map(i => gd.data[i]).filter(e => (e.xaxis || 'x') === (t.xaxis || 'x'));
@@ -460,14 +520,15 @@ function fedevoInit() {
           });
         }
         Object.keys(upd).forEach(key => { upd[key] = [upd[key]]; });
-        Plotly.restyle(gd, upd, [k]);
+        restyle(gd, upd, [k]);
       });
     }
   }
 
   // ------------------------------------------------------------------ colour by
   const scaleShown = new Map();  // trace -> whether the page was written with its colour bar shown
-  [g3, g2].forEach(gd => gd.data.forEach(t => { if (t.marker) scaleShown.set(t, !!t.marker.showscale); }));
+  const noteScales = gd => gd.data.forEach(t => { if (t.marker) scaleShown.set(t, !!t.marker.showscale); });
+  noteScales(g3);
   const DIM = '#d2d2d2', DIM_AT = 0.04;  // outside the caps: grey, below the colour scale (its lowest 4 %)
 
   function colour(key) {
@@ -486,7 +547,10 @@ function fedevoInit() {
     const tv = dim ? [cmin].concat(c.tickvals) : c.tickvals;
     const tt = dim ? ['outside caps'].concat(c.ticktext) : c.ticktext;
     const bar = {title: {text: c.label, side: 'right'}, thickness: 14, len: 0.6, tickvals: tv, ticktext: tt};
+    const state = key + '|' + (dim ? Array.from(inCaps).sort((a, b) => a - b).join(',') : '');
     for (const gd of [g3, g2]) {
+      if (colourDrawn.get(gd) === state || (gd === g2 && !g2Drawn)) continue;  // drawn so already: no redraw
+      colourDrawn.set(gd, state);
       const idx = evalTraces(gd);
       const colours = idx.map(i => Array.from(gd.data[i].customdata).map(val));
       const upd = {'marker.color': colours, 'marker.cmin': idx.map(() => cmin), 'marker.cmax': idx.map(() => cmax),
@@ -495,15 +559,31 @@ function fedevoInit() {
                    'marker.colorbar.ticktext': idx.map(() => tt),
                    // a colour bar's keys switch plotly's showscale on: the one trace that shows the bar keeps it
                    'marker.showscale': idx.map(i => !!scaleShown.get(gd.data[i]))};
-      Plotly.restyle(gd, upd, idx);  // one redraw per view
+      restyle(gd, upd, idx);  // one redraw per view (with the rings, when the caps changed)
     }
-    quietParallel = true;
-    Plotly.restyle(gp, {'line.color': [D.rows.map(r => val(r.id))], 'line.cmin': cmin, 'line.cmax': cmax,
-                        'line.colorscale': [scale], 'line.colorbar': bar}, [0]);
-    quietParallel = false;
+    if (colourDrawn.get(gp) !== state) {
+      colourDrawn.set(gp, state);
+      parallelColour = {'line.color': [D.rows.map(r => val(r.id))], 'line.cmin': cmin, 'line.cmax': cmax,
+                        'line.colorscale': [scale], 'line.colorbar': bar};
+      if (gpDrawn) colourParallelSoon();
+    }
     const sel = document.getElementById('colour-by');
     if (sel && sel.value !== key) sel.value = key;
     save();
+  }
+
+  // what each view is coloured by, as drawn ("KEY|ids within the caps"): the page is written coloured by the default
+  const colourDrawn = new Map([g3, g2, gp].map(gd => [gd, D.colour_default + '|']));
+  let parallelColour = null;  // the parallel view's colours to draw (null: as written)
+  let parallelSoon = 0;
+  function colourParallel() {
+    if (parallelSoon) { cancelAnimationFrame(parallelSoon); parallelSoon = 0; }
+    if (parallelColour) restyleParallel(parallelColour);
+  }
+  function colourParallelSoon() {
+    // the parallel view (a WebGL redraw of every line: the costliest) recoloured at the next frame, once for
+    // several changes in a row (typing a cap)
+    if (!parallelSoon) parallelSoon = requestAnimationFrame(() => { parallelSoon = 0; colourParallel(); });
   }
 
   // ------------------------------------------------------------------ sortable tables
@@ -545,21 +625,41 @@ function fedevoInit() {
   }
 
   // ------------------------------------------------------------------ wiring
-  gp.on('plotly_restyle', () => { if (!quietParallel) { showRanges(); setSelection(fromParallel(), 'parallel'); } });
-  gp.addEventListener('pointerdown', fixBrushGeometry, true);  // before d3's mousedown reads the pointer
-  gp.on('plotly_afterplot', () => { fixBrushGeometry(); relabelParallel(); });
-  fixBrushGeometry();
-  relabelParallel();
+  window.fedevoParallelDrawn = () => {
+    // the parallel view, drawn after the rest: linked, then given the page's state (colour, caps, selection,
+    // typed ranges) where it differs from what it was drawn with
+    gpDrawn = true;
+    gp.on('plotly_restyle', () => { if (!quietParallel) { showRanges(); setSelection(fromParallel(), 'parallel'); } });
+    gp.addEventListener('pointerdown', fixBrushGeometry, true);  // before d3's mousedown reads the pointer
+    gp.on('plotly_afterplot', () => { fixBrushGeometry(); relabelParallel(); });
+    fixBrushGeometry();
+    relabelParallel();
+    if (parallelColour) colourParallel();
+    if (selected.length) showParallel();
+    const typed = new Set(typedInputs().filter(el => el.value.trim() !== '').map(el => Number(el.dataset.dim)));
+    typed.forEach(i => typedRange(i));
+  };
   typedInputs().forEach(el => el.addEventListener('change', () => typedRange(Number(el.dataset.dim))));
   let shift = false;  // a lasso / box drawn with Shift held adds to the selection
-  g2.addEventListener('pointerdown', ev => { shift = ev.shiftKey; }, true);
-  g2.on('plotly_selected', ev => {
-    if (quiet2d || !ev || !ev.points) return;
-    const ids = ev.points.filter(p => p.data.meta === 'evaluations').map(p => p.customdata);
-    const add = shift;
-    setTimeout(() => setSelection(add ? selected.concat(ids) : ids, 'lasso'), 0);  // after plotly's own update
-  });
-  g2.on('plotly_deselect', () => { if (!quiet2d) setSelection([], 'clear'); });
+  window.fedevoProjectionsDrawn = () => {
+    // the projections, drawn after the first screen: linked, then given the page's rings, colours and selection
+    g2Drawn = true;
+    noteScales(g2);
+    ringsDrawn.set(g2, ringsOf(g2));
+    batched(() => {
+      Object.keys(ringsWanted).forEach(name => moveRing(name, ringsWanted[name]));
+      colour(colourKey);
+    });
+    if (selected.length) show2d();
+    g2.addEventListener('pointerdown', ev => { shift = ev.shiftKey; }, true);
+    g2.on('plotly_selected', ev => {
+      if (quiet2d || !ev || !ev.points) return;
+      const ids = ev.points.filter(p => p.data.meta === 'evaluations').map(p => p.customdata);
+      const add = shift;
+      setTimeout(() => setSelection(add ? selected.concat(ids) : ids, 'lasso'), 0);  // after plotly's own update
+    });
+    g2.on('plotly_deselect', () => { if (!quiet2d) setSelection([], 'clear'); });
+  };
 
   let pressed = false, tookPress = false;
   window.addEventListener('pointerdown', () => { pressed = true; tookPress = false; }, true);
@@ -630,22 +730,61 @@ function fedevoInit() {
 
   // ------------------------------------------------------------------ live: reload when a newer page exists
   window.fedevoStamp = s => { if (s && s !== D.stamp) { save(); location.reload(); } };
-  if (!D.complete) {
+  window.fedevoLive = () => {  // polled once every view is drawn (a reload before would never finish drawing)
+    if (D.complete) return;
     setInterval(() => {
       const s = document.createElement('script');
       s.src = D.stamp_file + '?t=' + Date.now();
       s.onload = s.onerror = () => s.remove();
       document.head.appendChild(s);
     }, 2000);
-  }
-  window.fedevoReadyAt = performance.now();  // ms since the page's navigation began (the load-time test)
-  window.fedevoReady = true;
+  };
 }
-(function waitForPlots() {
-  const ready = ['front3d', 'projections', 'parallel'].every(id => {
-    const g = document.getElementById(id);
-    return g && g._fullLayout && g.data && typeof g.on === 'function';
-  });
-  if (ready) fedevoInit(); else setTimeout(waitForPlots, 50);
+
+// ------------------------------------------------------------------ drawing: the first screen first
+// plotly.js is deferred (the page's text shows before it is parsed). Then the 3D view (the first screen, under the
+// header) is drawn, the page is wired (fedevoInit), and once that frame is painted the page is interactive:
+// window.fedevoInteractive / fedevoInteractiveAt -- the 3D view shown and answering (hover, click), caps,
+// colour-by, tables and selection working. Then, a view per task with a painted frame between them, the
+// projections and the parallel coordinates (each linked and given the page's state as soon as drawn) and the
+// hypervolume: window.fedevoReady / fedevoReadyAt, every view drawn and linked. Times in ms since the navigation
+// began (performance.now()); performance marks fedevo:* (benchmarks/page_load.py --profile).
+(function fedevoLoad() {
+  const F = window.FEDEVO_FIGS || {};
+  const mark = n => { try { performance.mark('fedevo:' + n); } catch (e) {} };
+  function draw(id) {
+    const el = document.getElementById(id), f = F[id];
+    if (!el || !f) return Promise.resolve();
+    mark(id + ':start');
+    const p = el.querySelector('.pending');
+    if (p) p.remove();
+    // the 3D view at the screen's own resolution: plotly draws WebGL at twice it by default, four times the pixels,
+    // which a browser without a GPU renders in software (a third of the 3D view's drawing). (The parallel view
+    // keeps plotly's: its cost is not in its pixels, and its thin lines stay sharp on a plain screen.)
+    const config = id !== 'front3d' ? f.config :
+      Object.assign({plotGlPixelRatio: Math.min(2, Math.max(1, window.devicePixelRatio || 1))}, f.config);
+    return Promise.resolve(Plotly.newPlot(el, f.data, f.layout, config)).then(() => {
+      mark(id + ':drawn');
+      try { performance.measure('fedevo:' + id, 'fedevo:' + id + ':start', 'fedevo:' + id + ':drawn'); } catch (e) {}
+    });
+  }
+  const painted = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));  // after the next frame
+  function start() {
+    mark('plotly-parsed');
+    draw('front3d').then(() => { fedevoInit(); mark('wired'); }).then(painted)
+      .then(() => {
+        window.fedevoInteractiveAt = performance.now();
+        window.fedevoInteractive = true;
+        mark('interactive');
+      }).then(() => draw('projections')).then(() => window.fedevoProjectionsDrawn())
+      .then(painted).then(() => draw('parallel')).then(() => window.fedevoParallelDrawn())
+      .then(painted).then(() => draw('hypervolume')).then(() => {
+        window.fedevoReadyAt = performance.now();
+        window.fedevoReady = true;
+        mark('ready');
+        window.fedevoLive();
+      }).catch(e => { console.error('fedevo: drawing the page failed:', e); throw e; });
+  }
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start); else start();
 })();
 """

@@ -33,6 +33,7 @@ table.sortable th.desc::after { content: " ▼"; }
 .kv, .meta b, .scroll td:not(.l) { white-space: nowrap; }
 .scroll, #selection-table { overflow-x: auto; max-width: 100%; }
 #retrain-cmd, #knee-note, code { overflow-wrap: anywhere; white-space: normal; }
+.pending { padding: 2em; color: #999; }
 .nb { white-space: nowrap; } tr.outside td { color: #aaa; } tr.outside td.l { text-decoration: line-through #ccc; }
 """
 
@@ -65,6 +66,22 @@ def figure_div(fig, div_id: str) -> str:
                        default_width="100%")
 
 
+def figure_deferred(fig, div_id: str, placeholder: str = "drawing…") -> tuple[str, str]:
+    """A graph div drawn later by the page's own script (front.html draws its views one after another, the visible
+    ones first): the empty div, at the figure's height, holding `placeholder` until plotly draws it, and the figure
+    as JSON ``{"data", "layout", "config"}`` for ``Plotly.newPlot`` -- what `figure_div` inlines as a script."""
+    from plotly.io.json import to_json_plotly
+
+    d = fig.to_dict()
+    height = d.get("layout", {}).get("height")
+    style = f"height:{int(height)}px; width:100%;" if height else "width:100%;"
+    div = (f'<div id="{esc(div_id)}" class="plotly-graph-div" style="{style}">'
+           f'<p class="pending note">{esc(placeholder)}</p></div>')
+    spec = '{"data": %s, "layout": %s, "config": %s}' % (to_json_plotly(d.get("data", [])),
+                                                          to_json_plotly(d.get("layout", {})), to_json_plotly(CONFIG))
+    return div, spec
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, left: Sequence[int] = (),
           row_classes: Optional[Sequence[str]] = None) -> str:
     th = "".join(f'<th class="{"l" if i in left else ""}">{esc(h)}</th>' for i, h in enumerate(headers))
@@ -76,11 +93,13 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, left: Sequen
     return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def page(title: str, body: str, *, plotly_src: Optional[str] = None) -> str:
+def page(title: str, body: str, *, plotly_src: Optional[str] = None, defer: bool = False) -> str:
     """The whole document. plotly.js is inlined in <head> (what include_plotlyjs=True does), so it opens offline;
-    with `plotly_src` (a relative path, see `shared_plotly`) it is loaded from that file instead."""
+    with `plotly_src` (a relative path, see `shared_plotly`) it is loaded from that file instead, and with `defer`
+    after the document is parsed (the page's text shows first; the page's own script must then draw its figures
+    on DOMContentLoaded, as front.html does)."""
     if plotly_src:
-        js = f'<script src="{esc(plotly_src)}" charset="utf-8"></script>'
+        js = f'<script src="{esc(plotly_src)}" charset="utf-8"{" defer" if defer else ""}></script>'
     else:
         from plotly.offline import get_plotlyjs
 

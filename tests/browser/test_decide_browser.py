@@ -7,10 +7,11 @@ plotly draws:
   texts; projections: the drawn tick texts; 3D: the axis' tick values inside its range), integer genes and the
   generation colour bar at integers only;
 * no horizontal overflow with every point selected (the retrain command wraps) at 1,000 px;
-* the load time: the page's script ready (every view drawn and linked) within a generous bound on this machine.
+* the load time: the first screen interactive (the 3D view drawn and answering, caps, colour, tables, projections)
+  within INTERACTIVE_BOUND_S, every view drawn and linked within READY_BOUND_S.
 
 Caps that answer (the command line's picks, dimming, the knee left in place): test_selection_browser.py.
-Browser fixture, skip rule and helpers: tests/browser/test_front_browser.py.
+Browser fixture: tests/browser/conftest.py; skip rule and helpers: tests/browser/test_front_browser.py.
 """
 
 from __future__ import annotations
@@ -22,33 +23,26 @@ import time
 
 import pytest
 
-from tests.browser import test_front_browser
 from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, drag, no_network_and_no_errors, ok_and_front_ids,
-                                              open_page, wait_ready)
+                                              open_fresh, settle)
 from tests.browser.test_layout_browser import at_width
-from tests.viz.fedevo_runs import chance_run
-
-browser = test_front_browser.browser  # the same headless Chromium fixture
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium "
                                                           "chromium-driver)")
 
-LOAD_BOUND_S = 10.0  # generous: the issue asks for 2 s; this 2-core machine is shared by several test runs
+# the issue asks for the page interactive within 2 s on this 2-core machine; these bounds hold at a load average of
+# about 10 (other test runs beside it): see benchmarks/results-2026-11-26-page-load.txt
+INTERACTIVE_BOUND_S = 4.0
+READY_BOUND_S = 10.0
 
 
-@pytest.fixture(scope="module")
-def page(tmp_path_factory):
-    from fedevo.viz import write_front_html
-
-    run_dir = chance_run(tmp_path_factory)
-    return write_front_html(run_dir), run_dir
+@pytest.fixture
+def page(chance_page):
+    return chance_page[:2]
 
 
 def fresh(driver, path) -> None:
-    open_page(driver, path, "front3d")
-    driver.execute_script("sessionStorage.clear()")
-    open_page(driver, path, "front3d")
-    wait_ready(driver)
+    open_fresh(driver, path)
 
 
 AXIS_JS = """
@@ -65,7 +59,7 @@ return {x: line.left + line.width / 2, top: m.f, height: d.height, ticks: ticks,
 
 def axis(driver, label: str) -> dict:
     driver.execute_script("arguments[0].scrollIntoView()", driver.find_element("id", "parallel"))
-    time.sleep(0.4)
+    settle(driver)
     return driver.execute_script(AXIS_JS, label)
 
 
@@ -95,7 +89,7 @@ def test_a_brush_between_two_ticks_selects_exactly_the_values_between_them(brows
         px = 0.2 / (tick["0.1"] - tick["0.3"])  # error per pixel
         y0, y1 = round(tick[start]), round(tick[end])
         drag(browser, [(ax["x"], y0 + (y1 - y0) * k / 10) for k in range(11)])
-        time.sleep(0.8)
+        settle(browser)
         (lo, hi), = constraint(browser, "error")
         assert abs(lo - 0.1) <= 0.51 * px and abs(hi - 0.3) <= 0.51 * px, (start, end, lo, hi, px)
         near = [i for i, e in err.items() if min(abs(e - 0.1), abs(e - 0.3)) <= 0.51 * px]
@@ -119,7 +113,7 @@ def test_a_typed_range_selects_the_same(browser, page):
     lo_box = browser.find_element("id", f"range-{k}-lo")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", lo_box)
     lo_box.send_keys("0.1\t0.3\t")
-    time.sleep(0.6)
+    settle(browser)
     assert constraint(browser, "error") == [[0.1, 0.3]]
     assert browser.execute_script("return fedevoSelection()") == sorted(i for i, e in err.items() if 0.1 <= e <= 0.3)
     # ε on a log axis: typed in its units
@@ -132,7 +126,7 @@ def test_a_typed_range_selects_the_same(browser, page):
     box = browser.find_element("id", f"range-{ke}-lo")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", box)
     box.send_keys("1\t100\t")
-    time.sleep(0.6)
+    settle(browser)
     (lo, hi), = constraint(browser, label)
     assert abs(lo - 0) < 1e-12 and abs(hi - 2) < 1e-12  # log10 of 1 and 100: the axis draws log10 ε
     want = sorted(i for i, v in eps.items() if 1 <= v <= 100)
@@ -185,7 +179,7 @@ def test_log_axes_in_units_with_every_decade_and_integer_ticks(browser, page):
         "#parallel .cbaxis text')).map(t => t.textContent)")
     assert bars and all(t.isdigit() for t in bars), bars
     browser.execute_script("fedevoColour('units')")
-    time.sleep(0.5)
+    settle(browser)  # (the parallel view is recoloured at the next frame)
     bars = browser.execute_script("return Array.from(document.querySelectorAll('#parallel .cbaxis text'))"
                                   ".map(t => t.textContent)")
     assert bars and all(t.isdigit() for t in bars), bars
@@ -202,7 +196,7 @@ def test_no_sideways_scroll_with_every_point_selected(browser, page):
     try:
         ids = browser.execute_script("return FEDEVO.rows.map(r => r.id)")
         browser.execute_script("fedevoSelect(arguments[0])", ids)
-        time.sleep(0.5)
+        settle(browser)
         width = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
         assert width[0] <= width[1], width
         cmd = browser.find_element("id", "retrain-cmd")
@@ -214,19 +208,40 @@ def test_no_sideways_scroll_with_every_point_selected(browser, page):
         at_width(browser, 1400)
 
 
-def test_front_page_is_ready_within_the_bound(browser, page):
-    """The page (plotly.js shared beside it, the default) has every view drawn and linked (`fedevoReady`) within
-    LOAD_BOUND_S of the navigation's start: the median of three loads. The measurements are kept in
-    test-artifacts/load-time.json."""
+INTERACTIVE_JS = """
+// at fedevoInteractive: what a person sees first is drawn and wired -- the 3D view (its WebGL scene and canvas),
+// the projections, the page's functions and the caps' note (written by the page's script)
+const g3 = document.getElementById('front3d'), g2 = document.getElementById('projections');
+return {at: window.fedevoInteractiveAt, gl: !!(g3._fullLayout && g3._fullLayout.scene._scene.glplot
+          && g3.querySelector('canvas')), projections: !!(g2._fullLayout && g2.querySelector('.scatterlayer .point')),
+        api: typeof window.fedevoSelect === 'function' && typeof window.fedevoCaps === 'function',
+        note: document.getElementById('knee-note').textContent, pending: document.querySelectorAll('.pending').length};
+"""
+
+
+def test_front_page_is_interactive_within_the_bound(browser, page):
+    """The page (plotly.js shared beside it, the default) is interactive -- the first screen drawn and painted, the 3D
+    view answering, projections, caps, colour and tables wired (`fedevoInteractive`) -- within INTERACTIVE_BOUND_S
+    of the navigation's start, and has every view drawn and linked (`fedevoReady`) within READY_BOUND_S: the
+    medians of three loads without saved state. The measurements are kept in test-artifacts/load-time.json."""
     path, _ = page
-    times = []
+    open_fresh(browser, path)  # (no saved selection, caps or colour: a first visit)
+    interactive, ready = [], []
     for _ in range(3):
         browser.get("about:blank")
         browser.get(path.resolve().as_uri())
         t0 = time.time()
-        while not browser.execute_script("return !!window.fedevoReady"):
-            assert time.time() - t0 < 60, "the page's script did not start"
+        while not browser.execute_script("return !!window.fedevoInteractive"):
+            assert time.time() - t0 < 60, "the page did not become interactive"
             time.sleep(0.02)
-        times.append(browser.execute_script("return window.fedevoReadyAt") / 1000)
-    (ARTIFACTS / "load-time.json").write_text(json.dumps({"ready_s": times}))
-    assert statistics.median(times) < LOAD_BOUND_S, times
+        st = browser.execute_script(INTERACTIVE_JS)
+        assert st["gl"] and st["projections"] and st["api"] and st["note"], st
+        while not browser.execute_script("return !!window.fedevoReady"):
+            assert time.time() - t0 < 60, "the page did not draw every view"
+            time.sleep(0.02)
+        assert browser.execute_script("return document.querySelectorAll('.pending').length") == 0
+        interactive.append(st["at"] / 1000)
+        ready.append(browser.execute_script("return window.fedevoReadyAt") / 1000)
+    (ARTIFACTS / "load-time.json").write_text(json.dumps({"interactive_s": interactive, "ready_s": ready}))
+    assert statistics.median(interactive) < INTERACTIVE_BOUND_S, interactive
+    assert statistics.median(ready) < READY_BOUND_S, ready

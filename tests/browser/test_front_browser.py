@@ -5,6 +5,7 @@ Needs:  apt-get install -y chromium chromium-driver   and   pip install selenium
 Skipped (with that reason) only when chromium itself is not installed; chromium without chromedriver or
 selenium is a failure, so a CI that installs chromium always runs this test.
 Screenshots are kept in test-artifacts/ (git-ignored) at the repository root.
+One Chromium serves every browser test of a session (the `browser` fixture, tests/browser/conftest.py).
 """
 
 from __future__ import annotations
@@ -35,30 +36,13 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not instal
                                                           "chromium-driver; pip install selenium)")
 
 
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        pytest.fail("chromium is installed but selenium is not: pip install selenium")
-    if not os.path.exists(CHROMEDRIVER):
-        pytest.fail("chromium is installed but chromedriver is not: apt-get install chromium-driver")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for f in FLAGS:
-        opts.add_argument(f)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    driver.set_network_conditions(offline=True, latency=0, download_throughput=0, upload_throughput=0)
-    driver.set_script_timeout(30)
-    ARTIFACTS.mkdir(exist_ok=True)
-    yield driver
-    driver.quit()
-
-
 def open_page(driver, path: Path, div: str) -> None:
     driver.get(path.resolve().as_uri())
+    wait_drawn(driver, path, div)
+
+
+def wait_drawn(driver, path: Path, div: str) -> None:
+    """Until plotly has drawn graph #div of the page open (`path`: for the message)."""
     t0 = time.time()
     while time.time() - t0 < 30:
         if driver.execute_script(f"const g = document.getElementById('{div}'); "
@@ -135,7 +119,7 @@ def test_front_html_renders_and_hovers(browser, tmp_path_factory):
     run_dir = digits_run(tmp_path_factory)
     page = write_front_html(run_dir)
     ok_ids, front_ids, _ = ok_and_front_ids(run_dir)
-    open_page(browser, page, "front3d")
+    open_fresh(browser, page)  # every view drawn (the first screen is interactive before the others are drawn)
     for div in ("projections", "parallel", "hypervolume"):
         assert browser.execute_script(f"return !!document.getElementById('{div}')._fullLayout")
 
@@ -172,7 +156,7 @@ def test_front_html_renders_and_hovers(browser, tmp_path_factory):
     pid = browser.execute_script(
         "const g = document.getElementById('projections'); const c = g.data.findIndex(t => t.meta === 'evaluations');"
         "Plotly.Fx.hover(g, [{curveNumber: c, pointNumber: 0}], 'xy'); return g.data[c].customdata[0];")
-    time.sleep(0.2)
+    settle(browser)
     assert f"id {pid} " in hover_text(browser, "projections")
 
     # the parallel coordinates hold every ok evaluation; the hypervolume one point per generation
@@ -190,7 +174,7 @@ def test_capped_eps_and_failed_rows_in_browser(browser, tmp_path_factory):
     run_dir = synthetic_run(tmp_path_factory)
     page = write_front_html(run_dir)
     ok_ids, _, ev = ok_and_front_ids(run_dir)
-    open_page(browser, page, "front3d")
+    open_fresh(browser, page)
     got = browser.execute_script(
         "return document.getElementById('front3d').data.filter(t => t.meta === 'evaluations')"
         ".flatMap(t => Array.from(t.customdata).map((id, k) => [id, t.z[k]]))")
@@ -221,10 +205,47 @@ def test_retrain_curves_page(browser, tmp_path_factory, tmp_path):
 
 # ============================================================================================ decide from it
 def wait_ready(driver) -> None:
+    """Until front.html has every view drawn and linked (`fedevoReady`; the first screen is interactive before)."""
     t0 = time.time()
     while not driver.execute_script("return !!window.fedevoReady"):
         assert time.time() - t0 < 20, "the page's script did not start"
         time.sleep(0.05)
+
+
+def open_fresh(driver, page: Path) -> None:
+    """Open front.html `page` with none of the state an earlier test left (the page keeps selection, caps and colour
+    per run in sessionStorage, which every file:// page of the tab shares: cleared from the page before, so the page
+    loads once) and wait until every view is drawn."""
+    if not driver.current_url.startswith("file:"):
+        open_page(driver, page, "front3d")  # sessionStorage of file:// pages is reachable from such a page only
+    driver.execute_script("sessionStorage.clear()")
+    open_page(driver, page, "front3d")
+    wait_ready(driver)
+    assert driver.execute_script("return fedevoSelection()") == []
+
+
+SETTLE_JS = """
+const done = arguments[arguments.length - 1];
+requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 30)));
+"""
+
+
+def settle(driver) -> None:
+    """Until the page has run what the last action queued (plotly's events, the page's timeouts and deferred
+    redraws) and painted two frames: the wait after a mouse action, a scroll or a script call."""
+    driver.execute_async_script(SETTLE_JS)
+
+
+def until_stable(driver, js: str, *args, timeout: float = 10.0):
+    """`js`'s result once two reads a settled frame apart agree (plotly draws some views over several frames)."""
+    last, t0 = None, time.time()
+    while time.time() - t0 < timeout:
+        settle(driver)
+        got = driver.execute_script(js, *args)
+        if got == last:
+            return got
+        last = got
+    raise AssertionError(f"the page did not settle: {last}")
 
 
 def drag(driver, points) -> None:
@@ -245,7 +266,7 @@ def axis_geometry(driver, label: str) -> tuple[float, float, float, float, float
     scrolled into view; the range is the dimension's, else its values' min and max."""
     el = driver.find_element("id", "parallel")
     driver.execute_script("arguments[0].scrollIntoView()", el)
-    time.sleep(0.3)
+    settle(driver)
     return tuple(driver.execute_script(
         "const gp = document.getElementById('parallel'); const dims = gp.data[0].dimensions;"
         "const k = dims.findIndex(x => x.label === arguments[0]); const dim = dims[k];"
@@ -260,7 +281,7 @@ def brush_axis(driver, label: str, start: float, end: float, geometry=None) -> N
     from the top (geometry: `axis_geometry`'s, when the caller has it)."""
     x, top, h, _, _ = geometry or axis_geometry(driver, label)
     drag(driver, [(x, top + h * (start + (end - start) * k / 10)) for k in range(11)])
-    time.sleep(0.8)
+    settle(driver)
 
 
 SELECTION_STATE_JS = """
@@ -289,20 +310,15 @@ def check_linked(driver, ids, run_dir) -> None:
     assert st["cmd"] == f"fedevo retrain {Path(run_dir).resolve()} --pick {','.join(map(str, sorted(ids)))} --rounds 150"
 
 
-def test_chance_knee_log_axes_and_linked_selection(browser, tmp_path_factory):
+def test_chance_knee_log_axes_and_linked_selection(browser, chance_page):
     """The acceptance of issue 18 in a real browser: no knee at or below chance on a run that has such
     points; log axes where declared; brushing and lasso select the same ids in every view; the table shows the
     retrain command; readable numbers; no console error."""
-    from fedevo.viz import write_front_html
-    from tests.viz.fedevo_runs import chance_run
-
-    run_dir = chance_run(tmp_path_factory)
-    page = write_front_html(run_dir)
+    page, run_dir, _, _ = chance_page
     _, front_ids, ev = ok_and_front_ids(run_dir)
     err = {int(r["id"]): float(r["error"]) for r in ev if r["status"] == "ok"}
     assert any(err[i] >= 0.9 for i in front_ids), "the fixture must have Pareto points at or above chance"
-    open_page(browser, page, "front3d")
-    wait_ready(browser)
+    open_fresh(browser, page)
 
     # the knee: below chance, in 3D and 2D; the region at or above chance is shaded and named
     knees = browser.execute_script(
@@ -350,13 +366,13 @@ def test_chance_knee_log_axes_and_linked_selection(browser, tmp_path_factory):
     browser.execute_script("Plotly.relayout('projections', {dragmode: 'select'})")
     g2 = browser.find_element("id", "projections")
     browser.execute_script("arguments[0].scrollIntoView()", g2)
-    time.sleep(0.3)
+    settle(browser)
     box = browser.execute_script(
         "const g = document.getElementById('projections'), l = g._fullLayout, r = g.getBoundingClientRect();"
         "const xa = l.xaxis, ya = l.yaxis; return [r.left + xa._offset, r.top + ya._offset, xa._length, ya._length]")
     x0, y0, w, hh = box
     drag(browser, [(x0 + w * 0.02, y0 + hh * 0.02), (x0 + w * 0.3, y0 + hh * 0.5), (x0 + w * 0.55, y0 + hh * 0.98)])
-    time.sleep(0.8)
+    settle(browser)
     picked = browser.execute_script("return fedevoSelection()")
     assert picked, "the box selected nothing"
     check_linked(browser, picked, run_dir)
@@ -396,8 +412,7 @@ def test_page_follows_a_running_search(browser, tmp_path):
             time.sleep(0.2)
         watch = subprocess.Popen(cli_cmd("plot", out, "--watch", "--interval", 0.3), cwd=REPO, env=env(),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        open_page(browser, page, "front3d")
-        wait_ready(browser)
+        open_fresh(browser, page)
         n0 = browser.execute_script("return FEDEVO.rows.length")
         complete0 = browser.execute_script("return FEDEVO.complete")
         assert not complete0 and n0 < 24
@@ -436,18 +451,13 @@ def test_page_follows_a_running_search(browser, tmp_path):
                 p.kill()
 
 
-def test_error_brush_from_bottom_selects_every_error_below(browser, tmp_path_factory):
+def test_error_brush_from_bottom_selects_every_error_below(browser, chance_page):
     """Issue #28: a real-mouse drag from below the bottom of the error axis up to the pixel of error 0.45 keeps every
     solution with error up to the dragged value (no snapping to tick marks; values below the lowest tick brushable)."""
-    from fedevo.viz import write_front_html
-    from tests.viz.fedevo_runs import chance_run
-
-    run_dir = chance_run(tmp_path_factory)
-    page = write_front_html(run_dir)
+    page, run_dir, _, _ = chance_page
     _, _, ev = ok_and_front_ids(run_dir)
     err = {int(r["id"]): float(r["error"]) for r in ev if r["status"] == "ok"}
-    open_page(browser, page, "front3d")
-    wait_ready(browser)
+    open_fresh(browser, page)
     x, top, h, lo, hi = axis_geometry(browser, "error")
     frac = (hi - 0.45) / (hi - lo)  # fraction of the height from the top where error 0.45 is drawn
     assert 0.05 < frac < 0.95, (lo, hi)
@@ -455,7 +465,7 @@ def test_error_brush_from_bottom_selects_every_error_below(browser, tmp_path_fac
     # lowest value of the axis, which a pointer on whole pixels may land just above)
     bottom = top + h + 3
     drag(browser, [(x, bottom - (bottom - (top + h * frac)) * k / 10) for k in range(11)])
-    time.sleep(0.8)
+    settle(browser)
     cr = browser.execute_script("return document.getElementById('parallel')._fullData[0].dimensions"
                                 ".find(d => d.label === 'error').constraintrange")
     assert cr, "the drag did not brush the error axis"

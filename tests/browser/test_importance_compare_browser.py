@@ -1,6 +1,6 @@
 """importance.html and compare.html in headless Chromium with the network off: they render with no console error,
 and what plotly draws is what the run holds (bars, points, legend entries, a hypervolume axis that does not
-start at 0). Patterns and skip rule: tests/browser/test_front_browser.py."""
+start at 0). Patterns and skip rule: tests/browser/test_front_browser.py; the browser: tests/browser/conftest.py."""
 
 from __future__ import annotations
 
@@ -8,12 +8,9 @@ import csv
 
 import pytest
 
-from tests.browser import test_front_browser
-from tests.browser.test_front_browser import ARTIFACTS, CHROMIUM, no_network_and_no_errors, open_page
+from tests.browser.test_front_browser import ARTIFACTS, CHROMIUM, no_network_and_no_errors, open_page, wait_drawn
 from tests.searching.search_fakes import fake_evaluate
 from tests.viz.test_importance import driven_evaluate
-
-browser = test_front_browser.browser  # the same headless Chromium fixture
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium chromium-driver)")
 
@@ -38,7 +35,7 @@ def test_importance_page_draws_the_bars_and_slices(browser, base):
     page = run / "importance.html"
     open_page(browser, page, "importance")
     for div in ("slices", "hypervolume"):
-        open_page(browser, page, div)
+        wait_drawn(browser, page, div)
     genes = browser.execute_script("return document.getElementById('importance').data[0].y.length")
     assert genes == 9  # digits_mlp_local's genes
     # the bars as drawn: per objective one bar per gene; the widest bar of each is its driving gene
@@ -70,7 +67,7 @@ def test_compare_page_draws_each_runs_front(browser, base):
         runs.append(base / name)
     page = fedevo.plot(runs, out=base / "compare.html")
     open_page(browser, page, "fronts")
-    open_page(browser, page, "hypervolume")
+    wait_drawn(browser, page, "hypervolume")
     legend = browser.execute_script(
         "return Array.from(document.querySelectorAll('#fronts .legendtext')).map(e => e.textContent)")
     assert legend == ["one", "two"]

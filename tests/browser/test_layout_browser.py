@@ -4,7 +4,7 @@ scroll box, plot titles clear of the modebar and the legends, a 3-D hover label 
 vertical 3-D axis title level, readable parallel-axis ticks, settings that never break ("1e-6"), the hypervolume
 axis near its values, the retrain page's error view saying error; no console error, nothing from the network.
 
-Uses the headless Chromium of tests/browser/test_front_browser.py (skipped where chromium is not installed).
+Uses the session's headless Chromium (tests/browser/conftest.py; skipped where chromium is not installed).
 """
 
 from __future__ import annotations
@@ -13,16 +13,20 @@ import time
 
 import pytest
 
-from tests.browser import test_front_browser
-from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, hover_at, no_network_and_no_errors, open_page,
-                                              pareto_positions, wait_ready)
+from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, hover_at, no_network_and_no_errors, open_fresh,
+                                              open_page, pareto_positions, settle)
 from tests.viz.fedevo_runs import central_run, digits_run
-
-browser = test_front_browser.browser  # the same headless Chromium fixture
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium "
                                                           "chromium-driver; pip install selenium)")
 WIDTHS = (1000, 1600)
+
+
+RESIZED_JS = """
+// every plotly graph of the page as wide as its div (plotly's responsive relayout after a window resize is done)
+return Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .every(g => !g._fullLayout || Math.abs(g._fullLayout.width - g.clientWidth) <= 1);
+"""
 
 
 def at_width(driver, width: int) -> None:
@@ -31,7 +35,12 @@ def at_width(driver, width: int) -> None:
     while driver.execute_script("return window.innerWidth") != width:
         assert time.time() - t0 < 5, f"the window did not become {width} px wide"
         time.sleep(0.05)
-    time.sleep(0.8)  # plotly's responsive relayout
+    t0 = time.time()
+    while time.time() - t0 < 5:  # plotly's responsive relayout (a page opened after this draws at the width)
+        settle(driver)
+        if driver.execute_script(RESIZED_JS):
+            break
+    settle(driver)
 
 
 def overlaps(a: dict, b: dict, slack: float = 1.0) -> bool:
@@ -106,9 +115,8 @@ def test_front_layout_holds(browser, tmp_path_factory, width):
 
     page = write_front_html(digits_run(tmp_path_factory))
     at_width(browser, width)
-    open_page(browser, page, "front3d")
-    wait_ready(browser)
-    time.sleep(0.5)
+    open_fresh(browser, page)
+    settle(browser)
     no_page_overflow(browser)
     table_reachable(browser)
     rects_clear(browser)
@@ -150,8 +158,7 @@ def test_central_header_and_undefined_axis(browser, tmp_path_factory, width):
 
     page = write_front_html(central_run(tmp_path_factory))
     at_width(browser, width)
-    open_page(browser, page, "front3d")
-    wait_ready(browser)
+    open_fresh(browser, page)
     # one line each: the pair is no taller than its value, and the value is one box
     kv = browser.execute_script(
         "return Array.from(document.querySelectorAll('.kv')).map(e => { const b = e.querySelector('b');"
@@ -193,7 +200,7 @@ def test_retrain_and_audit_pages_at_both_widths(browser, tmp_path_factory, tmp_p
         no_page_overflow(browser)
         browser.execute_script("Array.from(document.querySelectorAll('#curves .updatemenu-button'))[1]"
                                ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")  # error, log scale
-        time.sleep(0.8)
+        settle(browser)
         st = browser.execute_script(
             "const g = document.getElementById('curves');"
             "return {titles: Array.from(g.querySelectorAll('.annotation-text')).map(e => e.textContent),"

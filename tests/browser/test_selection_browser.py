@@ -7,7 +7,7 @@
 * the 3D view: the ``selected`` ring trace; the knee: the ``knee`` traces of the 3D view and the projections.
 
 Real mouse (selenium's W3C actions) for the lasso, the box, the double-click, the table click and the 3D click.
-Browser fixture, skip rule and helpers: tests/browser/test_front_browser.py.
+Browser fixture: tests/browser/conftest.py; skip rule and helpers: tests/browser/test_front_browser.py.
 """
 
 from __future__ import annotations
@@ -17,16 +17,13 @@ import io
 import json
 import math
 import re
-import time
 
 import pytest
 
-from tests.browser import test_front_browser
-from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, drag, hover_at, mouse_to, no_network_and_no_errors,
-                                              ok_and_front_ids, open_page, pareto_positions, wait_ready)
-from tests.viz.fedevo_runs import chance_run, synthetic_run
-
-browser = test_front_browser.browser  # the same headless Chromium fixture
+from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, drag, hover_at, no_network_and_no_errors,
+                                              ok_and_front_ids, open_fresh, pareto_positions, settle, until_stable,
+                                              wait_ready)
+from tests.viz.fedevo_runs import synthetic_run
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium "
                                                           "chromium-driver)")
@@ -61,17 +58,12 @@ return {ranges: ranges, lit: lit, gap: gap, tol: tol, n: ax.values.length};
 
 
 def drawn_parallel(driver) -> dict:
-    """`DRAWN_PARALLEL_JS` once the parcoords drawing has settled (it paints in batches): two equal reads in a row."""
+    """`DRAWN_PARALLEL_JS` once the parcoords drawing has settled (it paints in batches): two equal reads in a row,
+    a settled frame apart."""
     driver.execute_script("arguments[0].scrollIntoView()", driver.find_element("id", "parallel"))
-    last, t0 = None, time.time()
-    while time.time() - t0 < 10:
-        time.sleep(0.4)
-        got = driver.execute_script(DRAWN_PARALLEL_JS)
-        assert got["gap"] > 2 * got["tol"] + 1, got  # neighbouring ids are told apart at the id axis
-        if got == last:
-            return got
-        last = got
-    raise AssertionError(f"the parallel coordinates did not settle: {last}")
+    got = until_stable(driver, DRAWN_PARALLEL_JS)
+    assert got["gap"] > 2 * got["tol"] + 1, got  # neighbouring ids are told apart at the id axis
+    return got
 
 
 def id_ranges_hold(ranges: dict, ids) -> None:
@@ -99,7 +91,7 @@ return {selection: fedevoSelection(), in3d: Array.from(g3.data.find(t => t.meta 
 def every_view_shows(driver, ids, all_ids) -> None:
     """The 3D rings, every projection panel, the table and the parallel coordinates (as drawn) hold exactly `ids`;
     with no ids: no panel has selected points, no outline is left, no axis is brushed and every line is drawn."""
-    time.sleep(0.3)
+    settle(driver)
     st = driver.execute_script(STATE_JS)
     ids = sorted(ids)
     assert st["selection"] == ids, st
@@ -120,7 +112,7 @@ def every_view_shows(driver, ids, all_ids) -> None:
 def panel_box(driver, n: int) -> tuple[float, float, float, float]:
     """(left, top, width, height) on screen of projection panel n (1..3), scrolled into view."""
     driver.execute_script("arguments[0].scrollIntoView()", driver.find_element("id", "projections"))
-    time.sleep(0.3)
+    settle(driver)
     ax = "" if n == 1 else str(n)
     return tuple(driver.execute_script(
         "const g = document.getElementById('projections'), l = g._fullLayout, r = g.getBoundingClientRect();"
@@ -150,7 +142,7 @@ def lasso_rect(driver, n: int, fx0: float, fy0: float, fx1: float, fy1: float):
     path = [(a, b)] + [(a + (c - a) * k / 6, b) for k in range(1, 7)] + [(c, b + (d - b) * k / 6) for k in range(1, 7)]
     path += [(c - (c - a) * k / 6, d) for k in range(1, 7)] + [(a, d - (d - b) * k / 6) for k in range(1, 7)]
     drag(driver, path)
-    time.sleep(0.8)
+    settle(driver)
     return points_in(driver, n, a, b, c, d)
 
 
@@ -159,7 +151,7 @@ def box_rect(driver, n: int, fx0: float, fy0: float, fx1: float, fy1: float):
     x, y, w, h = panel_box(driver, n)
     a, b, c, d = x + w * fx0, y + h * fy0, x + w * fx1, y + h * fy1
     drag(driver, [(a, b), ((a + c) / 2, (b + d) / 2), (c, d)])
-    time.sleep(0.8)
+    settle(driver)
     return points_in(driver, n, a, b, c, d)
 
 
@@ -171,26 +163,7 @@ def double_click(driver, x: float, y: float) -> None:
     ab.pointer_action.click()
     ab.pointer_action.click()
     ab.perform()
-    time.sleep(0.8)
-
-
-def open_fresh(driver, page) -> None:
-    """Open the page with none of the state an earlier test left (the page keeps selection and caps per run in
-    sessionStorage across reloads)."""
-    open_page(driver, page, "front3d")
-    driver.execute_script("sessionStorage.clear()")
-    open_page(driver, page, "front3d")
-    wait_ready(driver)
-    assert driver.execute_script("return fedevoSelection()") == []
-
-
-@pytest.fixture(scope="module")
-def chance_page(tmp_path_factory):
-    from fedevo.viz import write_front_html
-
-    run_dir = chance_run(tmp_path_factory)
-    ok_ids, front_ids, ev = ok_and_front_ids(run_dir)
-    return write_front_html(run_dir), run_dir, sorted(ok_ids), front_ids
+    settle(driver)
 
 
 # ============================================================================================ tests
@@ -268,7 +241,7 @@ def test_3d_click_selects_the_point(browser, chance_page):
         ab.pointer_action.pause(0.3)
         ab.pointer_action.pointer_up()
         ab.perform()
-        time.sleep(0.6)
+        settle(browser)
 
     for p in pareto_positions(browser):
         m = re.search(r"id (\d+) ", hover_at(browser, p))
@@ -278,10 +251,8 @@ def test_3d_click_selects_the_point(browser, chance_page):
         press()
         every_view_shows(browser, [hovered], ok_ids)
         browser.execute_script("document.getElementById('front3d').scrollIntoView({block: 'center'})")  # the view, wherever the header ends
-        time.sleep(0.3)
-        mouse_to(browser, p["x"] - 3, p["y"])
-        mouse_to(browser, p["x"], p["y"])
-        time.sleep(0.5)
+        settle(browser)
+        hover_at(browser, p)  # the pointer back on the point (its hover label shows within 2 s)
         press()
         every_view_shows(browser, [], ok_ids)
         break
@@ -293,6 +264,18 @@ def test_3d_click_selects_the_point(browser, chance_page):
 KNEES_JS = """
 return ['front3d', 'projections'].map(d => document.getElementById(d).data.filter(t => t.name === 'knee')
   .map(t => Array.from(t.customdata)));
+"""
+
+CAPS_SERIES_JS = """
+// fedevoCaps for each caps in turn (one call from the test instead of three per caps): after each, the knee it
+// returns, the note and the knee rings of the 3D view and every projection as the page then holds them
+const knees = () => ['front3d', 'projections'].map(d => document.getElementById(d).data.filter(t => t.name === 'knee')
+  .map(t => Array.from(t.customdata)));
+return arguments[0].map(c => {
+  const r = fedevoCaps(c);
+  return {id: r.row ? r.row.id : null, reason: r.reason || null, how: r.how || null,
+          note: document.getElementById('knee-note').textContent, knees: knees()};
+});
 """
 
 
@@ -324,13 +307,12 @@ def test_knee_caps_pick_as_python(browser, chance_page):
     chance_only = [e for e in eps if all(r["error"] >= bar for r in data.front if r[ek] <= e)]
     assert chance_only, "the fixture's most private Pareto solutions must be at chance"
     seen = set()
-    for c in caps:
+    got = browser.execute_script(CAPS_SERIES_JS, caps)
+    assert len(got) == len(caps)
+    for c, js in zip(caps, got):
         want, err = _python_knee(data, c)
-        js = browser.execute_script("const r = fedevoCaps(arguments[0]); return {id: r.row ? r.row.id : null, "
-                                    "reason: r.reason || null, how: r.how || null};", {k: v for k, v in c.items()})
         assert js["id"] == want, (c, js, want, err)
-        note = browser.execute_script("return document.getElementById('knee-note').textContent")
-        knees = browser.execute_script(KNEES_JS)
+        note, knees = js["note"], js["knees"]
         assert all(ids == ([want] if want is not None else []) for view in knees for ids in view), (c, knees)
         assert len(knees[1]) == 3  # one knee trace per projection panel
         if want is not None:
@@ -350,7 +332,7 @@ def test_knee_caps_pick_as_python(browser, chance_page):
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", box)
     cap = eps[len(eps) // 2]
     box.send_keys(repr(cap))
-    time.sleep(0.3)
+    settle(browser)
     want, _ = _python_knee(data, {ek: cap})
     note = browser.execute_script("return document.getElementById('knee-note').textContent")
     assert f"id {want} " in note and f"--pick 'knee:{ek}<={cap!r}'" in note, note
@@ -488,6 +470,7 @@ def test_caps_choose_what_the_command_line_picks_and_dim_the_rest(browser, chanc
         assert [res["chosen"]] == want[:1], (caps, mode, res, want)
         if mode == "knee" and all(krow[k] <= v for k, v in caps.items()):
             assert want == [knee], (caps, want)  # the command line keeps the knee ...
+        settle(browser)  # (the parallel view is recoloured at the next frame)
         got = browser.execute_script(DIMMED_JS)
         if mode == "knee" and all(krow[k] <= v for k, v in caps.items()):
             assert got["rings"]["3d:knee"] == [knee]  # ... and so does the page
@@ -519,12 +502,89 @@ def test_caps_choose_what_the_command_line_picks_and_dim_the_rest(browser, chanc
     from selenium.webdriver.support.ui import Select
 
     Select(browser.find_element("id", "choose-by")).select_by_value("lowest-error")
-    time.sleep(0.3)
+    settle(browser)
     want = _pick_ids(data, f"{ek}<={eps[len(eps) // 3]!r},lowest-error")
     got = browser.execute_script(DIMMED_JS)
     assert got["rings"]["3d:chosen"] == want[:1] and f"Chosen: id {want[0]} " in got["note"]
     browser.execute_script("document.getElementById('projections').scrollIntoView()")
-    time.sleep(0.4)
+    settle(browser)
     browser.save_screenshot(str(ARTIFACTS / "front-caps-dimmed.png"))
     browser.execute_script("fedevoCaps({}, 'knee')")
+    no_network_and_no_errors(browser)
+
+
+def test_a_restored_state_is_drawn_in_the_views_drawn_after_the_first_screen(browser, chance_page):
+    """The projections and the parallel coordinates are drawn after the page is interactive: a page that restores a
+    colour, caps and a selection (what the live reload keeps) before they are drawn draws them there as well -- the
+    same rings, dimming, colour bars, marks and selected ids in every view as the page that set them."""
+    from fedevo.searching.rundata import load_run
+
+    page, run_dir, ok_ids, _ = chance_page
+    data = load_run(run_dir)
+    ek = data.eps_key
+    open_fresh(browser, page)
+    eps = sorted(r[ek] for r in data.front if math.isfinite(r[ek]))
+    caps = {ek: eps[len(eps) // 2]}
+    inside = sorted(r["id"] for r in data.ok_rows if r[ek] <= caps[ek])
+    ids = inside[:3]
+    assert len(ids) == 3 and len(inside) < len(ok_ids), "the caps must dim some evaluations for this test to tell"
+    browser.execute_script("fedevoColour('sigma'); fedevoCaps(arguments[0], 'lowest-error')", caps)
+    browser.execute_script("fedevoSelect(arguments[0])", ids)
+    every_view_shows(browser, ids, ok_ids)
+    bars = ("return [document.getElementById('projections').data.find(t => t.marker && t.marker.showscale)"
+            ".marker.colorbar.title.text, document.getElementById('parallel')._fullData[0].line.colorbar.title.text]")
+    before = (browser.execute_script(DIMMED_JS), browser.execute_script(bars))
+    assert before[1] == ["gene sigma (log)"] * 2, before[1]
+    browser.refresh()  # sessionStorage kept: the page restores colour, caps and selection at once
+    wait_ready(browser)
+    every_view_shows(browser, ids, ok_ids)
+    after = (browser.execute_script(DIMMED_JS), browser.execute_script(bars))
+    assert after == before
+    assert any(after[0]["views"]["parallel"].values()) and any(after[0]["views"]["2dx2"].values())
+    browser.execute_script("sessionStorage.clear()")
+    no_network_and_no_errors(browser)
+
+
+def test_a_maximised_objective_is_chosen_by_its_highest(browser, chance_page, tmp_path):
+    """A run with a maximised objective (here the chance run's global accuracy recorded as a fourth objective, to be
+    maximised) offers "the highest NAME" for it, not the lowest, and what the page chooses with it within caps is
+    `fedevo front RUN --pick 'CAPS,highest-NAME'`; the note says the highest."""
+    import dataclasses
+    import os
+
+    from fedevo.searching.rundata import load_run
+    from fedevo.viz.front import front_html
+    from fedevo.viz.html import write
+
+    _, run_dir, _, _ = chance_page
+    three = load_run(run_dir)
+    ek = three.eps_key
+    acc = {"name": "acc_hi", "label": "global accuracy", "unit": "", "direction": "maximize", "worst": 0.0,
+           "log": False, "floor": 0.0, "lower": 0.0, "upper": 1.0, "description": "1 - global test error"}
+    meta = {**three.meta, "objectives": [*three.meta["objectives"], "acc_hi"],
+            "objective_specs": [*three.meta["objective_specs"], acc]}
+    rows = [{**r, "acc_hi": r.get("accuracy_global")} for r in three.rows]
+    by_id = {r["id"]: r for r in rows}
+    data = dataclasses.replace(three, meta=meta, rows=rows, front=[by_id[r["id"]] for r in three.front])
+    assert data.objectives.names[-1] == "acc_hi" and data.objectives.by_name("acc_hi").maximize
+    plotly_js = next(run_dir.glob("plotly-*.min.js"))
+    page = write(tmp_path / "front.html", front_html(data, plotly_src=os.path.relpath(plotly_js, tmp_path)))
+    open_fresh(browser, page)
+    options = browser.execute_script("return Array.from(document.querySelectorAll('#choose-by option'))"
+                                     ".map(o => o.value)")
+    assert "highest-acc_hi" in options and "lowest-acc_hi" not in options and "lowest-error" in options, options
+    eps = sorted(r[ek] for r in data.front if math.isfinite(r[ek]))
+    comm = sorted(r["comm"] for r in data.front)
+    for caps in ({}, {ek: eps[len(eps) // 2]}, {"comm": comm[len(comm) // 3]}, {ek: eps[-1], "comm": comm[-2]}):
+        res = browser.execute_script("const r = fedevoCaps(arguments[0], 'highest-acc_hi'); return {chosen: "
+                                     "r.chosen ? r.chosen.id : null, spec: r.spec, "
+                                     "note: document.getElementById('knee-note').textContent};", caps)
+        spec = ",".join([f"{k}<={v!r}" for k, v in caps.items()] + ["highest-acc_hi"])
+        want = _pick_ids(data, spec)
+        assert want and [res["chosen"]] == want[:1], (caps, res, want)
+        assert _pick_ids(data, res["spec"])[:1] == want[:1], res
+        worst = min(r["acc_hi"] for r in data.front if all(r[k] <= v for k, v in caps.items()))
+        assert by_id[want[0]]["acc_hi"] > worst  # the highest, not the lowest
+        assert "the highest global accuracy among" in res["note"], res["note"]
+    browser.execute_script("sessionStorage.clear()")
     no_network_and_no_errors(browser)

@@ -3,10 +3,10 @@
 Reads ``window.FEDEVO`` and ``window.FEDEVO_FIGS`` (the figures, written by :func:`fedevo.viz.front.front_html`)
 and ``fedevoNum`` (:data:`fedevo.viz.numfmt.JS_NUM`). plotly.js is deferred; on DOMContentLoaded the script draws
 the views itself, the first screen first (``fedevoLoad`` at the end): the 3D view, then it wires the page
-(``fedevoInit``: caps, colour, tables, selection, the 3D view's clicks) and, once that frame is painted, sets
-``window.fedevoInteractive`` (and ``fedevoInteractiveAt``, ms since navigation); then, a painted frame between
-them, the projections and the parallel coordinates (each linked and brought to the page's state as soon as drawn:
-``fedevoProjectionsDrawn``, ``fedevoParallelDrawn``) and the hypervolume, and sets ``window.fedevoReady`` /
+(``fedevoInit``: caps, colour, tables, selection, the 3D view's clicks), draws the projections and, once that frame
+is painted, sets ``window.fedevoInteractive`` (and ``fedevoInteractiveAt``, ms since navigation); then, a painted
+frame between them, the parallel coordinates and the hypervolume (each view linked and brought to the page's state
+as soon as drawn: ``fedevoProjectionsDrawn``, ``fedevoParallelDrawn``), and sets ``window.fedevoReady`` /
 ``fedevoReadyAt``: every view drawn and linked. The selection is one sorted list of evaluation ids:
 
 * brushing the parallel coordinates (``plotly_restyle``) selects the ids inside every brushed range;
@@ -743,11 +743,11 @@ function fedevoInit() {
 
 // ------------------------------------------------------------------ drawing: the first screen first
 // plotly.js is deferred (the page's text shows before it is parsed). Then the 3D view (the first screen, under the
-// header) is drawn, the page is wired (fedevoInit), and once that frame is painted the page is interactive:
-// window.fedevoInteractive / fedevoInteractiveAt -- the 3D view shown and answering (hover, click), caps,
-// colour-by, tables and selection working. Then, a view per task with a painted frame between them, the
-// projections and the parallel coordinates (each linked and given the page's state as soon as drawn) and the
-// hypervolume: window.fedevoReady / fedevoReadyAt, every view drawn and linked. Times in ms since the navigation
+// header) is drawn, the page is wired (fedevoInit), then the projections (a tenth of a second), and once that
+// frame is painted the page is interactive: window.fedevoInteractive / fedevoInteractiveAt -- the 3D view and the
+// projections shown and answering (hover, click, lasso), caps, colour-by, tables and selection working. Then, a
+// view per task with a painted frame between them, the parallel coordinates (linked and given the page's state as
+// soon as drawn) and the hypervolume: window.fedevoReady / fedevoReadyAt, every view drawn and linked. Times in ms since the navigation
 // began (performance.now()); performance marks fedevo:* (benchmarks/page_load.py --profile).
 (function fedevoLoad() {
   const F = window.FEDEVO_FIGS || {};
@@ -771,13 +771,16 @@ function fedevoInit() {
   const painted = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));  // after the next frame
   function start() {
     mark('plotly-parsed');
+    // interactive is set between tasks, after a painted frame: nothing of the page's own is still running then, and
+    // the frame after it is yielded too, so that input already waiting is answered before the parallel view's
+    // (long) drawing task begins
     draw('front3d').then(() => { fedevoInit(); mark('wired'); }).then(painted)
+      .then(() => draw('projections')).then(() => window.fedevoProjectionsDrawn()).then(painted)
       .then(() => {
         window.fedevoInteractiveAt = performance.now();
         window.fedevoInteractive = true;
         mark('interactive');
-      }).then(() => draw('projections')).then(() => window.fedevoProjectionsDrawn())
-      .then(painted).then(() => draw('parallel')).then(() => window.fedevoParallelDrawn())
+      }).then(painted).then(() => draw('parallel')).then(() => window.fedevoParallelDrawn())
       .then(painted).then(() => draw('hypervolume')).then(() => {
         window.fedevoReadyAt = performance.now();
         window.fedevoReady = true;

@@ -94,8 +94,11 @@ class EvaluationRecord(Mapping[str, Any]):
 
     @property
     def full(self) -> bool:
-        """Trained for all its rounds (always, in a plain search; the top rung in a multi-fidelity one)."""
-        return self.fidelity is None or self.fidelity >= 1.0 - 1e-9
+        """Trained for all its rounds (always, in a plain search; the top rung in a multi-fidelity one): the rule of
+        :func:`fedevo.searching.front_math.is_full`, which decides what enters the front."""
+        from .front_math import is_full
+
+        return is_full(self)
 
     def value(self, name: str) -> Optional[float]:
         """The raw value of objective (or column) `name`, as a float; None where it is empty or not a number."""

@@ -1,8 +1,9 @@
 """One evaluation as a search run records it: :class:`EvaluationRecord`, frozen (in the spirit of Optuna's
 ``FrozenTrial``).
 
-It is the one type an evaluation has once it is logged: evaluations.csv's row is written from it and parsed back
-into it (:class:`fedevo.searching.log.EvalLog`), the search tells the optimiser from it, its callbacks get it
+It is the one type an evaluation has once it is logged: :class:`fedevo.searching.log.EvalLog` parses each row of
+evaluations.csv into it, and its ``append`` returns the record of the row it wrote, exactly as it will be read
+back; the search tells the optimiser from it, its callbacks get it
 (``on_evaluation``), and every reader — the front, the hypervolume, picks, pages, retrain, the audit,
 ``fedevo.Run.evaluations`` — reads it. Its objective vector comes from one rule,
 :meth:`fedevo.objectives.ObjectiveSet.vector_of` (the worst values included).
@@ -72,15 +73,6 @@ class EvaluationRecord(Mapping[str, Any]):
         if self.rung is not None:
             flat.update(rung=self.rung, fidelity=self.fidelity)
         object.__setattr__(self, "_flat", flat)
-
-    @classmethod
-    def of(cls, task: Any, result: EvaluationResult, values: Optional[Mapping[str, Optional[float]]] = None, *,
-           rungs: bool = False) -> "EvaluationRecord":
-        """The record of `result` for a search task (fedevo.searching.runner.Task: id, generation, index, seed,
-        params, rung, fidelity); ``rungs``: the search is multi-fidelity (the record carries its rung)."""
-        return cls(id=int(task.id), generation=int(task.generation), index=int(task.index), seed=int(task.seed),
-                   params=task.params, result=result, objective_values=dict(values or {}),
-                   rung=int(task.rung) if rungs else None, fidelity=float(task.fidelity) if rungs else None)
 
     # ------------------------------------------------------------------ the common questions
     @property

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,16 +36,7 @@ from fedevo.problem import load_problem  # noqa: E402
 from fedevo.searching.optimizers import make  # noqa: E402
 from fedevo.searching.run import _search_problem  # noqa: E402
 from fedevo.searching.space import SearchSpace  # noqa: E402
-
-
-def cpu() -> str:
-    """lscpu's model name, family and model."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "?"
-    field = {ln.split(":", 1)[0].strip(): ln.split(":", 1)[1].strip() for ln in out.splitlines() if ":" in ln}
-    return f"{field.get('Model name', '?')} (family {field.get('CPU family', '?')}, model {field.get('Model', '?')})"
+from machine import cpu  # noqa: E402  (benchmarks/machine.py)
 
 
 def told_optimizer(name: str, problem, n: int, seed: int):
@@ -83,7 +73,7 @@ def main() -> None:
     import optuna
     import torch
 
-    print(f"CPU: {cpu()}, {os.cpu_count()} cores; torch {torch.__version__}, {torch.get_num_threads()} threads "
+    print(f"CPU: {cpu()}; torch {torch.__version__}, {torch.get_num_threads()} threads "
           f"(the optimisers ask on 1); optuna {optuna.__version__}; "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"problem {args.problem}; told sizes {args.told}; {args.evaluations} evaluations; seed {args.seed}", flush=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,14 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fedevo  # noqa: E402
 from fedevo import api  # noqa: E402
-
-
-def cpu() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        return next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name:")), "?")
-    except (OSError, subprocess.SubprocessError):
-        return "?"
+from machine import cpu  # noqa: E402  (benchmarks/machine.py)
 
 
 def one(args, page: bool, seconds: float, importance: bool, tmp: Path) -> dict:
@@ -78,7 +70,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
-    print(f"CPU: {cpu()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}")
+    print(f"CPU: {cpu()}; load average {os.getloadavg()[0]:.2f}")
     fedevo.evaluate(args.problem, None, seed=0)  # warm: imports, data and kernels load once, before any timing
     default = api.PAGE_SECONDS
     configs = [("page=False", False, default, False),

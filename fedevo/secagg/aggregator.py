@@ -15,11 +15,18 @@ then taken over a neighbourhood: t = ⌈θ·(d + 1)⌉, at most d (θ·n for the
 `encoder`: replaces the fixed-point encoding (e.g. `fedevo.privacy.distributed.DDGEncoder`: randomised rounding
 plus a discrete Gaussian noise share, every client weighted 1); it has `begin_round(arrived: int)`,
 `encode(row, client) -> uint vector` and `decode(total) -> (sum vector, count)`.
+
+`simulation`: "sum" (the default) computes what the round reveals directly (`ideal.IdealSum`: the survivors'
+modular sum, or the protocol's abort); "protocol" runs the clients and the server with their keys, shares and
+masks (`masking.Cohort`, `server.SecAggServer`). Both give the same aggregate bit for bit, the same aborts and the
+same words (tests/secagg/test_ideal.py); the protocol costs ~n²/2 mask expansions a round. None reads
+FEDEVO_SECAGG (default "sum").
 """
 
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from typing import Optional, Union
@@ -27,21 +34,38 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
+from ..errors import FedevoError
 from .graph import check_neighbours, degree, neighbourhood_threshold
+from .ideal import IdealSum
 from .masking import Cohort
 from .protocol import RoundParams, SecAggAbort, client_words
 from .quantize import dequantize, fixed_point, quantize
 from .server import SecAggServer
 
 
+SIMULATIONS = ("sum", "protocol")
+
+
+def simulation_from_env() -> str:
+    """FEDEVO_SECAGG: "sum" (unset) or "protocol"; anything else is a one-line error."""
+    value = os.environ.get("FEDEVO_SECAGG", "").strip().lower() or "sum"
+    if value not in SIMULATIONS:
+        raise FedevoError(f"FEDEVO_SECAGG must be one of {', '.join(SIMULATIONS)}, got {value!r}")
+    return value
+
+
 class SecureAggregator:
     def __init__(self, *, sizes: np.ndarray, bits: int = 32, value_range: float = 16.0, threshold: float = 0.5,
                  seed: int = 0, keep_uploads: bool = False, encoder=None,
-                 neighbours: Optional[Union[int, str]] = None, survivor_floor: float = 0.0):
+                 neighbours: Optional[Union[int, str]] = None, survivor_floor: float = 0.0,
+                 simulation: Optional[str] = None):
         """survivor_floor: the round aborts unless at least ⌈survivor_floor·n⌉ of the n sampled clients survive
         (distributed DP counts the noise of that many; with the complete graph the Shamir threshold already
         enforces ⌈θ·n⌉, with SecAgg+ only per neighbourhood)."""
         check_neighbours(neighbours)
+        self.simulation = simulation_from_env() if simulation is None else simulation
+        if self.simulation not in SIMULATIONS:
+            raise ValueError(f"simulation must be one of {SIMULATIONS}, got {self.simulation!r}")
         self.survivor_floor = float(survivor_floor)
         self.neighbours = neighbours
         self.seed = seed
@@ -85,12 +109,15 @@ class SecureAggregator:
             self.steps.append(self.fp.step)
         else:
             self.encoder.begin_round(len(arrived))
-        self.server = SecAggServer(params, keep_uploads=self.keep_uploads)
-        self.cohort = Cohort(params, self._rng)
-        self.cohort.setup(self.server)
-        self.stats["setup_s"] += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        self.cohort.prepare(int(c) for c in arrived)
+        if self.simulation == "sum":
+            self.server, self.cohort = IdealSum(params, keep_uploads=self.keep_uploads), None
+        else:
+            self.server = SecAggServer(params, keep_uploads=self.keep_uploads)
+            self.cohort = Cohort(params, self._rng)
+            self.cohort.setup(self.server)
+            self.stats["setup_s"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            self.cohort.prepare(int(c) for c in arrived)
         self.stats["mask_s"] += time.perf_counter() - t0
         self._round = params
         self.stats["rounds"] += 1
@@ -101,7 +128,7 @@ class SecureAggregator:
         x = flat.index_select(1, self.idx).to(torch.float64).numpy()
         if self.encoder is not None:
             for row, cid in zip(x, clients):
-                self.server.receive(self.cohort.mask(int(cid), self.encoder.encode(row, int(cid))))
+                self._upload(int(cid), self.encoder.encode(row, int(cid)))
             self.stats["values"] += x.size
             self.stats["mask_s"] += time.perf_counter() - t0
             return
@@ -112,9 +139,15 @@ class SecureAggregator:
                 np.clip(row, -self.R, self.R, out=row)
                 self.stats["clamped"] += over
             enc, _ = quantize(np.append(row * w, w), self.fp)
-            self.server.receive(self.cohort.mask(int(cid), enc))
+            self._upload(int(cid), enc)
         self.stats["values"] += x.size
         self.stats["mask_s"] += time.perf_counter() - t0
+
+    def _upload(self, client: int, encoded: np.ndarray) -> None:
+        if self.cohort is None:  # the ideal functionality: the encoded vector, summed
+            self.server.receive(client, encoded)
+        else:
+            self.server.receive(self.cohort.mask(client, encoded))
 
     def finish(self, selected: Optional[np.ndarray] = None) -> Optional[torch.Tensor]:
         """The weighted mean (P,) over the aggregated clients, or None when nothing can be recovered."""
@@ -130,7 +163,8 @@ class SecureAggregator:
             responders = len(survivors)
             if responders < math.ceil(self.survivor_floor * n - 1e-9):
                 raise SecAggAbort(f"{responders} of {n} survived, fewer than the floor the noise is counted for")
-            total = self.server.finish(self.cohort.unmask(survivors, dropped))
+            total = self.server.finish() if self.cohort is None else \
+                self.server.finish(self.cohort.unmask(survivors, dropped))
             self.stats["dropped_recovered"] += len(dropped)
             s = dequantize(total, self.fp) if self.encoder is None else np.append(*self.encoder.decode(total))
             out = None
@@ -140,8 +174,9 @@ class SecureAggregator:
         except SecAggAbort:
             self.stats["aborted"] += 1
             out = None
-        self.stats["client_expansions"] += self.cohort.stream.expansions
-        self.stats["server_expansions"] += self.server.expansions
+        if self.cohort is not None:
+            self.stats["client_expansions"] += self.cohort.stream.expansions
+            self.stats["server_expansions"] += self.server.expansions
         # every sampled client advertised, shared and sent its masked vector (a lost upload still cost its
         # bytes); the survivors also answered the unmasking round
         cost = dict(n=n, length=p.length, bits=p.bits, neighbours=p.neighbours)
@@ -157,7 +192,11 @@ class SecureAggregator:
         s = dict(self.stats)
         if self.encoder is not None:
             s["encoding"] = self.encoder.summary()
-        s.update(bits=self.bits, range=self.R, threshold=self.theta, neighbours=self.neighbours,
+        if self.simulation == "sum":  # no keys, shares or masks were made: no expansions to report
+            for k in ("client_expansions", "server_expansions"):
+                s.pop(k)
+        s.update(simulation=self.simulation, bits=self.bits, range=self.R, threshold=self.theta,
+                 neighbours=self.neighbours,
                  step_max=max(self.steps) if self.steps else None,
                  clamped_fraction=s["clamped"] / s["values"] if s["values"] else 0.0)
         s["overhead_s"] = s["setup_s"] + s["mask_s"] + s["unmask_s"]

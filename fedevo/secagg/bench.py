@@ -36,7 +36,7 @@ def measure(n: int, P: int, *, bits: int = 32, loss: float = 0.3, seed: int = 0,
     plain = (torch.as_tensor(sizes[arrived], dtype=torch.float32) @ flat) / float(sizes[arrived].sum())
     t_plain = time.perf_counter() - t0
     agg = SecureAggregator(sizes=sizes, bits=bits, value_range=16.0, threshold=threshold, seed=seed,
-                           neighbours=neighbours)
+                           neighbours=neighbours, simulation="protocol")
     d = agg.degree_for(n)
     t0 = time.perf_counter()
     agg.begin_round(1, np.arange(n), arrived, torch.ones(P))
@@ -58,7 +58,8 @@ def measure(n: int, P: int, *, bits: int = 32, loss: float = 0.3, seed: int = 0,
 
 def abort_rate(n: int, neighbours, *, loss: float, threshold: float, trials: int, seed: int = 0) -> dict:
     """Monte Carlo of the abort rules alone (`SecAggServer.unmask_request`'s checks) over random rounds."""
-    agg = SecureAggregator(sizes=np.ones(n), threshold=threshold, seed=seed, neighbours=neighbours)
+    agg = SecureAggregator(sizes=np.ones(n), threshold=threshold, seed=seed, neighbours=neighbours,
+                           simulation="protocol")
     d, t = agg.degree_for(n), agg.threshold_for(n)
     rng = np.random.default_rng(seed)
     ids = list(range(n))

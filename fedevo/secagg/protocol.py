@@ -27,7 +27,7 @@ from typing import Optional
 
 import numpy as np
 
-from .graph import harary
+from .graph import connected, harary, shortfalls
 from .shamir import FIELD_BYTES
 
 KEY_BYTES = 32
@@ -144,6 +144,30 @@ class UnmaskShares:
     mask_key: dict = field(default_factory=dict)
 
 
+def unmask_sets(params: RoundParams, arrived, roster) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(survivors, dropped) of a round whose uploads from `arrived` are to be aggregated: survivors = arrived,
+    dropped = the rest of `roster`. Raises SecAggAbort when the protocol cannot unmask their sum: fewer than t
+    survivors; with SecAgg+, a neighbourhood left with fewer than t survivors (a secret that cannot be recovered)
+    or a survivors' masking graph that is disconnected (unmasking would reveal each component's sum). The one
+    rule the server (`server.py`) and the ideal functionality (`ideal.py`) both apply."""
+    got = set(arrived)
+    survivors = tuple(sorted(got))
+    dropped = tuple(sorted(set(roster) - got))
+    t = params.threshold
+    if len(survivors) < t:
+        raise SecAggAbort(f"{len(survivors)} survivors, fewer than t={t}")
+    if not params.complete:
+        short = [f"client {u} ({'survived: self-mask seed' if u in got else 'dropped: mask key'}, {near} left)"
+                 for u, near in shortfalls(params.graph, survivors, dropped, t)]
+        if short:
+            raise SecAggAbort(f"{len(short)} neighbourhood(s) kept fewer than t={t} survivors, so these "
+                              f"secrets cannot be recovered: the neighbourhood of " + "; ".join(short))
+        if not connected(survivors, params.graph):
+            raise SecAggAbort("the survivors' masking graph is disconnected: unmasking would reveal the sum "
+                              "of each component separately")
+    return survivors, dropped
+
+
 def client_words(*, n: int, length: int, bits: int, responded: bool, neighbours: Optional[int] = None) -> float:
     """Upload cost of one sampled client in a round, in parameter-equivalents (formula in the module doc).
     `neighbours`: the SecAgg+ graph degree d (None or ≥ n − 1: the complete graph, d = n − 1)."""
@@ -155,4 +179,4 @@ def client_words(*, n: int, length: int, bits: int, responded: bool, neighbours:
 
 
 __all__ = ["SecAggAbort", "RoundParams", "AdvertisedKeys", "EncryptedShare", "MaskedUpload", "UnmaskShares",
-           "client_words", "ADVERTISE_BYTES", "ENC_SHARE_BYTES", "UNMASK_SHARE_BYTES", "WORD_BYTES"]
+           "client_words", "unmask_sets", "ADVERTISE_BYTES", "ENC_SHARE_BYTES", "UNMASK_SHARE_BYTES", "WORD_BYTES"]

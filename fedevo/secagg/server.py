@@ -21,9 +21,9 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from . import shamir
-from .graph import connected, shortfalls
 from .prg import MASK_INFO, MaskStream, agree, pair_sign
-from .protocol import AdvertisedKeys, EncryptedShare, MaskedUpload, RoundParams, SecAggAbort, UnmaskShares
+from .protocol import (AdvertisedKeys, EncryptedShare, MaskedUpload, RoundParams, SecAggAbort, UnmaskShares,
+                       unmask_sets)
 
 
 class SecAggServer:
@@ -76,27 +76,14 @@ class SecAggServer:
 
     def unmask_request(self, selected: Iterable[int] | None = None) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(survivors, dropped): survivors = uploads received (∩ `selected`); everyone else in the roster is
-        dropped. Raises SecAggAbort when fewer than t survive."""
+        dropped. Raises SecAggAbort when they cannot be unmasked (`protocol.unmask_sets`)."""
         got = set(self.received)
         if selected is not None:
             sel = set(selected)
             if not self.keep_uploads and sel != got:
                 raise ValueError("choosing a subset after arrival needs keep_uploads=True")
             got &= sel
-        survivors = tuple(sorted(got))
-        dropped = tuple(sorted(set(self.roster) - got))
-        t = self.params.threshold
-        if len(survivors) < t:
-            raise SecAggAbort(f"{len(survivors)} survivors, fewer than t={t}")
-        if not self.params.complete:
-            short = [f"client {u} ({'survived: self-mask seed' if u in got else 'dropped: mask key'}, {near} left)"
-                     for u, near in shortfalls(self.params.graph, survivors, dropped, t)]
-            if short:
-                raise SecAggAbort(f"{len(short)} neighbourhood(s) kept fewer than t={t} survivors, so these "
-                                  f"secrets cannot be recovered: the neighbourhood of " + "; ".join(short))
-            if not connected(survivors, self.params.graph):
-                raise SecAggAbort("the survivors' masking graph is disconnected: unmasking would reveal the sum "
-                                  "of each component separately")
+        survivors, dropped = unmask_sets(self.params, got, self.roster)
         self._request = (survivors, dropped)
         return survivors, dropped
 

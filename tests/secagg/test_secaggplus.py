@@ -310,12 +310,13 @@ def test_client_words_counts_k_neighbours():
 
 
 # ---------------------------------------------------------------- SecureAggregator
-def _aggregate(neighbours, n=40, P=300, loss=0.15, seed=0, encoder=None, theta=0.5):
+def _aggregate(neighbours, n=40, P=300, loss=0.15, seed=0, encoder=None, theta=0.5, simulation=None):
     rng = np.random.default_rng(seed)
     sizes = rng.integers(400, 800, size=n)
     arrived = np.flatnonzero(rng.random(n) >= loss)
     flat = torch.randn(len(arrived), P) * 0.01
-    agg = SecureAggregator(sizes=sizes, seed=seed, neighbours=neighbours, encoder=encoder, threshold=theta)
+    agg = SecureAggregator(sizes=sizes, seed=seed, neighbours=neighbours, encoder=encoder, threshold=theta,
+                           simulation=simulation)
     agg.begin_round(3, np.arange(n), arrived, torch.ones(P))
     agg.add(flat, arrived)
     out = agg.finish()
@@ -323,9 +324,10 @@ def _aggregate(neighbours, n=40, P=300, loss=0.15, seed=0, encoder=None, theta=0
     return agg, out, (w @ flat.double()) / w.sum(), flat, arrived
 
 
+@pytest.mark.parametrize("simulation", ["sum", "protocol"])
 @pytest.mark.parametrize("neighbours", [None, 8, "auto"])
-def test_secure_aggregator_gives_the_weighted_mean(neighbours):
-    agg, out, plain, _, _ = _aggregate(neighbours)
+def test_secure_aggregator_gives_the_weighted_mean(neighbours, simulation):
+    agg, out, plain, _, _ = _aggregate(neighbours, simulation=simulation)
     assert out is not None and agg.stats["aborted"] == 0
     assert torch.allclose(out.double(), plain, atol=2 * agg.steps[-1] + 1e-6)
     d = agg.degree_for(40)
@@ -335,8 +337,8 @@ def test_secure_aggregator_gives_the_weighted_mean(neighbours):
 
 
 def test_secure_aggregator_sparse_round_costs_less_and_is_reproducible():
-    full, _, _, _, _ = _aggregate(None)
-    sparse, _, _, _, _ = _aggregate(8)
+    full, _, _, _, _ = _aggregate(None, simulation="protocol")
+    sparse, _, _, _, _ = _aggregate(8, simulation="protocol")
     assert sparse.stats["comm_words"] < full.stats["comm_words"]
     assert sparse.stats["client_expansions"] < full.stats["client_expansions"]
     a, b = SecureAggregator(sizes=np.ones(5), seed=1, neighbours=4), SecureAggregator(sizes=np.ones(5), seed=1)

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Issue #37's GPU figures in one device call (a lent GPU has ~15 minutes for a whole session, start included):
+# the machine, the CUDA tests, the reference round with every opt-in, and the fashion_mlp_dp generation of 20
+# (drawn trust gene, then central for all), each step under its own timeout so that one slow step cannot eat
+# the others' time. Writes one file per step under $OUT (the device tool brings it back).
+#
+# Before the call, on this machine (Fashion-MNIST's IDX files travel with the call; .gpu-data/ is git-ignored):
+#     mkdir -p .gpu-data && cp /usr/share/datasets/fashion-mnist/*.gz .gpu-data/
+# The device call:  bash benchmarks/gpu_session.sh     (carry [".gpu-data"], timeout_s 600)
+# About 7-8 minutes on an H100 (steps as measured on 2026-11-24/25); the device machine has torch but neither
+# Ray nor pymoo, so the tests that need them are left out.
+set -uo pipefail
+OUT="${OUT:-/tmp/fedevo-gpu}"
+DATA="${FEDEVO_GPU_DATA:-.gpu-data}"
+mkdir -p "$OUT"
+step() {  # step NAME SECONDS COMMAND...: run it, its output to $OUT/NAME.txt, its status and time appended
+  local name=$1 secs=$2; shift 2
+  local t0=$SECONDS
+  timeout "$secs" "$@" > "$OUT/$name.txt" 2>&1
+  echo "# exit $? after $((SECONDS - t0)) s: $*" >> "$OUT/$name.txt"
+  tail -n 3 "$OUT/$name.txt"
+}
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  lscpu | grep -E "Model name|^CPU\(s\)"
+  python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
+  git log -1 --format='fedevo %h %s' 2>/dev/null || true
+} > "$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+step tests 150 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
+  tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py
+step round 120 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device
+step generation 200 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
+step generation-central 100 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
+  --data-dir "$DATA"

@@ -29,7 +29,7 @@ step() {  # step NAME SECONDS COMMAND...: run it, its output to $OUT/NAME.txt, i
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 step tests 150 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
-  tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py
+  tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py
 step round 120 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device
 step generation 200 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
 step generation-central 100 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \

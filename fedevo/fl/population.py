@@ -34,6 +34,7 @@ from .. import hardware
 from ..data import load_data
 from ..errors import DivergedError
 from . import stacked
+from .finite import all_finite
 from .rounds import RoundWork, aggregate_uploads, round_program, uploads_on_device
 from .simulate import Setup, _diverged, measure, prepare, simulate
 
@@ -103,7 +104,7 @@ def device_accuracies(device: torch.device):
             x = cache[id(data.x_test)] = data.x_test.to(device)
         with torch.no_grad():
             logits = model.logits([p.to(device) for p in params], x)
-            if not torch.isfinite(logits).all():  # as client_accuracies: an argmax of NaN is no accuracy
+            if not all_finite(logits):  # as client_accuracies: an argmax of NaN is no accuracy
                 raise DivergedError("the model's output is not finite (NaN or inf) on the test set")
             correct = (logits.argmax(1).cpu() == data.y_test).numpy()
         per_client = np.array([correct[ix].mean() if len(ix) else np.nan for ix in part.test])

@@ -21,6 +21,7 @@ from . import stacked
 from .aggregate import weighted_mean
 from .device import train_groups
 from .engine import flat_deltas, train_chunks
+from .finite import all_finite
 
 
 @dataclass
@@ -60,7 +61,7 @@ def client_accuracies(model, params, data: Dataset, part: Partition) -> tuple[np
     with torch.no_grad():
         for xb, yb in zip(data.x_test.split(2048), data.y_test.split(2048)):
             logits = model.logits(params, xb)
-            if not torch.isfinite(logits).all():  # argmax of NaN would be a class: an accuracy that is none
+            if not all_finite(logits):  # argmax of NaN would be a class: an accuracy that is none
                 raise DivergedError("the model's output is not finite (NaN or inf) on the test set")
             parts.append(logits.argmax(1) == yb)
     correct = torch.cat(parts).numpy()
@@ -159,7 +160,7 @@ def aggregate_uploads(work: RoundWork, trained, pv, sizes) -> tuple[Optional[tor
     comm_total, arrived, t = work.comm_total, work.arrived, work.round - 1
     deltas_all, weights = [], []
     for chunk, flat in zip(work.chunks, trained):
-        if not torch.isfinite(flat).all():
+        if not all_finite(flat):
             raise DivergedError(f"non-finite local update in round {t + 1}")
         flat, cost = pv.upload(flat, chunk, work.omega)
         if pv.secure:  # masked, quantised uploads; their cost is the protocol's (below)
@@ -244,7 +245,7 @@ def round_program(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen:
         if agg is not None:
             agg = pv.server(agg, active)
         if agg is not None:
-            if not torch.isfinite(agg).all():
+            if not all_finite(agg):
                 raise DivergedError(f"non-finite update in round {t + 1}")
             offset, agg_list = 0, []
             for i, s in enumerate(model.shapes):

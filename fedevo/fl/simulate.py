@@ -21,6 +21,7 @@ from ..privacy.privatizer import Privatizer
 from ..result import EvaluationResult
 from . import continuation, stacked
 from .cost import train_macs
+from .finite import all_finite
 from .rounds import client_accuracies, run_rounds
 
 WORST_CLIENT_SHARE = 0.10  # worst_client_error: the mean error of this share of the clients (at least one)
@@ -114,7 +115,7 @@ def measure(cfg: SimConfig, seed: int, su: Setup, out, *, t0: float, stop: int, 
     parameters are not finite, else the error on the clients' test splits, the mechanism's report, the state
     when it stopped early. accuracies(model, params, data, part): `client_accuracies` elsewhere (the population
     path measures on its device)."""
-    if not all(torch.isfinite(p).all() for p in out.params):  # finite updates can still overflow the sum
+    if not all(all_finite(p) for p in out.params):  # finite updates can still overflow the sum
         return _diverged(cfg, t0, "non-finite parameters", out.omega, engine=engine, rounds=stop)
     mech, data, part, model = su.mech, su.data, su.part, su.model
     state = None

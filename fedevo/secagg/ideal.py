@@ -49,13 +49,8 @@ class IdealSum:
 
     def unmask_request(self, selected: Iterable[int] | None = None) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(survivors, dropped) as the server would announce them; SecAggAbort where the protocol aborts."""
-        got = set(self.received)
-        if selected is not None:
-            sel = set(selected)
-            if not self.keep_uploads and sel != got:
-                raise ValueError("choosing a subset after arrival needs keep_uploads=True")
-            got &= sel
-        survivors, dropped = unmask_sets(self.params, got, self.params.clients)
+        survivors, dropped = unmask_sets(self.params, self.received, self.params.clients, selected=selected,
+                                         kept=self.keep_uploads)
         self._survivors = survivors
         return survivors, dropped
 

@@ -144,13 +144,20 @@ class UnmaskShares:
     mask_key: dict = field(default_factory=dict)
 
 
-def unmask_sets(params: RoundParams, arrived, roster) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(survivors, dropped) of a round whose uploads from `arrived` are to be aggregated: survivors = arrived,
-    dropped = the rest of `roster`. Raises SecAggAbort when the protocol cannot unmask their sum: fewer than t
-    survivors; with SecAgg+, a neighbourhood left with fewer than t survivors (a secret that cannot be recovered)
-    or a survivors' masking graph that is disconnected (unmasking would reveal each component's sum). The one
-    rule the server (`server.py`) and the ideal functionality (`ideal.py`) both apply."""
+def unmask_sets(params: RoundParams, arrived, roster, *, selected=None,
+                kept: bool = False) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(survivors, dropped) of a round whose uploads from `arrived` (∩ `selected`, a subset chosen after arrival,
+    which needs the uploads `kept` apart) are to be aggregated: dropped = the rest of `roster`. Raises SecAggAbort
+    when the protocol cannot unmask their sum: fewer than t survivors; with SecAgg+, a neighbourhood left with
+    fewer than t survivors (a secret that cannot be recovered) or a survivors' masking graph that is disconnected
+    (unmasking would reveal each component's sum). The one rule the server (`server.py`) and the ideal
+    functionality (`ideal.py`) both apply."""
     got = set(arrived)
+    if selected is not None:
+        sel = set(selected)
+        if not kept and sel != got:
+            raise ValueError("choosing a subset after arrival needs keep_uploads=True")
+        got &= sel
     survivors = tuple(sorted(got))
     dropped = tuple(sorted(set(roster) - got))
     t = params.threshold

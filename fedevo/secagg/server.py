@@ -77,13 +77,8 @@ class SecAggServer:
     def unmask_request(self, selected: Iterable[int] | None = None) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(survivors, dropped): survivors = uploads received (∩ `selected`); everyone else in the roster is
         dropped. Raises SecAggAbort when they cannot be unmasked (`protocol.unmask_sets`)."""
-        got = set(self.received)
-        if selected is not None:
-            sel = set(selected)
-            if not self.keep_uploads and sel != got:
-                raise ValueError("choosing a subset after arrival needs keep_uploads=True")
-            got &= sel
-        survivors, dropped = unmask_sets(self.params, got, self.roster)
+        survivors, dropped = unmask_sets(self.params, self.received, self.roster, selected=selected,
+                                         kept=self.keep_uploads)
         self._request = (survivors, dropped)
         return survivors, dropped
 

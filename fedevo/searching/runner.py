@@ -382,8 +382,9 @@ class RayRunner:
     def drain(self, jobs: Mapping[Any, Sequence[Task]], on_done: OnDone,
               tick: Optional[Callable[[], None]] = None) -> None:
         """Wait for submitted jobs (ref -> the tasks it evaluates: one, or a batch's, whose value is then a list of
-        one (kind, value, output) per task), reporting each task as its job finishes; pending ones are cancelled
-        when this stops (an abort, Ctrl-C)."""
+        one (kind, value, output) per task), reporting each task as its job finishes. When this stops (an abort,
+        Ctrl-C, SIGTERM), the pending ones are cancelled on a Ray session the caller manages; a Ray fedevo started
+        or connected to is left to close(), whose ray.shutdown ends them (see below)."""
         ray = self._ray
         pending = list(jobs)
         try:
@@ -407,11 +408,19 @@ class RayRunner:
                         on_done(t, value)
             self.stats.running = self.stats.queued = 0
         except BaseException:
-            for ref in pending:
-                try:
-                    ray.cancel(ref, force=True)
-                except Exception:  # noqa: BLE001 - best effort
-                    pass
+            # ray.cancel races with a task's reply in Ray's core: a task whose reply is being handled (on Ray's io
+            # thread) when it is cancelled is failed by the cancel, then completed by the reply, and the check
+            # "Tried to complete task that was not pending" ends this process with exit 1 (its message lost in
+            # close()'s capture of stderr: nothing on stderr). A SIGTERM to a search of 2 local workers ended so
+            # about 1 time in 5. A Ray fedevo owns is shut down by close() right after this (every caller closes
+            # the runner on an error): the job and its tasks end with it, so nothing is cancelled there; the
+            # caller's own Ray session goes on, and what this started on it must stop (the race remains, Ray's).
+            if not self._owns_ray:
+                for ref in pending:
+                    try:
+                        ray.cancel(ref, force=True)
+                    except Exception:  # noqa: BLE001 - best effort
+                        pass
             self.stats.running = 0
             raise
 

@@ -138,6 +138,19 @@ class RayLog:
             self._handler.close()
             self._handler = None
 
+    def _sink(self):
+        """Where file descriptors 1 and 2 go during `capture`: the log file itself (appended to), so that what
+        Ray's core writes is there even if it then ends the process (a failed check in its C++ core exits at
+        once, with no Python cleanup), else (no file) a temporary file read back afterwards."""
+        if self.path is not None:
+            try:
+                f = open(self.path, "a+b")
+                f.seek(0, os.SEEK_END)
+                return f, True
+            except OSError:
+                pass
+        return tempfile.TemporaryFile(), False
+
     @contextlib.contextmanager
     def capture(self) -> Iterator[None]:
         """Send what is written to file descriptors 1 and 2 (Ray's C++ core, child processes) to this log."""
@@ -148,9 +161,11 @@ class RayLog:
         except (OSError, ValueError):  # no real stdout/stderr (embedded): nothing to redirect
             yield
             return
-        with tempfile.TemporaryFile() as tmp:
-            os.dup2(tmp.fileno(), 1)
-            os.dup2(tmp.fileno(), 2)
+        sink, in_log = self._sink()
+        with sink:
+            start = sink.tell()
+            os.dup2(sink.fileno(), 1)
+            os.dup2(sink.fileno(), 2)
             try:
                 yield
             finally:
@@ -161,8 +176,12 @@ class RayLog:
                 os.dup2(saved[1], 2)
                 os.close(saved[0])
                 os.close(saved[1])
-                tmp.seek(0)
-                self.write(tmp.read().decode(errors="replace"))
+                sink.seek(start)
+                text = sink.read().decode(errors="replace")
+                if in_log:  # already in the file: kept in memory too
+                    self.text += text
+                else:
+                    self.write(text)
 
 
 def node_resources(ray) -> list[dict[str, float]]:

@@ -410,8 +410,8 @@ class RayRunner:
         except BaseException:
             # ray.cancel races with a task's reply in Ray's core: a task whose reply is being handled (on Ray's io
             # thread) when it is cancelled is failed by the cancel, then completed by the reply, and the check
-            # "Tried to complete task that was not pending" ends this process with exit 1 (its message lost in
-            # close()'s capture of stderr: nothing on stderr). A SIGTERM to a search of 2 local workers ended so
+            # "Tried to complete task that was not pending" ends this process with exit 1 (its message went to
+            # close()'s capture of stderr, now the run's ray.log itself). A SIGTERM to a search of 2 local workers ended so
             # about 1 time in 5. A Ray fedevo owns is shut down by close() right after this (every caller closes
             # the runner on an error): the job and its tasks end with it, so nothing is cancelled there; the
             # caller's own Ray session goes on, and what this started on it must stop (the race remains, Ray's).

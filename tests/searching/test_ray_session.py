@@ -172,3 +172,24 @@ def test_a_sigterm_while_ray_starts_reaches_the_callers_handler(ray_exit):
         assert got == [signal.SIGTERM] and signal.getsignal(signal.SIGTERM) is callers
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_captured_output_is_in_the_log_file_before_the_capture_ends(tmp_path):
+    """What Ray's core writes to fd 2 is in ray.log at once: a failed check in its C++ core ends the process
+    before any Python cleanup could copy it there (it used to go to a temporary file, and was lost)."""
+    from fedevo.searching.ray_session import RayLog
+
+    path = tmp_path / "ray.log"
+    log = RayLog(path)
+    log.write("before\n")
+    with log.capture():
+        os.write(2, b"Check failed: Tried to complete task that was not pending\n")
+        os.write(1, b"(raylet) a line on stdout\n")
+        assert "Tried to complete task" in path.read_text()  # there now, not only once the capture ends
+    assert path.read_text() == ("before\nCheck failed: Tried to complete task that was not pending\n"
+                                "(raylet) a line on stdout\n")
+    assert log.text == path.read_text()
+    memory = RayLog()  # no file (retrain keeps Ray's log in memory): read back from a temporary file
+    with memory.capture():
+        os.write(2, b"only in memory\n")
+    assert memory.text == "only in memory\n"

@@ -16,12 +16,14 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
    --rounds its planned 5): wall seconds of `evaluate_population` on the GPU (one batched program), of each
    individual alone through the same path (a population of one) and through today's device path (simulate,
    FEDEVO_STACKED=0), the slowest alone, the ratio, and the largest |Δ error| and whether ε, comm and Ω are equal
-   between the batch and alone (--trust central|secagg: every individual with that trust model). The data set
-   is loaded (and cached) before any timing; a warm-up population of one round runs first.
+   between the batch and alone (--trust central|secagg: every individual with that trust model), and where the
+   batch's wall time went (fl/population.py's PHASES: preparation, stacked training, each round's CPU side, the
+   results, the evaluations alone). The data set is loaded (and cached) before any timing; a warm-up population
+   of one round runs first.
 
     python benchmarks/cuda_population.py [--repeats 5] [--generation 20] [--gen-seed 0] [--rounds R]
         [--data-dir D] [--no-round] [--no-generation] [--no-today] [--tf32] [--schedule-device]
-        [--device cpu] [--clients 100]
+        [--device cpu] [--clients 100] [--precision fp32|bf16|auto]
 
 --device cpu runs everything on the CPU (a smoke test without GPU numbers). Exits before any work where torch
 sees no GPU (unless --device cpu).
@@ -203,6 +205,8 @@ def generation(a, dev) -> None:
     gen = draw_generation(problem, a.generation, a.gen_seed)
     if a.trust:
         gen = [dict(p, trust=a.trust) for p in gen]
+    if a.precision:
+        gen = [dict(p, precision=a.precision) for p in gen]
     seeds = list(range(1, a.generation + 1))
     configs = [problem.sim_config(p, rounds=a.rounds, data_dir=a.data_dir) for p in gen]
     load_data(configs[0].data)  # read and cached before any timing
@@ -211,8 +215,11 @@ def generation(a, dev) -> None:
           f"seeds 1..{a.generation}; wall seconds")
     evaluate_population(problem, gen[:2], seeds[:2], rounds=1, data_dir=a.data_dir, device=dev)  # warm-up
     sync(dev)
+    from fedevo.fl.population import PHASES, evaluate_population as batched
+
+    timings: dict = {}
     t = time.perf_counter()
-    together = evaluate_population(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev)
+    together = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev, timings=timings)
     sync(dev)
     t_pop = time.perf_counter() - t
     print(f"{'#':>3} {'trust':<8}{'L':>2}{'units':>6}{'part':>6}{'alpha':>7}{'lr':>7}{'alone s':>9}{'today s':>9}"
@@ -251,6 +258,10 @@ def generation(a, dev) -> None:
               f"{t_pop / today_t[slow_t]:.2f}); the generation one by one {np.nansum(today_t):.3f} s "
               f"({np.nansum(today_t) / t_pop:.1f}x the batch)")
     print(f"batch vs alone: max |Δ error| {max(derr):.1e}; ε, comm and Ω equal for {sum(same)}/{len(same)}")
+    print(f"where the batch's {t_pop:.3f} s went ({timings['members']} batched, {timings['alone']} alone, "
+          f"{timings['threads']} CPU threads):")
+    for k, what in PHASES.items():
+        print(f"  {k:<14}{timings[k]:8.3f}  {what}")
 
 
 def main(argv=None):
@@ -270,6 +281,9 @@ def main(argv=None):
     ap.add_argument("--trust", choices=("central", "secagg"), default=None,
                     help="every individual with this trust model (default: the drawn gene)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--precision", choices=("fp32", "bf16", "auto"), default=None,
+                    help="every individual's precision (default: the problem's, 'auto'; on a CPU with native bf16 "
+                         "'auto' is bf16, which the batched path leaves to the CPU engine: --precision fp32 batches)")
     a = ap.parse_args(argv)
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("cuda_population.py: torch sees no GPU; run it on a machine with an NVIDIA GPU, or pass --device cpu")

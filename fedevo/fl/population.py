@@ -22,6 +22,7 @@ error is then the one `simulate` raises). A batch mixing data sets trains one st
 from __future__ import annotations
 
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -113,13 +114,15 @@ def device_accuracies(device: torch.device):
 
 
 def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None, exact: bool = False,
-                        contain: bool = False) -> list:
+                        contain: bool = False, timings: Optional[dict] = None) -> list:
     """[simulate(cfg, seed=s) for cfg, s in zip(configs, seeds)], the batchable ones trained together on `device`
     (None: each config's resolved device, which must then be one for the batch; CPU devices run the same stacked
     code, for tests). exact: stack only members of equal widths (bit-for-bit results, less batching). contain: an
-    evaluation alone that raises leaves its exception in its place (the others' results kept) instead of raising."""
+    evaluation alone that raises leaves its exception in its place (the others' results kept) instead of raising.
+    timings: a dict filled with where the wall time went (`PHASES`; for benchmarks)."""
     if len(configs) != len(seeds):
         raise ValueError("one seed per config")
+    clock = _Clock(timings)
     t0 = time.perf_counter()
     runs: list[_Run] = []
     alone: list[int] = []
@@ -154,11 +157,13 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
         engine = {**su.engine.info(), **stacked.opt_ins(su.cfg, d), "population": len(configs)}
         runs.append(_Run(index=i, cfg=su.cfg, seed=int(seeds[i]), su=su, engine=engine, prog=prog, t0=t0))
     results: list = [None] * len(configs)
+    clock.lap("prepare_s")
     if runs:
         d = dev or runs[0].su.engine.device
-        _train(runs, d, exact)
+        _train(runs, d, exact, clock)
         acc = device_accuracies(d) if d.type != "cpu" else None
 
+        @clock.each("measure_sum_s")
         def result(r):  # the accountant's ε and the test accuracies, run by run in threads
             if r.result is None:
                 r.result = measure(r.cfg, r.seed, r.su, r.result_out, t0=t0, stop=r.cfg.rounds, engine=r.engine,
@@ -166,6 +171,7 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
             return r.result
         for r, res in zip(runs, _map(result, runs, threads)):
             results[r.index] = res
+        clock.lap("measure_s")
     for i in alone:
         try:
             results[i] = simulate(configs[i], seed=int(seeds[i]))
@@ -173,7 +179,56 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
             if not contain:
                 raise
             results[i] = e
+    clock.lap("alone_s")
+    if timings is not None:
+        timings.update(members=len(runs), alone=len(alone), threads=threads)
     return results
+
+
+PHASES = {  # simulate_population's `timings`: wall seconds of its phases, in order, and the sums over runs
+    "prepare_s": "data, partitions, models, mechanisms of every evaluation (in threads)",
+    "train_s": "the stacked local training, every round (the main thread; on a GPU, its launches and waits)",
+    "rounds_s": "each round's CPU side of every run after its training (uploads, aggregation, server noise, SET)",
+    "rounds_sum_s": "the same, summed over the runs (rounds_sum_s / rounds_s: how many ran at once)",
+    "measure_s": "each run's result: the accountant's ε and the test accuracies (in threads)",
+    "measure_sum_s": "the same, summed over the runs",
+    "alone_s": "the evaluations that are not batched, one after another",
+}
+
+
+class _Clock:
+    """Fills a `timings` dict (PHASES) when one is given; does nothing otherwise."""
+
+    def __init__(self, timings: Optional[dict]):
+        self.timings = timings
+        self.t = time.perf_counter()
+        if timings is not None:
+            timings.update({k: 0.0 for k in PHASES})
+
+    def lap(self, key: str) -> None:
+        now = time.perf_counter()
+        if self.timings is not None:
+            self.timings[key] += now - self.t
+        self.t = now
+
+    def each(self, key: str):
+        """A decorator: the wrapped call's seconds added to `key` (thread-safe enough: one += per call)."""
+        def wrap(fn):
+            if self.timings is None:
+                return fn
+
+            def timed(*args):
+                t = time.perf_counter()
+                try:
+                    return fn(*args)
+                finally:
+                    with _LOCK:
+                        self.timings[key] += time.perf_counter() - t
+            return timed
+        return wrap
+
+
+_LOCK = threading.Lock()
 
 
 def _map(fn, items, threads: int) -> list:
@@ -192,13 +247,16 @@ def cpu_threads() -> int:
     return max(1, int(env)) if env else (os.cpu_count() or 1)
 
 
-def _train(runs: list[_Run], device: torch.device, exact: bool) -> None:
+def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[_Clock] = None) -> None:
     """Advance every run's round loop to its end, one round at a time, local training stacked; each run's CPU
     side of a round in a thread of its own (`cpu_threads`)."""
+    clock = clock or _Clock(None)
     threads = cpu_threads()
+    finish = clock.each("rounds_sum_s")(lambda job: _finish_round(*job))
     xs: dict = {}
     for r in runs:
         r.work = _advance(r, None, first=True)
+    clock.lap("rounds_s")
     live = [r for r in runs if r.work is not None]
     while live:
         by_data: dict = {}
@@ -213,8 +271,10 @@ def _train(runs: list[_Run], device: torch.device, exact: bool) -> None:
                                       lr=r.cfg.lr, chunks=r.work.local_data, seeds=r.work.seeds, epochs=r.cfg.epochs,
                                       batch_size=r.cfg.batch_size, **stacked.settings_of(r.cfg)) for r in group]
             flats = stacked.train_members(members, x, data.y_train, device=device, exact=exact)
+            clock.lap("train_s")
             # each run's own objects only: the numbers do not depend on the threads
-            _map(lambda job: _finish_round(*job), list(zip(group, flats)), threads)
+            _map(finish, list(zip(group, flats)), threads)
+            clock.lap("rounds_s")
         live = [r for r in live if r.work is not None]
 
 
@@ -253,11 +313,11 @@ def _stop(r: _Run, message: str) -> None:
 
 def evaluate_population(problem, params_list: Sequence, seeds: Sequence[int], *, rounds: Optional[int] = None,
                         data_dir: Optional[str] = None, download: bool = False, device=None,
-                        exact: bool = False, contain: bool = False) -> list:
+                        exact: bool = False, contain: bool = False, timings: Optional[dict] = None) -> list:
     """[evaluate(problem, p, seed=s, rounds=rounds) for p, s in zip(params_list, seeds)], a generation trained as
-    one batched program where it can (`simulate_population`; contain: its `contain`)."""
+    one batched program where it can (`simulate_population`; contain and timings: its own)."""
     configs = [problem.sim_config(p, rounds=rounds, data_dir=data_dir, download=download) for p in params_list]
-    return simulate_population(configs, list(seeds), device=device, exact=exact, contain=contain)
+    return simulate_population(configs, list(seeds), device=device, exact=exact, contain=contain, timings=timings)
 
 
 __all__ = ["batch_evaluator", "batchable", "batchable_config", "device_accuracies", "evaluate_population",

@@ -107,3 +107,25 @@ def test_batch_evaluator_is_evaluate_population(problem):
     got = run([(GENERATION[0], SEEDS[0]), (GENERATION[2], SEEDS[2])])
     want = evaluate_population(problem, [GENERATION[0], GENERATION[2]], [SEEDS[0], SEEDS[2]], device="cpu")
     assert [_objectives(r) for r in got] == [_objectives(r) for r in want]
+
+
+def test_timings_say_where_the_wall_time_went(problem):
+    """`timings` (for benchmarks): every phase, each >= 0, the phases summing to the call's wall time; the results
+    are those of a call without it."""
+    import time
+
+    from fedevo.fl.population import PHASES, evaluate_population as batched
+
+    gen = [GENERATION[0], GENERATION[2], dict(GENERATION[3], precision="bf16")]
+    timings = {}
+    t = time.perf_counter()
+    got = batched(problem, gen, [1, 3, 4], device="cpu", timings=timings)
+    wall = time.perf_counter() - t
+    assert set(PHASES) <= set(timings) and all(timings[k] >= 0 for k in PHASES)
+    assert (timings["members"], timings["alone"]) == (2, 1) and timings["threads"] >= 1
+    assert timings["train_s"] > 0 and timings["rounds_sum_s"] > 0 and timings["measure_sum_s"] > 0
+    assert timings["alone_s"] > 0
+    phases = sum(timings[k] for k in PHASES if not k.endswith("_sum_s"))
+    assert phases <= wall and phases >= 0.9 * wall - 0.05  # only the argument handling is outside them
+    assert [_objectives(r) for r in got] == [_objectives(r) for r in batched(problem, gen, [1, 3, 4],
+                                                                             device="cpu")]

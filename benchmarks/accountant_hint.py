@@ -1,0 +1,65 @@
+"""The PLD accountant's discretisation chosen from a quick RDP bound (`accounting._pld_interval_of`: a subset of
+the RDP orders, the full bound only where ε may exceed 10) against always computing the full RDP bound, inside
+whole evaluations, side by side in one process.
+
+Each configuration is evaluated (`fedevo.evaluate`) with the quick choice and with the full bound patched in,
+alternating, --repeats times; ε and every objective must be equal (the same interval: tests/privacy/
+test_accounting.py). Prints wall seconds (median) and the ratio; the accountant is most of a cheap evaluation.
+
+    python benchmarks/accountant_hint.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import fedevo  # noqa: E402
+from fedevo.privacy import accounting  # noqa: E402
+from machine import cpu  # noqa: E402
+
+CONFIGS = [  # the default problem (central trust, Poisson sampling: the PLD accountant) and fashion_mlp_dp's
+    ("digits_mlp", {}),
+    ("digits_mlp", {"sigma": 0.4, "participation": 0.9}),
+    ("digits_mlp", {"sigma": 3.0}),
+    ("fashion_mlp_dp", {"trust": "central", "layers": 1, "units": 60, "participation": 0.1}),
+    ("fashion_mlp_dp", {"trust": "central"}),
+]
+QUICK = accounting._pld_interval_of
+
+
+def full(event, delta):
+    return accounting._pld_interval(accounting.eps_rdp(event=event, delta=delta))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args(argv)
+    print(f"CPU: {cpu()}; load average {os.getloadavg()[0]:.1f}")
+    print(f"{'problem':<16}{'params':<70}{'full s':>8}{'quick s':>9}{'ratio':>7}  ε      equal")
+    for problem, params in CONFIGS:
+        fedevo.evaluate(problem, params, seed=0, rounds=1)  # warm-up: data read, kernels built
+        times = {"full": [], "quick": []}
+        res = {}
+        for i in range(a.repeats):
+            for name in (("full", "quick") if i % 2 == 0 else ("quick", "full")):
+                accounting._pld_interval_of = full if name == "full" else QUICK
+                t = time.perf_counter()
+                r = fedevo.evaluate(problem, params, seed=1)
+                times[name].append(time.perf_counter() - t)
+                res[name] = (r.error, r.comm, r.eps, r.omega, r.status)
+        accounting._pld_interval_of = QUICK
+        f, q = statistics.median(times["full"]), statistics.median(times["quick"])
+        print(f"{problem:<16}{str(params):<70}{f:8.3f}{q:9.3f}{f / q:7.2f}  {res['quick'][2]:<7.3g}"
+              f"{res['full'] == res['quick']}", flush=True)
+    print(f"load average now {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

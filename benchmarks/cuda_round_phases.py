@@ -6,7 +6,7 @@ population.txt quotes under "phases".
 
     [FEDEVO_SCHEDULE=device] [FEDEVO_CUDA_TF32=1] python benchmarks/cuda_round_phases.py
 """
-import os, sys, time, statistics, torch, numpy as np
+import sys, time, statistics, torch, numpy as np
 sys.path.insert(0, "benchmarks")
 from fedevo import hardware
 from fedevo.config import MLPArch

@@ -22,7 +22,6 @@ page writes them around each view's drawing).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess

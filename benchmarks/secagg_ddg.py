@@ -14,11 +14,9 @@ aborted round is reported (its unmasking was cut short, so its time is not compa
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import time
 
-import numpy as np
 import torch
 
 from fedevo.config import DataConfig, DeploymentConfig, MLPArch, PrivacyConfig, SimConfig

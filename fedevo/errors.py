@@ -9,7 +9,13 @@ class DataNotFoundError(FedevoError):
     """A dataset is not where it was looked for; the message says how to get it."""
 
 
-class NoDeviceError(FedevoError):
+class SetupError(FedevoError):
+    """A setup problem of the machine or its environment, not of one configuration (a FEDEVO_* environment
+    variable with a value it does not take, a GPU asked for where torch sees none): a search stops at the first
+    evaluation that meets it, resumable once fixed, as for a missing dataset."""
+
+
+class NoDeviceError(SetupError):
     """device = 'cuda' where torch sees no GPU: a setup problem of the machine, like a missing dataset."""
 
 

@@ -145,7 +145,7 @@ def device_choice(setting: str):
 
     import torch
 
-    from .errors import FedevoError, NoDeviceError
+    from .errors import FedevoError, NoDeviceError, SetupError
 
     if setting not in ("auto", "cpu", "cuda"):
         raise FedevoError(f"device must be 'auto', 'cpu' or 'cuda', got {setting!r}")
@@ -154,7 +154,7 @@ def device_choice(setting: str):
         env = os.environ.get("FEDEVO_DEVICE", "")
         if env:
             if env not in ("cpu", "cuda"):
-                raise FedevoError(f"FEDEVO_DEVICE must be 'cpu' or 'cuda' (or unset), got {env!r}")
+                raise SetupError(f"FEDEVO_DEVICE must be 'cpu' or 'cuda' (or unset), got {env!r}")
             setting, reason = env, f"auto: FEDEVO_DEVICE={env}"
     if setting == "cpu":
         return torch.device("cpu"), reason

@@ -16,7 +16,6 @@ import math
 import os
 import tempfile
 import typing
-import zipfile
 from pathlib import Path
 from unittest import mock
 

@@ -92,7 +92,7 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
         loop = continuation.load_state(resume_from, cfg=cfg, seed=seed, setup=su)
         if until is not None and until < loop.done:
             raise FedevoError(f"until: the state is after round {loop.done}; cannot stop at round {until}")
-    mech, data, part, model, noise = su.mech, su.data, su.part, su.model, su.noise
+    data, part, model, noise = su.data, su.part, su.model, su.noise
     engine = su.engine.info()
     pv = su.privatizer
     hooks = pv.for_chunk is not None or pv.for_group is not None

@@ -43,7 +43,7 @@ import os
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -81,8 +81,8 @@ def schedule_setting(setting: str = "engine") -> str:
     'engine' (the CPU engine's draws) or 'device' (drawn on the device)."""
     v = os.environ.get("FEDEVO_SCHEDULE", "").lower() or setting
     if v not in SCHEDULES:
-        from ..errors import FedevoError
-        raise FedevoError(f"FEDEVO_SCHEDULE must be 'engine' or 'device', got {v!r}")
+        from ..errors import SetupError
+        raise SetupError(f"FEDEVO_SCHEDULE must be 'engine' or 'device', got {v!r}")
     return v
 
 

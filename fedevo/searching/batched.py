@@ -33,7 +33,7 @@ import math
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from ..errors import DataNotFoundError, FedevoError, NoDeviceError
+from ..errors import DataNotFoundError, FedevoError, SetupError
 from .evaluator import SIMULATOR, Evaluator
 from .runner import OnDone, Task, _Abort, failed_result, run_one, task_label
 
@@ -112,13 +112,13 @@ def _batch_here(evaluator: Evaluator, problem, items, eval_kwargs) -> list[tuple
         try:
             results = evaluate_population(problem, [p for p, _ in items], [s for _, s in items], contain=True,
                                           rounds=eval_kwargs.get("rounds"), data_dir=eval_kwargs.get("data_dir"))
-        except (DataNotFoundError, NoDeviceError) as e:
+        except (DataNotFoundError, SetupError) as e:
             return [("abort", str(e), "")] * len(items)
         except Exception:  # noqa: BLE001 - one evaluation at a time: only the one at fault fails
             results = None
     if results is None:
         return [run_one(evaluator, problem, p, s, eval_kwargs) for p, s in items]
-    abort = next((r for r in results if isinstance(r, (DataNotFoundError, NoDeviceError))), None)
+    abort = next((r for r in results if isinstance(r, (DataNotFoundError, SetupError))), None)
     if abort is not None:
         return [("abort", str(abort), "")] * len(items)
     got = []

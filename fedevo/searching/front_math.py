@@ -28,7 +28,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from ..objectives import ObjectiveSet, as_set, get
-from ..objectives.builtin import EPS_FLOOR
+from ..objectives.builtin import EPS_FLOOR  # noqa: F401  (re-exported: importance.py, tests)
 
 EPS_SCALE = "log10"  # how new searches see ε ("linear": runs made before this choice)
 HV_REF = 1.1  # reference point (in every normalised objective) for the hypervolume

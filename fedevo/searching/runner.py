@@ -7,9 +7,9 @@ injected: any callable ``evaluator(problem, params, *, seed, rounds, data_dir) -
 
 Faults: an evaluation that raises becomes a ``failed`` result carrying its traceback (the search goes on);
 a Ray worker that dies mid-task is retried by Ray (``max_retries``) and, if it keeps dying, recorded as
-``failed``. A :class:`~fedevo.errors.DataNotFoundError` (or a :class:`~fedevo.errors.NoDeviceError`: device
-'cuda' where torch sees no GPU) is a setup problem, not an individual's fault: it stops the search (resumable
-once the data, or the GPU, is there).
+``failed``. A :class:`~fedevo.errors.DataNotFoundError` (or a :class:`~fedevo.errors.SetupError`: device
+'cuda' where torch sees no GPU, a FEDEVO_* variable with a value it does not take) is a setup problem, not an
+individual's fault: it stops the search (resumable once the data, the GPU or the variable is right).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from ..errors import DataNotFoundError, FedevoError, NoDeviceError
+from ..errors import DataNotFoundError, FedevoError, SetupError
 from ..result import EvaluationResult, coerce_result
 from .evaluator import Evaluator
 
@@ -122,7 +122,7 @@ def _run_here(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: in
             if bad:
                 r = failed_result(bad, r.wall_s)
             kind, value = "ok", r
-        except (DataNotFoundError, NoDeviceError) as e:
+        except (DataNotFoundError, SetupError) as e:
             kind, value = "abort", str(e)
         except UserExit as e:
             kind, value = "ok", failed_result(str(e), time.perf_counter() - t0)

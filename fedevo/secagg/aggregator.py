@@ -34,7 +34,7 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from ..errors import FedevoError
+from ..errors import SetupError
 from .graph import check_neighbours, degree, neighbourhood_threshold
 from .ideal import IdealSum
 from .masking import Cohort
@@ -50,7 +50,7 @@ def simulation_from_env() -> str:
     """FEDEVO_SECAGG: "sum" (unset) or "protocol"; anything else is a one-line error."""
     value = os.environ.get("FEDEVO_SECAGG", "").strip().lower() or "sum"
     if value not in SIMULATIONS:
-        raise FedevoError(f"FEDEVO_SECAGG must be one of {', '.join(SIMULATIONS)}, got {value!r}")
+        raise SetupError(f"FEDEVO_SECAGG must be one of {', '.join(SIMULATIONS)}, got {value!r}")
     return value
 
 

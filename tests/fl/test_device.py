@@ -16,7 +16,7 @@ from fedevo.errors import FedevoError
 from fedevo.fl.device import group_chunks, plan_group, run_group, train_groups
 from fedevo.fl.engine import train_chunks
 from fedevo.privacy.mechanisms import StepLDP
-from fedevo.privacy.noise import NoiseSource, TorchNoise
+from fedevo.privacy.noise import TorchNoise
 
 from .test_engine import _setup
 

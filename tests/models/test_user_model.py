@@ -6,14 +6,13 @@ load time."""
 from __future__ import annotations
 
 import math
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from fedevo.config import DataConfig, MLPArch, PrivacyConfig, SimConfig, UserArch
+from fedevo.config import MLPArch, SimConfig, UserArch
 from fedevo.errors import FedevoError
 from fedevo.evaluation import evaluate
 from fedevo.models import build_model

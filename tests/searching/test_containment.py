@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-import textwrap
 import time
 
 import pytest
@@ -15,7 +13,6 @@ import pytest
 import fedevo
 from fedevo.result import EvaluationResult
 from fedevo.searching.containment import out_of_range
-from fedevo.searching.settings import eval_seed
 from tests.helpers import read_csv, run_cli
 
 OWN = """

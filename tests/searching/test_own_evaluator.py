@@ -4,8 +4,6 @@ one line before anything is written; search, resume and Ray work as with the sim
 
 from __future__ import annotations
 
-import os
-import textwrap
 
 import pytest
 

@@ -129,3 +129,18 @@ def test_a_simulation_is_the_same_with_either(monkeypatch, params):
     a, b = results["sum"], results["protocol"]
     assert (a.error, a.comm, a.eps, a.omega) == (b.error, b.comm, b.eps, b.omega)
     assert "client_expansions" not in a.privacy["secagg"] and b.privacy["secagg"]["client_expansions"] > 0
+
+
+def test_a_search_with_a_bad_fedevo_secagg_stops_with_one_line(capsys, tmp_path, monkeypatch):
+    """A bad FEDEVO_SECAGG is the machine's setup (SetupError), not an individual's fault: the search stops at the
+    first secagg evaluation, resumable, instead of recording every secagg individual as failed."""
+    from tests.cli.test_bad_input import bad
+
+    path = tmp_path / "sa.toml"
+    path.write_text('dataset = "digits"\nmodel = "mlp"\n[train]\nrounds = 1\n[privacy]\ntrust = "secagg"\n'
+                    'mechanism = "update"\nsigma = 1.0\nclip = 1.0\nrecall = false\n'
+                    '[genes]\nlr = { type = "real", low = 0.01, high = 0.5, default = 0.2 }\n')
+    monkeypatch.setenv("FEDEVO_SECAGG", "fast")
+    err = bad(capsys, ["search", "--problem", path, "--workers", 0, "--pop", 4, "--gen", 1, "--quiet", "--out",
+                       tmp_path / "run"], r"FEDEVO_SECAGG must be one of sum, protocol, got 'fast'.*the search stopped")
+    assert "fedevo resume" in err

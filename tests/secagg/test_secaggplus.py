@@ -13,7 +13,7 @@ import torch
 from fedevo.secagg import shamir
 from fedevo.secagg.aggregator import SecureAggregator
 from fedevo.secagg.graph import auto_neighbours, check_neighbours, failure_bound, harary
-from fedevo.secagg.masking import Cohort, SecAggClient
+from fedevo.secagg.masking import Cohort
 from fedevo.secagg.prg import MaskStream
 from fedevo.secagg.protocol import RoundParams, SecAggAbort, client_words
 from fedevo.secagg.quantize import dequantize, fixed_point, quantize

@@ -7,8 +7,8 @@
 # Before the call, on this machine (Fashion-MNIST's IDX files travel with the call; .gpu-data/ is git-ignored):
 #     mkdir -p .gpu-data && cp /usr/share/datasets/fashion-mnist/*.gz .gpu-data/
 # The device call:  bash benchmarks/gpu_session.sh     (carry [".gpu-data"], timeout_s 600)
-# About 7-8 minutes on an H100 (steps as measured on 2026-11-24/25); the device machine has torch but neither
-# Ray nor pymoo, so the tests that need them are left out.
+# At most 510 s of steps (about 5 minutes on an H100 by the 2026-11-24/25 timings); the device machine has torch,
+# not Ray nor pymoo, so the tests that need them are left out.
 set -uo pipefail
 OUT="${OUT:-/tmp/fedevo-gpu}"
 DATA="${FEDEVO_GPU_DATA:-.gpu-data}"
@@ -28,9 +28,9 @@ step() {  # step NAME SECONDS COMMAND...: run it, its output to $OUT/NAME.txt, i
   git log -1 --format='fedevo %h %s' 2>/dev/null || true
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
-step tests 150 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
+step tests 120 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py
 step round 120 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device
-step generation 200 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
-step generation-central 100 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
+step generation 180 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
+step generation-central 90 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
   --data-dir "$DATA"

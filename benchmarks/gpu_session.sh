@@ -13,6 +13,7 @@ set -uo pipefail
 OUT="${OUT:-/tmp/fedevo-gpu}"
 DATA="${FEDEVO_GPU_DATA:-.gpu-data}"
 mkdir -p "$OUT"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fedevo, installed or not
 step() {  # step NAME SECONDS COMMAND...: run it, its output to $OUT/NAME.txt, its status and time appended
   local name=$1 secs=$2; shift 2
   local t0=$SECONDS
@@ -25,6 +26,7 @@ step() {  # step NAME SECONDS COMMAND...: run it, its output to $OUT/NAME.txt, i
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   lscpu | grep -E "Model name|^CPU\(s\)"
   python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
+  python3 -c "import fedevo, dp_accounting, cryptography, scipy; print('fedevo from', fedevo.__file__)"
   git log -1 --format='fedevo %h %s' 2>/dev/null || true
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"

@@ -1,4 +1,4 @@
-"""`fedevo search` and `fedevo resume`: the NSGA-III search over a problem's genes."""
+"""`fedevo search` and `fedevo resume`: the search over a problem's genes (NSGA-III or another --optimizer)."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def search(
     batch_generation: Optional[bool] = typer.Option(None, "--batch-generation/--no-batch-generation", help=_BATCH_HELP),
     batch_size_per_gpu: Optional[int] = typer.Option(None, "--batch-size-per-gpu", help=_BATCH_SIZE_HELP),
 ) -> None:
-    """Search a problem's genes with NSGA-III for the (error, communication, ε) Pareto front."""
+    """Search a problem's genes for the Pareto front of its objectives (NSGA-III, or another --optimizer)."""
     from .. import api
 
     _execute(lambda callbacks: api.search(

@@ -153,7 +153,9 @@ class RayLog:
 
     @contextlib.contextmanager
     def capture(self) -> Iterator[None]:
-        """Send what is written to file descriptors 1 and 2 (Ray's C++ core, child processes) to this log."""
+        """Send what is written to file descriptors 1 and 2 (Ray's C++ core, child processes) to this log: straight
+        into its file, if it has one (`_sink`), and into `text` afterwards (with whatever else reached the file
+        meanwhile, e.g. Ray's Python log records)."""
         try:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -24,20 +24,19 @@ hence the same batch schedules, so a seed gives the CPU path's numbers within th
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
 
+from ..envvars import env_count
 from .engine import batch_schedule, eager_update, intra_op_threads
 
 
 def group_cap() -> Optional[int]:
     """FEDEVO_GPU_CLIENTS: the most clients trained at once on the device (None: a round's in one group)."""
-    env = os.environ.get("FEDEVO_GPU_CLIENTS")
-    return max(1, int(env)) if env else None
+    return env_count("FEDEVO_GPU_CLIENTS")
 
 
 def group_chunks(counts: Sequence[int], cap: Optional[int]) -> list[list[int]]:

@@ -13,7 +13,6 @@ dense MLPs through the fused step (`fused.py`), fp32 dense MLPs through the nati
 from __future__ import annotations
 
 import contextlib
-import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Optional, Protocol, Sequence
 
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 
 from .. import native
+from ..envvars import env_count
 from . import sparse as sparse_path
 from .fused import FusedStep
 
@@ -220,8 +220,8 @@ def intra_op_threads(n: int):
 
 def chunk_threads() -> int:
     """Chunks trained at once: one per core torch may use (FEDEVO_CHUNK_THREADS overrides)."""
-    env = os.environ.get("FEDEVO_CHUNK_THREADS")
-    return max(1, int(env)) if env else torch.get_num_threads()
+    n = env_count("FEDEVO_CHUNK_THREADS")
+    return n if n is not None else torch.get_num_threads()
 
 
 def flat_deltas(local: Sequence[torch.Tensor], global_params: Sequence[torch.Tensor]) -> torch.Tensor:

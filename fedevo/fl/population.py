@@ -33,6 +33,7 @@ import torch
 
 from .. import hardware
 from ..data import load_data
+from ..envvars import env_count
 from ..errors import DivergedError
 from . import stacked
 from .finite import all_finite
@@ -243,8 +244,8 @@ def cpu_threads() -> int:
     """Runs whose CPU work (preparation, each round's uploads, secure aggregation, server noise and SET, the
     accountant and the test accuracies at the end) go at once:
     FEDEVO_POPULATION_THREADS, else the CPU count."""
-    env = os.environ.get("FEDEVO_POPULATION_THREADS")
-    return max(1, int(env)) if env else (os.cpu_count() or 1)
+    n = env_count("FEDEVO_POPULATION_THREADS")
+    return n if n is not None else (os.cpu_count() or 1)
 
 
 def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[_Clock] = None) -> None:

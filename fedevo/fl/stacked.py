@@ -48,6 +48,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from ..envvars import env_count
 from .engine import batch_schedule, intra_op_threads
 
 
@@ -382,8 +383,8 @@ class _Bucket:
 
 def plan_threads() -> int:
     """Threads the chunks' schedules are drawn in (FEDEVO_PLAN_THREADS; default: up to 8 cores)."""
-    env = os.environ.get("FEDEVO_PLAN_THREADS")
-    return max(1, int(env)) if env else min(8, os.cpu_count() or 1)
+    n = env_count("FEDEVO_PLAN_THREADS")
+    return n if n is not None else min(8, os.cpu_count() or 1)
 
 
 def graphs_enabled() -> bool:

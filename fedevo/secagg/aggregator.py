@@ -82,6 +82,13 @@ class SecureAggregator:
         self.steps: list[float] = []
         self._round = None
 
+    def __setstate__(self, state: dict) -> None:
+        """A training state saved before the ideal sum existed (multi-fidelity `states/`, `until=`/`resume_from=`)
+        has no `simulation`: it continues with FEDEVO_SECAGG's (the same aggregates either way)."""
+        self.__dict__.update(state)
+        if "simulation" not in state:
+            self.simulation = simulation_from_env()
+
     def degree_for(self, n: int) -> Optional[int]:
         """The graph degree d for a cohort of n, or None for the complete graph."""
         d = degree(self.neighbours, n)
@@ -110,7 +117,8 @@ class SecureAggregator:
         else:
             self.encoder.begin_round(len(arrived))
         if self.simulation == "sum":
-            self.server, self.cohort = IdealSum(params, keep_uploads=self.keep_uploads), None
+            self.server = IdealSum(params, keep_uploads=self.keep_uploads, arrived=(int(c) for c in arrived))
+            self.cohort = None
         else:
             self.server = SecAggServer(params, keep_uploads=self.keep_uploads)
             self.cohort = Cohort(params, self._rng)

@@ -9,13 +9,15 @@ round's sampled clients). tests/secagg/test_ideal.py checks it against the proto
 graphs, a subset chosen after arrival, aborts, the fixed-point and the discrete-Gaussian encodings.
 
 What it does not run: the protocol's messages, its cryptography and their CPU time. `SecureAggregator` uses it
-unless FEDEVO_SECAGG=protocol (docs/engine.md); the words a client uploads (`protocol.client_words`) are counted the
-same either way. Like the server, it never sees a float update: it takes encoded uint vectors.
+unless FEDEVO_SECAGG=protocol (docs/secagg_signds_adaptive.md); the words a client uploads
+(`protocol.client_words`) are counted the same either way. Like the server, it never sees a float update: it
+takes encoded uint vectors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Optional
 
 import numpy as np
 
@@ -26,9 +28,12 @@ class IdealSum:
     """One round. keep_uploads=True keeps each encoded upload until `finish` (the set to aggregate is chosen
     after arrival); otherwise they are summed on arrival."""
 
-    def __init__(self, params: RoundParams, *, keep_uploads: bool = False):
+    def __init__(self, params: RoundParams, *, keep_uploads: bool = False, arrived: Optional[Iterable[int]] = None):
+        """arrived: the clients whose uploads will come (the protocol masks only theirs; None: any sampled one)."""
         self.params = params
         self.keep_uploads = keep_uploads
+        self._expected = frozenset(params.clients if arrived is None else arrived)
+        self._seen: set[int] = set()
         self._sum = np.zeros(params.length, dtype=params.dtype)
         self._uploads: dict[int, np.ndarray] = {}
         self.received: list[int] = []
@@ -36,12 +41,13 @@ class IdealSum:
 
     def receive(self, client: int, encoded: np.ndarray) -> None:
         p = self.params
-        if client not in p.clients or client in self.received:
+        if client not in self._expected or client in self._seen:
             raise ValueError(f"unexpected or repeated upload from client {client}")
         x = np.asarray(encoded).astype(p.dtype, copy=False)
         if x.shape != (p.length,):
             raise ValueError(f"an encoded upload must be a ({p.length},) vector, got shape {x.shape}")
         self.received.append(client)
+        self._seen.add(client)
         if self.keep_uploads:
             self._uploads[client] = x.copy()
         else:

@@ -144,3 +144,26 @@ def test_a_search_with_a_bad_fedevo_secagg_stops_with_one_line(capsys, tmp_path,
     err = bad(capsys, ["search", "--problem", path, "--workers", 0, "--pop", 4, "--gen", 1, "--quiet", "--out",
                        tmp_path / "run"], r"FEDEVO_SECAGG must be one of sum, protocol, got 'fast'.*the search stopped")
     assert "fedevo resume" in err
+
+
+def test_an_aggregator_pickled_before_the_ideal_sum_resumes(monkeypatch):
+    """A training state saved by the code before the ideal sum has no `simulation` attribute: unpickled, it
+    continues with FEDEVO_SECAGG's simulation instead of failing with AttributeError."""
+    import pickle
+
+    old = SecureAggregator(sizes=np.ones(6), seed=1, simulation="protocol")
+    del old.__dict__["simulation"]  # as the earlier code pickled it
+    monkeypatch.delenv("FEDEVO_SECAGG", raising=False)
+    back = pickle.loads(pickle.dumps(old))
+    assert back.simulation == "sum"
+    back.begin_round(0, np.arange(6), np.arange(6), torch.ones(5))
+    back.add(torch.zeros(6, 5), np.arange(6))
+    assert back.finish() is not None
+
+
+def test_the_ideal_sum_refuses_an_upload_that_did_not_arrive():
+    p = RoundParams(round=0, clients=(0, 1, 2, 3), threshold=2, length=2, bits=32)
+    s = IdealSum(p, arrived=[0, 2])
+    s.receive(0, np.zeros(2, dtype=np.uint32))
+    with pytest.raises(ValueError, match="unexpected"):  # sampled, but its upload was lost: the protocol's
+        s.receive(1, np.zeros(2, dtype=np.uint32))  # Cohort has no mask prepared for it either

@@ -15,8 +15,11 @@ def all_finite(t: torch.Tensor) -> bool:
     if t.numel() == 0 or not (t.is_floating_point() or t.is_complex()):
         return True
     if t.is_complex():
-        return all_finite(torch.view_as_real(t))
-    lo, hi = torch.aminmax(t)
+        return all_finite(torch.view_as_real(t.resolve_conj()))
+    try:
+        lo, hi = torch.aminmax(t)
+    except (RuntimeError, NotImplementedError):  # a dtype without aminmax (float8, ...): the plain check
+        return bool(torch.isfinite(t).all())
     return bool(torch.isfinite(lo) & torch.isfinite(hi))  # one device sync
 
 

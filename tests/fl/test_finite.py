@@ -28,6 +28,11 @@ def test_mixed_nan_and_inf_and_edge_cases():
     assert not all_finite(torch.tensor([1 + 1j, complex(0, float("nan"))]))
     assert all_finite(torch.tensor([1 + 1j, 2 - 3j]))
     assert all_finite(torch.randn(4, 5).t())  # non-contiguous
+    assert all_finite(torch.tensor([1 + 1j]).conj())  # a conjugate view
+    assert not all_finite(torch.tensor([1 + 1j, complex(float("nan"), 0)]).conj())
+    if hasattr(torch, "float8_e5m2"):  # no aminmax for it: the plain check answers
+        assert all_finite(torch.tensor([1.0, 2.0]).to(torch.float8_e5m2))
+        assert not all_finite(torch.tensor([1.0, float("inf")]).to(torch.float8_e5m2))
 
 
 @pytest.mark.cuda

@@ -86,6 +86,7 @@ class RayLog:
         self.text = ""
         self._handler: Optional[logging.Handler] = None
         self._printer = None  # (ray's worker module, its print_to_stdstream) while attached
+        self._capturing_into_file = False  # `capture` reads the file back into `text` afterwards
         if self.path is not None:  # present (maybe empty) whenever Ray ran: where to look
             with contextlib.suppress(OSError):
                 self.path.touch()
@@ -93,7 +94,8 @@ class RayLog:
     def write(self, text: str) -> None:
         if not text:
             return
-        self.text += text
+        if not self._capturing_into_file:  # (else the capture's read-back brings it into `text`, once)
+            self.text += text
         if self.path is not None:
             with contextlib.suppress(OSError):
                 with open(self.path, "a", encoding="utf-8") as f:
@@ -154,8 +156,8 @@ class RayLog:
     @contextlib.contextmanager
     def capture(self) -> Iterator[None]:
         """Send what is written to file descriptors 1 and 2 (Ray's C++ core, child processes) to this log: straight
-        into its file, if it has one (`_sink`), and into `text` afterwards (with whatever else reached the file
-        meanwhile, e.g. Ray's Python log records)."""
+        into its file, if it has one (`_sink`; its colour codes stripped once the capture ends), and into `text`
+        afterwards, with whatever else reached the file meanwhile (Ray's Python log records, `write`s)."""
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -166,9 +168,10 @@ class RayLog:
         sink, in_log = self._sink()
         with sink:
             start = sink.tell()
-            os.dup2(sink.fileno(), 1)
-            os.dup2(sink.fileno(), 2)
+            self._capturing_into_file = in_log
             try:
+                os.dup2(sink.fileno(), 1)
+                os.dup2(sink.fileno(), 2)
                 yield
             finally:
                 with contextlib.suppress(OSError, ValueError):
@@ -178,12 +181,18 @@ class RayLog:
                 os.dup2(saved[1], 2)
                 os.close(saved[0])
                 os.close(saved[1])
+                self._capturing_into_file = False
                 sink.seek(start)
                 text = sink.read().decode(errors="replace")
-                if in_log:  # already in the file: kept in memory too
-                    self.text += text
-                else:
+                if not in_log:
                     self.write(text)
+                else:  # in the file already: into memory, and the file's copy without colour codes
+                    self.text += text
+                    plain = strip_ansi(text)
+                    if plain != text:
+                        with contextlib.suppress(OSError):
+                            sink.truncate(start)
+                            sink.write(plain.encode())
 
 
 def node_resources(ray) -> list[dict[str, float]]:

@@ -189,6 +189,11 @@ def test_captured_output_is_in_the_log_file_before_the_capture_ends(tmp_path):
     assert path.read_text() == ("before\nCheck failed: Tried to complete task that was not pending\n"
                                 "(raylet) a line on stdout\n")
     assert log.text == path.read_text()
+    with log.capture():  # what `write` adds meanwhile (Ray's printer) is in text once; colour codes leave the file
+        log.write("(raylet) a worker died\n")
+        os.write(2, b"\x1b[33mcoloured\x1b[0m\n")
+    assert log.text.count("a worker died") == 1 and "\x1b[33mcoloured" in log.text
+    assert path.read_text().endswith("(raylet) a worker died\ncoloured\n") and not ANSI.search(path.read_text())
     memory = RayLog()  # no file (retrain keeps Ray's log in memory): read back from a temporary file
     with memory.capture():
         os.write(2, b"only in memory\n")

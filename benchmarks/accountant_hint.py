@@ -7,6 +7,7 @@ alternating, --repeats times; ε and every objective must be equal (the same int
 test_accounting.py). Prints wall seconds (median) and the ratio; the accountant is most of a cheap evaluation.
 
     python benchmarks/accountant_hint.py [--repeats 5]
+    python benchmarks/accountant_hint.py --grid     # the intervals alone over 1800 (z, q, steps, δ): 0 must differ
 """
 
 from __future__ import annotations
@@ -37,10 +38,38 @@ def full(event, delta):
     return accounting._pld_interval(accounting.eps_rdp(event=event, delta=delta))
 
 
+def grid() -> None:
+    """The quick and the full interval over a grid of z 0.05-100 (25, log), q 1e-4-0.99 (6), steps 1-500 (4),
+    δ 1e-10-1e-5 (3)."""
+    import itertools
+
+    import dp_accounting as dpa
+    import numpy as np
+
+    cases = list(itertools.product(np.logspace(-1.3, 2, 25), [1e-4, 1e-3, 0.01, 0.1, 0.5, 0.99], [1, 5, 50, 500],
+                                   [1e-10, 1e-7, 1e-5]))
+    tq = tf = 0.0
+    differ = []
+    for z, q, n, d in cases:
+        event = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(float(z))), n)
+        t = time.perf_counter()
+        a = QUICK(event, d)
+        tq += time.perf_counter() - t
+        t = time.perf_counter()
+        b = full(event, d)
+        tf += time.perf_counter() - t
+        if a != b:
+            differ.append((float(z), q, n, d, a, b))
+    print(f"{len(cases)} cases, {len(differ)} intervals differ {differ[:5]}; quick {tq:.1f} s, full {tf:.1f} s")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--grid", action="store_true", help="only the grid check of the intervals")
     a = ap.parse_args(argv)
+    if a.grid:
+        return grid()
     print(f"CPU: {cpu()}; load average {os.getloadavg()[0]:.1f}")
     print(f"{'problem':<16}{'params':<70}{'full s':>8}{'quick s':>9}{'ratio':>7}  ε      equal")
     for problem, params in CONFIGS:

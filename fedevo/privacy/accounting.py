@@ -12,8 +12,10 @@ See docs/privacy.md for the adjacency relations, sensitivities and threat models
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -113,10 +115,21 @@ def _pld_interval_of(event, delta: float) -> float:
     full ε, and the interval is PLD_INTERVAL either way. Otherwise the full ε decides, as before. The same interval,
     hence the same ε, as always computing the full bound (tests/privacy/test_accounting.py), at ~5 ms instead of
     20–75 ms (the fractional orders dominate)."""
-    quick = eps_rdp(event=event, delta=delta, orders=HINT_ORDERS)
+    quick = eps_rdp(event=event, delta=delta, orders=_hint_orders())
     if math.isfinite(quick) and quick <= PLD_HINT_FREE:
         return PLD_INTERVAL
     return _pld_interval(eps_rdp(event=event, delta=delta))
+
+
+@functools.lru_cache(maxsize=1)
+def _hint_orders() -> tuple:
+    """HINT_ORDERS, checked to be orders of dp-accounting's default list (the quick bound's argument needs it)."""
+    from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
+
+    missing = [o for o in HINT_ORDERS if o not in DEFAULT_RDP_ORDERS]
+    if missing:  # a dp-accounting whose default orders changed: the quick bound would not bound the full one
+        raise RuntimeError(f"fedevo's HINT_ORDERS {missing} are not in dp-accounting's DEFAULT_RDP_ORDERS")
+    return HINT_ORDERS
 
 
 def eps_gaussian_exact(*, noise_multiplier: float, delta: float) -> float:
@@ -137,19 +150,23 @@ def eps_rdp(*, event, delta: float, replace_one: bool = False, orders: Sequence[
     from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 
     rel = NeighboringRelation.REPLACE_ONE if replace_one else NeighboringRelation.ADD_OR_REMOVE_ONE
+    acc = RdpAccountant(orders=None if orders is None else list(orders), neighboring_relation=rel)
     absl = logging.getLogger("absl")  # "failed to converge ... excluding this order": the bound stays valid
-    level = absl.level
-    absl.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings(), np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            warnings.simplefilter("ignore")
-            try:
-                acc = RdpAccountant(orders=None if orders is None else list(orders), neighboring_relation=rel)
-                return _finite(acc.compose(event).get_epsilon(_delta(delta)))
-            except (OverflowError, ZeroDivisionError):  # a noise multiplier so small that 1/z² overflows
-                return math.inf
-    finally:
-        absl.setLevel(level)
+    with _QUIET:  # one thread at a time saves and restores the level (the population measures in threads)
+        level = absl.level
+        absl.setLevel(logging.ERROR)
+        try:
+            with warnings.catch_warnings(), np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                warnings.simplefilter("ignore")
+                try:
+                    return _finite(acc.compose(event).get_epsilon(_delta(delta)))
+                except (OverflowError, ZeroDivisionError):  # a noise multiplier so small that 1/z² overflows
+                    return math.inf
+        finally:
+            absl.setLevel(level)
+
+
+_QUIET = threading.RLock()
 
 
 def _finite(eps: float) -> float:

@@ -60,10 +60,18 @@ def _interval_case(seed):
 @pytest.mark.parametrize("seed", range(40))
 def test_quick_pld_interval_is_the_full_bounds(seed):
     """The PLD's discretisation from the quick RDP bound (a subset of the orders) is the one the full RDP bound
-    gives, so ε is unchanged (a grid of 1800 (z, q, steps, δ) cases gave 0 mismatches when this was written)."""
+    gives, so ε is unchanged (`python benchmarks/accountant_hint.py --grid`: 1800 (z, q, steps, δ) cases, 0
+    mismatches when this was written)."""
     event, d = _interval_case(seed)
     assert acc._pld_interval_of(event, d) == acc._pld_interval(acc.eps_rdp(event=event, delta=d))
     assert acc.eps_rdp(event=event, delta=d, orders=acc.HINT_ORDERS) >= acc.eps_rdp(event=event, delta=d)
+
+
+def test_hint_orders_are_dp_accountings_own():
+    """The quick bound is a bound only over orders of the default list (checked on use, and here)."""
+    from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
+
+    assert acc._hint_orders() == acc.HINT_ORDERS and set(acc.HINT_ORDERS) <= set(DEFAULT_RDP_ORDERS)
 
 
 def test_eps_gaussian_values_are_those_of_the_full_rdp_hint():

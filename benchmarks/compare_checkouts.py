@@ -50,6 +50,13 @@ def worker(path: str, problem: str, rounds) -> subprocess.Popen:
     return p
 
 
+def same_results(a: list, b: list) -> bool:
+    """Equal, NaN equal to NaN (a diverged evaluation's objectives)."""
+    def norm(v):
+        return "nan" if isinstance(v, float) and v != v else v
+    return [norm(v) for v in a] == [norm(v) for v in b]
+
+
 def ask(p: subprocess.Popen, params: dict, seed: int) -> dict:
     p.stdin.write(json.dumps({"params": params, "seed": seed}) + "\n")
     p.stdin.flush()
@@ -79,7 +86,7 @@ def main(argv=None):
         b, h = got["base"], got["head"]
         tb.append(b["wall"])
         th.append(h["wall"])
-        eq = b["out"] == h["out"]
+        eq = same_results(b["out"], h["out"])
         same += eq
         short = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in p.items()
                  if k in ("trust", "layers", "units", "participation")}

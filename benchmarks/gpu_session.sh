@@ -17,7 +17,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fedevo, i
 step() {  # step NAME SECONDS COMMAND...: run it, its output to $OUT/NAME.txt, its status and time appended
   local name=$1 secs=$2; shift 2
   local t0=$SECONDS
-  timeout "$secs" "$@" > "$OUT/$name.txt" 2>&1
+  timeout -k 10 "$secs" "$@" > "$OUT/$name.txt" 2>&1
   echo "# exit $? after $((SECONDS - t0)) s: $*" >> "$OUT/$name.txt"
   tail -n 3 "$OUT/$name.txt"
 }

@@ -37,10 +37,8 @@ import torch
 from ..errors import SetupError
 from .graph import check_neighbours, degree, neighbourhood_threshold
 from .ideal import IdealSum
-from .masking import Cohort
 from .protocol import RoundParams, SecAggAbort, client_words
 from .quantize import dequantize, fixed_point, quantize
-from .server import SecAggServer
 
 
 SIMULATIONS = ("sum", "protocol")
@@ -119,7 +117,10 @@ class SecureAggregator:
         if self.simulation == "sum":
             self.server = IdealSum(params, keep_uploads=self.keep_uploads, arrived=(int(c) for c in arrived))
             self.cohort = None
-        else:
+        else:  # the protocol's modules (X25519, AES: `cryptography`) only when it runs
+            from .masking import Cohort
+            from .server import SecAggServer
+
             self.server = SecAggServer(params, keep_uploads=self.keep_uploads)
             self.cohort = Cohort(params, self._rng)
             self.cohort.setup(self.server)

@@ -7,7 +7,7 @@
 # Before the call, on this machine (Fashion-MNIST's IDX files travel with the call; .gpu-data/ is git-ignored):
 #     mkdir -p .gpu-data && cp /usr/share/datasets/fashion-mnist/*.gz .gpu-data/
 # The device call:  bash benchmarks/gpu_session.sh     (carry [".gpu-data"], timeout_s 600)
-# At most 510 s of steps (about 5 minutes on an H100 by the 2026-11-24/25 timings); the device machine has torch,
+# At most 540 s of steps (about 5 minutes on an H100 by the 2026-11-24/25 timings); the device machine has torch,
 # not Ray nor pymoo, so the tests that need them are left out.
 set -uo pipefail
 OUT="${OUT:-/tmp/fedevo-gpu}"
@@ -30,9 +30,13 @@ step() {  # step NAME SECONDS COMMAND...: run it, its output to $OUT/NAME.txt, i
   git log -1 --format='fedevo %h %s' 2>/dev/null || true
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
-step tests 120 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
+step tests 110 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py
 step round 120 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device
-step generation 180 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
+# the default round's phases with the schedule drawn in threads (the default) and in one: on a 2-core CPU the
+# threads cost more than they save (2.8 ms in one thread, 4.5 ms with a fresh pool of two), and the H100's
+# "bucket/plan" phase took 25 ms of a 43 ms round
+step phases 60 bash -c "python3 benchmarks/cuda_round_phases.py && FEDEVO_PLAN_THREADS=1 python3 benchmarks/cuda_round_phases.py"
+step generation 170 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
 step generation-central 90 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
   --data-dir "$DATA"

@@ -36,7 +36,8 @@ step round 120 python3 benchmarks/cuda_population.py --repeats 7 --no-generation
 # the default round's phases with the schedule drawn in threads (the default) and in one: on a 2-core CPU the
 # threads cost more than they save (2.8 ms in one thread, 4.5 ms with a fresh pool of two), and the H100's
 # "bucket/plan" phase took 25 ms of a 43 ms round
-step phases 60 bash -c "python3 benchmarks/cuda_round_phases.py && FEDEVO_PLAN_THREADS=1 python3 benchmarks/cuda_round_phases.py"
+step phases 60 bash -c \
+  "python3 benchmarks/cuda_round_phases.py && FEDEVO_PLAN_THREADS=1 python3 benchmarks/cuda_round_phases.py"
 step generation 170 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
 step generation-central 90 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
   --data-dir "$DATA"

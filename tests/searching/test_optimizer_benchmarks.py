@@ -1,6 +1,6 @@
 """Smoke tests of issue #34's benchmark scripts on a tiny problem (they time nothing here):
 benchmarks/optimizer_run.py (one search, its batch size included), benchmarks/optimizers_report.py (the table and
-the per-seed evaluations to the target) and benchmarks/gp_proposal_cost.py."""
+the per-seed evaluations to the target), benchmarks/gp_proposal_cost.py and benchmarks/compare_checkouts.py."""
 
 from __future__ import annotations
 
@@ -79,3 +79,14 @@ def test_gp_proposal_cost_runs(tiny):
     assert "gp   told   12 (" in out and "round 0: asks gp after 12: " in out and "round 0: evaluation " in out
     assert "median evaluation " in out and "gp   proposal after   12 told: median " in out
     assert "tpe  proposal after   12 told: median " in out and "proposal / median evaluation = " in out
+
+
+def test_compare_checkouts_runs_and_one_checkout_equals_itself(tiny):
+    """benchmarks/compare_checkouts.py (two worker processes, the same evaluations): a checkout against itself
+    gives equal results for every drawn configuration (and the script runs)."""
+    out = script(REPO / "benchmarks" / "compare_checkouts.py", "--base", REPO, "--head", REPO, "--problem", tiny,
+                 "--generation", 3, "--rounds", 1)
+    assert out.startswith("CPU: ") and out.count("fedevo from ") == 2
+    rows = [ln for ln in out.splitlines() if ln[:3].strip().isdigit()]
+    assert len(rows) == 3 and all(ln.endswith("True") for ln in rows)
+    assert "results equal for 3/3" in out

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -23,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fedevo  # noqa: E402
 from fedevo.privacy import accounting  # noqa: E402
 from machine import cpu  # noqa: E402
+from side_by_side import alternate, outcome  # noqa: E402
 
 CONFIGS = [  # the default problem (central trust, Poisson sampling: the PLD accountant) and fashion_mlp_dp's
     ("digits_mlp", {}),
@@ -74,17 +74,11 @@ def main(argv=None):
     print(f"{'problem':<16}{'params':<70}{'full s':>8}{'quick s':>9}{'ratio':>7}  ε      equal")
     for problem, params in CONFIGS:
         fedevo.evaluate(problem, params, seed=0, rounds=1)  # warm-up: data read, kernels built
-        times = {"full": [], "quick": []}
-        res = {}
-        for i in range(a.repeats):
-            for name in (("full", "quick") if i % 2 == 0 else ("quick", "full")):
-                accounting._pld_interval_of = full if name == "full" else QUICK
-                t = time.perf_counter()
-                r = fedevo.evaluate(problem, params, seed=1)
-                times[name].append(time.perf_counter() - t)
-                res[name] = (r.error, r.comm, r.eps, r.omega, r.status)
+        med, res = alternate({"full": lambda: setattr(accounting, "_pld_interval_of", full),
+                              "quick": lambda: setattr(accounting, "_pld_interval_of", QUICK)},
+                             lambda: outcome(fedevo.evaluate(problem, params, seed=1)), a.repeats)
         accounting._pld_interval_of = QUICK
-        f, q = statistics.median(times["full"]), statistics.median(times["quick"])
+        f, q = med["full"], med["quick"]
         print(f"{problem:<16}{str(params):<70}{f:8.3f}{q:9.3f}{f / q:7.2f}  {res['quick'][2]:<7.3g}"
               f"{res['full'] == res['quick']}", flush=True)
     print(f"load average now {os.getloadavg()[0]:.1f}")

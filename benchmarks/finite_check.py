@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,6 +21,7 @@ import torch  # noqa: E402
 import fedevo  # noqa: E402
 from fedevo.fl import finite, population, rounds, simulate  # noqa: E402
 from machine import cpu  # noqa: E402
+from side_by_side import alternate, outcome  # noqa: E402
 
 CONFIGS = [  # (problem, params): the default problem, and fashion_mlp_dp's default (its MLP 784-200-200-10)
     ("digits_mlp", {}),
@@ -50,17 +49,10 @@ def main(argv=None):
     print(f"{'problem':<16}{'params':<46}{'isfinite().all() s':>19}{'all_finite s':>14}{'ratio':>7}  equal")
     for problem, params in CONFIGS:
         fedevo.evaluate(problem, params, seed=0, rounds=1)  # warm-up: data read, kernels built
-        times = {"old": [], "new": []}
-        res = {}
-        for i in range(a.repeats):
-            for name in (("old", "new") if i % 2 == 0 else ("new", "old")):
-                use(old_check if name == "old" else finite.all_finite)
-                t = time.perf_counter()
-                r = fedevo.evaluate(problem, params, seed=1, rounds=a.rounds)
-                times[name].append(time.perf_counter() - t)
-                res[name] = (r.error, r.comm, r.eps, r.omega, r.status)
+        med, res = alternate({"old": lambda: use(old_check), "new": lambda: use(finite.all_finite)},
+                             lambda: outcome(fedevo.evaluate(problem, params, seed=1, rounds=a.rounds)), a.repeats)
         use(finite.all_finite)
-        old, new = statistics.median(times["old"]), statistics.median(times["new"])
+        old, new = med["old"], med["new"]
         print(f"{problem:<16}{str(params):<46}{old:19.3f}{new:14.3f}{old / new:7.2f}  {res['old'] == res['new']}",
               flush=True)
     print(f"load average now {os.getloadavg()[0]:.1f}")

@@ -33,21 +33,19 @@ class IdealSum:
         self.params = params
         self.keep_uploads = keep_uploads
         self._expected = frozenset(params.clients if arrived is None else arrived)
-        self._seen: set[int] = set()
+        self.received: set[int] = set()
         self._sum = np.zeros(params.length, dtype=params.dtype)
         self._uploads: dict[int, np.ndarray] = {}
-        self.received: list[int] = []
         self._survivors: tuple[int, ...] | None = None
 
     def receive(self, client: int, encoded: np.ndarray) -> None:
         p = self.params
-        if client not in self._expected or client in self._seen:
+        if client not in self._expected or client in self.received:
             raise ValueError(f"unexpected or repeated upload from client {client}")
         x = np.asarray(encoded).astype(p.dtype, copy=False)
         if x.shape != (p.length,):
             raise ValueError(f"an encoded upload must be a ({p.length},) vector, got shape {x.shape}")
-        self.received.append(client)
-        self._seen.add(client)
+        self.received.add(client)
         if self.keep_uploads:
             self._uploads[client] = x.copy()
         else:

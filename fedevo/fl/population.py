@@ -213,7 +213,7 @@ class _Clock:
         self.t = now
 
     def each(self, key: str):
-        """A decorator: the wrapped call's seconds added to `key` (thread-safe enough: one += per call)."""
+        """A decorator: the wrapped call's seconds added to `key` (under a lock: the runs' threads add to it)."""
         def wrap(fn):
             if self.timings is None:
                 return fn

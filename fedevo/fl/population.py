@@ -189,6 +189,7 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
 PHASES = {  # simulate_population's `timings`: wall seconds of its phases, in order, and the sums over runs
     "prepare_s": "data, partitions, models, mechanisms of every evaluation (in threads)",
     "train_s": "the stacked local training, every round (the main thread; on a GPU, its launches and waits)",
+    "plan_s": "of train_s: the buckets' batch schedules and stacked state built on the host (the GPU waits)",
     "rounds_s": "each round's CPU side of every run after its training (uploads, aggregation, server noise, SET)",
     "rounds_sum_s": "the same, summed over the runs (rounds_sum_s / rounds_s: how many ran at once)",
     "measure_s": "each run's result: the accountant's ε and the test accuracies (in threads)",
@@ -271,7 +272,8 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
             members = [stacked.Member(dims=r.su.model.dims, params=r.work.params, masks=r.work.masks,
                                       lr=r.cfg.lr, chunks=r.work.local_data, seeds=r.work.seeds, epochs=r.cfg.epochs,
                                       batch_size=r.cfg.batch_size, **stacked.settings_of(r.cfg)) for r in group]
-            flats = stacked.train_members(members, x, data.y_train, device=device, exact=exact)
+            flats = stacked.train_members(members, x, data.y_train, device=device, exact=exact,
+                                          timings=clock.timings)
             clock.lap("train_s")
             # each run's own objects only: the numbers do not depend on the threads
             _map(finish, list(zip(group, flats)), threads)

@@ -40,10 +40,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -452,10 +453,11 @@ def _cache(device: torch.device) -> _GraphCache:
 
 
 def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *, device,
-                  exact: bool = False) -> list[torch.Tensor]:
+                  exact: bool = False, timings: Optional[dict] = None) -> list[torch.Tensor]:
     """Train every member's clients for one round, members bucketed (`bucket_key`) and each bucket stacked on
     `device`; returns each member's flat updates (clients, D) there, in the members' order. x: the training set
-    (on `device`, else copied), y: its labels (CPU). exact: only members of equal widths share a bucket."""
+    (on `device`, else copied), y: its labels (CPU). exact: only members of equal widths share a bucket.
+    timings: a dict whose 'plan_s' gets the host seconds spent building the buckets (schedules, state; benchmarks)."""
     device = torch.device(device)
     x = x.to(device)
     x = x.reshape(x.shape[0], -1)
@@ -465,7 +467,10 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
             groups.setdefault(bucket_key(m, exact), []).append(i)
     out: list = [None] * len(members)
     for idx in groups.values():
+        t = time.perf_counter()
         bucket = _Bucket([members[i] for i in idx], y, device)
+        if timings is not None:
+            timings["plan_s"] = timings.get("plan_s", 0.0) + time.perf_counter() - t
         # on the CPU (tests) one intra-op thread, as the CPU engine: small ops, no thread wake-ups
         with intra_op_threads(1) if device.type == "cpu" else _matmul_tf32(bucket.tf32):
             state = _cache(device).run(bucket, x)

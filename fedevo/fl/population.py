@@ -21,6 +21,7 @@ error is then the one `simulate` raises). A batch mixing data sets trains one st
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -35,8 +36,10 @@ from .. import hardware
 from ..data import load_data
 from ..envvars import env_count
 from ..errors import DivergedError
+from ..privacy import offload
 from . import stacked
 from .finite import all_finite
+from .engine import intra_op_threads
 from .rounds import RoundWork, aggregate_uploads, round_program, uploads_on_device
 from .simulate import Setup, _diverged, measure, prepare, simulate
 
@@ -125,8 +128,6 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
         raise ValueError("one seed per config")
     clock = _Clock(timings)
     t0 = time.perf_counter()
-    runs: list[_Run] = []
-    alone: list[int] = []
     dev = None if device is None else hardware.device(str(device)) if not isinstance(device, torch.device) \
         else device
     if dev is not None:  # each config resolved for that device (its precision 'auto' too)
@@ -143,6 +144,13 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
         except Exception:  # noqa: BLE001 - simulate raises the same error for it, alone
             return None
     threads = cpu_threads()
+    with offload.in_processes(offload.processes(len(configs))):  # the accountant's workers start now
+        return _simulate_population(configs, seeds, setup, dev, exact, contain, clock, t0, threads, timings)
+
+
+def _simulate_population(configs, seeds, setup, dev, exact, contain, clock, t0, threads, timings):
+    runs: list[_Run] = []
+    alone: list[int] = []
     setups = _map(setup, range(len(configs)), threads)
     for i, su in enumerate(setups):
         if su is None:
@@ -161,18 +169,10 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
     clock.lap("prepare_s")
     if runs:
         d = dev or runs[0].su.engine.device
-        _train(runs, d, exact, clock)
-        acc = device_accuracies(d) if d.type != "cpu" else None
-
-        @clock.each("measure_sum_s")
-        def result(r):  # the accountant's ε and the test accuracies, run by run in threads
-            if r.result is None:
-                r.result = measure(r.cfg, r.seed, r.su, r.result_out, t0=t0, stop=r.cfg.rounds, engine=r.engine,
-                                   accuracies=acc)
-            return r.result
-        for r, res in zip(runs, _map(result, runs, threads)):
-            results[r.index] = res
-        clock.lap("measure_s")
+        # the runs' CPU work goes in `threads` threads, so each torch op in one thread (16 runs' ops each
+        # spreading over 16 cores would oversubscribe them)
+        with intra_op_threads(1) if threads > 1 else contextlib.nullcontext():
+            _measure_batch(runs, d, exact, clock, threads, results, t0)
     for i in alone:
         try:
             results[i] = simulate(configs[i], seed=int(seeds[i]))
@@ -184,6 +184,22 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
     if timings is not None:
         timings.update(members=len(runs), alone=len(alone), threads=threads)
     return results
+
+
+def _measure_batch(runs, d, exact, clock, threads, results, t0) -> None:
+    """Train the runs' round loops together, then each run's result into results[its index]."""
+    _train(runs, d, exact, clock)
+    acc = device_accuracies(d) if d.type != "cpu" else None
+
+    @clock.each("measure_sum_s")
+    def result(r):  # the accountant's ε (in worker processes: offload) and the test accuracies, in threads
+        if r.result is None:
+            r.result = measure(r.cfg, r.seed, r.su, r.result_out, t0=t0, stop=r.cfg.rounds, engine=r.engine,
+                               accuracies=acc)
+        return r.result
+    for r, res in zip(runs, _map(result, runs, threads)):
+        results[r.index] = res
+    clock.lap("measure_s")
 
 
 PHASES = {  # simulate_population's `timings`: wall seconds of its phases, in order, and the sums over runs

@@ -23,6 +23,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from fedevo.errors import FedevoError
+from fedevo.privacy.offload import offloadable
 
 ADJACENCIES = ("replace", "zero_out")
 #: PLD discretisation (nats) for ε up to 10; larger ε gets a proportionally coarser one (see `_pld_interval`).
@@ -73,6 +74,9 @@ def _adjacency(adjacency: str) -> str:
 
 
 # ---------------------------------------------------------------- the dp-accounting primitives
+# (`offloadable`: inside offload.in_processes, e.g. while a batched generation is measured, they run in worker
+# processes: pure functions, the same numbers)
+@offloadable
 def eps_gaussian(*, noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
     """ε of the Gaussian mechanism (multiplier z = noise std / L2 sensitivity) composed `steps` times, each time
     on a Poisson sample at `sample_rate` (1: no sampling). Add/remove neighbours when sampled.
@@ -144,6 +148,7 @@ def eps_gaussian_exact(*, noise_multiplier: float, delta: float) -> float:
     return _finite(get_epsilon_gaussian(z, d))
 
 
+@offloadable
 def eps_rdp(*, event, delta: float, replace_one: bool = False, orders: Sequence[float] | None = None) -> float:
     """ε of a dp-accounting event from its RDP accountant (the fallback where no PLD exists). orders: the RDP
     orders (default: dp-accounting's)."""

@@ -1,0 +1,125 @@
+"""The accountant's heavy pure functions in worker processes while a batch of evaluations is measured.
+
+dp-accounting's PLD accountant is pure Python: a generation's 20 ε computed in threads take as long as one after
+another (the GIL), ~0.1 s each, which was a quarter of a batched generation's time on a GPU. Inside
+`in_processes(n)`, a call to a function marked `@offloadable` from any thread runs in a pool of n worker processes
+(joblib's loky executor: fresh interpreters, not copies of a process that holds a GPU, and unlike
+multiprocessing's spawn and forkserver it does not re-run the user's `__main__` script in them, so a script needs
+no `if __name__ == "__main__"` guard) and returns the same number it would inline: the functions are pure and
+keyword-only, and their arguments and results are plain numbers. The executor is reused by the next batch (loky
+stops idle workers after 5 minutes). Where no pool can be had (a worker that died, a platform loky does not run
+on), the call runs inline: the same number, only slower.
+
+FEDEVO_ACCOUNTANT_PROCESSES sets the pool's size (1: inline); default: the CPU count, at most 16.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import threading
+import time
+from concurrent.futures.process import BrokenProcessPool
+
+from ..envvars import env_count
+
+_LOCK = threading.Lock()
+_POOL = None  # the loky executor in use, while _USERS > 0
+_USERS = 0
+_LOG = logging.getLogger(__name__)
+
+
+def processes(runs: int) -> int:
+    """Worker processes for a batch of `runs` evaluations: FEDEVO_ACCOUNTANT_PROCESSES, else the CPU count (at most
+    16), never more than the runs; 1 or less: inline."""
+    n = env_count("FEDEVO_ACCOUNTANT_PROCESSES")
+    n = n if n is not None else min(16, os.cpu_count() or 1)
+    return max(1, min(n, runs))
+
+
+def _ready() -> bool:
+    return True
+
+
+def _exit_with_parent() -> None:
+    """A worker's initializer: end the worker within half a second of its parent's end (a killed search leaves no
+    workers behind, nor pipes of its own held open by them)."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+    threading.Thread(target=watch, name="fedevo-offload-parent", daemon=True).start()
+
+
+def _new_pool(n: int):
+    try:
+        from joblib.externals.loky import get_reusable_executor
+        return get_reusable_executor(max_workers=n, timeout=300, initializer=_exit_with_parent)
+    except Exception as e:  # noqa: BLE001 - no worker processes here: inline
+        _LOG.info("accountant processes unavailable (%s): computed inline", e)
+        return None
+
+
+@contextlib.contextmanager
+def in_processes(n: int):
+    """Inside, `@offloadable` calls from every thread run in a pool of n worker processes (n <= 1: inline). The
+    workers start at once (they import the accountant while the caller does other work)."""
+    global _POOL, _USERS
+    if n <= 1:
+        yield
+        return
+    with _LOCK:
+        if _USERS == 0:  # loky's executor: the same one again while it lives, resized to n
+            _POOL = _new_pool(n)
+        _USERS += 1
+        pool = _POOL
+    if pool is not None:
+        try:
+            for _ in range(n):
+                pool.submit(_ready)
+        except Exception:  # noqa: BLE001 - a broken or shut-down executor: inline
+            _reset(pool)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _USERS -= 1
+
+
+def _reset(pool) -> None:
+    global _POOL
+    with _LOCK:
+        if _POOL is pool:
+            _POOL = None
+
+
+def _active():
+    return _POOL if _USERS > 0 else None
+
+
+def offloadable(fn):
+    """Mark a pure module-level function whose calls may run in `in_processes`'s pool (same arguments, same
+    result; an exception it raises there is raised here)."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        pool = _active()
+        if pool is None:
+            return fn(*args, **kwargs)
+        try:
+            future = pool.submit(call, *args, **kwargs)
+        except (BrokenProcessPool, RuntimeError):  # the pool broke or shut down: inline
+            _reset(pool)
+            return fn(*args, **kwargs)
+        try:
+            return future.result()
+        except BrokenProcessPool:
+            _reset(pool)
+            return fn(*args, **kwargs)
+    return call
+
+
+__all__ = ["in_processes", "offloadable", "processes"]

@@ -1,0 +1,88 @@
+"""The accountant in worker processes (fedevo/privacy/offload.py): the same numbers and errors as inline, no
+re-run of the caller's script in the workers, no worker outliving its parent."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from fedevo.errors import FedevoError
+from fedevo.privacy import accounting, offload
+
+CASES = [dict(noise_multiplier=z, sample_rate=q, steps=n, delta=1e-6)
+         for z, q, n in ((0.8, 0.01, 50), (1.3, 0.1, 5), (3.0, 0.5, 20), (0.6, 1.0, 7))]
+
+
+def test_in_processes_gives_the_inline_numbers_from_threads():
+    inline = [accounting.eps_gaussian(**c) for c in CASES]
+    with offload.in_processes(2):
+        pool = offload._active()
+        assert pool is not None
+        with ThreadPoolExecutor(4) as threads:  # as the population measures: runs in threads
+            got = list(threads.map(lambda c: accounting.eps_gaussian(**c), CASES))
+        pids = {pool.submit(os.getpid).result() for _ in range(6)}
+    assert got == inline
+    assert os.getpid() not in pids  # it did run elsewhere
+    assert offload._active() is None  # outside: inline again
+
+
+def test_an_error_in_a_worker_is_raised_here_as_inline():
+    with pytest.raises(FedevoError) as inline:
+        accounting.eps_gaussian(noise_multiplier=-1.0, sample_rate=0.1, steps=3, delta=1e-5)
+    with offload.in_processes(2), pytest.raises(FedevoError) as there:
+        accounting.eps_gaussian(noise_multiplier=-1.0, sample_rate=0.1, steps=3, delta=1e-5)
+    assert str(there.value) == str(inline.value)
+
+
+def test_processes_setting(monkeypatch):
+    monkeypatch.setenv("FEDEVO_ACCOUNTANT_PROCESSES", "3")
+    assert offload.processes(20) == 3 and offload.processes(2) == 2 and offload.processes(1) == 1
+    monkeypatch.setenv("FEDEVO_ACCOUNTANT_PROCESSES", "1")
+    assert offload.processes(20) == 1
+    monkeypatch.delenv("FEDEVO_ACCOUNTANT_PROCESSES")
+    assert offload.processes(20) == min(16, os.cpu_count() or 1)
+    with offload.in_processes(1):  # one: inline, no pool
+        assert offload._active() is None
+
+
+SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    print("top level ran", flush=True)  # no __main__ guard: a worker that re-ran this script would print it again
+    from fedevo.privacy import accounting, offload
+    with offload.in_processes(2):
+        eps = accounting.eps_gaussian(noise_multiplier=1.0, sample_rate=0.1, steps=3, delta=1e-5)
+        pids = sorted({offload._active().submit(os.getpid).result() for _ in range(4)})
+    print("eps", eps, flush=True)
+    print("workers", *pids, flush=True)
+    if sys.argv[1:] == ["kill"]:
+        os.kill(os.getpid(), 9)
+""")
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie that no init reaped has ended)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not any(line.startswith("State:") and "Z" in line.split()[1] for line in f)
+    except FileNotFoundError:
+        return False
+
+
+def test_a_script_without_main_guard_runs_once_and_its_workers_end_with_it(tmp_path):
+    script = tmp_path / "user_script.py"
+    script.write_text(SCRIPT)
+    p = subprocess.run([sys.executable, str(script), "kill"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == -signal.SIGKILL, p.stderr  # the pipes closed: no worker held them open
+    assert p.stdout.count("top level ran") == 1, p.stdout
+    eps = float(p.stdout.split("eps ")[1].split()[0])
+    assert eps == accounting.eps_gaussian(noise_multiplier=1.0, sample_rate=0.1, steps=3, delta=1e-5)
+    pids = [int(x) for x in p.stdout.split("workers ")[1].split()]
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in pids)

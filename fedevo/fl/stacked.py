@@ -230,10 +230,20 @@ def device_draws(m: Member, device) -> torch.Tensor:
     keys = torch.rand(len(sizes), m.epochs, n, generator=gen, device=device)
     if min(sizes) < n:  # a client's padding sorts last
         pad = torch.arange(n).view(1, n) >= torch.tensor(sizes).view(-1, 1)
-        keys += pad.to(device).view(len(sizes), 1, n) * 2.0
+        keys += to_device(pad, device).view(len(sizes), 1, n) * 2.0
     perm = torch.argsort(keys, dim=-1, stable=True)
-    table = torch.from_numpy(table).to(device).view(len(sizes), 1, n).expand(-1, m.epochs, -1)
+    table = to_device(torch.from_numpy(table), device).view(len(sizes), 1, n).expand(-1, m.epochs, -1)
     return table.gather(2, perm)
+
+
+def to_device(t: torch.Tensor, device) -> torch.Tensor:
+    """t on `device`; from the CPU to CUDA through pinned memory, without waiting for the GPU's queued work (a
+    copy from pageable memory waits for it: the host would build the next bucket only once the GPU is idle). The
+    pinned buffer is the caching host allocator's, reused only once the copy has run."""
+    device = torch.device(device)
+    if device.type != "cuda" or t.device.type != "cpu":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
 
 
 def _compact(rows: np.ndarray, ws: np.ndarray) -> tuple[tuple, tuple]:
@@ -310,13 +320,16 @@ class _Bucket:
         for name, t in (("rows", self.plan[0]), ("y", self.plan[1]), ("w", self.plan[2]), ("neg_lr", self.neg_lr)):
             state[name].copy_(t)
         k = 0
+        self.globals = []  # each member's global parameters on the device (deltas subtracts them)
         for m in self.members:
             sl = slice(k, k + m.clients)
+            self.globals.append([to_device(p, self.device) for p in m.params])
             for l in range(L):
-                W, b = m.params[2 * l].to(self.device), m.params[2 * l + 1].to(self.device)
+                W, b = self.globals[-1][2 * l], self.globals[-1][2 * l + 1]
                 mask = m.masks.get(2 * l)
                 if mask is not None:
-                    W = W * mask.to(self.device)  # inactive weights are 0 (a precondition-free fact, as engine.py)
+                    mask = to_device(mask, self.device)
+                    W = W * mask  # inactive weights are 0 (a precondition-free fact, as engine.py)
                 for name, src in ((f"W{l}", W), (f"b{l}", b)):
                     dst = state[name][sl]
                     if src.shape != dst.shape[1:]:
@@ -325,7 +338,7 @@ class _Bucket:
                 if self.masked:
                     dst = state[f"M{l}"][sl]
                     dst.zero_()
-                    dst[:, :W.shape[0], :W.shape[1]] = 1.0 if mask is None else mask.to(self.device)
+                    dst[:, :W.shape[0], :W.shape[1]] = 1.0 if mask is None else mask
             k += m.clients
 
     def run(self, state: dict, x: torch.Tensor) -> None:
@@ -365,16 +378,16 @@ class _Bucket:
         """Each member's flat updates (clients, D), local − global in its own layout, on the device."""
         L = len(self.dims) - 1
         out, k = [], 0
-        for m in self.members:
+        for m, gs in zip(self.members, self.globals):
             c = m.clients
             D = sum(int(np.prod(p.shape)) for p in m.params)
             flat = torch.empty(c, D, device=self.device)
             off = 0
-            for i, g in enumerate(m.params):
+            for i, g in enumerate(gs):
                 name = f"W{i // 2}" if i % 2 == 0 else f"b{i // 2}"
                 r, q = g.shape
                 local = state[name][k:k + c, :r, :q]
-                torch.sub(local, g.to(self.device).unsqueeze(0), out=flat[:, off:off + r * q].view(c, r, q))
+                torch.sub(local, g.unsqueeze(0), out=flat[:, off:off + r * q].view(c, r, q))
                 off += r * q
             out.append(flat)
             k += c

@@ -5,14 +5,16 @@ its learning rate, its arrived clients in chunks with each chunk's seed. Members
 (and batch size and epochs) and whose widths fall in the same power-of-two class train together in one *bucket*:
 every client of every member is one slice of stacked weights (clients, d_in, d_out), each member's layers padded to
 the bucket's widest with zero weights (a padded unit's pre-activation is 0, its ReLU output and gradient are 0, so
-padding stays 0 and changes no real unit's numbers beyond rounding), its learning rate a per-client tensor and its
-SET mask a per-client 0/1 tensor. One step is one batched matmul per layer and direction for the whole bucket:
+padding stays 0 and changes no real unit's numbers beyond rounding), its learning rate in its clients' per-sample
+weights and its SET mask a per-client 0/1 tensor. One step is one batched matmul per layer and direction for the
+whole bucket:
 
 - forward z = b + h·W (`baddbmm`), ReLU; softmax-CE's gradient in fp32, weighted by the schedule's per-sample
-  weights (1/|batch|, 0 for padding and for a client that has finished its schedule);
+  weights (1/|batch|, 0 for padding and for a client that has finished its schedule) with each client's −lr
+  folded in where the plan is built: δ is the update's from the top, no per-layer scaling;
 - backward per layer: the input gradient δ·Wᵀ (with ReLU') first, then the weight update fused into the
-  weight-gradient GEMM: W += hᵀ·(−lr·δ) (`baddbmm_` in place: no gradient tensor, no update pass), the mask
-  product after it where SET masks are, the bias b −= lr·Σδ.
+  weight-gradient GEMM: W += hᵀ·δ (`baddbmm_` in place: no gradient tensor, no update pass), the mask product
+  after it where SET masks are, the bias b += Σδ.
 
 The schedule is by default the CPU engine's (`engine.batch_schedule`, each chunk with its own seed), hence the
 same batches as the CPU engine and the device path, and every member's numbers do not depend on the members beside it, up to
@@ -243,6 +245,11 @@ def _compact(rows: np.ndarray, ws: np.ndarray) -> tuple[tuple, tuple]:
     return used, tuple(np.concatenate([t[:, s, :b].reshape(-1) for s, b in enumerate(used)]) for t in (rows, ws))
 
 
+def _per_slot(values: np.ndarray, used: Sequence[int]) -> np.ndarray:
+    """A value per client (clients,) in the plan's flat layout: step by step, its clients × its used columns."""
+    return np.concatenate([np.repeat(values, u) for u in used]) if len(used) else values[:0]
+
+
 @functools.lru_cache(maxsize=8)
 def _device_layout(shapes: tuple, B: int, device: str) -> tuple:
     """A bucket's device-schedule structure from its members' (client sizes, epochs), which recurs round after
@@ -273,11 +280,14 @@ class _Bucket:
         self.C = sum(m.clients for m in members)
         steps = max(steps_of(m) for m in members)
         B = members[0].batch_size
+        # the plan's per-sample weights × each client's −lr: the step loop's δ is the update's from the top
+        neg_lr = np.concatenate([np.full(m.clients, -float(m.lr), dtype=np.float32) for m in members])
         if members[0].schedule == "device":
             shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in members)
             self.used, src, ws = _device_layout(shapes, B, str(device))
             drawn = torch.cat([device_draws(m, device).reshape(-1) for m in members])
             rows = drawn[src]
+            ws = ws * torch.from_numpy(_per_slot(neg_lr, self.used)).to(device)  # a new tensor: the layout is cached
             self.plan = [rows, y.to(device)[rows], ws]
         else:
             rows = np.zeros((self.C, steps, B), dtype=np.int64)
@@ -288,8 +298,8 @@ class _Bucket:
                     schedule_into(m, rows[k:k + m.clients], ws[k:k + m.clients], pool)
                     k += m.clients
             self.used, (rows, ws) = _compact(rows, ws)
+            ws *= _per_slot(neg_lr, self.used)
             self.plan = [torch.from_numpy(t).to(device) for t in (rows, y.numpy()[rows], ws)]
-        self.neg_lr = torch.cat([torch.full((m.clients,), -float(m.lr)) for m in members]).view(-1, 1, 1).to(device)
         self.masked = any(m.masks for m in members)
         self.tf32 = device.type == "cuda" and members[0].tf32  # one bucket: one setting (bucket_key)
 
@@ -306,8 +316,7 @@ class _Bucket:
                 if self.masked:
                     state[f"M{l}"] = torch.zeros(self.C, self.dims[l], self.dims[l + 1], device=self.device)
             state["rows"], state["y"], state["w"] = (torch.empty_like(t) for t in self.plan)
-            state["neg_lr"] = torch.empty_like(self.neg_lr)
-        for name, t in (("rows", self.plan[0]), ("y", self.plan[1]), ("w", self.plan[2]), ("neg_lr", self.neg_lr)):
+        for name, t in zip(("rows", "y", "w"), self.plan):
             state[name].copy_(t)
         k = 0
         for m in self.members:
@@ -329,13 +338,15 @@ class _Bucket:
             k += m.clients
 
     def run(self, state: dict, x: torch.Tensor) -> None:
-        """The bucket's whole local training, in place on `state` (no host synchronisation: capturable)."""
+        """The bucket's whole local training, in place on `state` (no host synchronisation: capturable). The
+        per-sample weights are × −lr already, so δ is the update's from the top: per layer the input gradient
+        δ·Wᵀ (ReLU') before W changes, the weight update inside the weight-gradient GEMM, the bias += Σδ."""
         L = len(self.dims) - 1
         C = self.C
         W = [state[f"W{l}"] for l in range(L)]
         bias = [state[f"b{l}"] for l in range(L)]
         M = [state.get(f"M{l}") for l in range(L)]
-        rows, ys, ws, neg_lr = state["rows"], state["y"], state["w"], state["neg_lr"]
+        rows, ys, ws = state["rows"], state["y"], state["w"]
         off = 0
         for b in self.used:
             n = C * b
@@ -345,20 +356,19 @@ class _Bucket:
                 if l < L - 1:
                     z.relu_()
                 hs.append(z)
-            delta = torch.softmax(hs[-1], dim=-1)  # dL/dlogits (fp32)
+            delta = torch.softmax(hs[-1], dim=-1)  # dL/dlogits (fp32), × the per-sample weight × −lr
             delta.scatter_add_(2, ys[off:off + n].view(C, b, 1), torch.full((C, b, 1), -1.0, device=x.device))
             delta.mul_(ws[off:off + n].view(C, b, 1))
+            bias[L - 1].add_(delta.sum(1, keepdim=True))
             off += n
             for l in range(L - 1, -1, -1):
-                gb = delta.sum(1, keepdim=True)
                 nd = None
-                if l > 0:  # the input gradient before W changes, ReLU' applied
+                if l > 0:  # the input gradient before W changes, ReLU' applied; the bias below it
                     nd = torch.ops.aten.threshold_backward(torch.bmm(delta, W[l].transpose(1, 2)), hs[l], 0)
-                delta.mul_(neg_lr)
+                    bias[l - 1].add_(nd.sum(1, keepdim=True))
                 W[l].baddbmm_(hs[l].transpose(1, 2), delta)  # W −= lr·hᵀδ, inside the GEMM
                 if M[l] is not None:
                     W[l].mul_(M[l])
-                bias[l].addcmul_(gb, neg_lr)
                 delta = nd
 
     def deltas(self, state: dict) -> list[torch.Tensor]:

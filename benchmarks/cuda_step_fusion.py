@@ -3,7 +3,8 @@ CUDA graph (eager on the CPU): (1) −lr folded into the schedule's per-sample w
 per-layer `mul_` and the bias `addcmul_` go), (2) (1) with its pointwise work fused by torch.compile (bias + ReLU
 after each forward GEMM; softmax-CE's gradient, its bias sum and update; ReLU' with the next bias sum and update),
 the GEMMs left to cuBLAS, (3) (1) with the whole step compiled. fedevo has since adopted (1) (the plan's
-per-sample weights × −lr, `_Bucket.__init__`): its loop and 'fold' are now the same. Each line: median replay of
+per-sample weights × −lr, `_Bucket.__init__`): its loop and 'fold' are now the same; (2)'s pointwise functions
+are fedevo's (fl/stacked_fused.py: the `torch_compile` opt-in, `_Bucket.loop`). Each line: median replay of
 the loop, the members' updates' L2 relative difference to fedevo's (rounding: the same products in another
 order), then the CUDA kernels of the fastest variant.
 
@@ -20,7 +21,7 @@ import torch.nn.functional as F
 from fedevo import hardware
 from fedevo.config import MLPArch
 from fedevo.data.datasets import synthetic
-from fedevo.fl import stacked
+from fedevo.fl import stacked, stacked_fused
 from fedevo.models import build_model
 
 
@@ -64,23 +65,6 @@ def loop_folded(self, state, x, top=None, mid=None, fwd=None):
                     nd = mid(g, hs[l], bias[l - 1])
             W[l].baddbmm_(hs[l].transpose(1, 2), delta)
             delta = nd
-
-
-def _fwd(z, b, relu: bool):
-    z = z + b
-    return z.relu() if relu else z
-
-
-def _top(logits, y, w, bias):
-    d = (torch.softmax(logits, dim=-1) - F.one_hot(y, logits.shape[-1]).to(logits.dtype)) * w
-    bias.add_(d.sum(1, keepdim=True))
-    return d
-
-
-def _mid(g, h, bias):
-    d = torch.where(h > 0, g, torch.zeros((), dtype=g.dtype, device=g.device))
-    bias.add_(d.sum(1, keepdim=True))
-    return d
 
 
 def _step(W, bias, x, rows, y, w, C: int, b: int):
@@ -180,7 +164,8 @@ def main():
     base, best = None, None
     for name in a.variants.split(","):
         if name == "fused" and ctop is None:
-            ctop, cmid, cfwd = (torch.compile(f, **kw) for f in (_top, _mid, _fwd))
+            ctop, cmid, cfwd = (torch.compile(f, **kw) for f in (stacked_fused.top, stacked_fused.mid,
+                                                                 stacked_fused.fwd))
         if name == "step" and cstep is None:
             cstep = torch.compile(_step, **kw)
         try:

@@ -9,7 +9,9 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
      updates and their FedAvg mean left on the GPU (median of --repeats, synchronised), and with the updates
      copied back to the CPU; with the opt-ins of docs/engine.md: --schedule-device (the batch schedule drawn on
      the GPU, FEDEVO_SCHEDULE=device: other batches than the CPU engine's, so the Δ columns are statistical),
-     --tf32 (TF32 matmuls, FEDEVO_CUDA_TF32=1), both;
+     --tf32 (TF32 matmuls, FEDEVO_CUDA_TF32=1), both; --compile (the step's pointwise work torch.compile'd,
+     FEDEVO_CUDA_COMPILE=1; compiling, seconds, is in the warm-up, not the times) with the CPU engine's schedule
+     in fp32 (Δ: rounding) and with the device schedule and TF32 (all three opt-ins);
    - the same with 10%-density SET masks;
    with the largest relative differences to the CPU engine's updates (max and L2, as cuda_round.py).
 2. A generation of fashion_mlp_dp (--generation N individuals drawn uniformly from its genes with --gen-seed;
@@ -22,7 +24,7 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
    of one round runs first.
 
     python benchmarks/cuda_population.py [--repeats 5] [--generation 20] [--gen-seed 0] [--rounds R]
-        [--data-dir D] [--no-round] [--no-generation] [--no-today] [--tf32] [--schedule-device]
+        [--data-dir D] [--no-round] [--no-generation] [--no-today] [--tf32] [--schedule-device] [--compile]
         [--device cpu] [--clients 100] [--precision fp32|bf16|auto]
 
 --device cpu runs everything on the CPU (a smoke test without GPU numbers). Exits before any work where torch
@@ -159,20 +161,25 @@ def reference_round(a, dev) -> None:
             line(f"stacked, {name}{label}", tt, ref, flat, today)
         os.environ["FEDEVO_CUDA_GRAPHS"] = "1"
         # the opt-ins (docs/engine.md): the schedule drawn on the GPU (other batches: Δ to the CPU engine is
-        # statistical, not rounding) and TF32 matmuls; a fixed cohort's recurring shape replays its graph
-        opt_ins = [("device schedule", "device", False)] if a.schedule_device else []
-        opt_ins += [("TF32", "engine", True)] if a.tf32 else []
-        opt_ins += [("device schedule, TF32", "device", True)] if a.tf32 and a.schedule_device else []
-        for name, schedule, tf32 in opt_ins:
-            if dev.type != "cuda" and tf32:
+        # statistical, not rounding), TF32 matmuls and the compiled pointwise work; a fixed cohort's recurring
+        # shape replays its graph
+        opt_ins = [("device schedule", "device", False, False)] if a.schedule_device else []
+        opt_ins += [("TF32", "engine", True, False)] if a.tf32 else []
+        opt_ins += [("device schedule, TF32", "device", True, False)] if a.tf32 and a.schedule_device else []
+        opt_ins += [("compiled", "engine", False, True),
+                    ("device schedule, TF32, compiled", "device", True, True)] if a.compile else []
+        for name, schedule, tf32, compiled in opt_ins:
+            if dev.type != "cuda" and (tf32 or compiled):
                 continue
             os.environ["FEDEVO_CUDA_TF32"] = "1" if tf32 else "0"
+            os.environ["FEDEVO_CUDA_COMPILE"] = "1" if compiled else "0"
             stacked._CACHE.clear()
             run = lambda: new(schedule=schedule)  # noqa: E731
-            run(), run()
+            run(), run()  # compiled at the first, captured at the second
             tt, (flat, _) = timed(run, a.repeats, dev)
             line(f"stacked, CUDA graph, {name}{label}", tt, ref, flat, today)
             os.environ.pop("FEDEVO_CUDA_TF32")
+            os.environ.pop("FEDEVO_CUDA_COMPILE")
             stacked._CACHE.clear()
         os.environ.pop("FEDEVO_CUDA_GRAPHS", None)
 
@@ -278,6 +285,9 @@ def main(argv=None):
     ap.add_argument("--tf32", action="store_true", help="also with TF32 matmuls (FEDEVO_CUDA_TF32=1)")
     ap.add_argument("--schedule-device", action="store_true",
                     help="also with the batch schedule drawn on the GPU (FEDEVO_SCHEDULE=device)")
+    ap.add_argument("--compile", action="store_true",
+                    help="also with the step's pointwise work torch.compile'd (FEDEVO_CUDA_COMPILE=1): with the CPU "
+                         "engine's schedule, and with the device schedule and TF32")
     ap.add_argument("--trust", choices=("central", "secagg"), default=None,
                     help="every individual with this trust model (default: the drawn gene)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")

@@ -2,9 +2,11 @@
 CUDA graph (eager on the CPU): (1) −lr folded into the schedule's per-sample weights (δ scaled once at the top: the
 per-layer `mul_` and the bias `addcmul_` go), (2) (1) with its pointwise work fused by torch.compile (bias + ReLU
 after each forward GEMM; softmax-CE's gradient, its bias sum and update; ReLU' with the next bias sum and update),
-the GEMMs left to cuBLAS, (3) (1) with the whole step compiled. Each line: median replay of the loop, the members'
-updates' L2 relative difference to fedevo's (rounding: the same products in another order), then the CUDA kernels
-of the fastest variant.
+the GEMMs left to cuBLAS, (3) (1) with the whole step compiled. fedevo has since adopted (1) (the plan's
+per-sample weights × −lr, `_Bucket.__init__`): its loop and 'fold' are now the same; (2)'s pointwise functions
+are fedevo's (fl/stacked_fused.py: the `torch_compile` opt-in, `_Bucket.loop`). Each line: median replay of
+the loop, the members' updates' L2 relative difference to fedevo's (rounding: the same products in another
+order), then the CUDA kernels of the fastest variant.
 
     python benchmarks/cuda_step_fusion.py [--device cpu --clients 10] [--no-tf32]
 """
@@ -19,12 +21,13 @@ import torch.nn.functional as F
 from fedevo import hardware
 from fedevo.config import MLPArch
 from fedevo.data.datasets import synthetic
-from fedevo.fl import stacked
+from fedevo.fl import stacked, stacked_fused
 from fedevo.models import build_model
 
 
 def loop_folded(self, state, x, top=None, mid=None, fwd=None):
-    """_Bucket.run with state['w'] already multiplied by −lr per client: δ is the scaled gradient from the top."""
+    """_Bucket.run (state['w'] already multiplied by −lr per client: δ is the scaled gradient from the top), with
+    the pointwise functions given."""
     L = len(self.dims) - 1
     C = self.C
     W = [state[f"W{l}"] for l in range(L)]
@@ -62,23 +65,6 @@ def loop_folded(self, state, x, top=None, mid=None, fwd=None):
                     nd = mid(g, hs[l], bias[l - 1])
             W[l].baddbmm_(hs[l].transpose(1, 2), delta)
             delta = nd
-
-
-def _fwd(z, b, relu: bool):
-    z = z + b
-    return z.relu() if relu else z
-
-
-def _top(logits, y, w, bias):
-    d = (torch.softmax(logits, dim=-1) - F.one_hot(y, logits.shape[-1]).to(logits.dtype)) * w
-    bias.add_(d.sum(1, keepdim=True))
-    return d
-
-
-def _mid(g, h, bias):
-    d = torch.where(h > 0, g, torch.zeros((), dtype=g.dtype, device=g.device))
-    bias.add_(d.sum(1, keepdim=True))
-    return d
 
 
 def _step(W, bias, x, rows, y, w, C: int, b: int):
@@ -131,20 +117,17 @@ def main():
 
     kw = dict(fullgraph=True, dynamic=False)
     variants = {
-        "fedevo": (stacked._Bucket.run, False),
-        "fold": (loop_folded, True),
-        "fused": (lambda s, st, x: loop_folded(s, st, x, top=ctop, mid=cmid, fwd=cfwd), True),
-        "step": (lambda s, st, x: step_loop(s, st, x, fn=cstep), True),
+        "fedevo": stacked._Bucket.run,
+        "fold": loop_folded,
+        "fused": lambda s, st, x: loop_folded(s, st, x, top=ctop, mid=cmid, fwd=cfwd),
+        "step": lambda s, st, x: step_loop(s, st, x, fn=cstep),
     }
     ctop = cmid = cfwd = cstep = None
 
-    def replay(fn, scale):
-        b = stacked._Bucket([m], data.y_train, dev)
+    def replay(fn):
+        b = stacked._Bucket([m], data.y_train, dev)  # its plan's weights × −lr per client (as fedevo trains)
         st = {}
         b.load(st)
-        if scale:  # ws · (−lr) per client, in the plan's flat layout
-            per = torch.cat([st["neg_lr"].view(-1, 1).expand(-1, u).reshape(-1) for u in b.used])
-            st["w"].mul_(per)
         snap = {k: v.clone() for k, v in st.items()}
         t0 = time.perf_counter()
         if cuda:
@@ -181,12 +164,12 @@ def main():
     base, best = None, None
     for name in a.variants.split(","):
         if name == "fused" and ctop is None:
-            ctop, cmid, cfwd = (torch.compile(f, **kw) for f in (_top, _mid, _fwd))
+            ctop, cmid, cfwd = (torch.compile(f, **kw) for f in (stacked_fused.top, stacked_fused.mid,
+                                                                 stacked_fused.fwd))
         if name == "step" and cstep is None:
             cstep = torch.compile(_step, **kw)
-        fn, scale = variants[name]
         try:
-            t, first, d, keep = replay(fn, scale)
+            t, first, d, keep = replay(variants[name])
         except Exception as e:  # noqa: BLE001 - an experiment: say why and go on
             print(f"{name:<8} failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
             continue

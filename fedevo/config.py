@@ -328,10 +328,12 @@ class SimConfig:
     # may still load a problem that its Ray workers train on GPUs.
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # the stacked trainer's opt-ins for speed on a GPU (fl/stacked.py, docs/engine.md; the environment variables
-    # FEDEVO_SCHEDULE and FEDEVO_CUDA_TF32 override them): 'device' draws the batch schedule on the device instead of
-    # the CPU engine's draws (other batches: results equal statistically); tf32: TF32 matmuls on CUDA
+    # FEDEVO_SCHEDULE, FEDEVO_CUDA_TF32 and FEDEVO_CUDA_COMPILE override them): 'device' draws the batch schedule on
+    # the device instead of the CPU engine's draws (other batches: results equal statistically); tf32: TF32 matmuls
+    # on CUDA; torch_compile: the step loop's pointwise work fused by torch.compile on CUDA (equal up to rounding)
     batch_schedule: Literal["engine", "device"] = "engine"
     tf32: bool = False
+    torch_compile: bool = False
 
     def __post_init__(self):
         _check(self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
@@ -349,6 +351,7 @@ class SimConfig:
         _check(self.batch_schedule in ("engine", "device"),
                f"batch_schedule must be 'engine' or 'device', got {self.batch_schedule!r}")
         _check(isinstance(self.tf32, bool), f"tf32 must be true or false, got {self.tf32!r}")
+        _check(isinstance(self.torch_compile, bool), f"torch_compile must be true or false, got {self.torch_compile!r}")
         r = self.privacy.max_participations
         _check(r is None or r <= self.rounds, f"max_participations r={r} exceeds rounds T={self.rounds}")
         n, m = self.population, self.cohort

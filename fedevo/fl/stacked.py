@@ -5,14 +5,16 @@ its learning rate, its arrived clients in chunks with each chunk's seed. Members
 (and batch size and epochs) and whose widths fall in the same power-of-two class train together in one *bucket*:
 every client of every member is one slice of stacked weights (clients, d_in, d_out), each member's layers padded to
 the bucket's widest with zero weights (a padded unit's pre-activation is 0, its ReLU output and gradient are 0, so
-padding stays 0 and changes no real unit's numbers beyond rounding), its learning rate a per-client tensor and its
-SET mask a per-client 0/1 tensor. One step is one batched matmul per layer and direction for the whole bucket:
+padding stays 0 and changes no real unit's numbers beyond rounding), its learning rate in its clients' per-sample
+weights and its SET mask a per-client 0/1 tensor. One step is one batched matmul per layer and direction for the
+whole bucket:
 
 - forward z = b + h·W (`baddbmm`), ReLU; softmax-CE's gradient in fp32, weighted by the schedule's per-sample
-  weights (1/|batch|, 0 for padding and for a client that has finished its schedule);
+  weights (1/|batch|, 0 for padding and for a client that has finished its schedule) with each client's −lr
+  folded in where the plan is built: δ is the update's from the top, no per-layer scaling;
 - backward per layer: the input gradient δ·Wᵀ (with ReLU') first, then the weight update fused into the
-  weight-gradient GEMM: W += hᵀ·(−lr·δ) (`baddbmm_` in place: no gradient tensor, no update pass), the mask
-  product after it where SET masks are, the bias b −= lr·Σδ.
+  weight-gradient GEMM: W += hᵀ·δ (`baddbmm_` in place: no gradient tensor, no update pass), the mask product
+  after it where SET masks are, the bias b += Σδ.
 
 The schedule is by default the CPU engine's (`engine.batch_schedule`, each chunk with its own seed), hence the
 same batches as the CPU engine and the device path, and every member's numbers do not depend on the members beside it, up to
@@ -21,8 +23,8 @@ whose shapes recur (the same clients count, widths and schedule lengths: a round
 as one captured CUDA graph (`FEDEVO_CUDA_GRAPHS=0` turns it off): one launch for the whole local training instead
 of ~25 per step. fp32 only (the user's `precision = "bf16"` takes the device path of fl/device.py).
 
-Two opt-ins for speed on a GPU, both off by default (docs/engine.md): a problem's `[train]` keys (SimConfig's
-`batch_schedule`, `tf32`), each overridden by an environment variable where it is set (benchmarks):
+Three opt-ins for speed on a GPU, all off by default (docs/engine.md): a problem's `[train]` keys (SimConfig's
+`batch_schedule`, `tf32`, `torch_compile`), each overridden by an environment variable where it is set (benchmarks):
 - `batch_schedule = "device"` (`FEDEVO_SCHEDULE=device`): the batch schedule drawn on the device (`device_plan`):
   per member one generator seeded from its chunks' seeds, per epoch one `argsort(rand(clients, n))`, the rows
   gathered there. Every client still makes E shuffled passes over its own samples in batches of B, with the same
@@ -30,6 +32,10 @@ Two opt-ins for speed on a GPU, both off by default (docs/engine.md): a problem'
   (tests/fl/test_stacked_schedule.py), not within rounding; the same seed gives the same numbers on the same device.
 - `tf32 = true` (`FEDEVO_CUDA_TF32=1`): the bucket's matmuls with TF32 on CUDA (~1e-3 relative error per product;
   fp32 storage, softmax and updates).
+- `torch_compile = true` (`FEDEVO_CUDA_COMPILE=1`): on CUDA the step loop's pointwise work (bias + ReLU, softmax-CE's
+  gradient, ReLU', the bias updates) in functions torch.compile fuses (fl/stacked_fused.py; the GEMMs stay cuBLAS's,
+  the loop is still one captured graph): the same numbers up to rounding, compiled once per process and shape
+  (seconds); where compiling fails, one warning and the plain loop.
 
 `train_members` returns each member's flat updates (local − global, (clients, D) in its own layout) on the device;
 the round loop (fl/rounds.py) and the population path (fl/population.py) aggregate them there.
@@ -50,6 +56,7 @@ import numpy as np
 import torch
 
 from ..envvars import env_count
+from . import stacked_fused
 from .engine import batch_schedule, intra_op_threads
 
 
@@ -68,6 +75,7 @@ class Member:
     batch_size: int
     schedule: str = field(default_factory=lambda: schedule_setting())
     tf32: bool = field(default_factory=lambda: tf32_enabled())  # TF32 matmuls (on CUDA only)
+    torch_compile: bool = field(default_factory=lambda: compile_enabled())  # compiled pointwise work (CUDA only)
     clients: int = field(init=False)
 
     def __post_init__(self):
@@ -95,18 +103,26 @@ def tf32_enabled(setting: bool = False) -> bool:
     return env.lower() in ("1", "on", "yes", "true") if env else bool(setting)
 
 
+def compile_enabled(setting: bool = False) -> bool:
+    """The step loop's pointwise work torch.compile'd in the stacked trainer on CUDA: FEDEVO_CUDA_COMPILE where set
+    (an override: 1/0), else `setting` (a config's torch_compile; off by default)."""
+    env = os.environ.get("FEDEVO_CUDA_COMPILE", "")
+    return env.lower() in ("1", "on", "yes", "true") if env else bool(setting)
+
+
 def settings_of(cfg) -> dict:
-    """A Member's `schedule` and `tf32` for a SimConfig (its keys, the environment's overrides)."""
-    return {"schedule": schedule_setting(cfg.batch_schedule), "tf32": tf32_enabled(cfg.tf32)}
+    """A Member's `schedule`, `tf32` and `torch_compile` for a SimConfig (its keys, the environment's overrides)."""
+    return {"schedule": schedule_setting(cfg.batch_schedule), "tf32": tf32_enabled(cfg.tf32),
+            "torch_compile": compile_enabled(cfg.torch_compile)}
 
 
 def opt_ins(cfg, device) -> dict:
     """The opt-ins the stacked trainer trains `cfg` with on `device`, for a result's `engine` (none by default;
-    TF32 on CUDA only)."""
+    TF32 and torch_compile on CUDA only)."""
     got = settings_of(cfg)
     out = {"batch_schedule": "device"} if got["schedule"] == "device" else {}
-    if got["tf32"] and torch.device(device).type == "cuda":
-        out["tf32"] = True
+    if torch.device(device).type == "cuda":
+        out.update({k: True for k in ("tf32", "torch_compile") if got[k]})
     return out
 
 
@@ -138,7 +154,7 @@ def width_class(dims: Sequence[int]) -> int:
 def bucket_key(m: Member, exact: bool = False) -> tuple:
     """Members with equal keys train together. exact: only members of equal widths (no padding)."""
     shape = m.dims if exact else (len(m.dims), m.dims[0], m.dims[-1], width_class(m.dims))
-    return (shape, m.batch_size, m.epochs, m.schedule, m.tf32)
+    return (shape, m.batch_size, m.epochs, m.schedule, m.tf32, m.torch_compile)
 
 
 def steps_of(m: Member) -> int:
@@ -253,6 +269,11 @@ def _compact(rows: np.ndarray, ws: np.ndarray) -> tuple[tuple, tuple]:
     return used, tuple(np.concatenate([t[:, s, :b].reshape(-1) for s, b in enumerate(used)]) for t in (rows, ws))
 
 
+def _per_slot(values: np.ndarray, used: Sequence[int]) -> np.ndarray:
+    """A value per client (clients,) in the plan's flat layout: step by step, its clients × its used columns."""
+    return np.concatenate([np.repeat(values, u) for u in used]) if len(used) else values[:0]
+
+
 @functools.lru_cache(maxsize=8)
 def _device_layout(shapes: tuple, B: int, device: str) -> tuple:
     """A bucket's device-schedule structure from its members' (client sizes, epochs), which recurs round after
@@ -283,11 +304,14 @@ class _Bucket:
         self.C = sum(m.clients for m in members)
         steps = max(steps_of(m) for m in members)
         B = members[0].batch_size
+        # the plan's per-sample weights × each client's −lr: the step loop's δ is the update's from the top
+        neg_lr = np.concatenate([np.full(m.clients, -float(m.lr), dtype=np.float32) for m in members])
         if members[0].schedule == "device":
             shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in members)
             self.used, src, ws = _device_layout(shapes, B, str(device))
             drawn = torch.cat([device_draws(m, device).reshape(-1) for m in members])
             rows = drawn[src]
+            ws = ws * torch.from_numpy(_per_slot(neg_lr, self.used)).to(device)  # a new tensor: the layout is cached
             self.plan = [rows, y.to(device)[rows], ws]
         else:
             rows = np.zeros((self.C, steps, B), dtype=np.int64)
@@ -298,13 +322,14 @@ class _Bucket:
                     schedule_into(m, rows[k:k + m.clients], ws[k:k + m.clients], pool)
                     k += m.clients
             self.used, (rows, ws) = _compact(rows, ws)
+            ws *= _per_slot(neg_lr, self.used)
             self.plan = [torch.from_numpy(t).to(device) for t in (rows, y.numpy()[rows], ws)]
-        self.neg_lr = torch.cat([torch.full((m.clients,), -float(m.lr)) for m in members]).view(-1, 1, 1).to(device)
         self.masked = any(m.masks for m in members)
         self.tf32 = device.type == "cuda" and members[0].tf32  # one bucket: one setting (bucket_key)
+        self.compiled = device.type == "cuda" and members[0].torch_compile  # likewise
 
     def key(self) -> tuple:
-        return (self.C, tuple(self.dims), self.used, self.masked, self.tf32)
+        return (self.C, tuple(self.dims), self.used, self.masked, self.tf32, self.compiled)
 
     def load(self, state: dict) -> None:
         """Copy the members' global parameters (and masks) into the stacked state (allocated or reused)."""
@@ -316,8 +341,7 @@ class _Bucket:
                 if self.masked:
                     state[f"M{l}"] = torch.zeros(self.C, self.dims[l], self.dims[l + 1], device=self.device)
             state["rows"], state["y"], state["w"] = (torch.empty_like(t) for t in self.plan)
-            state["neg_lr"] = torch.empty_like(self.neg_lr)
-        for name, t in (("rows", self.plan[0]), ("y", self.plan[1]), ("w", self.plan[2]), ("neg_lr", self.neg_lr)):
+        for name, t in zip(("rows", "y", "w"), self.plan):
             state[name].copy_(t)
         k = 0
         self.globals = []  # each member's global parameters on the device (deltas subtracts them)
@@ -342,36 +366,67 @@ class _Bucket:
             k += m.clients
 
     def run(self, state: dict, x: torch.Tensor) -> None:
-        """The bucket's whole local training, in place on `state` (no host synchronisation: capturable)."""
+        """The bucket's whole local training, in place on `state` (no host synchronisation: capturable): `loop`,
+        with the pointwise functions torch.compile'd where the bucket opted in (`torch_compile`, CUDA). Where
+        compiling or a compiled call fails, one warning, the state loaded again and the plain loop (for the rest of
+        the process: stacked_fused.failed)."""
+        fns = stacked_fused.compiled() if self.compiled else None
+        if fns is not None:
+            try:
+                self.loop(state, x, fns)
+                return
+            except Exception as e:  # noqa: BLE001 - no Triton, no compiler, a limit: the plain loop
+                if self.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+                    raise  # compiled in the warm-up before capture: not expected here
+                stacked_fused.failed(e)
+                self.load(state)  # the failed call may have updated part of the state: start over
+        self.loop(state, x)
+
+    def loop(self, state: dict, x: torch.Tensor, fns: Optional[tuple] = None) -> None:
+        """The step loop. The per-sample weights are × −lr already, so δ is the update's from the top: per layer the
+        input gradient δ·Wᵀ (ReLU') before W changes, the weight update inside the weight-gradient GEMM (the SET
+        mask product after it), the bias += Σδ. fns: (fwd, top, mid) of stacked_fused (compiled or not) for the
+        pointwise work around the GEMMs; None: the plain loop (the forward's bias inside its GEMM)."""
         L = len(self.dims) - 1
         C = self.C
         W = [state[f"W{l}"] for l in range(L)]
         bias = [state[f"b{l}"] for l in range(L)]
         M = [state.get(f"M{l}") for l in range(L)]
-        rows, ys, ws, neg_lr = state["rows"], state["y"], state["w"], state["neg_lr"]
+        rows, ys, ws = state["rows"], state["y"], state["w"]
+        fwd, top, mid = fns or (None, None, None)
         off = 0
         for b in self.used:
             n = C * b
             hs = [x.index_select(0, rows[off:off + n]).view(C, b, -1)]
             for l in range(L):
-                z = torch.baddbmm(bias[l], hs[-1], W[l])
-                if l < L - 1:
-                    z.relu_()
+                if fwd is None:
+                    z = torch.baddbmm(bias[l], hs[-1], W[l])
+                    if l < L - 1:
+                        z.relu_()
+                else:
+                    z = fwd(torch.bmm(hs[-1], W[l]), bias[l], l < L - 1)
                 hs.append(z)
-            delta = torch.softmax(hs[-1], dim=-1)  # dL/dlogits (fp32)
-            delta.scatter_add_(2, ys[off:off + n].view(C, b, 1), torch.full((C, b, 1), -1.0, device=x.device))
-            delta.mul_(ws[off:off + n].view(C, b, 1))
+            y, w = ys[off:off + n].view(C, b), ws[off:off + n].view(C, b, 1)
             off += n
+            if top is None:
+                delta = torch.softmax(hs[-1], dim=-1)  # dL/dlogits (fp32), × the per-sample weight × −lr
+                delta.scatter_add_(2, y.view(C, b, 1), torch.full((C, b, 1), -1.0, device=x.device))
+                delta.mul_(w)
+                bias[L - 1].add_(delta.sum(1, keepdim=True))
+            else:
+                delta = top(hs[-1], y, w, bias[L - 1])
             for l in range(L - 1, -1, -1):
-                gb = delta.sum(1, keepdim=True)
                 nd = None
-                if l > 0:  # the input gradient before W changes, ReLU' applied
-                    nd = torch.ops.aten.threshold_backward(torch.bmm(delta, W[l].transpose(1, 2)), hs[l], 0)
-                delta.mul_(neg_lr)
+                if l > 0:  # the input gradient before W changes, ReLU' applied; the bias below it
+                    g = torch.bmm(delta, W[l].transpose(1, 2))
+                    if mid is None:
+                        nd = torch.ops.aten.threshold_backward(g, hs[l], 0)
+                        bias[l - 1].add_(nd.sum(1, keepdim=True))
+                    else:
+                        nd = mid(g, hs[l], bias[l - 1])
                 W[l].baddbmm_(hs[l].transpose(1, 2), delta)  # W −= lr·hᵀδ, inside the GEMM
                 if M[l] is not None:
                     W[l].mul_(M[l])
-                bias[l].addcmul_(gb, neg_lr)
                 delta = nd
 
     def deltas(self, state: dict) -> list[torch.Tensor]:
@@ -495,5 +550,6 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
     return out
 
 
-__all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "device_draws", "enabled", "graphs_enabled", "layout_into",
-           "opt_ins", "schedule", "schedule_setting", "settings_of", "split", "tf32_enabled", "train_members", "width_class"]
+__all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "compile_enabled", "device_draws", "enabled", "graphs_enabled",
+           "layout_into", "opt_ins", "schedule", "schedule_setting", "settings_of", "split", "tf32_enabled",
+           "train_members", "width_class"]

@@ -1,5 +1,6 @@
 """The stacked trainer's opt-ins for speed (fl/stacked.py, docs/engine.md): the batch schedule drawn on the device
-(`FEDEVO_SCHEDULE=device`) and TF32 matmuls on CUDA (`FEDEVO_CUDA_TF32=1`).
+(`FEDEVO_SCHEDULE=device`), TF32 matmuls on CUDA (`FEDEVO_CUDA_TF32=1`) and, as settings here, the step loop's
+pointwise work torch.compile'd on CUDA (`FEDEVO_CUDA_COMPILE=1`; its numbers: test_stacked_fused.py).
 
 A device schedule draws other batches than the CPU engine, so its results equal the engine's statistically, not
 within rounding: every client makes E passes over each of its samples once per pass, with the engine's per-sample
@@ -17,7 +18,7 @@ import torch
 from fedevo.config import MLPArch
 from fedevo.data.datasets import synthetic
 from fedevo.errors import FedevoError
-from fedevo.fl import stacked
+from fedevo.fl import stacked, stacked_fused
 from fedevo.fl.engine import batch_schedule
 from fedevo.fl.stacked import Member, device_draws, layout_into, train_members
 from fedevo.models import build_model
@@ -171,25 +172,44 @@ def _problem(tmp_path, extra=""):
 
 
 def test_the_opt_ins_are_train_keys_the_variables_override(tmp_path, monkeypatch):
-    monkeypatch.delenv("FEDEVO_SCHEDULE", raising=False)
-    monkeypatch.delenv("FEDEVO_CUDA_TF32", raising=False)
+    for var in ("FEDEVO_SCHEDULE", "FEDEVO_CUDA_TF32", "FEDEVO_CUDA_COMPILE"):
+        monkeypatch.delenv(var, raising=False)
     plain = _problem(tmp_path).sim_config()
-    assert (plain.batch_schedule, plain.tf32) == ("engine", False)  # fp32, the CPU engine's batches: the default
-    cfg = _problem(tmp_path, 'batch_schedule = "device"\ntf32 = true').sim_config()
-    assert stacked.settings_of(cfg) == {"schedule": "device", "tf32": True}
-    assert stacked.settings_of(plain) == {"schedule": "engine", "tf32": False}
+    # fp32, the CPU engine's batches, the plain loop: the default
+    assert (plain.batch_schedule, plain.tf32, plain.torch_compile) == ("engine", False, False)
+    cfg = _problem(tmp_path, 'batch_schedule = "device"\ntf32 = true\ntorch_compile = true').sim_config()
+    assert stacked.settings_of(cfg) == {"schedule": "device", "tf32": True, "torch_compile": True}
+    assert stacked.settings_of(plain) == {"schedule": "engine", "tf32": False, "torch_compile": False}
     monkeypatch.setenv("FEDEVO_SCHEDULE", "engine")
     monkeypatch.setenv("FEDEVO_CUDA_TF32", "0")
-    assert stacked.settings_of(cfg) == {"schedule": "engine", "tf32": False}  # the variables win where set
+    monkeypatch.setenv("FEDEVO_CUDA_COMPILE", "0")
+    # the variables win where set
+    assert stacked.settings_of(cfg) == {"schedule": "engine", "tf32": False, "torch_compile": False}
     monkeypatch.setenv("FEDEVO_SCHEDULE", "device")
     monkeypatch.setenv("FEDEVO_CUDA_TF32", "1")
-    assert stacked.settings_of(plain) == {"schedule": "device", "tf32": True}
+    monkeypatch.setenv("FEDEVO_CUDA_COMPILE", "1")
+    assert stacked.settings_of(plain) == {"schedule": "device", "tf32": True, "torch_compile": True}
+    assert Member(dims=(64, 10), params=[], masks={}, lr=0.1, chunks=[], seeds=[], epochs=1,
+                  batch_size=16).torch_compile is True  # the default: the variable's
+
+
+def test_opt_ins_name_the_cuda_ones_on_cuda_only(tmp_path, monkeypatch):
+    for var in ("FEDEVO_SCHEDULE", "FEDEVO_CUDA_TF32", "FEDEVO_CUDA_COMPILE"):
+        monkeypatch.delenv(var, raising=False)
+    assert stacked.opt_ins(_problem(tmp_path).sim_config(), "cuda") == {}
+    cfg = _problem(tmp_path, "tf32 = true\ntorch_compile = true").sim_config()
+    assert stacked.opt_ins(cfg, "cuda") == {"tf32": True, "torch_compile": True}
+    assert stacked.opt_ins(cfg, "cpu") == {}
+    monkeypatch.setenv("FEDEVO_CUDA_COMPILE", "0")
+    assert stacked.opt_ins(cfg, "cuda") == {"tf32": True}
 
 
 @pytest.mark.parametrize("line, message", [
     ('batch_schedule = "gpu"', '[train] batch_schedule: expected one of "engine", "device"'),
     ('tf32 = "yes"', "[train] tf32: expected true or false"),
     ("tf32 = 1", "[train] tf32: expected true or false"),
+    ('torch_compile = "yes"', "[train] torch_compile: expected true or false"),
+    ("torch_compile = 1", "[train] torch_compile: expected true or false"),
 ])
 def test_bad_opt_ins_are_one_line(tmp_path, line, message):
     with pytest.raises(FedevoError) as e:
@@ -214,11 +234,14 @@ def test_a_batched_generation_draws_its_schedule_as_its_problem_says(tmp_path, m
 def test_a_result_names_the_opt_ins_it_trained_with(tmp_path, monkeypatch, device):
     from fedevo.evaluation import evaluate_population
 
-    monkeypatch.delenv("FEDEVO_SCHEDULE", raising=False)
-    monkeypatch.delenv("FEDEVO_CUDA_TF32", raising=False)
+    for var in ("FEDEVO_SCHEDULE", "FEDEVO_CUDA_TF32", "FEDEVO_CUDA_COMPILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(torch, "compile", lambda f, **kw: f)  # the setting's plumbing, not seconds of compiling
+    monkeypatch.setattr(stacked_fused, "_COMPILED", None)  # (and the process's compiled functions after as before)
     (plain,) = evaluate_population(_problem(tmp_path), [{}], [1], device=device)
-    (opted,) = evaluate_population(_problem(tmp_path, 'batch_schedule = "device"\ntf32 = true'), [{}], [1],
-                                   device=device)
-    assert "batch_schedule" not in plain.engine and "tf32" not in plain.engine
+    opted_problem = _problem(tmp_path, 'batch_schedule = "device"\ntf32 = true\ntorch_compile = true')
+    (opted,) = evaluate_population(opted_problem, [{}], [1], device=device)
+    assert not {"batch_schedule", "tf32", "torch_compile"} & set(plain.engine)
     assert opted.engine["batch_schedule"] == "device"
     assert opted.engine.get("tf32", False) is (device == "cuda")  # TF32: CUDA's only
+    assert opted.engine.get("torch_compile", False) is (device == "cuda")  # likewise

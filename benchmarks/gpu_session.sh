@@ -43,7 +43,7 @@ step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT
 cat "$OUT/machine.txt"
 step tests 120 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py \
-  tests/fl/test_stacked_compile.py
+  tests/fl/test_stacked_fused.py
 step round 150 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile
 step phases 60 python3 benchmarks/cuda_step_fusion.py
 step generation 150 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"

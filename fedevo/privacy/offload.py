@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import logging
 import os
 import threading
@@ -43,9 +44,13 @@ def _ready() -> bool:
     return True
 
 
-def _exit_with_parent() -> None:
-    """A worker's initializer: end the worker within half a second of its parent's end (a killed search leaves no
-    workers behind, nor pipes of its own held open by them)."""
+def _init_worker() -> None:
+    """A worker's initializer: import the accountant now (dp-accounting takes ~0.5 s to import: in every worker at
+    once while the caller trains, not in each one's first call), and end the worker within half a second of its
+    parent's end (a killed search leaves no workers behind, nor pipes of its own held open by them)."""
+    for name in ("dp_accounting", "dp_accounting.pld.pld_privacy_accountant",
+                 "dp_accounting.rdp.rdp_privacy_accountant", "fedevo.privacy.accounting"):
+        importlib.import_module(name)
     parent = os.getppid()
 
     def watch():
@@ -58,7 +63,7 @@ def _exit_with_parent() -> None:
 def _new_pool(n: int):
     try:
         from joblib.externals.loky import get_reusable_executor
-        return get_reusable_executor(max_workers=n, timeout=300, initializer=_exit_with_parent)
+        return get_reusable_executor(max_workers=n, timeout=300, initializer=_init_worker)
     except Exception as e:  # noqa: BLE001 - no worker processes here: inline
         _LOG.info("accountant processes unavailable (%s): computed inline", e)
         return None

@@ -45,7 +45,8 @@ step tests 120 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and no
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py \
   tests/fl/test_stacked_fused.py
 step round 150 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile
-step phases 60 python3 benchmarks/cuda_step_fusion.py
+# where the opt-ins' round goes (schedule, load, step loop, updates; the step loop's kernels)
+step phases 90 env FEDEVO_SCHEDULE=device FEDEVO_CUDA_TF32=1 FEDEVO_CUDA_COMPILE=1 python3 benchmarks/cuda_round_phases.py
 step generation 150 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
 step generation-central 90 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
   --data-dir "$DATA"

@@ -27,7 +27,8 @@ from concurrent.futures.process import BrokenProcessPool
 from ..envvars import env_count
 
 _LOCK = threading.Lock()
-_POOL = None  # the loky executor in use, while _USERS > 0
+_POOL = None  # the loky executor (in use while _USERS > 0)
+_SIZE = 0  # its workers
 _USERS = 0
 _LOG = logging.getLogger(__name__)
 
@@ -44,26 +45,29 @@ def _ready() -> bool:
     return True
 
 
-def _init_worker() -> None:
-    """A worker's initializer: import the accountant now (dp-accounting takes ~0.5 s to import: in every worker at
-    once while the caller trains, not in each one's first call), and end the worker within half a second of its
-    parent's end (a killed search leaves no workers behind, nor pipes of its own held open by them)."""
-    for name in ("dp_accounting", "dp_accounting.pld.pld_privacy_accountant",
-                 "dp_accounting.rdp.rdp_privacy_accountant", "fedevo.privacy.accounting"):
-        importlib.import_module(name)
-    parent = os.getppid()
-
+def _init_worker(parent: int) -> None:
+    """A worker's initializer: end the worker within half a second of its parent's end (a killed search leaves no
+    workers behind, nor pipes of its own held open by them; `parent` is the caller's pid, passed in: a worker
+    still starting when its parent died would find itself adopted already), then import the accountant now
+    (dp-accounting takes ~0.5 s to import: in every worker at once while the caller trains, not in each one's
+    first call)."""
     def watch():
         while os.getppid() == parent:
             time.sleep(0.5)
         os._exit(0)
     threading.Thread(target=watch, name="fedevo-offload-parent", daemon=True).start()
+    for name in ("dp_accounting", "dp_accounting.pld.pld_privacy_accountant",
+                 "dp_accounting.rdp.rdp_privacy_accountant", "fedevo.privacy.accounting"):
+        importlib.import_module(name)
 
 
 def _new_pool(n: int):
+    """fedevo's own loky executor of n workers (not loky's process-wide reusable one, which a user's joblib code may
+    hold with other settings); idle workers end after 5 minutes and start again on the next batch's warm-up."""
     try:
-        from joblib.externals.loky import get_reusable_executor
-        return get_reusable_executor(max_workers=n, timeout=300, initializer=_init_worker)
+        from joblib.externals.loky import ProcessPoolExecutor
+        return ProcessPoolExecutor(max_workers=n, timeout=300, initializer=_init_worker,
+                                   initargs=(os.getpid(),))
     except Exception as e:  # noqa: BLE001 - no worker processes here: inline
         _LOG.info("accountant processes unavailable (%s): computed inline", e)
         return None
@@ -72,14 +76,17 @@ def _new_pool(n: int):
 @contextlib.contextmanager
 def in_processes(n: int):
     """Inside, `@offloadable` calls from every thread run in a pool of n worker processes (n <= 1: inline). The
-    workers start at once (they import the accountant while the caller does other work)."""
-    global _POOL, _USERS
+    workers start at once (they import the accountant while the caller does other work). The pool is kept for the
+    next batch of the same n."""
+    global _POOL, _SIZE, _USERS
     if n <= 1:
         yield
         return
     with _LOCK:
-        if _USERS == 0:  # loky's executor: the same one again while it lives, resized to n
-            _POOL = _new_pool(n)
+        if _USERS == 0 and (_POOL is None or _SIZE != n):
+            old, _POOL, _SIZE = _POOL, _new_pool(n), n
+            if old is not None:
+                old.shutdown(wait=False)
         _USERS += 1
         pool = _POOL
     if pool is not None:

@@ -167,30 +167,56 @@ def schedule_into(m: Member, rows: np.ndarray, ws: np.ndarray, pool=None) -> Non
     beyond (numpy: torch's indexing of such small tensors costs milliseconds in thread wake-ups): every chunk's
     `batch_schedule` from its own seed (the CPU engine's draws), chunks in order; padding reads row 0, weight 0.
     pool: an executor the chunks are drawn in (each its own generator and rows: the same numbers)."""
-    jobs, k = [], 0
-    for ch, seed in zip(m.chunks, m.seeds):
-        jobs.append((ch, seed, k))
-        k += len(ch)
-
-    def one(job):
-        ch, seed, k = job
-        sizes = [len(ix) for ix in ch]
-        pos, w = batch_schedule(sizes, epochs=m.epochs, batch_size=m.batch_size,
-                                gen=torch.Generator().manual_seed(int(seed)))
-        pos, w = pos.numpy(), w.numpy()
-        c, s = pos.shape[:2]
-        rows_of = np.concatenate([np.asarray(ix, dtype=np.int64) for ix in ch])
-        if len(rows_of):
-            start = np.cumsum([0] + sizes[:-1]).reshape(-1, 1, 1)
-            r = rows[k:k + c, :s]
-            np.take(rows_of, np.minimum(start + pos, len(rows_of) - 1), out=r)
-            r[w == 0] = 0
-            ws[k:k + c, :s] = w
+    jobs = _chunk_jobs([m])
     if pool is None:
         for job in jobs:
-            one(job)
+            _draw_chunk(job, rows, ws)
     else:
-        list(pool.map(one, jobs))
+        list(pool.map(lambda job: _draw_chunk(job, rows, ws), jobs))
+
+
+def schedule_members_into(members: Sequence[Member], rows: np.ndarray, ws: np.ndarray, threads: int = 1) -> None:
+    """`schedule_into` for consecutive members (their clients one after another in rows, ws), their chunks split
+    into `threads` contiguous runs, one task a thread (a task a chunk cost more in thread wake-ups than the ~0.1 ms
+    a chunk takes): the same numbers in any number of threads."""
+    jobs = _chunk_jobs(members)
+    threads = max(1, min(threads, len(jobs)))
+    if threads == 1:
+        for job in jobs:
+            _draw_chunk(job, rows, ws)
+        return
+    cuts = np.linspace(0, len(jobs), threads + 1).astype(int)
+
+    def run(i):
+        for job in jobs[cuts[i]:cuts[i + 1]]:
+            _draw_chunk(job, rows, ws)
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(run, range(threads)))
+
+
+def _chunk_jobs(members: Sequence[Member]) -> list:
+    """(chunk, seed, first row, epochs, batch size) for every chunk of the members, in order."""
+    jobs, k = [], 0
+    for m in members:
+        for ch, seed in zip(m.chunks, m.seeds):
+            jobs.append((ch, seed, k, m.epochs, m.batch_size))
+            k += len(ch)
+    return jobs
+
+
+def _draw_chunk(job, rows: np.ndarray, ws: np.ndarray) -> None:
+    ch, seed, k, epochs, batch_size = job
+    sizes = [len(ix) for ix in ch]
+    pos, w = batch_schedule(sizes, epochs=epochs, batch_size=batch_size, gen=torch.Generator().manual_seed(int(seed)))
+    pos, w = pos.numpy(), w.numpy()
+    c, s = pos.shape[:2]
+    rows_of = np.concatenate([np.asarray(ix, dtype=np.int64) for ix in ch])
+    if len(rows_of):
+        start = np.cumsum([0] + sizes[:-1]).reshape(-1, 1, 1)
+        r = rows[k:k + c, :s]
+        np.take(rows_of, np.minimum(start + pos, len(rows_of) - 1), out=r)
+        r[w == 0] = 0
+        ws[k:k + c, :s] = w
 
 
 def schedule(m: Member, y: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -281,7 +307,9 @@ def _compact(rows: np.ndarray, ws: np.ndarray) -> tuple[tuple, tuple]:
     """used: per step the most real samples any client has (the rest of B is padding, weight 0, not computed);
     rows and ws (clients, steps, B) flattened step by step to those columns."""
     used = tuple(int(u) for u in (ws > 0).sum(-1).max(0))
-    return used, tuple(np.concatenate([t[:, s, :b].reshape(-1) for s, b in enumerate(used)]) for t in (rows, ws))
+    keep = np.arange(ws.shape[-1]) < np.array(used).reshape(-1, 1, 1)  # (steps, 1, B): step s's first used[s]
+    keep = np.broadcast_to(keep, (ws.shape[1], ws.shape[0], ws.shape[2]))
+    return used, tuple(t.transpose(1, 0, 2)[keep] for t in (rows, ws))  # step by step, clients in order
 
 
 def _per_slot(values: np.ndarray, used: Sequence[int]) -> np.ndarray:
@@ -331,11 +359,7 @@ class _Bucket:
         else:
             rows = np.zeros((self.C, steps, B), dtype=np.int64)
             ws = np.zeros((self.C, steps, B), dtype=np.float32)
-            k, threads = 0, plan_threads()
-            with ThreadPoolExecutor(threads) if threads > 1 else contextlib.nullcontext() as pool:
-                for m in members:
-                    schedule_into(m, rows[k:k + m.clients], ws[k:k + m.clients], pool)
-                    k += m.clients
+            schedule_members_into(members, rows, ws, plan_threads())
             self.used, (rows, ws) = _compact(rows, ws)
             ws *= _per_slot(neg_lr, self.used)
             self.plan = [to_device(torch.from_numpy(t), device) for t in (rows, y.numpy()[rows], ws)]
@@ -466,9 +490,10 @@ class _Bucket:
 
 
 def plan_threads() -> int:
-    """Threads the chunks' schedules are drawn in (FEDEVO_PLAN_THREADS; default: up to 8 cores)."""
+    """Threads the chunks' schedules are drawn in (FEDEVO_PLAN_THREADS; default 1: the work is mostly Python under
+    the GIL, and more threads made it slower where measured, benchmarks/stacked_plan.py)."""
     n = env_count("FEDEVO_PLAN_THREADS")
-    return n if n is not None else min(8, os.cpu_count() or 1)
+    return n if n is not None else 1
 
 
 def graphs_enabled() -> bool:

@@ -143,3 +143,27 @@ def test_population_benchmark_smoke_on_the_cpu():
     assert r.returncode == 0, r.stderr
     lines = {ln.split("  ")[0]: ln for ln in r.stdout.splitlines()}
     assert float(lines["stacked, eager"].split()[-2]) < 1e-4  # against the CPU engine, max rel Δ
+
+
+@pytest.mark.parametrize("threads", [1, 2, 5, 64])
+def test_members_schedules_drawn_in_threads_are_each_members_own(threads):
+    """schedule_members_into (the bucket's plan, chunks split over threads) writes each member's schedule_into,
+    the CPU engine's draws, whatever the threads."""
+    from fedevo.fl.stacked import schedule_into, schedule_members_into, steps_of
+
+    rng = np.random.default_rng(3)
+    members = []
+    for i, k in enumerate((7, 12, 3)):
+        clients = [np.sort(rng.choice(500, int(rng.integers(20, 90)), replace=False)) for _ in range(k)]
+        members.append(Member(dims=(4, 8, 3), params=[], masks={}, lr=0.1, chunks=[clients[s:s + 4] for s in
+                              range(0, k, 4)], seeds=[10 * i + s for s in range(0, k, 4)], epochs=2, batch_size=16))
+    C, S = sum(m.clients for m in members), max(steps_of(m) for m in members)
+    rows, ws = np.zeros((C, S, 16), dtype=np.int64), np.zeros((C, S, 16), dtype=np.float32)
+    schedule_members_into(members, rows, ws, threads)
+    k = 0
+    for m in members:
+        r, w = np.zeros((m.clients, S, 16), dtype=np.int64), np.zeros((m.clients, S, 16), dtype=np.float32)
+        schedule_into(m, r, w)
+        assert np.array_equal(rows[k:k + m.clients], r) and np.array_equal(ws[k:k + m.clients], w)
+        k += m.clients
+    assert (ws > 0).sum() == sum(2 * len(ix) for m in members for ch in m.chunks for ix in ch)

@@ -231,6 +231,10 @@ def generation(a, dev) -> None:
     t_pop = time.perf_counter() - t
     print(f"{'#':>3} {'trust':<8}{'L':>2}{'units':>6}{'part':>6}{'alpha':>7}{'lr':>7}{'alone s':>9}{'today s':>9}"
           f"{'error':>8}{'Δerror':>9}{'ε,comm,Ω equal':>16}  status")
+    # one evaluation alone, untimed, before the timed ones: on 2026-11-26's H200 the first alone evaluation after
+    # the batch took twice any similar member's time (results-2026-11-26-cuda-h100-h200.txt) and was the "slowest"
+    evaluate_population(problem, gen[:1], seeds[:1], rounds=1, data_dir=a.data_dir, device=dev)
+    sync(dev)
     alone_t, today_t, derr, same = [], [], [], []
     for i, (p, s, got) in enumerate(zip(gen, seeds, together)):
         sync(dev)

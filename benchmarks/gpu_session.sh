@@ -4,7 +4,7 @@
 # trust gene, then central for all), each step under its own timeout so that one slow step cannot eat the others'
 # time. Writes one file per step under $OUT (the device tool brings it back).
 #
-#     bash benchmarks/gpu_session.sh                      # every step (about 8 minutes on an H100)
+#     bash benchmarks/gpu_session.sh                      # every step (about 4 minutes on an H100 or H200)
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
 #
 # Before the first call, on this machine (both folders are git-ignored; the device tool carries them):
@@ -23,7 +23,7 @@ if [ -d .whl ]; then
     && export PYTHONPATH=/tmp/site || exit 1
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fedevo, installed or not
-WANT=" ${*:-tests round phases generation generation-central} "
+WANT=" ${*:-tests round phases plan accountant generation generation-central} "
 step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT/NAME.txt, its status and time appended
   local name=$1 secs=$2; shift 2
   [[ "$WANT" == *" $name "* ]] || return 0
@@ -47,6 +47,10 @@ step tests 120 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and no
 step round 150 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile
 # where the opt-ins' round goes (schedule, load, step loop, updates; the step loop's kernels)
 step phases 90 env FEDEVO_SCHEDULE=device FEDEVO_CUDA_TF32=1 FEDEVO_CUDA_COMPILE=1 python3 benchmarks/cuda_round_phases.py
+# the host-side pieces a generation waits on, side by side on this host's CPU (the 2-core CPU's figures do not tell
+# a 16-core host's): the buckets' plan in 1 thread against the previous default's 8; the ε in threads against workers
+step plan 60 python3 benchmarks/stacked_plan.py
+step accountant 60 python3 benchmarks/accountant_offload.py
 step generation 150 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
 step generation-central 90 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
   --data-dir "$DATA"

@@ -10,7 +10,8 @@ keyword-only, and their arguments and results are plain numbers. The executor is
 stops idle workers after 5 minutes). Where no pool can be had (a worker that died, a platform loky does not run
 on), the call runs inline: the same number, only slower.
 
-FEDEVO_ACCOUNTANT_PROCESSES sets the pool's size (1: inline); default: the CPU count, at most 16.
+FEDEVO_ACCOUNTANT_PROCESSES sets the pool's size (1: inline); default: the CPUs this process may run on (its
+affinity: a `taskset`, a cpuset, a Slurm allocation), at most 16.
 """
 
 from __future__ import annotations
@@ -34,11 +35,19 @@ _LOG = logging.getLogger(__name__)
 
 
 def processes(runs: int) -> int:
-    """Worker processes for a batch of `runs` evaluations: FEDEVO_ACCOUNTANT_PROCESSES, else the CPU count (at most
-    16), never more than the runs; 1 or less: inline."""
+    """Worker processes for a batch of `runs` evaluations: FEDEVO_ACCOUNTANT_PROCESSES, else the CPUs this process
+    may run on (at most 16), never more than the runs; 1 or less: inline."""
     n = env_count("FEDEVO_ACCOUNTANT_PROCESSES")
-    n = n if n is not None else min(16, os.cpu_count() or 1)
+    n = n if n is not None else min(16, _cpus())
     return max(1, min(n, runs))
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (os.cpu_count() counts the machine's, also where a cpuset allows one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def _ready() -> bool:

@@ -45,9 +45,20 @@ def test_processes_setting(monkeypatch):
     monkeypatch.setenv("FEDEVO_ACCOUNTANT_PROCESSES", "1")
     assert offload.processes(20) == 1
     monkeypatch.delenv("FEDEVO_ACCOUNTANT_PROCESSES")
-    assert offload.processes(20) == min(16, os.cpu_count() or 1)
+    assert offload.processes(20) == min(16, len(os.sched_getaffinity(0)))
     with offload.in_processes(1):  # one: inline, no pool
         assert offload._active() is None
+
+
+def test_the_default_counts_the_cpus_this_process_may_use(monkeypatch):
+    """A process pinned to one CPU (taskset, a cpuset, a Slurm allocation) on a 64-core machine computes inline:
+    not 16 workers importing dp-accounting on the core the batch trains on."""
+    monkeypatch.delenv("FEDEVO_ACCOUNTANT_PROCESSES", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert offload.processes(20) == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(6)))
+    assert offload.processes(20) == 6
 
 
 SCRIPT = textwrap.dedent("""

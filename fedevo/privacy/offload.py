@@ -6,8 +6,9 @@ another (the GIL), ~0.1 s each, which was a quarter of a batched generation's ti
 (joblib's loky executor: fresh interpreters, not copies of a process that holds a GPU, and unlike
 multiprocessing's spawn and forkserver it does not re-run the user's `__main__` script in them, so a script needs
 no `if __name__ == "__main__"` guard) and returns the same number it would inline: the functions are pure and
-keyword-only, and their arguments and results are plain numbers. The executor is reused by the next batch (loky
-stops idle workers after 5 minutes). Where no pool can be had (a worker that died, a platform loky does not run
+keyword-only, and their arguments and results are plain numbers. The executor is reused by the next batch that
+needs no more workers than it has (a search's batches differ in size by one; loky stops idle workers after 5
+minutes). Where no pool can be had (a worker that died, a platform loky does not run
 on), the call runs inline: the same number, only slower.
 
 FEDEVO_ACCOUNTANT_PROCESSES sets the pool's size (1: inline); default: the CPUs this process may run on (its
@@ -86,13 +87,13 @@ def _new_pool(n: int):
 def in_processes(n: int):
     """Inside, `@offloadable` calls from every thread run in a pool of n worker processes (n <= 1: inline). The
     workers start at once (they import the accountant while the caller does other work). The pool is kept for the
-    next batch of the same n."""
+    next batch of at most n (a smaller batch leaves some workers idle rather than starting a pool of its own)."""
     global _POOL, _SIZE, _USERS
     if n <= 1:
         yield
         return
     with _LOCK:
-        if _USERS == 0 and (_POOL is None or _SIZE != n):
+        if _USERS == 0 and (_POOL is None or _SIZE < n):
             old, _POOL, _SIZE = _POOL, _new_pool(n), n
             if old is not None:
                 old.shutdown(wait=False)

@@ -50,6 +50,20 @@ def test_processes_setting(monkeypatch):
         assert offload._active() is None
 
 
+def test_a_smaller_batch_keeps_the_pool():
+    """Batches of 3 and 2 (a generation split in batches of sizes differing by one) share one pool: no workers
+    started, and dp-accounting imported, again at every batch; a larger batch gets a larger pool."""
+    with offload.in_processes(3):
+        first = offload._active()
+    with offload.in_processes(2):
+        assert offload._active() is first
+        assert accounting.eps_gaussian(**CASES[0]) == accounting.eps_gaussian.__wrapped__(**CASES[0])
+    with offload.in_processes(3):
+        assert offload._active() is first
+    with offload.in_processes(4):
+        assert offload._active() is not first
+
+
 def test_the_default_counts_the_cpus_this_process_may_use(monkeypatch):
     """A process pinned to one CPU (taskset, a cpuset, a Slurm allocation) on a 64-core machine computes inline:
     not 16 workers importing dp-accounting on the core the batch trains on."""

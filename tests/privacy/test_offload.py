@@ -18,16 +18,20 @@ CASES = [dict(noise_multiplier=z, sample_rate=q, steps=n, delta=1e-6)
          for z, q, n in ((0.8, 0.01, 50), (1.3, 0.1, 5), (3.0, 0.5, 20), (0.6, 1.0, 7))]
 
 
-def test_in_processes_gives_the_inline_numbers_from_threads():
+def test_in_processes_gives_the_inline_numbers_from_threads(monkeypatch):
     inline = [accounting.eps_gaussian(**c) for c in CASES]
     with offload.in_processes(2):
         pool = offload._active()
         assert pool is not None
+        submitted, submit = [], pool.submit
+        monkeypatch.setattr(pool, "submit", lambda fn, *a, **kw: submitted.append(fn) or submit(fn, *a, **kw))
         with ThreadPoolExecutor(4) as threads:  # as the population measures: runs in threads
             got = list(threads.map(lambda c: accounting.eps_gaussian(**c), CASES))
+        assert submitted == [accounting.eps_gaussian] * len(CASES)  # each call went to the pool,
+        assert offload._active() is pool  # which did not break (a broken one: the calls inline)
         pids = {pool.submit(os.getpid).result() for _ in range(6)}
     assert got == inline
-    assert os.getpid() not in pids  # it did run elsewhere
+    assert os.getpid() not in pids  # the pool's workers are other processes
     assert offload._active() is None  # outside: inline again
 
 

@@ -300,7 +300,8 @@ def to_device(t: torch.Tensor, device) -> torch.Tensor:
     device = torch.device(device)
     if device.type != "cuda" or t.device.type != "cpu":
         return t.to(device)
-    return t.pin_memory().to(device, non_blocking=True)
+    staged = t.clone().pin_memory() if t.is_pinned() else t.pin_memory()  # pinned already: its own copy too
+    return staged.to(device, non_blocking=True)
 
 
 def _compact(rows: np.ndarray, ws: np.ndarray) -> tuple[tuple, tuple]:

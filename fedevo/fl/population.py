@@ -37,7 +37,7 @@ from ..data import load_data
 from ..envvars import env_count
 from ..errors import DivergedError
 from ..privacy import offload
-from . import stacked
+from . import stacked, stacked_fused
 from .finite import all_finite
 from .engine import intra_op_threads
 from .rounds import RoundWork, aggregate_uploads, round_program, uploads_on_device
@@ -194,8 +194,8 @@ def _measure_batch(runs, d, exact, clock, threads, results, t0) -> None:
     @clock.each("measure_sum_s")
     def result(r):  # the accountant's ε (in worker processes: offload) and the test accuracies, in threads
         if r.result is None:
-            r.result = measure(r.cfg, r.seed, r.su, r.result_out, t0=t0, stop=r.cfg.rounds, engine=r.engine,
-                               accuracies=acc)
+            r.result = measure(r.cfg, r.seed, r.su, r.result_out, t0=t0, stop=r.cfg.rounds,
+                               engine=stacked_fused.engine_label(r.engine), accuracies=acc)
         return r.result
     for r, res in zip(runs, _map(result, runs, threads)):
         results[r.index] = res

@@ -9,7 +9,8 @@ fl/stacked.py's `_Bucket.loop`, docs/engine.md). The GEMMs stay cuBLAS's; what i
 Uncompiled they are the plain loop's arithmetic (up to rounding: the bias is added after the GEMM, not inside it).
 `compiled()` compiles them once per process (fullgraph, static shapes: each new shape compiles once, seconds, at
 its first call, which a bucket's eager run or its graph's warm-up makes before capture); where that fails (no
-Triton, no compiler) `failed` warns once and the process keeps to the plain loop.
+Triton, no compiler) `failed` warns once and the process keeps to the plain loop, and `engine_label` says so in
+the results trained after it.
 """
 
 from __future__ import annotations
@@ -89,6 +90,17 @@ def failed(e: BaseException) -> None:
     """A compiled call raised: warn once, the plain loop for the rest of the process."""
     with _LOCK:
         _fail(e)
+
+
+FELL_BACK = "fell back to the plain loop"  # a result's engine["torch_compile"] after a failed compile
+
+
+def engine_label(engine: dict) -> dict:
+    """A result's `engine` as it trained: torch_compile was asked for but this process's compiling failed (its
+    warning said so), so it names the fallback instead of claiming the compiled loop."""
+    if engine.get("torch_compile") is True and _COMPILED is False:
+        return {**engine, "torch_compile": FELL_BACK}
+    return engine
 
 
 def reset() -> None:

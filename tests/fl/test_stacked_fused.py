@@ -118,3 +118,14 @@ def test_compiled_loop_in_a_cuda_graph_equals_the_plain_loop(monkeypatch, alpha)
     assert len(stacked._cache(CUDA).graphs) == 1
     assert all(torch.equal(r, runs[0]) for r in runs[1:])
     assert _rel_l2(runs[0], plain.cpu()) <= ROUND_L2  # other rounding (fused reductions), no more
+
+
+def test_a_result_after_a_failed_compile_names_the_fallback(monkeypatch):
+    """A result's engine says torch_compile only while compiling works; after this process's compile failed (its
+    warning), the results trained after it name the fallback, not the compiled loop."""
+    engine = {"device": "cuda", "torch_compile": True}
+    assert stacked_fused.engine_label(engine) == engine  # not compiled yet: as asked
+    monkeypatch.setattr(torch, "compile", _raise)
+    _warnings(stacked_fused.compiled)
+    assert stacked_fused.engine_label(engine) == {"device": "cuda", "torch_compile": stacked_fused.FELL_BACK}
+    assert stacked_fused.engine_label({"device": "cuda"}) == {"device": "cuda"}  # not asked for: nothing to say

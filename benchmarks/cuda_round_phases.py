@@ -1,6 +1,8 @@
 """Phases of the stacked reference round on a GPU (fedevo/fl/stacked.py), synchronised: the schedule built on the
 CPU (the CPU engine's draws), loading the global model, the step loop eager, the updates; then the step loop as a
-replayed CUDA graph, a CUDA kernel table of one eager loop (torch.profiler), and two fp32 GEMM ceilings (a batched
+replayed CUDA graph; the plan and load again with the state reused (as a search's rounds run them, the graph
+cache's state) and the whole round as cuda_population.py times it; a CUDA kernel table of one eager loop
+(torch.profiler), and two fp32 GEMM ceilings (a batched
 product of the round's first-layer shape, one 4096³ product). Ad hoc: what benchmarks/results-2026-11-25-cuda-h100-
 population.txt quotes under "phases".
 
@@ -35,7 +37,24 @@ def ph():
     return b, st, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)
 for _ in range(2): ph()
 rs = [ph()[2] for _ in range(5)]
-print("phases (median s): bucket/plan %.4f load %.4f run-eager %.4f deltas %.4f" % tuple(statistics.median(r[i] for r in rs) for i in range(4)))
+print("phases, a fresh state each time (median s): bucket/plan %.4f load %.4f run-eager %.4f deltas %.4f" % tuple(statistics.median(r[i] for r in rs) for i in range(4)))
+# as a round of a search runs it: the state reused (the graph cache's), the step loop a replayed graph
+kept = {}
+def ph_kept():
+    S(); t0 = time.perf_counter()
+    b = stacked._Bucket([m], data.y_train, dev); S(); t1 = time.perf_counter()
+    b.load(kept); S(); t2 = time.perf_counter()
+    return b, t1 - t0, t2 - t1
+for _ in range(2): ph_kept()
+rk = [ph_kept()[1:] for _ in range(7)]
+print("phases, the state reused (median s): bucket/plan %.4f load %.4f" % tuple(statistics.median(r[i] for r in rk) for i in range(2)))
+def whole():
+    S(); t = time.perf_counter()
+    (flat,) = stacked.train_members([m], x, data.y_train, device=dev); flat.mean(0); S()
+    return time.perf_counter() - t
+for _ in range(3): whole()
+tw = [whole() for _ in range(7)]
+print("the whole round as cuda_population.py times it (train_members, graph replayed; median s): %.4f" % statistics.median(tw))
 b, st, _ = ph()
 g = torch.cuda.CUDAGraph()
 side = torch.cuda.Stream(); side.wait_stream(torch.cuda.current_stream())

@@ -208,6 +208,9 @@ PHASES = {  # simulate_population's `timings`: wall seconds of its phases, in or
     "plan_s": "of train_s: the buckets' batch schedules and stacked state built on the host (the GPU waits)",
     "rounds_s": "each round's CPU side of every run after its training (uploads, aggregation, server noise, SET)",
     "rounds_sum_s": "the same, summed over the runs (rounds_sum_s / rounds_s: how many ran at once)",
+    "rounds_uploads_sum_s": "of rounds_sum_s: the uploads' transform and aggregation (on the device where it can)",
+    "rounds_next_sum_s": "of rounds_sum_s: the server's side (noise, model update, SET, accounting) and the next "
+                         "round's sampling and chunks",
     "measure_s": "each run's result: the accountant's ε and the test accuracies (in threads)",
     "measure_sum_s": "the same, summed over the runs",
     "alone_s": "the evaluations that are not batched, one after another",
@@ -270,7 +273,7 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
     side of a round in a thread of its own (`cpu_threads`)."""
     clock = clock or _Clock(None)
     threads = cpu_threads()
-    finish = clock.each("rounds_sum_s")(lambda job: _finish_round(*job))
+    finish = clock.each("rounds_sum_s")(lambda job: _finish_round(*job, clock))
     xs: dict = {}
     for r in runs:
         r.work = _advance(r, None, first=True)
@@ -297,17 +300,21 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
         live = [r for r in live if r.work is not None]
 
 
-def _finish_round(r: _Run, flat: torch.Tensor) -> None:
+def _finish_round(r: _Run, flat: torch.Tensor, clock: Optional["_Clock"] = None) -> None:
     """A run's uploads, aggregation and server side of the round just trained, then its next RoundWork."""
+    clock = clock or _Clock(None)
     pv = r.su.privatizer
-    if not uploads_on_device(pv):
-        flat = flat.cpu()
+
+    @clock.each("rounds_uploads_sum_s")
+    def uploads():
+        f = flat if uploads_on_device(pv) else flat.cpu()
+        return aggregate_uploads(r.work, stacked.split(f, r.work.chunks), pv, r.su.part.sizes)
     try:
-        answer = aggregate_uploads(r.work, stacked.split(flat, r.work.chunks), pv, r.su.part.sizes)
+        answer = uploads()
     except DivergedError as e:
         _stop(r, str(e))
         return
-    r.work = _advance(r, answer)
+    r.work = clock.each("rounds_next_sum_s")(_advance)(r, answer)
 
 
 def _advance(r: _Run, answer, first: bool = False) -> Optional[RoundWork]:

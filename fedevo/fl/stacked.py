@@ -55,7 +55,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from ..envvars import env_count
+from ..envvars import env_count, env_flag
 from . import stacked_fused
 from .engine import batch_schedule, intra_op_threads
 
@@ -99,15 +99,15 @@ def schedule_setting(setting: str = "engine") -> str:
 def tf32_enabled(setting: bool = False) -> bool:
     """TF32 matmuls in the stacked trainer on CUDA: FEDEVO_CUDA_TF32 where set (an override: 1/0), else `setting`
     (a config's tf32; off by default)."""
-    env = os.environ.get("FEDEVO_CUDA_TF32", "")
-    return env.lower() in ("1", "on", "yes", "true") if env else bool(setting)
+    env = env_flag("FEDEVO_CUDA_TF32")
+    return bool(setting) if env is None else env
 
 
 def compile_enabled(setting: bool = False) -> bool:
     """The step loop's pointwise work torch.compile'd in the stacked trainer on CUDA: FEDEVO_CUDA_COMPILE where set
     (an override: 1/0), else `setting` (a config's torch_compile; off by default)."""
-    env = os.environ.get("FEDEVO_CUDA_COMPILE", "")
-    return env.lower() in ("1", "on", "yes", "true") if env else bool(setting)
+    env = env_flag("FEDEVO_CUDA_COMPILE")
+    return bool(setting) if env is None else env
 
 
 def settings_of(cfg) -> dict:

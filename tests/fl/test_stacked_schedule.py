@@ -204,6 +204,19 @@ def test_opt_ins_name_the_cuda_ones_on_cuda_only(tmp_path, monkeypatch):
     assert stacked.opt_ins(cfg, "cuda") == {"tf32": True}
 
 
+@pytest.mark.parametrize("var", ["FEDEVO_CUDA_TF32", "FEDEVO_CUDA_COMPILE"])
+def test_an_opt_in_variable_with_a_typo_is_one_line_not_silently_off(tmp_path, monkeypatch, var):
+    from fedevo.errors import SetupError
+
+    cfg = _problem(tmp_path).sim_config()
+    for value, want in (("ON", True), ("yes", True), (" 0 ", False), ("False", False)):
+        monkeypatch.setenv(var, value)
+        assert stacked.settings_of(cfg)["tf32" if var.endswith("TF32") else "torch_compile"] is want
+    monkeypatch.setenv(var, "ture")
+    with pytest.raises(SetupError, match=f"^{var} must be 1 or 0 .*got 'ture'$"):
+        stacked.settings_of(cfg)
+
+
 @pytest.mark.parametrize("line, message", [
     ('batch_schedule = "gpu"', '[train] batch_schedule: expected one of "engine", "device"'),
     ('tf32 = "yes"', "[train] tf32: expected true or false"),

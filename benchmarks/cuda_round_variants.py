@@ -1,8 +1,8 @@
 """Where the last milliseconds of the stacked reference round could come from (issue #37): graph replays of its
-step loop (schedule drawn on the GPU, TF32) as fedevo runs it, against two experiments that are not fedevo code:
-(1) −lr folded into the schedule's per-sample weights once (δ scaled from the top: the per-layer `mul_` and the
-bias `addcmul_` go; the same products up to rounding), (2) cuBLASLt preferred over cuBLAS. Ad hoc: what
-benchmarks/results-2026-11-25-cuda-h100-round-opt-ins.txt quotes under "variants".
+step loop (schedule drawn on the GPU, TF32) as fedevo runs it, against cuBLASLt preferred over cuBLAS. Ad hoc: what
+benchmarks/results-2026-11-25-cuda-h100-round-opt-ins.txt quotes under "variants". Its other experiment then, −lr
+folded into the schedule's per-sample weights (0.8 ms less), is fedevo's loop since 2026-11-26 (`_Bucket.loop`);
+benchmarks/cuda_step_fusion.py times the loops after it.
 
     python benchmarks/cuda_round_variants.py
 """
@@ -27,42 +27,10 @@ m = stacked.Member(dims=model.dims, params=params, masks={}, lr=0.05, chunks=chu
                    epochs=5, batch_size=64, schedule="device")
 
 
-def run_scaled(self, state, x):
-    """_Bucket.run with state['w'] already multiplied by −lr per client (linear: δ scaled once at the top)."""
-    L = len(self.dims) - 1
-    C = self.C
-    W = [state[f"W{l}"] for l in range(L)]
-    bias = [state[f"b{l}"] for l in range(L)]
-    rows, ys, ws = state["rows"], state["y"], state["w"]
-    off = 0
-    for b in self.used:
-        n = C * b
-        hs = [x.index_select(0, rows[off:off + n]).view(C, b, -1)]
-        for l in range(L):
-            z = torch.baddbmm(bias[l], hs[-1], W[l])
-            if l < L - 1:
-                z.relu_()
-            hs.append(z)
-        delta = torch.softmax(hs[-1], dim=-1)
-        delta.scatter_add_(2, ys[off:off + n].view(C, b, 1), torch.full((C, b, 1), -1.0, device=x.device))
-        delta.mul_(ws[off:off + n].view(C, b, 1))
-        off += n
-        for l in range(L - 1, -1, -1):
-            nd = None
-            if l > 0:
-                nd = torch.ops.aten.threshold_backward(torch.bmm(delta, W[l].transpose(1, 2)), hs[l], 0)
-            W[l].baddbmm_(hs[l].transpose(1, 2), delta)
-            bias[l].add_(delta.sum(1, keepdim=True))
-            delta = nd
-
-
-def replay(fn, scale=False):
+def replay(fn):
     b = stacked._Bucket([m], data.y_train, dev)
     st = {}
     b.load(st)
-    if scale:  # ws · (−lr) per client, in the plan's flat layout
-        per = torch.cat([st["neg_lr"].view(-1, 1).expand(-1, u).reshape(-1) for u in b.used])
-        st["w"].mul_(per)
     snap = {k: v.clone() for k, v in st.items()}
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -89,13 +57,9 @@ def replay(fn, scale=False):
 
 base_t, base = replay(stacked._Bucket.run)
 print(f"graph replay, fedevo's loop (device schedule, TF32): {base_t * 1e3:.2f} ms")
-t, d = replay(run_scaled, scale=True)
-print(f"(1) -lr folded into the weights: {t * 1e3:.2f} ms; L2 rel diff to fedevo's {float((d - base).norm() / base.norm()):.1e}")
 try:
     torch.backends.cuda.preferred_blas_library("cublaslt")
     t, d = replay(stacked._Bucket.run)
-    print(f"(2) cuBLASLt preferred: {t * 1e3:.2f} ms; L2 rel diff {float((d - base).norm() / base.norm()):.1e}")
-    t, d = replay(run_scaled, scale=True)
-    print(f"(1)+(2): {t * 1e3:.2f} ms; L2 rel diff {float((d - base).norm() / base.norm()):.1e}")
+    print(f"cuBLASLt preferred: {t * 1e3:.2f} ms; L2 rel diff {float((d - base).norm() / base.norm()):.1e}")
 except Exception as e:  # noqa: BLE001
-    print(f"(2) cuBLASLt: {type(e).__name__}: {e}", file=sys.stderr)
+    print(f"cuBLASLt: {type(e).__name__}: {e}", file=sys.stderr)

@@ -3,8 +3,9 @@ CUDA graph (eager on the CPU): (1) −lr folded into the schedule's per-sample w
 per-layer `mul_` and the bias `addcmul_` go), (2) (1) with its pointwise work fused by torch.compile (bias + ReLU
 after each forward GEMM; softmax-CE's gradient, its bias sum and update; ReLU' with the next bias sum and update),
 the GEMMs left to cuBLAS, (3) (1) with the whole step compiled. fedevo has since adopted (1) (the plan's
-per-sample weights × −lr, `_Bucket.__init__`): its loop and 'fold' are now the same; (2)'s pointwise functions
-are fedevo's (fl/stacked_fused.py: the `torch_compile` opt-in, `_Bucket.loop`). Each line: median replay of
+per-sample weights × −lr, `_Bucket.__init__`), so 'fold' is no longer a line of its own, and (2)'s pointwise
+functions are fedevo's (fl/stacked_fused.py, the `torch_compile` opt-in): 'fused' is `_Bucket.loop` with them
+compiled, whatever FEDEVO_CUDA_COMPILE says. Each line: median replay of
 the loop, the members' updates' L2 relative difference to fedevo's (rounding: the same products in another
 order), then the CUDA kernels of the fastest variant.
 
@@ -23,48 +24,6 @@ from fedevo.config import MLPArch
 from fedevo.data.datasets import synthetic
 from fedevo.fl import stacked, stacked_fused
 from fedevo.models import build_model
-
-
-def loop_folded(self, state, x, top=None, mid=None, fwd=None):
-    """_Bucket.run (state['w'] already multiplied by −lr per client: δ is the scaled gradient from the top), with
-    the pointwise functions given."""
-    L = len(self.dims) - 1
-    C = self.C
-    W = [state[f"W{l}"] for l in range(L)]
-    bias = [state[f"b{l}"] for l in range(L)]
-    rows, ys, ws = state["rows"], state["y"], state["w"]
-    off = 0
-    for b in self.used:
-        n = C * b
-        hs = [x.index_select(0, rows[off:off + n]).view(C, b, -1)]
-        for l in range(L):
-            if fwd is None:
-                z = torch.baddbmm(bias[l], hs[-1], W[l])
-                if l < L - 1:
-                    z.relu_()
-            else:
-                z = fwd(torch.bmm(hs[-1], W[l]), bias[l], l < L - 1)
-            hs.append(z)
-        y, w = ys[off:off + n].view(C, b), ws[off:off + n].view(C, b, 1)
-        off += n
-        if top is None:
-            delta = torch.softmax(hs[-1], dim=-1)
-            delta.scatter_add_(2, y.view(C, b, 1), torch.full((C, b, 1), -1.0, device=x.device))
-            delta.mul_(w)
-            bias[L - 1].add_(delta.sum(1, keepdim=True))
-        else:
-            delta = top(hs[-1], y, w, bias[L - 1])
-        for l in range(L - 1, -1, -1):
-            nd = None
-            if l > 0:
-                g = torch.bmm(delta, W[l].transpose(1, 2))
-                if mid is None:
-                    nd = torch.ops.aten.threshold_backward(g, hs[l], 0)
-                    bias[l - 1].add_(nd.sum(1, keepdim=True))
-                else:
-                    nd = mid(g, hs[l], bias[l - 1])
-            W[l].baddbmm_(hs[l].transpose(1, 2), delta)
-            delta = nd
 
 
 def _step(W, bias, x, rows, y, w, C: int, b: int):
@@ -88,7 +47,7 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--clients", type=int, default=100)
     ap.add_argument("--no-tf32", action="store_true")
-    ap.add_argument("--variants", default="fedevo,fold,fused,step")
+    ap.add_argument("--variants", default="fedevo,fused,step")
     a = ap.parse_args()
     dev = hardware.device(a.device)
     cuda = dev.type == "cuda"
@@ -118,8 +77,7 @@ def main():
     kw = dict(fullgraph=True, dynamic=False)
     variants = {
         "fedevo": stacked._Bucket.run,
-        "fold": loop_folded,
-        "fused": lambda s, st, x: loop_folded(s, st, x, top=ctop, mid=cmid, fwd=cfwd),
+        "fused": lambda s, st, x: s.loop(st, x, (cfwd, ctop, cmid)),
         "step": lambda s, st, x: step_loop(s, st, x, fn=cstep),
     }
     ctop = cmid = cfwd = cstep = None

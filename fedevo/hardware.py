@@ -19,6 +19,7 @@ device, `cuda_setup()` makes CUDA's fp32 arithmetic full fp32 (no TF32) and cuDN
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import subprocess
 from dataclasses import dataclass
@@ -50,6 +51,15 @@ class Precision:
         import torch
 
         return torch.bfloat16 if self.name == "bf16" else torch.float32
+
+
+def cores() -> int:
+    """The CPUs this process may run on (its affinity: a cpuset, taskset or a batch job's share; os.cpu_count()
+    counts the machine's)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def parse_cpuinfo(text: str, arch: str) -> CPUInfo:

@@ -26,6 +26,7 @@ import threading
 import time
 from concurrent.futures.process import BrokenProcessPool
 
+from .. import hardware
 from ..envvars import env_count
 
 _LOCK = threading.Lock()
@@ -39,16 +40,8 @@ def processes(runs: int) -> int:
     """Worker processes for a batch of `runs` evaluations: FEDEVO_ACCOUNTANT_PROCESSES, else the CPUs this process
     may run on (at most 16), never more than the runs; 1 or less: inline."""
     n = env_count("FEDEVO_ACCOUNTANT_PROCESSES")
-    n = n if n is not None else min(16, _cpus())
+    n = n if n is not None else min(16, hardware.cores())
     return max(1, min(n, runs))
-
-
-def _cpus() -> int:
-    """The CPUs this process may run on (os.cpu_count() counts the machine's, also where a cpuset allows one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _ready() -> bool:

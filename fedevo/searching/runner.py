@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import DataNotFoundError, FedevoError, SetupError
+from ..hardware import cores
 from ..result import EvaluationResult, coerce_result
 from .evaluator import Evaluator
 
@@ -68,13 +69,6 @@ class RunnerStats:
     running: int = 0  # evaluations being computed (at most the number of slots)
     queued: int = 0  # submitted, waiting for a slot
     done: int = 0
-
-
-def cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def failed_result(message: str, wall_s: float = 0.0) -> EvaluationResult:

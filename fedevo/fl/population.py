@@ -145,50 +145,46 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
             return None
     threads = cpu_threads()
     with offload.in_processes(offload.processes(len(configs))):  # the accountant's workers start now
-        return _simulate_population(configs, seeds, setup, dev, exact, contain, clock, t0, threads, timings)
-
-
-def _simulate_population(configs, seeds, setup, dev, exact, contain, clock, t0, threads, timings):
-    runs: list[_Run] = []
-    alone: list[int] = []
-    setups = _map(setup, range(len(configs)), threads)
-    for i, su in enumerate(setups):
-        if su is None:
-            alone.append(i)
-            continue
-        d = dev or su.engine.device
-        if not batchable(su) or (dev is None and runs and su.engine.device != runs[0].su.engine.device):
-            su.noise.close()
-            alone.append(i)
-            continue
-        prog = round_program(su.cfg, su.model, su.data, su.part, gen=su.gen, privatizer=su.privatizer,
-                             engine=su.engine, device=d)
-        engine = {**su.engine.info(), **stacked.opt_ins(su.cfg, d), "population": len(configs)}
-        runs.append(_Run(index=i, cfg=su.cfg, seed=int(seeds[i]), su=su, engine=engine, prog=prog, t0=t0))
-    results: list = [None] * len(configs)
-    clock.lap("prepare_s")
-    if runs:
-        d = dev or runs[0].su.engine.device
-        # the runs' CPU work goes in `threads` threads, so each torch op in one thread (16 runs' ops each
-        # spreading over 16 cores would oversubscribe them)
-        with intra_op_threads(1) if threads > 1 else contextlib.nullcontext():
-            _measure_batch(runs, d, exact, clock, threads, results, t0)
-    for i in alone:
-        try:
-            results[i] = simulate(configs[i], seed=int(seeds[i]))
-        except Exception as e:  # noqa: BLE001 - contained: the caller reports it as that evaluation's
-            if not contain:
-                raise
-            results[i] = e
-    clock.lap("alone_s")
-    if timings is not None:
-        timings.update(members=len(runs), alone=len(alone), threads=threads)
-    return results
+        runs: list[_Run] = []
+        alone: list[int] = []
+        setups = _map(setup, range(len(configs)), threads)
+        for i, su in enumerate(setups):
+            if su is None:
+                alone.append(i)
+                continue
+            d = dev or su.engine.device
+            if not batchable(su) or (dev is None and runs and su.engine.device != runs[0].su.engine.device):
+                su.noise.close()
+                alone.append(i)
+                continue
+            prog = round_program(su.cfg, su.model, su.data, su.part, gen=su.gen, privatizer=su.privatizer,
+                                 engine=su.engine, device=d)
+            engine = {**su.engine.info(), **stacked.opt_ins(su.cfg, d), "population": len(configs)}
+            runs.append(_Run(index=i, cfg=su.cfg, seed=int(seeds[i]), su=su, engine=engine, prog=prog, t0=t0))
+        results: list = [None] * len(configs)
+        clock.lap("prepare_s")
+        if runs:
+            d = dev or runs[0].su.engine.device
+            # the runs' CPU work goes in `threads` threads, so each torch op in one thread (16 runs' ops each
+            # spreading over 16 cores would oversubscribe them)
+            with intra_op_threads(1) if threads > 1 else contextlib.nullcontext():
+                _measure_batch(runs, d, exact, clock, threads, results, t0)
+        for i in alone:
+            try:
+                results[i] = simulate(configs[i], seed=int(seeds[i]))
+            except Exception as e:  # noqa: BLE001 - contained: the caller reports it as that evaluation's
+                if not contain:
+                    raise
+                results[i] = e
+        clock.lap("alone_s")
+        if timings is not None:
+            timings.update(members=len(runs), alone=len(alone), threads=threads)
+        return results
 
 
 def _measure_batch(runs, d, exact, clock, threads, results, t0) -> None:
     """Train the runs' round loops together, then each run's result into results[its index]."""
-    _train(runs, d, exact, clock)
+    _train(runs, d, exact, clock, threads)
     acc = device_accuracies(d) if d.type != "cpu" else None
 
     @clock.each("measure_sum_s")
@@ -268,11 +264,12 @@ def cpu_threads() -> int:
     return n if n is not None else (os.cpu_count() or 1)
 
 
-def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[_Clock] = None) -> None:
+def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[_Clock] = None,
+           threads: Optional[int] = None) -> None:
     """Advance every run's round loop to its end, one round at a time, local training stacked; each run's CPU
-    side of a round in a thread of its own (`cpu_threads`)."""
+    side of a round in a thread of its own (`threads`, default `cpu_threads`)."""
     clock = clock or _Clock(None)
-    threads = cpu_threads()
+    threads = threads or cpu_threads()
     finish = clock.each("rounds_sum_s")(lambda job: _finish_round(*job, clock))
     xs: dict = {}
     for r in runs:

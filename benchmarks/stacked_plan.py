@@ -49,7 +49,13 @@ def previous(group, threads):
     k = 0
     pool = ThreadPoolExecutor(threads) if threads > 1 else None
     for m in group:
-        stacked.schedule_into(m, rows[k:k + m.clients], ws[k:k + m.clients], pool)
+        r, w = rows[k:k + m.clients], ws[k:k + m.clients]
+        jobs = stacked._chunk_jobs([m])
+        if pool is None:
+            for job in jobs:
+                stacked._draw_chunk(job, r, w)
+        else:
+            list(pool.map(lambda job: stacked._draw_chunk(job, r, w), jobs))
         k += m.clients
     if pool is not None:
         pool.shutdown()

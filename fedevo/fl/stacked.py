@@ -162,17 +162,11 @@ def steps_of(m: Member) -> int:
     return max((m.epochs * -(-len(ix) // m.batch_size) for ch in m.chunks for ix in ch), default=0)
 
 
-def schedule_into(m: Member, rows: np.ndarray, ws: np.ndarray, pool=None) -> None:
+def schedule_into(m: Member, rows: np.ndarray, ws: np.ndarray) -> None:
     """Write the member's clients' rows of x and per-sample weights into rows, ws (clients, ≥ steps, B), zeros
     beyond (numpy: torch's indexing of such small tensors costs milliseconds in thread wake-ups): every chunk's
-    `batch_schedule` from its own seed (the CPU engine's draws), chunks in order; padding reads row 0, weight 0.
-    pool: an executor the chunks are drawn in (each its own generator and rows: the same numbers)."""
-    jobs = _chunk_jobs([m])
-    if pool is None:
-        for job in jobs:
-            _draw_chunk(job, rows, ws)
-    else:
-        list(pool.map(lambda job: _draw_chunk(job, rows, ws), jobs))
+    `batch_schedule` from its own seed (the CPU engine's draws), chunks in order; padding reads row 0, weight 0."""
+    schedule_members_into([m], rows, ws)
 
 
 def schedule_members_into(members: Sequence[Member], rows: np.ndarray, ws: np.ndarray, threads: int = 1) -> None:

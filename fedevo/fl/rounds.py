@@ -146,11 +146,12 @@ def local_round(work: RoundWork, cfg: SimConfig, model, x_train, y_train, sizes,
 
 
 def uploads_on_device(pv) -> bool:
-    """Whether a privatizer's uploads can be transformed and averaged on the training device: no transform or
-    clipping alone (central and distributed trust), no secure aggregation, no server-side filter. The others run
-    their CPU code on CPU copies."""
+    """Whether a privatizer's uploads can be transformed and aggregated from the training device: no transform or
+    clipping alone (central and distributed trust), a secure aggregator that takes device updates (it copies only
+    the active coordinates to the CPU), no server-side filter. The others run their CPU code on CPU copies."""
     transform = getattr(pv, "transform", None)
-    return (not pv.secure and getattr(pv, "controller", None) is None
+    return ((not pv.secure or getattr(pv.secagg, "device_uploads", False))
+            and getattr(pv, "controller", None) is None
             and (transform is None or type(transform) is ClipUpload))
 
 

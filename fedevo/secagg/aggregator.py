@@ -131,10 +131,14 @@ class SecureAggregator:
         self._round = params
         self.stats["rounds"] += 1
 
+    device_uploads = True  # `add` takes updates on a GPU too (fl/rounds.uploads_on_device)
+
     def add(self, flat: torch.Tensor, clients: np.ndarray) -> None:
-        """Encode, mask and upload each client's row of `flat` (c, P)."""
+        """Encode, mask and upload each client's row of `flat` (c, P), on any device: its active coordinates are
+        gathered there, so only those come to the CPU (the encoding and the sum run there)."""
         t0 = time.perf_counter()
-        x = flat.index_select(1, self.idx).to(torch.float64).numpy()
+        idx = self.idx if flat.device == self.idx.device else self.idx.to(flat.device)
+        x = flat.index_select(1, idx).cpu().to(torch.float64).numpy()
         if self.encoder is not None:
             for row, cid in zip(x, clients):
                 self._upload(int(cid), self.encoder.encode(row, int(cid)))

@@ -6,8 +6,12 @@ seeds, upload transform, aggregation, server noise, SET prune/regrow and account
 the loops advance one round at a time together, and at each round the local training of every evaluation's
 arrived clients runs as one stacked program (`stacked.train_members`: MLPs of one depth and width class in one
 set of batched matmuls, different widths padded with zero weights, learning rates and SET masks per client).
+Each run's side of the round (its uploads, aggregation, server and next round's sampling) starts in a thread as
+soon as its bucket is queued, on a GPU on the thread's own stream after that bucket's training only: it overlaps
+the later buckets' training, largest buckets first.
 The updates stay on the device through clipping (central and distributed trust's `ClipUpload`) and the weighted
-mean; the aggregate comes back to the CPU for the server's noise, the model update and SET, as alone. The test
+mean (secure aggregation: through clipping, then only the active coordinates come to the CPU to be encoded and
+summed); the aggregate comes back to the CPU for the server's noise, the model update and SET, as alone. The test
 accuracies are computed on the device too.
 
 Hence each result equals its evaluation alone on the same device (`simulate` with that device: the same stacked
@@ -200,9 +204,11 @@ def _measure_batch(runs, d, exact, clock, threads, results, t0) -> None:
 
 PHASES = {  # simulate_population's `timings`: wall seconds of its phases, in order, and the sums over runs
     "prepare_s": "data, partitions, models, mechanisms of every evaluation (in threads)",
-    "train_s": "the stacked local training, every round (the main thread; on a GPU, its launches and waits)",
+    "train_s": "the stacked local training, every round (the main thread; on a GPU, its launches and waits; "
+               "the first buckets' runs' CPU side runs meanwhile in threads)",
     "plan_s": "of train_s: the buckets' batch schedules and stacked state built on the host (the GPU waits)",
-    "rounds_s": "each round's CPU side of every run after its training (uploads, aggregation, server noise, SET)",
+    "rounds_s": "each round's wait, after its last bucket is queued, for the runs' CPU side (uploads, "
+                "aggregation, server noise, SET) still running",
     "rounds_sum_s": "the same, summed over the runs (rounds_sum_s / rounds_s: how many ran at once)",
     "rounds_uploads_sum_s": "of rounds_sum_s: the uploads' transform and aggregation (on the device where it can)",
     "rounds_next_sum_s": "of rounds_sum_s: the server's side (noise, model update, SET, accounting) and the next "
@@ -267,7 +273,8 @@ def cpu_threads() -> int:
 def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[_Clock] = None,
            threads: Optional[int] = None) -> None:
     """Advance every run's round loop to its end, one round at a time, local training stacked; each run's CPU
-    side of a round in a thread of its own (`threads`, default `cpu_threads`)."""
+    side of a round in a thread of `threads` (default `cpu_threads`), started as soon as its bucket is queued: on a
+    GPU the first buckets' uploads, server side and next round's sampling overlap the later buckets' training."""
     clock = clock or _Clock(None)
     threads = threads or cpu_threads()
     finish = clock.each("rounds_sum_s")(lambda job: _finish_round(*job, clock))
@@ -276,25 +283,92 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
         r.work = _advance(r, None, first=True)
     clock.lap("rounds_s")
     live = [r for r in runs if r.work is not None]
-    while live:
-        by_data: dict = {}
-        for r in live:
-            by_data.setdefault(id(r.su.data.x_train), []).append(r)
-        for group in by_data.values():
-            data = group[0].su.data
-            x = xs.get(id(data.x_train))
-            if x is None:
-                x = xs[id(data.x_train)] = data.x_train.to(device).reshape(len(data.x_train), -1)
-            members = [stacked.Member(dims=r.su.model.dims, params=r.work.params, masks=r.work.masks,
-                                      lr=r.cfg.lr, chunks=r.work.local_data, seeds=r.work.seeds, epochs=r.cfg.epochs,
-                                      batch_size=r.cfg.batch_size, **stacked.settings_of(r.cfg)) for r in group]
-            flats = stacked.train_members(members, x, data.y_train, device=device, exact=exact,
-                                          timings=clock.timings)
-            clock.lap("train_s")
-            # each run's own objects only: the numbers do not depend on the threads
-            _map(finish, list(zip(group, flats)), threads)
-            clock.lap("rounds_s")
-        live = [r for r in live if r.work is not None]
+    pool = ThreadPoolExecutor(threads) if threads > 1 else None
+    try:
+        while live:
+            by_data: dict = {}
+            for r in live:
+                by_data.setdefault(id(r.su.data.x_train), []).append(r)
+            for group in by_data.values():
+                data = group[0].su.data
+                x = xs.get(id(data.x_train))
+                if x is None:
+                    x = xs[id(data.x_train)] = data.x_train.to(device).reshape(len(data.x_train), -1)
+                members = [stacked.Member(dims=r.su.model.dims, params=r.work.params, masks=r.work.masks,
+                                          lr=r.cfg.lr, chunks=r.work.local_data, seeds=r.work.seeds,
+                                          epochs=r.cfg.epochs, batch_size=r.cfg.batch_size,
+                                          **stacked.settings_of(r.cfg)) for r in group]
+                pending: list = []
+
+                def on_bucket(idx, flats, group=group, pending=pending):
+                    # each run's own objects only: the numbers do not depend on the threads or the overlap
+                    jobs = [(group[i], f) for i, f in zip(idx, flats)]
+                    if pool is None:
+                        for job in jobs:
+                            finish(job)
+                        return
+                    ready = _Queued(device)
+                    pending.extend(pool.submit(ready.then, finish, job) for job in jobs)
+
+                stacked.train_members(members, x, data.y_train, device=device, exact=exact, timings=clock.timings,
+                                      on_bucket=on_bucket, before_capture=lambda pending=pending: _wait(pending))
+                clock.lap("train_s")
+                _wait(pending)
+                clock.lap("rounds_s")
+            live = [r for r in live if r.work is not None]
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+def _wait(futures: list) -> None:
+    """Wait for every future; the first one's exception raised (after all have ended)."""
+    first = None
+    for f in futures:
+        try:
+            f.result()
+        except BaseException as e:  # noqa: BLE001 - re-raised below, once the others have ended
+            first = first or e
+    if first is not None:
+        raise first
+
+
+class _Queued:
+    """The point in the device's queue where a bucket's updates are computed (CUDA: an event on the current
+    stream, recorded when made). `then(fn, job)` runs fn(job) in the calling thread, its device work on that
+    thread's own stream after that point: a run's uploads and server side wait for its bucket's training only,
+    not for the buckets queued after it. On the CPU, fn(job)."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.event = None
+        if device.type == "cuda":
+            self.event = torch.cuda.Event()
+            self.event.record(torch.cuda.current_stream(device))
+
+    def then(self, fn, job):
+        if self.event is None:
+            return fn(job)
+        stream = _thread_stream(self.device)
+        stream.wait_event(self.event)
+        if job[1].numel():
+            job[1].record_stream(stream)  # made on the training's stream, used (and freed) on this one
+        with torch.cuda.stream(stream):
+            return fn(job)
+
+
+_STREAMS = threading.local()
+
+
+def _thread_stream(device: torch.device):
+    """This thread's own CUDA stream on `device` (made once)."""
+    streams = getattr(_STREAMS, "by_device", None)
+    if streams is None:
+        streams = _STREAMS.by_device = {}
+    key = str(device)
+    if key not in streams:
+        streams[key] = torch.cuda.Stream(device)
+    return streams[key]
 
 
 def _finish_round(r: _Run, flat: torch.Tensor, clock: Optional["_Clock"] = None) -> None:

@@ -50,7 +50,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -504,7 +504,9 @@ class _GraphCache:
         self.seen: set = set()
         self.graphs: OrderedDict = OrderedDict()
 
-    def run(self, bucket: _Bucket, x: torch.Tensor) -> dict:
+    def run(self, bucket: _Bucket, x: torch.Tensor, before_capture: Optional[Callable[[], None]] = None) -> dict:
+        """before_capture: called before a capture (the caller's other threads' GPU work settled: a capture
+        fails where another thread synchronises with the device meanwhile)."""
         key = (bucket.key(), x.data_ptr(), x.shape)
         hit = self.graphs.get(key)
         if hit is not None:
@@ -519,6 +521,8 @@ class _GraphCache:
             self.seen.add(key)
             bucket.run(state, x)
             return state
+        if before_capture is not None:
+            before_capture()
         side = torch.cuda.Stream(bucket.device)  # warm-up on a side stream, as capture requires
         side.wait_stream(torch.cuda.current_stream(bucket.device))
         snapshot = {k: v.clone() for k, v in state.items()}
@@ -555,12 +559,23 @@ def _cache(device: torch.device) -> _GraphCache:
     return _CACHE.setdefault(str(device), _GraphCache())
 
 
+def work_of(m: Member) -> int:
+    """A member's multiply-adds a local step and sample, × its clients and steps: to order buckets by."""
+    return m.clients * steps_of(m) * sum(a * b for a, b in zip(m.dims[:-1], m.dims[1:]))
+
+
 def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *, device,
-                  exact: bool = False, timings: Optional[dict] = None) -> list[torch.Tensor]:
+                  exact: bool = False, timings: Optional[dict] = None,
+                  on_bucket: Optional[Callable[[list, list], None]] = None,
+                  before_capture: Optional[Callable[[], None]] = None) -> list[torch.Tensor]:
     """Train every member's clients for one round, members bucketed (`bucket_key`) and each bucket stacked on
     `device`; returns each member's flat updates (clients, D) there, in the members' order. x: the training set
     (on `device`, else copied), y: its labels (CPU). exact: only members of equal widths share a bucket.
-    timings: a dict whose 'plan_s' gets the host seconds spent building the buckets (schedules, state; benchmarks)."""
+    timings: a dict whose 'plan_s' gets the host seconds spent building the buckets (schedules, state; benchmarks).
+    on_bucket(indices, updates): called as soon as each bucket's work is queued on the device (its updates not yet
+    computed on a GPU), the members' indices and their updates, then once for the members with no client; the
+    buckets go largest first (`work_of`), so the last, whose results nothing overlaps, is the smallest.
+    before_capture: see `_GraphCache.run`."""
     device = torch.device(device)
     x = x.to(device)
     x = x.reshape(x.shape[0], -1)
@@ -569,22 +584,27 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
         if m.clients:
             groups.setdefault(bucket_key(m, exact), []).append(i)
     out: list = [None] * len(members)
-    for idx in groups.values():
+    for idx in sorted(groups.values(), key=lambda ix: -sum(work_of(members[i]) for i in ix)):
         t = time.perf_counter()
         bucket = _Bucket([members[i] for i in idx], y, device)
         if timings is not None:
             timings["plan_s"] = timings.get("plan_s", 0.0) + time.perf_counter() - t
         # on the CPU (tests) one intra-op thread, as the CPU engine: small ops, no thread wake-ups
         with intra_op_threads(1) if device.type == "cpu" else _matmul_tf32(bucket.tf32):
-            state = _cache(device).run(bucket, x)
-        for i, d in zip(idx, bucket.deltas(state)):
+            state = _cache(device).run(bucket, x, before_capture)
+        flats = bucket.deltas(state)
+        for i, d in zip(idx, flats):
             out[i] = d
-    for i, m in enumerate(members):
-        if out[i] is None:  # no client arrived
-            out[i] = torch.empty(0, sum(int(np.prod(p.shape)) for p in m.params), device=device)
+        if on_bucket is not None:
+            on_bucket(idx, flats)
+    empty = [i for i, o in enumerate(out) if o is None]
+    for i in empty:  # no client arrived
+        out[i] = torch.empty(0, sum(int(np.prod(p.shape)) for p in members[i].params), device=device)
+    if on_bucket is not None and empty:
+        on_bucket(empty, [out[i] for i in empty])
     return out
 
 
 __all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "compile_enabled", "device_draws", "enabled", "graphs_enabled",
            "layout_into", "opt_ins", "schedule", "schedule_setting", "settings_of", "split", "tf32_enabled",
-           "train_members", "width_class"]
+           "train_members", "width_class", "work_of"]

@@ -133,3 +133,15 @@ def test_timings_say_where_the_wall_time_went(problem):
     assert phases <= wall and phases >= 0.9 * wall - 0.05  # only the argument handling is outside them
     assert [_objectives(r) for r in got] == [_objectives(r) for r in batched(problem, gen, [1, 3, 4],
                                                                              device="cpu")]
+
+
+def test_overlapped_run_sides_equal_one_thread(problem, monkeypatch):
+    """Each run's side of a round in threads, started bucket by bucket while the later buckets train: the same
+    numbers as one thread, one run after another (FEDEVO_POPULATION_THREADS=1: no overlap)."""
+    got = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("FEDEVO_POPULATION_THREADS", threads)
+        got[threads] = evaluate_population(problem, GENERATION, SEEDS, device="cpu")
+    for a, b in zip(got["1"], got["2"]):
+        assert _objectives(a) == _objectives(b)
+        assert _untimed(a.privacy) == _untimed(b.privacy)

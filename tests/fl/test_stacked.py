@@ -89,6 +89,24 @@ def test_no_arrived_client():
     assert got[0].shape == (0, sum(p.numel() for p in m.params)) and got[1].shape[0] == m.clients
 
 
+def test_each_bucket_reported_as_queued_largest_first():
+    """on_bucket: every member's updates exactly once, bucket by bucket as each is queued (before the next is
+    built), the largest bucket first and the members without a client last; the same updates as returned."""
+    from fedevo.fl.stacked import work_of
+
+    _, m = _member()
+    empty = Member(dims=m.dims, params=m.params, masks={}, lr=0.1, chunks=[], seeds=[], epochs=1, batch_size=16)
+    members = [_member(layers=1, units=30, seed=3)[1], empty, m, _member(units=20, lr=0.2, seed=2, shift=9)[1]]
+    seen = []
+    got = train_members(members, DATA.x_train, DATA.y_train, device=CPU,
+                        on_bucket=lambda idx, flats: seen.append((list(idx), flats)))
+    assert [idx for idx, _ in seen] == [[2, 3], [0], [1]]  # the 2-layer bucket does more work than the 1-layer one
+    assert sum(work_of(members[i]) for i in (2, 3)) > work_of(members[0])
+    for idx, flats in seen:
+        for i, f in zip(idx, flats):
+            assert f is got[i]
+
+
 def _schedule_reference(sizes, *, epochs, batch_size, gen):
     """engine.batch_schedule as first written (epoch by epoch, slice by slice): the draws it must keep."""
     c = len(sizes)

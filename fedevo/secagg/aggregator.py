@@ -80,6 +80,12 @@ class SecureAggregator:
         self.steps: list[float] = []
         self._round = None
 
+    def __getstate__(self) -> dict:
+        """Saved without the active coordinates' copy on a GPU (a training state must load without one)."""
+        state = dict(self.__dict__)
+        state["_idx_on"] = None
+        return state
+
     def __setstate__(self, state: dict) -> None:
         """A training state saved before the ideal sum existed (multi-fidelity `states/`, `until=`/`resume_from=`)
         has no `simulation`: it continues with FEDEVO_SECAGG's (the same aggregates either way)."""
@@ -104,6 +110,7 @@ class SecureAggregator:
         t0 = time.perf_counter()
         ids = tuple(sorted(int(c) for c in sampled))
         self.idx = torch.nonzero(active.reshape(-1) > 0).squeeze(1)
+        self._idx_on = None  # self.idx on the updates' device (add)
         self.P = active.numel()
         length = int(self.idx.numel()) + 1
         d = self.degree_for(len(ids))
@@ -137,7 +144,11 @@ class SecureAggregator:
         """Encode, mask and upload each client's row of `flat` (c, P), on any device: its active coordinates are
         gathered there, so only those come to the CPU (the encoding and the sum run there)."""
         t0 = time.perf_counter()
-        idx = self.idx if flat.device == self.idx.device else self.idx.to(flat.device)
+        idx = self.idx
+        if flat.device != idx.device:  # the round's active coordinates on that device, copied once a round
+            if getattr(self, "_idx_on", None) is None or self._idx_on.device != flat.device:
+                self._idx_on = idx.to(flat.device)
+            idx = self._idx_on
         x = flat.index_select(1, idx).cpu().to(torch.float64).numpy()
         if self.encoder is not None:
             for row, cid in zip(x, clients):

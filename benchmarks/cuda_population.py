@@ -20,8 +20,9 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
    FEDEVO_STACKED=0), the slowest alone, the ratio, and the largest |Δ error| and whether ε, comm and Ω are equal
    between the batch and alone (--trust central|secagg: every individual with that trust model), and where the
    batch's wall time went (fl/population.py's PHASES: preparation, stacked training, each round's CPU side, the
-   results, the evaluations alone). The data set is loaded (and cached) before any timing; a warm-up population
-   of one round runs first.
+   results, the evaluations alone). The data set is loaded (and cached) before any timing; the whole generation
+   for one round runs first as a warm-up; then, side by side, the batch with each round's run sides started only
+   after all its buckets are queued (overlap=False, the way before) and the batch as it runs by default.
 
     python benchmarks/cuda_population.py [--repeats 5] [--generation 20] [--gen-seed 0] [--rounds R]
         [--data-dir D] [--no-round] [--no-generation] [--no-today] [--tf32] [--schedule-device] [--compile]
@@ -220,15 +221,22 @@ def generation(a, dev) -> None:
     print(f"\n2. A generation of fashion_mlp_dp: {a.generation} individuals drawn uniformly from its genes (seed "
           f"{a.gen_seed}{', trust = ' + a.trust + ' for all' if a.trust else ''}), {configs[0].rounds} rounds each, "
           f"seeds 1..{a.generation}; wall seconds")
-    evaluate_population(problem, gen[:2], seeds[:2], rounds=1, data_dir=a.data_dir, device=dev)  # warm-up
-    sync(dev)
     from fedevo.fl.population import PHASES, evaluate_population as batched
 
+    # warm-up: the whole generation for one round (every bucket's shapes; the accountant's pool at its full size)
+    batched(problem, gen, seeds, rounds=1, data_dir=a.data_dir, device=dev)
+    sync(dev)
+    t = time.perf_counter()  # the way before 2026-11-26's evening: each round's run sides after all its training
+    before = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev, overlap=False)
+    sync(dev)
+    t_before = time.perf_counter() - t
     timings: dict = {}
     t = time.perf_counter()
     together = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev, timings=timings)
     sync(dev)
     t_pop = time.perf_counter() - t
+    same_before = all((b.error, b.eps, b.comm, b.omega) == (g.error, g.eps, g.comm, g.omega)
+                      for b, g in zip(before, together))
     print(f"{'#':>3} {'trust':<8}{'L':>2}{'units':>6}{'part':>6}{'alpha':>7}{'lr':>7}{'alone s':>9}{'today s':>9}"
           f"{'error':>8}{'Δerror':>9}{'ε,comm,Ω equal':>16}  status")
     # one evaluation alone, untimed, before the timed ones: on 2026-11-26's H200 the first alone evaluation after
@@ -269,6 +277,9 @@ def generation(a, dev) -> None:
               f"{t_pop / today_t[slow_t]:.2f}); the generation one by one {np.nansum(today_t):.3f} s "
               f"({np.nansum(today_t) / t_pop:.1f}x the batch)")
     print(f"batch vs alone: max |Δ error| {max(derr):.1e}; ε, comm and Ω equal for {sum(same)}/{len(same)}")
+    print(f"the same batch with each round's run sides only after all its buckets are queued (overlap=False, the "
+          f"way before), just before it: {t_before:.3f} s ({t_before / t_pop:.2f}x the batch's time); results "
+          f"equal: {same_before}")
     print(f"where the batch's {t_pop:.3f} s went ({timings['members']} batched, {timings['alone']} alone, "
           f"{timings['threads']} CPU threads):")
     for k, what in PHASES.items():

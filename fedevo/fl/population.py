@@ -122,12 +122,13 @@ def device_accuracies(device: torch.device):
 
 
 def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None, exact: bool = False,
-                        contain: bool = False, timings: Optional[dict] = None) -> list:
+                        contain: bool = False, timings: Optional[dict] = None, overlap: bool = True) -> list:
     """[simulate(cfg, seed=s) for cfg, s in zip(configs, seeds)], the batchable ones trained together on `device`
     (None: each config's resolved device, which must then be one for the batch; CPU devices run the same stacked
     code, for tests). exact: stack only members of equal widths (bit-for-bit results, less batching). contain: an
     evaluation alone that raises leaves its exception in its place (the others' results kept) instead of raising.
-    timings: a dict filled with where the wall time went (`PHASES`; for benchmarks)."""
+    timings: a dict filled with where the wall time went (`PHASES`; for benchmarks). overlap=False: each round's
+    run sides only after all its buckets are queued (the way before; benchmarks compare)."""
     if len(configs) != len(seeds):
         raise ValueError("one seed per config")
     clock = _Clock(timings)
@@ -172,7 +173,7 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
             # the runs' CPU work goes in `threads` threads, so each torch op in one thread (16 runs' ops each
             # spreading over 16 cores would oversubscribe them)
             with intra_op_threads(1) if threads > 1 else contextlib.nullcontext():
-                _measure_batch(runs, d, exact, clock, threads, results, t0)
+                _measure_batch(runs, d, exact, clock, threads, results, t0, overlap)
         for i in alone:
             try:
                 results[i] = simulate(configs[i], seed=int(seeds[i]))
@@ -186,9 +187,9 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
         return results
 
 
-def _measure_batch(runs, d, exact, clock, threads, results, t0) -> None:
+def _measure_batch(runs, d, exact, clock, threads, results, t0, overlap: bool = True) -> None:
     """Train the runs' round loops together, then each run's result into results[its index]."""
-    _train(runs, d, exact, clock, threads)
+    _train(runs, d, exact, clock, threads, overlap)
     acc = device_accuracies(d) if d.type != "cpu" else None
 
     @clock.each("measure_sum_s")
@@ -209,7 +210,7 @@ PHASES = {  # simulate_population's `timings`: wall seconds of its phases, in or
     "plan_s": "of train_s: the buckets' batch schedules and stacked state built on the host (the GPU waits)",
     "rounds_s": "each round's wait, after its last bucket is queued, for the runs' CPU side (uploads, "
                 "aggregation, server noise, SET) still running",
-    "rounds_sum_s": "the same, summed over the runs (rounds_sum_s / rounds_s: how many ran at once)",
+    "rounds_sum_s": "the runs' CPU side of every round, summed over the runs (much of it during train_s)",
     "rounds_uploads_sum_s": "of rounds_sum_s: the uploads' transform and aggregation (on the device where it can)",
     "rounds_next_sum_s": "of rounds_sum_s: the server's side (noise, model update, SET, accounting) and the next "
                          "round's sampling and chunks",
@@ -271,10 +272,11 @@ def cpu_threads() -> int:
 
 
 def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[_Clock] = None,
-           threads: Optional[int] = None) -> None:
+           threads: Optional[int] = None, overlap: bool = True) -> None:
     """Advance every run's round loop to its end, one round at a time, local training stacked; each run's CPU
     side of a round in a thread of `threads` (default `cpu_threads`), started as soon as its bucket is queued: on a
-    GPU the first buckets' uploads, server side and next round's sampling overlap the later buckets' training."""
+    GPU the first buckets' uploads, server side and next round's sampling overlap the later buckets' training
+    (overlap=False: started once every bucket is queued)."""
     clock = clock or _Clock(None)
     threads = threads or cpu_threads()
     finish = clock.each("rounds_sum_s")(lambda job: _finish_round(*job, clock))
@@ -299,21 +301,25 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
                                           epochs=r.cfg.epochs, batch_size=r.cfg.batch_size,
                                           **stacked.settings_of(r.cfg)) for r in group]
                 pending: list = []
+                later: list = []
 
-                def on_bucket(idx, flats, group=group, pending=pending):
+                def on_bucket(idx, flats, group=group, pending=pending, later=later):
                     # each run's own objects only: the numbers do not depend on the threads or the overlap
                     jobs = [(group[i], f) for i, f in zip(idx, flats)]
-                    if pool is None:
+                    if not overlap:
+                        later.extend(jobs)
+                    elif pool is None:
                         for job in jobs:
                             finish(job)
-                        return
-                    ready = _Queued(device)
-                    pending.extend(pool.submit(ready.then, finish, job) for job in jobs)
+                    else:
+                        ready = _Queued(device)
+                        pending.extend(pool.submit(ready.then, finish, job) for job in jobs)
 
                 stacked.train_members(members, x, data.y_train, device=device, exact=exact, timings=clock.timings,
                                       on_bucket=on_bucket, before_capture=lambda pending=pending: _wait(pending))
                 clock.lap("train_s")
                 _wait(pending)
+                _map(finish, later, threads)
                 clock.lap("rounds_s")
             live = [r for r in live if r.work is not None]
     finally:
@@ -410,11 +416,13 @@ def _stop(r: _Run, message: str) -> None:
 
 def evaluate_population(problem, params_list: Sequence, seeds: Sequence[int], *, rounds: Optional[int] = None,
                         data_dir: Optional[str] = None, download: bool = False, device=None,
-                        exact: bool = False, contain: bool = False, timings: Optional[dict] = None) -> list:
+                        exact: bool = False, contain: bool = False, timings: Optional[dict] = None,
+                        overlap: bool = True) -> list:
     """[evaluate(problem, p, seed=s, rounds=rounds) for p, s in zip(params_list, seeds)], a generation trained as
-    one batched program where it can (`simulate_population`; contain and timings: its own)."""
+    one batched program where it can (`simulate_population`; contain, timings and overlap: its own)."""
     configs = [problem.sim_config(p, rounds=rounds, data_dir=data_dir, download=download) for p in params_list]
-    return simulate_population(configs, list(seeds), device=device, exact=exact, contain=contain, timings=timings)
+    return simulate_population(configs, list(seeds), device=device, exact=exact, contain=contain, timings=timings,
+                               overlap=overlap)
 
 
 __all__ = ["batch_evaluator", "batchable", "batchable_config", "device_accuracies", "evaluate_population",

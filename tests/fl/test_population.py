@@ -137,11 +137,16 @@ def test_timings_say_where_the_wall_time_went(problem):
 
 def test_overlapped_run_sides_equal_one_thread(problem, monkeypatch):
     """Each run's side of a round in threads, started bucket by bucket while the later buckets train: the same
-    numbers as one thread, one run after another (FEDEVO_POPULATION_THREADS=1: no overlap)."""
+    numbers as after the round's training (overlap=False) and as one thread, one run after another
+    (FEDEVO_POPULATION_THREADS=1)."""
+    from fedevo.fl.population import evaluate_population as batched
+
     got = {}
-    for threads in ("1", "2"):
+    for threads, overlap in (("1", True), ("2", True), ("2", False)):
         monkeypatch.setenv("FEDEVO_POPULATION_THREADS", threads)
-        got[threads] = evaluate_population(problem, GENERATION, SEEDS, device="cpu")
-    for a, b in zip(got["1"], got["2"]):
-        assert _objectives(a) == _objectives(b)
-        assert _untimed(a.privacy) == _untimed(b.privacy)
+        got[threads, overlap] = batched(problem, GENERATION, SEEDS, device="cpu", overlap=overlap)
+    want = got["1", True]
+    for key in (("2", True), ("2", False)):
+        for a, b in zip(want, got[key]):
+            assert _objectives(a) == _objectives(b), key
+            assert _untimed(a.privacy) == _untimed(b.privacy), key

@@ -58,6 +58,7 @@ class _Run:
     prog: object
     t0: float = 0.0
     work: Optional[RoundWork] = None
+    member: object = None  # the stacked.Member of `work`, its schedule drawn ahead (_member_of)
     result: object = None  # the EvaluationResult once known (diverged: before the loop ends)
     result_out: object = None  # the RoundsOutcome of a loop that ended
 
@@ -207,13 +208,15 @@ PHASES = {  # simulate_population's `timings`: wall seconds of its phases, in or
     "prepare_s": "data, partitions, models, mechanisms of every evaluation (in threads)",
     "train_s": "the stacked local training, every round (the main thread; on a GPU, its launches and waits; "
                "the first buckets' runs' CPU side runs meanwhile in threads)",
-    "plan_s": "of train_s: the buckets' batch schedules and stacked state built on the host (the GPU waits)",
+    "plan_s": "of train_s: the buckets' plans (schedules drawn ahead, copied) and stacked state built on the host",
     "rounds_s": "each round's wait, after its last bucket is queued, for the runs' CPU side (uploads, "
                 "aggregation, server noise, SET) still running",
     "rounds_sum_s": "the runs' CPU side of every round, summed over the runs (much of it during train_s)",
     "rounds_uploads_sum_s": "of rounds_sum_s: the uploads' transform and aggregation (on the device where it can)",
     "rounds_next_sum_s": "of rounds_sum_s: the server's side (noise, model update, SET, accounting) and the next "
                          "round's sampling and chunks",
+    "plan_ahead_sum_s": "of rounds_sum_s (and before the first round): each run's next batch schedule drawn in its "
+                        "thread, summed over the runs",
     "measure_s": "each run's result: the accountant's ε and the test accuracies (in threads)",
     "measure_sum_s": "the same, summed over the runs",
     "alone_s": "the evaluations that are not batched, one after another",
@@ -283,8 +286,9 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
     xs: dict = {}
     for r in runs:
         r.work = _advance(r, None, first=True)
-    clock.lap("rounds_s")
     live = [r for r in runs if r.work is not None]
+    _map(clock.each("plan_ahead_sum_s")(_member_of), live, threads)
+    clock.lap("rounds_s")
     pool = ThreadPoolExecutor(threads) if threads > 1 else None
     try:
         while live:
@@ -296,10 +300,7 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
                 x = xs.get(id(data.x_train))
                 if x is None:
                     x = xs[id(data.x_train)] = data.x_train.to(device).reshape(len(data.x_train), -1)
-                members = [stacked.Member(dims=r.su.model.dims, params=r.work.params, masks=r.work.masks,
-                                          lr=r.cfg.lr, chunks=r.work.local_data, seeds=r.work.seeds,
-                                          epochs=r.cfg.epochs, batch_size=r.cfg.batch_size,
-                                          **stacked.settings_of(r.cfg)) for r in group]
+                members = [r.member for r in group]
                 pending: list = []
                 later: list = []
 
@@ -392,6 +393,16 @@ def _finish_round(r: _Run, flat: torch.Tensor, clock: Optional["_Clock"] = None)
         _stop(r, str(e))
         return
     r.work = clock.each("rounds_next_sum_s")(_advance)(r, answer)
+    if r.work is not None:
+        clock.each("plan_ahead_sum_s")(_member_of)(r)
+
+
+def _member_of(r: _Run) -> None:
+    """r.member: the stacked trainer's Member for r's next round, its batch schedule drawn now (in the run's
+    thread: the thread that queues the GPU's work only copies it)."""
+    r.member = stacked.predraw(stacked.Member(
+        dims=r.su.model.dims, params=r.work.params, masks=r.work.masks, lr=r.cfg.lr, chunks=r.work.local_data,
+        seeds=r.work.seeds, epochs=r.cfg.epochs, batch_size=r.cfg.batch_size, **stacked.settings_of(r.cfg)))
 
 
 def _advance(r: _Run, answer, first: bool = False) -> Optional[RoundWork]:

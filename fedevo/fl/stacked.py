@@ -76,6 +76,7 @@ class Member:
     schedule: str = field(default_factory=lambda: schedule_setting())
     tf32: bool = field(default_factory=lambda: tf32_enabled())  # TF32 matmuls (on CUDA only)
     torch_compile: bool = field(default_factory=lambda: compile_enabled())  # compiled pointwise work (CUDA only)
+    drawn: Optional[tuple] = None  # (rows, weights) of `predraw`: the engine schedule drawn ahead (in a run's thread)
     clients: int = field(init=False)
 
     def __post_init__(self):
@@ -211,6 +212,18 @@ def _draw_chunk(job, rows: np.ndarray, ws: np.ndarray) -> None:
         np.take(rows_of, np.minimum(start + pos, len(rows_of) - 1), out=r)
         r[w == 0] = 0
         ws[k:k + c, :s] = w
+
+
+def predraw(m: Member) -> Member:
+    """m with its engine schedule drawn now (`schedule_into` on arrays of its own, kept in m.drawn): a bucket
+    built later copies it instead of drawing it on the thread that queues the GPU's work (the population path draws
+    each run's next schedule in the run's own thread). The same numbers; a device schedule is not drawn ahead."""
+    if m.schedule == "engine" and m.drawn is None and m.clients:
+        rows = np.zeros((m.clients, steps_of(m), m.batch_size), dtype=np.int64)
+        ws = np.zeros(rows.shape, dtype=np.float32)
+        schedule_into(m, rows, ws)
+        m.drawn = (rows, ws)
+    return m
 
 
 def schedule(m: Member, y: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -354,7 +367,17 @@ class _Bucket:
         else:
             rows = np.zeros((self.C, steps, B), dtype=np.int64)
             ws = np.zeros((self.C, steps, B), dtype=np.float32)
-            schedule_members_into(members, rows, ws, plan_threads())
+            if all(m.drawn is None for m in members):
+                schedule_members_into(members, rows, ws, plan_threads())
+            else:  # drawn ahead (predraw), or drawn here member by member
+                k = 0
+                for m in members:
+                    r, w = rows[k:k + m.clients], ws[k:k + m.clients]
+                    if m.drawn is None:
+                        schedule_into(m, r, w)
+                    else:
+                        r[:, :m.drawn[0].shape[1]], w[:, :m.drawn[1].shape[1]] = m.drawn
+                    k += m.clients
             self.used, (rows, ws) = _compact(rows, ws)
             ws *= _per_slot(neg_lr, self.used)
             self.plan = [to_device(torch.from_numpy(t), device) for t in (rows, y.numpy()[rows], ws)]
@@ -606,5 +629,5 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
 
 
 __all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "compile_enabled", "device_draws", "enabled", "graphs_enabled",
-           "layout_into", "opt_ins", "schedule", "schedule_setting", "settings_of", "split", "tf32_enabled",
+           "layout_into", "opt_ins", "predraw", "schedule", "schedule_setting", "settings_of", "split", "tf32_enabled",
            "train_members", "width_class", "work_of"]

@@ -128,6 +128,7 @@ def test_timings_say_where_the_wall_time_went(problem):
     assert 0 < timings["plan_s"] <= timings["train_s"]  # a part of train_s
     parts = timings["rounds_uploads_sum_s"] + timings["rounds_next_sum_s"]  # parts of rounds_sum_s
     assert timings["rounds_uploads_sum_s"] > 0 and timings["rounds_next_sum_s"] > 0
+    assert timings["plan_ahead_sum_s"] > 0  # the runs' next schedules, drawn in their threads
     assert parts <= timings["rounds_sum_s"]
     phases = sum(timings[k] for k in PHASES if not k.endswith("_sum_s") and k != "plan_s")
     assert phases <= wall and phases >= 0.9 * wall - 0.05  # only the argument handling is outside them

@@ -107,6 +107,26 @@ def test_each_bucket_reported_as_queued_largest_first():
             assert f is got[i]
 
 
+def test_schedules_drawn_ahead_give_the_same_updates():
+    """predraw (a run's thread draws its next schedule) then a bucket copying it: bit for bit the bucket drawing
+    every schedule itself, with all, some or none of its members drawn ahead; a device schedule is not drawn."""
+    import dataclasses
+
+    from fedevo.fl.stacked import predraw
+
+    def members():
+        return [_member(units=24)[1], _member(units=17, alpha=2.0, lr=0.05, seed=1, shift=5, epochs=3)[1],
+                _member(units=20, lr=0.2, seed=2, shift=9)[1]]
+    want = train_members(members(), DATA.x_train, DATA.y_train, device=CPU)
+    for ahead in ((0, 1, 2), (1,), ()):
+        ms = members()
+        for i in ahead:
+            assert predraw(ms[i]).drawn is not None
+        got = train_members(ms, DATA.x_train, DATA.y_train, device=CPU)
+        assert all(torch.equal(a, b) for a, b in zip(got, want)), ahead
+    assert predraw(dataclasses.replace(members()[0], schedule="device")).drawn is None
+
+
 def _schedule_reference(sizes, *, epochs, batch_size, gen):
     """engine.batch_schedule as first written (epoch by epoch, slice by slice): the draws it must keep."""
     c = len(sizes)

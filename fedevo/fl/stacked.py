@@ -55,7 +55,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from ..envvars import env_count, env_flag
+from ..envvars import env_choice, env_count, env_flag
 from . import stacked_fused
 from .engine import batch_schedule, intra_op_threads
 
@@ -89,10 +89,10 @@ SCHEDULES = ("engine", "device")
 def schedule_setting(setting: str = "engine") -> str:
     """The batch schedule: FEDEVO_SCHEDULE where set (an override), else `setting` (a config's batch_schedule):
     'engine' (the CPU engine's draws) or 'device' (drawn on the device)."""
-    v = os.environ.get("FEDEVO_SCHEDULE", "").lower() or setting
-    if v not in SCHEDULES:
-        from ..errors import SetupError
-        raise SetupError(f"FEDEVO_SCHEDULE must be 'engine' or 'device', got {v!r}")
+    v = env_choice("FEDEVO_SCHEDULE", SCHEDULES, setting, expected="'engine' or 'device'")
+    if v not in SCHEDULES:  # `setting` itself (a SimConfig checks its batch_schedule: only a direct call gets here)
+        from ..errors import FedevoError
+        raise FedevoError(f"batch_schedule must be 'engine' or 'device', got {v!r}")
     return v
 
 

@@ -96,18 +96,21 @@ def schedule_setting(setting: str = "engine") -> str:
     return v
 
 
+def _opt_in(variable: str, setting: bool) -> bool:
+    """A config's opt-in `setting`, overridden by environment variable `variable` where set (1/0: env_flag)."""
+    return env_flag(variable, bool(setting))
+
+
 def tf32_enabled(setting: bool = False) -> bool:
     """TF32 matmuls in the stacked trainer on CUDA: FEDEVO_CUDA_TF32 where set (an override: 1/0), else `setting`
     (a config's tf32; off by default)."""
-    env = env_flag("FEDEVO_CUDA_TF32")
-    return bool(setting) if env is None else env
+    return _opt_in("FEDEVO_CUDA_TF32", setting)
 
 
 def compile_enabled(setting: bool = False) -> bool:
     """The step loop's pointwise work torch.compile'd in the stacked trainer on CUDA: FEDEVO_CUDA_COMPILE where set
     (an override: 1/0), else `setting` (a config's torch_compile; off by default)."""
-    env = env_flag("FEDEVO_CUDA_COMPILE")
-    return bool(setting) if env is None else env
+    return _opt_in("FEDEVO_CUDA_COMPILE", setting)
 
 
 def settings_of(cfg) -> dict:

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -130,8 +129,9 @@ def opt_ins(cfg, device) -> dict:
 
 
 def enabled() -> bool:
-    """FEDEVO_STACKED=0: the device path of fl/device.py for MLPs too (what this replaced; benchmarks compare)."""
-    return os.environ.get("FEDEVO_STACKED", "1").lower() not in ("0", "off", "no", "false")
+    """FEDEVO_STACKED=0: the device path of fl/device.py for MLPs too (what this replaced; benchmarks compare).
+    On by default; a value env_flag does not take is a SetupError."""
+    return env_flag("FEDEVO_STACKED", True)
 
 
 def split(flat: torch.Tensor, chunks: Sequence) -> list[torch.Tensor]:
@@ -495,7 +495,9 @@ def plan_threads() -> int:
 
 
 def graphs_enabled() -> bool:
-    return os.environ.get("FEDEVO_CUDA_GRAPHS", "1").lower() not in ("0", "off", "no", "false")
+    """FEDEVO_CUDA_GRAPHS=0: the stacked trainer's step loops eager on CUDA, no captured graphs. On by default; a
+    value env_flag does not take is a SetupError."""
+    return env_flag("FEDEVO_CUDA_GRAPHS", True)
 
 
 class _GraphCache:

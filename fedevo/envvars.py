@@ -1,20 +1,35 @@
-"""The FEDEVO_* environment variables that fedevo reads as counts or as on/off opt-ins: one reader each, and a
-value it does not take is a SetupError (one line; a search stops at the first evaluation that meets it,
-resumable) rather than a ValueError in every evaluation, or an opt-in silently off. (The choices, FEDEVO_SECAGG,
-FEDEVO_SCHEDULE and FEDEVO_DEVICE, are checked where they are read, with the same error.)"""
+"""The FEDEVO_* environment variables fedevo reads: one strict reader per kind of value, and a value a reader does
+not take is a SetupError (one line; a search stops at the first evaluation that meets it, resumable) rather than a
+ValueError in every evaluation, or an opt-in silently off (or on):
+
+- `env_count`: a count (FEDEVO_CHUNK_THREADS, FEDEVO_POPULATION_THREADS, FEDEVO_PLAN_THREADS,
+  FEDEVO_ACCOUNTANT_PROCESSES, FEDEVO_GPU_CLIENTS);
+- `env_flag`: an on/off, 1/0 or its words (FEDEVO_CUDA_TF32, FEDEVO_CUDA_COMPILE, FEDEVO_STACKED,
+  FEDEVO_CUDA_GRAPHS, FEDEVO_NATIVE);
+- `env_auto_flag`: 'auto' or an on/off (FEDEVO_LOWER, FEDEVO_SPARSE);
+- `env_choice`: one of a few words, any case (FEDEVO_SECAGG, FEDEVO_SCHEDULE, FEDEVO_DEVICE).
+
+Unset or empty is the caller's default for each. FEDEVO_CACHE (a folder) is the one FEDEVO_* variable read
+without one of these. docs/engine.md lists them all."""
 
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Optional, Sequence, TypeVar
 
 from .errors import SetupError
+
+T = TypeVar("T")
+
+
+def _raw(name: str) -> str:
+    return os.environ.get(name, "").strip()
 
 
 def env_count(name: str) -> Optional[int]:
     """The integer in environment variable `name`, at least 1 (0 or less counts as 1); None where it is unset or
     empty."""
-    raw = os.environ.get(name, "").strip()
+    raw = _raw(name)
     if not raw:
         return None
     try:
@@ -25,19 +40,42 @@ def env_count(name: str) -> Optional[int]:
 
 
 ON, OFF = ("1", "on", "yes", "true"), ("0", "off", "no", "false")
+FLAG_WORDS = "1 or 0 (on/off, yes/no, true/false)"
 
 
-def env_flag(name: str) -> Optional[bool]:
-    """The on/off in environment variable `name` (1/0, on/off, yes/no, true/false, any case); None where it is
-    unset or empty."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return None
+def _flag(name: str, raw: str, expected: str) -> bool:
     if raw.lower() in ON:
         return True
     if raw.lower() in OFF:
         return False
-    raise SetupError(f"{name} must be 1 or 0 (on/off, yes/no, true/false), got {raw!r}")
+    raise SetupError(f"{name} must be {expected}, got {raw!r}")
 
 
-__all__ = ["env_count", "env_flag"]
+def env_flag(name: str, default: Optional[bool] = None) -> Optional[bool]:
+    """The on/off in environment variable `name` (1/0, on/off, yes/no, true/false, any case); `default` where it
+    is unset or empty."""
+    raw = _raw(name)
+    return default if not raw else _flag(name, raw, FLAG_WORDS)
+
+
+def env_auto_flag(name: str) -> Optional[bool]:
+    """An on/off as `env_flag` reads it, or 'auto' (any case): None for 'auto', unset or empty."""
+    raw = _raw(name)
+    if not raw or raw.lower() == "auto":
+        return None
+    return _flag(name, raw, f"auto or {FLAG_WORDS}")
+
+
+def env_choice(name: str, choices: Sequence[str], default: T, *, expected: Optional[str] = None) -> "str | T":
+    """The value of environment variable `name`, stripped and lower-cased, where it is one of `choices`
+    (lower-case words); `default` where it is unset or empty. `expected` words the choices in the error (default
+    "one of a, b")."""
+    raw = _raw(name)
+    if not raw:
+        return default
+    if raw.lower() in choices:
+        return raw.lower()
+    raise SetupError(f"{name} must be {expected or 'one of ' + ', '.join(choices)}, got {raw!r}")
+
+
+__all__ = ["env_auto_flag", "env_choice", "env_count", "env_flag"]

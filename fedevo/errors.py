@@ -11,9 +11,9 @@ class DataNotFoundError(FedevoError):
 
 class SetupError(FedevoError):
     """A setup problem of the machine or its environment, not of one configuration (an environment variable
-    fedevo reads as a choice or a count with a value it does not take, fedevo/envvars.py; a GPU asked for where
-    torch sees none): a search stops at the first evaluation that meets it, resumable once fixed, as for a
-    missing dataset."""
+    fedevo reads as a choice, an on/off or a count with a value it does not take, fedevo/envvars.py; a GPU asked
+    for where torch sees none): a search stops at the first evaluation that meets it, resumable once fixed, as for
+    a missing dataset."""
 
 
 class NoDeviceError(SetupError):

@@ -142,7 +142,8 @@ def precision(setting: str, device: str = "cpu") -> Precision:
 def device(setting: str):
     """The torch.device local training runs on for a config's `device` setting: 'cpu', 'cuda' (a FedevoError
     when torch sees no GPU) or 'auto' (cuda when torch sees one; the FEDEVO_DEVICE environment variable, 'cpu'
-    or 'cuda', overrides what 'auto' picks: the test suite sets it to 'cpu'). CUDA comes set up by `cuda_setup`.
+    or 'cuda' in any case, overrides what 'auto' picks: the test suite sets it to 'cpu'; another value is a
+    SetupError, envvars.env_choice). CUDA comes set up by `cuda_setup`.
 
     Under Ray, a task sees the GPUs Ray gave it (CUDA_VISIBLE_DEVICES); fedevo's runner hides every GPU from
     tasks that reserved none (search/runner.py), so 'auto' trains those on the CPU."""
@@ -151,20 +152,17 @@ def device(setting: str):
 
 def device_choice(setting: str):
     """(torch.device, one line saying why) for a `device` setting; see `device`."""
-    import os
-
     import torch
 
-    from .errors import FedevoError, NoDeviceError, SetupError
+    from .envvars import env_choice
+    from .errors import FedevoError, NoDeviceError
 
     if setting not in ("auto", "cpu", "cuda"):
         raise FedevoError(f"device must be 'auto', 'cpu' or 'cuda', got {setting!r}")
     reason = f"device = {setting!r} in the configuration"
     if setting == "auto":
-        env = os.environ.get("FEDEVO_DEVICE", "")
-        if env:
-            if env not in ("cpu", "cuda"):
-                raise SetupError(f"FEDEVO_DEVICE must be 'cpu' or 'cuda' (or unset), got {env!r}")
+        env = env_choice("FEDEVO_DEVICE", ("cpu", "cuda"), None, expected="'cpu' or 'cuda' (or unset)")
+        if env is not None:
             setting, reason = env, f"auto: FEDEVO_DEVICE={env}"
     if setting == "cpu":
         return torch.device("cpu"), reason

@@ -269,9 +269,9 @@ def _map(fn, items, threads: int) -> list:
 def cpu_threads() -> int:
     """Runs whose CPU work (preparation, each round's uploads, secure aggregation, server noise and SET, the
     accountant and the test accuracies at the end) go at once:
-    FEDEVO_POPULATION_THREADS, else the CPU count."""
+    FEDEVO_POPULATION_THREADS, else the CPUs this process may run on (`hardware.cores`: its affinity)."""
     n = env_count("FEDEVO_POPULATION_THREADS")
-    return n if n is not None else (os.cpu_count() or 1)
+    return n if n is not None else hardware.cores()
 
 
 def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[_Clock] = None,

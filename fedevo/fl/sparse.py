@@ -13,11 +13,11 @@ matmuls (with two chunk threads the sparse kernel scales better and wins to ~0.4
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import torch
 
+from ..envvars import env_auto_flag
 from ..privacy.mechanisms import batch_norms, draws_compact
 
 # active FC fraction under which the sparse path is used. fp32: against the native fp32 GEMM path (dense32.c),
@@ -29,19 +29,20 @@ MAX_LAYERS = 15  # weight matrices
 
 
 def sparse_mode() -> str:
-    """FEDEVO_SPARSE: 'auto' (default: by density), '1' (whenever possible, for tests) or '0' (never)."""
-    return os.environ.get("FEDEVO_SPARSE", "auto").lower()
+    """FEDEVO_SPARSE: 'auto' (default: by density), '1' (or on/yes/true: whenever possible, for tests) or '0' (or
+    off/no/false: never), returned as 'auto', '1' or '0'; another value is a SetupError (envvars.env_auto_flag)."""
+    return {None: "auto", True: "1", False: "0"}[env_auto_flag("FEDEVO_SPARSE")]
 
 
 def applies(model, masks: list[Optional[torch.Tensor]], batch_size: int, kernels) -> bool:
     """Whether `SparseStep` can and should train this chunk: an MLP whose every weight matrix is masked."""
     mode = sparse_mode()
-    if kernels is None or mode in ("0", "off", "no", "false") or getattr(model, "kind", "") != "mlp":
+    if kernels is None or mode == "0" or getattr(model, "kind", "") != "mlp":
         return False
     fc = model.fc_weight_ids
     if batch_size > MAX_BATCH or len(fc) > MAX_LAYERS or any(masks[i] is None for i in fc):
         return False
-    if mode in ("1", "on", "yes", "true"):
+    if mode == "1":
         return True
     active = sum(float(masks[i].sum()) for i in fc)
     limit = MAX_DENSITY.get(getattr(model, "compute_dtype", torch.float32), MAX_DENSITY[torch.float32])

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -55,7 +54,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from ..envvars import env_count, env_flag
+from ..envvars import env_choice, env_count, env_flag
 from . import stacked_fused
 from .engine import batch_schedule, intra_op_threads
 
@@ -90,25 +89,28 @@ SCHEDULES = ("engine", "device")
 def schedule_setting(setting: str = "engine") -> str:
     """The batch schedule: FEDEVO_SCHEDULE where set (an override), else `setting` (a config's batch_schedule):
     'engine' (the CPU engine's draws) or 'device' (drawn on the device)."""
-    v = os.environ.get("FEDEVO_SCHEDULE", "").lower() or setting
-    if v not in SCHEDULES:
-        from ..errors import SetupError
-        raise SetupError(f"FEDEVO_SCHEDULE must be 'engine' or 'device', got {v!r}")
+    v = env_choice("FEDEVO_SCHEDULE", SCHEDULES, setting, expected="'engine' or 'device'")
+    if v not in SCHEDULES:  # `setting` itself (a SimConfig checks its batch_schedule: only a direct call gets here)
+        from ..errors import FedevoError
+        raise FedevoError(f"batch_schedule must be 'engine' or 'device', got {v!r}")
     return v
+
+
+def _opt_in(variable: str, setting: bool) -> bool:
+    """A config's opt-in `setting`, overridden by environment variable `variable` where set (1/0: env_flag)."""
+    return env_flag(variable, bool(setting))
 
 
 def tf32_enabled(setting: bool = False) -> bool:
     """TF32 matmuls in the stacked trainer on CUDA: FEDEVO_CUDA_TF32 where set (an override: 1/0), else `setting`
     (a config's tf32; off by default)."""
-    env = env_flag("FEDEVO_CUDA_TF32")
-    return bool(setting) if env is None else env
+    return _opt_in("FEDEVO_CUDA_TF32", setting)
 
 
 def compile_enabled(setting: bool = False) -> bool:
     """The step loop's pointwise work torch.compile'd in the stacked trainer on CUDA: FEDEVO_CUDA_COMPILE where set
     (an override: 1/0), else `setting` (a config's torch_compile; off by default)."""
-    env = env_flag("FEDEVO_CUDA_COMPILE")
-    return bool(setting) if env is None else env
+    return _opt_in("FEDEVO_CUDA_COMPILE", setting)
 
 
 def settings_of(cfg) -> dict:
@@ -128,8 +130,9 @@ def opt_ins(cfg, device) -> dict:
 
 
 def enabled() -> bool:
-    """FEDEVO_STACKED=0: the device path of fl/device.py for MLPs too (what this replaced; benchmarks compare)."""
-    return os.environ.get("FEDEVO_STACKED", "1").lower() not in ("0", "off", "no", "false")
+    """FEDEVO_STACKED=0: the device path of fl/device.py for MLPs too (what this replaced; benchmarks compare).
+    On by default; a value env_flag does not take is a SetupError."""
+    return env_flag("FEDEVO_STACKED", True)
 
 
 def split(flat: torch.Tensor, chunks: Sequence) -> list[torch.Tensor]:
@@ -515,7 +518,9 @@ def plan_threads() -> int:
 
 
 def graphs_enabled() -> bool:
-    return os.environ.get("FEDEVO_CUDA_GRAPHS", "1").lower() not in ("0", "off", "no", "false")
+    """FEDEVO_CUDA_GRAPHS=0: the stacked trainer's step loops eager on CUDA, no captured graphs. On by default; a
+    value env_flag does not take is a SetupError."""
+    return env_flag("FEDEVO_CUDA_GRAPHS", True)
 
 
 class _GraphCache:

@@ -27,7 +27,6 @@ import contextlib
 import copy
 import functools
 import math
-import os
 import sys
 import threading
 from typing import Callable, Optional
@@ -38,6 +37,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from ..config import CNNArch, UserArch
+from ..envvars import env_auto_flag
 from ..errors import FedevoError
 from .cnn import StackedCNN
 from .layout import conv_layout
@@ -46,9 +46,9 @@ from ..plugins import load_callable
 from ..usercode import call_user
 
 def lowering_enabled() -> bool:
-    """FEDEVO_LOWER: 'auto' (default: lower recognisable stacks) or '0' (never: the generic path, for tests and
-    benchmarks)."""
-    return os.environ.get("FEDEVO_LOWER", "auto").lower() not in ("0", "off", "no", "false")
+    """FEDEVO_LOWER: 'auto' (default; or 1/on/yes/true: lower recognisable stacks) or 0/off/no/false (never: the
+    generic path, for tests and benchmarks); another value is a SetupError (envvars.env_auto_flag)."""
+    return env_auto_flag("FEDEVO_LOWER") is not False
 
 
 # ------------------------------------------------------------------ the factory

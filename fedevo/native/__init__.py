@@ -26,7 +26,11 @@ ctypes releases the GIL during a call, so chunk threads run these in parallel.
 The library is built with the system C compiler (``$CC`` or ``cc``) on first use into
 ``$FEDEVO_CACHE`` (default ``~/.cache/fedevo``), named by a hash of the source, flags and CPU, so a shared
 home directory with different CPUs is safe. No compiler, a failed build or ``FEDEVO_NATIVE=0``: `load()`
-returns None and callers fall back to torch (noise: different numbers, same distribution).
+returns None and callers fall back to torch (noise: different numbers, same distribution). A value of
+``FEDEVO_NATIVE`` that is not an on/off (a typo: ``ture``) is a one-line SetupError from `load()` rather than a
+silent choice: the first call reads the variable (later calls return what it loaded), and every first call is
+where an error is caught (a search's start, `searching.run.versions`, before its run directory is made; inside an
+evaluation, which the runners turn into a stopped, resumable search; never at import).
 Compiled with ``-ffast-math`` but linked without it, so loading it does not set flush-to-zero for the process.
 """
 
@@ -42,6 +46,8 @@ import tempfile
 import threading
 from pathlib import Path
 from typing import Optional, Sequence
+
+from ..envvars import env_flag
 
 HERE = Path(__file__).parent
 SOURCES = tuple(HERE / f for f in ("noise.c", "step.c", "sparse_mlp.c", "gemm.c", "similarity.c", "dense32.c",
@@ -163,12 +169,13 @@ class Kernels:
 
 
 def load() -> Optional[Kernels]:
-    """The native kernels, or None (reason in `status()`)."""
+    """The native kernels, or None (reason in `status()`); a SetupError where FEDEVO_NATIVE is not an on/off
+    (envvars.env_flag; nothing is cached then, so every call says so)."""
     with _lock:
         if "kernels" in _state:
             return _state["kernels"]
         kern, why = None, ""
-        if os.environ.get("FEDEVO_NATIVE", "1").lower() in ("0", "no", "off", "false"):
+        if not env_flag("FEDEVO_NATIVE", True):
             why = "FEDEVO_NATIVE=0"
         else:
             cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")

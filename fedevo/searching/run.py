@@ -240,6 +240,7 @@ class SearchRun:
         evaluators.check(evaluator, problem, settings.rounds)  # the simulator's memory check; others: none
         batched.check(runtime, evaluator, multi_fidelity=settings.multi_fidelity)
         inputs = fingerprint(problem, settings)  # before anything is written: an unreadable file is one line
+        vers = versions()  # so too a bad FEDEVO_NATIVE (versions reads native.status: a SetupError)
         if out.is_dir() and _content(out):
             _refuse_nonempty(out, ident)
         made = not out.exists()
@@ -276,7 +277,7 @@ class SearchRun:
             "hypervolume": {**HYPERVOLUME, "ref_point": [HV_REF] * len(objectives)},
             "runtime_at_start": asdict(runtime),
             "host": {"cores": cores(), "platform": platform.platform()},
-            "versions": versions(),
+            "versions": vers,
             "command": " ".join(sys.argv),
             "inputs": inputs,  # the data and code files' SHA-256: resume checks them (inputs.py)
         }

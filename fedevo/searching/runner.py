@@ -8,8 +8,9 @@ injected: any callable ``evaluator(problem, params, *, seed, rounds, data_dir) -
 Faults: an evaluation that raises becomes a ``failed`` result carrying its traceback (the search goes on);
 a Ray worker that dies mid-task is retried by Ray (``max_retries``) and, if it keeps dying, recorded as
 ``failed``. A :class:`~fedevo.errors.DataNotFoundError` (or a :class:`~fedevo.errors.SetupError`: device
-'cuda' where torch sees no GPU, a FEDEVO_* choice or count with a value it does not take) is a setup problem,
-not an individual's fault: it stops the search (resumable once the data, the GPU or the variable is right).
+'cuda' where torch sees no GPU, a FEDEVO_* choice, on/off or count with a value it does not take) is a setup
+problem, not an individual's fault: it stops the search (resumable once the data, the GPU or the variable is
+right).
 """
 
 from __future__ import annotations

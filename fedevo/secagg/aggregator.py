@@ -46,10 +46,9 @@ SIMULATIONS = ("sum", "protocol")
 
 def simulation_from_env() -> str:
     """FEDEVO_SECAGG: "sum" (unset) or "protocol"; anything else is a one-line error."""
-    value = os.environ.get("FEDEVO_SECAGG", "").strip().lower() or "sum"
-    if value not in SIMULATIONS:
-        raise SetupError(f"FEDEVO_SECAGG must be one of {', '.join(SIMULATIONS)}, got {value!r}")
-    return value
+    from ..envvars import env_choice
+
+    return env_choice("FEDEVO_SECAGG", SIMULATIONS, "sum")
 
 
 class SecureAggregator:

@@ -26,7 +26,6 @@ error is then the one `simulate` raises). A batch mixing data sets trains one st
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor

@@ -26,7 +26,6 @@ FEDEVO_SECAGG (default "sum").
 from __future__ import annotations
 
 import math
-import os
 import random
 import time
 from typing import Optional, Union
@@ -34,7 +33,7 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from ..errors import SetupError
+from ..envvars import env_choice
 from .graph import check_neighbours, degree, neighbourhood_threshold
 from .ideal import IdealSum
 from .protocol import RoundParams, SecAggAbort, client_words
@@ -46,8 +45,6 @@ SIMULATIONS = ("sum", "protocol")
 
 def simulation_from_env() -> str:
     """FEDEVO_SECAGG: "sum" (unset) or "protocol"; anything else is a one-line error."""
-    from ..envvars import env_choice
-
     return env_choice("FEDEVO_SECAGG", SIMULATIONS, "sum")
 
 

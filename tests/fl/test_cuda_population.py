@@ -106,3 +106,19 @@ def test_simulate_on_cuda_takes_the_stacked_path():
     finally:
         os.environ.pop("FEDEVO_STACKED")
     assert abs(old.error - a.error) <= 0.02 and (old.eps, old.comm) == (a.eps, a.comm)
+
+
+def test_overlapped_run_sides_on_cuda_equal_after_training(problem, monkeypatch):  # noqa: F811
+    """Each run's side of a round on its thread's own stream, started as its bucket is queued (the default),
+    against the same after the round's training (overlap=False) and one thread: bit for bit, twice (a race
+    between the streams would show as a difference), central and secure-aggregation members."""
+    from fedevo.fl.population import evaluate_population as batched
+
+    gen, seeds = GENERATION * 2, SEEDS + [s + 10 for s in SEEDS]
+    assert {p.get("trust", "central") for p in gen} == {"central", "secagg"}
+    monkeypatch.setenv("FEDEVO_POPULATION_THREADS", "1")
+    want = [_objectives(r) for r in batched(problem, gen, seeds, device="cuda", overlap=False)]
+    monkeypatch.setenv("FEDEVO_POPULATION_THREADS", "8")
+    for overlap in (False, True, True):
+        got = batched(problem, gen, seeds, device="cuda", overlap=overlap)
+        assert [_objectives(r) for r in got] == want, overlap

@@ -278,7 +278,7 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
     """Advance every run's round loop to its end, one round at a time, local training stacked; each run's CPU
     side of a round in a thread of `threads` (default `cpu_threads`), started as soon as its bucket is queued: on a
     GPU the first buckets' uploads, server side and next round's sampling overlap the later buckets' training
-    (overlap=False: started once every bucket is queued)."""
+    (overlap=False, or one thread: started once every bucket is queued)."""
     clock = clock or _Clock(None)
     threads = threads or cpu_threads()
     finish = clock.each("rounds_sum_s")(lambda job: _finish_round(*job, clock))
@@ -306,11 +306,8 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
                 def on_bucket(idx, flats, group=group, pending=pending, later=later):
                     # each run's own objects only: the numbers do not depend on the threads or the overlap
                     jobs = [(group[i], f) for i, f in zip(idx, flats)]
-                    if not overlap:
-                        later.extend(jobs)
-                    elif pool is None:
-                        for job in jobs:
-                            finish(job)
+                    if not overlap or pool is None:  # one thread: after every bucket is queued (a run's side
+                        later.extend(jobs)  # here would wait for its bucket before the next one is queued)
                     else:
                         ready = _Queued(device)
                         pending.extend(pool.submit(ready.then, finish, job) for job in jobs)

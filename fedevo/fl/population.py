@@ -188,8 +188,8 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
 
 
 def _measure_batch(runs, d, exact, clock, threads, results, t0, overlap: bool = True) -> None:
-    """Train the runs' round loops together, then each run's result into results[its index]."""
-    _train(runs, d, exact, clock, threads, overlap)
+    """Train the runs' round loops together and measure each run's result (as soon as its loop ends, in its
+    thread, where the run sides overlap the training), into results[its index]."""
     acc = device_accuracies(d) if d.type != "cpu" else None
 
     @clock.each("measure_sum_s")
@@ -198,6 +198,7 @@ def _measure_batch(runs, d, exact, clock, threads, results, t0, overlap: bool = 
             r.result = measure(r.cfg, r.seed, r.su, r.result_out, t0=t0, stop=r.cfg.rounds,
                                engine=stacked_fused.engine_label(r.engine), accuracies=acc)
         return r.result
+    _train(runs, d, exact, clock, threads, overlap, on_done=result)
     for r, res in zip(runs, _map(result, runs, threads)):
         results[r.index] = res
     clock.lap("measure_s")
@@ -216,7 +217,8 @@ PHASES = {  # simulate_population's `timings`: wall seconds of its phases, in or
                          "round's sampling and chunks",
     "plan_ahead_sum_s": "of rounds_sum_s (and before the first round): each run's next batch schedule drawn in its "
                         "thread, summed over the runs",
-    "measure_s": "each run's result: the accountant's ε and the test accuracies (in threads)",
+    "measure_s": "each run's result not measured yet: the accountant's ε and the test accuracies (in threads; "
+                 "overlapping, a run ending in an early bucket is measured in its thread during train_s)",
     "measure_sum_s": "the same, summed over the runs",
     "alone_s": "the evaluations that are not batched, one after another",
 }
@@ -274,14 +276,21 @@ def cpu_threads() -> int:
 
 
 def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[_Clock] = None,
-           threads: Optional[int] = None, overlap: bool = True) -> None:
+           threads: Optional[int] = None, overlap: bool = True, on_done=None) -> None:
     """Advance every run's round loop to its end, one round at a time, local training stacked; each run's CPU
     side of a round in a thread of `threads` (default `cpu_threads`), started as soon as its bucket is queued: on a
     GPU the first buckets' uploads, server side and next round's sampling overlap the later buckets' training
-    (overlap=False, or one thread: started once every bucket is queued)."""
+    (overlap=False, or one thread: started once every bucket is queued). on_done(run): called in the run's thread
+    when its loop ends there (overlapping: its result measured while the later buckets train)."""
     clock = clock or _Clock(None)
     threads = threads or cpu_threads()
     finish = clock.each("rounds_sum_s")(lambda job: _finish_round(*job, clock))
+
+    def side(job):  # a run's side of the round in a thread of the pool; its result where its loop ended
+        finish(job)
+        r = job[0]
+        if on_done is not None and r.work is None and r.result is None and r.result_out is not None:
+            on_done(r)
     xs: dict = {}
     for r in runs:
         r.work = _advance(r, None, first=True)
@@ -310,7 +319,7 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
                         later.extend(jobs)  # here would wait for its bucket before the next one is queued)
                     else:
                         ready = _Queued(device)
-                        pending.extend(pool.submit(ready.then, finish, job) for job in jobs)
+                        pending.extend(pool.submit(ready.then, side, job) for job in jobs)
 
                 stacked.train_members(members, x, data.y_train, device=device, exact=exact, timings=clock.timings,
                                       on_bucket=on_bucket, before_capture=lambda pending=pending: _wait(pending))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import numpy as np
@@ -58,23 +59,43 @@ class DDGEncoder:
         self.stats["rounds"] += 1
 
     def encode(self, row: np.ndarray, client: int) -> np.ndarray:
+        return self.encode_rows(row.reshape(1, -1), [client])[0]
+
+    def encode_rows(self, rows: np.ndarray, clients, threads: int = 1) -> list[np.ndarray]:
+        """`encode` of each row (c, n), in order. With the native kernel the rows go in up to `threads` threads
+        (each row's numbers depend only on its key, drawn in row order first: the same numbers in any number of
+        threads); the numpy sampler draws from one stream, row after row."""
         t0 = time.perf_counter()
-        q = np.empty(row.size + 1, dtype=np.int64)
-        q[-1] = 1
+        c, n = rows.shape
+        q = np.empty((c, n + 1), dtype=np.int64)
+        q[:, -1] = 1
         kern = native.load() if self.use_native else None
         if kern is not None:  # the same algorithm in C (native/ddg.c), ~10x faster; different numbers
-            x = np.ascontiguousarray(row, dtype=np.float64)
-            if kern.ddg_encode(x.ctypes.data, x.size, 1.0 / self.gamma, self._std,
-                               int(self.rng.integers(0, 2**63)), q.ctypes.data) != 0:
-                raise ValueError(f"discrete Gaussian std must be > 0, got {self._std}")
+            x = np.ascontiguousarray(rows, dtype=np.float64)
+            keys = [int(self.rng.integers(0, 2**63)) for _ in range(c)]
+
+            def one(i):  # ctypes releases the GIL: rows in parallel
+                if kern.ddg_encode(x[i].ctypes.data, n, 1.0 / self.gamma, self._std, keys[i],
+                                   q[i].ctypes.data) != 0:
+                    raise ValueError(f"discrete Gaussian std must be > 0, got {self._std}")
+            threads = max(1, min(int(threads), c))
+            if threads == 1:
+                for i in range(c):
+                    one(i)
+            else:
+                with ThreadPoolExecutor(threads) as pool:
+                    list(pool.map(one, range(c)))
         else:
-            y = row / self.gamma
-            low = np.floor(y)
-            q[:-1] = low.astype(np.int64) + (self.rng.random(y.shape) < (y - low))  # unbiased randomised rounding
-            q[:-1] += ddg.discrete_gaussian(sigma=self._std, size=row.size, rng=self.rng)
-        self._exact = q.copy() if self._exact is None else self._exact + q  # diagnostics: the unwrapped sum
+            for i in range(c):
+                y = rows[i] / self.gamma
+                low = np.floor(y)
+                q[i, :-1] = low.astype(np.int64) + (self.rng.random(y.shape) < (y - low))  # unbiased rounding
+                q[i, :-1] += ddg.discrete_gaussian(sigma=self._std, size=n, rng=self.rng)
+        total = q.sum(0)  # diagnostics: the unwrapped sum
+        self._exact = total if self._exact is None else self._exact + total
+        out = [r.astype(self._unsigned) for r in q]  # two's complement mod 2^bits
         self.stats["encode_s"] += time.perf_counter() - t0
-        return q.astype(self._unsigned)  # two's complement mod 2^bits
+        return out
 
     def decode(self, total: np.ndarray) -> tuple[np.ndarray, float]:
         signed = total.view(self._signed).astype(np.int64)

@@ -14,7 +14,9 @@ then taken over a neighbourhood: t = ⌈θ·(d + 1)⌉, at most d (θ·n for the
 
 `encoder`: replaces the fixed-point encoding (e.g. `fedevo.privacy.distributed.DDGEncoder`: randomised rounding
 plus a discrete Gaussian noise share, every client weighted 1); it has `begin_round(arrived: int)`,
-`encode(row, client) -> uint vector` and `decode(total) -> (sum vector, count)`.
+`encode(row, client) -> uint vector` and `decode(total) -> (sum vector, count)`, and may have
+`encode_rows(rows, clients, threads) -> [uint vector, ...]` (a chunk's rows at once, in up to `threads` threads:
+torch's intra-op count, 1 inside a batched generation whose runs already go in threads).
 
 `simulation`: "sum" (the default) computes what the round reveals directly (`ideal.IdealSum`: the survivors'
 modular sum, or the protocol's abort); "protocol" runs the clients and the server with their keys, shares and
@@ -147,8 +149,11 @@ class SecureAggregator:
             idx = self._idx_on
         x = flat.index_select(1, idx).cpu().to(torch.float64).numpy()
         if self.encoder is not None:
-            for row, cid in zip(x, clients):
-                self._upload(int(cid), self.encoder.encode(row, int(cid)))
+            rows = getattr(self.encoder, "encode_rows", None)  # the rows at once, in torch's intra-op threads
+            encoded = rows(x, [int(c) for c in clients], threads=torch.get_num_threads()) if rows is not None \
+                else [self.encoder.encode(row, int(cid)) for row, cid in zip(x, clients)]
+            for enc, cid in zip(encoded, clients):
+                self._upload(int(cid), enc)
             self.stats["values"] += x.size
             self.stats["mask_s"] += time.perf_counter() - t0
             return

@@ -6,6 +6,7 @@
 #
 #     bash benchmarks/gpu_session.sh                      # every step (about 4 minutes on an H100 or H200)
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
+#     bash benchmarks/gpu_session.sh generation-opt-ins   # a step the default leaves out (named only)
 #
 # Before the first call, on this machine (both folders are git-ignored; the device tool carries them):
 #     mkdir -p .gpu-data && cp /usr/share/datasets/fashion-mnist/*.gz .gpu-data/       # Fashion-MNIST's IDX files
@@ -54,3 +55,8 @@ step accountant 40 python3 benchmarks/accountant_offload.py
 step generation 120 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
 step generation-central 80 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
   --data-dir "$DATA"
+# named only (not in the default list: the default's steps fill one device call): the generation with the schedule
+# drawn on the GPU and TF32 matmuls (a third of the fp32 arithmetic's time; torch_compile is left out: the buckets'
+# client counts change from round to round, and each new shape would compile)
+step generation-opt-ins 90 env FEDEVO_SCHEDULE=device FEDEVO_CUDA_TF32=1 python3 benchmarks/cuda_population.py \
+  --no-round --no-today --trust central --data-dir "$DATA"

@@ -67,7 +67,7 @@ def main(argv=None) -> None:
                            seeds=[0], epochs=cfg.epochs, batch_size=cfg.batch_size, schedule="engine", tf32=False,
                            torch_compile=False)
         rows.append(dict(i=i, p=p, dims=dims, arrived=arrived, macs=macs, key=stacked.bucket_key(m),
-                         per_epoch=samples * cfg.epochs * arrived, rounds=cfg.rounds))
+                         per_epoch=samples * cfg.epochs * arrived, rounds=cfg.rounds, exact_key=stacked.bucket_key(m, exact=True)))
     buckets = defaultdict(list)
     for r in rows:
         buckets[r["key"]].append(r)
@@ -78,6 +78,7 @@ def main(argv=None) -> None:
             r['padded'] = per_sample * r["per_epoch"]
             r["bucket"] = "x".join(str(w) for w in widest[1:-1])
 
+    exact = len({r["exact_key"] for r in rows})
     genes = [g.name for g in problem.genes if g.name in ("trust", "layers", "units", "participation")]
     print(f"{a.problem}: a generation of {a.generation} drawn uniformly from its genes (seed {a.gen_seed}); "
           f"multiply-adds of one round's local training (expected arrivals), GMAC")
@@ -90,6 +91,7 @@ def main(argv=None) -> None:
     big = max(rows, key=lambda r: r['macs'])
     print(f"generation: {own / 1e9:.4g} GMAC a round dense, {padded / 1e9:.4g} in its {len(buckets)} buckets "
           f"(padding +{100 * (padded / own - 1):.0f} %); largest member #{big['i']}: {big['macs'] / 1e9:.4g} GMAC")
+    print(f"with exact=True (equal widths only share a bucket): {exact} buckets, no padding")
     print(f"ratio to the largest member: {own / big['macs']:.2f} dense, {padded / big['macs']:.2f} as bucketed "
           f"-> the batch in <= 2x the largest alone needs the member alone at <= "
           f"{100 * 2 * big['macs'] / padded:.0f} % of the batch's arithmetic throughput")

@@ -277,6 +277,15 @@ def generation(a, dev) -> None:
               f"{t_pop / today_t[slow_t]:.2f}); the generation one by one {np.nansum(today_t):.3f} s "
               f"({np.nansum(today_t) / t_pop:.1f}x the batch)")
     print(f"batch vs alone: max |Δ error| {max(derr):.1e}; ε, comm and Ω equal for {sum(same)}/{len(same)}")
+    from generation_arithmetic import member_rows
+
+    rows = member_rows(problem, gen, a.rounds)
+    T, big = configs[0].rounds, max(rows, key=lambda r: r["macs"])
+    flop, flop_big = 2 * T * sum(r["padded"] for r in rows), 2 * T * big["macs"]
+    print(f"arithmetic (counts at the expected arrivals, benchmarks/generation_arithmetic.py): the batch's local "
+          f"training {flop / 1e12:.2f} TFLOP as bucketed, {flop / 1e12 / t_pop:.2f} TFLOP/s over its wall time; the "
+          f"largest member (#{big['i']}) {flop_big / 1e12:.2f} TFLOP, alone {flop_big / 1e12 / alone_t[big['i']]:.2f} "
+          f"TFLOP/s; the batch holds {flop / flop_big:.2f}x its arithmetic")
     print(f"the same batch with each round's run sides only after all its buckets are queued (overlap=False, the "
           f"way before), just before it: {t_before:.3f} s ({t_before / t_pop:.2f}x the batch's time); results "
           f"equal: {same_before}")

@@ -29,14 +29,43 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cuda_population import draw_generation  # noqa: E402
-
 from fedevo.config import MLPArch  # noqa: E402
 from fedevo.fl import stacked  # noqa: E402
 from fedevo.data.catalog import N_TRAIN  # noqa: E402
 from fedevo.fl.cost import INPUT_SHAPES, NUM_CLASSES  # noqa: E402
 from fedevo.models.layout import fc_dims  # noqa: E402
 from fedevo.problem import load_problem  # noqa: E402
+
+
+def member_rows(problem, gen: list, rounds=None, samples=None) -> list[dict]:
+    """Per member of `gen` (parameter dicts of `problem`): its widths, expected arrived clients a round, dense
+    multiply-adds of one round's local training ('macs'), the same padded to its bucket's widest ('padded', with
+    'bucket' its widths), its bucket keys ('key', 'exact_key') and the planned rounds."""
+    rows = []
+    for i, p in enumerate(gen):
+        cfg = problem.sim_config(p, rounds=rounds)
+        if not isinstance(cfg.arch, MLPArch):
+            raise SystemExit(f"{problem.name}: the stacked trainer batches MLPs only")
+        dims = tuple(fc_dims(math.prod(INPUT_SHAPES[cfg.data.dataset]), cfg.arch, NUM_CLASSES))
+        n = samples or N_TRAIN[cfg.data.dataset] // cfg.data.clients
+        arrived = cfg.sampled_per_round * (1.0 - cfg.upload_loss)
+        per_sample = 3 * sum(x * y for x, y in zip(dims[:-1], dims[1:]))
+        m = stacked.Member(dims=dims, params=[], masks={}, lr=cfg.lr, chunks=[[np.arange(n)] * max(1, round(arrived))],
+                           seeds=[0], epochs=cfg.epochs, batch_size=cfg.batch_size, schedule="engine", tf32=False,
+                           torch_compile=False)
+        rows.append(dict(i=i, p=p, dims=dims, arrived=arrived, macs=per_sample * n * cfg.epochs * arrived,
+                         per_epoch=n * cfg.epochs * arrived, rounds=cfg.rounds, key=stacked.bucket_key(m),
+                         exact_key=stacked.bucket_key(m, exact=True)))
+    buckets = defaultdict(list)
+    for r in rows:
+        buckets[r["key"]].append(r)
+    for ms in buckets.values():
+        widest = [max(r["dims"][j] for r in ms) for j in range(len(ms[0]["dims"]))]
+        per_sample = 3 * sum(x * y for x, y in zip(widest[:-1], widest[1:]))
+        for r in ms:
+            r["padded"] = per_sample * r["per_epoch"]
+            r["bucket"] = "x".join(str(w) for w in widest[1:-1])
+    return rows
 
 
 def main(argv=None) -> None:
@@ -49,35 +78,11 @@ def main(argv=None) -> None:
                     help="training samples per client (default: the data set's training examples / clients)")
     ap.add_argument("--tflops", type=float, default=None)
     a = ap.parse_args(argv)
+    from cuda_population import draw_generation  # here: cuda_population imports member_rows
 
     problem = load_problem(a.problem)
-    gen = draw_generation(problem, a.generation, a.gen_seed)
-    rows = []
-    for i, p in enumerate(gen):
-        cfg = problem.sim_config(p, rounds=a.rounds)
-        if not isinstance(cfg.arch, MLPArch):
-            raise SystemExit(f"{a.problem}: the stacked trainer batches MLPs only")
-        dims = tuple(fc_dims(math.prod(INPUT_SHAPES[cfg.data.dataset]), cfg.arch, NUM_CLASSES))
-        samples = a.samples or N_TRAIN[cfg.data.dataset] // cfg.data.clients
-        arrived = cfg.sampled_per_round * (1.0 - cfg.upload_loss)
-        per_sample = 3 * sum(x * y for x, y in zip(dims[:-1], dims[1:]))
-        macs = per_sample * samples * cfg.epochs * arrived
-        clients = max(1, round(arrived))
-        m = stacked.Member(dims=dims, params=[], masks={}, lr=cfg.lr, chunks=[[np.arange(samples)] * clients],
-                           seeds=[0], epochs=cfg.epochs, batch_size=cfg.batch_size, schedule="engine", tf32=False,
-                           torch_compile=False)
-        rows.append(dict(i=i, p=p, dims=dims, arrived=arrived, macs=macs, key=stacked.bucket_key(m),
-                         per_epoch=samples * cfg.epochs * arrived, rounds=cfg.rounds, exact_key=stacked.bucket_key(m, exact=True)))
-    buckets = defaultdict(list)
-    for r in rows:
-        buckets[r["key"]].append(r)
-    for ms in buckets.values():
-        widest = [max(r["dims"][j] for r in ms) for j in range(len(ms[0]["dims"]))]
-        per_sample = 3 * sum(x * y for x, y in zip(widest[:-1], widest[1:]))
-        for r in ms:
-            r['padded'] = per_sample * r["per_epoch"]
-            r["bucket"] = "x".join(str(w) for w in widest[1:-1])
-
+    rows = member_rows(problem, draw_generation(problem, a.generation, a.gen_seed), a.rounds, a.samples)
+    buckets = {r["key"] for r in rows}
     exact = len({r["exact_key"] for r in rows})
     genes = [g.name for g in problem.genes if g.name in ("trust", "layers", "units", "participation")]
     print(f"{a.problem}: a generation of {a.generation} drawn uniformly from its genes (seed {a.gen_seed}); "

@@ -533,8 +533,11 @@ class _GraphCache:
         self.graphs: OrderedDict = OrderedDict()
 
     def run(self, bucket: _Bucket, x: torch.Tensor, before_capture: Optional[Callable[[], None]] = None) -> dict:
-        """before_capture: called before a capture (the caller's other threads' GPU work settled: a capture
-        fails where another thread synchronises with the device meanwhile)."""
+        """before_capture: called where the caller's other threads must not use the GPU (their work settled):
+        before a capture (a capture fails where another thread synchronises with the device meanwhile) and before
+        the process-wide TF32 setting changes for an eager run or a capture (torch's cuBLAS flag is not per
+        thread: another thread's matmuls launched meanwhile would take it). A replay needs neither: its TF32 or
+        not is in the captured graph."""
         key = (bucket.key(), x.data_ptr(), x.shape)
         hit = self.graphs.get(key)
         if hit is not None:
@@ -545,6 +548,13 @@ class _GraphCache:
             return state
         state: dict = {}
         bucket.load(state)
+        window = _matmul_tf32(bucket.tf32, settle=before_capture) if bucket.device.type == "cuda" \
+            else contextlib.nullcontext()
+        with window:
+            return self._run_new(bucket, x, key, state, before_capture)
+
+    def _run_new(self, bucket: _Bucket, x: torch.Tensor, key: tuple, state: dict, before_capture) -> dict:
+        """A signature not captured yet: eager the first time (or without CUDA graphs), else captured."""
         if key not in self.seen or bucket.device.type != "cuda" or not graphs_enabled():
             self.seen.add(key)
             bucket.run(state, x)
@@ -573,9 +583,13 @@ _CACHE: dict = {}
 
 
 @contextlib.contextmanager
-def _matmul_tf32(on: bool):
-    """TF32 matmuls inside (captured into a bucket's graph), the process's setting (hardware.cuda_setup) after."""
+def _matmul_tf32(on: bool, settle: Optional[Callable[[], None]] = None):
+    """TF32 matmuls inside (captured into a bucket's graph), the process's setting (hardware.cuda_setup) after.
+    The setting is process-wide, not per thread: settle, where given, is called first where it changes (the
+    caller's other threads idle, so none of their matmuls launches under it)."""
     before = torch.backends.cuda.matmul.allow_tf32
+    if bool(on) != before and settle is not None:
+        settle()
     torch.backends.cuda.matmul.allow_tf32 = bool(on)
     try:
         yield
@@ -603,7 +617,7 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
     on_bucket(indices, updates): called as soon as each bucket's work is queued on the device (its updates not yet
     computed on a GPU), the members' indices and their updates, then once for the members with no client; the
     buckets go largest first (`work_of`), so the last, whose results nothing overlaps, is the smallest.
-    before_capture: see `_GraphCache.run`."""
+    before_capture: see `_GraphCache.run` (a capture, a change of the process-wide TF32 setting)."""
     device = torch.device(device)
     x = x.to(device)
     x = x.reshape(x.shape[0], -1)
@@ -617,8 +631,9 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
         bucket = _Bucket([members[i] for i in idx], y, device)
         if timings is not None:
             timings["plan_s"] = timings.get("plan_s", 0.0) + time.perf_counter() - t
-        # on the CPU (tests) one intra-op thread, as the CPU engine: small ops, no thread wake-ups
-        with intra_op_threads(1) if device.type == "cpu" else _matmul_tf32(bucket.tf32):
+        # on the CPU (tests) one intra-op thread, as the CPU engine: small ops, no thread wake-ups; on CUDA the
+        # bucket's TF32 setting around its eager run or capture (_GraphCache.run)
+        with intra_op_threads(1) if device.type == "cpu" else contextlib.nullcontext():
             state = _cache(device).run(bucket, x, before_capture)
         flats = bucket.deltas(state)
         for i, d in zip(idx, flats):

@@ -122,3 +122,18 @@ def test_overlapped_run_sides_on_cuda_equal_after_training(problem, monkeypatch)
     for overlap in (False, True, True):
         got = batched(problem, gen, seeds, device="cuda", overlap=overlap)
         assert [_objectives(r) for r in got] == want, overlap
+
+
+def test_overlapped_run_sides_with_tf32_members_equal_after_training(problem, monkeypatch):  # noqa: F811
+    """TF32 members (FEDEVO_CUDA_TF32=1): the bucket's process-wide TF32 flag must not reach the other runs'
+    sides in their threads (aggregation's and the test accuracies' matmuls stay fp32, as alone): overlapped
+    equals after the round's training, bit for bit, twice."""
+    from fedevo.fl.population import evaluate_population as batched
+
+    gen, seeds = GENERATION * 2, SEEDS + [s + 10 for s in SEEDS]
+    monkeypatch.setenv("FEDEVO_CUDA_TF32", "1")
+    monkeypatch.setenv("FEDEVO_POPULATION_THREADS", "8")
+    want = [_objectives(r) for r in batched(problem, gen, seeds, device="cuda", overlap=False)]
+    for _ in range(2):
+        got = batched(problem, gen, seeds, device="cuda", overlap=True)
+        assert [_objectives(r) for r in got] == want

@@ -205,3 +205,24 @@ def test_members_schedules_drawn_in_threads_are_each_members_own(threads):
         assert np.array_equal(rows[k:k + m.clients], r) and np.array_equal(ws[k:k + m.clients], w)
         k += m.clients
     assert (ws > 0).sum() == sum(2 * len(ix) for m in members for ch in m.chunks for ix in ch)
+
+
+def test_tf32_window_settles_the_other_threads_before_it_changes_the_process_setting():
+    """torch's cuBLAS TF32 flag is process-wide, not per thread: a bucket that changes it first calls `settle` (the
+    population's run sides drained), so no other thread's matmul launches under another bucket's setting; where
+    the setting stays, nothing is waited for; the setting comes back after."""
+    from fedevo.fl.stacked import _matmul_tf32
+
+    calls = []
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        with _matmul_tf32(False, settle=lambda: calls.append("off")):
+            pass
+        assert calls == []
+        with _matmul_tf32(True, settle=lambda: calls.append(torch.backends.cuda.matmul.allow_tf32)):
+            assert torch.backends.cuda.matmul.allow_tf32 is True
+        assert calls == [False]  # settled before the flag changed
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before

@@ -329,18 +329,18 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
                 clock.lap("rounds_s")
             live = [r for r in live if r.work is not None]
     finally:
-        if pool is not None:
-            pool.shutdown(wait=True)
+        if pool is not None:  # after an error, the run sides not started yet are not started (none is left else)
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _wait(futures: list) -> None:
-    """Wait for every future; the first one's exception raised (after all have ended)."""
+    """Wait for every future; the first one's exception raised (after all have ended). An interrupt of the
+    waiting thread itself (KeyboardInterrupt) is not a future's: it propagates at once."""
     first = None
     for f in futures:
-        try:
-            f.result()
-        except BaseException as e:  # noqa: BLE001 - re-raised below, once the others have ended
-            first = first or e
+        e = f.exception()  # waits; raises only for the waiting thread's own interrupt (or a cancelled future)
+        if e is not None and first is None:
+            first = e
     if first is not None:
         raise first
 

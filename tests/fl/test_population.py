@@ -151,3 +151,36 @@ def test_overlapped_run_sides_equal_one_thread(problem, monkeypatch):
         for a, b in zip(want, got[key]):
             assert _objectives(a) == _objectives(b), key
             assert _untimed(a.privacy) == _untimed(b.privacy), key
+
+
+def test_wait_raises_the_first_failure_after_all_and_the_waiters_own_interrupt_at_once():
+    """population._wait: every future waited for, then the first one's exception; an interrupt of the waiting
+    thread itself is not stored as a future's (it used to be, and the wait went on through every other run side)."""
+    from concurrent.futures import Future
+
+    from fedevo.fl.population import _wait
+
+    def done(exc=None):
+        f = Future()
+        f.set_exception(exc) if exc is not None else f.set_result(None)
+        return f
+    first, second = ValueError("first"), RuntimeError("second")
+    with pytest.raises(ValueError, match="first"):
+        _wait([done(), done(first), done(second), done()])
+
+    class Interrupted:  # a future whose wait the user interrupts (Ctrl-C in the main thread)
+        def result(self):
+            raise KeyboardInterrupt
+
+        exception = result
+
+    waited = []
+
+    class Later:
+        def result(self):
+            waited.append(self)
+
+        exception = result
+    with pytest.raises(KeyboardInterrupt):
+        _wait([done(), Interrupted(), Later()])
+    assert waited == []  # not waited for after the interrupt

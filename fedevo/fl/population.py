@@ -311,14 +311,16 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
                 members = [r.member for r in group]
                 pending: list = []
                 later: list = []
+                queued: list = []  # the round's events, dropped here (not in a worker thread during a capture)
 
-                def on_bucket(idx, flats, group=group, pending=pending, later=later):
+                def on_bucket(idx, flats, group=group, pending=pending, later=later, queued=queued):
                     # each run's own objects only: the numbers do not depend on the threads or the overlap
                     jobs = [(group[i], f) for i, f in zip(idx, flats)]
                     if not overlap or pool is None:  # one thread: after every bucket is queued (a run's side
                         later.extend(jobs)  # here would wait for its bucket before the next one is queued)
                     else:
                         ready = _Queued(device)
+                        queued.append(ready)
                         pending.extend(pool.submit(ready.then, side, job) for job in jobs)
 
                 stacked.train_members(members, x, data.y_train, device=device, exact=exact, timings=clock.timings,

@@ -2,10 +2,10 @@
 "a generation in ≤ 2× the time of its slowest member alone" meets wherever the GPU is busy with arithmetic.
 
 Counts, not timings (no GPU needed; deterministic): for a generation drawn as benchmarks/cuda_population.py draws it
-(--generation N individuals uniformly from the problem's genes, --gen-seed), each member's multiply-adds of one
-round's local training, 3 × (Σ d_i·d_(i+1)) × samples per client × E × expected arrived clients (p·K·(1 − upload
-loss)), dense as the stacked trainer computes it (SET masks are applied to dense weights); then the same after the
-stacked trainer's bucketing (`stacked.bucket_key`: one depth, one power-of-two width class; each member padded to
+(--generation N individuals uniformly from the problem's genes, --gen-seed), each member's multiply-adds of
+one round's local training, 3 × (Σ d_i·d_(i+1)) × samples per client × E × expected arrived clients
+(p·K·(1 − upload loss)), dense as the stacked trainer computes it (SET masks are applied to dense weights);
+then the same after the stacked trainer's bucketing (`stacked.bucket_key`: one depth, one power-of-two width class; each member padded to
 its bucket's widest layers). The ratio Σ / max is what the batch must do against what its largest member alone
 does: where both run at the device's arithmetic throughput, the batch takes that many times as long; the ≤ 2×
 target holds only where a member alone reaches at most 2 / ratio of the batch's throughput.
@@ -50,7 +50,8 @@ def member_rows(problem, gen: list, rounds=None, samples=None) -> list[dict]:
         n = samples or N_TRAIN[cfg.data.dataset] // cfg.data.clients
         arrived = cfg.sampled_per_round * (1.0 - cfg.upload_loss)
         per_sample = 3 * sum(x * y for x, y in zip(dims[:-1], dims[1:]))
-        m = stacked.Member(dims=dims, params=[], masks={}, lr=cfg.lr, chunks=[[np.arange(n)] * max(1, round(arrived))],
+        m = stacked.Member(dims=dims, params=[], masks={}, lr=cfg.lr,
+                           chunks=[[np.arange(n)] * max(1, round(arrived))],
                            seeds=[0], epochs=cfg.epochs, batch_size=cfg.batch_size, schedule="engine", tf32=False,
                            torch_compile=False)
         rows.append(dict(i=i, p=p, dims=dims, arrived=arrived, macs=per_sample * n * cfg.epochs * arrived,
@@ -103,7 +104,8 @@ def main(argv=None) -> None:
     if a.tflops:
         T = rows[0]["rounds"]
         print(f"at {a.tflops:g} TFLOP/s (an estimate, 2 FLOP a multiply-add, {T} rounds): the batch's local training "
-              f"{2 * padded * T / a.tflops / 1e12:.3f} s, the largest member's {2 * big['macs'] * T / a.tflops / 1e12:.3f} s")
+              f"{2 * padded * T / a.tflops / 1e12:.3f} s, the largest member's "
+              f"{2 * big['macs'] * T / a.tflops / 1e12:.3f} s")
 
 
 

@@ -43,6 +43,7 @@ from ..privacy import offload
 from . import stacked, stacked_fused
 from .finite import all_finite
 from .engine import intra_op_threads
+from .aggregate import weighted_mean
 from .rounds import RoundWork, aggregate_uploads, round_program, uploads_on_device
 from .simulate import Setup, _diverged, measure, prepare, simulate
 
@@ -111,11 +112,12 @@ def device_accuracies(device: torch.device):
         x = cache.get(id(data.x_test))
         if x is None:
             x = cache[id(data.x_test)] = data.x_test.to(device)
-        with torch.no_grad():
-            logits = model.logits([p.to(device) for p in params], x)
-            if not all_finite(logits):  # as client_accuracies: an argmax of NaN is no accuracy
-                raise DivergedError("the model's output is not finite (NaN or inf) on the test set")
-            correct = (logits.argmax(1).cpu() == data.y_test).numpy()
+        ps = [p.to(device) for p in params]
+        with torch.no_grad(), stacked.fp32_matmuls():  # launched outside any bucket's TF32 window
+            logits = model.logits(ps, x)
+        if not all_finite(logits):  # as client_accuracies: an argmax of NaN is no accuracy
+            raise DivergedError("the model's output is not finite (NaN or inf) on the test set")
+        correct = (logits.argmax(1).cpu() == data.y_test).numpy()
         per_client = np.array([correct[ix].mean() if len(ix) else np.nan for ix in part.test])
         return per_client, float(correct.mean())
     return accuracies
@@ -393,7 +395,7 @@ def _finish_round(r: _Run, flat: torch.Tensor, clock: Optional["_Clock"] = None)
     @clock.each("rounds_uploads_sum_s")
     def uploads():
         f = flat if uploads_on_device(pv) else flat.cpu()
-        return aggregate_uploads(r.work, stacked.split(f, r.work.chunks), pv, r.su.part.sizes)
+        return aggregate_uploads(r.work, stacked.split(f, r.work.chunks), pv, r.su.part.sizes, mean=_fp32_mean)
     try:
         answer = uploads()
     except DivergedError as e:
@@ -402,6 +404,12 @@ def _finish_round(r: _Run, flat: torch.Tensor, clock: Optional["_Clock"] = None)
     r.work = clock.each("rounds_next_sum_s")(_advance)(r, answer)
     if r.work is not None:
         clock.each("plan_ahead_sum_s")(_member_of)(r)
+
+
+def _fp32_mean(updates: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """weighted_mean launched outside any bucket's TF32 window (a run's side runs beside the buckets' training)."""
+    with stacked.fp32_matmuls():
+        return weighted_mean(updates, weights)
 
 
 def _member_of(r: _Run) -> None:

@@ -155,9 +155,11 @@ def uploads_on_device(pv) -> bool:
             and (transform is None or type(transform) is ClipUpload))
 
 
-def aggregate_uploads(work: RoundWork, trained, pv, sizes) -> tuple[Optional[torch.Tensor], float]:
+def aggregate_uploads(work: RoundWork, trained, pv, sizes, *,
+                      mean=weighted_mean) -> tuple[Optional[torch.Tensor], float]:
     """Each chunk's flat updates (`trained`, in chunk order, on any device) through the upload transform into the
-    secure aggregator or the weighted mean; (the aggregate, on the updates' device, or None; comm so far)."""
+    secure aggregator or the weighted mean (`mean`, aggregate.weighted_mean's signature); (the aggregate, on the
+    updates' device, or None; comm so far)."""
     comm_total, arrived, t = work.comm_total, work.arrived, work.round - 1
     deltas_all, weights = [], []
     for chunk, flat in zip(work.chunks, trained):
@@ -182,7 +184,7 @@ def aggregate_uploads(work: RoundWork, trained, pv, sizes) -> tuple[Optional[tor
             keep = keep[np.searchsorted(arrived, work.by)]
             ups, w = ups[torch.as_tensor(keep, device=ups.device)], w[keep]
         if len(w):  # nothing kept: the model stays, as when nothing arrived
-            agg = weighted_mean(ups, torch.as_tensor(w, dtype=torch.float32, device=ups.device))
+            agg = mean(ups, torch.as_tensor(w, dtype=torch.float32, device=ups.device))
     return agg, comm_total
 
 

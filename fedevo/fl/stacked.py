@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -533,11 +534,10 @@ class _GraphCache:
         self.graphs: OrderedDict = OrderedDict()
 
     def run(self, bucket: _Bucket, x: torch.Tensor, before_capture: Optional[Callable[[], None]] = None) -> dict:
-        """before_capture: called where the caller's other threads must not use the GPU (their work settled):
-        before a capture (a capture fails where another thread synchronises with the device meanwhile) and before
-        the process-wide TF32 setting changes for an eager run or a capture (torch's cuBLAS flag is not per
-        thread: another thread's matmuls launched meanwhile would take it). A replay needs neither: its TF32 or
-        not is in the captured graph."""
+        """before_capture: called before a capture, where the caller's other threads must have stopped using the
+        GPU (a capture fails where another thread synchronises with the device meanwhile). An eager run or a
+        capture is inside the bucket's TF32 window (`_matmul_tf32`); a replay needs none: its TF32 or not is in
+        the captured graph."""
         key = (bucket.key(), x.data_ptr(), x.shape)
         hit = self.graphs.get(key)
         if hit is not None:
@@ -548,19 +548,19 @@ class _GraphCache:
             return state
         state: dict = {}
         bucket.load(state)
-        window = _matmul_tf32(bucket.tf32, settle=before_capture) if bucket.device.type == "cuda" \
-            else contextlib.nullcontext()
-        with window:
-            return self._run_new(bucket, x, key, state, before_capture)
+        cuda = bucket.device.type == "cuda"
+        capture = cuda and key in self.seen and graphs_enabled()
+        if capture and before_capture is not None:
+            before_capture()  # before the window: a thread waiting for it could not end while it is open
+        with _matmul_tf32(bucket.tf32) if cuda else contextlib.nullcontext():
+            return self._run_new(bucket, x, key, state, capture)
 
-    def _run_new(self, bucket: _Bucket, x: torch.Tensor, key: tuple, state: dict, before_capture) -> dict:
+    def _run_new(self, bucket: _Bucket, x: torch.Tensor, key: tuple, state: dict, capture: bool) -> dict:
         """A signature not captured yet: eager the first time (or without CUDA graphs), else captured."""
-        if key not in self.seen or bucket.device.type != "cuda" or not graphs_enabled():
+        if not capture:
             self.seen.add(key)
             bucket.run(state, x)
             return state
-        if before_capture is not None:
-            before_capture()
         side = torch.cuda.Stream(bucket.device)  # warm-up on a side stream, as capture requires
         side.wait_stream(torch.cuda.current_stream(bucket.device))
         snapshot = {k: v.clone() for k, v in state.items()}
@@ -582,19 +582,34 @@ class _GraphCache:
 _CACHE: dict = {}
 
 
+_TF32_WINDOW = threading.Lock()  # held while a bucket's TF32 setting differs from the process's
+
+
 @contextlib.contextmanager
-def _matmul_tf32(on: bool, settle: Optional[Callable[[], None]] = None):
+def _matmul_tf32(on: bool):
     """TF32 matmuls inside (captured into a bucket's graph), the process's setting (hardware.cuda_setup) after.
-    The setting is process-wide, not per thread: settle, where given, is called first where it changes (the
-    caller's other threads idle, so none of their matmuls launches under it)."""
+    The setting is torch's, process-wide, not per thread: where it changes, the window holds `_TF32_WINDOW`, which
+    `fp32_matmuls` takes, so no other thread's matmul launches under a bucket's setting."""
     before = torch.backends.cuda.matmul.allow_tf32
-    if bool(on) != before and settle is not None:
-        settle()
-    torch.backends.cuda.matmul.allow_tf32 = bool(on)
-    try:
+    if bool(on) == before:
         yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
+        return
+    with _TF32_WINDOW:
+        torch.backends.cuda.matmul.allow_tf32 = bool(on)
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = before
+
+
+@contextlib.contextmanager
+def fp32_matmuls():
+    """Matmuls launched inside at the process's own TF32 setting (fp32 by default): waits until no bucket's TF32
+    window is open, and keeps one from opening meanwhile (the population's run sides, in other threads than the
+    one queueing the buckets, launch their aggregation's and test accuracies' matmuls inside). Hold it for
+    launches only: a bucket waits for it."""
+    with _TF32_WINDOW:
+        yield
 
 
 def _cache(device: torch.device) -> _GraphCache:
@@ -617,7 +632,7 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
     on_bucket(indices, updates): called as soon as each bucket's work is queued on the device (its updates not yet
     computed on a GPU), the members' indices and their updates, then once for the members with no client; the
     buckets go largest first (`work_of`), so the last, whose results nothing overlaps, is the smallest.
-    before_capture: see `_GraphCache.run` (a capture, a change of the process-wide TF32 setting)."""
+    before_capture: see `_GraphCache.run`."""
     device = torch.device(device)
     x = x.to(device)
     x = x.reshape(x.shape[0], -1)
@@ -648,6 +663,6 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
     return out
 
 
-__all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "compile_enabled", "device_draws", "enabled", "graphs_enabled",
-           "layout_into", "opt_ins", "predraw", "schedule", "schedule_setting", "settings_of", "split", "tf32_enabled",
-           "train_members", "width_class", "work_of"]
+__all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "compile_enabled", "device_draws", "enabled",
+           "fp32_matmuls", "graphs_enabled", "layout_into", "opt_ins", "predraw", "schedule", "schedule_setting",
+           "settings_of", "split", "tf32_enabled", "train_members", "width_class", "work_of"]

@@ -207,22 +207,34 @@ def test_members_schedules_drawn_in_threads_are_each_members_own(threads):
     assert (ws > 0).sum() == sum(2 * len(ix) for m in members for ch in m.chunks for ix in ch)
 
 
-def test_tf32_window_settles_the_other_threads_before_it_changes_the_process_setting():
-    """torch's cuBLAS TF32 flag is process-wide, not per thread: a bucket that changes it first calls `settle` (the
-    population's run sides drained), so no other thread's matmul launches under another bucket's setting; where
-    the setting stays, nothing is waited for; the setting comes back after."""
-    from fedevo.fl.stacked import _matmul_tf32
+def test_tf32_window_keeps_other_threads_matmuls_out():
+    """torch's cuBLAS TF32 flag is process-wide, not per thread: while a bucket's window has changed it, another
+    thread's `fp32_matmuls` waits, and then sees the process's setting; a window that changes nothing takes no
+    lock (a thread inside fp32_matmuls does not hold it up); the setting comes back after."""
+    import threading
+    import time
 
-    calls = []
+    from fedevo.fl.stacked import _matmul_tf32, fp32_matmuls
+
     before = torch.backends.cuda.matmul.allow_tf32
+    seen = []
+
+    def side():
+        with fp32_matmuls():
+            seen.append((time.perf_counter(), torch.backends.cuda.matmul.allow_tf32))
     try:
         torch.backends.cuda.matmul.allow_tf32 = False
-        with _matmul_tf32(False, settle=lambda: calls.append("off")):
-            pass
-        assert calls == []
-        with _matmul_tf32(True, settle=lambda: calls.append(torch.backends.cuda.matmul.allow_tf32)):
-            assert torch.backends.cuda.matmul.allow_tf32 is True
-        assert calls == [False]  # settled before the flag changed
+        with fp32_matmuls():  # held by "a side": a window that changes nothing does not wait for it
+            with _matmul_tf32(False):
+                assert torch.backends.cuda.matmul.allow_tf32 is False
+        with _matmul_tf32(True):
+            t = threading.Thread(target=side)
+            t.start()
+            time.sleep(0.2)
+            assert seen == [] and torch.backends.cuda.matmul.allow_tf32 is True  # the side waits
+            closed = time.perf_counter()
+        t.join(5)
+        assert len(seen) == 1 and seen[0][0] >= closed and seen[0][1] is False
         assert torch.backends.cuda.matmul.allow_tf32 is False
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before

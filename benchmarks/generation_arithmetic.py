@@ -2,13 +2,13 @@
 "a generation in ≤ 2× the time of its slowest member alone" meets wherever the GPU is busy with arithmetic.
 
 Counts, not timings (no GPU needed; deterministic): for a generation drawn as benchmarks/cuda_population.py draws it
-(--generation N individuals uniformly from the problem's genes, --gen-seed), each member's multiply-adds of
-one round's local training, 3 × (Σ d_i·d_(i+1)) × samples per client × E × expected arrived clients
-(p·K·(1 − upload loss)), dense as the stacked trainer computes it (SET masks are applied to dense weights);
-then the same after the stacked trainer's bucketing (`stacked.bucket_key`: one depth, one power-of-two width class; each member padded to
-its bucket's widest layers). The ratio Σ / max is what the batch must do against what its largest member alone
-does: where both run at the device's arithmetic throughput, the batch takes that many times as long; the ≤ 2×
-target holds only where a member alone reaches at most 2 / ratio of the batch's throughput.
+(--generation N individuals uniformly from the problem's genes, --gen-seed), each member's multiply-adds of one
+round's local training, 3 × (Σ d_i·d_(i+1)) × samples per client × E × expected arrived clients (p·K·(1 − upload
+loss)), dense as the stacked trainer computes it (SET masks are applied to dense weights); then the same after the
+stacked trainer's bucketing (`stacked.bucket_key`: one depth, one power-of-two width class; each member padded to
+its bucket's widest layers). The ratio Σ / max is what the batch must do against what its largest member alone does:
+where both run at the device's arithmetic throughput, the batch takes that many times as long; the ≤ 2× target holds
+only where a member alone reaches at most 2 / ratio of the batch's throughput.
 
 --tflops R (optional): also the seconds these counts take at R TFLOP/s (2 FLOP a multiply-add), e.g. a throughput
 measured for the reference round in a results file; an estimate, printed as one.

@@ -2,7 +2,7 @@
 # Issue #37's GPU figures in device calls (a lent GPU has ~15 minutes for a whole session, starts included): the
 # machine, the CUDA tests, the reference round with every opt-in, and the fashion_mlp_dp generation of 20 (drawn
 # trust gene, then central for all), each step under its own timeout so that one slow step cannot eat the others'
-# time (560 s in all: a device call's limit is 600 s). Writes one file per step under $OUT (the device tool brings it back).
+# time (555 s in all for the default steps: a device call's limit is 600 s). Writes one file per step under $OUT (the device tool brings it back).
 #
 #     bash benchmarks/gpu_session.sh                      # every step (about 4 minutes on an H100 or H200)
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
@@ -42,12 +42,12 @@ step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT
   git log -1 --format='fedevo %h %s' 2>/dev/null || true
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
-step tests 100 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
+step tests 130 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py \
   tests/fl/test_stacked_fused.py
-step round 120 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile
+step round 100 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile
 # where the opt-ins' round goes (schedule, load, step loop, updates; the step loop's kernels)
-step phases 60 env FEDEVO_SCHEDULE=device FEDEVO_CUDA_TF32=1 FEDEVO_CUDA_COMPILE=1 python3 benchmarks/cuda_round_phases.py
+step phases 45 env FEDEVO_SCHEDULE=device FEDEVO_CUDA_TF32=1 FEDEVO_CUDA_COMPILE=1 python3 benchmarks/cuda_round_phases.py
 # the host-side pieces a generation waits on, side by side on this host's CPU (the 2-core CPU's figures do not tell
 # a 16-core host's): the buckets' plan in 1 thread against the previous default's 8; the ε in threads against workers
 step plan 40 python3 benchmarks/stacked_plan.py

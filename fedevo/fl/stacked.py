@@ -223,18 +223,21 @@ def predraw(m: Member) -> Member:
     built later copies it instead of drawing it on the thread that queues the GPU's work (the population path draws
     each run's next schedule in the run's own thread). The same numbers; a device schedule is not drawn ahead."""
     if m.schedule == "engine" and m.drawn is None and m.clients:
-        rows = np.zeros((m.clients, steps_of(m), m.batch_size), dtype=np.int64)
-        ws = np.zeros(rows.shape, dtype=np.float32)
-        schedule_into(m, rows, ws)
-        m.drawn = (rows, ws)
+        m.drawn = _own_schedule(m)
     return m
+
+
+def _own_schedule(m: Member) -> tuple[np.ndarray, np.ndarray]:
+    """The member's (rows, weights), each (clients, steps, B): `schedule_into` on arrays of its own."""
+    rows = np.zeros((m.clients, steps_of(m), m.batch_size), dtype=np.int64)
+    ws = np.zeros(rows.shape, dtype=np.float32)
+    schedule_into(m, rows, ws)
+    return rows, ws
 
 
 def schedule(m: Member, y: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The member's (rows, labels, weights), each (clients, steps, B): `schedule_into` on fresh arrays."""
-    rows = np.zeros((m.clients, steps_of(m), m.batch_size), dtype=np.int64)
-    ws = np.zeros(rows.shape, dtype=np.float32)
-    schedule_into(m, rows, ws)
+    rows, ws = _own_schedule(m)
     return rows, y.numpy()[rows], ws
 
 

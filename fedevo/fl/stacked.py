@@ -16,9 +16,12 @@ whole bucket:
   weight-gradient GEMM: W += hᵀ·δ (`baddbmm_` in place: no gradient tensor, no update pass), the mask product
   after it where SET masks are, the bias b += Σδ.
 
-The schedule is by default the CPU engine's (`engine.batch_schedule`, each chunk with its own seed), hence the
-same batches as the CPU engine and the device path, and every member's numbers do not depend on the members beside it, up to
-rounding (padding changes the GEMMs' blocking; members of equal widths are exact). On CUDA the steps of a bucket
+The schedule is by default the CPU engine's (`engine.batch_schedule`'s draws, each chunk with its own seed:
+`engine_draws`, through the native randperm where it equals torch's), hence the same batches as the CPU engine and
+the device path, and every member's numbers do not depend on the members beside it, up to rounding (padding changes
+the GEMMs' blocking; members of equal widths are exact). A bucket's plan is its members' draws (each client's E
+permutations of its rows) gathered through a layout that depends only on the clients' sizes (`_device_layout`,
+cached): on a GPU the host draws, copies them once and the gather runs there. On CUDA the steps of a bucket
 whose shapes recur (the same clients count, widths and schedule lengths: a round repeated, a fixed cohort) replay
 as one captured CUDA graph (`FEDEVO_CUDA_GRAPHS=0` turns it off): one launch for the whole local training instead
 of ~25 per step. fp32 only (the user's `precision = "bf16"` takes the device path of fl/device.py).
@@ -48,16 +51,15 @@ import functools
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
 
-from ..envvars import env_choice, env_count, env_flag
+from ..envvars import env_choice, env_flag
 from . import stacked_fused
-from .engine import batch_schedule, intra_op_threads
+from .engine import chunk_draws, intra_op_threads
 
 
 @dataclass
@@ -76,7 +78,7 @@ class Member:
     schedule: str = field(default_factory=lambda: schedule_setting())
     tf32: bool = field(default_factory=lambda: tf32_enabled())  # TF32 matmuls (on CUDA only)
     torch_compile: bool = field(default_factory=lambda: compile_enabled())  # compiled pointwise work (CUDA only)
-    drawn: Optional[tuple] = None  # (rows, weights) of `predraw`: the engine schedule drawn ahead (in a run's thread)
+    drawn: Optional[np.ndarray] = None  # `predraw`'s engine draws (clients, E, n), made ahead (in a run's thread)
     clients: int = field(init=False)
 
     def __post_init__(self):
@@ -167,78 +169,27 @@ def steps_of(m: Member) -> int:
     return max((m.epochs * -(-len(ix) // m.batch_size) for ch in m.chunks for ix in ch), default=0)
 
 
-def schedule_into(m: Member, rows: np.ndarray, ws: np.ndarray) -> None:
-    """Write the member's clients' rows of x and per-sample weights into rows, ws (clients, ≥ steps, B), zeros
-    beyond (numpy: torch's indexing of such small tensors costs milliseconds in thread wake-ups): every chunk's
-    `batch_schedule` from its own seed (the CPU engine's draws), chunks in order; padding reads row 0, weight 0."""
-    schedule_members_into([m], rows, ws)
-
-
-def schedule_members_into(members: Sequence[Member], rows: np.ndarray, ws: np.ndarray, threads: int = 1) -> None:
-    """`schedule_into` for consecutive members (their clients one after another in rows, ws), their chunks split
-    into `threads` contiguous runs, one task a thread (a task a chunk cost more in thread wake-ups than the ~0.1 ms
-    a chunk takes): the same numbers in any number of threads."""
-    jobs = _chunk_jobs(members)
-    threads = max(1, min(threads, len(jobs)))
-    if threads == 1:
-        for job in jobs:
-            _draw_chunk(job, rows, ws)
-        return
-    cuts = np.linspace(0, len(jobs), threads + 1).astype(int)
-
-    def run(i):
-        for job in jobs[cuts[i]:cuts[i + 1]]:
-            _draw_chunk(job, rows, ws)
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(run, range(threads)))
-
-
-def _chunk_jobs(members: Sequence[Member]) -> list:
-    """(chunk, seed, first row, epochs, batch size) for every chunk of the members, in order."""
-    jobs, k = [], 0
-    for m in members:
-        for ch, seed in zip(m.chunks, m.seeds):
-            jobs.append((ch, seed, k, m.epochs, m.batch_size))
-            k += len(ch)
-    return jobs
-
-
-def _draw_chunk(job, rows: np.ndarray, ws: np.ndarray) -> None:
-    ch, seed, k, epochs, batch_size = job
-    sizes = [len(ix) for ix in ch]
-    pos, w = batch_schedule(sizes, epochs=epochs, batch_size=batch_size, gen=torch.Generator().manual_seed(int(seed)))
-    pos, w = pos.numpy(), w.numpy()
-    c, s = pos.shape[:2]
-    rows_of = np.concatenate([np.asarray(ix, dtype=np.int64) for ix in ch])
-    if len(rows_of):
-        start = np.cumsum([0] + sizes[:-1]).reshape(-1, 1, 1)
-        r = rows[k:k + c, :s]
-        np.take(rows_of, np.minimum(start + pos, len(rows_of) - 1), out=r)
-        r[w == 0] = 0
-        ws[k:k + c, :s] = w
+def engine_draws(m: Member) -> np.ndarray:
+    """The member's clients' rows of the training set for each epoch as the CPU engine draws them: (clients, E, n)
+    with n its largest client; [k, e, :n_k] client k's rows in its e-th permutation (each chunk's
+    `engine.chunk_draws` from the chunk's seed), 0 beyond n_k: `device_draws`'s layout, so that the two schedules
+    share the bucket's plan (`_device_layout`)."""
+    n = max((len(ix) for ch in m.chunks for ix in ch), default=0)
+    out = np.zeros((m.clients, m.epochs, n), dtype=np.int64)
+    k = 0
+    for ch, seed in zip(m.chunks, m.seeds):
+        chunk_draws(ch, epochs=m.epochs, seed=int(seed), out=out[k:k + len(ch)])
+        k += len(ch)
+    return out
 
 
 def predraw(m: Member) -> Member:
-    """m with its engine schedule drawn now (`schedule_into` on arrays of its own, kept in m.drawn): a bucket
-    built later copies it instead of drawing it on the thread that queues the GPU's work (the population path draws
-    each run's next schedule in the run's own thread). The same numbers; a device schedule is not drawn ahead."""
+    """m with its engine draws made now (`engine_draws`, kept in m.drawn): a bucket built later copies them
+    instead of drawing them on the thread that queues the GPU's work (the population path draws each run's next
+    schedule in the run's own thread). The same numbers; a device schedule is not drawn ahead."""
     if m.schedule == "engine" and m.drawn is None and m.clients:
-        m.drawn = _own_schedule(m)
+        m.drawn = engine_draws(m)
     return m
-
-
-def _own_schedule(m: Member) -> tuple[np.ndarray, np.ndarray]:
-    """The member's (rows, weights), each (clients, steps, B): `schedule_into` on arrays of its own."""
-    rows = np.zeros((m.clients, steps_of(m), m.batch_size), dtype=np.int64)
-    ws = np.zeros(rows.shape, dtype=np.float32)
-    schedule_into(m, rows, ws)
-    return rows, ws
-
-
-def schedule(m: Member, y: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The member's (rows, labels, weights), each (clients, steps, B): `schedule_into` on fresh arrays."""
-    rows, ws = _own_schedule(m)
-    return rows, y.numpy()[rows], ws
 
 
 def layout_into(sizes: Sequence[int], epochs: int, B: int, src: np.ndarray, ws: np.ndarray) -> None:
@@ -348,7 +299,7 @@ def _device_layout(shapes: tuple, B: int, device: str) -> tuple:
         base += c * epochs * n
         k += c
     used, (src, ws) = _compact(src, ws)
-    return used, torch.from_numpy(src).to(device), torch.from_numpy(ws).to(device)
+    return used, to_device(torch.from_numpy(src), device), to_device(torch.from_numpy(ws), device)
 
 
 class _Bucket:
@@ -360,34 +311,20 @@ class _Bucket:
         L = len(members[0].dims) - 1
         self.dims = [max(m.dims[i] for m in members) for i in range(L + 1)]
         self.C = sum(m.clients for m in members)
-        steps = max(steps_of(m) for m in members)
         B = members[0].batch_size
         # the plan's per-sample weights × each client's −lr: the step loop's δ is the update's from the top
         neg_lr = np.concatenate([np.full(m.clients, -float(m.lr), dtype=np.float32) for m in members])
+        # the plan's structure from the clients' sizes (cached: it recurs), the rows from the members' draws
+        shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in members)
+        self.used, src, ws = _device_layout(shapes, B, str(device))
         if members[0].schedule == "device":
-            shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in members)
-            self.used, src, ws = _device_layout(shapes, B, str(device))
             drawn = torch.cat([device_draws(m, device).reshape(-1) for m in members])
-            rows = drawn[src]
-            ws = ws * to_device(torch.from_numpy(_per_slot(neg_lr, self.used)), device)  # new: the layout is cached
-            self.plan = [rows, _labels_on(y, device)[rows], ws]
-        else:
-            rows = np.zeros((self.C, steps, B), dtype=np.int64)
-            ws = np.zeros((self.C, steps, B), dtype=np.float32)
-            if all(m.drawn is None for m in members):
-                schedule_members_into(members, rows, ws, plan_threads())
-            else:  # drawn ahead (predraw), or drawn here member by member
-                k = 0
-                for m in members:
-                    r, w = rows[k:k + m.clients], ws[k:k + m.clients]
-                    if m.drawn is None:
-                        schedule_into(m, r, w)
-                    else:
-                        r[:, :m.drawn[0].shape[1]], w[:, :m.drawn[1].shape[1]] = m.drawn
-                    k += m.clients
-            self.used, (rows, ws) = _compact(rows, ws)
-            ws *= _per_slot(neg_lr, self.used)
-            self.plan = [to_device(torch.from_numpy(t), device) for t in (rows, y.numpy()[rows], ws)]
+        else:  # the CPU engine's draws (made ahead in a run's thread where `predraw` did), one copy to the device
+            host = [m.drawn if m.drawn is not None else engine_draws(m) for m in members]
+            drawn = to_device(torch.from_numpy(np.concatenate([h.reshape(-1) for h in host])), device)
+        rows = drawn[src]
+        ws = ws * to_device(torch.from_numpy(_per_slot(neg_lr, self.used)), device)  # new: the layout is cached
+        self.plan = [rows, _labels_on(y, device)[rows], ws]
         self.masked = any(m.masks for m in members)
         self.tf32 = device.type == "cuda" and members[0].tf32  # one bucket: one setting (bucket_key)
         self.compiled = device.type == "cuda" and members[0].torch_compile  # likewise
@@ -512,13 +449,6 @@ class _Bucket:
             k += c
         assert L * 2 == len(self.members[0].params)
         return out
-
-
-def plan_threads() -> int:
-    """Threads the chunks' schedules are drawn in (FEDEVO_PLAN_THREADS; default 1: the work is mostly Python under
-    the GIL, and more threads made it slower where measured, benchmarks/stacked_plan.py)."""
-    n = env_count("FEDEVO_PLAN_THREADS")
-    return n if n is not None else 1
 
 
 def graphs_enabled() -> bool:

@@ -4,7 +4,8 @@ noise.c (the Gaussian stream), step.c (the dense bf16 MLP step's elementwise wor
 bf16 hidden-layer forward GEMM), dense32.c (the dense fp32 MLP step's GEMMs with fused epilogues, and a chunk's
 whole plain fp32 training in one call), sparse_mlp.c (the SET-sparse MLP step), similarity.c (recall's sign
 agreement), ddg.c (the distributed discrete Gaussian's client encoding), pool.c (the CNN's 2×2 max-pool and ReLU
-in one pass), common.h (bf16 conversions, the noise block).
+in one pass), perm.c (torch.randperm's CPU draws, for the stacked trainer's plan), common.h (bf16 conversions,
+the noise block).
 
 Every kernel builds for any target: AVX-512 / AVX512-BF16 code is behind #if on the compiler's target macros with
 a portable fallback (gemm.c returns -1 without AVX512-BF16 and the caller uses torch), the rest is plain C and GNU
@@ -51,7 +52,7 @@ from ..envvars import env_flag
 
 HERE = Path(__file__).parent
 SOURCES = tuple(HERE / f for f in ("noise.c", "step.c", "sparse_mlp.c", "gemm.c", "similarity.c", "dense32.c",
-                                   "ddg.c", "pool.c"))
+                                   "ddg.c", "pool.c", "perm.c"))
 HEADERS = (HERE / "common.h",)
 CFLAGS = ("-O3", "-march=native", "-ffast-math", "-fPIC")
 BLOCK_VALUES = 1024  # 2 * BLOCK in common.h: buffers split at multiples of this give identical numbers
@@ -137,16 +138,20 @@ SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_
     # (x fp64, n, 1/γ, σ, key, out int64) -> 0, or -1 for σ <= 0 (ddg.c)
     "fedevo_ddg_encode": [_P, _I, ctypes.c_double, ctypes.c_double, _U, _P],
     "fedevo_pool_relu_f32": [_P, _I, _I, _I, _P, _P],  # the CNN's 2×2 max-pool + ReLU: (x, planes, h, w, out, idx)
+    # (seed, items | NULL, sizes, count, repeats, stride, out int64) -> 0, or -1 for a size out of range:
+    # items shuffled by torch.randperm's draws (perm.c)
+    "fedevo_randperms": [_U, _P, _P, _I, _I, _I, _P],
 }
-RETURNS_INT = {"fedevo_smlp_step", "fedevo_ddg_encode", "fedevo_head_bf16", "fedevo_linear_fwd_bf16", "fedevo_sign_agree",
+RETURNS_INT = {"fedevo_smlp_step", "fedevo_ddg_encode", "fedevo_randperms", "fedevo_head_bf16", "fedevo_linear_fwd_bf16",
+               "fedevo_sign_agree",
                "fedevo_fwd_f32", "fedevo_dgrad_f32", "fedevo_wgrad_f32", "fedevo_train_f32"}
 
 
 class Kernels:
     """The loaded functions (see the C files): fill / add (noise), step_bf16, sumsq_bf16, smlp_step, gather_rows,
     gather_rows_bf16, softmax_ce_bf16, relu_bwd_bf16, head_bf16, relu_bf16, linear_fwd_bf16, sign_agree,
-    add_rows, fwd_f32, dgrad_f32, wgrad_f32, softmax_ce_f32, train_f32, ddg_encode, pool_relu_f32; pointers as
-    ints."""
+    add_rows, fwd_f32, dgrad_f32, wgrad_f32, softmax_ce_f32, train_f32, ddg_encode, pool_relu_f32, randperms;
+    pointers as ints."""
 
     def __init__(self, lib):
         fns = {}
@@ -166,6 +171,7 @@ class Kernels:
         self.softmax_ce_f32, self.train_f32 = fns["fedevo_softmax_ce_f32"], fns["fedevo_train_f32"]
         self.ddg_encode = fns["fedevo_ddg_encode"]
         self.pool_relu_f32 = fns["fedevo_pool_relu_f32"]
+        self.randperms = fns["fedevo_randperms"]
 
 
 def load() -> Optional[Kernels]:

@@ -183,28 +183,61 @@ def test_population_benchmark_smoke_on_the_cpu():
     assert float(lines["stacked, eager"].split()[-2]) < 1e-4  # against the CPU engine, max rel Δ
 
 
-@pytest.mark.parametrize("threads", [1, 2, 5, 64])
-def test_members_schedules_drawn_in_threads_are_each_members_own(threads):
-    """schedule_members_into (the bucket's plan, chunks split over threads) writes each member's schedule_into,
-    the CPU engine's draws, whatever the threads."""
-    from fedevo.fl.stacked import schedule_into, schedule_members_into, steps_of
+@pytest.mark.parametrize("native_draws", [True, False], ids=["native", "torch"])
+def test_chunk_draws_are_torch_randperms_of_each_clients_rows(native_draws, monkeypatch):
+    """engine.chunk_draws (the stacked plan's draws; native where it equals torch) gives each client's rows in the
+    order torch.randperm draws them from the chunk's seed, client by client, epoch by epoch, as batch_schedule."""
+    from fedevo import native
+    from fedevo.fl import engine
 
-    rng = np.random.default_rng(3)
-    members = []
-    for i, k in enumerate((7, 12, 3)):
-        clients = [np.sort(rng.choice(500, int(rng.integers(20, 90)), replace=False)) for _ in range(k)]
-        members.append(Member(dims=(4, 8, 3), params=[], masks={}, lr=0.1, chunks=[clients[s:s + 4] for s in
-                              range(0, k, 4)], seeds=[10 * i + s for s in range(0, k, 4)], epochs=2, batch_size=16))
-    C, S = sum(m.clients for m in members), max(steps_of(m) for m in members)
-    rows, ws = np.zeros((C, S, 16), dtype=np.int64), np.zeros((C, S, 16), dtype=np.float32)
-    schedule_members_into(members, rows, ws, threads)
+    if native_draws and native.load() is None:
+        pytest.skip("no native kernels here")
+    if native_draws:  # this torch's randperm is the one perm.c reproduces: the fast path is on
+        assert engine._native_randperms() is not None
+    else:
+        monkeypatch.setitem(engine._RANDPERMS, "kernels", None)
+    rng = np.random.default_rng(5)
+    for seed in (0, 7, 2**33 + 5, 2**63 + 11):
+        sizes = [int(n) for n in rng.integers(0, 90, 4)] + [1, 0, 64]
+        clients = [rng.choice(10_000, n, replace=False) for n in sizes]
+        got = engine.chunk_draws(clients, epochs=3, seed=seed)
+        assert got.shape == (len(sizes), 3, max(sizes))
+        gen = torch.Generator().manual_seed(seed)
+        for k, ix in enumerate(clients):
+            for e in range(3):
+                assert np.array_equal(got[k, e, :len(ix)], ix[torch.randperm(len(ix), generator=gen).numpy()])
+                assert not got[k, e, len(ix):].any()
+
+
+def test_bucket_plan_is_the_cpu_engines_batch_schedule():
+    """The engine schedule's plan (the members' draws through the cached layout) holds, slot for slot, the rows,
+    labels and −lr-scaled weights of each chunk's engine.batch_schedule: the CPU engine's batches."""
+    from fedevo.fl.engine import batch_schedule
+    from fedevo.fl.stacked import _Bucket, _compact, _per_slot, steps_of
+
+    ms = [_member(units=24)[1], _member(units=17, lr=0.05, seed=1, shift=5, epochs=3)[1]]
+    ms[1].epochs = 2  # one bucket (equal epochs), other clients and seeds
+    bucket = _Bucket(ms, DATA.y_train, CPU)
+    C, S, B = sum(m.clients for m in ms), max(steps_of(m) for m in ms), 16
+    rows, ws = np.zeros((C, S, B), dtype=np.int64), np.zeros((C, S, B), dtype=np.float32)
     k = 0
-    for m in members:
-        r, w = np.zeros((m.clients, S, 16), dtype=np.int64), np.zeros((m.clients, S, 16), dtype=np.float32)
-        schedule_into(m, r, w)
-        assert np.array_equal(rows[k:k + m.clients], r) and np.array_equal(ws[k:k + m.clients], w)
-        k += m.clients
-    assert (ws > 0).sum() == sum(2 * len(ix) for m in members for ch in m.chunks for ix in ch)
+    for m in ms:
+        for ch, seed in zip(m.chunks, m.seeds):
+            pos, w = batch_schedule([len(ix) for ix in ch], epochs=m.epochs, batch_size=B,
+                                    gen=torch.Generator().manual_seed(seed))
+            for j, ix in enumerate(ch):
+                rows[k + j, :pos.shape[1]] = ix[pos[j].numpy()]
+                ws[k + j, :pos.shape[1]] = w[j].numpy()
+            k += len(ch)
+    used, (want_rows, want_ws) = _compact(rows, ws)
+    want_ws = want_ws * _per_slot(np.concatenate([np.full(m.clients, -m.lr, dtype=np.float32) for m in ms]), used)
+    assert bucket.used == used
+    got_rows, got_y, got_ws = (t.numpy() for t in bucket.plan)
+    assert np.array_equal(got_ws, want_ws)
+    real = want_ws != 0
+    assert real.sum() == sum(m.epochs * len(ix) for m in ms for ch in m.chunks for ix in ch)
+    assert np.array_equal(got_rows[real], want_rows[real])
+    assert np.array_equal(got_y[real], DATA.y_train.numpy()[want_rows[real]])
 
 
 def test_tf32_window_keeps_other_threads_matmuls_out():

@@ -143,7 +143,8 @@ SIGNATURES = {  # name in the C files -> argument types (void unless in RETURNS_
     "fedevo_randperms": [_U, _P, _P, _I, _I, _I, _P],
 }
 RETURNS_INT = {"fedevo_smlp_step", "fedevo_ddg_encode", "fedevo_randperms", "fedevo_head_bf16",
-               "fedevo_linear_fwd_bf16", "fedevo_sign_agree", "fedevo_fwd_f32", "fedevo_dgrad_f32", "fedevo_wgrad_f32", "fedevo_train_f32"}
+               "fedevo_linear_fwd_bf16", "fedevo_sign_agree", "fedevo_fwd_f32", "fedevo_dgrad_f32", "fedevo_wgrad_f32",
+               "fedevo_train_f32"}
 
 
 class Kernels:

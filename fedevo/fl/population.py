@@ -210,7 +210,8 @@ PHASES = {  # simulate_population's `timings`: wall seconds of its phases, in or
     "prepare_s": "data, partitions, models, mechanisms of every evaluation (in threads)",
     "train_s": "the stacked local training, every round (the main thread; on a GPU, its launches and waits; "
                "the first buckets' runs' CPU side runs meanwhile in threads)",
-    "plan_s": "of train_s: the buckets' plans (schedules drawn ahead, copied) and stacked state built on the host",
+    "plan_s": "of train_s: the buckets' plans (the runs' draws, made ahead, copied; the layout) and stacked state "
+              "built on the host",
     "rounds_s": "each round's wait, after its last bucket is queued, for the runs' CPU side (uploads, "
                 "aggregation, server noise, SET) still running",
     "rounds_sum_s": "the runs' CPU side of every round, summed over the runs (much of it during train_s)",

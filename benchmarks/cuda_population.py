@@ -11,7 +11,8 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
      the GPU, FEDEVO_SCHEDULE=device: other batches than the CPU engine's, so the Δ columns are statistical),
      --tf32 (TF32 matmuls, FEDEVO_CUDA_TF32=1), both; --compile (the step's pointwise work torch.compile'd,
      FEDEVO_CUDA_COMPILE=1; compiling, seconds, is in the warm-up, not the times) with the CPU engine's schedule
-     in fp32 (Δ: rounding) and with the device schedule and TF32 (all three opt-ins);
+     in fp32 (Δ: rounding), with it and TF32 (with --tf32), and with the device schedule and TF32 (all three
+     opt-ins);
    - the same with 10%-density SET masks;
    with the largest relative differences to the CPU engine's updates (max and L2, as cuda_round.py).
 2. A generation of fashion_mlp_dp (--generation N individuals drawn uniformly from its genes with --gen-seed;
@@ -167,8 +168,10 @@ def reference_round(a, dev) -> None:
         opt_ins = [("device schedule", "device", False, False)] if a.schedule_device else []
         opt_ins += [("TF32", "engine", True, False)] if a.tf32 else []
         opt_ins += [("device schedule, TF32", "device", True, False)] if a.tf32 and a.schedule_device else []
-        opt_ins += [("compiled", "engine", False, True),
-                    ("device schedule, TF32, compiled", "device", True, True)] if a.compile else []
+        opt_ins += [("compiled", "engine", False, True)] if a.compile else []
+        opt_ins += [("TF32, compiled", "engine", True, True)] if a.compile and a.tf32 else []
+        opt_ins += [("device schedule, TF32, compiled", "device", True, True)] \
+            if a.compile and a.tf32 and a.schedule_device else []
         for name, schedule, tf32, compiled in opt_ins:
             if dev.type != "cuda" and (tf32 or compiled):
                 continue

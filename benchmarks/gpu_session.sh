@@ -46,10 +46,11 @@ step tests 130 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and no
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py \
   tests/fl/test_stacked_fused.py
 step round 100 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile
-# where the opt-ins' round goes (schedule, load, step loop, updates; the step loop's kernels)
-step phases 45 env FEDEVO_SCHEDULE=device FEDEVO_CUDA_TF32=1 FEDEVO_CUDA_COMPILE=1 python3 benchmarks/cuda_round_phases.py
+# where the opt-ins' round goes (plan, load, step loop, updates; the step loop's kernels), with the CPU engine's
+# batches (the default schedule: its draws native on the host, laid out on the GPU)
+step phases 45 env FEDEVO_CUDA_TF32=1 FEDEVO_CUDA_COMPILE=1 python3 benchmarks/cuda_round_phases.py
 # the host-side pieces a generation waits on, side by side on this host's CPU (the 2-core CPU's figures do not tell
-# a 16-core host's): the buckets' plan in 1 thread against the previous default's 8; the ε in threads against workers
+# a 16-core host's): the buckets' plan the previous way against the native draws; the ε in threads against workers
 step plan 40 python3 benchmarks/stacked_plan.py
 step accountant 40 python3 benchmarks/accountant_offload.py
 step generation 120 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"

@@ -175,6 +175,25 @@ def check_step_bf16(k, c=3, n=2500):
 
 
 
+def check_randperms(k, seed=2**35 + 9, sizes=(600, 0, 1, 2, 97), repeats=3):
+    """perm.c's shuffles are torch.randperm's draws from torch.Generator().manual_seed(seed), client by client and
+    repeat by repeat, applied to each client's items (bit for bit); a size out of range is refused (-1)."""
+    import numpy as np
+
+    items = np.arange(sum(sizes), dtype=np.int64) * 7 + 3
+    out = np.full((len(sizes), repeats, max(sizes) + 2), -1, dtype=np.int64)
+    n = np.asarray(sizes, dtype=np.int64)
+    assert k.randperms(seed, items.ctypes.data, n.ctypes.data, len(n), repeats, out.shape[2], out.ctypes.data) == 0
+    gen, start = torch.Generator().manual_seed(seed), 0
+    for i, size in enumerate(sizes):
+        for r in range(repeats):
+            want = items[start:start + size][torch.randperm(size, generator=gen).numpy()]
+            assert np.array_equal(out[i, r, :size], want) and (out[i, r, size:] == -1).all()
+        start += size
+    bad = np.asarray([3, -1], dtype=np.int64)
+    assert k.randperms(seed, None, bad.ctypes.data, 2, 1, 3, out.ctypes.data) == -1
+
+
 def run_all(k) -> None:
     """Every check at several shapes (odd widths: the kernels' partial-vector edges; N=27: a strip's second vector
     partial for 4-, 8- and 16-lane builds alike)."""
@@ -196,5 +215,7 @@ def run_all(k) -> None:
         check_pool_relu_f32(k, **kw)
     check_noise(k)
     check_step_bf16(k)
+    check_randperms(k)
+    check_randperms(k, seed=0, sizes=(5000,), repeats=1)  # past one Mersenne Twister state (624 draws)
     bf = torch.zeros(2, 4, 6, dtype=torch.bfloat16)  # no AVX512-BF16: -1 (the caller uses torch); with it: 0
     assert k.linear_fwd_bf16(bf.data_ptr(), bf.data_ptr(), torch.zeros(2, 6).data_ptr(), bf.data_ptr(), 2, 4, 6, 6, 1) in (0, -1)

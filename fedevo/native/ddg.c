@@ -46,8 +46,12 @@ int fedevo_ddg_encode(const double *restrict x, int64_t n, double inv_gamma, dou
             a[j] = exp(k * d * d);
         }
         ctr += 3 * CAND;
-        for (int j = 0; j < CAND && filled < n; j++)
-            if (u3[j] < a[j]) out[filled++] += (int64_t)y[j];
+        for (int j = 0; j < CAND && filled < n; j++) {  /* branch-free (a rejected proposal adds 0): half the
+                                                             proposals are rejected, at random */
+            const int64_t accepted = u3[j] < a[j];
+            out[filled] += accepted * (int64_t)y[j];
+            filled += accepted;
+        }
     }
     return 0;
 }

@@ -194,6 +194,51 @@ def check_randperms(k, seed=2**35 + 9, sizes=(600, 0, 1, 2, 97), repeats=3):
     assert k.randperms(seed, None, bad.ctypes.data, 2, 1, 3, out.ctypes.data) == -1
 
 
+def _ddg_reference(x, inv_gamma, sigma, key):
+    """ddg.c's algorithm in numpy, step by step: randomised rounding from the SplitMix64 stream (key, index), then
+    Canonne-Kamath-Steinke discrete Laplace proposals in blocks of 256 from the second stream, accepted in order."""
+    import numpy as np
+
+    def mix64(z):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xbf58476d1ce4e5b9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94d049bb133111eb)
+        return z ^ (z >> np.uint64(31))
+
+    def unit(key, i):
+        z = mix64(np.uint64(key) + i.astype(np.uint64) * np.uint64(0x9e3779b97f4a7c15))
+        return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+    n = len(x)
+    y = x * inv_gamma
+    lo = np.floor(y)
+    out = lo.astype(np.int64) + (unit(key, np.arange(n)) < y - lo)
+    t = np.floor(sigma) + 1.0
+    c, kk = sigma * sigma / t, -1.0 / (2.0 * sigma * sigma)
+    key2 = mix64(np.array([key ^ 0xd1b54a32d192ed03], dtype=np.uint64))[0]
+    ctr, filled, j = 0, 0, np.arange(256)
+    while filled < n:
+        base = ctr + 3 * j
+        u1, u2, u3 = 1.0 - unit(key2, base), 1.0 - unit(key2, base + 1), unit(key2, base + 2)
+        prop = np.floor(-t * np.log(u1)) - np.floor(-t * np.log(u2))
+        d = np.abs(prop) - c
+        taken = prop[u3 < np.exp(kk * d * d)][:n - filled].astype(np.int64)
+        out[filled:filled + len(taken)] += taken
+        filled += len(taken)
+        ctr += 3 * 256
+    return out
+
+
+def check_ddg_encode(k, n=3000, sigma=1.5, key=2**62 + 17):
+    """ddg.c's encoding is its documented algorithm, number for number (`_ddg_reference`; the vectorised log and
+    exp may round differently from numpy's by an ulp, which would flip a proposal with probability ~1e-16)."""
+    import numpy as np
+
+    x = np.random.default_rng(n).normal(size=n) * 0.03
+    got = np.empty(n, dtype=np.int64)
+    assert k.ddg_encode(x.ctypes.data, n, 250.0, sigma, key, got.ctypes.data) == 0
+    assert np.array_equal(got, _ddg_reference(x, 250.0, sigma, key))
+    assert k.ddg_encode(x.ctypes.data, n, 250.0, 0.0, key, got.ctypes.data) == -1
+
+
 def run_all(k) -> None:
     """Every check at several shapes (odd widths: the kernels' partial-vector edges; N=27: a strip's second vector
     partial for 4-, 8- and 16-lane builds alike)."""
@@ -217,5 +262,7 @@ def run_all(k) -> None:
     check_step_bf16(k)
     check_randperms(k)
     check_randperms(k, seed=0, sizes=(5000,), repeats=1)  # past one Mersenne Twister state (624 draws)
+    for kw in ({}, dict(n=1, sigma=300.0, key=5), dict(n=10_000, sigma=40.0, key=0)):
+        check_ddg_encode(k, **kw)
     bf = torch.zeros(2, 4, 6, dtype=torch.bfloat16)  # no AVX512-BF16: -1 (the caller uses torch); with it: 0
     assert k.linear_fwd_bf16(bf.data_ptr(), bf.data_ptr(), torch.zeros(2, 6).data_ptr(), bf.data_ptr(), 2, 4, 6, 6, 1) in (0, -1)

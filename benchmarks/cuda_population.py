@@ -23,10 +23,11 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
    batch's wall time went (fl/population.py's PHASES: preparation, stacked training, each round's CPU side, the
    results, the evaluations alone). The data set is loaded (and cached) before any timing; the whole generation
    for one round runs first as a warm-up; then, side by side, the batch with each round's run sides started only
-   after all its buckets are queued (overlap=False, the way before) and the batch as it runs by default.
+   after all its buckets are queued (overlap=False, the way before) and the batch as it runs by default; with
+   --busy, the batch once more under torch.profiler (how busy the GPU was: its kernels' time against the wall).
 
     python benchmarks/cuda_population.py [--repeats 5] [--generation 20] [--gen-seed 0] [--rounds R]
-        [--data-dir D] [--no-round] [--no-generation] [--no-today] [--tf32] [--schedule-device] [--compile]
+        [--data-dir D] [--no-round] [--no-generation] [--no-today] [--tf32] [--schedule-device] [--compile] [--busy]
         [--device cpu] [--clients 100] [--precision fp32|bf16|auto]
 
 --device cpu runs everything on the CPU (a smoke test without GPU numbers). Exits before any work where torch
@@ -296,6 +297,30 @@ def generation(a, dev) -> None:
           f"{timings['threads']} CPU threads):")
     for k, what in PHASES.items():
         print(f"  {k:<14}{timings[k]:8.3f}  {what}")
+    if a.busy:
+        busy(lambda: batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev), dev)
+
+
+def busy(run, dev, top: int = 8) -> None:
+    """run() once more under torch.profiler: how busy the device was (its kernels' summed time against the wall
+    time, the profiler's overhead inflating the wall: a lower bound on the busy share), and the top kernels."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = dev.type == "cuda"
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        t = time.perf_counter()
+        run()
+        sync(dev)
+        wall = time.perf_counter() - t
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
+    events = [e for e in prof.key_averages() if getattr(e, key, 0) > 0]
+    events.sort(key=lambda e: -getattr(e, key))
+    total = sum(getattr(e, key) for e in events) / 1e6
+    what = "device kernels and copies" if cuda else "CPU ops (self time, all threads)"
+    print(f"the batch once more under torch.profiler: wall {wall:.3f} s, {what} {total:.3f} s "
+          f"({total / wall:.0%} of the wall; where streams overlap it may exceed 100 %)")
+    for e in events[:top]:
+        print(f"  {getattr(e, key) / 1e6:8.3f} s {e.count:7d} calls  {e.key[:90]}")
 
 
 def main(argv=None):
@@ -318,6 +343,9 @@ def main(argv=None):
     ap.add_argument("--trust", choices=("central", "secagg"), default=None,
                     help="every individual with this trust model (default: the drawn gene)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--busy", action="store_true",
+                    help="after the generation's timings, the batch once more under torch.profiler: how busy the "
+                         "GPU was, its top kernels")
     ap.add_argument("--precision", choices=("fp32", "bf16", "auto"), default=None,
                     help="every individual's precision (default: the problem's, 'auto'; on a CPU with native bf16 "
                          "'auto' is bf16, which the batched path leaves to the CPU engine: --precision fp32 batches)")

@@ -6,7 +6,8 @@
 #
 #     bash benchmarks/gpu_session.sh                      # every step (about 4 minutes on an H100 or H200)
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
-#     bash benchmarks/gpu_session.sh generation-opt-ins   # a step the default leaves out (named only)
+#     bash benchmarks/gpu_session.sh generation-opt-ins   # a step the default leaves out (named only; also
+#                                                         # generation-busy)
 #
 # Before the first call, on this machine (both folders are git-ignored; the device tool carries them):
 #     mkdir -p .gpu-data && cp /usr/share/datasets/fashion-mnist/*.gz .gpu-data/       # Fashion-MNIST's IDX files
@@ -61,3 +62,7 @@ step generation-central 80 python3 benchmarks/cuda_population.py --no-round --no
 # client counts change from round to round, and each new shape would compile)
 step generation-opt-ins 90 env FEDEVO_SCHEDULE=device FEDEVO_CUDA_TF32=1 python3 benchmarks/cuda_population.py \
   --no-round --no-today --trust central --data-dir "$DATA"
+# named only: the central generation, then its batch once more under torch.profiler: how busy the GPU was (its
+# kernels' time against the wall) and its top kernels: whether the host or the arithmetic holds the batch up
+step generation-busy 100 python3 benchmarks/cuda_population.py --no-round --no-today --trust central --busy \
+  --data-dir "$DATA"

@@ -80,7 +80,7 @@ def today_host(group, cached=False):
     B = group[0].batch_size
     drawn = np.concatenate([stacked.engine_draws(m).reshape(-1) for m in group])
     shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in group)
-    layout = stacked._device_layout if cached else stacked._device_layout.__wrapped__
+    layout = stacked._plan_layout if cached else stacked._plan_layout.__wrapped__
     used, src, ws = layout(shapes, B, "cpu")
     return used, drawn, src, ws * torch.from_numpy(stacked._per_slot(neg_lr(group), used))
 

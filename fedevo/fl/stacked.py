@@ -20,7 +20,7 @@ The schedule is by default the CPU engine's (`engine.batch_schedule`'s draws, ea
 `engine_draws`, through the native randperm where it equals torch's), hence the same batches as the CPU engine and
 the device path, and every member's numbers do not depend on the members beside it, up to rounding (padding changes
 the GEMMs' blocking; members of equal widths are exact). A bucket's plan is its members' draws (each client's E
-permutations of its rows) gathered through a layout that depends only on the clients' sizes (`_device_layout`,
+permutations of its rows) gathered through a layout that depends only on the clients' sizes (`_plan_layout`,
 cached): on a GPU the host draws, copies them once and the gather runs there. On CUDA the steps of a bucket
 whose shapes recur (the same clients count, widths and schedule lengths: a round repeated, a fixed cohort) replay
 as one captured CUDA graph (`FEDEVO_CUDA_GRAPHS=0` turns it off): one launch for the whole local training instead
@@ -173,7 +173,7 @@ def engine_draws(m: Member) -> np.ndarray:
     """The member's clients' rows of the training set for each epoch as the CPU engine draws them: (clients, E, n)
     with n its largest client; [k, e, :n_k] client k's rows in its e-th permutation (each chunk's
     `engine.chunk_draws` from the chunk's seed), 0 beyond n_k: `device_draws`'s layout, so that the two schedules
-    share the bucket's plan (`_device_layout`)."""
+    share the bucket's plan (`_plan_layout`)."""
     n = max((len(ix) for ch in m.chunks for ix in ch), default=0)
     out = np.zeros((m.clients, m.epochs, n), dtype=np.int64)
     k = 0
@@ -284,9 +284,10 @@ def _per_slot(values: np.ndarray, used: Sequence[int]) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=8)
-def _device_layout(shapes: tuple, B: int, device: str) -> tuple:
-    """A bucket's device-schedule structure from its members' (client sizes, epochs), which recurs round after
-    round: (used, indices into the members' concatenated `device_draws`, weights), the last two on `device`."""
+def _plan_layout(shapes: tuple, B: int, device: str) -> tuple:
+    """A bucket's plan structure from its members' (client sizes, epochs), which recurs while the cohorts do:
+    (used, indices into the members' concatenated draws (`engine_draws` or `device_draws`), weights), the last two
+    on `device`."""
     C = sum(len(sizes) for sizes, _ in shapes)
     steps = max((e * -(-n // B) for sizes, e in shapes for n in sizes), default=0)
     src = np.zeros((C, steps, B), dtype=np.int64)
@@ -316,7 +317,7 @@ class _Bucket:
         neg_lr = np.concatenate([np.full(m.clients, -float(m.lr), dtype=np.float32) for m in members])
         # the plan's structure from the clients' sizes (cached: it recurs), the rows from the members' draws
         shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in members)
-        self.used, src, ws = _device_layout(shapes, B, str(device))
+        self.used, src, ws = _plan_layout(shapes, B, str(device))
         if members[0].schedule == "device":
             drawn = torch.cat([device_draws(m, device).reshape(-1) for m in members])
         else:  # the CPU engine's draws (made ahead in a run's thread where `predraw` did), one copy to the device

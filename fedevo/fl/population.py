@@ -8,7 +8,9 @@ arrived clients runs as one stacked program (`stacked.train_members`: MLPs of on
 set of batched matmuls, different widths padded with zero weights, learning rates and SET masks per client).
 Each run's side of the round (its uploads, aggregation, server and next round's sampling) starts in a thread as
 soon as its bucket is queued, on a GPU on the thread's own stream after that bucket's training only: it overlaps
-the later buckets' training, largest buckets first.
+the later buckets' training, largest buckets first; and a bucket's next round is queued as soon as its own runs'
+sides are done (a run's bucket is fixed: its depth, width class, batch size, epochs), so no bucket waits for the
+slowest side of the round.
 The updates stay on the device through clipping (central and distributed trust's `ClipUpload`) and the weighted
 mean (secure aggregation: through clipping, then only the active coordinates come to the CPU to be encoded and
 summed); the aggregate comes back to the CPU for the server's noise, the model update and SET, as alone. The test
@@ -129,8 +131,8 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
     (None: each config's resolved device, which must then be one for the batch; CPU devices run the same stacked
     code, for tests). exact: stack only members of equal widths (bit-for-bit results, less batching). contain: an
     evaluation alone that raises leaves its exception in its place (the others' results kept) instead of raising.
-    timings: a dict filled with where the wall time went (`PHASES`; for benchmarks). overlap=False: each round's
-    run sides only after all its buckets are queued (the way before; benchmarks compare)."""
+    timings: a dict filled with where the wall time went (`PHASES`; for benchmarks). overlap=False: round after
+    round, each round's run sides only after all its buckets are queued (the way before; benchmarks compare)."""
     if len(configs) != len(seeds):
         raise ValueError("one seed per config")
     clock = _Clock(timings)
@@ -212,8 +214,8 @@ PHASES = {  # simulate_population's `timings`: wall seconds of its phases, in or
                "the first buckets' runs' CPU side runs meanwhile in threads)",
     "plan_s": "of train_s: the buckets' plans (the runs' draws, made ahead, copied; the layout) and stacked state "
               "built on the host",
-    "rounds_s": "each round's wait, after its last bucket is queued, for the runs' CPU side (uploads, "
-                "aggregation, server noise, SET) still running",
+    "rounds_s": "the main thread's waits for runs' CPU sides (uploads, aggregation, server noise, SET): "
+                "overlapping, whenever no bucket's runs are all ready; else each round's after its last bucket",
     "rounds_sum_s": "the runs' CPU side of every round, summed over the runs (much of it during train_s)",
     "rounds_uploads_sum_s": "of rounds_sum_s: the uploads' transform and aggregation (on the device where it can)",
     "rounds_next_sum_s": "of rounds_sum_s: the server's side (noise, model update, SET, accounting) and the next "
@@ -280,11 +282,12 @@ def cpu_threads() -> int:
 
 def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[_Clock] = None,
            threads: Optional[int] = None, overlap: bool = True, on_done=None) -> None:
-    """Advance every run's round loop to its end, one round at a time, local training stacked; each run's CPU
-    side of a round in a thread of `threads` (default `cpu_threads`), started as soon as its bucket is queued: on a
-    GPU the first buckets' uploads, server side and next round's sampling overlap the later buckets' training
-    (overlap=False, or one thread: started once every bucket is queued). on_done(run): called in the run's thread
-    when its loop ends there (overlapping: its result measured while the later buckets train)."""
+    """Advance every run's round loop to its end, local training stacked; each run's CPU side of a round in a
+    thread of `threads` (default `cpu_threads`). Overlapping (the default, with more than one thread: `_pipelined`)
+    a bucket's runs' sides start as soon as the bucket is queued, and a bucket's next round is queued as soon as
+    its own runs' sides are done, not the whole round's; overlap=False or one thread: round after round, every
+    run's side after all of the round's buckets are queued. The same numbers either way. on_done(run): called in
+    the run's thread when its loop ends there (overlapping: its result measured while other buckets train)."""
     clock = clock or _Clock(None)
     threads = threads or cpu_threads()
     finish = clock.each("rounds_sum_s")(lambda job: _finish_round(*job, clock))
@@ -295,47 +298,87 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
         if on_done is not None and r.work is None and r.result is None and r.result_out is not None:
             on_done(r)
     xs: dict = {}
+
+    def x_of(data):  # the training set on the device, once per data set
+        x = xs.get(id(data.x_train))
+        if x is None:
+            x = xs[id(data.x_train)] = data.x_train.to(device).reshape(len(data.x_train), -1)
+        return x
     for r in runs:
         r.work = _advance(r, None, first=True)
     live = [r for r in runs if r.work is not None]
     _map(clock.each("plan_ahead_sum_s")(_member_of), live, threads)
     clock.lap("rounds_s")
-    pool = ThreadPoolExecutor(threads) if threads > 1 else None
+    if overlap and threads > 1:
+        _pipelined(live, device, exact, clock, threads, side, x_of)
+        return
+    while live:
+        by_data: dict = {}
+        for r in live:
+            by_data.setdefault(id(r.su.data.x_train), []).append(r)
+        for group in by_data.values():
+            data = group[0].su.data
+            later: list = []
+            stacked.train_members([r.member for r in group], x_of(data), data.y_train, device=device, exact=exact,
+                                  timings=clock.timings, on_bucket=lambda idx, flats, group=group, later=later:
+                                  later.extend((group[i], f) for i, f in zip(idx, flats)))
+            clock.lap("train_s")
+            _map(finish, later, threads)  # each run's own objects only: the numbers do not depend on the threads
+            clock.lap("rounds_s")
+        live = [r for r in live if r.work is not None]
+
+
+def _pipelined(live: list[_Run], device: torch.device, exact: bool, clock: _Clock, threads: int, side,
+               x_of) -> None:
+    """The runs' rounds with no barrier between them: the runs that share a bucket (one data set, one
+    `stacked.bucket_key`, fixed for a run) advance together, and a bucket's next round is queued as soon as its own
+    runs' sides of the last one are done (the ready buckets largest first), while other buckets' sides still run.
+    A bucket holds the same runs, in the same order, as when every bucket of a round is queued together, hence the
+    same numbers; only the order of the device's work changes. A side's exception: every side in flight waited for,
+    then the first raised (`_wait`)."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    buckets: dict = {}
+    for r in live:
+        buckets.setdefault((id(r.su.data.x_train), stacked.bucket_key(r.member, exact)), []).append(r)
+    last: dict = {key: [] for key in buckets}  # each bucket's runs' side futures of its last round
+    inflight: set = set()
+    pool = ThreadPoolExecutor(threads)
     try:
-        while live:
-            by_data: dict = {}
-            for r in live:
-                by_data.setdefault(id(r.su.data.x_train), []).append(r)
-            for group in by_data.values():
+        while buckets:
+            ready = []
+            for key, group in list(buckets.items()):
+                if not all(f.done() for f in last[key]):
+                    continue
+                if any(f.exception() is not None for f in last[key]):
+                    _wait(last[key] + list(inflight))  # raises the first, once every side has ended
+                group = [r for r in group if r.work is not None]
+                if group:
+                    buckets[key] = group
+                    ready.append(key)
+                else:
+                    del buckets[key]
+            ready.sort(key=lambda k: -sum(stacked.work_of(r.member) for r in buckets[k]))
+            for key in ready:
+                group = buckets[key]
                 data = group[0].su.data
-                x = xs.get(id(data.x_train))
-                if x is None:
-                    x = xs[id(data.x_train)] = data.x_train.to(device).reshape(len(data.x_train), -1)
-                members = [r.member for r in group]
-                pending: list = []
-                later: list = []
-                queued: list = []  # the round's events, dropped here (not in a worker thread during a capture)
+                futures: list = []
 
-                def on_bucket(idx, flats, group=group, pending=pending, later=later, queued=queued):
-                    # each run's own objects only: the numbers do not depend on the threads or the overlap
-                    jobs = [(group[i], f) for i, f in zip(idx, flats)]
-                    if not overlap or pool is None:  # one thread: after every bucket is queued (a run's side
-                        later.extend(jobs)  # here would wait for its bucket before the next one is queued)
-                    else:
-                        ready = _Queued(device)
-                        queued.append(ready)
-                        pending.extend(pool.submit(ready.then, side, job) for job in jobs)
-
-                stacked.train_members(members, x, data.y_train, device=device, exact=exact, timings=clock.timings,
-                                      on_bucket=on_bucket, before_capture=lambda pending=pending: _wait(pending))
+                def on_bucket(idx, flats, group=group, futures=futures):
+                    ready_at = _Queued(device)
+                    futures.extend(pool.submit(ready_at.then, side, (group[i], f)) for i, f in zip(idx, flats))
+                stacked.train_members([r.member for r in group], x_of(data), data.y_train, device=device,
+                                      exact=exact, timings=clock.timings, on_bucket=on_bucket,
+                                      before_capture=lambda: _wait(list(inflight)))
+                last[key] = futures
+                inflight.update(futures)
                 clock.lap("train_s")
-                _wait(pending)
-                _map(finish, later, threads)
+            inflight = {f for f in inflight if not f.done()}
+            if not ready and inflight:
+                wait(inflight, return_when=FIRST_COMPLETED)
                 clock.lap("rounds_s")
-            live = [r for r in live if r.work is not None]
-    finally:
-        if pool is not None:  # after an error, the run sides not started yet are not started (none is left else)
-            pool.shutdown(wait=True, cancel_futures=True)
+    finally:  # after an error, the sides not started yet are not started
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _wait(futures: list) -> None:

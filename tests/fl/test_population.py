@@ -153,6 +153,45 @@ def test_overlapped_run_sides_equal_one_thread(problem, monkeypatch):
             assert _untimed(a.privacy) == _untimed(b.privacy), key
 
 
+def test_a_bucket_goes_on_while_another_buckets_sides_run(problem, monkeypatch):
+    """No barrier between rounds: with one run's side slowed down, the buckets it is not in train their next
+    rounds meanwhile (the 3-layer member's bucket goes on while the 1-layer member's first side sleeps), and every
+    number is still the round-by-round path's (overlap=False)."""
+    import threading
+    import time
+
+    from fedevo.fl import population, stacked
+    from fedevo.fl.population import evaluate_population as batched
+
+    monkeypatch.setenv("FEDEVO_POPULATION_THREADS", "3")
+    want = batched(problem, GENERATION, SEEDS, device="cpu", overlap=False)
+    slow_dims = {(64, 30, 10)}  # GENERATION[2]: one hidden layer of 30 (synthetic 1×8×8 inputs), a bucket alone
+    events, lock = [], threading.Lock()
+    finish, train = population._finish_round, stacked.train_members
+
+    def slow_finish(r, flat, clock=None):
+        slow = r.member.dims in slow_dims and ("slow side done",) not in events  # its first side only
+        if slow:
+            time.sleep(0.5)
+        out = finish(r, flat, clock)
+        if slow:
+            with lock:
+                events.append(("slow side done",))
+        return out
+
+    def logged_train(members, *args, **kwargs):
+        with lock:
+            events.append(("train", tuple(m.dims for m in members)))
+        return train(members, *args, **kwargs)
+    monkeypatch.setattr(population, "_finish_round", slow_finish)
+    monkeypatch.setattr(stacked, "train_members", logged_train)
+    got = batched(problem, GENERATION, SEEDS, device="cpu")
+    assert [_objectives(r) for r in got] == [_objectives(r) for r in want]
+    before = events[:events.index(("slow side done",))]
+    deep = [e for e in before if e[0] == "train" and len(e[1][0]) == 5]  # the 3-layer member's bucket
+    assert len(deep) >= 2, events  # its second round was queued while the slow side still ran
+
+
 def test_wait_raises_the_first_failure_after_all_and_the_waiters_own_interrupt_at_once():
     """population._wait: every future waited for, then the first one's exception; an interrupt of the waiting
     thread itself is not stored as a future's (it used to be, and the wait went on through every other run side)."""

@@ -324,7 +324,7 @@ class _Bucket:
             host = [m.drawn if m.drawn is not None else engine_draws(m) for m in members]
             drawn = to_device(torch.from_numpy(np.concatenate([h.reshape(-1) for h in host])), device)
         rows = drawn[src]
-        ws = ws * to_device(torch.from_numpy(_per_slot(neg_lr, self.used)), device)  # new: the layout is cached
+        ws = ws * to_device(torch.from_numpy(_per_slot(neg_lr, self.used)), device)  # a new tensor: ws is cached
         self.plan = [rows, _labels_on(y, device)[rows], ws]
         self.masked = any(m.masks for m in members)
         self.tf32 = device.type == "cuda" and members[0].tf32  # one bucket: one setting (bucket_key)
@@ -598,5 +598,5 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
 
 
 __all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "compile_enabled", "device_draws", "enabled",
-           "fp32_matmuls", "graphs_enabled", "layout_into", "opt_ins", "predraw", "schedule", "schedule_setting",
+           "engine_draws", "fp32_matmuls", "graphs_enabled", "layout_into", "opt_ins", "predraw", "schedule_setting",
            "settings_of", "split", "tf32_enabled", "train_members", "width_class", "work_of"]

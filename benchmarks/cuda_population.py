@@ -23,8 +23,9 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
    batch's wall time went (fl/population.py's PHASES: preparation, stacked training, each round's CPU side, the
    results, the evaluations alone). The data set is loaded (and cached) before any timing; the whole generation
    for one round runs first as a warm-up; then, side by side, the batch with each round's run sides started only
-   after all its buckets are queued (overlap=False, the way before) and the batch as it runs by default; with
-   --busy, the batch once more under torch.profiler (how busy the GPU was: its kernels' time against the wall).
+   after all its buckets are queued (overlap=False, the way before) and the batch as it runs by default; on a GPU,
+   after them, the batch with the fused masked update off (FEDEVO_CUDA_FUSED_UPDATE=off, fl/stacked_update.py:
+   cuBLAS's GEMM, then the mask product, as before 2026-11-27); with --busy, the batch once more under torch.profiler (how busy the GPU was: its kernels' time against the wall).
 
     python benchmarks/cuda_population.py [--repeats 5] [--generation 20] [--gen-seed 0] [--rounds R]
         [--data-dir D] [--no-round] [--no-generation] [--no-today] [--tf32] [--schedule-device] [--compile] [--busy]
@@ -52,7 +53,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fedevo import hardware, native  # noqa: E402
 from fedevo.config import MLPArch  # noqa: E402
 from fedevo.data.datasets import synthetic  # noqa: E402
-from fedevo.fl import stacked  # noqa: E402
+from fedevo.fl import stacked, stacked_update  # noqa: E402
 from fedevo.fl.device import train_groups  # noqa: E402
 from fedevo.fl.engine import chunk_threads, flat_deltas, train_chunks  # noqa: E402
 from fedevo.models import build_model  # noqa: E402
@@ -241,6 +242,15 @@ def generation(a, dev) -> None:
     t_pop = time.perf_counter() - t
     same_before = all((b.error, b.eps, b.comm, b.omega) == (g.error, g.eps, g.comm, g.omega)
                       for b, g in zip(before, together))
+    unfused = None
+    if dev.type == "cuda" and stacked_update.mode() != "off" and stacked_update.usable(dev):
+        os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = "off"  # the masked layers' update in two passes, as before
+        t = time.perf_counter()
+        plain = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev)
+        sync(dev)
+        unfused = (time.perf_counter() - t, max(abs(p.error - g.error) for p, g in zip(plain, together)),
+                   all((p.eps, p.comm, p.omega) == (g.eps, g.comm, g.omega) for p, g in zip(plain, together)))
+        os.environ.pop("FEDEVO_CUDA_FUSED_UPDATE")
     print(f"{'#':>3} {'trust':<8}{'L':>2}{'units':>6}{'part':>6}{'alpha':>7}{'lr':>7}{'alone s':>9}{'today s':>9}"
           f"{'error':>8}{'Δerror':>9}{'ε,comm,Ω equal':>16}  status")
     # one evaluation alone, untimed, before the timed ones: on 2026-11-26's H200 the first alone evaluation after
@@ -293,6 +303,10 @@ def generation(a, dev) -> None:
     print(f"the same batch with each round's run sides only after all its buckets are queued (overlap=False, the "
           f"way before), just before it: {t_before:.3f} s ({t_before / t_pop:.2f}x the batch's time); results "
           f"equal: {same_before}")
+    if unfused is not None:
+        print(f"the same batch with the fused masked update off (FEDEVO_CUDA_FUSED_UPDATE=off: cuBLAS's GEMM, then "
+              f"the mask product), just after it: {unfused[0]:.3f} s ({unfused[0] / t_pop:.2f}x the batch's time); "
+              f"max |Δ error| {unfused[1]:.1e}, ε, comm and Ω equal: {unfused[2]}")
     print(f"where the batch's {t_pop:.3f} s went ({timings['members']} batched, {timings['alone']} alone, "
           f"{timings['threads']} CPU threads):")
     for k, what in PHASES.items():

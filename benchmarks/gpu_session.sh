@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue #37's GPU figures in device calls (a lent GPU has ~15 minutes for a whole session, starts included): the
-# machine, the CUDA tests, the reference round with every opt-in, and the fashion_mlp_dp generation of 20 (drawn
-# trust gene, then central for all), each step under its own timeout so that one slow step cannot eat the others'
-# time (555 s in all for the default steps: a device call's limit is 600 s). Writes one file per step under $OUT (the device tool brings it back).
+# machine, the CUDA tests, the fused masked update against the plain one, the reference round with every opt-in,
+# the host-side pieces, and the fashion_mlp_dp generation of 20 (drawn trust gene, then central for all), each step
+# under its own timeout so that one slow step cannot eat the others' time (570 s in all for the default steps: a
+# device call's limit is 600 s). Writes one file per step under $OUT (the device tool brings it back).
 #
 #     bash benchmarks/gpu_session.sh                      # every step (about 4 minutes on an H100 or H200)
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
@@ -25,7 +26,7 @@ if [ -d .whl ]; then
     && export PYTHONPATH=/tmp/site || exit 1
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fedevo, installed or not
-WANT=" ${*:-tests round phases plan accountant generation generation-central} "
+WANT=" ${*:-tests fused round plan accountant generation generation-central} "
 step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT/NAME.txt, its status and time appended
   local name=$1 secs=$2; shift 2
   [[ "$WANT" == *" $name "* ]] || return 0
@@ -45,10 +46,13 @@ step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT
 cat "$OUT/machine.txt"
 step tests 130 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py \
-  tests/fl/test_stacked_fused.py
+  tests/fl/test_stacked_fused.py tests/fl/test_stacked_update.py
+# the fused masked weight update (fl/stacked_update.py) against the plain update: one layer's step, and the
+# reference round dense and SET-masked with FEDEVO_CUDA_FUSED_UPDATE off / masked / all, side by side
+step fused 60 python3 benchmarks/cuda_fused_update.py
 step round 100 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile
-# where the opt-ins' round goes (plan, load, step loop, updates; the step loop's kernels), with the CPU engine's
-# batches (the default schedule: its draws native on the host, laid out on the GPU)
+# named only (the default list makes room for `fused`): where the opt-ins' round goes (plan, load, step loop,
+# updates; the step loop's kernels), with the CPU engine's batches (its draws native on the host, laid out there)
 step phases 45 env FEDEVO_CUDA_TF32=1 FEDEVO_CUDA_COMPILE=1 python3 benchmarks/cuda_round_phases.py
 # the host-side pieces a generation waits on, side by side on this host's CPU (the 2-core CPU's figures do not tell
 # a 16-core host's): the buckets' plan the previous way against the native draws; the ε in threads against workers

@@ -7,7 +7,8 @@ ValueError in every evaluation, or an opt-in silently off (or on):
 - `env_flag`: an on/off, 1/0 or its words (FEDEVO_CUDA_TF32, FEDEVO_CUDA_COMPILE, FEDEVO_STACKED,
   FEDEVO_CUDA_GRAPHS, FEDEVO_NATIVE);
 - `env_auto_flag`: 'auto' or an on/off (FEDEVO_LOWER, FEDEVO_SPARSE);
-- `env_choice`: one of a few words, any case (FEDEVO_SECAGG, FEDEVO_SCHEDULE, FEDEVO_DEVICE).
+- `env_choice`: one of a few words, any case (FEDEVO_SECAGG, FEDEVO_SCHEDULE, FEDEVO_DEVICE,
+  FEDEVO_CUDA_FUSED_UPDATE).
 
 Unset or empty is the caller's default for each. FEDEVO_CACHE (a folder) is the one FEDEVO_* variable read
 without one of these. docs/engine.md lists them all."""

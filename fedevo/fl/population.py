@@ -42,7 +42,7 @@ from ..data import load_data
 from ..envvars import env_count
 from ..errors import DivergedError
 from ..privacy import offload
-from . import stacked, stacked_fused
+from . import stacked
 from .finite import all_finite
 from .engine import intra_op_threads
 from .aggregate import weighted_mean
@@ -200,7 +200,7 @@ def _measure_batch(runs, d, exact, clock, threads, results, t0, overlap: bool = 
     def result(r):  # the accountant's ε (in worker processes: offload) and the test accuracies, in threads
         if r.result is None:
             r.result = measure(r.cfg, r.seed, r.su, r.result_out, t0=t0, stop=r.cfg.rounds,
-                               engine=stacked_fused.engine_label(r.engine), accuracies=acc)
+                               engine=stacked.engine_label(r.engine), accuracies=acc)
         return r.result
     _train(runs, d, exact, clock, threads, overlap, on_done=result)
     for r, res in zip(runs, _map(result, runs, threads)):

@@ -19,7 +19,7 @@ from ..privacy.mechanism import build_mechanism
 from ..privacy.noise import NoiseSource
 from ..privacy.privatizer import Privatizer
 from ..result import EvaluationResult
-from . import continuation, stacked, stacked_fused
+from . import continuation, stacked
 from .cost import train_macs
 from .finite import all_finite
 from .rounds import client_accuracies, run_rounds
@@ -106,7 +106,7 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
         return _diverged(cfg, t0, str(e), engine=engine, rounds=stop)
     finally:
         noise.close()
-    return measure(cfg, seed, su, out, t0=t0, stop=stop, engine=stacked_fused.engine_label(engine))
+    return measure(cfg, seed, su, out, t0=t0, stop=stop, engine=stacked.engine_label(engine))
 
 
 def measure(cfg: SimConfig, seed: int, su: Setup, out, *, t0: float, stop: int, engine: dict,

@@ -14,7 +14,8 @@ whole bucket:
   folded in where the plan is built: δ is the update's from the top, no per-layer scaling;
 - backward per layer: the input gradient δ·Wᵀ (with ReLU') first, then the weight update fused into the
   weight-gradient GEMM: W += hᵀ·δ (`baddbmm_` in place: no gradient tensor, no update pass), the mask product
-  after it where SET masks are, the bias b += Σδ.
+  after it where SET masks are, the bias b += Σδ. On CUDA a masked layer's update and mask product are one Triton
+  kernel (fl/stacked_update.py: one pass over the weights instead of two; FEDEVO_CUDA_FUSED_UPDATE).
 
 The schedule is by default the CPU engine's (`engine.batch_schedule`'s draws, each chunk with its own seed:
 `engine_draws`, through the native randperm where it equals torch's), hence the same batches as the CPU engine and
@@ -58,7 +59,7 @@ import numpy as np
 import torch
 
 from ..envvars import env_choice, env_flag
-from . import stacked_fused
+from . import stacked_fused, stacked_update
 from .engine import chunk_draws, intra_op_threads
 
 
@@ -130,6 +131,12 @@ def opt_ins(cfg, device) -> dict:
     if torch.device(device).type == "cuda":
         out.update({k: True for k in ("tf32", "torch_compile") if got[k]})
     return out
+
+
+def engine_label(engine: dict) -> dict:
+    """A result's `engine` as this process trained it: torch_compile's fallback (stacked_fused) and the fused
+    update's kernel (stacked_update) named."""
+    return stacked_update.engine_label(stacked_fused.engine_label(engine))
 
 
 def enabled() -> bool:
@@ -329,9 +336,14 @@ class _Bucket:
         self.masked = any(m.masks for m in members)
         self.tf32 = device.type == "cuda" and members[0].tf32  # one bucket: one setting (bucket_key)
         self.compiled = device.type == "cuda" and members[0].torch_compile  # likewise
+        # which layers' updates run in the fused kernel (fl/stacked_update.py): the masked ones by default
+        fused = stacked_update.mode()
+        if fused == "masked" and not self.masked:
+            fused = "off"
+        self.fused = fused if fused != "off" and stacked_update.usable(device) else "off"  # checked once a device
 
     def key(self) -> tuple:
-        return (self.C, tuple(self.dims), self.used, self.masked, self.tf32, self.compiled)
+        return (self.C, tuple(self.dims), self.used, self.masked, self.tf32, self.compiled, self.fused)
 
     def load(self, state: dict) -> None:
         """Copy the members' global parameters (and masks) into the stacked state (allocated or reused)."""
@@ -340,8 +352,9 @@ class _Bucket:
             for l in range(L):
                 state[f"W{l}"] = torch.zeros(self.C, self.dims[l], self.dims[l + 1], device=self.device)
                 state[f"b{l}"] = torch.zeros(self.C, 1, self.dims[l + 1], device=self.device)
-                if self.masked:
-                    state[f"M{l}"] = torch.zeros(self.C, self.dims[l], self.dims[l + 1], device=self.device)
+                if self.masked:  # 0/1: bytes where the fused kernel reads them, else W's dtype for mul_
+                    state[f"M{l}"] = torch.zeros(self.C, self.dims[l], self.dims[l + 1], device=self.device,
+                                                 dtype=torch.uint8 if self.fused != "off" else torch.float32)
             state["rows"], state["y"], state["w"] = (torch.empty_like(t) for t in self.plan)
         for name, t in zip(("rows", "y", "w"), self.plan):
             state[name].copy_(t)
@@ -426,9 +439,12 @@ class _Bucket:
                         bias[l - 1].add_(nd.sum(1, keepdim=True))
                     else:
                         nd = mid(g, hs[l], bias[l - 1])
-                W[l].baddbmm_(hs[l].transpose(1, 2), delta)  # W −= lr·hᵀδ, inside the GEMM
-                if M[l] is not None:
-                    W[l].mul_(M[l])
+                if self.fused == "all" or (self.fused == "masked" and M[l] is not None):
+                    stacked_update.update_(W[l], hs[l], delta, M[l], tf32=self.tf32)  # one pass, mask inside
+                else:
+                    W[l].baddbmm_(hs[l].transpose(1, 2), delta)  # W −= lr·hᵀδ, inside the GEMM
+                    if M[l] is not None:
+                        W[l].mul_(M[l])
                 delta = nd
 
     def deltas(self, state: dict) -> list[torch.Tensor]:
@@ -598,5 +614,5 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
 
 
 __all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "compile_enabled", "device_draws", "enabled",
-           "engine_draws", "fp32_matmuls", "graphs_enabled", "layout_into", "opt_ins", "predraw", "schedule_setting",
+           "engine_draws", "engine_label", "fp32_matmuls", "graphs_enabled", "layout_into", "opt_ins", "predraw", "schedule_setting",
            "settings_of", "split", "tf32_enabled", "train_members", "width_class", "work_of"]

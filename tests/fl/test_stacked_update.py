@@ -1,0 +1,183 @@
+"""The stacked trainer's fused masked weight update (fl/stacked_update.py): its Triton kernel against the plain
+update (cuBLAS's GEMM then the mask product; here torch's CPU ops) under Triton's interpreter on the CPU — uneven
+shapes, short batches, masked or not, strided inputs — and the stacked trainer with it against the plain loop, in
+a subprocess with TRITON_INTERPRET=1 (skipped where Triton is not installed); the mode's setting; the fallback
+when the kernel cannot run. On a GPU, tests/fl/test_cuda.py runs the compiled kernel (`pytest -m cuda`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from fedevo.errors import SetupError
+from fedevo.fl import stacked_update
+
+needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+
+
+def _interpreted(code: str, **env) -> str:
+    """Run `code` in a fresh interpreter with TRITON_INTERPRET=1 (Triton reads it when a kernel is defined)."""
+    full = {**os.environ, "TRITON_INTERPRET": "1", **env}
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+@needs_triton
+def test_kernel_equals_plain_update_under_the_interpreter():
+    out = _interpreted("""
+        import torch
+        from fedevo.fl import stacked_update as su
+        g = torch.Generator().manual_seed(0)
+        worst = 0.0
+        for C, K, N, B, masked in [(2, 70, 37, 24, True), (3, 64, 64, 64, False), (1, 129, 10, 1, True),
+                                   (2, 20, 130, 17, True), (4, 5, 3, 7, False)]:
+            W = torch.randn(C, K, N, generator=g)
+            h = torch.randn(C, B, K, generator=g)
+            d = torch.randn(C, B, N, generator=g)
+            M = (torch.rand(C, K, N, generator=g) < 0.3).to(torch.uint8) if masked else None
+            ref = su.plain_(W.clone(), h, d, None if M is None else M.float())
+            got = su.update_(W.clone(), h, d, M)
+            assert got.shape == ref.shape
+            if masked:  # inactive weights are exactly 0
+                assert bool((got[M == 0] == 0).all())
+            worst = max(worst, float(((got - ref).abs() / (ref.abs() + 1)).max()))
+            changed = float((got - W).abs().max())
+            assert changed > 0.1, changed
+        # a strided h (the transpose of a contiguous tensor) and a float mask: the same numbers
+        W = torch.randn(2, 30, 12, generator=g); h = torch.randn(2, 30, 9, generator=g).transpose(1, 2)
+        d = torch.randn(2, 9, 12, generator=g); M = (torch.rand(2, 30, 12, generator=g) < .5).float()
+        worst = max(worst, float((su.update_(W.clone(), h, d, M) - su.plain_(W.clone(), h, d, M)).abs().max()))
+        print(worst)
+    """)
+    assert float(out.strip()) < 1e-5  # fp32 rounding of B products summed in another order
+
+
+@needs_triton
+def test_stacked_trainer_with_the_fused_update_equals_the_plain_loop():
+    """Members with SET masks and without, padded in one bucket: the trainer with the kernel (masked layers, then
+    every layer) gives the plain loop's updates within fp32 rounding, inactive and padded weights stay zero."""
+    out = _interpreted("""
+        import torch
+        import tests.fl.test_stacked as ts
+        from fedevo.fl import stacked, stacked_update as su
+        members = [ts._member(units=24, alpha=2.0)[1], ts._member(units=17, alpha=3.0, lr=0.05, seed=1, shift=5)[1],
+                   ts._member(units=20, lr=0.2, seed=2, shift=9)[1]]
+        assert su.usable("cpu"), su.status("cpu")
+        got = {}
+        for mode in ("off", "masked", "all"):
+            import os
+            os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = mode
+            got[mode] = stacked.train_members(members, ts.DATA.x_train, ts.DATA.y_train, device="cpu")
+        for mode in ("masked", "all"):
+            for a, b in zip(got[mode], got["off"]):
+                torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+        m, flat = members[1], got["masked"][1]
+        W0 = flat[:, :m.params[0].numel()].view(-1, *m.params[0].shape)
+        assert bool((W0[:, m.masks[0] == 0] == 0).all())  # local − global is 0 where the mask is 0
+        assert float(flat.abs().max()) > 1e-3
+        print("ok")
+    """, PYTHONPATH=os.getcwd())
+    assert out.strip().endswith("ok")
+
+
+def test_mode_setting(monkeypatch):
+    monkeypatch.delenv("FEDEVO_CUDA_FUSED_UPDATE", raising=False)
+    assert stacked_update.mode() == "masked"
+    for v in ("ALL", "off", " masked "):
+        monkeypatch.setenv("FEDEVO_CUDA_FUSED_UPDATE", v)
+        assert stacked_update.mode() == v.strip().lower()
+    monkeypatch.setenv("FEDEVO_CUDA_FUSED_UPDATE", "1")
+    with pytest.raises(SetupError, match="FEDEVO_CUDA_FUSED_UPDATE must be 'masked', 'all' or 'off'"):
+        stacked_update.mode()
+
+
+def test_not_used_on_the_cpu_without_the_interpreter(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert not stacked_update.usable("cpu")
+    assert stacked_update.status("cpu") is None  # nothing was checked
+
+
+def test_a_kernel_that_cannot_run_warns_once_and_the_plain_loop_trains(monkeypatch):
+    """Where the check fails (here: the kernel raises, as without Triton or a compiler), one warning, `usable` is
+    False from then on, and a bucket trains with the plain update (the CPU's numbers)."""
+    import tests.fl.test_stacked as ts
+    from fedevo.fl import stacked
+
+    stacked_update.reset()
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    calls = []
+
+    def broken(*a, **k):
+        calls.append(1)
+        raise ImportError("No module named 'triton'")
+
+    monkeypatch.setattr(stacked_update, "update_", broken)
+    try:
+        with pytest.warns(RuntimeWarning, match="fused masked update is not used on cpu .*ImportError"):
+            assert not stacked_update.usable("cpu")
+        assert not stacked_update.usable("cpu") and len(calls) == 1  # checked once
+        assert "ImportError" in stacked_update.status("cpu")
+        m = ts._member(alpha=2.0)[1]
+        monkeypatch.delenv("TRITON_INTERPRET")
+        (plain,) = stacked.train_members([m], ts.DATA.x_train, ts.DATA.y_train, device="cpu")
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+        (got,) = stacked.train_members([m], ts.DATA.x_train, ts.DATA.y_train, device="cpu")
+        assert torch.equal(got, plain) and len(calls) == 1
+    finally:
+        stacked_update.reset()
+
+
+def test_engine_label_names_the_kernel_only_where_the_process_used_it(monkeypatch):
+    from fedevo.fl import stacked
+
+    monkeypatch.delenv("FEDEVO_CUDA_FUSED_UPDATE", raising=False)
+    cuda = {"device": "cuda", "kernels": "not used (the CUDA device path runs torch ops)"}
+    stacked_update.reset()
+    try:
+        assert stacked.engine_label(cuda) == cuda  # not checked on a GPU: nothing to say
+        monkeypatch.setitem(stacked_update._CHECKED, "cuda:0", True)
+        assert "SET-masked layers in one Triton kernel" in stacked.engine_label(cuda)["kernels"]
+        assert stacked.engine_label({"device": "cpu"}) == {"device": "cpu"}
+        monkeypatch.setenv("FEDEVO_CUDA_FUSED_UPDATE", "all")
+        assert "all layers" in stacked.engine_label(cuda)["kernels"]
+        monkeypatch.setenv("FEDEVO_CUDA_FUSED_UPDATE", "off")
+        assert stacked.engine_label(cuda) == cuda
+        monkeypatch.delenv("FEDEVO_CUDA_FUSED_UPDATE")
+        monkeypatch.setitem(stacked_update._CHECKED, "cuda:0", "ImportError: No module named 'triton'")
+        assert stacked.engine_label(cuda)["kernels"] == ("torch ops (the fused update's Triton kernel not used: "
+                                                         "ImportError: No module named 'triton')")
+    finally:
+        stacked_update.reset()
+
+
+@pytest.mark.cuda
+def test_on_cuda_the_kernel_passes_its_check_and_the_trainer_equals_the_plain_loop(monkeypatch):
+    """On a GPU: the compiled kernel passes `usable`'s check (fp32 and TF32); the trainer with it (eager, then a
+    captured CUDA graph replayed: the same shapes three times) gives the plain loop's updates within fp32 rounding,
+    and the same numbers bit for bit each time (no atomics)."""
+    import tests.fl.test_stacked as ts
+    from fedevo.fl import stacked
+
+    stacked_update.reset()
+    assert stacked_update.usable("cuda"), stacked_update.status("cuda")
+    members = [ts._member(units=24, alpha=2.0)[1], ts._member(units=17, alpha=3.0, lr=0.05, seed=1, shift=5)[1]]
+    x = ts.DATA.x_train.cuda()
+    got = {}
+    for mode in ("off", "masked", "all"):
+        monkeypatch.setenv("FEDEVO_CUDA_FUSED_UPDATE", mode)
+        runs = [[f.cpu() for f in stacked.train_members(members, x, ts.DATA.y_train, device="cuda")]
+                for _ in range(3)]
+        for again in runs[1:]:
+            assert all(torch.equal(a, b) for a, b in zip(again, runs[0]))
+        got[mode] = runs[0]
+    for mode in ("masked", "all"):
+        for a, b in zip(got[mode], got["off"]):
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)

@@ -80,8 +80,15 @@ def _kernel():
     return triton, masked_update
 
 
+MAX_GRID_Z = 65535  # CUDA's grid limit on the clients' axis: more clients are launched in slices
+
+
 def _block_n(n: int) -> int:
-    return 16 if n <= 16 else 32 if n <= 32 else 64
+    """A program's columns: the widest of 64, 32 and 16 that pads N by at most 1/8 (the padded columns' products
+    are computed and dropped; narrower blocks read h's block more often), else the one that pads it least."""
+    padded = {b: -(-n // b) * b for b in (64, 32, 16)}
+    fits = [b for b in (64, 32, 16) if padded[b] <= n * 1.125]
+    return fits[0] if fits else min(padded, key=lambda b: (padded[b], -b))
 
 
 def update_(W: torch.Tensor, h: torch.Tensor, delta: torch.Tensor, M: Optional[torch.Tensor] = None, *,
@@ -93,9 +100,12 @@ def update_(W: torch.Tensor, h: torch.Tensor, delta: torch.Tensor, M: Optional[t
     nb = h.shape[1]
     BN = _block_n(N)
     Mt = M if M is not None else W  # not read without a mask
-    grid = (triton.cdiv(K, BLOCK_K), triton.cdiv(N, BN), C)
-    kernel[grid](W, h, delta, Mt, K, N, nb, *W.stride(), *h.stride(), *delta.stride(), *Mt.stride(),
-                 HAS_MASK=M is not None, TF32=bool(tf32), BK=BLOCK_K, BN=BN, BB=BLOCK_B, num_warps=4)
+    for c in range(0, C, MAX_GRID_Z):
+        n = min(MAX_GRID_Z, C - c)
+        w, m = W[c:c + n], Mt[c:c + n]
+        kernel[(triton.cdiv(K, BLOCK_K), triton.cdiv(N, BN), n)](
+            w, h[c:c + n], delta[c:c + n], m, K, N, nb, *w.stride(), *h.stride(), *delta.stride(), *m.stride(),
+            HAS_MASK=M is not None, TF32=bool(tf32), BK=BLOCK_K, BN=BN, BB=BLOCK_B, num_warps=4)
     return W
 
 

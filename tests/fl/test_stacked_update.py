@@ -55,6 +55,11 @@ def test_kernel_equals_plain_update_under_the_interpreter():
         W = torch.randn(2, 30, 12, generator=g); h = torch.randn(2, 30, 9, generator=g).transpose(1, 2)
         d = torch.randn(2, 9, 12, generator=g); M = (torch.rand(2, 30, 12, generator=g) < .5).float()
         worst = max(worst, float((su.update_(W.clone(), h, d, M) - su.plain_(W.clone(), h, d, M)).abs().max()))
+        # more clients than one launch takes (CUDA's grid limit, here 2): launched in slices, every client updated
+        su.MAX_GRID_Z = 2
+        W = torch.randn(5, 20, 40, generator=g); h = torch.randn(5, 8, 20, generator=g)
+        d = torch.randn(5, 8, 40, generator=g); M = (torch.rand(5, 20, 40, generator=g) < .5).to(torch.uint8)
+        worst = max(worst, float((su.update_(W.clone(), h, d, M) - su.plain_(W.clone(), h, d, M.float())).abs().max()))
         print(worst)
     """)
     assert float(out.strip()) < 1e-5  # fp32 rounding of B products summed in another order

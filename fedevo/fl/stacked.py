@@ -440,7 +440,7 @@ class _Bucket:
                     else:
                         nd = mid(g, hs[l], bias[l - 1])
                 if self.fused == "all" or (self.fused == "masked" and M[l] is not None):
-                    stacked_update.update_(W[l], hs[l], delta, M[l], tf32=self.tf32)  # one pass, mask inside
+                    stacked_update.apply_(W[l], hs[l], delta, M[l], tf32=self.tf32)  # one pass, mask inside
                 else:
                     W[l].baddbmm_(hs[l].transpose(1, 2), delta)  # W −= lr·hᵀδ, inside the GEMM
                     if M[l] is not None:

@@ -121,6 +121,37 @@ _LOCK = threading.Lock()
 _CHECKED: dict = {}  # device → True (the kernel agreed with plain_) or the reason it is not used
 
 
+def _key(device) -> str:
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return str(device)
+
+
+def _refuse(key: str, e: BaseException) -> None:
+    """The kernel is not used on `key` from now on; one warning saying why."""
+    why = (str(e).strip().splitlines() or [""])[0][:200]
+    _CHECKED[key] = f"{type(e).__name__}: {why}"
+    warnings.warn(f"fedevo: the stacked trainer's fused masked update is not used on {key} ({_CHECKED[key]}); "
+                  "the plain update (cuBLAS GEMM, then the mask)", RuntimeWarning, stacklevel=3)
+
+
+def apply_(W: torch.Tensor, h: torch.Tensor, delta: torch.Tensor, M: Optional[torch.Tensor] = None, *,
+           tf32: bool = False) -> torch.Tensor:
+    """The step loop's call: `update_` where the device's check passed, else (or where a launch raises before it
+    runs: a new shape's compile failing) `plain_`, the kernel given up for the process with one warning."""
+    key = _key(W.device)
+    if _CHECKED.get(key) is True:
+        try:
+            return update_(W, h, delta, M, tf32=tf32)
+        except Exception as e:  # noqa: BLE001 - raised before the launch: W is untouched
+            if W.is_cuda and torch.cuda.is_current_stream_capturing():
+                raise  # compiled in the warm-up before a capture: not expected here
+            with _LOCK:
+                _refuse(key, e)
+    return plain_(W, h, delta, M)
+
+
 def usable(device) -> bool:
     """Whether the kernel runs on `device` (CUDA; the CPU under Triton's interpreter): checked once per process and
     device against `plain_` on small problems (uneven shapes, short batches, masked and not; fp32, and TF32 on
@@ -128,17 +159,13 @@ def usable(device) -> bool:
     device = torch.device(device)
     if device.type != "cuda" and not (device.type == "cpu" and _interpreted()):
         return False
-    key = str(device)
+    key = _key(device)
     with _LOCK:
         if key not in _CHECKED:
             try:
                 _CHECKED[key] = _check(device) or True
             except Exception as e:  # noqa: BLE001 - no Triton, no compiler, a launch failure: the plain loop
-                why = (str(e).strip().splitlines() or [""])[0][:200]
-                _CHECKED[key] = f"{type(e).__name__}: {why}"
-                warnings.warn(f"fedevo: the stacked trainer's fused masked update is not used on {key} "
-                              f"({_CHECKED[key]}); the plain update (cuBLAS GEMM, then the mask)", RuntimeWarning,
-                              stacklevel=2)
+                _refuse(key, e)
         return _CHECKED[key] is True
 
 
@@ -163,7 +190,7 @@ def _check(device: torch.device) -> None:
 
 def status(device) -> Optional[str]:
     """What the check said on `device`: 'used', the reason it is not, or None where it has not run."""
-    got = _CHECKED.get(str(torch.device(device)))
+    got = _CHECKED.get(_key(device))
     return None if got is None else "used" if got is True else got
 
 
@@ -188,4 +215,4 @@ def reset() -> None:
         _CHECKED.clear()
 
 
-__all__ = ["MODES", "engine_label", "mode", "plain_", "reset", "status", "update_", "usable"]
+__all__ = ["MODES", "apply_", "engine_label", "mode", "plain_", "reset", "status", "update_", "usable"]

@@ -186,3 +186,29 @@ def test_on_cuda_the_kernel_passes_its_check_and_the_trainer_equals_the_plain_lo
     for mode in ("masked", "all"):
         for a, b in zip(got[mode], got["off"]):
             torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_a_launch_that_raises_later_falls_back_to_the_plain_update_once(monkeypatch):
+    """A kernel that passed its check but raises at a later launch (a new shape's compile failing): that step gets
+    the plain update (the same numbers: nothing was launched), one warning, and the plain update from then on."""
+    stacked_update.reset()
+    monkeypatch.setitem(stacked_update._CHECKED, "cpu", True)
+    calls = []
+
+    def broken(*a, **k):
+        calls.append(1)
+        raise RuntimeError("PassManager::run failed\nmore")
+
+    monkeypatch.setattr(stacked_update, "update_", broken)
+    g = torch.Generator().manual_seed(1)
+    W, h, d = torch.randn(2, 6, 5, generator=g), torch.randn(2, 3, 6, generator=g), torch.randn(2, 3, 5, generator=g)
+    M = (torch.rand(2, 6, 5, generator=g) < 0.5).to(torch.uint8)
+    want = stacked_update.plain_(W.clone(), h, d, M.float())
+    try:
+        with pytest.warns(RuntimeWarning, match=r"not used on cpu \(RuntimeError: PassManager::run failed\)"):
+            got = stacked_update.apply_(W.clone(), h, d, M)
+        assert torch.equal(got, want)
+        assert torch.equal(stacked_update.apply_(W.clone(), h, d, M), want) and len(calls) == 1
+        assert stacked_update.status("cpu") == "RuntimeError: PassManager::run failed"
+    finally:
+        stacked_update.reset()

@@ -1,8 +1,8 @@
 """The stacked trainer's fused masked weight update (fl/stacked_update.py) against the plain update, side by side in
 one process on one GPU (issue #37):
 
-1. one layer's update a step, at the reference round's shapes (100 clients, B = 64: 784x200, 200x200, 200x10)
-   and at the fashion_mlp_dp generation's widest bucket (~190 clients of 784x399 and 399x399, benchmarks/
+1. one layer's update a step (the kernel at its default tiling and at --tiles' others), at the reference round's
+   shapes (100 clients, B = 64: 784x200, 200x200, 200x10) and at the fashion_mlp_dp generation's widest bucket (~190 clients of 784x399 and 399x399, benchmarks/
    generation_arithmetic.py), SET-masked and dense: cuBLAS's in-place GEMM then the mask product (fp32 mask, as
    before; a byte mask), against the one-pass kernel; CUDA-event medians, the weights' memory traffic as GB/s;
 2. the reference round's local training (median of --repeats graph replays), dense and with 10 %-density SET masks,
@@ -82,6 +82,11 @@ def layers(a, dev) -> None:
             variants.append(("fused kernel" + (" (byte mask)" if masked else ""),
                              lambda: stacked_update.update_(W, h, d, M8 if masked else None),
                              nbytes * (2.25 if masked else 2)))
+            for blocks in a.tiles:  # other tilings (BK, BN, BB, warps): which one a GPU prefers
+                variants.append((f"  tiles {'x'.join(map(str, blocks))}",
+                                 lambda blocks=blocks: stacked_update.update_(W, h, d, M8 if masked else None,
+                                                                              blocks=blocks),
+                                 nbytes * (2.25 if masked else 2)))
             for name, fn, traffic in variants:
                 t = event_median(fn, dev, a.reps)  # W drifts over the repeats: the time does not depend on it
                 once = fn_once(fn, W, W0)
@@ -153,10 +158,14 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=7, help="repeats of each round")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--small", action="store_true", help="tiny shapes (a smoke test under Triton's interpreter)")
+    ap.add_argument("--tiles", nargs="*", default=["128x64x16x8", "64x64x16x4", "64x32x32x4", "128x32x16x4"],
+                    help="other tilings of the kernel to time beside its default, as BKxBNxBBxWARPS")
+    ap.add_argument("--no-round", action="store_true", help="the layer updates only")
     a = ap.parse_args(argv)
+    a.tiles = [tuple(int(v) for v in t.split("x")) for t in a.tiles]
     a.clients, a.units = (6, 16) if a.small else (100, 200)
     if a.small:
-        a.reps, a.repeats = min(a.reps, 2), min(a.repeats, 2)
+        a.reps, a.repeats, a.tiles = min(a.reps, 2), min(a.repeats, 2), a.tiles[:1]
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("cuda_fused_update.py: torch sees no GPU; run it on a machine with an NVIDIA GPU, or pass "
                  "--device cpu with TRITON_INTERPRET=1")
@@ -167,7 +176,8 @@ def main(argv=None):
                  "(on the CPU: TRITON_INTERPRET=1)")
     print(f"fused update check on {dev}: {stacked_update.status(dev)}")
     layers(a, dev)
-    reference(a, dev)
+    if not a.no_round:
+        reference(a, dev)
 
 
 if __name__ == "__main__":

@@ -614,5 +614,5 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
 
 
 __all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "compile_enabled", "device_draws", "enabled",
-           "engine_draws", "engine_label", "fp32_matmuls", "graphs_enabled", "layout_into", "opt_ins", "predraw", "schedule_setting",
-           "settings_of", "split", "tf32_enabled", "train_members", "width_class", "work_of"]
+           "engine_draws", "engine_label", "fp32_matmuls", "graphs_enabled", "layout_into", "opt_ins", "predraw",
+           "schedule_setting", "settings_of", "split", "tf32_enabled", "train_members", "width_class", "work_of"]

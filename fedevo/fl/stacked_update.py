@@ -1,4 +1,4 @@
-"""The stacked trainer's weight update and its SET mask in one pass on CUDA: W ← (W + hᵀ·δ) ⊙ M (a Triton kernel).
+"""The stacked trainer's weight update and its SET mask in one pass on CUDA: W ← (W + hᵀ·δ) ⊙ M, a Triton kernel.
 
 The plain step loop (fl/stacked.py `_Bucket.loop`) updates a masked layer in two passes over its stacked weights
 (clients, d_in, d_out): the update inside cuBLAS's weight-gradient GEMM (`W.baddbmm_(hᵀ, δ)`: W read and written)
@@ -92,20 +92,21 @@ def _block_n(n: int) -> int:
 
 
 def update_(W: torch.Tensor, h: torch.Tensor, delta: torch.Tensor, M: Optional[torch.Tensor] = None, *,
-            tf32: bool = False) -> torch.Tensor:
+            tf32: bool = False, blocks: Optional[tuple] = None) -> torch.Tensor:
     """W (C, K, N) += hᵀ·δ per client (h (C, B, K), δ (C, B, N)), then × M (C, K, N; 0/1, any dtype) where given;
-    in place, one kernel. fp32 tensors on one device (CUDA, or the CPU under Triton's interpreter)."""
+    in place, one kernel. fp32 tensors on one device (CUDA, or the CPU under Triton's interpreter). blocks: (BK,
+    BN, BB, warps) instead of the defaults (benchmarks compare tilings; each ≥ 16, powers of two)."""
     triton, kernel = _kernel()
     C, K, N = W.shape
     nb = h.shape[1]
-    BN = _block_n(N)
+    BK, BN, BB, warps = blocks or (BLOCK_K, _block_n(N), BLOCK_B, 4)
     Mt = M if M is not None else W  # not read without a mask
     for c in range(0, C, MAX_GRID_Z):
         n = min(MAX_GRID_Z, C - c)
         w, m = W[c:c + n], Mt[c:c + n]
-        kernel[(triton.cdiv(K, BLOCK_K), triton.cdiv(N, BN), n)](
+        kernel[(triton.cdiv(K, BK), triton.cdiv(N, BN), n)](
             w, h[c:c + n], delta[c:c + n], m, K, N, nb, *w.stride(), *h.stride(), *delta.stride(), *m.stride(),
-            HAS_MASK=M is not None, TF32=bool(tf32), BK=BLOCK_K, BN=BN, BB=BLOCK_B, num_warps=4)
+            HAS_MASK=M is not None, TF32=bool(tf32), BK=BK, BN=BN, BB=BB, num_warps=warps)
     return W
 
 
@@ -203,7 +204,8 @@ def engine_label(engine: dict) -> dict:
     if not got or mode() == "off":
         return engine
     if any(v is True for v in got):
-        what = f"torch ops; weight updates of {'SET-masked' if mode() == 'masked' else 'all'} layers in one Triton kernel"
+        layers = "SET-masked" if mode() == "masked" else "all"
+        what = f"torch ops; weight updates of {layers} layers in one Triton kernel"
     else:
         what = f"torch ops (the fused update's Triton kernel not used: {got[0]})"
     return {**engine, "kernels": what}

@@ -10,7 +10,8 @@ one process on one GPU (issue #37):
    on the GPU, TF32); the updates' max/L2 relative difference to the 'off' line.
 
     python benchmarks/cuda_fused_update.py                 # on a GPU
-    TRITON_INTERPRET=1 python benchmarks/cuda_fused_update.py --device cpu --small   # a smoke test of the script
+    TRITON_INTERPRET=1 FEDEVO_CUDA_FUSED_UPDATE=masked python benchmarks/cuda_fused_update.py --device cpu --small
+                                                            # a smoke test of the script (the kernel interpreted)
 """
 from __future__ import annotations
 
@@ -168,12 +169,12 @@ def main(argv=None):
         a.reps, a.repeats, a.tiles = min(a.reps, 2), min(a.repeats, 2), a.tiles[:1]
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("cuda_fused_update.py: torch sees no GPU; run it on a machine with an NVIDIA GPU, or pass "
-                 "--device cpu with TRITON_INTERPRET=1")
+                 "--device cpu with TRITON_INTERPRET=1 FEDEVO_CUDA_FUSED_UPDATE=masked")
     dev = hardware.device(a.device)
     header(dev)
     if not stacked_update.usable(dev):
         sys.exit(f"cuda_fused_update.py: the fused kernel cannot run on {dev}: {stacked_update.status(dev)} "
-                 "(on the CPU: TRITON_INTERPRET=1)")
+                 "(on the CPU: TRITON_INTERPRET=1 FEDEVO_CUDA_FUSED_UPDATE=masked)")
     print(f"fused update check on {dev}: {stacked_update.status(dev)}")
     layers(a, dev)
     if not a.no_round:

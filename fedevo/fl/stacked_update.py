@@ -16,7 +16,7 @@ saves), `all` (the unmasked layers too, in place of cuBLAS's in-place GEMM: whet
 say, benchmarks/cuda_fused_update.py), `off` (the plain loop everywhere). Before its first use on a device the
 kernel is checked against the plain update on a few small problems (`usable`); where Triton is missing, fails to
 compile, or disagrees, one warning and the plain loop for the rest of the process. Under Triton's interpreter
-(`TRITON_INTERPRET=1`, the tests) it runs on CPU tensors too.
+(`TRITON_INTERPRET=1`) with FEDEVO_CUDA_FUSED_UPDATE set it runs on CPU tensors too (the tests).
 """
 
 from __future__ import annotations
@@ -154,11 +154,13 @@ def apply_(W: torch.Tensor, h: torch.Tensor, delta: torch.Tensor, M: Optional[to
 
 
 def usable(device) -> bool:
-    """Whether the kernel runs on `device` (CUDA; the CPU under Triton's interpreter): checked once per process and
-    device against `plain_` on small problems (uneven shapes, short batches, masked and not; fp32, and TF32 on
-    CUDA); a failure warns once and answers False from then on."""
+    """Whether the kernel runs on `device` (CUDA; the CPU only under Triton's interpreter with
+    FEDEVO_CUDA_FUSED_UPDATE set: the tests, never a CPU run by default): checked once per process and device
+    against `plain_` on small problems (uneven shapes, short batches, masked and not; fp32, and TF32 on CUDA); a
+    failure warns once and answers False from then on."""
     device = torch.device(device)
-    if device.type != "cuda" and not (device.type == "cpu" and _interpreted()):
+    on_cpu = device.type == "cpu" and _interpreted() and bool(os.environ.get("FEDEVO_CUDA_FUSED_UPDATE", "").strip())
+    if device.type != "cuda" and not on_cpu:
         return False
     key = _key(device)
     with _LOCK:

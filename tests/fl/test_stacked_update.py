@@ -89,7 +89,7 @@ def test_stacked_trainer_with_the_fused_update_equals_the_plain_loop():
         assert bool((W0[:, m.masks[0] == 0] == 0).all())  # local − global is 0 where the mask is 0
         assert float(flat.abs().max()) > 1e-3
         print("ok")
-    """, PYTHONPATH=os.getcwd())
+    """, PYTHONPATH=os.getcwd(), FEDEVO_CUDA_FUSED_UPDATE="masked")
     assert out.strip().endswith("ok")
 
 
@@ -104,8 +104,13 @@ def test_mode_setting(monkeypatch):
         stacked_update.mode()
 
 
-def test_not_used_on_the_cpu_without_the_interpreter(monkeypatch):
+def test_not_used_on_the_cpu_without_the_interpreter_and_the_variable(monkeypatch):
+    stacked_update.reset()
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv("FEDEVO_CUDA_FUSED_UPDATE", "all")
+    assert not stacked_update.usable("cpu")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # a user debugging Triton: a CPU run keeps torch's ops
+    monkeypatch.delenv("FEDEVO_CUDA_FUSED_UPDATE")
     assert not stacked_update.usable("cpu")
     assert stacked_update.status("cpu") is None  # nothing was checked
 
@@ -118,6 +123,7 @@ def test_a_kernel_that_cannot_run_warns_once_and_the_plain_loop_trains(monkeypat
 
     stacked_update.reset()
     monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("FEDEVO_CUDA_FUSED_UPDATE", "masked")
     calls = []
 
     def broken(*a, **k):

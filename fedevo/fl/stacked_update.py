@@ -50,7 +50,9 @@ def _kernel():
     import triton
     import triton.language as tl
 
-    @triton.jit
+    # shapes and row strides not specialised (Triton would compile a variant per divisibility by 16 of each: a
+    # search's many widths and short last batches); the unit strides still are (value 1: contiguous loads)
+    @triton.jit(do_not_specialize=["K", "N", "NB", "sWc", "sWk", "sHc", "sHb", "sDc", "sDb", "sMc", "sMk"])
     def masked_update(W, H, D, M, K, N, NB, sWc, sWk, sWn, sHc, sHb, sHk, sDc, sDb, sDn, sMc, sMk, sMn,
                       HAS_MASK: tl.constexpr, TF32: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr,
                       BB: tl.constexpr):

@@ -26,7 +26,7 @@ if [ -d .whl ]; then
     && export PYTHONPATH=/tmp/site || exit 1
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fedevo, installed or not
-WANT=" ${*:-tests fused round plan accountant generation generation-central} "
+WANT=" ${*:-tests fused round plan accountant secagg generation generation-central} "
 step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT/NAME.txt, its status and time appended
   local name=$1 secs=$2; shift 2
   [[ "$WANT" == *" $name "* ]] || return 0
@@ -44,7 +44,7 @@ step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT
   git log -1 --format='fedevo %h %s' 2>/dev/null || true
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
-step tests 130 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
+step tests 100 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py \
   tests/fl/test_stacked_fused.py tests/fl/test_stacked_update.py
 # the fused masked weight update (fl/stacked_update.py) against the plain update: one layer's step, and the
@@ -58,6 +58,8 @@ step phases 45 env FEDEVO_CUDA_TF32=1 FEDEVO_CUDA_COMPILE=1 python3 benchmarks/c
 # a 16-core host's): the buckets' plan the previous way against the native draws; the ε in threads against workers
 step plan 40 python3 benchmarks/stacked_plan.py
 step accountant 40 python3 benchmarks/accountant_offload.py
+# where a secure-aggregation member's host time goes per coordinate (gather and copy, DDG encoding, the rest)
+step secagg 30 python3 benchmarks/secagg_add_cost.py
 step generation 120 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
 step generation-central 80 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
   --data-dir "$DATA"

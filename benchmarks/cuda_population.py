@@ -25,11 +25,14 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
    for one round runs first as a warm-up; then, side by side, the batch with each round's run sides started only
    after all its buckets are queued (overlap=False, the way before) and the batch as it runs by default; on a GPU,
    after them, the batch with the fused masked update off (FEDEVO_CUDA_FUSED_UPDATE=off, fl/stacked_update.py:
-   cuBLAS's GEMM, then the mask product, as before 2026-11-27); with --busy, the batch once more under torch.profiler (how busy the GPU was: its kernels' time against the wall).
+   cuBLAS's GEMM, then the mask product, as before 2026-11-27); with --busy, the batch once more under
+   torch.profiler (how busy the GPU was: its kernels' time against the wall).
+3. --profile I: member I of that generation alone under cProfile, its round sides in the main thread (where its
+   host time goes).
 
     python benchmarks/cuda_population.py [--repeats 5] [--generation 20] [--gen-seed 0] [--rounds R]
         [--data-dir D] [--no-round] [--no-generation] [--no-today] [--tf32] [--schedule-device] [--compile] [--busy]
-        [--device cpu] [--clients 100] [--precision fp32|bf16|auto]
+        [--profile I] [--device cpu] [--clients 100] [--precision fp32|bf16|auto]
 
 --device cpu runs everything on the CPU (a smoke test without GPU numbers). Exits before any work where torch
 sees no GPU (unless --device cpu).
@@ -315,6 +318,39 @@ def generation(a, dev) -> None:
         busy(lambda: batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev), dev)
 
 
+def profile_member(a, dev, top: int = 22) -> None:
+    """Member a.profile of the generation alone (as its 'alone s' column), once as a warm-up, then under cProfile:
+    the host functions its evaluation spends its time in (by own time, then by cumulative time)."""
+    import cProfile
+    import pstats
+
+    from fedevo.evaluation import evaluate_population
+    from fedevo.problem import load_problem
+
+    problem = load_problem("fashion_mlp_dp")
+    p = draw_generation(problem, a.generation, a.gen_seed)[a.profile]
+    if a.trust:
+        p = dict(p, trust=a.trust)
+    if a.precision:
+        p = dict(p, precision=a.precision)
+    seed = a.profile + 1
+    os.environ["FEDEVO_POPULATION_THREADS"] = "1"  # its round sides in this thread, which cProfile sees
+    evaluate_population(problem, [p], [seed], rounds=a.rounds, data_dir=a.data_dir, device=dev)
+    sync(dev)
+    prof = cProfile.Profile()
+    t = time.perf_counter()
+    prof.enable()
+    evaluate_population(problem, [p], [seed], rounds=a.rounds, data_dir=a.data_dir, device=dev)
+    sync(dev)
+    prof.disable()
+    os.environ.pop("FEDEVO_POPULATION_THREADS")
+    print(f"\n3. Member #{a.profile} of the generation alone ({p}), under cProfile with its round sides in the "
+          f"main thread (FEDEVO_POPULATION_THREADS=1): {time.perf_counter() - t:.3f} s (the profiler's overhead "
+          "included; the accountant's worker processes are not seen)")
+    for key in ("tottime", "cumulative"):
+        pstats.Stats(prof).sort_stats(key).print_stats(top)
+
+
 def busy(run, dev, top: int = 8) -> None:
     """run() once more under torch.profiler: how busy the device was (its kernels' summed time against the wall
     time, the profiler's overhead inflating the wall: a lower bound on the busy share), and the top kernels."""
@@ -357,6 +393,8 @@ def main(argv=None):
     ap.add_argument("--trust", choices=("central", "secagg"), default=None,
                     help="every individual with this trust model (default: the drawn gene)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--profile", type=int, default=None, metavar="I",
+                    help="member I of the generation alone under cProfile: where its host time goes")
     ap.add_argument("--busy", action="store_true",
                     help="after the generation's timings, the batch once more under torch.profiler: how busy the "
                          "GPU was, its top kernels")
@@ -372,6 +410,8 @@ def main(argv=None):
         reference_round(a, dev)
     if not a.no_generation:
         generation(a, dev)
+    if a.profile is not None:
+        profile_member(a, dev)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 # Issue #37's GPU figures in device calls (a lent GPU has ~15 minutes for a whole session, starts included): the
 # machine, the CUDA tests, the fused masked update against the plain one, the reference round with every opt-in,
 # the host-side pieces, and the fashion_mlp_dp generation of 20 (drawn trust gene, then central for all), each step
-# under its own timeout so that one slow step cannot eat the others' time (570 s in all for the default steps: a
-# device call's limit is 600 s). Writes one file per step under $OUT (the device tool brings it back).
+# under its own timeout so that one slow step cannot eat the others' time (580 s in all for the default steps: a
+# device call's limit is 600 s; on 2026-11-26 the steps took a third of their limits). Writes one file per step under $OUT (the device tool brings it back).
 #
 #     bash benchmarks/gpu_session.sh                      # every step (about 4 minutes on an H100 or H200)
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
@@ -26,7 +26,7 @@ if [ -d .whl ]; then
     && export PYTHONPATH=/tmp/site || exit 1
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fedevo, installed or not
-WANT=" ${*:-tests fused round plan accountant secagg generation generation-central} "
+WANT=" ${*:-tests fused round plan accountant secagg generation generation-central profile-secagg} "
 step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT/NAME.txt, its status and time appended
   local name=$1 secs=$2; shift 2
   [[ "$WANT" == *" $name "* ]] || return 0
@@ -60,9 +60,11 @@ step plan 40 python3 benchmarks/stacked_plan.py
 step accountant 40 python3 benchmarks/accountant_offload.py
 # where a secure-aggregation member's host time goes per coordinate (gather and copy, DDG encoding, the rest)
 step secagg 30 python3 benchmarks/secagg_add_cost.py
-step generation 120 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
-step generation-central 80 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
+step generation 100 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
+step generation-central 70 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
   --data-dir "$DATA"
+# the slowest member alone in the drawn generations (#12, secure aggregation) under cProfile: where its host time goes
+step profile-secagg 40 python3 benchmarks/cuda_population.py --no-round --no-generation --profile 12 --data-dir "$DATA"
 # named only (not in the default list: the default's steps fill one device call): the generation with the schedule
 # drawn on the GPU and TF32 matmuls (a third of the fp32 arithmetic's time; torch_compile is left out: the buckets'
 # client counts change from round to round, and each new shape would compile)

@@ -25,7 +25,8 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
    for one round runs first as a warm-up; then, side by side, the batch with each round's run sides started only
    after all its buckets are queued (overlap=False, the way before) and the batch as it runs by default; on a GPU,
    after them, the batch with the fused masked update off (FEDEVO_CUDA_FUSED_UPDATE=off, fl/stacked_update.py:
-   cuBLAS's GEMM, then the mask product, as before 2026-11-27); with --busy, the batch once more under
+   cuBLAS's GEMM, then the mask product, as before 2026-11-27) and in buckets of equal widths only (exact=True:
+   no padding, more buckets); with --busy, the batch once more under
    torch.profiler (how busy the GPU was: its kernels' time against the wall).
 3. --profile I: member I of that generation alone under cProfile, its round sides in the main thread (where its
    host time goes).
@@ -254,6 +255,13 @@ def generation(a, dev) -> None:
         unfused = (time.perf_counter() - t, max(abs(p.error - g.error) for p, g in zip(plain, together)),
                    all((p.eps, p.comm, p.omega) == (g.eps, g.comm, g.omega) for p, g in zip(plain, together)))
         os.environ.pop("FEDEVO_CUDA_FUSED_UPDATE")
+    exact = None
+    if dev.type == "cuda":  # buckets of equal widths only: no padding (11 % of the arithmetic), more buckets
+        t = time.perf_counter()
+        alone_widths = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev, exact=True)
+        sync(dev)
+        exact = (time.perf_counter() - t, max(abs(p.error - g.error) for p, g in zip(alone_widths, together)),
+                 all((p.eps, p.comm, p.omega) == (g.eps, g.comm, g.omega) for p, g in zip(alone_widths, together)))
     print(f"{'#':>3} {'trust':<8}{'L':>2}{'units':>6}{'part':>6}{'alpha':>7}{'lr':>7}{'alone s':>9}{'today s':>9}"
           f"{'error':>8}{'Δerror':>9}{'ε,comm,Ω equal':>16}  status")
     # one evaluation alone, untimed, before the timed ones: on 2026-11-26's H200 the first alone evaluation after
@@ -310,6 +318,10 @@ def generation(a, dev) -> None:
         print(f"the same batch with the fused masked update off (FEDEVO_CUDA_FUSED_UPDATE=off: cuBLAS's GEMM, then "
               f"the mask product), just after it: {unfused[0]:.3f} s ({unfused[0] / t_pop:.2f}x the batch's time); "
               f"max |Δ error| {unfused[1]:.1e}, ε, comm and Ω equal: {unfused[2]}")
+    if exact is not None:
+        print(f"the same batch in buckets of equal widths only (exact=True: no padding, more buckets), after it: "
+              f"{exact[0]:.3f} s ({exact[0] / t_pop:.2f}x the batch's time); max |Δ error| {exact[1]:.1e}, ε, comm "
+              f"and Ω equal: {exact[2]}")
     print(f"where the batch's {t_pop:.3f} s went ({timings['members']} batched, {timings['alone']} alone, "
           f"{timings['threads']} CPU threads):")
     for k, what in PHASES.items():

@@ -184,8 +184,9 @@ def _check(device: torch.device) -> None:
             M = (torch.rand(C, K, N, generator=gen) < 0.4).to(torch.uint8) if masked else None
             W, h, d = W.to(device), h.to(device), d.to(device)
             M = None if M is None else M.to(device)
-            ref = plain_(W.clone(), h, d, None if M is None else M.to(W.dtype))
-            got = update_(W.clone(), h, d, M, tf32=tf32)
+            # the reference in fp64 (no TF32 whatever the process's matmul setting), the kernel in fp32
+            ref = plain_(W.double(), h.double(), d.double(), None if M is None else M.double())
+            got = update_(W.clone(), h, d, M, tf32=tf32).double()
             tol = 2e-2 if tf32 else 1e-5  # TF32: ~1e-3 relative a product
             err = float(((got - ref).abs() / (ref.abs() + 1.0)).max())
             if not err <= tol:  # NaN too

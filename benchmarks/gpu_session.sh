@@ -46,7 +46,7 @@ step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT
 cat "$OUT/machine.txt"
 step tests 100 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py \
-  tests/fl/test_stacked_fused.py tests/fl/test_stacked_update.py
+  tests/fl/test_stacked_fused.py tests/fl/test_stacked_update.py tests/fl/test_stacked_hooks.py
 # the fused masked weight update (fl/stacked_update.py) against the plain update: one layer's step, and the
 # reference round dense and SET-masked with FEDEVO_CUDA_FUSED_UPDATE off / masked / all, side by side
 step fused 60 python3 benchmarks/cuda_fused_update.py

@@ -63,6 +63,7 @@ class _Run:
     member: object = None  # the stacked.Member of `work`, its schedule drawn ahead (_member_of)
     result: object = None  # the EvaluationResult once known (diverged: before the loop ends)
     result_out: object = None  # the RoundsOutcome of a loop that ended
+    device: Optional[torch.device] = None  # where its clients train (its per-step hook's noise is drawn there)
 
 
 def batch_evaluator(problem, *, rounds: Optional[int] = None, data_dir: Optional[str] = None, device=None,
@@ -82,13 +83,14 @@ def batchable(su: Setup) -> bool:
     pv = su.privatizer
     hooks = pv.for_chunk is not None or getattr(pv, "for_group", None) is not None
     dtype = su.engine.precision.dtype if getattr(su.model, "supports_bf16", False) else torch.float32
-    return stacked.applies(su.model, hooks, dtype)
+    return stacked.applies(su.model, hooks, dtype, stacked.hooks_of(pv))
 
 
 def batchable_config(cfg) -> bool:
     """Whether an evaluation of `cfg` trains in the stacked program as far as its settings tell before any data
     is read (the search sends the others to be evaluated alone, fedevo/searching/batched.py): a built-in MLP, no
-    `precision = "bf16"`, a mechanism with no per-step hook (`step`) and no round controller (the adaptive one).
+    `precision = "bf16"`, a mechanism with no per-step hook or one with the device path's (`step`: its clipping and
+    noise in the stacked program), and no round controller (the adaptive one).
     What only its preparation shows (bf16 from precision 'auto' on a CPU with native bf16, a failure) the batch
     finds (`batchable`) and evaluates alone after its stacked members."""
     from ..config import MLPArch
@@ -103,7 +105,7 @@ def batchable_config(cfg) -> bool:
         hook, _ = mech.client_transforms(None, 0)
     except Exception:  # noqa: BLE001 - a hook that needs its run's pieces: not batched
         return False
-    return hook is None
+    return hook is None or getattr(hook, "for_group", None) is not None
 
 
 def device_accuracies(device: torch.device):
@@ -169,7 +171,8 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
             prog = round_program(su.cfg, su.model, su.data, su.part, gen=su.gen, privatizer=su.privatizer,
                                  engine=su.engine, device=d)
             engine = {**su.engine.info(), **stacked.opt_ins(su.cfg, d), "population": len(configs)}
-            runs.append(_Run(index=i, cfg=su.cfg, seed=int(seeds[i]), su=su, engine=engine, prog=prog, t0=t0))
+            runs.append(_Run(index=i, cfg=su.cfg, seed=int(seeds[i]), su=su, engine=engine, prog=prog, t0=t0,
+                             device=torch.device(d)))
         results: list = [None] * len(configs)
         clock.lap("prepare_s")
         if runs:
@@ -459,9 +462,10 @@ def _fp32_mean(updates: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 def _member_of(r: _Run) -> None:
     """r.member: the stacked trainer's Member for r's next round, its batch schedule drawn now (in the run's
     thread: the thread that queues the GPU's work only copies it)."""
+    hook = stacked.member_hook(r.su.privatizer, r.work.chunks, r.work.seeds, r.device)
     r.member = stacked.predraw(stacked.Member(
         dims=r.su.model.dims, params=r.work.params, masks=r.work.masks, lr=r.cfg.lr, chunks=r.work.local_data,
-        seeds=r.work.seeds, epochs=r.cfg.epochs, batch_size=r.cfg.batch_size, **stacked.settings_of(r.cfg)))
+        seeds=r.work.seeds, epochs=r.cfg.epochs, batch_size=r.cfg.batch_size, hook=hook, **stacked.settings_of(r.cfg)))
 
 
 def _advance(r: _Run, answer, first: bool = False) -> Optional[RoundWork]:

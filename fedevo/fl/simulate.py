@@ -96,7 +96,8 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
     engine = su.engine.info()
     pv = su.privatizer
     hooks = pv.for_chunk is not None or pv.for_group is not None
-    if su.engine.device.type != "cpu" and stacked.enabled() and stacked.applies(model, hooks, model.compute_dtype):
+    if su.engine.device.type != "cpu" and stacked.enabled() and stacked.applies(model, hooks, model.compute_dtype,
+                                                                                 stacked.hooks_of(pv)):
         engine.update(stacked.opt_ins(cfg, su.engine.device))  # the stacked trainer's opt-ins it trained with (rounds.local_round)
     stop = cfg.rounds if until is None else until
     try:

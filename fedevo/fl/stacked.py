@@ -41,6 +41,10 @@ Three opt-ins for speed on a GPU, all off by default (docs/engine.md): a problem
   the loop is still one captured graph): the same numbers up to rounding, compiled once per process and shape
   (seconds); where compiling fails, one warning and the plain loop.
 
+A member may carry a per-step hook (`Member.hook`: the `step` mechanism's clipping and noise, the device path's
+`for_group` hook made for all of its chunks): its bucket (`bucket_key` keeps hooked members apart) steps with
+explicit gradients, each member's hook giving its clients' coefficients and adding its noise (`hooked_loop`).
+
 `train_members` returns each member's flat updates (local − global, (clients, D) in its own layout) on the device;
 the round loop (fl/rounds.py) and the population path (fl/population.py) aggregate them there.
 """
@@ -59,6 +63,7 @@ import numpy as np
 import torch
 
 from ..envvars import env_choice, env_flag
+from ..privacy.mechanisms import batch_norms
 from . import stacked_fused, stacked_update
 from .engine import chunk_draws, intra_op_threads
 
@@ -80,6 +85,7 @@ class Member:
     tf32: bool = field(default_factory=lambda: tf32_enabled())  # TF32 matmuls (on CUDA only)
     torch_compile: bool = field(default_factory=lambda: compile_enabled())  # compiled pointwise work (CUDA only)
     drawn: Optional[np.ndarray] = None  # `predraw`'s engine draws (clients, E, n), made ahead (in a run's thread)
+    hook: Optional[object] = None  # the round's per-step hook for its clients (privatizer.for_group), or None
     clients: int = field(init=False)
 
     def __post_init__(self):
@@ -154,9 +160,24 @@ def split(flat: torch.Tensor, chunks: Sequence) -> list[torch.Tensor]:
     return out
 
 
-def applies(model, hooks: bool, dtype: torch.dtype) -> bool:
-    """Whether the stacked trainer takes a round: an MLP, fp32 compute, no per-step privacy hook."""
-    return getattr(model, "kind", "") == "mlp" and not hooks and dtype == torch.float32
+def applies(model, hooks: bool, dtype: torch.dtype, group_hooks: bool = False) -> bool:
+    """Whether the stacked trainer takes a round: an MLP, fp32 compute, and no per-step privacy hook or one it
+    takes (`group_hooks`: the privatizer's device hook, `hooks_of`)."""
+    return getattr(model, "kind", "") == "mlp" and (not hooks or group_hooks) and dtype == torch.float32
+
+
+def hooks_of(pv) -> bool:
+    """Whether a privatizer's per-step hook trains stacked: it has the device path's `for_group` (StepLDP's
+    clipping and noise) and no round controller (the adaptive mechanism stays on the device path)."""
+    return getattr(pv, "for_group", None) is not None and getattr(pv, "controller", None) is None
+
+
+def member_hook(pv, chunks: Sequence, seeds: Sequence[int], device):
+    """The round's per-step hook for a member's clients (its chunks' seeds and sizes, as fl/device.py makes it for
+    one group of all the round's chunks: the same noise draws), or None."""
+    if getattr(pv, "for_group", None) is None:
+        return None
+    return pv.for_group([int(s) for s in seeds], [len(c) for c in chunks], torch.device(device))
 
 
 def width_class(dims: Sequence[int]) -> int:
@@ -168,7 +189,7 @@ def width_class(dims: Sequence[int]) -> int:
 def bucket_key(m: Member, exact: bool = False) -> tuple:
     """Members with equal keys train together. exact: only members of equal widths (no padding)."""
     shape = m.dims if exact else (len(m.dims), m.dims[0], m.dims[-1], width_class(m.dims))
-    return (shape, m.batch_size, m.epochs, m.schedule, m.tf32, m.torch_compile)
+    return (shape, m.batch_size, m.epochs, m.schedule, m.tf32, m.torch_compile, m.hook is not None)
 
 
 def steps_of(m: Member) -> int:
@@ -293,8 +314,8 @@ def _per_slot(values: np.ndarray, used: Sequence[int]) -> np.ndarray:
 @functools.lru_cache(maxsize=8)
 def _plan_layout(shapes: tuple, B: int, device: str) -> tuple:
     """A bucket's plan structure from its members' (client sizes, epochs), which recurs while the cohorts do:
-    (used, indices into the members' concatenated draws (`engine_draws` or `device_draws`), weights), the last two
-    on `device`."""
+    (used, indices into the members' concatenated draws (`engine_draws` or `device_draws`), weights, the clients
+    with a batch at each step (steps, C)), the last three on `device`."""
     C = sum(len(sizes) for sizes, _ in shapes)
     steps = max((e * -(-n // B) for sizes, e in shapes for n in sizes), default=0)
     src = np.zeros((C, steps, B), dtype=np.int64)
@@ -306,8 +327,10 @@ def _plan_layout(shapes: tuple, B: int, device: str) -> tuple:
         src[k:k + c] += base + np.arange(c).reshape(-1, 1, 1) * (epochs * n)
         base += c * epochs * n
         k += c
+    active = np.ascontiguousarray((ws > 0).any(-1).T)  # (steps, C): the clients with a batch at each step
     used, (src, ws) = _compact(src, ws)
-    return used, to_device(torch.from_numpy(src), device), to_device(torch.from_numpy(ws), device)
+    return (used, to_device(torch.from_numpy(src), device), to_device(torch.from_numpy(ws), device),
+            to_device(torch.from_numpy(active), device))
 
 
 class _Bucket:
@@ -320,11 +343,14 @@ class _Bucket:
         self.dims = [max(m.dims[i] for m in members) for i in range(L + 1)]
         self.C = sum(m.clients for m in members)
         B = members[0].batch_size
-        # the plan's per-sample weights × each client's −lr: the step loop's δ is the update's from the top
-        neg_lr = np.concatenate([np.full(m.clients, -float(m.lr), dtype=np.float32) for m in members])
+        self.hooked = members[0].hook is not None  # one bucket: all or none (bucket_key)
+        # the plan's per-sample weights × each client's −lr: the step loop's δ is the update's from the top (with
+        # a per-step hook, the gradient's: the hook's coefficients carry lr)
+        neg_lr = np.concatenate([np.full(m.clients, 1.0 if self.hooked else -float(m.lr), dtype=np.float32)
+                                 for m in members])
         # the plan's structure from the clients' sizes (cached: it recurs), the rows from the members' draws
         shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in members)
-        self.used, src, ws = _plan_layout(shapes, B, str(device))
+        self.used, src, ws, self.active = _plan_layout(shapes, B, str(device))
         if members[0].schedule == "device":
             drawn = torch.cat([device_draws(m, device).reshape(-1) for m in members])
         else:  # the CPU engine's draws (made ahead in a run's thread where `predraw` did), one copy to the device
@@ -338,12 +364,12 @@ class _Bucket:
         self.compiled = device.type == "cuda" and members[0].torch_compile  # likewise
         # which layers' updates run in the fused kernel (fl/stacked_update.py): the masked ones by default
         fused = stacked_update.mode()
-        if fused == "masked" and not self.masked:
+        if (fused == "masked" and not self.masked) or self.hooked:  # a hook's step applies explicit gradients
             fused = "off"
         self.fused = fused if fused != "off" and stacked_update.usable(device) else "off"  # checked once a device
 
     def key(self) -> tuple:
-        return (self.C, tuple(self.dims), self.used, self.masked, self.tf32, self.compiled, self.fused)
+        return (self.C, tuple(self.dims), self.used, self.masked, self.tf32, self.compiled, self.fused, self.hooked)
 
     def load(self, state: dict) -> None:
         """Copy the members' global parameters (and masks) into the stacked state (allocated or reused)."""
@@ -360,6 +386,7 @@ class _Bucket:
             state[name].copy_(t)
         k = 0
         self.globals = []  # each member's global parameters on the device (deltas subtracts them)
+        self.member_masks = []  # with hooks: each member's masks on the device, one per parameter (None: none)
         for m in self.members:
             sl = slice(k, k + m.clients)
             self.globals.append([to_device(p, self.device) for p in m.params])
@@ -378,6 +405,9 @@ class _Bucket:
                     dst = state[f"M{l}"][sl]
                     dst.zero_()
                     dst[:, :W.shape[0], :W.shape[1]] = 1.0 if mask is None else mask
+            if self.hooked:
+                self.member_masks.append([None if m.masks.get(i) is None else to_device(m.masks[i], self.device)
+                                          for i in range(len(m.params))])
             k += m.clients
 
     def run(self, state: dict, x: torch.Tensor) -> None:
@@ -385,6 +415,9 @@ class _Bucket:
         with the pointwise functions torch.compile'd where the bucket opted in (`torch_compile`, CUDA). Where
         compiling or a compiled call fails, one warning, the state loaded again and the plain loop (for the rest of
         the process: stacked_fused.failed)."""
+        if self.hooked:
+            self.hooked_loop(state, x)
+            return
         fns = stacked_fused.compiled() if self.compiled else None
         if fns is not None:
             try:
@@ -447,6 +480,62 @@ class _Bucket:
                         W[l].mul_(M[l])
                 delta = nd
 
+    def hooked_loop(self, state: dict, x: torch.Tensor) -> None:
+        """The step loop with each member's per-step hook (fl/device.py's step, stacked): the gradients explicit
+        (the per-sample weights are not × −lr here), the masked ones; each member's hook gives its clients'
+        coefficients (StepLDP: lr·min(1, S/‖g‖), from the gradients' norms over the member's own weights: its
+        padding's gradients are 0) and adds its noise after the step (on views of the member's own widths, as the
+        device path draws it: the same values)."""
+        L = len(self.dims) - 1
+        C = self.C
+        W = [state[f"W{l}"] for l in range(L)]
+        bias = [state[f"b{l}"] for l in range(L)]
+        M = [state.get(f"M{l}") for l in range(L)]
+        rows, ys, ws = state["rows"], state["y"], state["w"]
+        spans, k = [], 0
+        for m in self.members:
+            spans.append(slice(k, k + m.clients))
+            k += m.clients
+        norms_needed = any(getattr(m.hook, "needs_norms", True) for m in self.members)
+        off = 0
+        for s, b in enumerate(self.used):
+            n = C * b
+            hs = [x.index_select(0, rows[off:off + n]).view(C, b, -1)]
+            for l in range(L):
+                z = torch.baddbmm(bias[l], hs[-1], W[l])
+                if l < L - 1:
+                    z.relu_()
+                hs.append(z)
+            y, w = ys[off:off + n].view(C, b), ws[off:off + n].view(C, b, 1)
+            off += n
+            delta = torch.softmax(hs[-1], dim=-1)  # dL/dlogits (fp32) × the per-sample weight: the gradient's
+            delta.scatter_add_(2, y.view(C, b, 1), torch.full((C, b, 1), -1.0, device=x.device))
+            delta.mul_(w)
+            grads: list = [None] * (2 * L)  # [gW0, gb0, gW1, gb1, ...]: the members' parameter order
+            for l in range(L - 1, -1, -1):
+                grads[2 * l + 1] = delta.sum(1, keepdim=True)
+                nd = None
+                if l > 0:
+                    nd = torch.ops.aten.threshold_backward(torch.bmm(delta, W[l].transpose(1, 2)), hs[l], 0)
+                grads[2 * l] = torch.bmm(hs[l].transpose(1, 2), delta)
+                if M[l] is not None:
+                    grads[2 * l].mul_(M[l])  # the gradient that is applied (and clipped): the masked one
+                delta = nd
+            active = self.active[s]
+            norms = batch_norms(grads) if norms_needed else None
+            coef = torch.cat([m.hook.coefficients(None, active[sl], float(m.lr),
+                                                  norms=None if norms is None else norms[sl])
+                              for m, sl in zip(self.members, spans)])
+            c = coef.view(C, 1, 1)
+            for i, g in enumerate(grads):
+                (W if i % 2 == 0 else bias)[i // 2].addcmul_(g, c, value=-1.0)
+            for m, sl, masks in zip(self.members, spans, self.member_masks):
+                views = []
+                for i, p in enumerate(m.params):
+                    r, q = p.shape
+                    views.append((W if i % 2 == 0 else bias)[i // 2][sl, :r, :q])
+                m.hook.after_step(views, masks, active[sl])
+
     def deltas(self, state: dict) -> list[torch.Tensor]:
         """Each member's flat updates (clients, D), local − global in its own layout, on the device."""
         L = len(self.dims) - 1
@@ -499,7 +588,8 @@ class _GraphCache:
         state: dict = {}
         bucket.load(state)
         cuda = bucket.device.type == "cuda"
-        capture = cuda and key in self.seen and graphs_enabled()
+        capture = cuda and key in self.seen and graphs_enabled() and not bucket.hooked  # a hook's Python state
+        # changes every step (its norms, its noise's counters): hooked buckets run eagerly
         if capture and before_capture is not None:
             before_capture()  # before the window: a thread waiting for it could not end while it is open
         with _matmul_tf32(bucket.tf32) if cuda else contextlib.nullcontext():
@@ -614,5 +704,6 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
 
 
 __all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "compile_enabled", "device_draws", "enabled",
-           "engine_draws", "engine_label", "fp32_matmuls", "graphs_enabled", "layout_into", "opt_ins", "predraw",
-           "schedule_setting", "settings_of", "split", "tf32_enabled", "train_members", "width_class", "work_of"]
+           "engine_draws", "engine_label", "fp32_matmuls", "graphs_enabled", "hooks_of", "layout_into",
+           "member_hook", "opt_ins", "predraw", "schedule_setting", "settings_of", "split", "tf32_enabled",
+           "train_members", "width_class", "work_of"]

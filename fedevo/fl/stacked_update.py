@@ -1,4 +1,4 @@
-"""The stacked trainer's weight update and its SET mask in one pass on CUDA: W ← (W + hᵀ·δ) ⊙ M, a Triton kernel.
+"""The stacked trainer's weight update and its SET mask in one pass on CUDA, a Triton kernel: W ← (W + hᵀ·δ)⊙M.
 
 The plain step loop (fl/stacked.py `_Bucket.loop`) updates a masked layer in two passes over its stacked weights
 (clients, d_in, d_out): the update inside cuBLAS's weight-gradient GEMM (`W.baddbmm_(hᵀ, δ)`: W read and written)

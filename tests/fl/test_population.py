@@ -223,3 +223,59 @@ def test_wait_raises_the_first_failure_after_all_and_the_waiters_own_interrupt_a
     with pytest.raises(KeyboardInterrupt):
         _wait([done(), Interrupted(), Later()])
     assert waited == []  # not waited for after the interrupt
+
+
+STEP = """
+name = "tiny_step"
+dataset = "synthetic"
+model = "mlp"
+eps_objective = "eps"
+[data]
+partition = "iid"
+clients = 4
+[train]
+rounds = 3
+epochs = 2
+batch_size = 16
+upload_loss = 0.25
+[privacy]
+mechanism = "step"
+delta = 1e-4
+clip_rule = "median"
+[genes]
+layers = { type = "int", low = 1, high = 3, default = 2 }
+units = { type = "int", low = 8, high = 40, default = 24 }
+lr = { type = "real", low = 0.01, high = 0.3, default = 0.2 }
+participation = { type = "real", low = 0.1, high = 1.0, default = 0.75 }
+alpha = { type = "real", low = 1, high = 16, default = 4 }
+sigma = { type = "real", low = 0.001, high = 0.5, default = 0.01, log = true }
+"""
+
+# seed 004's per-step LDP (clip each batch gradient to the median rule's S, add N(0, σ²) each step): the hook
+# trains in the stacked program, each member with its own S and noise
+STEP_GENERATION = [dict(p, precision="fp32") for p in (
+    dict(layers=2, units=24), dict(layers=2, units=20, sigma=0.05, lr=0.1), dict(layers=1, units=30, sigma=0.002),
+    dict(layers=2, units=24, participation=1.0, alpha=8))]
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["equal-widths", "padded"])
+def test_a_per_step_hook_generation_equals_each_alone(tmp_path, exact):
+    path = tmp_path / "step.toml"
+    path.write_text(STEP)
+    prob = load_problem(str(path))
+    seeds = [1, 2, 3, 4]
+    together = evaluate_population(prob, STEP_GENERATION, seeds, device="cpu", exact=exact)
+    assert all("population" in r.engine for r in together)  # batched, not sent alone
+    for p, s, got in zip(STEP_GENERATION, seeds, together):
+        (alone,) = evaluate_population(prob, [p], [s], device="cpu", exact=exact)
+        if exact:
+            assert _objectives(got) == _objectives(alone), p
+        else:  # padded: fp32 rounding, also in the gradient norms whose median is the next round's S (ε's)
+            assert (got.status, got.comm, got.omega) == (alone.status, alone.comm, alone.omega), p
+            assert got.eps == pytest.approx(alone.eps, rel=1e-5), p
+            assert abs(got.error - alone.error) <= 0.02, (p, got.error, alone.error)
+        # the CPU engine draws other noise, so its trajectory and hence the median rule's S (and ε) differ:
+        # the same uploads and model size
+        cpu = evaluate(prob, p, seed=s)
+        assert (got.status, got.comm, got.omega) == (cpu.status, cpu.comm, cpu.omega), p
+    assert len({r.error for r in together}) > 2

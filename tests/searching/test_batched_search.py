@@ -225,14 +225,14 @@ def test_split_cuts_id_order_into_even_consecutive_batches():
 
 
 def test_what_the_stacked_program_cannot_train_goes_alone(tiny):
-    """Decided from the settings alone (no data read): CNNs, bf16, a per-step hook (`step`) or a round controller
-    (`adaptive`) are evaluated one a task, as unbatched."""
+    """Decided from the settings alone (no data read): CNNs, bf16 or a round controller (`adaptive`) are evaluated
+    one a task, as unbatched; the `step` mechanism's per-step hook trains in the stacked program."""
     from fedevo.problem import load_problem
 
     prob = load_problem(str(tiny))
     assert population.batchable_config(prob.sim_config({}))
     assert not population.batchable_config(prob.sim_config({"precision": "bf16"}))
-    assert not population.batchable_config(load_problem("fashion_mlp_step").sim_config({}))
+    assert population.batchable_config(load_problem("fashion_mlp_step").sim_config({}))
     assert not population.batchable_config(load_problem("fashion_cnn").sim_config({}))
     mech = load_problem("fashion_mlp_mech")
     assert population.batchable_config(mech.sim_config({"mechanism": "signds"}))

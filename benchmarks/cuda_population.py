@@ -15,7 +15,8 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
      opt-ins);
    - the same with 10%-density SET masks;
    with the largest relative differences to the CPU engine's updates (max and L2, as cuda_round.py).
-2. A generation of fashion_mlp_dp (--generation N individuals drawn uniformly from its genes with --gen-seed;
+2. A generation of fashion_mlp_dp (--problem P: another MLP problem; --generation N individuals drawn uniformly
+   from its genes with --gen-seed;
    --rounds its planned 5): wall seconds of `evaluate_population` on the GPU (one batched program), of each
    individual alone through the same path (a population of one) and through today's device path (simulate,
    FEDEVO_STACKED=0), the slowest alone, the ratio, and the largest |Δ error| and whether ε, comm and Ω are equal
@@ -33,7 +34,7 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
 
     python benchmarks/cuda_population.py [--repeats 5] [--generation 20] [--gen-seed 0] [--rounds R]
         [--data-dir D] [--no-round] [--no-generation] [--no-today] [--tf32] [--schedule-device] [--compile] [--busy]
-        [--profile I] [--device cpu] [--clients 100] [--precision fp32|bf16|auto]
+        [--profile I] [--problem P] [--device cpu] [--clients 100] [--precision fp32|bf16|auto]
 
 --device cpu runs everything on the CPU (a smoke test without GPU numbers). Exits before any work where torch
 sees no GPU (unless --device cpu).
@@ -218,7 +219,7 @@ def generation(a, dev) -> None:
     from fedevo.fl.simulate import simulate
     from fedevo.problem import load_problem
 
-    problem = load_problem("fashion_mlp_dp")
+    problem = load_problem(a.problem)
     gen = draw_generation(problem, a.generation, a.gen_seed)
     if a.trust:
         gen = [dict(p, trust=a.trust) for p in gen]
@@ -227,7 +228,7 @@ def generation(a, dev) -> None:
     seeds = list(range(1, a.generation + 1))
     configs = [problem.sim_config(p, rounds=a.rounds, data_dir=a.data_dir) for p in gen]
     load_data(configs[0].data)  # read and cached before any timing
-    print(f"\n2. A generation of fashion_mlp_dp: {a.generation} individuals drawn uniformly from its genes (seed "
+    print(f"\n2. A generation of {a.problem}: {a.generation} individuals drawn uniformly from its genes (seed "
           f"{a.gen_seed}{', trust = ' + a.trust + ' for all' if a.trust else ''}), {configs[0].rounds} rounds each, "
           f"seeds 1..{a.generation}; wall seconds")
     from fedevo.fl.population import PHASES, evaluate_population as batched
@@ -289,7 +290,7 @@ def generation(a, dev) -> None:
         derr.append(abs(got.error - alone.error))
         eq = (got.eps, got.comm, got.omega) == (alone.eps, alone.comm, alone.omega)
         same.append(eq)
-        print(f"{i:>3} {p['trust']:<8}{p['layers']:>2}{p['units']:>6}{p['participation']:>6.2f}{p['alpha']:>7.1f}"
+        print(f"{i:>3} {p.get('trust', p.get('mechanism', '-')):<8}{p['layers']:>2}{p['units']:>6}{p['participation']:>6.2f}{p['alpha']:>7.1f}"
               f"{p['lr']:>7.3f}{alone_t[-1]:9.3f}{td:9.3f}{got.error:8.4f}{derr[-1]:9.1e}{str(eq):>16}  "
               f"{got.status}/{alone.status}", flush=True)
     slow = int(np.argmax(alone_t))
@@ -339,7 +340,7 @@ def profile_member(a, dev, top: int = 22) -> None:
     from fedevo.evaluation import evaluate_population
     from fedevo.problem import load_problem
 
-    problem = load_problem("fashion_mlp_dp")
+    problem = load_problem(a.problem)
     p = draw_generation(problem, a.generation, a.gen_seed)[a.profile]
     if a.trust:
         p = dict(p, trust=a.trust)
@@ -389,6 +390,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--clients", type=int, default=100)
+    ap.add_argument("--problem", default="fashion_mlp_dp",
+                    help="the generation's problem (an MLP one: fashion_mlp_dp, fashion_mlp_step, ...)")
     ap.add_argument("--generation", type=int, default=20)
     ap.add_argument("--gen-seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=None)

@@ -120,3 +120,32 @@ def test_on_cuda_one_member_equals_the_device_path():
         torch.testing.assert_close(got.cpu(), want, atol=1e-5, rtol=1e-4)
         ref_hook.end_round(), hook.end_round()
         assert hook.clips == pytest.approx(ref_hook.clips, rel=1e-4)
+
+
+@pytest.mark.parametrize("clip", [1.0, None], ids=["fixed-S", "median-S"])
+def test_hooked_step_loop_on_fake_cuda(clip):
+    """The hooked loop on fake CUDA tensors (FakeTensorMode: shapes and devices, no data), as tests/fl/test_device.py
+    runs fl/device.py's: a CPU tensor meeting a CUDA one raises, and so does a host synchronisation (`.item()`,
+    `bool()`, boolean indexing) inside the step loop — its hooks' coefficients and noise included."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from fedevo.fl import stacked
+    from tests.fl.test_device import _FakeNoise
+
+    members = [ts._member(units=24, alpha=2.0)[1], ts._member(units=17, seed=1, shift=5)[1]]
+    for m in members:  # a CPU hook so that the bucket builds here; replaced by fake CUDA ones below
+        m.hook = StepLDP(sigma=0.1, clip=clip).for_group(m.seeds, [len(c) for c in m.chunks], CPU)
+    bucket = stacked._Bucket(members, ts.DATA.y_train, CPU)
+    state: dict = {}
+    bucket.load(state)
+    cuda = torch.device("cuda")
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        for m in members:
+            m.hook = StepLDP(sigma=0.1, clip=clip).for_group(m.seeds, [len(c) for c in m.chunks], cuda,
+                                                             noise=_FakeNoise())
+        state = {k: v.to(cuda) for k, v in state.items()}
+        bucket.device, bucket.active = cuda, bucket.active.to(cuda)
+        bucket.member_masks = [[None if t is None else t.to(cuda) for t in ms] for ms in bucket.member_masks]
+        x = ts.DATA.x_train.reshape(len(ts.DATA.x_train), -1).to(cuda)
+        bucket.hooked_loop(state, x)
+        assert all(v.device.type == "cuda" for v in state.values())

@@ -90,18 +90,17 @@ def batchable_config(cfg) -> bool:
     """Whether an evaluation of `cfg` trains in the stacked program as far as its settings tell before any data
     is read (the search sends the others to be evaluated alone, fedevo/searching/batched.py): a built-in MLP, no
     `precision = "bf16"`, a mechanism with no per-step hook or one with the device path's (`step`: its clipping and
-    noise in the stacked program), and no round controller (the adaptive one).
+    noise in the stacked program; `adaptive`: its per-client learning rates, its round controller in the run's
+    side).
     What only its preparation shows (bf16 from precision 'auto' on a CPU with native bf16, a failure) the batch
     finds (`batchable`) and evaluates alone after its stacked members."""
     from ..config import MLPArch
-    from ..privacy.mechanism import Mechanism, build_mechanism
+    from ..privacy.mechanism import build_mechanism
 
     if not isinstance(cfg.arch, MLPArch) or cfg.precision == "bf16":
         return False
     try:
         mech = build_mechanism(cfg)
-        if type(mech).controller is not Mechanism.controller:
-            return False
         hook, _ = mech.client_transforms(None, 0)
     except Exception:  # noqa: BLE001 - a hook that needs its run's pieces: not batched
         return False

@@ -41,9 +41,10 @@ Three opt-ins for speed on a GPU, all off by default (docs/engine.md): a problem
   the loop is still one captured graph): the same numbers up to rounding, compiled once per process and shape
   (seconds); where compiling fails, one warning and the plain loop.
 
-A member may carry a per-step hook (`Member.hook`: the `step` mechanism's clipping and noise, the device path's
-`for_group` hook made for all of its chunks): its bucket (`bucket_key` keeps hooked members apart) steps with
-explicit gradients, each member's hook giving its clients' coefficients and adding its noise (`hooked_loop`).
+A member may carry a per-step hook (`Member.hook`: the `step` mechanism's clipping and noise, the adaptive
+mechanism's per-client learning rates; the device path's `for_group` hook made for all of its chunks): its bucket
+(`bucket_key` keeps hooked members apart) steps with explicit gradients, each member's hook giving its clients'
+coefficients and adding its noise (`hooked_loop`).
 
 `train_members` returns each member's flat updates (local − global, (clients, D) in its own layout) on the device;
 the round loop (fl/rounds.py) and the population path (fl/population.py) aggregate them there.
@@ -168,8 +169,8 @@ def applies(model, hooks: bool, dtype: torch.dtype, group_hooks: bool = False) -
 
 def hooks_of(pv) -> bool:
     """Whether a privatizer's per-step hook trains stacked: it has the device path's `for_group` (StepLDP's
-    clipping and noise) and no round controller (the adaptive mechanism stays on the device path)."""
-    return getattr(pv, "for_group", None) is not None and getattr(pv, "controller", None) is None
+    clipping and noise, the adaptive mechanism's per-client learning rates)."""
+    return getattr(pv, "for_group", None) is not None
 
 
 def member_hook(pv, chunks: Sequence, seeds: Sequence[int], device):

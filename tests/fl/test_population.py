@@ -279,3 +279,61 @@ def test_a_per_step_hook_generation_equals_each_alone(tmp_path, exact):
         cpu = evaluate(prob, p, seed=s)
         assert (got.status, got.comm, got.omega) == (cpu.status, cpu.comm, cpu.omega), p
     assert len({r.error for r in together}) > 2
+
+
+ADAPTIVE = """
+name = "tiny_adaptive"
+dataset = "synthetic"
+model = "mlp"
+eps_objective = "eps"
+[data]
+partition = "dirichlet"
+dirichlet_alpha = 0.5
+clients = 6
+[train]
+rounds = 3
+epochs = 2
+batch_size = 16
+upload_loss = 0.2
+[privacy]
+mechanism = "adaptive"
+clip = 2.0
+recall = false
+delta = 1e-4
+adaptive_levels = 4
+adaptive_gamma = 1.0
+adaptive_keep = 0.8
+adaptive_threshold = 0.5
+adaptive_level_eps = 1.0
+[genes]
+layers = { type = "int", low = 1, high = 3, default = 2 }
+units = { type = "int", low = 8, high = 40, default = 24 }
+lr = { type = "real", low = 0.01, high = 0.3, default = 0.2 }
+participation = { type = "real", low = 0.1, high = 1.0, default = 0.8 }
+alpha = { type = "real", low = 1, high = 16, default = 4 }
+sigma = { type = "real", low = 0.01, high = 3.0, default = 0.05, log = true }
+adaptive_kappa = { type = "real", low = 0.0, high = 0.9, default = 0.5 }
+"""
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["equal-widths", "padded"])
+def test_an_adaptive_generation_equals_each_alone_and_the_cpu_engine(tmp_path, exact):
+    """The adaptive mechanism (per-client learning rates lr·(1 + γ·d_i) as a per-step hook, its filter and level
+    reports in each run's side) batched: each member as alone; ε, comm and Ω the CPU engine's, its error within
+    docs/engine.md's 0.02."""
+    path = tmp_path / "adaptive.toml"
+    path.write_text(ADAPTIVE)
+    prob = load_problem(str(path))
+    gen = [dict(p, precision="fp32") for p in (dict(units=24), dict(units=20, lr=0.1, adaptive_kappa=0.2),
+                                               dict(layers=1, units=30), dict(units=24, alpha=8))]
+    seeds = [1, 2, 3, 4]
+    together = evaluate_population(prob, gen, seeds, device="cpu", exact=exact)
+    assert all("population" in r.engine for r in together)  # batched, not sent alone
+    for p, s, got in zip(gen, seeds, together):
+        (alone,) = evaluate_population(prob, [p], [s], device="cpu", exact=exact)
+        assert (got.status, got.comm, got.eps, got.omega) == (alone.status, alone.comm, alone.eps, alone.omega), p
+        assert abs(got.error - alone.error) <= (0.0 if exact else 0.02), p
+        cpu = evaluate(prob, p, seed=s)
+        assert (got.status, got.comm, got.eps, got.omega) == (cpu.status, cpu.comm, cpu.eps, cpu.omega), p
+        assert abs(got.error - cpu.error) <= 0.02, (p, got.error, cpu.error)
+    assert len({r.error for r in together}) > 2

@@ -169,7 +169,8 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
                 continue
             prog = round_program(su.cfg, su.model, su.data, su.part, gen=su.gen, privatizer=su.privatizer,
                                  engine=su.engine, device=d)
-            engine = {**su.engine.info(), **stacked.opt_ins(su.cfg, d), "population": len(configs)}
+            hooked = su.privatizer.for_chunk is not None or su.privatizer.for_group is not None
+            engine = {**su.engine.info(), **stacked.opt_ins(su.cfg, d, hooked=hooked), "population": len(configs)}
             runs.append(_Run(index=i, cfg=su.cfg, seed=int(seeds[i]), su=su, engine=engine, prog=prog, t0=t0,
                              device=torch.device(d)))
         results: list = [None] * len(configs)

@@ -98,7 +98,8 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
     hooks = pv.for_chunk is not None or pv.for_group is not None
     if su.engine.device.type != "cpu" and stacked.enabled() and stacked.applies(model, hooks, model.compute_dtype,
                                                                                  stacked.hooks_of(pv)):
-        engine.update(stacked.opt_ins(cfg, su.engine.device))  # the stacked trainer's opt-ins it trained with (rounds.local_round)
+        # the stacked trainer's opt-ins it trained with (rounds.local_round)
+        engine.update(stacked.opt_ins(cfg, su.engine.device, hooked=hooks))
     stop = cfg.rounds if until is None else until
     try:
         out = run_rounds(cfg, model, data, part, gen=su.gen, privatizer=su.privatizer, engine=su.engine,

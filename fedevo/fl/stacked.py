@@ -130,13 +130,13 @@ def settings_of(cfg) -> dict:
             "torch_compile": compile_enabled(cfg.torch_compile)}
 
 
-def opt_ins(cfg, device) -> dict:
+def opt_ins(cfg, device, hooked: bool = False) -> dict:
     """The opt-ins the stacked trainer trains `cfg` with on `device`, for a result's `engine` (none by default;
-    TF32 and torch_compile on CUDA only)."""
+    TF32 and torch_compile on CUDA only; hooked: a per-step hook's loop, which has no compiled pointwise work)."""
     got = settings_of(cfg)
     out = {"batch_schedule": "device"} if got["schedule"] == "device" else {}
     if torch.device(device).type == "cuda":
-        out.update({k: True for k in ("tf32", "torch_compile") if got[k]})
+        out.update({k: True for k in ("tf32", "torch_compile") if got[k] and not (hooked and k == "torch_compile")})
     return out
 
 

@@ -200,6 +200,8 @@ def test_opt_ins_name_the_cuda_ones_on_cuda_only(tmp_path, monkeypatch):
     cfg = _problem(tmp_path, "tf32 = true\ntorch_compile = true").sim_config()
     assert stacked.opt_ins(cfg, "cuda") == {"tf32": True, "torch_compile": True}
     assert stacked.opt_ins(cfg, "cpu") == {}
+    # a per-step hook's loop has no compiled pointwise work: its result does not claim it
+    assert stacked.opt_ins(cfg, "cuda", hooked=True) == {"tf32": True}
     monkeypatch.setenv("FEDEVO_CUDA_COMPILE", "0")
     assert stacked.opt_ins(cfg, "cuda") == {"tf32": True}
 

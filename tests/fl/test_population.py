@@ -270,6 +270,7 @@ def test_a_per_step_hook_generation_equals_each_alone(tmp_path, exact):
         (alone,) = evaluate_population(prob, [p], [s], device="cpu", exact=exact)
         if exact:
             assert _objectives(got) == _objectives(alone), p
+            assert _untimed(got.privacy) == _untimed(alone.privacy), p  # the S each round used, the clips
         else:  # padded: fp32 rounding, also in the gradient norms whose median is the next round's S (ε's)
             assert (got.status, got.comm, got.omega) == (alone.status, alone.comm, alone.omega), p
             assert got.eps == pytest.approx(alone.eps, rel=1e-5), p
@@ -333,6 +334,8 @@ def test_an_adaptive_generation_equals_each_alone_and_the_cpu_engine(tmp_path, e
         (alone,) = evaluate_population(prob, [p], [s], device="cpu", exact=exact)
         assert (got.status, got.comm, got.eps, got.omega) == (alone.status, alone.comm, alone.eps, alone.omega), p
         assert abs(got.error - alone.error) <= (0.0 if exact else 0.02), p
+        if exact:  # the controller's levels, filter and learning-rate factors as alone
+            assert _untimed(got.privacy) == _untimed(alone.privacy), p
         cpu = evaluate(prob, p, seed=s)
         assert (got.status, got.comm, got.eps, got.omega) == (cpu.status, cpu.comm, cpu.eps, cpu.omega), p
         assert abs(got.error - cpu.error) <= 0.02, (p, got.error, cpu.error)

@@ -80,10 +80,8 @@ def batch_evaluator(problem, *, rounds: Optional[int] = None, data_dir: Optional
 
 def batchable(su: Setup) -> bool:
     """Whether an evaluation trains in the stacked program (else it is evaluated alone)."""
-    pv = su.privatizer
-    hooks = pv.for_chunk is not None or getattr(pv, "for_group", None) is not None
     dtype = su.engine.precision.dtype if getattr(su.model, "supports_bf16", False) else torch.float32
-    return stacked.applies(su.model, hooks, dtype, stacked.hooks_of(pv))
+    return stacked.applies(su.model, su.privatizer, dtype)
 
 
 def batchable_config(cfg) -> bool:
@@ -169,8 +167,8 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
                 continue
             prog = round_program(su.cfg, su.model, su.data, su.part, gen=su.gen, privatizer=su.privatizer,
                                  engine=su.engine, device=d)
-            hooked = su.privatizer.for_chunk is not None or su.privatizer.for_group is not None
-            engine = {**su.engine.info(), **stacked.opt_ins(su.cfg, d, hooked=hooked), "population": len(configs)}
+            engine = {**su.engine.info(), **stacked.opt_ins(su.cfg, d, hooked=stacked.hooked(su.privatizer)),
+                      "population": len(configs)}
             runs.append(_Run(index=i, cfg=su.cfg, seed=int(seeds[i]), su=su, engine=engine, prog=prog, t0=t0,
                              device=torch.device(d)))
         results: list = [None] * len(configs)

@@ -124,12 +124,10 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
 def local_round(work: RoundWork, cfg: SimConfig, model, x_train, y_train, sizes, pv,
                 device: Optional[torch.device]) -> tuple[Optional[torch.Tensor], float]:
     """A round's local training and its uploads' aggregation: the CPU engine (device None) or the device path
-    (fl/device.py; an MLP through fl/stacked.py, its per-step hook too where `stacked.hooks_of`); (aggregate or
+    (fl/device.py; an MLP through fl/stacked.py, its per-step hook too where `stacked.applies`); (aggregate or
     None, comm so far)."""
     params, masks, chunks, seeds = work.params, work.masks, work.chunks, work.seeds
-    hooks = pv.for_chunk is not None or pv.for_group is not None
-    if device is not None and stacked.enabled() and stacked.applies(model, hooks, model.compute_dtype,
-                                                                    stacked.hooks_of(pv)):
+    if device is not None and stacked.enabled() and stacked.applies(model, pv, model.compute_dtype):
         member = stacked.Member(dims=model.dims, params=params, masks=masks, lr=cfg.lr, chunks=work.local_data,
                                 seeds=seeds, epochs=cfg.epochs, batch_size=cfg.batch_size,
                                 hook=stacked.member_hook(pv, chunks, seeds, device), **stacked.settings_of(cfg))

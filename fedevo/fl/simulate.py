@@ -95,11 +95,9 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
     data, part, model, noise = su.data, su.part, su.model, su.noise
     engine = su.engine.info()
     pv = su.privatizer
-    hooks = pv.for_chunk is not None or pv.for_group is not None
-    if su.engine.device.type != "cpu" and stacked.enabled() and stacked.applies(model, hooks, model.compute_dtype,
-                                                                                 stacked.hooks_of(pv)):
+    if su.engine.device.type != "cpu" and stacked.enabled() and stacked.applies(model, pv, model.compute_dtype):
         # the stacked trainer's opt-ins it trained with (rounds.local_round)
-        engine.update(stacked.opt_ins(cfg, su.engine.device, hooked=hooks))
+        engine.update(stacked.opt_ins(cfg, su.engine.device, hooked=stacked.hooked(pv)))
     stop = cfg.rounds if until is None else until
     try:
         out = run_rounds(cfg, model, data, part, gen=su.gen, privatizer=su.privatizer, engine=su.engine,

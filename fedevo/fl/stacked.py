@@ -161,16 +161,17 @@ def split(flat: torch.Tensor, chunks: Sequence) -> list[torch.Tensor]:
     return out
 
 
-def applies(model, hooks: bool, dtype: torch.dtype, group_hooks: bool = False) -> bool:
-    """Whether the stacked trainer takes a round: an MLP, fp32 compute, and no per-step privacy hook or one it
-    takes (`group_hooks`: the privatizer's device hook, `hooks_of`)."""
-    return getattr(model, "kind", "") == "mlp" and (not hooks or group_hooks) and dtype == torch.float32
+def hooked(pv) -> bool:
+    """Whether a privatizer has a per-step hook (the CPU engine's `for_chunk` or the device path's `for_group`)."""
+    return getattr(pv, "for_chunk", None) is not None or getattr(pv, "for_group", None) is not None
 
 
-def hooks_of(pv) -> bool:
-    """Whether a privatizer's per-step hook trains stacked: it has the device path's `for_group` (StepLDP's
-    clipping and noise, the adaptive mechanism's per-client learning rates)."""
-    return getattr(pv, "for_group", None) is not None
+def applies(model, pv, dtype: torch.dtype) -> bool:
+    """Whether the stacked trainer takes a round of `model` under privatizer `pv`: an MLP, fp32 compute, and no
+    per-step hook or one with the device path's `for_group` (StepLDP's clipping and noise, the adaptive
+    mechanism's per-client learning rates: `member_hook`)."""
+    takes_hook = not hooked(pv) or getattr(pv, "for_group", None) is not None
+    return getattr(model, "kind", "") == "mlp" and takes_hook and dtype == torch.float32
 
 
 def member_hook(pv, chunks: Sequence, seeds: Sequence[int], device):
@@ -391,11 +392,12 @@ class _Bucket:
         for m in self.members:
             sl = slice(k, k + m.clients)
             self.globals.append([to_device(p, self.device) for p in m.params])
+            on_device = [None] * len(m.params)  # the member's masks on the device, by parameter index
             for l in range(L):
                 W, b = self.globals[-1][2 * l], self.globals[-1][2 * l + 1]
                 mask = m.masks.get(2 * l)
                 if mask is not None:
-                    mask = to_device(mask, self.device)
+                    mask = on_device[2 * l] = to_device(mask, self.device)
                     W = W * mask  # inactive weights are 0 (a precondition-free fact, as engine.py)
                 for name, src in ((f"W{l}", W), (f"b{l}", b)):
                     dst = state[name][sl]
@@ -407,8 +409,7 @@ class _Bucket:
                     dst.zero_()
                     dst[:, :W.shape[0], :W.shape[1]] = 1.0 if mask is None else mask
             if self.hooked:
-                self.member_masks.append([None if m.masks.get(i) is None else to_device(m.masks[i], self.device)
-                                          for i in range(len(m.params))])
+                self.member_masks.append(on_device)
             k += m.clients
 
     def run(self, state: dict, x: torch.Tensor) -> None:
@@ -431,6 +432,27 @@ class _Bucket:
                 self.load(state)  # the failed call may have updated part of the state: start over
         self.loop(state, x)
 
+    def _layers(self, state: dict) -> tuple[list, list, list]:
+        """The stacked state's weights, biases and masks (None where unmasked), layer by layer."""
+        L = len(self.dims) - 1
+        return ([state[f"W{l}"] for l in range(L)], [state[f"b{l}"] for l in range(L)],
+                [state.get(f"M{l}") for l in range(L)])
+
+    def _forward(self, x: torch.Tensor, rows: torch.Tensor, b: int, W: list, bias: list, fwd=None) -> list:
+        """One step's forward pass over the bucket's C·b rows of x: the layers' inputs and the logits (fwd:
+        stacked_fused's bias + ReLU, else the bias inside the GEMM)."""
+        L = len(W)
+        hs = [x.index_select(0, rows).view(self.C, b, -1)]
+        for l in range(L):
+            if fwd is None:
+                z = torch.baddbmm(bias[l], hs[-1], W[l])
+                if l < L - 1:
+                    z.relu_()
+            else:
+                z = fwd(torch.bmm(hs[-1], W[l]), bias[l], l < L - 1)
+            hs.append(z)
+        return hs
+
     def loop(self, state: dict, x: torch.Tensor, fns: Optional[tuple] = None) -> None:
         """The step loop. The per-sample weights are × −lr already, so δ is the update's from the top: per layer the
         input gradient δ·Wᵀ (ReLU') before W changes, the weight update inside the weight-gradient GEMM (the SET
@@ -438,23 +460,13 @@ class _Bucket:
         pointwise work around the GEMMs; None: the plain loop (the forward's bias inside its GEMM)."""
         L = len(self.dims) - 1
         C = self.C
-        W = [state[f"W{l}"] for l in range(L)]
-        bias = [state[f"b{l}"] for l in range(L)]
-        M = [state.get(f"M{l}") for l in range(L)]
+        W, bias, M = self._layers(state)
         rows, ys, ws = state["rows"], state["y"], state["w"]
         fwd, top, mid = fns or (None, None, None)
         off = 0
         for b in self.used:
             n = C * b
-            hs = [x.index_select(0, rows[off:off + n]).view(C, b, -1)]
-            for l in range(L):
-                if fwd is None:
-                    z = torch.baddbmm(bias[l], hs[-1], W[l])
-                    if l < L - 1:
-                        z.relu_()
-                else:
-                    z = fwd(torch.bmm(hs[-1], W[l]), bias[l], l < L - 1)
-                hs.append(z)
+            hs = self._forward(x, rows[off:off + n], b, W, bias, fwd)
             y, w = ys[off:off + n].view(C, b), ws[off:off + n].view(C, b, 1)
             off += n
             if top is None:
@@ -489,9 +501,7 @@ class _Bucket:
         device path draws it: the same values)."""
         L = len(self.dims) - 1
         C = self.C
-        W = [state[f"W{l}"] for l in range(L)]
-        bias = [state[f"b{l}"] for l in range(L)]
-        M = [state.get(f"M{l}") for l in range(L)]
+        W, bias, M = self._layers(state)
         rows, ys, ws = state["rows"], state["y"], state["w"]
         spans, k = [], 0
         for m in self.members:
@@ -501,12 +511,7 @@ class _Bucket:
         off = 0
         for s, b in enumerate(self.used):
             n = C * b
-            hs = [x.index_select(0, rows[off:off + n]).view(C, b, -1)]
-            for l in range(L):
-                z = torch.baddbmm(bias[l], hs[-1], W[l])
-                if l < L - 1:
-                    z.relu_()
-                hs.append(z)
+            hs = self._forward(x, rows[off:off + n], b, W, bias)
             y, w = ys[off:off + n].view(C, b), ws[off:off + n].view(C, b, 1)
             off += n
             delta = torch.softmax(hs[-1], dim=-1)  # dL/dlogits (fp32) × the per-sample weight: the gradient's
@@ -705,6 +710,6 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
 
 
 __all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "compile_enabled", "device_draws", "enabled",
-           "engine_draws", "engine_label", "fp32_matmuls", "graphs_enabled", "hooks_of", "layout_into",
+           "engine_draws", "engine_label", "fp32_matmuls", "graphs_enabled", "hooked", "layout_into",
            "member_hook", "opt_ins", "predraw", "schedule_setting", "settings_of", "split", "tf32_enabled",
            "train_members", "width_class", "work_of"]

@@ -39,6 +39,7 @@ def main(argv=None):
         return accounting.eps_gaussian(noise_multiplier=s, sample_rate=0.01, steps=5, delta=1e-7)
 
     def batch():
+        offload.forget()  # each batch computes its 20 ε (privacy/offload.py would remember them)
         with ThreadPoolExecutor(a.threads) as pool:
             return list(pool.map(eps, sigmas))
 

@@ -62,6 +62,7 @@ from fedevo.fl import stacked, stacked_update  # noqa: E402
 from fedevo.fl.device import train_groups  # noqa: E402
 from fedevo.fl.engine import chunk_threads, flat_deltas, train_chunks  # noqa: E402
 from fedevo.models import build_model  # noqa: E402
+from fedevo.privacy import offload  # noqa: E402
 from round_speed import B, CHUNK, E, LR, PER_CLIENT, masks_at  # noqa: E402
 
 GFLOP = 264.0  # the reference round's local training (benchmarks/README.md)
@@ -95,6 +96,7 @@ def timed(fn, repeats: int, dev) -> tuple[list[float], object]:
     times, out = [], None
     for _ in range(repeats):
         sync(dev)
+        offload.forget()  # each repeat computes its ε afresh, as a new individual would (privacy/offload.py)
         t = time.perf_counter()
         out = fn()
         sync(dev)
@@ -236,11 +238,13 @@ def generation(a, dev) -> None:
     # warm-up: the whole generation for one round (every bucket's shapes; the accountant's pool at its full size)
     batched(problem, gen, seeds, rounds=1, data_dir=a.data_dir, device=dev)
     sync(dev)
+    offload.forget()
     t = time.perf_counter()  # the way before 2026-11-26's evening: each round's run sides after all its training
     before = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev, overlap=False)
     sync(dev)
     t_before = time.perf_counter() - t
     timings: dict = {}
+    offload.forget()
     t = time.perf_counter()
     together = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev, timings=timings)
     sync(dev)
@@ -250,6 +254,7 @@ def generation(a, dev) -> None:
     unfused = None
     if dev.type == "cuda" and stacked_update.mode() != "off" and stacked_update.usable(dev):
         os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = "off"  # the masked layers' update in two passes, as before
+        offload.forget()
         t = time.perf_counter()
         plain = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev)
         sync(dev)
@@ -258,6 +263,7 @@ def generation(a, dev) -> None:
         os.environ.pop("FEDEVO_CUDA_FUSED_UPDATE")
     exact = None
     if dev.type == "cuda":  # buckets of equal widths only: no padding (11 % of the arithmetic), more buckets
+        offload.forget()
         t = time.perf_counter()
         alone_widths = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev, exact=True)
         sync(dev)
@@ -272,6 +278,7 @@ def generation(a, dev) -> None:
     alone_t, today_t, derr, same = [], [], [], []
     for i, (p, s, got) in enumerate(zip(gen, seeds, together)):
         sync(dev)
+        offload.forget()
         t = time.perf_counter()
         (alone,) = evaluate_population(problem, [p], [s], rounds=a.rounds, data_dir=a.data_dir, device=dev)
         sync(dev)
@@ -281,6 +288,7 @@ def generation(a, dev) -> None:
             os.environ["FEDEVO_STACKED"] = "0"
             cfg = problem.sim_config(p, rounds=a.rounds, data_dir=a.data_dir).with_(device=dev.type)
             sync(dev)
+            offload.forget()
             t = time.perf_counter()
             simulate(cfg, seed=s)
             sync(dev)
@@ -351,6 +359,7 @@ def profile_member(a, dev, top: int = 22) -> None:
     evaluate_population(problem, [p], [seed], rounds=a.rounds, data_dir=a.data_dir, device=dev)
     sync(dev)
     prof = cProfile.Profile()
+    offload.forget()
     t = time.perf_counter()
     prof.enable()
     evaluate_population(problem, [p], [seed], rounds=a.rounds, data_dir=a.data_dir, device=dev)

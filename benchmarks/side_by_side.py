@@ -18,13 +18,17 @@ def outcome(r) -> tuple:
 def alternate(variants: Mapping[str, Callable[[], None]], run: Callable[[], Any],
               repeats: int) -> tuple[dict[str, float], dict[str, Any]]:
     """`run()` under each variant (its setup called first), `repeats` times in alternating order:
-    ({name: median seconds}, {name: what its last run returned})."""
+    ({name: median seconds}, {name: what its last run returned}). Each run computes its accountant calls afresh
+    (privacy/offload.py remembers them: a repeat would find them done, where a new individual computes them)."""
+    from fedevo.privacy import offload
+
     names = list(variants)
     times: dict[str, list[float]] = {n: [] for n in names}
     last: dict[str, Any] = {}
     for i in range(repeats):
         for name in (names if i % 2 == 0 else names[::-1]):
             variants[name]()
+            offload.forget()
             t = time.perf_counter()
             last[name] = run()
             times[name].append(time.perf_counter() - t)

@@ -11,6 +11,10 @@ needs no more workers than it has (a search's batches differ in size by one; lok
 minutes). Where no pool can be had (a worker that died, a platform loky does not run
 on), the call runs inline: the same number, only slower.
 
+The calls are remembered (pure functions: a value never goes stale), so that a calibration's bisection or a
+search's repeated settings are not computed twice; `prefetch` starts calls in the pool ahead of need (a batched
+generation's planned ε, computed in the workers while it trains, so its results phase finds them done).
+
 FEDEVO_ACCOUNTANT_PROCESSES sets the pool's size (1: inline); default: the CPUs this process may run on (its
 affinity: a `taskset`, a cpuset, a Slurm allocation), at most 16.
 """
@@ -24,6 +28,8 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from .. import hardware
@@ -53,7 +59,10 @@ def _init_worker(parent: int) -> None:
     workers behind, nor pipes of its own held open by them; `parent` is the caller's pid, passed in: a worker
     still starting when its parent died would find itself adopted already), then import the accountant now
     (dp-accounting takes ~0.5 s to import: in every worker at once while the caller trains, not in each one's
-    first call)."""
+    first call). Its offloadable calls are not remembered there: the caller remembers them."""
+    global _REMEMBER
+    _REMEMBER = False
+
     def watch():
         while os.getppid() == parent:
             time.sleep(0.5)
@@ -118,23 +127,124 @@ def _active():
 
 def offloadable(fn):
     """Mark a pure module-level function whose calls may run in `in_processes`'s pool (same arguments, same
-    result; an exception it raises there is raised here)."""
+    result; an exception it raises there is raised here). Its results are remembered (`MEMO_SIZE` calls, the
+    latest used kept): a call with the same arguments (same values and types) returns the same number without
+    computing it again, and a call while the same one is being computed in another thread waits for it instead of
+    computing it twice. Exceptions are not remembered: the next call tries again."""
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        pool = _active()
-        if pool is None:
-            return fn(*args, **kwargs)
+        key = _key(fn, args, kwargs) if _REMEMBER else None
+        if key is None:
+            return _dispatch(fn, call, args, kwargs)
+        with _MEMO_LOCK:
+            pending = _MEMO.get(key)
+            mine = pending is None
+            if mine:
+                pending = _MEMO[key] = Future()
+                while len(_MEMO) > MEMO_SIZE:
+                    _MEMO.popitem(last=False)
+            else:
+                _MEMO.move_to_end(key)
+        if not mine:
+            try:
+                return pending.result()
+            except Exception:
+                raise
+            except BaseException:  # the computing thread was interrupted (not the function's error): compute here
+                return _dispatch(fn, call, args, kwargs)
         try:
-            future = pool.submit(call, *args, **kwargs)
-        except (BrokenProcessPool, RuntimeError):  # the pool broke or shut down: inline
-            _reset(pool)
-            return fn(*args, **kwargs)
-        try:
-            return future.result()
-        except BrokenProcessPool:
-            _reset(pool)
-            return fn(*args, **kwargs)
+            value = _dispatch(fn, call, args, kwargs)
+        except BaseException as e:
+            with _MEMO_LOCK:
+                if _MEMO.get(key) is pending:
+                    del _MEMO[key]
+            pending.set_exception(e)
+            raise
+        pending.set_result(value)
+        return value
     return call
 
 
-__all__ = ["in_processes", "offloadable", "processes"]
+#: how many calls of the offloadable functions are remembered (a generation's ε, a calibration's bisection)
+MEMO_SIZE = 4096
+_MEMO: OrderedDict = OrderedDict()  # key -> Future of the value
+_REMEMBER = True  # False in the pool's workers: the caller remembers (and `forget` clears all there is)
+_MEMO_LOCK = threading.Lock()
+
+
+def _key(fn, args, kwargs):
+    """The memo's key of a call: the function, each argument's type and value; None where one is unhashable."""
+    key = (fn.__module__, fn.__qualname__, tuple((type(a), a) for a in args),
+           tuple(sorted((k, type(v), v) for k, v in kwargs.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _dispatch(fn, call, args, kwargs):
+    """fn(*args, **kwargs), in the pool when one is active (there through `call`, the decorated function: the
+    workers find it by name), else inline."""
+    pool = _active()
+    if pool is None:
+        return fn(*args, **kwargs)
+    try:
+        future = pool.submit(call, *args, **kwargs)
+    except (BrokenProcessPool, RuntimeError):  # the pool broke or shut down: inline
+        _reset(pool)
+        return fn(*args, **kwargs)
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        _reset(pool)
+        return fn(*args, **kwargs)
+
+
+def forget() -> None:
+    """Clear the remembered results (tests; a results cache is never stale: the functions are pure)."""
+    with _MEMO_LOCK:
+        _MEMO.clear()
+
+
+def prefetch(calls) -> "Prefetch":
+    """Start each zero-argument callable of `calls` in a background thread when a pool is active (their offloadable
+    calls then compute in the workers, and are remembered, while the caller does other work: a batched generation's
+    planned ε while it trains); inline (no pool) nothing starts, so that a Python-bound accountant never competes
+    for the GIL with the caller. What a call raises is dropped: the later call that needs its value raises it.
+    Use as a context manager (leaving it does not wait for the calls)."""
+    calls = list(calls)
+    pool = _active()
+    return Prefetch(calls if pool is not None else [], min(len(calls), _SIZE or 1))
+
+
+class Prefetch:
+    """Background calls started by `prefetch`; `close()` (or leaving the `with`) cancels those not yet started."""
+
+    def __init__(self, calls, threads: int):
+        self._threads = None
+        if calls:
+            self._threads = ThreadPoolExecutor(max(1, threads), thread_name_prefix="fedevo-prefetch")
+            for c in calls:
+                self._threads.submit(_quietly, c)
+
+    def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)
+            self._threads = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _quietly(call) -> None:
+    try:
+        call()
+    except Exception:  # noqa: BLE001 - the call that needs the value raises it (exceptions are not remembered)
+        pass
+
+
+__all__ = ["Prefetch", "forget", "in_processes", "offloadable", "prefetch", "processes"]

@@ -19,7 +19,8 @@ CASES = [dict(noise_multiplier=z, sample_rate=q, steps=n, delta=1e-6)
 
 
 def test_in_processes_gives_the_inline_numbers_from_threads(monkeypatch):
-    inline = [accounting.eps_gaussian(**c) for c in CASES]
+    inline = [accounting.eps_gaussian.__wrapped__(**c) for c in CASES]
+    offload.forget()  # else the calls below would be answered from the memo
     with offload.in_processes(2):
         pool = offload._active()
         assert pool is not None
@@ -36,6 +37,7 @@ def test_in_processes_gives_the_inline_numbers_from_threads(monkeypatch):
 
 
 def test_an_error_in_a_worker_is_raised_here_as_inline():
+    offload.forget()
     with pytest.raises(FedevoError) as inline:
         accounting.eps_gaussian(noise_multiplier=-1.0, sample_rate=0.1, steps=3, delta=1e-5)
     with offload.in_processes(2), pytest.raises(FedevoError) as there:
@@ -115,3 +117,107 @@ def test_a_script_without_main_guard_runs_once_and_its_workers_end_with_it(tmp_p
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_alive(pid) for pid in pids)
+
+
+# ---------------------------------------------------------------- the memo and prefetch
+
+CALLS: list = []
+
+
+@offload.offloadable
+def _counted(*, x, y=1.0):
+    """A pure function whose calls (in this process) are counted."""
+    CALLS.append((x, y))
+    if x < 0:
+        raise FedevoError(f"x must be >= 0, got {x}")
+    time.sleep(0.05)
+    return x * y
+
+
+@pytest.fixture
+def counted():
+    offload.forget()
+    CALLS.clear()
+    yield CALLS
+    offload.forget()
+
+
+def test_a_call_with_the_same_arguments_is_computed_once(counted):
+    assert _counted(x=2.0, y=3.0) == 6.0 and _counted(y=3.0, x=2.0) == 6.0
+    assert counted == [(2.0, 3.0)]
+    assert _counted(x=2, y=3.0) == 6.0  # another type: another call (an int may take another path than a float)
+    assert _counted(x=2.0) == 2.0
+    assert counted == [(2.0, 3.0), (2, 3.0), (2.0, 1.0)]
+
+
+def test_threads_asking_the_same_call_at_once_compute_it_once(counted):
+    with ThreadPoolExecutor(8) as threads:
+        got = list(threads.map(lambda _: _counted(x=5.0, y=2.0), range(8)))
+    assert got == [10.0] * 8 and counted == [(5.0, 2.0)]
+
+
+def test_errors_are_not_remembered(counted):
+    for _ in range(2):
+        with pytest.raises(FedevoError, match="x must be >= 0"):
+            _counted(x=-1.0)
+    assert counted == [(-1.0, 1.0), (-1.0, 1.0)]
+
+
+def test_unhashable_arguments_are_computed_each_time(counted):
+    @offload.offloadable
+    def total(*, xs):
+        CALLS.append(tuple(xs))
+        return sum(xs)
+    assert total(xs=[1, 2]) == 3 and total(xs=[1, 2]) == 3
+    assert counted == [(1, 2), (1, 2)]
+
+
+def test_the_memo_keeps_the_latest_calls(counted, monkeypatch):
+    monkeypatch.setattr(offload, "MEMO_SIZE", 2)
+    for x in (1.0, 2.0, 3.0):
+        _counted(x=x)
+    _counted(x=3.0)
+    _counted(x=1.0)  # the oldest was dropped
+    assert counted == [(1.0, 1.0), (2.0, 1.0), (3.0, 1.0), (1.0, 1.0)]
+
+
+def test_the_accountant_is_remembered(monkeypatch):
+    """The real accountant: the second call returns the first one's number without computing it again."""
+    offload.forget()
+    c = dict(noise_multiplier=0.9, sample_rate=0.05, steps=40, delta=1e-6)
+    first = accounting.eps_gaussian(**c)
+    assert first == accounting.eps_gaussian.__wrapped__(**c)
+
+    def broken(*a, **kw):
+        raise AssertionError("computed again")
+    monkeypatch.setattr(accounting, "_pld_interval_of", broken)
+    assert accounting.eps_gaussian(**c) == first
+    with pytest.raises(AssertionError, match="computed again"):  # other arguments are computed
+        accounting.eps_gaussian(**{**c, "steps": 41})
+    offload.forget()
+
+
+def test_prefetch_computes_in_the_pool_ahead_of_need(counted):
+    with offload.in_processes(2):
+        pool = offload._active()
+        sent = []
+        submit = pool.submit
+        pool.submit = lambda fn, *a, **kw: sent.append(kw) or submit(fn, *a, **kw)
+        try:
+            c = dict(noise_multiplier=1.1, sample_rate=0.2, steps=6, delta=1e-6)
+            with offload.prefetch([lambda: accounting.eps_gaussian(**c), lambda: _counted(x=-1.0)]):
+                deadline = time.monotonic() + 60
+                while len(sent) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                value = accounting.eps_gaussian(**c)  # waits for the prefetched call, or finds it done
+        finally:
+            pool.submit = submit
+    assert sent.count(c) == 1  # computed once, in the pool
+    assert value == accounting.eps_gaussian.__wrapped__(**c)
+    assert counted == []  # the failing call ran in a worker (not counted here) and was dropped quietly
+
+
+def test_prefetch_starts_nothing_without_a_pool(counted):
+    with offload.prefetch([lambda: _counted(x=1.0)]) as p:
+        assert p._threads is None
+    assert counted == []

@@ -8,7 +8,7 @@
 #     bash benchmarks/gpu_session.sh                      # every step (about 4 minutes on an H100 or H200)
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
 #     bash benchmarks/gpu_session.sh generation-opt-ins   # a step the default leaves out (named only; also
-#                                                         # phases, generation-busy, generation-step)
+#                                                         # phases, generation-busy, generation-step, prefetch)
 #
 # Before the first call, on this machine (both folders are git-ignored; the device tool carries them):
 #     mkdir -p .gpu-data && cp /usr/share/datasets/fashion-mnist/*.gz .gpu-data/       # Fashion-MNIST's IDX files
@@ -74,6 +74,10 @@ step generation-opt-ins 90 env FEDEVO_SCHEDULE=device FEDEVO_CUDA_TF32=1 python3
 # kernels' time against the wall) and its top kernels: whether the host or the arithmetic holds the batch up
 step generation-busy 100 python3 benchmarks/cuda_population.py --no-round --no-today --trust central --busy \
   --data-dir "$DATA"
+# named only: the central generation's planned ε computed by the accountant's workers while it trains (the default)
+# against after its training (the way before 2026-11-27), side by side
+step prefetch 90 python3 benchmarks/eps_prefetch.py --problem fashion_mlp_dp --generation 20 --rounds 5 --repeats 3 \
+  --device cuda --data-dir "$DATA"
 # named only: a generation of fashion_mlp_step (seed 004's per-step LDP, the step mechanism's clipping and noise
 # in the stacked trainer since 2026-11-27), batch against each member alone
 step generation-step 100 python3 benchmarks/cuda_population.py --no-round --no-today --problem fashion_mlp_step \

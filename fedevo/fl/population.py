@@ -177,7 +177,10 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
             d = dev or runs[0].su.engine.device
             # the runs' CPU work goes in `threads` threads, so each torch op in one thread (16 runs' ops each
             # spreading over 16 cores would oversubscribe them)
-            with intra_op_threads(1) if threads > 1 else contextlib.nullcontext():
+            # each run's ε where its settings alone decide it (central trust), computed by the accountant's
+            # workers while the batch trains: the results phase finds it done (the same call, remembered)
+            with intra_op_threads(1) if threads > 1 else contextlib.nullcontext(), \
+                    offload.prefetch(r.su.mech.planned_eps for r in runs):
                 _measure_batch(runs, d, exact, clock, threads, results, t0, overlap)
         for i in alone:
             try:

@@ -153,6 +153,39 @@ def test_overlapped_run_sides_equal_one_thread(problem, monkeypatch):
             assert _untimed(a.privacy) == _untimed(b.privacy), key
 
 
+def test_planned_eps_is_computed_while_the_batch_trains(problem, monkeypatch):
+    """With the accountant's workers, each run's planned ε (central trust: its settings alone decide it) starts
+    in them before the batch trains; the report's ε is that call's number, remembered: the results equal each
+    run alone, where nothing is prefetched."""
+    from fedevo.fl import population
+    from fedevo.privacy import offload
+
+    started = []
+    real = offload.prefetch
+
+    def recorded(calls):
+        calls = list(calls)
+        handle = real(calls)
+        started.append(([c.__self__ for c in calls], handle._threads is not None))
+        return handle
+    monkeypatch.setattr(offload, "prefetch", recorded)
+    monkeypatch.setenv("FEDEVO_ACCOUNTANT_PROCESSES", "2")
+    offload.forget()
+    gen = [GENERATION[0], GENERATION[1], GENERATION[2]]  # central, secagg, central
+    together = population.evaluate_population(problem, gen, [1, 2, 3], device="cpu")
+    ((mechs, threads),) = started
+    assert threads  # started in the background
+    assert [type(m).__name__ for m in mechs] == ["CentralGaussian", "DistributedDiscreteGaussian",
+                                                 "CentralGaussian"]
+    offload.forget()
+    monkeypatch.setenv("FEDEVO_ACCOUNTANT_PROCESSES", "1")
+    for p, s, got in zip(gen, [1, 2, 3], together):
+        (alone,) = population.evaluate_population(problem, [p], [s], device="cpu")
+        assert _objectives(got) == _objectives(alone), p
+    assert [threads for _, threads in started[1:]] == [False] * 3  # inline (one process): nothing started
+    assert all(r.eps < float("inf") for r in together)
+
+
 def test_a_bucket_goes_on_while_another_buckets_sides_run(problem, monkeypatch):
     """No barrier between rounds: with one run's side slowed down, the buckets it is not in train their next
     rounds meanwhile (the 3-layer member's bucket goes on while the 1-layer member's first side sleeps), and every

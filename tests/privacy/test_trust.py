@@ -228,6 +228,31 @@ def test_calibrate_central_within_one_percent():
     assert 0.99 * 1.5 <= eps <= 1.5
 
 
+@pytest.mark.parametrize("sampling", ["poisson", "fixed", "none"])
+@pytest.mark.parametrize("target", [None, 1.5])
+def test_central_planned_eps_is_the_call_the_report_makes(sampling, target, monkeypatch):
+    """A batched generation computes each central run's planned ε while it trains and its report finds that
+    number remembered (fedevo/privacy/offload.py): the report's accountant call is the planned one, with a
+    target ε too (after calibration)."""
+    from fedevo.privacy import offload
+
+    offload.forget()
+    c = cfg(sampling=sampling, **({} if target is None else {"target_eps": target}))
+    mech = build_mechanism(c)
+    mech.calibrate(c, dim=1000)
+    planned = mech.planned_eps()["eps"]
+
+    def computed(*a, **kw):
+        raise AssertionError("the report computed its ε again")
+    import dp_accounting  # each sampling's accountant refuses to compute (PLD, RDP, analytic Gaussian)
+    from dp_accounting.rdp import rdp_privacy_accountant
+    monkeypatch.setattr(acc, "_pld_interval_of", computed)
+    monkeypatch.setattr(rdp_privacy_accountant, "RdpAccountant", computed)
+    monkeypatch.setattr(dp_accounting, "get_epsilon_gaussian", computed)
+    assert mech.eps_for(mech.cfg.privacy.params.sigma) == planned  # report()'s call
+    offload.forget()
+
+
 @pytest.mark.parametrize("use_native", [False, True])
 def test_ddg_encode_rows_equals_row_by_row_in_any_threads(use_native):
     """encode_rows (a chunk's rows at once, native rows in threads) gives the numbers of `encode` row after row

@@ -8,7 +8,8 @@
 #     bash benchmarks/gpu_session.sh                      # every step (about 4 minutes on an H100 or H200)
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
 #     bash benchmarks/gpu_session.sh generation-opt-ins   # a step the default leaves out (named only; also
-#                                                         # phases, generation-busy, generation-step, prefetch)
+#                                                         # phases, generation-busy, generation-step, prefetch,
+#                                                         # graphs)
 #
 # Before the first call, on this machine (both folders are git-ignored; the device tool carries them):
 #     mkdir -p .gpu-data && cp /usr/share/datasets/fashion-mnist/*.gz .gpu-data/       # Fashion-MNIST's IDX files
@@ -78,6 +79,9 @@ step generation-busy 100 python3 benchmarks/cuda_population.py --no-round --no-t
 # against after its training (the way before 2026-11-27), side by side
 step prefetch 90 python3 benchmarks/eps_prefetch.py --problem fashion_mlp_dp --generation 20 --rounds 5 --repeats 3 \
   --device cuda --data-dir "$DATA"
+# named only: a 40-round run (a retrain's length) with the stacked trainer's CUDA graphs (its buckets' shapes rounded
+# up so that they recur, since 2026-11-27) against the same run eager, side by side
+step graphs 120 python3 benchmarks/cuda_graph_rounds.py --rounds 40 --repeats 3 --data-dir "$DATA"
 # named only: a generation of fashion_mlp_step (seed 004's per-step LDP, the step mechanism's clipping and noise
 # in the stacked trainer since 2026-11-27), batch against each member alone
 step generation-step 100 python3 benchmarks/cuda_population.py --no-round --no-today --problem fashion_mlp_step \

@@ -466,7 +466,8 @@ def _member_of(r: _Run) -> None:
     hook = stacked.member_hook(r.su.privatizer, r.work.chunks, r.work.seeds, r.device)
     r.member = stacked.predraw(stacked.Member(
         dims=r.su.model.dims, params=r.work.params, masks=r.work.masks, lr=r.cfg.lr, chunks=r.work.local_data,
-        seeds=r.work.seeds, epochs=r.cfg.epochs, batch_size=r.cfg.batch_size, hook=hook, **stacked.settings_of(r.cfg)))
+        seeds=r.work.seeds, epochs=r.cfg.epochs, batch_size=r.cfg.batch_size, hook=hook,
+        rounds_left=r.work.rounds_left, **stacked.settings_of(r.cfg)))
 
 
 def _advance(r: _Run, answer, first: bool = False) -> Optional[RoundWork]:

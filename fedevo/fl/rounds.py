@@ -89,6 +89,7 @@ class RoundWork:
     arrived: np.ndarray
     by: np.ndarray
     comm_total: float
+    rounds_left: Optional[int] = None  # this round and those the loop runs after it (until its `until`)
 
 
 def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: torch.Generator,
@@ -130,7 +131,8 @@ def local_round(work: RoundWork, cfg: SimConfig, model, x_train, y_train, sizes,
     if device is not None and stacked.enabled() and stacked.applies(model, pv, model.compute_dtype):
         member = stacked.Member(dims=model.dims, params=params, masks=masks, lr=cfg.lr, chunks=work.local_data,
                                 seeds=seeds, epochs=cfg.epochs, batch_size=cfg.batch_size,
-                                hook=stacked.member_hook(pv, chunks, seeds, device), **stacked.settings_of(cfg))
+                                hook=stacked.member_hook(pv, chunks, seeds, device), rounds_left=work.rounds_left,
+                                **stacked.settings_of(cfg))
         (flat,) = stacked.train_members([member], x_train, y_train, device=device)
         if not uploads_on_device(pv):
             flat = flat.cpu()
@@ -242,7 +244,7 @@ def round_program(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen:
                        chunk_of_seed=dict(zip(seeds, chunks)))
         work = RoundWork(round=t + 1, chunks=chunks, local_data=[[part.train[k] for k in c] for c in chunks],
                          seeds=seeds, params=params, masks=masks, omega=omega, arrived=arrived, by=by,
-                         comm_total=comm_total)
+                         comm_total=comm_total, rounds_left=until - t)
         agg, comm_total = yield work
         if agg is not None and agg.device.type != "cpu":
             agg = agg.cpu()  # the server's side runs on the CPU

@@ -87,6 +87,7 @@ class Member:
     torch_compile: bool = field(default_factory=lambda: compile_enabled())  # compiled pointwise work (CUDA only)
     drawn: Optional[np.ndarray] = None  # `predraw`'s engine draws (clients, E, n), made ahead (in a run's thread)
     hook: Optional[object] = None  # the round's per-step hook for its clients (privatizer.for_group), or None
+    rounds_left: Optional[int] = None  # this round and the run's rounds after it (None: unknown; `recurs`)
     clients: int = field(init=False)
 
     def __post_init__(self):
@@ -299,10 +300,12 @@ def to_device(t: torch.Tensor, device) -> torch.Tensor:
     return staged.to(device, non_blocking=True)
 
 
-def _compact(rows: np.ndarray, ws: np.ndarray) -> tuple[tuple, tuple]:
-    """used: per step the most real samples any client has (the rest of B is padding, weight 0, not computed);
-    rows and ws (clients, steps, B) flattened step by step to those columns."""
-    used = tuple(int(u) for u in (ws > 0).sum(-1).max(0))
+def _compact(rows: np.ndarray, ws: np.ndarray, quantum: int = 1) -> tuple[tuple, tuple]:
+    """used: per step the most real samples any client has, rounded up to a multiple of `quantum` within B (the
+    rest of B is padding, weight 0, not computed); rows and ws (clients, steps, B) flattened step by step to those
+    columns."""
+    B = ws.shape[-1]
+    used = tuple(min(B, -(-int(u) // quantum) * quantum) for u in (ws > 0).sum(-1).max(0))
     keep = np.arange(ws.shape[-1]) < np.array(used).reshape(-1, 1, 1)  # (steps, 1, B): step s's first used[s]
     keep = np.broadcast_to(keep, (ws.shape[1], ws.shape[0], ws.shape[2]))
     return used, tuple(t.transpose(1, 0, 2)[keep] for t in (rows, ws))  # step by step, clients in order
@@ -314,11 +317,13 @@ def _per_slot(values: np.ndarray, used: Sequence[int]) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=8)
-def _plan_layout(shapes: tuple, B: int, device: str) -> tuple:
+def _plan_layout(shapes: tuple, B: int, device: str, pad: int = 0, quantum: int = 1) -> tuple:
     """A bucket's plan structure from its members' (client sizes, epochs), which recurs while the cohorts do:
     (used, indices into the members' concatenated draws (`engine_draws` or `device_draws`), weights, the clients
-    with a batch at each step (steps, C)), the last three on `device`."""
-    C = sum(len(sizes) for sizes, _ in shapes)
+    with a batch at each step (steps, C)), the last three on `device`. pad: clients with no sample after the
+    members' (row 0, weight 0 at every slot), quantum: each step's used columns rounded up to a multiple of it
+    (where a bucket's graph is to recur: `recurs`)."""
+    C = sum(len(sizes) for sizes, _ in shapes) + pad
     steps = max((e * -(-n // B) for sizes, e in shapes for n in sizes), default=0)
     src = np.zeros((C, steps, B), dtype=np.int64)
     ws = np.zeros((C, steps, B), dtype=np.float32)
@@ -330,7 +335,7 @@ def _plan_layout(shapes: tuple, B: int, device: str) -> tuple:
         base += c * epochs * n
         k += c
     active = np.ascontiguousarray((ws > 0).any(-1).T)  # (steps, C): the clients with a batch at each step
-    used, (src, ws) = _compact(src, ws)
+    used, (src, ws) = _compact(src, ws, quantum)
     return (used, to_device(torch.from_numpy(src), device), to_device(torch.from_numpy(ws), device),
             to_device(torch.from_numpy(active), device))
 
@@ -338,21 +343,29 @@ def _plan_layout(shapes: tuple, B: int, device: str) -> tuple:
 class _Bucket:
     """The stacked state of one bucket's members on the device and its step loop."""
 
-    def __init__(self, members: list[Member], y: torch.Tensor, device: torch.device):
+    def __init__(self, members: list[Member], y: torch.Tensor, device: torch.device,
+                 shaped: Optional[bool] = None):
+        """shaped: whether the bucket's shapes are rounded up so that its graph recurs (its clients by
+        `padded_clients`, each step's samples to a multiple of SAMPLE_QUANTUM); None: where it is to recur
+        (`recurs`, on CUDA)."""
         self.members = members
         self.device = device
         L = len(members[0].dims) - 1
         self.dims = [max(m.dims[i] for m in members) for i in range(L + 1)]
-        self.C = sum(m.clients for m in members)
         B = members[0].batch_size
         self.hooked = members[0].hook is not None  # one bucket: all or none (bucket_key)
+        self.recurs = recurs(members) if device.type == "cuda" and not self.hooked and graphs_enabled() else False
+        shaped = bool(self.recurs) if shaped is None else shaped
+        real = sum(m.clients for m in members)
+        pad = padded_clients(real) - real if shaped else 0
+        self.C = real + pad
         # the plan's per-sample weights × each client's −lr: the step loop's δ is the update's from the top (with
-        # a per-step hook, the gradient's: the hook's coefficients carry lr)
+        # a per-step hook, the gradient's: the hook's coefficients carry lr); 0 for the padding clients
         neg_lr = np.concatenate([np.full(m.clients, 1.0 if self.hooked else -float(m.lr), dtype=np.float32)
-                                 for m in members])
+                                 for m in members] + [np.zeros(pad, dtype=np.float32)])
         # the plan's structure from the clients' sizes (cached: it recurs), the rows from the members' draws
         shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in members)
-        self.used, src, ws, self.active = _plan_layout(shapes, B, str(device))
+        self.used, src, ws, self.active = _plan_layout(shapes, B, str(device), pad, SAMPLE_QUANTUM if shaped else 1)
         if members[0].schedule == "device":
             drawn = torch.cat([device_draws(m, device).reshape(-1) for m in members])
         else:  # the CPU engine's draws (made ahead in a run's thread where `predraw` did), one copy to the device
@@ -411,6 +424,9 @@ class _Bucket:
             if self.hooked:
                 self.member_masks.append(on_device)
             k += m.clients
+        if k < self.C:  # the padding clients: zero weights (a recurring graph's state held other clients there)
+            for name in [f"{t}{l}" for l in range(L) for t in ("W", "b", "M") if f"{t}{l}" in state]:
+                state[name][k:].zero_()
 
     def run(self, state: dict, x: torch.Tensor) -> None:
         """The bucket's whole local training, in place on `state` (no host synchronisation: capturable): `loop`,
@@ -569,11 +585,43 @@ def graphs_enabled() -> bool:
     return env_flag("FEDEVO_CUDA_GRAPHS", True)
 
 
+#: a bucket whose every member has at least this many rounds left (this one included) trains in a captured CUDA
+#: graph: seen once eagerly, captured the next time (a capture costs about two eager runs), replayed in the rounds
+#: after; with fewer rounds left the capture would not pay back, and the bucket runs eagerly (`recurs`)
+GRAPH_ROUNDS = 6
+#: such a bucket's client count rounded up by at most 1/CLIENT_SLACK of itself (`padded_clients`: clients with no
+#: sample): the clients who arrive vary from round to round, and an unrounded count would make a new graph nearly
+#: every round
+CLIENT_SLACK = 8
+#: and each step's computed samples (the most any client has) rounded up to a multiple of this: clients whose
+#: sizes differ by a sample (an IID split of N among K) would otherwise change a step's shape with the arrivals
+SAMPLE_QUANTUM = 8
+
+
+def padded_clients(real: int) -> int:
+    """`real` rounded up to a multiple of the largest power of two ≤ real / CLIENT_SLACK (at least 1): at most
+    1/CLIENT_SLACK more clients, and a few counts for a bucket's varying arrivals to fall on (70 ± 5 → 72 or 80)."""
+    q = 1 << max(0, (max(int(real), 1) // CLIENT_SLACK).bit_length() - 1)
+    return -(-int(real) // q) * q
+
+
+def recurs(members: Sequence[Member]) -> Optional[bool]:
+    """Whether the members' bucket is to recur: True where every member has GRAPH_ROUNDS rounds left or more (its
+    shapes rounded up, `_Bucket`; its graph captured on the next sighting), False where one has fewer (eager,
+    unrounded: a 5-round generation captures nothing), None where a member does not say (a caller's own repeated
+    call, as a benchmark's: captured the second time its shape comes, unrounded)."""
+    left = [m.rounds_left for m in members]
+    if any(n is None for n in left):
+        return None
+    return min(left) >= GRAPH_ROUNDS
+
+
 class _GraphCache:
     """Captured CUDA graphs of buckets' step loops, by shape signature: captured the second time a signature
-    comes (a one-off shape runs eagerly), replayed after; the few most recent kept."""
+    comes where the bucket is to recur (`recurs`: not False), replayed after; the most recent kept, at most `size`
+    and at most a quarter of the device's memory in their states."""
 
-    def __init__(self, size: int = 4):
+    def __init__(self, size: int = 32):  # a 30-round generation's 9 buckets hold ~25 shapes between them
         self.size = size
         self.seen: set = set()
         self.graphs: OrderedDict = OrderedDict()
@@ -594,8 +642,9 @@ class _GraphCache:
         state: dict = {}
         bucket.load(state)
         cuda = bucket.device.type == "cuda"
-        capture = cuda and key in self.seen and graphs_enabled() and not bucket.hooked  # a hook's Python state
-        # changes every step (its norms, its noise's counters): hooked buckets run eagerly
+        capture = (cuda and key in self.seen and graphs_enabled() and bucket.recurs is not False
+                   and not bucket.hooked)  # a hook's Python state changes every step (its norms, its noise's
+        # counters): hooked buckets run eagerly
         if capture and before_capture is not None:
             before_capture()  # before the window: a thread waiting for it could not end while it is open
         with _matmul_tf32(bucket.tf32) if cuda else contextlib.nullcontext():
@@ -620,9 +669,26 @@ class _GraphCache:
             state[k].copy_(v)
         graph.replay()
         self.graphs[key] = (graph, state)
-        while len(self.graphs) > self.size:
-            self.graphs.popitem(last=False)
+        self.evict(_memory_of(bucket.device) // 4)
         return state
+
+    def evict(self, budget: int) -> None:
+        """Drop the least recently used graphs beyond `size`, or while their states hold more than `budget` bytes
+        (the newest is kept)."""
+        while len(self.graphs) > self.size or (len(self.graphs) > 1 and sum(
+                _state_bytes(st) for _, st in self.graphs.values()) > budget):
+            self.graphs.popitem(last=False)
+
+
+def _state_bytes(state: dict) -> int:
+    return sum(t.numel() * t.element_size() for t in state.values())
+
+
+def _memory_of(device: torch.device) -> int:
+    """The device's memory in bytes (CUDA), else no limit."""
+    if device.type != "cuda":
+        return 1 << 62
+    return int(torch.cuda.get_device_properties(device).total_memory)
 
 
 _CACHE: dict = {}
@@ -709,7 +775,8 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
     return out
 
 
-__all__ = ["Member", "SCHEDULES", "applies", "bucket_key", "compile_enabled", "device_draws", "enabled",
-           "engine_draws", "engine_label", "fp32_matmuls", "graphs_enabled", "hooked", "layout_into",
-           "member_hook", "opt_ins", "predraw", "schedule_setting", "settings_of", "split", "tf32_enabled",
-           "train_members", "width_class", "work_of"]
+__all__ = ["CLIENT_SLACK", "GRAPH_ROUNDS", "Member", "SAMPLE_QUANTUM", "SCHEDULES", "applies", "bucket_key",
+           "compile_enabled", "device_draws", "enabled", "engine_draws", "engine_label", "fp32_matmuls",
+           "graphs_enabled", "hooked", "layout_into", "member_hook", "opt_ins", "padded_clients", "predraw",
+           "recurs", "schedule_setting", "settings_of", "split", "tf32_enabled", "train_members", "width_class",
+           "work_of"]

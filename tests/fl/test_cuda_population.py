@@ -68,6 +68,41 @@ def test_cuda_graph_replay_equals_eager(monkeypatch):
     assert all(torch.equal(r, runs[0]) for r in runs[1:])
 
 
+def test_a_long_run_replays_its_padded_graphs(monkeypatch):
+    """A run with more rounds than GRAPH_ROUNDS whose arrivals vary (upload loss): its client count padded to
+    a multiple of CLIENT_QUANTUM, so that graphs are captured early and replayed in most later rounds; the same
+    numbers twice, and within the documented tolerance of the run with graphs off (unpadded, eager); its last
+    rounds (fewer than GRAPH_ROUNDS left) eager."""
+    from fedevo.fl.simulate import simulate
+
+    # 8 clients of 179 or 180 samples, 3 to 8 arriving: 8 slots, the last batch's 19 or 20 samples computed as 24
+    cfg = SimConfig(data=DataConfig(dataset="digits", clients=8), arch=MLPArch(1, 64),
+                    rounds=stacked.GRAPH_ROUNDS + 8, epochs=1, batch_size=32, lr=0.05, participation=1.0,
+                    upload_loss=0.3, precision="fp32", alpha=4.0, device="cuda")
+    hits, runs = [], []
+    real = stacked._GraphCache.run
+
+    def counted(self, bucket, x, before_capture=None):
+        key = (bucket.key(), x.data_ptr(), x.shape)
+        hits.append(key in self.graphs)
+        runs.append((bucket.recurs, bucket.C))
+        return real(self, bucket, x, before_capture)
+    monkeypatch.setattr(stacked._GraphCache, "run", counted)
+    stacked._CACHE.clear()
+    a = simulate(cfg, seed=5)
+    recurring_rounds = cfg.rounds - (stacked.GRAPH_ROUNDS - 1)
+    assert sum(hits) == recurring_rounds - 2, hits  # seen, captured, then replayed in every recurring round
+    recurring = [c for r, c in runs if r]
+    assert recurring and all(c % stacked.CLIENT_QUANTUM == 0 for c in recurring)
+    assert [r for r, _ in runs[-(stacked.GRAPH_ROUNDS - 1):]] == [False] * (stacked.GRAPH_ROUNDS - 1)
+    b = simulate(cfg, seed=5)
+    assert _objectives(a) == _objectives(b)
+    monkeypatch.setenv("FEDEVO_CUDA_GRAPHS", "0")
+    eager = simulate(cfg, seed=5)
+    assert (a.status, a.comm, a.eps, a.omega) == (eager.status, eager.comm, eager.eps, eager.omega)
+    assert abs(a.error - eager.error) <= 0.02
+
+
 @pytest.mark.parametrize("exact", [True, False], ids=["equal-widths", "padded"])
 def test_generation_on_cuda_equals_each_alone(problem, exact):  # noqa: F811
     together = evaluate_population(problem, GENERATION, SEEDS, device="cuda", exact=exact)

@@ -9,7 +9,7 @@
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
 #     bash benchmarks/gpu_session.sh generation-opt-ins   # a step the default leaves out (named only; also
 #                                                         # phases, generation-busy, generation-step, prefetch,
-#                                                         # graphs)
+#                                                         # graphs, convoy)
 #
 # Before the first call, on this machine (both folders are git-ignored; the device tool carries them):
 #     mkdir -p .gpu-data && cp /usr/share/datasets/fashion-mnist/*.gz .gpu-data/       # Fashion-MNIST's IDX files
@@ -79,6 +79,8 @@ step generation-busy 100 python3 benchmarks/cuda_population.py --no-round --no-t
 # against after its training (the way before 2026-11-27), side by side
 step prefetch 90 python3 benchmarks/eps_prefetch.py --problem fashion_mlp_dp --generation 20 --rounds 5 --repeats 3 \
   --device cuda --data-dir "$DATA"
+# named only: what a pure-Python thread and the run sides cost a loop of small torch ops on this host's CPU (the GIL)
+step convoy 40 python3 benchmarks/gil_convoy.py
 # named only: a 40-round run (a retrain's length) with the stacked trainer's CUDA graphs (its buckets' shapes rounded
 # up so that they recur, since 2026-11-27) against the same run eager, side by side
 step graphs 120 python3 benchmarks/cuda_graph_rounds.py --rounds 40 --repeats 3 --data-dir "$DATA"

@@ -183,22 +183,37 @@ def _key(fn, args, kwargs):
     return key
 
 
+class _NotAhead(BaseException):
+    """A prefetched call found no pool: it is not computed ahead (a thread waiting for it computes it itself).
+    Not an Exception: the memo's waiters tell it from the function's own errors."""
+
+
+_AHEAD = threading.local()  # .on: this thread runs `prefetch`'s calls
+
+
 def _dispatch(fn, call, args, kwargs):
     """fn(*args, **kwargs), in the pool when one is active (there through `call`, the decorated function: the
-    workers find it by name), else inline."""
+    workers find it by name), else inline — except in a prefetching thread, where pure-Python work beside the
+    caller's (a batch's launches: benchmarks/gil_convoy.py) is what prefetching must not add: _NotAhead."""
     pool = _active()
     if pool is None:
-        return fn(*args, **kwargs)
+        return _inline(fn, args, kwargs)
     try:
         future = pool.submit(call, *args, **kwargs)
     except (BrokenProcessPool, RuntimeError):  # the pool broke or shut down: inline
         _reset(pool)
-        return fn(*args, **kwargs)
+        return _inline(fn, args, kwargs)
     try:
         return future.result()
     except BrokenProcessPool:
         _reset(pool)
-        return fn(*args, **kwargs)
+        return _inline(fn, args, kwargs)
+
+
+def _inline(fn, args, kwargs):
+    if getattr(_AHEAD, "on", False):
+        raise _NotAhead()
+    return fn(*args, **kwargs)
 
 
 def forget() -> None:
@@ -210,8 +225,9 @@ def forget() -> None:
 def prefetch(calls) -> "Prefetch":
     """Start each zero-argument callable of `calls` in a background thread when a pool is active (their offloadable
     calls then compute in the workers, and are remembered, while the caller does other work: a batched generation's
-    planned ε while it trains); inline (no pool) nothing starts, so that a Python-bound accountant never competes
-    for the GIL with the caller. What a call raises is dropped: the later call that needs its value raises it.
+    planned ε while it trains); without a pool nothing starts, and a pool that breaks meanwhile computes nothing
+    more ahead, so that a Python-bound accountant never competes for the GIL with the caller. What a call raises is
+    dropped: the later call that needs its value raises it (or computes it, where it was not computed ahead).
     Use as a context manager (leaving it does not wait for the calls)."""
     calls = list(calls)
     pool = _active()
@@ -241,10 +257,13 @@ class Prefetch:
 
 
 def _quietly(call) -> None:
+    _AHEAD.on = True
     try:
         call()
-    except Exception:  # noqa: BLE001 - the call that needs the value raises it (exceptions are not remembered)
+    except (Exception, _NotAhead):  # noqa: BLE001 - the call that needs the value raises it (not remembered)
         pass
+    finally:
+        _AHEAD.on = False
 
 
 __all__ = ["Prefetch", "forget", "in_processes", "offloadable", "prefetch", "processes"]

@@ -221,3 +221,30 @@ def test_prefetch_starts_nothing_without_a_pool(counted):
     with offload.prefetch([lambda: _counted(x=1.0)]) as p:
         assert p._threads is None
     assert counted == []
+
+
+def test_a_prefetch_whose_pool_is_gone_computes_nothing_and_a_waiter_computes_itself(counted, monkeypatch):
+    """A prefetching thread never computes inline (pure Python beside the caller's work: benchmarks/gil_convoy.py):
+    with the pool gone (for it) it leaves the call, and a thread that was waiting for it computes it (in the
+    pool, which it still sees)."""
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+    real_active = offload._active
+
+    def gone():  # the pool vanishes once the waiter is waiting
+        if threading.current_thread().name.startswith("fedevo-prefetch"):
+            started.set()
+            release.wait(10)
+            return None
+        return real_active()
+    with offload.in_processes(2):
+        monkeypatch.setattr(offload, "_active", gone)
+        with offload.prefetch([lambda: _counted(x=7.0)]):
+            assert started.wait(10)
+            with ThreadPoolExecutor(1) as waiter:
+                value = waiter.submit(lambda: _counted(x=7.0))  # waits for the prefetch's entry
+                time.sleep(0.1)
+                release.set()
+                assert value.result(timeout=30) == 7.0
+    assert counted == []  # nothing inline in the prefetching thread; the waiter's own call went to the pool

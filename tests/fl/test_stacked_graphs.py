@@ -146,6 +146,7 @@ def test_padded_clients_round_up_by_at_most_an_eighth():
     assert all(c <= p <= c * (1 + 1 / 8) for c, p in got.items())
     assert [got[c] for c in (1, 7, 15, 16, 17, 63, 65, 70, 75, 200)] == [1, 7, 15, 16, 18, 64, 72, 72, 80, 208]
     assert len({got[c] for c in range(65, 76)}) == 2  # 70 ± 5 arriving: two shapes
+    assert all(padded_clients(p) == p for p in got.values())  # a rounded count stays
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")

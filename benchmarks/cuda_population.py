@@ -18,8 +18,10 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
 2. A generation of fashion_mlp_dp (--problem P: another MLP problem; --generation N individuals drawn uniformly
    from its genes with --gen-seed;
    --rounds its planned 5): wall seconds of `evaluate_population` on the GPU (one batched program), of each
-   individual alone through the same path (a population of one) and through today's device path (simulate,
-   FEDEVO_STACKED=0), the slowest alone, the ratio, and the largest |Δ error| and whether ε, comm and Ω are equal
+   individual alone through the same path (a population of one), by `simulate` (the product's own way to
+   evaluate one: the stacked trainer, the CPU side on torch's intra-op threads, no accountant workers) and through
+   today's device path (simulate, FEDEVO_STACKED=0), the slowest alone and the ratios (against the population of
+   one and against simulate), and the largest |Δ error| and whether ε, comm and Ω are equal
    between the batch and alone (--trust central|secagg: every individual with that trust model), and where the
    batch's wall time went (fl/population.py's PHASES: preparation, stacked training, each round's CPU side, the
    results, the evaluations alone). The data set is loaded (and cached) before any timing; the whole generation
@@ -269,13 +271,13 @@ def generation(a, dev) -> None:
         sync(dev)
         exact = (time.perf_counter() - t, max(abs(p.error - g.error) for p, g in zip(alone_widths, together)),
                  all((p.eps, p.comm, p.omega) == (g.eps, g.comm, g.omega) for p, g in zip(alone_widths, together)))
-    print(f"{'#':>3} {'trust':<8}{'L':>2}{'units':>6}{'part':>6}{'alpha':>7}{'lr':>7}{'alone s':>9}{'today s':>9}"
-          f"{'error':>8}{'Δerror':>9}{'ε,comm,Ω equal':>16}  status")
+    print(f"{'#':>3} {'trust':<8}{'L':>2}{'units':>6}{'part':>6}{'alpha':>7}{'lr':>7}{'alone s':>9}{'simulate s':>11}"
+          f"{'today s':>9}{'error':>8}{'Δerror':>9}{'ε,comm,Ω equal':>16}  status")
     # one evaluation alone, untimed, before the timed ones: on 2026-11-26's H200 the first alone evaluation after
     # the batch took twice any similar member's time (results-2026-11-26-cuda-h100-h200.txt) and was the "slowest"
     evaluate_population(problem, gen[:1], seeds[:1], rounds=1, data_dir=a.data_dir, device=dev)
     sync(dev)
-    alone_t, today_t, derr, same = [], [], [], []
+    alone_t, sim_t, today_t, derr, same = [], [], [], [], []
     for i, (p, s, got) in enumerate(zip(gen, seeds, together)):
         sync(dev)
         offload.forget()
@@ -283,10 +285,18 @@ def generation(a, dev) -> None:
         (alone,) = evaluate_population(problem, [p], [s], rounds=a.rounds, data_dir=a.data_dir, device=dev)
         sync(dev)
         alone_t.append(time.perf_counter() - t)
+        # the product's own way to evaluate it alone (simulate: the stacked trainer with one member, torch's
+        # intra-op threads for its CPU side, no accountant workers)
+        cfg = problem.sim_config(p, rounds=a.rounds, data_dir=a.data_dir).with_(device=dev.type)
+        sync(dev)
+        offload.forget()
+        t = time.perf_counter()
+        simulate(cfg, seed=s)
+        sync(dev)
+        sim_t.append(time.perf_counter() - t)
         td = math.nan
         if not a.no_today:
             os.environ["FEDEVO_STACKED"] = "0"
-            cfg = problem.sim_config(p, rounds=a.rounds, data_dir=a.data_dir).with_(device=dev.type)
             sync(dev)
             offload.forget()
             t = time.perf_counter()
@@ -298,13 +308,17 @@ def generation(a, dev) -> None:
         derr.append(abs(got.error - alone.error))
         eq = (got.eps, got.comm, got.omega) == (alone.eps, alone.comm, alone.omega)
         same.append(eq)
-        print(f"{i:>3} {p.get('trust', p.get('mechanism', '-')):<8}{p['layers']:>2}{p['units']:>6}{p['participation']:>6.2f}{p['alpha']:>7.1f}"
-              f"{p['lr']:>7.3f}{alone_t[-1]:9.3f}{td:9.3f}{got.error:8.4f}{derr[-1]:9.1e}{str(eq):>16}  "
-              f"{got.status}/{alone.status}", flush=True)
+        trust = p.get('trust', p.get('mechanism', '-'))
+        print(f"{i:>3} {trust:<8}{p['layers']:>2}{p['units']:>6}{p['participation']:>6.2f}{p['alpha']:>7.1f}"
+              f"{p['lr']:>7.3f}{alone_t[-1]:9.3f}{sim_t[-1]:11.3f}{td:9.3f}{got.error:8.4f}{derr[-1]:9.1e}"
+              f"{str(eq):>16}  {got.status}/{alone.status}", flush=True)
     slow = int(np.argmax(alone_t))
     print(f"generation of {a.generation} as one batched program: {t_pop:.3f} s; slowest individual alone (#{slow}, "
           f"same path): {alone_t[slow]:.3f} s -> ratio {t_pop / alone_t[slow]:.2f} (target <= 2); sum alone "
           f"{sum(alone_t):.3f} s ({sum(alone_t) / t_pop:.1f}x the batch)")
+    slow_s = int(np.argmax(sim_t))
+    print(f"slowest individual alone by simulate (#{slow_s}, the product's own way): {sim_t[slow_s]:.3f} s -> ratio "
+          f"{t_pop / sim_t[slow_s]:.2f} (target <= 2); sum {sum(sim_t):.3f} s ({sum(sim_t) / t_pop:.1f}x the batch)")
     if not a.no_today:
         slow_t = int(np.nanargmax(today_t))
         print(f"today's path: slowest alone (#{slow_t}) {today_t[slow_t]:.3f} s (ratio of the batch to it "

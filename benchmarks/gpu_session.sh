@@ -57,12 +57,12 @@ step round 100 python3 benchmarks/cuda_population.py --repeats 7 --no-generation
 step phases 45 env FEDEVO_CUDA_TF32=1 FEDEVO_CUDA_COMPILE=1 python3 benchmarks/cuda_round_phases.py
 # the host-side pieces a generation waits on, side by side on this host's CPU (the 2-core CPU's figures do not tell
 # a 16-core host's): the buckets' plan the previous way against the native draws; the ε in threads against workers
-step plan 40 python3 benchmarks/stacked_plan.py
-step accountant 40 python3 benchmarks/accountant_offload.py
+step plan 30 python3 benchmarks/stacked_plan.py
+step accountant 30 python3 benchmarks/accountant_offload.py
 # where a secure-aggregation member's host time goes per coordinate (gather and copy, DDG encoding, the rest)
 step secagg 30 python3 benchmarks/secagg_add_cost.py
 step generation 100 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
-step generation-central 70 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
+step generation-central 90 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
   --data-dir "$DATA"
 # the slowest member alone in the drawn generations (#12, secure aggregation) under cProfile: where its host time goes
 step profile-secagg 40 python3 benchmarks/cuda_population.py --no-round --no-generation --profile 12 --data-dir "$DATA"

@@ -18,6 +18,7 @@ device, `cuda_setup()` makes CUDA's fp32 arithmetic full fp32 (no TF32) and cuDN
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
@@ -60,6 +61,32 @@ def cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+_SHARE = None  # inside `sharing`: what `side_threads` returns
+
+
+def side_threads() -> int:
+    """Threads a kernel of a run's CPU side that parallelises on its own (secure aggregation's encoding) may take
+    now: torch's intra-op count, or inside `sharing(fn)`, fn() (a batched generation: its cores over the runs whose
+    sides are running at that moment, so that a lone run's side at a batch's tail takes the idle cores)."""
+    share = _SHARE
+    if share is None:
+        import torch
+
+        return torch.get_num_threads()
+    return max(1, int(share()))
+
+
+@contextlib.contextmanager
+def sharing(share):
+    """Inside, `side_threads()` is share() (a callable, asked at each use)."""
+    global _SHARE
+    before, _SHARE = _SHARE, share
+    try:
+        yield
+    finally:
+        _SHARE = before
 
 
 def parse_cpuinfo(text: str, arch: str) -> CPUInfo:

@@ -294,7 +294,8 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
     the run's thread when its loop ends there (overlapping: its result measured while other buckets train)."""
     clock = clock or _Clock(None)
     threads = threads or cpu_threads()
-    finish = clock.each("rounds_sum_s")(lambda job: _finish_round(*job, clock))
+    busy = _Busy(hardware.cores())  # the process's CPUs, over the sides running at once
+    finish = clock.each("rounds_sum_s")(lambda job: busy.run(_finish_round, *job, clock))
 
     def side(job):  # a run's side of the round in a thread of the pool; its result where its loop ended
         finish(job)
@@ -313,9 +314,16 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
     live = [r for r in runs if r.work is not None]
     _map(clock.each("plan_ahead_sum_s")(_member_of), live, threads)
     clock.lap("rounds_s")
-    if overlap and threads > 1:
-        _pipelined(live, device, exact, clock, threads, side, x_of)
-        return
+    with hardware.sharing(busy.share):  # a side's encoding takes the cores the other runs' sides leave
+        if overlap and threads > 1:
+            _pipelined(live, device, exact, clock, threads, side, x_of)
+        else:
+            _rounds(live, device, exact, clock, threads, finish, x_of)
+
+
+def _rounds(live: list[_Run], device: torch.device, exact: bool, clock: _Clock, threads: int, finish,
+            x_of) -> None:
+    """Round after round: each round's buckets queued, then every run's side of it (`_train` without overlap)."""
     while live:
         by_data: dict = {}
         for r in live:
@@ -383,6 +391,27 @@ def _pipelined(live: list[_Run], device: torch.device, exact: bool, clock: _Cloc
                 clock.lap("rounds_s")
     finally:  # after an error, the sides not started yet are not started
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Busy:
+    """How many runs' sides are running, so that each may take its share of `cores` (`hardware.sharing`)."""
+
+    def __init__(self, cores: int):
+        self.cores = max(1, int(cores))
+        self.n = 0
+        self.lock = threading.Lock()
+
+    def share(self) -> int:
+        return max(1, self.cores // max(1, self.n))
+
+    def run(self, fn, *args):
+        with self.lock:
+            self.n += 1
+        try:
+            return fn(*args)
+        finally:
+            with self.lock:
+                self.n -= 1
 
 
 def _wait(futures: list) -> None:

@@ -16,7 +16,8 @@ then taken over a neighbourhood: t = ⌈θ·(d + 1)⌉, at most d (θ·n for the
 plus a discrete Gaussian noise share, every client weighted 1); it has `begin_round(arrived: int)`,
 `encode(row, client) -> uint vector` and `decode(total) -> (sum vector, count)`, and may have
 `encode_rows(rows, clients, threads) -> [uint vector, ...]` (a chunk's rows at once, in up to `threads` threads:
-torch's intra-op count, 1 inside a batched generation whose runs already go in threads).
+`hardware.side_threads()`, torch's intra-op count, or inside a batched generation its cores over the runs whose
+sides are running then).
 
 `simulation`: "sum" (the default) computes what the round reveals directly (`ideal.IdealSum`: the survivors'
 modular sum, or the protocol's abort); "protocol" runs the clients and the server with their keys, shares and
@@ -36,6 +37,7 @@ import numpy as np
 import torch
 
 from ..envvars import env_choice
+from ..hardware import side_threads
 from .graph import check_neighbours, degree, neighbourhood_threshold
 from .ideal import IdealSum
 from .protocol import RoundParams, SecAggAbort, client_words
@@ -149,8 +151,8 @@ class SecureAggregator:
             idx = self._idx_on
         x = flat.index_select(1, idx).cpu().to(torch.float64).numpy()
         if self.encoder is not None:
-            rows = getattr(self.encoder, "encode_rows", None)  # the rows at once, in torch's intra-op threads
-            encoded = rows(x, [int(c) for c in clients], threads=torch.get_num_threads()) if rows is not None \
+            rows = getattr(self.encoder, "encode_rows", None)  # the rows at once, in the threads it may take
+            encoded = rows(x, [int(c) for c in clients], threads=side_threads()) if rows is not None \
                 else [self.encoder.encode(row, int(cid)) for row, cid in zip(x, clients)]
             for enc, cid in zip(encoded, clients):
                 self._upload(int(cid), enc)

@@ -373,3 +373,57 @@ def test_an_adaptive_generation_equals_each_alone_and_the_cpu_engine(tmp_path, e
         assert (got.status, got.comm, got.eps, got.omega) == (cpu.status, cpu.comm, cpu.eps, cpu.omega), p
         assert abs(got.error - cpu.error) <= 0.02, (p, got.error, cpu.error)
     assert len({r.error for r in together}) > 2
+
+
+def test_a_sides_encoding_takes_the_cores_the_other_sides_leave(problem, monkeypatch):
+    """Secure aggregation's encoding in a batch takes `hardware.side_threads()`: the process's cores over the runs'
+    sides running at that moment (a lone run's side, one side at a time: all of them), not the one intra-op thread
+    the batch sets for torch; the numbers do not depend on it."""
+    from fedevo import hardware
+    from fedevo.fl import population
+    from fedevo.privacy.distributed import DDGEncoder
+
+    seen = []
+    real = DDGEncoder.encode_rows
+
+    def recorded(self, rows, clients, threads=1):
+        seen.append(threads)
+        return real(self, rows, clients, threads=threads)
+    monkeypatch.setattr(DDGEncoder, "encode_rows", recorded)
+    monkeypatch.setattr(hardware, "cores", lambda: 8)
+    secagg = GENERATION[1]
+    assert secagg.get("trust") == "secagg"
+    (one,) = population.evaluate_population(problem, [secagg], [2], device="cpu")
+    assert seen and set(seen) == {8}
+    seen.clear()
+    monkeypatch.setenv("FEDEVO_POPULATION_THREADS", "1")  # the sides one after another: each takes all
+    got = population.evaluate_population(problem, [GENERATION[0], secagg], [1, 2], device="cpu")
+    assert seen and set(seen) == {8}
+    assert _objectives(got[1]) == _objectives(one)
+
+
+def test_busy_shares_the_cores_among_the_running_sides():
+    import threading
+
+    from fedevo import hardware
+    from fedevo.fl.population import _Busy
+
+    busy = _Busy(8)
+    assert busy.share() == 8
+    inside, go = threading.Event(), threading.Event()
+
+    def side():
+        inside.set()
+        go.wait(10)
+    t = threading.Thread(target=busy.run, args=(side,))
+    t.start()
+    assert inside.wait(10)
+    assert busy.run(busy.share) == 4  # two running: this one and the other
+    go.set()
+    t.join()
+    assert busy.share() == 8 and hardware.side_threads() >= 1
+    with hardware.sharing(lambda: 0):
+        assert hardware.side_threads() == 1
+        with hardware.sharing(lambda: 5):
+            assert hardware.side_threads() == 5
+        assert hardware.side_threads() == 1

@@ -619,7 +619,8 @@ def recurs(members: Sequence[Member]) -> Optional[bool]:
 class _GraphCache:
     """Captured CUDA graphs of buckets' step loops, by shape signature: captured the second time a signature
     comes where the bucket is to recur (`recurs`: not False), replayed after; the most recent kept, at most `size`
-    and at most a quarter of the device's memory in their states."""
+    and at most a quarter of the device's memory in their states (each graph's private pool of intermediates comes on
+    top: a step's activations, less than its state for the stacked MLPs)."""
 
     def __init__(self, size: int = 32):  # a 30-round generation's 9 buckets hold ~25 shapes between them
         self.size = size

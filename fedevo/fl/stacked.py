@@ -361,8 +361,7 @@ class _Bucket:
         self.C = real + pad
         # the plan's per-sample weights × each client's −lr: the step loop's δ is the update's from the top (with
         # a per-step hook, the gradient's: the hook's coefficients carry lr); 0 for the padding clients
-        neg_lr = np.concatenate([np.full(m.clients, 1.0 if self.hooked else -float(m.lr), dtype=np.float32)
-                                 for m in members] + [np.zeros(pad, dtype=np.float32)])
+        coefs = [np.float32(1.0 if self.hooked else -float(m.lr)) for m in members]
         # the plan's structure from the clients' sizes (cached: it recurs), the rows from the members' draws
         shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in members)
         self.used, src, ws, self.active = _plan_layout(shapes, B, str(device), pad, SAMPLE_QUANTUM if shaped else 1)
@@ -372,7 +371,12 @@ class _Bucket:
             host = [m.drawn if m.drawn is not None else engine_draws(m) for m in members]
             drawn = to_device(torch.from_numpy(np.concatenate([h.reshape(-1) for h in host])), device)
         rows = drawn[src]
-        ws = ws * to_device(torch.from_numpy(_per_slot(neg_lr, self.used)), device)  # a new tensor: ws is cached
+        if len(set(coefs)) == 1:  # one coefficient for every member (a run alone): no per-slot array to upload
+            ws = ws * float(coefs[0])  # a new tensor (ws is cached), the same fp32 products; padding stays 0
+        else:
+            neg_lr = np.concatenate([np.full(m.clients, c, dtype=np.float32) for m, c in zip(members, coefs)]
+                                    + [np.zeros(pad, dtype=np.float32)])
+            ws = ws * to_device(torch.from_numpy(_per_slot(neg_lr, self.used)), device)
         self.plan = [rows, _labels_on(y, device)[rows], ws]
         self.masked = any(m.masks for m in members)
         self.tf32 = device.type == "cuda" and members[0].tf32  # one bucket: one setting (bucket_key)

@@ -160,3 +160,22 @@ def test_graph_benchmark_says_there_is_no_gpu():
     r = subprocess.run([sys.executable, str(repo / "benchmarks" / "cuda_graph_rounds.py")], capture_output=True,
                        text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(repo)})
     assert r.returncode == 1 and r.stdout == "" and "torch sees no GPU" in r.stderr
+
+
+@pytest.mark.parametrize("shaped", [False, True])
+def test_one_learning_rate_weights_the_plan_as_per_slot(shaped):
+    """Members with one learning rate (a run alone) scale the plan's weights by it on the device instead of an
+    uploaded per-slot array: the same fp32 weights; the padding's stay 0."""
+    from fedevo.fl.stacked import _per_slot, _plan_layout
+
+    members = [_member(units=24, lr=0.07)[1], _member(units=17, alpha=2.0, lr=0.07, seed=1, shift=5)[1]]
+    bucket = _Bucket(members, DATA.y_train, CPU, shaped=shaped)
+    real = sum(m.clients for m in members)
+    shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in members)
+    pad = bucket.C - real
+    _, _, ws, _ = _plan_layout(shapes, 16, "cpu", pad, SAMPLE_QUANTUM if shaped else 1)
+    neg_lr = np.concatenate([np.full(real, -0.07, dtype=np.float32), np.zeros(pad, dtype=np.float32)])
+    want = ws * torch.from_numpy(_per_slot(neg_lr, bucket.used))
+    assert torch.equal(bucket.plan[2].abs(), want.abs()) and torch.equal(bucket.plan[2], want)
+    other = _Bucket([members[0], _member(units=17, lr=0.05, seed=1, shift=5)[1]], DATA.y_train, CPU)
+    assert not torch.equal(other.plan[2][:len(want)], want[:len(other.plan[2])])  # two rates: per slot

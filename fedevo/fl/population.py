@@ -294,7 +294,7 @@ def _train(runs: list[_Run], device: torch.device, exact: bool, clock: Optional[
     the run's thread when its loop ends there (overlapping: its result measured while other buckets train)."""
     clock = clock or _Clock(None)
     threads = threads or cpu_threads()
-    busy = _Busy(hardware.cores())  # the process's CPUs, over the sides running at once
+    busy = _Busy(hardware.cores() - 1)  # the process's CPUs but the queueing thread's, over the sides running
     finish = clock.each("rounds_sum_s")(lambda job: busy.run(_finish_round, *job, clock))
 
     def side(job):  # a run's side of the round in a thread of the pool; its result where its loop ended

@@ -46,7 +46,7 @@ from . import stacked
 from .finite import all_finite
 from .engine import intra_op_threads
 from .aggregate import weighted_mean
-from .rounds import RoundWork, aggregate_uploads, round_program, uploads_on_device
+from .rounds import RoundWork, aggregate_uploads, round_program, stacked_member, uploads_on_device
 from .simulate import Setup, _diverged, measure, prepare, simulate
 
 
@@ -492,11 +492,7 @@ def _fp32_mean(updates: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 def _member_of(r: _Run) -> None:
     """r.member: the stacked trainer's Member for r's next round, its batch schedule drawn now (in the run's
     thread: the thread that queues the GPU's work only copies it)."""
-    hook = stacked.member_hook(r.su.privatizer, r.work.chunks, r.work.seeds, r.device)
-    r.member = stacked.predraw(stacked.Member(
-        dims=r.su.model.dims, params=r.work.params, masks=r.work.masks, lr=r.cfg.lr, chunks=r.work.local_data,
-        seeds=r.work.seeds, epochs=r.cfg.epochs, batch_size=r.cfg.batch_size, hook=hook,
-        rounds_left=r.work.rounds_left, **stacked.settings_of(r.cfg)))
+    r.member = stacked.predraw(stacked_member(r.work, r.cfg, r.su.model, r.su.privatizer, r.device))
 
 
 def _advance(r: _Run, answer, first: bool = False) -> Optional[RoundWork]:

@@ -122,6 +122,15 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
         return stop.value
 
 
+def stacked_member(work: RoundWork, cfg: SimConfig, model, pv, device) -> "stacked.Member":
+    """The stacked trainer's Member for `work`'s round of local training on `device` (alone or in a batched
+    generation: fl/population.py): its clients, global model and masks, settings, per-step hook, rounds left."""
+    return stacked.Member(dims=model.dims, params=work.params, masks=work.masks, lr=cfg.lr, chunks=work.local_data,
+                          seeds=work.seeds, epochs=cfg.epochs, batch_size=cfg.batch_size,
+                          hook=stacked.member_hook(pv, work.chunks, work.seeds, device),
+                          rounds_left=work.rounds_left, **stacked.settings_of(cfg))
+
+
 def local_round(work: RoundWork, cfg: SimConfig, model, x_train, y_train, sizes, pv,
                 device: Optional[torch.device]) -> tuple[Optional[torch.Tensor], float]:
     """A round's local training and its uploads' aggregation: the CPU engine (device None) or the device path
@@ -129,11 +138,8 @@ def local_round(work: RoundWork, cfg: SimConfig, model, x_train, y_train, sizes,
     None, comm so far)."""
     params, masks, chunks, seeds = work.params, work.masks, work.chunks, work.seeds
     if device is not None and stacked.enabled() and stacked.applies(model, pv, model.compute_dtype):
-        member = stacked.Member(dims=model.dims, params=params, masks=masks, lr=cfg.lr, chunks=work.local_data,
-                                seeds=seeds, epochs=cfg.epochs, batch_size=cfg.batch_size,
-                                hook=stacked.member_hook(pv, chunks, seeds, device), rounds_left=work.rounds_left,
-                                **stacked.settings_of(cfg))
-        (flat,) = stacked.train_members([member], x_train, y_train, device=device)
+        (flat,) = stacked.train_members([stacked_member(work, cfg, model, pv, device)], x_train, y_train,
+                                        device=device)
         if not uploads_on_device(pv):
             flat = flat.cpu()
         return aggregate_uploads(work, stacked.split(flat, chunks), pv, sizes)

@@ -356,7 +356,10 @@ class _Bucket:
         self.hooked = members[0].hook is not None  # one bucket: all or none (bucket_key)
         self.recurs = recurs(members) if device.type == "cuda" and not self.hooked and graphs_enabled() else False
         shaped = bool(self.recurs) if shaped is None else shaped
-        real = sum(m.clients for m in members)
+        self.spans, real = [], 0  # each member's clients' slots in the stacked state, then the padding's
+        for m in members:
+            self.spans.append(slice(real, real + m.clients))
+            real += m.clients
         pad = padded_clients(real) - real if shaped else 0
         self.C = real + pad
         # the plan's per-sample weights × each client's −lr: the step loop's δ is the update's from the top (with
@@ -403,11 +406,9 @@ class _Bucket:
             state["rows"], state["y"], state["w"] = (torch.empty_like(t) for t in self.plan)
         for name, t in zip(("rows", "y", "w"), self.plan):
             state[name].copy_(t)
-        k = 0
         self.globals = []  # each member's global parameters on the device (deltas subtracts them)
         self.member_masks = []  # with hooks: each member's masks on the device, one per parameter (None: none)
-        for m in self.members:
-            sl = slice(k, k + m.clients)
+        for m, sl in zip(self.members, self.spans):
             self.globals.append([to_device(p, self.device) for p in m.params])
             on_device = [None] * len(m.params)  # the member's masks on the device, by parameter index
             for l in range(L):
@@ -427,7 +428,7 @@ class _Bucket:
                     dst[:, :W.shape[0], :W.shape[1]] = 1.0 if mask is None else mask
             if self.hooked:
                 self.member_masks.append(on_device)
-            k += m.clients
+        k = self.spans[-1].stop
         if k < self.C:  # the padding clients: zero weights (a recurring graph's state held other clients there)
             for name in [f"{t}{l}" for l in range(L) for t in ("W", "b", "M") if f"{t}{l}" in state]:
                 state[name][k:].zero_()
@@ -490,9 +491,7 @@ class _Bucket:
             y, w = ys[off:off + n].view(C, b), ws[off:off + n].view(C, b, 1)
             off += n
             if top is None:
-                delta = torch.softmax(hs[-1], dim=-1)  # dL/dlogits (fp32), × the per-sample weight × −lr
-                delta.scatter_add_(2, y.view(C, b, 1), torch.full((C, b, 1), -1.0, device=x.device))
-                delta.mul_(w)
+                delta = _logits_grad(hs[-1], y, w)  # × −lr: the update's from the top
                 bias[L - 1].add_(delta.sum(1, keepdim=True))
             else:
                 delta = top(hs[-1], y, w, bias[L - 1])
@@ -523,10 +522,7 @@ class _Bucket:
         C = self.C
         W, bias, M = self._layers(state)
         rows, ys, ws = state["rows"], state["y"], state["w"]
-        spans, k = [], 0
-        for m in self.members:
-            spans.append(slice(k, k + m.clients))
-            k += m.clients
+        spans = self.spans
         norms_needed = any(getattr(m.hook, "needs_norms", True) for m in self.members)
         off = 0
         for s, b in enumerate(self.used):
@@ -534,9 +530,7 @@ class _Bucket:
             hs = self._forward(x, rows[off:off + n], b, W, bias)
             y, w = ys[off:off + n].view(C, b), ws[off:off + n].view(C, b, 1)
             off += n
-            delta = torch.softmax(hs[-1], dim=-1)  # dL/dlogits (fp32) × the per-sample weight: the gradient's
-            delta.scatter_add_(2, y.view(C, b, 1), torch.full((C, b, 1), -1.0, device=x.device))
-            delta.mul_(w)
+            delta = _logits_grad(hs[-1], y, w)  # the gradient's (the weights are not × −lr here)
             grads: list = [None] * (2 * L)  # [gW0, gb0, gW1, gb1, ...]: the members' parameter order
             for l in range(L - 1, -1, -1):
                 grads[2 * l + 1] = delta.sum(1, keepdim=True)
@@ -565,8 +559,8 @@ class _Bucket:
     def deltas(self, state: dict) -> list[torch.Tensor]:
         """Each member's flat updates (clients, D), local − global in its own layout, on the device."""
         L = len(self.dims) - 1
-        out, k = [], 0
-        for m, gs in zip(self.members, self.globals):
+        out = []
+        for m, gs, sl in zip(self.members, self.globals, self.spans):
             c = m.clients
             D = sum(int(np.prod(p.shape)) for p in m.params)
             flat = torch.empty(c, D, device=self.device)
@@ -574,13 +568,20 @@ class _Bucket:
             for i, g in enumerate(gs):
                 name = f"W{i // 2}" if i % 2 == 0 else f"b{i // 2}"
                 r, q = g.shape
-                local = state[name][k:k + c, :r, :q]
+                local = state[name][sl, :r, :q]
                 torch.sub(local, g.unsqueeze(0), out=flat[:, off:off + r * q].view(c, r, q))
                 off += r * q
             out.append(flat)
-            k += c
         assert L * 2 == len(self.members[0].params)
         return out
+
+
+def _logits_grad(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """dL/dlogits of softmax cross-entropy (fp32) × each sample's weight w (C, b, 1), for labels y (C, b)."""
+    C, b = y.shape
+    delta = torch.softmax(logits, dim=-1)
+    delta.scatter_add_(2, y.view(C, b, 1), torch.full((C, b, 1), -1.0, device=logits.device))
+    return delta.mul_(w)
 
 
 def graphs_enabled() -> bool:

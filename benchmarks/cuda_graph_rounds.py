@@ -15,20 +15,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from machine import cpu  # noqa: E402
-from side_by_side import outcome  # noqa: E402
+from side_by_side import alternate, outcome  # noqa: E402
 
 from fedevo.fl import stacked  # noqa: E402
 from fedevo.fl.simulate import simulate  # noqa: E402
-from fedevo.privacy import offload  # noqa: E402
 from fedevo.problem import load_problem  # noqa: E402
 
 
@@ -59,27 +56,32 @@ def main(argv=None):
     stacked._GraphCache.run = counted
     simulate(cfg.with_(rounds=2), seed=0)  # warm-up: data read, kernels built
     ways = {"eager (FEDEVO_CUDA_GRAPHS=0)": "0", "graphs (default)": "1"}
-    times: dict = {k: [] for k in ways}
-    last: dict = {}
+    current: list = [None]
     counts: dict = {}
-    for i in range(a.repeats):
-        for name in (list(ways) if i % 2 == 0 else list(ways)[::-1]):
+
+    def use(name):
+        def setup():
             os.environ["FEDEVO_CUDA_GRAPHS"] = ways[name]
             stacked._CACHE.clear()
-            offload.forget()
             replays.clear()
+            current[0] = name
             torch.cuda.synchronize(dev)
-            t = time.perf_counter()
-            last[name] = outcome(simulate(cfg, seed=1))
-            torch.cuda.synchronize(dev)
-            times[name].append(time.perf_counter() - t)
-            counts[name] = (sum(replays), len(replays))
-    os.environ.pop("FEDEVO_CUDA_GRAPHS", None)
-    base = statistics.median(times["eager (FEDEVO_CUDA_GRAPHS=0)"])
+        return setup
+
+    def once():
+        out = outcome(simulate(cfg, seed=1))
+        torch.cuda.synchronize(dev)
+        counts[current[0]] = (sum(replays), len(replays))
+        return out
+    times: dict = {}
+    try:
+        med, last = alternate({name: use(name) for name in ways}, once, a.repeats, times=times)
+    finally:
+        os.environ.pop("FEDEVO_CUDA_GRAPHS", None)
+    base = med["eager (FEDEVO_CUDA_GRAPHS=0)"]
     print(f"{'way':<32}{'wall s':>8}{'min':>8}{'max':>8}{'vs eager':>10}  replays/bucket runs  error")
     for name in ways:
-        w = statistics.median(times[name])
-        print(f"{name:<32}{w:8.3f}{min(times[name]):8.3f}{max(times[name]):8.3f}{base / w:9.2f}x"
+        print(f"{name:<32}{med[name]:8.3f}{min(times[name]):8.3f}{max(times[name]):8.3f}{base / med[name]:9.2f}x"
               f"  {counts[name][0]:>7}/{counts[name][1]:<12}{last[name][0]:.4f}")
     e, g = last["eager (FEDEVO_CUDA_GRAPHS=0)"], last["graphs (default)"]
     print(f"comm, ε, Ω, status equal: {e[1:] == g[1:]}; |Δ error| {abs(e[0] - g[0]):.2e} (tolerance 0.02)")

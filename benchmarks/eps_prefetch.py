@@ -18,13 +18,12 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cuda_population import draw_generation  # noqa: E402
 from machine import cpu  # noqa: E402
-from side_by_side import outcome  # noqa: E402
+from side_by_side import alternate, outcome  # noqa: E402
 
 from fedevo.fl.population import evaluate_population  # noqa: E402
 from fedevo.privacy import offload  # noqa: E402
@@ -57,27 +56,30 @@ def main(argv=None):
     run(None)  # warm-up: data read, the accountant's workers started, kernels built
     real = offload.prefetch
     ways = {"after training (before)": lambda calls: real([]), "while training (prefetch)": real}
-    walls: dict = {k: [] for k in ways}
+    current: list = [None]
     measure: dict = {k: [] for k in ways}
-    last: dict = {}
-    for i in range(a.repeats):
-        for name in (list(ways) if i % 2 == 0 else list(ways)[::-1]):
+
+    def use(name):
+        def setup():
             offload.prefetch = ways[name]
-            offload.forget()
-            timings: dict = {}
-            t = time.perf_counter()
-            try:
-                last[name] = [outcome(r) for r in run(timings)]
-            finally:
-                offload.prefetch = real
-            walls[name].append(time.perf_counter() - t)
-            measure[name].append(timings["measure_s"])
-    base = statistics.median(walls["after training (before)"])
+            current[0] = name
+        return setup
+
+    def once():
+        timings: dict = {}
+        out = [outcome(r) for r in run(timings)]
+        measure[current[0]].append(timings["measure_s"])
+        return out
+    walls: dict = {}
+    try:
+        med, last = alternate({name: use(name) for name in ways}, once, a.repeats, times=walls)
+    finally:
+        offload.prefetch = real
+    base = med["after training (before)"]
     print(f"{'ε computed':<28}{'wall s':>8}{'min':>8}{'max':>8}{'measure_s':>11}{'vs before':>11}")
     for name in ways:
-        w = statistics.median(walls[name])
-        print(f"{name:<28}{w:8.3f}{min(walls[name]):8.3f}{max(walls[name]):8.3f}"
-              f"{statistics.median(measure[name]):11.3f}{base / w:10.2f}x")
+        print(f"{name:<28}{med[name]:8.3f}{min(walls[name]):8.3f}{max(walls[name]):8.3f}"
+              f"{statistics.median(measure[name]):11.3f}{base / med[name]:10.2f}x")
     print(f"objectives equal: {last['after training (before)'] == last['while training (prefetch)']}")
     print(f"load average now {os.getloadavg()[0]:.1f}")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Optional
 
 
 def outcome(r) -> tuple:
@@ -16,14 +16,16 @@ def outcome(r) -> tuple:
 
 
 def alternate(variants: Mapping[str, Callable[[], None]], run: Callable[[], Any],
-              repeats: int) -> tuple[dict[str, float], dict[str, Any]]:
+              repeats: int, times: Optional[dict] = None) -> tuple[dict[str, float], dict[str, Any]]:
     """`run()` under each variant (its setup called first), `repeats` times in alternating order:
     ({name: median seconds}, {name: what its last run returned}). Each run computes its accountant calls afresh
-    (privacy/offload.py remembers them: a repeat would find them done, where a new individual computes them)."""
+    (privacy/offload.py remembers them: a repeat would find them done, where a new individual computes them).
+    times: a dict filled with every run's seconds per variant (for min and max)."""
     from fedevo.privacy import offload
 
     names = list(variants)
-    times: dict[str, list[float]] = {n: [] for n in names}
+    times = {} if times is None else times
+    times.update({n: [] for n in names})
     last: dict[str, Any] = {}
     for i in range(repeats):
         for name in (names if i % 2 == 0 else names[::-1]):

@@ -25,6 +25,7 @@ from collections import Counter, OrderedDict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import torch  # noqa: E402
 from cuda_population import draw_generation  # noqa: E402
 
 from fedevo.fl import stacked  # noqa: E402
@@ -34,7 +35,7 @@ from fedevo.problem import load_problem  # noqa: E402
 
 
 def signatures(problem, params: list[dict], seeds: list[int], rounds: int, data_dir) -> list[tuple]:
-    """Per bucket run, in order: (members' rounds_left, widths, real clients, samples per client, epochs, B)."""
+    """Per bucket run, in order: (its members, the training labels)."""
     runs = []
     for p, s in zip(params, seeds):
         su = prepare(problem.sim_config(dict(p, precision="fp32"), rounds=rounds, data_dir=data_dir), seed=s)
@@ -50,8 +51,9 @@ def signatures(problem, params: list[dict], seeds: list[int], rounds: int, data_
                                rounds_left=work.rounds_left, schedule="engine", tf32=False, torch_compile=False)
             if m.clients:
                 buckets.setdefault(stacked.bucket_key(m), []).append(m)
+        y = runs[0][0].data.y_train  # one data set per scenario
         for members in buckets.values():
-            out.append(members)
+            out.append((members, y))
         live = []
         for run in runs:
             su, prog, work = run
@@ -64,25 +66,21 @@ def signatures(problem, params: list[dict], seeds: list[int], rounds: int, data_
     return out
 
 
-def shape(members, shaped: bool) -> tuple[tuple, int, int]:
-    """(signature, computed client-samples, real client-samples) of a bucket, its shapes rounded up or not."""
-    dims = tuple(max(m.dims[i] for m in members) for i in range(len(members[0].dims)))
-    real = sum(m.clients for m in members)
-    pad = stacked.padded_clients(real) - real if shaped else 0
-    sizes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in members)
-    used = stacked._plan_layout(sizes, members[0].batch_size, "cpu", pad,
-                                stacked.SAMPLE_QUANTUM if shaped else 1)[0]
-    plain = stacked._plan_layout(sizes, members[0].batch_size, "cpu", 0, 1)[0]
-    return (real + pad, dims, used), (real + pad) * sum(used), real * sum(plain)
+def shape(members, y, shaped: bool) -> tuple[tuple, int, int]:
+    """(signature, computed client-samples, real client-samples) of the stacked trainer's bucket of `members`, its
+    shapes rounded up or not (`stacked._Bucket`, as on CUDA)."""
+    cpu = torch.device("cpu")
+    bucket, plain = stacked._Bucket(members, y, cpu, shaped=shaped), stacked._Bucket(members, y, cpu, shaped=False)
+    return (bucket.C, tuple(bucket.dims), bucket.used), bucket.C * sum(bucket.used), plain.C * sum(plain.used)
 
 
 def replay(buckets, rule: str) -> tuple[Counter, float]:
     seen, graphs, ev = set(), OrderedDict(), Counter()
     size = 4 if rule == "before" else stacked._GraphCache().size
     computed = real = 0
-    for members in buckets:
+    for members, y in buckets:
         rec = stacked.recurs(members)
-        key, c, r = shape(members, rule == "today" and rec is True)
+        key, c, r = shape(members, y, rule == "today" and rec is True)
         computed, real = computed + c, real + r
         if key in graphs:
             graphs.move_to_end(key)

@@ -23,9 +23,10 @@ import os
 import sys
 from collections import Counter, OrderedDict
 
+import torch
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import torch  # noqa: E402
 from cuda_population import draw_generation  # noqa: E402
 
 from fedevo.fl import stacked  # noqa: E402

@@ -109,10 +109,19 @@ def run_group(model, global_params: list[torch.Tensor], masks: dict, x: torch.Te
     for p, m in zip(params, mask_list):
         if m is not None:
             p.mul_(m)
+    neg_lr_masks = [None if m is None else m * -lr for m in mask_list]
+    return run_steps(model, params, mask_list, neg_lr_masks, x, plan, lr=lr, hook=hook, device=device)
+
+
+def run_steps(model, params: list[torch.Tensor], mask_list: list, neg_lr_masks: list, x: torch.Tensor, plan: Plan,
+              *, lr: float, hook=None, device: torch.device) -> list[torch.Tensor]:
+    """The group's local steps on its clients' stacked parameters `params` (c, ...) on `device`, in place
+    (engine.eager_update: mask_list, neg_lr_masks per parameter, each None, shared or per client); returns them.
+    x: the whole training set (N, *feature shape), on `device` (else it is copied there)."""
+    c = plan.clients
     x = x.to(device)
     rows, ys, ws, active = (t.to(device) for t in (plan.rows, plan.y, plan.w, plan.active))
     grads_of = getattr(model, "grads_vmap", model.grads)
-    neg_lr_masks = [None if m is None else m * -lr for m in mask_list]
     feat = x.shape[1:]
     xbuf = torch.empty(c * max(plan.used, default=1), *feat, dtype=x.dtype, device=device)
     off = 0

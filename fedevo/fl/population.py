@@ -5,7 +5,9 @@ Each evaluation keeps its own round loop (`rounds.round_program`: its own seeded
 seeds, upload transform, aggregation, server noise, SET prune/regrow and accounting, the same code as alone);
 the loops advance one round at a time together, and at each round the local training of every evaluation's
 arrived clients runs as one stacked program (`stacked.train_members`: MLPs of one depth and width class in one
-set of batched matmuls, different widths padded with zero weights, learning rates and SET masks per client).
+set of batched matmuls, different widths padded with zero weights, learning rates and SET masks per client;
+CNNs of one layout and width class in one vmapped step, fl/stacked_cnn.py; each run's per-step hook, where its
+mechanism has one, on its own clients).
 Each run's side of the round (its uploads, aggregation, server and next round's sampling) starts in a thread as
 soon as its bucket is queued, on a GPU on the thread's own stream after that bucket's training only: it overlaps
 the later buckets' training, largest buckets first; and a bucket's next round is queued as soon as its own runs'
@@ -17,12 +19,12 @@ summed); the aggregate comes back to the CPU for the server's noise, the model u
 accuracies are computed on the device too.
 
 Hence each result equals its evaluation alone on the same device (`simulate` with that device: the same stacked
-trainer with one member) up to fp32 rounding where padding changes a GEMM's blocking (bit for bit for members of
-equal widths: `exact=True` buckets only those), and the CPU engine's within docs/engine.md's tolerance.
+trainer with one member) up to fp32 rounding where padding changes a GEMM's blocking (bit for bit for MLP members
+of equal widths: `exact=True` buckets only those), and the CPU engine's within docs/engine.md's tolerance.
 
-Evaluated alone instead (`simulate`), after the batch: CNNs and the user's models, per-step privacy hooks
-(mechanism `step`, the adaptive controller), `precision = "bf16"`, and a config whose preparation fails (its
-error is then the one `simulate` raises). A batch mixing data sets trains one stacked program per training set.
+Evaluated alone instead (`simulate`), after the batch: the user's models that are not lowered onto the built-in
+ones, an MLP in `precision = "bf16"`, a per-step hook with no device path, and a config whose preparation fails
+(its error is then the one `simulate` raises). A batch mixing data sets trains one stacked program per training set.
 """
 
 from __future__ import annotations
@@ -89,13 +91,17 @@ def batchable_config(cfg) -> bool:
     is read (the search sends the others to be evaluated alone, fedevo/searching/batched.py): a built-in MLP, no
     `precision = "bf16"`, a mechanism with no per-step hook or one with the device path's (`step`: its clipping and
     noise in the stacked program; `adaptive`: its per-client learning rates, its round controller in the run's
-    side).
+    side); or a built-in CNN (fl/stacked_cnn.py, in any precision) with the same mechanisms.
     What only its preparation shows (bf16 from precision 'auto' on a CPU with native bf16, a failure) the batch
     finds (`batchable`) and evaluates alone after its stacked members."""
-    from ..config import MLPArch
+    from ..config import CNNArch, MLPArch
     from ..privacy.mechanism import build_mechanism
+    from .stacked_cnn import enabled as cnn_enabled
 
-    if not isinstance(cfg.arch, MLPArch) or cfg.precision == "bf16":
+    cnn = isinstance(cfg.arch, CNNArch)
+    if cnn and not cnn_enabled():
+        return False
+    if not cnn and (not isinstance(cfg.arch, MLPArch) or cfg.precision == "bf16"):
         return False
     try:
         mech = build_mechanism(cfg)

@@ -124,7 +124,13 @@ def run_rounds(cfg: SimConfig, model, data: Dataset, part: Partition, *, gen: to
 
 def stacked_member(work: RoundWork, cfg: SimConfig, model, pv, device) -> "stacked.Member":
     """The stacked trainer's Member for `work`'s round of local training on `device` (alone or in a batched
-    generation: fl/population.py): its clients, global model and masks, settings, per-step hook, rounds left."""
+    generation: fl/population.py): its clients, global model and masks, settings, per-step hook, rounds left
+    (a CNN's: stacked_cnn.CNNMember)."""
+    if getattr(model, "kind", "") == "cnn":
+        return stacked.CNNMember(model=model, params=work.params, masks=work.masks, lr=cfg.lr,
+                                 chunks=work.local_data, seeds=work.seeds, epochs=cfg.epochs,
+                                 batch_size=cfg.batch_size, rounds_left=work.rounds_left,
+                                 hook=stacked.member_hook(pv, work.chunks, work.seeds, device))
     return stacked.Member(dims=model.dims, params=work.params, masks=work.masks, lr=cfg.lr, chunks=work.local_data,
                           seeds=work.seeds, epochs=cfg.epochs, batch_size=cfg.batch_size,
                           hook=stacked.member_hook(pv, work.chunks, work.seeds, device),

@@ -65,7 +65,8 @@ import torch
 
 from ..envvars import env_choice, env_flag
 from ..privacy.mechanisms import batch_norms
-from . import stacked_fused, stacked_update
+from . import stacked_cnn, stacked_fused, stacked_update
+from .stacked_cnn import CNNMember
 from .engine import chunk_draws, intra_op_threads
 
 
@@ -170,8 +171,11 @@ def hooked(pv) -> bool:
 def applies(model, pv, dtype: torch.dtype) -> bool:
     """Whether the stacked trainer takes a round of `model` under privatizer `pv`: an MLP, fp32 compute, and no
     per-step hook or one with the device path's `for_group` (StepLDP's clipping and noise, the adaptive
-    mechanism's per-client learning rates: `member_hook`)."""
+    mechanism's per-client learning rates: `member_hook`); or a built-in CNN with no per-step hook
+    (fl/stacked_cnn.py, in its compute precision)."""
     takes_hook = not hooked(pv) or getattr(pv, "for_group", None) is not None
+    if stacked_cnn.applies(model, takes_hook):
+        return True
     return getattr(model, "kind", "") == "mlp" and takes_hook and dtype == torch.float32
 
 
@@ -191,6 +195,8 @@ def width_class(dims: Sequence[int]) -> int:
 
 def bucket_key(m: Member, exact: bool = False) -> tuple:
     """Members with equal keys train together. exact: only members of equal widths (no padding)."""
+    if isinstance(m, CNNMember):
+        return stacked_cnn.bucket_key(m, exact)
     shape = m.dims if exact else (len(m.dims), m.dims[0], m.dims[-1], width_class(m.dims))
     return (shape, m.batch_size, m.epochs, m.schedule, m.tf32, m.torch_compile, m.hook is not None)
 
@@ -218,7 +224,7 @@ def predraw(m: Member) -> Member:
     """m with its engine draws made now (`engine_draws`, kept in m.drawn): a bucket built later copies them
     instead of drawing them on the thread that queues the GPU's work (the population path draws each run's next
     schedule in the run's own thread). The same numbers; a device schedule is not drawn ahead."""
-    if m.schedule == "engine" and m.drawn is None and m.clients:
+    if not isinstance(m, CNNMember) and m.schedule == "engine" and m.drawn is None and m.clients:
         m.drawn = engine_draws(m)
     return m
 
@@ -736,6 +742,8 @@ def _cache(device: torch.device) -> _GraphCache:
 
 def work_of(m: Member) -> int:
     """A member's multiply-adds a local step and sample, × its clients and steps: to order buckets by."""
+    if isinstance(m, CNNMember):
+        return stacked_cnn.work_of(m)
     return m.clients * steps_of(m) * sum(a * b for a, b in zip(m.dims[:-1], m.dims[1:]))
 
 
@@ -760,15 +768,20 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
             groups.setdefault(bucket_key(m, exact), []).append(i)
     out: list = [None] * len(members)
     for idx in sorted(groups.values(), key=lambda ix: -sum(work_of(members[i]) for i in ix)):
-        t = time.perf_counter()
-        bucket = _Bucket([members[i] for i in idx], y, device)
-        if timings is not None:
-            timings["plan_s"] = timings.get("plan_s", 0.0) + time.perf_counter() - t
         # on the CPU (tests) one intra-op thread, as the CPU engine: small ops, no thread wake-ups; on CUDA the
         # bucket's TF32 setting around its eager run or capture (_GraphCache.run)
-        with intra_op_threads(1) if device.type == "cpu" else contextlib.nullcontext():
-            state = _cache(device).run(bucket, x, before_capture)
-        flats = bucket.deltas(state)
+        one_thread = intra_op_threads(1) if device.type == "cpu" else contextlib.nullcontext()
+        if isinstance(members[idx[0]], CNNMember):
+            with one_thread:
+                flats = stacked_cnn.train([members[i] for i in idx], x, y, device=device)
+        else:
+            t = time.perf_counter()
+            bucket = _Bucket([members[i] for i in idx], y, device)
+            if timings is not None:
+                timings["plan_s"] = timings.get("plan_s", 0.0) + time.perf_counter() - t
+            with one_thread:
+                state = _cache(device).run(bucket, x, before_capture)
+            flats = bucket.deltas(state)
         for i, d in zip(idx, flats):
             out[i] = d
         if on_bucket is not None:

@@ -17,8 +17,8 @@ docs/engine.md's tolerance.
   ``--batch-size-per-gpu`` N each, else one per slot of the runner (Ray: as many as its GPUs, or CPUs, run at
   once; in-process: one). A batch is one Ray task reserving ``--gpus-per-task`` GPUs (and ``--cpus-per-task``
   CPUs); Ray spreads the batches over the cluster's GPUs and nodes, queueing the ones that do not fit.
-* **Alone**: what the stacked program cannot train (:func:`fedevo.fl.population.batchable_config`: CNNs, user
-  models, bf16) goes to the runner one task each, as today; what only the
+* **Alone**: what the stacked program cannot train (:func:`fedevo.fl.population.batchable_config`: user
+  models, an MLP in bf16) goes to the runner one task each, as today; what only the
   evaluation's preparation shows is evaluated alone inside its batch, after the stacked members.
 * **Containment**: a batch that raises is evaluated again one evaluation at a time in the same task, so only the
   evaluation at fault fails (with its own traceback) and the search goes on; an evaluation the batch ran alone

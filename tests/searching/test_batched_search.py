@@ -225,15 +225,16 @@ def test_split_cuts_id_order_into_even_consecutive_batches():
 
 
 def test_what_the_stacked_program_cannot_train_goes_alone(tiny):
-    """Decided from the settings alone (no data read): CNNs and bf16 are evaluated one a task, as unbatched; the
-    `step` and `adaptive` mechanisms' per-step hooks train in the stacked program."""
+    """Decided from the settings alone (no data read): an MLP in bf16 is evaluated one a task, as unbatched; the
+    `step` and `adaptive` mechanisms' per-step hooks train in the stacked program; so do CNNs."""
     from fedevo.problem import load_problem
 
     prob = load_problem(str(tiny))
     assert population.batchable_config(prob.sim_config({}))
     assert not population.batchable_config(prob.sim_config({"precision": "bf16"}))
     assert population.batchable_config(load_problem("fashion_mlp_step").sim_config({}))
-    assert not population.batchable_config(load_problem("fashion_cnn").sim_config({}))
+    assert population.batchable_config(load_problem("fashion_cnn").sim_config({}))
+    assert population.batchable_config(load_problem("mnist_cnn").sim_config({}))  # `step`, on a CNN
     mech = load_problem("fashion_mlp_mech")
     assert population.batchable_config(mech.sim_config({"mechanism": "signds"}))
     assert population.batchable_config(mech.sim_config({"mechanism": "adaptive"}))

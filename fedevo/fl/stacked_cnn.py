@@ -1,0 +1,218 @@
+"""Local training of many CNNs' clients as one batched program on one device (a GPU; the CPU in the tests).
+
+The CNN counterpart of fl/stacked.py's MLP buckets. A *member* is one evaluation's round of local training; members
+whose CNNs have the same layout (input, conv blocks, kernel, pools, FC depth, classes), batch size, epochs and
+compute precision, and whose channels and FC widths fall in the same power-of-two classes, train together: every
+client of every member is one slice of stacked parameters (clients, ...), each member's layers padded to the
+bucket's widest with zero weights in the far corner (the extra conv channels, and the FC rows they feed, which come
+last in the channel-major flatten). A padded channel's map is 0 (zero weights and bias), its ReLU and pool pass 0
+and no gradient, so it changes no real unit's numbers beyond rounding; its weights are masked (0) besides, with the
+member's SET masks, in each client's −lr·mask. One step is the device path's (fl/device.py `run_steps`): the
+gradients of every client at once through torch.func.vmap (grouped convolutions), then one masked update per
+parameter for the whole group.
+
+The batches are the device path's for the same chunks and seeds (`device.plan_group`: each chunk's own schedule,
+the CPU engine's draws), so a member's numbers do not depend on the members beside it, up to rounding (padding and
+the group's size change the convolutions' blocking), and one member alone is a run of fl/device.py's path.
+FEDEVO_GPU_CLIENTS caps a group's clients as there (whole chunks). No CUDA graph, no opt-ins: fp32 by default,
+bf16 where the run's precision says (fp32 updates).
+
+A member may carry the device path's per-step hook (`CNNMember.hook`: the `step` mechanism's clipping and noise,
+the adaptive mechanism's per-client learning rates; its `for_group` hook for all of its chunks, as fl/stacked.py's
+MLP members): hooked members train apart from the others (`bucket_key`), a group holds whole members, and each
+member's hook gives its clients' coefficients (StepLDP: from the norms of their masked gradients, whose padding is
+0) and adds its noise on views of the member's own shapes: the values it draws alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..envvars import env_flag
+from ..privacy.mechanisms import batch_norms
+from .device import group_cap, group_chunks, plan_group, run_steps
+
+
+@dataclass
+class CNNMember:
+    """One evaluation's round of local training: its model (models/cnn.py's StackedCNN: layout and compute dtype),
+    global parameters [conv_w0, conv_b0, ..., W0, b0, ...] and SET masks {index: 0/1}, learning rate, arrived
+    clients in chunks (rows of the training set) and each chunk's seed."""
+    model: object
+    params: list
+    masks: dict
+    lr: float
+    chunks: list
+    seeds: list
+    epochs: int
+    batch_size: int
+    hook: Optional[object] = None  # the round's per-step hook for its clients (privatizer.for_group), or None
+    rounds_left: Optional[int] = None
+    clients: int = field(init=False)
+
+    def __post_init__(self):
+        self.clients = sum(len(c) for c in self.chunks)
+
+
+def enabled() -> bool:
+    """FEDEVO_STACKED_CNN=0: CNN generations evaluated one evaluation after another (fl/device.py alone), as
+    before (benchmarks compare). On by default."""
+    return env_flag("FEDEVO_STACKED_CNN", True)
+
+
+def applies(model, takes_hook: bool) -> bool:
+    """Whether a round of `model` trains here: a built-in CNN (models/cnn.py) under a privatizer with no per-step
+    hook or one with the device path's `for_group` (takes_hook)."""
+    return getattr(model, "kind", "") == "cnn" and hasattr(model, "map_sizes") and takes_hook and enabled()
+
+
+def _width_class(n: int) -> int:
+    return int(max(n, 1) - 1).bit_length()
+
+
+def bucket_key(m: CNNMember, exact: bool = False) -> tuple:
+    """Members with equal keys train together. exact: only members of equal shapes (no padding)."""
+    net = m.model
+    shapes = tuple(tuple(p.shape) for p in m.params)
+    if exact:
+        layout = shapes
+    else:
+        hidden = [s[1] for s in shapes[net.n_conv:-2:2]]
+        kernels = tuple(shapes[2 * i][2:] for i in range(len(net.pool)))
+        layout = (tuple(len(s) for s in shapes), shapes[0][1], kernels, shapes[-1], _width_class(shapes[0][0]),
+                  _width_class(max(hidden, default=0)))
+    return ("cnn", tuple(net.input_shape), tuple(net.pool), net.padding, layout, m.batch_size, m.epochs, net.compute_dtype,
+            m.hook is not None)
+
+
+def work_of(m: CNNMember) -> int:
+    """Multiply-adds of a sample's forward pass × the member's clients and local steps (to order buckets by)."""
+    net, shapes = m.model, [tuple(p.shape) for p in m.params]
+    conv = sum(int(np.prod(shapes[2 * i])) * net.map_sizes[i] ** 2 for i in range(len(net.map_sizes)))
+    fc = sum(int(np.prod(s)) for s in shapes[net.n_conv::2])
+    steps = max((m.epochs * -(-len(ix) // m.batch_size) for ch in m.chunks for ix in ch), default=0)
+    return m.clients * steps * (conv + fc)
+
+
+def _corner(shape: Sequence[int]) -> tuple:
+    return tuple(slice(0, int(n)) for n in shape)
+
+
+def _padded(t: torch.Tensor, shape: tuple) -> torch.Tensor:
+    """t in the corner of zeros of `shape`."""
+    if tuple(t.shape) == shape:
+        return t
+    out = t.new_zeros(shape)
+    out[_corner(t.shape)] = t
+    return out
+
+
+def train(members: Sequence[CNNMember], x: torch.Tensor, y: torch.Tensor, *, device) -> list[torch.Tensor]:
+    """One bucket's round (members of one `bucket_key`): each member's flat updates (clients, D: local − global, its
+    parameters flattened in order, in its own shapes) on `device`, in the members' order. x: the training set on
+    `device` (any shape with the images' elements per row), y: its labels (CPU)."""
+    device = torch.device(device)
+    net = members[0].model
+    x = x.reshape(x.shape[0], *tuple(net.input_shape))
+    shapes = [tuple(max(int(m.params[i].shape[d]) for m in members) for d in range(m0.dim()))
+              for i, m0 in enumerate(members[0].params)]
+    chunks = [(j, ch, s) for j, m in enumerate(members) for ch, s in zip(m.chunks, m.seeds)]
+    trained: list[list] = [[] for _ in members]
+    hooked = members[0].hook is not None
+    for group in _groups(members, chunks, hooked):
+        part = [chunks[i] for i in group]
+        plan = plan_group(y, [ch for _, ch, _ in part], [torch.Generator().manual_seed(int(s)) for _, _, s in part],
+                          epochs=members[0].epochs, batch_size=members[0].batch_size)
+        owner = [j for j, ch, _ in part for _ in range(len(ch))]  # each client's member
+        used = sorted(set(owner))
+        params, mask_list, neg_lr = _stack_state(members, used, owner, shapes, device)
+        hook = _Hooks([members[j] for j in used], device) if hooked else None
+        params = run_steps(net, params, mask_list, neg_lr, x, plan, lr=0.0, hook=hook, device=device)
+        k = 0
+        for j, ch, _ in part:
+            trained[j].append([p[k:k + len(ch)] for p in params])
+            k += len(ch)
+    return [_deltas(m, t, device) for m, t in zip(members, trained)]
+
+
+def _groups(members: Sequence[CNNMember], chunks: list, hooked: bool) -> list[list[int]]:
+    """The bucket's chunks (indices into `chunks`, in order) in groups of at most FEDEVO_GPU_CLIENTS clients:
+    whole chunks, or whole members where they carry hooks (a hook is made for all of a member's chunks)."""
+    cap = group_cap()
+    if not hooked:
+        return group_chunks([len(ch) for _, ch, _ in chunks], cap)
+    first = np.cumsum([0] + [len(m.chunks) for m in members])
+    return [list(range(first[g[0]], first[g[-1] + 1])) for g in group_chunks([m.clients for m in members], cap)]
+
+
+class _Hooks:
+    """A group's members' per-step hooks as one (engine.eager_update's): each member's on its clients' rows, its
+    noise on views of its own shapes, with its own masks (the device path's for it alone: the same draws)."""
+
+    def __init__(self, members: Sequence[CNNMember], device):
+        self.members = members
+        self.spans, k = [], 0
+        for m in members:
+            self.spans.append(slice(k, k + m.clients))
+            k += m.clients
+        self.masks = [[m.masks[i].to(device) if i in m.masks else None for i in range(len(m.params))]
+                      for m in members]
+        self.needs_norms = any(getattr(m.hook, "needs_norms", True) for m in members)
+
+    def coefficients(self, grads, active, lr, norms=None):
+        if norms is None and self.needs_norms:
+            norms = batch_norms(grads)
+        return torch.cat([m.hook.coefficients(None, active[sl], float(m.lr),
+                                              norms=None if norms is None else norms[sl])
+                          for m, sl in zip(self.members, self.spans)])
+
+    def after_step(self, params, masks, active) -> None:
+        for m, sl, own in zip(self.members, self.spans, self.masks):
+            views = [p[(sl,) + _corner(q.shape)] for p, q in zip(params, m.params)]
+            m.hook.after_step(views, own, active[sl])
+
+
+def _stack_state(members, used: list[int], owner: list[int], shapes: list, device) -> tuple[list, list, list]:
+    """The group's clients' stacked parameters (from their members' global ones, padded), and per parameter their
+    0/1 masks (padding and SET; None where no member of the group has one) and −lr·mask (−lr where unmasked)."""
+    pick = torch.as_tensor([used.index(j) for j in owner], dtype=torch.int64).to(device)
+    params, mask_list, neg_lr = [], [], []
+    lrs = torch.tensor([-float(members[j].lr) for j in used], dtype=torch.float32)
+    for i, shape in enumerate(shapes):
+        ps = torch.stack([_padded(members[j].params[i].float(), shape) for j in used]).to(device)
+        masked = [j for j in used if i in members[j].masks or tuple(members[j].params[i].shape) != shape]
+        if masked:
+            ms = torch.stack([_padded(members[j].masks[i].float() if i in members[j].masks
+                                      else torch.ones(members[j].params[i].shape), shape) for j in used])
+            ms = ms.to(device)
+            ps.mul_(ms)
+            mask_list.append(ms.index_select(0, pick))
+            neg_lr.append((ms * lrs.to(device).view(-1, *([1] * len(shape)))).index_select(0, pick))
+        else:
+            mask_list.append(None)
+            neg_lr.append(lrs.to(device).view(-1, *([1] * len(shape))).index_select(0, pick))
+        params.append(ps.index_select(0, pick).contiguous())
+    return params, mask_list, neg_lr
+
+
+def _deltas(m: CNNMember, parts: list[list], device) -> torch.Tensor:
+    """The member's clients' updates (clients, D) in its own layout, from its chunks' padded local parameters."""
+    out = torch.empty(m.clients, sum(p.numel() for p in m.params), dtype=torch.float32, device=device)
+    k = 0
+    for local in parts:
+        c, off = len(local[0]), 0
+        for lp, gp in zip(local, m.params):
+            n = gp.numel()
+            g = gp.to(device=device, dtype=torch.float32)
+            torch.sub(lp[(slice(None),) + _corner(gp.shape)].reshape(c, n), g.reshape(1, n),
+                      out=out[k:k + c, off:off + n])
+            off += n
+        k += c
+    return out
+
+
+__all__ = ["CNNMember", "applies", "bucket_key", "enabled", "train", "work_of"]

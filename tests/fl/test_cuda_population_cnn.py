@@ -1,0 +1,41 @@
+"""A CNN generation as one batched program on a real GPU (fl/stacked_cnn.py; tests/fl/test_population_cnn.py runs
+the same code on the CPU): each individual as alone on the GPU, and the CPU engine's ε, comm and Ω, its error within
+docs/engine.md's 0.02. Skipped where torch sees no GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedevo.evaluation import evaluate, evaluate_population
+from fedevo.problem import load_problem
+
+from .test_population_cnn import GENERATION, SEEDS, STEP, STEP_GENERATION, problem  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.cuda
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["equal-widths", "padded"])
+def test_a_cnn_generation_on_cuda_equals_each_alone(problem, exact):  # noqa: F811
+    together = evaluate_population(problem, GENERATION, SEEDS, device="cuda", exact=exact)
+    for p, s, got in zip(GENERATION, SEEDS, together):
+        assert got.engine["device"] == "cuda" and got.engine["population"] == len(GENERATION)
+        (alone,) = evaluate_population(problem, [p], [s], device="cuda", exact=exact)
+        assert (got.status, got.comm, got.eps, got.omega) == (alone.status, alone.comm, alone.eps, alone.omega), p
+        assert abs(got.error - alone.error) <= 0.02, (p, got.error, alone.error)
+        cpu = evaluate(problem, dict(p, device="cpu"), seed=s)
+        assert (got.comm, got.eps, got.omega) == (cpu.comm, cpu.eps, cpu.omega), p
+        assert abs(got.error - cpu.error) <= 0.02, (p, got.error, cpu.error)
+
+
+def test_a_per_step_hook_cnn_generation_on_cuda_equals_each_alone(tmp_path):
+    path = tmp_path / "step.toml"
+    path.write_text(STEP)
+    prob = load_problem(str(path))
+    seeds = [1, 2, 3, 4]
+    together = evaluate_population(prob, STEP_GENERATION, seeds, device="cuda")
+    for p, s, got in zip(STEP_GENERATION, seeds, together):
+        assert got.engine["population"] == len(STEP_GENERATION)
+        (alone,) = evaluate_population(prob, [p], [s], device="cuda")
+        assert (got.status, got.comm, got.omega) == (alone.status, alone.comm, alone.omega), p
+        assert got.eps == pytest.approx(alone.eps, rel=1e-4), p
+        assert abs(got.error - alone.error) <= 0.02, (p, got.error, alone.error)

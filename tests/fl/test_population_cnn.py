@@ -1,0 +1,139 @@
+"""A CNN generation as one batched program (fl/population.py through fl/stacked_cnn.py) on the CPU: the same code
+as on a GPU, against each individual evaluated alone (a population of one: the same trainer with one member) and
+against the CPU engine (ε, comm and Ω exactly, the error within docs/engine.md's 0.02)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedevo.evaluation import evaluate, evaluate_population
+from fedevo.problem import load_problem
+
+from .test_population import DP, _objectives, _untimed
+
+# the MLP tests' small problem (central and secagg trust, SET) with a CNN and its genes
+CNN = DP[:DP.index("[genes]")].replace('"tiny_dp"', '"tiny_cnn"').replace('"mlp"', '"cnn"').replace(
+    "rounds = 3", "rounds = 4") + """[genes]
+trust = { type = "choice", choices = ["central", "secagg"], default = "central" }
+conv_layers = { type = "int", low = 1, high = 2, default = 2 }
+channels = { type = "int", low = 2, high = 8, default = 4 }
+kernel = { type = "choice", choices = [3, 5], default = 3 }
+layers = { type = "int", low = 0, high = 2, default = 1 }
+units = { type = "int", low = 8, high = 32, default = 16 }
+lr = { type = "real", low = 0.01, high = 0.5, default = 0.3 }
+participation = { type = "real", low = 0.1, high = 1.0, default = 0.6 }
+alpha = { type = "real", low = 1, high = 16, default = 4 }
+xi = { type = "real", low = 0.01, high = 0.55, default = 0.1 }
+sigma = { type = "real", low = 0.3, high = 30.0, default = 1.0, log = true }
+clip = { type = "real", low = 0.1, high = 5.0, default = 1.0, log = true }
+"""
+
+# central and secagg trust, SET, other channels (padded in one bucket), FC widths, depths, kernels, rates
+GENERATION = [dict(p, precision="fp32") for p in (
+    dict(channels=4, lr=0.4), dict(channels=3, units=20, alpha=8, trust="secagg"), dict(channels=4, sigma=0.3),
+    dict(channels=6, units=12, participation=1.0, clip=0.5), dict(conv_layers=1, channels=5),
+    dict(kernel=5, layers=0))]
+SEEDS = [1, 2, 3, 4, 5, 6]
+
+
+@pytest.fixture(scope="module")
+def problem(tmp_path_factory):
+    path = tmp_path_factory.mktemp("popcnn") / "cnn.toml"
+    path.write_text(CNN)
+    return load_problem(str(path))
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["equal-widths", "padded"])
+def test_a_cnn_generation_equals_each_alone(problem, exact):
+    together = evaluate_population(problem, GENERATION, SEEDS, device="cpu", exact=exact)
+    assert [r.engine["population"] for r in together] == [len(GENERATION)] * len(GENERATION)
+    for p, s, got in zip(GENERATION, SEEDS, together):
+        (alone,) = evaluate_population(problem, [p], [s], device="cpu", exact=exact)
+        assert _objectives(got) == _objectives(alone), p
+        assert _untimed(got.privacy) == _untimed(alone.privacy)
+    assert len({r.error for r in together}) > 3  # they trained, each its own way
+    assert min(r.error for r in together) < 0.5  # and learnt
+
+
+def test_a_cnn_generation_equals_the_cpu_engine(problem):
+    together = evaluate_population(problem, GENERATION, SEEDS, device="cpu")
+    for p, s, got in zip(GENERATION, SEEDS, together):
+        cpu = evaluate(problem, p, seed=s)
+        assert "population" not in cpu.engine
+        assert (got.status, got.comm, got.eps, got.omega) == (cpu.status, cpu.comm, cpu.eps, cpu.omega), p
+        assert abs(got.error - cpu.error) <= 0.02, (p, got.error, cpu.error)
+
+
+def test_cnns_batch_unless_turned_off(problem, monkeypatch):
+    """FEDEVO_STACKED_CNN=0: a CNN generation evaluated one individual after another, as before (the CPU engine
+    here); the search's batching decides the same from the settings alone."""
+    from fedevo.fl.population import batchable_config
+
+    cfg = problem.sim_config(GENERATION[0])
+    assert batchable_config(cfg) and batchable_config(problem.sim_config(dict(GENERATION[0], precision="bf16")))
+    monkeypatch.setenv("FEDEVO_STACKED_CNN", "0")
+    assert not batchable_config(cfg)
+    (got,) = evaluate_population(problem, GENERATION[:1], SEEDS[:1], device="cpu")
+    assert "population" not in got.engine
+    assert _objectives(got) == _objectives(evaluate(problem, GENERATION[0], seed=SEEDS[0]))
+
+
+STEP = CNN.replace('mechanism = "update"', 'mechanism = "step"\nclip_rule = "median"').replace(
+    'trust = { type = "choice", choices = ["central", "secagg"], default = "central" }\n', "").replace(
+    'sigma = { type = "real", low = 0.3, high = 30.0, default = 1.0, log = true }',
+    'sigma = { type = "real", low = 0.001, high = 0.5, default = 0.01, log = true }')
+
+# mnist_cnn's and cifar10_cnn's mechanism (seed 004's per-step LDP, the median rule's S): each member's hook in the
+# stacked program, its own S and noise
+STEP_GENERATION = [dict(p, precision="fp32") for p in (
+    dict(channels=4), dict(channels=3, units=20, sigma=0.05, lr=0.1), dict(channels=4, sigma=0.002),
+    dict(channels=4, participation=1.0, alpha=8))]
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["equal-widths", "padded"])
+def test_a_per_step_hook_cnn_generation_equals_each_alone(tmp_path, exact):
+    path = tmp_path / "step.toml"
+    path.write_text(STEP)
+    prob = load_problem(str(path))
+    seeds = [1, 2, 3, 4]
+    together = evaluate_population(prob, STEP_GENERATION, seeds, device="cpu", exact=exact)
+    assert all("population" in r.engine for r in together)  # batched, not sent alone
+    for p, s, got in zip(STEP_GENERATION, seeds, together):
+        (alone,) = evaluate_population(prob, [p], [s], device="cpu", exact=exact)
+        # fp32 rounding (the group's size sets the convolutions' blocking), also in the gradient norms whose median
+        # is the next round's S (ε's)
+        assert (got.status, got.comm, got.omega) == (alone.status, alone.comm, alone.omega), p
+        assert got.eps == pytest.approx(alone.eps, rel=1e-5), p
+        assert abs(got.error - alone.error) <= 0.02, (p, got.error, alone.error)
+        cpu = evaluate(prob, p, seed=s)  # other noise draws: the same uploads and model size
+        assert (got.status, got.comm, got.omega) == (cpu.status, cpu.comm, cpu.omega), p
+    assert len({r.error for r in together}) > 2
+
+
+def _bench(*args):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, str(repo / "benchmarks" / "cnn_generation.py"), *args],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(repo)})
+
+
+def test_the_benchmark_runs_on_the_cpu(problem):
+    r = _bench("--device", "cpu", "--problem", str(problem.path), "--generation", "3", "--rounds", "2",
+               "--repeats", "1")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "one by one / batched:" in out and "ratio" in out
+    assert "ε, comm and Ω equal for 3/3" in out and "engines [3]" in out
+
+
+def test_the_benchmark_says_there_is_no_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    r = _bench("--generation", "2")
+    assert r.returncode == 1 and r.stdout == "" and "torch sees no GPU" in r.stderr

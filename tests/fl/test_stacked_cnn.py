@@ -1,0 +1,208 @@
+"""CNN buckets (fl/stacked_cnn.py): a generation's CNNs of one layout trained as one program, on the CPU (the code a
+GPU runs). Each member's updates equal its training alone (a bucket of one), which is the device path's
+(fl/device.py), within fp32 rounding (not bit for bit even at equal shapes: the group's batch of samples per step,
+its most at that step, sets the convolutions' blocking); padding (other channels and FC widths in one bucket) changes
+nothing beyond it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fedevo.config import CNNArch
+from fedevo.data.datasets import synthetic
+from fedevo.fl import stacked, stacked_cnn
+from fedevo.fl.device import plan_group, train_groups
+from fedevo.fl.engine import flat_deltas
+from fedevo.models import build_model
+from fedevo.models.sparse import erdos_renyi_masks
+
+CPU = torch.device("cpu")
+SHAPE = (1, 8, 8)
+DATA = synthetic(n_train=400, n_test=10, shape=SHAPE, seed=0)
+
+
+def _member(arch: CNNArch, *, lr=0.1, alpha=None, sizes=(37, 50, 20, 41), seed=0, per=2, epochs=2, dtype=None):
+    model = build_model(arch, SHAPE, 10)
+    if dtype is not None:
+        model.compute_dtype = dtype
+    g = torch.Generator().manual_seed(seed)
+    params = model.init(g)
+    masks = erdos_renyi_masks(model.shapes, model.fc_weight_ids, alpha, g)
+    for i, m in masks.items():
+        params[i].mul_(m)
+    rows = np.random.default_rng(seed).permutation(len(DATA.x_train))
+    offsets = np.cumsum((0,) + tuple(sizes))
+    clients = [rows[offsets[i]:offsets[i + 1]] for i in range(len(sizes))]
+    chunks = [clients[s:s + per] for s in range(0, len(clients), per)]
+    return stacked_cnn.CNNMember(model=model, params=params, masks=masks, lr=lr, chunks=chunks,
+                                 seeds=[100 * seed + i for i in range(len(chunks))], epochs=epochs, batch_size=16)
+
+
+BASE = CNNArch(conv_layers=2, channels=4, kernel=3, layers=1, units=16)
+GENERATION = [  # one bucket: 2 conv layers of 3×3, one FC layer; channels 3-4 and units 12-16 in one class each
+    dict(arch=BASE, lr=0.1),
+    dict(arch=CNNArch(2, 3, 3, 1, 12), lr=0.2, alpha=2.0, seed=1, sizes=(9, 30, 44)),
+    dict(arch=CNNArch(2, 4, 3, 1, 13), lr=0.05, alpha=4.0, seed=2, sizes=(64,), per=1),
+    dict(arch=BASE, lr=0.3, seed=3, sizes=(17, 17, 17, 17, 17), per=3),
+]
+
+
+def _alone(m):
+    (flat,) = stacked_cnn.train([m], DATA.x_train, DATA.y_train, device=CPU)
+    return flat
+
+
+def test_a_bucket_equals_each_member_alone_padded_or_not():
+    members = [_member(**kw) for kw in GENERATION]
+    assert len({stacked_cnn.bucket_key(m) for m in members}) == 1
+    assert len({stacked_cnn.bucket_key(m, exact=True) for m in members}) == 3
+    together = stacked_cnn.train(members, DATA.x_train, DATA.y_train, device=CPU)
+    for m, got in zip(members, together):
+        want = _alone(m)
+        assert got.shape == (m.clients, sum(p.numel() for p in m.params))
+        torch.testing.assert_close(got, want, atol=2e-6, rtol=1e-5)
+        assert got.abs().max() > 1e-3  # the clients moved
+        off = 0
+        for i, p in enumerate(m.params):  # SET: inactive weights did not move
+            if i in m.masks:
+                d = got[:, off:off + p.numel()].view(m.clients, *p.shape)
+                assert torch.all(d[:, m.masks[i] == 0] == 0)
+            off += p.numel()
+
+
+@pytest.mark.parametrize("cap", [None, "3"])
+def test_one_member_is_the_device_paths_training(cap, monkeypatch):
+    """Alone, a member trains as fl/device.py's `train_groups` (its groups of FEDEVO_GPU_CLIENTS too)."""
+    if cap:
+        monkeypatch.setenv("FEDEVO_GPU_CLIENTS", cap)
+    m = _member(BASE, alpha=2.0, sizes=(37, 50, 20, 41, 12))
+    got = _alone(m)
+    want = torch.cat([flat_deltas(local, m.params) for local in train_groups(
+        m.model, m.params, m.masks, DATA.x_train, DATA.y_train, m.chunks, epochs=m.epochs, batch_size=m.batch_size,
+        lr=m.lr, seeds=m.seeds, device=CPU)])
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+
+
+def test_bucket_keys_keep_apart_what_cannot_share_a_program():
+    key = stacked_cnn.bucket_key
+    base = key(_member(BASE))
+    for other in (CNNArch(1, 4, 3, 1, 16), CNNArch(2, 4, 5, 1, 16), CNNArch(2, 4, 3, 2, 16),  # depth, kernel, FC depth
+                  CNNArch(2, 8, 3, 1, 16), CNNArch(2, 4, 3, 1, 17)):  # the next channel class, FC width class
+        assert key(_member(other)) != base, other
+    assert key(_member(BASE, epochs=3)) != base
+    assert key(_member(BASE, dtype=torch.bfloat16)) != base
+    assert key(_member(BASE, lr=0.3, alpha=3.0, sizes=(5,))) == base
+    # the stacked trainer's dispatch: CNN members their own buckets, the MLP's untouched
+    m = _member(BASE)
+    assert stacked.bucket_key(m) == base and stacked.work_of(m) == stacked_cnn.work_of(m) > 0
+    assert stacked.predraw(m) is m
+
+
+def test_the_stacked_trainer_takes_cnn_members_beside_mlp_ones():
+    """train_members: CNN members in their buckets, MLP members in theirs, results in the members' order."""
+    from fedevo.config import MLPArch
+
+    cnn = [_member(**kw) for kw in GENERATION[:2]]
+    mlp_model = build_model(MLPArch(layers=1, units=16), SHAPE, 10)
+    mlp = stacked.Member(dims=mlp_model.dims, params=mlp_model.init(torch.Generator().manual_seed(0)), masks={},
+                         lr=0.1, chunks=cnn[0].chunks, seeds=cnn[0].seeds, epochs=2, batch_size=16)
+    got = stacked.train_members([cnn[0], mlp, cnn[1]], DATA.x_train, DATA.y_train, device=CPU)
+    (mlp_alone,) = stacked.train_members([mlp], DATA.x_train, DATA.y_train, device=CPU)
+    torch.testing.assert_close(got[1], mlp_alone)
+    for m, g in zip(cnn, (got[0], got[2])):
+        torch.testing.assert_close(g, _alone(m), atol=2e-6, rtol=1e-5)
+
+
+def test_applies_to_built_in_cnns_without_a_per_step_hook(monkeypatch):
+    from fedevo.privacy.privatizer import RoundPrivatizer
+
+    cnn = build_model(BASE, SHAPE, 10)
+    assert stacked.applies(cnn, RoundPrivatizer(), torch.float32)
+    assert stacked.applies(cnn, RoundPrivatizer(), torch.bfloat16)  # the device path's bf16 compute
+    monkeypatch.setenv("FEDEVO_STACKED_CNN", "0")
+    assert not stacked.applies(cnn, RoundPrivatizer(), torch.float32)
+
+
+def test_the_step_loop_on_fake_cuda(monkeypatch):
+    """A bucket on fake CUDA tensors (FakeTensorMode: shapes and devices, no data): no CPU tensor meets a CUDA one,
+    nothing needs the data on the host (a synchronisation). The plans are made on the host beforehand, and the
+    gradients are stand-ins of their shapes (autograd's backward needs a real CUDA device; grads_vmap is the device
+    path's own, run on a GPU by test_cuda.py)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    members = [_member(**kw) for kw in GENERATION]
+    plans = {}
+    real = plan_group
+
+    def made_ahead(y, chunks, gens, **kw):
+        return plans[tuple(id(c) for c in chunks)]
+    chunks = [ch for m in members for ch in m.chunks]
+    seeds = [s for m in members for s in m.seeds]
+    plans[tuple(id(c) for c in chunks)] = real(DATA.y_train, chunks, [torch.Generator().manual_seed(s) for s in seeds],
+                                               epochs=2, batch_size=16)
+    monkeypatch.setattr(stacked_cnn, "plan_group", made_ahead)
+    for m in members:
+        m.model.grads_vmap = lambda params, x, y, w: [p * w.sum() for p in params]
+    cuda = torch.device("cuda")
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        out = stacked_cnn.train(members, DATA.x_train.to(cuda), DATA.y_train, device=cuda)
+        assert [tuple(o.shape) for o in out] == [(m.clients, sum(p.numel() for p in m.params)) for m in members]
+        assert all(o.device.type == "cuda" for o in out)
+
+
+def _hooked(m, hook):
+    return stacked_cnn.CNNMember(model=m.model, params=m.params, masks=m.masks, lr=m.lr, chunks=m.chunks,
+                                 seeds=m.seeds, epochs=m.epochs, batch_size=m.batch_size,
+                                 hook=hook.for_group(m.seeds, [len(c) for c in m.chunks], CPU))
+
+
+@pytest.mark.parametrize("sigma,clip", [(0.05, 0.5), (0.05, None), (0.0, 0.05)],
+                         ids=["fixed-S", "median-S", "clip-binds-no-noise"])
+def test_hooked_members_equal_each_alone_and_the_device_path(sigma, clip):
+    """StepLDP's clipping and noise per member (other channels, widths, masks and rates in one bucket): each member
+    as alone (its own hook, the same noise draws on views of its own shapes) and as the device path's one group."""
+    from fedevo.privacy.mechanisms import StepLDP
+
+    members = [_member(**kw) for kw in GENERATION]
+    hooks = [StepLDP(sigma=sigma, clip=clip, seed=7 + j) for j in range(len(members))]
+    hooked = [_hooked(m, h) for m, h in zip(members, hooks)]
+    assert stacked_cnn.bucket_key(hooked[0]) != stacked_cnn.bucket_key(members[0])  # hooked apart
+    together = stacked_cnn.train(hooked, DATA.x_train, DATA.y_train, device=CPU)
+    for j, (m, got) in enumerate(zip(members, together)):
+        alone_hook, ref_hook = StepLDP(sigma=sigma, clip=clip, seed=7 + j), StepLDP(sigma=sigma, clip=clip, seed=7 + j)
+        torch.testing.assert_close(got, _alone(_hooked(m, alone_hook)), atol=2e-6, rtol=1e-5)
+        want = torch.cat([flat_deltas(local, m.params) for local in train_groups(
+            m.model, m.params, m.masks, DATA.x_train, DATA.y_train, m.chunks, epochs=m.epochs,
+            batch_size=m.batch_size, lr=m.lr, seeds=m.seeds, device=CPU, group_hook_for=ref_hook.for_group)])
+        torch.testing.assert_close(got, want, atol=2e-6, rtol=1e-5)
+        for h in (hooks[j], ref_hook):
+            h.end_round()
+        assert hooks[j].clips == pytest.approx(ref_hook.clips, rel=1e-5)  # the S it used (the accountant's)
+        off = 0
+        for i, p in enumerate(m.params):  # no noise and no step on inactive weights
+            if i in m.masks:
+                d = got[:, off:off + p.numel()].view(m.clients, *p.shape)
+                assert torch.all(d[:, m.masks[i] == 0] == 0)
+            off += p.numel()
+    plain = stacked_cnn.train(members[:1], DATA.x_train, DATA.y_train, device=CPU)[0]
+    assert not torch.allclose(together[0], plain, atol=1e-4)  # the hook changed the steps
+
+
+def test_adaptive_learning_rates_per_member():
+    """The adaptive mechanism's hook (_ChunkLR: client k steps with lr·factor_k) per member, as alone."""
+    from fedevo.privacy.adaptive import _ChunkLR
+
+    class Rates:  # for_group's signature, factors drawn per member
+        def __init__(self, seed):
+            self.seed = seed
+
+        def for_group(self, seeds, counts, device):
+            return _ChunkLR(torch.rand(sum(counts), generator=torch.Generator().manual_seed(self.seed)) + 0.5)
+    members = [_member(**kw) for kw in GENERATION]
+    together = stacked_cnn.train([_hooked(m, Rates(j)) for j, m in enumerate(members)], DATA.x_train, DATA.y_train,
+                                 device=CPU)
+    for j, (m, got) in enumerate(zip(members, together)):
+        torch.testing.assert_close(got, _alone(_hooked(m, Rates(j))), atol=2e-6, rtol=1e-5)
+        assert not torch.allclose(got, _alone(m), atol=1e-4)

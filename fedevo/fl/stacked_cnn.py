@@ -14,8 +14,11 @@ parameter for the whole group.
 The batches are the device path's for the same chunks and seeds (`device.plan_group`: each chunk's own schedule,
 the CPU engine's draws), so a member's numbers do not depend on the members beside it, up to rounding (padding and
 the group's size change the convolutions' blocking), and one member alone is a run of fl/device.py's path.
-FEDEVO_GPU_CLIENTS caps a group's clients as there (whole chunks). No CUDA graph, no opt-ins: fp32 by default,
-bf16 where the run's precision says (fp32 updates).
+A bucket trains in groups of whole chunks (a round's clients of several runs each): of at most FEDEVO_GPU_CLIENTS
+clients where it is set, as on the device path, else on CUDA as many as half the device's memory holds by
+`client_bytes`' estimate (a generation of 20 fashion_cnn runs trains ~800 clients a round, whose activations would not fit at
+once), on the CPU all. No CUDA graph, no opt-ins: fp32 by default, bf16 where the run's precision says (fp32
+updates).
 
 A member may carry the device path's per-step hook (`CNNMember.hook`: the `step` mechanism's clipping and noise,
 the adaptive mechanism's per-client learning rates; its `for_group` hook for all of its chunks, as fl/stacked.py's
@@ -123,7 +126,8 @@ def train(members: Sequence[CNNMember], x: torch.Tensor, y: torch.Tensor, *, dev
     chunks = [(j, ch, s) for j, m in enumerate(members) for ch, s in zip(m.chunks, m.seeds)]
     trained: list[list] = [[] for _ in members]
     hooked = members[0].hook is not None
-    for group in _groups(members, chunks, hooked):
+    cap = group_clients(net, shapes, members[0].batch_size, device)
+    for group in _groups(members, chunks, hooked, cap):
         part = [chunks[i] for i in group]
         plan = plan_group(y, [ch for _, ch, _ in part], [torch.Generator().manual_seed(int(s)) for _, _, s in part],
                           epochs=members[0].epochs, batch_size=members[0].batch_size)
@@ -139,10 +143,32 @@ def train(members: Sequence[CNNMember], x: torch.Tensor, y: torch.Tensor, *, dev
     return [_deltas(m, t, device) for m, t in zip(members, trained)]
 
 
-def _groups(members: Sequence[CNNMember], chunks: list, hooked: bool) -> list[list[int]]:
-    """The bucket's chunks (indices into `chunks`, in order) in groups of at most FEDEVO_GPU_CLIENTS clients:
-    whole chunks, or whole members where they carry hooks (a hook is made for all of a member's chunks)."""
+def client_bytes(net, shapes: Sequence[tuple], batch_size: int) -> int:
+    """A generous estimate of the device memory one client of a bucket takes during a step: its parameters four times
+    over (weights, gradients, mask, −lr·mask) and twice the activations its batch keeps for the backward pass (each
+    conv's input and output maps, the pool's indices, the FC layers' inputs), in 4-byte words (bf16: fewer)."""
+    words = 4 * sum(int(np.prod(s)) for s in shapes)
+    per_sample = 0
+    for i, size in enumerate(net.map_sizes):
+        c_out, c_in = shapes[2 * i][0], shapes[2 * i][1]
+        per_sample += (c_in + 2 * c_out) * size * size + (3 * c_out * (size // 2) ** 2 if net.pool[i] else 0)
+    per_sample += sum(s[0] + s[1] for s in shapes[len(net.map_sizes) * 2::2])
+    return 4 * (words + 2 * batch_size * per_sample)
+
+
+def group_clients(net, shapes: Sequence[tuple], batch_size: int, device) -> Optional[int]:
+    """The most clients a group of the bucket holds: FEDEVO_GPU_CLIENTS where set; else on CUDA as many as half the
+    device's memory holds (`client_bytes`); else (the CPU) no cap."""
     cap = group_cap()
+    if cap is not None or torch.device(device).type != "cuda":
+        return cap
+    total = torch.cuda.get_device_properties(torch.device(device)).total_memory
+    return max(1, int(total // 2 // client_bytes(net, shapes, batch_size)))
+
+
+def _groups(members: Sequence[CNNMember], chunks: list, hooked: bool, cap: Optional[int]) -> list[list[int]]:
+    """The bucket's chunks (indices into `chunks`, in order) in groups of at most `cap` clients: whole chunks, or
+    whole members where they carry hooks (a hook is made for all of a member's chunks)."""
     if not hooked:
         return group_chunks([len(ch) for _, ch, _ in chunks], cap)
     first = np.cumsum([0] + [len(m.chunks) for m in members])
@@ -215,4 +241,4 @@ def _deltas(m: CNNMember, parts: list[list], device) -> torch.Tensor:
     return out
 
 
-__all__ = ["CNNMember", "applies", "bucket_key", "enabled", "train", "work_of"]
+__all__ = ["CNNMember", "applies", "bucket_key", "client_bytes", "enabled", "group_clients", "train", "work_of"]

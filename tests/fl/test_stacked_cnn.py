@@ -143,6 +143,7 @@ def test_the_step_loop_on_fake_cuda(monkeypatch):
     plans[tuple(id(c) for c in chunks)] = real(DATA.y_train, chunks, [torch.Generator().manual_seed(s) for s in seeds],
                                                epochs=2, batch_size=16)
     monkeypatch.setattr(stacked_cnn, "plan_group", made_ahead)
+    monkeypatch.setenv("FEDEVO_GPU_CLIENTS", "1000")  # one group (no GPU to ask for its memory)
     for m in members:
         m.model.grads_vmap = lambda params, x, y, w: [p * w.sum() for p in params]
     cuda = torch.device("cuda")
@@ -206,3 +207,30 @@ def test_adaptive_learning_rates_per_member():
     for j, (m, got) in enumerate(zip(members, together)):
         torch.testing.assert_close(got, _alone(_hooked(m, Rates(j))), atol=2e-6, rtol=1e-5)
         assert not torch.allclose(got, _alone(m), atol=1e-4)
+
+
+def test_a_bucket_in_groups_equals_it_whole(monkeypatch):
+    """FEDEVO_GPU_CLIENTS (or, on CUDA, the memory estimate) splits a bucket into groups of whole chunks, members
+    split between groups: the same updates."""
+    members = [_member(**kw) for kw in GENERATION]
+    whole = stacked_cnn.train(members, DATA.x_train, DATA.y_train, device=CPU)
+    monkeypatch.setenv("FEDEVO_GPU_CLIENTS", "3")
+    assert len(stacked_cnn._groups(members, [(j, ch, s) for j, m in enumerate(members)
+                                             for ch, s in zip(m.chunks, m.seeds)], False, 3)) > len(members)
+    for a, b in zip(stacked_cnn.train(members, DATA.x_train, DATA.y_train, device=CPU), whole):
+        torch.testing.assert_close(a, b, atol=2e-6, rtol=1e-5)
+
+
+def test_a_group_holds_what_half_the_gpus_memory_holds(monkeypatch):
+    from types import SimpleNamespace
+
+    m = build_model(CNNArch(2, 32, 5, 1, 128), (1, 28, 28), 10)  # fashion_cnn's default
+    per = stacked_cnn.client_bytes(m, m.shapes, 64)
+    params = sum(int(np.prod(s)) for s in m.shapes)
+    assert 4 * 4 * params < per < 200e6  # its parameters four times over, and its batch's activations
+    assert stacked_cnn.client_bytes(m, m.shapes, 128) > per
+    assert stacked_cnn.group_clients(m, m.shapes, 64, "cpu") is None
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace(total_memory=80 * 2 ** 30))
+    assert stacked_cnn.group_clients(m, m.shapes, 64, "cuda") == int(40 * 2 ** 30 // per)
+    monkeypatch.setenv("FEDEVO_GPU_CLIENTS", "7")
+    assert stacked_cnn.group_clients(m, m.shapes, 64, "cuda") == 7

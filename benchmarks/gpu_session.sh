@@ -9,7 +9,7 @@
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
 #     bash benchmarks/gpu_session.sh generation-opt-ins   # a step the default leaves out (named only; also
 #                                                         # phases, generation-busy, generation-step, prefetch,
-#                                                         # graphs, convoy)
+#                                                         # graphs, convoy, generation-cnn)
 #
 # Before the first call, on this machine (both folders are git-ignored; the device tool carries them):
 #     mkdir -p .gpu-data && cp /usr/share/datasets/fashion-mnist/*.gz .gpu-data/       # Fashion-MNIST's IDX files
@@ -47,7 +47,8 @@ step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT
 cat "$OUT/machine.txt"
 step tests 100 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py \
-  tests/fl/test_stacked_fused.py tests/fl/test_stacked_update.py tests/fl/test_stacked_hooks.py
+  tests/fl/test_stacked_fused.py tests/fl/test_stacked_update.py tests/fl/test_stacked_hooks.py \
+  tests/fl/test_cuda_population_cnn.py
 # the fused masked weight update (fl/stacked_update.py) against the plain update: one layer's step, and the
 # reference round dense and SET-masked with FEDEVO_CUDA_FUSED_UPDATE off / masked / all, side by side
 step fused 60 python3 benchmarks/cuda_fused_update.py
@@ -75,6 +76,9 @@ step generation-opt-ins 90 env FEDEVO_SCHEDULE=device FEDEVO_CUDA_TF32=1 python3
 # kernels' time against the wall) and its top kernels: whether the host or the arithmetic holds the batch up
 step generation-busy 100 python3 benchmarks/cuda_population.py --no-round --no-today --trust central --busy \
   --data-dir "$DATA"
+# named only: a fashion_cnn generation of 10 (2 rounds) as one batched program (fl/stacked_cnn.py) against its
+# individuals one after another (the way before 2026-11-27: fl/device.py each), side by side, and each alone
+step generation-cnn 150 python3 benchmarks/cnn_generation.py --generation 10 --rounds 2 --repeats 1 --data-dir "$DATA"
 # named only: the central generation's planned ε computed by the accountant's workers while it trains (the default)
 # against after its training (the way before 2026-11-27), side by side
 step prefetch 90 python3 benchmarks/eps_prefetch.py --problem fashion_mlp_dp --generation 20 --rounds 5 --repeats 3 \

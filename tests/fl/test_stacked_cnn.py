@@ -234,3 +234,15 @@ def test_a_group_holds_what_half_the_gpus_memory_holds(monkeypatch):
     assert stacked_cnn.group_clients(m, m.shapes, 64, "cuda") == int(40 * 2 ** 30 // per)
     monkeypatch.setenv("FEDEVO_GPU_CLIENTS", "7")
     assert stacked_cnn.group_clients(m, m.shapes, 64, "cuda") == 7
+
+
+def test_bf16_members_equal_each_alone():
+    """precision = "bf16" (the device path's bf16 compute, fp32 updates): a bucket of its own, each member as alone."""
+    members = [_member(**dict(kw, dtype=torch.bfloat16)) for kw in GENERATION]
+    assert len({stacked_cnn.bucket_key(m) for m in members}) == 1
+    together = stacked_cnn.train(members, DATA.x_train, DATA.y_train, device=CPU)
+    for m, got in zip(members, together):
+        torch.testing.assert_close(got, _alone(m), atol=1e-4, rtol=1e-2)
+        fp32 = _alone(_member(**dict(GENERATION[members.index(m)])))
+        torch.testing.assert_close(got, fp32, atol=5e-2, rtol=0.5)  # bf16's rounding, the same training
+        assert not torch.equal(got, fp32)

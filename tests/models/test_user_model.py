@@ -483,3 +483,18 @@ def test_user_model_on_user_data(files, tmp_path):
     assert isinstance(model, LoweredMLP) and model.dims == [d, 8, 8, 3]
     res = evaluate(prob, {"hidden": 6}, seed=0)
     assert res.status == "ok" and res.omega == d * 6 + 6 + 6 * 6 + 6 + 6 * 3 + 3
+
+
+def test_lowered_cnns_train_as_one_batched_generation(files):
+    """A generation of a user's CNN factory lowered onto the built-in CNN (other channel counts from a gene) trains
+    in one CNN bucket (fl/stacked_cnn.py), each result as its evaluation alone (a population of one)."""
+    from fedevo.evaluation import evaluate_population
+
+    prob = load_problem(str(files("python:sub/my_models.py:make_cnn", train='model_init = "fedevo"',
+                                  genes='channels = { type = "int", low = 2, high = 8, default = 4 }')))
+    gen, seeds = [{"channels": 4}, {"channels": 3}, {"channels": 4, "lr": 0.05}], [1, 2, 3]
+    together = evaluate_population(prob, gen, seeds, device="cpu")
+    for p, s, got in zip(gen, seeds, together):
+        assert got.engine.get("population") == 3, got.engine
+        (alone,) = evaluate_population(prob, [p], [s], device="cpu")
+        _same(got, alone)

@@ -7,7 +7,7 @@ import pytest
 from fedevo import hardware, native
 from fedevo.envvars import env_auto_flag, env_choice, env_count, env_flag
 from fedevo.errors import SetupError
-from fedevo.fl import population, sparse, stacked
+from fedevo.fl import population, sparse, stacked, stacked_cnn
 from fedevo.models import user
 
 VAR = "FEDEVO_TEST_VARIABLE"
@@ -67,7 +67,7 @@ def test_env_count(monkeypatch):
 # ------------------------------------------------------------------ the escape hatches that read any value as on
 
 ON_BY_DEFAULT = [("FEDEVO_STACKED", stacked.enabled), ("FEDEVO_CUDA_GRAPHS", stacked.graphs_enabled),
-                 ("FEDEVO_LOWER", user.lowering_enabled)]
+                 ("FEDEVO_LOWER", user.lowering_enabled), ("FEDEVO_STACKED_CNN", stacked_cnn.enabled)]
 
 
 @pytest.mark.parametrize("name,read", ON_BY_DEFAULT, ids=[n for n, _ in ON_BY_DEFAULT])

@@ -170,15 +170,21 @@ def _template(arch: UserArch, input_shape: tuple, num_classes: int) -> nn.Module
     return make_module(arch, input_shape, num_classes, same_as_template=False)
 
 
+_BUILDING = threading.RLock()
+
+
 def build_user_model(arch: UserArch, input_shape: tuple, num_classes: int):
-    """A lowered model where the module is a recognised stack (and FEDEVO_LOWER allows it), else the generic one."""
+    """A lowered model where the module is a recognised stack (and FEDEVO_LOWER allows it), else the generic one.
+    One build at a time in a process: torch.fx's tracing (`lower`) patches nn.Module.__call__ for every thread, so
+    another thread's module call during it (a batched generation prepares its runs in threads) would be traced."""
     input_shape = tuple(input_shape)
-    module = _template(arch, input_shape, num_classes)
-    if lowering_enabled():
-        lowered = lower(arch, module, input_shape, num_classes)
-        if lowered is not None:
-            return lowered
-    return GenericModel(arch, module, input_shape, num_classes)
+    with _BUILDING:
+        module = _template(arch, input_shape, num_classes)
+        if lowering_enabled():
+            lowered = lower(arch, module, input_shape, num_classes)
+            if lowered is not None:
+                return lowered
+        return GenericModel(arch, module, input_shape, num_classes)
 
 
 def _seed_from(gen: torch.Generator) -> int:

@@ -498,3 +498,31 @@ def test_lowered_cnns_train_as_one_batched_generation(files):
         assert got.engine.get("population") == 3, got.engine
         (alone,) = evaluate_population(prob, [p], [s], device="cpu")
         _same(got, alone)
+
+
+def test_models_built_in_threads_at_once_are_all_lowered(files):
+    """torch.fx's tracing patches nn.Module.__call__ for every thread: builds in threads at once (a batched
+    generation prepares its runs so) must not trace each other's module calls (before the build lock, each of 6 runs of
+    this test had builds fail with 'module is not installed as a submodule')."""
+    import threading
+
+    files()  # writes sub/my_models.py
+    spec = str(files().parent / "sub" / "my_models.py")
+    got: list = []
+    barrier = threading.Barrier(8)
+
+    def build(i):
+        barrier.wait()
+        for k in range(20):
+            try:
+                got.append(type(build_model(UserArch(f"python:{spec}:make_cnn", (("channels", 2 + i + 8 * k),)),
+                                            (1, 8, 8), 10)))
+            except Exception as e:  # noqa: BLE001 - the failure this test looks for
+                got.append(repr(e))
+    for _ in range(5):
+        threads = [threading.Thread(target=build, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert got == [LoweredCNN] * 800

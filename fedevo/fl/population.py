@@ -86,6 +86,11 @@ def batchable(su: Setup) -> bool:
     return stacked.applies(su.model, su.privatizer, dtype)
 
 
+def _mlp(su: Setup) -> bool:
+    """Whether a batchable evaluation trains in the MLP buckets (their opt-ins and kernels are its), not a CNN's."""
+    return stacked.applies_mlp(su.model, su.privatizer, torch.float32)
+
+
 def batchable_config(cfg) -> bool:
     """Whether an evaluation of `cfg` trains in the stacked program as far as its settings tell before any data
     is read (the search sends the others to be evaluated alone, fedevo/searching/batched.py): a built-in MLP, no
@@ -173,8 +178,8 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
                 continue
             prog = round_program(su.cfg, su.model, su.data, su.part, gen=su.gen, privatizer=su.privatizer,
                                  engine=su.engine, device=d)
-            engine = {**su.engine.info(), **stacked.opt_ins(su.cfg, d, hooked=stacked.hooked(su.privatizer)),
-                      "population": len(configs)}
+            opted = stacked.opt_ins(su.cfg, d, hooked=stacked.hooked(su.privatizer), cnn=not _mlp(su))
+            engine = {**su.engine.info(), **opted, "population": len(configs)}
             runs.append(_Run(index=i, cfg=su.cfg, seed=int(seeds[i]), su=su, engine=engine, prog=prog, t0=t0,
                              device=torch.device(d)))
         results: list = [None] * len(configs)
@@ -210,7 +215,7 @@ def _measure_batch(runs, d, exact, clock, threads, results, t0, overlap: bool = 
     def result(r):  # the accountant's ε (in worker processes: offload) and the test accuracies, in threads
         if r.result is None:
             r.result = measure(r.cfg, r.seed, r.su, r.result_out, t0=t0, stop=r.cfg.rounds,
-                               engine=stacked.engine_label(r.engine), accuracies=acc)
+                               engine=stacked.engine_label(r.engine, _mlp(r.su)), accuracies=acc)
         return r.result
     _train(runs, d, exact, clock, threads, overlap, on_done=result)
     for r, res in zip(runs, _map(result, runs, threads)):

@@ -129,7 +129,7 @@ def stacked_member(work: RoundWork, cfg: SimConfig, model, pv, device) -> "stack
     if getattr(model, "kind", "") == "cnn":
         return stacked.CNNMember(model=model, params=work.params, masks=work.masks, lr=cfg.lr,
                                  chunks=work.local_data, seeds=work.seeds, epochs=cfg.epochs,
-                                 batch_size=cfg.batch_size, rounds_left=work.rounds_left,
+                                 batch_size=cfg.batch_size, tf32=stacked.tf32_enabled(cfg.tf32),
                                  hook=stacked.member_hook(pv, work.chunks, work.seeds, device))
     return stacked.Member(dims=model.dims, params=work.params, masks=work.masks, lr=cfg.lr, chunks=work.local_data,
                           seeds=work.seeds, epochs=cfg.epochs, batch_size=cfg.batch_size,

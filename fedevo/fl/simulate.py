@@ -95,9 +95,10 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
     data, part, model, noise = su.data, su.part, su.model, su.noise
     engine = su.engine.info()
     pv = su.privatizer
+    mlp = su.engine.device.type != "cpu" and stacked.enabled() and stacked.applies_mlp(model, pv, model.compute_dtype)
     if su.engine.device.type != "cpu" and stacked.enabled() and stacked.applies(model, pv, model.compute_dtype):
-        # the stacked trainer's opt-ins it trained with (rounds.local_round)
-        engine.update(stacked.opt_ins(cfg, su.engine.device, hooked=stacked.hooked(pv)))
+        # the stacked trainer's opt-ins it trained with (rounds.local_round; a CNN's: TF32 alone)
+        engine.update(stacked.opt_ins(cfg, su.engine.device, hooked=stacked.hooked(pv), cnn=not mlp))
     stop = cfg.rounds if until is None else until
     try:
         out = run_rounds(cfg, model, data, part, gen=su.gen, privatizer=su.privatizer, engine=su.engine,
@@ -106,7 +107,7 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
         return _diverged(cfg, t0, str(e), engine=engine, rounds=stop)
     finally:
         noise.close()
-    return measure(cfg, seed, su, out, t0=t0, stop=stop, engine=stacked.engine_label(engine))
+    return measure(cfg, seed, su, out, t0=t0, stop=stop, engine=stacked.engine_label(engine, mlp))
 
 
 def measure(cfg: SimConfig, seed: int, su: Setup, out, *, t0: float, stop: int, engine: dict,

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -65,7 +64,7 @@ import torch
 
 from ..envvars import env_choice, env_flag
 from ..privacy.mechanisms import batch_norms
-from . import stacked_cnn, stacked_fused, stacked_update
+from . import stacked_cnn, stacked_fused, stacked_update, tf32
 from .stacked_cnn import CNNMember
 from .engine import chunk_draws, intra_op_threads
 
@@ -132,20 +131,24 @@ def settings_of(cfg) -> dict:
             "torch_compile": compile_enabled(cfg.torch_compile)}
 
 
-def opt_ins(cfg, device, hooked: bool = False) -> dict:
+def opt_ins(cfg, device, hooked: bool = False, cnn: bool = False) -> dict:
     """The opt-ins the stacked trainer trains `cfg` with on `device`, for a result's `engine` (none by default;
-    TF32 and torch_compile on CUDA only; hooked: a per-step hook's loop, which has no compiled pointwise work)."""
+    TF32 and torch_compile on CUDA only; hooked: a per-step hook's loop, which has no compiled pointwise work;
+    cnn: a CNN bucket's, which takes TF32 alone)."""
     got = settings_of(cfg)
+    if cnn:
+        return {"tf32": True} if got["tf32"] and torch.device(device).type == "cuda" else {}
     out = {"batch_schedule": "device"} if got["schedule"] == "device" else {}
     if torch.device(device).type == "cuda":
         out.update({k: True for k in ("tf32", "torch_compile") if got[k] and not (hooked and k == "torch_compile")})
     return out
 
 
-def engine_label(engine: dict) -> dict:
+def engine_label(engine: dict, mlp: bool = True) -> dict:
     """A result's `engine` as this process trained it: torch_compile's fallback (stacked_fused) and the fused
-    update's kernel (stacked_update) named."""
-    return stacked_update.engine_label(stacked_fused.engine_label(engine))
+    update's kernel (stacked_update) named where it trained in the MLP buckets (`mlp`, `applies_mlp`); another
+    result's unchanged (a CNN's, a user model's: none of those is theirs)."""
+    return stacked_update.engine_label(stacked_fused.engine_label(engine)) if mlp else engine
 
 
 def enabled() -> bool:
@@ -168,15 +171,21 @@ def hooked(pv) -> bool:
     return getattr(pv, "for_chunk", None) is not None or getattr(pv, "for_group", None) is not None
 
 
+def _takes_hook(pv) -> bool:
+    return not hooked(pv) or getattr(pv, "for_group", None) is not None
+
+
 def applies(model, pv, dtype: torch.dtype) -> bool:
-    """Whether the stacked trainer takes a round of `model` under privatizer `pv`: an MLP, fp32 compute, and no
-    per-step hook or one with the device path's `for_group` (StepLDP's clipping and noise, the adaptive
-    mechanism's per-client learning rates: `member_hook`); or a built-in CNN with no per-step hook
-    (fl/stacked_cnn.py, in its compute precision)."""
-    takes_hook = not hooked(pv) or getattr(pv, "for_group", None) is not None
-    if stacked_cnn.applies(model, takes_hook):
-        return True
-    return getattr(model, "kind", "") == "mlp" and takes_hook and dtype == torch.float32
+    """Whether the stacked trainer takes a round of `model` under privatizer `pv`: an MLP as `applies_mlp` says, or
+    a built-in CNN under the same privatizers (fl/stacked_cnn.py, in its compute precision)."""
+    return applies_mlp(model, pv, dtype) or stacked_cnn.applies(model, _takes_hook(pv))
+
+
+def applies_mlp(model, pv, dtype: torch.dtype) -> bool:
+    """Whether a round of `model` trains in the MLP buckets (this module's own trainer, its opt-ins, graphs and fused
+    update): an MLP, fp32 compute, and no per-step hook or one with the device path's `for_group` (StepLDP's
+    clipping and noise, the adaptive mechanism's per-client learning rates: `member_hook`)."""
+    return getattr(model, "kind", "") == "mlp" and _takes_hook(pv) and dtype == torch.float32
 
 
 def member_hook(pv, chunks: Sequence, seeds: Sequence[int], device):
@@ -706,34 +715,17 @@ def _memory_of(device: torch.device) -> int:
 _CACHE: dict = {}
 
 
-_TF32_WINDOW = threading.Lock()  # held while a bucket's TF32 setting differs from the process's
-
-
-@contextlib.contextmanager
 def _matmul_tf32(on: bool):
-    """TF32 matmuls inside (captured into a bucket's graph), the process's setting (hardware.cuda_setup) after.
-    The setting is torch's, process-wide, not per thread: where it changes, the window holds `_TF32_WINDOW`, which
-    `fp32_matmuls` takes, so no other thread's matmul launches under a bucket's setting."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    if bool(on) == before:
-        yield
-        return
-    with _TF32_WINDOW:
-        torch.backends.cuda.matmul.allow_tf32 = bool(on)
-        try:
-            yield
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = before
+    """TF32 matmuls inside (captured into a bucket's graph), the process's setting after (fl/tf32.py's window:
+    `fp32_matmuls` keeps other threads' launches out of it)."""
+    return tf32.window(on)
 
 
-@contextlib.contextmanager
 def fp32_matmuls():
-    """Matmuls launched inside at the process's own TF32 setting (fp32 by default): waits until no bucket's TF32
-    window is open, and keeps one from opening meanwhile (the population's run sides, in other threads than the
-    one queueing the buckets, launch their aggregation's and test accuracies' matmuls inside). Hold it for
+    """Matmuls and convolutions launched inside at the process's own TF32 setting (fp32 by default): fl/tf32.py's
+    `fp32` (the population's run sides launch their aggregation's and test accuracies' work inside). Hold it for
     launches only: a bucket waits for it."""
-    with _TF32_WINDOW:
-        yield
+    return tf32.fp32()
 
 
 def _cache(device: torch.device) -> _GraphCache:
@@ -794,7 +786,8 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
     return out
 
 
-__all__ = ["CLIENT_SLACK", "GRAPH_ROUNDS", "Member", "SAMPLE_QUANTUM", "SCHEDULES", "applies", "bucket_key",
+__all__ = ["CLIENT_SLACK", "GRAPH_ROUNDS", "Member", "SAMPLE_QUANTUM", "SCHEDULES", "applies", "applies_mlp",
+           "bucket_key",
            "compile_enabled", "device_draws", "enabled", "engine_draws", "engine_label", "fp32_matmuls",
            "graphs_enabled", "hooked", "layout_into", "member_hook", "opt_ins", "padded_clients", "predraw",
            "recurs", "schedule_setting", "settings_of", "split", "tf32_enabled", "train_members", "width_class",

@@ -16,9 +16,10 @@ the CPU engine's draws), so a member's numbers do not depend on the members besi
 the group's size change the convolutions' blocking), and one member alone is a run of fl/device.py's path.
 A bucket trains in groups of whole chunks (a round's clients of several runs each): of at most FEDEVO_GPU_CLIENTS
 clients where it is set, as on the device path, else on CUDA as many as half the device's memory holds by
-`client_bytes`' estimate (a generation of 20 fashion_cnn runs trains ~800 clients a round, whose activations would not fit at
-once), on the CPU all. No CUDA graph, no opt-ins: fp32 by default, bf16 where the run's precision says (fp32
-updates).
+`client_bytes`' estimate (a generation of 20 fashion_cnn runs trains ~800 clients a round, whose activations would
+not fit at once), on the CPU all. No CUDA graph, no schedule or compile opt-in: fp32 by default, bf16 where the
+run's precision says (fp32 updates); with the config's `tf32 = true` (FEDEVO_CUDA_TF32) a bucket's convolutions
+and matmuls run in TF32 on CUDA (fl/tf32.py's window: the other threads' launches keep fp32).
 
 A member may carry the device path's per-step hook (`CNNMember.hook`: the `step` mechanism's clipping and noise,
 the adaptive mechanism's per-client learning rates; its `for_group` hook for all of its chunks, as fl/stacked.py's
@@ -37,6 +38,7 @@ import torch
 
 from ..envvars import env_flag
 from ..privacy.mechanisms import batch_norms
+from . import tf32
 from .device import group_cap, group_chunks, plan_group, run_steps
 
 
@@ -54,7 +56,7 @@ class CNNMember:
     epochs: int
     batch_size: int
     hook: Optional[object] = None  # the round's per-step hook for its clients (privatizer.for_group), or None
-    rounds_left: Optional[int] = None
+    tf32: bool = False  # TF32 convolutions and matmuls (on CUDA only; the config's `tf32`)
     clients: int = field(init=False)
 
     def __post_init__(self):
@@ -88,8 +90,8 @@ def bucket_key(m: CNNMember, exact: bool = False) -> tuple:
         kernels = tuple(shapes[2 * i][2:] for i in range(len(net.pool)))
         layout = (tuple(len(s) for s in shapes), shapes[0][1], kernels, shapes[-1], _width_class(shapes[0][0]),
                   _width_class(max(hidden, default=0)))
-    return ("cnn", tuple(net.input_shape), tuple(net.pool), net.padding, layout, m.batch_size, m.epochs, net.compute_dtype,
-            m.hook is not None)
+    return ("cnn", tuple(net.input_shape), tuple(net.pool), net.padding, layout, m.batch_size, m.epochs,
+            net.compute_dtype, m.hook is not None, m.tf32)
 
 
 def work_of(m: CNNMember) -> int:
@@ -135,7 +137,8 @@ def train(members: Sequence[CNNMember], x: torch.Tensor, y: torch.Tensor, *, dev
         used = sorted(set(owner))
         params, mask_list, neg_lr = _stack_state(members, used, owner, shapes, device)
         hook = _Hooks([members[j] for j in used], device) if hooked else None
-        params = run_steps(net, params, mask_list, neg_lr, x, plan, lr=0.0, hook=hook, device=device)
+        with tf32.window(device.type == "cuda" and members[0].tf32, convs=True):
+            params = run_steps(net, params, mask_list, neg_lr, x, plan, lr=0.0, hook=hook, device=device)
         k = 0
         for j, ch, _ in part:
             trained[j].append([p[k:k + len(ch)] for p in params])

@@ -246,3 +246,38 @@ def test_bf16_members_equal_each_alone():
         fp32 = _alone(_member(**dict(GENERATION[members.index(m)])))
         torch.testing.assert_close(got, fp32, atol=5e-2, rtol=0.5)  # bf16's rounding, the same training
         assert not torch.equal(got, fp32)
+
+
+def test_tf32_where_the_config_allows_it_and_only_inside_the_bucket(monkeypatch):
+    """`tf32 = true`: on CUDA a bucket's convolutions and matmuls in TF32 (fl/tf32.py's window), the process's fp32
+    before and after; a result names TF32 alone of the MLP trainer's opt-ins (fake CUDA: no GPU here)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from fedevo.config import SimConfig
+
+    seen = []
+
+    def record(net, params, *args, **kw):
+        seen.append((torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32))
+        return params
+    monkeypatch.setattr(stacked_cnn, "run_steps", record)
+    monkeypatch.setattr(stacked_cnn, "plan_group", lambda y, chunks, gens, **kw: None)
+    monkeypatch.setenv("FEDEVO_GPU_CLIENTS", "1000")
+    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False  # hardware.cuda_setup's
+    try:
+        members = [_member(BASE), _member(BASE, seed=1)]
+        for m in members:
+            m.tf32 = True
+        assert stacked_cnn.bucket_key(members[0]) != stacked_cnn.bucket_key(_member(BASE))
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            stacked_cnn.train(members, DATA.x_train.to("cuda"), DATA.y_train, device="cuda")
+        stacked_cnn.train(members, DATA.x_train, DATA.y_train, device=CPU)  # the CPU has no TF32
+        assert seen == [(True, True), (False, False)]
+        assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == (False, False)
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+    cfg = SimConfig(tf32=True, torch_compile=True, batch_schedule="device")
+    assert stacked.opt_ins(cfg, "cuda", cnn=True) == {"tf32": True}
+    assert stacked.opt_ins(cfg, "cpu", cnn=True) == {}
+    assert stacked.opt_ins(cfg, "cuda") == {"batch_schedule": "device", "tf32": True, "torch_compile": True}

@@ -7,10 +7,11 @@ fashion_cnn by default (--problem P: another CNN problem); --generation N indivi
 genes (--gen-seed), --rounds R (its planned 5), --clients K (its 100; fewer for a CPU smoke run). The data set is
 loaded before any timing and the whole generation runs one round as a warm-up; then --repeats alternating runs of
 the two ways (median seconds), then each individual alone (seconds), with the largest |Δ error| between the batch
-and alone and whether ε, comm and Ω are equal.
+and alone and whether ε, comm and Ω are equal. --tf32 (on a GPU): the batch with TF32 convolutions and matmuls too
+(FEDEVO_CUDA_TF32=1, the `tf32` opt-in), in the same alternation, with its largest |Δ error| from the fp32 batch.
 
     python benchmarks/cnn_generation.py [--device cuda|cpu] [--generation 20] [--rounds R] [--clients K]
-        [--repeats 3] [--gen-seed 0] [--data-dir D] [--problem fashion_cnn] [--precision fp32|bf16|auto]
+        [--repeats 3] [--gen-seed 0] [--data-dir D] [--problem fashion_cnn] [--precision fp32|bf16|auto] [--tf32]
 
 Exits before any work where torch sees no GPU (unless --device cpu).
 """
@@ -49,6 +50,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--precision", choices=("fp32", "bf16", "auto"), default="fp32")
+    ap.add_argument("--tf32", action="store_true", help="also the batch with TF32 (FEDEVO_CUDA_TF32=1; GPU only)")
     a = ap.parse_args(argv)
     if a.device == "cuda" and not torch.cuda.is_available():
         print("cnn_generation.py: torch sees no GPU; nothing measured (--device cpu runs it on the CPU)",
@@ -78,20 +80,32 @@ def main(argv=None) -> int:
 
     def batched():
         os.environ.pop("FEDEVO_STACKED_CNN", None)
+        os.environ.pop("FEDEVO_CUDA_TF32", None)
 
     def one_by_one():
         os.environ["FEDEVO_STACKED_CNN"] = "0"
+        os.environ.pop("FEDEVO_CUDA_TF32", None)
+
+    def tf32():
+        os.environ.pop("FEDEVO_STACKED_CNN", None)
+        os.environ["FEDEVO_CUDA_TF32"] = "1"
+    variants = {"batched": batched, "one by one (before)": one_by_one}
+    if a.tf32 and dev.type == "cuda":
+        variants["batched, TF32"] = tf32
     print(f"A generation of {a.problem}: {a.generation} individuals drawn from its genes (seed {a.gen_seed}), "
           f"{cfg.rounds} rounds, {cfg.data.clients} clients, precision {a.precision}, on {dev}; wall seconds")
     simulate_population([config(p, 1) for p in gen], seeds, device=dev)  # warm-up
     sync(dev)
     times: dict = {}
-    med, last = alternate({"batched": batched, "one by one (before)": one_by_one}, run, a.repeats, times=times)
-    os.environ.pop("FEDEVO_STACKED_CNN", None)
+    med, last = alternate(variants, run, a.repeats, times=times)
+    batched()
     together = last["batched"]
     for name, t in med.items():
         print(f"  {name:<22} median {t:8.3f} s  (min {min(times[name]):.3f}, max {max(times[name]):.3f})")
     print(f"  one by one / batched: {med['one by one (before)'] / med['batched']:.2f}x")
+    if "batched, TF32" in med:
+        d = max(abs(p.error - g.error) for p, g in zip(last["batched, TF32"], together))
+        print(f"  batched / batched with TF32: {med['batched'] / med['batched, TF32']:.2f}x; max |Δ error| {d:.1e}")
     print(f"{'#':>3}{'conv':>5}{'ch':>4}{'k':>3}{'L':>3}{'units':>6}{'part':>6}{'alone s':>9}{'error':>8}"
           f"{'Δerror':>9}{'ε,comm,Ω equal':>16}  status")
     alone_t, derr, same = [], [], []

@@ -78,7 +78,8 @@ step generation-busy 100 python3 benchmarks/cuda_population.py --no-round --no-t
   --data-dir "$DATA"
 # named only: a fashion_cnn generation of 10 (2 rounds) as one batched program (fl/stacked_cnn.py) against its
 # individuals one after another (the way before 2026-11-27: fl/device.py each), side by side, and each alone
-step generation-cnn 150 python3 benchmarks/cnn_generation.py --generation 10 --rounds 2 --repeats 1 --data-dir "$DATA"
+step generation-cnn 150 python3 benchmarks/cnn_generation.py --generation 10 --rounds 2 --repeats 1 --tf32 \
+  --data-dir "$DATA"
 # named only: the central generation's planned ε computed by the accountant's workers while it trains (the default)
 # against after its training (the way before 2026-11-27), side by side
 step prefetch 90 python3 benchmarks/eps_prefetch.py --problem fashion_mlp_dp --generation 20 --rounds 5 --repeats 3 \

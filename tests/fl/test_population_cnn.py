@@ -11,22 +11,18 @@ from fedevo.problem import load_problem
 
 from .test_population import DP, _objectives, _untimed
 
-# the MLP tests' small problem (central and secagg trust, SET) with a CNN and its genes
-CNN = DP[:DP.index("[genes]")].replace('"tiny_dp"', '"tiny_cnn"').replace('"mlp"', '"cnn"').replace(
-    "rounds = 3", "rounds = 4") + """[genes]
-trust = { type = "choice", choices = ["central", "secagg"], default = "central" }
-conv_layers = { type = "int", low = 1, high = 2, default = 2 }
+# the MLP tests' small problem (central and secagg trust, SET, the same privacy genes) with a CNN and its genes
+CNN = DP.replace('"tiny_dp"', '"tiny_cnn"').replace('"mlp"', '"cnn"').replace("rounds = 3", "rounds = 4").replace(
+    'layers = { type = "int", low = 1, high = 3, default = 2 }\n'
+    'units = { type = "int", low = 8, high = 40, default = 24 }',
+    """conv_layers = { type = "int", low = 1, high = 2, default = 2 }
 channels = { type = "int", low = 2, high = 8, default = 4 }
 kernel = { type = "choice", choices = [3, 5], default = 3 }
 layers = { type = "int", low = 0, high = 2, default = 1 }
-units = { type = "int", low = 8, high = 32, default = 16 }
-lr = { type = "real", low = 0.01, high = 0.5, default = 0.3 }
-participation = { type = "real", low = 0.1, high = 1.0, default = 0.6 }
-alpha = { type = "real", low = 1, high = 16, default = 4 }
-xi = { type = "real", low = 0.01, high = 0.55, default = 0.1 }
-sigma = { type = "real", low = 0.3, high = 30.0, default = 1.0, log = true }
-clip = { type = "real", low = 0.1, high = 5.0, default = 1.0, log = true }
-"""
+units = { type = "int", low = 8, high = 32, default = 16 }""").replace(
+    'lr = { type = "real", low = 0.01, high = 0.3, default = 0.3 }',
+    'lr = { type = "real", low = 0.01, high = 0.5, default = 0.3 }')
+assert CNN.count("conv_layers") == 1 and "high = 0.5" in CNN
 
 # central and secagg trust, SET, other channels (padded in one bucket), FC widths, depths, kernels, rates
 GENERATION = [dict(p, precision="fp32") for p in (

@@ -67,32 +67,24 @@ from ..privacy.mechanisms import batch_norms
 from . import stacked_cnn, stacked_fused, stacked_update, tf32
 from .stacked_cnn import CNNMember
 from .engine import chunk_draws, intra_op_threads
+from .local_round import LocalRound
 
 
-@dataclass
-class Member:
-    """One evaluation's round of local training. dims: the MLP's widths (input, hidden..., classes); params:
-    [W0, b0, W1, b1, ...] with W (d_in, d_out), b (1, d_out); masks: {weight index: 0/1 mask} (SET); chunks: each
-    chunk's clients as arrays of rows of the training set; seeds: each chunk's seed."""
+@dataclass(eq=False)
+class Member(LocalRound):
+    """One evaluation's round of local training (fl/local_round.py) of an MLP. dims: its widths (input, hidden...,
+    classes); params: [W0, b0, W1, b1, ...] with W (d_in, d_out), b (1, d_out); masks: {weight index: 0/1 mask}."""
     dims: tuple
-    params: list
-    masks: dict
-    lr: float
-    chunks: list
-    seeds: list
-    epochs: int
-    batch_size: int
     schedule: str = field(default_factory=lambda: schedule_setting())
     tf32: bool = field(default_factory=lambda: tf32_enabled())  # TF32 matmuls (on CUDA only)
     torch_compile: bool = field(default_factory=lambda: compile_enabled())  # compiled pointwise work (CUDA only)
     drawn: Optional[np.ndarray] = None  # `predraw`'s engine draws (clients, E, n), made ahead (in a run's thread)
     hook: Optional[object] = None  # the round's per-step hook for its clients (privatizer.for_group), or None
     rounds_left: Optional[int] = None  # this round and the run's rounds after it (None: unknown; `recurs`)
-    clients: int = field(init=False)
 
     def __post_init__(self):
+        super().__post_init__()
         self.dims = tuple(int(d) for d in self.dims)
-        self.clients = sum(len(c) for c in self.chunks)
 
 
 SCHEDULES = ("engine", "device")

@@ -30,7 +30,7 @@ member's hook gives its clients' coefficients (StepLDP: from the norms of their 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
@@ -40,27 +40,16 @@ from ..envvars import env_flag
 from ..privacy.mechanisms import batch_norms
 from . import tf32
 from .device import group_cap, group_chunks, plan_group, run_steps
+from .local_round import LocalRound
 
 
-@dataclass
-class CNNMember:
-    """One evaluation's round of local training: its model (models/cnn.py's StackedCNN: layout and compute dtype),
-    global parameters [conv_w0, conv_b0, ..., W0, b0, ...] and SET masks {index: 0/1}, learning rate, arrived
-    clients in chunks (rows of the training set) and each chunk's seed."""
+@dataclass(eq=False)
+class CNNMember(LocalRound):
+    """One evaluation's round of local training (fl/local_round.py) of a CNN: its model (models/cnn.py's StackedCNN:
+    layout and compute dtype); params [conv_w0, conv_b0, ..., W0, b0, ...]."""
     model: object
-    params: list
-    masks: dict
-    lr: float
-    chunks: list
-    seeds: list
-    epochs: int
-    batch_size: int
     hook: Optional[object] = None  # the round's per-step hook for its clients (privatizer.for_group), or None
     tf32: bool = False  # TF32 convolutions and matmuls (on CUDA only; the config's `tf32`)
-    clients: int = field(init=False)
-
-    def __post_init__(self):
-        self.clients = sum(len(c) for c in self.chunks)
 
 
 def enabled() -> bool:

@@ -241,9 +241,9 @@ def test_bf16_members_equal_each_alone():
     members = [_member(**dict(kw, dtype=torch.bfloat16)) for kw in GENERATION]
     assert len({stacked_cnn.bucket_key(m) for m in members}) == 1
     together = stacked_cnn.train(members, DATA.x_train, DATA.y_train, device=CPU)
-    for m, got in zip(members, together):
+    for kw, m, got in zip(GENERATION, members, together):
         torch.testing.assert_close(got, _alone(m), atol=1e-4, rtol=1e-2)
-        fp32 = _alone(_member(**dict(GENERATION[members.index(m)])))
+        fp32 = _alone(_member(**kw))
         torch.testing.assert_close(got, fp32, atol=5e-2, rtol=0.5)  # bf16's rounding, the same training
         assert not torch.equal(got, fp32)
 

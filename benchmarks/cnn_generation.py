@@ -7,7 +7,8 @@ fashion_cnn by default (--problem P: another CNN problem); --generation N indivi
 genes (--gen-seed), --rounds R (its planned 5), --clients K (its 100; fewer for a CPU smoke run). The data set is
 loaded before any timing and the whole generation runs one round as a warm-up; then --repeats alternating runs of
 the two ways (median seconds), then each individual alone (seconds), with the largest |Δ error| between the batch
-and alone and whether ε, comm and Ω are equal. --tf32 (on a GPU): the batch with TF32 convolutions and matmuls too
+and alone and whether ε, comm and Ω are equal; on a GPU, the batch's peak memory (against the half its groups are
+cut at). --tf32 (on a GPU): the batch with TF32 convolutions and matmuls too
 (FEDEVO_CUDA_TF32=1, the `tf32` opt-in), in the same alternation, with its largest |Δ error| from the fp32 batch.
 
     python benchmarks/cnn_generation.py [--device cuda|cpu] [--generation 20] [--rounds R] [--clients K]
@@ -103,6 +104,12 @@ def main(argv=None) -> int:
     for name, t in med.items():
         print(f"  {name:<22} median {t:8.3f} s  (min {min(times[name]):.3f}, max {max(times[name]):.3f})")
     print(f"  one by one / batched: {med['one by one (before)'] / med['batched']:.2f}x")
+    if dev.type == "cuda":  # the groups' memory cap (stacked_cnn.group_clients: half the GPU by an estimate)
+        torch.cuda.reset_peak_memory_stats(dev)
+        run()
+        peak, total = torch.cuda.max_memory_allocated(dev), torch.cuda.get_device_properties(dev).total_memory
+        print(f"  the batch once more: peak GPU memory allocated {peak / 2**30:.1f} GiB of {total / 2**30:.0f} GiB "
+              f"({peak / total:.0%}; the groups are cut at half by stacked_cnn.client_bytes' estimate)")
     if "batched, TF32" in med:
         d = max(abs(p.error - g.error) for p, g in zip(last["batched, TF32"], together))
         print(f"  batched / batched with TF32: {med['batched'] / med['batched, TF32']:.2f}x; max |Δ error| {d:.1e}")

@@ -147,3 +147,18 @@ def test_a_cnn_result_claims_none_of_the_mlp_trainers_opt_ins(problem, monkeypat
     cuda = {"device": "cuda", "precision": "fp32"}
     assert stacked.engine_label(cuda) != cuda  # an MLP's: the fused update's kernel named
     assert stacked.engine_label(cuda, mlp=False) == cuda
+
+
+def test_a_diverging_cnn_leaves_the_others_as_alone(tmp_path):
+    """A member whose updates blow up (lr 1e5) is `diverged` at its round, as alone; its bucket's other members
+    train on, each as alone (a client's numbers do not depend on the clients beside it)."""
+    path = tmp_path / "cnn.toml"
+    path.write_text(CNN.replace("high = 0.5, default = 0.3", "high = 1e6, default = 0.3"))
+    prob = load_problem(str(path))
+    gen = [dict(channels=4, precision="fp32"), dict(channels=4, lr=1e5, precision="fp32"),
+           dict(channels=3, precision="fp32")]
+    together = evaluate_population(prob, gen, [1, 2, 3], device="cpu")
+    assert [r.status for r in together] == ["ok", "diverged", "ok"]
+    for p, s, got in zip(gen, [1, 2, 3], together):
+        (alone,) = evaluate_population(prob, [p], [s], device="cpu")
+        assert _objectives(got) == _objectives(alone), p

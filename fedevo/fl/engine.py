@@ -275,11 +275,13 @@ def chunk_threads() -> int:
     return n if n is not None else torch.get_num_threads()
 
 
-def flat_deltas(local: Sequence[torch.Tensor], global_params: Sequence[torch.Tensor]) -> torch.Tensor:
+def flat_deltas(local: Sequence[torch.Tensor], global_params: Sequence[torch.Tensor],
+                out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """(c, D) fp32: each client's update local − global, its parameters flattened in order (one pass, written in
-    place into the result)."""
+    place into the result: `out` where given, else a new CPU tensor)."""
     c = len(local[0])
-    out = torch.empty(c, sum(p.numel() for p in global_params), dtype=torch.float32)
+    if out is None:
+        out = torch.empty(c, sum(p.numel() for p in global_params), dtype=torch.float32)
     off = 0
     for lp, gp in zip(local, global_params):
         n = gp.numel()

@@ -44,7 +44,7 @@ from ..data import load_data
 from ..envvars import env_count
 from ..errors import DivergedError
 from ..privacy import offload
-from . import stacked
+from . import stacked, tf32
 from .finite import all_finite
 from .engine import intra_op_threads
 from .aggregate import weighted_mean
@@ -125,7 +125,7 @@ def device_accuracies(device: torch.device):
         if x is None:
             x = cache[id(data.x_test)] = data.x_test.to(device)
         ps = [p.to(device) for p in params]
-        with torch.no_grad(), stacked.fp32_matmuls():  # launched outside any bucket's TF32 window
+        with torch.no_grad(), tf32.fp32():  # launched outside any bucket's TF32 window
             logits = model.logits(ps, x)
         if not all_finite(logits):  # as client_accuracies: an argmax of NaN is no accuracy
             raise DivergedError("the model's output is not finite (NaN or inf) on the test set")
@@ -496,7 +496,7 @@ def _finish_round(r: _Run, flat: torch.Tensor, clock: Optional["_Clock"] = None)
 
 def _fp32_mean(updates: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """weighted_mean launched outside any bucket's TF32 window (a run's side runs beside the buckets' training)."""
-    with stacked.fp32_matmuls():
+    with tf32.fp32():
         return weighted_mean(updates, weights)
 
 

@@ -63,11 +63,10 @@ import numpy as np
 import torch
 
 from ..envvars import env_choice, env_flag
-from ..privacy.mechanisms import batch_norms
 from . import stacked_cnn, stacked_fused, stacked_update, tf32
 from .stacked_cnn import CNNMember
 from .engine import chunk_draws, intra_op_threads
-from .local_round import LocalRound
+from .local_round import LocalRound, MemberHooks, client_spans, size_class, steps_of
 
 
 @dataclass(eq=False)
@@ -191,7 +190,7 @@ def member_hook(pv, chunks: Sequence, seeds: Sequence[int], device):
 def width_class(dims: Sequence[int]) -> int:
     """Power-of-two class of the widest hidden layer: members of one class pad to at most twice their width."""
     hidden = dims[1:-1]
-    return int(max(hidden) - 1).bit_length() if hidden else 0
+    return size_class(max(hidden)) if hidden else 0
 
 
 def bucket_key(m: Member, exact: bool = False) -> tuple:
@@ -200,11 +199,6 @@ def bucket_key(m: Member, exact: bool = False) -> tuple:
         return stacked_cnn.bucket_key(m, exact)
     shape = m.dims if exact else (len(m.dims), m.dims[0], m.dims[-1], width_class(m.dims))
     return (shape, m.batch_size, m.epochs, m.schedule, m.tf32, m.torch_compile, m.hook is not None)
-
-
-def steps_of(m: Member) -> int:
-    """Local steps of the member's longest client."""
-    return max((m.epochs * -(-len(ix) // m.batch_size) for ch in m.chunks for ix in ch), default=0)
 
 
 def engine_draws(m: Member) -> np.ndarray:
@@ -363,10 +357,8 @@ class _Bucket:
         self.hooked = members[0].hook is not None  # one bucket: all or none (bucket_key)
         self.recurs = recurs(members) if device.type == "cuda" and not self.hooked and graphs_enabled() else False
         shaped = bool(self.recurs) if shaped is None else shaped
-        self.spans, real = [], 0  # each member's clients' slots in the stacked state, then the padding's
-        for m in members:
-            self.spans.append(slice(real, real + m.clients))
-            real += m.clients
+        self.spans = client_spans(members)  # each member's clients' slots in the stacked state, then the padding's
+        real = self.spans[-1].stop
         pad = padded_clients(real) - real if shaped else 0
         self.C = real + pad
         # the plan's per-sample weights × each client's −lr: the step loop's δ is the update's from the top (with
@@ -530,7 +522,7 @@ class _Bucket:
         W, bias, M = self._layers(state)
         rows, ys, ws = state["rows"], state["y"], state["w"]
         spans = self.spans
-        norms_needed = any(getattr(m.hook, "needs_norms", True) for m in self.members)
+        hooks = MemberHooks(self.members)
         off = 0
         for s, b in enumerate(self.used):
             n = C * b
@@ -549,11 +541,7 @@ class _Bucket:
                     grads[2 * l].mul_(M[l])  # the gradient that is applied (and clipped): the masked one
                 delta = nd
             active = self.active[s]
-            norms = batch_norms(grads) if norms_needed else None
-            coef = torch.cat([m.hook.coefficients(None, active[sl], float(m.lr),
-                                                  norms=None if norms is None else norms[sl])
-                              for m, sl in zip(self.members, spans)])
-            c = coef.view(C, 1, 1)
+            c = hooks.coefficients(grads, active).view(C, 1, 1)
             for i, g in enumerate(grads):
                 (W if i % 2 == 0 else bias)[i // 2].addcmul_(g, c, value=-1.0)
             for m, sl, masks in zip(self.members, spans, self.member_masks):
@@ -642,7 +630,7 @@ class _GraphCache:
     def run(self, bucket: _Bucket, x: torch.Tensor, before_capture: Optional[Callable[[], None]] = None) -> dict:
         """before_capture: called before a capture, where the caller's other threads must have stopped using the
         GPU (a capture fails where another thread synchronises with the device meanwhile). An eager run or a
-        capture is inside the bucket's TF32 window (`_matmul_tf32`); a replay needs none: its TF32 or not is in
+        capture is inside the bucket's TF32 window (`tf32.window`); a replay needs none: its TF32 or not is in
         the captured graph."""
         key = (bucket.key(), x.data_ptr(), x.shape)
         hit = self.graphs.get(key)
@@ -660,7 +648,7 @@ class _GraphCache:
         # counters): hooked buckets run eagerly
         if capture and before_capture is not None:
             before_capture()  # before the window: a thread waiting for it could not end while it is open
-        with _matmul_tf32(bucket.tf32) if cuda else contextlib.nullcontext():
+        with tf32.window(bucket.tf32) if cuda else contextlib.nullcontext():
             return self._run_new(bucket, x, key, state, capture)
 
     def _run_new(self, bucket: _Bucket, x: torch.Tensor, key: tuple, state: dict, capture: bool) -> dict:
@@ -705,19 +693,6 @@ def _memory_of(device: torch.device) -> int:
 
 
 _CACHE: dict = {}
-
-
-def _matmul_tf32(on: bool):
-    """TF32 matmuls inside (captured into a bucket's graph), the process's setting after (fl/tf32.py's window:
-    `fp32_matmuls` keeps other threads' launches out of it)."""
-    return tf32.window(on)
-
-
-def fp32_matmuls():
-    """Matmuls and convolutions launched inside at the process's own TF32 setting (fp32 by default): fl/tf32.py's
-    `fp32` (the population's run sides launch their aggregation's and test accuracies' work inside). Hold it for
-    launches only: a bucket waits for it."""
-    return tf32.fp32()
 
 
 def _cache(device: torch.device) -> _GraphCache:
@@ -780,7 +755,7 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
 
 __all__ = ["CLIENT_SLACK", "GRAPH_ROUNDS", "Member", "SAMPLE_QUANTUM", "SCHEDULES", "applies", "applies_mlp",
            "bucket_key",
-           "compile_enabled", "device_draws", "enabled", "engine_draws", "engine_label", "fp32_matmuls",
+           "compile_enabled", "device_draws", "enabled", "engine_draws", "engine_label",
            "graphs_enabled", "hooked", "layout_into", "member_hook", "opt_ins", "padded_clients", "predraw",
            "recurs", "schedule_setting", "settings_of", "split", "tf32_enabled", "train_members", "width_class",
            "work_of"]

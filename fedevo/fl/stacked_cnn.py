@@ -37,10 +37,10 @@ import numpy as np
 import torch
 
 from ..envvars import env_flag
-from ..privacy.mechanisms import batch_norms
 from . import tf32
 from .device import group_cap, group_chunks, plan_group, run_steps
-from .local_round import LocalRound
+from .engine import flat_deltas
+from .local_round import LocalRound, MemberHooks, size_class, steps_of
 
 
 @dataclass(eq=False)
@@ -61,11 +61,7 @@ def enabled() -> bool:
 def applies(model, takes_hook: bool) -> bool:
     """Whether a round of `model` trains here: a built-in CNN (models/cnn.py) under a privatizer with no per-step
     hook or one with the device path's `for_group` (takes_hook)."""
-    return getattr(model, "kind", "") == "cnn" and hasattr(model, "map_sizes") and takes_hook and enabled()
-
-
-def _width_class(n: int) -> int:
-    return int(max(n, 1) - 1).bit_length()
+    return getattr(model, "kind", "") == "cnn" and takes_hook and enabled()
 
 
 def bucket_key(m: CNNMember, exact: bool = False) -> tuple:
@@ -77,8 +73,8 @@ def bucket_key(m: CNNMember, exact: bool = False) -> tuple:
     else:
         hidden = [s[1] for s in shapes[net.n_conv:-2:2]]
         kernels = tuple(shapes[2 * i][2:] for i in range(len(net.pool)))
-        layout = (tuple(len(s) for s in shapes), shapes[0][1], kernels, shapes[-1], _width_class(shapes[0][0]),
-                  _width_class(max(hidden, default=0)))
+        layout = (tuple(len(s) for s in shapes), shapes[0][1], kernels, shapes[-1], size_class(shapes[0][0]),
+                  size_class(max(hidden, default=0)))
     return ("cnn", tuple(net.input_shape), tuple(net.pool), net.padding, layout, m.batch_size, m.epochs,
             net.compute_dtype, m.hook is not None, m.tf32)
 
@@ -88,8 +84,7 @@ def work_of(m: CNNMember) -> int:
     net, shapes = m.model, [tuple(p.shape) for p in m.params]
     conv = sum(int(np.prod(shapes[2 * i])) * net.map_sizes[i] ** 2 for i in range(len(net.map_sizes)))
     fc = sum(int(np.prod(s)) for s in shapes[net.n_conv::2])
-    steps = max((m.epochs * -(-len(ix) // m.batch_size) for ch in m.chunks for ix in ch), default=0)
-    return m.clients * steps * (conv + fc)
+    return m.clients * steps_of(m) * (conv + fc)
 
 
 def _corner(shape: Sequence[int]) -> tuple:
@@ -167,26 +162,15 @@ def _groups(members: Sequence[CNNMember], chunks: list, hooked: bool, cap: Optio
     return [list(range(first[g[0]], first[g[-1] + 1])) for g in group_chunks([m.clients for m in members], cap)]
 
 
-class _Hooks:
-    """A group's members' per-step hooks as one (engine.eager_update's): each member's on its clients' rows, its
-    noise on views of its own shapes, with its own masks (the device path's for it alone: the same draws)."""
+class _Hooks(MemberHooks):
+    """A group's members' per-step hooks as one (engine.eager_update's): each member's coefficients on its clients'
+    rows (MemberHooks), its noise on views of its own shapes, with its own masks (the device path's for it alone:
+    the same draws)."""
 
     def __init__(self, members: Sequence[CNNMember], device):
-        self.members = members
-        self.spans, k = [], 0
-        for m in members:
-            self.spans.append(slice(k, k + m.clients))
-            k += m.clients
+        super().__init__(members)
         self.masks = [[m.masks[i].to(device) if i in m.masks else None for i in range(len(m.params))]
                       for m in members]
-        self.needs_norms = any(getattr(m.hook, "needs_norms", True) for m in members)
-
-    def coefficients(self, grads, active, lr, norms=None):
-        if norms is None and self.needs_norms:
-            norms = batch_norms(grads)
-        return torch.cat([m.hook.coefficients(None, active[sl], float(m.lr),
-                                              norms=None if norms is None else norms[sl])
-                          for m, sl in zip(self.members, self.spans)])
 
     def after_step(self, params, masks, active) -> None:
         for m, sl, own in zip(self.members, self.spans, self.masks):
@@ -199,20 +183,20 @@ def _stack_state(members, used: list[int], owner: list[int], shapes: list, devic
     0/1 masks (padding and SET; None where no member of the group has one) and −lr·mask (−lr where unmasked)."""
     pick = torch.as_tensor([used.index(j) for j in owner], dtype=torch.int64).to(device)
     params, mask_list, neg_lr = [], [], []
-    lrs = torch.tensor([-float(members[j].lr) for j in used], dtype=torch.float32)
+    lrs = torch.tensor([-float(members[j].lr) for j in used], dtype=torch.float32).to(device)
     for i, shape in enumerate(shapes):
         ps = torch.stack([_padded(members[j].params[i].float(), shape) for j in used]).to(device)
-        masked = [j for j in used if i in members[j].masks or tuple(members[j].params[i].shape) != shape]
-        if masked:
+        lr_i = lrs.view(-1, *([1] * len(shape)))
+        if any(i in members[j].masks or tuple(members[j].params[i].shape) != shape for j in used):
             ms = torch.stack([_padded(members[j].masks[i].float() if i in members[j].masks
                                       else torch.ones(members[j].params[i].shape), shape) for j in used])
             ms = ms.to(device)
             ps.mul_(ms)
             mask_list.append(ms.index_select(0, pick))
-            neg_lr.append((ms * lrs.to(device).view(-1, *([1] * len(shape)))).index_select(0, pick))
+            neg_lr.append((ms * lr_i).index_select(0, pick))
         else:
             mask_list.append(None)
-            neg_lr.append(lrs.to(device).view(-1, *([1] * len(shape))).index_select(0, pick))
+            neg_lr.append(lr_i.index_select(0, pick))
         params.append(ps.index_select(0, pick).contiguous())
     return params, mask_list, neg_lr
 
@@ -220,15 +204,11 @@ def _stack_state(members, used: list[int], owner: list[int], shapes: list, devic
 def _deltas(m: CNNMember, parts: list[list], device) -> torch.Tensor:
     """The member's clients' updates (clients, D) in its own layout, from its chunks' padded local parameters."""
     out = torch.empty(m.clients, sum(p.numel() for p in m.params), dtype=torch.float32, device=device)
+    gs = [gp.to(device=device, dtype=torch.float32) for gp in m.params]  # once for all its chunks
     k = 0
     for local in parts:
-        c, off = len(local[0]), 0
-        for lp, gp in zip(local, m.params):
-            n = gp.numel()
-            g = gp.to(device=device, dtype=torch.float32)
-            torch.sub(lp[(slice(None),) + _corner(gp.shape)].reshape(c, n), g.reshape(1, n),
-                      out=out[k:k + c, off:off + n])
-            off += n
+        c = len(local[0])
+        flat_deltas([lp[(slice(None),) + _corner(g.shape)] for lp, g in zip(local, gs)], gs, out=out[k:k + c])
         k += c
     return out
 

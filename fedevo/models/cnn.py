@@ -34,7 +34,6 @@ class StackedCNN:
     def __init__(self, arch: CNNArch, input_shape: tuple, num_classes: int):
         convs, self.flat = conv_layout(arch, input_shape)
         self.input_shape = tuple(int(d) for d in input_shape)
-        self.kernel = arch.kernel
         self.conv_shapes = [(cv.c_out, cv.c_in, arch.kernel, arch.kernel) for cv in convs]
         self.pool = [cv.pool for cv in convs]
         self.map_sizes = [cv.size for cv in convs]  # each conv's input map side

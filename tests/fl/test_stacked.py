@@ -242,25 +242,25 @@ def test_bucket_plan_is_the_cpu_engines_batch_schedule():
 
 def test_tf32_window_keeps_other_threads_matmuls_out():
     """torch's cuBLAS TF32 flag is process-wide, not per thread: while a bucket's window has changed it, another
-    thread's `fp32_matmuls` waits, and then sees the process's setting; a window that changes nothing takes no
-    lock (a thread inside fp32_matmuls does not hold it up); the setting comes back after."""
+    thread's `fp32` waits, and then sees the process's setting; a window that changes nothing takes no
+    lock (a thread inside fp32 does not hold it up); the setting comes back after (fl/tf32.py)."""
     import threading
     import time
 
-    from fedevo.fl.stacked import _matmul_tf32, fp32_matmuls
+    from fedevo.fl.tf32 import fp32, window
 
     before = torch.backends.cuda.matmul.allow_tf32
     seen = []
 
     def side():
-        with fp32_matmuls():
+        with fp32():
             seen.append((time.perf_counter(), torch.backends.cuda.matmul.allow_tf32))
     try:
         torch.backends.cuda.matmul.allow_tf32 = False
-        with fp32_matmuls():  # held by "a side": a window that changes nothing does not wait for it
-            with _matmul_tf32(False):
+        with fp32():  # held by "a side": a window that changes nothing does not wait for it
+            with window(False):
                 assert torch.backends.cuda.matmul.allow_tf32 is False
-        with _matmul_tf32(True):
+        with window(True):
             t = threading.Thread(target=side)
             t.start()
             time.sleep(0.2)

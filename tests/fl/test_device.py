@@ -380,13 +380,9 @@ def test_cuda_problem_without_gpus_per_task_is_refused(tmp_path):
 
 # ------------------------------------------------------------------------------------------ benchmarks/cuda_round.py
 def _bench(*args):
-    import subprocess
-    import sys
-    from pathlib import Path
+    from tests.helpers import run_benchmark
 
-    repo = Path(__file__).resolve().parents[2]
-    return subprocess.run([sys.executable, str(repo / "benchmarks" / "cuda_round.py"), *args], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(repo)})
+    return run_benchmark("cuda_round.py", *args)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")

@@ -107,14 +107,9 @@ def test_a_per_step_hook_cnn_generation_equals_each_alone(tmp_path, exact):
 
 
 def _bench(*args):
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    from tests.helpers import run_benchmark
 
-    repo = Path(__file__).resolve().parents[2]
-    return subprocess.run([sys.executable, str(repo / "benchmarks" / "cnn_generation.py"), *args],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(repo)})
+    return run_benchmark("cnn_generation.py", *args)
 
 
 def test_the_benchmark_runs_on_the_cpu(problem):

@@ -160,14 +160,9 @@ def test_batch_schedule_keeps_its_draws(sizes, epochs, batch):
 
 
 def _bench(*args):
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    from tests.helpers import run_benchmark
 
-    repo = Path(__file__).resolve().parents[2]
-    return subprocess.run([sys.executable, str(repo / "benchmarks" / "cuda_population.py"), *args],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(repo)})
+    return run_benchmark("cuda_population.py", *args)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")

@@ -151,14 +151,9 @@ def test_padded_clients_round_up_by_at_most_an_eighth():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
 def test_graph_benchmark_says_there_is_no_gpu():
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    from tests.helpers import run_benchmark
 
-    repo = Path(__file__).resolve().parents[2]
-    r = subprocess.run([sys.executable, str(repo / "benchmarks" / "cuda_graph_rounds.py")], capture_output=True,
-                       text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(repo)})
+    r = run_benchmark("cuda_graph_rounds.py")
     assert r.returncode == 1 and r.stdout == "" and "torch sees no GPU" in r.stderr
 
 

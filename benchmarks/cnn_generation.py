@@ -31,6 +31,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cuda_population import draw_generation, sync  # noqa: E402
+from machine import cpu  # noqa: E402
 from side_by_side import alternate, outcome  # noqa: E402
 
 from fedevo import hardware  # noqa: E402
@@ -58,6 +59,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 1
     dev = hardware.device(a.device)
+    print(f"CPU: {cpu()}")
     if dev.type == "cuda":
         hardware.cuda_setup()
         print(f"GPU: {torch.cuda.get_device_name(dev)}; torch {torch.__version__}, CUDA {torch.version.cuda}")

@@ -31,7 +31,7 @@ from round_speed import B, CHUNK, E, LR, PER_CLIENT, masks_at  # noqa: E402
 from fedevo import hardware  # noqa: E402
 from fedevo.config import MLPArch  # noqa: E402
 from fedevo.data.datasets import synthetic  # noqa: E402
-from fedevo.fl import stacked, stacked_update  # noqa: E402
+from fedevo.fl import stacked, stacked_graphs, stacked_update  # noqa: E402
 from fedevo.models import build_model  # noqa: E402
 
 
@@ -128,7 +128,7 @@ def reference(a, dev) -> None:
             base = None
             for mode in ("off", "masked", "all"):
                 os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = mode
-                stacked._CACHE.clear()
+                stacked_graphs.CACHES.clear()
                 member = stacked.Member(dims=model.dims, params=p, masks=m, lr=LR, chunks=chunks, seeds=seeds,
                                         epochs=E, batch_size=B, schedule=schedule)
 
@@ -149,7 +149,7 @@ def reference(a, dev) -> None:
                       flush=True)
     for k in ("FEDEVO_CUDA_TF32", "FEDEVO_CUDA_FUSED_UPDATE"):
         os.environ.pop(k, None)
-    stacked._CACHE.clear()
+    stacked_graphs.CACHES.clear()
 
 
 def main(argv=None):

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine import cpu  # noqa: E402
 from side_by_side import alternate, outcome  # noqa: E402
 
-from fedevo.fl import stacked  # noqa: E402
+from fedevo.fl import stacked_graphs  # noqa: E402
 from fedevo.fl.simulate import simulate  # noqa: E402
 from fedevo.problem import load_problem  # noqa: E402
 
@@ -46,14 +46,15 @@ def main(argv=None):
     problem = load_problem(a.problem)
     params = dict(json.loads(a.params), precision="fp32", device="cuda")
     cfg = problem.sim_config(params, rounds=a.rounds, data_dir=a.data_dir)
-    print(f"{a.problem} {params}, {a.rounds} rounds; GRAPH_ROUNDS {stacked.GRAPH_ROUNDS}; median of {a.repeats}")
+    print(f"{a.problem} {params}, {a.rounds} rounds; GRAPH_ROUNDS {stacked_graphs.GRAPH_ROUNDS}; "
+          f"median of {a.repeats}")
     replays = []
-    real = stacked._GraphCache.run
+    real = stacked_graphs.GraphCache.run
 
     def counted(self, bucket, x, before_capture=None):
         replays.append((bucket.key(), x.data_ptr(), x.shape) in self.graphs)
         return real(self, bucket, x, before_capture)
-    stacked._GraphCache.run = counted
+    stacked_graphs.GraphCache.run = counted
     simulate(cfg.with_(rounds=2), seed=0)  # warm-up: data read, kernels built
     ways = {"eager (FEDEVO_CUDA_GRAPHS=0)": "0", "graphs (default)": "1"}
     current: list = [None]
@@ -62,7 +63,7 @@ def main(argv=None):
     def use(name):
         def setup():
             os.environ["FEDEVO_CUDA_GRAPHS"] = ways[name]
-            stacked._CACHE.clear()
+            stacked_graphs.CACHES.clear()
             replays.clear()
             current[0] = name
             torch.cuda.synchronize(dev)

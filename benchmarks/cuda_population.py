@@ -60,7 +60,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fedevo import hardware, native  # noqa: E402
 from fedevo.config import MLPArch  # noqa: E402
 from fedevo.data.datasets import synthetic  # noqa: E402
-from fedevo.fl import stacked, stacked_update  # noqa: E402
+from fedevo.fl import stacked, stacked_graphs, stacked_update  # noqa: E402
 from fedevo.fl.device import train_groups  # noqa: E402
 from fedevo.fl.engine import chunk_threads, flat_deltas, train_chunks  # noqa: E402
 from fedevo.models import build_model  # noqa: E402
@@ -188,14 +188,14 @@ def reference_round(a, dev) -> None:
                 continue
             os.environ["FEDEVO_CUDA_TF32"] = "1" if tf32 else "0"
             os.environ["FEDEVO_CUDA_COMPILE"] = "1" if compiled else "0"
-            stacked._CACHE.clear()
+            stacked_graphs.CACHES.clear()
             run = lambda: new(schedule=schedule)  # noqa: E731
             run(), run()  # compiled at the first, captured at the second
             tt, (flat, _) = timed(run, a.repeats, dev)
             line(f"stacked, CUDA graph, {name}{label}", tt, ref, flat, today)
             os.environ.pop("FEDEVO_CUDA_TF32")
             os.environ.pop("FEDEVO_CUDA_COMPILE")
-            stacked._CACHE.clear()
+            stacked_graphs.CACHES.clear()
         os.environ.pop("FEDEVO_CUDA_GRAPHS", None)
 
 

@@ -8,17 +8,18 @@ population.txt quotes under "phases".
 
     [FEDEVO_SCHEDULE=device] [FEDEVO_CUDA_TF32=1] python benchmarks/cuda_round_phases.py
 """
-import sys, time, statistics, torch, numpy as np
+import argparse, sys, time, statistics, torch, numpy as np
+argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
 sys.path.insert(0, "benchmarks")
 from fedevo import hardware
 from fedevo.config import MLPArch
 from fedevo.data.datasets import synthetic
-from fedevo.fl import stacked
+from fedevo.fl import stacked, stacked_settings
 from fedevo.models import build_model
 dev = hardware.device("cuda")
 # FEDEVO_SCHEDULE=device: the schedule drawn on the GPU (Member's default); FEDEVO_CUDA_TF32=1: TF32 matmuls
-torch.backends.cuda.matmul.allow_tf32 = stacked.tf32_enabled()
-print(f"schedule {stacked.schedule_setting()}, TF32 matmuls {torch.backends.cuda.matmul.allow_tf32}")
+torch.backends.cuda.matmul.allow_tf32 = stacked_settings.tf32_enabled()
+print(f"schedule {stacked_settings.schedule_setting()}, TF32 matmuls {torch.backends.cuda.matmul.allow_tf32}")
 K = 100
 data = synthetic(n_train=60000, n_test=10, shape=(1, 28, 28), seed=0)
 x = data.x_train.to(dev).reshape(60000, -1)

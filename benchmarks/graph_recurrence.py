@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cuda_population import draw_generation  # noqa: E402
 
-from fedevo.fl import stacked  # noqa: E402
+from fedevo.fl import stacked, stacked_graphs  # noqa: E402
 from fedevo.fl.rounds import round_program  # noqa: E402
 from fedevo.fl.simulate import prepare  # noqa: E402
 from fedevo.problem import load_problem  # noqa: E402
@@ -77,10 +77,10 @@ def shape(members, y, shaped: bool) -> tuple[tuple, int, int]:
 
 def replay(buckets, rule: str) -> tuple[Counter, float]:
     seen, graphs, ev = set(), OrderedDict(), Counter()
-    size = 4 if rule == "before" else stacked._GraphCache().size
+    size = 4 if rule == "before" else stacked_graphs.GraphCache().size
     computed = real = 0
     for members, y in buckets:
-        rec = stacked.recurs(members)
+        rec = stacked_graphs.recurs(members)
         key, c, r = shape(members, y, rule == "today" and rec is True)
         computed, real = computed + c, real + r
         if key in graphs:
@@ -114,8 +114,8 @@ def main(argv=None):
         ("digits_mlp default (20 clients of 71-72 samples, 10 a round), 50 rounds", load_problem("digits_mlp"), [{}],
          [1], 50),
     ]
-    print(f"GRAPH_ROUNDS {stacked.GRAPH_ROUNDS}, CLIENT_SLACK {stacked.CLIENT_SLACK}, "
-          f"SAMPLE_QUANTUM {stacked.SAMPLE_QUANTUM}")
+    print(f"GRAPH_ROUNDS {stacked_graphs.GRAPH_ROUNDS}, CLIENT_SLACK {stacked_graphs.CLIENT_SLACK}, "
+          f"SAMPLE_QUANTUM {stacked_graphs.SAMPLE_QUANTUM}")
     print(f"{'scenario':<72}{'rule':<8}{'runs':>6}{'eager':>7}{'capture':>9}{'replay':>8}{'+arith':>8}")
     for name, problem, params, seeds, rounds in scenarios:
         buckets = signatures(problem, params, seeds, rounds, a.data_dir)

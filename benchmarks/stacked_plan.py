@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from machine import cpu  # noqa: E402
 
-from fedevo.fl import stacked  # noqa: E402
+from fedevo.fl import local_round, stacked, stacked_schedule  # noqa: E402
 from fedevo.fl.engine import _native_randperms, batch_schedule  # noqa: E402
 
 Y = np.random.default_rng(1).integers(0, 10, 60000)
@@ -53,7 +53,7 @@ def neg_lr(group):
 
 def previous(group):
     """The plan as built before 2026-11-26's night session, on the host: rows, labels, weights (flat)."""
-    C, S, B = sum(m.clients for m in group), max(stacked.steps_of(m) for m in group), group[0].batch_size
+    C, S, B = sum(m.clients for m in group), max(local_round.steps_of(m) for m in group), group[0].batch_size
     rows, ws = np.zeros((C, S, B), dtype=np.int64), np.zeros((C, S, B), dtype=np.float32)
     k = 0
     for m in group:
@@ -69,8 +69,8 @@ def previous(group):
             r[w == 0] = 0
             ws[k:k + c, :s] = w
             k += c
-    used, (rows, ws) = stacked._compact(rows, ws)
-    ws *= stacked._per_slot(neg_lr(group), used)
+    used, (rows, ws) = stacked_schedule.compact(rows, ws)
+    ws *= stacked_schedule.per_slot(neg_lr(group), used)
     return used, rows, Y[rows], ws
 
 
@@ -78,11 +78,11 @@ def today_host(group, cached=False):
     """Today's host work: the draws, the layout (a new cohort's: uncached; cached: a recurring one's), the
     per-slot weights."""
     B = group[0].batch_size
-    drawn = np.concatenate([stacked.engine_draws(m).reshape(-1) for m in group])
+    drawn = np.concatenate([stacked_schedule.engine_draws(m).reshape(-1) for m in group])
     shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in group)
-    layout = stacked._plan_layout if cached else stacked._plan_layout.__wrapped__
-    used, src, ws = layout(shapes, B, "cpu")
-    return used, drawn, src, ws * torch.from_numpy(stacked._per_slot(neg_lr(group), used))
+    layout = stacked_schedule.plan_layout if cached else stacked_schedule.plan_layout.__wrapped__
+    used, src, ws, _active = layout(shapes, B, "cpu")
+    return used, drawn, src, ws * torch.from_numpy(stacked_schedule.per_slot(neg_lr(group), used))
 
 
 def today(group, cached=False):

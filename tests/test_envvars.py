@@ -7,7 +7,7 @@ import pytest
 from fedevo import hardware, native
 from fedevo.envvars import env_auto_flag, env_choice, env_count, env_flag
 from fedevo.errors import SetupError
-from fedevo.fl import population, sparse, stacked, stacked_cnn
+from fedevo.fl import population, sparse, stacked_cnn, stacked_settings
 from fedevo.models import user
 
 VAR = "FEDEVO_TEST_VARIABLE"
@@ -66,7 +66,7 @@ def test_env_count(monkeypatch):
 
 # ------------------------------------------------------------------ the escape hatches that read any value as on
 
-ON_BY_DEFAULT = [("FEDEVO_STACKED", stacked.enabled), ("FEDEVO_CUDA_GRAPHS", stacked.graphs_enabled),
+ON_BY_DEFAULT = [("FEDEVO_STACKED", stacked_settings.enabled), ("FEDEVO_CUDA_GRAPHS", stacked_settings.graphs_enabled),
                  ("FEDEVO_LOWER", user.lowering_enabled), ("FEDEVO_STACKED_CNN", stacked_cnn.enabled)]
 
 
@@ -156,7 +156,7 @@ def test_the_choices_keep_their_messages(monkeypatch):
         simulation_from_env()
     monkeypatch.setenv("FEDEVO_SCHEDULE", "gpu")
     with pytest.raises(SetupError, match=r"^FEDEVO_SCHEDULE must be 'engine' or 'device', got 'gpu'$"):
-        stacked.schedule_setting()
+        stacked_settings.schedule_setting()
     monkeypatch.setenv("FEDEVO_DEVICE", "tpu")
     with pytest.raises(SetupError, match=r"^FEDEVO_DEVICE must be 'cpu' or 'cuda' \(or unset\), got 'tpu'$"):
         hardware.device_choice("auto")
@@ -166,12 +166,12 @@ def test_the_choices_keep_their_messages(monkeypatch):
 
 def test_schedule_setting_names_a_bad_setting_as_itself(monkeypatch):
     monkeypatch.delenv("FEDEVO_SCHEDULE", raising=False)
-    assert stacked.schedule_setting("device") == "device"
+    assert stacked_settings.schedule_setting("device") == "device"
     monkeypatch.setenv("FEDEVO_SCHEDULE", "Engine")
-    assert stacked.schedule_setting("device") == "engine"
+    assert stacked_settings.schedule_setting("device") == "engine"
     monkeypatch.delenv("FEDEVO_SCHEDULE")
     with pytest.raises(Exception, match=r"^batch_schedule must be 'engine' or 'device', got 'gpu'$") as e:
-        stacked.schedule_setting("gpu")
+        stacked_settings.schedule_setting("gpu")
     assert not isinstance(e.value, SetupError)
 
 

@@ -44,7 +44,7 @@ from ..data import load_data
 from ..envvars import env_count
 from ..errors import DivergedError
 from ..privacy import offload
-from . import stacked, tf32
+from . import stacked, stacked_settings, tf32
 from .finite import all_finite
 from .engine import intra_op_threads
 from .aggregate import weighted_mean
@@ -178,7 +178,7 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
                 continue
             prog = round_program(su.cfg, su.model, su.data, su.part, gen=su.gen, privatizer=su.privatizer,
                                  engine=su.engine, device=d)
-            opted = stacked.opt_ins(su.cfg, d, hooked=stacked.hooked(su.privatizer), cnn=not _mlp(su))
+            opted = stacked_settings.opt_ins(su.cfg, d, hooked=stacked.hooked(su.privatizer), cnn=not _mlp(su))
             engine = {**su.engine.info(), **opted, "population": len(configs)}
             runs.append(_Run(index=i, cfg=su.cfg, seed=int(seeds[i]), su=su, engine=engine, prog=prog, t0=t0,
                              device=torch.device(d)))
@@ -215,7 +215,7 @@ def _measure_batch(runs, d, exact, clock, threads, results, t0, overlap: bool = 
     def result(r):  # the accountant's ε (in worker processes: offload) and the test accuracies, in threads
         if r.result is None:
             r.result = measure(r.cfg, r.seed, r.su, r.result_out, t0=t0, stop=r.cfg.rounds,
-                               engine=stacked.engine_label(r.engine, _mlp(r.su)), accuracies=acc)
+                               engine=stacked_settings.engine_label(r.engine, _mlp(r.su)), accuracies=acc)
         return r.result
     _train(runs, d, exact, clock, threads, overlap, on_done=result)
     for r, res in zip(runs, _map(result, runs, threads)):

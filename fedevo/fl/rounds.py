@@ -17,7 +17,7 @@ from ..errors import DivergedError, FedevoError
 from ..models.sparse import erdos_renyi_masks, omega as count_omega, prune_regrow
 from ..privacy.central import ClipUpload
 from ..privacy.privatizer import Privatizer, RoundPrivatizer
-from . import stacked
+from . import stacked, stacked_cnn, stacked_settings
 from .aggregate import weighted_mean
 from .device import train_groups
 from .engine import flat_deltas, train_chunks
@@ -127,14 +127,14 @@ def stacked_member(work: RoundWork, cfg: SimConfig, model, pv, device) -> "stack
     generation: fl/population.py): its clients, global model and masks, settings, per-step hook, rounds left
     (a CNN's: stacked_cnn.CNNMember)."""
     if getattr(model, "kind", "") == "cnn":
-        return stacked.CNNMember(model=model, params=work.params, masks=work.masks, lr=cfg.lr,
+        return stacked_cnn.CNNMember(model=model, params=work.params, masks=work.masks, lr=cfg.lr,
                                  chunks=work.local_data, seeds=work.seeds, epochs=cfg.epochs,
-                                 batch_size=cfg.batch_size, tf32=stacked.tf32_enabled(cfg.tf32),
+                                 batch_size=cfg.batch_size, tf32=stacked_settings.tf32_enabled(cfg.tf32),
                                  hook=stacked.member_hook(pv, work.chunks, work.seeds, device))
     return stacked.Member(dims=model.dims, params=work.params, masks=work.masks, lr=cfg.lr, chunks=work.local_data,
                           seeds=work.seeds, epochs=cfg.epochs, batch_size=cfg.batch_size,
                           hook=stacked.member_hook(pv, work.chunks, work.seeds, device),
-                          rounds_left=work.rounds_left, **stacked.settings_of(cfg))
+                          rounds_left=work.rounds_left, **stacked_settings.settings_of(cfg))
 
 
 def local_round(work: RoundWork, cfg: SimConfig, model, x_train, y_train, sizes, pv,
@@ -143,7 +143,7 @@ def local_round(work: RoundWork, cfg: SimConfig, model, x_train, y_train, sizes,
     (fl/device.py; an MLP through fl/stacked.py, its per-step hook too where `stacked.applies`); (aggregate or
     None, comm so far)."""
     params, masks, chunks, seeds = work.params, work.masks, work.chunks, work.seeds
-    if device is not None and stacked.enabled() and stacked.applies(model, pv, model.compute_dtype):
+    if device is not None and stacked_settings.enabled() and stacked.applies(model, pv, model.compute_dtype):
         (flat,) = stacked.train_members([stacked_member(work, cfg, model, pv, device)], x_train, y_train,
                                         device=device)
         if not uploads_on_device(pv):

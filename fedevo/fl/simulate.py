@@ -19,7 +19,7 @@ from ..privacy.mechanism import build_mechanism
 from ..privacy.noise import NoiseSource
 from ..privacy.privatizer import Privatizer
 from ..result import EvaluationResult
-from . import continuation, stacked
+from . import continuation, stacked, stacked_settings
 from .cost import train_macs
 from .finite import all_finite
 from .rounds import client_accuracies, run_rounds
@@ -95,11 +95,11 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
     data, part, model, noise = su.data, su.part, su.model, su.noise
     engine = su.engine.info()
     pv = su.privatizer
-    on_stacked = su.engine.device.type != "cpu" and stacked.enabled() and stacked.applies(model, pv,
+    on_stacked = su.engine.device.type != "cpu" and stacked_settings.enabled() and stacked.applies(model, pv,
                                                                                           model.compute_dtype)
     mlp = on_stacked and stacked.applies_mlp(model, pv, model.compute_dtype)  # the MLP buckets: their kernels
     if on_stacked:  # the stacked trainer's opt-ins it trained with (rounds.local_round; a CNN's: TF32 alone)
-        engine.update(stacked.opt_ins(cfg, su.engine.device, hooked=stacked.hooked(pv), cnn=not mlp))
+        engine.update(stacked_settings.opt_ins(cfg, su.engine.device, hooked=stacked.hooked(pv), cnn=not mlp))
     stop = cfg.rounds if until is None else until
     try:
         out = run_rounds(cfg, model, data, part, gen=su.gen, privatizer=su.privatizer, engine=su.engine,
@@ -108,7 +108,7 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
         return _diverged(cfg, t0, str(e), engine=engine, rounds=stop)
     finally:
         noise.close()
-    return measure(cfg, seed, su, out, t0=t0, stop=stop, engine=stacked.engine_label(engine, mlp))
+    return measure(cfg, seed, su, out, t0=t0, stop=stop, engine=stacked_settings.engine_label(engine, mlp))
 
 
 def measure(cfg: SimConfig, seed: int, su: Setup, out, *, t0: float, stop: int, engine: dict,

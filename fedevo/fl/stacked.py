@@ -17,29 +17,13 @@ whole bucket:
   after it where SET masks are, the bias b += Σδ. On CUDA a masked layer's update and mask product are one Triton
   kernel (fl/stacked_update.py: one pass over the weights instead of two; FEDEVO_CUDA_FUSED_UPDATE).
 
-The schedule is by default the CPU engine's (`engine.batch_schedule`'s draws, each chunk with its own seed:
-`engine_draws`, through the native randperm where it equals torch's), hence the same batches as the CPU engine and
-the device path, and every member's numbers do not depend on the members beside it, up to rounding (padding changes
-the GEMMs' blocking; members of equal widths are exact). A bucket's plan is its members' draws (each client's E
-permutations of its rows) gathered through a layout that depends only on the clients' sizes (`_plan_layout`,
-cached): on a GPU the host draws, copies them once and the gather runs there. On CUDA the steps of a bucket
-whose shapes recur (the same clients count, widths and schedule lengths: a round repeated, a fixed cohort) replay
-as one captured CUDA graph (`FEDEVO_CUDA_GRAPHS=0` turns it off): one launch for the whole local training instead
-of ~25 per step. fp32 only (the user's `precision = "bf16"` takes the device path of fl/device.py).
-
-Three opt-ins for speed on a GPU, all off by default (docs/engine.md): a problem's `[train]` keys (SimConfig's
-`batch_schedule`, `tf32`, `torch_compile`), each overridden by an environment variable where it is set (benchmarks):
-- `batch_schedule = "device"` (`FEDEVO_SCHEDULE=device`): the batch schedule drawn on the device (`device_plan`):
-  per member one generator seeded from its chunks' seeds, per epoch one `argsort(rand(clients, n))`, the rows
-  gathered there. Every client still makes E shuffled passes over its own samples in batches of B, with the same
-  per-sample weights, but the batches differ from the CPU engine's, so results agree with it statistically
-  (tests/fl/test_stacked_schedule.py), not within rounding; the same seed gives the same numbers on the same device.
-- `tf32 = true` (`FEDEVO_CUDA_TF32=1`): the bucket's matmuls with TF32 on CUDA (~1e-3 relative error per product;
-  fp32 storage, softmax and updates).
-- `torch_compile = true` (`FEDEVO_CUDA_COMPILE=1`): on CUDA the step loop's pointwise work (bias + ReLU, softmax-CE's
-  gradient, ReLU', the bias updates) in functions torch.compile fuses (fl/stacked_fused.py; the GEMMs stay cuBLAS's,
-  the loop is still one captured graph): the same numbers up to rounding, compiled once per process and shape
-  (seconds); where compiling fails, one warning and the plain loop.
+Its pieces, one module each: the batch schedule (fl/stacked_schedule.py: by default the CPU engine's draws, hence
+the same batches as the CPU engine and the device path, and every member's numbers do not depend on the members
+beside it, up to rounding: padding changes the GEMMs' blocking, members of equal widths are exact), the captured
+CUDA graphs of buckets whose shapes recur (fl/stacked_graphs.py), and the settings and speed opt-ins (schedule
+drawn on the device, TF32, torch.compile'd pointwise work: fl/stacked_settings.py; all off by default). fp32 only
+(the user's `precision = "bf16"` takes the device path of fl/device.py); a generation's CNNs train in buckets of
+their own (fl/stacked_cnn.py), through the same `train_members`.
 
 A member may carry a per-step hook (`Member.hook`: the `step` mechanism's clipping and noise, the adaptive
 mechanism's per-client learning rates; the device path's `for_group` hook made for all of its chunks): its bucket
@@ -53,20 +37,20 @@ the round loop (fl/rounds.py) and the population path (fl/population.py) aggrega
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
 
-from ..envvars import env_choice, env_flag
-from . import stacked_cnn, stacked_fused, stacked_update, tf32
-from .stacked_cnn import CNNMember
-from .engine import chunk_draws, intra_op_threads
+from . import stacked_cnn, stacked_fused, stacked_update
+from .engine import intra_op_threads
 from .local_round import LocalRound, MemberHooks, client_spans, size_class, steps_of
+from .stacked_cnn import CNNMember
+from .stacked_graphs import SAMPLE_QUANTUM, cache, padded_clients, recurs
+from .stacked_schedule import engine_draws, plan, to_device
+from .stacked_settings import compile_enabled, graphs_enabled, schedule_setting, tf32_enabled
 
 
 @dataclass(eq=False)
@@ -84,68 +68,6 @@ class Member(LocalRound):
     def __post_init__(self):
         super().__post_init__()
         self.dims = tuple(int(d) for d in self.dims)
-
-
-SCHEDULES = ("engine", "device")
-
-
-def schedule_setting(setting: str = "engine") -> str:
-    """The batch schedule: FEDEVO_SCHEDULE where set (an override), else `setting` (a config's batch_schedule):
-    'engine' (the CPU engine's draws) or 'device' (drawn on the device)."""
-    v = env_choice("FEDEVO_SCHEDULE", SCHEDULES, setting, expected="'engine' or 'device'")
-    if v not in SCHEDULES:  # `setting` itself (a SimConfig checks its batch_schedule: only a direct call gets here)
-        from ..errors import FedevoError
-        raise FedevoError(f"batch_schedule must be 'engine' or 'device', got {v!r}")
-    return v
-
-
-def _opt_in(variable: str, setting: bool) -> bool:
-    """A config's opt-in `setting`, overridden by environment variable `variable` where set (1/0: env_flag)."""
-    return env_flag(variable, bool(setting))
-
-
-def tf32_enabled(setting: bool = False) -> bool:
-    """TF32 matmuls in the stacked trainer on CUDA: FEDEVO_CUDA_TF32 where set (an override: 1/0), else `setting`
-    (a config's tf32; off by default)."""
-    return _opt_in("FEDEVO_CUDA_TF32", setting)
-
-
-def compile_enabled(setting: bool = False) -> bool:
-    """The step loop's pointwise work torch.compile'd in the stacked trainer on CUDA: FEDEVO_CUDA_COMPILE where set
-    (an override: 1/0), else `setting` (a config's torch_compile; off by default)."""
-    return _opt_in("FEDEVO_CUDA_COMPILE", setting)
-
-
-def settings_of(cfg) -> dict:
-    """A Member's `schedule`, `tf32` and `torch_compile` for a SimConfig (its keys, the environment's overrides)."""
-    return {"schedule": schedule_setting(cfg.batch_schedule), "tf32": tf32_enabled(cfg.tf32),
-            "torch_compile": compile_enabled(cfg.torch_compile)}
-
-
-def opt_ins(cfg, device, hooked: bool = False, cnn: bool = False) -> dict:
-    """The opt-ins the stacked trainer trains `cfg` with on `device`, for a result's `engine` (none by default;
-    TF32 and torch_compile on CUDA only; hooked: a per-step hook's loop, which has no compiled pointwise work;
-    cnn: a CNN bucket's, which takes TF32 alone)."""
-    got = settings_of(cfg)
-    if cnn:
-        return {"tf32": True} if got["tf32"] and torch.device(device).type == "cuda" else {}
-    out = {"batch_schedule": "device"} if got["schedule"] == "device" else {}
-    if torch.device(device).type == "cuda":
-        out.update({k: True for k in ("tf32", "torch_compile") if got[k] and not (hooked and k == "torch_compile")})
-    return out
-
-
-def engine_label(engine: dict, mlp: bool = True) -> dict:
-    """A result's `engine` as this process trained it: torch_compile's fallback (stacked_fused) and the fused
-    update's kernel (stacked_update) named where it trained in the MLP buckets (`mlp`, `applies_mlp`); another
-    result's unchanged (a CNN's, a user model's: none of those is theirs)."""
-    return stacked_update.engine_label(stacked_fused.engine_label(engine)) if mlp else engine
-
-
-def enabled() -> bool:
-    """FEDEVO_STACKED=0: the device path of fl/device.py for MLPs too (what this replaced; benchmarks compare).
-    On by default; a value env_flag does not take is a SetupError."""
-    return env_flag("FEDEVO_STACKED", True)
 
 
 def split(flat: torch.Tensor, chunks: Sequence) -> list[torch.Tensor]:
@@ -201,20 +123,6 @@ def bucket_key(m: Member, exact: bool = False) -> tuple:
     return (shape, m.batch_size, m.epochs, m.schedule, m.tf32, m.torch_compile, m.hook is not None)
 
 
-def engine_draws(m: Member) -> np.ndarray:
-    """The member's clients' rows of the training set for each epoch as the CPU engine draws them: (clients, E, n)
-    with n its largest client; [k, e, :n_k] client k's rows in its e-th permutation (each chunk's
-    `engine.chunk_draws` from the chunk's seed), 0 beyond n_k: `device_draws`'s layout, so that the two schedules
-    share the bucket's plan (`_plan_layout`)."""
-    n = max((len(ix) for ch in m.chunks for ix in ch), default=0)
-    out = np.zeros((m.clients, m.epochs, n), dtype=np.int64)
-    k = 0
-    for ch, seed in zip(m.chunks, m.seeds):
-        chunk_draws(ch, epochs=m.epochs, seed=int(seed), out=out[k:k + len(ch)])
-        k += len(ch)
-    return out
-
-
 def predraw(m: Member) -> Member:
     """m with its engine draws made now (`engine_draws`, kept in m.drawn): a bucket built later copies them
     instead of drawing them on the thread that queues the GPU's work (the population path draws each run's next
@@ -222,123 +130,6 @@ def predraw(m: Member) -> Member:
     if not isinstance(m, CNNMember) and m.schedule == "engine" and m.drawn is None and m.clients:
         m.drawn = engine_draws(m)
     return m
-
-
-def layout_into(sizes: Sequence[int], epochs: int, B: int, src: np.ndarray, ws: np.ndarray) -> None:
-    """The schedule's structure, which depends on the clients' sizes alone: into src, ws (clients, ≥ steps, B)
-    each slot's index into the client's draws (epochs, max(sizes)) flattened (e·n + j: the j-th of epoch e's
-    permutation) and its weight, laid out as `engine.batch_schedule` (E·⌈n_k/B⌉ steps, a short last batch per
-    epoch, then idle slots: weight 0, index 0)."""
-    n = max(sizes, default=0)
-    by_size: dict = {}
-    for k, s in enumerate(sizes):
-        by_size.setdefault(s, []).append(k)
-    for size, ks in by_size.items():
-        pe = -(-size // B)
-        if pe == 0:
-            continue
-        j = np.arange(pe * B)
-        block = np.arange(epochs).reshape(-1, 1) * n + j  # (E, pe·B)
-        block[:, j >= size] = 0
-        w = np.zeros(pe * B, dtype=np.float32)
-        full, rest = divmod(size, B)
-        w[:full * B] = 1.0 / B
-        if rest:
-            w[full * B:size] = 1.0 / rest
-        src[ks, :epochs * pe] = block.reshape(epochs * pe, B)
-        ws[ks, :epochs * pe] = np.tile(w.reshape(pe, B), (epochs, 1))
-
-
-def device_seed(seeds: Sequence[int]) -> int:
-    """One generator seed for a member's device schedule, from its chunks' seeds (the round's draws)."""
-    a, b = np.random.SeedSequence([int(s) for s in seeds]).generate_state(2)
-    return (int(a) << 31) ^ int(b)
-
-
-def device_draws(m: Member, device) -> torch.Tensor:
-    """The member's clients' rows of the training set for each epoch, drawn on `device`: (clients, E, n) with n its
-    largest client; [k, e, :n_k] a random permutation of client k's rows (one `argsort(rand)` for all clients and
-    epochs from a generator seeded by `device_seed`), row 0 beyond n_k."""
-    device = torch.device(device)
-    sizes = [len(ix) for ch in m.chunks for ix in ch]
-    n = max(sizes)
-    table = np.zeros((len(sizes), n), dtype=np.int64)
-    for k, ix in enumerate(ix for ch in m.chunks for ix in ch):
-        table[k, :len(ix)] = ix
-    gen = torch.Generator(device).manual_seed(device_seed(m.seeds))
-    keys = torch.rand(len(sizes), m.epochs, n, generator=gen, device=device)
-    if min(sizes) < n:  # a client's padding sorts last
-        pad = torch.arange(n).view(1, n) >= torch.tensor(sizes).view(-1, 1)
-        keys += to_device(pad, device).view(len(sizes), 1, n) * 2.0
-    perm = torch.argsort(keys, dim=-1, stable=True)
-    table = to_device(torch.from_numpy(table), device).view(len(sizes), 1, n).expand(-1, m.epochs, -1)
-    return table.gather(2, perm)
-
-
-_LABELS: dict = {}
-
-
-def _labels_on(y: torch.Tensor, device) -> torch.Tensor:
-    """The training set's labels on `device`, uploaded once per set (the last few sets kept)."""
-    key = (id(y), str(device))
-    hit = _LABELS.get(key)
-    if hit is not None and hit[0] is y:
-        return hit[1]
-    if len(_LABELS) >= 4:
-        _LABELS.pop(next(iter(_LABELS)))
-    _LABELS[key] = (y, to_device(y, device))
-    return _LABELS[key][1]
-
-
-def to_device(t: torch.Tensor, device) -> torch.Tensor:
-    """t on `device`; from the CPU to CUDA through pinned memory, without waiting for the GPU's queued work (a
-    copy from pageable memory waits for it: the host would build the next bucket only once the GPU is idle). The
-    pinned buffer is the caching host allocator's, reused only once the copy has run."""
-    device = torch.device(device)
-    if device.type != "cuda" or t.device.type != "cpu":
-        return t.to(device)
-    staged = t.clone().pin_memory() if t.is_pinned() else t.pin_memory()  # pinned already: its own copy too
-    return staged.to(device, non_blocking=True)
-
-
-def _compact(rows: np.ndarray, ws: np.ndarray, quantum: int = 1) -> tuple[tuple, tuple]:
-    """used: per step the most real samples any client has, rounded up to a multiple of `quantum` within B (the
-    rest of B is padding, weight 0, not computed); rows and ws (clients, steps, B) flattened step by step to those
-    columns."""
-    B = ws.shape[-1]
-    used = tuple(min(B, -(-int(u) // quantum) * quantum) for u in (ws > 0).sum(-1).max(0))
-    keep = np.arange(ws.shape[-1]) < np.array(used).reshape(-1, 1, 1)  # (steps, 1, B): step s's first used[s]
-    keep = np.broadcast_to(keep, (ws.shape[1], ws.shape[0], ws.shape[2]))
-    return used, tuple(t.transpose(1, 0, 2)[keep] for t in (rows, ws))  # step by step, clients in order
-
-
-def _per_slot(values: np.ndarray, used: Sequence[int]) -> np.ndarray:
-    """A value per client (clients,) in the plan's flat layout: step by step, its clients × its used columns."""
-    return np.concatenate([np.repeat(values, u) for u in used]) if len(used) else values[:0]
-
-
-@functools.lru_cache(maxsize=8)
-def _plan_layout(shapes: tuple, B: int, device: str, pad: int = 0, quantum: int = 1) -> tuple:
-    """A bucket's plan structure from its members' (client sizes, epochs), which recurs while the cohorts do:
-    (used, indices into the members' concatenated draws (`engine_draws` or `device_draws`), weights, the clients
-    with a batch at each step (steps, C)), the last three on `device`. pad: clients with no sample after the
-    members' (row 0, weight 0 at every slot), quantum: each step's used columns rounded up to a multiple of it
-    (where a bucket's graph is to recur: `recurs`)."""
-    C = sum(len(sizes) for sizes, _ in shapes) + pad
-    steps = max((e * -(-n // B) for sizes, e in shapes for n in sizes), default=0)
-    src = np.zeros((C, steps, B), dtype=np.int64)
-    ws = np.zeros((C, steps, B), dtype=np.float32)
-    k = base = 0
-    for sizes, epochs in shapes:
-        n, c = max(sizes), len(sizes)
-        layout_into(sizes, epochs, B, src[k:k + c], ws[k:k + c])
-        src[k:k + c] += base + np.arange(c).reshape(-1, 1, 1) * (epochs * n)
-        base += c * epochs * n
-        k += c
-    active = np.ascontiguousarray((ws > 0).any(-1).T)  # (steps, C): the clients with a batch at each step
-    used, (src, ws) = _compact(src, ws, quantum)
-    return (used, to_device(torch.from_numpy(src), device), to_device(torch.from_numpy(ws), device),
-            to_device(torch.from_numpy(active), device))
 
 
 class _Bucket:
@@ -353,7 +144,6 @@ class _Bucket:
         self.device = device
         L = len(members[0].dims) - 1
         self.dims = [max(m.dims[i] for m in members) for i in range(L + 1)]
-        B = members[0].batch_size
         self.hooked = members[0].hook is not None  # one bucket: all or none (bucket_key)
         self.recurs = recurs(members) if device.type == "cuda" and not self.hooked and graphs_enabled() else False
         shaped = bool(self.recurs) if shaped is None else shaped
@@ -361,25 +151,11 @@ class _Bucket:
         real = self.spans[-1].stop
         pad = padded_clients(real) - real if shaped else 0
         self.C = real + pad
-        # the plan's per-sample weights × each client's −lr: the step loop's δ is the update's from the top (with
-        # a per-step hook, the gradient's: the hook's coefficients carry lr); 0 for the padding clients
-        coefs = [np.float32(1.0 if self.hooked else -float(m.lr)) for m in members]
-        # the plan's structure from the clients' sizes (cached: it recurs), the rows from the members' draws
-        shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in members)
-        self.used, src, ws, self.active = _plan_layout(shapes, B, str(device), pad, SAMPLE_QUANTUM if shaped else 1)
-        if members[0].schedule == "device":
-            drawn = torch.cat([device_draws(m, device).reshape(-1) for m in members])
-        else:  # the CPU engine's draws (made ahead in a run's thread where `predraw` did), one copy to the device
-            host = [m.drawn if m.drawn is not None else engine_draws(m) for m in members]
-            drawn = to_device(torch.from_numpy(np.concatenate([h.reshape(-1) for h in host])), device)
-        rows = drawn[src]
-        if len(set(coefs)) == 1:  # one coefficient for every member (a run alone): no per-slot array to upload
-            ws = ws * float(coefs[0])  # a new tensor (ws is cached), the same fp32 products; padding stays 0
-        else:
-            neg_lr = np.concatenate([np.full(m.clients, c, dtype=np.float32) for m, c in zip(members, coefs)]
-                                    + [np.zeros(pad, dtype=np.float32)])
-            ws = ws * to_device(torch.from_numpy(_per_slot(neg_lr, self.used)), device)
-        self.plan = [rows, _labels_on(y, device)[rows], ws]
+        # the plan (fl/stacked_schedule.py) with each client's −lr in its per-sample weights: the step loop's δ is
+        # the update's from the top (with a per-step hook, the gradient's: the hook's coefficients carry lr)
+        coefs = [1.0 if self.hooked else -float(m.lr) for m in members]
+        self.used, self.active, self.plan = plan(members, y, device, coefs=coefs, pad=pad,
+                                                 quantum=SAMPLE_QUANTUM if shaped else 1)
         self.masked = any(m.masks for m in members)
         self.tf32 = device.type == "cuda" and members[0].tf32  # one bucket: one setting (bucket_key)
         self.compiled = device.type == "cuda" and members[0].torch_compile  # likewise
@@ -579,126 +355,6 @@ def _logits_grad(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torc
     return delta.mul_(w)
 
 
-def graphs_enabled() -> bool:
-    """FEDEVO_CUDA_GRAPHS=0: the stacked trainer's step loops eager on CUDA, no captured graphs. On by default; a
-    value env_flag does not take is a SetupError."""
-    return env_flag("FEDEVO_CUDA_GRAPHS", True)
-
-
-#: a bucket whose every member has at least this many rounds left (this one included) trains in a captured CUDA
-#: graph: seen once eagerly, captured the next time (a capture costs about two eager runs), replayed in the rounds
-#: after; with fewer rounds left the capture would not pay back, and the bucket runs eagerly (`recurs`)
-GRAPH_ROUNDS = 6
-#: such a bucket's client count rounded up by at most 1/CLIENT_SLACK of itself (`padded_clients`: clients with no
-#: sample): the clients who arrive vary from round to round, and an unrounded count would make a new graph nearly
-#: every round
-CLIENT_SLACK = 8
-#: and each step's computed samples (the most any client has) rounded up to a multiple of this: clients whose
-#: sizes differ by a sample (an IID split of N among K) would otherwise change a step's shape with the arrivals
-SAMPLE_QUANTUM = 8
-
-
-def padded_clients(real: int) -> int:
-    """`real` rounded up to a multiple of the largest power of two ≤ real / CLIENT_SLACK (at least 1): at most
-    1/CLIENT_SLACK more clients, and a few counts for a bucket's varying arrivals to fall on (70 ± 5 → 72 or 80)."""
-    q = 1 << max(0, (max(int(real), 1) // CLIENT_SLACK).bit_length() - 1)
-    return -(-int(real) // q) * q
-
-
-def recurs(members: Sequence[Member]) -> Optional[bool]:
-    """Whether the members' bucket is to recur: True where every member has GRAPH_ROUNDS rounds left or more (its
-    shapes rounded up, `_Bucket`; its graph captured on the next sighting), False where one has fewer (eager,
-    unrounded: a 5-round generation captures nothing), None where a member does not say (a caller's own repeated
-    call, as a benchmark's: captured the second time its shape comes, unrounded)."""
-    left = [m.rounds_left for m in members]
-    if any(n is None for n in left):
-        return None
-    return min(left) >= GRAPH_ROUNDS
-
-
-class _GraphCache:
-    """Captured CUDA graphs of buckets' step loops, by shape signature: captured the second time a signature
-    comes where the bucket is to recur (`recurs`: not False), replayed after; the most recent kept, at most `size`
-    and at most a quarter of the device's memory in their states (each graph's private pool of intermediates comes on
-    top: a step's activations, less than its state for the stacked MLPs)."""
-
-    def __init__(self, size: int = 32):  # a 30-round generation's 9 buckets hold ~25 shapes between them
-        self.size = size
-        self.seen: set = set()
-        self.graphs: OrderedDict = OrderedDict()
-
-    def run(self, bucket: _Bucket, x: torch.Tensor, before_capture: Optional[Callable[[], None]] = None) -> dict:
-        """before_capture: called before a capture, where the caller's other threads must have stopped using the
-        GPU (a capture fails where another thread synchronises with the device meanwhile). An eager run or a
-        capture is inside the bucket's TF32 window (`tf32.window`); a replay needs none: its TF32 or not is in
-        the captured graph."""
-        key = (bucket.key(), x.data_ptr(), x.shape)
-        hit = self.graphs.get(key)
-        if hit is not None:
-            self.graphs.move_to_end(key)
-            graph, state = hit
-            bucket.load(state)
-            graph.replay()
-            return state
-        state: dict = {}
-        bucket.load(state)
-        cuda = bucket.device.type == "cuda"
-        capture = (cuda and key in self.seen and graphs_enabled() and bucket.recurs is not False
-                   and not bucket.hooked)  # a hook's Python state changes every step (its norms, its noise's
-        # counters): hooked buckets run eagerly
-        if capture and before_capture is not None:
-            before_capture()  # before the window: a thread waiting for it could not end while it is open
-        with tf32.window(bucket.tf32) if cuda else contextlib.nullcontext():
-            return self._run_new(bucket, x, key, state, capture)
-
-    def _run_new(self, bucket: _Bucket, x: torch.Tensor, key: tuple, state: dict, capture: bool) -> dict:
-        """A signature not captured yet: eager the first time (or without CUDA graphs), else captured."""
-        if not capture:
-            self.seen.add(key)
-            bucket.run(state, x)
-            return state
-        side = torch.cuda.Stream(bucket.device)  # warm-up on a side stream, as capture requires
-        side.wait_stream(torch.cuda.current_stream(bucket.device))
-        snapshot = {k: v.clone() for k, v in state.items()}
-        with torch.cuda.stream(side):
-            bucket.run(state, x)
-        torch.cuda.current_stream(bucket.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            bucket.run(state, x)
-        for k, v in snapshot.items():  # capture ran nothing; the warm-up trained once: start over
-            state[k].copy_(v)
-        graph.replay()
-        self.graphs[key] = (graph, state)
-        self.evict(_memory_of(bucket.device) // 4)
-        return state
-
-    def evict(self, budget: int) -> None:
-        """Drop the least recently used graphs beyond `size`, or while their states hold more than `budget` bytes
-        (the newest is kept)."""
-        while len(self.graphs) > self.size or (len(self.graphs) > 1 and sum(
-                _state_bytes(st) for _, st in self.graphs.values()) > budget):
-            self.graphs.popitem(last=False)
-
-
-def _state_bytes(state: dict) -> int:
-    return sum(t.numel() * t.element_size() for t in state.values())
-
-
-def _memory_of(device: torch.device) -> int:
-    """The device's memory in bytes (CUDA), else no limit."""
-    if device.type != "cuda":
-        return 1 << 62
-    return int(torch.cuda.get_device_properties(device).total_memory)
-
-
-_CACHE: dict = {}
-
-
-def _cache(device: torch.device) -> _GraphCache:
-    return _CACHE.setdefault(str(device), _GraphCache())
-
-
 def work_of(m: Member) -> int:
     """A member's multiply-adds a local step and sample, × its clients and steps: to order buckets by."""
     if isinstance(m, CNNMember):
@@ -717,7 +373,7 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
     on_bucket(indices, updates): called as soon as each bucket's work is queued on the device (its updates not yet
     computed on a GPU), the members' indices and their updates, then once for the members with no client; the
     buckets go largest first (`work_of`), so the last, whose results nothing overlaps, is the smallest.
-    before_capture: see `_GraphCache.run`."""
+    before_capture: see fl/stacked_graphs.py's `GraphCache.run`."""
     device = torch.device(device)
     x = x.to(device)
     x = x.reshape(x.shape[0], -1)
@@ -728,7 +384,7 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
     out: list = [None] * len(members)
     for idx in sorted(groups.values(), key=lambda ix: -sum(work_of(members[i]) for i in ix)):
         # on the CPU (tests) one intra-op thread, as the CPU engine: small ops, no thread wake-ups; on CUDA the
-        # bucket's TF32 setting around its eager run or capture (_GraphCache.run)
+        # bucket's TF32 setting around its eager run or capture (stacked_graphs.GraphCache.run)
         one_thread = intra_op_threads(1) if device.type == "cpu" else contextlib.nullcontext()
         if isinstance(members[idx[0]], CNNMember):
             with one_thread:
@@ -739,7 +395,7 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
             if timings is not None:
                 timings["plan_s"] = timings.get("plan_s", 0.0) + time.perf_counter() - t
             with one_thread:
-                state = _cache(device).run(bucket, x, before_capture)
+                state = cache(device).run(bucket, x, before_capture)
             flats = bucket.deltas(state)
         for i, d in zip(idx, flats):
             out[i] = d
@@ -753,9 +409,5 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
     return out
 
 
-__all__ = ["CLIENT_SLACK", "GRAPH_ROUNDS", "Member", "SAMPLE_QUANTUM", "SCHEDULES", "applies", "applies_mlp",
-           "bucket_key",
-           "compile_enabled", "device_draws", "enabled", "engine_draws", "engine_label",
-           "graphs_enabled", "hooked", "layout_into", "member_hook", "opt_ins", "padded_clients", "predraw",
-           "recurs", "schedule_setting", "settings_of", "split", "tf32_enabled", "train_members", "width_class",
-           "work_of"]
+__all__ = ["Member", "applies", "applies_mlp", "bucket_key", "hooked", "member_hook", "predraw", "split",
+           "train_members", "width_class", "work_of"]

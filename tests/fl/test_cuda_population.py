@@ -12,7 +12,7 @@ import torch
 from fedevo.config import DataConfig, MLPArch, SimConfig
 from fedevo.data.datasets import synthetic
 from fedevo.evaluation import evaluate, evaluate_population
-from fedevo.fl import stacked
+from fedevo.fl import stacked, stacked_graphs
 from fedevo.fl.engine import flat_deltas, train_chunks
 from fedevo.models import build_model
 
@@ -60,9 +60,9 @@ def test_cuda_graph_replay_equals_eager(monkeypatch):
     """The same round three times: eager, captured (its second sight), replayed: the same numbers, bit for bit
     (and the same as with graphs off)."""
     data, _, m = _reference(5.0, clients=10)
-    stacked._CACHE.clear()
+    stacked_graphs.CACHES.clear()
     runs = [stacked.train_members([m], data.x_train, data.y_train, device=CUDA)[0].cpu() for _ in range(3)]
-    assert len(stacked._cache(CUDA).graphs) == 1
+    assert len(stacked_graphs.cache(CUDA).graphs) == 1
     monkeypatch.setenv("FEDEVO_CUDA_GRAPHS", "0")
     runs.append(stacked.train_members([m], data.x_train, data.y_train, device=CUDA)[0].cpu())
     assert all(torch.equal(r, runs[0]) for r in runs[1:])
@@ -78,10 +78,10 @@ def test_a_long_run_replays_its_padded_graphs(monkeypatch):
     # 20 clients of 71 or 72 samples, ~18 arriving (16 to 20: rounded to even counts), the last batch's 7 or 8
     # samples computed as 8; 15 rounds with graphs: some shape comes three times or more
     cfg = SimConfig(data=DataConfig(dataset="digits", clients=20), arch=MLPArch(1, 64),
-                    rounds=stacked.GRAPH_ROUNDS + 14, epochs=1, batch_size=32, lr=0.05, participation=1.0,
+                    rounds=stacked_graphs.GRAPH_ROUNDS + 14, epochs=1, batch_size=32, lr=0.05, participation=1.0,
                     upload_loss=0.1, precision="fp32", alpha=4.0, device="cuda")
     hits, runs, keys = [], [], []
-    real = stacked._GraphCache.run
+    real = stacked_graphs.GraphCache.run
 
     def counted(self, bucket, x, before_capture=None):
         key = (bucket.key(), x.data_ptr(), x.shape)
@@ -89,13 +89,13 @@ def test_a_long_run_replays_its_padded_graphs(monkeypatch):
         runs.append((bucket.recurs, bucket.C))
         keys.append(key)
         return real(self, bucket, x, before_capture)
-    monkeypatch.setattr(stacked._GraphCache, "run", counted)
-    stacked._CACHE.clear()
+    monkeypatch.setattr(stacked_graphs.GraphCache, "run", counted)
+    stacked_graphs.CACHES.clear()
     a = simulate(cfg, seed=5)
     recurring = [key for (r, _), key in zip(runs, keys) if r]
-    assert len(recurring) == cfg.rounds - (stacked.GRAPH_ROUNDS - 1)
-    assert [r for r, _ in runs[-(stacked.GRAPH_ROUNDS - 1):]] == [False] * (stacked.GRAPH_ROUNDS - 1)
-    assert all(k[0][0] == stacked.padded_clients(k[0][0]) for k in recurring)
+    assert len(recurring) == cfg.rounds - (stacked_graphs.GRAPH_ROUNDS - 1)
+    assert [r for r, _ in runs[-(stacked_graphs.GRAPH_ROUNDS - 1):]] == [False] * (stacked_graphs.GRAPH_ROUNDS - 1)
+    assert all(k[0][0] == stacked_graphs.padded_clients(k[0][0]) for k in recurring)
     # each shape seen once, captured the next time, replayed every time after (no eviction: a few shapes)
     counts = {k: recurring.count(k) for k in set(recurring)}
     replayed = sum(h for h, (r, _) in zip(hits, runs) if r)

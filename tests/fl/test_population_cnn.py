@@ -133,15 +133,15 @@ def test_the_benchmark_says_there_is_no_gpu():
 def test_a_cnn_result_claims_none_of_the_mlp_trainers_opt_ins(problem, monkeypatch):
     """The MLP buckets' opt-ins (the device schedule, TF32, torch.compile) and fused update are not a CNN's: its
     result's `engine` names none of them, where an MLP's in the same process would."""
-    from fedevo.fl import stacked, stacked_update
+    from fedevo.fl import stacked_settings, stacked_update
 
     monkeypatch.setenv("FEDEVO_SCHEDULE", "device")
     (got,) = evaluate_population(problem, GENERATION[:1], SEEDS[:1], device="cpu")
     assert got.engine["population"] == 1 and "batch_schedule" not in got.engine
     monkeypatch.setattr(stacked_update, "_CHECKED", {"cuda:0": True})
     cuda = {"device": "cuda", "precision": "fp32"}
-    assert stacked.engine_label(cuda) != cuda  # an MLP's: the fused update's kernel named
-    assert stacked.engine_label(cuda, mlp=False) == cuda
+    assert stacked_settings.engine_label(cuda) != cuda  # an MLP's: the fused update's kernel named
+    assert stacked_settings.engine_label(cuda, mlp=False) == cuda
 
 
 def test_a_diverging_cnn_leaves_the_others_as_alone(tmp_path):

@@ -208,7 +208,9 @@ def test_bucket_plan_is_the_cpu_engines_batch_schedule():
     """The engine schedule's plan (the members' draws through the cached layout) holds, slot for slot, the rows,
     labels and −lr-scaled weights of each chunk's engine.batch_schedule: the CPU engine's batches."""
     from fedevo.fl.engine import batch_schedule
-    from fedevo.fl.stacked import _Bucket, _compact, _per_slot, steps_of
+    from fedevo.fl.stacked import _Bucket
+    from fedevo.fl.local_round import steps_of
+    from fedevo.fl.stacked_schedule import compact, per_slot
 
     ms = [_member(units=24)[1], _member(units=17, lr=0.05, seed=1, shift=5, epochs=3)[1]]
     ms[1].epochs = 2  # one bucket (equal epochs), other clients and seeds
@@ -224,8 +226,8 @@ def test_bucket_plan_is_the_cpu_engines_batch_schedule():
                 rows[k + j, :pos.shape[1]] = ix[pos[j].numpy()]
                 ws[k + j, :pos.shape[1]] = w[j].numpy()
             k += len(ch)
-    used, (want_rows, want_ws) = _compact(rows, ws)
-    want_ws = want_ws * _per_slot(np.concatenate([np.full(m.clients, -m.lr, dtype=np.float32) for m in ms]), used)
+    used, (want_rows, want_ws) = compact(rows, ws)
+    want_ws = want_ws * per_slot(np.concatenate([np.full(m.clients, -m.lr, dtype=np.float32) for m in ms]), used)
     assert bucket.used == used
     got_rows, got_y, got_ws = (t.numpy() for t in bucket.plan)
     assert np.array_equal(got_ws, want_ws)

@@ -12,7 +12,7 @@ import torch
 
 from fedevo.config import CNNArch
 from fedevo.data.datasets import synthetic
-from fedevo.fl import stacked, stacked_cnn
+from fedevo.fl import stacked, stacked_cnn, stacked_settings
 from fedevo.fl.device import plan_group, train_groups
 from fedevo.fl.engine import flat_deltas
 from fedevo.models import build_model
@@ -278,6 +278,6 @@ def test_tf32_where_the_config_allows_it_and_only_inside_the_bucket(monkeypatch)
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
     cfg = SimConfig(tf32=True, torch_compile=True, batch_schedule="device")
-    assert stacked.opt_ins(cfg, "cuda", cnn=True) == {"tf32": True}
-    assert stacked.opt_ins(cfg, "cpu", cnn=True) == {}
-    assert stacked.opt_ins(cfg, "cuda") == {"batch_schedule": "device", "tf32": True, "torch_compile": True}
+    assert stacked_settings.opt_ins(cfg, "cuda", cnn=True) == {"tf32": True}
+    assert stacked_settings.opt_ins(cfg, "cpu", cnn=True) == {}
+    assert stacked_settings.opt_ins(cfg, "cuda") == {"batch_schedule": "device", "tf32": True, "torch_compile": True}

@@ -12,7 +12,7 @@ import warnings
 import pytest
 import torch
 
-from fedevo.fl import stacked, stacked_fused
+from fedevo.fl import stacked, stacked_fused, stacked_graphs
 from fedevo.fl.stacked import _Bucket, train_members
 
 from .test_stacked import CPU, DATA, _member
@@ -107,7 +107,7 @@ def test_compiled_loop_in_a_cuda_graph_equals_the_plain_loop(monkeypatch, alpha)
 
     data, _, m = _reference(alpha, clients=10)
     m.tf32 = False
-    stacked._CACHE.clear()
+    stacked_graphs.CACHES.clear()
     monkeypatch.setenv("FEDEVO_CUDA_GRAPHS", "0")
     (plain,) = train_members([m], data.x_train, data.y_train, device=CUDA)
     monkeypatch.delenv("FEDEVO_CUDA_GRAPHS")
@@ -115,7 +115,7 @@ def test_compiled_loop_in_a_cuda_graph_equals_the_plain_loop(monkeypatch, alpha)
     runs, warned = _warnings(lambda: [train_members([m], data.x_train, data.y_train, device=CUDA)[0].cpu()
                                       for _ in range(3)])
     assert not warned and isinstance(stacked_fused._COMPILED, tuple)  # compiled, not fallen back
-    assert len(stacked._cache(CUDA).graphs) == 1
+    assert len(stacked_graphs.cache(CUDA).graphs) == 1
     assert all(torch.equal(r, runs[0]) for r in runs[1:])
     assert _rel_l2(runs[0], plain.cpu()) <= ROUND_L2  # other rounding (fused reductions), no more
 

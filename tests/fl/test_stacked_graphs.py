@@ -1,4 +1,4 @@
-"""When the stacked trainer captures a bucket's CUDA graph (fl/stacked.py `recurs`, `_GraphCache`), on the CPU: a
+"""When the stacked trainer captures a bucket's CUDA graph (fl/stacked_graphs.py `recurs`, `GraphCache`), on the CPU: a
 bucket padded with clients that have no sample trains its members exactly as unpadded; the capture rule by the
 members' rounds left; the cache's bounds; the round loops hand each member its rounds left."""
 
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedevo.fl import stacked
-from fedevo.fl.stacked import GRAPH_ROUNDS, SAMPLE_QUANTUM, Member, _Bucket, _GraphCache, padded_clients, recurs
+from fedevo.fl import engine, stacked
+from fedevo.fl.stacked import Member, _Bucket
+from fedevo.fl.stacked_graphs import GRAPH_ROUNDS, GraphCache, SAMPLE_QUANTUM, padded_clients, recurs
 
 from .test_stacked import CPU, DATA, _member
 
@@ -19,7 +20,7 @@ from .test_stacked import CPU, DATA, _member
 def _trained(bucket: _Bucket, state: dict | None = None) -> list[torch.Tensor]:
     state = {} if state is None else state
     bucket.load(state)
-    with stacked.intra_op_threads(1):
+    with engine.intra_op_threads(1):
         bucket.run(state, DATA.x_train.reshape(len(DATA.x_train), -1))
     return bucket.deltas(state)
 
@@ -77,7 +78,7 @@ def test_recurs_by_the_members_rounds_left():
 
 
 def _stub(key, recurs_, hooked=False):
-    """A bucket as _GraphCache.run sees it, on a 'cuda' device (no CUDA call is made: the capture is recorded)."""
+    """A bucket as GraphCache.run sees it, on a 'cuda' device (no CUDA call is made: the capture is recorded)."""
     return SimpleNamespace(key=lambda: key, recurs=recurs_, hooked=hooked, tf32=False,
                            device=torch.device("cuda"), load=lambda state: None)
 
@@ -85,9 +86,9 @@ def _stub(key, recurs_, hooked=False):
 @pytest.mark.parametrize("recurs_,captures", [(None, [False, True]), (True, [False, True]),
                                               (False, [False, False])])
 def test_capture_on_the_second_sighting_unless_the_bucket_ends_soon(monkeypatch, recurs_, captures):
-    cache = _GraphCache()
+    cache = GraphCache()
     seen = []
-    monkeypatch.setattr(_GraphCache, "_run_new",
+    monkeypatch.setattr(GraphCache, "_run_new",
                         lambda self, b, x, key, state, capture: (self.seen.add(key), seen.append(capture)))
     x = torch.zeros(3, 2)
     for _ in captures:
@@ -104,7 +105,7 @@ def test_capture_on_the_second_sighting_unless_the_bucket_ends_soon(monkeypatch,
 
 
 def test_the_cache_keeps_the_latest_graphs_within_its_bounds():
-    cache = _GraphCache(size=3)
+    cache = GraphCache(size=3)
     for i in range(5):
         cache.graphs[i] = (None, {"W0": torch.zeros(250)})  # 1000 bytes each
         cache.evict(budget=1 << 40)
@@ -161,16 +162,16 @@ def test_graph_benchmark_says_there_is_no_gpu():
 def test_one_learning_rate_weights_the_plan_as_per_slot(shaped):
     """Members with one learning rate (a run alone) scale the plan's weights by it on the device instead of an
     uploaded per-slot array: the same fp32 weights; the padding's stay 0."""
-    from fedevo.fl.stacked import _per_slot, _plan_layout
+    from fedevo.fl.stacked_schedule import per_slot, plan_layout
 
     members = [_member(units=24, lr=0.07)[1], _member(units=17, alpha=2.0, lr=0.07, seed=1, shift=5)[1]]
     bucket = _Bucket(members, DATA.y_train, CPU, shaped=shaped)
     real = sum(m.clients for m in members)
     shapes = tuple((tuple(len(ix) for ch in m.chunks for ix in ch), m.epochs) for m in members)
     pad = bucket.C - real
-    _, _, ws, _ = _plan_layout(shapes, 16, "cpu", pad, SAMPLE_QUANTUM if shaped else 1)
+    _, _, ws, _ = plan_layout(shapes, 16, "cpu", pad, SAMPLE_QUANTUM if shaped else 1)
     neg_lr = np.concatenate([np.full(real, -0.07, dtype=np.float32), np.zeros(pad, dtype=np.float32)])
-    want = ws * torch.from_numpy(_per_slot(neg_lr, bucket.used))
+    want = ws * torch.from_numpy(per_slot(neg_lr, bucket.used))
     assert torch.equal(bucket.plan[2].abs(), want.abs()) and torch.equal(bucket.plan[2], want)
     other = _Bucket([members[0], _member(units=17, lr=0.05, seed=1, shift=5)[1]], DATA.y_train, CPU)
     assert not torch.equal(other.plan[2][:len(want)], want[:len(other.plan[2])])  # two rates: per slot

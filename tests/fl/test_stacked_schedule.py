@@ -18,9 +18,10 @@ import torch
 from fedevo.config import MLPArch
 from fedevo.data.datasets import synthetic
 from fedevo.errors import FedevoError
-from fedevo.fl import stacked, stacked_fused
+from fedevo.fl import stacked_fused, stacked_settings
 from fedevo.fl.engine import batch_schedule
-from fedevo.fl.stacked import Member, device_draws, layout_into, train_members
+from fedevo.fl.stacked import Member, train_members
+from fedevo.fl.stacked_schedule import device_draws, layout_into
 from fedevo.models import build_model
 
 SIZES = (37, 50, 64, 20, 41, 8, 30, 45)  # unequal clients
@@ -120,14 +121,14 @@ def test_device_schedule_error_equals_engine_statistically(device, tf32, monkeyp
 
 def test_schedule_setting(monkeypatch):
     monkeypatch.delenv("FEDEVO_SCHEDULE", raising=False)
-    assert stacked.schedule_setting() == "engine"
+    assert stacked_settings.schedule_setting() == "engine"
     monkeypatch.setenv("FEDEVO_SCHEDULE", "device")
-    assert stacked.schedule_setting() == "device"
+    assert stacked_settings.schedule_setting() == "device"
     assert Member(dims=(64, 10), params=[], masks={}, lr=0.1, chunks=[], seeds=[], epochs=1,
                   batch_size=16).schedule == "device"  # the default: the variable's
     monkeypatch.setenv("FEDEVO_SCHEDULE", "gpu")
     with pytest.raises(FedevoError, match="FEDEVO_SCHEDULE must be"):
-        stacked.schedule_setting()
+        stacked_settings.schedule_setting()
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -178,17 +179,17 @@ def test_the_opt_ins_are_train_keys_the_variables_override(tmp_path, monkeypatch
     # fp32, the CPU engine's batches, the plain loop: the default
     assert (plain.batch_schedule, plain.tf32, plain.torch_compile) == ("engine", False, False)
     cfg = _problem(tmp_path, 'batch_schedule = "device"\ntf32 = true\ntorch_compile = true').sim_config()
-    assert stacked.settings_of(cfg) == {"schedule": "device", "tf32": True, "torch_compile": True}
-    assert stacked.settings_of(plain) == {"schedule": "engine", "tf32": False, "torch_compile": False}
+    assert stacked_settings.settings_of(cfg) == {"schedule": "device", "tf32": True, "torch_compile": True}
+    assert stacked_settings.settings_of(plain) == {"schedule": "engine", "tf32": False, "torch_compile": False}
     monkeypatch.setenv("FEDEVO_SCHEDULE", "engine")
     monkeypatch.setenv("FEDEVO_CUDA_TF32", "0")
     monkeypatch.setenv("FEDEVO_CUDA_COMPILE", "0")
     # the variables win where set
-    assert stacked.settings_of(cfg) == {"schedule": "engine", "tf32": False, "torch_compile": False}
+    assert stacked_settings.settings_of(cfg) == {"schedule": "engine", "tf32": False, "torch_compile": False}
     monkeypatch.setenv("FEDEVO_SCHEDULE", "device")
     monkeypatch.setenv("FEDEVO_CUDA_TF32", "1")
     monkeypatch.setenv("FEDEVO_CUDA_COMPILE", "1")
-    assert stacked.settings_of(plain) == {"schedule": "device", "tf32": True, "torch_compile": True}
+    assert stacked_settings.settings_of(plain) == {"schedule": "device", "tf32": True, "torch_compile": True}
     assert Member(dims=(64, 10), params=[], masks={}, lr=0.1, chunks=[], seeds=[], epochs=1,
                   batch_size=16).torch_compile is True  # the default: the variable's
 
@@ -196,14 +197,14 @@ def test_the_opt_ins_are_train_keys_the_variables_override(tmp_path, monkeypatch
 def test_opt_ins_name_the_cuda_ones_on_cuda_only(tmp_path, monkeypatch):
     for var in ("FEDEVO_SCHEDULE", "FEDEVO_CUDA_TF32", "FEDEVO_CUDA_COMPILE"):
         monkeypatch.delenv(var, raising=False)
-    assert stacked.opt_ins(_problem(tmp_path).sim_config(), "cuda") == {}
+    assert stacked_settings.opt_ins(_problem(tmp_path).sim_config(), "cuda") == {}
     cfg = _problem(tmp_path, "tf32 = true\ntorch_compile = true").sim_config()
-    assert stacked.opt_ins(cfg, "cuda") == {"tf32": True, "torch_compile": True}
-    assert stacked.opt_ins(cfg, "cpu") == {}
+    assert stacked_settings.opt_ins(cfg, "cuda") == {"tf32": True, "torch_compile": True}
+    assert stacked_settings.opt_ins(cfg, "cpu") == {}
     # a per-step hook's loop has no compiled pointwise work: its result does not claim it
-    assert stacked.opt_ins(cfg, "cuda", hooked=True) == {"tf32": True}
+    assert stacked_settings.opt_ins(cfg, "cuda", hooked=True) == {"tf32": True}
     monkeypatch.setenv("FEDEVO_CUDA_COMPILE", "0")
-    assert stacked.opt_ins(cfg, "cuda") == {"tf32": True}
+    assert stacked_settings.opt_ins(cfg, "cuda") == {"tf32": True}
 
 
 @pytest.mark.parametrize("var", ["FEDEVO_CUDA_TF32", "FEDEVO_CUDA_COMPILE"])
@@ -213,10 +214,10 @@ def test_an_opt_in_variable_with_a_typo_is_one_line_not_silently_off(tmp_path, m
     cfg = _problem(tmp_path).sim_config()
     for value, want in (("ON", True), ("yes", True), (" 0 ", False), ("False", False)):
         monkeypatch.setenv(var, value)
-        assert stacked.settings_of(cfg)["tf32" if var.endswith("TF32") else "torch_compile"] is want
+        assert stacked_settings.settings_of(cfg)["tf32" if var.endswith("TF32") else "torch_compile"] is want
     monkeypatch.setenv(var, "ture")
     with pytest.raises(SetupError, match=f"^{var} must be 1 or 0 .*got 'ture'$"):
-        stacked.settings_of(cfg)
+        stacked_settings.settings_of(cfg)
 
 
 @pytest.mark.parametrize("line, message", [

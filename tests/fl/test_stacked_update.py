@@ -147,24 +147,24 @@ def test_a_kernel_that_cannot_run_warns_once_and_the_plain_loop_trains(monkeypat
 
 
 def test_engine_label_names_the_kernel_only_where_the_process_used_it(monkeypatch):
-    from fedevo.fl import stacked
+    from fedevo.fl import stacked_settings
 
     monkeypatch.delenv("FEDEVO_CUDA_FUSED_UPDATE", raising=False)
     cuda = {"device": "cuda", "kernels": "not used (the CUDA device path runs torch ops)"}
     stacked_update.reset()
     try:
-        assert stacked.engine_label(cuda) == cuda  # not checked on a GPU: nothing to say
+        assert stacked_settings.engine_label(cuda) == cuda  # not checked on a GPU: nothing to say
         monkeypatch.setitem(stacked_update._CHECKED, "cuda:0", True)
-        assert "SET-masked layers in one Triton kernel" in stacked.engine_label(cuda)["kernels"]
-        assert stacked.engine_label({"device": "cpu"}) == {"device": "cpu"}
+        assert "SET-masked layers in one Triton kernel" in stacked_settings.engine_label(cuda)["kernels"]
+        assert stacked_settings.engine_label({"device": "cpu"}) == {"device": "cpu"}
         monkeypatch.setenv("FEDEVO_CUDA_FUSED_UPDATE", "all")
-        assert "all layers" in stacked.engine_label(cuda)["kernels"]
+        assert "all layers" in stacked_settings.engine_label(cuda)["kernels"]
         monkeypatch.setenv("FEDEVO_CUDA_FUSED_UPDATE", "off")
-        assert stacked.engine_label(cuda) == cuda
+        assert stacked_settings.engine_label(cuda) == cuda
         monkeypatch.delenv("FEDEVO_CUDA_FUSED_UPDATE")
         monkeypatch.setitem(stacked_update._CHECKED, "cuda:0", "ImportError: No module named 'triton'")
-        assert stacked.engine_label(cuda)["kernels"] == ("torch ops (the fused update's Triton kernel not used: "
-                                                         "ImportError: No module named 'triton')")
+        assert stacked_settings.engine_label(cuda)["kernels"] == (
+            "torch ops (the fused update's Triton kernel not used: ImportError: No module named 'triton')")
     finally:
         stacked_update.reset()
 

@@ -37,8 +37,8 @@ def main(argv=None):
 
     datasets.load_dataset.cache_clear()
     real = datasets.load_dataset
-    sim_mod.load_dataset = lambda name, d=None, dl=False: datasets.synthetic(n_train=60000, n_test=1000,
-                                                                             shape=(1, 28, 28))
+    datasets.load_dataset = lambda name, d=None, dl=False: datasets.synthetic(n_train=60000, n_test=1000,
+                                                                              shape=(1, 28, 28))
     cfg = SimConfig(data=DataConfig(dataset="synthetic", partition="shards", clients=a.clients, shards_per_client=2,
                                     shard_size=300),
                     arch=MLPArch(layers=2, units=200), rounds=a.rounds, epochs=1, batch_size=64, lr=0.05,
@@ -56,7 +56,7 @@ def main(argv=None):
     print(f"recall store: {len(store)} users hold history, {store.nbytes / 1e9:.2f} GB now, worst case "
           f"{worst / 1e9:.2f} GB (every user with a full window); recalls {res.privacy.get('recalls')}")
     print(f"peak RSS: {rss:.2f} GB (before the run {rss0:.2f} GB)")
-    sim_mod.load_dataset = real
+    datasets.load_dataset = real
 
 
 if __name__ == "__main__":

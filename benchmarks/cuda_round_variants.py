@@ -6,7 +6,8 @@ benchmarks/cuda_step_fusion.py times the loops after it.
 
     python benchmarks/cuda_round_variants.py
 """
-import statistics, sys, time
+import argparse, statistics, sys, time
+argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
 import numpy as np
 import torch
 from fedevo import hardware

@@ -4,7 +4,8 @@ on the CPU with the same seed; the objectives side by side (error within fp32 dr
 
     python benchmarks/cuda_user_task.py
 """
-import os, sys, tempfile, textwrap, json
+import argparse, os, sys, tempfile, textwrap, json
+argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
 import numpy as np
 from pathlib import Path
 sys.path.insert(0, os.getcwd())

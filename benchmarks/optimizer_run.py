@@ -6,9 +6,15 @@ fedevo.search with --pop POP (the batch size; default 16; POP 1 is what gp and t
 given: the model sees every result before its next proposal), in-process, no pages; TIME_BUDGET_S 0 = none.
 benchmarks/optimizers_report.py makes the table of the finished runs.
 """
-import sys, time, fedevo
-problem, opt, seed, budget, tb, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
-pop = int(sys.argv[7]) if len(sys.argv) > 7 else 16
+import argparse, time
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+for name, kind in (("problem", str), ("optimizer", str), ("seed", int), ("budget", int), ("time_budget_s", float),
+                   ("out", str)):
+    ap.add_argument(name, type=kind)
+ap.add_argument("pop", type=int, nargs="?", default=16)
+a = ap.parse_args()
+import fedevo  # noqa: E402
+problem, opt, seed, budget, tb, out, pop = a.problem, a.optimizer, a.seed, a.budget, a.time_budget_s, a.out, a.pop
 t0 = time.time()
 kw = dict(time_budget=tb) if tb > 0 else {}
 fedevo.search(problem, pop=pop, budget=budget, seed=seed, workers=0, out=out, optimizer=opt, page=False, progress=False, **kw)

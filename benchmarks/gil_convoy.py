@@ -1,4 +1,4 @@
-"""What a batched generation's run sides (fl/population.py: each run's uploads, aggregation, server noise and SET in
+"""What a batched generation's run sides (fl/lockstep.py: each run's uploads, aggregation, server noise and SET in
 threads, beside the thread that queues the GPU's buckets) cost that thread, on the CPU: a loop of small torch ops
 (each releases and retakes the GIL, as a GPU launch does) timed alone and beside one other thread doing
   - pure Python (what dp-accounting's PLD accountant is; CPython's convoy: each retake waits for the other thread's

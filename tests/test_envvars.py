@@ -7,7 +7,7 @@ import pytest
 from fedevo import hardware, native
 from fedevo.envvars import env_auto_flag, env_choice, env_count, env_flag
 from fedevo.errors import SetupError
-from fedevo.fl import population, sparse, stacked_cnn, stacked_settings
+from fedevo.fl import lockstep, sparse, stacked_cnn, stacked_settings
 from fedevo.models import user
 
 VAR = "FEDEVO_TEST_VARIABLE"
@@ -180,12 +180,12 @@ def test_schedule_setting_names_a_bad_setting_as_itself(monkeypatch):
 def test_population_threads_follow_the_variable_else_the_cores(monkeypatch):
     monkeypatch.setattr(hardware, "cores", lambda: 7)
     monkeypatch.delenv("FEDEVO_POPULATION_THREADS", raising=False)
-    assert population.cpu_threads() == 7
+    assert lockstep.cpu_threads() == 7
     monkeypatch.setenv("FEDEVO_POPULATION_THREADS", "3")
-    assert population.cpu_threads() == 3
+    assert lockstep.cpu_threads() == 3
     monkeypatch.setenv("FEDEVO_POPULATION_THREADS", "lots")
     with pytest.raises(SetupError, match="FEDEVO_POPULATION_THREADS"):
-        population.cpu_threads()
+        lockstep.cpu_threads()
     monkeypatch.undo()
     monkeypatch.delenv("FEDEVO_POPULATION_THREADS", raising=False)
-    assert population.cpu_threads() == hardware.cores()
+    assert lockstep.cpu_threads() == hardware.cores()

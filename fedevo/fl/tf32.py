@@ -1,7 +1,7 @@
 """TF32 for a bucket's training on CUDA where the user allows it, the process's fp32 for everything else.
 
 torch's TF32 settings (cuBLAS matmuls, cuDNN convolutions) are process-wide, not per thread, and a batched
-generation launches other threads' work beside a bucket's (fl/population.py: each run's uploads, aggregation and
+generation launches other threads' work beside a bucket's (fl/lockstep.py: each run's uploads, aggregation and
 test accuracies). `window(on)` sets them for a bucket's launches (or its graph's capture) and puts the process's
 back after; where it changes them it holds a lock, which `fp32` takes, so no other thread launches under a bucket's
 setting. `hardware.cuda_setup` makes the process's setting fp32 (both off).

@@ -193,14 +193,14 @@ def test_a_bucket_goes_on_while_another_buckets_sides_run(problem, monkeypatch):
     import threading
     import time
 
-    from fedevo.fl import population, stacked
+    from fedevo.fl import lockstep, stacked
     from fedevo.fl.population import evaluate_population as batched
 
     monkeypatch.setenv("FEDEVO_POPULATION_THREADS", "3")
     want = batched(problem, GENERATION, SEEDS, device="cpu", overlap=False)
     slow_dims = {(64, 30, 10)}  # GENERATION[2]: one hidden layer of 30 (synthetic 1×8×8 inputs), a bucket alone
     events, lock = [], threading.Lock()
-    finish, train = population._finish_round, stacked.train_members
+    finish, train = lockstep.finish_round, stacked.train_members
 
     def slow_finish(r, flat, clock=None):
         slow = r.member.dims in slow_dims and ("slow side done",) not in events  # its first side only
@@ -216,7 +216,7 @@ def test_a_bucket_goes_on_while_another_buckets_sides_run(problem, monkeypatch):
         with lock:
             events.append(("train", tuple(m.dims for m in members)))
         return train(members, *args, **kwargs)
-    monkeypatch.setattr(population, "_finish_round", slow_finish)
+    monkeypatch.setattr(lockstep, "finish_round", slow_finish)
     monkeypatch.setattr(stacked, "train_members", logged_train)
     got = batched(problem, GENERATION, SEEDS, device="cpu")
     assert [_objectives(r) for r in got] == [_objectives(r) for r in want]
@@ -226,11 +226,11 @@ def test_a_bucket_goes_on_while_another_buckets_sides_run(problem, monkeypatch):
 
 
 def test_wait_raises_the_first_failure_after_all_and_the_waiters_own_interrupt_at_once():
-    """population._wait: every future waited for, then the first one's exception; an interrupt of the waiting
+    """lockstep.wait_all: every future waited for, then the first one's exception; an interrupt of the waiting
     thread itself is not stored as a future's (it used to be, and the wait went on through every other run side)."""
     from concurrent.futures import Future
 
-    from fedevo.fl.population import _wait
+    from fedevo.fl.lockstep import wait_all
 
     def done(exc=None):
         f = Future()
@@ -238,7 +238,7 @@ def test_wait_raises_the_first_failure_after_all_and_the_waiters_own_interrupt_a
         return f
     first, second = ValueError("first"), RuntimeError("second")
     with pytest.raises(ValueError, match="first"):
-        _wait([done(), done(first), done(second), done()])
+        wait_all([done(), done(first), done(second), done()])
 
     class Interrupted:  # a future whose wait the user interrupts (Ctrl-C in the main thread)
         def result(self):
@@ -254,7 +254,7 @@ def test_wait_raises_the_first_failure_after_all_and_the_waiters_own_interrupt_a
 
         exception = result
     with pytest.raises(KeyboardInterrupt):
-        _wait([done(), Interrupted(), Later()])
+        wait_all([done(), Interrupted(), Later()])
     assert waited == []  # not waited for after the interrupt
 
 
@@ -406,7 +406,7 @@ def test_busy_shares_the_cores_among_the_running_sides():
     import threading
 
     from fedevo import hardware
-    from fedevo.fl.population import _Busy
+    from fedevo.fl.lockstep import _Busy
 
     busy = _Busy(8)
     assert busy.share() == 8

@@ -8,7 +8,8 @@ ValueError in every evaluation, or an opt-in silently off (or on):
   FEDEVO_STACKED_CNN, FEDEVO_CUDA_GRAPHS, FEDEVO_NATIVE);
 - `env_auto_flag`: 'auto' or an on/off (FEDEVO_LOWER, FEDEVO_SPARSE);
 - `env_choice`: one of a few words, any case (FEDEVO_SECAGG, FEDEVO_SCHEDULE, FEDEVO_DEVICE,
-  FEDEVO_CUDA_FUSED_UPDATE).
+  FEDEVO_CUDA_FUSED_UPDATE);
+- `env_share`: a share, a number in (0, 1] (FEDEVO_GPU_SHARE).
 
 Unset or empty is the caller's default for each. FEDEVO_CACHE (a folder) is the one FEDEVO_* variable read
 without one of these. docs/engine.md lists them all."""
@@ -79,4 +80,19 @@ def env_choice(name: str, choices: Sequence[str], default: T, *, expected: Optio
     raise SetupError(f"{name} must be {expected or 'one of ' + ', '.join(choices)}, got {raw!r}")
 
 
-__all__ = ["env_auto_flag", "env_choice", "env_count", "env_flag"]
+def env_share(name: str) -> Optional[float]:
+    """The share in environment variable `name`: a number greater than 0 and at most 1 (0.25: a quarter); None
+    where it is unset or empty."""
+    raw = _raw(name)
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:  # NaN too
+        raise SetupError(f"{name} must be a share, a number in (0, 1], got {raw!r}")
+    return value
+
+
+__all__ = ["env_auto_flag", "env_choice", "env_count", "env_flag", "env_share"]

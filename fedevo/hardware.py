@@ -225,6 +225,49 @@ def cuda_setup() -> None:
     torch.backends.cudnn.benchmark = False
 
 
+GPU_SHARE = "FEDEVO_GPU_SHARE"
+
+
+@contextlib.contextmanager
+def gpu_share(share: float):
+    """Inside, this process (and a child it starts: an evaluation under --eval-timeout) plans for `share`
+    (0 < share <= 1) of its GPU's memory: FEDEVO_GPU_SHARE set, the previous value put back after. fedevo's
+    runner sets it around a Ray task that reserved --gpus-per-task < 1 (0.25: three other tasks share the GPU)."""
+    if not 0 < share <= 1:
+        raise ValueError(f"a GPU share is in (0, 1], got {share!r}")
+    before = os.environ.get(GPU_SHARE)
+    os.environ[GPU_SHARE] = repr(float(share))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(GPU_SHARE, None)
+        else:
+            os.environ[GPU_SHARE] = before
+
+
+def gpu_total(dev) -> int:
+    """Bytes of a CUDA device's memory this process's share holds (FEDEVO_GPU_SHARE, `gpu_share`; all of it
+    where unset)."""
+    import torch
+
+    from .envvars import env_share
+
+    return int(torch.cuda.get_device_properties(dev).total_memory * (env_share(GPU_SHARE) or 1.0))
+
+
+def gpu_available(dev) -> int:
+    """Bytes of a CUDA device's memory this process may still plan to use: its share (`gpu_total`) less what its
+    tensors hold, and no more than the device has free now plus what torch's allocator keeps free in its cache
+    (another process's use counted)."""
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(dev)
+    allocated = torch.cuda.memory_allocated(dev)
+    cached = torch.cuda.memory_reserved(dev) - allocated
+    return max(0, min(gpu_total(dev) - allocated, free + cached))
+
+
 def gpu_name(dev) -> str:
     import torch
 

@@ -2,6 +2,8 @@
 default, the values a variable takes work as before, and anything else (a typo) is a one-line SetupError naming the
 variable -- never a silent 'on' or a silent default."""
 
+import os
+
 import pytest
 
 from fedevo import hardware, native
@@ -62,6 +64,43 @@ def test_env_count(monkeypatch):
     monkeypatch.setenv(VAR, "three")
     with pytest.raises(SetupError, match=rf"^{VAR} must be an integer \(a count\), got 'three'$"):
         env_count(VAR)
+
+
+def test_env_share(monkeypatch):
+    from fedevo.envvars import env_share
+
+    monkeypatch.delenv(VAR, raising=False)
+    assert env_share(VAR) is None
+    for raw, value in (("0.25", 0.25), (" 1 ", 1.0), ("1e-3", 0.001)):
+        monkeypatch.setenv(VAR, raw)
+        assert env_share(VAR) == value, raw
+    for raw in ("0", "-0.5", "1.5", "nan", "inf", "quarter"):
+        monkeypatch.setenv(VAR, raw)
+        with pytest.raises(SetupError, match=rf"^{VAR} must be a share, a number in \(0, 1\], got '{raw}'$"):
+            env_share(VAR)
+
+
+def test_gpu_share_sets_and_restores_the_variable(monkeypatch):
+    from types import SimpleNamespace
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace(total_memory=1000))
+    monkeypatch.setenv("FEDEVO_GPU_SHARE", "0.5")
+    assert hardware.gpu_total("cuda") == 500
+    with hardware.gpu_share(0.25):
+        assert hardware.gpu_total("cuda") == 250
+    assert hardware.gpu_total("cuda") == 500
+    monkeypatch.delenv("FEDEVO_GPU_SHARE")
+    with hardware.gpu_share(1.0):
+        assert hardware.gpu_total("cuda") == 1000
+    assert "FEDEVO_GPU_SHARE" not in os.environ
+    with pytest.raises(ValueError, match="in \\(0, 1\\]"):
+        with hardware.gpu_share(0):
+            pass
+    monkeypatch.setenv("FEDEVO_GPU_SHARE", "half")
+    with pytest.raises(SetupError, match="^FEDEVO_GPU_SHARE must be a share"):
+        hardware.gpu_total("cuda")
 
 
 # ------------------------------------------------------------------ the escape hatches that read any value as on
@@ -189,3 +228,16 @@ def test_population_threads_follow_the_variable_else_the_cores(monkeypatch):
     monkeypatch.undo()
     monkeypatch.delenv("FEDEVO_POPULATION_THREADS", raising=False)
     assert lockstep.cpu_threads() == hardware.cores()
+
+
+def test_the_docs_table_lists_exactly_the_variables_fedevo_reads():
+    """docs/engine.md's table of FEDEVO_* variables against the names fedevo's code spells ("FEDEVO_…" literals):
+    none undocumented, none documented that nothing reads."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    read = {m for p in (root / "fedevo").rglob("*.py") for m in re.findall(r"[\"'](FEDEVO_[A-Z0-9_]+)[\"']",
+                                                                             p.read_text())}
+    table = set(re.findall(r"^\| `(FEDEVO_[A-Z0-9_]+)` \|", (root / "docs" / "engine.md").read_text(), re.M))
+    assert len(read) > 15 and read == table, (sorted(read - table), sorted(table - read))

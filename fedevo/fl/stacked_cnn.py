@@ -36,6 +36,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
+from .. import hardware
 from ..envvars import env_flag
 from . import tf32
 from .device import group_cap, group_chunks, plan_group, run_steps
@@ -103,7 +104,8 @@ def _padded(t: torch.Tensor, shape: tuple) -> torch.Tensor:
 def train(members: Sequence[CNNMember], x: torch.Tensor, y: torch.Tensor, *, device) -> list[torch.Tensor]:
     """One bucket's round (members of one `bucket_key`): each member's flat updates (clients, D: local − global, its
     parameters flattened in order, in its own shapes) on `device`, in the members' order. x: the training set on
-    `device` (any shape with the images' elements per row), y: its labels (CPU)."""
+    `device` (any shape with the images' elements per row), y: its labels (CPU). A group that runs out of CUDA
+    memory is trained again in groups of half its clients (`_smaller`), and the bucket's later rounds start there."""
     device = torch.device(device)
     net = members[0].model
     x = x.reshape(x.shape[0], *tuple(net.input_shape))
@@ -112,22 +114,65 @@ def train(members: Sequence[CNNMember], x: torch.Tensor, y: torch.Tensor, *, dev
     chunks = [(j, ch, s) for j, m in enumerate(members) for ch, s in zip(m.chunks, m.seeds)]
     trained: list[list] = [[] for _ in members]
     hooked = members[0].hook is not None
+    learned = (str(device), tuple(shapes), members[0].batch_size)
     cap = group_clients(net, shapes, members[0].batch_size, device)
-    for group in _groups(members, chunks, hooked, cap):
+    if _LEARNED.get(learned) is not None:
+        cap = min(cap or _LEARNED[learned], _LEARNED[learned])
+    todo = _groups(members, chunks, hooked, cap)
+    while todo:
+        group = todo.pop(0)
         part = [chunks[i] for i in group]
-        plan = plan_group(y, [ch for _, ch, _ in part], [torch.Generator().manual_seed(int(s)) for _, _, s in part],
-                          epochs=members[0].epochs, batch_size=members[0].batch_size)
-        owner = [j for j, ch, _ in part for _ in range(len(ch))]  # each client's member
-        used = sorted(set(owner))
-        params, mask_list, neg_lr = _stack_state(members, used, owner, shapes, device)
-        hook = _Hooks([members[j] for j in used], device) if hooked else None
-        with tf32.window(device.type == "cuda" and members[0].tf32, convs=True):
-            params = run_steps(net, params, mask_list, neg_lr, x, plan, lr=0.0, hook=hook, device=device)
+        try:
+            params = _train_group(members, part, shapes, hooked, x, y, device)
+        except torch.cuda.OutOfMemoryError:
+            smaller = _smaller(part, hooked)
+            if smaller is None:
+                raise
+            _LEARNED[learned] = smaller
+            _out_of_memory(device, sum(len(ch) for _, ch, _ in part), smaller)
+            rest = group + [i for g in todo for i in g]  # the chunks left, in order, in smaller groups
+            todo = [[rest[k] for k in g] for g in group_chunks([len(chunks[i][1]) for i in rest], smaller)]
+            continue
         k = 0
         for j, ch, _ in part:
             trained[j].append([p[k:k + len(ch)] for p in params])
             k += len(ch)
     return [_deltas(m, t, device) for m, t in zip(members, trained)]
+
+
+_LEARNED: dict = {}  # (device, bucket shapes, batch size) -> the group size a CUDA out-of-memory error left
+
+
+def _train_group(members, part: list, shapes: list, hooked: bool, x, y, device) -> list[torch.Tensor]:
+    """One group's chunks trained: the stacked local parameters of its clients, in order."""
+    net = members[0].model
+    plan = plan_group(y, [ch for _, ch, _ in part], [torch.Generator().manual_seed(int(s)) for _, _, s in part],
+                      epochs=members[0].epochs, batch_size=members[0].batch_size)
+    owner = [j for j, ch, _ in part for _ in range(len(ch))]  # each client's member
+    used = sorted(set(owner))
+    params, mask_list, neg_lr = _stack_state(members, used, owner, shapes, device)
+    hook = _Hooks([members[j] for j in used], device) if hooked else None
+    with tf32.window(device.type == "cuda" and members[0].tf32, convs=True):
+        return run_steps(net, params, mask_list, neg_lr, x, plan, lr=0.0, hook=hook, device=device)
+
+
+def _smaller(part: list, hooked: bool) -> Optional[int]:
+    """The group size to try after `part` ran out of memory: half its clients; None where it cannot shrink (one
+    chunk; hooked members, whose hooks' state the failed group advanced)."""
+    if hooked or len(part) < 2:
+        return None
+    return sum(len(ch) for _, ch, _ in part) // 2  # (a chunk larger than that: a group alone)
+
+
+def _out_of_memory(device, clients: int, smaller: int) -> None:
+    """Free what the failed group left in torch's cache and say so, once per process and group size."""
+    import warnings
+
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    warnings.warn(f"a CNN group of {clients} clients ran out of GPU memory; training it and the bucket's later "
+                  f"rounds in groups of at most {smaller} (FEDEVO_GPU_CLIENTS sets the size)", RuntimeWarning,
+                  stacklevel=3)
 
 
 def client_bytes(net, shapes: Sequence[tuple], batch_size: int) -> int:
@@ -145,12 +190,12 @@ def client_bytes(net, shapes: Sequence[tuple], batch_size: int) -> int:
 
 def group_clients(net, shapes: Sequence[tuple], batch_size: int, device) -> Optional[int]:
     """The most clients a group of the bucket holds: FEDEVO_GPU_CLIENTS where set; else on CUDA as many as half the
-    device's memory holds (`client_bytes`); else (the CPU) no cap."""
+    memory this process may still use holds (`hardware.gpu_available`: its share of the GPU, another process's use
+    counted; `client_bytes`); else (the CPU) no cap."""
     cap = group_cap()
     if cap is not None or torch.device(device).type != "cuda":
         return cap
-    total = torch.cuda.get_device_properties(torch.device(device)).total_memory
-    return max(1, int(total // 2 // client_bytes(net, shapes, batch_size)))
+    return max(1, int(hardware.gpu_available(torch.device(device)) // 2 // client_bytes(net, shapes, batch_size)))
 
 
 def _groups(members: Sequence[CNNMember], chunks: list, hooked: bool, cap: Optional[int]) -> list[list[int]]:

@@ -16,6 +16,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
+from .. import hardware
 from . import tf32
 from .local_round import LocalRound
 from .stacked_settings import graphs_enabled
@@ -122,10 +123,10 @@ def state_bytes(state: dict) -> int:
 
 
 def memory_of(device: torch.device) -> int:
-    """The device's memory in bytes (CUDA), else no limit."""
+    """The device's memory in bytes this process's share holds (CUDA: `hardware.gpu_total`), else no limit."""
     if device.type != "cuda":
         return 1 << 62
-    return int(torch.cuda.get_device_properties(device).total_memory)
+    return hardware.gpu_total(device)
 
 
 CACHES: dict = {}

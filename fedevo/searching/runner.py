@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import DataNotFoundError, FedevoError, SetupError
-from ..hardware import cores
+from ..hardware import cores, gpu_share
 from ..result import EvaluationResult, coerce_result
 from .evaluator import Evaluator
 
@@ -199,7 +199,10 @@ def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0, 
     run = run or run_one
     _set_threads(threads)
     if gpus:  # Ray set CUDA_VISIBLE_DEVICES to this task's GPU: `device = "auto"` trains on it
-        return run(evaluator, problem, params, seed, eval_kwargs, timeout)
+        if gpus >= 1:
+            return run(evaluator, problem, params, seed, eval_kwargs, timeout)
+        with gpu_share(gpus):  # the GPU's other tasks take the rest of its memory (a CNN batch's groups)
+            return run(evaluator, problem, params, seed, eval_kwargs, timeout)
     old = _hide_gpus()
     try:
         return run(evaluator, problem, params, seed, eval_kwargs, timeout)

@@ -366,6 +366,26 @@ def test_ray_task_without_gpus_hides_them(monkeypatch):
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
 
 
+def _share_seen(problem, params, *, seed, **kw):
+    from fedevo.result import EvaluationResult
+
+    return EvaluationResult(error=0.0, comm=0.0, eps=0.0, eps_paper=0.0, accuracy_global=1.0, omega=0,
+                            status="ok", wall_s=0.0, message=repr(os.environ.get("FEDEVO_GPU_SHARE")))
+
+
+@pytest.mark.parametrize("gpus,seen", [(0.25, "'0.25'"), (0.5, "'0.5'"), (1.0, "None"), (2.0, "None"),
+                                       (0.0, "None")])
+def test_ray_task_plans_for_its_share_of_the_gpu(monkeypatch, gpus, seen):
+    """A task that reserved part of a GPU (--gpus-per-task 0.25) plans for that share of its memory
+    (FEDEVO_GPU_SHARE: a CNN batch's groups, hardware.gpu_total), the variable put back after."""
+    from fedevo.searching.runner import _ray_task
+
+    monkeypatch.delenv("FEDEVO_GPU_SHARE", raising=False)
+    kind, res, _ = _ray_task(None, _share_seen, {}, 0, {}, 1, gpus)
+    assert (kind, res.message) == ("ok", seen)
+    assert "FEDEVO_GPU_SHARE" not in os.environ
+
+
 def test_cuda_problem_without_gpus_per_task_is_refused(tmp_path):
     from fedevo.problem import load_problem
     from fedevo.searching.runner import make_runner

@@ -221,8 +221,18 @@ def test_a_bucket_in_groups_equals_it_whole(monkeypatch):
         torch.testing.assert_close(a, b, atol=2e-6, rtol=1e-5)
 
 
-def test_a_group_holds_what_half_the_gpus_memory_holds(monkeypatch):
+def _fake_gpu(monkeypatch, *, total, free, allocated=0, reserved=0):
+    """torch.cuda's memory figures for a 'cuda' device, with no GPU."""
     from types import SimpleNamespace
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace(total_memory=total))
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: (free, total))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda d: allocated)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d: reserved)
+
+
+def test_a_group_holds_what_half_the_memory_it_may_use_holds(monkeypatch):
+    from fedevo import hardware
 
     m = build_model(CNNArch(2, 32, 5, 1, 128), (1, 28, 28), 10)  # fashion_cnn's default
     per = stacked_cnn.client_bytes(m, m.shapes, 64)
@@ -230,10 +240,70 @@ def test_a_group_holds_what_half_the_gpus_memory_holds(monkeypatch):
     assert 4 * 4 * params < per < 200e6  # its parameters four times over, and its batch's activations
     assert stacked_cnn.client_bytes(m, m.shapes, 128) > per
     assert stacked_cnn.group_clients(m, m.shapes, 64, "cpu") is None
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace(total_memory=80 * 2 ** 30))
-    assert stacked_cnn.group_clients(m, m.shapes, 64, "cuda") == int(40 * 2 ** 30 // per)
+    GiB = 2 ** 30
+    _fake_gpu(monkeypatch, total=80 * GiB, free=80 * GiB)
+    assert stacked_cnn.group_clients(m, m.shapes, 64, "cuda") == int(40 * GiB // per)
+    _fake_gpu(monkeypatch, total=80 * GiB, free=20 * GiB, allocated=10 * GiB, reserved=14 * GiB)
+    # another process holds 46 GiB: 20 free + 4 in this process's cache
+    assert hardware.gpu_available(torch.device("cuda")) == 24 * GiB
+    assert stacked_cnn.group_clients(m, m.shapes, 64, "cuda") == int(12 * GiB // per)
+    _fake_gpu(monkeypatch, total=80 * GiB, free=70 * GiB, allocated=2 * GiB, reserved=2 * GiB)
+    with hardware.gpu_share(0.25):  # a Ray task's quarter of the GPU: 20 GiB, 2 of them its own already
+        assert hardware.gpu_available(torch.device("cuda")) == 18 * GiB
+        assert stacked_cnn.group_clients(m, m.shapes, 64, "cuda") == int(9 * GiB // per)
+    assert hardware.gpu_available(torch.device("cuda")) == 70 * GiB
     monkeypatch.setenv("FEDEVO_GPU_CLIENTS", "7")
     assert stacked_cnn.group_clients(m, m.shapes, 64, "cuda") == 7
+    monkeypatch.delenv("FEDEVO_GPU_CLIENTS")
+    _fake_gpu(monkeypatch, total=80 * GiB, free=0)
+    assert stacked_cnn.group_clients(m, m.shapes, 64, "cuda") == 1  # at least a client (a chunk: group_chunks)
+
+
+def _oom_above(monkeypatch, most: int) -> list:
+    """run_steps raising CUDA's out-of-memory error for a group of more than `most` clients; the groups it ran."""
+    real, ran = stacked_cnn.run_steps, []
+
+    def run_steps(net, params, *args, **kw):
+        if params[0].shape[0] > most:
+            raise torch.cuda.OutOfMemoryError(f"CUDA out of memory (a group of {params[0].shape[0]})")
+        ran.append(params[0].shape[0])
+        return real(net, params, *args, **kw)
+    monkeypatch.setattr(stacked_cnn, "run_steps", run_steps)
+    return ran
+
+
+def test_a_group_out_of_memory_trains_again_in_halves(monkeypatch):
+    """A group that runs out of CUDA memory trains again in groups of half its clients (whole chunks), the
+    bucket's later rounds at that size: the updates of those groups, one warning."""
+    members = [_member(**kw) for kw in GENERATION]
+    monkeypatch.setattr(stacked_cnn, "_LEARNED", {})
+    monkeypatch.setenv("FEDEVO_GPU_CLIENTS", "6")  # the groups the halving comes to (13 clients in 7 chunks: 6)
+    want = stacked_cnn.train(members, DATA.x_train, DATA.y_train, device=CPU)
+    monkeypatch.delenv("FEDEVO_GPU_CLIENTS")
+    ran = _oom_above(monkeypatch, 6)
+    with pytest.warns(RuntimeWarning, match="ran out of GPU memory.* groups of at most"):
+        got = stacked_cnn.train(members, DATA.x_train, DATA.y_train, device=CPU)
+    assert ran and max(ran) <= 6
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+    assert list(stacked_cnn._LEARNED.values()) == [6]
+    ran.clear()
+    again = stacked_cnn.train(members, DATA.x_train, DATA.y_train, device=CPU)  # starts at 6: nothing fails
+    assert max(ran) <= 6 and all(torch.equal(a, b) for a, b in zip(again, want))
+
+
+def test_out_of_memory_that_cannot_shrink_is_raised(monkeypatch):
+    """One chunk, or members with per-step hooks (their hooks' state moved on in the failed group): torch's error."""
+    monkeypatch.setattr(stacked_cnn, "_LEARNED", {})
+    _oom_above(monkeypatch, 0)
+    one = _member(BASE, sizes=(30, 20), per=2)  # one chunk of 2 clients
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        stacked_cnn.train([one], DATA.x_train, DATA.y_train, device=CPU)
+    from fedevo.privacy.mechanisms import StepLDP
+
+    hooked = [_hooked(_member(**kw), StepLDP(sigma=0.05, clip=0.5, seed=j)) for j, kw in enumerate(GENERATION[:2])]
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        stacked_cnn.train(hooked, DATA.x_train, DATA.y_train, device=CPU)
 
 
 def test_bf16_members_equal_each_alone():

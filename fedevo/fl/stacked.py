@@ -44,7 +44,9 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
+from .. import hardware
 from . import stacked_cnn, stacked_fused, stacked_update
+from .device import group_chunks
 from .engine import intra_op_threads
 from .local_round import LocalRound, MemberHooks, client_spans, size_class, steps_of
 from .stacked_cnn import CNNMember
@@ -362,6 +364,32 @@ def work_of(m: Member) -> int:
     return m.clients * steps_of(m) * sum(a * b for a, b in zip(m.dims[:-1], m.dims[1:]))
 
 
+def client_bytes(dims: Sequence[int], steps: int, batch_size: int) -> int:
+    """A generous estimate of the device memory one client of an MLP bucket of (padded) widths `dims` takes: its
+    weights and biases three times over (the state, its SET mask, a graph capture's snapshot), its plan (a row
+    index, a label and a weight a slot) and a step's activations and gradients (three times its batch × widths),
+    in bytes."""
+    params = sum(a * b + b for a, b in zip(dims[:-1], dims[1:]))
+    return 4 * (3 * params + 5 * steps * batch_size + 3 * batch_size * sum(dims))
+
+
+def _bucket_budget(device: torch.device) -> Optional[int]:
+    """The bytes a bucket's stacked state may take: half the memory the process may still use on CUDA
+    (`hardware.gpu_available`: its share of the GPU, another process's use counted); None (no bound) elsewhere."""
+    return hardware.gpu_available(device) // 2 if device.type == "cuda" else None
+
+
+def fitting(members: Sequence[Member], budget: Optional[int]) -> list[list[int]]:
+    """An MLP bucket's members (indices, in order) in consecutive parts whose stacked state fits in `budget` bytes
+    by `client_bytes` at the bucket's padded widths (a member larger than that alone); one part where it fits or
+    without a budget. Each member's numbers do not depend on the members beside it, up to rounding."""
+    if budget is None or len(members) < 2:
+        return [list(range(len(members)))]
+    dims = [max(m.dims[i] for m in members) for i in range(len(members[0].dims))]
+    per = client_bytes(dims, max(steps_of(m) for m in members), members[0].batch_size)
+    return group_chunks([m.clients for m in members], max(1, budget // per))
+
+
 def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *, device,
                   exact: bool = False, timings: Optional[dict] = None,
                   on_bucket: Optional[Callable[[list, list], None]] = None,
@@ -382,25 +410,26 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
         if m.clients:
             groups.setdefault(bucket_key(m, exact), []).append(i)
     out: list = [None] * len(members)
+
+    def one_thread():  # on the CPU (tests) one intra-op thread, as the CPU engine: small ops, no thread wake-ups;
+        # on CUDA the bucket's TF32 setting around its eager run or capture (stacked_graphs.GraphCache.run)
+        return intra_op_threads(1) if device.type == "cpu" else contextlib.nullcontext()
     for idx in sorted(groups.values(), key=lambda ix: -sum(work_of(members[i]) for i in ix)):
-        # on the CPU (tests) one intra-op thread, as the CPU engine: small ops, no thread wake-ups; on CUDA the
-        # bucket's TF32 setting around its eager run or capture (stacked_graphs.GraphCache.run)
-        one_thread = intra_op_threads(1) if device.type == "cpu" else contextlib.nullcontext()
         if isinstance(members[idx[0]], CNNMember):
-            with one_thread:
+            with one_thread():
                 flats = stacked_cnn.train([members[i] for i in idx], x, y, device=device)
-        else:
+            _done(idx, flats, out, on_bucket)
+            continue
+        budget = _bucket_budget(device) if len(idx) > 1 else None  # larger than the memory left: in parts
+        for part in fitting([members[i] for i in idx], budget):
+            sub = [idx[k] for k in part]
             t = time.perf_counter()
-            bucket = _Bucket([members[i] for i in idx], y, device)
+            bucket = _Bucket([members[i] for i in sub], y, device)
             if timings is not None:
                 timings["plan_s"] = timings.get("plan_s", 0.0) + time.perf_counter() - t
-            with one_thread:
+            with one_thread():
                 state = cache(device).run(bucket, x, before_capture)
-            flats = bucket.deltas(state)
-        for i, d in zip(idx, flats):
-            out[i] = d
-        if on_bucket is not None:
-            on_bucket(idx, flats)
+            _done(sub, bucket.deltas(state), out, on_bucket)
     empty = [i for i, o in enumerate(out) if o is None]
     for i in empty:  # no client arrived
         out[i] = torch.empty(0, sum(int(np.prod(p.shape)) for p in members[i].params), device=device)
@@ -409,5 +438,12 @@ def train_members(members: Sequence[Member], x: torch.Tensor, y: torch.Tensor, *
     return out
 
 
-__all__ = ["Member", "applies", "applies_mlp", "bucket_key", "hooked", "member_hook", "predraw", "split",
-           "train_members", "width_class", "work_of"]
+def _done(idx: list, flats: list, out: list, on_bucket) -> None:
+    for i, d in zip(idx, flats):
+        out[i] = d
+    if on_bucket is not None:
+        on_bucket(idx, flats)
+
+
+__all__ = ["Member", "applies", "applies_mlp", "bucket_key", "client_bytes", "fitting", "hooked", "member_hook",
+           "predraw", "split", "train_members", "width_class", "work_of"]

@@ -107,6 +107,42 @@ def test_each_bucket_reported_as_queued_largest_first():
             assert f is got[i]
 
 
+def test_a_bucket_larger_than_the_memory_left_trains_in_parts(monkeypatch):
+    """On CUDA a bucket whose stacked state (`client_bytes` a client at its padded widths) would take more than half
+    the memory the process may still use trains in parts of whole members (`fitting`), each reported as queued:
+    each member's updates as in the whole bucket, within fp32 rounding (the parts pad to their own widest)."""
+    from fedevo.fl import stacked
+    from fedevo.fl.local_round import steps_of
+
+    members = [_member(units=24)[1], _member(units=17, alpha=2.0, lr=0.05, seed=1, shift=5)[1],
+               _member(units=20, lr=0.2, seed=2, shift=9)[1]]
+    per = stacked.client_bytes([64, 24, 24, 10], max(steps_of(m) for m in members), 16)
+    assert stacked.fitting(members, None) == [[0, 1, 2]]
+    assert stacked.fitting(members, 100 * per) == [[0, 1, 2]]
+    assert stacked.fitting(members, 14 * per) == [[0, 1], [2]]  # 7 clients each
+    assert stacked.fitting(members, per) == [[0], [1], [2]]  # a member larger than the budget: alone
+    assert stacked._bucket_budget(CPU) is None
+    whole = train_members(members, DATA.x_train, DATA.y_train, device=CPU)
+    monkeypatch.setattr(stacked, "_bucket_budget", lambda device: 8 * per)
+    seen = []
+    parts = train_members(members, DATA.x_train, DATA.y_train, device=CPU,
+                          on_bucket=lambda idx, flats: seen.append(list(idx)))
+    assert seen == [[0], [1], [2]]
+    for a, b in zip(parts, whole):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    (alone,) = train_members([members[1]], DATA.x_train, DATA.y_train, device=CPU)
+    assert torch.equal(parts[1], alone)  # a part of one: as alone
+
+
+def test_mlp_client_bytes_counts_state_plan_and_activations():
+    from fedevo.fl import stacked
+
+    ref = stacked.client_bytes([784, 200, 200, 10], 50, 64)  # the reference round's client: ~3.4 MB
+    assert 3e6 < ref < 4e6
+    assert stacked.client_bytes([784, 400, 400, 10], 50, 64) > 2 * ref
+    assert stacked.client_bytes([784, 200, 200, 10], 100, 128) > ref
+
+
 def test_schedules_drawn_ahead_give_the_same_updates():
     """predraw (a run's thread draws its next schedule) then a bucket copying it: bit for bit the bucket drawing
     every schedule itself, with all, some or none of its members drawn ahead; a device schedule is not drawn."""

@@ -122,12 +122,14 @@ def train(members: Sequence[CNNMember], x: torch.Tensor, y: torch.Tensor, *, dev
     while todo:
         group = todo.pop(0)
         part = [chunks[i] for i in group]
+        smaller = None
         try:
             params = _train_group(members, part, shapes, hooked, x, y, device)
         except torch.cuda.OutOfMemoryError:
             smaller = _smaller(part, hooked)
             if smaller is None:
                 raise
+        if smaller is not None:  # out of the handler: the failed group's tensors are free now
             _LEARNED[learned] = smaller
             _out_of_memory(device, sum(len(ch) for _, ch, _ in part), smaller)
             rest = group + [i for g in todo for i in g]  # the chunks left, in order, in smaller groups
@@ -165,7 +167,8 @@ def _smaller(part: list, hooked: bool) -> Optional[int]:
 
 
 def _out_of_memory(device, clients: int, smaller: int) -> None:
-    """Free what the failed group left in torch's cache and say so, once per process and group size."""
+    """Give back what the failed group left in torch's cache (other processes may share the GPU) and say so, once
+    per process and group size."""
     import warnings
 
     if device.type == "cuda":

@@ -3,7 +3,8 @@
 # machine, the CUDA tests, the fused masked update against the plain one, the reference round with every opt-in,
 # the host-side pieces, and the fashion_mlp_dp generation of 20 (drawn trust gene, then central for all), each step
 # under its own timeout so that one slow step cannot eat the others' time (580 s in all for the default steps: a
-# device call's limit is 600 s; on 2026-11-26 the steps took a third of their limits). Writes one file per step under $OUT (the device tool brings it back).
+# device call's limit is 600 s; on 2026-11-26 the steps took a third of their limits). Writes one file per step under $OUT (the device tool brings it back),
+# and all of them in order under headers to $OUT/all.txt (the draft of a results file).
 #
 #     bash benchmarks/gpu_session.sh                      # every step (about 4 minutes on an H100 or H200)
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
@@ -28,12 +29,14 @@ if [ -d .whl ]; then
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fedevo, installed or not
 WANT=" ${*:-tests fused round plan accountant secagg generation generation-central profile-secagg} "
-step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT/NAME.txt, its status and time appended
+step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT/NAME.txt, its status and time appended,
+  # and the whole to $OUT/all.txt under a header (the draft of a results file: machine first, steps in order)
   local name=$1 secs=$2; shift 2
   [[ "$WANT" == *" $name "* ]] || return 0
   local t0=$SECONDS
   timeout -k 10 "$secs" "$@" > "$OUT/$name.txt" 2>&1
   echo "# exit $? after $((SECONDS - t0)) s: $*" >> "$OUT/$name.txt"
+  { echo; echo "## $name: $*"; cat "$OUT/$name.txt"; } >> "$OUT/all.txt"
   tail -n 4 "$OUT/$name.txt"
 }
 {
@@ -44,7 +47,7 @@ step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT
   python3 -c "import fedevo, dp_accounting, cryptography, scipy, joblib; print('fedevo from', fedevo.__file__)"
   git log -1 --format='fedevo %h %s' 2>/dev/null || true
 } > "$OUT/machine.txt" 2>&1
-cat "$OUT/machine.txt"
+cat "$OUT/machine.txt" | tee "$OUT/all.txt"
 step tests 100 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py \
   tests/fl/test_stacked_fused.py tests/fl/test_stacked_update.py tests/fl/test_stacked_hooks.py \

@@ -20,6 +20,8 @@ _WORKERS_HELP = ("auto (default): in-process on a machine of 2 cores or fewer or
                  "a local Ray with N workers; 0: in-process.")
 
 
+_GPUS_HELP = ("Ray GPUs reserved per evaluation (a batch, with --batch-generation): each then trains on its GPU "
+              "(device = \"auto\") and plans for that share of its memory; 0.25 puts four on a GPU; 0: on the CPU.")
 _BATCH_HELP = ("Evaluate each generation a batch at a time, as one program on one device (fl/population.py: "
                "MLPs' local training stacked; the others alone): one Ray task per batch, reserving --gpus-per-task. "
                "Default: on where the evaluations train on a GPU (--gpus-per-task > 0, or in-process with a GPU), "
@@ -100,7 +102,7 @@ def search(
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root for MNIST/Fashion-MNIST/CIFAR-10."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Use a running Ray cluster (HOST:PORT, e.g. from `ray start --head`)."),
     cpus_per_task: float = typer.Option(1.0, "--cpus-per-task", help="Ray CPUs reserved per evaluation."),
-    gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs reserved per evaluation: each then trains on its GPU (device = \"auto\"); 0.25 puts four on a GPU; 0: on the CPU."),
+    gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help=_GPUS_HELP),
     partitions: Optional[int] = typer.Option(None, "--partitions", help="Das–Dennis partitions (default: the most whose directions fit in --pop)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
     evaluator: Optional[str] = typer.Option(None, "--evaluator", help=_EVALUATOR_HELP),
@@ -133,7 +135,7 @@ def resume(
     workers: str = typer.Option("auto", "--workers", "-w", help=_WORKERS_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Use a running Ray cluster (HOST:PORT)."),
     cpus_per_task: float = typer.Option(1.0, "--cpus-per-task", help="Ray CPUs reserved per evaluation."),
-    gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs reserved per evaluation: each then trains on its GPU (device = \"auto\"); 0.25 puts four on a GPU; 0: on the CPU."),
+    gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help=_GPUS_HELP),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root, if it moved since the search started."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
     eval_timeout: Optional[float] = typer.Option(None, "--eval-timeout", help=EVAL_TIMEOUT_HELP),

@@ -30,6 +30,7 @@ docs/engine.md's tolerance.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -60,6 +61,12 @@ def wanted(runtime, evaluator: Evaluator, problem, runner, *, multi_fidelity: bo
         return bool(runtime.batch_generation)
     if evaluator is not SIMULATOR or multi_fidelity:
         return False
+    return on_gpu(problem, runner)
+
+
+def on_gpu(problem, runner) -> bool:
+    """Whether the search's evaluations train on a GPU: Ray tasks that reserve one (--gpus-per-task > 0), or in this
+    process where the problem's device resolves to CUDA; never where the problem sets device = "cpu"."""
     setting = str(getattr(problem, "fixed", {}).get("device", "auto"))
     if setting == "cpu":
         return False
@@ -71,6 +78,12 @@ def wanted(runtime, evaluator: Evaluator, problem, runner, *, multi_fidelity: bo
         return hardware.device_choice(setting)[0].type == "cuda"
     except FedevoError:  # 'cuda' without a GPU: each evaluation says so (and stops the search)
         return False
+
+
+#: said once where --batch-generation is asked for and the evaluations train on the CPU
+ON_THE_CPU = ("fedevo: --batch-generation on the CPU: each batch trains as one single-threaded program, measured "
+              "0.4-1.3x the speed of one evaluation at a time on the CPU engine (benchmarks/README.md); it is meant "
+              "for GPUs (--no-batch-generation, the default here, is the fast path)")
 
 
 def split(tasks: Sequence[Task], batches: int) -> list[list[Task]]:
@@ -216,7 +229,9 @@ def batched(runner, runtime, evaluator: Evaluator, problem, eval_kwargs: Mapping
     """`runner` itself, or a BatchedRunner around it where the search batches its generations (`wanted`)."""
     if not wanted(runtime, evaluator, problem, runner, multi_fidelity=multi_fidelity):
         return runner
+    if not on_gpu(problem, runner):
+        print(ON_THE_CPU, file=sys.stderr)
     return BatchedRunner(runner, problem, eval_kwargs, batch_size=runtime.batch_size_per_gpu)
 
 
-__all__ = ["BatchedRunner", "batched", "check", "run_batch", "split", "wanted"]
+__all__ = ["BatchedRunner", "ON_THE_CPU", "batched", "check", "on_gpu", "run_batch", "split", "wanted"]

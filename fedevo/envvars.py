@@ -16,6 +16,7 @@ without one of these. docs/engine.md lists them all."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Optional, Sequence, TypeVar
 
@@ -80,6 +81,21 @@ def env_choice(name: str, choices: Sequence[str], default: T, *, expected: Optio
     raise SetupError(f"{name} must be {expected or 'one of ' + ', '.join(choices)}, got {raw!r}")
 
 
+@contextlib.contextmanager
+def env_set(name: str, value: str):
+    """Inside, environment variable `name` is `value` (for this process and the processes it starts); after, what it
+    was, or unset where it was unset."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
 def env_share(name: str) -> Optional[float]:
     """The share in environment variable `name`: a number greater than 0 and at most 1 (0.25: a quarter); None
     where it is unset or empty."""
@@ -95,4 +111,4 @@ def env_share(name: str) -> Optional[float]:
     return value
 
 
-__all__ = ["env_auto_flag", "env_choice", "env_count", "env_flag", "env_share"]
+__all__ = ["env_auto_flag", "env_choice", "env_count", "env_flag", "env_set", "env_share"]

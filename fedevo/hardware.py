@@ -228,22 +228,15 @@ def cuda_setup() -> None:
 GPU_SHARE = "FEDEVO_GPU_SHARE"
 
 
-@contextlib.contextmanager
 def gpu_share(share: float):
     """Inside, this process (and a child it starts: an evaluation under --eval-timeout) plans for `share`
     (0 < share <= 1) of its GPU's memory: FEDEVO_GPU_SHARE set, the previous value put back after. fedevo's
     runner sets it around a Ray task that reserved --gpus-per-task < 1 (0.25: three other tasks share the GPU)."""
+    from .envvars import env_set
+
     if not 0 < share <= 1:
         raise ValueError(f"a GPU share is in (0, 1], got {share!r}")
-    before = os.environ.get(GPU_SHARE)
-    os.environ[GPU_SHARE] = repr(float(share))
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(GPU_SHARE, None)
-        else:
-            os.environ[GPU_SHARE] = before
+    return env_set(GPU_SHARE, repr(float(share)))
 
 
 def gpu_total(dev) -> int:

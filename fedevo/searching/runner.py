@@ -15,6 +15,7 @@ right).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -25,6 +26,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from ..envvars import env_set
 from ..errors import DataNotFoundError, FedevoError, SetupError
 from ..hardware import cores, gpu_share
 from ..result import EvaluationResult, coerce_result
@@ -184,33 +186,27 @@ def _set_threads(n: int) -> None:
         torch.set_num_threads(n)
 
 
-def _hide_gpus() -> Optional[str]:
-    """Hide every GPU from this process (CUDA_VISIBLE_DEVICES=""); returns the previous value. Ray used to do this
-    for tasks that reserve no GPU; Ray 2.60 (ray-project/ray#54868) leaves the variable alone, so such a task
-    would see every GPU of its node and `device = "auto"` would train on one that other tasks were given.
-    Before torch first asks CUDA (fedevo's tasks ask in `hardware.device`), so torch then sees no GPU."""
-    old = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    return old
-
-
 def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0, timeout=None, run=None):
     """run_one on a Ray worker (`run`: another function of these arguments, e.g. a batch's, batched.py)."""
     run = run or run_one
     _set_threads(threads)
-    if gpus:  # Ray set CUDA_VISIBLE_DEVICES to this task's GPU: `device = "auto"` trains on it
-        if gpus >= 1:
-            return run(evaluator, problem, params, seed, eval_kwargs, timeout)
-        with gpu_share(gpus):  # the GPU's other tasks take the rest of its memory (a CNN batch's groups)
-            return run(evaluator, problem, params, seed, eval_kwargs, timeout)
-    old = _hide_gpus()
-    try:
+    with _gpus_seen(gpus):
         return run(evaluator, problem, params, seed, eval_kwargs, timeout)
-    finally:
-        if old is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = old
+
+
+def _gpus_seen(gpus: float):
+    """What a task sees of the GPUs, set for its run and put back after. No GPU reserved: none
+    (CUDA_VISIBLE_DEVICES=""; Ray used to do this for such tasks, Ray 2.60 (ray-project/ray#54868) leaves the
+    variable alone, so the task would see every GPU of its node and `device = "auto"` would train on one that other
+    tasks were given; set before torch first asks CUDA, in `hardware.device`). Otherwise Ray set
+    CUDA_VISIBLE_DEVICES to the task's GPUs and `device = "auto"` trains there; with part of one (--gpus-per-task
+    0.25) the task plans for that share of its memory, the GPU's other tasks taking the rest (`hardware.gpu_share`:
+    an MLP bucket's members, a CNN batch's groups)."""
+    if not gpus:
+        return env_set("CUDA_VISIBLE_DEVICES", "")
+    if gpus < 1:
+        return gpu_share(gpus)
+    return contextlib.nullcontext()
 
 
 def _module_root(module_name: str) -> Optional[str]:
@@ -313,11 +309,9 @@ class RayRunner:
             threads = max(1, int(cpus_per_task))
         else:
             workers = workers or cores()
-            old = os.environ.get("PYTHONPATH")
-            os.environ["PYTHONPATH"] = env_path  # inherited by the raylet, hence by its workers
             self._temp_root = local_temp_root()  # removed by close(): no session folder left behind
-            try:
-                with self.log.capture(), keep_signal_handlers():
+            try:  # PYTHONPATH inherited by the raylet, hence by its workers
+                with env_set("PYTHONPATH", env_path), self.log.capture(), keep_signal_handlers():
                     ray.init(address="local", num_cpus=workers * cpus_per_task, include_dashboard=False,
                              _temp_dir=self._temp_root, **quiet)
             except Exception as e:  # noqa: BLE001 - a broken Ray install, no room in /tmp, ...
@@ -328,11 +322,6 @@ class RayRunner:
                 self._owns_ray = True
                 self.close()
                 raise
-            finally:
-                if old is None:
-                    os.environ.pop("PYTHONPATH", None)
-                else:
-                    os.environ["PYTHONPATH"] = old
             self._owns_ray = True
             threads = max(1, cores() // workers)
             where = f"the local Ray ({workers} worker{'s' if workers != 1 else ''})"

@@ -278,14 +278,15 @@ def chunk_threads() -> int:
 def flat_deltas(local: Sequence[torch.Tensor], global_params: Sequence[torch.Tensor],
                 out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """(c, D) fp32: each client's update local − global, its parameters flattened in order (one pass, written in
-    place into the result: `out` where given, else a new CPU tensor)."""
+    place into the result: `out` where given, else a new CPU tensor). Each local parameter is (c, *its global
+    shape), any strides (a padded bucket's corner: no copy of it is made)."""
     c = len(local[0])
     if out is None:
         out = torch.empty(c, sum(p.numel() for p in global_params), dtype=torch.float32)
     off = 0
     for lp, gp in zip(local, global_params):
         n = gp.numel()
-        torch.sub(lp.reshape(c, n), gp.reshape(1, n), out=out[:, off:off + n])
+        torch.sub(lp, gp.unsqueeze(0), out=out[:, off:off + n].view(c, *gp.shape))
         off += n
     return out
 

@@ -47,7 +47,7 @@ import torch
 from .. import hardware
 from . import stacked_cnn, stacked_fused, stacked_update
 from .device import group_chunks
-from .engine import intra_op_threads
+from .engine import flat_deltas, intra_op_threads
 from .local_round import LocalRound, MemberHooks, client_spans, size_class, steps_of
 from .stacked_cnn import CNNMember
 from .stacked_graphs import SAMPLE_QUANTUM, cache, padded_clients, recurs
@@ -125,6 +125,11 @@ def bucket_key(m: Member, exact: bool = False) -> tuple:
     return (shape, m.batch_size, m.epochs, m.schedule, m.tf32, m.torch_compile, m.hook is not None)
 
 
+def padded_dims(members: Sequence[Member]) -> list[int]:
+    """A bucket's widths: each layer's widest among its members (the narrower padded to it with zero weights)."""
+    return [max(m.dims[i] for m in members) for i in range(len(members[0].dims))]
+
+
 def predraw(m: Member) -> Member:
     """m with its engine draws made now (`engine_draws`, kept in m.drawn): a bucket built later copies them
     instead of drawing them on the thread that queues the GPU's work (the population path draws each run's next
@@ -144,8 +149,7 @@ class _Bucket:
         (`recurs`, on CUDA)."""
         self.members = members
         self.device = device
-        L = len(members[0].dims) - 1
-        self.dims = [max(m.dims[i] for m in members) for i in range(L + 1)]
+        self.dims = padded_dims(members)
         self.hooked = members[0].hook is not None  # one bucket: all or none (bucket_key)
         self.recurs = recurs(members) if device.type == "cuda" and not self.hooked and graphs_enabled() else False
         shaped = bool(self.recurs) if shaped is None else shaped
@@ -331,21 +335,13 @@ class _Bucket:
 
     def deltas(self, state: dict) -> list[torch.Tensor]:
         """Each member's flat updates (clients, D), local − global in its own layout, on the device."""
-        L = len(self.dims) - 1
         out = []
         for m, gs, sl in zip(self.members, self.globals, self.spans):
-            c = m.clients
-            D = sum(int(np.prod(p.shape)) for p in m.params)
-            flat = torch.empty(c, D, device=self.device)
-            off = 0
-            for i, g in enumerate(gs):
-                name = f"W{i // 2}" if i % 2 == 0 else f"b{i // 2}"
-                r, q = g.shape
-                local = state[name][sl, :r, :q]
-                torch.sub(local, g.unsqueeze(0), out=flat[:, off:off + r * q].view(c, r, q))
-                off += r * q
-            out.append(flat)
-        assert L * 2 == len(self.members[0].params)
+            local = [state[f"W{i // 2}" if i % 2 == 0 else f"b{i // 2}"][sl, :g.shape[0], :g.shape[1]]
+                     for i, g in enumerate(gs)]  # each parameter's corner of the member's clients
+            flat = torch.empty(m.clients, sum(g.numel() for g in gs), device=self.device)
+            out.append(flat_deltas(local, gs, out=flat))
+        assert 2 * (len(self.dims) - 1) == len(self.members[0].params)
         return out
 
 
@@ -385,8 +381,7 @@ def fitting(members: Sequence[Member], budget: Optional[int]) -> list[list[int]]
     without a budget. Each member's numbers do not depend on the members beside it, up to rounding."""
     if budget is None or len(members) < 2:
         return [list(range(len(members)))]
-    dims = [max(m.dims[i] for m in members) for i in range(len(members[0].dims))]
-    per = client_bytes(dims, max(steps_of(m) for m in members), members[0].batch_size)
+    per = client_bytes(padded_dims(members), max(steps_of(m) for m in members), members[0].batch_size)
     return group_chunks([m.clients for m in members], max(1, budget // per))
 
 
@@ -446,4 +441,4 @@ def _done(idx: list, flats: list, out: list, on_bucket) -> None:
 
 
 __all__ = ["Member", "applies", "applies_mlp", "bucket_key", "client_bytes", "fitting", "hooked", "member_hook",
-           "predraw", "split", "train_members", "width_class", "work_of"]
+           "padded_dims", "predraw", "split", "train_members", "width_class", "work_of"]

@@ -327,10 +327,11 @@ class SimConfig:
     # a GPU, else cpu). Whether a GPU is there is checked where training starts, not here: a driver without one
     # may still load a problem that its Ray workers train on GPUs.
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    # the stacked trainer's opt-ins for speed on a GPU (fl/stacked_settings.py, docs/engine.md; the environment variables
-    # FEDEVO_SCHEDULE, FEDEVO_CUDA_TF32 and FEDEVO_CUDA_COMPILE override them): 'device' draws the batch schedule on
-    # the device instead of the CPU engine's draws (other batches: results equal statistically); tf32: TF32 matmuls
-    # on CUDA; torch_compile: the step loop's pointwise work fused by torch.compile on CUDA (equal up to rounding)
+    # the stacked trainer's opt-ins for speed on a GPU (fl/stacked_settings.py, docs/engine.md; the environment
+    # variables FEDEVO_SCHEDULE, FEDEVO_CUDA_TF32 and FEDEVO_CUDA_COMPILE override them): 'device' draws the batch
+    # schedule on the device instead of the CPU engine's draws (other batches: results equal statistically); tf32:
+    # TF32 matmuls on CUDA; torch_compile: the step loop's pointwise work fused by torch.compile on CUDA (equal up to
+    # rounding)
     batch_schedule: Literal["engine", "device"] = "engine"
     tf32: bool = False
     torch_compile: bool = False

@@ -128,9 +128,9 @@ def stacked_member(work: RoundWork, cfg: SimConfig, model, pv, device) -> "stack
     (a CNN's: stacked_cnn.CNNMember)."""
     if getattr(model, "kind", "") == "cnn":
         return stacked_cnn.CNNMember(model=model, params=work.params, masks=work.masks, lr=cfg.lr,
-                                 chunks=work.local_data, seeds=work.seeds, epochs=cfg.epochs,
-                                 batch_size=cfg.batch_size, tf32=stacked_settings.tf32_enabled(cfg.tf32),
-                                 hook=stacked.member_hook(pv, work.chunks, work.seeds, device))
+                                     chunks=work.local_data, seeds=work.seeds, epochs=cfg.epochs,
+                                     batch_size=cfg.batch_size, tf32=stacked_settings.tf32_enabled(cfg.tf32),
+                                     hook=stacked.member_hook(pv, work.chunks, work.seeds, device))
     return stacked.Member(dims=model.dims, params=work.params, masks=work.masks, lr=cfg.lr, chunks=work.local_data,
                           seeds=work.seeds, epochs=cfg.epochs, batch_size=cfg.batch_size,
                           hook=stacked.member_hook(pv, work.chunks, work.seeds, device),

@@ -95,8 +95,8 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
     data, part, model, noise = su.data, su.part, su.model, su.noise
     engine = su.engine.info()
     pv = su.privatizer
-    on_stacked = su.engine.device.type != "cpu" and stacked_settings.enabled() and stacked.applies(model, pv,
-                                                                                          model.compute_dtype)
+    on_stacked = (su.engine.device.type != "cpu" and stacked_settings.enabled()
+                  and stacked.applies(model, pv, model.compute_dtype))
     mlp = on_stacked and stacked.applies_mlp(model, pv, model.compute_dtype)  # the MLP buckets: their kernels
     if on_stacked:  # the stacked trainer's opt-ins it trained with (rounds.local_round; a CNN's: TF32 alone)
         engine.update(stacked_settings.opt_ins(cfg, su.engine.device, hooked=stacked.hooked(pv), cnn=not mlp))

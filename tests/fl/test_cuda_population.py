@@ -17,7 +17,7 @@ from fedevo.fl.engine import flat_deltas, train_chunks
 from fedevo.models import build_model
 
 from .test_cuda import ROUND_L2, _rel_l2
-from .test_population import GENERATION, SEEDS, _objectives, problem  # noqa: F401  (the fixture)
+from .test_population import GENERATION, SEEDS, _objectives, batched_and_alone, problem  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.cuda
 CUDA = torch.device("cuda")
@@ -110,10 +110,8 @@ def test_a_long_run_replays_its_padded_graphs(monkeypatch):
 
 @pytest.mark.parametrize("exact", [True, False], ids=["equal-widths", "padded"])
 def test_generation_on_cuda_equals_each_alone(problem, exact):  # noqa: F811
-    together = evaluate_population(problem, GENERATION, SEEDS, device="cuda", exact=exact)
-    for p, s, got in zip(GENERATION, SEEDS, together):
-        assert got.engine["device"] == "cuda" and got.engine["population"] == len(GENERATION)
-        (alone,) = evaluate_population(problem, [p], [s], device="cuda", exact=exact)
+    for p, s, got, alone in batched_and_alone(problem, GENERATION, SEEDS, device="cuda", exact=exact):
+        assert got.engine["device"] == "cuda"
         if exact:
             assert _objectives(got) == _objectives(alone), p
         else:

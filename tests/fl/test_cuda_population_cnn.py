@@ -9,6 +9,7 @@ import pytest
 from fedevo.evaluation import evaluate, evaluate_population
 from fedevo.problem import load_problem
 
+from .test_population import batched_and_alone
 from .test_population_cnn import GENERATION, SEEDS, STEP, STEP_GENERATION, problem  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.cuda
@@ -16,10 +17,8 @@ pytestmark = pytest.mark.cuda
 
 @pytest.mark.parametrize("exact", [True, False], ids=["equal-widths", "padded"])
 def test_a_cnn_generation_on_cuda_equals_each_alone(problem, exact):  # noqa: F811
-    together = evaluate_population(problem, GENERATION, SEEDS, device="cuda", exact=exact)
-    for p, s, got in zip(GENERATION, SEEDS, together):
-        assert got.engine["device"] == "cuda" and got.engine["population"] == len(GENERATION)
-        (alone,) = evaluate_population(problem, [p], [s], device="cuda", exact=exact)
+    for p, s, got, alone in batched_and_alone(problem, GENERATION, SEEDS, device="cuda", exact=exact):
+        assert got.engine["device"] == "cuda"
         assert (got.status, got.comm, got.eps, got.omega) == (alone.status, alone.comm, alone.eps, alone.omega), p
         assert abs(got.error - alone.error) <= 0.02, (p, got.error, alone.error)
         cpu = evaluate(problem, dict(p, device="cpu"), seed=s)
@@ -31,11 +30,7 @@ def test_a_per_step_hook_cnn_generation_on_cuda_equals_each_alone(tmp_path):
     path = tmp_path / "step.toml"
     path.write_text(STEP)
     prob = load_problem(str(path))
-    seeds = [1, 2, 3, 4]
-    together = evaluate_population(prob, STEP_GENERATION, seeds, device="cuda")
-    for p, s, got in zip(STEP_GENERATION, seeds, together):
-        assert got.engine["population"] == len(STEP_GENERATION)
-        (alone,) = evaluate_population(prob, [p], [s], device="cuda")
+    for p, s, got, alone in batched_and_alone(prob, STEP_GENERATION, [1, 2, 3, 4], device="cuda"):
         assert (got.status, got.comm, got.omega) == (alone.status, alone.comm, alone.omega), p
         assert got.eps == pytest.approx(alone.eps, rel=1e-4), p
         assert abs(got.error - alone.error) <= 0.02, (p, got.error, alone.error)

@@ -68,19 +68,26 @@ def _untimed(d):
     return {k: _untimed(v) if isinstance(v, dict) else v for k, v in d.items() if not k.endswith("_s")}
 
 
+def batched_and_alone(problem, generation, seeds, *, device: str, exact: bool = False) -> list[tuple]:
+    """The generation evaluated as one batch on `device` (each result checked batched, not sent alone), and each
+    individual alone the same way (a population of one): (params, seed, batched result, alone result) each."""
+    together = evaluate_population(problem, generation, seeds, device=device, exact=exact)
+    assert all(r.engine.get("population") == len(generation) for r in together)
+    return [(p, s, got, evaluate_population(problem, [p], [s], device=device, exact=exact)[0])
+            for p, s, got in zip(generation, seeds, together)]
+
+
 def _objectives(r):
     return tuple(getattr(r, k) for k in KEYS)
 
 
 @pytest.mark.parametrize("exact", [True, False], ids=["equal-widths", "padded"])
 def test_generation_equals_each_alone(problem, exact):
-    together = evaluate_population(problem, GENERATION, SEEDS, device="cpu", exact=exact)
-    assert [r.engine["population"] for r in together] == [len(GENERATION)] * len(GENERATION)
-    for p, s, got in zip(GENERATION, SEEDS, together):
-        (alone,) = evaluate_population(problem, [p], [s], device="cpu", exact=exact)
+    pairs = batched_and_alone(problem, GENERATION, SEEDS, device="cpu", exact=exact)
+    for p, s, got, alone in pairs:
         assert _objectives(got) == _objectives(alone), p
         assert _untimed(got.privacy) == _untimed(alone.privacy)
-    assert len({r.error for r in together}) > 3  # they trained, each its own way
+    assert len({got.error for _, _, got, _ in pairs}) > 3  # they trained, each its own way
 
 
 def test_generation_equals_the_cpu_engine(problem):
@@ -296,11 +303,8 @@ def test_a_per_step_hook_generation_equals_each_alone(tmp_path, exact):
     path = tmp_path / "step.toml"
     path.write_text(STEP)
     prob = load_problem(str(path))
-    seeds = [1, 2, 3, 4]
-    together = evaluate_population(prob, STEP_GENERATION, seeds, device="cpu", exact=exact)
-    assert all("population" in r.engine for r in together)  # batched, not sent alone
-    for p, s, got in zip(STEP_GENERATION, seeds, together):
-        (alone,) = evaluate_population(prob, [p], [s], device="cpu", exact=exact)
+    pairs = batched_and_alone(prob, STEP_GENERATION, [1, 2, 3, 4], device="cpu", exact=exact)
+    for p, s, got, alone in pairs:
         if exact:
             assert _objectives(got) == _objectives(alone), p
             assert _untimed(got.privacy) == _untimed(alone.privacy), p  # the S each round used, the clips
@@ -312,7 +316,7 @@ def test_a_per_step_hook_generation_equals_each_alone(tmp_path, exact):
         # the same uploads and model size
         cpu = evaluate(prob, p, seed=s)
         assert (got.status, got.comm, got.omega) == (cpu.status, cpu.comm, cpu.omega), p
-    assert len({r.error for r in together}) > 2
+    assert len({got.error for _, _, got, _ in pairs}) > 2
 
 
 ADAPTIVE = """
@@ -360,11 +364,8 @@ def test_an_adaptive_generation_equals_each_alone_and_the_cpu_engine(tmp_path, e
     prob = load_problem(str(path))
     gen = [dict(p, precision="fp32") for p in (dict(units=24), dict(units=20, lr=0.1, adaptive_kappa=0.2),
                                                dict(layers=1, units=30), dict(units=24, alpha=8))]
-    seeds = [1, 2, 3, 4]
-    together = evaluate_population(prob, gen, seeds, device="cpu", exact=exact)
-    assert all("population" in r.engine for r in together)  # batched, not sent alone
-    for p, s, got in zip(gen, seeds, together):
-        (alone,) = evaluate_population(prob, [p], [s], device="cpu", exact=exact)
+    pairs = batched_and_alone(prob, gen, [1, 2, 3, 4], device="cpu", exact=exact)
+    for p, s, got, alone in pairs:
         assert (got.status, got.comm, got.eps, got.omega) == (alone.status, alone.comm, alone.eps, alone.omega), p
         assert abs(got.error - alone.error) <= (0.0 if exact else 0.02), p
         if exact:  # the controller's levels, filter and learning-rate factors as alone
@@ -372,7 +373,7 @@ def test_an_adaptive_generation_equals_each_alone_and_the_cpu_engine(tmp_path, e
         cpu = evaluate(prob, p, seed=s)
         assert (got.status, got.comm, got.eps, got.omega) == (cpu.status, cpu.comm, cpu.eps, cpu.omega), p
         assert abs(got.error - cpu.error) <= 0.02, (p, got.error, cpu.error)
-    assert len({r.error for r in together}) > 2
+    assert len({got.error for _, _, got, _ in pairs}) > 2
 
 
 def test_a_sides_encoding_takes_the_cores_the_other_sides_leave(problem, monkeypatch):

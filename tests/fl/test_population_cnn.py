@@ -9,7 +9,7 @@ import pytest
 from fedevo.evaluation import evaluate, evaluate_population
 from fedevo.problem import load_problem
 
-from .test_population import DP, _objectives, _untimed
+from .test_population import DP, _objectives, _untimed, batched_and_alone
 
 # the MLP tests' small problem (central and secagg trust, SET, the same privacy genes) with a CNN and its genes
 CNN = DP.replace('"tiny_dp"', '"tiny_cnn"').replace('"mlp"', '"cnn"').replace("rounds = 3", "rounds = 4").replace(
@@ -41,14 +41,12 @@ def problem(tmp_path_factory):
 
 @pytest.mark.parametrize("exact", [True, False], ids=["equal-widths", "padded"])
 def test_a_cnn_generation_equals_each_alone(problem, exact):
-    together = evaluate_population(problem, GENERATION, SEEDS, device="cpu", exact=exact)
-    assert [r.engine["population"] for r in together] == [len(GENERATION)] * len(GENERATION)
-    for p, s, got in zip(GENERATION, SEEDS, together):
-        (alone,) = evaluate_population(problem, [p], [s], device="cpu", exact=exact)
+    pairs = batched_and_alone(problem, GENERATION, SEEDS, device="cpu", exact=exact)
+    for p, s, got, alone in pairs:
         assert _objectives(got) == _objectives(alone), p
         assert _untimed(got.privacy) == _untimed(alone.privacy)
-    assert len({r.error for r in together}) > 3  # they trained, each its own way
-    assert min(r.error for r in together) < 0.5  # and learnt
+    assert len({got.error for _, _, got, _ in pairs}) > 3  # they trained, each its own way
+    assert min(got.error for _, _, got, _ in pairs) < 0.5  # and learnt
 
 
 def test_a_cnn_generation_equals_the_cpu_engine(problem):
@@ -91,11 +89,8 @@ def test_a_per_step_hook_cnn_generation_equals_each_alone(tmp_path, exact):
     path = tmp_path / "step.toml"
     path.write_text(STEP)
     prob = load_problem(str(path))
-    seeds = [1, 2, 3, 4]
-    together = evaluate_population(prob, STEP_GENERATION, seeds, device="cpu", exact=exact)
-    assert all("population" in r.engine for r in together)  # batched, not sent alone
-    for p, s, got in zip(STEP_GENERATION, seeds, together):
-        (alone,) = evaluate_population(prob, [p], [s], device="cpu", exact=exact)
+    pairs = batched_and_alone(prob, STEP_GENERATION, [1, 2, 3, 4], device="cpu", exact=exact)
+    for p, s, got, alone in pairs:
         # fp32 rounding (the group's size sets the convolutions' blocking), also in the gradient norms whose median
         # is the next round's S (ε's)
         assert (got.status, got.comm, got.omega) == (alone.status, alone.comm, alone.omega), p
@@ -103,7 +98,7 @@ def test_a_per_step_hook_cnn_generation_equals_each_alone(tmp_path, exact):
         assert abs(got.error - alone.error) <= 0.02, (p, got.error, alone.error)
         cpu = evaluate(prob, p, seed=s)  # other noise draws: the same uploads and model size
         assert (got.status, got.comm, got.omega) == (cpu.status, cpu.comm, cpu.omega), p
-    assert len({r.error for r in together}) > 2
+    assert len({got.error for _, _, got, _ in pairs}) > 2
 
 
 def _bench(*args):

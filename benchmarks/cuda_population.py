@@ -12,8 +12,9 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
      --tf32 (TF32 matmuls, FEDEVO_CUDA_TF32=1), both; --compile (the step's pointwise work torch.compile'd,
      FEDEVO_CUDA_COMPILE=1; compiling, seconds, is in the warm-up, not the times) with the CPU engine's schedule
      in fp32 (Δ: rounding), with it and TF32 (with --tf32), and with the device schedule and TF32 (all three
-     opt-ins);
-   - the same with 10%-density SET masks;
+     opt-ins); --window K [K ...]: each of those with the first layer's updates once a window of K steps
+     (FEDEVO_FIRST_LAYER_WINDOW=K, fl/stacked_window.py; Δ: rounding where the schedule is the CPU engine's);
+   - the same with 10%-density SET masks (no window lines: a masked first layer updates every step);
    with the largest relative differences to the CPU engine's updates (max and L2, as cuda_round.py).
 2. A generation of fashion_mlp_dp (--problem P: another MLP problem; --generation N individuals drawn uniformly
    from its genes with --gen-seed;
@@ -176,25 +177,33 @@ def reference_round(a, dev) -> None:
         # the opt-ins (docs/engine.md): the schedule drawn on the GPU (other batches: Δ to the CPU engine is
         # statistical, not rounding), TF32 matmuls and the compiled pointwise work; a fixed cohort's recurring
         # shape replays its graph
-        opt_ins = [("device schedule", "device", False, False)] if a.schedule_device else []
-        opt_ins += [("TF32", "engine", True, False)] if a.tf32 else []
-        opt_ins += [("device schedule, TF32", "device", True, False)] if a.tf32 and a.schedule_device else []
-        opt_ins += [("compiled", "engine", False, True)] if a.compile else []
-        opt_ins += [("TF32, compiled", "engine", True, True)] if a.compile and a.tf32 else []
-        opt_ins += [("device schedule, TF32, compiled", "device", True, True)] \
+        opt_ins = [("device schedule", "device", False, False, 1)] if a.schedule_device else []
+        opt_ins += [("TF32", "engine", True, False, 1)] if a.tf32 else []
+        opt_ins += [("device schedule, TF32", "device", True, False, 1)] if a.tf32 and a.schedule_device else []
+        opt_ins += [("compiled", "engine", False, True, 1)] if a.compile else []
+        opt_ins += [("TF32, compiled", "engine", True, True, 1)] if a.compile and a.tf32 else []
+        opt_ins += [("device schedule, TF32, compiled", "device", True, True, 1)] \
             if a.compile and a.tf32 and a.schedule_device else []
-        for name, schedule, tf32, compiled in opt_ins:
+        # the first layer's updates once a window of k steps (FEDEVO_FIRST_LAYER_WINDOW, fl/stacked_window.py):
+        # alone (fp32, the CPU engine's schedule: Δ is rounding) and with each opt-in asked for
+        # (not where the first layer is SET-masked: it trains as without)
+        plain = [("", "engine", False, False, 1)] + opt_ins
+        for k in (a.window if 0 not in m else []):
+            opt_ins += [(f"{name}, window {k}".lstrip(", "), schedule, tf32, compiled, k)
+                        for name, schedule, tf32, compiled, _ in plain]
+        for name, schedule, tf32, compiled, window in opt_ins:
             if dev.type != "cuda" and (tf32 or compiled):
                 continue
             os.environ["FEDEVO_CUDA_TF32"] = "1" if tf32 else "0"
             os.environ["FEDEVO_CUDA_COMPILE"] = "1" if compiled else "0"
+            os.environ["FEDEVO_FIRST_LAYER_WINDOW"] = str(window)
             stacked_graphs.CACHES.clear()
             run = lambda: new(schedule=schedule)  # noqa: E731
             run(), run()  # compiled at the first, captured at the second
             tt, (flat, _) = timed(run, a.repeats, dev)
             line(f"stacked, CUDA graph, {name}{label}", tt, ref, flat, today)
-            os.environ.pop("FEDEVO_CUDA_TF32")
-            os.environ.pop("FEDEVO_CUDA_COMPILE")
+            for v in ("FEDEVO_CUDA_TF32", "FEDEVO_CUDA_COMPILE", "FEDEVO_FIRST_LAYER_WINDOW"):
+                os.environ.pop(v)
             stacked_graphs.CACHES.clear()
         os.environ.pop("FEDEVO_CUDA_GRAPHS", None)
 
@@ -428,6 +437,10 @@ def main(argv=None):
     ap.add_argument("--compile", action="store_true",
                     help="also with the step's pointwise work torch.compile'd (FEDEVO_CUDA_COMPILE=1): with the CPU "
                          "engine's schedule, and with the device schedule and TF32")
+    ap.add_argument("--window", type=int, nargs="+", default=[], metavar="K",
+                    help="also with the first layer's updates once a window of K steps (FEDEVO_FIRST_LAYER_WINDOW=K, "
+                         "fl/stacked_window.py), alone and with each opt-in asked for; not for the SET-masked round "
+                         "(a masked first layer trains as without)")
     ap.add_argument("--trust", choices=("central", "secagg"), default=None,
                     help="every individual with this trust model (default: the drawn gene)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")

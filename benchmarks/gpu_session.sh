@@ -10,7 +10,7 @@
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
 #     bash benchmarks/gpu_session.sh generation-opt-ins   # a step the default leaves out (named only; also
 #                                                         # phases, generation-busy, generation-step, prefetch,
-#                                                         # graphs, convoy, generation-cnn)
+#                                                         # graphs, convoy, generation-cnn, window)
 #
 # Before the first call, on this machine (both folders are git-ignored; the device tool carries them):
 #     mkdir -p .gpu-data && cp /usr/share/datasets/fashion-mnist/*.gz .gpu-data/       # Fashion-MNIST's IDX files
@@ -51,11 +51,17 @@ cat "$OUT/machine.txt" | tee "$OUT/all.txt"
 step tests 100 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py \
   tests/fl/test_stacked_fused.py tests/fl/test_stacked_update.py tests/fl/test_stacked_hooks.py \
-  tests/fl/test_cuda_population_cnn.py
+  tests/fl/test_cuda_population_cnn.py tests/fl/test_stacked_window.py
 # the fused masked weight update (fl/stacked_update.py) against the plain update: one layer's step, and the
 # reference round dense and SET-masked with FEDEVO_CUDA_FUSED_UPDATE off / masked / all, side by side
 step fused 60 python3 benchmarks/cuda_fused_update.py
-step round 100 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile
+# the reference round with every opt-in, each also with the first layer's updates once a window of 4 steps
+# (FEDEVO_FIRST_LAYER_WINDOW, fl/stacked_window.py: issue #37's 10x target is memory-bound there)
+step round 100 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile \
+  --window 4
+# named only: the window's length scanned (2, 4, 8) with every opt-in, today's path left out
+step window 100 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --no-today --tf32 \
+  --schedule-device --compile --window 2 4 8
 # named only (the default list makes room for `fused`): where the opt-ins' round goes (plan, load, step loop,
 # updates; the step loop's kernels), with the CPU engine's batches (its draws native on the host, laid out there)
 step phases 45 env FEDEVO_CUDA_TF32=1 FEDEVO_CUDA_COMPILE=1 python3 benchmarks/cuda_round_phases.py

@@ -155,7 +155,8 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
                 continue
             prog = round_program(su.cfg, su.model, su.data, su.part, gen=su.gen, privatizer=su.privatizer,
                                  engine=su.engine, device=d)
-            opted = stacked_settings.opt_ins(su.cfg, d, hooked=stacked.hooked(su.privatizer), cnn=not _mlp(su))
+            opted = stacked_settings.opt_ins(su.cfg, d, hooked=stacked.hooked(su.privatizer), cnn=not _mlp(su),
+                                            model=su.model)
             engine = {**su.engine.info(), **opted, "population": len(configs)}
             runs.append(Run(index=i, cfg=su.cfg, seed=int(seeds[i]), su=su, engine=engine, prog=prog, t0=t0,
                              device=torch.device(d)))

@@ -99,7 +99,8 @@ def simulate(cfg: SimConfig, *, seed: int = 0, eval_every: int = 0,
                   and stacked.applies(model, pv, model.compute_dtype))
     mlp = on_stacked and stacked.applies_mlp(model, pv, model.compute_dtype)  # the MLP buckets: their kernels
     if on_stacked:  # the stacked trainer's opt-ins it trained with (rounds.local_round; a CNN's: TF32 alone)
-        engine.update(stacked_settings.opt_ins(cfg, su.engine.device, hooked=stacked.hooked(pv), cnn=not mlp))
+        engine.update(stacked_settings.opt_ins(cfg, su.engine.device, hooked=stacked.hooked(pv), cnn=not mlp,
+                                                model=model))
     stop = cfg.rounds if until is None else until
     try:
         out = run_rounds(cfg, model, data, part, gen=su.gen, privatizer=su.privatizer, engine=su.engine,

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from .. import hardware
-from . import stacked_cnn, stacked_fused, stacked_update
+from . import stacked_cnn, stacked_fused, stacked_update, stacked_window
 from .device import group_chunks
 from .engine import flat_deltas, intra_op_threads
 from .local_round import LocalRound, MemberHooks, client_spans, size_class, steps_of
@@ -118,11 +118,14 @@ def width_class(dims: Sequence[int]) -> int:
 
 
 def bucket_key(m: Member, exact: bool = False) -> tuple:
-    """Members with equal keys train together. exact: only members of equal widths (no padding)."""
+    """Members with equal keys train together. exact: only members of equal widths (no padding). With the first
+    layer's window (fl/stacked_window.py) asked for, the members it applies to apart from the others, so that they
+    take it whatever trains beside them."""
     if isinstance(m, CNNMember):
         return stacked_cnn.bucket_key(m, exact)
     shape = m.dims if exact else (len(m.dims), m.dims[0], m.dims[-1], width_class(m.dims))
-    return (shape, m.batch_size, m.epochs, m.schedule, m.tf32, m.torch_compile, m.hook is not None)
+    windowed = stacked_window.steps() > 1 and stacked_window.applies(m.hook is not None, 0 in m.masks)
+    return (shape, m.batch_size, m.epochs, m.schedule, m.tf32, m.torch_compile, m.hook is not None, windowed)
 
 
 def padded_dims(members: Sequence[Member]) -> list[int]:
@@ -170,9 +173,13 @@ class _Bucket:
         if (fused == "masked" and not self.masked) or self.hooked:  # a hook's step applies explicit gradients
             fused = "off"
         self.fused = fused if fused != "off" and stacked_update.usable(device) else "off"  # checked once a device
+        # the first layer's updates once a window of steps (fl/stacked_window.py; an opt-in, 1: every step)
+        first_masked = any(0 in m.masks for m in members)
+        self.window = stacked_window.steps() if stacked_window.applies(self.hooked, first_masked) else 1
 
     def key(self) -> tuple:
-        return (self.C, tuple(self.dims), self.used, self.masked, self.tf32, self.compiled, self.fused, self.hooked)
+        return (self.C, tuple(self.dims), self.used, self.masked, self.tf32, self.compiled, self.fused, self.hooked,
+                self.window)
 
     def load(self, state: dict) -> None:
         """Copy the members' global parameters (and masks) into the stacked state (allocated or reused)."""
@@ -240,13 +247,20 @@ class _Bucket:
         return ([state[f"W{l}"] for l in range(L)], [state[f"b{l}"] for l in range(L)],
                 [state.get(f"M{l}") for l in range(L)])
 
-    def _forward(self, x: torch.Tensor, rows: torch.Tensor, b: int, W: list, bias: list, fwd=None) -> list:
+    def _forward(self, x: torch.Tensor, rows: torch.Tensor, b: int, W: list, bias: list, fwd=None,
+                 window: Optional[stacked_window.Window] = None, j: int = 0) -> list:
         """One step's forward pass over the bucket's C·b rows of x: the layers' inputs and the logits (fwd:
-        stacked_fused's bias + ReLU, else the bias inside the GEMM)."""
+        stacked_fused's bias + ReLU, else the bias inside the GEMM). window: the first layer's deferred updates
+        (fl/stacked_window.py), step j of it: its input and pre-activation from there."""
         L = len(W)
-        hs = [x.index_select(0, rows).view(self.C, b, -1)]
+        hs = [x.index_select(0, rows).view(self.C, b, -1) if window is None else window.input(j)]
         for l in range(L):
-            if fwd is None:
+            if window is not None and l == 0:
+                z = window.z(j)
+                z = z.add_(bias[0]) if fwd is None else fwd(z, bias[0], L > 1)
+                if fwd is None and L > 1:
+                    z.relu_()
+            elif fwd is None:
                 z = torch.baddbmm(bias[l], hs[-1], W[l])
                 if l < L - 1:
                     z.relu_()
@@ -258,40 +272,49 @@ class _Bucket:
     def loop(self, state: dict, x: torch.Tensor, fns: Optional[tuple] = None) -> None:
         """The step loop. The per-sample weights are × −lr already, so δ is the update's from the top: per layer the
         input gradient δ·Wᵀ (ReLU') before W changes, the weight update inside the weight-gradient GEMM (the SET
-        mask product after it), the bias += Σδ. fns: (fwd, top, mid) of stacked_fused (compiled or not) for the
-        pointwise work around the GEMMs; None: the plain loop (the forward's bias inside its GEMM)."""
+        mask product after it), the bias += Σδ; the first layer's weight updates once a window of `self.window`
+        steps where it is more than 1 (fl/stacked_window.py). fns: (fwd, top, mid) of stacked_fused (compiled or
+        not) for the pointwise work around the GEMMs; None: the plain loop (the forward's bias inside its GEMM)."""
         L = len(self.dims) - 1
         C = self.C
         W, bias, M = self._layers(state)
         rows, ys, ws = state["rows"], state["y"], state["w"]
         fwd, top, mid = fns or (None, None, None)
+        k = self.window
         off = 0
-        for b in self.used:
-            n = C * b
-            hs = self._forward(x, rows[off:off + n], b, W, bias, fwd)
-            y, w = ys[off:off + n].view(C, b), ws[off:off + n].view(C, b, 1)
-            off += n
-            if top is None:
-                delta = _logits_grad(hs[-1], y, w)  # × −lr: the update's from the top
-                bias[L - 1].add_(delta.sum(1, keepdim=True))
-            else:
-                delta = top(hs[-1], y, w, bias[L - 1])
-            for l in range(L - 1, -1, -1):
-                nd = None
-                if l > 0:  # the input gradient before W changes, ReLU' applied; the bias below it
-                    g = torch.bmm(delta, W[l].transpose(1, 2))
-                    if mid is None:
-                        nd = torch.ops.aten.threshold_backward(g, hs[l], 0)
-                        bias[l - 1].add_(nd.sum(1, keepdim=True))
-                    else:
-                        nd = mid(g, hs[l], bias[l - 1])
-                if self.fused == "all" or (self.fused == "masked" and M[l] is not None):
-                    stacked_update.apply_(W[l], hs[l], delta, M[l], tf32=self.tf32)  # one pass, mask inside
+        for s0 in range(0, len(self.used), k):
+            sizes = self.used[s0:s0 + k]
+            win = stacked_window.Window(x, rows, off, sizes, C, W[0]) if k > 1 else None
+            for j, b in enumerate(sizes):
+                n = C * b
+                hs = self._forward(x, rows[off:off + n], b, W, bias, fwd, win, j)
+                y, w = ys[off:off + n].view(C, b), ws[off:off + n].view(C, b, 1)
+                off += n
+                if top is None:
+                    delta = _logits_grad(hs[-1], y, w)  # × −lr: the update's from the top
+                    bias[L - 1].add_(delta.sum(1, keepdim=True))
                 else:
-                    W[l].baddbmm_(hs[l].transpose(1, 2), delta)  # W −= lr·hᵀδ, inside the GEMM
-                    if M[l] is not None:
-                        W[l].mul_(M[l])
-                delta = nd
+                    delta = top(hs[-1], y, w, bias[L - 1])
+                for l in range(L - 1, -1, -1):
+                    nd = None
+                    if l > 0:  # the input gradient before W changes, ReLU' applied; the bias below it
+                        g = torch.bmm(delta, W[l].transpose(1, 2))
+                        if mid is None:
+                            nd = torch.ops.aten.threshold_backward(g, hs[l], 0)
+                            bias[l - 1].add_(nd.sum(1, keepdim=True))
+                        else:
+                            nd = mid(g, hs[l], bias[l - 1])
+                    if win is not None and l == 0:
+                        win.slot(j).copy_(delta)  # the first layer's update at the window's end
+                    elif self.fused == "all" or (self.fused == "masked" and M[l] is not None):
+                        stacked_update.apply_(W[l], hs[l], delta, M[l], tf32=self.tf32)  # one pass, mask inside
+                    else:
+                        W[l].baddbmm_(hs[l].transpose(1, 2), delta)  # W −= lr·hᵀδ, inside the GEMM
+                        if M[l] is not None:
+                            W[l].mul_(M[l])
+                    delta = nd
+            if win is not None:
+                win.update(W[0])
 
     def hooked_loop(self, state: dict, x: torch.Tensor) -> None:
         """The step loop with each member's per-step hook (fl/device.py's step, stacked): the gradients explicit

@@ -15,16 +15,22 @@ Three opt-ins for speed on a GPU, all off by default (docs/engine.md): a problem
   same numbers up to rounding, compiled once per process and shape (seconds); where compiling fails, one warning
   and the plain loop.
 
+One more, by environment variable alone while it is unmeasured on a GPU: `FEDEVO_FIRST_LAYER_WINDOW=k`, the first
+layer's weight updates once a window of k steps (fl/stacked_window.py; a result's `engine` names it where it
+applied: `first_layer_window`).
+
 Switches, on by default: `FEDEVO_STACKED=0` (MLPs on fl/device.py's path, what the stacked trainer replaced) and
 `FEDEVO_CUDA_GRAPHS=0` (no captured CUDA graphs: fl/stacked_graphs.py).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..envvars import env_choice, env_flag
-from . import stacked_fused, stacked_update
+from . import stacked_fused, stacked_update, stacked_window
 
 
 SCHEDULES = ("engine", "device")
@@ -63,17 +69,32 @@ def settings_of(cfg) -> dict:
             "torch_compile": compile_enabled(cfg.torch_compile)}
 
 
-def opt_ins(cfg, device, hooked: bool = False, cnn: bool = False) -> dict:
+def opt_ins(cfg, device, hooked: bool = False, cnn: bool = False, model=None) -> dict:
     """The opt-ins the stacked trainer trains `cfg` with on `device`, for a result's `engine` (none by default;
-    TF32 and torch_compile on CUDA only; hooked: a per-step hook's loop, which has no compiled pointwise work;
-    cnn: a CNN bucket's, which takes TF32 alone)."""
+    TF32 and torch_compile on CUDA only; hooked: a per-step hook's loop, which has no compiled pointwise work, nor
+    a first-layer window; cnn: a CNN bucket's, which takes TF32 alone; model: the MLP's, whose first layer's SET
+    mask, if any, rules the window out)."""
     got = settings_of(cfg)
     if cnn:
         return {"tf32": True} if got["tf32"] and torch.device(device).type == "cuda" else {}
     out = {"batch_schedule": "device"} if got["schedule"] == "device" else {}
     if torch.device(device).type == "cuda":
         out.update({k: True for k in ("tf32", "torch_compile") if got[k] and not (hooked and k == "torch_compile")})
+    k = stacked_window.steps()
+    if k > 1 and model is not None and stacked_window.applies(hooked, _first_masked(cfg, model)):
+        out["first_layer_window"] = k
     return out
+
+
+def _first_masked(cfg, model) -> bool:
+    """Whether an MLP's first weight has a SET mask under `cfg` (erdos_renyi_masks leaves a layer whose density
+    reaches 1 unmasked)."""
+    from ..models.sparse import mask_count
+
+    if cfg.alpha is None:
+        return False
+    n_in, n_out = model.shapes[0][0], math.prod(model.shapes[0][1:])
+    return mask_count(cfg.alpha, n_in, n_out) < n_in * n_out
 
 
 def engine_label(engine: dict, mlp: bool = True) -> dict:

@@ -97,12 +97,9 @@ def test_the_setting_is_ignored_on_the_cpu(monkeypatch):
     assert torch.equal(got, plain) and not warned and stacked_fused._COMPILED is None  # nothing compiled
 
 
-@pytest.mark.cuda
-@pytest.mark.parametrize("alpha", [None, 5.0], ids=["dense", "set"])
-def test_compiled_loop_in_a_cuda_graph_equals_the_plain_loop(monkeypatch, alpha):
-    """The reference round (10 clients): eager with the plain loop; then compiled three times (eager, captured,
-    replayed): the same numbers each time, within the fp32 round tolerance of the plain loop."""
-    from .test_cuda import ROUND_L2, _rel_l2
+def eager_reference(monkeypatch, alpha):
+    """The reference round of 10 clients (SET-masked where alpha is given, fp32) on CUDA with the plain eager loop:
+    (data, member, its updates); the CUDA graph cache emptied."""
     from .test_cuda_population import CUDA, _reference
 
     data, _, m = _reference(alpha, clients=10)
@@ -111,6 +108,18 @@ def test_compiled_loop_in_a_cuda_graph_equals_the_plain_loop(monkeypatch, alpha)
     monkeypatch.setenv("FEDEVO_CUDA_GRAPHS", "0")
     (plain,) = train_members([m], data.x_train, data.y_train, device=CUDA)
     monkeypatch.delenv("FEDEVO_CUDA_GRAPHS")
+    return data, m, plain
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("alpha", [None, 5.0], ids=["dense", "set"])
+def test_compiled_loop_in_a_cuda_graph_equals_the_plain_loop(monkeypatch, alpha):
+    """The reference round (10 clients): eager with the plain loop; then compiled three times (eager, captured,
+    replayed): the same numbers each time, within the fp32 round tolerance of the plain loop."""
+    from .test_cuda import ROUND_L2, _rel_l2
+    from .test_cuda_population import CUDA
+
+    data, m, plain = eager_reference(monkeypatch, alpha)
     m.torch_compile = True
     runs, warned = _warnings(lambda: [train_members([m], data.x_train, data.y_train, device=CUDA)[0].cpu()
                                       for _ in range(3)])

@@ -233,7 +233,7 @@ def check_eval_timeout(seconds: Optional[float], key: str = "--eval-timeout") ->
 def check_model_parameters(n: int, what: str, memory: Optional[int] = None) -> None:
     """FedevoError (one line) when a model of `n` parameters cannot be trained even by one client at a time in the
     available memory (MODEL_COPIES fp32 copies a client, four more for the global model): a user model is sized
-    by its parameters before it is built (models/user.py builds it on torch's meta device)."""
+    by its parameters before it is built (models/user_module.py builds it on torch's meta device)."""
     memory = available_memory() if memory is None else memory
     need = 4.0 * n * (MODEL_COPIES + 4)
     if need > memory:

@@ -133,7 +133,7 @@ class Problem:
     description: str = ""
     path: Optional[str] = None
     data_source: Any = None  # the user's data ([data] source: fedevo.data.sources.UserData); None: `dataset`
-    model_ref: Optional[str] = None  # a user model's factory, its file's path resolved (models/user.py)
+    model_ref: Optional[str] = None  # a user model's factory, its file's path resolved (models/user_module.py)
     model_kwargs: tuple[str, ...] = ()  # a user model's factory keyword arguments: [model_args] keys, free genes
     text: Optional[str] = None  # the problem file's TOML text (written by `from_dict`), as run.json records it
     evaluator: Optional[str] = None  # the user's own training ("python:file.py:function" or "module:function")
@@ -439,7 +439,7 @@ def probe_model(prob: Problem, config: SimConfig) -> None:
 
 def _probe(config: SimConfig) -> None:
     from .fl.cost import data_shape
-    from .models.user import probe
+    from .models.user_module import probe
 
     from .guards import check_model_parameters
 

@@ -10,7 +10,7 @@ from fedevo import hardware, native
 from fedevo.envvars import env_auto_flag, env_choice, env_count, env_flag
 from fedevo.errors import SetupError
 from fedevo.fl import lockstep, sparse, stacked_cnn, stacked_settings
-from fedevo.models import user
+from fedevo.models import lowering
 
 VAR = "FEDEVO_TEST_VARIABLE"
 
@@ -106,7 +106,7 @@ def test_gpu_share_sets_and_restores_the_variable(monkeypatch):
 # ------------------------------------------------------------------ the escape hatches that read any value as on
 
 ON_BY_DEFAULT = [("FEDEVO_STACKED", stacked_settings.enabled), ("FEDEVO_CUDA_GRAPHS", stacked_settings.graphs_enabled),
-                 ("FEDEVO_LOWER", user.lowering_enabled), ("FEDEVO_STACKED_CNN", stacked_cnn.enabled)]
+                 ("FEDEVO_LOWER", lowering.lowering_enabled), ("FEDEVO_STACKED_CNN", stacked_cnn.enabled)]
 
 
 @pytest.mark.parametrize("name,read", ON_BY_DEFAULT, ids=[n for n, _ in ON_BY_DEFAULT])
@@ -123,9 +123,9 @@ def test_on_by_default_flags_are_strict(monkeypatch, name, read):
 
 def test_fedevo_lower_takes_auto(monkeypatch):
     monkeypatch.setenv("FEDEVO_LOWER", "auto")  # its documented default
-    assert user.lowering_enabled() is True
+    assert lowering.lowering_enabled() is True
     monkeypatch.setenv("FEDEVO_LOWER", "Auto")
-    assert user.lowering_enabled() is True
+    assert lowering.lowering_enabled() is True
 
 
 def test_fedevo_sparse_is_strict(monkeypatch):

@@ -64,7 +64,7 @@ def test_digits_clients_model_is_lowered(digits_dir):
     """The example's user MLP trains on the built-in kernels (docs/models.md), at every `hidden` gene value."""
     import fedevo
     from fedevo.models import build_model
-    from fedevo.models.user import LoweredMLP
+    from fedevo.models.lowering import LoweredMLP
 
     problem = fedevo.Problem.from_file(digits_dir / "digits_clients.toml")
     assert problem.data_source.clients == 50

@@ -16,7 +16,8 @@ from fedevo.config import MLPArch, SimConfig, UserArch
 from fedevo.errors import FedevoError
 from fedevo.evaluation import evaluate
 from fedevo.models import build_model
-from fedevo.models.user import GenericModel, LoweredCNN, LoweredMLP
+from fedevo.models.lowering import LoweredCNN, LoweredMLP
+from fedevo.models.user import GenericModel
 from fedevo.problem import load_problem
 
 MODELS = '''
@@ -236,7 +237,7 @@ def test_what_is_lowered(files, factory, kind):
     """Recognisable stacks (nn.Sequential or a hand-written forward: torch.relu, F.max_pool2d, x.view(x.size(0),
     -1), ...) are lowered; anything else, or a chain whose lowering would compute another function, is not. Either
     way the model computes the module's function."""
-    from fedevo.models.user import make_module
+    from fedevo.models.user_module import make_module
 
     arch = UserArch(load_problem(str(files(f"python:sub/my_models.py:{factory}"))).model_ref)
     model = build_model(arch, (1, 8, 8), 10)
@@ -253,7 +254,8 @@ def test_what_is_lowered(files, factory, kind):
 def test_lowering_is_checked_against_the_module(files):
     """The guard behind lowering: a lowered model whose function differs from the module's (here a Tanh where the
     lowered MLP has a ReLU, the same layer names) is detected."""
-    from fedevo.models.user import _same_function, make_module
+    from fedevo.models.lowering import _same_function
+    from fedevo.models.user_module import make_module
 
     spec = load_problem(str(files())).model_ref
     lowered = build_model(UserArch(spec, (("depth", 1), ("hidden", 16))), (1, 8, 8), 10)
@@ -294,7 +296,7 @@ def test_genes_and_model_args_reach_the_factory(files):
     assert cfg.arch.kwargs_dict == {"depth": 1, "hidden": 17}
     model = build_model(cfg.arch, (1, 8, 8), 10)
     assert model.dims == [64, 17, 10]
-    from fedevo.models.user import load_factory
+    from fedevo.models.user_module import load_factory
 
     calls = load_factory(cfg.arch.spec).__globals__["CALLS"]
     assert dict(input_shape=(1, 8, 8), num_classes=10, hidden=17, depth=1) in calls

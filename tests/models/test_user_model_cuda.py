@@ -11,7 +11,8 @@ from fedevo.config import MLPArch, SimConfig
 from fedevo.evaluation import evaluate
 from fedevo.fl.simulate import simulate
 from fedevo.models import build_model
-from fedevo.models.user import GenericModel, LoweredMLP
+from fedevo.models.lowering import LoweredMLP
+from fedevo.models.user import GenericModel
 from fedevo.problem import load_problem
 
 from .test_user_model import _builtin, _same, files  # noqa: F401  (the fixture)

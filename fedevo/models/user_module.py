@@ -1,0 +1,145 @@
+"""The user's model factory (issue 26): `make_model(input_shape=..., num_classes=..., **kwargs)` named by a problem's
+`model = "python:file.py:make_model"` (or a registered name), loaded once per process, called to build the module
+(seeded, in eval mode, its architecture checked to be the same on every call), on torch's meta device to size it
+before it exists, and probed at load time (one forward pass on a zero batch). What the factory prints goes to
+stderr; an exception, `sys.exit` or a KeyboardInterrupt it raises is one FedevoError naming it.
+
+The two ways its module trains: fedevo/models/lowering.py (recognised stacks on the built-in kernels) and
+fedevo/models/user.py (`GenericModel`, anything else; `build_user_model` picks).
+
+Loading a `python:` model file runs its code with the user's rights, as an import does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from typing import Callable, Optional
+
+import torch
+import torch.nn as nn
+
+from ..config import UserArch
+from ..errors import FedevoError
+from ..plugins import load_callable
+from ..usercode import call_user
+
+
+@functools.lru_cache(maxsize=64)
+def load_factory(spec: str) -> Callable:
+    """The factory a (resolved) spec names; FedevoError when the file, module or function does not exist. A model
+    file is imported once per process (a Ray worker's first evaluation), under a private module name."""
+    return load_callable(spec, kind="model")
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or "(no message)"
+
+
+def make_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int = 0, *,
+                same_as_template: bool = True) -> nn.Module:
+    """The factory's module, built with torch's global generator seeded with `seed` (restored afterwards), on
+    the CPU, in eval mode. Its size is checked on torch's meta device first (no memory used), and its parameters'
+    shapes against this process's template (same_as_template): a factory must build the same architecture for the
+    same arguments, or the engine's stacked parameters would not fit. (Its size is checked before: at load time,
+    fedevo.problem's probe, and by the memory check, both on torch's meta device.)"""
+    factory = load_factory(arch.spec)
+    name = arch.spec.rpartition(":")[2]
+    template = _template(arch, tuple(input_shape), int(num_classes)) if same_as_template else None
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        try:  # sys.exit / a KeyboardInterrupt raised in the factory: its error, never the process's end
+            module = call_user(factory, input_shape=tuple(input_shape), num_classes=int(num_classes),
+                               **arch.kwargs_dict)
+        except Exception as e:
+            raise FedevoError(f"model factory {name!r} raised {type(e).__name__}: {_one_line(e)} "
+                              f"(called with {_called_with(arch, input_shape, num_classes)})") from None
+    if not isinstance(module, nn.Module):
+        raise FedevoError(f"model factory {name!r} returned {type(module).__name__}, not a torch.nn.Module")
+    if not any(True for _ in module.parameters()):
+        raise FedevoError(f"model factory {name!r} returned a module without parameters")
+    if template is not None:
+        if _shapes(template) != _shapes(module):
+            raise _different(name, _shapes(template), _shapes(module))
+    return module.to(torch.float32).eval()
+
+
+def _called_with(arch: UserArch, input_shape: tuple, num_classes: int) -> str:
+    return (f"input_shape={tuple(input_shape)}, num_classes={num_classes}"
+            f"{''.join(f', {k}={v!r}' for k, v in arch.kwargs)}")
+
+
+def _shapes(module: nn.Module) -> list[tuple]:
+    return [tuple(p.shape) for p in module.parameters()]
+
+
+def meta_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int = 0) -> Optional[nn.Module]:
+    """The factory's module built on torch's meta device (shapes, no memory); None when the factory cannot build
+    there (it reads data, calls .item(), ...) or fails: the real build then says what is wrong."""
+    factory = load_factory(arch.spec)
+    try:  # what the factory prints goes to stderr (this is sizing, not an evaluation: no log to take it)
+        with torch.random.fork_rng(devices=[]), torch.device("meta"), contextlib.redirect_stdout(sys.stderr):
+            torch.manual_seed(seed)
+            module = call_user(factory, input_shape=tuple(input_shape), num_classes=int(num_classes),
+                               **arch.kwargs_dict)
+    except Exception:  # noqa: BLE001 - UserExit too: the real build names it
+        return None
+    return module if isinstance(module, nn.Module) and any(True for _ in module.parameters()) else None
+
+
+def _different(name: str, want: list, got: list) -> FedevoError:
+    diff = next((f"{a} against {b}" for a, b in zip(want, got) if a != b), f"{len(want)} against {len(got)} parameters")
+    return FedevoError(f"model factory {name!r} built a different architecture on another call with the same "
+                       f"arguments (parameter shapes {diff}); its layers' sizes must depend on its arguments only "
+                       "(a random width: make it a gene)")
+
+
+def probe(arch: UserArch, input_shape: tuple, num_classes: int,
+          check_size: Callable[[int, str], None] = lambda n, called: None) -> None:
+    """`_probe` with what the factory prints sent to stderr (stdout is fedevo's: a JSON object, progress lines)."""
+    with contextlib.redirect_stdout(sys.stderr):
+        _probe(arch, input_shape, num_classes, check_size)
+
+
+def _probe(arch: UserArch, input_shape: tuple, num_classes: int, check_size: Callable[[int, str], None]) -> None:
+    """Build the module and run one forward pass on a zero batch of 2: FedevoError naming what is wrong (the
+    factory, its size, an architecture that changes from call to call, or the input shape / logits the module
+    rejects). Problem files call it at load time: on torch's meta device where the factory builds there (no
+    memory is used: check_size(parameters, how it was called) refuses a model too large before it exists), else
+    for real."""
+    name = arch.spec.rpartition(":")[2]
+    meta = meta_module(arch, input_shape, num_classes)
+    if meta is not None:
+        check_size(sum(p.numel() for p in meta.parameters()), _called_with(arch, input_shape, num_classes))
+        again = meta_module(arch, input_shape, num_classes, seed=1)
+        if again is not None and _shapes(again) != _shapes(meta):
+            raise _different(name, _shapes(meta), _shapes(again))
+        try:
+            with torch.no_grad():
+                out = call_user(meta.eval(), torch.zeros(2, *input_shape, device="meta"))
+            if isinstance(out, torch.Tensor) and tuple(out.shape) == (2, num_classes):
+                return
+        except Exception:  # noqa: BLE001 - the real forward pass below names what is wrong
+            pass
+    module = make_module(arch, input_shape, num_classes)
+    try:
+        with torch.no_grad():
+            out = call_user(module, torch.zeros(2, *input_shape))
+    except Exception as e:
+        raise FedevoError(f"model {name!r} rejects input shape {tuple(input_shape)} (a batch of 2 zero samples): "
+                          f"{type(e).__name__}: {_one_line(e)}") from None
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise FedevoError(f"model {name!r} returns {got} for a batch of 2 samples of shape {tuple(input_shape)}; "
+                          f"expected logits of shape (2, {num_classes})")
+
+
+@functools.lru_cache(maxsize=32)
+def _template(arch: UserArch, input_shape: tuple, num_classes: int) -> nn.Module:
+    """The module built once per process (a worker) for this arch; models copy it."""
+    return make_module(arch, input_shape, num_classes, same_as_template=False)
+
+
+def _seed_from(gen: torch.Generator) -> int:
+    return int(torch.randint(0, 2 ** 62, (1,), generator=gen))

@@ -383,13 +383,15 @@ def work_of(m: Member) -> int:
     return m.clients * steps_of(m) * sum(a * b for a, b in zip(m.dims[:-1], m.dims[1:]))
 
 
-def client_bytes(dims: Sequence[int], steps: int, batch_size: int) -> int:
+def client_bytes(dims: Sequence[int], steps: int, batch_size: int, window: int = 1) -> int:
     """A generous estimate of the device memory one client of an MLP bucket of (padded) widths `dims` takes: its
     weights and biases three times over (the state, its SET mask, a graph capture's snapshot), its plan (a row
-    index, a label and a weight a slot) and a step's activations and gradients (three times its batch × widths),
-    in bytes."""
+    index, a label and a weight a slot), a step's activations and gradients (three times its batch × widths) and,
+    with a first-layer window of `window` steps (fl/stacked_window.py), the window's inputs, products and δs, in
+    bytes."""
     params = sum(a * b + b for a, b in zip(dims[:-1], dims[1:]))
-    return 4 * (3 * params + 5 * steps * batch_size + 3 * batch_size * sum(dims))
+    rows = window * batch_size if window > 1 else 0
+    return 4 * (3 * params + 5 * steps * batch_size + 3 * batch_size * sum(dims) + rows * (dims[0] + 2 * dims[1]))
 
 
 def _bucket_budget(device: torch.device) -> Optional[int]:
@@ -404,7 +406,9 @@ def fitting(members: Sequence[Member], budget: Optional[int]) -> list[list[int]]
     without a budget. Each member's numbers do not depend on the members beside it, up to rounding."""
     if budget is None or len(members) < 2:
         return [list(range(len(members)))]
-    per = client_bytes(padded_dims(members), max(steps_of(m) for m in members), members[0].batch_size)
+    m = members[0]  # a bucket's members share whether the window applies (bucket_key)
+    window = stacked_window.steps() if stacked_window.applies(m.hook is not None, 0 in m.masks) else 1
+    per = client_bytes(padded_dims(members), max(steps_of(m) for m in members), members[0].batch_size, window)
     return group_chunks([m.clients for m in members], max(1, budget // per))
 
 

@@ -141,6 +141,9 @@ def test_mlp_client_bytes_counts_state_plan_and_activations():
     assert 3e6 < ref < 4e6
     assert stacked.client_bytes([784, 400, 400, 10], 50, 64) > 2 * ref
     assert stacked.client_bytes([784, 200, 200, 10], 100, 128) > ref
+    # a first-layer window of 4 steps: its inputs, products and δs (4·64 rows × (784 + 2·200) floats) on top
+    assert stacked.client_bytes([784, 200, 200, 10], 50, 64, window=4) == ref + 4 * 4 * 64 * (784 + 400)
+    assert stacked.client_bytes([784, 200, 200, 10], 50, 64, window=1) == ref
 
 
 def test_schedules_drawn_ahead_give_the_same_updates():

@@ -20,8 +20,9 @@ whole bucket:
 Its pieces, one module each: the batch schedule (fl/stacked_schedule.py: by default the CPU engine's draws, hence
 the same batches as the CPU engine and the device path, and every member's numbers do not depend on the members
 beside it, up to rounding: padding changes the GEMMs' blocking, members of equal widths are exact), the captured
-CUDA graphs of buckets whose shapes recur (fl/stacked_graphs.py), and the settings and speed opt-ins (schedule
-drawn on the device, TF32, torch.compile'd pointwise work: fl/stacked_settings.py; all off by default). fp32 only
+CUDA graphs of buckets whose shapes recur (fl/stacked_graphs.py), the settings and speed opt-ins (schedule
+drawn on the device, TF32, torch.compile'd pointwise work: fl/stacked_settings.py; all off by default), and the
+first layer's weight updates once a window of steps (fl/stacked_window.py; an opt-in, off by default). fp32 only
 (the user's `precision = "bf16"` takes the device path of fl/device.py); a generation's CNNs train in buckets of
 their own (fl/stacked_cnn.py), through the same `train_members`.
 

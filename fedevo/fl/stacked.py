@@ -281,6 +281,7 @@ class _Bucket:
         W, bias, M = self._layers(state)
         rows, ys, ws = state["rows"], state["y"], state["w"]
         fwd, top, mid = fns or (None, None, None)
+        minus = _minus_ones(C, self.used, self.device) if top is None else None
         k = self.window
         off = 0
         for s0 in range(0, len(self.used), k):
@@ -292,7 +293,7 @@ class _Bucket:
                 y, w = ys[off:off + n].view(C, b), ws[off:off + n].view(C, b, 1)
                 off += n
                 if top is None:
-                    delta = _logits_grad(hs[-1], y, w)  # × −lr: the update's from the top
+                    delta = _logits_grad(hs[-1], y, w, minus)  # × −lr: the update's from the top
                     bias[L - 1].add_(delta.sum(1, keepdim=True))
                 else:
                     delta = top(hs[-1], y, w, bias[L - 1])
@@ -329,13 +330,14 @@ class _Bucket:
         rows, ys, ws = state["rows"], state["y"], state["w"]
         spans = self.spans
         hooks = MemberHooks(self.members)
+        minus = _minus_ones(C, self.used, self.device)
         off = 0
         for s, b in enumerate(self.used):
             n = C * b
             hs = self._forward(x, rows[off:off + n], b, W, bias)
             y, w = ys[off:off + n].view(C, b), ws[off:off + n].view(C, b, 1)
             off += n
-            delta = _logits_grad(hs[-1], y, w)  # the gradient's (the weights are not × −lr here)
+            delta = _logits_grad(hs[-1], y, w, minus)  # the gradient's (the weights are not × −lr here)
             grads: list = [None] * (2 * L)  # [gW0, gb0, gW1, gb1, ...]: the members' parameter order
             for l in range(L - 1, -1, -1):
                 grads[2 * l + 1] = delta.sum(1, keepdim=True)
@@ -369,12 +371,18 @@ class _Bucket:
         return out
 
 
-def _logits_grad(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """dL/dlogits of softmax cross-entropy (fp32) × each sample's weight w (C, b, 1), for labels y (C, b)."""
+def _logits_grad(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor, minus: torch.Tensor) -> torch.Tensor:
+    """dL/dlogits of softmax cross-entropy (fp32) × each sample's weight w (C, b, 1), for labels y (C, b); minus:
+    −1s of at least (C, b, 1) (`_minus_ones`: made once a loop, not a kernel a step)."""
     C, b = y.shape
     delta = torch.softmax(logits, dim=-1)
-    delta.scatter_add_(2, y.view(C, b, 1), torch.full((C, b, 1), -1.0, device=logits.device))
+    delta.scatter_add_(2, y.view(C, b, 1), minus[:, :b])
     return delta.mul_(w)
+
+
+def _minus_ones(C: int, used: Sequence[int], device) -> torch.Tensor:
+    """The −1s `_logits_grad` adds at each sample's label, (C, the widest step's columns, 1)."""
+    return torch.full((C, max(used, default=0), 1), -1.0, device=device)
 
 
 def work_of(m: Member) -> int:

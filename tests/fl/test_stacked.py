@@ -307,3 +307,40 @@ def test_tf32_window_keeps_other_threads_matmuls_out():
         assert torch.backends.cuda.matmul.allow_tf32 is False
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+@pytest.mark.parametrize("case", ["one bucket", "first-layer window", "in parts"])
+def test_a_whole_round_on_fake_cuda(monkeypatch, case):
+    """train_members end to end — the buckets' plans copied to the device, their state loaded, the step loop run
+    through the graph cache (eager at a shape's first sight), the members' deltas — on fake CUDA tensors
+    (FakeTensorMode: shapes and devices, no data): a CPU tensor meeting a CUDA one raises, and so does a host
+    synchronisation (`.item()`, `bool()`, boolean indexing). The batch schedules are drawn on the host beforehand
+    (`predraw`, as a run's thread does); no pinned memory and no Triton check without a GPU."""
+    import warnings
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from fedevo import hardware
+    from fedevo.fl import stacked, stacked_graphs, stacked_update, stacked_window
+
+    monkeypatch.setattr(stacked_graphs, "CACHES", {})  # every shape at its first sight: eager (no capture here)
+    members = [_member(units=24)[1], _member(units=17, alpha=2.0, lr=0.05, seed=1, shift=5)[1],
+               _member(units=20, lr=0.2, seed=2, shift=9)[1], _member(layers=1, units=30, seed=3)[1]]
+    members = [stacked.predraw(m) for m in members]
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a, **kw: self)
+    monkeypatch.setattr(stacked_update, "usable", lambda device: False)
+    per = stacked.client_bytes(stacked.padded_dims(members[:3]), 50, 16)
+    budget = 2 * per * members[0].clients if case == "in parts" else 1 << 40
+    monkeypatch.setattr(hardware, "gpu_available", lambda device=None: 2 * budget)  # a bucket may take half
+    if case == "first-layer window":
+        monkeypatch.setenv(stacked_window.VARIABLE, "3")
+    seen = []
+    cuda = torch.device("cuda")
+    with FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the graph cache's key reads x's data pointer: a warning
+        out = train_members(members, DATA.x_train, DATA.y_train, device=cuda,
+                            on_bucket=lambda idx, flats: seen.append(list(idx)))
+        assert [tuple(o.shape) for o in out] == [(m.clients, sum(p.numel() for p in m.params)) for m in members]
+        assert all(o.device.type == "cuda" for o in out)
+    assert sorted(i for idx in seen for i in idx) == [0, 1, 2, 3]
+    assert len(seen) == {"one bucket": 2, "first-layer window": 3, "in parts": 3}[case]

@@ -169,7 +169,8 @@ def front(
         t.add_row(*cells, style=style)
         genes.add_row(str(r["id"]), *(_fmt(r[g]) for g in data.gene_names), style=style)
     c.print(t)
-    from ..viz.front import _fmt_any, privacy_settings
+    from ..viz.front import privacy_settings
+    from ..viz.front_model import _fmt_any
 
     fixed, priv_keys, seen = privacy_settings(data)
     if not data.problem.simulated:

@@ -284,7 +284,7 @@ def _table(data: RunData, result: Sequence[ObjectiveImportance]) -> str:
 
 def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] = None,
                     front_name: Optional[str] = "front.html") -> str:
-    from .front import OBJECTIVE_LABELS
+    from .front_model import OBJECTIVE_LABELS
 
     p = data.problem
     n_ok, n = len(data.ok_rows), len(data.rows)

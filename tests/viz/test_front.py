@@ -5,7 +5,9 @@ import re
 
 import pytest
 
-from fedevo.viz.front import Model, figure_3d, figure_parallel, figure_projections, front_html, write_front_html
+from fedevo.viz.front import front_html, write_front_html
+from fedevo.viz.front_figures import figure_3d, figure_parallel, figure_projections
+from fedevo.viz.front_model import Model
 from fedevo.searching.rundata import load_run
 from tests.helpers import read_csv as csv_rows, run_cli as cli
 from tests.viz.fedevo_runs import digits_run, synthetic_run
@@ -395,7 +397,8 @@ def test_header_of_a_multi_fidelity_run_gives_rounds_per_rung(central):
 
 
 def test_hover_lines_are_short_and_the_layout_keeps_titles_clear(central):
-    from fedevo.viz.front import HOVER_LINE, figure_hypervolume
+    from fedevo.viz.front_figures import figure_hypervolume
+    from fedevo.viz.front_model import HOVER_LINE
 
     data, m = parts_of(central)
     for t in m.text:
@@ -416,7 +419,7 @@ def test_lower_rungs_are_drawn_grey_and_never_as_evaluations(tmp_path):
     in a trace of its own that selection, colour and the knee ignore (meta 'lower-rung'); the evaluations' traces
     hold exactly the full-fidelity ok rows. A plain run has no such trace."""
     from fedevo.searching import Runtime, SearchSettings, search
-    from fedevo.viz.front import LOWER_COLOR
+    from fedevo.viz.front_model import LOWER_COLOR
 
     out = tmp_path / "mf"
     search(SearchSettings(problem="digits_mlp_local", pop=9, gen=2, seed=3, rounds=9, fidelity=(1 / 9, 1 / 3, 1.0),

@@ -138,7 +138,8 @@ def test_a_windowed_round_in_a_cuda_graph_equals_the_plain_loop(monkeypatch):
 
 def test_a_batched_generation_with_a_window_and_its_results_say_so(monkeypatch, tmp_path):
     """A generation as one batch (fl/population.py) on the CPU with FEDEVO_FIRST_LAYER_WINDOW: the objectives of the
-    plain loop's batch (these small runs' errors equal within 1e-9), and each result's `engine` names the window
+    plain loop's batch (ε, comm, Ω equal; the error within docs/engine.md's tolerance, equal on the CPU that wrote
+    this), and each result's `engine` names the window
     where it applied: not for the member whose first layer is SET-masked (α = 4), for those whose ER density
     reaches 1 there (α = 32 on digits' 64 inputs: no mask), not at all where the variable is unset."""
     from fedevo.evaluation import evaluate_population
@@ -162,4 +163,4 @@ def test_a_batched_generation_with_a_window_and_its_results_say_so(monkeypatch, 
     assert [r.engine.get("first_layer_window") for r in got] == [3, 3, None]
     for a, b in zip(plain, got):
         assert (a.status, a.comm, a.eps, a.omega) == (b.status, b.comm, b.eps, b.omega)
-        assert b.error == pytest.approx(a.error, abs=1e-9)
+        assert b.error == pytest.approx(a.error, abs=0.02)  # docs/engine.md's tolerance (equal on Zen 5)

@@ -211,10 +211,12 @@ def test_population_benchmark_says_there_is_no_gpu():
 
 
 def test_population_benchmark_smoke_on_the_cpu():
-    r = _bench("--device", "cpu", "--clients", "5", "--repeats", "1", "--no-generation", "--no-today")
+    r = _bench("--device", "cpu", "--clients", "5", "--repeats", "1", "--no-generation", "--no-today", "--window", "3")
     assert r.returncode == 0, r.stderr
     lines = {ln.split("  ")[0]: ln for ln in r.stdout.splitlines()}
     assert float(lines["stacked, eager"].split()[-2]) < 1e-4  # against the CPU engine, max rel Δ
+    assert float(lines["stacked, CUDA graph, window 3"].split()[-2]) < 1e-4  # the first-layer window: rounding
+    assert not any("window" in k and "SET" in k for k in lines)  # the masked round has no window lines
 
 
 @pytest.mark.parametrize("native_draws", [True, False], ids=["native", "torch"])

@@ -57,6 +57,35 @@ def test_a_windowed_round_equals_the_plain_loop(monkeypatch, k):
     assert len(updates) == sum(math.ceil(s / k) for s in steps) and max(updates) == min(k, max(steps))
 
 
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_the_window_is_exact_in_float64(monkeypatch, k):
+    """The window is a reassociation of the same sums, not an approximation: in float64 the reference round's shape
+    (784-200-200-10, B = 64, E = 5, unequal clients: short last batches) trains to the plain loop's numbers within
+    1e-12, where fp32's rounding, amplified by ReLUs switching, leaves up to ~4e-4 (benchmarks' smoke test)."""
+    import numpy as np
+
+    from fedevo.config import MLPArch
+    from fedevo.models import build_model
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1300, 784, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 10, (1300,), generator=g)
+    model = build_model(MLPArch(layers=2, units=200), (1, 28, 28), 10)
+    params = [p.double() for p in model.init(g)]
+    clients = [np.arange(0, 600), np.arange(600, 1000), np.arange(1000, 1300)]
+    member = stacked.Member(dims=model.dims, params=params, masks={}, lr=0.05, chunks=[clients], seeds=[3],
+                            epochs=5, batch_size=64)
+    torch.set_default_dtype(torch.float64)  # the stacked state is made in the default dtype
+    try:
+        (plain,) = train_members([member], x, y, device=CPU)
+        monkeypatch.setenv(stacked_window.VARIABLE, str(k))
+        (got,) = train_members([member], x, y, device=CPU)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert plain.dtype == torch.float64 and float(plain.abs().max()) > 1e-3
+    assert float((got - plain).abs().max()) <= 1e-12 * float(plain.abs().max())
+
+
 def test_the_pointwise_functions_in_a_window_equal_the_plain_loop(monkeypatch):
     """torch_compile's functions (uncompiled here: the same code) around the window's first layer."""
     members = _members()[:3]

@@ -13,7 +13,7 @@ of k·b rows), each step adds the correction G_j·D_{<j} (G_j = X_j·X_{<j}ᵀ: 
 window's first-layer δs kept so far) and keeps its own δ in D, and the window ends with W += Xᵀ·D (one GEMM over
 the k·b rows). W is read twice and written once a window instead of read twice and written once a step; the cost
 is the Gram blocks ((k−1)/2 · b·(d_in + d_out)/(d_in·d_out) of the first layer's forward multiply-adds a step on
-average: +21 % of the reference round's step for k = 4) and two buffers of (C, k·b, ·). The numbers are the
+average: +21 % of the reference round's step for k = 4) and three buffers of (C, k·b, ·). The numbers are the
 plain loop's up to rounding (a reassociation of the same sums; tests/fl/test_stacked_window.py).
 
 Only for a bucket without per-step hooks (their gradients are clipped per step) whose first layer has no SET mask

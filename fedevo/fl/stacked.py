@@ -125,8 +125,15 @@ def bucket_key(m: Member, exact: bool = False) -> tuple:
     if isinstance(m, CNNMember):
         return stacked_cnn.bucket_key(m, exact)
     shape = m.dims if exact else (len(m.dims), m.dims[0], m.dims[-1], width_class(m.dims))
-    windowed = stacked_window.steps() > 1 and stacked_window.applies(m.hook is not None, 0 in m.masks)
-    return (shape, m.batch_size, m.epochs, m.schedule, m.tf32, m.torch_compile, m.hook is not None, windowed)
+    return (shape, m.batch_size, m.epochs, m.schedule, m.tf32, m.torch_compile, m.hook is not None,
+            window_steps([m]) > 1)
+
+
+def window_steps(members: Sequence[Member]) -> int:
+    """The first layer's window (fl/stacked_window.py) for a bucket of `members`: its steps where it is asked for
+    and applies to every member (no per-step hook, no SET mask on the first weight), else 1 (every step)."""
+    k = stacked_window.steps()
+    return k if k > 1 and all(stacked_window.applies(m.hook is not None, 0 in m.masks) for m in members) else 1
 
 
 def padded_dims(members: Sequence[Member]) -> list[int]:
@@ -174,9 +181,7 @@ class _Bucket:
         if (fused == "masked" and not self.masked) or self.hooked:  # a hook's step applies explicit gradients
             fused = "off"
         self.fused = fused if fused != "off" and stacked_update.usable(device) else "off"  # checked once a device
-        # the first layer's updates once a window of steps (fl/stacked_window.py; an opt-in, 1: every step)
-        first_masked = any(0 in m.masks for m in members)
-        self.window = stacked_window.steps() if stacked_window.applies(self.hooked, first_masked) else 1
+        self.window = window_steps(members)  # the first layer's updates once a window of steps (1: every step)
 
     def key(self) -> tuple:
         return (self.C, tuple(self.dims), self.used, self.masked, self.tf32, self.compiled, self.fused, self.hooked,
@@ -415,9 +420,8 @@ def fitting(members: Sequence[Member], budget: Optional[int]) -> list[list[int]]
     without a budget. Each member's numbers do not depend on the members beside it, up to rounding."""
     if budget is None or len(members) < 2:
         return [list(range(len(members)))]
-    m = members[0]  # a bucket's members share whether the window applies (bucket_key)
-    window = stacked_window.steps() if stacked_window.applies(m.hook is not None, 0 in m.masks) else 1
-    per = client_bytes(padded_dims(members), max(steps_of(m) for m in members), members[0].batch_size, window)
+    per = client_bytes(padded_dims(members), max(steps_of(m) for m in members), members[0].batch_size,
+                       window_steps(members))
     return group_chunks([m.clients for m in members], max(1, budget // per))
 
 
@@ -477,4 +481,4 @@ def _done(idx: list, flats: list, out: list, on_bucket) -> None:
 
 
 __all__ = ["Member", "applies", "applies_mlp", "bucket_key", "client_bytes", "fitting", "hooked", "member_hook",
-           "padded_dims", "predraw", "split", "train_members", "width_class", "work_of"]
+           "padded_dims", "predraw", "split", "train_members", "width_class", "window_steps", "work_of"]

@@ -229,7 +229,7 @@ def batched(runner, runtime, evaluator: Evaluator, problem, eval_kwargs: Mapping
     """`runner` itself, or a BatchedRunner around it where the search batches its generations (`wanted`)."""
     if not wanted(runtime, evaluator, problem, runner, multi_fidelity=multi_fidelity):
         return runner
-    if not on_gpu(problem, runner):
+    if runtime.batch_generation and not on_gpu(problem, runner):  # asked for (auto batches on a GPU only)
         print(ON_THE_CPU, file=sys.stderr)
     return BatchedRunner(runner, problem, eval_kwargs, batch_size=runtime.batch_size_per_gpu)
 

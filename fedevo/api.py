@@ -280,7 +280,7 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
            init_from: Optional[RunLike] = None, eval_timeout: Optional[float] = None, optimizer: str = "nsga3",
            budget: Optional[int] = None, time_budget: Optional[float] = None, patience: Optional[int] = None,
            progress: Optional[bool] = None, importance: bool = False, batch_generation: Optional[bool] = None,
-           batch_size_per_gpu: Optional[int] = None) -> Run:
+           batch_size_per_gpu: Optional[int] = None, download: bool = False) -> Run:
     """Search the problem's genes for the Pareto front of its objectives; returns the finished Run.
 
     optimizer: what proposes the candidates, `pop` at a time ("nsga3": NSGA-III, the default; "random": uniform
@@ -306,6 +306,8 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     `eval_timeout`, else no limit); batch_generation: evaluate each generation a batch at a time as one program
     on one device (True; False: one evaluation a task; None: where the evaluations train on a GPU;
     fedevo.searching.batched), in batches of at most batch_size_per_gpu (None: one batch per GPU, or slot).
+    download: fetch the problem's dataset (mnist, fashion, cifar10) into data_dir with torchvision first, once,
+    before the run directory exists (without it, missing data is refused then too).
     Raises FedevoError if every evaluation failed (the run directory keeps them all)."""
     from .data.catalog import check_data_dir
     from .searching.evaluator import DEFAULT_EVALUATOR, evaluator_spec, load_evaluator
@@ -317,7 +319,7 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     _check_callbacks(callbacks, "search")
     if pop is None:
         pop, gen = _default_pop(optimizer, workers, ray_address, gen, budget, time_budget, patience)
-    check_data_dir(data_dir)  # a mistyped --data-dir: one line before the run directory exists
+    check_data_dir(data_dir, download)  # a mistyped --data-dir: one line before the run directory exists
     fn = None
     if callable(evaluator):
         fn, spec = evaluator, evaluator_spec(evaluator)
@@ -327,6 +329,7 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
         # a python: file is recorded with its absolute path, so that resume finds it from anywhere
         spec = resolve_spec(evaluator, None, kind="evaluator") if evaluator else DEFAULT_EVALUATOR
         load_evaluator(spec)
+    _locate_data(prob, data_dir, spec, download, cluster=ray_address is not None)
     source = str(problem) if isinstance(problem, (str, Path)) else prob.path or prob.name  # as run.json records it
     from .searching.fidelity import parse_ladder
 
@@ -349,6 +352,25 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     fresh = out is None or not out.exists() or (out.is_dir() and not any(out.iterdir()))
     run = SearchRun.create(settings, out, runtime, problem=prob)
     return _run(run, runtime, fn, callbacks, page, fresh=fresh, progress=progress, importance=importance)
+
+
+def _locate_data(prob, data_dir: Optional[str], evaluator_spec: str, download: bool = False,
+                 cluster: bool = False) -> None:
+    """The simulator's bundled dataset found (fetched first with `download`, once, in this process) before a
+    search starts: missing data is one line and no run directory, not a search stopped at its first evaluation.
+    Not for a user's evaluator or the user's own data (their loaders run in the evaluations), nor on a Ray
+    cluster without `download` (its nodes read the data, which this machine may not hold)."""
+    from .searching.evaluator import DEFAULT_EVALUATOR
+
+    if cluster and not download:
+        return
+    if evaluator_spec == DEFAULT_EVALUATOR and prob.simulated and prob.data_source is None:
+        from .data.datasets import locate
+
+        locate(prob.dataset, data_dir, download)
+    elif download:
+        raise FedevoError("--download fetches a bundled dataset (mnist, fashion, cifar10) for fedevo's simulator; "
+                          "this search's data is read by the user's own code")
 
 
 def _default_pop(optimizer, workers, ray_address, gen, budget, time_budget, patience) -> tuple[int, Optional[int]]:
@@ -393,6 +415,8 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
 
         check_data_dir(_text(data_dir))
         sr.use_data_dir(_text(data_dir))
+    if evaluator is None:  # the data still there: one line, and the run as it was
+        _locate_data(sr.problem, sr.settings.data_dir, sr.settings.evaluator, cluster=ray_address is not None)
     return _run(sr, _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout, batch_generation,
                              batch_size_per_gpu), evaluator, callbacks, page, progress=progress, importance=importance)
 
@@ -437,11 +461,16 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: bool = False, pro
     except KeyboardInterrupt as e:  # the run stays resumable; tell the caller where it is
         e.run_dir = sr.run_dir
         raise
-    except FedevoError:
+    except FedevoError as e:
         if fresh and sr.is_empty():
             import shutil
 
+            from .errors import SearchStoppedError
+
             shutil.rmtree(sr.run_dir, ignore_errors=True)
+            if isinstance(e, SearchStoppedError):  # nothing left to resume: say so instead
+                raise FedevoError(f"{e.cause} (the search stopped before any evaluation; its run directory "
+                                  f"{sr.run_dir} was removed: nothing was written)") from None
         raise
     if page:
         _final_page(sr.run_dir, importance=importance)

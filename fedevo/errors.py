@@ -45,6 +45,16 @@ def disk_full(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+class SearchStoppedError(FedevoError):
+    """A setup problem every evaluation would meet stopped a search (missing data, no GPU): `cause` says what;
+    the message adds how to continue (`fedevo resume`), true while the run directory is kept."""
+
+    def __init__(self, cause: str, run_dir):
+        super().__init__(f"{cause} (the search stopped; once fixed, continue with `fedevo resume {run_dir}`)")
+        self.cause = cause
+        self.run_dir = run_dir
+
+
 class SearchFailedError(FedevoError):
     """Every evaluation of a search failed; `run` is the run directory's fedevo.Run (every failure is logged)."""
 

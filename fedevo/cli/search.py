@@ -100,6 +100,7 @@ def search(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<problem>-<timestamp>)."),
     rounds: Optional[int] = typer.Option(None, "--rounds", help="Override the problem's rounds per evaluation."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root for MNIST/Fashion-MNIST/CIFAR-10."),
+    download: bool = typer.Option(False, "--download", help="Fetch the problem's dataset into --data-dir with torchvision first, once, before the search starts."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Use a running Ray cluster (HOST:PORT, e.g. from `ray start --head`)."),
     cpus_per_task: float = typer.Option(1.0, "--cpus-per-task", help="Ray CPUs reserved per evaluation."),
     gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help=_GPUS_HELP),
@@ -126,7 +127,7 @@ def search(
         gpus_per_task=gpus_per_task, fidelity=fidelity, init_from=init_from, eval_timeout=eval_timeout,
         callbacks=callbacks, optimizer=optimizer, budget=budget, time_budget=time_budget, patience=patience,
         progress=False, importance=importance, batch_generation=batch_generation,
-        batch_size_per_gpu=batch_size_per_gpu), quiet)
+        batch_size_per_gpu=batch_size_per_gpu, download=download), quiet)
 
 
 @app.command()

@@ -25,7 +25,7 @@ def check_data_dir(data_dir: Optional[str], download: bool = False, flag: str = 
     will create it: a mistyped path is an error, not silently ignored."""
     if data_dir is not None and not download and not Path(data_dir).is_dir():
         why = "is not a directory" if Path(data_dir).exists() else "does not exist"
-        raise DataNotFoundError(f"{flag} {str(data_dir)!r} {why} (add --download to fetch a dataset into a new one)")
+        raise DataNotFoundError(f"{flag} {str(data_dir)!r} {why} (add --download, of fedevo search or evaluate, to fetch a dataset into a new one)")
 
 
 __all__ = ["DATASETS", "N_TEST", "N_TRAIN", "SHAPES", "check_data_dir"]

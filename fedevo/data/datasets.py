@@ -82,30 +82,44 @@ FASHION_STEMS = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-ima
                  "t10k-labels-idx1-ubyte")
 
 
-def _fashion(data_dir: Optional[str], download: bool) -> Dataset:
-    """From --data-dir when given (it is used or refused, never silently replaced by another copy), else from
-    Debian's dataset-fashion-mnist."""
+# where a missing dataset's message sends the user: the commands that take --download
+DOWNLOAD_HINT = "add --download (fedevo search or evaluate) to fetch it there with torchvision"
+
+
+def _fashion_paths(data_dir: Optional[str]) -> Optional[list[Path]]:
+    """Fashion-MNIST's four IDX files: from --data-dir when given (used or refused, never silently replaced by
+    another copy), else from Debian's dataset-fashion-mnist; None where --data-dir lacks them (a download may
+    fetch them); DataNotFoundError where Debian's copy is missing."""
     if data_dir:
-        root = Path(data_dir)
-        paths = [_find_idx(root, s) for s in FASHION_STEMS]
-        if all(paths):
-            return _from_uint8("fashion", *(_read_idx(p) for p in paths))
-        if download:
-            return _torchvision("fashion", data_dir, download=True)
-        if not root.is_dir():
-            why = "does not exist" if not root.exists() else "is not a directory"
-        else:
-            why = "lacks " + ", ".join(s for s, p in zip(FASHION_STEMS, paths) if p is None)
-        raise DataNotFoundError(
-            f"--data-dir {data_dir!r} {why}: Fashion-MNIST needs the four IDX files (plain or .gz) there or in its "
-            f"raw/ or FashionMNIST/raw/ folder; add --download to fetch them there with torchvision, or drop "
-            f"--data-dir to use Debian's copy ({DEBIAN_FASHION})")
+        paths = [_find_idx(Path(data_dir), s) for s in FASHION_STEMS]
+        return paths if all(paths) else None
     paths = [_find_idx(DEBIAN_FASHION, s) for s in FASHION_STEMS]
     if all(paths):
-        return _from_uint8("fashion", *(_read_idx(p) for p in paths))
+        return paths
     raise DataNotFoundError(
         f"Fashion-MNIST not found in {DEBIAN_FASHION}; install it with `apt-get install dataset-fashion-mnist`, "
-        "or pass --data-dir DIR holding the four IDX files (add --download to fetch them with torchvision)")
+        f"or pass --data-dir DIR holding the four IDX files ({DOWNLOAD_HINT})")
+
+
+def _fashion_missing(data_dir: str) -> DataNotFoundError:
+    root = Path(data_dir)
+    if not root.is_dir():
+        why = "does not exist" if not root.exists() else "is not a directory"
+    else:
+        why = "lacks " + ", ".join(s for s in FASHION_STEMS if _find_idx(root, s) is None)
+    return DataNotFoundError(
+        f"--data-dir {data_dir!r} {why}: Fashion-MNIST needs the four IDX files (plain or .gz) there or in its "
+        f"raw/ or FashionMNIST/raw/ folder; {DOWNLOAD_HINT}, or drop --data-dir to use Debian's copy "
+        f"({DEBIAN_FASHION})")
+
+
+def _fashion(data_dir: Optional[str], download: bool) -> Dataset:
+    paths = _fashion_paths(data_dir)
+    if paths is not None:
+        return _from_uint8("fashion", *(_read_idx(p) for p in paths))
+    if download:
+        return _from_uint8("fashion", *_torchvision_tensors("fashion", data_dir, download=True))
+    raise _fashion_missing(data_dir)
 
 
 def _from_uint8(name, xtr, ytr, xte, yte) -> Dataset:
@@ -116,27 +130,52 @@ def _from_uint8(name, xtr, ytr, xte, yte) -> Dataset:
     return Dataset(name, a, ytr.long(), b, yte.long(), 10)
 
 
-def _torchvision(name: str, data_dir: Optional[str], download: bool) -> Dataset:
+def _torchvision_sets(name: str, data_dir: Optional[str], download: bool):
+    """torchvision's (train, test) datasets of `name` in `data_dir`, fetched there first with `download`;
+    DataNotFoundError in one line where they are missing or the download fails (torchvision's own messages span
+    lines and list every mirror)."""
     import torchvision.datasets as tvd
 
     cls = {"mnist": tvd.MNIST, "cifar10": tvd.CIFAR10, "fashion": tvd.FashionMNIST}[name]
     if not data_dir:
-        raise DataNotFoundError(f"dataset {name!r} needs --data-dir DIR (torchvision layout); "
-                                f"add --download to fetch it there with torchvision")
+        raise DataNotFoundError(f"dataset {name!r} needs --data-dir DIR (torchvision layout); {DOWNLOAD_HINT}")
     if not Path(data_dir).is_dir() and not download:
-        raise DataNotFoundError(f"data dir {data_dir!r} does not exist; create it and add --download to fetch "
-                                f"{name} with torchvision, or point --data-dir at an existing copy")
+        raise DataNotFoundError(f"--data-dir {data_dir!r} does not exist; point it at a copy of {name}, or "
+                                f"{DOWNLOAD_HINT}")
     try:
-        tr = cls(data_dir, train=True, download=download)
-        te = cls(data_dir, train=False, download=download)
-    except RuntimeError as e:
-        raise DataNotFoundError(f"{name} not found in {data_dir!r} ({e}); add --download to fetch it with "
-                                "torchvision") from None
+        return cls(data_dir, train=True, download=download), cls(data_dir, train=False, download=download)
+    except (RuntimeError, OSError) as e:  # OSError: a URLError from CIFAR-10's download, a damaged archive
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        if download:
+            raise DataNotFoundError(f"could not fetch {name} into {data_dir!r} ({' '.join(lines[-1:])[:200]}); "
+                                    f"without internet, copy it there in torchvision's layout") from None
+        raise DataNotFoundError(f"{name} not found in {data_dir!r} (torchvision's layout, e.g. "
+                                f"{cls.__name__}/raw/ for MNIST, cifar-10-batches-py/ for CIFAR-10); "
+                                f"{DOWNLOAD_HINT}") from None
+
+
+def _torchvision_tensors(name: str, data_dir: Optional[str], download: bool):
     def tensors(ds):
-        x = torch.as_tensor(np.asarray(ds.data))
-        y = torch.as_tensor(np.asarray(ds.targets))
-        return x, y
-    return _from_uint8(name, *tensors(tr), *tensors(te))
+        return torch.as_tensor(np.asarray(ds.data)), torch.as_tensor(np.asarray(ds.targets))
+    tr, te = _torchvision_sets(name, data_dir, download)
+    return (*tensors(tr), *tensors(te))
+
+
+def _torchvision(name: str, data_dir: Optional[str], download: bool) -> Dataset:
+    return _from_uint8(name, *_torchvision_tensors(name, data_dir, download))
+
+
+def locate(name: str, data_dir: Optional[str] = None, download: bool = False) -> None:
+    """Finds a bundled dataset's files (fetching them first with `download`) without keeping them in memory:
+    what a search checks before its run directory exists, so that missing data is one line, not a stopped
+    search. DataNotFoundError as `load_dataset` would raise; unknown names are left to `load_dataset`."""
+    if name == "fashion":
+        if _fashion_paths(data_dir) is None:
+            if not download:
+                raise _fashion_missing(data_dir)
+            _torchvision_sets("fashion", data_dir, download=True)
+    elif name in ("mnist", "cifar10"):
+        _torchvision_sets(name, data_dir, download)
 
 
 def synthetic(*, n_train: int = 600, n_test: int = 200, shape=(1, 8, 8), num_classes: int = 10,

@@ -72,7 +72,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..errors import DiskFullError, FedevoError, RunInUseError
+from ..errors import DiskFullError, FedevoError, RunInUseError, SearchStoppedError
 from ..guards import check_workers, check_writable_dir
 from ..problem import Problem, load_problem
 from ..result import EvaluationResult
@@ -483,7 +483,7 @@ class SearchRun:
                     state = {**state, "stop": reason, "search_s": elapsed()}
                     save_checkpoint(self.run_dir, state)
         except _Abort as e:
-            raise FedevoError(f"{e} (the search stopped; once fixed, continue with `fedevo resume {self.run_dir}`)") from None
+            raise SearchStoppedError(str(e), self.run_dir) from None
         finally:
             if runner is not None:
                 runner.close()

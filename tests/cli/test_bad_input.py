@@ -399,6 +399,39 @@ def test_issue27_search_with_a_missing_data_dir_writes_nothing(capsys, tmp_path)
     assert not out.exists()
 
 
+@pytest.mark.parametrize("problem, data, message", [
+    ("mnist_mlp", None, "dataset 'mnist' needs --data-dir DIR"),
+    ("mnist_mlp", "empty", "mnist not found in '.*empty'"),
+    ("fashion_mlp", "empty", "--data-dir '.*empty' lacks train-images"),
+])
+def test_a_search_whose_data_is_missing_is_refused_before_its_run_directory(capsys, tmp_path, problem, data,
+                                                                              message):
+    """Found before any work (api._locate_data), not a search stopped at its first evaluation whose message
+    sends the user to resume a run directory that was removed again (the 2026-11-27 audit)."""
+    out = tmp_path / "run"
+    (tmp_path / "empty").mkdir()
+    argv = ["search", "--problem", problem, "--out", out, "--pop", 4, "--gen", 1, "--workers", 0, "--quiet"]
+    err = bad(capsys, argv + (["--data-dir", tmp_path / data] if data else []), message, watch=tmp_path)
+    assert not out.exists() and "fedevo resume" not in err and "--download (fedevo search or evaluate)" in err
+
+
+def test_search_download_fetches_the_data_once_before_the_search(capsys, tmp_path, monkeypatch):
+    from fedevo.data import datasets
+
+    calls = []
+
+    def offline(*args):
+        calls.append(args)
+        raise datasets.DataNotFoundError("could not fetch mnist (offline)")
+    monkeypatch.setattr(datasets, "locate", offline)
+    out = tmp_path / "run"
+    bad(capsys, ["search", "--problem", "mnist_mlp", "--data-dir", tmp_path / "new", "--download", "--out", out,
+                 "--pop", 4, "--gen", 1, "--workers", 0, "--quiet"], r"could not fetch mnist \(offline\)")
+    assert calls == [("mnist", str(tmp_path / "new"), True)] and not out.exists()
+    bad(capsys, ["search", "--data-dir", tmp_path, "--download", "--evaluator", "tests.searching.search_fakes:"
+                 "fake_evaluate", "--out", out, "--quiet"], "--download fetches a bundled dataset")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["search", "--pop", "abc"], "Invalid value for '--pop'"),
     (["search", "--bogus"], "No such option: --bogus"),

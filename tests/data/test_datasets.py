@@ -89,3 +89,40 @@ def test_bad_idx_file(tmp_path):
     p.write_bytes(b"\x01\x02\x03\x04")
     with pytest.raises(FedevoError, match="IDX"):
         datasets._read_idx(p)
+
+
+def test_locate_finds_without_loading_and_refuses_in_one_line(tmp_path, monkeypatch):
+    """What a search checks before its run directory exists (api._locate_data)."""
+    monkeypatch.setattr(datasets, "DEBIAN_FASHION", tmp_path / "absent")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for name, expect in (("fashion", "lacks train-images"), ("mnist", "mnist not found in"),
+                         ("cifar10", "cifar10 not found in")):
+        with pytest.raises(DataNotFoundError, match=expect) as e:
+            datasets.locate(name, str(empty))
+        assert "\n" not in str(e.value) and "--download (fedevo search or evaluate)" in str(e.value)
+    with pytest.raises(DataNotFoundError, match="Fashion-MNIST not found in"):
+        datasets.locate("fashion", None)  # neither --data-dir nor Debian's copy
+    datasets.locate("digits", None)  # bundled: nothing to find
+    _fake_fashion(empty)
+    monkeypatch.setattr(datasets, "_read_idx", lambda p: pytest.fail("locate read a file"))
+    datasets.locate("fashion", str(empty))
+
+
+@pytest.mark.parametrize("error", ["runtime", "url"])
+def test_a_failed_download_is_one_line(tmp_path, monkeypatch, error):
+    """torchvision's MNIST lists every mirror on many lines (RuntimeError); CIFAR-10's raises a URLError."""
+    import urllib.error
+
+    import torchvision.datasets as tvd
+
+    def fetch(root, train=True, download=False):
+        assert download
+        if error == "url":
+            raise urllib.error.URLError("[Errno -2] Name or service not known")
+        raise RuntimeError("Error downloading train-images-idx3-ubyte.gz:\nTried https://a/, got:\n"
+                           "<urlopen error no host>\nTried https://b/, got:\n<urlopen error no host>\n")
+    monkeypatch.setattr(tvd, "MNIST", fetch)
+    with pytest.raises(DataNotFoundError, match=r"could not fetch mnist into .*(no host|Name or service).*torchvision's layout") as e:
+        datasets.locate("mnist", str(tmp_path), download=True)
+    assert "\n" not in str(e.value) and "add --download" not in str(e.value)  # it was given

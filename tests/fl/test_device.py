@@ -332,7 +332,8 @@ def test_search_with_cuda_problem_without_gpu_stops_with_one_line(capsys, tmp_pa
                     '[genes]\nlr = { type = "real", low = 0.01, high = 0.5, default = 0.2 }\n')
     err = bad(capsys, ["search", "--problem", path, "--workers", 0, "--pop", 6, "--gen", 1, "--quiet", "--out",
                        tmp_path / "run"], r"device='cuda' but torch sees no GPU.*the search stopped")
-    assert "fedevo resume" in err
+    # the fresh run directory no evaluation reached is removed: the message says so, not to resume it
+    assert "fedevo resume" not in err and "was removed" in err and not (tmp_path / "run").exists()
 
 
 def test_cli_bad_device_is_one_line(capsys, tiny_problem):

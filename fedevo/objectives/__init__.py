@@ -6,11 +6,11 @@ transform (log10 for ε). A problem's ``objectives`` list is the only place that
 Torch-free: problem files, run readers and pages load it without the simulator.
 """
 
-from .objective import Objective
+from .objective import Objective, ObjectiveError
 from .registry import get, names, register, registered, unregister
 from .vector import MAX_OBJECTIVES, MIN_OBJECTIVES, ObjectiveSet, as_set, default_names
 
 from . import builtin  # noqa: F401  (registers error, comm, eps, eps_paper and the others)
 
-__all__ = ["MAX_OBJECTIVES", "MIN_OBJECTIVES", "Objective", "ObjectiveSet", "as_set", "default_names", "get",
+__all__ = ["MAX_OBJECTIVES", "MIN_OBJECTIVES", "Objective", "ObjectiveError", "ObjectiveSet", "as_set", "default_names", "get",
            "names", "register", "registered", "unregister"]

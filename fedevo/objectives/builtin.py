@@ -4,7 +4,7 @@ worst-served clients' error, the model's size and a client's training compute (d
 from __future__ import annotations
 
 from .objective import Objective
-from .registry import names, register
+from .registry import names, register, seal
 
 EPS_FLOOR = 1e-3  # ε at or below this counts as this (log10 = -3): below it no privacy difference matters here
 
@@ -47,4 +47,5 @@ TRAIN_MACS = register(Objective(
     description="multiply-adds a participating client spends on local training in one round: 3 x (one "
                 "example's forward pass over the active weights) x (its mean training examples) x (local epochs)"))
 
-BUILTIN = names()  # the objectives registered above (a problem file cannot redefine them)
+BUILTIN = names()  # the objectives registered above (a problem file cannot redefine them, nor register() replace them)
+seal()

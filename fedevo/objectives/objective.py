@@ -7,9 +7,15 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Optional
 
+from ..errors import FedevoError
+
 DIRECTIONS = ("minimize", "maximize")
 # what run.json records of an objective (everything but `read`): a run's readers rebuild it without the user's code
 RECORD_FIELDS = ("name", "label", "unit", "direction", "worst", "log", "floor", "lower", "upper", "description")
+
+
+class ObjectiveError(FedevoError, ValueError):
+    """An objective defined or registered wrongly: one line (a ValueError too, as before it was a FedevoError)."""
 
 
 @dataclass(frozen=True)
@@ -37,16 +43,33 @@ class Objective:
     description: str = ""
 
     def __post_init__(self):
+        def bad(why: str):
+            raise ObjectiveError(f"objective {self.name!r}: {why}")
         if not isinstance(self.name, str) or not self.name.isidentifier():
-            raise ValueError(f"objective name {self.name!r} must be an identifier (letters, digits, _)")
+            raise ObjectiveError(f"objective name {self.name!r} must be an identifier (letters, digits, _)")
         if not callable(self.read):
-            raise ValueError(f"objective {self.name!r}: read must be a function of an evaluation, got {self.read!r}")
+            bad(f"read must be a function of an evaluation, got {self.read!r}")
         if self.direction not in DIRECTIONS:
-            raise ValueError(f"objective {self.name!r}: direction must be one of {DIRECTIONS}, got {self.direction!r}")
-        if isinstance(self.worst, bool) or not isinstance(self.worst, (int, float)) or not math.isfinite(self.worst):
-            raise ValueError(f"objective {self.name!r}: worst must be finite, got {self.worst!r}")
+            bad(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
+        for key in ("worst", "lower", "upper", "floor"):
+            v = getattr(self, key)
+            if (v is not None or key in ("worst", "floor")) and (
+                    isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+                bad(f"{key} must be a finite number, got {v!r}")
         if self.log and not (self.floor > 0 and self.worst > 0):
-            raise ValueError(f"objective {self.name!r}: a log objective needs floor > 0 and worst > 0")
+            bad("a log objective needs floor > 0 and worst > 0")
+        if self.lower is not None and self.upper is not None and self.lower > self.upper:
+            bad(f"lower = {self.lower:g} is above upper = {self.upper:g}")
+        # the worst value must be at least as bad as every valid value: else it caps good values to itself and a
+        # failed evaluation (every objective at its worst) ties with the best
+        ends = ("lower", "upper") if self.maximize else ("upper", "lower")
+        key = next((k for k in ends if getattr(self, k) is not None), None)
+        if key is not None:
+            far = getattr(self, key)
+            if self.worst > far if self.maximize else self.worst < far:
+                bad(f"worst = {self.worst:g} is better than {key} = {far:g}: a "
+                    f"{'maximised' if self.maximize else 'minimised'} objective's worst must be "
+                    f"{'<=' if self.maximize else '>='} every value it can take")
 
     @property
     def maximize(self) -> bool:
@@ -85,7 +108,22 @@ class Objective:
         """The raw value of one evaluation as a float (None where undefined): ``row[name]`` of a logged row (a
         mapping), else read(result)."""
         v = result.get(self.name) if isinstance(result, Mapping) else self.read(result)
-        return None if v is None else float(v)
+        if v is None:
+            return None
+        if isinstance(v, (str, bytes, bool)):  # "0.3" is not taken for 0.3, nor True for 1
+            raise TypeError(f"returned {v!r}; expected a number or None")
+        return float(v)
+
+    def outside(self, v: Optional[float]) -> Optional[str]:
+        """Why a finite raw value lies outside the objective's valid range, or None (None, NaN and ±inf are the
+        worst value's to stand in for)."""
+        if v is None or not math.isfinite(v):
+            return None
+        if (self.lower is not None and v < self.lower) or (self.upper is not None and v > self.upper):
+            lo = "-inf" if self.lower is None else f"{self.lower:g}"
+            hi = "inf" if self.upper is None else f"{self.upper:g}"
+            return f"{v!r} is outside its range [{lo}, {hi}]"
+        return None
 
     def record(self) -> dict[str, Any]:
         """What run.json records of it (no code): enough for every reader of a run."""

@@ -6,22 +6,36 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any, Mapping, Optional
 
-from .objective import Objective
+from .objective import Objective, ObjectiveError
 
 _REGISTRY: dict[str, Objective] = {}
+_SEALED: set[str] = set()  # the built-in objectives' names (builtin.py): never replaced nor removed
 
 
 def register(objective: Objective, *, replace: bool = False) -> Objective:
-    """Add an objective; a second one of the same name is refused unless replace=True."""
+    """Add an objective; a second one of the same name is refused unless replace=True, and a built-in one's
+    always (the evaluation log's columns, picks and readers of earlier runs mean the built-in one)."""
     if not isinstance(objective, Objective):
         raise TypeError(f"register() takes an Objective, got {type(objective).__name__}")
-    if objective.name in _REGISTRY and not replace and _REGISTRY[objective.name] is not objective:
-        raise ValueError(f"an objective named {objective.name!r} is registered already")
+    have = _REGISTRY.get(objective.name)
+    if have is not None and have is not objective:
+        if objective.name in _SEALED:
+            raise ObjectiveError(f"{objective.name!r} is a built-in objective and cannot be replaced; register "
+                                 "yours under another name")
+        if not replace:
+            raise ObjectiveError(f"an objective named {objective.name!r} is registered already")
     _REGISTRY[objective.name] = objective
     return objective
 
 
+def seal() -> None:
+    """The objectives registered so far are the built-in ones (builtin.py calls it once, after registering)."""
+    _SEALED.update(_REGISTRY)
+
+
 def unregister(name: str) -> None:
+    if name in _SEALED:
+        raise ObjectiveError(f"{name!r} is a built-in objective and cannot be removed")
     _REGISTRY.pop(name, None)
 
 

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from .objective import Objective
+from .objective import Objective, ObjectiveError
 from .registry import from_record, get
 
 MIN_OBJECTIVES, MAX_OBJECTIVES = 2, 5
@@ -37,11 +37,11 @@ class ObjectiveSet:
     def __post_init__(self):
         names = [o.name for o in self.objectives]
         if not MIN_OBJECTIVES <= len(names) <= MAX_OBJECTIVES:
-            raise ValueError(f"a search has {MIN_OBJECTIVES} to {MAX_OBJECTIVES} objectives, got {len(names)} "
+            raise ObjectiveError(f"a search has {MIN_OBJECTIVES} to {MAX_OBJECTIVES} objectives, got {len(names)} "
                              f"({', '.join(names) or 'none'})")
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise ValueError(f"objective {dup[0]!r} is listed twice")
+            raise ObjectiveError(f"objective {dup[0]!r} is listed twice")
 
     @classmethod
     def of(cls, items: Iterable[Union[str, Objective, Mapping[str, Any]]]) -> "ObjectiveSet":

@@ -8,8 +8,10 @@ evaluation's result, never as the search's.
   (:class:`UserExit`, status ``failed`` with its message). A real Ctrl-C still stops the search resumable: the
   SIGINT handler installed by :func:`watch_interrupts` sets a flag first, and :func:`real_interrupt` reads it
   (SIGTERM: :class:`fedevo.errors.Terminated`).
-* **Results.** An ``ok`` result's objectives must lie in their valid ranges (:func:`out_of_range`, from the
-  registered objectives' ``lower`` / ``upper``); one that does not is the evaluator's error, marked ``failed``.
+* **Results.** An ``ok`` result's built-in objectives must lie in their valid ranges (:func:`out_of_range`, from
+  their ``lower`` / ``upper``); one that does not is the evaluator's error, marked ``failed``. A user's objective
+  is read once, in the search's process, its output to ``user.log`` too; a value outside its range, or a read
+  that raises, is that objective's worst value, with a note in the row's message.
 * **Time.** With a time limit (``--eval-timeout S``, a problem file's ``eval_timeout``) an evaluation runs in a
   child process (:class:`Child`: started once, reused, killed and started again when an evaluation overruns or
   dies). Only a process can be stopped whatever it does: a thread stuck in ``time.sleep(1e9)`` or a C loop cannot
@@ -105,11 +107,14 @@ class UserLog:
 
 # ============================================================================ results
 def out_of_range(result) -> Optional[str]:
-    """Why an `ok` result cannot be one (an objective outside the range its registered Objective declares,
-    NaN error, or infinite values where only ε may be infinite: no privacy), or None."""
-    from ..objectives import get, names
+    """Why an `ok` result cannot be one (a built-in objective outside the range its Objective declares, NaN
+    error, or infinite values where only ε may be infinite: no privacy), or None. A user's objective is read
+    once, in the search's process, by the evaluation log (log.EvalLog.objective_values: a value outside its
+    range is that objective's worst, with a note), not here: its function may be registered only there."""
+    from ..objectives import get
+    from ..objectives.builtin import BUILTIN
 
-    for name in names():
+    for name in BUILTIN:
         obj = get(name)
         try:
             v = obj.value(result)

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from ..errors import DiskFullError, FedevoError, disk_full
 from ..result import EvaluationResult
 from .record import HEAD_COLUMNS, RESULT_COLUMNS, RUNG_COLUMNS, EvaluationRecord
-from .runner import Task
+from .runner import Task, task_label
 
 # the columns (fedevo.searching.record): HEAD_COLUMNS, the genes, RESULT_COLUMNS, then one column per objective of
 # the run that is not one of RESULT_COLUMNS (its raw value, fedevo.objectives: e.g. worst_client_error), so a run
@@ -108,6 +108,20 @@ def _parse_float(s: str) -> Optional[float]:
     return None if s == "" else float(s)
 
 
+def check_objective_names(gene_names: Iterable[str], objectives: Iterable) -> None:
+    """FedevoError (one line) for an objective named as a gene or a column of the log that is not its own: the
+    built-in error, comm, eps and eps_paper have their columns; `status`, `omega`, `accuracy_global`... are the
+    evaluation's, and an objective of that name would read the column, not its function."""
+    from ..objectives.builtin import BUILTIN
+
+    taken = set(gene_names) | set(HEAD_COLUMNS) | set(RUNG_COLUMNS) | {CHAIN_COLUMN} \
+        | (set(RESULT_COLUMNS) - set(BUILTIN))
+    for o in objectives:
+        if o.name in taken:
+            raise FedevoError(f"objective {o.name!r} has the name of a gene or a column of the evaluation log; "
+                              "rename it")
+
+
 class EvalLog:
     """evaluations.csv: one physical line per evaluation (newlines inside the message are escaped as \\n)."""
 
@@ -123,12 +137,9 @@ class EvalLog:
         clash = set(gene_names) & (set(HEAD_COLUMNS) | set(RESULT_COLUMNS) | set(RUNG_COLUMNS if rungs else ())
                                    | {CHAIN_COLUMN})
         assert not clash, clash
+        check_objective_names(gene_names, objectives or ())
         # the run's objectives that have no column of their own above (a run before the objectives list: none)
         self.objectives = tuple(o for o in (objectives or ()) if o.name not in RESULT_COLUMNS)
-        for o in self.objectives:
-            if o.name in gene_names or o.name in HEAD_COLUMNS or o.name in RUNG_COLUMNS or o.name == CHAIN_COLUMN:
-                raise FedevoError(f"objective {o.name!r} has the name of a gene or a column of the evaluation log; "
-                                  "rename it")
         # the data columns (what a row holds; front.csv's columns); the file's header adds CHAIN_COLUMN if chained
         self.columns = (list(HEAD_COLUMNS) + gene_names + list(RESULT_COLUMNS) + [o.name for o in self.objectives]
                         + list(RUNG_COLUMNS if rungs else ()))
@@ -154,21 +165,37 @@ class EvalLog:
                 return c
         return s
 
-    def objective_values(self, r: EvaluationResult) -> tuple[list[Optional[float]], str]:
-        """The raw values of the objectives with a column of their own (each one's read), and a note for the
-        message where a read failed (that value is then empty: the objective's worst)."""
+    def objective_values(self, r: EvaluationResult, label: str = "") -> tuple[list[Optional[float]], str]:
+        """The raw values of the objectives with a column of their own, each one's read called once, and a note
+        for the message where one failed (that value is then empty: the objective's worst): the read raised, or
+        gave a value outside the objective's range. A failed or diverged evaluation's are not read (worst in
+        every objective). What the reads print goes to the run's user.log under `label`, as an evaluation's
+        output does (containment.UserLog), never to fedevo's stdout."""
+        if r.status != "ok" or not self.objectives:
+            return [None] * len(self.objectives), ""
+        from .containment import UserLog, captured_stdout
+
         values, notes = [], []
-        for o in self.objectives:
-            try:
-                values.append(o.value(r))
-            except Exception as e:  # noqa: BLE001 - a user's objective function: its failure is the value's, not the run's
-                values.append(None)
-                notes.append(f"objective {o.name}: {type(e).__name__}: {' '.join(str(e).split())}")
+        with captured_stdout() as out:
+            for o in self.objectives:
+                try:
+                    v = o.value(r)
+                    outside = o.outside(v)
+                    if outside:
+                        raise ValueError(outside)
+                    values.append(v)
+                except Exception as e:  # noqa: BLE001 - a user's objective function: its failure is the value's, not the run's
+                    values.append(None)
+                    notes.append(f"objective {o.name}: {type(e).__name__}: {' '.join(str(e).split())}")
+        UserLog(self.path.parent).write(label or "objectives", out.getvalue())
         return values, "\n".join(notes)
 
-    def cells(self, task: Task, r: EvaluationResult) -> list[str]:
+    def cells(self, task: Task, r: EvaluationResult, values: Optional[Sequence[Optional[float]]] = None) -> list[str]:
+        """A line's cells; `values`: the objectives' raw values when known (a logged row's), else read from `r`."""
         privacy = json.dumps(r.privacy or {}, sort_keys=True, default=str)
-        values, notes = self.objective_values(r)
+        notes = ""
+        if values is None:
+            values, notes = self.objective_values(r, task_label(task))
         message = "\n".join(m for m in (r.message or "", notes) if m)
         return ([str(task.id), str(task.generation), str(task.index), str(task.seed)]
                 + [self._gene_cell(g, task.params[g.name]) for g in self.genes]
@@ -182,10 +209,7 @@ class EvalLog:
         """A parsed row written back exactly as the log holds it (front.csv's lines)."""
         task = Task(row["id"], row["generation"], row["index"], {g.name: row[g.name] for g in self.genes},
                     row["seed"], rung=row.get("rung", 0), fidelity=row.get("fidelity", 1.0))
-        cells = self.cells(task, row_result(row))
-        at = len(HEAD_COLUMNS) + len(self.genes) + len(RESULT_COLUMNS)
-        cells[at: at + len(self.objectives)] = [_fmt_float(row[o.name]) for o in self.objectives]
-        return cells
+        return self.cells(task, row_result(row), [row[o.name] for o in self.objectives])
 
     def parse(self, cells: Sequence[str]) -> EvaluationRecord:
         """The record of one line's cells (ValueError / KeyError where a cell is not what its column holds)."""
@@ -310,4 +334,4 @@ def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-__all__ = ["CHAIN_COLUMN", "EvalLog", "EvaluationRecord", "HEAD_COLUMNS", "chain_next", "chain_start", "RESULT_COLUMNS", "RUNG_COLUMNS", "atomic_write", "csv_text", "row_result"]
+__all__ = ["CHAIN_COLUMN", "EvalLog", "check_objective_names", "EvaluationRecord", "HEAD_COLUMNS", "chain_next", "chain_start", "RESULT_COLUMNS", "RUNG_COLUMNS", "atomic_write", "csv_text", "row_result"]

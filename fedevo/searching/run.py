@@ -86,7 +86,7 @@ from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hv_columns, hypervolume_table, is_full
 from .inputs import check_inputs, fingerprint
 from .integrity import check_chain, check_log, checked_rows, log_record
-from .log import EvalLog, csv_text, atomic_write, row_key
+from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key
 from .record import EvaluationRecord
 from .problem import SearchProblem
 from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity, run_objectives
@@ -207,6 +207,7 @@ class SearchRun:
 
         check_loadable(objectives)
         space = SearchSpace.from_problem(problem)  # genes must be searchable
+        check_objective_names([g.name for g in space.genes], objectives)
         settings = settings.resolved(n_obj=len(objectives))
         text = problem.text if problem.text is not None else Path(problem.path).read_text() if problem.path else None
         if text is None:

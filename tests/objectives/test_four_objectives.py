@@ -197,3 +197,54 @@ def test_builtin_objectives_are_measured(tmp_path):
     assert get("model_size").value(r) == r.omega > 0
     assert get("train_macs").value(r) > 0
     assert get("worst_client_error").search_value(None) == 1.0
+
+
+def test_a_users_objective_is_read_once_contained_and_range_checked(tmp_path, capfd):
+    """The 2026-11-27 audit: an objective's function ran three times an evaluation (the log's row, front.csv's
+    rows re-read from reconstructed results, the worker's range check), printed to fedevo's stdout, and a value
+    outside its declared range was taken as it came. Now: once per evaluation that succeeded, its output in
+    user.log, an out-of-range value the objective's worst with a note; failed evaluations are not read."""
+    from tests.searching import search_fakes
+
+    calls = []
+
+    def read(r):
+        calls.append(r.error)
+        print(f"reading {r.error:.3f}")
+        return 2.0 if r.error < 0.5 else r.error  # 2.0: outside [0, 1]
+
+    register(Objective(name="chatty", label="chatty", worst=1.0, lower=0.0, upper=1.0, read=read))
+    try:
+        run = fedevo.search(str(_problem(tmp_path, ["error", "comm", "chatty"])), pop=6, gen=2, seed=1, workers=0,
+                            out=tmp_path / "run", page=False, evaluator=search_fakes.fake_flaky)
+    finally:
+        unregister("chatty")
+    out = capfd.readouterr().out
+    assert "reading" not in out, out
+    rows = run.evaluations
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert 0 < len(ok) < len(rows) and len(calls) == len(ok)  # once each; failed and diverged ones not at all
+    user_log = (run.path / "user.log").read_text()
+    assert user_log.count("reading ") == len(ok) and "--- evaluation 0 (generation 1" in user_log
+    for r in ok:
+        if r["error"] < 0.5:
+            assert r["chatty"] is None or math.isnan(r["chatty"])
+            assert "objective chatty: ValueError: 2.0 is outside its range [0, 1]" in r["message"]
+        else:
+            assert r["chatty"] == pytest.approx(r["error"]) and "chatty" not in (r["message"] or "")
+    assert any(r["error"] < 0.5 for r in ok) and any(r["error"] >= 0.5 for r in ok)
+
+
+@pytest.mark.parametrize("name", ["status", "accuracy_global", "omega", "message"])
+def test_an_objective_named_as_a_column_of_the_log_is_refused_before_anything_is_written(tmp_path, name):
+    """`status` crashed the search after writing run.json (float('ok')); `accuracy_global` was silently read from
+    the column, not the user's function (the 2026-11-27 audit)."""
+    register(Objective(name=name, label=name, worst=1.0, lower=0.0, upper=1.0, read=lambda r: 0.5))
+    out = tmp_path / "run"
+    try:
+        with pytest.raises(FedevoError, match=f"objective '{name}' has the name of a gene or a column"):
+            fedevo.search(str(_problem(tmp_path, ["error", "comm", name])), pop=6, gen=1, workers=0, out=out,
+                          page=False)
+    finally:
+        unregister(name)
+    assert not out.exists()

@@ -1,11 +1,13 @@
 """The objective registry and the objective-vector rule (fedevo.objectives)."""
 
 import math
+import types
 
 import numpy as np
 import pytest
 
-from fedevo.objectives import Objective, ObjectiveSet, get, register, unregister
+from fedevo.errors import FedevoError
+from fedevo.objectives import Objective, ObjectiveError, ObjectiveSet, get, register, unregister
 from fedevo.result import EvaluationResult
 
 
@@ -56,18 +58,53 @@ def test_a_maximised_objective_is_negated_and_capped_below():
 
 
 def test_registry_refuses_a_second_objective_of_one_name_and_names_the_known_ones():
-    with pytest.raises(ValueError, match="registered already"):
-        register(Objective(name="error", label="e", read=lambda r: 0.0, worst=1.0))
+    mine = register(Objective(name="acc_twice", label="a", read=lambda r: 0.0, worst=1.0))
+    try:
+        with pytest.raises(ObjectiveError, match="registered already"):
+            register(Objective(name="acc_twice", label="a", read=lambda r: 0.5, worst=1.0))
+        assert register(mine) is mine  # the same one again: nothing to refuse
+        other = Objective(name="acc_twice", label="a", read=lambda r: 0.5, worst=1.0)
+        assert register(other, replace=True) is other and get("acc_twice") is other
+    finally:
+        unregister("acc_twice")
     with pytest.raises(KeyError, match="known: .*comm"):
         get("no_such_objective")
 
 
-@pytest.mark.parametrize("kw, msg", [({"name": "a b"}, "identifier"), ({"direction": "down"}, "direction"),
-                                      ({"worst": math.inf}, "finite"), ({"log": True, "floor": 0.0}, "floor")])
+def test_a_built_in_objective_is_neither_replaced_nor_removed():
+    """replace=True used to swap the registry's entry while searches kept the built-in column: silently nothing."""
+    for replace in (False, True):
+        with pytest.raises(ObjectiveError, match="'error' is a built-in objective and cannot be replaced"):
+            register(Objective(name="error", label="e", read=lambda r: 0.0, worst=1.0), replace=replace)
+    with pytest.raises(ObjectiveError, match="cannot be removed"):
+        unregister("eps")
+    assert get("error").read(types.SimpleNamespace(error=0.25)) == 0.25
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"name": "a b"}, "identifier"), ({"direction": "down"}, "direction"), ({"worst": math.inf}, "finite"),
+    ({"log": True, "floor": 0.0}, "floor"), ({"lower": 1.0, "upper": 0.0}, "lower = 1 is above upper = 0"),
+    ({"upper": math.nan}, "upper must be a finite number"),
+    # the worst value on the good side: every value capped to it, a failure tied with the best (the 2026-11-27 audit)
+    ({"direction": "maximize", "worst": 1.0, "lower": 0.0, "upper": 1.0}, "worst = 1 is better than lower = 0"),
+    ({"worst": 0.5, "lower": 0.0, "upper": 1.0}, "worst = 0.5 is better than upper = 1"),
+    ({"worst": -1.0, "lower": 0.0}, "worst = -1 is better than lower = 0"),
+])
 def test_bad_objective_definitions(kw, msg):
     base = dict(name="x", label="x", read=lambda r: 0.0, worst=1.0)
-    with pytest.raises(ValueError, match=msg):
+    with pytest.raises(ObjectiveError, match=msg) as e:
         Objective(**{**base, **kw})
+    assert isinstance(e.value, FedevoError) and isinstance(e.value, ValueError)  # one line from the CLI; as before
+
+
+def test_a_value_is_a_number_or_none():
+    obj = Objective(name="x", label="x", read=lambda r: r, worst=1.0, lower=0.0, upper=1.0)
+    assert obj.value(0.3) == 0.3 and obj.value(None) is None and obj.value(np.float32(0.5)) == 0.5
+    for v in ("0.3", b"1", True):
+        with pytest.raises(TypeError, match="expected a number or None"):
+            obj.value(v)
+    assert obj.outside(1.5) == "1.5 is outside its range [0, 1]" and obj.outside(-0.0) is None
+    assert obj.outside(math.nan) is None and obj.outside(None) is None  # the worst value's to stand in for
 
 
 def test_a_set_has_two_to_five_distinct_objectives():

@@ -349,9 +349,21 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout, batch_generation,
                        batch_size_per_gpu)
     out = Path(out) if out is not None else None
-    fresh = out is None or not out.exists() or (out.is_dir() and not any(out.iterdir()))
+    made = _made_by(out)
     run = SearchRun.create(settings, out, runtime, problem=prob)
-    return _run(run, runtime, fn, callbacks, page, fresh=fresh, progress=progress, importance=importance)
+    return _run(run, runtime, fn, callbacks, page, fresh=[run.run_dir] if made is None else made,
+                progress=progress, importance=importance)
+
+
+def _made_by(out: Optional[Path]) -> Optional[list]:
+    """The folders a new run directory at `out` creates (it and its missing parents, innermost first): what a
+    search that cannot start removes again; [] for an empty folder that exists (emptied again, kept); None for
+    the default runs/<problem>-<timestamp> (its own folder only: the caller's [run.run_dir])."""
+    if out is None:
+        return None
+    if out.exists():
+        return []
+    return [p for p in (out, *out.parents) if not p.exists()]
 
 
 def _locate_data(prob, data_dir: Optional[str], evaluator_spec: str, download: bool = False,
@@ -433,11 +445,12 @@ def _ended(sr) -> str:
         return f"{sr.settings.gen} generations"
 
 
-def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: bool = False, progress: Optional[bool] = None,
-         importance: bool = False) -> Run:
-    """Run a SearchRun to its end with the callbacks (and the live page); a fresh run directory that no
-    evaluation reached is removed again when the search cannot start (Ray refused, ...), never one that
-    another process holds."""
+def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: Optional[list] = None,
+         progress: Optional[bool] = None, importance: bool = False) -> Run:
+    """Run a SearchRun to its end with the callbacks (and the live page). A new run directory that no evaluation
+    reached, when the search cannot start (Ray refused, ...), is taken back: `fresh` lists the folders it
+    created, removed again; [] an empty folder that existed, emptied again and kept; never one that another
+    process holds."""
     from .errors import RunInUseError
 
     import sys
@@ -462,15 +475,14 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: bool = False, pro
         e.run_dir = sr.run_dir
         raise
     except FedevoError as e:
-        if fresh and sr.is_empty():
-            import shutil
-
+        if fresh is not None and sr.is_empty():
             from .errors import SearchStoppedError
 
-            shutil.rmtree(sr.run_dir, ignore_errors=True)
+            _take_back(sr.run_dir, fresh)
             if isinstance(e, SearchStoppedError):  # nothing left to resume: say so instead
+                gone = "was removed" if fresh else "was emptied again"
                 raise FedevoError(f"{e.cause} (the search stopped before any evaluation; its run directory "
-                                  f"{sr.run_dir} was removed: nothing was written)") from None
+                                  f"{sr.run_dir} {gone}: nothing was kept)") from None
         raise
     if page:
         _final_page(sr.run_dir, importance=importance)
@@ -482,6 +494,19 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: bool = False, pro
                                 f"{summary.first_failure or 'no message'} (log: {summary.run_dir / 'evaluations.csv'})",
                                 run)
     return run
+
+
+def _take_back(run_dir: Path, made: list) -> None:
+    """What a search that never started wrote: its run directory's contents, and the folders it created."""
+    import shutil
+
+    for p in Path(run_dir).iterdir():
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+    for p in made:  # innermost first; only while empty (another process may have written beside it)
+        try:
+            p.rmdir()
+        except OSError:
+            break
 
 
 PAGE_SECONDS = 10.0  # the live front.html is rewritten at most this often while a search runs (and at its end)

@@ -446,3 +446,25 @@ def test_the_command_lines_own_option_errors_are_one_line(capsys, argv, message)
     code, out, err = run_cli(argv, capsys)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and err.startswith("fedevo: error: ") and message in err, err
+
+
+@pytest.mark.parametrize("where", ["existing-empty", "nested-new"])
+def test_a_search_that_cannot_start_leaves_the_folders_as_they_were(capsys, tmp_path, monkeypatch, where):
+    """A setup error at the first evaluation (here a bad FEDEVO_SECAGG): the run directory no evaluation reached is
+    taken back. The 2026-11-27 audit: an empty --out the user had made was deleted, the parents a nested --out
+    created were left behind, and the message said to resume the deleted directory."""
+    path = tmp_path / "sa.toml"
+    path.write_text('dataset = "digits"\nmodel = "mlp"\n[train]\nrounds = 1\n[privacy]\ntrust = "secagg"\n'
+                    'mechanism = "update"\nsigma = 1.0\nclip = 1.0\nrecall = false\n'
+                    '[genes]\nlr = { type = "real", low = 0.01, high = 0.5, default = 0.2 }\n')
+    monkeypatch.setenv("FEDEVO_SECAGG", "fast")
+    out = tmp_path / "mine" if where == "existing-empty" else tmp_path / "a" / "b" / "run"
+    if where == "existing-empty":
+        out.mkdir()
+    err = bad(capsys, ["search", "--problem", path, "--workers", 0, "--pop", 4, "--gen", 1, "--quiet", "--out", out],
+              r"FEDEVO_SECAGG must be one of .*the search stopped before any evaluation")
+    assert "fedevo resume" not in err
+    if where == "existing-empty":
+        assert "was emptied again" in err and out.is_dir() and not any(out.iterdir())
+    else:
+        assert "was removed" in err and not (tmp_path / "a").exists()

@@ -659,38 +659,49 @@ def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 15
 def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem: Optional[ProblemLike] = None,
           params: Optional[Mapping[str, Any]] = None, seed: int = 0, rounds: Optional[int] = None,
           canaries: Optional[int] = None, confidence: float = 0.95, out: Optional[Union[str, Path]] = None,
-          write: bool = True, on_start: Optional[Callable[[int, int, Any], Any]] = None) -> list:
+          write: bool = True, on_start: Optional[Callable[[int, int, Any], Any]] = None,
+          data_dir: Optional[Union[str, Path]] = None) -> list:
     """Audit privacy empirically: train each configuration once with canaries where its trust model's observer
     looks; each AuditResult has the accountant's ε (eps_upper), an estimate and a lower bound at `confidence`,
     and a verdict. Either `run` + `pick` (a run's evaluations, as searched) or `problem` (+ params, seed,
-    rounds). write: audit.json and audit.html into `out` (default RUN/audit[-N] or runs/audit-PROBLEM-TIME).
+    rounds). write: audit.json and audit.html into `out` (new or empty; default RUN/audit[-N] or
+    runs/audit-PROBLEM-TIME). data_dir: the dataset root (a run's: where its data are now, if they moved).
     on_start(n, total, target) may return a per-round callback (progress)."""
     from .auditing import report, targets
     from .auditing.run import audit_config, check_canaries
-    from .guards import check_evaluation_memory, check_rounds, check_seed, check_writable_dir
+    from .guards import check_evaluation_memory, check_new_or_empty_dir, check_rounds, check_seed, check_writable_dir
+
+    from .data.catalog import check_data_dir
 
     check_seed(seed)
     check_rounds(rounds)
-    if (run is None) == (problem is None):
-        raise FedevoError("give either RUN_DIR --pick SPEC or --problem NAME (not both)")
+    data_dir = _text(data_dir)
+    check_data_dir(data_dir)
+    if run is not None and problem is not None:
+        raise FedevoError("give either RUN_DIR --pick SPEC or --problem NAME, not both")
+    if run is None and problem is None:
+        raise FedevoError("give RUN_DIR --pick SPEC (a run's evaluations) or --problem NAME (one configuration)")
     if run is not None:
         if not pick:
             raise FedevoError("auditing a run needs --pick (e.g. --pick knee)")
         if params is not None or rounds is not None:
             raise FedevoError("--params and --rounds go with --problem; a run's picks are audited as searched")
         run_dir = Path(open_run(run).path)
-        todo = targets.from_run(run_dir, pick)
+        todo = targets.from_run(run_dir, pick, data_dir)
     else:
         if pick:
             raise FedevoError("--pick needs a RUN_DIR")
         run_dir = None
-        todo = targets.from_problem(_as_problem(problem), dict(params or {}), seed=seed, rounds=rounds)
+        todo = targets.from_problem(_as_problem(problem), dict(params or {}), seed=seed, rounds=rounds,
+                                    data_dir=data_dir)
     for t in todo:  # bad confidence / too few canaries / too large: before any training
-        check_canaries(canaries, confidence=confidence, delta=t.cfg.privacy.delta)
+        check_canaries(canaries, confidence=confidence, delta=t.cfg.privacy.delta, cfg=t.cfg)
         check_evaluation_memory(t.cfg, t.label)
-    if write:
-        check_writable_dir(Path(out) if out is not None else run_dir if run_dir is not None else Path("runs"),
-                           "--out" if out is not None else "RUN_DIR" if run_dir is not None else "runs/")
+    if write and out is not None:  # new or empty, as retrain's (it used to go to OUT-2 beside it)
+        check_new_or_empty_dir(out)
+    elif write:
+        check_writable_dir(run_dir if run_dir is not None else Path("runs"),
+                           "RUN_DIR" if run_dir is not None else "runs/")
     results = []
     for n, t in enumerate(todo, start=1):
         on_round = on_start(n, len(todo), t) if on_start is not None else None
@@ -710,13 +721,15 @@ def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem:
 
 
 def audit_dir(run_dir: Optional[Path], out: Optional[Union[str, Path]], label: str) -> Path:
-    """Where an audit's files go: `out`, else RUN_DIR/audit[-N], else runs/audit-LABEL-TIME (never overwritten)."""
+    """Where an audit's files go: `out` (new or empty), else RUN_DIR/audit[-N], else runs/audit-LABEL-TIME (never
+    overwritten)."""
     from datetime import datetime, timezone
 
     from .auditing.report import next_audit_dir
 
-    if out is not None:
-        return next_audit_dir(Path(out).parent, Path(out).name)
+    if out is not None:  # new or empty (checked before any training)
+        Path(out).mkdir(parents=True, exist_ok=True)
+        return Path(out)
     if run_dir is not None:
         return next_audit_dir(Path(run_dir))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")

@@ -147,6 +147,16 @@ def _probe_dir(d: Path) -> Optional[str]:
     return None
 
 
+def check_new_or_empty_dir(path: Path | str, flag: str = "--out") -> Path:
+    """An output folder the user named: new or empty (nothing in it is ever overwritten), and writable."""
+    path = Path(path)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise FedevoError(f"{flag} {path} already exists and is not an empty directory; choose another "
+                          "(nothing was overwritten)")
+    check_writable_dir(path, flag)
+    return path
+
+
 def check_writable_dir(path: Path | str, flag: str = "--out") -> None:
     """`path` is (or can be created as) a directory where files can be written."""
     path = Path(path)

@@ -496,15 +496,10 @@ def deployment_of(cfg) -> dict[str, Any]:
 def report_dir(run_dir: Path | str, out: Optional[Path | str]) -> Path:
     """Where the report goes, checked before any training: `out` (must not exist or be empty), else the first of
     RUN_DIR/retrain, retrain-2, retrain-3... that does not exist yet: an earlier report is never overwritten."""
-    from .guards import check_writable_dir
+    from .guards import check_new_or_empty_dir, check_writable_dir
 
     if out is not None:
-        out = Path(out)
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise FedevoError(f"--out {out} already exists and is not an empty directory; choose another "
-                              "(nothing was overwritten)")
-        check_writable_dir(out)
-        return out
+        return check_new_or_empty_dir(out)
     base = Path(run_dir) / "retrain"
     path, n = base, 1
     while path.exists():

@@ -159,14 +159,23 @@ def check_supported(cfg: SimConfig) -> None:
                           f"mechanism = {' and '.join(able)}")
 
 
-def check_canaries(count: Optional[int], *, confidence: float, delta: float) -> None:
-    """Bad input before any training: a confidence outside (0, 1), or too few canaries for it."""
+def check_canaries(count: Optional[int], *, confidence: float, delta: float, cfg: Optional[SimConfig] = None) -> None:
+    """Bad input before any training: a confidence outside (0, 1), too few canaries for it, or (with `cfg`) far
+    more than the model has active parameters (each canary needs its own coordinate; the exact Ω is checked once
+    the model is built). The last first: the bound's cost grows with the count (minutes for 10⁸)."""
     if not 0 < confidence < 1:
         raise FedevoError(f"--confidence must be in (0, 1), got {confidence}")
     if count is None:
         return
     if count < 2:
         raise FedevoError(f"--canaries must be >= 2, got {count}")
+    if cfg is not None:
+        from ..fl.cost import macs_and_params
+
+        active = macs_and_params(cfg)[1]  # the expected active parameters (SET's Erdős–Rényi density)
+        if count > 1.5 * active + 16:
+            raise FedevoError(f"--canaries {count} exceeds the model's ~{active:,.0f} active parameters (each "
+                              f"canary needs its own coordinates)")
     best = estimate.max_attainable(m=count, delta=delta, confidence=confidence)
     if best < 1.0:
         need = count
@@ -226,7 +235,7 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
 
     t0 = time.perf_counter()
     check_supported(cfg)
-    check_canaries(canaries, confidence=confidence, delta=cfg.privacy.delta)
+    check_canaries(canaries, confidence=confidence, delta=cfg.privacy.delta, cfg=cfg)
     su = prepare(cfg, seed=seed)  # the same data, partition, model, calibration and streams as the evaluation
     cfg, mech, data, part, model, noise = su.cfg, su.mech, su.data, su.part, su.model, su.noise
     pc = cfg.privacy

@@ -20,14 +20,16 @@ class Target:
     eps_search: Optional[float] = None
 
 
-def from_run(run_dir: Path | str, spec: str) -> list[Target]:
+def from_run(run_dir: Path | str, spec: str, data_dir: Optional[str] = None) -> list[Target]:
+    """The picks of a run as searched; `data_dir`: where the run's data are now, if they moved."""
     from ..searching.rundata import load_run
 
     data = load_run(run_dir)  # FedevoError: not a run, or no evaluations
     out = []
     for p in data.pick(spec):  # the one resolver (its chance bar): the same ids as front, retrain, plot, the API
         params = data.params(p.row)
-        cfg = data.problem.sim_config(params, rounds=data.settings.rounds, data_dir=data.settings.data_dir)
+        cfg = data.problem.sim_config(params, rounds=data.settings.rounds,
+                                      data_dir=data_dir if data_dir is not None else data.settings.data_dir)
         check_supported(cfg)
         out.append(Target(label=f"id {p.id} ({p.label})", cfg=cfg, seed=int(p.row["seed"]), params=params,
                           eps_search=p.row.get("eps")))

@@ -24,7 +24,8 @@ def audit(
     rounds: Optional[int] = typer.Option(None, min=1, help="With --problem: override the problem's rounds."),
     canaries: Optional[int] = typer.Option(None, help="Canary users (default: min(2000, Ω active parameters))."),
     confidence: float = typer.Option(0.95, help="Confidence of the lower bound."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where audit.json/audit.html go (default: RUN_DIR/audit[-N], or runs/audit-PROBLEM-TIME)."),
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root for MNIST/Fashion-MNIST/CIFAR-10 (a run's: if its data moved)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where audit.json/audit.html go, a new or empty folder (default: RUN_DIR/audit[-N], or runs/audit-PROBLEM-TIME)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object per audited configuration on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no table."),
 ) -> None:
@@ -36,7 +37,7 @@ def audit(
     from ..problem import parse_params
 
     kwargs = dict(problem=problem, params=None if params is None else parse_params(params), seed=seed, rounds=rounds,
-                  canaries=canaries, confidence=confidence, out=out)
+                  canaries=canaries, confidence=confidence, out=out, data_dir=data_dir)
     if quiet or as_json:
         results = api.audit(run_dir, pick, **kwargs)
     else:

@@ -92,3 +92,26 @@ def test_unwritable_out_and_bad_seed_before_training(tmp_path, capsys, monkeypat
         code, out, err = cli(["audit", "--problem", "digits_mlp", *argv], capsys)
         assert code == 2 and err.count("\n") == 1 and __import__("re").search(msg, err), err
     assert calls == [] and sorted(p.name for p in tmp_path.iterdir()) == ["a_file.txt"]
+
+
+def test_out_is_new_or_empty_and_data_dir_is_taken(tmp_path, capsys, monkeypatch):
+    """The 2026-11-27 audit: --out went to OUT-2 beside an existing (even empty) folder, and a problem whose data
+    need --data-dir could not be audited at all (no such option)."""
+    from fedevo.auditing import targets
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out, err = cli(["audit", "--problem", "digits_mlp", "--rounds", "1", "--canaries", "200", "--json",
+                          "--out", empty], capsys)
+    assert code == 0 and (empty / "audit.json").exists() and not (tmp_path / "empty-2").exists()
+    code, out, err = cli(["audit", "--problem", "digits_mlp", "--out", empty], capsys)
+    assert code == 2 and "already exists and is not an empty directory" in err
+    seen = []
+    real = targets.from_problem
+    monkeypatch.setattr(targets, "from_problem", lambda *a, **kw: seen.append(kw["data_dir"]) or real(*a, **kw))
+    code, out, err = cli(["audit", "--problem", "mnist_mlp", "--rounds", "1", "--data-dir", tmp_path], capsys)
+    assert code == 2 and seen == [str(tmp_path)] and "mnist not found in" in err, err
+    code, out, err = cli(["audit", "--problem", "digits_mlp", "--data-dir", tmp_path / "nowhere"], capsys)
+    assert code == 2 and "does not exist" in err
+    code, out, err = cli(["audit"], capsys)
+    assert code == 2 and "give RUN_DIR --pick SPEC (a run's evaluations) or --problem NAME" in err

@@ -101,6 +101,14 @@ def test_refusals():
         audit_config(_cfg("digits_mlp"), seed=0, canaries=10)
     with pytest.raises(FedevoError, match="exceeds the model"):
         audit_config(_cfg("digits_mlp"), seed=0, canaries=5000)
+    # far beyond the model: refused before the bound's check, whose cost grows with the count (minutes for 1e8;
+    # the 2026-11-27 audit); a patched bound that would have run fails the test
+    import fedevo.auditing.estimate as estimate
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(estimate, "max_attainable", lambda **kw: pytest.fail("computed the bound for 1e8 canaries"))
+        with pytest.raises(FedevoError, match=r"--canaries 100000000 exceeds the model's ~1,\d{3} active"):
+            audit_config(_cfg("digits_mlp"), seed=0, canaries=100_000_000)
     with pytest.raises(FedevoError, match="confidence"):
         audit_config(_cfg("digits_mlp"), seed=0, confidence=1.5)
 

@@ -416,6 +416,8 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
     from .searching.run import SearchRun
 
     _check_callbacks(callbacks, "resume")
+    runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout, batch_generation,
+                       batch_size_per_gpu)  # bad options first, as search's
     path = _run_path(run)
     sr = SearchRun.open(path)
     sr.check_log()  # a damaged log is named, never "nothing to resume" or a silently different front
@@ -429,8 +431,7 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
         sr.use_data_dir(_text(data_dir))
     if evaluator is None:  # the data still there: one line, and the run as it was
         _locate_data(sr.problem, sr.settings.data_dir, sr.settings.evaluator, cluster=ray_address is not None)
-    return _run(sr, _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout, batch_generation,
-                             batch_size_per_gpu), evaluator, callbacks, page, progress=progress, importance=importance)
+    return _run(sr, runtime, evaluator, callbacks, page, progress=progress, importance=importance)
 
 
 def _ended(sr) -> str:

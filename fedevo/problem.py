@@ -638,15 +638,25 @@ def list_problems() -> list[str]:
     return sorted(f.stem for f in problems_dir().glob("*.toml"))
 
 
-def parse_params(text: Optional[str]) -> dict[str, Any]:
-    """--params: a JSON object, or a path to a JSON file."""
+def parse_params(text: Optional[str], flag: str = "--params") -> dict[str, Any]:
+    """--params (or `flag`): a JSON object, or a path to a JSON file."""
     if not text:
         return {}
-    src = Path(text).read_text() if not text.lstrip().startswith("{") and Path(text).is_file() else text
+    src = text
+    if not text.lstrip().startswith(("{", "[")):  # a path: it must be a readable file
+        path = Path(text)
+        if not path.is_file():
+            why = "is a directory" if path.is_dir() else "does not exist"
+            raise FedevoError(f"{flag} {text!r} {why} (give a JSON object like '{{\"lr\": 0.1}}' or a JSON file)")
+        try:
+            src = path.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise FedevoError(f"{flag} file {text!r} cannot be read: {e}") from None
     try:
         obj = json.loads(src)
     except json.JSONDecodeError as e:
-        raise FedevoError(f"--params is not valid JSON: {e}") from None
+        where = "" if src is text else f" (file {text!r})"
+        raise FedevoError(f"{flag} is not valid JSON{where}: {e}") from None
     if not isinstance(obj, dict):
-        raise FedevoError("--params must be a JSON object like '{\"lr\": 0.1}'")
+        raise FedevoError(f"{flag} must be a JSON object like '{{\"lr\": 0.1}}'")
     return obj

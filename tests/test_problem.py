@@ -50,8 +50,16 @@ def test_malformed_problem_files(tmp_path, text, msg):
         load_problem(str(f))
 
 
-def test_parse_params():
+def test_parse_params(tmp_path):
     assert parse_params('{"lr": 0.1}') == {"lr": 0.1}
+    (tmp_path / "p.json").write_text('{"lr": 0.2}')
+    assert parse_params(str(tmp_path / "p.json")) == {"lr": 0.2}
+    # a path that is no file was reported as bad JSON ("Expecting value"; the 2026-11-27 audit)
+    with pytest.raises(FedevoError, match=r"--params '.*nope.json' does not exist \(give a JSON object"):
+        parse_params(str(tmp_path / "nope.json"))
+    (tmp_path / "bad.json").write_text("{lr: 1}")
+    with pytest.raises(FedevoError, match=r"--standard is not valid JSON \(file '.*bad.json'\)"):
+        parse_params(str(tmp_path / "bad.json"), "--standard")  # retrain's option named, not --params
     with pytest.raises(FedevoError, match="not valid JSON"):
         parse_params("{lr: 0.1}")
     with pytest.raises(FedevoError, match="JSON object"):

@@ -207,7 +207,7 @@ def retrain(
     from .. import api
     from ..problem import parse_params
 
-    std = parse_params(standard)
+    std = parse_params(standard, "--standard")
     kwargs = dict(rounds=rounds, workers=workers, seed=seed, data_dir=data_dir, out=out, standard=std,
                   gpus_per_task=gpus_per_task)
     if quiet:

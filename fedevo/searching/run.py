@@ -229,10 +229,6 @@ class SearchRun:
 
         if parse_workers(runtime.workers) != AUTO:
             check_workers(runtime.workers)
-        if not runtime.cpus_per_task > 0:
-            raise FedevoError(f"--cpus-per-task must be > 0, got {runtime.cpus_per_task}")
-        if not runtime.gpus_per_task >= 0:
-            raise FedevoError(f"--gpus-per-task must be >= 0, got {runtime.gpus_per_task}")
         out = Path(out) if out is not None else default_out(problem.name)
         ident = run_identity(text, settings)
         if out.exists() and not out.is_dir():

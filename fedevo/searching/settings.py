@@ -121,6 +121,12 @@ class Runtime:
     batch_generation: Optional[bool] = None
     batch_size_per_gpu: Optional[int] = None
 
+    def __post_init__(self):  # a search and its resume alike (resume used to take --cpus-per-task 0)
+        if not self.cpus_per_task > 0:
+            raise FedevoError(f"--cpus-per-task must be > 0, got {self.cpus_per_task}")
+        if not self.gpus_per_task >= 0:
+            raise FedevoError(f"--gpus-per-task must be >= 0, got {self.gpus_per_task}")
+
 
 def eval_seed(run_seed: int, individual_id: int) -> int:
     """The evaluation seed of individual `individual_id`: independent of worker count and completion order."""

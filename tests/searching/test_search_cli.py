@@ -252,6 +252,23 @@ def test_bad_search_arguments(tmp_path, capsys, args, expect):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("args, expect", [
+    (("--cpus-per-task", 0), "--cpus-per-task must be > 0, got 0.0"),
+    (("--cpus-per-task", -1), "--cpus-per-task must be > 0"),
+    (("--gpus-per-task", -1), "--gpus-per-task must be >= 0, got -1.0"),
+])
+def test_resume_checks_the_resources_as_search_does(tmp_path, capsys, args, expect):
+    """The 2026-11-27 audit: resume took --cpus-per-task 0 and finished the search with it."""
+    from tests.searching.test_search_run import run_fake
+
+    out = tmp_path / "run"
+    run_fake(out, gen=2)
+    before = sorted((p.name, p.read_bytes()) for p in out.iterdir() if p.is_file())
+    err = cli_error(capsys, "resume", out, "--quiet", *args)  # the options first, then the run's state
+    assert __import__("re").search(expect, err), err
+    assert sorted((p.name, p.read_bytes()) for p in out.iterdir() if p.is_file()) == before
+
+
 def test_unreachable_ray_address_fails_fast(tmp_path, capsys):
     out = tmp_path / "run"
     t0 = time.monotonic()

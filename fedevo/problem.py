@@ -242,7 +242,8 @@ class Problem:
                 merged[k] = v
         missing = [g.name for g in self.genes if g.name not in merged]
         if missing:
-            raise FedevoError(f"gene(s) {', '.join(missing)} have no default; pass them in params")
+            raise FedevoError(f"gene(s) {', '.join(missing)} have no default; give each a `default` in [genes] "
+                              "(or, for one evaluation, a value in --params)")
         if PRESET_KEY in merged and self.simulated:
             from .privacy.presets import PRESETS
 

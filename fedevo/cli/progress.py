@@ -78,6 +78,8 @@ class RichReporter(SearchCallback):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.run_dir = self.run_dir if run_dir is None else run_dir
+        self._t0 = time.monotonic()  # the search's time, as the summary's (which starts a little earlier): a
+        # clock from this display's construction counted the set-up (native kernels built, ...) and then went back
         self.eps_key = eps_key
         self._objectives = objectives
 

@@ -1,0 +1,28 @@
+"""The search's plain progress lines (output not a terminal): their clock."""
+
+import io
+import re
+import types
+
+from rich.console import Console
+
+from fedevo.cli import progress
+
+
+def test_the_plain_lines_clock_never_goes_back(monkeypatch):
+    """Its clock started when the display was made, before the set-up (native kernels built: seconds), while the
+    last line showed the summary's wall_s, timed from the search's start: 12 s, then 10 s (the 2026-11-27 audit).
+    Now every line counts from the search's start (on_start)."""
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    buf = io.StringIO()
+    rep = progress.RichReporter(console=Console(file=buf, force_terminal=False, width=200))
+    now[0] += 5.0  # the set-up before the search starts
+    rep.on_start(n_gen=3, generation=1, total=6, done=0)
+    for g, t in ((2, 4.0), (3, 4.0)):
+        now[0] += t
+        rep.on_generation_start(g)
+    now[0] += 4.0
+    rep.on_finish(types.SimpleNamespace(wall_s=12.3))  # run() started its clock just before on_start
+    seconds = [int(s) for s in re.findall(r"· (\d+) s$", buf.getvalue(), re.M)]
+    assert seconds == [4, 8, 12], buf.getvalue()

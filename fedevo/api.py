@@ -134,7 +134,7 @@ def _contained(evaluator, prob: Problem, params, seed: int, kwargs: Mapping[str,
 
 
 # ============================================================================================ runs
-@dataclass
+@dataclass(frozen=True)
 class Run:
     """A search run directory (what `fedevo search` writes), read on demand: every access reads the directory
     as it is now, so a run still being searched shows what has finished so far."""

@@ -61,3 +61,15 @@ def test_each_command_calls_its_api_function(monkeypatch, argv, fn):
     with pytest.raises(Called):
         main(argv)
     assert seen
+
+
+def test_a_run_object_is_frozen(tmp_path):
+    """`run.path = 123` was accepted and broke the next read (the 2026-11-27 audit)."""
+    import dataclasses
+
+    from fedevo.api import Run
+
+    run = Run(tmp_path)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.path = 123
+    assert run == Run(tmp_path) and hash(run) == hash(Run(tmp_path))

@@ -39,7 +39,8 @@ def command_options() -> dict[str, set[str]]:
     from fedevo.cli import app
 
     group = typer.main.get_command(app)
-    return {name: {o for p in cmd.params for o in getattr(p, "opts", [])} for name, cmd in group.commands.items()}
+    return {name: {o for p in cmd.params for o in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]}
+            for name, cmd in group.commands.items()}  # secondary: a flag's --no-... form
 
 
 def test_every_option_the_readme_names_exists():

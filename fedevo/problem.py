@@ -384,9 +384,27 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
                    fidelity=tuple(doc["fidelity"]) if isinstance(doc.get("fidelity"), list) else doc.get("fidelity"),
                    eval_timeout=_eval_timeout(doc), **objectives)
     config = prob.sim_config()  # validate the defaults once, at load time
+    _check_privacy_genes(prob, config.privacy.mechanism)
     if user:
         probe_model(prob, config)
     return prob
+
+
+def _check_privacy_genes(prob: "Problem", mechanism: str) -> None:
+    """A gene of a mechanism's own settings (σ, clip, τ...) that the problem's mechanism does not take would be
+    searched for nothing: every value the same objectives (a problem file without [privacy] searched σ and clip
+    under mechanism "none", every ε infinite, silently). Not where a gene picks the mechanism or a preset."""
+    from .privacy import registry
+
+    names = set(prob.gene_names)
+    if names & {"mechanism", PRESET_KEY}:
+        return
+    own = set(registry.mechanism(mechanism).keys)
+    inert = [g for g in prob.gene_names if g in registry.mechanism_keys() and g not in own]
+    if inert:
+        raise FedevoError(f"problem {prob.name!r}: gene(s) {', '.join(inert)} have no effect under mechanism "
+                          f"{mechanism!r} (its settings: {', '.join(sorted(own)) or 'none'}); set [privacy] "
+                          "mechanism to one that takes them, or drop the gene(s)")
 
 
 # a problem file's top-level keys and their types (the settings' tables are typed by fedevo/schema.py)

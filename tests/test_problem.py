@@ -75,3 +75,26 @@ def test_presets_expand_to_privacy_settings():
     assert p.sim_config({"preset": "fedavg"}).privacy.mechanism == "none"
     with pytest.raises(FedevoError, match="unknown preset"):
         p.sim_config({"preset": "magic"})
+
+
+def test_a_privacy_gene_the_mechanism_does_not_take_is_refused(tmp_path):
+    """The 2026-11-27 audit: digits_mlp without its [privacy] table searched sigma and clip under mechanism "none":
+    every ε infinite, every value of those genes the same objectives, and nothing said."""
+    import re
+
+    from fedevo.problem import problems_dir
+
+    text = (problems_dir() / "digits_mlp.toml").read_text()
+    no_privacy = re.sub(r"\n\[privacy\]\n(?:[^\[]*\n)", "\n", text, count=1)
+    assert "[privacy]" not in no_privacy
+    path = tmp_path / "p.toml"
+    path.write_text(no_privacy)
+    with pytest.raises(FedevoError, match=r"gene\(s\) sigma, clip have no effect under mechanism 'none' \(its "
+                                          r"settings: none\); set \[privacy\] mechanism"):
+        load_problem(str(path))
+    signds = no_privacy.replace("[genes]", '[privacy]\nmechanism = "signds"\ntrust = "local"\n[genes]')
+    path.write_text(signds)
+    with pytest.raises(FedevoError, match=r"have no effect under mechanism 'signds' \(its settings: signds_eps, "):
+        load_problem(str(path))
+    load_problem("digits_mlp")  # update takes sigma and clip
+    load_problem("fashion_mlp_mech")  # the mechanism is a gene: its genes are each some mechanism's

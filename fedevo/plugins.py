@@ -34,7 +34,7 @@ def split_spec(spec: str, *, kind: str = "model") -> tuple[Optional[str], str, s
         return path, "", fn
     mod, sep, fn = spec.rpartition(":")
     if not sep or not mod or not fn:
-        raise FedevoError(f"{kind} {spec!r}: expected 'package.module:function'")
+        raise FedevoError(f"{kind} {spec!r}: expected 'package.module:function' or 'python:path/to/file.py:function'")
     return None, mod, fn
 
 

@@ -367,7 +367,10 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
                 raise FedevoError(f"problem {name!r}: gene {g.name!r} is given to the model factory by fedevo")
     for g in genes:
         if g.name not in allowed and g.name not in model_kwargs:
-            raise FedevoError(f"problem {name!r}: unknown gene {g.name!r}; genes may be {', '.join(sorted(allowed))}")
+            near = difflib.get_close_matches(g.name, sorted(allowed), n=1)
+            raise FedevoError(f"problem {name!r}: unknown gene {g.name!r}; "
+                              + (f"did you mean {near[0]!r}? " if near else "")
+                              + f"genes may be {', '.join(sorted(allowed))}")
     eps_obj, constraints, objectives = _objectives(doc, name, path, registered_only)
     model_ref = None
     if user:
@@ -610,6 +613,8 @@ def load_problem(name_or_path: str) -> Problem:
             f"cannot be opened: {e.strerror or e}" if e.strerror else f"cannot be opened: {e}")
         if isinstance(e, FileNotFoundError) and p.is_symlink():
             why = f"is a link to {os.readlink(p)!r}, which does not exist"
+        elif isinstance(e, FileNotFoundError) and p.parent == Path(".") and p.stem in list_problems():
+            why += f" (the bundled problem is --problem {p.stem}, without .toml)"
         raise FedevoError(f"problem file {str(p)!r} {why}") from None
     if stat.S_ISDIR(st.st_mode):
         raise FedevoError(f"problem file {str(p)!r} is a directory, not a TOML file")

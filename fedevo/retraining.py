@@ -229,7 +229,8 @@ class RetrainReport:
             out[k] = _f(v[k], 3)
         for o in self.extra_objectives:
             for k in (o.name, f"search_{o.name}"):
-                out[k] = "" if v[k] is None or math.isnan(v[k]) else repr(float(v[k]))
+                # six significant digits, as the table's other numbers show theirs (results.json keeps every digit)
+                out[k] = "" if v[k] is None or math.isnan(v[k]) else f"{float(v[k]):.6g}"
         genes = self.standard_params if s.is_standard else s.params
         for g in self.gene_names:
             if s.is_standard and g == "alpha":
@@ -286,8 +287,9 @@ class RetrainReport:
             lo = min(picked, key=lambda c: float(c["comm_pct_of_standard"]))["comm_pct_of_standard"]
             hi = max(picked, key=lambda c: float(c["comm_pct_of_standard"]))["comm_pct_of_standard"]
             accs = [c for c in picked if c["accuracy_pct_of_standard"]]
-            lines += ["", f"The picked solutions cost {lo}–{hi} % of the standard solution's communication"
-                      + (f" and reach up to {max(accs, key=lambda c: float(c['accuracy_pct_of_standard']))['accuracy_pct_of_standard']} % "
+            cost = f"solution costs {lo}" if len(picked) == 1 else f"solutions cost {lo}–{hi}"
+            lines += ["", f"The picked {cost} % of the standard solution's communication"
+                      + (f" and {'reaches' if len(picked) == 1 else 'reach up to'} {max(accs, key=lambda c: float(c['accuracy_pct_of_standard']))['accuracy_pct_of_standard']} % "
                          "of its accuracy." if accs else ".")]
         lines += ["", "Genes and search-time objectives (the search trained each for a few rounds only):", "",
                   "| Solution | " + " | ".join(self.gene_names) + " | search error | search comm | search ε |"

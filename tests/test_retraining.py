@@ -183,6 +183,11 @@ def _variant(tmp_path, base: str, privacy: dict, name: str):
             doc["privacy"].pop(k, None)
         else:
             doc["privacy"][k] = v
+    if "mechanism" in doc["privacy"]:  # genes the new mechanism does not take are refused at load: dropped
+        from fedevo.privacy import registry
+
+        own = set(registry.mechanism(doc["privacy"]["mechanism"]).keys)
+        doc["genes"] = {g: t for g, t in doc["genes"].items() if g not in registry.mechanism_keys() or g in own}
 
     def val(v):
         if isinstance(v, bool):

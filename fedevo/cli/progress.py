@@ -90,7 +90,7 @@ class RichReporter(SearchCallback):
         if self.run_dir is not None:
             self.console.print(f"run directory: {self.run_dir}", highlight=False, soft_wrap=True)
         if runner:
-            self.console.print(f"[dim]evaluating on {runner}[/dim]")
+            self.console.print(f"[dim]evaluating {'' if runner.startswith('in-process') else 'on '}{runner}[/dim]")
         if self._plain:
             return
         self._progress = Progress(

@@ -59,7 +59,8 @@ def read_run_json(run_dir: Path) -> tuple[dict[str, Any], Problem, SearchSetting
     resolved); FedevoError if `run_dir` is not a run or run.json is corrupt."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise FedevoError(f"run directory {run_dir} does not exist")
+        raise FedevoError(f"run directory {run_dir} "
+                          + ("is a file, not a directory" if run_dir.exists() else "does not exist"))
     path = run_dir / "run.json"
     if not path.exists():
         raise FedevoError(f"{run_dir} is not a fedevo search run (no run.json)")

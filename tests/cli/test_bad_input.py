@@ -468,3 +468,18 @@ def test_a_search_that_cannot_start_leaves_the_folders_as_they_were(capsys, tmp_
         assert "was emptied again" in err and out.is_dir() and not any(out.iterdir())
     else:
         assert "was removed" in err and not (tmp_path / "a").exists()
+
+
+def test_the_2026_11_27_audits_messages(capsys, tmp_path, monkeypatch):
+    """Each said something untrue or unhelpful: a run 'directory' that is a file 'did not exist'; a bundled name
+    given with .toml; a misspelt gene had no suggestion; --evaluator named one of its two forms only."""
+    (tmp_path / "afile.txt").write_text("x")
+    bad(capsys, ["front", tmp_path / "afile.txt"], r"run directory .*afile.txt is a file, not a directory")
+    monkeypatch.chdir(tmp_path)
+    bad(capsys, ["evaluate", "-p", "digits_mlp.toml"],
+        r"problem file 'digits_mlp.toml' does not exist \(the bundled problem is --problem digits_mlp, without")
+    (tmp_path / "g.toml").write_text('dataset = "digits"\nmodel = "mlp"\n[genes]\n'
+                                     'unitz = { type = "int", low = 1, high = 4, default = 2 }\n')
+    bad(capsys, ["evaluate", "-p", tmp_path / "g.toml"], r"unknown gene 'unitz'; did you mean 'units'\?")
+    bad(capsys, ["search", "--evaluator", "foo", "--out", tmp_path / "r"],
+        r"expected 'package.module:function' or 'python:path/to/file.py:function'")

@@ -545,7 +545,7 @@ def pick(run: RunLike, spec: str) -> list[dict[str, Any]]:
 # ============================================================================================ after a search
 @checked
 def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Path]] = None,
-         plotly_js: str = "shared", watch: bool = False, interval: float = 2.0, importance: bool = True,
+         plotly_js: str = "shared", watch: bool = False, interval: Optional[float] = None, importance: bool = True,
          on_write: Optional[Callable[[Path, Any], None]] = None) -> Path:
     """Write the run's interactive front page (RUN/front.html, or `out`) and, with `importance`, its importance
     page beside it (RUN/importance.html; NAME-importance.html beside an `out` NAME.html: which genes drive each
@@ -560,6 +560,7 @@ def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Pat
     from .viz.front import write_front_html
 
     paths, path = _plot_checks(run, out, plotly_js, interval, watch, importance)
+    interval = WATCH_INTERVAL if interval is None else interval
     mode = plotly_js
     if len(paths) > 1:
         from .viz.compare import write_compare_html
@@ -580,7 +581,10 @@ def plot(run: Union[RunLike, Sequence[RunLike]], *, out: Optional[Union[str, Pat
     return front
 
 
-def _plot_checks(run, out, plotly_js: str, interval: float, watch: bool,
+WATCH_INTERVAL = 2.0  # seconds between a watched run's checks (plot(watch=True, interval=None))
+
+
+def _plot_checks(run, out, plotly_js: str, interval: Optional[float], watch: bool,
                  importance: bool = True) -> tuple[list[Path], Path]:
     """`plot`'s input checked before any work (the command line calls it before saying it watches): (the run
     directories, the page to write)."""
@@ -590,8 +594,11 @@ def _plot_checks(run, out, plotly_js: str, interval: float, watch: bool,
 
     if plotly_js not in ("embed", "shared"):
         raise FedevoError(f"--plotly-js must be embed or shared, got {plotly_js!r}")
-    if not (math.isfinite(interval) and interval > 0):
+    if interval is not None and not (math.isfinite(interval) and interval > 0):
         raise FedevoError(f"--interval must be a positive finite number of seconds, got {interval:g}")
+    if interval is not None and not watch:
+        raise FedevoError("--interval is the seconds between --watch's checks; without --watch the page is written "
+                          "once: drop --interval or add --watch")
     runs = list(run) if isinstance(run, (list, tuple)) else [run]
     if not runs:
         raise FedevoError("give a run directory to plot")
@@ -658,7 +665,7 @@ def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 15
 
 @checked
 def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem: Optional[ProblemLike] = None,
-          params: Optional[Mapping[str, Any]] = None, seed: int = 0, rounds: Optional[int] = None,
+          params: Optional[Mapping[str, Any]] = None, seed: Optional[int] = None, rounds: Optional[int] = None,
           canaries: Optional[int] = None, confidence: float = 0.95, out: Optional[Union[str, Path]] = None,
           write: bool = True, on_start: Optional[Callable[[int, int, Any], Any]] = None,
           data_dir: Optional[Union[str, Path]] = None) -> list:
@@ -674,7 +681,8 @@ def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem:
 
     from .data.catalog import check_data_dir
 
-    check_seed(seed)
+    if seed is not None:
+        check_seed(seed)
     check_rounds(rounds)
     data_dir = _text(data_dir)
     check_data_dir(data_dir)
@@ -685,15 +693,16 @@ def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem:
     if run is not None:
         if not pick:
             raise FedevoError("auditing a run needs --pick (e.g. --pick knee)")
-        if params is not None or rounds is not None:
-            raise FedevoError("--params and --rounds go with --problem; a run's picks are audited as searched")
+        if params is not None or rounds is not None or seed is not None:
+            raise FedevoError("--params, --seed and --rounds go with --problem; a run's picks are audited as "
+                              "searched (each with its evaluation's seed)")
         run_dir = Path(open_run(run).path)
         todo = targets.from_run(run_dir, pick, data_dir)
     else:
         if pick:
             raise FedevoError("--pick needs a RUN_DIR")
         run_dir = None
-        todo = targets.from_problem(_as_problem(problem), dict(params or {}), seed=seed, rounds=rounds,
+        todo = targets.from_problem(_as_problem(problem), dict(params or {}), seed=seed or 0, rounds=rounds,
                                     data_dir=data_dir)
     for t in todo:  # bad confidence / too few canaries / too large: before any training
         check_canaries(canaries, confidence=confidence, delta=t.cfg.privacy.delta, cfg=t.cfg)

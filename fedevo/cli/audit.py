@@ -20,7 +20,7 @@ def audit(
     pick: Optional[str] = typer.Option(None, "--pick", "-p", help="Evaluations of RUN_DIR to audit (the grammar of `front`/`retrain --pick`)."),
     problem: Optional[str] = typer.Option(None, "--problem", help="Audit one configuration of this problem instead of a run's picks."),
     params: Optional[str] = typer.Option(None, help="With --problem: JSON gene/setting overrides."),
-    seed: int = typer.Option(0, help="With --problem: the training seed (a run's picks use their evaluation's seed)."),
+    seed: Optional[int] = typer.Option(None, help="With --problem: the training seed (default 0; a run's picks use their evaluation's seed)."),
     rounds: Optional[int] = typer.Option(None, min=1, help="With --problem: override the problem's rounds."),
     canaries: Optional[int] = typer.Option(None, help="Canary users (default: min(2000, Ω active parameters))."),
     confidence: float = typer.Option(0.95, help="Confidence of the lower bound."),

@@ -23,7 +23,7 @@ def plot(
     run_dirs: list[Path] = typer.Argument(..., help="Run directory of `fedevo search`; several (with --out) to compare them."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write the page (default: RUN_DIR/front.html; required when comparing runs). An existing file that fedevo did not write is never replaced."),
     watch: bool = typer.Option(False, "--watch", help="Keep the page current while the search runs (the run checked every --interval seconds, the page rewritten when evaluations finished since; an open page reloads itself); returns when the run is complete. Ctrl-C stops."),
-    interval: float = typer.Option(2.0, "--interval", help="With --watch: seconds between checks of the run."),
+    interval: Optional[float] = typer.Option(None, "--interval", help="With --watch: seconds between checks of the run (default 2)."),
     plotly_js: str = typer.Option("shared", "--plotly-js", help="shared (default): plotly.js written once beside the pages (RUN_DIR/plotly-VERSION.min.js, 4.8 MB) and loaded from there by front.html and importance.html; embed: inside each page (one self-contained file)."),
     importance: bool = typer.Option(True, "--importance/--no-importance", help="Also write RUN_DIR/importance.html (NAME-importance.html beside --out NAME.html): which genes drive each objective, slices per gene, hypervolume."),
 ) -> None:

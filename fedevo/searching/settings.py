@@ -64,6 +64,9 @@ class SearchSettings:
         check_name(self.optimizer)
         check_budgets(self.budget, self.time_budget, self.patience)
         if not get(self.optimizer).uses_reference_directions:
+            if self.partitions is not None:
+                raise FedevoError(f"--partitions sets NSGA-III's reference directions; --optimizer {self.optimizer} "
+                                  "has none: drop --partitions")
             if self.pop < 1:
                 raise FedevoError(f"--pop (the batch size) must be >= 1, got {self.pop}")
             from .fidelity import parse_ladder
@@ -126,6 +129,11 @@ class Runtime:
             raise FedevoError(f"--cpus-per-task must be > 0, got {self.cpus_per_task}")
         if not self.gpus_per_task >= 0:
             raise FedevoError(f"--gpus-per-task must be >= 0, got {self.gpus_per_task}")
+        if self.workers == 0 and self.ray_address:  # which one was meant? (0 used to lose to a reachability check)
+            raise FedevoError("--workers 0 evaluates in this process, --ray-address on a Ray cluster: give one")
+        if self.batch_generation is False and self.batch_size_per_gpu is not None:
+            raise FedevoError("--batch-size-per-gpu sizes the batches of --batch-generation; with "
+                              "--no-batch-generation there are none: drop one")
 
 
 def eval_seed(run_seed: int, individual_id: int) -> int:

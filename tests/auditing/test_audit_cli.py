@@ -63,6 +63,7 @@ def test_violation_exits_3(tmp_path, capsys, monkeypatch):
     (["--pick", "bogus"], "cannot understand pick"),
     (["--pick", "knee", "--canaries", "8"], "too few"),
     (["--pick", "knee", "--confidence", "1.2"], "confidence"),
+    (["--pick", "knee", "--seed", "5"], "--params, --seed and --rounds go with --problem"),  # was ignored
 ])
 def test_bad_input_one_line_exit_2(run_dir, capsys, argv, msg):
     code, out, err = cli(["audit", str(run_dir), *argv], capsys)

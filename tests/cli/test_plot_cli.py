@@ -28,6 +28,12 @@ def test_interval_must_be_positive_and_finite(run, capsys, value, shown, watch):
     assert sorted(p.name for p in run.iterdir()) == before  # nothing written
 
 
+def test_interval_without_watch_is_refused(run, capsys):
+    """It was taken and ignored (the 2026-11-27 audit)."""
+    code, out, err = cli(["plot", run, "--interval", "1"], capsys)
+    assert code == 2 and "--interval is the seconds between --watch's checks" in err
+
+
 def test_watch_on_a_missing_run_is_one_line(tmp_path, capsys):
     code, out, err = cli(["plot", tmp_path / "nope", "--watch"], capsys)
     assert code == 2 and err.count("\n") == 1 and "does not exist" in err  # no "watching ..." line before it

@@ -242,6 +242,10 @@ def cli_error(capsys, *argv) -> str:
     (("--workers", -1), "--workers must be >= 0"),
     (("--rounds", 0), "--rounds must be >= 1"),
     (("--cpus-per-task", 0), "--cpus-per-task must be > 0"),
+    # options that contradict each other (each was accepted and one silently ignored: the 2026-11-27 audit)
+    (("--optimizer", "random", "--partitions", 2), "--partitions sets NSGA-III's reference directions"),
+    (("--workers", 0, "--ray-address", "127.0.0.1:1"), "--workers 0 evaluates in this process, --ray-address"),
+    (("--batch-size-per-gpu", 2, "--no-batch-generation"), "--batch-size-per-gpu sizes the batches of"),
     (("--problem", "no_such_problem"), "unknown problem 'no_such_problem'"),
     (("--evaluator", "nowhere_module:fn"), "cannot load evaluator"),
 ])

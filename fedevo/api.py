@@ -649,7 +649,8 @@ def _check_not_foreign(path: Path) -> None:
 
 
 @checked
-def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 150, workers: Optional[int] = None,
+def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 150,
+            workers: Union[int, str, None] = "auto",
             seed: Optional[int] = None, data_dir: Optional[Union[str, Path]] = None, out: Optional[Union[str, Path]] = None,
             standard: Optional[Mapping[str, Any]] = None, gpus_per_task: float = 0.0,
             progress: Optional[Callable[[int, int, str], None]] = None):

@@ -30,7 +30,7 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Union
 
 from .errors import FedevoError
 from .problem import Problem
@@ -397,7 +397,7 @@ class RetrainReport:
 
 # ============================================================================================ retrain
 def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int = DEFAULT_ROUNDS,
-            workers: Optional[int] = None, seed: Optional[int] = None, data_dir: Optional[str] = None,
+            workers: Union[int, str, None] = "auto", seed: Optional[int] = None, data_dir: Optional[str] = None,
             out: Optional[Path | str] = None, eval_every: int = 1, standard: Optional[Mapping[str, Any]] = None,
             progress: Optional[Callable[[int, int, str], None]] = None, write: bool = True,
             gpus_per_task: float = 0.0) -> RetrainReport:
@@ -415,7 +415,10 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     if rounds is None:
         raise FedevoError("--rounds must be >= 1, got None")
     check_rounds(rounds)
-    check_workers(workers)
+    from .searching.workers import AUTO, announce, decide, parse_workers
+
+    if parse_workers(workers) != AUTO:
+        check_workers(parse_workers(workers))
     check_seed(seed)
     if eval_every < 0:
         raise FedevoError(f"eval_every must be >= 0, got {eval_every}")
@@ -435,6 +438,10 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
         check_evaluation_memory(cfg, STANDARD if s.is_standard else f"solution {s.key} (id {s.id})")
         deployments[s.key] = deployment_of(cfg)
 
+    from .searching.runner import cores
+
+    workers, why = decide(workers, cores=cores(), pop=len(sols))  # as the search decides: "auto" alike
+    announce(why)
     tasks = [Task(id=n, generation=0, index=n, seed=seed,
                   params={_STANDARD_FLAG: True, **s.params} if s.is_standard else dict(s.params))
              for n, s in enumerate(sols)]

@@ -117,6 +117,7 @@ def test_retrain_bad_inputs(run_dir, tmp_path, capsys):
         (["retrain", str(run_dir), "--pick", "best", "--rounds", "2"], "cannot understand pick term"),
         (["retrain", str(run_dir), "--rounds", "0"], "--rounds must be >= 1"),
         (["retrain", str(run_dir), "--rounds", "2", "--workers", "-1"], "--workers must be >= 0"),
+        (["retrain", str(run_dir), "--rounds", "2", "--workers", "many"], "--workers must be"),
         (["retrain", str(empty), "--rounds", "2"], "is not a fedevo search run"),
         (["retrain", str(tmp_path / "missing"), "--rounds", "2"], "does not exist"),
     ]
@@ -126,6 +127,19 @@ def test_retrain_bad_inputs(run_dir, tmp_path, capsys):
         assert msg in err and err.count("\n") == 1, (argv, err)
     with pytest.raises(FedevoError, match="--rounds must be >= 1"):
         retrain(run_dir, "knee", rounds=0)
+
+
+def test_retrain_workers_auto_decides_as_the_search_does(run_dir, tmp_path, capsys, monkeypatch):
+    """`--workers auto` (the default) was refused ('Input should be a valid integer'), and the default trained on a
+    local Ray of a worker per core even where the search, on 2 cores, evaluates in-process (the 2026-11-27 audit)."""
+    import fedevo.searching.runner as runner
+
+    monkeypatch.setattr(runner, "cores", lambda: 2)
+    code, out, err = cli(["retrain", str(run_dir), "--pick", "knee", "--rounds", "1", "--workers", "auto",
+                          "--out", tmp_path / "rt", "--quiet"], capsys)
+    assert code == 0, err
+    assert "fedevo: --workers auto: in-process: this machine has 2 cores" in err
+    assert not (tmp_path / "rt" / "ray.log").exists()
 
 
 def test_retrain_run_without_evaluations(tmp_path, capsys):

@@ -104,7 +104,7 @@ def _pick_json(data, rows, marks) -> list[dict]:
 def front(
     run_dir: Path = typer.Argument(..., help="Run directory of `fedevo search`."),
     sort: str = typer.Option("error", "--sort", "-s", help="Sort by an objective of the run: error, comm, eps (the ε the search minimised), or any other it has (e.g. worst_client_error); a maximised one best first."),
-    pick: Optional[str] = typer.Option(None, "--pick", help="Show only what this pick selects (same grammar as `retrain --pick`)."),
+    pick: Optional[str] = typer.Option(None, "--pick", "-p", help="Show only what this pick selects (same grammar as `retrain --pick`)."),
     as_json: bool = typer.Option(False, "--json", help="Print the solutions as a JSON list (id, picked_by, objectives, genes) instead of a table."),
 ) -> None:
     """Print the Pareto set of a run as a table, marking the knee (never one no better than chance) and the two
@@ -143,10 +143,12 @@ def front(
     c = _console()
     wide = c.width >= 160
     chance = data.knee_bar
-    t = Table(title=title, caption="knee: pymoo high trade-off point on normalised objectives (fallback: closest to the ideal point)"
-                                   + (f", among solutions clearly better than chance (error < {_fmt(chance)}: chance "
-                                      "minus the test set's 99 % margin)" if chance else "")
-                                   + "; ε = ∞: no privacy")
+    knee_shown = any("knee" in reason for r in rows for reason in m.get(r["id"], []))
+    t = Table(title=title, caption=("knee: pymoo high trade-off point on normalised objectives (fallback: closest to "
+                                    "the ideal point)"
+                                    + (f", among solutions clearly better than chance (error < {_fmt(chance)}: "
+                                       "chance minus the test set's 99 % margin)" if chance else "") + "; "
+                                    if knee_shown else "") + "ε = ∞: no privacy")
     for col in ("id", "gen", "mark", "error", "global acc", "comm", eps_name,
                 "ε paper" if data.eps_key == "eps" else "ε accountant", "Ω", *(o.name for o in extra)):
         t.add_column(col, justify="left" if col == "mark" else "right", no_wrap=True)
@@ -191,7 +193,7 @@ def retrain(
     run_dir: Path = typer.Argument(..., help="Run directory of `fedevo search`."),
     pick: str = typer.Option("lowest-error:2,knee", "--pick", "-p", help=_PICK_HELP),
     rounds: int = typer.Option(150, "--rounds", help="Rounds of federated training per solution (paper: 150)."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Parallel trainings on a local Ray (default: number of cores; 0: in-process)."),
+    workers: str = typer.Option("auto", "--workers", "-w", help="auto (default): in-process on a machine of 2 cores or fewer or for one training, else a local Ray with a worker per core (at most one per training); N: a local Ray with N workers; 0: in-process (its progress round by round)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of every training, in 0..2**32-1 (default: the run's seed); the same seed gives the same numbers."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root (default: the run's)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report directory, new or empty (default: RUN_DIR/retrain, or retrain-2, ... if that exists)."),

@@ -431,6 +431,10 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
         sr.use_data_dir(_text(data_dir))
     if evaluator is None:  # the data still there: one line, and the run as it was
         _locate_data(sr.problem, sr.settings.data_dir, sr.settings.evaluator, cluster=ray_address is not None)
+    if ray_address:  # as search checks it: before anything of the run is opened (an empty ray.log was left)
+        from .searching.runner import _check_reachable
+
+        _check_reachable(ray_address, 5.0)
     return _run(sr, runtime, evaluator, callbacks, page, progress=progress, importance=importance)
 
 

@@ -281,6 +281,14 @@ def test_unreachable_ray_address_fails_fast(tmp_path, capsys):
     assert "cannot reach a Ray cluster at 127.0.0.1:" in err and "ray start --head" in err
     assert not out.exists()
     assert "HOST:PORT" in cli_error(capsys, "search", "--out", out, "--ray-address", "nonsense", "--quiet")
+    from tests.searching.test_search_run import run_fake
+
+    run_fake(out, gen=2)  # resume checks it too, before the run's files are touched (an empty ray.log was left)
+    (out / "checkpoints" / "gen-0002.pkl").unlink()  # a search stopped after its first generation
+    (out / "stop.json").unlink(missing_ok=True)
+    before = sorted(p.name for p in out.iterdir())
+    err = cli_error(capsys, "resume", out, "--ray-address", f"127.0.0.1:{_free_port()}", "--quiet")
+    assert "cannot reach a Ray cluster" in err and sorted(p.name for p in out.iterdir()) == before
 
 
 def test_out_with_another_run_and_corrupt_checkpoint(tmp_path, capsys):

@@ -5,8 +5,11 @@ Built once at the edge (CLI, problem file + genes) and passed down; nothing belo
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass, field, replace
+import numbers
+import typing
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, Optional, Union
 
 from .data.catalog import DATASETS, N_TRAIN, check_data_dir
@@ -29,6 +32,45 @@ def _check(cond: bool, msg: str) -> None:
         raise FedevoError(msg)
 
 
+def _fits(hint: Any, v: Any) -> bool:
+    """A field's value of its hint's kind: an int field an integer (not a bool; numpy's too), a float field a real
+    number, a bool field a bool, a str field a str; None where Optional. Other hints (choices, tuples,
+    dataclasses, objects) are the field's own checks' to judge."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Union:
+        return any(_fits(a, v) for a in args) if type(None) in args or all(
+            a in (int, float, bool, str) for a in args) else True
+    if hint is type(None):
+        return v is None
+    if origin is Literal:  # each such field's own check names its choices
+        return True
+    if hint is int:
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+    if hint is float:
+        return isinstance(v, numbers.Real) and not isinstance(v, bool)
+    if hint in (bool, str):
+        return isinstance(v, hint)
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _typed(obj: Any) -> None:
+    """Every field of a config held to its type hint (`_fits`), before its range checks: a config built from
+    Python as from a problem file (whose values schema.py checks) — MLPArch(layers=1.5) and SimConfig(epochs="1")
+    are one line, not a range check comparing a str or a silently fractional layer count."""
+    hints = _hints(type(obj))
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if not _fits(hints[f.name], v):
+            from .argcheck import describe
+
+            raise FedevoError(f"{f.name} must be {describe(hints[f.name])}, got {v!r}")
+
+
 @dataclass(frozen=True)
 class MLPArch:
     """Fully-connected net: `layers` hidden layers of `units` ReLU units."""
@@ -37,6 +79,7 @@ class MLPArch:
     units: int = 200
 
     def __post_init__(self):
+        _typed(self)
         _check(self.layers >= 0, f"layers must be >= 0, got {self.layers}")
         _check(self.units >= 1, f"units must be >= 1, got {self.units}")
 
@@ -53,6 +96,7 @@ class CNNArch:
     units: int = 128
 
     def __post_init__(self):
+        _typed(self)
         _check(1 <= self.conv_layers <= 4, f"conv_layers must be in [1, 4], got {self.conv_layers}")
         _check(self.channels >= 1, f"channels must be >= 1, got {self.channels}")
         _check(self.kernel in (1, 3, 5, 7) or (self.kernel >= 1 and self.kernel % 2 == 1),
@@ -80,6 +124,7 @@ class UserArch:
     sparse_conv: bool = False
 
     def __post_init__(self):
+        _typed(self)
         _check(isinstance(self.spec, str) and ":" in self.spec,
                f"model must be 'mlp', 'cnn', 'python:path/to/file.py:function' or 'package.module:function', "
                f"got {self.spec!r}")
@@ -184,6 +229,7 @@ class PrivacyConfig:
         return self.spec.private
 
     def __post_init__(self):
+        _typed(self)
         spec, trust = registry.mechanism(self.mechanism), registry.trust(self.trust)
         _check(self.sampling in SAMPLINGS,
                f"unknown sampling {self.sampling!r}; choose one of {', '.join(SAMPLINGS)}")
@@ -241,6 +287,7 @@ class DataConfig:
     source: Optional[object] = None  # the user's data (fedevo.data.sources.UserData); None: `dataset` by name
 
     def __post_init__(self):
+        _typed(self)
         _check(self.partition in PARTITIONS,
                f"unknown partition {self.partition!r}; choose one of {', '.join(PARTITIONS)}")
         if self.partition == "natural":
@@ -292,6 +339,7 @@ class DeploymentConfig:
     colluders: int = 0
 
     def __post_init__(self):
+        _typed(self)
         for name in ("population", "cohort"):
             v = getattr(self, name)
             _check(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
@@ -337,6 +385,7 @@ class SimConfig:
     torch_compile: bool = False
 
     def __post_init__(self):
+        _typed(self)
         _check(self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
         _check(self.epochs >= 1, f"epochs must be >= 1, got {self.epochs}")
         _check(self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}")

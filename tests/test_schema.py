@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Literal, Optional, Union
 
@@ -132,3 +133,31 @@ def test_fidelity_and_eval_timeout_are_typed_like_every_other_key(tmp_path, line
     else:
         with pytest.raises(FedevoError, match=line.split(" ")[0]):
             load_problem(str(p))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda c: c.MLPArch(layers=1.5), "layers must be an int, got 1.5"),
+    (lambda c: c.MLPArch(units=True), "units must be an int, got True"),
+    (lambda c: c.MLPArch(layers="2"), "layers must be an int, got '2'"),
+    (lambda c: c.CNNArch(kernel=3.0), "kernel must be an int, got 3.0"),
+    (lambda c: c.SimConfig(rounds=2.5), "rounds must be an int, got 2.5"),
+    (lambda c: c.SimConfig(epochs="1"), "epochs must be an int, got '1'"),
+    (lambda c: c.SimConfig(lr="0.1"), "lr must be a number, got '0.1'"),
+    (lambda c: c.SimConfig(tf32=1), "tf32 must be a bool, got 1"),
+    (lambda c: c.DataConfig(clients=4.0), "clients must be an int, got 4.0"),
+])
+def test_a_config_built_from_python_is_held_to_its_types(make, message):
+    """Problem files' values are typed by schema.py; the configs built from Python were not (the 2026-11-27
+    audit: MLPArch(layers=1.5) was accepted, SimConfig(epochs='1') a TypeError from a comparison)."""
+    import fedevo.config as c
+
+    with pytest.raises(FedevoError, match=re.escape(message)):
+        make(c)
+
+
+def test_numpy_numbers_are_numbers_to_a_config():
+    import numpy as np
+
+    import fedevo.config as c
+
+    assert c.MLPArch(layers=np.int64(2)).layers == 2 and c.SimConfig(lr=np.float32(0.1)).lr == np.float32(0.1)

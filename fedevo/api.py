@@ -181,7 +181,7 @@ class Run:
         return [{**dict(p.row), "picked_by": p.label} for p in self.data.pick(spec)]
 
     def hypervolume(self) -> list[dict[str, Any]]:
-        """The hypervolume of the front after each generation, normalised by this run's own first generation (its
+        """The hypervolume of the front after each generation, normalised by this run's own first generation(s) (its
         hypervolume.csv): not comparable with another run's; `fedevo.hypervolume([run, other])` is."""
         return self.data.hypervolume()
 

@@ -15,8 +15,9 @@ log is monotone, so the Pareto front (front.csv, computed on the raw values) is 
 the algorithm's normalisation, niching and hypervolume change. run.json records the choice (``search_objectives``).
 
 The hypervolume (`hypervolume_table`) is measured in the search space (each objective as the optimiser sees it),
-normalised by the ideal point and range of generation 1's ok evaluations whose values are all finite (fixed for
-the run), reference point 1.1 in every coordinate. No-privacy points (ε = ∞) lie beyond the reference point in ε
+normalised by the ideal point and range of the first generations' ok evaluations whose values are all finite
+(generation 1's, and the next ones' until they number more than the objectives; fixed for the run once it has
+them), reference point 1.1 in every coordinate. No-privacy points (ε = ∞) lie beyond the reference point in ε
 and add nothing. `common_hypervolume` measures several runs under one normalisation (fedevo.hypervolume).
 """
 
@@ -44,7 +45,7 @@ SEARCH_OBJECTIVES = {
 
 HYPERVOLUME = {
     "space": "the objectives as the search sees them (log10 eps; a maximised objective negated)",
-    "normalisation": "f' = (f - lo) / scale with lo, scale = min, max - min of the generation-1 ok evaluations "
+    "normalisation": "f' = (f - lo) / scale with lo, scale = min, max - min of the first generations' ok evaluations (at least n_obj + 1) "
                      "(all objectives finite only); eps = inf adds nothing",
     "ref_point": HV_REF,
     "indicator": "pymoo.indicators.hv.HV",
@@ -80,10 +81,18 @@ def _all_finite(r: Mapping[str, Any], objectives: ObjectiveSet) -> bool:
 
 
 def hv_normalisation(rows, objectives) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, scale) in the search space: ideal point and range of generation 1's ok evaluations whose objectives
-    are all finite (none: the objectives' own best and worst values)."""
+    """(lo, scale) in the search space: ideal point and range of the first generations' ok evaluations whose
+    objectives are all finite: generation 1's, and the next ones' while they are fewer than the objectives + 1 (a
+    simplex: enough to span a range in each; a model-based optimiser's batches of one were normalised by a single
+    point, whose magnitude then stood for every range: 'HV 1.33 → 50.5'); none: the objectives' own best and worst
+    values. Fixed for the run once it has them: an NSGA-III run's generation 1 always does."""
     objectives = as_set(objectives)
-    first = [r for r in rows if r["generation"] == 1 and r["status"] == "ok" and _all_finite(r, objectives)]
+    ok = [r for r in rows if r["status"] == "ok" and _all_finite(r, objectives)]
+    first: list = []
+    for g in sorted({r["generation"] for r in ok}):
+        if len(first) > len(objectives):
+            break
+        first += [r for r in ok if r["generation"] == g]
     return _lo_scale(_matrix(first, objectives) if first else None, objectives)
 
 

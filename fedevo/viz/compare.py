@@ -7,7 +7,7 @@ opens offline) — `fedevo plot RUN1 RUN2 … --out compare.html`.
                    reference point shared by every run (`shared_normalisation`): in (error, comm, log10 ε), each
                    objective normalised by the minimum and range of the ok evaluations of *all* compared runs
                    with a finite ε; reference point 1.1 in each. A run's own hypervolume.csv normalises by its own
-                   generation 1, so its numbers are not comparable with another run's; these are.
+                   first generation(s), so its numbers are not comparable with another run's; these are.
 
 Runs are comparable only when they searched the same problem: the problems' definitions (run.json's problem
 text, parsed: comments and layout do not matter) must be equal, else `check_same_problem` refuses, naming both.
@@ -189,7 +189,7 @@ def compare_html(runs: Sequence[RunData], *, plotly_src: Optional[str] = None) -
              f"objective normalised by the minimum and range of the ok evaluations of all these runs with a finite "
              f"ε ({esc(space)}), reference point ({HV_REF}, {HV_REF}, {HV_REF}); ε = ∞ adds nothing. These numbers "
              "are comparable across the runs; each run's own hypervolume.csv (and its front page) normalises by its "
-             "own generation 1 and is not. The axis spans the values, not 0 → max.</p>",
+             "own first generation(s) and is not. The axis spans the values, not 0 → max.</p>",
              f'<div class="fig">{figure_div(figure_hv_history(hv, colours=colours, title="hypervolume (shared)"), "hypervolume")}'
              "</div>"]
     blob = json.dumps({"runs": [str(d.run_dir) for d in runs], "labels": names,

@@ -368,7 +368,7 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
         body.append('<p class="note"><b>No evaluation finished with status ok: nothing to plot.</b></p>')
     body += ["<h2>Hypervolume per generation</h2>",
              '<p class="note">Measured where the search works: (error, comm, log10 ε), each normalised by the ideal '
-             'point and range of generation 1 (finite ε); reference point (1.1, 1.1, 1.1); pymoo\'s HV indicator '
+             'point and range of the first generation(s) (finite ε; at least objectives + 1 points); reference point (1.1, 1.1, 1.1); pymoo\'s HV indicator '
              '(as in hypervolume.csv). ε = ∞ (no privacy) adds nothing.</p>',
              f'<div class="fig">{fig_div(figure_hypervolume(data.hypervolume()), "hypervolume", "hypervolume")}</div>',
              f"<h2>Pareto set ({len(data.front)})</h2>",

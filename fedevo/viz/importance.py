@@ -321,7 +321,7 @@ def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] =
         body.append('<p class="note"><b>No evaluation finished with status ok: nothing to say.</b></p>')
     hv = data.hypervolume()
     body += ["<h2>Hypervolume per generation</h2>",
-             '<p class="note">As on the front page (error, comm, log10 ε, normalised by generation 1; reference '
+             '<p class="note">As on the front page (error, comm, log10 ε, normalised by the first generation(s); reference '
              "point 1.1 in each); the axis spans the values, not 0 → max.</p>",
              f'<div class="fig">{figure_div(figure_hv_history({"hypervolume": hv}, title="hypervolume"), "hypervolume")}'
              "</div>"]

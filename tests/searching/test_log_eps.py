@@ -88,3 +88,16 @@ def test_hypervolume_responds_to_an_improvement_at_small_eps():
     # a no-privacy point adds nothing (it lies beyond the reference point in ε)
     gen2_inf = gen1 + [_row(4, 2, 0.01, 100.0, math.inf)]
     assert hypervolume_table(gen2_inf, 2, "eps", {})[1]["hypervolume"] == pytest.approx(a)
+
+
+def test_batches_of_one_are_normalised_by_enough_points():
+    """A model-based optimiser's batches of one: generation 1 is one point, whose magnitude stood for every
+    range ('HV 1.33 → 50.5', the 2026-11-27 audit). The normalisation takes the first generations until they hold
+    more points than objectives (4 for 3); an NSGA-III generation 1 (here 4 points) is unchanged."""
+    rows = [_row(i, i + 1, 0.5 - 0.05 * i, 1000.0 - 100 * i, 10.0 ** (2 - i)) for i in range(7)]
+    hv = hypervolume_table(rows, 7, "eps", {})
+    assert hv[0]["lo_error"] == pytest.approx(0.35) and hv[0]["scale_error"] == pytest.approx(0.15)  # rows 0-3
+    assert hv[0]["lo_eps"] == pytest.approx(-1.0) and hv[0]["scale_eps"] == pytest.approx(3.0)
+    assert all(h["lo_error"] == hv[0]["lo_error"] for h in hv)  # fixed for the run
+    gen1 = [_row(i, 1, 0.1 * (i + 1), 100.0 * (4 - i), 10.0 ** i) for i in range(4)]
+    assert hypervolume_table(gen1 + [_row(9, 2, 0.01, 1.0, 1e-3)], 2, "eps", {})[0]["lo_error"] == pytest.approx(0.1)

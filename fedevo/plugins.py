@@ -19,6 +19,8 @@ from typing import Any, Callable, Optional
 
 from .errors import FedevoError
 
+USER_MODULE_PREFIX = "fedevo_user_"  # the modules of the user's files (`_import_file`): by value to Ray's workers
+
 PYTHON_PREFIX = "python:"
 _import_lock = threading.Lock()  # chunk threads may build a model at once
 
@@ -57,7 +59,7 @@ def _one_line(e: BaseException) -> str:
 def _import_file(p: Path, kind: str):
     if not p.is_file():
         raise FedevoError(f"{kind} file {str(p)!r} does not exist")
-    name = f"fedevo_user_{kind}_" + hashlib.sha256(str(p).encode()).hexdigest()[:12]
+    name = f"{USER_MODULE_PREFIX}{kind}_" + hashlib.sha256(str(p).encode()).hexdigest()[:12]
     mod = sys.modules.get(name)
     if mod is None:
         try:
@@ -68,13 +70,30 @@ def _import_file(p: Path, kind: str):
         except Exception as e:  # the user's code: any exception is their file's problem
             sys.modules.pop(name, None)
             raise FedevoError(f"{kind} file {str(p)!r} failed to import: {type(e).__name__}: {_one_line(e)}") from None
-        try:
-            import cloudpickle
-
-            cloudpickle.register_pickle_by_value(mod)
-        except (ImportError, ValueError):  # pragma: no cover - cloudpickle comes with Ray
-            pass
+        by_value(mod)
     return mod
+
+
+
+def by_value(mod) -> None:
+    """The user's file module pickled by value (a worker cannot import it by its made-up name): with the
+    standalone cloudpickle (the child processes of --eval-timeout), and with Ray's own copy where Ray is loaded
+    (Ray serialises tasks with ray.cloudpickle: a --evaluator python:FILE:fn failed every evaluation on Ray with
+    "No module named 'fedevo_user_evaluator_...'"); RayRunner calls `ray_by_value` once Ray is imported."""
+    for name in ("cloudpickle", "ray.cloudpickle"):
+        if name == "ray.cloudpickle" and "ray" not in sys.modules:
+            continue
+        try:
+            importlib.import_module(name).register_pickle_by_value(mod)
+        except (ImportError, ValueError):  # pragma: no cover - cloudpickle comes with Ray; registered already
+            pass
+
+
+def ray_by_value() -> None:
+    """Every user file module imported so far, registered with Ray's cloudpickle (Ray imported after them)."""
+    for name, mod in list(sys.modules.items()):
+        if name.startswith(USER_MODULE_PREFIX) and mod is not None:
+            by_value(mod)
 
 
 def load_callable(spec: str, *, kind: str = "model") -> Callable[..., Any]:

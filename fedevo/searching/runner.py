@@ -272,6 +272,9 @@ class RayRunner:
             raise FedevoError(f"--cpus-per-task must be > 0, got {cpus_per_task}")
         if gpus_per_task < 0:
             raise FedevoError(f"--gpus-per-task must be >= 0, got {gpus_per_task}")
+        from ..plugins import ray_by_value
+
+        ray_by_value()  # the user's file modules travel by value with Ray's own cloudpickle too
         self.stats = RunnerStats()
         self.timeout = timeout  # each task runs its evaluation in a child process of its worker, killed on overrun
         self.user_log = UserLog(log_dir)

@@ -44,6 +44,9 @@ def evaluate(problem, params, *, seed, rounds=None, data_dir=None):
         return error, comm, eps
     return {"error": error, "comm": comm, "eps": eps, "privacy": {"note": "own"}}
 
+def genes_only(problem, params, *, seed, rounds=None, data_dir=None):  # as a search's own evaluator= sees them
+    return 1.0 / (1.0 + params["width"] * params["depth"]) + (seed % 7) * 1e-4, float(params["width"]), 1.0
+
 def wrong(problem, params, *, seed, rounds=None, data_dir=None):
     return "oops" if params["width"] > 8 else (0.5, 1.0, 1.0)
 '''
@@ -145,6 +148,12 @@ def test_ray_workers_get_the_users_function(own, tmp_path):
     serial = fedevo.search(str(p), pop=4, gen=1, workers=0, seed=2, out=tmp_path / "s", page=False)
     ray_run = fedevo.search(str(p), pop=4, gen=1, workers=2, seed=2, out=tmp_path / "r", page=False)
     assert rows_of(ray_run) == rows_of(serial)
+    # a search's own --evaluator python:FILE:fn travels to Ray's workers by value: it failed every evaluation
+    # ("No module named 'fedevo_user_evaluator_...'": registered with cloudpickle, not Ray's; the 2026-11-27 audit)
+    spec = f"python:{tmp_path / 'ev.py'}:genes_only"
+    alone = fedevo.search(str(p), pop=4, gen=1, workers=0, seed=2, out=tmp_path / "e0", page=False, evaluator=spec)
+    given = fedevo.search(str(p), pop=4, gen=1, workers=2, seed=2, out=tmp_path / "e", page=False, evaluator=spec)
+    assert all(r["status"] == "ok" for r in given.evaluations) and rows_of(given) == rows_of(alone)
 
 
 def test_front_and_page_do_not_claim_a_trust_model(own, tmp_path):

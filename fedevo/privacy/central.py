@@ -71,15 +71,28 @@ class CentralGaussian(Mechanism):
         c, pc = self.cfg, self.cfg.privacy
         if pc.sampling == "poisson":
             return "add/remove", c.cohort / c.population, c.rounds
-        if pc.sampling == "fixed":
-            return "replace", c.cohort / c.population, accounted_rounds(c)
+        if pc.sampling == "fixed":  # a secret cohort: a user may join any of the T rounds, cap or not
+            return "replace", c.cohort / c.population, c.rounds
         return "add/remove", 1.0, accounted_rounds(c)
 
     def eps_for(self, sigma: float) -> float:
+        """Poisson: amplified over all T rounds (a user may join any; a cap r does not lower it). A fixed cohort:
+        amplified over all T rounds too, or, with a cap r < T, its r participations as replace-one Gaussians
+        without amplification, whichever is smaller: both hold. (The cap's r amplified rounds, as before
+        2026-11-27, did not: a capped user may still be in any of the T cohorts, so its chance of joining at all
+        is ~1 − (1 − q)^T, not 1 − (1 − q)^r — 0.163 reported where a post-processing attack shows ≥ 0.351 at
+        q = 0.1, T = 10, z = 8, r = 1.) No sampling: every user in every round, r of them counted."""
         c, pc = self.cfg, self.cfg.privacy
-        rounds = c.rounds if pc.sampling == "poisson" else accounted_rounds(c)  # Poisson: a user may join any
-        return acc.eps_central(noise_multiplier=sigma, population=c.population, cohort=c.cohort, rounds=rounds,
-                               delta=pc.delta, sampling=pc.sampling)
+        if pc.sampling == "none":
+            return acc.eps_central(noise_multiplier=sigma, population=c.population, cohort=c.cohort,
+                                   rounds=accounted_rounds(c), delta=pc.delta, sampling="none")
+        eps = acc.eps_central(noise_multiplier=sigma, population=c.population, cohort=c.cohort, rounds=c.rounds,
+                              delta=pc.delta, sampling=pc.sampling)
+        if pc.sampling == "fixed" and accounted_rounds(c) < c.rounds:  # replace-one: sensitivity 2C, z/2
+            capped = acc.eps_gaussian(noise_multiplier=sigma / 2.0, sample_rate=1.0, steps=accounted_rounds(c),
+                                      delta=pc.delta)
+            eps = min(eps, capped)
+        return eps
 
     def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
         pc = cfg.privacy

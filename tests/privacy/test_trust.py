@@ -276,3 +276,35 @@ def test_ddg_encode_rows_equals_row_by_row_in_any_threads(use_native):
         assert all(np.array_equal(a, b) for a, b in zip(got, want)), threads
         assert got[0].dtype == np.uint32 and np.array_equal(enc._exact, one._exact)
     assert len({g.tobytes() for g in want}) == 5  # each row its own draws
+
+
+def test_a_fixed_cohorts_participation_cap_does_not_shorten_the_amplified_composition():
+    """The 2026-11-27 audit: a fixed cohort with max_participations r was accounted as r amplified rounds, which
+    is not valid (a capped user may be in any of the T secret cohorts): at q = 0.1, T = 10, z = 8, r = 1 it gave
+    0.163, where a post-processing attack (the released rounds summed, one user replaced) shows at least 0.351.
+    Now: the smaller of T amplified rounds and r replace-one Gaussians without amplification, each from
+    dp-accounting directly here."""
+    from dataclasses import replace
+
+    import dp_accounting as dpa
+    from dp_accounting import NeighboringRelation
+    from dp_accounting.pld import PLDAccountant
+    from dp_accounting.rdp import RdpAccountant
+
+    def eps(z, r, t=10):
+        c = replace(cfg(population=1000, cohort=100, sigma=z, sampling="fixed", max_participations=r), rounds=t)
+        return build_mechanism(c).eps_for(z)
+
+    def amplified(z, t):
+        ev = dpa.SelfComposedDpEvent(dpa.SampledWithoutReplacementDpEvent(1000, 100, dpa.GaussianDpEvent(z / 2)), t)
+        return RdpAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE).compose(ev).get_epsilon(1e-6)
+
+    def unamplified(z, r):
+        ev = dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(z / 2), r)
+        return PLDAccountant().compose(ev).get_epsilon(1e-6)
+
+    assert eps(8.0, 1) == pytest.approx(amplified(8.0, 10), rel=1e-9)  # T amplified rounds: the smaller here
+    assert eps(8.0, 1) > amplified(8.0, 1) * 1.5  # the invalid r amplified rounds gave far less
+    assert eps(8.0, 1) >= 0.351  # above the attack's lower bound (with δ 1e-6, it is 1e-5 there: stricter)
+    assert eps(30.0, 1) == pytest.approx(min(amplified(30.0, 10), unamplified(30.0, 1)), rel=1e-3)
+    assert eps(8.0, None) == pytest.approx(amplified(8.0, 10), rel=1e-9)  # no cap: as before

@@ -157,3 +157,22 @@ def test_adaptive_with_secure_aggregation_filters_inside_the_protocol():
 def test_bad_adaptive_input(priv, msg):
     with pytest.raises(FedevoError, match=msg):
         sim_cfg(**priv)
+
+
+def test_adaptive_eps_holds_whatever_the_released_levels():
+    """The 2026-11-27 privacy audit: ε used the noise actually added, which the released levels chose (no privacy
+    filter) and the result said 'not a valid fully-adaptive composition' while the docs said 'exact'. Now ε counts
+    each of the most-exposed client's uploads at the smallest multiplier σ (every z_i = σ/b_i >= σ dominates it),
+    from dp-accounting directly here; the noise actually added is reported beside, as conditional."""
+    import dp_accounting as dpa
+    from dp_accounting.pld import PLDAccountant
+
+    r = simulate(sim_cfg(sigma=0.5), seed=0)
+    a, p = r.privacy["adaptive"], r.privacy
+    n = p["participations_max"]
+    ref = PLDAccountant().compose(dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(0.5 / 2), n)).get_epsilon(1e-4)
+    assert a["eps_gaussian"] == pytest.approx(ref, rel=2e-3)  # replace-one user: sensitivity 2C, multiplier σ/2
+    assert a["eps_gaussian_conditional"] <= a["eps_gaussian"] + 1e-9
+    assert r.eps == pytest.approx(a["eps_gaussian"] + a["eps_levels"]) and p["eps_conditional"] is False
+    clear = simulate(sim_cfg(sigma=0.5, adaptive_level_eps=None), seed=0)
+    assert clear.privacy["eps_conditional"] is True and "in the clear" in clear.privacy["eps_condition"]

@@ -21,7 +21,8 @@ from . import accounting as acc
 from .mechanism import AGGREGATE, Mechanism
 from .privatizer import UploadTransform
 
-NEIGHBOURING = {"poisson": "add/remove one user", "fixed": "replace one user", "none": "add/remove one user"}
+NEIGHBOURING = {"poisson": "add/remove one user", "fixed": "replace one user",
+                "none": "zero-out one user (its update replaced by zero: the cohort is public)"}
 ACCOUNTANT = {"poisson": "PLD (dp-accounting), Poisson-subsampled Gaussian",
               "fixed": "RDP (dp-accounting), Gaussian sampled without replacement (Wang, Balle & Kasiviswanathan)",
               "none": "analytic Gaussian (dp-accounting; exact), no amplification"}

@@ -46,7 +46,7 @@ def ddg_events(*, clip: float, gamma: float, local_std: float, honest: int, dim:
     n, d, t = _count("honest", honest), _count("dim", dim), _count("rounds", rounds)
     if n < 1:
         raise FedevoError("the distributed noise needs at least one honest surviving client")
-    d2 = rounded_l2_bound(l2=c / g, dim=d)  # sensitivity in integer units (add/remove one user)
+    d2 = rounded_l2_bound(l2=c / g, dim=d)  # sensitivity in integer units (zero-out one user)
     d1 = d2 * min(math.sqrt(d), d2)  # L1 ≤ √d·L2, and ≤ L2² on the integer grid
     sd = math.sqrt(n) * s / g  # std of the honest noise sum, integer units
     tau = ddg_tau(local_std=s / g, honest=n)
@@ -59,7 +59,8 @@ def ddg_events(*, clip: float, gamma: float, local_std: float, honest: int, dim:
 def eps_ddg(*, clip: float, gamma: float, local_std: float, honest: int, dim: int, rounds: int,
             delta: float) -> float:
     """ε against an honest-but-curious server that sees the modular sum of the DDG uploads of ≥ `honest` honest
-    clients per round, for `rounds` rounds, add/remove one user, no amplification (the server knows the cohort).
+    clients per round, for `rounds` rounds, zero-out one user (its update replaced by zero; the server knows the cohort and the
+    survivors' count, so add/remove is not what it hides), no amplification.
     clip C and local_std s in the update's units, γ the rounding granularity, dim the vector's length."""
     d = _delta(delta)
     if _count("rounds", rounds) == 0:

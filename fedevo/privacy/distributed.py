@@ -6,8 +6,9 @@ Each client clips its round update to C₀ (decayed C_k ≤ C₀ with β > 0), s
 secure aggregation modulo 2^b; the server sees only the modular sum of the surviving uploads. The protocol
 completes only if at least t = ⌈secagg_threshold·M⌉ of the cohort's M clients survive, so at least
 t_h = t − colluders honest shares are always in the sum: each client's share has std s = σ·C₀/√t_h, so that the
-counted honest noise alone has std σ·C₀. ε is against an honest-but-curious server (add/remove one user, no
-amplification: the server knows the cohort), accounted as the DDG paper does (ddg.py). Not covered: a malicious
+counted honest noise alone has std σ·C₀. ε is against an honest-but-curious server (zero-out one user: its update replaced by
+zero, sensitivity C₀; no amplification: the server knows the cohort and how many survived, so adding or removing
+a member is not hidden), accounted as the DDG paper does (ddg.py). Not covered: a malicious
 server (one that lies about who dropped out, or tampers with the protocol), more colluding clients than
 `colluders`, and the floating-point implementation of the sampler's acceptance test. With SecAgg+
 (`secagg_neighbours`), the protocol hides individual uploads only while every neighbourhood holds fewer than its
@@ -172,7 +173,7 @@ class DistributedDiscreteGaussian(Mechanism):
         c, pc = self.cfg, self.cfg.privacy
         return {"trust": "secagg", "population": c.population, "cohort": c.cohort, "sampling": "none (the server "
                 "knows the cohort)", "delta": pc.delta, "observer": "an honest-but-curious server that sees only "
-                "the masked sum", "neighbouring": "add/remove one user", "amplification": "none",
+                "the masked sum", "neighbouring": "zero-out one user (its update replaced by zero: the server knows the cohort)", "amplification": "none",
                 "accountant": ACCOUNTANT}
 
     def report(self, out, part) -> dict:

@@ -174,7 +174,8 @@ class UpdateMechanism(LocalMechanism):
         z = up.effective_sigma()
         eps = acc.eps_update_varying(noise_multipliers=[z], delta=pc.delta) if z else 0.0
         if pc.eps_budget is not None:
-            eps_paper = pc.eps_budget  # the ledger spends at most the budget, by the paper's own accounting
+            eps_paper = pc.eps_budget  # the ledger meets the budget by the paper's own accounting (its
+            # amplification by sampling does not hold against the server: `eps` above is the bound)
         else:
             eps_paper = acc.eps_paper_update(sigma=pc.params.sigma, sample_rate=cfg.sampled_per_round / cfg.data.clients,
                                              max_participations=self.participations(), delta=pc.delta)

@@ -90,7 +90,8 @@ class RichReporter(SearchCallback):
         if self.run_dir is not None:
             self.console.print(f"run directory: {self.run_dir}", highlight=False, soft_wrap=True)
         if runner:
-            self.console.print(f"[dim]evaluating {'' if runner.startswith('in-process') else 'on '}{runner}[/dim]")
+            self.console.print(f"[dim]evaluating {'' if runner.startswith('in-process') else 'on '}{runner}[/dim]",
+                               soft_wrap=True)
         if self._plain:
             return
         self._progress = Progress(
@@ -101,11 +102,10 @@ class RichReporter(SearchCallback):
         self._progress.start()
         self._task = self._progress.add_task("search", total=total, completed=done, **self._fields())
 
-    def _line(self, elapsed: Optional[float] = None) -> None:
-        """One plain progress line; elapsed: the search's own duration (the summary's, at the end), else the time
-        since this display started."""
+    def _line(self) -> None:
+        """One plain progress line; its seconds since the search's evaluation began (on_start)."""
         f = self._fields()
-        elapsed = time.monotonic() - self._t0 if elapsed is None else elapsed
+        elapsed = time.monotonic() - self._t0
         self.console.print(f"{f['gen']}: {self._done}/{self._total} evaluated{f['failed']} · {f['best']}"
                            f"{f['front']} · {elapsed:.0f} s", highlight=False, soft_wrap=True)
 
@@ -139,7 +139,7 @@ class RichReporter(SearchCallback):
 
     def on_finish(self, summary=None) -> None:
         if self._plain and self._total:
-            self._line(getattr(summary, "wall_s", None))  # the duration the summary reports: measured once
+            self._line()  # the same clock as the lines before (the summary's also counts Ray's start)
             self._total = 0
         if self._progress is not None:
             self._running = self._queued = 0

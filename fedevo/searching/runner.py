@@ -228,6 +228,32 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+def _LOST_CLUSTER(ray) -> tuple:
+    """Ray's errors that mean the cluster (this process's node, its object store, the node a task ran on) went
+    away, not that an evaluation failed: such a task is not logged as failed (a `ray stop` mid-search wrote its
+    running evaluations as failed, and the resumed search then differed from an uninterrupted one: the 2026-11-27
+    audit); the search stops resumable instead."""
+    e = ray.exceptions
+    return (e.LocalRayletDiedError, e.NodeDiedError, e.ObjectLostError, e.OutOfDiskError)
+
+
+_ANSI = None
+
+
+def _plain(e: BaseException) -> str:
+    """An exception's text without terminal colour codes (Ray's task errors carry them)."""
+    global _ANSI
+    if _ANSI is None:
+        import re
+
+        _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+    return _ANSI.sub("", str(e))
+
+
+def _first_line(e: BaseException) -> str:
+    return next((ln.strip() for ln in _plain(e).splitlines() if ln.strip()), "no message")
+
+
 def _check_reachable(address: str, timeout: float) -> None:
     if address == "auto":
         return
@@ -388,8 +414,11 @@ class RayRunner:
                     tasks = jobs[ref]
                     try:
                         got = ray.get(ref)
+                    except _LOST_CLUSTER(ray) as e:  # not the evaluation's failure: the search stops, resumable
+                        raise _Abort(f"the Ray cluster went away under the search ({type(e).__name__}: "
+                                     f"{_first_line(e)})") from None
                     except ray.exceptions.RayError as e:  # worker died more than max_retries times, ...
-                        got = [("ok", failed_result(f"{type(e).__name__}: {e}"), "")] * len(tasks)
+                        got = [("ok", failed_result(f"{type(e).__name__}: {_plain(e)}"), "")] * len(tasks)
                     for t, (kind, value, out) in zip(tasks, got if isinstance(got, list) else [got]):
                         self.user_log.write(task_label(t), out)
                         if kind == "abort":

@@ -11,8 +11,9 @@ from fedevo.cli import progress
 
 def test_the_plain_lines_clock_never_goes_back(monkeypatch):
     """Its clock started when the display was made, before the set-up (native kernels built: seconds), while the
-    last line showed the summary's wall_s, timed from the search's start: 12 s, then 10 s (the 2026-11-27 audit).
-    Now every line counts from the search's start (on_start)."""
+    last line showed the summary's wall_s, timed from the search's start: 12 s, then 10 s; on Ray the summary's
+    also counts Ray's start: 4 s, then 10 s two seconds later (the 2026-11-27 audits). Now every line counts
+    from the evaluation's start (on_start), the last too."""
     now = [100.0]
     monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
     buf = io.StringIO()
@@ -23,6 +24,6 @@ def test_the_plain_lines_clock_never_goes_back(monkeypatch):
         now[0] += t
         rep.on_generation_start(g)
     now[0] += 4.0
-    rep.on_finish(types.SimpleNamespace(wall_s=12.3))  # run() started its clock just before on_start
+    rep.on_finish(types.SimpleNamespace(wall_s=19.0))  # run()'s clock: Ray's start too
     seconds = [int(s) for s in re.findall(r"· (\d+) s$", buf.getvalue(), re.M)]
     assert seconds == [4, 8, 12], buf.getvalue()

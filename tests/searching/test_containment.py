@@ -304,3 +304,44 @@ def test_quiet_user_code_leaves_no_user_log(tmp_path):
     prob.write_text(OWN.format(mode="ok", extra="").replace("ev.py", "quiet.py"))
     run = fedevo.search(str(prob), pop=4, gen=1, workers=0, out=tmp_path / "R", page=False)
     assert len(run.evaluations) == 4 and not (run.path / "user.log").exists()
+
+
+def test_a_lost_ray_cluster_stops_the_search_instead_of_failing_its_evaluations(tmp_path):
+    """The 2026-11-27 audit: `ray stop` mid-search logged the running evaluations as failed
+    (LocalRayletDiedError), and the resumed search then differed from an uninterrupted one. Losing the cluster is
+    now an abort (the search stops, resumable); a task's own failure is still that evaluation's, its message
+    without terminal colour codes."""
+    import ray.exceptions as rex
+
+    from fedevo.searching.containment import UserLog
+    from fedevo.searching.runner import RayRunner, RunnerStats, Task, _Abort
+
+    class FakeRay:
+        exceptions = rex
+
+        def __init__(self, error):
+            self.error = error
+
+        def wait(self, pending, num_returns=1, timeout=None):
+            return pending[:1], pending[1:]
+
+        def get(self, ref):
+            raise self.error
+
+    def runner(error):
+        r = object.__new__(RayRunner)
+        r._ray, r.stats, r.slots, r._owns_ray = FakeRay(error), RunnerStats(), 1, True
+        r.user_log = UserLog(tmp_path)
+        return r
+
+    task = Task(0, 1, 0, {}, 7)
+    done = []
+    with pytest.raises(_Abort, match=r"the Ray cluster went away under the search \(LocalRayletDiedError"):
+        runner(rex.LocalRayletDiedError()).drain({"ref": [task]}, lambda t, r: done.append(r))
+    assert done == []  # nothing logged as failed
+    class TaskError(rex.RayError):  # as Ray's task errors print: coloured
+        pass
+
+    runner(TaskError("\x1b[36mray::_ray_task()\x1b[39m died")).drain({"ref": [task]}, lambda t, r: done.append(r))
+    assert len(done) == 1 and done[0].status == "failed"
+    assert done[0].message == "TaskError: ray::_ray_task() died"

@@ -176,3 +176,18 @@ def test_adaptive_eps_holds_whatever_the_released_levels():
     assert r.eps == pytest.approx(a["eps_gaussian"] + a["eps_levels"]) and p["eps_conditional"] is False
     clear = simulate(sim_cfg(sigma=0.5, adaptive_level_eps=None), seed=0)
     assert clear.privacy["eps_conditional"] is True and "in the clear" in clear.privacy["eps_condition"]
+
+
+def test_recalled_rounds_are_charged():
+    """The 2026-11-27 privacy audit: making recalled rounds free passed every test. A recalled round's decision
+    reads a fresh noisy update, so it is charged: ε composes all of the most-exposed client's participations,
+    recalled ones included (dp-accounting directly here)."""
+    import dp_accounting as dpa
+    from dp_accounting.pld import PLDAccountant
+
+    r = simulate(sim_cfg(mechanism="update", recall=True, tau=0.99, similarity="sign"), seed=0)
+    p = r.privacy
+    assert p["recalls"] > 0
+    n = p["participations_max"]  # every participation that reached the server, recalled or not
+    ref = PLDAccountant().compose(dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(0.5 / 2), n)).get_epsilon(1e-4)
+    assert r.eps == pytest.approx(ref, rel=2e-3)

@@ -33,7 +33,7 @@ from .numfmt import num
 
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
            "#bcbd22")
-LABEL = {"error": "error", "comm": "comm (params/round)", "eps": "ε", "eps_paper": "ε (paper)"}
+LABEL = {"error": "error", "comm": "comm (params/round/client slot)", "eps": "ε", "eps_paper": "ε (paper)"}  # as front.html
 
 
 def _definition(data: RunData) -> dict:

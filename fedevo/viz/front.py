@@ -12,8 +12,8 @@ Sections (each a plotly graph div with a fixed id, so scripts and tests can find
 * ``parallel``     parallel coordinates of the genes and objectives (log genes and log objectives on log10
                    axes); drag along an axis to brush a range: the brushed solutions are the selection. A
                    selection made elsewhere is drawn here as one brush range per id on the ``id`` axis.
-* ``hypervolume``  hypervolume of the front after each generation (in the search's (error, comm, log10 ε) space)
-                   and the front size.
+* ``hypervolume``  hypervolume of the front after each generation (in the search's space: the run's objectives,
+                   by default (error, comm, log10 ε); `front_model.hv_space`) and the front size.
 * ``selection``    the selected solutions (the same ids in every view) as a sortable table, a copyable
                    ``fedevo retrain RUN --pick 12,31,40`` command and CSV / JSON downloads of the rows.
 
@@ -43,7 +43,7 @@ from ..searching.rundata import RunData, load_run
 from .axes import finite
 from .front_figures import _scale_stops, figure_3d, figure_hypervolume, figure_parallel, figure_projections, \
     parallel_meta, ranges_html
-from .front_model import DEPLOYMENT_KEYS, EPS_NAME, OBJECTIVE_LABELS, Model, _fmt_any, planned_rounds
+from .front_model import DEPLOYMENT_KEYS, EPS_NAME, OBJECTIVE_LABELS, Model, _fmt_any, hv_space, planned_rounds
 from .html import esc, figure_deferred, figure_div, kv_list, page, table, write
 from .numfmt import JS_NUM, num
 
@@ -184,16 +184,20 @@ def _sortable(headers: Sequence[str], rows: Sequence[Sequence[Any]], keys: Seque
     return f'<table class="sortable"{tid}><thead><tr>{th}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def _front_table(data: RunData, marks: Mapping[int, Sequence[str]], skip: Sequence[str] = ()) -> str:
+def _front_table(data: RunData, marks: Mapping[int, Sequence[str]], skip: Sequence[str] = (),
+                 others: Sequence[tuple[str, str]] = ()) -> str:
+    """The Pareto set: id, generation, mark, error, global accuracy, comm, both ε, Ω, a column per other objective
+    of the run (`others`: (name, header), Model.other_objectives), the genes — as `fedevo front` lists them."""
     rows = sorted(data.front, key=lambda r: (r["error"], r["comm"], r["id"]))
     cols = [(h, k) for h, k in (("id", "id"), ("gen", "generation"), ("mark", None), ("error", "error"),
                                 ("global acc", "accuracy_global"), ("comm", "comm"), ("ε", "eps"),
-                                ("ε paper", "eps_paper"), ("Ω", "omega"), *((g, g) for g in data.gene_names))
+                                ("ε paper", "eps_paper"), ("Ω", "omega"), *((h, k) for k, h in others),
+                                *((g, g) for g in data.gene_names))
             if k not in skip]
     head, keys = [h for h, _ in cols], [k for _, k in cols]
-    cells = [[_fmt_any(r[k]) if k not in (None, "id", "generation") else
+    cells = [[_fmt_any(r.get(k)) if k not in (None, "id", "generation") else
               (", ".join(marks.get(r["id"], ())) if k is None else r[k]) for k in keys] for r in rows]
-    raws = [[r[k] if k else ", ".join(marks.get(r["id"], ())) for k in keys] for r in rows]
+    raws = [[r.get(k) if k else ", ".join(marks.get(r["id"], ())) for k in keys] for r in rows]
     return _sortable(head, cells, raws, left=(2,), table_id="front-table")
 
 
@@ -242,20 +246,22 @@ def _caps_html(m: Model) -> str:
     objective: the highest of a maximised one). The page's script (fedevo.viz.front_js, fedevo.viz.knee_js) picks with the rule of
     `--pick knee:eps<=X:comm<=Y` / `--pick eps<=X,comm<=Y,lowest-error`, rings the choice, dims every solution
     outside the caps and writes what it chose, and why, into #knee-note."""
-    tip = "empty: no cap"
+    tip = "empty: no cap; numbers as the page writes them: 0.05, 1000, 1k, 1.3k, 1,000, 1000 params; inf: no bound"
     inputs = []
     for o in m.objectives():
         op = "≥" if o["maximize"] else "≤"
         inputs.append(f'<span class="nb"><label for="cap-{esc(o["name"])}">{esc(o["label"])} {op} </label>'
                       f'<input id="cap-{esc(o["name"])}" class="cap" data-key="{esc(o["name"])}" type="text" '
-                      f'inputmode="decimal" size="7" placeholder="no cap" title="{esc(tip)}"></span>')
+                      f'size="7" placeholder="no cap" title="{esc(tip)}"></span>')
     opts = ['<option value="knee">the knee</option>'] + [  # a maximised objective's best is its highest
         f'<option value="{way}-{esc(o["name"])}">the {way} {esc(o["label"])}</option>'
         for o in m.objectives() for way in [("highest" if o["maximize"] else "lowest")]]
     return ('<div class="controls" id="knee-caps"><p><b>Choose a solution to deploy.</b> Caps: '
             + " ".join(inputs) + ' · choose <select id="choose-by">' + "".join(opts) + '</select> within them. '
-            '<span class="note">Solutions outside the caps are dimmed (grey) in every view and the tables; the '
-            'choice is ringed green.</span></p><p id="knee-note" class="note"></p></div>')
+            '<span class="note">A cap applies on Enter or when you leave its box (1000, 1k, 1.3k, 1,000, '
+            '1000 params; inf: no bound). Solutions outside the caps are dimmed (grey) in every view and the tables; '
+            'the choice is ringed green.</span></p><p id="caps-invalid" class="note invalid" role="status"></p>'
+            '<p id="knee-note" class="note"></p></div>')
 
 
 def script_data(m: Model, stamp: str, complete: bool, stamp_file: str) -> dict:
@@ -366,14 +372,18 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
                  SELECTION_HTML]
     else:
         body.append('<p class="note"><b>No evaluation finished with status ok: nothing to plot.</b></p>')
+    space, ref = hv_space(data)
     body += ["<h2>Hypervolume per generation</h2>",
-             '<p class="note">Measured where the search works: (error, comm, log10 ε), each normalised by the ideal '
-             'point and range of the first generation(s) (finite ε; at least objectives + 1 points); reference point (1.1, 1.1, 1.1); pymoo\'s HV indicator '
-             '(as in hypervolume.csv). ε = ∞ (no privacy) adds nothing.</p>',
-             f'<div class="fig">{fig_div(figure_hypervolume(data.hypervolume()), "hypervolume", "hypervolume")}</div>',
+             f'<p class="note" id="hypervolume-note">Measured where the search works: in {esc(space)}, each '
+             'normalised by the ideal point and range of the first generation(s) (finite ε; at least objectives + 1 '
+             f'points); reference point {esc(ref)}; pymoo\'s HV indicator (as in hypervolume.csv). ε = ∞ (no '
+             'privacy) adds nothing.'
+             + (' A maximised objective is negated (−NAME): the search minimises every coordinate.'
+                if any(o.maximize for o in data.objectives) else '') + '</p>',
+             f'<div class="fig">{fig_div(figure_hypervolume(data.hypervolume(), space=space), "hypervolume", "hypervolume")}</div>',
              f"<h2>Pareto set ({len(data.front)})</h2>",
              '<p class="note">Click a header to sort, a row to add it to (or drop it from) the selection.</p>',
-             f'<div class="scroll">{_front_table(data, m.marks, m.undefined)}</div>',
+             f'<div class="scroll">{_front_table(data, m.marks, m.undefined, m.other_objectives())}</div>',
              f"<h2>Not plotted: failed or diverged ({n_bad})</h2>", _bad_table(data)]
     script = ""
     if m.rows:

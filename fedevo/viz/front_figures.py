@@ -5,11 +5,12 @@ parallel coordinates of genes and objectives, and the hypervolume per generation
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Mapping, Optional, Sequence
 
-from .axes import Column, linear_ticks
-from .front_model import (AXIS_TITLE, CHOSEN_COLOR, DOMINATED_OPACITY, FRONT_COLOR, LOWER_COLOR, SCALE, SHORT,
-                          Model)
+from .axes import Column, finite, linear_ticks
+from .front_model import (AXIS_TITLE, CHOSEN_COLOR, COMM_LABEL, DOMINATED_OPACITY, ERROR_MAX, FRONT_COLOR,
+                          LOWER_COLOR, SCALE, SHORT, Model, unit_words)
 from .history import value_range
 from .html import esc
 from .numfmt import num
@@ -149,8 +150,8 @@ def figure_projections(m: Model):
                                showscale=c == ncol and (front or not m.idx(True)), three_d=False)),
                 row=row, col=col)
         _add_marks(fig, m, three_d=False, row=row, col=col, pair=(a, b), showlegend=c == 1)
-        fig.update_xaxes(**m.cols[a].axis_layout(_title(m, a)), row=row, col=col)
-        fig.update_yaxes(**m.cols[b].axis_layout(_title(m, b)), row=row, col=col)
+        fig.update_xaxes(**_axis(m, a), row=row, col=col)
+        fig.update_yaxes(**_axis(m, b), row=row, col=col)
         if a == "error" and m.excluded:
             _shade_chance(fig, m, c)
     fig.update_layout(height=470 + 400 * (nrow - 1), margin=dict(l=60, r=20, t=64, b=60), hovermode="closest",
@@ -167,17 +168,46 @@ def _title(m: Model, k: str) -> str:
     return AXIS_TITLE.get(k, m.cols[k].label)
 
 
+def _axis(m: Model, k: str) -> dict:
+    """A projection's axis of objective `k`; the error's linear axis spans its values and never runs past what an
+    error can be (ERROR_MAX = 1: plotly's autorange made room for the chance note and ran to 1.2)."""
+    d = m.cols[k].axis_layout(_title(m, k))
+    if k == "error" and not m.cols[k].log:
+        d["range"] = error_range(m)
+    return d
+
+
+def error_range(m: Model) -> list[float]:
+    """The error axis' range (linear): the drawn errors (lower rungs and a shaded chance bar included) with 6 % of
+    their span beyond each end, clamped to [0, ERROR_MAX] (a hair beyond an error of exactly 0 or 1, so that its
+    marker shows whole)."""
+    vals = [v for v in m.cols["error"].data if math.isfinite(v)]
+    vals += [float(r["error"]) for r in m.lower if finite(r.get("error"))]
+    if m.chance is not None and m.excluded:  # the shaded band's start (drawn only where a point is at chance)
+        vals.append(m.chance)
+    if not vals:
+        return [0.0, ERROR_MAX]
+    lo, hi = min(vals), max(vals)
+    pad = 0.06 * ((hi - lo) or 1.0)
+    return [max(lo - pad, min(0.0, lo - 0.01)), min(hi + pad, max(ERROR_MAX, hi + 0.01))]
+
+
 def _shade_chance(fig, m: Model, c: int) -> None:
-    """The region no better than chance (never the knee), shaded in a panel whose x axis is the error."""
+    """The region no better than chance (never the knee), shaded in a panel whose x axis is the error: from the
+    knee bar to the axis' end; the note left of it, inside the panel."""
     ax = m.cols["error"]
-    hi = max(max(ax.data), m.chance) * (1.02 if not ax.log else 1.1)
+    if ax.log:
+        hi = 10 ** ax.axis_layout()["range"][1]
+    else:
+        hi = error_range(m)[1]
     xref = "x" if c == 1 else f"x{c}"
     yref = ("y" if c == 1 else f"y{c}") + " domain"
     fig.add_shape(type="rect", xref=xref, yref=yref, x0=m.chance, x1=hi, y0=0, y1=1, layer="below",
-                  fillcolor="rgba(120,120,120,0.16)", line=dict(width=0))
-    fig.add_annotation(xref=xref, yref=yref, x=m.chance, y=1.0, xanchor="left", yanchor="top", showarrow=False,
-                       text=f"≥ {num(m.chance)}: not clearly<br>better than chance,<br>never the knee", font=dict(size=10, color="#555"),
-                       align="left")
+                  fillcolor="rgba(120,120,120,0.16)", line=dict(width=0), name="chance")
+    fig.add_annotation(xref=xref, yref=yref, x=m.chance, y=1.0, xanchor="right", yanchor="top", showarrow=False,
+                       text=f"≥ {num(m.chance)}: not clearly<br>better than chance,<br>never the knee",
+                       font=dict(size=10, color="#555"), align="right", bgcolor="rgba(255,255,255,0.6)",
+                       name="chance")
 
 
 def _dim(c: Column, label: Optional[str] = None) -> dict:
@@ -217,10 +247,13 @@ def parallel_meta(m: Model) -> list[dict]:
     for k in _parallel_keys(m):
         c = m.cols.get(k)
         if c is None:
-            out.append({"key": k, "label": k, "log": False, "kind": "int" if k == "id" else "choice", "cap": None})
+            out.append({"key": k, "label": k, "log": False, "kind": "int" if k == "id" else "choice", "cap": None,
+                        "units": []})
         else:
             cap = None if c.cap is None else (math.log10(c.cap) if c.log else c.cap)
-            out.append({"key": k, "label": c.label, "log": c.log, "kind": c.kind, "cap": cap})
+            o = m.data.objectives.by_name(k) if k in m.data.objectives else None
+            units = unit_words(k, o.unit if o is not None else "") if k in m.objective_names or k == "comm" else []
+            out.append({"key": k, "label": c.label, "log": c.log, "kind": c.kind, "cap": cap, "units": units})
     return out
 
 
@@ -232,12 +265,16 @@ def ranges_html(m: Model) -> str:
             continue
         lab = {"eps": "ε", "eps_paper": "ε paper", "generation": "gen"}.get(p["key"], p["label"])
         items.append(f'<span class="nb"><label for="range-{i}-lo">{esc(lab)}</label> '
-                     f'<input id="range-{i}-lo" data-dim="{i}" data-end="lo" type="text" inputmode="decimal" size="6" '
+                     f'<input id="range-{i}-lo" data-dim="{i}" data-end="lo" type="text" size="6" '
                      f'placeholder="from"> – <input id="range-{i}-hi" data-dim="{i}" data-end="hi" type="text" '
-                     f'inputmode="decimal" size="6" placeholder="to"></span>')
-    return ('<p class="controls" id="parallel-ranges">Type a range (Enter or leave the box; empty: the axis\' end; '
-            'both empty: none): ' + " ".join(items) + '</p>')
+                     f'size="6" placeholder="to"></span>')
+    return ('<p class="controls" id="parallel-ranges">Type a range (Enter or leave the box; numbers as the page '
+            'writes them: 0.05, 1000, 1k, 1.3k, 1,000, 1000 params, inf; empty: the axis\' end; both empty: none): '
+            + " ".join(items) + ' <span id="parallel-ranges-note" class="note" role="status"></span></p>')
 
+
+# the parallel axes' titles: comm with its unit as everywhere (on two lines: the titles stand 50 px apart at 1,000 px)
+PARALLEL_LABEL = {"eps": "ε", "eps_paper": "ε paper", "generation": "gen", "comm": COMM_LABEL}
 
 HALO = "0 0 2px #fff, 0 0 3px #fff, 0 0 4px #fff, 1px 1px 1px #fff, -1px -1px 1px #fff"  # CSS text-shadow
 
@@ -248,7 +285,7 @@ def figure_parallel(m: Model):
     data = m.data
     dims = [_dim(m.cols[g]) for g in data.gene_names]
     for key in _parallel_keys(m)[len(data.gene_names):-2]:
-        dims.append(_dim(m.cols[key], {"eps": "ε", "eps_paper": "ε paper", "generation": "gen"}.get(key)))
+        dims.append(_dim(m.cols[key], PARALLEL_LABEL.get(key)))
     dims.append(dict(label="Pareto", values=[1 if f else 0 for f in m.on_front], tickvals=[0, 1],
                      ticktext=["dominated", "front"], range=[-0.1, 1.1]))
     ids = [r["id"] for r in m.rows]
@@ -263,11 +300,16 @@ def figure_parallel(m: Model):
         line=dict(color=c.draw, colorscale=SCALE, cmin=min(c.draw), cmax=max(max(c.draw), min(c.draw) + 1),
                   showscale=True, colorbar=dict(title=dict(text="generation", side="right"), thickness=14,
                                                 tickvals=tv, ticktext=tt))))
-    fig.update_layout(height=500, margin=dict(l=60, r=90, t=110, b=30))
+    # room above for the titles (written at 30°: a long one, "comm (params/round/client slot)", rises about 3.6 px per
+    # character; plotly clips what leaves the figure)
+    longest = max(len(re.sub("<[^>]+>", "", d["label"])) for d in dims)
+    top = max(110, int(40 + 3.6 * longest))
+    fig.update_layout(height=390 + top, margin=dict(l=60, r=90, t=top, b=30))
     return fig
 
 
-def figure_hypervolume(table_rows: Sequence[Mapping[str, Any]]):
+def figure_hypervolume(table_rows: Sequence[Mapping[str, Any]], space: str = "(error, comm, log10 ε)"):
+    """Hypervolume and front size per generation; `space`: the objectives it is measured in (front_model.hv_space)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -285,7 +327,7 @@ def figure_hypervolume(table_rows: Sequence[Mapping[str, Any]]):
     fig.update_xaxes(title_text="generation", dtick=1)
     # the scale spans the values (not 0 → max, where a rise from 1.196 to 1.298 looks flat)
     rng = value_range([t["hypervolume"] for t in table_rows])
-    fig.update_yaxes(title_text="hypervolume (error, comm, log10 ε; normalised)", secondary_y=False,
+    fig.update_yaxes(title_text=f"hypervolume (normalised)<br>in {space}", secondary_y=False,
                      **({"range": rng} if rng else {}))
     top = max([t["front_size"] for t in table_rows] or [1])
     fig.update_yaxes(title_text="Pareto front size", secondary_y=True, rangemode="tozero", showgrid=False,

@@ -24,7 +24,12 @@ as soon as drawn: ``fedevoProjectionsDrawn``, ``fedevoParallelDrawn``), and sets
 * "clear selection", a double-click in a projection or an empty brush empties every view.
 
 Choosing within caps: a cap input per objective of the run (``FEDEVO.objectives``) and a chooser (the knee, or the
-lowest value of one objective, the highest of a maximised one). The knee is ``fedevoKnee`` of
+lowest value of one objective, the highest of a maximised one). A cap applies on Enter or when its box is left
+(``change``: never a part of what is being typed) and is read by ``fedevoParseNum`` (:data:`fedevo.viz.numfmt.JS_NUM`)
+as the page writes numbers -- 1k, 1.3k, 1,000, 1000 params, inf / Infinity / ∞ (written ``inf`` in the offered
+command, as ``fedevo.picking`` reads it); an entry it cannot read keeps that objective's last valid cap (said in
+``#caps-invalid``) and is never saved. Typed ranges under the parallel coordinates are read the same way; a typed end
+leaves the other box as it is (empty: the axis' end, exactly), and a dragged range keeps its ends exact. The knee is ``fedevoKnee`` of
 :mod:`fedevo.viz.knee_js` (the rule of ``--pick knee:eps<=X:comm<=Y``: the caps remove candidates, they do not
 rescale the space), the lowest is ``--pick eps<=X,comm<=Y,lowest-NAME`` (``highest-NAME``); the rings (knee black, lowest-error ×2 red, the choice green), the Pareto
 table's marks and the note (what was chosen and why, with the equivalent command) follow, and every solution
@@ -46,7 +51,8 @@ function fedevoInit() {
   const KEY = 'fedevo:' + D.run;
   let selected = [];
   let colourKey = D.colour_default;
-  let caps = {};
+  let caps = {};  // objective -> its cap (a number, ∞ allowed): valid caps only
+  let capText = {};  // objective -> the text that cap was typed as (what is saved and restored)
   let chooseBy = 'knee';
   let marksNow = new Map(D.rows.map(r => [r.id, r.marks.slice()]));  // the marks as the caps make them
   let inCaps = null;  // ids within the caps (every ok evaluation); null: no caps
@@ -128,7 +134,10 @@ function fedevoInit() {
 
   function showParallel() {
     // the selection as one brush range per id on the id axis: plotly highlights exactly those lines
-    typedInputs().forEach(el => { el.value = ''; });
+    typedInputs().forEach(el => { el.value = ''; forgetShown(el); el.classList.remove('invalid'); });
+    rangeShown.clear();
+    rangeBad.clear();
+    sayRanges();
     if (!gpDrawn) return;  // drawn with the selection once it is drawn
     const dims = gp.data[0].dimensions;
     const upd = {};
@@ -209,45 +218,97 @@ function fedevoInit() {
   }
 
   function typedInputs() { return Array.from(document.querySelectorAll('#parallel-ranges input')); }
-  function showRanges() {  // each axis' brushed range typed into its inputs (in the quantity's units)
+  function rangeInput(i, end) {
+    return document.querySelector('#parallel-ranges input[data-dim="' + i + '"][data-end="' + end + '"]');
+  }
+  // Each axis' inputs stand for one brushed range (rangeShown: axis -> that range, as rangeKey writes it). A typed
+  // range is drawn as typed: the other box is not filled in, and a later brush elsewhere leaves both as they are.
+  // A brush dragged on an axis fills in its boxes (4 significant digits), each keeping the brushed end in full
+  // precision (data-exact) while its text is unchanged, so that typing into the other box does not move it.
+  const rangeShown = new Map();
+  const rangeBad = new Map();  // axis -> why its typed range was refused (said under the inputs)
+  function rangeKey(cr) {
+    if (!cr || !cr.length) return '';
+    const rs = (Array.isArray(cr[0]) ? cr : [cr]).map(r => [Math.min(r[0], r[1]), Math.max(r[0], r[1])]);
+    return JSON.stringify(rs.map(r => r.map(v => Number(v.toPrecision(12)))).sort((a, b) => a[0] - b[0]));
+  }
+  function forgetShown(el) { delete el.dataset.exact; delete el.dataset.shown; }
+  function sayRanges() {
+    const note = document.getElementById('parallel-ranges-note');
+    if (!note) return;
+    note.textContent = Array.from(rangeBad.values()).join(' ');
+    note.classList.toggle('invalid', rangeBad.size > 0);
+  }
+  function showRanges() {  // after a brush: each axis whose range the brush changed, typed into its inputs
     const dims = gp._fullData[0].dimensions;
-    typedInputs().forEach(el => {
-      const i = Number(el.dataset.dim), p = PAR[i], cr = dims[i] && dims[i].constraintrange;
-      if (document.activeElement === el) return;
-      if (!cr || !cr.length) { el.value = ''; return; }
-      const rs = Array.isArray(cr[0]) ? cr : [cr];
-      const v = el.dataset.end === 'lo' ? Math.min(...rs.map(r => Math.min(r[0], r[1])))
-                                        : Math.max(...rs.map(r => Math.max(r[0], r[1])));
-      const x = p.log ? Math.pow(10, v) : v;
-      el.value = String(Number(x.toPrecision(4)));
+    const axes = new Set(typedInputs().map(el => Number(el.dataset.dim)));
+    axes.forEach(i => {
+      const p = PAR[i], cr = dims[i] && dims[i].constraintrange, key = rangeKey(cr);
+      if ((rangeShown.get(i) || '') === key) return;  // as typed (or as filled in): left as it is
+      rangeShown.set(i, key);
+      rangeBad.delete(i);
+      ['lo', 'hi'].forEach(end => {
+        const el = rangeInput(i, end);
+        if (!el) return;
+        el.classList.remove('invalid');
+        if (!key) { el.value = ''; forgetShown(el); return; }
+        const rs = Array.isArray(cr[0]) ? cr : [cr];
+        const v = end === 'lo' ? Math.min(...rs.map(r => Math.min(r[0], r[1])))
+                               : Math.max(...rs.map(r => Math.max(r[0], r[1])));
+        const x = p.log ? Math.pow(10, v) : v;
+        el.value = String(Number(x.toPrecision(4)));
+        el.dataset.exact = String(v);  // the drawn value (log10 on a log axis), in full
+        el.dataset.shown = el.value;
+      });
     });
+    sayRanges();
   }
   function typedRange(i) {  // an axis' typed range brushed: an empty end is the axis' end
-    const p = PAR[i];
+    const p = PAR[i], bad = [];
     const get = end => {
-      const el = document.querySelector('#parallel-ranges input[data-dim="' + i + '"][data-end="' + end + '"]');
-      const t = el ? el.value.trim() : '';
-      if (t === '') return null;
-      const x = Number(t);
-      return Number.isNaN(x) ? NaN : (p.log ? Math.log10(Math.max(x, 1e-300)) : x);
+      const el = rangeInput(i, end);
+      if (!el) return null;
+      if (el.dataset.shown !== undefined && el.value === el.dataset.shown) return Number(el.dataset.exact);
+      forgetShown(el);
+      const r = fedevoParseNum(el.value, p.units || []);
+      el.classList.toggle('invalid', !!r.error);
+      if (r.error) { bad.push('"' + el.value.trim() + '" (' + r.error + ')'); return undefined; }
+      if (r.value === null) return null;
+      if (!Number.isFinite(r.value)) return r.value;  // ±∞: the axis' end (∞ on top where it has a cap)
+      return p.log ? Math.log10(Math.max(r.value, 1e-300)) : r.value;
     };
     let lo = get('lo'), hi = get('hi');
-    if (Number.isNaN(lo) || Number.isNaN(hi) || !gpDrawn) return;  // (typed before the view was drawn: applied then)
+    const name = PAR_NAME(p);
+    if (bad.length) {  // the drawn range stays what it was, and the page says why
+      rangeBad.set(i, name + ': ' + bad.join(', ') + ' is not a number the page reads (0.05, 1000, 1k, 1.3k, ' +
+        '1,000, inf): the range on ' + name + ' is left as it was.');
+      sayRanges();
+      return;
+    }
+    rangeBad.delete(i);
+    sayRanges();
+    if (!gpDrawn) return;  // (typed before the view was drawn: applied then)
     const dim = gp.data[0].dimensions[i];
     const vals = Array.from(dim.values).filter(Number.isFinite);
-    const ext = dim.range || [Math.min(...vals), Math.max(...vals)];
+    const ext = dim.range ? [Math.min(dim.range[0], ...vals), Math.max(dim.range[1], ...vals)]
+                          : [Math.min(...vals), Math.max(...vals)];
+    const end = (v, dflt) => v === null ? dflt : v === -Infinity ? ext[0] : v === Infinity ? ext[1] : v;
+    const cr = (lo === null && hi === null) ? null : [end(lo, ext[0]), end(hi, ext[1])].sort((a, b) => a - b);
     const upd = {};
-    upd['dimensions[' + i + '].constraintrange'] = (lo === null && hi === null) ? [null] :
-      [[lo === null ? Math.min(ext[0], ...vals) : lo, hi === null ? Math.max(ext[1], ...vals) : hi].sort((a, b) => a - b)];
+    upd['dimensions[' + i + '].constraintrange'] = cr ? [cr] : [null];
+    rangeShown.set(i, rangeKey(cr));  // the boxes stand for it as typed: not filled in
     restyleParallel(upd);  // the selection follows at once (its plotly_restyle comes after the promise: ignored)
-    showRanges();
     setSelection(fromParallel(), 'parallel');
   }
+  const PAR_NAME = p => ({eps: 'ε', eps_paper: 'ε paper', generation: 'gen'})[p.key] || p.label;
 
   // ------------------------------------------------------------------ the table, the command and the export
   const COLS = [['id', 'id'], ['generation', 'gen'], ['on_front', 'Pareto'], ['mark', 'mark'], ['error', 'error'],
                 ['accuracy_global', 'global acc'], ['comm', 'comm'], ['eps', 'ε'], ['eps_paper', 'ε paper']]
     .filter(([k]) => !(D.undefined || []).includes(k))  // an ε with no finite value anywhere says nothing
+    // every other objective of the run (worst_client_error, ...), a maximised one said so, then the genes
+    .concat((D.objectives || []).filter(o => !['error', 'comm', 'eps', 'eps_paper'].includes(o.name))
+      .map(o => [o.name, o.label + (o.maximize ? ' (maximised)' : '')]))
     .concat(D.genes.map(g => [g, g]));
 
   function markOf(r) { return (marksNow.get(r.id) || []).join(', '); }
@@ -382,8 +443,18 @@ function fedevoInit() {
   const OBJ = D.objectives;
   const objOf = k => OBJ.find(o => o.name === k) || {name: k, label: k, maximize: false};
 
-  function capTerms() {  // the caps as pick terms, in the objectives' order: eps<=0.05, comm<=1000
-    return OBJ.filter(o => o.name in caps).map(o => o.name + (o.maximize ? '>=' : '<=') + caps[o.name]);
+  function capNumber(v) {  // a cap as the command line's grammar writes it (fedevo.picking: a number or inf)
+    return v === Infinity ? 'inf' : String(v);
+  }
+  function capTerms() {  // the caps as pick terms, in the objectives' order: eps<=0.05, comm<=1000, eps<=inf
+    return OBJ.filter(o => o.name in caps).map(o => o.name + (o.maximize ? '>=' : '<=') + capNumber(caps[o.name]));
+  }
+  function readCap(k, v) {  // a typed cap (or a number from fedevoCaps): {value} (null: no cap) or {error}
+    if (v === null || v === undefined) return {value: null};
+    const r = typeof v === 'number' ? (Number.isNaN(v) ? {error: 'not a number'} : {value: v})
+                                    : fedevoParseNum(v, objOf(k).units || []);
+    if (r.value === -Infinity) return {error: '−∞ is no cap'};
+    return r;
   }
   function capWords() {
     return OBJ.filter(o => o.name in caps)
@@ -408,19 +479,34 @@ function fedevoInit() {
   }
 
   function setCaps(c, mode) {
+    // c: objective -> typed text (or a number). A valid entry sets its cap (empty: none); an entry the page cannot
+    // read leaves that objective's previous cap as it was (never a part of what is typed) and is said in
+    // #caps-invalid; nothing invalid is saved. Then everything is drawn for the caps in force.
     if (mode) chooseBy = mode;
+    const prev = caps, prevText = capText, bad = [];
     caps = {};
+    capText = {};
     Object.keys(c || {}).forEach(k => {
-      const v = c[k];
-      if (v !== null && v !== undefined && String(v).trim() !== '') caps[k] = Number(v);
+      const r = readCap(k, c[k]);
+      const el = capInputs[k];
+      if (el) el.classList.toggle('invalid', !!r.error);
+      if (el) el.setAttribute('aria-invalid', r.error ? 'true' : 'false');
+      if (r.error) {
+        bad.push(objOf(k).label + ' "' + String(c[k]).trim() + '" (' + r.error + ') — ' + (k in prev ?
+          'still ' + objOf(k).label + (objOf(k).maximize ? ' ≥ ' : ' ≤ ') + fedevoNum(prev[k]) : 'still no cap on ' +
+          objOf(k).label));
+        if (k in prev) { caps[k] = prev[k]; capText[k] = prevText[k]; }
+      } else if (r.value !== null) {
+        caps[k] = r.value;
+        capText[k] = typeof c[k] === 'number' ? capNumber(c[k]) : String(c[k]).trim();
+      }
     });
-    const note = document.getElementById('knee-note');
-    const bad = Object.keys(caps).filter(k => Number.isNaN(caps[k]));
-    if (bad.length) {
-      if (note) note.textContent = 'Not a number: ' + bad.map(k => objOf(k).label).join(', ') +
-        ' (nothing changed).';
-      return null;
+    const invalid = document.getElementById('caps-invalid');
+    if (invalid) {
+      invalid.textContent = bad.length ? 'Not read: ' + bad.join('; ') + '. The views show the caps in force. ' +
+        'Write a cap as the page writes numbers: 0.05, 1000, 1k, 1.3k, 1,000, 1000 params, or inf for no bound.' : '';
     }
+    const note = document.getElementById('knee-note');
     const capped = Object.keys(caps).length > 0;
     const words = capWords();
     const within = FRONT.filter(r => fedevoWithin(r, caps, OBJ));
@@ -483,7 +569,8 @@ function fedevoInit() {
     markFrontTable();
     renderTable();
     save();
-    return Object.assign(res, {chosen: chosen, spec: spec, within_ids: within.map(r => r.id)});
+    return Object.assign(res, {chosen: chosen, spec: spec, within_ids: within.map(r => r.id),
+                               caps: Object.assign({}, caps), invalid: bad});
   }
 
   const ringsDrawn = new Map();  // view -> {name: the ids its rings are drawn on} (as written: Python's marks)
@@ -616,7 +703,8 @@ function fedevoInit() {
   // ------------------------------------------------------------------ state across live reloads
   function save() {
     try {
-      sessionStorage.setItem(KEY, JSON.stringify({selected: selected, colour: colourKey, caps: caps,
+      // the caps as their valid texts ("1k", "inf"): never an invalid one, never a number JSON cannot hold (∞)
+      sessionStorage.setItem(KEY, JSON.stringify({selected: selected, colour: colourKey, caps: capText,
                                                   choose: chooseBy}));
     } catch (e) {}
   }
@@ -701,7 +789,11 @@ function fedevoInit() {
     .map(el => [el.dataset.key, el]));
   const chooser = document.getElementById('choose-by');
   const readCaps = () => Object.fromEntries(Object.entries(capInputs).map(([k, el]) => [k, el.value]));
-  Object.values(capInputs).forEach(el => el.addEventListener('input', () => setCaps(readCaps())));
+  // a cap applies on Enter or when its box is left (change), never a part of what is being typed ("1" of "1,000")
+  Object.values(capInputs).forEach(el => {
+    el.addEventListener('change', () => setCaps(readCaps()));
+    el.addEventListener('input', () => el.classList.remove('invalid'));
+  });
   chooser.addEventListener('change', () => setCaps(readCaps(), chooser.value));
   document.querySelectorAll('table.sortable').forEach(makeSortable);
 
@@ -712,7 +804,8 @@ function fedevoInit() {
     const want = {};
     Object.entries(c || {}).forEach(([k, v]) => { want[k === 'eps' && !(k in capInputs) ? D.eps_key : k] = v; });
     Object.entries(capInputs).forEach(([k, el]) => {
-      el.value = want[k] === null || want[k] === undefined ? '' : String(want[k]);
+      el.value = want[k] === null || want[k] === undefined ? '' : typeof want[k] === 'number' ?
+        capNumber(want[k]) : String(want[k]);
     });
     if (mode) chooser.value = mode;
     return setCaps(readCaps(), chooser.value);
@@ -721,8 +814,13 @@ function fedevoInit() {
 
   const st = restore();
   if (st && st.colour && st.colour !== colourKey) colour(st.colour);
-  if (st && st.caps && Object.keys(st.caps).length) {
-    Object.entries(capInputs).forEach(([k, el]) => { if (k in st.caps) el.value = String(st.caps[k]); });
+  if (st && st.caps && typeof st.caps === 'object') {  // only caps the page reads (a stored null or NaN: none)
+    Object.entries(capInputs).forEach(([k, el]) => {
+      const v = st.caps[k];
+      if ((typeof v === 'string' || typeof v === 'number') && !readCap(k, v).error && readCap(k, v).value !== null) {
+        el.value = typeof v === 'number' ? capNumber(v) : v;
+      }
+    });
   }
   if (st && st.choose && chooser.querySelector('option[value="' + st.choose + '"]')) chooser.value = st.choose;
   setCaps(readCaps(), chooser.value);

@@ -18,10 +18,25 @@ LOWER_COLOR = "#9a9a9a"  # a multi-fidelity search's lower-rung evaluations: gre
 SCALE = "Viridis"
 SHORT = {"error": "error", "comm": "comm", "eps": "ε", "eps_paper": "ε (paper)", "accuracy_global": "global acc",
          "generation": "generation"}
-OBJECTIVE_LABELS = {"error": "error (1 − mean client accuracy)", "comm": "comm (params / round / client slot)",
+COMM_UNIT = "params/round/client slot"  # comm's unit, written the same in the header, hover, axes and colour bars
+COMM_LABEL = f"comm ({COMM_UNIT})"
+OBJECTIVE_LABELS = {"error": "error (1 − mean client accuracy)", "comm": COMM_LABEL,
                     "eps": "ε (accountant)", "eps_paper": "ε (paper formula)"}
 EPS_NAME = {"eps": "ε (accountant)", "eps_paper": "ε (paper)"}
-AXIS_TITLE = {"error": "error", "comm": "comm (params/round)", "eps": "ε", "eps_paper": "ε (paper)"}
+AXIS_TITLE = {"error": "error", "comm": COMM_LABEL, "eps": "ε", "eps_paper": "ε (paper)"}
+# the unit words a typed cap or range may end with ("1000 params"): what the page writes, and the objective's unit
+UNIT_WORDS = {"comm": (COMM_UNIT, "params", "parameters", "parameters per round per client slot")}
+ERROR_MAX = 1.0  # the largest error there can be (1 − accuracy): an error axis ends there at most
+
+
+def unit_words(name: str, unit: str = "") -> list[str]:
+    """What a typed number of objective `name` may end with (fedevoParseNum's `units`)."""
+    return list(dict.fromkeys([*UNIT_WORDS.get(name, ()), *([unit] if unit else [])]))
+
+
+def objective_label(name: str, label: str, maximize: bool = False) -> str:
+    """An objective as a table header or list entry: its short label, "(maximised)" for a maximised one."""
+    return SHORT.get(name, label) + (" (maximised)" if maximize else "")
 # keys of a per-evaluation privacy summary worth showing on hover (those present are shown)
 PRIVACY_SHOW = ("mechanism", "trust", "population", "cohort", "sampling", "accountant", "delta", "unit",
                 "eps_conditional", "sigma")
@@ -135,7 +150,7 @@ class Model:
         acc = num(1 - r["error"]) if finite(r["error"]) else "–"
         lines = [*_wrap(head, width=HOVER_LINE + 7),  # + 7: <b></b>
                  f"error {num(r['error'])} (mean client accuracy {acc}, global accuracy {num(r['accuracy_global'])})",
-                 f"comm {num(r['comm'])} params/round/client slot · Ω {num(r['omega'])}",
+                 f"comm {num(r['comm'])} {COMM_UNIT} · Ω {num(r['omega'])}",
                  " · ".join(f"{EPS_NAME[k]} {num(r[k])}" for k in ("eps", "eps_paper") if k not in self.undefined)]
         lines += _wrap([f"{self.cols[k].label} {num(r.get(k))}" for k in self.objective_names
                         if k not in ("error", "comm", "eps", "eps_paper")])
@@ -156,12 +171,19 @@ class Model:
             if o.name not in self.objective_names:
                 continue
             out.append({"name": o.name, "label": SHORT.get(o.name, o.label), "unit": o.unit,
-                        "worst": o.worst, "maximize": o.maximize, "log": bool(o.log)})
+                        "units": unit_words(o.name, o.unit), "worst": o.worst, "maximize": o.maximize,
+                        "log": bool(o.log)})
         return out
+
+    def other_objectives(self) -> list[tuple[str, str]]:
+        """The run's objectives beyond error, comm and the two ε (which every table has), in order, with their
+        headers: the Pareto table's and the selection's further columns."""
+        return [(o["name"], objective_label(o["name"], o["label"], o["maximize"])) for o in self.objectives()
+                if o["name"] not in ("error", "comm", "eps", "eps_paper")]
 
     # ---------------------------------------------------------------- the page's data (for its script)
     def colour_options(self) -> list[tuple[str, str]]:
-        opts = [("generation", "generation"), ("error", "error"), ("comm", "comm"), ("eps", "ε (accountant)"),
+        opts = [("generation", "generation"), ("error", "error"), ("comm", COMM_LABEL), ("eps", "ε (accountant)"),
                 ("eps_paper", "ε (paper)"), ("accuracy_global", "global accuracy")]
         opts += [(k, self.cols[k].label) for k in self.objective_names if k not in dict(opts)]
         return [o for o in opts if o[0] not in self.undefined] + [(g, f"gene {g}") for g in self.data.gene_names]
@@ -174,3 +196,21 @@ def planned_rounds(data: RunData) -> Optional[int]:
     if planned is None and p.simulated:
         planned = p.sim_config(None).rounds
     return planned
+
+
+def hv_space(data: RunData) -> tuple[str, str]:
+    """(the space the run's hypervolume is measured in, its reference point) in words, as the search measures it
+    (fedevo.searching.front_math): every objective of the run in order, log10 of a log one (ε when the search saw
+    log ε), a maximised one negated — "(error, comm, log10 ε)", "(1.1, 1.1, 1.1)"."""
+    from ..searching.front_math import HV_REF
+
+    eps_log = data.meta.get("search_objectives", {}).get("eps_scale") == "log10"
+    parts = []
+    for o in data.objectives:
+        lab = SHORT.get(o.name, o.label)
+        log = eps_log if o.name in ("eps", "eps_paper") else bool(o.log)
+        parts.append(("−" if o.maximize else "") + (f"log10 {lab}" if log else lab))
+    ref = data.meta.get("hypervolume", {}).get("ref_point") if isinstance(data.meta.get("hypervolume"), dict) else None
+    if not (isinstance(ref, list) and len(ref) == len(parts)):
+        ref = [HV_REF] * len(parts)
+    return "(" + ", ".join(parts) + ")", "(" + ", ".join(num(float(v)) for v in ref) + ")"

@@ -35,6 +35,8 @@ table.sortable th.desc::after { content: " ▼"; }
 #retrain-cmd, #knee-note, code { overflow-wrap: anywhere; white-space: normal; }
 .pending { padding: 2em; color: #999; }
 .nb { white-space: nowrap; } tr.outside td { color: #aaa; } tr.outside td.l { text-decoration: line-through #ccc; }
+input.invalid { border: 2px solid #c00; background: #fff0f0; } p.invalid, span.invalid { color: #a00; }
+p.invalid:empty { display: none; }
 """
 
 CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "png", "scale": 2}}

@@ -1,7 +1,8 @@
 """importance.html: which genes drive each objective of a run, each objective against each gene, and the
 hypervolume per generation (plotly; opens offline).
 
-**Importance** (`importance`): for each objective (error, comm, and the ε the search minimised) a random forest
+**Importance** (`importance`): for each objective of the run (its ``objectives`` list in order: by default error,
+comm and the ε the search minimised) a random forest
 (scikit-learn's ``RandomForestRegressor``) is fitted to the run's ok evaluations, genes → objective, and the
 importance of a gene is its **permutation importance** on held-out evaluations (``sklearn.inspection.
 permutation_importance``): in each of `FOLDS` cross-validation folds the forest is fitted on the other folds and
@@ -14,7 +15,7 @@ the ranking is flagged as weak. Everything is seeded (the same run and seed give
 Transforms: genes declared ``log = true`` enter as log10, choices as their index (trees only use the order);
 error as it is; comm as log10 when its values span two decades or more (as its plot axis), else as it is; ε as
 log10(max(ε, 0.001)) — how the search sees it — with evaluations of ε = ∞ (no privacy) left out of the ε model
-(and counted). An objective with fewer than `MIN_EVALUATIONS` such evaluations, or a constant one, gets no
+(and counted); any other objective as the search sees it (log10(max(v, floor)) for a log one, else as it is). An objective with fewer than `MIN_EVALUATIONS` such evaluations, or a constant one, gets no
 ranking, only a note saying why.
 
 **Slices** (``slices``): one row per gene, one panel per objective: every ok evaluation at (gene value, objective),
@@ -48,6 +49,13 @@ SCALE = "Viridis"
 LABEL = {"error": "error", "comm": "comm", "eps": "ε", "eps_paper": "ε (paper)"}
 
 
+def label_of(data: Optional[RunData], key: str) -> str:
+    """An objective's short label: error, comm, ε, ε (paper), else the run's objective label."""
+    if key in LABEL or data is None or key not in data.objectives:
+        return LABEL.get(key, key)
+    return data.objectives.by_name(key).label
+
+
 @dataclass(frozen=True)
 class GeneImportance:
     gene: str
@@ -64,6 +72,11 @@ class ObjectiveImportance:
     r2: Optional[float]  # out-of-fold R² of the forest; None when not fitted
     genes: tuple[GeneImportance, ...]  # most important first; empty when not fitted
     note: str  # why there is no ranking, or why it is weak; "" otherwise
+    label: str = ""  # the objective's short label (label_of)
+
+    @property
+    def title(self) -> str:
+        return self.label or LABEL.get(self.objective, self.objective)
 
     @property
     def ranked(self) -> list[str]:
@@ -85,8 +98,9 @@ def gene_matrix(data: RunData, rows: Sequence[dict]) -> np.ndarray:
     return np.array(cols, dtype=float).T.reshape(len(rows), len(data.gene_names))
 
 
-def objective_values(key: str, rows: Sequence[dict]) -> tuple[list[int], np.ndarray, str]:
-    """(indices of the rows used, their values transformed, the transform's name)."""
+def objective_values(key: str, rows: Sequence[dict], objective=None) -> tuple[list[int], np.ndarray, str]:
+    """(indices of the rows used, their values transformed, the transform's name). `objective`: the run's
+    Objective of that name (a log one is modelled as log10(max(v, floor)), as the search sees it)."""
     from ..searching.front_math import EPS_FLOOR
 
     vals = [r.get(key) for r in rows]
@@ -94,6 +108,8 @@ def objective_values(key: str, rows: Sequence[dict]) -> tuple[list[int], np.ndar
     y = np.array([float(vals[i]) for i in keep])
     if key.startswith("eps"):
         return keep, np.log10(np.maximum(y, EPS_FLOOR)), "log10"
+    if objective is not None and objective.log and key not in ("error", "comm"):
+        return keep, np.log10(np.maximum(y, objective.floor)), "log10"
     if key == "comm" and len(y) and y.min() > 0 and y.max() / y.min() >= LOG_SPAN:
         return keep, np.log10(y), "log10"
     return keep, y, "none"
@@ -107,18 +123,19 @@ def objective_importance(data: RunData, key: str, *, seed: int = 0, folds: int =
     from sklearn.model_selection import KFold
 
     rows = data.ok_rows
-    keep, y, transform = objective_values(key, rows)
+    keep, y, transform = objective_values(key, rows, data.objectives.by_name(key) if key in data.objectives else None)
     n, left = len(keep), len(rows) - len(keep)
+    lab = label_of(data, key)
 
     def bare(note: str) -> ObjectiveImportance:
-        return ObjectiveImportance(key, transform, n, left, None, (), note)
+        return ObjectiveImportance(key, transform, n, left, None, (), note, lab)
 
     if n < MIN_EVALUATIONS:
         return bare(f"too few evaluations to say anything: {n} ok evaluation{'s' if n != 1 else ''} with a finite "
-                    f"{LABEL[key]}, at least {MIN_EVALUATIONS} needed")
+                    f"{lab}, at least {MIN_EVALUATIONS} needed")
     var = float(np.var(y))
     if not var > 1e-12 * max(1.0, float(np.mean(y)) ** 2):
-        return bare(f"{LABEL[key]} is the same for every evaluation: no gene moves it")
+        return bare(f"{lab} is the same for every evaluation: no gene moves it")
     X = gene_matrix(data, [rows[i] for i in keep])
     scores = []  # (folds × repeats) × genes
     pred = np.empty(n)
@@ -135,14 +152,21 @@ def objective_importance(data: RunData, key: str, *, seed: int = 0, folds: int =
                     for j, g in enumerate(data.gene_names)), key=lambda x: (-x.mean, x.gene))
     note = ""
     if r2 < MIN_R2:
-        note = (f"the genes explain little of {LABEL[key]} (out-of-fold R² {num(r2)} < {MIN_R2}): "
+        note = (f"the genes explain little of {lab} (out-of-fold R² {num(r2)} < {MIN_R2}): "
                 "the ranking is weak")
-    return ObjectiveImportance(key, transform, n, left, r2, tuple(genes), note)
+    return ObjectiveImportance(key, transform, n, left, r2, tuple(genes), note, lab)
+
+
+def objective_keys(data: RunData) -> list[str]:
+    """The objectives the page ranks and slices: the run's objectives in order (by default error, comm and the
+    run's ε) that its rows hold."""
+    keys = [o.name for o in data.objectives if any(o.name in r for r in data.rows)]
+    return keys or ["error", "comm", data.eps_key]
 
 
 def importance(data: RunData, *, seed: int = 0, **kw) -> list[ObjectiveImportance]:
-    """Importance of the genes for error, comm and the run's ε (in that order)."""
-    return [objective_importance(data, k, seed=seed, **kw) for k in ("error", "comm", data.eps_key)]
+    """Importance of the genes for each objective of the run (`objective_keys`, in order)."""
+    return [objective_importance(data, k, seed=seed, **kw) for k in objective_keys(data)]
 
 
 # ============================================================================================ figures
@@ -151,13 +175,13 @@ def figure_importance(result: Sequence[ObjectiveImportance]):
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=1, cols=len(result), horizontal_spacing=0.12,
-                        subplot_titles=[f"{LABEL[o.objective]}" + (f" (R² {num(o.r2)})" if o.r2 is not None else "")
+                        subplot_titles=[f"{o.title}" + (f" (R² {num(o.r2)})" if o.r2 is not None else "")
                                         for o in result])
     for c, o in enumerate(result, start=1):
         if o.genes:
             shown = list(reversed(o.genes))  # most important on top
             fig.add_trace(go.Bar(
-                x=[g.mean for g in shown], y=[g.gene for g in shown], orientation="h", name=LABEL[o.objective],
+                x=[g.mean for g in shown], y=[g.gene for g in shown], orientation="h", name=o.title,
                 meta="importance", showlegend=False, marker_color="#1f77b4",
                 error_x=dict(type="data", array=[g.std for g in shown], visible=True, color="#444"),
                 customdata=[[num(g.mean), num(g.std)] for g in shown],
@@ -197,7 +221,12 @@ def slice_columns(data: RunData) -> tuple[dict[str, Column], dict[str, Column]]:
             genes[g] = make_column(rows, g, g, kind="choice", choices=gene.choices)
         else:
             genes[g] = make_column(rows, g, g, kind=gene.type, log=bool(gene.log))
-    objs = {k: make_column(rows, k, LABEL[k], eps_log=eps_log) for k in ("error", "comm", data.eps_key)}
+    objs = {}
+    for k in objective_keys(data):
+        o = data.objectives.by_name(k) if k in data.objectives else None
+        pos = all(isinstance(r.get(k), (int, float)) and r[k] > 0 for r in rows)
+        log = True if (o is not None and o.log and pos and not k.startswith("eps")) else None
+        objs[k] = make_column(rows, k, label_of(data, k), eps_log=eps_log, log=log)
     return genes, objs
 
 
@@ -241,8 +270,8 @@ def _val(v: Any) -> str:
 
 # ============================================================================================ page
 def _method_note(result: Sequence[ObjectiveImportance]) -> str:
-    tr = ", ".join(f"{LABEL[o.objective]}: {'log10' if o.transform == 'log10' else 'as it is'}" for o in result)
-    left = [f"{o.left_out} with {LABEL[o.objective]} = ∞ or undefined left out of its model"
+    tr = ", ".join(f"{o.title}: {'log10' if o.transform == 'log10' else 'as it is'}" for o in result)
+    left = [f"{o.left_out} with {o.title} = ∞ or undefined left out of its model"
             for o in result if o.left_out]
     return (f"Per objective, a random forest ({TREES} trees, scikit-learn) is fitted to the ok evaluations, genes → "
             f"objective; a gene's importance is its permutation importance on held-out evaluations: in each of "
@@ -261,14 +290,14 @@ def _none_note(result: Sequence[ObjectiveImportance]) -> str:
     """Why no objective is ranked, once: too few evaluations (with the counts), or constant objectives."""
     few = [o for o in result if o.note.startswith("too few")]
     if len(few) == len(result):
-        counts = ", ".join(f"{LABEL[o.objective]} {o.n}" for o in result)
+        counts = ", ".join(f"{o.title} {o.n}" for o in result)
         return (f"Too few evaluations to rank the genes: at least {MIN_EVALUATIONS} ok evaluations with a finite "
                 f"value are needed per objective; this run has {counts}. The slices below show every evaluation.")
-    return "No gene ranking: " + "; ".join(f"{LABEL[o.objective]}: {o.note}" for o in result) + "."
+    return "No gene ranking: " + "; ".join(f"{o.title}: {o.note}" for o in result) + "."
 
 
 def _table(data: RunData, result: Sequence[ObjectiveImportance]) -> str:
-    heads = ["gene", *(f"{LABEL[o.objective]} importance" for o in result), *(f"{LABEL[o.objective]} rank"
+    heads = ["gene", *(f"{o.title} importance" for o in result), *(f"{o.title} rank"
                                                                                 for o in result)]
     body = []
     for g in data.gene_names:
@@ -282,9 +311,18 @@ def _table(data: RunData, result: Sequence[ObjectiveImportance]) -> str:
     return table(heads, body, left=(0,))
 
 
+def objectives_text(data: RunData) -> str:
+    """The run's objectives in order, each with its unit and direction: "error (1 − mean client accuracy)
+    minimised, comm (params/round/client slot) minimised, ε (accountant) minimised, …"."""
+    from .front_model import OBJECTIVE_LABELS
+
+    return ", ".join(OBJECTIVE_LABELS.get(o.name, o.label + (f" ({o.unit})" if o.unit else ""))
+                     + (" maximised" if o.maximize else " minimised") for o in data.objectives)
+
+
 def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] = None,
                     front_name: Optional[str] = "front.html") -> str:
-    from .front_model import OBJECTIVE_LABELS
+    from .front_model import hv_space
 
     p = data.problem
     n_ok, n = len(data.ok_rows), len(data.rows)
@@ -292,9 +330,7 @@ def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] =
     body = [f"<h1>fedevo search — {esc(p.name)} — which genes matter</h1>",
             f'<p class="meta">problem <b>{esc(p.name)}</b> · run {esc(data.meta.get("run_id", ""))} · '
             f'generations {data.generations}/{data.settings.gen} · {n} evaluations, {n_ok} ok (failed and diverged '
-            f"ones are left out of everything below){link}<br>objectives (all minimised): "
-            f'{esc(OBJECTIVE_LABELS["error"])}, {esc(OBJECTIVE_LABELS["comm"])}, '
-            f"{esc(OBJECTIVE_LABELS[data.eps_key])}</p>"]
+            f"ones are left out of everything below){link}<br>objectives: {esc(objectives_text(data))}</p>"]
     if n_ok:
         result = importance(data, seed=seed)
         ranked = [o for o in result if o.genes]
@@ -304,10 +340,10 @@ def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] =
             body.append(f'<p class="note" id="importance-none"><b>{esc(_none_note(result))}</b></p>')
         else:
             if unranked:
-                body.append('<p class="note"><b>' + esc("; ".join(f"{LABEL[o.objective]}: {o.note}" for o in unranked))
+                body.append('<p class="note"><b>' + esc("; ".join(f"{o.title}: {o.note}" for o in unranked))
                             + " (not drawn).</b></p>")
             body += [f'<p class="note">{esc(_method_note(ranked))}</p>',
-                     *(f'<p class="note"><b>{esc(LABEL[o.objective])}: {esc(o.note)}</b></p>' for o in ranked if o.note),
+                     *(f'<p class="note"><b>{esc(o.title)}: {esc(o.note)}</b></p>' for o in ranked if o.note),
                      f'<div class="fig">{figure_div(figure_importance(ranked), "importance")}</div>',
                      _table(data, ranked)]
         body += [
@@ -321,8 +357,9 @@ def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] =
         body.append('<p class="note"><b>No evaluation finished with status ok: nothing to say.</b></p>')
     hv = data.hypervolume()
     body += ["<h2>Hypervolume per generation</h2>",
-             '<p class="note">As on the front page (error, comm, log10 ε, normalised by the first generation(s); reference '
-             "point 1.1 in each); the axis spans the values, not 0 → max.</p>",
+             f'<p class="note" id="hypervolume-note">As on the front page: in {esc(hv_space(data)[0])}, normalised by '
+             f"the first generation(s); reference point {esc(hv_space(data)[1])}; the axis spans the values, not 0 → "
+             "max.</p>",
              f'<div class="fig">{figure_div(figure_hv_history({"hypervolume": hv}, title="hypervolume"), "hypervolume")}'
              "</div>"]
     blob = json.dumps({"run": str(data.run_dir), "n_ok": n_ok}).replace("</", "<\\/")

@@ -331,7 +331,7 @@ def test_knee_caps_pick_as_python(browser, chance_page):
     box = browser.find_element("id", "cap-eps")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", box)
     cap = eps[len(eps) // 2]
-    box.send_keys(repr(cap))
+    box.send_keys(repr(cap) + "\n")  # a cap applies on Enter (or when its box is left)
     settle(browser)
     want, _ = _python_knee(data, {ek: cap})
     note = browser.execute_script("return document.getElementById('knee-note').textContent")
@@ -586,5 +586,21 @@ def test_a_maximised_objective_is_chosen_by_its_highest(browser, chance_page, tm
         worst = min(r["acc_hi"] for r in data.front if all(r[k] <= v for k, v in caps.items()))
         assert by_id[want[0]]["acc_hi"] > worst  # the highest, not the lowest
         assert "the highest global accuracy among" in res["note"], res["note"]
+    # the 2026-11 audit: the tables and the hypervolume note name it, said to be maximised (a row clicked with the mouse)
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    browser.execute_script("fedevoCaps({}, 'knee')")
+    heads = browser.execute_script("return Array.from(document.querySelectorAll('#front-table thead th'))"
+                                   ".map(th => th.textContent)")
+    assert "global accuracy (maximised)" in heads, heads
+    cell = browser.find_element("css selector", f'#front-table tbody td[data-v="{data.front[0]["id"]}"]')
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", cell)
+    ActionChains(browser).move_to_element(cell).click().perform()
+    settle(browser)
+    heads = browser.execute_script("return Array.from(document.querySelectorAll('#selected-table thead th'))"
+                                   ".map(th => th.textContent)")
+    assert "global accuracy (maximised)" in heads, heads
+    note = browser.find_element("id", "hypervolume-note").text
+    assert "−global accuracy)" in note and "(1.1, 1.1, 1.1, 1.1)" in note and "negated" in note, note
     browser.execute_script("sessionStorage.clear()")
     no_network_and_no_errors(browser)

@@ -6,6 +6,8 @@ tests/test_picking.py and tests/test_retraining.py; each run is made once per te
   --rounds 1` writes.
 * `central_run`: a real search of the bundled digits_mlp problem (central trust, N = 100k, M = 1k: ε (paper) is
   undefined for every evaluation) with --rounds 2 overriding the problem file's 10 rounds (pop 8, 2 generations).
+* `four_objective_run`: a real search of a copy of digits_mlp_local whose top-level `objectives` adds the
+  worst-served clients' error (`error, comm, eps, worst_client_error`), pop 8, 2 generations, 1 round.
 * `synthetic_run`: the same problem searched with `fake_evaluate` (no training): every third individual has
   ε = inf (no privacy), about one in six fails and
   one in six diverges (by evaluation seed) — the cases a plot must handle.
@@ -50,6 +52,18 @@ def _make(base: Path, name: str, **kw) -> Path:
 
 def digits_run(tmp_path_factory) -> Path:
     return _make(tmp_path_factory.getbasetemp(), "digits_run")
+
+
+def four_objective_run(tmp_path_factory) -> Path:
+    from fedevo.problem import problems_dir
+
+    base = tmp_path_factory.getbasetemp()
+    problem = base / "digits_four.toml"
+    if not problem.exists():
+        text = (problems_dir() / "digits_mlp_local.toml").read_text()
+        text = text.replace('name = "digits_mlp_local"', 'name = "digits_four"', 1)
+        problem.write_text('objectives = ["error", "comm", "eps", "worst_client_error"]\n' + text)
+    return _make(base, "four_objective_run", problem=str(problem))
 
 
 def central_run(tmp_path_factory) -> Path:

@@ -74,7 +74,9 @@ def test_every_ok_evaluation_is_one_point_with_full_hover(real_run):
     par = figure_parallel(parts)
     labels = [d.label for d in par.data[0].dimensions]
     assert [lab.split(" (")[0] for lab in labels[:len(data.gene_names)]] == list(data.gene_names)
-    assert "error" in labels and "comm" in labels and any(lab.startswith("ε") for lab in labels)
+    assert "error" in labels and any(lab.startswith("ε") for lab in labels)
+    # comm with its unit, as the header, the hover and the 3D / 2D axes write it (one label everywhere)
+    assert any(lab.startswith("comm (params/round/client slot)") for lab in labels), labels
     assert "sigma (log)" in labels  # digits_mlp declares sigma log = true; drawn as log10 (labelled in units by the page), no snapping ticks
     assert not [d.label for d in par.data[0].dimensions if d.tickvals and d.label != "Pareto"]
 
@@ -477,3 +479,29 @@ def test_the_page_follows_the_runs_objective_list(fake_run):
     page3 = front_html(three)
     assert 'id="cap-eps_paper"' not in page3 and 'id="cap-eps"' in page3
     assert len(Model(three).pairs) == 3
+
+
+def test_a_fourth_objective_is_in_the_tables_and_the_hypervolume_note(tmp_path_factory):
+    """The 2026-11 audit (no browser: tests/browser/test_objectives_browser.py draws it): a run of error, comm, ε and
+    worst_client_error has the fourth in the Pareto table, in the page's objectives (the selection table and the
+    export), in the hypervolume note, axis title and reference point (4-D, as hypervolume.csv), and in
+    importance.html's header, ranking and slices; the error axis never runs past 1 and the chance band reaches it."""
+    from fedevo.viz.front_figures import error_range, figure_hypervolume
+    from fedevo.viz.front_model import hv_space
+    from fedevo.viz.importance import importance, importance_html
+    from tests.viz.fedevo_runs import four_objective_run
+
+    data = load_run(four_objective_run(tmp_path_factory))
+    m = Model(data)
+    assert m.other_objectives() == [("worst_client_error", "worst-10 % client error")]
+    page = front_html(data)
+    assert "<th class=\"\" title=\"click to sort\">worst-10 % client error</th>" in page
+    space, ref = hv_space(data)
+    assert space == "(error, comm, log10 ε, worst-10 % client error)" and ref == "(1.1, 1.1, 1.1, 1.1)"
+    assert f"in {space}" in page and f"reference point {ref}" in page and "(1.1, 1.1, 1.1);" not in page
+    assert "worst-10 % client error" in figure_hypervolume(data.hypervolume(), space=space).layout.yaxis.title.text
+    lo, hi = error_range(m)
+    assert hi <= max(1.0, max(r["error"] for r in data.ok_rows) + 0.01)
+    imp = importance_html(data)
+    assert "worst-10 % client error minimised" in imp and "objectives (all minimised)" not in imp
+    assert [o.objective for o in importance(data)] == ["error", "comm", "eps", "worst_client_error"]

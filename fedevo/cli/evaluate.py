@@ -93,9 +93,10 @@ def evaluate(
     elif quiet:
         res = api.evaluate(prob, overrides, **kwargs)
     else:  # the bar appears once every check has passed (progress(0)), so a bad input stays one line
+        from rich.console import Console
         from rich.progress import Progress
 
-        bar = Progress(transient=True)
+        bar = Progress(transient=True, console=Console(stderr=True))  # stdout: the result alone
         total = rounds or prob.resolve(overrides).get("rounds")
 
         def progress(t: int) -> None:
@@ -120,7 +121,7 @@ def evaluate(
         return
     from rich.console import Console
 
-    c = Console()
+    c = Console(soft_wrap=True)  # one line per line, whatever the terminal's (or a pipe's 80) columns
     c.print(f"[bold]{prob.name}[/] seed={seed} status={res.status} ({res.wall_s:.1f} s, {res.rounds} rounds)")
     c.print(f"  error (1 - mean client acc) {res.error:.4f}   global accuracy {res.accuracy_global:.4f}")
     c.print(f"  comm (params/round/client slot) {res.comm:.1f}   Ω {res.omega}")

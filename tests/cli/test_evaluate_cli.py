@@ -62,3 +62,15 @@ def test_digits_default_genes_without_noise_learn(capsys):
     assert code == 0 and d["status"] == "ok"
     assert d["error"] < 0.15 and d["wall_s"] < 60
     assert d["eps"] is None  # no privacy: ε = ∞, written as null
+
+
+def test_the_human_output_is_its_lines_alone(capsys):
+    """The 2026-11-27 audit: piped, it began with a blank line (the progress bar's, on stdout) and broke lines at
+    80 columns mid-phrase ('(full precision: \\n--json)')."""
+    from tests.helpers import run_cli
+
+    code, out, err = run_cli(["evaluate", "--problem", "digits_mlp", "--rounds", "1"], capsys)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("digits_mlp seed=0 status=ok"), out
+    assert any(ln.rstrip().endswith("(full precision: --json)") for ln in lines), out
+    assert any(ln.lstrip().startswith("trust central") and "accountant PLD" in ln for ln in lines), out

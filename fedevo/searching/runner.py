@@ -228,7 +228,7 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def _LOST_CLUSTER(ray) -> tuple:
+def _lost_cluster_errors(ray) -> tuple:
     """Ray's errors that mean the cluster (this process's node, its object store, the node a task ran on) went
     away, not that an evaluation failed: such a task is not logged as failed (a `ray stop` mid-search wrote its
     running evaluations as failed, and the resumed search then differed from an uninterrupted one: the 2026-11-27
@@ -237,17 +237,11 @@ def _LOST_CLUSTER(ray) -> tuple:
     return (e.LocalRayletDiedError, e.NodeDiedError, e.ObjectLostError, e.OutOfDiskError)
 
 
-_ANSI = None
-
-
 def _plain(e: BaseException) -> str:
     """An exception's text without terminal colour codes (Ray's task errors carry them)."""
-    global _ANSI
-    if _ANSI is None:
-        import re
+    from .ray_session import strip_ansi
 
-        _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-    return _ANSI.sub("", str(e))
+    return strip_ansi(str(e))
 
 
 def _first_line(e: BaseException) -> str:
@@ -414,7 +408,7 @@ class RayRunner:
                     tasks = jobs[ref]
                     try:
                         got = ray.get(ref)
-                    except _LOST_CLUSTER(ray) as e:  # not the evaluation's failure: the search stops, resumable
+                    except _lost_cluster_errors(ray) as e:  # not the evaluation's failure: the search stops, resumable
                         raise _Abort(f"the Ray cluster went away under the search ({type(e).__name__}: "
                                      f"{_first_line(e)})") from None
                     except ray.exceptions.RayError as e:  # worker died more than max_retries times, ...

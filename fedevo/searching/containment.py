@@ -128,7 +128,7 @@ def out_of_range(result) -> Optional[str]:
             if obj.log and v > 0:  # ε = inf: no privacy
                 continue
             return f"the evaluation's {name} is infinite ({v}); {_range(obj)}"
-        if (obj.lower is not None and v < obj.lower) or (obj.upper is not None and v > obj.upper):
+        if obj.outside(v):  # the objective's own range rule (finite here), as the log applies a user's
             return f"the evaluation's {name} = {v!r} is out of range; {_range(obj)}"
     return None
 

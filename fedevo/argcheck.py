@@ -84,6 +84,9 @@ def _ok(hint: Any, value: Any) -> bool:
     return True  # a hint this checker does not know: the function checks
 
 
+matches = _ok  # whether a value is of a hint's kind, by the rules above (fedevo/config.py's fields too)
+
+
 def _kind(value: Any) -> str:
     return "None" if value is None else type(value).__name__
 
@@ -117,4 +120,4 @@ def checked(fn: Callable) -> Callable:
     return wrapper
 
 
-__all__ = ["checked", "describe"]
+__all__ = ["checked", "describe", "matches"]

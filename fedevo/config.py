@@ -33,24 +33,16 @@ def _check(cond: bool, msg: str) -> None:
 
 
 def _fits(hint: Any, v: Any) -> bool:
-    """A field's value of its hint's kind: an int field an integer (not a bool; numpy's too), a float field a real
-    number, a bool field a bool, a str field a str; None where Optional. Other hints (choices, tuples,
-    dataclasses, objects) are the field's own checks' to judge."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is Union:
-        return any(_fits(a, v) for a in args) if type(None) in args or all(
-            a in (int, float, bool, str) for a in args) else True
-    if hint is type(None):
-        return v is None
-    if origin is Literal:  # each such field's own check names its choices
+    """A field's value of its hint's kind, by the Python API's rules (argcheck.matches: an int field an integer,
+    not a bool; a number; None only where Optional), a numpy scalar taken as its Python value. A field of
+    choices (Literal) is left to its own check, which names them."""
+    if typing.get_origin(hint) is Literal or any(typing.get_origin(a) is Literal for a in typing.get_args(hint)):
         return True
-    if hint is int:
-        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-    if hint is float:
-        return isinstance(v, numbers.Real) and not isinstance(v, bool)
-    if hint in (bool, str):
-        return isinstance(v, hint)
-    return True
+    from .argcheck import matches
+
+    if isinstance(v, numbers.Number) and type(v).__module__ == "numpy":
+        v = v.item()
+    return matches(hint, v)
 
 
 @functools.lru_cache(maxsize=None)

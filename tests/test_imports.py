@@ -1,4 +1,4 @@
-"""The import graph of fedevo/: no cycle between modules, and the search never imports the plots.
+"""The import graph of fedevo/: no cycle between modules, and dependencies point one way (README's layout).
 
 The graph is read from the source with the AST (every ``import`` / ``from ... import`` of a fedevo module,
 those inside functions included), not from ``sys.modules``: a lazy import inside a function closes a cycle
@@ -18,6 +18,28 @@ ROOT = Path(__file__).resolve().parent.parent / "fedevo"
 # Cycles outside this test's reach, each with why it is still here. Keys: the modules of one strongly connected
 # component, sorted. An entry that no longer holds fails the test too (so that the list shrinks as they are fixed).
 KNOWN_CYCLES: dict[tuple[str, ...], str] = {}
+
+# The layers, lowest first: data -> models -> privacy -> fl -> search (with its run directory) -> plots, picking,
+# retraining, audit -> the Python API -> the CLI. A module may import its own layer and lower ones. The top-level
+# modules (config.py, problem.py, errors.py, ...) are shared and have no layer of their own: an import is followed
+# through them, so that models -> config -> privacy counts as models reaching privacy.
+LAYERS: dict[str, int] = {
+    "native": 0, "data": 1, "models": 2, "secagg": 3, "privacy": 4, "fl": 5, "objectives": 6, "searching": 7,
+    "picking": 8, "viz": 8, "retraining": 8, "auditing": 8, "api": 9, "cli": 10, "__main__": 11,
+}
+
+# Imports that point up a layer, each with why it is still here. Keys: (the importing layer, the module reached).
+# An entry that no longer holds fails the test too.
+KNOWN_BACKWARD: dict[tuple[str, str], str] = {
+    ("models", "fedevo.privacy.registry"):
+        "models import config.py for MLPArch/CNNArch, and config.py checks PrivacyConfig against the registry's "
+        "names (torch-free); the fix is to split the architecture configs out of config.py",
+    ("searching", "fedevo.picking"):
+        "RunData.pick/marks/knee_bar delegate to picking.py (which itself imports only errors and objectives): "
+        "picking belongs with the run directory's reader",
+    ("api", "fedevo.cli.progress"):
+        "api._drive adds the terminal progress bar (RichReporter), which lives in cli/: it belongs below the API",
+}
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -154,6 +176,66 @@ def test_search_never_imports_the_plots():
     bad = sorted((m, t) for m, ts in g.items() if m == "fedevo.searching" or m.startswith("fedevo.searching.")
                  for t in ts if t == "fedevo.viz" or t.startswith("fedevo.viz."))
     assert not bad, f"fedevo/searching/ imports fedevo/viz/: {bad}"
+
+
+def _layer(mod: str) -> int | None:
+    parts = mod.split(".")
+    return LAYERS.get(parts[1]) if len(parts) > 1 else None
+
+
+def backward(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """Every import that reaches a higher layer, directly or through shared top-level modules: (the importing
+    module's layer, the module reached) -> one path to it."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for mod in sorted(graph):
+        rank = _layer(mod)
+        if rank is None:
+            continue
+        seen = {mod}
+        frontier = [[mod]]
+        while frontier:
+            nxt = []
+            for path in frontier:
+                for w in sorted(graph[path[-1]] - seen):
+                    seen.add(w)
+                    rw = _layer(w)
+                    if rw is None:
+                        nxt.append(path + [w])
+                    elif rw > rank:
+                        out.setdefault((mod.split(".")[1], w), path + [w])
+            frontier = nxt
+    return out
+
+
+def test_layers_point_one_way():
+    found = backward(import_graph())
+    new = {k: v for k, v in found.items() if k not in KNOWN_BACKWARD}
+    msg = "; ".join(" -> ".join(path) for path in new.values())
+    assert not new, f"imports that point up a layer in fedevo/ (README's layout): {msg}"
+    fixed = [k for k in KNOWN_BACKWARD if k not in found]
+    assert not fixed, f"no longer pointing up a layer, remove from KNOWN_BACKWARD: {fixed}"
+
+
+def test_every_package_has_a_layer():
+    """A new subpackage of fedevo/ is placed in a layer (else its imports go unchecked)."""
+    packages = {m.split(".")[1] for m, p in modules().items() if p.parent != ROOT}
+    assert packages <= set(LAYERS), sorted(packages - set(LAYERS))
+
+
+def test_layer_check_sees_a_lazy_import_through_a_shared_module(tmp_path):
+    """The checker itself: data reaching fl through a top-level module, by an import inside a function."""
+    pkg = tmp_path / "fedevo"
+    for sub in ("data", "fl"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "fl" / "rounds.py").write_text("from ..data import load\n")
+    (pkg / "shared.py").write_text("def f():\n    from .fl import rounds\n    return rounds\n")
+    (pkg / "data" / "load.py").write_text("from .. import shared\n")
+    assert backward(import_graph(pkg)) == {("data", "fedevo.fl.rounds"):
+                                           ["fedevo.data.load", "fedevo.shared", "fedevo.fl.rounds"]}
+    (pkg / "data" / "load.py").write_text("import os\n")
+    assert backward(import_graph(pkg)) == {}
 
 
 def test_cycle_finder_finds_a_cycle(tmp_path):

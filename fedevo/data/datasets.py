@@ -113,15 +113,6 @@ def _fashion_missing(data_dir: str) -> DataNotFoundError:
         f"({DEBIAN_FASHION})")
 
 
-def _fashion(data_dir: Optional[str], download: bool) -> Dataset:
-    paths = _fashion_paths(data_dir)
-    if paths is not None:
-        return _from_uint8("fashion", *(_read_idx(p) for p in paths))
-    if download:
-        return _from_uint8("fashion", *_torchvision_tensors("fashion", data_dir, download=True))
-    raise _fashion_missing(data_dir)
-
-
 def _from_uint8(name, xtr, ytr, xte, yte) -> Dataset:
     def img(x):
         x = x.float() / 255.0
@@ -154,28 +145,42 @@ def _torchvision_sets(name: str, data_dir: Optional[str], download: bool):
                                 f"{DOWNLOAD_HINT}") from None
 
 
-def _torchvision_tensors(name: str, data_dir: Optional[str], download: bool):
+# the bundled datasets read from files (the others are made in memory)
+FILE_BACKED = ("fashion", "mnist", "cifar10")
+
+
+def _find(name: str, data_dir: Optional[str], download: bool):
+    """Where a file-backed dataset comes from, the one choice `locate` and `load_dataset` share: Fashion-MNIST's
+    four IDX files where they are (`_fashion_paths`), else torchvision's (train, test) datasets in `data_dir`
+    (fetched there first with `download`); DataNotFoundError in one line where neither holds."""
+    if name == "fashion":
+        paths = _fashion_paths(data_dir)
+        if paths is not None:
+            return paths
+        if not download:
+            raise _fashion_missing(data_dir)
+    return _torchvision_sets(name, data_dir, download)
+
+
+def _read(name: str, data_dir: Optional[str], download: bool) -> Dataset:
+    """A file-backed dataset read from where `_find` finds it."""
+    found = _find(name, data_dir, download)
+    if isinstance(found, list):
+        return _from_uint8(name, *(_read_idx(p) for p in found))
+
     def tensors(ds):
         return torch.as_tensor(np.asarray(ds.data)), torch.as_tensor(np.asarray(ds.targets))
-    tr, te = _torchvision_sets(name, data_dir, download)
-    return (*tensors(tr), *tensors(te))
-
-
-def _torchvision(name: str, data_dir: Optional[str], download: bool) -> Dataset:
-    return _from_uint8(name, *_torchvision_tensors(name, data_dir, download))
+    tr, te = found
+    return _from_uint8(name, *tensors(tr), *tensors(te))
 
 
 def locate(name: str, data_dir: Optional[str] = None, download: bool = False) -> None:
-    """Finds a bundled dataset's files (fetching them first with `download`) without keeping them in memory:
-    what a search checks before its run directory exists, so that missing data is one line, not a stopped
-    search. DataNotFoundError as `load_dataset` would raise; unknown names are left to `load_dataset`."""
-    if name == "fashion":
-        if _fashion_paths(data_dir) is None:
-            if not download:
-                raise _fashion_missing(data_dir)
-            _torchvision_sets("fashion", data_dir, download=True)
-    elif name in ("mnist", "cifar10"):
-        _torchvision_sets(name, data_dir, download)
+    """Finds a bundled dataset's files (fetching them first with `download`) without reading them (torchvision's
+    own classes load what they find): what a search checks before its run directory exists, so that missing data
+    is one line, not a stopped search. DataNotFoundError as `load_dataset` would raise; unknown names are left to
+    `load_dataset`."""
+    if name in FILE_BACKED:
+        _find(name, data_dir, download)
 
 
 def synthetic(*, n_train: int = 600, n_test: int = 200, shape=(1, 8, 8), num_classes: int = 10,
@@ -200,10 +205,8 @@ def load_dataset(name: str, data_dir: Optional[str] = None, download: bool = Fal
     """Load (and cache per process, so a worker reuses it across evaluations) a dataset by name."""
     if name == "digits":
         return _digits()
-    if name == "fashion":
-        return _fashion(data_dir, download)
-    if name in ("mnist", "cifar10"):
-        return _torchvision(name, data_dir, download)
+    if name in FILE_BACKED:
+        return _read(name, data_dir, download)
     if name == "synthetic":
         return synthetic()
     raise FedevoError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")

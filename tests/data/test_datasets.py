@@ -27,7 +27,7 @@ def test_fashion_from_data_dir_idx(tmp_path, monkeypatch):
     for split, n in (("train", 30), ("t10k", 10)):
         _write_idx(tmp_path / f"{split}-images-idx3-ubyte.gz", rng.integers(0, 255, (n, 28, 28)))
         _write_idx(tmp_path / f"{split}-labels-idx1-ubyte.gz", rng.integers(0, 10, n))
-    d = datasets._fashion(str(tmp_path), False)
+    d = datasets._read("fashion", str(tmp_path), False)
     assert d.x_train.shape == (30, 1, 28, 28) and d.y_test.shape == (10,)
 
 
@@ -42,7 +42,7 @@ def _fake_fashion(root, n_train=30, n_test=10):
 def test_fashion_absent_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets, "DEBIAN_FASHION", tmp_path / "absent")
     with pytest.raises(DataNotFoundError, match="apt-get install dataset-fashion-mnist"):
-        datasets._fashion(None, False)
+        datasets._read("fashion", None, False)
 
 
 @pytest.mark.parametrize("kind", ["missing", "empty", "file", "partial"])
@@ -51,7 +51,7 @@ def test_fashion_data_dir_given_is_used_or_refused(tmp_path, monkeypatch, kind):
     debian = tmp_path / "debian"
     _fake_fashion(debian, n_train=20)
     monkeypatch.setattr(datasets, "DEBIAN_FASHION", debian)
-    assert datasets._fashion(None, False).x_train.shape[0] == 20  # no --data-dir: Debian's copy
+    assert datasets._read("fashion", None, False).x_train.shape[0] == 20  # no --data-dir: Debian's copy
     d = tmp_path / "mine"
     if kind == "empty":
         d.mkdir()
@@ -63,20 +63,20 @@ def test_fashion_data_dir_given_is_used_or_refused(tmp_path, monkeypatch, kind):
     expect = {"missing": "does not exist", "empty": "lacks train-images", "file": "is not a directory",
               "partial": "lacks t10k-labels-idx1-ubyte:"}[kind]
     with pytest.raises(DataNotFoundError, match=expect):
-        datasets._fashion(str(d), False)
+        datasets._read("fashion", str(d), False)
     if kind == "file":
         d = tmp_path / "mine2"
     _fake_fashion(d, n_train=40)
-    assert datasets._fashion(str(d), False).x_train.shape[0] == 40  # the given copy, not Debian's
+    assert datasets._read("fashion", str(d), False).x_train.shape[0] == 40  # the given copy, not Debian's
 
 
 def test_mnist_needs_data_dir(tmp_path):
     with pytest.raises(DataNotFoundError, match="--data-dir"):
-        datasets._torchvision("mnist", None, False)
+        datasets._read("mnist", None, False)
     with pytest.raises(DataNotFoundError, match="does not exist.*--download"):
-        datasets._torchvision("mnist", str(tmp_path / "missing"), False)
+        datasets._read("mnist", str(tmp_path / "missing"), False)
     with pytest.raises(DataNotFoundError, match="--download"):
-        datasets._torchvision("cifar10", str(tmp_path), False)
+        datasets._read("cifar10", str(tmp_path), False)
 
 
 def test_unknown_dataset():
@@ -126,3 +126,28 @@ def test_a_failed_download_is_one_line(tmp_path, monkeypatch, error):
     with pytest.raises(DataNotFoundError, match=r"could not fetch mnist into .*(no host|Name or service).*torchvision's layout") as e:
         datasets.locate("mnist", str(tmp_path), download=True)
     assert "\n" not in str(e.value) and "add --download" not in str(e.value)  # it was given
+
+
+def test_locate_and_load_make_one_choice(tmp_path, monkeypatch):
+    """Where a dataset comes from (files here / a download / a refusal) is decided in one place, `_find`, for
+    both the check before a search (`locate`) and the load: they cannot disagree."""
+    monkeypatch.setattr(datasets, "DEBIAN_FASHION", tmp_path / "absent")
+    asked = []
+    find = datasets._find
+
+    def spy(name, data_dir, download):
+        asked.append(name)
+        return find(name, data_dir, download)
+    monkeypatch.setattr(datasets, "_find", spy)
+    d = tmp_path / "fashion"
+    _fake_fashion(d)
+    datasets.locate("fashion", str(d))
+    load_dataset.cache_clear()
+    assert datasets.load_dataset("fashion", str(d)).x_train.shape[0] == 30
+    for name in ("fashion", "mnist", "cifar10"):
+        for call in (datasets.locate, datasets.load_dataset):
+            with pytest.raises(DataNotFoundError) as e:
+                call(name, str(tmp_path / "empty"))
+            assert "--download" in str(e.value)
+    load_dataset.cache_clear()
+    assert asked == ["fashion"] * 2 + ["fashion"] * 2 + ["mnist"] * 2 + ["cifar10"] * 2

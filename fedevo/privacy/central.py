@@ -11,7 +11,6 @@ estimate of the deployment's utility.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import torch
@@ -95,13 +94,8 @@ class CentralGaussian(Mechanism):
             eps = min(eps, capped)
         return eps
 
-    def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
-        pc = cfg.privacy
-        if pc.target_eps is None:
-            return cfg
-        sigma = acc.solve_noise(eps_of=self.eps_for, target_eps=pc.target_eps)
-        self.cfg = replace(cfg, privacy=replace(pc, sigma=sigma))
-        return self.cfg
+    def sigma_for_target(self, cfg: SimConfig, *, dim: int) -> float:
+        return acc.solve_noise(eps_of=self.eps_for, target_eps=cfg.privacy.target_eps)
 
     def upload_words(self, omega: int) -> float:
         """Every sampled client uploads its clipped Ω parameters (the noise is the server's)."""
@@ -111,8 +105,7 @@ class CentralGaussian(Mechanism):
         """The accountant's ε at the planned T from σ (or the σ calibrated for the target), q = M/N and δ: the
         same call `report` makes."""
         pc = self.cfg.privacy
-        sigma = pc.params.sigma if pc.target_eps is None else \
-            acc.solve_noise(eps_of=self.eps_for, target_eps=pc.target_eps)
+        sigma = pc.params.sigma if pc.target_eps is None else self.sigma_for_target(self.cfg, dim=0)
         return {"eps": self.eps_for(sigma), "eps_paper": math.nan}
 
     def noise_std(self) -> float:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 
 import numpy as np
 
@@ -141,13 +140,9 @@ class DistributedDiscreteGaussian(Mechanism):
         return ddg.eps_ddg(clip=c.privacy.params.clip, gamma=self.gamma(sigma), local_std=self.local_std(sigma),
                            honest=self.honest, dim=dim, rounds=accounted_rounds(c), delta=c.privacy.delta)
 
-    def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
-        pc = cfg.privacy  # dim: the full parameter count, ≥ any active count, so ε at the real Ω is ≤ the target
-        if pc.target_eps is None:
-            return cfg
-        sigma = acc.solve_noise(eps_of=lambda z: self.eps_for(z, dim), target_eps=pc.target_eps)
-        self.cfg = replace(cfg, privacy=replace(pc, sigma=sigma))
-        return self.cfg
+    def sigma_for_target(self, cfg: SimConfig, *, dim: int) -> float:
+        # dim: the full parameter count, ≥ any active count, so ε at the real Ω is ≤ the target
+        return acc.solve_noise(eps_of=lambda z: self.eps_for(z, dim), target_eps=cfg.privacy.target_eps)
 
     def noise_std(self) -> float:
         """Std of the noise on the deployment's averaged update: s/√n for n arrived shares."""

@@ -7,7 +7,6 @@ upload and knows whom it sampled (no amplification by sampling). One class per l
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Optional
 
 from ..config import SimConfig
@@ -77,14 +76,10 @@ class StepMechanism(LocalMechanism):
 
     audit_seam = STEP
 
-    def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
+    def sigma_for_target(self, cfg: SimConfig, *, dim: int) -> float:
         pc = cfg.privacy
-        if pc.target_eps is None:
-            return cfg
-        sigma = acc.calibrate_sigma_step(target_eps=pc.target_eps, delta=pc.delta, lr=cfg.lr, clip=pc.params.clip,
-                                         epochs=cfg.epochs, participation=1.0, rounds=cfg.rounds)
-        self.cfg = replace(cfg, privacy=replace(pc, sigma=sigma))
-        return self.cfg
+        return acc.calibrate_sigma_step(target_eps=pc.target_eps, delta=pc.delta, lr=cfg.lr, clip=pc.params.clip,
+                                        epochs=cfg.epochs, participation=1.0, rounds=cfg.rounds)
 
     def client_transforms(self, noise, seed: int, controller=None):
         from .mechanisms import StepLDP
@@ -128,14 +123,10 @@ class UpdateMechanism(LocalMechanism):
         """With recall, an upload replaced by a stored one costs an index: training decides how many (None)."""
         return None if self.cfg.privacy.params.recall else super().upload_words(omega)
 
-    def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
+    def sigma_for_target(self, cfg: SimConfig, *, dim: int) -> float:
         pc = cfg.privacy
-        if pc.target_eps is None:
-            return cfg
-        sigma = acc.calibrate_sigma_update(target_eps=self.calibration_target(pc), delta=pc.delta,
-                                           participations=self.participations())
-        self.cfg = replace(cfg, privacy=replace(pc, sigma=sigma))
-        return self.cfg
+        return acc.calibrate_sigma_update(target_eps=self.calibration_target(pc), delta=pc.delta,
+                                          participations=self.participations())
 
     def upload(self, controller=None, **kw):
         from .mechanisms import UpdateLDP

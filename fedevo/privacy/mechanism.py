@@ -15,6 +15,7 @@ mechanism").
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
 from ..config import SimConfig
@@ -38,8 +39,18 @@ class Mechanism:
         self.run = None  # the privatizer of the current run (`privatizer`)
 
     def calibrate(self, cfg: SimConfig, *, dim: int) -> SimConfig:
-        """Target-ε mode: cfg with σ replaced by the calibrated noise (dim = the model's parameter count)."""
-        return cfg
+        """Target-ε mode: cfg (remembered as self.cfg) with σ replaced by `sigma_for_target`'s noise (dim = the
+        model's parameter count); cfg unchanged without a target, or where the mechanism calibrates nothing."""
+        pc = cfg.privacy
+        sigma = None if pc.target_eps is None else self.sigma_for_target(cfg, dim=dim)
+        if sigma is None:
+            return cfg
+        self.cfg = replace(cfg, privacy=replace(pc, sigma=sigma))
+        return self.cfg
+
+    def sigma_for_target(self, cfg: SimConfig, *, dim: int) -> Optional[float]:
+        """The σ whose ε meets cfg.privacy.target_eps (None: this mechanism has no σ to calibrate)."""
+        return None
 
     def controller(self, data, part, seed: int):
         """A server-side round controller (the adaptive mechanism's client filter), or None."""

@@ -228,6 +228,27 @@ def test_calibrate_central_within_one_percent():
     assert 0.99 * 1.5 <= eps <= 1.5
 
 
+def test_target_eps_is_applied_in_one_place():
+    """Target-ε mode (σ replaced, the configuration remembered) is Mechanism.calibrate's alone: each runtime class
+    gives only its σ (`sigma_for_target`), so a new mechanism cannot apply it differently."""
+    from fedevo.privacy import registry
+    from fedevo.privacy.mechanism import Mechanism
+
+    classes = {registry.mechanism(m).runtime_class(t) for m in registry.mechanisms()
+               for t in registry.mechanism(m).trusts}
+    assert not [c.__name__ for c in classes if c.calibrate is not Mechanism.calibrate]
+
+    class Fixed(Mechanism):
+        def sigma_for_target(self, cfg, *, dim):
+            return 2.5 + dim
+
+    c = cfg(target_eps=1.5)
+    mech = Fixed(c)
+    assert mech.calibrate(c, dim=1).privacy.sigma == 3.5 and mech.cfg.privacy.sigma == 3.5
+    plain = cfg()
+    assert Fixed(plain).calibrate(plain, dim=1) is plain
+
+
 @pytest.mark.parametrize("sampling", ["poisson", "fixed", "none"])
 @pytest.mark.parametrize("target", [None, 1.5])
 def test_central_planned_eps_is_the_call_the_report_makes(sampling, target, monkeypatch):

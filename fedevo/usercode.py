@@ -51,7 +51,8 @@ class UserExit(Exception):
 
 
 def call_user(fn: Callable, *args, **kwargs):
-    """fn(*args, **kwargs) with SystemExit and a KeyboardInterrupt that no signal caused turned into UserExit."""
+    """fn(*args, **kwargs) with SystemExit, a KeyboardInterrupt that no signal caused and any other BaseException
+    (GeneratorExit, the user's own subclass) turned into UserExit."""
     try:
         return fn(*args, **kwargs)
     except KeyboardInterrupt as e:
@@ -61,6 +62,10 @@ def call_user(fn: Callable, *args, **kwargs):
     except SystemExit as e:
         raise UserExit(f"sys.exit({e.code!r}) called by the evaluation's code (it ends that evaluation, not the "
                        "search)") from None
+    except Exception:
+        raise
+    except BaseException as e:  # noqa: BLE001 - GeneratorExit, a BaseException subclass: not the search's end
+        raise UserExit(f"{type(e).__name__} raised by the evaluation's code{f': {e}' if str(e) else ''}") from None
 
 
 @contextlib.contextmanager

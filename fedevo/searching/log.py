@@ -173,13 +173,13 @@ class EvalLog:
         output does (containment.UserLog), never to fedevo's stdout."""
         if r.status != "ok" or not self.objectives:
             return [None] * len(self.objectives), ""
-        from .containment import UserLog, captured_stdout
+        from .containment import UserLog, call_user, captured_stdout
 
         values, notes = [], []
         with captured_stdout() as out:
             for o in self.objectives:
                 try:
-                    v = o.value(r)
+                    v = call_user(o.value, r)  # sys.exit, a raised KeyboardInterrupt: this value's failure
                     outside = o.outside(v)
                     if outside:
                         raise ValueError(outside)

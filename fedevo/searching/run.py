@@ -177,6 +177,16 @@ def _refuse_nonempty(out: Path, ident: str) -> None:
                       "(nothing was overwritten)")
 
 
+def run_finished(run_dir: Path, settings: SearchSettings) -> bool:
+    """Whether the search of `run_dir` has ended (nothing to resume): its newest checkpoint holds the last
+    generation, or the search stopped early (a budget, --patience, an exhausted space). Reads only."""
+    ck = latest_checkpoint(Path(run_dir))
+    if ck is None:
+        return False
+    state = load_checkpoint(ck)
+    return state.get("generation", 0) >= settings.gen or bool(state.get("stopped_early")) or bool(state.get("stop"))
+
+
 class SearchRun:
     """One run directory and the search it holds (its optimiser: fedevo.searching.optimizers)."""
 
@@ -303,12 +313,7 @@ class SearchRun:
     def finished(self) -> bool:
         """True when the newest checkpoint holds the last generation (or the search stopped early): nothing to
         resume. Reads only."""
-        ck = latest_checkpoint(self.run_dir)
-        if ck is None:
-            return False
-        state = load_checkpoint(ck)
-        return (state.get("generation", 0) >= self.settings.gen or bool(state.get("stopped_early"))
-                or bool(state.get("stop")))
+        return run_finished(self.run_dir, self.settings)
 
     def check_log(self) -> None:
         """FedevoError naming the damage if evaluations.csv lost or altered rows the newest checkpoint counts."""

@@ -300,7 +300,30 @@ def stamp_of(data: RunData) -> str:
 
 
 def is_complete(data: RunData) -> bool:
-    return len(data.rows) >= data.settings.expected_evaluations
+    """Nothing more will be evaluated: every planned evaluation is in, or the search ended early (a budget,
+    --patience, an exhausted space; a multi-fidelity search's failures promote fewer): resume's own rule,
+    :func:`fedevo.searching.run.run_finished`, on the run's newest checkpoint."""
+    from ..searching.run import run_finished
+
+    return len(data.rows) >= data.settings.expected_evaluations or run_finished(data.run_dir, data.settings)
+
+
+def _live_note(data: RunData, complete: bool) -> str:
+    """What the page says of a run that is not complete: a search writing it now (it holds the run's lock), or
+    one that stopped before its end (killed, interrupted: resumable)."""
+    from .live import is_held
+
+    if complete:
+        return ""
+    if is_held(data.run_dir):
+        return ('<p class="note live" id="live-note">The search is still running: this page reloads itself when a '
+                'newer one is written (after every generation; every evaluation with <code>fedevo plot --watch</code>).'
+                '</p>')
+    n = len(data.rows)
+    return (f'<p class="note live" id="live-note">The search stopped before its end ({n} of '
+            f'{data.settings.expected_evaluations} evaluations; no search is writing the run): '
+            f'<code>fedevo resume {esc(str(data.run_dir))}</code> continues it, and this page reloads itself when a '
+            'newer one is written.</p>')
 
 
 SELECTION_HTML = """
@@ -341,13 +364,12 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
                      f"{'are' if n_bad != 1 else 'is'} not plotted (listed at the bottom).")
     note_html = "".join(f'<p class="note">{esc(n)}</p>' for n in notes)
     stamp, complete = stamp_of(data), is_complete(data)
-    live = ("" if complete else '<p class="note live" id="live-note">The search is still running: this page '
-            'reloads itself when a newer one is written (after every generation; every evaluation with '
-            '<code>fedevo plot --watch</code>).</p>')
+    live = _live_note(data, complete)
     options = "".join(f'<option value="{esc(k)}">{esc(lab)}</option>' for k, lab in m.colour_options())
     imp = importance_path(page_name).name
     more = (f'<p class="note"><a href="{esc(imp)}">Which genes matter: importance and slices ({esc(imp)})</a></p>'
-            if complete else f'<p class="note">{esc(imp)} (which genes matter) is written when the search ends.</p>')
+            if complete else f'<p class="note">{esc(imp)} (which genes matter) is written when the search ends, or by '
+            f'<code>fedevo plot {esc(str(data.run_dir))}</code>.</p>')
     figs: dict[str, str] = {}  # div id -> the figure's JSON: drawn by the page's script, the first screen first
 
     def fig_div(fig, div_id: str, what: str) -> str:

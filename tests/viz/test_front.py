@@ -505,3 +505,44 @@ def test_a_fourth_objective_is_in_the_tables_and_the_hypervolume_note(tmp_path_f
     imp = importance_html(data)
     assert "worst-10 % client error minimised" in imp and "objectives (all minimised)" not in imp
     assert [o.objective for o in importance(data)] == ["error", "comm", "eps", "worst_client_error"]
+
+
+def _same_point(problem, params, *, seed, rounds=None, data_dir=None, **_):
+    """Every evaluation the same point: no hypervolume growth, so --patience 1 ends the search early."""
+    from fedevo.result import EvaluationResult
+
+    return EvaluationResult(error=0.2, comm=100.0, eps=1.0, eps_paper=1.0, accuracy_global=0.8, omega=10,
+                            rounds=1, wall_s=0.01)
+
+
+def test_the_page_says_running_only_while_a_search_writes_the_run(fake_run, tmp_path):
+    """A search that ended early (--patience: 8 of 24 evaluations) is complete: no 'still running', no waiting
+    for importance.html; a stopped one (killed: no lock held) says how to go on; only a held run is running."""
+    import fcntl
+    import shutil
+
+    from fedevo.searching import Runtime, SearchSettings, search
+    from fedevo.viz.front import is_complete
+
+    out = tmp_path / "patience"
+    search(SearchSettings(problem="digits_mlp_local", pop=4, gen=6, seed=1, rounds=1, patience=1), out,
+           Runtime(workers=0), evaluator=_same_point)
+    data = load_run(out)
+    assert len(data.rows) < data.settings.expected_evaluations and is_complete(data)
+    page = front_html(data)
+    assert "The search is still running" not in page and "stopped before its end" not in page
+    assert "importance.html (which genes matter) is written" not in page
+
+    stopped = tmp_path / "stopped"  # generation 3 under way when the search was killed
+    shutil.copytree(fake_run, stopped)
+    sorted((stopped / "checkpoints").glob("gen-*.pkl"))[-1].unlink()
+    lines = (stopped / "evaluations.csv").read_text().splitlines(keepends=True)
+    (stopped / "evaluations.csv").write_text("".join(lines[:21]))
+    data = load_run(stopped)
+    assert not is_complete(data)
+    page = front_html(data)
+    assert "The search is still running" not in page
+    assert "stopped before its end (20 of 30 evaluations" in page and f"fedevo resume {stopped}" in page
+    with open(stopped / ".lock", "a+") as lock:  # what a running search holds (fedevo.searching.run.LOCK)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert "The search is still running" in front_html(data)

@@ -260,3 +260,32 @@ def test_retrain_works_whatever_the_problem_fixes(case, tmp_path):
     assert std.status == "ok" and std.eps == math.inf and std.privacy["mechanism"] == PrivacyConfig().mechanism
     picked = [rep.results[s.key] for s in rep.solutions if not s.is_standard]
     assert picked and all(r.status == "ok" and math.isfinite(r.eps) for r in picked)
+
+
+@pytest.mark.parametrize("sig,code,how", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "stopped by SIGTERM")])
+def test_retrain_stopped_says_so_and_leaves_nothing(run_dir, tmp_path, capsys, monkeypatch, sig, code, how):
+    # Ctrl-C / SIGTERM during the second training: one line saying that nothing was written and how to go on,
+    # exit 130 / 143 as `fedevo search`; no report directory is left (it used to exit 130 for both, silently)
+    import os
+    import signal
+
+    from fedevo.errors import Terminated
+    import fedevo.retraining as rt
+
+    calls, real = [], rt.retrain_evaluate
+
+    def evaluate(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), getattr(signal, sig))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(rt, "retrain_evaluate", evaluate)
+    monkeypatch.setattr(Terminated, "received", False)  # a SIGTERM marks the process; this test is one process
+    before = sorted(p.name for p in run_dir.iterdir())
+    code_, out, err = cli(["retrain", str(run_dir), "--pick", "knee", "--rounds", "2", "--workers", "0",
+                           "--out", str(tmp_path / "rt")], capsys)
+    assert code_ == code and len(calls) == 2
+    assert err.strip().splitlines()[-1] == (f"fedevo: {how}; nothing was written (the report is written once every "
+                                            "training has finished); run the same command again to retrain")
+    assert not (tmp_path / "rt").exists() and sorted(p.name for p in run_dir.iterdir()) == before

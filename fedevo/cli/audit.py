@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from .app import app
+from .stopped import stopped
 
 EXIT_VIOLATION = 3
 
@@ -38,25 +39,11 @@ def audit(
 
     kwargs = dict(problem=problem, params=None if params is None else parse_params(params), seed=seed, rounds=rounds,
                   canaries=canaries, confidence=confidence, out=out, data_dir=data_dir)
-    if quiet or as_json:
-        results = api.audit(run_dir, pick, **kwargs)
-    else:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rounds"),
-                       TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-
-        def on_start(n, total, target):  # called once every input is checked: a bad one stays one line
-            if n == 1:
-                bar.start()
-            task = bar.add_task(f"canary run {n}/{total}: {target.label}", total=target.cfg.rounds)
-            return lambda r: bar.update(task, completed=r)
-        try:
-            results = api.audit(run_dir, pick, on_start=on_start, **kwargs)
-        finally:
-            if bar.live.is_started:
-                bar.stop()
+    try:
+        results = api.audit(run_dir, pick, **kwargs) if quiet or as_json else _audit_with_bar(run_dir, pick, kwargs)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: audit.json and audit.html are all or nothing
+        raise stopped(e, "nothing was written (audit.json and audit.html are written once every configuration "
+                         "is audited); run the same command again to audit") from None
     dest = results[0].written_to
     if as_json:
         for r in results:
@@ -69,3 +56,26 @@ def audit(
         print(f"wrote {dest}/ (audit.json, audit.html)")
     if any(r.verdict == "VIOLATION" for r in results):
         sys.exit(EXIT_VIOLATION)
+
+
+def _audit_with_bar(run_dir, pick, kwargs):
+    """api.audit with a progress bar per configuration on stderr (from the first training: an error before it is
+    one line, no bar)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .. import api
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rounds"),
+                   TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+
+    def on_start(n, total, target):  # called once every input is checked: a bad one stays one line
+        if n == 1:
+            bar.start()
+        task = bar.add_task(f"canary run {n}/{total}: {target.label}", total=target.cfg.rounds)
+        return lambda r: bar.update(task, completed=r)
+    try:
+        return api.audit(run_dir, pick, on_start=on_start, **kwargs)
+    finally:
+        if bar.live.is_started:
+            bar.stop()

@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from .app import app
+from .stopped import stopped
 
 _PICK_HELP = ("Solutions to retrain, comma-separated: an evaluation id (12), knee, lowest-error[:N], "
               "lowest-comm[:N], lowest-eps[:N], front, and filters on the Pareto set (eps<=8, comm<=2000, "
@@ -204,35 +205,45 @@ def retrain(
     """Retrain picked Pareto solutions and the standard solution (dense, no privacy) for --rounds rounds;
     write RUN_DIR/retrain/report.csv, report.md and curves.html (seed 004's Tables 5–6; retrain-2/, ... when an
     earlier report exists: nothing is overwritten)."""
-    from rich.console import Console
-
     from .. import api
     from ..problem import parse_params
 
     std = parse_params(standard, "--standard")
     kwargs = dict(rounds=rounds, workers=workers, seed=seed, data_dir=data_dir, out=out, standard=std,
                   gpus_per_task=gpus_per_task)
-    if quiet:
-        report = api.retrain(run_dir, pick, **kwargs)
-    else:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        err = Console(stderr=True)
-        with contextlib.ExitStack() as stack:
-            shown = {}  # the bar starts with the first progress report: an error before it is one line, no bar
-
-            def progress(done, total, note):
-                if not shown:
-                    shown["bar"] = bar = stack.enter_context(Progress(
-                        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rounds"),
-                        TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=err, transient=True))
-                    shown["task"] = bar.add_task(f"retraining, {rounds} rounds each", total=None, last="")
-                shown["bar"].update(shown["task"], total=total, completed=done, last=note)
-
-            report = api.retrain(run_dir, pick, progress=progress, **kwargs)
+    try:
+        if quiet:
+            report = api.retrain(run_dir, pick, **kwargs)
+        else:
+            report = _retrain_with_bar(run_dir, pick, kwargs, rounds)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the report is all or nothing
+        raise stopped(e, "nothing was written (the report is written once every training has finished); run "
+                         "the same command again to retrain") from None
     if not quiet:
         _print_report(report)
     print(f"wrote {report.out_dir}/ (report.csv, report.md, curves.html, results.json)")
+
+
+def _retrain_with_bar(run_dir, pick, kwargs, rounds):
+    """api.retrain with a progress bar on stderr (from its first report: an error before it is one line, no bar)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .. import api
+
+    with contextlib.ExitStack() as stack:
+        shown = {}
+
+        def progress(done, total, note):
+            if not shown:
+                shown["bar"] = bar = stack.enter_context(Progress(
+                    TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rounds"),
+                    TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=Console(stderr=True),
+                    transient=True))
+                shown["task"] = bar.add_task(f"retraining, {rounds} rounds each", total=None, last="")
+            shown["bar"].update(shown["task"], total=total, completed=done, last=note)
+
+        return api.retrain(run_dir, pick, progress=progress, **kwargs)
 
 
 def _print_report(report) -> None:

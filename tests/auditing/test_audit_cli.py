@@ -116,3 +116,32 @@ def test_out_is_new_or_empty_and_data_dir_is_taken(tmp_path, capsys, monkeypatch
     assert code == 2 and "does not exist" in err
     code, out, err = cli(["audit"], capsys)
     assert code == 2 and "give RUN_DIR --pick SPEC (a run's evaluations) or --problem NAME" in err
+
+
+@pytest.mark.parametrize("sig,code,how", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "stopped by SIGTERM")])
+def test_audit_stopped_says_so_and_leaves_nothing(run_dir, capsys, monkeypatch, sig, code, how):
+    # Ctrl-C / SIGTERM during the second canary run: one line saying that nothing was written and how to go on,
+    # exit 130 / 143 as `fedevo search`; the run directory as it was (it used to exit 130 for both, silently)
+    import os
+    import signal
+
+    from fedevo.errors import Terminated
+    import fedevo.auditing.run as audit_run
+
+    calls, real = [], audit_run.audit_config
+
+    def audit_config(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), getattr(signal, sig))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(audit_run, "audit_config", audit_config)
+    monkeypatch.setattr(Terminated, "received", False)  # a SIGTERM marks the process; this test is one process
+    before = sorted(p.name for p in run_dir.iterdir())
+    got, out, err = cli(["audit", str(run_dir), "--pick", "lowest-error:2", "--canaries", "200"], capsys)
+    assert got == code and len(calls) == 2 and out == ""
+    assert err.strip().splitlines()[-1] == (f"fedevo: {how}; nothing was written (audit.json and audit.html are "
+                                            "written once every configuration is audited); run the same command "
+                                            "again to audit")
+    assert sorted(p.name for p in run_dir.iterdir()) == before

@@ -23,7 +23,8 @@ Grammar of a pick (comma-separated terms; spaces ignored; result in the order wr
 
 A spec of filters only picks the whole filtered Pareto set (as if `front` were added). Ties are broken by the
 other objectives, then by id. A pick that matches nothing (unknown id, filters that leave no Pareto solution,
-an empty front) is a FedevoError. ε = inf (no privacy) is larger than every number.
+an empty front) is a FedevoError, and so is a term that ranks or bounds by a value no Pareto solution has (None or
+NaN in all). ε = inf (no privacy) is larger than every number.
 
 The knee is never a solution no better than chance: with ``chance`` the bar a candidate's error must stay
 below — `RunData.knee_bar`: the error of guessing (1 − 1/classes) minus a margin for the test set's size,
@@ -326,6 +327,7 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
         selectors = [Term("front", "front")]
     from .searching.front_math import is_full
 
+    _refuse_undefined(terms, front)
     by_id = {int(r["id"]): r for r in rows if is_full(r)}  # a multi-fidelity search's lower rungs are never picked
     lower = {int(r["id"]): r for r in rows if not is_full(r)}
     needs_front = any(t.kind in ("knee", "lowest", "highest", "front") for t in selectors)
@@ -376,6 +378,22 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
             for r in cand:
                 add(r, "Pareto")
     return [Pick(row=r, reasons=tuple(out[int(r["id"])])) for r in order]
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _refuse_undefined(terms: Sequence[Term], front: Sequence[Mapping[str, Any]]) -> None:
+    """FedevoError for a term that ranks or bounds by a value no Pareto solution has (None or NaN in every one:
+    ε paper under central or distributed trust, an evaluator's accuracy it did not report): it would pick by the
+    tie-breaks, or filter on nothing, and call that a choice by the value (front.html leaves such a column out)."""
+    keyed = [(t, t.key) for t in terms if t.kind in ("lowest", "highest", "filter")]
+    keyed += [(t, c.key) for t in terms if t.kind == "knee" for c in t.caps]
+    for t, key in keyed:
+        if front and all(_missing(r.get(key)) for r in front):
+            raise FedevoError(f"pick term {t.text!r}: no Pareto solution has a value of {key} (it is undefined for "
+                              f"all {len(front)}); pick by another objective")
 
 
 def _capped_knee(cand, caps: Sequence[Term], objectives, chance: Optional[float]) -> Mapping[str, Any]:

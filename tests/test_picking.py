@@ -243,3 +243,18 @@ def test_knee_index_allowed_keeps_the_space():
     assert j in (2, 3)
     with pytest.raises(ValueError):
         knee_index(F, allowed=[False] * 4)
+
+
+def test_a_value_no_pareto_solution_has_neither_ranks_nor_bounds():
+    """ε paper under central trust (NaN for every evaluation) or an accuracy the evaluator never reported: a pick by
+    it would be the tie-breaks' choice called 'lowest-eps_paper #1' (front.html leaves such a column out); refused
+    in one line naming the term. A value some solutions lack still ranks the others (the missing ones last)."""
+    front = [{**r, "eps_paper": math.nan, "accuracy_global": None} for r in FRONT]
+    for spec in ("lowest-eps_paper", "highest-eps_paper:2", "eps_paper<=5", "knee:eps_paper<=5",
+                 "accuracy_global>=0.5,knee"):
+        with pytest.raises(FedevoError, match=r"pick term '[^']+': no Pareto solution has a value of "
+                                              r"(eps_paper|accuracy_global) \(it is undefined for all 6\)"):
+            pick(spec, ROWS, front)
+    some = [{**r, "eps_paper": math.nan} if r["id"] != 4 else r for r in FRONT]
+    assert ids(pick("lowest-eps_paper", ROWS, some)) == [4]
+    assert ids(pick("knee", ROWS, front)) == [3]  # the other terms as before

@@ -12,6 +12,9 @@ in accuracy, communication (as % of the standard's) and ε (its Tables 5–6). H
   partition, clients, epochs, batch, upload loss) is the problem's, as in the search;
 * every solution is trained on the same data with the same seed (default: the run's seed), for ``rounds`` rounds,
   with the accuracy measured after every round (``eval_every``), on Ray workers (``workers``; 0 = in-process).
+  The search evaluated each solution with its own evaluation seed (``eval_seed(run seed, id)``, evaluations.csv's
+  ``seed``): one pick retrained with that seed and the search's rounds gives the search's numbers again
+  (report.csv's ``search_seed`` and ``search_rounds``).
 
 The same run, picks, rounds and seed give the same numbers. Outputs, in ``RUN_DIR/retrain/`` (``retrain-2/``,
 ... when it exists: an earlier report is never overwritten; or ``out``, which must not hold anything):
@@ -47,7 +50,8 @@ DEFAULT_PICK = "lowest-error:2,knee"  # seed 004's solutions 1, 2 (lowest error)
 
 REPORT_COLUMNS = ("solution", "label", "id", "status", "rounds", "seed", "accuracy", "accuracy_global",
                   "accuracy_pct_of_standard", "accuracy_global_pct_of_standard", "comm", "comm_pct_of_standard",
-                  "eps", "eps_paper", "omega", "search_error", "search_comm", "search_eps", "wall_s")
+                  "eps", "eps_paper", "omega", "search_error", "search_comm", "search_eps", "search_rounds",
+                  "search_seed", "wall_s")
 # the Markdown main table: (column, header)
 MD_MAIN = (("solution", "Solution"), ("label", "picked by"), ("id", "id"), ("accuracy", "accuracy (mean client)"),
            ("accuracy_global", "global accuracy"), ("accuracy_pct_of_standard", "accuracy % of standard"),
@@ -208,6 +212,7 @@ class RetrainReport:
             "comm": r.comm if ok else None, "comm_pct_of_standard": _pct(r.comm, std.comm) if ok and std_ok else None,
             "eps": r.eps if ok else None, "eps_paper": r.eps_paper if ok else None, "omega": r.omega if ok else None,
             "search_error": srch.get("error"), "search_comm": srch.get("comm"), "search_eps": srch.get(self.eps_key),
+            "search_rounds": srch.get("rounds_trained"), "search_seed": srch.get("seed"),
             "wall_s": r.wall_s,
             **{k: v for o in self.extra_objectives
                for k, v in ((o.name, _read(o, r) if ok else None), (f"search_{o.name}", srch.get(o.name)))},
@@ -219,6 +224,8 @@ class RetrainReport:
         out = {"solution": v["solution"], "label": v["label"], "id": "" if v["id"] is None else str(v["id"]),
                "status": v["status"], "rounds": str(v["rounds"]), "seed": str(v["seed"]),
                "omega": "" if v["omega"] is None else str(int(v["omega"]))}
+        for k in ("search_rounds", "search_seed"):  # whole numbers; "" where the search has none (the standard)
+            out[k] = "" if v[k] is None or v[k] != v[k] else str(int(v[k]))
         for k in ("accuracy", "accuracy_global", "search_error"):
             out[k] = _f(v[k], 4)
         for k in ("accuracy_pct_of_standard", "accuracy_global_pct_of_standard", "comm_pct_of_standard"):
@@ -291,14 +298,18 @@ class RetrainReport:
             lines += ["", f"The picked {cost} % of the standard solution's communication"
                       + (f" and {'reaches' if len(picked) == 1 else 'reach up to'} {max(accs, key=lambda c: float(c['accuracy_pct_of_standard']))['accuracy_pct_of_standard']} % "
                          "of its accuracy." if accs else ".")]
-        lines += ["", "Genes and search-time objectives (the search trained each for a few rounds only):", "",
+        lines += ["", "Genes and search-time objectives: the search trained each solution for a few rounds only, "
+                  "with a seed of its own (its evaluation seed), where this report trains every solution with seed "
+                  f"{self.seed}; `fedevo retrain RUN --pick ID --rounds R --seed S` with the search's rounds R and "
+                  "seed S gives the search's numbers again.", "",
                   "| Solution | " + " | ".join(self.gene_names) + " | search error | search comm | search ε |"
-                  + "".join(f" search {o.name} |" for o in self.extra_objectives),
-                  "|---|" + "---:|" * (len(self.gene_names) + 3 + len(self.extra_objectives))]
+                  + "".join(f" search {o.name} |" for o in self.extra_objectives) + " search rounds | search seed |",
+                  "|---|" + "---:|" * (len(self.gene_names) + 5 + len(self.extra_objectives))]
         for c in cells:
             lines.append(f"| {c['solution']} | " + " | ".join(md(c[g]) for g in self.gene_names)
                          + f" | {md(c['search_error'])} | {md(c['search_comm'])} | {md(c['search_eps'])} |"
-                         + "".join(f" {md(c['search_' + o.name])} |" for o in self.extra_objectives))
+                         + "".join(f" {md(c['search_' + o.name])} |" for o in self.extra_objectives)
+                         + f" {md(c['search_rounds'])} | {md(c['search_seed'])} |")
         lines += ["", "Accuracy per round: curves.html.", ""]
         return "\n".join(lines)
 

@@ -289,3 +289,23 @@ def test_retrain_stopped_says_so_and_leaves_nothing(run_dir, tmp_path, capsys, m
     assert err.strip().splitlines()[-1] == (f"fedevo: {how}; nothing was written (the report is written once every "
                                             "training has finished); run the same command again to retrain")
     assert not (tmp_path / "rt").exists() and sorted(p.name for p in run_dir.iterdir()) == before
+
+
+def test_report_gives_each_picks_search_seed_and_rounds_which_reproduce_the_search(run_dir, tmp_path):
+    # the search evaluated each pick with its own seed, retraining every solution with one (the run's): the report
+    # names the search's seed and rounds per pick (it did not, so retrained numbers at the search's rounds looked
+    # unlike the search's), and a pick retrained with them gives the search's numbers exactly
+    data = load_run(run_dir)
+    report = retrain(run_dir, "knee,lowest-error:2", rounds=2, workers=0, out=tmp_path / "rt")
+    rows = read_csv(tmp_path / "rt" / "report.csv")
+    md = (tmp_path / "rt" / "report.md").read_text()
+    for s, row in zip(report.solutions, rows):
+        if s.is_standard:
+            assert row["search_seed"] == row["search_rounds"] == ""
+            continue
+        ev = next(r for r in data.rows if r["id"] == s.id)
+        assert row["search_seed"] == str(ev["seed"]) and row["search_rounds"] == str(ev["rounds_trained"])
+        assert f"| {ev['rounds_trained']} | {ev['seed']} |" in md
+        again = retrain(run_dir, str(s.id), rounds=int(row["search_rounds"]), seed=int(row["search_seed"]),
+                        workers=0, write=False).results["1"]
+        assert (again.error, again.comm, again.eps) == (ev["error"], ev["comm"], ev["eps"])

@@ -195,7 +195,7 @@ def retrain(
     pick: str = typer.Option("lowest-error:2,knee", "--pick", "-p", help=_PICK_HELP),
     rounds: int = typer.Option(150, "--rounds", help="Rounds of federated training per solution (paper: 150)."),
     workers: str = typer.Option("auto", "--workers", "-w", help="auto (default): in-process on a machine of 2 cores or fewer or for one training, else a local Ray with a worker per core (at most one per training); N: a local Ray with N workers; 0: in-process (its progress round by round)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of every training, in 0..2**32-1 (default: the run's seed); the same seed gives the same numbers."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of every training, in 0..2**32-1 (default: the run's seed); the same seed gives the same numbers. The search evaluated each pick with a seed of its own (report.csv's search_seed): --pick ID --rounds R --seed S with its rounds and seed gives the search's numbers again."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root (default: the run's)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report directory, new or empty (default: RUN_DIR/retrain, or retrain-2, ... if that exists)."),
     standard: Optional[str] = typer.Option(None, "--standard", help="JSON settings overriding the standard solution's, e.g. '{\"participation\": 1.0}' (seed 004's standard: C = 1)."),

@@ -1,0 +1,87 @@
+"""The docs' code blocks that a user pastes, where no other test runs them: docs/models.md's factory and problem
+file, docs/problems.md's evaluator and objective examples, docs/engine.md's opt-in keys; every shell block names a
+run directory that one command takes (no glob that matches several runs). (docs/api.md: tests/test_api_docs.py; docs/data.md: tests/data/test_docs_data.py; examples/README.md:
+tests/test_examples.py; README.md: tests/cli/test_readme_cli.py.)"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import fedevo
+from fedevo import _toml
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+PAGES = sorted(DOCS.glob("*.md")) + [REPO / "README.md", REPO / "examples" / "README.md",
+                                     REPO / "experiments" / "README.md"]
+
+
+def fenced(page: Path) -> list[tuple[str, str]]:
+    """Every fenced block of a page: (its language, possibly "", its text)."""
+    out, lang, body = [], None, []
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            if lang is None:
+                lang, body = line[3:].strip(), []
+            else:
+                out.append((lang, "\n".join(body) + "\n"))
+                lang = None
+        elif lang is not None:
+            body.append(line)
+    return out
+
+
+def blocks(page: Path, lang: str) -> list[str]:
+    return [text for la, text in fenced(page) if la == lang]
+
+
+GENE = '\n[genes]\nlr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }\n'
+
+
+def test_models_md_factory_and_problem_file_evaluate(tmp_path):
+    (factory,) = blocks(DOCS / "models.md", "python")
+    problem_file = blocks(DOCS / "models.md", "toml")[1]
+    (tmp_path / "models.py").write_text(factory)
+    (tmp_path / "mine.toml").write_text(problem_file)
+    problem = fedevo.Problem.from_file(tmp_path / "mine.toml")
+    r = fedevo.evaluate(problem, {"hidden": 32}, rounds=1)
+    assert r.status == "ok" and 0 <= r.error <= 1
+
+
+def test_problems_md_evaluator_example_is_the_examples_file(tmp_path):
+    """The page's own_training problem runs beside examples/own_training.py, and is that example's file."""
+    text = blocks(DOCS / "problems.md", "toml")[0]
+    example = _toml.loads((REPO / "examples" / "own_training.toml").read_text())
+    example.pop("description")
+    assert _toml.loads(text) == example
+    shutil.copy(REPO / "examples" / "own_training.py", tmp_path)
+    (tmp_path / "own_training.toml").write_text(text)
+    r = fedevo.evaluate(fedevo.Problem.from_file(tmp_path / "own_training.toml"), {}, rounds=2)
+    assert r.status == "ok", r.message
+
+
+def test_problems_md_objective_table_loads(tmp_path):
+    text = blocks(DOCS / "problems.md", "toml")[1]
+    (tmp_path / "my_objectives.py").write_text("def latency(result):\n    return result.metrics.get('latency')\n")
+    (tmp_path / "p.toml").write_text('dataset = "digits"\nmodel = "mlp"\n' + text + GENE)
+    problem = fedevo.Problem.from_file(tmp_path / "p.toml")
+    assert list(problem.objectives) == ["error", "comm", "eps", "latency"]
+
+
+def test_engine_md_opt_in_keys_load(tmp_path):
+    (text,) = blocks(DOCS / "engine.md", "toml")
+    (tmp_path / "p.toml").write_text('dataset = "digits"\nmodel = "mlp"\n' + text + GENE)
+    cfg = fedevo.Problem.from_file(tmp_path / "p.toml").sim_config()
+    assert (cfg.batch_schedule, cfg.tf32, cfg.torch_compile) == ("device", True, True)
+
+
+def test_shell_blocks_give_a_command_one_run_directory():
+    """`fedevo audit runs/digits_mlp-*/` takes every digits_mlp run there is, and a second one is 'unexpected extra
+    argument': a block names the newest with `run=$(ls -td ... | head -n 1)` instead."""
+    bad = [(page.name, line) for page in PAGES for lang, block in fenced(page) if lang in ("bash", "sh", "")
+           for line in block.splitlines()
+           if re.match(r"\s*fedevo\s", line) and re.search(r"\s\S*\*\S*", line.split("#")[0])]
+    assert not bad, bad
+

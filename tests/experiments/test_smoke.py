@@ -47,3 +47,21 @@ def test_audit_table_quick(tmp_path):
     assert "| default: central, σ = 1, q = 1 % | digits_mlp `{}` | 0.592 |" in md
     assert "inconclusive" in md and "VIOLATION" not in md  # e.g. no sampling: ε 19.4 > what the canaries can show
 
+
+
+def test_trust_models_one_seed(tmp_path):
+    """README.md's trust-model table comes from results/trust_models/: the script still runs, and its ε (exact,
+    the same on every CPU) are still the committed ones; the errors depend on the CPU and are not compared."""
+    import json
+    import math
+
+    load("trust_models").main(["--seeds", "0", "--out", str(tmp_path)])
+    fresh = json.loads((tmp_path / "trust_models" / "results.json").read_text())
+    committed = json.loads((EXP / "results" / "trust_models" / "results.json").read_text())
+    assert [r["case"] for r in fresh] == [r["case"] for r in committed]
+    for f, c in zip(fresh, committed):
+        assert f["params"] == c["params"] and f["trust"] == c["trust"], f["case"]
+        assert (f["eps"] is None) == (c["eps"] is None), f["case"]
+        if f["eps"] is not None:
+            assert math.isclose(f["eps"], c["eps"], rel_tol=1e-6), (f["case"], f["eps"], c["eps"])
+    assert "| central σ=1 | `{\"sigma\": 1.0}` | central | 1 |" in (tmp_path / "trust_models" / "README.md").read_text()

@@ -85,6 +85,27 @@ def _search(problem, out, *extra):
 def test_digits_clients_search(digits_dir, tmp_path):
     front = _search(digits_dir / "digits_clients.toml", tmp_path / "run", "--rounds", 1)
     assert {"hidden", "lr", "sigma"} <= set(front[0])
+    # then, as the README goes on: the Pareto set, and the knee retrained (fewer rounds here)
+    r = run_cli("front", tmp_path / "run", timeout=120)
+    assert r.returncode == 0 and "knee" in r.stdout, r.stderr
+    r = run_cli("retrain", tmp_path / "run", "--pick", "knee", "--rounds", 2, "--quiet", timeout=120)
+    assert r.returncode == 0 and (tmp_path / "run" / "retrain" / "report.md").exists(), r.stderr
+
+
+def test_readme_python_block_runs(digits_dir, tmp_path, monkeypatch, capsys):
+    """examples/README.md's Python block, from a folder laid out as the repository's root (smaller: pop 4, one
+    generation, 2 retraining rounds)."""
+    import re
+
+    (block,) = re.findall(r"```python\n(.*?)```", (EXAMPLES / "README.md").read_text(), flags=re.S)
+    small = block.replace("pop=8, gen=2", "pop=4, gen=1").replace("rounds=50", "rounds=2")
+    assert small.count("pop=4, gen=1") == 1 and small.count("rounds=2") == 1
+    (tmp_path / "examples").symlink_to(digits_dir)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(small, "examples/README.md", "exec"), {"__name__": "examples_readme"})
+    lines = capsys.readouterr().out.split("\n")
+    assert 0 <= float(lines[0]) <= 1 and len(lines[1].split()) == 5
+    assert (tmp_path / "runs" / "digits-clients-py" / "retrain" / "report.md").exists()
 
 
 def test_own_training_search(tmp_path):

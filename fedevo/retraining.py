@@ -58,6 +58,10 @@ MD_MAIN = (("solution", "Solution"), ("label", "picked by"), ("id", "id"), ("acc
            ("accuracy_global_pct_of_standard", "global accuracy % of standard"), ("comm", "comm"),
            ("comm_pct_of_standard", "comm % of standard"), ("eps", "ε (accountant)"), ("eps_paper", "ε (paper)"),
            ("omega", "Ω"))
+# what a picked solution's ε holds under, as its training's privacy summary records it: (key, name)
+CLAIM_KEYS = (("trust", "trust"), ("neighbouring", "neighbouring"), ("amplification", "amplification"),
+              ("accountant", "accountant"), ("delta", "δ"), ("population", "population N"),
+              ("cohort", "cohort M"))
 
 
 # ============================================================================================ the standard
@@ -278,6 +282,7 @@ class RetrainReport:
                  "accuracy = mean client test accuracy (1 − f1); comm = parameters uploaded per round per client "
                  "slot; ε at the problem's δ (`inf`: no privacy); Ω = active parameters; % = of the standard "
                  "solution. The numbers are those of report.csv.", "",
+                 *(line[0].upper() + line[1:] + "." for line in self.privacy_claims()), "",
                  "| " + " | ".join(h for _, h in MD_MAIN) + " |",
                  "|" + "|".join("---" if k in ("solution", "label") else "---:" for k, _ in MD_MAIN) + "|"]
         main = list(MD_MAIN) + [(o.name, o.label + (f" ({o.unit})" if o.unit else "")) for o in self.extra_objectives]
@@ -327,6 +332,26 @@ class RetrainReport:
                       "seed": self.seed, "standard_params": dict(self.standard_params),
                       "solutions": [{"solution": s.key, "label": s.label, "id": s.id, "params": dict(s.params),
                                      "result": self.results[s.key].to_dict()} for s in self.solutions]})
+
+    def privacy_claims(self) -> list[str]:
+        """What the picked solutions' ε hold under — trust model, neighbouring relation, amplification, accountant,
+        δ, deployment — as each training recorded it (its privacy summary), one line per distinct claim, naming
+        its solutions where they differ (report.md and the terminal)."""
+        from .viz.html import fmt
+
+        claims: dict[str, list[str]] = {}
+        for s in self.solutions:
+            if s.is_standard:
+                continue
+            priv = dict(self.results[s.key].privacy or {})
+            text = ("nothing its training recorded" if not priv else
+                    " · ".join(f"{name} {fmt(priv[k])}" for k, name in CLAIM_KEYS if priv.get(k) is not None)
+                    if _claims_privacy(priv.get("mechanism")) else "no privacy (ε = ∞)")
+            claims.setdefault(text or "nothing its training recorded", []).append(s.key)
+        if len(claims) == 1:
+            return [f"every picked solution's ε holds under: {next(iter(claims))}"]
+        return [f"solution{'s' if len(keys) > 1 else ''} {', '.join(keys)}: ε holds under: {text}"
+                for text, keys in claims.items()]
 
     def privacy_rows(self) -> list[dict[str, Any]]:
         """Per solution what its ε is under and how it compares with the search's (curves.html): the trust model,

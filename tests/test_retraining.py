@@ -309,3 +309,18 @@ def test_report_gives_each_picks_search_seed_and_rounds_which_reproduce_the_sear
         again = retrain(run_dir, str(s.id), rounds=int(row["search_rounds"]), seed=int(row["search_seed"]),
                         workers=0, write=False).results["1"]
         assert (again.error, again.comm, again.eps) == (ev["error"], ev["comm"], ev["eps"])
+
+
+def test_report_says_what_each_eps_holds_under(run_dir, tmp_path, capsys):
+    # report.md and the terminal state the picked solutions' trust model, neighbouring relation and accountant as
+    # their trainings recorded them (report.md said only "ε at the problem's δ"; curves.html trust, δ, N, M)
+    code, out, err = cli(["retrain", str(run_dir), "--pick", "knee,lowest-error:2", "--rounds", "2", "--workers", "0",
+                          "--out", str(tmp_path / "rt")], capsys)
+    assert code in (0, None), err
+    priv = json.loads((tmp_path / "rt" / "results.json").read_text())["solutions"][0]["result"]["privacy"]
+    assert priv["neighbouring"] and priv["accountant"]
+    md = (tmp_path / "rt" / "report.md").read_text()
+    for text in (md, out):
+        line = next(ln for ln in text.splitlines() if "holds under" in ln)
+        for k in ("trust", "neighbouring", "accountant"):
+            assert f"{k} {priv[k]}" in line, (k, line)

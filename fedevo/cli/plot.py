@@ -265,3 +265,5 @@ def _print_report(report) -> None:
         cells = report.cells(s)
         t.add_row(*(escape(cells[k] or "–") for k, _ in cols), style="dim" if s.is_standard else None)
     c.print(t)
+    for line in report.privacy_claims():
+        c.print(line, highlight=False, markup=False, soft_wrap=True)

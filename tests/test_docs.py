@@ -1,10 +1,12 @@
 """The docs' code blocks that a user pastes, where no other test runs them: docs/models.md's factory and problem
 file, docs/problems.md's evaluator and objective examples, docs/engine.md's opt-in keys; every shell block names a
-run directory that one command takes (no glob that matches several runs). (docs/api.md: tests/test_api_docs.py; docs/data.md: tests/data/test_docs_data.py; examples/README.md:
+run directory that one command takes (no glob that matches several runs); docs/retrain-example.md and its .csv are
+one report. (docs/api.md: tests/test_api_docs.py; docs/data.md: tests/data/test_docs_data.py; examples/README.md:
 tests/test_examples.py; README.md: tests/cli/test_readme_cli.py.)"""
 
 from __future__ import annotations
 
+import csv
 import re
 import shutil
 from pathlib import Path
@@ -85,3 +87,14 @@ def test_shell_blocks_give_a_command_one_run_directory():
            if re.match(r"\s*fedevo\s", line) and re.search(r"\s\S*\*\S*", line.split("#")[0])]
     assert not bad, bad
 
+
+
+def test_retrain_example_md_and_csv_are_one_report():
+    """docs/retrain-example.md says its numbers are those of report.csv: the committed .csv beside it is that file."""
+    md = (DOCS / "retrain-example.md").read_text()
+    first = md.split("| Solution | picked by |", 1)[1].split("\n\n", 1)[0]  # the retrained numbers' table
+    table = [[c.strip() for c in line.split("|")[1:-1]] for line in first.splitlines()[2:]]
+    with open(DOCS / "retrain-example.csv", newline="") as f:
+        report = list(csv.DictReader(f))
+    assert table and [(r["solution"], r["label"], r["id"] or "–", r["accuracy"], r["comm"], r["eps"])
+                      for r in report] == [(t[0], t[1], t[2], t[3], t[7], t[9]) for t in table]

@@ -1,8 +1,9 @@
 """Calling user code (a model factory, an evaluator) so that what it does ends with *it* (issue #35): sys.exit and
 a KeyboardInterrupt it raises become :class:`UserExit`, an exception like any other; a real Ctrl-C (a SIGINT to
-this process, flagged by the handler :func:`watch_interrupts` installs) and SIGTERM stay interrupts; its output
-can be collected or sent to stderr. The bottom layer: every other module may use it (fedevo.searching.containment
-builds the search's containment on it)."""
+this process, flagged by the handler :func:`watch_interrupts` installs) and SIGTERM stay interrupts; what it
+changes of the process's shared state (the working directory, the streams, warning filters, torch's defaults) is
+put back (:func:`kept_state`); its output can be collected or sent to stderr. The bottom layer: every other
+module may use it (fedevo.searching.containment builds the search's containment on it)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from typing import Callable
 
 from .errors import Terminated
@@ -52,9 +54,11 @@ class UserExit(Exception):
 
 def call_user(fn: Callable, *args, **kwargs):
     """fn(*args, **kwargs) with SystemExit, a KeyboardInterrupt that no signal caused and any other BaseException
-    (GeneratorExit, the user's own subclass) turned into UserExit."""
+    (GeneratorExit, the user's own subclass) turned into UserExit, and the process state it may change put back
+    (:func:`kept_state`)."""
     try:
-        return fn(*args, **kwargs)
+        with kept_state():
+            return fn(*args, **kwargs)
     except KeyboardInterrupt as e:
         if real_interrupt(e):
             raise
@@ -66,6 +70,71 @@ def call_user(fn: Callable, *args, **kwargs):
         raise
     except BaseException as e:  # noqa: BLE001 - GeneratorExit, a BaseException subclass: not the search's end
         raise UserExit(f"{type(e).__name__} raised by the evaluation's code{f': {e}' if str(e) else ''}") from None
+
+
+# torch's process-wide settings as a fresh import has them (user code may import torch for the first time)
+_TORCH_DEFAULTS = {"dtype": "float32", "deterministic": (False, False)}
+
+
+def _torch_state(torch) -> dict:
+    return {"dtype": torch.get_default_dtype(), "threads": torch.get_num_threads(), "grad": torch.is_grad_enabled(),
+            "deterministic": (torch.are_deterministic_algorithms_enabled(),
+                              torch.is_deterministic_algorithms_warn_only_enabled())}
+
+
+def _set_torch_state(torch, state: dict) -> None:
+    """Each setting put back only where it changed (torch.use_deterministic_algorithms takes seconds at its first
+    call: it imports torch's compiler)."""
+    now = _torch_state(torch)
+    dtype = getattr(torch, state["dtype"]) if isinstance(state["dtype"], str) else state["dtype"]
+    if now["dtype"] != dtype:
+        torch.set_default_dtype(dtype)
+    if "threads" in state and now["threads"] != state["threads"]:
+        torch.set_num_threads(state["threads"])
+    if now["grad"] != state.get("grad", True):
+        torch.set_grad_enabled(state.get("grad", True))
+    if now["deterministic"] != state["deterministic"]:
+        on, warn_only = state["deterministic"]
+        torch.use_deterministic_algorithms(on, warn_only=warn_only)
+
+
+@contextlib.contextmanager
+def kept_state():
+    """Inside, user code may change what the process shares; after it, fedevo's next step (the next evaluation,
+    the run directory's writes, the progress lines) finds it as before: the working directory (a relative run
+    directory), sys.stdout and sys.stderr, the warning filters, numpy's floating-point error handling, and
+    torch's default dtype (float64 made every later simulator evaluation 'diverged'), deterministic mode, grad
+    mode and intra-op threads."""
+    cwd = _getcwd()
+    streams = sys.stdout, sys.stderr
+    torch = sys.modules.get("torch")
+    state = _torch_state(torch) if torch is not None else _TORCH_DEFAULTS
+    filters = list(warnings.filters)
+    np = sys.modules.get("numpy")
+    floating = np.geterr() if np is not None else None
+    try:
+        yield
+    finally:
+        if warnings.filters != filters:  # only then: a change clears the registries of warnings shown once
+            warnings.filters[:] = filters
+            warnings._filters_mutated()
+        if cwd is not None and _getcwd() != cwd:
+            with contextlib.suppress(OSError):
+                os.chdir(cwd)
+        sys.stdout, sys.stderr = streams
+        if floating is not None:
+            np.seterr(**floating)
+        torch = sys.modules.get("torch")
+        if torch is not None and hasattr(torch, "set_default_dtype"):  # not a half-imported torch
+            _set_torch_state(torch, state)
+
+
+def _getcwd():
+    """The working directory, or None where it was removed (nothing to go back to)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
 
 
 @contextlib.contextmanager
@@ -95,4 +164,5 @@ def stdout_to_stderr():
         os.close(saved)
 
 
-__all__ = ["UserExit", "call_user", "captured_stdout", "real_interrupt", "stdout_to_stderr", "watch_interrupts"]
+__all__ = ["UserExit", "call_user", "captured_stdout", "kept_state", "real_interrupt", "stdout_to_stderr",
+           "watch_interrupts"]

@@ -8,6 +8,9 @@ evaluation's result, never as the search's.
   (:class:`UserExit`, status ``failed`` with its message). A real Ctrl-C still stops the search resumable: the
   SIGINT handler installed by :func:`watch_interrupts` sets a flag first, and :func:`real_interrupt` reads it
   (SIGTERM: :class:`fedevo.errors.Terminated`).
+* **Shared state.** What user code changes of the process (the working directory, ``sys.stdout`` / ``sys.stderr``,
+  warning filters, numpy's error handling, torch's default dtype, deterministic mode, grad mode and threads) is put
+  back after each call (:func:`fedevo.usercode.kept_state`): the next evaluation gives the numbers it gives alone.
 * **Results.** An ``ok`` result's built-in objectives must lie in their valid ranges (:func:`out_of_range`, from
   their ``lower`` / ``upper``); one that does not is the evaluator's error, marked ``failed``. A user's objective
   is read once, in the search's process, its output to ``user.log`` too; a value outside its range, or a read

@@ -59,3 +59,98 @@ def test_a_user_objective_that_exits_fails_its_value_only(tmp_path, body, note):
     hit = [r for r in rows if float(r["error"]) > 0.45]
     assert hit and all(r["lat"] == "" and r["message"].startswith(note) for r in hit)
     assert all(float(r["lat"]) == pytest.approx(3 * float(r["error"])) for r in rows if float(r["error"]) <= 0.45)
+
+
+@pytest.fixture
+def restored():
+    """The process state these tests' user code changes, put back after the test whatever happened (without
+    the fix under test, it would spoil the tests after it)."""
+    import os
+    import sys
+    import warnings
+
+    import numpy as np
+    import torch
+
+    saved = (os.getcwd(), sys.stdout, sys.stderr, list(warnings.filters), np.geterr(), torch.get_default_dtype(),
+             torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(), torch.is_grad_enabled())
+    yield
+    cwd, sys.stdout, sys.stderr, filters, err, dtype, deterministic, threads, grad = saved
+    os.chdir(cwd)
+    warnings.filters[:] = filters
+    warnings._filters_mutated()
+    np.seterr(**err)
+    torch.set_default_dtype(dtype)
+    torch.use_deterministic_algorithms(deterministic)
+    torch.set_num_threads(threads)
+    torch.set_grad_enabled(grad)
+
+
+def _simulator_then_mischief(problem, params, *, seed, rounds=None, data_dir=None, **kwargs):
+    """fedevo's simulator, after which the user's code changes what the process shares."""
+    import os
+    import sys
+    import warnings
+
+    import numpy as np
+    import torch
+
+    result = fedevo.evaluate(problem, params, seed=seed, rounds=rounds, data_dir=data_dir)
+    if _simulator_then_mischief.on:
+        torch.set_default_dtype(torch.float64)
+        torch.use_deterministic_algorithms(True)
+        torch.set_num_threads(1)
+        np.seterr(all="raise")
+        warnings.simplefilter("error")
+        sys.stderr = None
+        os.chdir(os.path.dirname(os.getcwd()))
+    return result
+
+
+def test_what_user_code_changes_in_the_process_does_not_change_the_next_evaluation(tmp_path, monkeypatch,
+                                                                                   restored):
+    """Same seed, same evaluations, whatever the previous evaluation's code did to the process: after
+    torch.set_default_dtype(torch.float64) every later simulator evaluation was 'diverged' (non-finite local
+    update); after os.chdir the search crashed writing its relative run directory (FileNotFoundError: 'R/user.log');
+    after sys.stderr = None its progress lines were gone."""
+    monkeypatch.chdir(tmp_path)
+    runs = {}
+    for on in (False, True):
+        _simulator_then_mischief.on = on
+        out = f"R{int(on)}"  # relative: written where the search started
+        runs[on] = fedevo.search("digits_mlp", pop=4, gen=2, rounds=1, seed=3, workers=0, out=out, page=False,
+                                 evaluator=_simulator_then_mischief)
+        assert (tmp_path / out / "evaluations.csv").is_file()
+    assert [(r.status, r["error"], r["comm"], r["eps"]) for r in runs[True].evaluations] == \
+        [(r.status, r["error"], r["comm"], r["eps"]) for r in runs[False].evaluations]
+    assert {r.status for r in runs[True].evaluations} == {"ok"}
+
+
+def test_call_user_puts_back_what_the_code_changed(tmp_path, monkeypatch, restored):
+    import os
+    import sys
+    import warnings
+
+    import numpy as np
+    import torch
+
+    from fedevo.usercode import call_user
+
+    monkeypatch.chdir(tmp_path)
+    before = (os.getcwd(), sys.stdout, sys.stderr, list(warnings.filters), np.geterr(), torch.get_default_dtype(),
+              torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(), torch.is_grad_enabled())
+
+    def mischief():
+        os.chdir("/")
+        sys.stdout = sys.stderr = None
+        warnings.simplefilter("error")
+        np.seterr(all="raise")
+        torch.set_default_dtype(torch.float64)
+        torch.use_deterministic_algorithms(True)
+        torch.set_num_threads(1)
+        torch.set_grad_enabled(False)
+        return "done"
+
+    assert call_user(mischief) == "done"
+    assert (os.getcwd(), sys.stdout, sys.stderr, list(warnings.filters), np.geterr(), torch.get_default_dtype(),
+            torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(), torch.is_grad_enabled()) == before

@@ -123,7 +123,7 @@ def front(
     key = data.eps_key if sort == "eps" else sort
     extra = [o for o in objs if o.name not in ("error", "comm", "eps", "eps_paper")]  # columns of their own
     m = data.marks()
-    if pick:
+    if pick is not None:  # an empty --pick is a bad pick (one line), not no pick
         picks = data.pick(pick)
         rows = [p.row for p in picks]
         m = {p.id: list(p.reasons) for p in picks}
@@ -184,7 +184,7 @@ def front(
     if not wide:
         c.print(genes)
     bad = data.bad_rows
-    if bad and not pick:
+    if bad and pick is None:
         c.print(f"{len(bad)} evaluation(s) not ok (failed/diverged): ids {', '.join(str(r['id']) for r in bad[:20])}"
                 f"{' …' if len(bad) > 20 else ''}")
 

@@ -141,6 +141,7 @@ def test_bad_run_dirs(real_run, tmp_path, capsys):
         (["front", str(tmp_path / "fresh")], "holds no evaluations yet"),
         (["front", str(real_run), "--sort", "accuracy"], "--sort must be one of error, comm, eps"),
         (["front", str(real_run), "--pick", "12345"], "no evaluation with id 12345"),
+        (["front", str(real_run), "--pick", ""], "empty pick"),  # as retrain's; it printed the whole front
     ]
     for argv, msg in cases:
         code, out, err = cli(argv, capsys)
@@ -167,7 +168,9 @@ def test_front_json_pick_and_chance_knee(chance_dir, capsys):
     for p in picks:
         assert set(p) >= {"id", "objectives", "genes", "picked_by", "on_front", "status"}
         r = rows[p["id"]]
-        assert p["objectives"]["error"] == float(r["error"]) and p["objectives"]["eps"] == float(r["eps"])
+        for k in ("error", "eps"):  # JSON null: a CSV cell that is no finite number (∞, or NaN: not measured)
+            v = float(r[k])
+            assert p["objectives"][k] == v if math.isfinite(v) else p["objectives"][k] is None
         assert p["genes"]["sigma"] == float(r["sigma"]) and p["genes"]["layers"] == int(r["layers"])
     assert picks[0]["objectives"]["error"] < 0.9  # the knee is better than chance
     assert picks[1]["objectives"]["error"] >= 0.9  # ... while the most private solution is not

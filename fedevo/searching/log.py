@@ -4,7 +4,11 @@ a torn last line cut off on open; and atomic_write, how every other file of a ru
 The log's last column, ``chain``, is a hash chain over its lines: each row's cell is :func:`chain_next` of the
 previous row's cell (the first row's: of :func:`chain_start`, which covers run.json's bytes and the header) and
 the row's own bytes up to that cell. fedevo.searching.integrity checks it to the last row. A log written before
-the chain (no ``chain`` column) is read and appended to as it is, unchained."""
+the chain (no ``chain`` column) is read and appended to as it is, unchained.
+
+A row whose status is not ok (failed, diverged) holds NaN for error, comm, eps, eps_paper and accuracy_global,
+whatever the evaluation returned: they were not measured (a diverged model's stand-ins, error 1 and ε = inf, read
+as a result and as 'no privacy'); its objectives are their worst values for the search either way."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -197,10 +202,13 @@ class EvalLog:
         if values is None:
             values, notes = self.objective_values(r, task_label(task))
         message = "\n".join(m for m in (r.message or "", notes) if m)
+        measured = (r.error, r.comm, r.eps, r.eps_paper, r.accuracy_global)
+        if r.status != "ok":  # not results (a diverged model's error 1 and ε = ∞ were stand-ins): NaN, as a failure's
+            measured = (math.nan,) * len(measured)
         return ([str(task.id), str(task.generation), str(task.index), str(task.seed)]
                 + [self._gene_cell(g, task.params[g.name]) for g in self.genes]
-                + [_fmt_float(r.error), _fmt_float(r.comm), _fmt_float(r.eps), _fmt_float(r.eps_paper),
-                   _fmt_float(r.accuracy_global), str(int(r.omega or 0)), r.status, _fmt_float(r.wall_s),
+                + [_fmt_float(v) for v in measured]
+                + [str(int(r.omega or 0)), r.status, _fmt_float(r.wall_s),
                    str(int(r.rounds or 0)), _escape(privacy), _escape(message)]
                 + [_fmt_float(v) for v in values]
                 + ([str(int(task.rung)), repr(float(task.fidelity))] if self.rungs else []))

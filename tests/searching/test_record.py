@@ -90,12 +90,14 @@ def test_the_log_returns_what_it_reads_back(tmp_path):
     written = log.append(Task(7, 2, 1, params, 99, rung=1, fidelity=0.5), res)
     log.close()
     again = EvalLog(tmp_path / "evaluations.csv", space.genes, rungs=True, run_json=b"{}").open()
-    assert again == [written]
+    assert [row_digest(r) for r in again] == [row_digest(written)]  # (NaN cells: == is never true of them)
     w = again[0]
     assert (w.id, w.generation, w.index, w.seed, w.rung, w.fidelity, w.full) == (7, 2, 1, 99, 1, 0.5, False)
-    assert w.result.message == "line one\nline two" and w.result.eps == math.inf and w["eps"] == math.inf
-    assert w.value("eps_paper") is None and w.status == "diverged" and not w.ok
-    assert pickle.loads(pickle.dumps(w)) == w  # travels to Ray workers and into checkpoints
+    assert w.result.message == "line one\nline two" and w.status == "diverged" and not w.ok
+    # a diverged evaluation's numbers are not results (its ε = ∞ read as 'no privacy'): logged NaN, as a failure's
+    assert all(math.isnan(w[k]) for k in ("error", "comm", "eps", "eps_paper", "accuracy_global"))
+    assert w.value("eps") is None and w["omega"] == 12 and w["rounds_trained"] == 3
+    assert row_digest(pickle.loads(pickle.dumps(w))) == row_digest(w)  # travels to Ray workers and into checkpoints
 
 
 def test_a_record_refuses_what_no_log_holds():
@@ -109,3 +111,32 @@ def test_a_record_refuses_what_no_log_holds():
         EvaluationRecord(id=0, generation=1, index=0, seed=0, params={}, result={"error": 0.1})
     with pytest.raises(ValueError, match="status 'odd'"):
         EvaluationResult(error=0.1, comm=1.0, eps=1.0, eps_paper=1.0, accuracy_global=0.9, omega=1, status="odd")
+
+
+def test_a_diverged_or_failed_evaluation_reports_no_numbers(tmp_path, capsys):
+    """evaluations.csv holds no objective value of an evaluation that is not ok: a diverged one's stand-ins (the
+    simulator's error 1, comm and ε = ∞; here an evaluator's ε = ∞) were written and `fedevo front --pick ID` showed
+    them as its result, ε '∞' under the caption 'ε = ∞: no privacy'. Every reader now reads NaN: '–', JSON null."""
+    import json
+
+    from tests.helpers import run_cli
+
+    out = tmp_path / "run"
+    search(SearchSettings(problem="digits_mlp_local", pop=10, gen=1, seed=4), out, SERIAL,
+           evaluator=search_fakes.fake_flaky)
+    data = load_run(out)
+    bad = [r for r in data.rows if not r.ok]
+    assert {r.status for r in bad} == {"failed", "diverged"}
+    with open(out / "evaluations.csv", newline="") as f:
+        cells = {int(r["id"]): r for r in csv.DictReader(f)}
+    for r in bad:
+        assert [cells[r.id][k] for k in ("error", "comm", "eps", "eps_paper", "accuracy_global")] == ["nan"] * 5
+        assert all(math.isnan(r[k]) for k in ("error", "comm", "eps", "eps_paper", "accuracy_global"))
+    div = next(r for r in bad if r.status == "diverged")
+    code, text, err = run_cli(["front", str(out), "--pick", str(div.id), "--json"], capsys)
+    assert code in (0, None), err
+    shown = json.loads(text)[0]
+    assert shown["status"] == "diverged" and set(shown["objectives"].values()) == {None}
+    code, text, err = run_cli(["front", str(out), "--pick", str(div.id)], capsys)
+    row = next(line for line in text.splitlines() if "diverged" in line)
+    assert "∞" not in row and row.count("–") >= 5, row

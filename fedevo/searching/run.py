@@ -449,7 +449,7 @@ class SearchRun:
                 ask_s = time.perf_counter() - t_ask
                 if not params:  # the optimiser found no new candidates (NSGA-III: no non-duplicate offspring)
                     state = {**state, "stopped_early": True, "stop": "exhausted", "search_s": elapsed()}
-                    save_checkpoint(self.run_dir, state)
+                    self._save(state)
                     break
                 t_eval = time.perf_counter()
                 results = self._batch_evaluator(g, state["next_id"], by_id, runner, evaluator, callback,
@@ -475,7 +475,7 @@ class SearchRun:
                 if reason:
                     state["stop"] = reason
                 self._write_batches(state["batches"])
-                save_checkpoint(self.run_dir, state)
+                self._save(state)
                 if s.multi_fidelity:  # the generation is done: no training state of it is needed any more
                     remove_states(self.run_dir, range(state["next_id"] - len(params), state["next_id"]))
                 callback.on_generation(g, self.data(done_rows, front=front, hypervolume=table))
@@ -483,14 +483,14 @@ class SearchRun:
                 reason = self._stop_reason({**state, "search_s": elapsed()})
                 if reason:
                     state = {**state, "stop": reason, "search_s": elapsed()}
-                    save_checkpoint(self.run_dir, state)
+                    self._save(state)
         except _Abort as e:
             raise SearchStoppedError(str(e), self.run_dir) from None
         finally:
             if runner is not None:
                 runner.close()
         if state.get("stop"):
-            atomic_write(self.run_dir / STOP_FILE, json.dumps(stop_record(state["stop"], state, s), indent=2) + "\n")
+            self._write_stop(state)
         done_rows = self._rows_upto(by_id, state["next_id"])
         front, _ = self.write_outputs(done_rows, state["generation"])
         return Summary(run_dir=self.run_dir, generations=state["generation"], n_gen=s.gen,
@@ -502,6 +502,17 @@ class SearchRun:
                        full_fidelity=sum(map(is_full, done_rows)) if s.multi_fidelity else None,
                        first_failure=next((r["message"].strip().splitlines()[0] for r in done_rows
                                            if r["status"] == "failed" and r["message"].strip()), ""))
+
+    def _save(self, state: Mapping[str, Any]) -> None:
+        """Checkpoint the state; one that ends the search writes stop.json first, so that no kill leaves a finished
+        run (which resume refuses) without it."""
+        if state.get("stop"):
+            self._write_stop(state)
+        save_checkpoint(self.run_dir, state)
+
+    def _write_stop(self, state: Mapping[str, Any]) -> None:
+        atomic_write(self.run_dir / STOP_FILE, json.dumps(stop_record(state["stop"], state, self.settings), indent=2)
+                     + "\n")
 
     def _stop_reason(self, state: Mapping[str, Any]) -> Optional[str]:
         return stop_reason(self.settings, batches=state["generation"], asked=state["next_id"],

@@ -87,6 +87,30 @@ def test_kill_9_then_resume_honours_the_budget(tmp_path):
     assert rows(tmp_path / "K") == rows(tmp_path / "W") and len(rows(tmp_path / "W")) == 10
 
 
+def test_a_kill_right_after_the_last_checkpoint_leaves_stop_json(tmp_path, monkeypatch):
+    """The checkpoint that ends the search is what makes resume refuse the run: stop.json is written before it, so
+    no kill after it leaves a finished run without stop.json (it was written at the very end, after the live page)."""
+    from fedevo.searching import run as run_mod
+
+    from .search_fakes import Killed
+
+    save = run_mod.save_checkpoint
+
+    def killed_after_the_last(run_dir, state):
+        save(run_dir, state)
+        if state.get("stop"):
+            raise Killed
+
+    monkeypatch.setattr(run_mod, "save_checkpoint", killed_after_the_last)
+    with pytest.raises(Killed):
+        fedevo.search(str(toy_problem_file(tmp_path)), pop=4, budget=6, seed=1, workers=0, out=tmp_path / "R",
+                      evaluator=FAKE, page=False, optimizer="random")
+    stop = json.loads((tmp_path / "R" / "stop.json").read_text())
+    assert stop["reason"] == "budget" and stop["evaluations"] == 6 and stop["batches"] == 2
+    with pytest.raises(FedevoError, match=r"holds a finished search \(--budget evaluations reached\)"):
+        fedevo.resume(tmp_path / "R", workers=0, page=False)
+
+
 def test_stop_rules():
     s = SearchSettings(pop=4, gen=5, budget=12, time_budget=60.0, patience=2)
     assert stop_reason(s, batches=1, asked=4, search_s=1.0) is None

@@ -122,6 +122,10 @@ def context_items(r) -> list[tuple[str, str]]:
     out = [(name, _fmt(d[k])) for k, name in _deployment_keys() if d.get(k) is not None]
     if d.get("rounds") is not None and r.exposure is not None and r.exposure.rounds != d["rounds"]:
         out.append(("rounds a user can join (accounted)", _fmt(r.exposure.rounds)))
+    if r.exposure is not None:
+        out.append(("neighbouring", r.exposure.relation))
+    if r.accountant:
+        out.append(("accountant", r.accountant))
     return out
 
 
@@ -208,13 +212,15 @@ def print_table(results: Sequence, console) -> None:
     console.print(t)
     for r in results:
         ctx = " · ".join(f"{k} {v}" for k, v in context_items(r))
-        console.print(f"{r.label}: {ctx + ' — ' if ctx else ''}{eps_text(r)}", highlight=False)
+        console.print(f"{r.label}: {ctx + ' — ' if ctx else ''}{eps_text(r)}", highlight=False, markup=False,
+                      soft_wrap=True)
     for r in results:
         console.print(f"{r.label}: {r.verdict} — {r.why}"
                       + ("; the ε estimate's whole interval lies above the accountant's ε (a hint, not a proof)"
-                         if r.estimate_above_bound else ""), highlight=False)
+                         if r.estimate_above_bound else ""), highlight=False, markup=False, soft_wrap=True)
     if results:
-        console.print(f"lower bound at {results[0].confidence:g} confidence; {results[0].method}")
+        console.print(f"lower bound at {results[0].confidence:g} confidence; {results[0].method}", highlight=False,
+                      markup=False, soft_wrap=True)
 
 
 __all__ = ["context_items", "eps_text", "next_audit_dir", "print_table", "write_html", "write_json"]

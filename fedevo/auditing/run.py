@@ -80,6 +80,7 @@ class AuditResult:
     attainable: float = math.inf  # the largest lower bound these canaries could show (a perfect attack)
     # what the ε is under, as the audit run was configured: trust, delta, population N, cohort M, sampling, rounds
     deployment: dict = field(default_factory=dict)
+    accountant: str = ""  # the accountant of eps_upper, as the audit run's privacy summary names it
 
     @property
     def verdict(self) -> str:
@@ -117,7 +118,8 @@ class AuditResult:
                 "estimate_above_bound": self.estimate_above_bound, "eps_attainable": self.attainable,
                 "canaries": self.canaries,
                 "confidence": self.confidence, "method": self.method, "trust": self.trust,
-                "mechanism": self.mechanism, "level": self.level, "observer": self.observer, "delta": self.delta,
+                "mechanism": self.mechanism, "level": self.level, "observer": self.observer,
+                "accountant": self.accountant, "delta": self.delta,
                 "eps_reported": self.eps_reported, "eps_search": self.eps_search, "seed": self.seed,
                 "included": self.included, "observed_rounds": self.observed_rounds,
                 "exposure": {"relation": e.relation, "rate": e.rate, "rounds": e.rounds},
@@ -300,7 +302,8 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
                                           confidence=confidence, seed=seed)
     attainable = estimate.max_attainable(m=c.m, delta=pc.delta, confidence=confidence)
     return AuditResult(label=label, trust=mech.trust, mechanism=pc.mechanism, level=str(rep.get("level", "user")),
-                       observer=str(rep.get("observer", "")), eps_upper=eps_upper, eps_estimate=fit.eps_estimate,
+                       observer=str(rep.get("observer", "")), accountant=str(rep.get("accountant", "")),
+                       eps_upper=eps_upper, eps_estimate=fit.eps_estimate,
                        eps_lower=bound.eps_lower, confidence=confidence, delta=pc.delta, canaries=c.m,
                        included=int(c.included.sum()), exposure=exposure, bound=bound, fit=fit,
                        eps_reported=eps_reported, eps_search=eps_search, seed=seed, params=dict(params or {}),

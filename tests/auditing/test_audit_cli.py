@@ -145,3 +145,21 @@ def test_audit_stopped_says_so_and_leaves_nothing(run_dir, capsys, monkeypatch, 
                                             "written once every configuration is audited); run the same command "
                                             "again to audit")
     assert sorted(p.name for p in run_dir.iterdir()) == before
+
+
+def test_terminal_and_json_say_the_accountant_and_the_neighbouring_relation(tmp_path, capsys):
+    # what eps_upper holds under, in full: the neighbouring relation and the accountant beside trust, δ, N, M (the
+    # terminal said neither, --json and audit.html no accountant); each line whole in a file or pipe (rich broke
+    # them at 200 columns: "... (a hint, not a \nproof)")
+    argv = ["audit", "--problem", "digits_mlp", "--rounds", "1", "--canaries", "200"]
+    code, out, err = cli([*argv, "--json", "--out", tmp_path / "j"], capsys)
+    assert code in (0, None), err
+    obj = json.loads(out)
+    assert obj["accountant"].startswith("PLD") and obj["exposure"]["relation"] == "add/remove"
+    code, out, err = cli([*argv, "--out", tmp_path / "t"], capsys)
+    assert code in (0, None), err
+    line = next(ln for ln in out.splitlines() if ln.startswith("digits_mlp: trust central"))
+    assert f"neighbouring add/remove · accountant {obj['accountant']}" in line
+    assert any(ln.startswith("lower bound at 0.95") and ln.endswith("(Andrew et al., ICLR 2024)")
+               for ln in out.splitlines())
+    assert f"accountant <b>{obj['accountant']}</b>" in (tmp_path / "t" / "audit.html").read_text()

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ..envvars import env_count
-from .engine import batch_schedule, eager_update, intra_op_threads
+from .engine import batch_schedule, client_rows, eager_update, intra_op_threads
 
 
 def group_cap() -> Optional[int]:
@@ -86,11 +86,7 @@ def plan_group(y: torch.Tensor, chunks: Sequence[Sequence[np.ndarray]], gens: Se
         pos[k:k + len(p), :p.shape[1]] = p
         wts[k:k + len(p), :p.shape[1]] = w
         k += len(p)
-    width = max(1, max(len(ix) for ix in clients))
-    table = torch.zeros(c, width, dtype=torch.int64)
-    for j, ix in enumerate(clients):
-        table[j, :len(ix)] = torch.as_tensor(ix, dtype=torch.int64)
-    rows = torch.gather(table, 1, pos.view(c, -1)).view_as(pos)  # (c, steps, B) rows of x
+    _, rows = client_rows(clients, pos)  # (c, steps, B) rows of x
     labels = y[rows]
     used = (wts > 0).sum(-1).amax(0).tolist()  # per step: the most real samples any client has
     flat = [torch.cat([t.transpose(0, 1)[s, :, :b].reshape(-1) for s, b in enumerate(used)])

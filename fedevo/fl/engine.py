@@ -104,6 +104,28 @@ def _native_randperms():
     return _RANDPERMS["kernels"]
 
 
+def step_weights(n: int, batch_size: int) -> np.ndarray:
+    """One epoch's per-sample weights of a client of n rows, (⌈n/B⌉, B): each step averages its samples (1/B in a
+    full batch, 1/len in the short last one), 0 in the empty slots after them."""
+    B = batch_size
+    full, rest = divmod(n, B)
+    w = np.zeros(-(-n // B) * B, dtype=np.float32)
+    w[:full * B] = 1.0 / B
+    if rest:
+        w[full * B:n] = 1.0 / rest
+    return w.reshape(-1, B)
+
+
+def client_rows(client_indices: Sequence[np.ndarray], pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The clients' rows of the training set as a table (c, width: the largest client, at least 1; 0-padded), and
+    the rows a schedule's positions `pos` (c, steps, B) name: (c, steps, B)."""
+    c = len(client_indices)
+    table = torch.zeros(c, max(1, max((len(ix) for ix in client_indices), default=0)), dtype=torch.int64)
+    for k, ix in enumerate(client_indices):
+        table[k, :len(ix)] = torch.as_tensor(ix, dtype=torch.int64)
+    return table, torch.gather(table, 1, pos.reshape(c, -1)).view_as(pos)
+
+
 def batch_schedule(sizes: Sequence[int], *, epochs: int, batch_size: int,
                    gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Local positions (c, steps, B) and per-sample weights (c, steps, B) for `epochs` shuffled passes.
@@ -129,12 +151,7 @@ def batch_schedule(sizes: Sequence[int], *, epochs: int, batch_size: int,
         off = epochs * sum(sizes[:k0])
         block = pos[k0:k0 + len(ks), :epochs * pe].reshape(len(ks), epochs, pe * B)
         block[:, :, :n] = drawn[off:off + len(ks) * epochs * n].reshape(len(ks), epochs, n)
-        w = np.zeros(pe * B, dtype=np.float32)
-        full, rest = divmod(n, B)
-        w[:full * B] = 1.0 / B
-        if rest:
-            w[full * B:n] = 1.0 / rest
-        wts[k0:k0 + len(ks), :epochs * pe] = np.tile(w.reshape(pe, B), (epochs, 1))
+        wts[k0:k0 + len(ks), :epochs * pe] = np.tile(step_weights(n, B), (epochs, 1))
     return torch.from_numpy(pos), torch.from_numpy(wts)
 
 
@@ -148,11 +165,8 @@ def train_clients(model, global_params: list[torch.Tensor], masks: dict[int, tor
     c = len(client_indices)
     sizes = [len(ix) for ix in client_indices]
     pos, wts = batch_schedule(sizes, epochs=epochs, batch_size=batch_size, gen=gen)
-    width = max(sizes)
-    table = torch.zeros(c, width, dtype=torch.int64)
-    for k, ix in enumerate(client_indices):
-        table[k, : len(ix)] = torch.as_tensor(ix, dtype=torch.int64)
-    rows = torch.gather(table, 1, pos.view(c, -1)).view_as(pos)  # (c, steps, B) rows of x
+    table, rows = client_rows(client_indices, pos)  # rows: (c, steps, B) rows of x
+    width = table.shape[1]
     local = (torch.arange(c).view(c, 1, 1) * width + pos)  # (c, steps, B) rows of x_local
     y = y[rows]  # (c, steps, B) labels
     active_steps = wts.sum(-1) > 0  # (c, steps)

@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .engine import chunk_draws
+from .engine import chunk_draws, step_weights
 from .local_round import LocalRound
 
 
@@ -53,13 +53,8 @@ def layout_into(sizes: Sequence[int], epochs: int, B: int, src: np.ndarray, ws: 
         j = np.arange(pe * B)
         block = np.arange(epochs).reshape(-1, 1) * n + j  # (E, pe·B)
         block[:, j >= size] = 0
-        w = np.zeros(pe * B, dtype=np.float32)
-        full, rest = divmod(size, B)
-        w[:full * B] = 1.0 / B
-        if rest:
-            w[full * B:size] = 1.0 / rest
         src[ks, :epochs * pe] = block.reshape(epochs * pe, B)
-        ws[ks, :epochs * pe] = np.tile(w.reshape(pe, B), (epochs, 1))
+        ws[ks, :epochs * pe] = np.tile(step_weights(size, B), (epochs, 1))
 
 
 def device_seed(seeds: Sequence[int]) -> int:

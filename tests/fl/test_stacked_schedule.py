@@ -60,6 +60,31 @@ def test_layout_is_the_engines():
             assert sorted(got) == list(range(e * max(sizes), e * max(sizes) + n))
 
 
+
+def test_one_rule_for_the_weights_and_the_rows(monkeypatch):
+    """A step averages its samples (1/B, 1/len in an epoch's short last batch): `engine.step_weights` is that rule
+    for the CPU engine, the stacked trainer's layout and (through batch_schedule) the device path, and
+    `engine.client_rows` the one gather of the clients' rows for the engine and the device path."""
+    from fedevo.fl import device, engine, stacked_schedule
+
+    assert np.array_equal(engine.step_weights(5, 2), [[0.5, 0.5], [0.5, 0.5], [1.0, 0.0]])
+    table, rows = engine.client_rows([np.array([7, 8, 9]), np.array([4])], torch.tensor([[[2, 0]], [[0, 0]]]))
+    assert table.tolist() == [[7, 8, 9], [4, 0, 0]] and rows.tolist() == [[[9, 7]], [[4, 4]]]
+
+    def marked(n, batch_size):
+        return np.full((-(-n // batch_size), batch_size), 7.0, dtype=np.float32)
+    monkeypatch.setattr(engine, "step_weights", marked)
+    monkeypatch.setattr(stacked_schedule, "step_weights", marked)
+    _, w = batch_schedule([5, 3], epochs=2, batch_size=2, gen=torch.Generator().manual_seed(0))
+    ws = np.zeros(w.shape, dtype=np.float32)
+    layout_into([5, 3], 2, 2, np.zeros(w.shape, dtype=np.int64), ws)
+    assert set(w.unique().tolist()) == set(np.unique(ws).tolist()) == {0.0, 7.0}
+    gathered = []
+    monkeypatch.setattr(device, "client_rows", lambda ix, pos: gathered.append(len(ix)) or engine.client_rows(ix, pos))
+    device.plan_group(torch.arange(10), [[np.arange(5)], [np.arange(5, 8)]],
+                      [torch.Generator().manual_seed(s) for s in (1, 2)], epochs=1, batch_size=2)
+    assert gathered == [2]
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_device_draws_are_permutations_and_seeded(device):
     m = _member(_model().init(torch.Generator().manual_seed(0)), "device", [1, 2, 3], epochs=3, dims=_model().dims)

@@ -53,16 +53,19 @@ class UserExit(Exception):
 
 
 def call_user(fn: Callable, *args, **kwargs):
-    """fn(*args, **kwargs) with SystemExit, a KeyboardInterrupt that no signal caused and any other BaseException
-    (GeneratorExit, the user's own subclass) turned into UserExit, and the process state it may change put back
-    (:func:`kept_state`)."""
+    """fn(*args, **kwargs) with SystemExit, os._exit (called in this thread), a KeyboardInterrupt that no signal
+    caused and any other BaseException (GeneratorExit, the user's own subclass) turned into UserExit, and the
+    process state it may change put back (:func:`kept_state`)."""
     try:
-        with kept_state():
+        with kept_state(), _os_exit_raises():
             return fn(*args, **kwargs)
     except KeyboardInterrupt as e:
         if real_interrupt(e):
             raise
         raise UserExit(f"KeyboardInterrupt raised by the evaluation's code{f': {e}' if str(e) else ''}") from None
+    except _OsExit as e:
+        raise UserExit(f"os._exit({e.code!r}) called by the evaluation's code (it ends that evaluation, not the "
+                       "search)") from None
     except SystemExit as e:
         raise UserExit(f"sys.exit({e.code!r}) called by the evaluation's code (it ends that evaluation, not the "
                        "search)") from None
@@ -70,6 +73,44 @@ def call_user(fn: Callable, *args, **kwargs):
         raise
     except BaseException as e:  # noqa: BLE001 - GeneratorExit, a BaseException subclass: not the search's end
         raise UserExit(f"{type(e).__name__} raised by the evaluation's code{f': {e}' if str(e) else ''}") from None
+
+
+class _OsExit(SystemExit):
+    """os._exit called by user code inside call_user: unwound as sys.exit is, instead of ending the process."""
+
+
+_REAL_OS_EXIT = os._exit
+_exit_lock = threading.Lock()
+_exit_threads: dict[int, int] = {}  # thread id -> call_user depth in it, while os._exit is replaced
+_exit_pid = 0  # the process that replaced it (a child forked by user code exits for real)
+
+
+def _os_exit(code):
+    if os.getpid() == _exit_pid and threading.get_ident() in _exit_threads:
+        raise _OsExit(code)
+    _REAL_OS_EXIT(code)  # another thread (Ray's own, one the user left running) or process: as os._exit does
+
+
+@contextlib.contextmanager
+def _os_exit_raises():
+    """While inside, os._exit called by this thread raises _OsExit (in-process, it ended the search with exit
+    code 0 and no word: a failure that looked like a finished run)."""
+    global _exit_pid
+    me = threading.get_ident()
+    with _exit_lock:
+        if not _exit_threads:
+            _exit_pid = os.getpid()
+            os._exit = _os_exit
+        _exit_threads[me] = _exit_threads.get(me, 0) + 1
+    try:
+        yield
+    finally:
+        with _exit_lock:
+            _exit_threads[me] -= 1
+            if not _exit_threads[me]:
+                del _exit_threads[me]
+            if not _exit_threads:
+                os._exit = _REAL_OS_EXIT
 
 
 # torch's process-wide settings as a fresh import has them (user code may import torch for the first time)

@@ -154,3 +154,40 @@ def test_call_user_puts_back_what_the_code_changed(tmp_path, monkeypatch, restor
     assert call_user(mischief) == "done"
     assert (os.getcwd(), sys.stdout, sys.stderr, list(warnings.filters), np.geterr(), torch.get_default_dtype(),
             torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(), torch.is_grad_enabled()) == before
+
+
+
+OS_EXIT = """
+import multiprocessing, os
+
+def evaluate(problem, params, *, seed, rounds=None, data_dir=None):
+    child = multiprocessing.get_context("fork").Process(target=os._exit, args=(7,))  # a fork of it exits for real
+    child.start()
+    child.join(60)
+    assert child.exitcode == 7
+    if params["x"] > 0.5:
+        os._exit(0)
+    return (0.2 + 0.5 * params["x"], 1.0 + params["x"], 1.0)
+"""
+
+
+def test_os_exit_in_process_fails_its_evaluation_only(tmp_path):
+    """os._exit(0) in an in-process evaluation ended the search process with exit code 0 and no message, its run
+    half written: a failure that looked like success (a subprocess here: without the fix it would end pytest's).
+    A process the user's code forks still exits for real."""
+    from tests.searching.test_containment import run_cli_sub
+
+    (tmp_path / "ev.py").write_text(OS_EXIT)
+    problem = tmp_path / "exits.toml"
+    problem.write_text('name = "exits"\nevaluator = "python:ev.py:evaluate"\n[genes]\n'
+                       'x = { type = "real", low = 0.0, high = 1.0, default = 0.5 }\n')
+    out = tmp_path / "R"
+    r = run_cli_sub("search", "--problem", problem, "--pop", 4, "--gen", 2, "--workers", 0, "--out", out)
+    assert r.returncode == 0 and "search finished: 2/2 generations, 8 evaluations" in r.stdout, r.stderr
+    rows = read_csv(out / "evaluations.csv")
+    assert len(rows) == 8
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert failed and all(float(r["x"]) > 0.5 for r in failed)
+    assert {r["message"] for r in failed} == {"os._exit(0) called by the evaluation's code (it ends that "
+                                             "evaluation, not the search)"}
+    assert all(r["status"] == "ok" for r in rows if float(r["x"]) <= 0.5)

@@ -160,6 +160,23 @@ def _lock(run_dir: Path):
     return fh
 
 
+def is_held(run_dir: Path) -> bool:
+    """Whether a fedevo process (a search or resume) holds the run directory's lock; read without writing."""
+    import fcntl
+
+    try:
+        fh = open(Path(run_dir) / LOCK, "rb")
+    except OSError:
+        return False
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
+
+
 def _content(run_dir: Path) -> list[Path]:
     return [p for p in run_dir.iterdir() if p.name != LOCK]
 

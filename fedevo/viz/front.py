@@ -311,7 +311,7 @@ def is_complete(data: RunData) -> bool:
 def _live_note(data: RunData, complete: bool) -> str:
     """What the page says of a run that is not complete: a search writing it now (it holds the run's lock), or
     one that stopped before its end (killed, interrupted: resumable)."""
-    from .live import is_held
+    from ..searching.run import is_held
 
     if complete:
         return ""

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..searching.callbacks import SearchCallback
+from ..searching.run import is_held
 from ..searching.rundata import RunData
 
 
@@ -38,25 +39,6 @@ class LivePage(SearchCallback):
                 self.warned = True
                 print(f"fedevo: warning: could not update front.html ({type(e).__name__}: {e}); "
                       f"`fedevo plot {run.run_dir}` writes it later", file=sys.stderr)
-
-
-def is_held(run_dir: Path) -> bool:
-    """Whether a fedevo process (a search or resume) holds the run directory's lock; read without writing."""
-    import fcntl
-
-    from ..searching.run import LOCK
-
-    try:
-        fh = open(Path(run_dir) / LOCK, "rb")
-    except OSError:
-        return False
-    with fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return False
 
 
 def _signature(run_dir: Path) -> tuple:

@@ -52,8 +52,8 @@ def audit(
         from .plot import _console
 
         report.print_table(results, _console())
-    if not as_json:
-        print(f"wrote {dest}/ (audit.json, audit.html)")
+    # with --json stdout holds the JSON alone: where the files went goes to stderr
+    print(f"wrote {dest}/ (audit.json, audit.html)", file=sys.stderr if as_json else sys.stdout)
     if any(r.verdict == "VIOLATION" for r in results):
         sys.exit(EXIT_VIOLATION)
 

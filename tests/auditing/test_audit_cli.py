@@ -147,15 +147,16 @@ def test_audit_stopped_says_so_and_leaves_nothing(run_dir, capsys, monkeypatch, 
     assert sorted(p.name for p in run_dir.iterdir()) == before
 
 
-def test_terminal_and_json_say_the_accountant_and_the_neighbouring_relation(tmp_path, capsys):
+def test_terminal_and_json_say_the_accountant_the_neighbouring_relation_and_where(tmp_path, capsys):
     # what eps_upper holds under, in full: the neighbouring relation and the accountant beside trust, δ, N, M (the
     # terminal said neither, --json and audit.html no accountant); each line whole in a file or pipe (rich broke
     # them at 200 columns: "... (a hint, not a \nproof)")
     argv = ["audit", "--problem", "digits_mlp", "--rounds", "1", "--canaries", "200"]
     code, out, err = cli([*argv, "--json", "--out", tmp_path / "j"], capsys)
     assert code in (0, None), err
-    obj = json.loads(out)
+    obj = json.loads(out)  # stdout: the JSON alone; where the files went on stderr (--json said it nowhere)
     assert obj["accountant"].startswith("PLD") and obj["exposure"]["relation"] == "add/remove"
+    assert f"wrote {tmp_path / 'j'}/ (audit.json, audit.html)" in err
     code, out, err = cli([*argv, "--out", tmp_path / "t"], capsys)
     assert code in (0, None), err
     line = next(ln for ln in out.splitlines() if ln.startswith("digits_mlp: trust central"))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .errors import FedevoError
+from .usercode import UserExit, call_user, stdout_to_stderr
 
 USER_MODULE_PREFIX = "fedevo_user_"  # the modules of the user's files (`_import_file`): by value to Ray's workers
 
@@ -66,7 +67,11 @@ def _import_file(p: Path, kind: str):
             mod_spec = importlib.util.spec_from_file_location(name, p)
             mod = importlib.util.module_from_spec(mod_spec)
             sys.modules[name] = mod
-            mod_spec.loader.exec_module(mod)
+            with stdout_to_stderr():  # what it prints at import: stdout is fedevo's (its results, a JSON object)
+                call_user(mod_spec.loader.exec_module, mod)  # sys.exit, os._exit: this file's failure
+        except UserExit as e:
+            sys.modules.pop(name, None)
+            raise FedevoError(f"{kind} file {str(p)!r} {e.what} while it was imported") from None
         except Exception as e:  # the user's code: any exception is their file's problem
             sys.modules.pop(name, None)
             raise FedevoError(f"{kind} file {str(p)!r} failed to import: {type(e).__name__}: {_one_line(e)}") from None

@@ -49,7 +49,12 @@ def real_interrupt(e: BaseException) -> bool:
 
 
 class UserExit(Exception):
-    """User code called sys.exit or raised KeyboardInterrupt: the end of one evaluation, never of the search."""
+    """User code called sys.exit or raised KeyboardInterrupt: the end of one evaluation, never of the search.
+    `what`: what the code did, e.g. 'sys.exit(3)' (for a message of another context than an evaluation)."""
+
+    def __init__(self, message: str, what: str = ""):
+        super().__init__(message)
+        self.what = what or message
 
 
 def call_user(fn: Callable, *args, **kwargs):
@@ -62,17 +67,22 @@ def call_user(fn: Callable, *args, **kwargs):
     except KeyboardInterrupt as e:
         if real_interrupt(e):
             raise
-        raise UserExit(f"KeyboardInterrupt raised by the evaluation's code{f': {e}' if str(e) else ''}") from None
+        raise _raised(e) from None
     except _OsExit as e:
         raise UserExit(f"os._exit({e.code!r}) called by the evaluation's code (it ends that evaluation, not the "
-                       "search)") from None
+                       "search)", f"called os._exit({e.code!r})") from None
     except SystemExit as e:
         raise UserExit(f"sys.exit({e.code!r}) called by the evaluation's code (it ends that evaluation, not the "
-                       "search)") from None
+                       "search)", f"called sys.exit({e.code!r})") from None
     except Exception:
         raise
     except BaseException as e:  # noqa: BLE001 - GeneratorExit, a BaseException subclass: not the search's end
-        raise UserExit(f"{type(e).__name__} raised by the evaluation's code{f': {e}' if str(e) else ''}") from None
+        raise _raised(e) from None
+
+
+def _raised(e: BaseException) -> UserExit:
+    said = f": {e}" if str(e) else ""
+    return UserExit(f"{type(e).__name__} raised by the evaluation's code{said}", f"raised {type(e).__name__}{said}")
 
 
 class _OsExit(SystemExit):

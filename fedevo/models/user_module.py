@@ -12,9 +12,7 @@ Loading a `python:` model file runs its code with the user's rights, as an impor
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import sys
 from typing import Callable, Optional
 
 import torch
@@ -23,7 +21,7 @@ import torch.nn as nn
 from ..config import UserArch
 from ..errors import FedevoError
 from ..plugins import load_callable
-from ..usercode import call_user
+from ..usercode import call_user, stdout_to_stderr
 
 
 @functools.lru_cache(maxsize=64)
@@ -79,7 +77,7 @@ def meta_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int 
     there (it reads data, calls .item(), ...) or fails: the real build then says what is wrong."""
     factory = load_factory(arch.spec)
     try:  # what the factory prints goes to stderr (this is sizing, not an evaluation: no log to take it)
-        with torch.random.fork_rng(devices=[]), torch.device("meta"), contextlib.redirect_stdout(sys.stderr):
+        with torch.random.fork_rng(devices=[]), torch.device("meta"), stdout_to_stderr():
             torch.manual_seed(seed)
             module = call_user(factory, input_shape=tuple(input_shape), num_classes=int(num_classes),
                                **arch.kwargs_dict)
@@ -97,8 +95,9 @@ def _different(name: str, want: list, got: list) -> FedevoError:
 
 def probe(arch: UserArch, input_shape: tuple, num_classes: int,
           check_size: Callable[[int, str], None] = lambda n, called: None) -> None:
-    """`_probe` with what the factory prints sent to stderr (stdout is fedevo's: a JSON object, progress lines)."""
-    with contextlib.redirect_stdout(sys.stderr):
+    """`_probe` with what the factory prints sent to stderr, below Python too (stdout is fedevo's: a JSON object,
+    results)."""
+    with stdout_to_stderr():
         _probe(arch, input_shape, num_classes, check_size)
 
 

@@ -191,3 +191,74 @@ def test_os_exit_in_process_fails_its_evaluation_only(tmp_path):
     assert {r["message"] for r in failed} == {"os._exit(0) called by the evaluation's code (it ends that "
                                              "evaluation, not the search)"}
     assert all(r["status"] == "ok" for r in rows if float(r["x"]) <= 0.5)
+
+
+LOUD_FILE = """
+import os
+print("printed at import")
+os.write(1, b"written to fd 1 at import\\n")
+{exit}
+
+def evaluate(problem, params, *, seed, rounds=None, data_dir=None):
+    return (0.2 + 0.5 * params["x"], 1.0 + params["x"], 1.0)
+"""
+
+
+def _loud_problem(tmp_path, exit: str = "") -> str:
+    (tmp_path / "loud.py").write_text(LOUD_FILE.format(exit=exit))
+    problem = tmp_path / "loud.toml"
+    problem.write_text('name = "loud"\nevaluator = "python:loud.py:evaluate"\n[genes]\n'
+                       'x = { type = "real", low = 0.0, high = 1.0, default = 0.5 }\n')
+    return str(problem)
+
+
+def test_what_a_users_file_prints_at_import_goes_to_stderr(tmp_path, capfd):
+    """A user's file imported when the problem loads printed into the search's stdout (its results)."""
+    from tests.helpers import run_cli
+
+    code, out, err = run_cli(["search", "--problem", _loud_problem(tmp_path), "--pop", 4, "--gen", 1, "--workers", 0,
+                              "--out", tmp_path / "R"], capfd)
+    assert code == 0, err
+    assert "at import" not in out and out.startswith("search finished")
+    assert "printed at import" in err and "written to fd 1 at import" in err
+
+
+@pytest.mark.parametrize("exit, says", [("import sys; sys.exit(5)", "called sys.exit(5) while it was imported"),
+                                        ("raise KeyboardInterrupt", "raised KeyboardInterrupt while it was imported")])
+def test_a_users_file_that_exits_at_import_is_one_line(tmp_path, capfd, exit, says):
+    """sys.exit(5) in a user's file at import ended `fedevo search` with exit code 5 and no message."""
+    from tests.helpers import run_cli
+
+    code, out, err = run_cli(["search", "--problem", _loud_problem(tmp_path, exit), "--pop", 4, "--gen", 1,
+                              "--out", tmp_path / "R"], capfd)
+    assert code == 2 and out == ""
+    assert err.strip().splitlines()[-1] == (f"fedevo: error: problem 'loud': evaluator file "
+                                            f"'{tmp_path / 'loud.py'}' {says}")
+    assert not (tmp_path / "R").exists()
+
+
+CHATTY_MODEL = """
+import math, os
+import torch.nn as nn
+
+def chatty(input_shape, num_classes):
+    os.write(1, b"factory wrote to fd 1\\n")
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
+"""
+
+
+def test_a_factorys_output_below_python_never_reaches_the_searchs_stdout(tmp_path, capfd):
+    """A model factory's os.write(1, ...) at the load-time probe (and the sizing after the search) went into the
+    search's stdout; in an evaluation it goes to RUN/user.log."""
+    from tests.helpers import run_cli
+
+    (tmp_path / "models.py").write_text(CHATTY_MODEL)
+    problem = tmp_path / "um.toml"
+    problem.write_text('name = "um"\ndataset = "digits"\nmodel = "python:models.py:chatty"\n[data]\nclients = 4\n'
+                       '[train]\nrounds = 1\nepochs = 1\n[genes]\n'
+                       'lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }\n')
+    code, out, err = run_cli(["search", "--problem", problem, "--pop", 4, "--gen", 1, "--workers", 0,
+                              "--out", tmp_path / "R"], capfd)
+    assert code == 0, err
+    assert "factory wrote" not in out and out.startswith("search finished")
+    assert "factory wrote to fd 1" in err and "factory wrote to fd 1" in (tmp_path / "R" / "user.log").read_text()

@@ -116,12 +116,17 @@ class ProblemEvaluator:
         return f"ProblemEvaluator({self.spec!r})"
 
 
-def for_problem(spec: str, problem) -> Evaluator:
-    """What evaluates `problem`: the evaluator `spec` names, except that the default (fedevo's simulator) gives
-    way to the problem file's own `evaluator` when it names one."""
+def evaluating_spec(spec: str, problem) -> str:
+    """The spec of what evaluates `problem` under a run's evaluator `spec`: `spec`, except that the default
+    (fedevo's simulator) gives way to the problem file's own `evaluator` when it names one."""
     own = getattr(problem, "evaluator", None)
-    if spec == DEFAULT_EVALUATOR and own:
-        return ProblemEvaluator(own)
+    return own if spec == DEFAULT_EVALUATOR and own else spec
+
+
+def for_problem(spec: str, problem) -> Evaluator:
+    """What evaluates `problem` (evaluating_spec): the evaluator `spec` names, or the problem file's own."""
+    if evaluating_spec(spec, problem) != spec:
+        return ProblemEvaluator(problem.evaluator)
     return load_evaluator(spec)
 
 

@@ -4,9 +4,10 @@ opens offline) — `fedevo plot RUN1 RUN2 … --out compare.html`.
 * ``fronts``       the three 2-D projections error–ε, error–comm, comm–ε of each run's Pareto set, one colour and
                    legend entry per run (clicking a legend entry hides or shows that run in every panel).
 * ``hypervolume``  each run's hypervolume after each generation, all measured with **one** normalisation and
-                   reference point shared by every run (`shared_normalisation`): in (error, comm, log10 ε), each
-                   objective normalised by the minimum and range of the ok evaluations of *all* compared runs
-                   with a finite ε; reference point 1.1 in each. A run's own hypervolume.csv normalises by its own
+                   reference point shared by every run (`shared_hypervolume`: fedevo.hypervolume's), on the runs'
+                   objectives as the search sees them (log10 ε; a maximised one negated), each normalised by the
+                   minimum and range of the ok evaluations of *all* compared runs whose objectives are all finite;
+                   reference point 1.1 in each. A run's own hypervolume.csv normalises by its own
                    first generation(s), so its numbers are not comparable with another run's; these are.
 
 Runs are comparable only when they searched the same problem: the problems' definitions (run.json's problem
@@ -18,7 +19,6 @@ table.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import FedevoError
 from ..searching.rundata import RunData, load_run
 from .axes import make_column
+from .front_model import hv_space
 from .history import figure_hv_history
 from .html import esc, figure_div, page, table, write
 from .numfmt import num
@@ -78,44 +79,17 @@ def labels(runs: Sequence[RunData]) -> list[str]:
 
 
 # ============================================================================================ hypervolume
-def _search_space(rows: Sequence[dict], eps_key: str) -> np.ndarray:
-    from ..searching.front_math import objective_matrix, to_search_space
+def shared_hypervolume(runs: Sequence[RunData]) -> tuple[list[list[dict[str, Any]]], np.ndarray, np.ndarray]:
+    """Each run's hypervolume after each generation under ONE normalisation: `fedevo.hypervolume`'s
+    (fedevo.searching.front_math.common_hypervolume), on the runs' objectives as the search sees them (log10 ε, a
+    maximised objective negated), normalised by the minimum and range of the ok evaluations of all the runs whose
+    objectives are all finite, reference point HV_REF (1.1) in each. Returns (records per run, lo, scale)."""
+    from ..searching.front_math import _all_finite, common_hypervolume
 
-    return to_search_space(objective_matrix(rows, eps_key)).reshape(len(rows), 3)
-
-
-def shared_normalisation(runs: Sequence[RunData]) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, scale) in (error, comm, log10 ε): minimum and range of the ok evaluations of every run with a finite
-    ε (the objective the search minimised)."""
-    key = runs[0].eps_key
-    rows = [r for d in runs for r in d.ok_rows if r[key] is not None and math.isfinite(r[key])]
-    if not rows:
-        raise FedevoError("no run holds an ok evaluation with a finite ε: there is no hypervolume to compare")
-    F = _search_space(rows, key)
-    lo, hi = F.min(axis=0), F.max(axis=0)
-    scale = hi - lo
-    scale[scale <= 0] = np.maximum(np.abs(hi[scale <= 0]), 1e-12)
-    return lo, scale
-
-
-def shared_hypervolume(data: RunData, lo: np.ndarray, scale: np.ndarray) -> list[dict[str, Any]]:
-    """The hypervolume of the run's front after each generation, normalised by (lo, scale); reference point
-    HV_REF (1.1) in every objective."""
-    from pymoo.indicators.hv import HV
-
-    from ..searching.front_math import HV_REF, front_rows
-
-    ref = np.full(3, HV_REF)
-    ind = HV(ref_point=ref)
-    out = []
-    for g in range(1, data.generations + 1):
-        upto = [r for r in data.rows if r["generation"] <= g]
-        front = front_rows(upto, data.eps_key, data.constraints)
-        F = (_search_space(front, data.eps_key) - lo) / scale if front else np.zeros((0, 3))
-        F = F[np.all(F < ref, axis=1)]
-        out.append({"generation": g, "evaluations": len(upto), "front_size": len(front),
-                    "hypervolume": float(ind(F)) if len(F) else 0.0})
-    return out
+    objs = runs[0].objectives
+    if not any(_all_finite(r, objs) for d in runs for r in d.ok_rows):
+        raise FedevoError("no run holds an ok evaluation with finite objectives: there is no hypervolume to compare")
+    return common_hypervolume([(d.rows, d.constraints) for d in runs], objs)
 
 
 # ============================================================================================ figures
@@ -153,25 +127,28 @@ def figure_fronts(runs: Sequence[RunData], names: Sequence[str]):
 
 # ============================================================================================ page
 def compare_html(runs: Sequence[RunData], *, plotly_src: Optional[str] = None) -> str:
+    from ..searching.evaluator import evaluating_spec
     from ..searching.front_math import HV_REF
 
     check_same_problem(runs)
     names = labels(runs)
     colours = dict(zip(names, COLOURS * (len(names) // len(COLOURS) + 1)))
-    lo, scale = shared_normalisation(runs)
-    hv = {n: shared_hypervolume(d, lo, scale) for n, d in zip(names, runs)}
+    tables, lo, scale = shared_hypervolume(runs)
+    hv = dict(zip(names, tables))
+    objs = runs[0].objectives
     p = runs[0].problem
     fronts, notes = figure_fronts(runs, names)
     heads = ["run", "seed", "pop", "generations", "rounds / evaluation", "evaluator", "evaluations", "ok",
              "Pareto set", "HV (shared)"]
     body = [[n, d.settings.seed, d.settings.pop, f"{d.generations}/{d.settings.gen}",
-             d.settings.rounds or p.fixed.get("rounds", "default"), d.settings.evaluator or "fedevo", len(d.rows),
+             d.settings.rounds or p.fixed.get("rounds", "default"), evaluating_spec(d.settings.evaluator, p), len(d.rows),
              len(d.ok_rows), len(d.front), num(hv[n][-1]["hypervolume"]) if hv[n] else "–"]
             for n, d in zip(names, runs)]
     differ = [h for j, h in enumerate(heads) if j in (1, 2, 3, 4, 5) and len({str(r[j]) for r in body}) > 1]
     where = " · ".join(f"{esc(n)}: {esc(d.run_dir)}" for n, d in zip(names, runs) if n != str(d.run_dir))
-    space = ", ".join(f"{k} from {num(float(lo[j]))} over {num(float(scale[j]))}"
-                      for j, k in enumerate(("error", "comm", "log10 ε")))
+    words, ref = hv_space(runs[0])
+    coords = words.strip("()").split(", ")  # each objective as the search sees it: "log10 ε", "−acc"
+    space = ", ".join(f"{k} from {num(float(lo[j]))} over {num(float(scale[j]))}" for j, k in enumerate(coords))
     parts = [f"<h1>fedevo — {esc(p.name)} — {len(runs)} runs compared</h1>",
              f'<p class="meta">problem <b>{esc(p.name)}</b> (the same definition in every run)'
              + (f" · settings that differ: {esc(', '.join(differ))}" if differ else "") + "</p>",
@@ -185,16 +162,16 @@ def compare_html(runs: Sequence[RunData], *, plotly_src: Optional[str] = None) -
              f'<div class="fig">{figure_div(fronts, "fronts")}</div>',
              "<h2>Hypervolume per generation (shared reference)</h2>",
              f'<p class="note">Every run\'s hypervolume is measured with <b>one normalisation and reference point '
-             f"shared by all {len(runs)} runs</b>: in (error, comm, log10 ε) as the search sees them, each "
-             f"objective normalised by the minimum and range of the ok evaluations of all these runs with a finite "
-             f"ε ({esc(space)}), reference point ({HV_REF}, {HV_REF}, {HV_REF}); ε = ∞ adds nothing. These numbers "
+             f"shared by all {len(runs)} runs</b>: in {esc(words)} as the search sees them, each "
+             f"objective normalised by the minimum and range of the ok evaluations of all these runs whose objectives "
+             f"are all finite ({esc(space)}), reference point {esc(ref)}; ε = ∞ adds nothing. These numbers "
              "are comparable across the runs; each run's own hypervolume.csv (and its front page) normalises by its "
              "own first generation(s) and is not. The axis spans the values, not 0 → max.</p>",
              f'<div class="fig">{figure_div(figure_hv_history(hv, colours=colours, title="hypervolume (shared)"), "hypervolume")}'
              "</div>"]
     blob = json.dumps({"runs": [str(d.run_dir) for d in runs], "labels": names,
                        "normalisation": {"lo": [float(x) for x in lo], "scale": [float(x) for x in scale],
-                                         "ref": [HV_REF] * 3},
+                                         "ref": [HV_REF] * len(objs), "objectives": list(objs.names)},
                        "hypervolume": {n: [r["hypervolume"] for r in v] for n, v in hv.items()}}).replace("</", "<\\/")
     return page(f"fedevo — {p.name} — compare {len(runs)} runs",
                 "\n".join(parts) + f"<script>window.FEDEVO_COMPARE = {blob};</script>", plotly_src=plotly_src)

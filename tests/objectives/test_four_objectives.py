@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -139,19 +140,26 @@ def test_hypervolume_of_several_runs_under_one_normalisation(tmp_path, global_er
     # the pages do not yet show a fourth objective (fedevo.viz follows RunData.objectives: helper h-pages), but they
     # are written for such runs
     assert fedevo.plot(a, importance=False).exists()
-    assert fedevo.plot([a, b], out=tmp_path / "compare.html").exists()
+    # compare.html's shared hypervolume is fedevo.hypervolume's, on all four objectives (it measured error, comm
+    # and ε alone: a run's fourth objective changed nothing of it)
+    page = fedevo.plot([a, b], out=tmp_path / "compare.html").read_text()
+    blob = json.loads(re.search(r"window.FEDEVO_COMPARE = (\{.*?\});</script>", page).group(1))
+    per_gen = fedevo.hypervolume([a, b])
+    assert [blob["hypervolume"][n] for n in ("a", "b")] == [
+        [h["hypervolume"] for h in per_gen if h["run"] == str(run.path)] for run in (a, b)]
+    assert blob["normalisation"]["objectives"] == list(OBJECTIVES) and blob["normalisation"]["ref"] == [1.1] * 4
+    assert blob["normalisation"]["lo"] == [per_gen[0][f"lo_{k}"] for k in OBJECTIVES]
 
 
 def test_hypervolume_is_compare_pages_number(tmp_path):
     """With the default objectives, fedevo.hypervolume per generation is what compare.html shows."""
-    from fedevo.viz.compare import shared_hypervolume, shared_normalisation
+    from fedevo.viz.compare import shared_hypervolume
 
     runs = [fedevo.search("digits_mlp", pop=4, gen=2, rounds=1, seed=s, workers=0, out=tmp_path / str(s), page=False)
             for s in (4, 5)]
     hv = fedevo.hypervolume(runs)
-    datas = [r.data for r in runs]
-    lo, scale = shared_normalisation(datas)
-    want = [h for d in datas for h in shared_hypervolume(d, lo, scale)]
+    tables, lo, scale = shared_hypervolume([r.data for r in runs])
+    want = [h for t in tables for h in t]
     assert [(h["generation"], h["evaluations"], h["front_size"]) for h in hv] == \
         [(w["generation"], w["evaluations"], w["front_size"]) for w in want]
     assert [h["hypervolume"] for h in hv] == pytest.approx([w["hypervolume"] for w in want], rel=1e-12)

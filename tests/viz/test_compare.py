@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fedevo.searching.rundata import load_run
-from fedevo.viz.compare import compare_html, figure_fronts, labels, shared_hypervolume, shared_normalisation
+from fedevo.viz.compare import compare_html, figure_fronts, labels, shared_hypervolume
 from tests.helpers import read_csv, run_cli as cli
 from tests.searching.search_fakes import fake_evaluate
 
@@ -73,17 +73,17 @@ def test_hypervolume_uses_one_reference_for_every_run(runs):
 
     base, a, b, _, _ = runs
     data = [load_run(a), load_run(b)]
-    lo, scale = shared_normalisation(data)
+    tables, lo, scale = shared_hypervolume(data)
     # the normalisation: minimum and range of every ok evaluation of both runs (ε as log10), from the CSVs
     rows = [r for d in (a, b) for r in read_csv(d / "evaluations.csv") if r["status"] == "ok"]
     F = np.array([[float(r["error"]), float(r["comm"]), math.log10(max(float(r["eps"]), 1e-3))] for r in rows])
     assert np.allclose(lo, F.min(axis=0)) and np.allclose(scale, F.max(axis=0) - F.min(axis=0))
     # the last generation's hypervolume of each run: its front.csv normalised by that, pymoo's HV
-    for d, run in zip(data, (a, b)):
+    for t, run in zip(tables, (a, b)):
         front = np.array([[float(r["error"]), float(r["comm"]), math.log10(max(float(r["eps"]), 1e-3))]
                           for r in read_csv(run / "front.csv")])
         expect = HV(ref_point=np.full(3, 1.1))((front - lo) / scale)
-        assert shared_hypervolume(d, lo, scale)[-1]["hypervolume"] == pytest.approx(expect)
+        assert t[-1]["hypervolume"] == pytest.approx(expect)
     # the same numbers whatever the order, and not the runs' own (generation-1) normalisation
     ab = _blob(compare_html(data))["hypervolume"]
     ba = _blob(compare_html(data[::-1]))["hypervolume"]
@@ -131,3 +131,25 @@ def test_identical_runs_have_identical_curves(runs, tmp_path):
     blob = _blob(compare_html(data))
     assert blob["labels"] == [str(a), str(twin)]  # equal directory names: told apart by their paths
     assert blob["hypervolume"][str(a)] == blob["hypervolume"][str(twin)]
+
+
+def test_the_evaluator_column_names_what_evaluated_each_run(tmp_path):
+    """A problem file's own evaluator is what evaluated its runs (without --evaluator): the table said fedevo's
+    simulator, 'fedevo.evaluate:evaluate'; a run given --evaluator names that one."""
+    import fedevo
+
+    ev = tmp_path / "ev.py"
+    ev.write_text("def evaluate(problem, params, *, seed, rounds=None, data_dir=None):\n"
+                  "    return (0.1 + 0.5 * params['x'], 10.0 + 90.0 * (1 - params['x']), 1.0)\n"
+                  "other = evaluate\n")
+    (tmp_path / "own.toml").write_text('name = "own"\nevaluator = "python:ev.py:evaluate"\n[genes]\n'
+                                       'x = { type = "real", low = 0.0, high = 1.0, default = 0.5 }\n')
+    own = fedevo.search(str(tmp_path / "own.toml"), pop=3, gen=1, workers=0, seed=1, out=tmp_path / "own",
+                        page=False)
+    given = fedevo.search(str(tmp_path / "own.toml"), pop=3, gen=1, workers=0, seed=2, out=tmp_path / "given",
+                          page=False, evaluator=f"python:{ev}:other")
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in
+             re.findall(r"<tr>(.*?)</tr>", compare_html([own.data, given.data]), flags=re.S)]
+    evaluators = {c[0]: c[5] for c in cells if c and c[0] in ("own", "given")}
+    assert evaluators["own"] == own.problem.evaluator and evaluators["own"].endswith("ev.py:evaluate")
+    assert evaluators["given"].endswith("ev.py:other")

@@ -155,6 +155,13 @@ def _f(v: Any, digits: int) -> str:
     return f"{v:.{digits}f}"
 
 
+def _eps_cell(v: Any) -> str:
+    """ε with 3 decimals, and at least 3 significant digits below 1 (0.00336, not 0.003; never 0.000 for an ε > 0)."""
+    if v is not None and 0 < abs(float(v)) < 1:
+        return _f(v, max(3, 2 - math.floor(math.log10(abs(float(v))))))
+    return _f(v, 3)
+
+
 def _pct(a: Any, b: Any) -> Optional[float]:
     if a is None or b is None:
         return None
@@ -237,7 +244,7 @@ class RetrainReport:
         for k in ("comm", "search_comm", "wall_s"):
             out[k] = _f(v[k], 1)
         for k in ("eps", "eps_paper", "search_eps"):
-            out[k] = _f(v[k], 3)
+            out[k] = _eps_cell(v[k])
         for o in self.extra_objectives:
             for k in (o.name, f"search_{o.name}"):
                 # six significant digits, as the table's other numbers show theirs (results.json keeps every digit)

@@ -324,3 +324,15 @@ def test_report_says_what_each_eps_holds_under(run_dir, tmp_path, capsys):
         line = next(ln for ln in text.splitlines() if "holds under" in ln)
         for k in ("trust", "neighbouring", "accountant"):
             assert f"{k} {priv[k]}" in line, (k, line)
+
+
+def test_eps_cells_keep_small_eps_readable(run_dir):
+    # 3 decimals turned a search ε of 0.00336 into "0.003" beside the front's 0.0034, and any ε < 0.0005 into
+    # "0.000": small ε keep 3 significant digits (report.csv, report.md and the terminal print these cells)
+    from dataclasses import replace
+
+    report = retrain(run_dir, "knee", rounds=1, workers=0, write=False)
+    sol = replace(report.solutions[0], search={**report.solutions[0].search, load_run(run_dir).eps_key: 0.003360092})
+    for eps, cell in ((0.00034, "0.000340"), (0.052236, "0.0522"), (8.3191, "8.319"), (56267.5431, "56267.543")):
+        report.results[sol.key] = replace(report.results[sol.key], eps=eps)
+        assert (report.cells(sol)["eps"], report.cells(sol)["search_eps"]) == (cell, "0.00336")

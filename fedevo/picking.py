@@ -396,16 +396,29 @@ def _refuse_undefined(terms: Sequence[Term], front: Sequence[Mapping[str, Any]])
                               f"all {len(front)}); pick by another objective")
 
 
+def _beyond(r: Mapping[str, Any], caps: Sequence[Term], rows: Sequence[Mapping[str, Any]]) -> float:
+    """How far `r` is outside `caps`: per cap, the distance past its bound (below it for >= and >), in units of the
+    key's finite range over `rows` (1 where it has none); a missing value is infinitely far."""
+    total = 0.0
+    for c in caps:
+        v = _num(r[c.key])
+        if c.maximize and (r[c.key] is None or math.isnan(float(r[c.key]))):
+            v = -math.inf
+        past = c.value - v if c.op in (">=", ">") else v - c.value
+        vals = [x for x in (_num(q[c.key]) for q in rows) if math.isfinite(x)]
+        span = (max(vals) - min(vals)) if vals else 0.0
+        total += max(0.0, past) / (span if span > 0 else 1.0)
+    return total
+
+
 def _capped_knee(cand, caps: Sequence[Term], objectives, chance: Optional[float]) -> Mapping[str, Any]:
     """The knee of `cand` within `caps`; FedevoError naming the caps (and the closest solution) when none fits."""
     within = apply_filters(cand, caps)
     bar = f" (error < {chance:.3g})" if chance is not None else ""
     if caps and not within:
         fs = ", ".join(c.text for c in caps)
-        over = lambda r: sum(max(0.0, _num(r[c.key]) / c.value - 1.0) if c.value > 0 else  # noqa: E731
-                             float(_num(r[c.key]) > c.value) for c in caps)
         good = knee_candidates(cand, chance) or list(cand)
-        near = min(good, key=lambda r: (over(r), int(r["id"])))
+        near = min(good, key=lambda r: (_beyond(r, caps, good), int(r["id"])))
         have = ", ".join(f"{c.key} {_num(near[c.key]):.4g}" for c in caps)
         raise FedevoError(f"no knee within {fs}: no Pareto solution satisfies it; the closest is id {near['id']} "
                           f"({have})")

@@ -258,3 +258,21 @@ def test_a_value_no_pareto_solution_has_neither_ranks_nor_bounds():
     some = [{**r, "eps_paper": math.nan} if r["id"] != 4 else r for r in FRONT]
     assert ids(pick("lowest-eps_paper", ROWS, some)) == [4]
     assert ids(pick("knee", ROWS, front)) == [3]  # the other terms as before
+
+
+def test_caps_that_leave_nothing_name_the_solution_nearest_them_whatever_their_direction():
+    """The closest solution named when no Pareto solution meets knee caps: a bound of 0, a lower bound (> on a
+    minimised objective, >= on a maximised one) named the first id (knee:error>0.9 named id 1 at error 0.05, not
+    id 5 at 0.7; knee:acc>=0.999 the solution with the lowest accuracy)."""
+    from fedevo.objectives import Objective, ObjectiveSet
+
+    for spec, closest in (("knee:comm<=0", r"id 5 \(comm 650\)"), ("knee:error>0.9", r"id 5 \(error 0.7\)"),
+                          ("knee:error>0.9:comm<=100", r"id 5 \(error 0.7, comm 650\)")):
+        with pytest.raises(FedevoError, match=rf"no knee within .*; the closest is {closest}"):
+            pick(spec, ROWS, FRONT)
+    acc = Objective(name="acc", label="accuracy", read=lambda r: None, worst=0.0, direction="maximize", lower=0.0,
+                    upper=1.0)
+    objs = ObjectiveSet.of(["error", "comm", "eps", acc])
+    front = [{**r, "acc": a} for r, a in zip(FRONT, (0.5, 0.9, 0.99, 0.2, 0.6, None))]
+    with pytest.raises(FedevoError, match=r"the closest is id 3 \(acc 0.99\)"):
+        pick("knee:acc>=0.999", front, front, objectives=objs)

@@ -97,12 +97,18 @@ def hv_normalisation(rows, objectives) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _lo_scale(F: Optional[np.ndarray], objectives: ObjectiveSet) -> tuple[np.ndarray, np.ndarray]:
+    own_lo, own_hi = objectives.fallback_bounds()
     if F is not None and len(F):
         lo, hi = F.min(axis=0), F.max(axis=0)
     else:
-        lo, hi = objectives.fallback_bounds()
+        lo, hi = own_lo, own_hi
     scale = hi - lo
-    scale[scale <= 0] = np.maximum(np.abs(hi[scale <= 0]), 1e-12)
+    # an objective with one value (zero range): its magnitude, or where that is 0 (every ε = 1, log10 ε = 0; every
+    # error 0) its own range, best to worst: a scale of 1e-12 put a later ε = 0.5 at -3e11 (HV 1.4e11)
+    flat = scale <= 0
+    scale[flat] = np.abs(hi[flat])
+    tiny = flat & (scale <= 1e-12)
+    scale[tiny] = np.maximum(own_hi[tiny] - own_lo[tiny], 1e-12)
     return lo, scale
 
 

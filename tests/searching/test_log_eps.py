@@ -101,3 +101,16 @@ def test_batches_of_one_are_normalised_by_enough_points():
     assert all(h["lo_error"] == hv[0]["lo_error"] for h in hv)  # fixed for the run
     gen1 = [_row(i, 1, 0.1 * (i + 1), 100.0 * (4 - i), 10.0 ** i) for i in range(4)]
     assert hypervolume_table(gen1 + [_row(9, 2, 0.01, 1.0, 1e-3)], 2, "eps", {})[0]["lo_error"] == pytest.approx(0.1)
+
+
+def test_an_objective_with_one_value_in_the_first_generation_keeps_a_usable_scale():
+    """Generation 1 with ε = 1 everywhere (log10 ε = 0: zero range and zero magnitude): its scale was 1e-12, so a
+    later ε = 0.5 stood at -3e11 and hypervolume.csv said 1.4e11. The scale is then ε's own range (log10 1e-3 to
+    log10 1e9: 12); an objective with one nonzero value keeps its magnitude (comm 100: 100)."""
+    gen1 = [_row(0, 1, 0.2, 100.0, 1.0), _row(1, 1, 0.3, 50.0, 1.0), _row(2, 1, 0.1, 200.0, 1.0),
+            _row(3, 1, 0.25, 80.0, 1.0)]
+    hv = hypervolume_table(gen1 + [_row(4, 2, 0.2, 100.0, 0.5), _row(5, 2, 0.1, 200.0, 2.0)], 2, "eps", {})
+    assert hv[0]["scale_eps"] == pytest.approx(12.0) and hv[0]["lo_eps"] == 0.0
+    assert 0 < hv[0]["hypervolume"] < hv[1]["hypervolume"] <= 1.1 ** 3
+    same_comm = [_row(i, 1, 0.1 * (i + 1), 100.0, 10.0 ** i) for i in range(4)]
+    assert hypervolume_table(same_comm, 1, "eps", {})[0]["scale_comm"] == pytest.approx(100.0)

@@ -463,6 +463,8 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     if parse_workers(workers) != AUTO:
         check_workers(parse_workers(workers))
     check_seed(seed)
+    if not gpus_per_task >= 0:  # NaN too
+        raise FedevoError(f"--gpus-per-task must be >= 0, got {gpus_per_task}")
     if eval_every < 0:
         raise FedevoError(f"eval_every must be >= 0, got {eval_every}")
     data = load_run(run_dir)
@@ -498,8 +500,6 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
         if workers == 0:  # in-process, one after the other: report every round of the current one
             eval_kwargs["progress"] = lambda t: progress(len(results) * rounds + t, total,
                                                          name(sols[min(len(results), len(sols) - 1)]))
-    if gpus_per_task < 0:
-        raise FedevoError(f"--gpus-per-task must be >= 0, got {gpus_per_task}")
     runner = make_runner(retrain_evaluate, data.problem, eval_kwargs, workers=workers,
                          gpus_per_task=gpus_per_task)  # Ray's log: kept in memory
     try:

@@ -336,3 +336,11 @@ def test_eps_cells_keep_small_eps_readable(run_dir):
     for eps, cell in ((0.00034, "0.000340"), (0.052236, "0.0522"), (8.3191, "8.319"), (56267.5431, "56267.543")):
         report.results[sol.key] = replace(report.results[sol.key], eps=eps)
         assert (report.cells(sol)["eps"], report.cells(sol)["search_eps"]) == (cell, "0.00336")
+
+
+def test_bad_gpus_per_task_is_one_line_before_any_work(run_dir, tmp_path, capsys):
+    # it was checked after the workers were decided and the progress bar had started: three lines on stderr
+    code, out, err = cli(["retrain", str(run_dir), "--pick", "knee", "--rounds", "1", "--gpus-per-task", "-1",
+                          "--out", str(tmp_path / "rt")], capsys)
+    assert code == 2 and out == "" and not (tmp_path / "rt").exists()
+    assert err.strip() == "fedevo: error: --gpus-per-task must be >= 0, got -1.0"

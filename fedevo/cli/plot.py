@@ -187,6 +187,14 @@ def front(
     if bad and pick is None:
         c.print(f"{len(bad)} evaluation(s) not ok (failed/diverged): ids {', '.join(str(r['id']) for r in bad[:20])}"
                 f"{' …' if len(bad) > 20 else ''}")
+    from ..viz.front import run_state
+
+    state = run_state(data)
+    if state != "complete":  # the table holds every logged evaluation; front.csv the finished generations only
+        n, of = len(data.rows), data.settings.expected_evaluations
+        c.print((f"a search is writing this run ({n} of {of} evaluations so far)" if state == "running" else
+                 f"the search stopped before its end ({n} of {of} evaluations; `fedevo resume {run_dir}` continues "
+                 "it)") + "; front.csv holds the generations finished so far", highlight=False, markup=False)
 
 
 @app.command()

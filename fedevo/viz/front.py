@@ -308,14 +308,24 @@ def is_complete(data: RunData) -> bool:
     return len(data.rows) >= data.settings.expected_evaluations or run_finished(data.run_dir, data.settings)
 
 
+def run_state(data: RunData, complete: Optional[bool] = None) -> str:
+    """"complete" (is_complete), "running" (a search holds the run's lock: it is writing it now) or "stopped"
+    (neither: killed or interrupted before its end, resumable; rows after its newest checkpoint are in the log, not
+    yet in front.csv and hypervolume.csv)."""
+    from ..searching.run import is_held
+
+    if is_complete(data) if complete is None else complete:
+        return "complete"
+    return "running" if is_held(data.run_dir) else "stopped"
+
+
 def _live_note(data: RunData, complete: bool) -> str:
     """What the page says of a run that is not complete: a search writing it now (it holds the run's lock), or
     one that stopped before its end (killed, interrupted: resumable)."""
-    from ..searching.run import is_held
-
-    if complete:
+    state = run_state(data, complete)
+    if state == "complete":
         return ""
-    if is_held(data.run_dir):
+    if state == "running":
         return ('<p class="note live" id="live-note">The search is still running: this page reloads itself when a '
                 'newer one is written (after every generation; every evaluation with <code>fedevo plot --watch</code>).'
                 '</p>')

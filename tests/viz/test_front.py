@@ -518,7 +518,7 @@ def _same_point(problem, params, *, seed, rounds=None, data_dir=None, **_):
                             rounds=1, wall_s=0.01)
 
 
-def test_the_page_says_running_only_while_a_search_writes_the_run(fake_run, tmp_path):
+def test_the_page_says_running_only_while_a_search_writes_the_run(fake_run, tmp_path, capsys):
     """A search that ended early (--patience: 8 of 24 evaluations) is complete: no 'still running', no waiting
     for importance.html; a stopped one (killed: no lock held) says how to go on; only a held run is running."""
     import fcntl
@@ -535,6 +535,8 @@ def test_the_page_says_running_only_while_a_search_writes_the_run(fake_run, tmp_
     page = front_html(data)
     assert "The search is still running" not in page and "stopped before its end" not in page
     assert "importance.html (which genes matter) is written" not in page
+    code, out_text, err = cli(["front", str(out)], capsys)
+    assert code in (0, None) and "stopped before its end" not in out_text and "is writing" not in out_text, err
 
     stopped = tmp_path / "stopped"  # generation 3 under way when the search was killed
     shutil.copytree(fake_run, stopped)
@@ -546,6 +548,13 @@ def test_the_page_says_running_only_while_a_search_writes_the_run(fake_run, tmp_
     page = front_html(data)
     assert "The search is still running" not in page
     assert "stopped before its end (20 of 30 evaluations" in page and f"fedevo resume {stopped}" in page
+    # fedevo front lists every logged evaluation (20), front.csv the finished generations: it says why they differ
+    code, text, err = cli(["front", str(stopped)], capsys)
+    flat = " ".join(text.split())
+    assert code in (0, None) and f"the search stopped before its end (20 of 30 evaluations; `fedevo resume {stopped}`" \
+        in flat and "front.csv holds the generations finished so far" in flat, err
     with open(stopped / ".lock", "a+") as lock:  # what a running search holds (fedevo.searching.run.LOCK)
         fcntl.flock(lock, fcntl.LOCK_EX)
         assert "The search is still running" in front_html(data)
+        code, text, err = cli(["front", str(stopped)], capsys)
+        assert "a search is writing this run (20 of 30 evaluations so far)" in " ".join(text.split()), err

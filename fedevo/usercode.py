@@ -189,10 +189,11 @@ def _getcwd():
 
 
 @contextlib.contextmanager
-def captured_stdout():
-    """Python-level stdout of the code inside, collected (a StringIO) instead of printed."""
+def captured_stdout(stderr: bool = False):
+    """Python-level stdout of the code inside (and its sys.stderr, in order with it, where `stderr`), collected (a
+    StringIO) instead of printed."""
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
+    with contextlib.redirect_stdout(buf), (contextlib.redirect_stderr(buf) if stderr else contextlib.nullcontext()):
         yield buf
 
 

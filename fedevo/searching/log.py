@@ -181,7 +181,7 @@ class EvalLog:
         from .containment import UserLog, call_user, captured_stdout
 
         values, notes = [], []
-        with captured_stdout() as out:
+        with captured_stdout(stderr=True) as out:
             for o in self.objectives:
                 try:
                     v = call_user(o.value, r)  # sys.exit, a raised KeyboardInterrupt: this value's failure

@@ -106,9 +106,11 @@ def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
 def _run_here(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
               eval_kwargs: Mapping[str, Any]) -> tuple[str, Any, str]:
     from .containment import UserExit, call_user, captured_stdout, out_of_range
+    from .evaluator import SimulatorEvaluator
 
     t0 = time.perf_counter()
-    with captured_stdout() as out:
+    # the user's evaluator: its sys.stderr to user.log as well (fedevo's simulator: its warnings stay on stderr)
+    with captured_stdout(stderr=not isinstance(evaluator, SimulatorEvaluator)) as out:
         try:
             raw = call_user(evaluator, problem, dict(params), seed=seed, **eval_kwargs)
             r = coerce_result(raw)

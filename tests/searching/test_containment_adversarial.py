@@ -47,11 +47,11 @@ worst = 1e4
     ("sys.exit(4)", "objective lat: UserExit: sys.exit(4) called by the evaluation's code"),
     ("raise KeyboardInterrupt", "objective lat: UserExit: KeyboardInterrupt raised by the evaluation's code"),
 ])
-def test_a_user_objective_that_exits_fails_its_value_only(tmp_path, body, note):
+def test_a_user_objective_that_exits_fails_its_value_only(tmp_path, capfd, body, note):
     """A user objective's read is user code as an evaluator is: sys.exit(4) in it ended the search with exit code 4
     and no message, a raised KeyboardInterrupt stopped it as Ctrl-C does."""
-    (tmp_path / "obj.py").write_text(f"import sys\n\ndef lat(result):\n    if result.error > 0.45:\n        {body}\n"
-                                     "    return 3 * result.error\n")
+    (tmp_path / "obj.py").write_text(f"import sys\n\ndef lat(result):\n    print('read on stderr', file=sys.stderr)\n"
+                                     f"    if result.error > 0.45:\n        {body}\n    return 3 * result.error\n")
     out = tmp_path / "R"
     fedevo.search(str(own_problem(tmp_path, "ok", extra=OBJECTIVE)), pop=4, gen=2, workers=0, out=out, page=False)
     rows = read_csv(out / "evaluations.csv")
@@ -59,6 +59,7 @@ def test_a_user_objective_that_exits_fails_its_value_only(tmp_path, body, note):
     hit = [r for r in rows if float(r["error"]) > 0.45]
     assert hit and all(r["lat"] == "" and r["message"].startswith(note) for r in hit)
     assert all(float(r["lat"]) == pytest.approx(3 * float(r["error"])) for r in rows if float(r["error"]) <= 0.45)
+    assert (out / "user.log").read_text().count("read on stderr") == 8  # its stderr too, as an evaluator's
 
 
 @pytest.fixture
@@ -262,3 +263,21 @@ def test_a_factorys_output_below_python_never_reaches_the_searchs_stdout(tmp_pat
     assert code == 0, err
     assert "factory wrote" not in out and out.startswith("search finished")
     assert "factory wrote to fd 1" in err and "factory wrote to fd 1" in (tmp_path / "R" / "user.log").read_text()
+
+
+def _to_stderr(problem, params, *, seed, rounds=None, data_dir=None):
+    import sys
+
+    print(f"to stderr from {seed}", file=sys.stderr)
+    return (0.2 + 0.5 * params["x"], 1.0 + params["x"], 1.0)
+
+
+def test_what_an_evaluator_prints_to_stderr_goes_to_user_log(tmp_path, capfd):
+    """In-process, an evaluator's sys.stderr went to the terminal, in the middle of the progress lines (on Ray into
+    Ray's worker logs, removed with its session)."""
+    out = tmp_path / "R"
+    run = fedevo.search(str(own_problem(tmp_path, "ok")), pop=4, gen=1, workers=0, out=out, page=False,
+                        evaluator=_to_stderr)
+    assert "to stderr" not in capfd.readouterr().err
+    log = (out / "user.log").read_text()
+    assert all(f"to stderr from {r['seed']}" in log for r in run.evaluations)

@@ -346,19 +346,25 @@ class RetrainReport:
         its solutions where they differ (report.md and the terminal)."""
         from .viz.html import fmt
 
+        own = self.standard_label != STANDARD_LABEL  # the problem's own evaluator: its ε is its own
         claims: dict[str, list[str]] = {}
         for s in self.solutions:
             if s.is_standard:
                 continue
             priv = dict(self.results[s.key].privacy or {})
-            text = ("nothing its training recorded" if not priv else
-                    " · ".join(f"{name} {fmt(priv[k])}" for k, name in CLAIM_KEYS if priv.get(k) is not None)
-                    if _claims_privacy(priv.get("mechanism")) else "no privacy (ε = ∞)")
-            claims.setdefault(text or "nothing its training recorded", []).append(s.key)
+            mech = priv.get("mechanism")
+            if own and mech is None:
+                text = ("is as the problem's own evaluator computes it (fedevo does not know its trust model or "
+                        "accountant)")
+            elif mech is not None and not _claims_privacy(mech):
+                text = "is ∞: no privacy"
+            else:
+                text = "holds under: " + (" · ".join(f"{name} {fmt(priv[k])}" for k, name in CLAIM_KEYS
+                                                     if priv.get(k) is not None) or "nothing its training recorded")
+            claims.setdefault(text, []).append(s.key)
         if len(claims) == 1:
-            return [f"every picked solution's ε holds under: {next(iter(claims))}"]
-        return [f"solution{'s' if len(keys) > 1 else ''} {', '.join(keys)}: ε holds under: {text}"
-                for text, keys in claims.items()]
+            return [f"every picked solution's ε {next(iter(claims))}"]
+        return [f"solution{'s' if len(keys) > 1 else ''} {', '.join(keys)}: ε {text}" for text, keys in claims.items()]
 
     def privacy_rows(self) -> list[dict[str, Any]]:
         """Per solution what its ε is under and how it compares with the search's (curves.html): the trust model,

@@ -344,3 +344,22 @@ def test_bad_gpus_per_task_is_one_line_before_any_work(run_dir, tmp_path, capsys
                           "--out", str(tmp_path / "rt")], capsys)
     assert code == 2 and out == "" and not (tmp_path / "rt").exists()
     assert err.strip() == "fedevo: error: --gpus-per-task must be >= 0, got -1.0"
+
+
+def test_own_evaluators_eps_is_not_called_no_privacy(tmp_path):
+    # a problem's own evaluator reports its ε without fedevo's mechanism names: the report says its ε is the
+    # evaluator's and that fedevo does not know its trust model (the claims line said "no privacy (ε = ∞)")
+    import fedevo
+
+    (tmp_path / "ev.py").write_text(
+        "def evaluate(problem, params, *, seed, rounds=None, data_dir=None):\n"
+        "    w = params['width']\n"
+        "    return {'error': 1 / (1 + w), 'comm': w, 'eps': 10 / w, 'privacy': {'note': 'own'}}\n")
+    (tmp_path / "own.toml").write_text('name = "own"\nevaluator = "python:ev.py:evaluate"\n[genes]\n'
+                                       'width = { type = "int", low = 1, high = 16, default = 4 }\n')
+    run = fedevo.search(str(tmp_path / "own.toml"), pop=4, gen=1, workers=0, seed=1, out=tmp_path / "r", page=False)
+    report = fedevo.retrain(run, "lowest-error", rounds=2, workers=0)
+    assert math.isfinite(report.results["1"].eps)
+    assert report.privacy_claims() == ["every picked solution's ε is as the problem's own evaluator computes it "
+                                       "(fedevo does not know its trust model or accountant)"]
+    assert "Every picked solution's ε is as the problem's own evaluator" in (report.out_dir / "report.md").read_text()

@@ -290,6 +290,7 @@ def script_data(m: Model, stamp: str, complete: bool, stamp_file: str) -> dict:
             "log_axes": [k for k, c in m.cols.items() if c.log], "parallel": parallel_meta(m),
             "genes": list(data.gene_names), "rows": rows, "front_ids": [r["id"] for r in data.front],
             "knee_bar": m.chance, "knee": knee[0] if knee else None, "undefined": list(m.undefined),
+            "knee_objectives": [{"name": o.name, "worst": o.worst, "maximize": o.maximize} for o in data.objectives],
             "colour": cols, "colour_default": "generation", "stamp": stamp, "complete": complete,
             "stamp_file": stamp_file}
 

@@ -510,7 +510,9 @@ function fedevoInit() {
     const capped = Object.keys(caps).length > 0;
     const words = capWords();
     const within = FRONT.filter(r => fedevoWithin(r, caps, OBJ));
-    const res = fedevoKnee(FRONT, caps, D.knee_bar, OBJ);
+    // the knee over every objective of the run, as picking.knee (OBJ leaves out an ε no row defines; the
+    // number of objectives sets pymoo's neighbourhood)
+    const res = fedevoKnee(FRONT, caps, D.knee_bar, D.knee_objectives);
     const low = lowestOf(within, 'error', 2);
     // the marks, as `fedevo front --pick` gives them for these caps: knee:CAPS and CAPS,lowest-error:2
     marksNow = new Map(D.rows.map(r => [r.id, []]));

@@ -239,3 +239,34 @@ def test_parallel_titles_clear_of_each_other_on_a_four_objective_run(browser, fo
     finally:
         at_width(browser, 1400)
     no_network_and_no_errors(browser)
+
+
+# a front of 12 on which the knee over (error, comm, ε) is id 9 and over (error, comm, ε, ε paper) id 1: pymoo's
+# high trade-off points count the objectives (their neighbourhood is min(2·m, n − 1) points)
+KNEE_FRONT = [[0.057079, 4256.4, 318.4], [0.087397, 413.59, 104.03], [0.1114, 4227.4, 185.8],
+              [0.086447, 922.54, 131.21], [0.50255, 1975.7, 0.71175], [0.61287, 1683.7, 0.1353],
+              [0.64266, 3556.7, 0.041684], [0.67645, 992.86, 0.090194], [0.70956, 2081.3, 0.05863],
+              [0.7091, 129.12, 0.090461], [0.75542, 1412.5, 0.056451], [0.79578, 2205.9, 0.013429]]
+
+
+def test_the_pages_knee_counts_an_objective_no_row_defines(browser, tmp_path):
+    """A problem whose objectives list ε paper beside ε, under a trust where ε paper is undefined for every
+    evaluation: the page leaves ε paper out of its caps and columns, and its knee left it out too, so it chose
+    another solution than `fedevo front --pick knee` while its note said 'the same as --pick knee'."""
+    import fedevo
+    from fedevo.viz import write_front_html
+
+    (tmp_path / "ev.py").write_text(
+        "import json\nVALUES = json.loads(" + repr(json.dumps(KNEE_FRONT)) + ")\nN = []\n"
+        "def evaluate(problem, params, *, seed, rounds=None, data_dir=None):\n"
+        "    N.append(1)\n"
+        "    return tuple(VALUES[len(N) - 1])\n")
+    (tmp_path / "p.toml").write_text('name = "eps_both"\nobjectives = ["error", "comm", "eps", "eps_paper"]\n'
+                                     'evaluator = "python:ev.py:evaluate"\n[genes]\n'
+                                     'x = { type = "real", low = 0.0, high = 1.0, default = 0.5 }\n')
+    run = fedevo.search(str(tmp_path / "p.toml"), pop=12, gen=1, workers=0, seed=0, out=tmp_path / "r", page=False)
+    knee = run.pick("knee")[0]["id"]
+    page = write_front_html(run.path)
+    open_fresh(browser, page)
+    note = browser.execute_script("return document.getElementById('knee-note').textContent")
+    assert knee == 1 and note.startswith(f"Chosen: id {knee} "), note

@@ -5,14 +5,13 @@ Built once at the edge (CLI, problem file + genes) and passed down; nothing belo
 
 from __future__ import annotations
 
-import functools
 import math
-import numbers
-import typing
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Optional, Union
 
+from .arch import USER_INITS, Arch, CNNArch, MLPArch, UserArch  # re-exported (__all__): configs are named from here
 from .data.catalog import DATASETS, N_TRAIN, check_data_dir
+from .configcheck import check as _check, typed as _typed
 from .errors import FedevoError
 from .privacy import registry  # torch-free: names, parameter dataclasses and rules of mechanisms and trust models
 
@@ -25,110 +24,6 @@ DEVICES = ("auto", "cpu", "cuda")  # where local training runs (fedevo/hardware.
 TARGET_EPS_RANGE = (1e-3, 1e4)
 # dirichlet_alpha below this gives each class to one client: with more clients than classes, clients stay empty
 DIRICHLET_ALPHA_MIN = 1e-2
-
-
-def _check(cond: bool, msg: str) -> None:
-    if not cond:
-        raise FedevoError(msg)
-
-
-def _fits(hint: Any, v: Any) -> bool:
-    """A field's value of its hint's kind, by the Python API's rules (argcheck.matches: an int field an integer,
-    not a bool; a number; None only where Optional), a numpy scalar taken as its Python value. A field of
-    choices (Literal) is left to its own check, which names them."""
-    if typing.get_origin(hint) is Literal or any(typing.get_origin(a) is Literal for a in typing.get_args(hint)):
-        return True
-    from .argcheck import matches
-
-    if isinstance(v, numbers.Number) and type(v).__module__ == "numpy":
-        v = v.item()
-    return matches(hint, v)
-
-
-@functools.lru_cache(maxsize=None)
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _typed(obj: Any) -> None:
-    """Every field of a config held to its type hint (`_fits`), before its range checks: a config built from
-    Python as from a problem file (whose values schema.py checks) — MLPArch(layers=1.5) and SimConfig(epochs="1")
-    are one line, not a range check comparing a str or a silently fractional layer count."""
-    hints = _hints(type(obj))
-    for f in fields(obj):
-        v = getattr(obj, f.name)
-        if not _fits(hints[f.name], v):
-            from .argcheck import describe
-
-            raise FedevoError(f"{f.name} must be {describe(hints[f.name])}, got {v!r}")
-
-
-@dataclass(frozen=True)
-class MLPArch:
-    """Fully-connected net: `layers` hidden layers of `units` ReLU units."""
-
-    layers: int = 2
-    units: int = 200
-
-    def __post_init__(self):
-        _typed(self)
-        _check(self.layers >= 0, f"layers must be >= 0, got {self.layers}")
-        _check(self.units >= 1, f"units must be >= 1, got {self.units}")
-
-
-@dataclass(frozen=True)
-class CNNArch:
-    """`conv_layers` conv blocks (conv k×k, ReLU, 2×2 max-pool while the map is ≥ 4 px; `channels` doubling per
-    block) then an MLP head of `layers` × `units`."""
-
-    conv_layers: int = 2
-    channels: int = 32
-    kernel: int = 5
-    layers: int = 1
-    units: int = 128
-
-    def __post_init__(self):
-        _typed(self)
-        _check(1 <= self.conv_layers <= 4, f"conv_layers must be in [1, 4], got {self.conv_layers}")
-        _check(self.channels >= 1, f"channels must be >= 1, got {self.channels}")
-        _check(self.kernel in (1, 3, 5, 7) or (self.kernel >= 1 and self.kernel % 2 == 1),
-               f"kernel must be a positive odd integer, got {self.kernel}")
-        _check(self.layers >= 0, f"layers must be >= 0, got {self.layers}")
-        _check(self.units >= 1, f"units must be >= 1, got {self.units}")
-
-
-USER_INITS = ("module", "fedevo")  # UserArch.init
-
-
-@dataclass(frozen=True)
-class UserArch:
-    """The user's model (issue 26): `spec` names a factory, "python:/abs/path/file.py:function" (the problem
-    file's relative path already resolved) or "package.module:function", called as
-    `function(input_shape=..., num_classes=..., **kwargs)`; `kwargs`: the keyword arguments ((name, value) pairs,
-    sorted by name: hashable and picklable for Ray). `init`: "module" (the module's own initialisation, torch's
-    global generator seeded from the evaluation's seed) or "fedevo" (Linear and Conv2d weights and biases drawn
-    as the built-in models draw theirs: a user MLP then equals the built-in MLP bit for bit). `sparse_conv`: SET
-    masks Conv2d weights too (Linear weights always, when alpha is set). docs/models.md."""
-
-    spec: str
-    kwargs: tuple = ()
-    init: str = "module"
-    sparse_conv: bool = False
-
-    def __post_init__(self):
-        _typed(self)
-        _check(isinstance(self.spec, str) and ":" in self.spec,
-               f"model must be 'mlp', 'cnn', 'python:path/to/file.py:function' or 'package.module:function', "
-               f"got {self.spec!r}")
-        _check(self.init in USER_INITS, f"model_init must be 'module' or 'fedevo', got {self.init!r}")
-        _check(isinstance(self.sparse_conv, bool), f"sparse_conv must be true or false, got {self.sparse_conv!r}")
-
-    @property
-    def kwargs_dict(self) -> dict:
-        return dict(self.kwargs)
-
-
-Arch = Union[MLPArch, CNNArch, UserArch]
 
 
 # shared by every mechanism: PrivacyConfig's fields but `params`, each mechanism's own (privacy/registry.py)
@@ -417,3 +312,8 @@ class SimConfig:
 
     def with_(self, **kw) -> "SimConfig":
         return replace(self, **kw)
+
+
+__all__ = ["AGGREGATIONS", "Arch", "CNNArch", "DEVICES", "DIRICHLET_ALPHA_MIN", "DataConfig", "DeploymentConfig",
+           "MLPArch", "PARTITIONS", "PrivacyConfig", "SAMPLINGS", "SHARED_KEYS", "SimConfig", "TARGET_EPS_RANGE",
+           "USER_INITS", "UserArch"]

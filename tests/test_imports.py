@@ -31,9 +31,6 @@ LAYERS: dict[str, int] = {
 # Imports that point up a layer, each with why it is still here. Keys: (the importing layer, the module reached).
 # An entry that no longer holds fails the test too.
 KNOWN_BACKWARD: dict[tuple[str, str], str] = {
-    ("models", "fedevo.privacy.registry"):
-        "models import config.py for MLPArch/CNNArch, and config.py checks PrivacyConfig against the registry's "
-        "names (torch-free); the fix is to split the architecture configs out of config.py",
     ("searching", "fedevo.picking"):
         "RunData.pick/marks/knee_bar delegate to picking.py (which itself imports only errors and objectives): "
         "picking belongs with the run directory's reader",

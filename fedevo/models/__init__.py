@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..config import CNNArch, MLPArch, UserArch
+from ..arch import CNNArch, MLPArch, UserArch
 
 
 def build_model(arch, input_shape: tuple, num_classes: int):

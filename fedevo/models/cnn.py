@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import grad, vmap
 
-from ..config import CNNArch
+from ..arch import CNNArch
 from .cnn_ops import pool_relu
 from .layout import conv_layout, fc_dims
 

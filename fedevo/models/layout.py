@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..config import CNNArch, MLPArch
+from ..arch import CNNArch, MLPArch
 
 
 def density(alpha: float, n_in: int, n_out: int) -> float:

@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..config import CNNArch, UserArch
+from ..arch import CNNArch, UserArch
 from ..envvars import env_auto_flag
 from ..errors import FedevoError
 from .cnn import StackedCNN

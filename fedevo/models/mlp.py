@@ -14,7 +14,7 @@ from typing import Optional
 
 import torch
 
-from ..config import MLPArch
+from ..arch import MLPArch
 from .layout import fc_dims
 
 

@@ -34,7 +34,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from ..config import UserArch
+from ..arch import UserArch
 from .lowering import lower, lowering_enabled
 from .user_module import _seed_from, _template, make_module, meta_module
 

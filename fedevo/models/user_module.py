@@ -18,7 +18,7 @@ from typing import Callable, Optional
 import torch
 import torch.nn as nn
 
-from ..config import UserArch
+from ..arch import UserArch
 from ..errors import FedevoError
 from ..plugins import load_callable
 from ..usercode import call_user, stdout_to_stderr

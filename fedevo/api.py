@@ -490,7 +490,11 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: Optional[list] = 
                                   f"{sr.run_dir} {gone}: nothing was kept)") from None
         raise
     if page:
-        _final_page(sr.run_dir, importance=importance)
+        try:
+            _final_page(sr.run_dir, importance=importance)
+        except KeyboardInterrupt as e:  # the search is over; say where it is
+            e.run_dir = sr.run_dir
+            raise
     run = Run(summary.run_dir, summary)
     if summary.evaluations and summary.failed == summary.evaluations:
         from .errors import SearchFailedError

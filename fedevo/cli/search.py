@@ -48,11 +48,12 @@ def _execute(start, quiet: bool) -> None:
         _print_summary(e.run.summary, e.run, quiet)
         raise
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (fedevo.errors.Terminated): exit 130 / 143
-        where = getattr(e, "run_dir", None) or "the run directory"
+        where = getattr(e, "run_dir", None)
         term = isinstance(e, Terminated) or Terminated.received
         how = "stopped by SIGTERM" if term else "interrupted"
-        print(f"fedevo: {how}; every finished evaluation is saved in {where}. "
-              f"Continue with: fedevo resume {where}", file=sys.stderr)
+        print(f"fedevo: {how}; every finished evaluation is saved in {where}. Continue with: fedevo resume {where}"
+              if where else f"fedevo: {how} before the search began: nothing was evaluated; run the command again",
+              file=sys.stderr)
         raise typer.Exit(143 if term else 130)
     _print_summary(run.summary, run, quiet)
     pages = [p.name for p in (run.path / "front.html", run.path / "importance.html") if p.exists()]

@@ -59,3 +59,33 @@ def test_a_dead_worker_leaves_only_fedevo_lines_on_stdout(tmp_path):
     assert lines and lines[0].startswith("search finished: 2/2 generations") and lines[-1].startswith("results in ")
     assert len(lines) == 2, r.stdout  # nothing of Ray's: no "(raylet) A worker died", no "will be retried"
     assert "worker died" in (out / "ray.log").read_text().lower() or "died" in (out / "ray.log").read_text().lower()
+
+
+@pytest.mark.parametrize("where", ["create", "final_page"])
+def test_sigterm_outside_the_search_loop_says_what_is_left(tmp_path, monkeypatch, capsys, where):
+    """SIGTERM before the run directory exists said 'every finished evaluation is saved in the run directory.
+    Continue with: fedevo resume the run directory' (no such directory); after the search, during its last page,
+    it names the run."""
+    from fedevo import api
+    from fedevo.cli import main
+    from fedevo.errors import Terminated
+    from fedevo.searching.run import SearchRun
+
+    def term(*a, **k):
+        raise Terminated()
+
+    monkeypatch.setattr(Terminated, "received", False)
+    if where == "create":
+        monkeypatch.setattr(SearchRun, "create", classmethod(term))
+    else:
+        monkeypatch.setattr(api, "_final_page", term)
+    out = tmp_path / "R"
+    with pytest.raises(SystemExit) as e:
+        main(["search", "--problem", str(toy_problem_file(tmp_path)), "--pop", "4", "--gen", "1", "--workers", "0",
+              "--quiet", "--evaluator", FAKE, "--out", str(out)])
+    assert e.value.code == 143
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == (["fedevo: stopped by SIGTERM before the search began: nothing was evaluated; run the command "
+                     "again"] if where == "create" else
+                    [f"fedevo: stopped by SIGTERM; every finished evaluation is saved in {out}. Continue with: "
+                     f"fedevo resume {out}"])

@@ -188,6 +188,26 @@ def _getcwd():
         return None
 
 
+def exit_without_threads_left(code) -> None:
+    """End the process now with `code` (sys.exit's) where user code left threads running that Python's exit would
+    wait for (not daemons: a time.sleep(1e9) in one held `fedevo search` forever after its results), saying so in
+    one line on stderr; return otherwise. fedevo's own threads are daemons or ended by then. Exit handlers run."""
+    left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not left:
+        return
+    names = ", ".join(t.name for t in left[:3]) + (", ..." if len(left) > 3 else "")
+    print(f"fedevo: user code left {len(left)} thread{'s' if len(left) != 1 else ''} running ({names}); "
+          "not waiting for them", file=sys.stderr)
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    code = 0 if code is None else code if isinstance(code, int) else 1  # as Python's own exit reads sys.exit's
+    _REAL_OS_EXIT(code)
+
+
 @contextlib.contextmanager
 def captured_stdout(stderr: bool = False):
     """Python-level stdout of the code inside (and its sys.stderr, in order with it, where `stderr`), collected (a
@@ -216,5 +236,5 @@ def stdout_to_stderr():
         os.close(saved)
 
 
-__all__ = ["UserExit", "call_user", "captured_stdout", "kept_state", "real_interrupt", "stdout_to_stderr",
-           "watch_interrupts"]
+__all__ = ["UserExit", "call_user", "captured_stdout", "exit_without_threads_left", "kept_state", "real_interrupt",
+           "stdout_to_stderr", "watch_interrupts"]

@@ -28,6 +28,17 @@ def _usage_line(e) -> str:
 
 
 def main(argv=None) -> None:
+    try:
+        _main(argv)
+    except SystemExit as e:
+        if argv is None:  # the program itself (not called from Python): its work is done, end it now
+            from ..usercode import exit_without_threads_left
+
+            exit_without_threads_left(e.code)
+        raise
+
+
+def _main(argv=None) -> None:
     import signal
     import threading
 

@@ -281,3 +281,31 @@ def test_what_an_evaluator_prints_to_stderr_goes_to_user_log(tmp_path, capfd):
     assert "to stderr" not in capfd.readouterr().err
     log = (out / "user.log").read_text()
     assert all(f"to stderr from {r['seed']}" in log for r in run.evaluations)
+
+
+LEAVES_A_THREAD = """
+import threading, time
+
+def evaluate(problem, params, *, seed, rounds=None, data_dir=None):
+    threading.Thread(target=time.sleep, args=(1e9,), name="users-sleeper").start()  # not a daemon
+    return (0.2 + 0.5 * params["x"], 1.0 + params["x"], 1.0)
+"""
+
+
+def test_a_thread_user_code_leaves_running_does_not_hold_the_command(tmp_path):
+    """`fedevo search` printed its results and then never ended: Python's exit waits for every thread that is not
+    a daemon, and the evaluator had started one that sleeps."""
+    import subprocess
+
+    from tests.searching.search_helpers import cli_cmd, env
+
+    (tmp_path / "ev.py").write_text(LEAVES_A_THREAD)
+    problem = tmp_path / "threads.toml"
+    problem.write_text('name = "threads"\nevaluator = "python:ev.py:evaluate"\n[genes]\n'
+                       'x = { type = "real", low = 0.0, high = 1.0, default = 0.5 }\n')
+    r = subprocess.run(cli_cmd("search", "--problem", problem, "--pop", 4, "--gen", 1, "--workers", 0, "--out",
+                               tmp_path / "R"), env=env(), capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0 and r.stdout.startswith("search finished"), r.stderr
+    assert r.stderr.splitlines()[-1] == ("fedevo: user code left 4 threads running (users-sleeper, users-sleeper, "
+                                         "users-sleeper, ...); not waiting for them")
+    assert len(read_csv(tmp_path / "R" / "evaluations.csv")) == 4

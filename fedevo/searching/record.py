@@ -44,7 +44,7 @@ def _result_cells(r: EvaluationResult) -> tuple:
 
 @dataclass(frozen=True, eq=False)
 class EvaluationRecord(Mapping[str, Any]):
-    """One logged evaluation (see the module doc). Equal to another record or mapping with the same columns."""
+    """One logged evaluation (see the module doc). Equal to another record or mapping with the same columns (NaN equal to NaN)."""
 
     id: int
     generation: int
@@ -109,6 +109,16 @@ class EvaluationRecord(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self._flat)
 
+    def __eq__(self, other: object) -> bool:
+        """The same columns with the same values, a NaN cell equal to a NaN cell (an undefined ε paper, a failed
+        evaluation's objectives: the same record read twice was unequal to itself)."""
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        theirs = dict(other)
+        return self._flat.keys() == theirs.keys() and all(_same(v, theirs[k]) for k, v in self._flat.items())
+
+    __hash__ = None  # a mapping (as before: Mapping's)
+
     def __repr__(self) -> str:
         genes = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         rung = "" if self.rung is None else f", rung={self.rung}"
@@ -118,6 +128,10 @@ class EvaluationRecord(Mapping[str, Any]):
     def __reduce__(self):  # pickles by its fields (the flat view is derived)
         return (_rebuild, (self.id, self.generation, self.index, self.seed, dict(self.params), self.result,
                            dict(self.objective_values), self.rung, self.fidelity))
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
 def _rebuild(*fields) -> EvaluationRecord:

@@ -123,6 +123,8 @@ def _os_exit_raises():
                 os._exit = _REAL_OS_EXIT
 
 
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # how a search is stopped (resumable)
+
 # torch's process-wide settings as a fresh import has them (user code may import torch for the first time)
 _TORCH_DEFAULTS = {"dtype": "float32", "deterministic": (False, False)}
 
@@ -153,7 +155,8 @@ def _set_torch_state(torch, state: dict) -> None:
 def kept_state():
     """Inside, user code may change what the process shares; after it, fedevo's next step (the next evaluation,
     the run directory's writes, the progress lines) finds it as before: the working directory (a relative run
-    directory), sys.stdout and sys.stderr, the warning filters, numpy's floating-point error handling, and
+    directory), sys.stdout and sys.stderr, the SIGINT and SIGTERM handlers (in the main thread), the warning
+    filters, numpy's floating-point error handling, and
     torch's default dtype (float64 made every later simulator evaluation 'diverged'), deterministic mode, grad
     mode and intra-op threads."""
     cwd = _getcwd()
@@ -161,6 +164,8 @@ def kept_state():
     torch = sys.modules.get("torch")
     state = _torch_state(torch) if torch is not None else _TORCH_DEFAULTS
     filters = list(warnings.filters)
+    handlers = ({n: signal.getsignal(n) for n in _SIGNALS}
+                if threading.current_thread() is threading.main_thread() else {})
     np = sys.modules.get("numpy")
     floating = np.geterr() if np is not None else None
     try:
@@ -173,6 +178,9 @@ def kept_state():
             with contextlib.suppress(OSError):
                 os.chdir(cwd)
         sys.stdout, sys.stderr = streams
+        for n, handler in handlers.items():  # Ctrl-C and SIGTERM stop the search again (SIG_IGN: nothing did)
+            if signal.getsignal(n) is not handler and handler is not None:
+                signal.signal(n, handler)
         if floating is not None:
             np.seterr(**floating)
         torch = sys.modules.get("torch")

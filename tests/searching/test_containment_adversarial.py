@@ -67,6 +67,7 @@ def restored():
     """The process state these tests' user code changes, put back after the test whatever happened (without
     the fix under test, it would spoil the tests after it)."""
     import os
+    import signal
     import sys
     import warnings
 
@@ -74,9 +75,12 @@ def restored():
     import torch
 
     saved = (os.getcwd(), sys.stdout, sys.stderr, list(warnings.filters), np.geterr(), torch.get_default_dtype(),
-             torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(), torch.is_grad_enabled())
+             torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(), torch.is_grad_enabled(),
+             signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
     yield
-    cwd, sys.stdout, sys.stderr, filters, err, dtype, deterministic, threads, grad = saved
+    cwd, sys.stdout, sys.stderr, filters, err, dtype, deterministic, threads, grad, sigint, sigterm = saved
+    signal.signal(signal.SIGINT, sigint)
+    signal.signal(signal.SIGTERM, sigterm)
     os.chdir(cwd)
     warnings.filters[:] = filters
     warnings._filters_mutated()
@@ -128,7 +132,10 @@ def test_what_user_code_changes_in_the_process_does_not_change_the_next_evaluati
 
 
 def test_call_user_puts_back_what_the_code_changed(tmp_path, monkeypatch, restored):
+    """Also the SIGINT and SIGTERM handlers: an evaluator that set them to SIG_IGN left a search that Ctrl-C no
+    longer stopped."""
     import os
+    import signal
     import sys
     import warnings
 
@@ -138,8 +145,12 @@ def test_call_user_puts_back_what_the_code_changed(tmp_path, monkeypatch, restor
     from fedevo.usercode import call_user
 
     monkeypatch.chdir(tmp_path)
-    before = (os.getcwd(), sys.stdout, sys.stderr, list(warnings.filters), np.geterr(), torch.get_default_dtype(),
-              torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(), torch.is_grad_enabled())
+    def state():
+        return (os.getcwd(), sys.stdout, sys.stderr, list(warnings.filters), np.geterr(), torch.get_default_dtype(),
+                torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(), torch.is_grad_enabled(),
+                signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+
+    before = state()
 
     def mischief():
         os.chdir("/")
@@ -150,11 +161,12 @@ def test_call_user_puts_back_what_the_code_changed(tmp_path, monkeypatch, restor
         torch.use_deterministic_algorithms(True)
         torch.set_num_threads(1)
         torch.set_grad_enabled(False)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         return "done"
 
     assert call_user(mischief) == "done"
-    assert (os.getcwd(), sys.stdout, sys.stderr, list(warnings.filters), np.geterr(), torch.get_default_dtype(),
-            torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(), torch.is_grad_enabled()) == before
+    assert state() == before
 
 
 

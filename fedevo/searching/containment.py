@@ -62,24 +62,27 @@ class UserLog:
                 yield
             return
         sys.stdout.flush()
-        with open(self.path, "ab") as fh:
-            start = fh.tell()
-            fh.write(f"--- {label} ---\n".encode())
-            fh.flush()
-            head = fh.tell()
-            saved = os.dup(1)
-            try:
-                os.dup2(fh.fileno(), 1)
-                yield
-            finally:
-                sys.stdout.flush()
-                os.dup2(saved, 1)
-                os.close(saved)
-                fh.seek(0, os.SEEK_END)
-                if fh.tell() == head:  # nothing was written: no header either (and no empty log)
-                    fh.truncate(start)
-        if start == 0 and self.path.stat().st_size == 0:
-            self.path.unlink()
+        start = None
+        try:
+            with open(self.path, "ab") as fh:
+                start = fh.tell()
+                fh.write(f"--- {label} ---\n".encode())
+                fh.flush()
+                head = fh.tell()
+                saved = os.dup(1)
+                try:
+                    os.dup2(fh.fileno(), 1)
+                    yield
+                finally:
+                    sys.stdout.flush()
+                    os.dup2(saved, 1)
+                    os.close(saved)
+                    fh.seek(0, os.SEEK_END)
+                    if fh.tell() == head:  # nothing was written: no header either (and no empty log)
+                        fh.truncate(start)
+        finally:  # also when the search stops in this evaluation (Ctrl-C): no empty log left behind
+            if start == 0 and self.path.stat().st_size == 0:
+                self.path.unlink()
         self._label_open = (label, head)
 
     def write(self, label: str, text: str) -> None:

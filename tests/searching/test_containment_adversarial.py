@@ -321,3 +321,15 @@ def test_a_thread_user_code_leaves_running_does_not_hold_the_command(tmp_path):
     assert r.stderr.splitlines()[-1] == ("fedevo: user code left 4 threads running (users-sleeper, users-sleeper, "
                                          "users-sleeper, ...); not waiting for them")
     assert len(read_csv(tmp_path / "R" / "evaluations.csv")) == 4
+
+
+def test_a_search_stopped_in_a_quiet_evaluation_leaves_no_empty_user_log(tmp_path):
+    """Ctrl-C during an evaluation that printed nothing left an empty RUN/user.log (the log's header is removed
+    when nothing came, the file was not)."""
+    from tests.searching.test_containment import ctrl_c
+
+    with pytest.raises(KeyboardInterrupt):
+        fedevo.search(str(own_problem(tmp_path, "ok")), pop=4, gen=1, workers=0, out=tmp_path / "R", page=False,
+                      evaluator=ctrl_c)
+    assert (tmp_path / "R" / "evaluations.csv").is_file()
+    assert not (tmp_path / "R" / "user.log").exists()

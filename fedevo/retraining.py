@@ -17,7 +17,9 @@ in accuracy, communication (as % of the standard's) and ε (its Tables 5–6). H
   (report.csv's ``search_seed`` and ``search_rounds``).
 
 The same run, picks, rounds and seed give the same numbers. Outputs, in ``RUN_DIR/retrain/`` (``retrain-2/``,
-... when it exists: an earlier report is never overwritten; or ``out``, which must not hold anything):
+... when it exists: an earlier report is never overwritten; or ``out``, which must not hold anything), once
+every training has finished; a stopped retrain keeps each finished training there and the same call continues it
+(:mod:`fedevo.retrain_kept`):
 
 * ``report.csv``  one row per solution (picked ones in pick order, then ``standard``), see `REPORT_COLUMNS`;
 * ``report.md``   the same numbers as Markdown tables laid out like seed 004's Tables 5–6 (the cells are the
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -474,10 +477,15 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     if eval_every < 0:
         raise FedevoError(f"eval_every must be >= 0, got {eval_every}")
     data = load_run(run_dir)
-    out_dir = report_dir(run_dir, out) if write else Path(out or Path(run_dir) / "retrain")
     seed = data.settings.seed if seed is None else seed
     data_dir = data_dir if data_dir is not None else data.settings.data_dir
     sols = plan(data, pick_spec, standard)
+    from . import retrain_kept
+
+    kept_plan = retrain_kept.plan_of(run_dir=run_dir, solutions=sols, rounds=rounds, seed=seed,
+                                     eval_every=eval_every, standard=standard)
+    out_dir = report_dir(run_dir, out, kept_plan) if write else Path(out or Path(run_dir) / "retrain")
+    kept = retrain_kept.load(out_dir) if write else {}
     std = standard_problem(data.problem)
     deployments = {}
     for s in sols:  # invalid configurations fail now, before any training
@@ -491,26 +499,35 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
 
     from .searching.runner import cores
 
-    workers, why = decide(workers, cores=cores(), pop=len(sols))  # as the search decides: "auto" alike
+    todo = [n for n, s in enumerate(sols) if s.key not in kept]
+    workers, why = decide(workers, cores=cores(), pop=max(len(todo), 1))  # as the search decides: "auto" alike
     announce(why)
+    if kept:
+        print(f"fedevo: continuing {out_dir}: {len(kept)} of {len(sols)} trainings were kept from the stopped retrain",
+              file=sys.stderr)
     tasks = [Task(id=n, generation=0, index=n, seed=seed,
-                  params={_STANDARD_FLAG: True, **s.params} if s.is_standard else dict(s.params))
-             for n, s in enumerate(sols)]
-    results: dict[str, EvaluationResult] = {}
+                  params={_STANDARD_FLAG: True, **sols[n].params} if sols[n].is_standard else dict(sols[n].params))
+             for n in todo]
+    results: dict[str, EvaluationResult] = {s.key: kept[s.key] for s in sols if s.key in kept}
+    if write:
+        retrain_kept.start(out_dir, kept_plan)
     t0 = time.monotonic()
     total = len(sols) * rounds
     name = lambda s: STANDARD if s.is_standard else f"solution {s.key} (id {s.id})"  # noqa: E731
     eval_kwargs: dict[str, Any] = {"rounds": rounds, "data_dir": data_dir, "eval_every": eval_every}
     if progress:
-        progress(0, total, f"{len(sols)} trainings")
+        progress(len(results) * rounds, total, f"{len(sols)} trainings")
         if workers == 0:  # in-process, one after the other: report every round of the current one
             eval_kwargs["progress"] = lambda t: progress(len(results) * rounds + t, total,
-                                                         name(sols[min(len(results), len(sols) - 1)]))
+                                                         name(sols[todo[min(len(results) - len(kept),
+                                                                            len(todo) - 1)]]))
     runner = make_runner(retrain_evaluate, data.problem, eval_kwargs, workers=workers,
                          gpus_per_task=gpus_per_task)  # Ray's log: kept in memory
     try:
         def on_done(t: Task, r: EvaluationResult) -> None:
             results[sols[t.index].key] = r
+            if write:
+                retrain_kept.keep(out_dir, sols[t.index].key, r)
             if progress:
                 progress(len(results) * rounds, total, f"{name(sols[t.index])} done")
 
@@ -530,6 +547,7 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
                                                   if o.name not in ("error", "comm", "eps", "eps_paper")))
     if write:
         report.write()
+        retrain_kept.drop(out_dir)
     return report
 
 
@@ -551,18 +569,26 @@ def deployment_of(cfg) -> dict[str, Any]:
             "population": int(cfg.population), "cohort": int(cfg.cohort)}
 
 
-def report_dir(run_dir: Path | str, out: Optional[Path | str]) -> Path:
+def report_dir(run_dir: Path | str, out: Optional[Path | str], plan: Optional[Mapping[str, Any]] = None) -> Path:
     """Where the report goes, checked before any training: `out` (must not exist or be empty), else the first of
-    RUN_DIR/retrain, retrain-2, retrain-3... that does not exist yet: an earlier report is never overwritten."""
+    RUN_DIR/retrain, retrain-2, retrain-3... that does not exist yet: an earlier report is never overwritten. A
+    report directory holding only the kept trainings of a stopped retrain of the same `plan`
+    (fedevo.retrain_kept) is continued: `out` if it is one, else the newest such RUN_DIR/retrain*."""
     from .guards import check_new_or_empty_dir, check_writable_dir
+    from .retrain_kept import continuable
 
     if out is not None:
+        if plan is not None and continuable([Path(out)], plan):
+            return Path(out)
         return check_new_or_empty_dir(out)
     base = Path(run_dir) / "retrain"
-    path, n = base, 1
+    path, n, earlier = base, 1, []
     while path.exists():
+        earlier.append(path)
         n += 1
         path = base.with_name(f"retrain-{n}")
+    if plan is not None and (going_on := continuable(earlier, plan)):
+        return going_on
     check_writable_dir(path, "the report directory")
     return path
 

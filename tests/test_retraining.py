@@ -263,9 +263,11 @@ def test_retrain_works_whatever_the_problem_fixes(case, tmp_path):
 
 
 @pytest.mark.parametrize("sig,code,how", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "stopped by SIGTERM")])
-def test_retrain_stopped_says_so_and_leaves_nothing(run_dir, tmp_path, capsys, monkeypatch, sig, code, how):
-    # Ctrl-C / SIGTERM during the second training: one line saying that nothing was written and how to go on,
-    # exit 130 / 143 as `fedevo search`; no report directory is left (it used to exit 130 for both, silently)
+def test_retrain_stopped_says_so_and_the_same_command_continues(run_dir, tmp_path, capsys, monkeypatch, sig, code,
+                                                                 how):
+    # Ctrl-C / SIGTERM during the second training: one line saying that the finished trainings are kept and how to
+    # go on, exit 130 / 143 as `fedevo search` (it used to exit 130 for both, silently, and lose every finished
+    # training); the same command then trains only what is missing, and its report equals an uninterrupted one's
     import os
     import signal
 
@@ -283,12 +285,59 @@ def test_retrain_stopped_says_so_and_leaves_nothing(run_dir, tmp_path, capsys, m
     monkeypatch.setattr(rt, "retrain_evaluate", evaluate)
     monkeypatch.setattr(Terminated, "received", False)  # a SIGTERM marks the process; this test is one process
     before = sorted(p.name for p in run_dir.iterdir())
-    code_, out, err = cli(["retrain", str(run_dir), "--pick", "knee", "--rounds", "2", "--workers", "0",
-                           "--out", str(tmp_path / "rt")], capsys)
+    argv = ["retrain", str(run_dir), "--pick", "knee,lowest-error:1", "--rounds", "2", "--workers", "0", "--quiet",
+            "--out", str(tmp_path / "rt")]
+    code_, out, err = cli(argv, capsys)
     assert code_ == code and len(calls) == 2
-    assert err.strip().splitlines()[-1] == (f"fedevo: {how}; nothing was written (the report is written once every "
-                                            "training has finished); run the same command again to retrain")
-    assert not (tmp_path / "rt").exists() and sorted(p.name for p in run_dir.iterdir()) == before
+    assert err.strip().splitlines()[-1] == (f"fedevo: {how}; the trainings that finished are kept (the report is "
+                                            "written once every training has finished); run the same command "
+                                            "again to continue")
+    assert sorted(p.name for p in run_dir.iterdir()) == before and not (tmp_path / "rt" / "report.csv").exists()
+    monkeypatch.setattr(Terminated, "received", False)
+    code_, out, err = cli(argv, capsys)
+    assert code_ in (0, None), err
+    n = len(read_csv(tmp_path / "rt" / "report.csv"))
+    assert len(calls) == 2 + (n - 1)  # the first training was not done again
+    assert "continuing" in err and f"1 of {n} trainings were kept" in err
+    assert sorted(p.name for p in (tmp_path / "rt").iterdir()) == ["curves.html", "report.csv", "report.md",
+                                                                  "results.json"]
+    retrain(run_dir, "knee,lowest-error:1", rounds=2, workers=0, out=tmp_path / "whole")  # uninterrupted
+
+    def numbers(out):
+        res = json.loads((out / "results.json").read_text())
+        rows = [{k: v for k, v in r.items() if k != "wall_s"} for r in read_csv(out / "report.csv")]
+        return rows, [{k: v for k, v in x["result"].items() if k != "wall_s"} for x in res["solutions"]]
+
+    assert numbers(tmp_path / "rt") == numbers(tmp_path / "whole")
+
+
+def test_a_different_retrain_never_continues_kept_trainings(run_dir, tmp_path, capsys, monkeypatch):
+    # trainings kept by a stopped retrain are continued only by the same plan (run, picks, rounds, seed,
+    # standard); another plan takes a new report directory and the kept ones stay
+    import os
+    import signal
+
+    import fedevo.retraining as rt
+
+    calls, real = [], rt.retrain_evaluate
+
+    def evaluate(*a, **kw):  # Ctrl-C during the second training
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(rt, "retrain_evaluate", evaluate)
+    with pytest.raises(KeyboardInterrupt):
+        retrain(run_dir, "knee", rounds=2, workers=0, out=tmp_path / "rt")
+    assert sorted(p.name for p in (tmp_path / "rt").iterdir()) == [".kept"]
+    monkeypatch.setattr(rt, "retrain_evaluate", real)
+    with pytest.raises(FedevoError, match="already exists and is not an empty directory"):
+        retrain(run_dir, "knee", rounds=3, workers=0, out=tmp_path / "rt")
+    with pytest.raises(FedevoError, match="already exists and is not an empty directory"):
+        retrain(run_dir, "knee", rounds=2, seed=7, workers=0, out=tmp_path / "rt")
+    rep = retrain(run_dir, "knee", rounds=2, workers=0, out=tmp_path / "rt")  # the same plan: continued
+    assert rep.out_dir == tmp_path / "rt" and not (tmp_path / "rt" / ".kept").exists()
 
 
 def test_report_gives_each_picks_search_seed_and_rounds_which_reproduce_the_search(run_dir, tmp_path):
@@ -363,3 +412,29 @@ def test_own_evaluators_eps_is_not_called_no_privacy(tmp_path):
     assert report.privacy_claims() == ["every picked solution's ε is as the problem's own evaluator computes it "
                                        "(fedevo does not know its trust model or accountant)"]
     assert "Every picked solution's ε is as the problem's own evaluator" in (report.out_dir / "report.md").read_text()
+
+
+def test_a_stopped_retrain_into_the_run_is_continued_there(run_dir, tmp_path, monkeypatch):
+    # without --out: the stopped retrain's RUN/retrain holds the kept trainings; the same command continues it
+    # there (not in a new retrain-2)
+    import os
+    import shutil
+    import signal
+
+    import fedevo.retraining as rt
+
+    run = shutil.copytree(run_dir, tmp_path / "run")
+    calls, real = [], rt.retrain_evaluate
+
+    def evaluate(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(rt, "retrain_evaluate", evaluate)
+    with pytest.raises(KeyboardInterrupt):
+        retrain(run, "knee", rounds=2, workers=0)
+    rep = retrain(run, "knee", rounds=2, workers=0)
+    assert rep.out_dir == run / "retrain" and len(calls) == 3 and not (run / "retrain-2").exists()
+    assert (run / "retrain" / "report.csv").exists() and not (run / "retrain" / ".kept").exists()

@@ -224,9 +224,9 @@ def retrain(
             report = api.retrain(run_dir, pick, **kwargs)
         else:
             report = _retrain_with_bar(run_dir, pick, kwargs, rounds)
-    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the report is all or nothing
-        raise stopped(e, "nothing was written (the report is written once every training has finished); run "
-                         "the same command again to retrain") from None
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the finished trainings are kept (fedevo.retrain_kept)
+        raise stopped(e, "the trainings that finished are kept (the report is written once every training has "
+                         "finished); run the same command again to continue") from None
     if not quiet:
         _print_report(report)
     print(f"wrote {report.out_dir}/ (report.csv, report.md, curves.html, results.json)")

@@ -1,0 +1,98 @@
+"""The trainings a stopped `fedevo retrain` finished, kept so that the same command continues it.
+
+A retrain writes its report once every training has finished; a long one (150 rounds of several solutions)
+stopped by Ctrl-C, SIGTERM or a kill would otherwise lose every finished training. Each training's result is
+kept as it finishes in ``REPORT_DIR/.kept/`` beside ``plan.json``, what the retrain is (the run, the picked
+solutions and their genes, rounds, seed, the standard's settings, fedevo's version). Run again with the same
+run, picks, rounds, seed and standard, `retrain` finds that report directory (the one ``--out`` names, or the
+newest ``RUN/retrain*`` without a report), trains only what is missing and writes the report, whose numbers
+equal those of an uninterrupted retrain (each training is seeded on its own, whatever ran before it). A different
+plan never continues a kept one: it takes a new report directory. ``.kept/`` is removed once the report is
+written.
+
+The kept results are pickled: they are read back only from a report directory of the user's own run, as
+the run's checkpoints are.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from .result import EvaluationResult
+
+KEPT = ".kept"
+PLAN = "plan.json"
+
+
+def plan_of(*, run_dir: Path | str, solutions: Sequence[Any], rounds: int, seed: int, eval_every: int,
+            standard: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a retrain is, as kept in plan.json: two retrains with equal plans give equal numbers."""
+    from . import __version__
+
+    return json.loads(json.dumps({
+        "run": str(Path(run_dir).resolve()), "rounds": int(rounds), "seed": int(seed), "eval_every": int(eval_every),
+        "solutions": [{"key": s.key, "id": s.id, "params": dict(s.params)} for s in solutions],
+        "standard": dict(standard or {}), "fedevo": __version__}, sort_keys=True, default=str))
+
+
+def _kept_plan(report_dir: Path) -> Optional[dict[str, Any]]:
+    try:
+        return json.loads((report_dir / KEPT / PLAN).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _only_kept(report_dir: Path) -> bool:
+    """`report_dir` holds kept trainings and nothing else (no report yet)."""
+    try:
+        return {p.name for p in report_dir.iterdir()} == {KEPT}
+    except OSError:
+        return False
+
+
+def continuable(candidates: Sequence[Path], plan: Mapping[str, Any]) -> Optional[Path]:
+    """The last of `candidates` (report directories, oldest first) that holds kept trainings of `plan` alone."""
+    for d in reversed(list(candidates)):
+        if _only_kept(d) and _kept_plan(d) == plan:
+            return d
+    return None
+
+
+def load(report_dir: Path) -> dict[str, EvaluationResult]:
+    """The kept results by solution key (an unreadable one is trained again)."""
+    out: dict[str, EvaluationResult] = {}
+    for p in sorted((report_dir / KEPT).glob("*.pkl")):
+        try:
+            r = pickle.loads(p.read_bytes())
+        except Exception:  # noqa: BLE001 - a half-written or foreign file: train that solution again
+            continue
+        if isinstance(r, EvaluationResult):
+            out[p.stem] = r
+    return out
+
+
+def start(report_dir: Path, plan: Mapping[str, Any]) -> None:
+    """Make `report_dir/.kept/` with its plan (kept as it is when it is already there)."""
+    from .searching.log import atomic_write
+
+    kept = report_dir / KEPT
+    kept.mkdir(parents=True, exist_ok=True)
+    if _kept_plan(report_dir) != plan:
+        atomic_write(kept / PLAN, json.dumps(plan, indent=1, sort_keys=True) + "\n")
+
+
+def keep(report_dir: Path, key: str, result: EvaluationResult) -> None:
+    """Keep one finished training's result (written whole or not at all)."""
+    from .searching.log import atomic_write
+
+    atomic_write(report_dir / KEPT / f"{key}.pkl", pickle.dumps(replace(result, state=None)))
+
+
+def drop(report_dir: Path) -> None:
+    """The report is written: the kept trainings go."""
+    shutil.rmtree(report_dir / KEPT, ignore_errors=True)

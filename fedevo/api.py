@@ -492,8 +492,8 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: Optional[list] = 
     if page:
         try:
             _final_page(sr.run_dir, importance=importance)
-        except KeyboardInterrupt as e:  # the search is over; say where it is
-            e.run_dir = sr.run_dir
+        except KeyboardInterrupt as e:  # the search is over: say where it is, and that nothing is left to resume
+            e.run_dir, e.finished = sr.run_dir, True
             raise
     run = Run(summary.run_dir, summary)
     if summary.evaluations and summary.failed == summary.evaluations:

@@ -51,7 +51,9 @@ def _execute(start, quiet: bool) -> None:
         where = getattr(e, "run_dir", None)
         term = isinstance(e, Terminated) or Terminated.received
         how = "stopped by SIGTERM" if term else "interrupted"
-        print(f"fedevo: {how}; every finished evaluation is saved in {where}. Continue with: fedevo resume {where}"
+        print(f"fedevo: {how} after the search finished, writing its pages; its results are in {where} (pages: "
+              f"fedevo plot {where})" if getattr(e, "finished", False) else
+              f"fedevo: {how}; every finished evaluation is saved in {where}. Continue with: fedevo resume {where}"
               if where else f"fedevo: {how} before the search began: nothing was evaluated; run the command again",
               file=sys.stderr)
         raise typer.Exit(143 if term else 130)

@@ -65,7 +65,7 @@ def test_a_dead_worker_leaves_only_fedevo_lines_on_stdout(tmp_path):
 def test_sigterm_outside_the_search_loop_says_what_is_left(tmp_path, monkeypatch, capsys, where):
     """SIGTERM before the run directory exists said 'every finished evaluation is saved in the run directory.
     Continue with: fedevo resume the run directory' (no such directory); after the search, during its last page,
-    it names the run."""
+    it said to resume a finished run: it says where the results are."""
     from fedevo import api
     from fedevo.cli import main
     from fedevo.errors import Terminated
@@ -87,5 +87,9 @@ def test_sigterm_outside_the_search_loop_says_what_is_left(tmp_path, monkeypatch
     said = capsys.readouterr().err.strip().splitlines()
     assert said == (["fedevo: stopped by SIGTERM before the search began: nothing was evaluated; run the command "
                      "again"] if where == "create" else
-                    [f"fedevo: stopped by SIGTERM; every finished evaluation is saved in {out}. Continue with: "
-                     f"fedevo resume {out}"])
+                    [f"fedevo: stopped by SIGTERM after the search finished, writing its pages; its results are in "
+                     f"{out} (pages: fedevo plot {out})"])
+    if where == "final_page":  # and indeed nothing is left to resume
+        assert (out / "stop.json").is_file()
+        with pytest.raises(fedevo.FedevoError, match="holds a finished search"):
+            fedevo.resume(out, workers=0, page=False)

@@ -464,7 +464,7 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: Optional[list] = 
     if progress is None:
         progress = sys.stderr.isatty()
     if progress:
-        from .cli.progress import RichReporter
+        from .viz.progress import RichReporter
 
         cbs.append(RichReporter())
     if page:

@@ -39,7 +39,7 @@ def _execute(start, quiet: bool) -> None:
     from rich.console import Console
 
     from ..errors import SearchFailedError, Terminated
-    from .progress import RichReporter
+    from ..viz.progress import RichReporter
 
     callbacks = [] if quiet else [RichReporter(console=Console(stderr=True))]
     try:

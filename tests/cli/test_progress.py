@@ -6,7 +6,7 @@ import types
 
 from rich.console import Console
 
-from fedevo.cli import progress
+from fedevo.viz import progress
 
 
 def test_the_plain_lines_clock_never_goes_back(monkeypatch):

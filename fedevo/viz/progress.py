@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ..searching.callbacks import SearchCallback
 from ..searching.rundata import RunData
-from ..viz.numfmt import num
+from .numfmt import num
 
 
 def _fmt(v: Optional[float]) -> str:

@@ -145,8 +145,36 @@ COSTED = CostedFake()
 
 # ---------------------------------------------------------------------------------------------- continuation
 class Killed(BaseException):
-    """Stands for a kill -9 of the search process: not an Exception, so the runner does not record it as a failed
-    evaluation; it ends the search where it is (serial runner)."""
+    """Stands for a kill -9 of the search process: raised by a fake evaluator it ends the search where it is
+    (serial runner), not recorded as a failed evaluation, where the test lets it through (`let_kills_through`:
+    user code's BaseExceptions are otherwise that evaluation's failure)."""
+
+
+def let_kills_through(monkeypatch) -> None:
+    """A Killed raised inside user code passes fedevo's containment (usercode.call_user, which fails that
+    evaluation for any other BaseException), as no containment survives a kill -9."""
+    from fedevo.searching import containment
+
+    contained = containment.call_user
+
+    def call_user(fn, *args, **kwargs):
+        killed = []
+
+        def watched(*a, **k):
+            try:
+                return fn(*a, **k)
+            except Killed as e:
+                killed.append(e)
+                raise
+
+        try:
+            return contained(watched, *args, **kwargs)
+        except Exception:
+            if killed:
+                raise killed[0] from None
+            raise
+
+    monkeypatch.setattr(containment, "call_user", call_user)
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,7 @@ def test_no_lower_rung_reaches_front_hypervolume_or_picks(tmp_path):
 
 
 def test_resume_after_a_kill_mid_promotion_gives_the_same_front(tmp_path, monkeypatch):
+    search_fakes.let_kills_through(monkeypatch)
     ref = tmp_path / "ref"
     search(settings(), ref, SERIAL)
     for n in (10, 11, 12, 20):  # 9 rung-0 rows, then rung 1 (10, 11), rung 2 (12); 20: generation 2's rung 1
@@ -195,6 +196,7 @@ def test_ray_workers_carry_the_states_and_give_the_serial_front(tmp_path):
 def test_a_corrupted_state_is_refused_before_it_is_continued(tmp_path, monkeypatch, damage):
     """Issue 35: states under RUN/states/ are checked against the SHA-256 saved with them; a damaged one is
     refused with one line naming it (a swapped one: another individual's state under this one's name)."""
+    search_fakes.let_kills_through(monkeypatch)
     out = tmp_path / "run"
     search_fakes.ContinuingFake.calls = 0
     monkeypatch.setenv("FAKE_RAISE_AFTER", "10")  # killed after rung 1's first row: promoted states wait

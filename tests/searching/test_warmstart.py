@@ -65,7 +65,8 @@ def test_the_front_begins_the_initial_population(earlier, tmp_path):
     assert not chosen & {_key(cold.params(r)) for r in cold.rows if r["generation"] == 1}
 
 
-def test_same_seed_same_run_without_the_earlier_directory(earlier, tmp_path):
+def test_same_seed_same_run_without_the_earlier_directory(earlier, tmp_path, monkeypatch):
+    search_fakes.let_kills_through(monkeypatch)
     a = _search(tmp_path / "a", init_from=earlier)
     copy = tmp_path / "copy"
     shutil.copytree(earlier, copy)

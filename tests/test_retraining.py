@@ -438,3 +438,25 @@ def test_a_stopped_retrain_into_the_run_is_continued_there(run_dir, tmp_path, mo
     rep = retrain(run, "knee", rounds=2, workers=0)
     assert rep.out_dir == run / "retrain" and len(calls) == 3 and not (run / "retrain-2").exists()
     assert (run / "retrain" / "report.csv").exists() and not (run / "retrain" / ".kept").exists()
+
+
+def test_a_sigterm_of_an_earlier_command_does_not_name_a_later_ctrl_c(run_dir, tmp_path, capsys, monkeypatch):
+    # fedevo.cli.main run twice in one process (a notebook, a test): the first stopped by SIGTERM marks the
+    # process; a Ctrl-C of the second is still a Ctrl-C (exit 130, "interrupted"), not "stopped by SIGTERM", 143
+    import os
+    import signal
+
+    from fedevo.errors import Terminated
+    import fedevo.retraining as rt
+
+    real = rt.retrain_evaluate
+
+    def evaluate(*a, **kw):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(rt, "retrain_evaluate", evaluate)
+    monkeypatch.setattr(Terminated, "received", True)  # as an earlier command's SIGTERM leaves it
+    code, _, err = cli(["retrain", str(run_dir), "--pick", "knee", "--rounds", "2", "--workers", "0", "--quiet",
+                        "--out", str(tmp_path / "rt")], capsys)
+    assert code == 130 and err.strip().splitlines()[-1].startswith("fedevo: interrupted; ")

@@ -43,6 +43,7 @@ def _main(argv=None) -> None:
     import threading
 
     main_thread = threading.current_thread() is threading.main_thread()
+    Terminated.received = False  # a SIGTERM that stopped an earlier command in this process is not this one's
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None  # SIGTERM: as Ctrl-C
     from importlib import import_module
 

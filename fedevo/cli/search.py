@@ -38,7 +38,8 @@ def _execute(start, quiet: bool) -> None:
     """Run `start(callbacks)` (fedevo.api's search or resume) with the progress display; print the summary."""
     from rich.console import Console
 
-    from ..errors import SearchFailedError, Terminated
+    from ..errors import SearchFailedError
+    from .stopped import how_stopped
     from ..viz.progress import RichReporter
 
     callbacks = [] if quiet else [RichReporter(console=Console(stderr=True))]
@@ -49,14 +50,13 @@ def _execute(start, quiet: bool) -> None:
         raise
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (fedevo.errors.Terminated): exit 130 / 143
         where = getattr(e, "run_dir", None)
-        term = isinstance(e, Terminated) or Terminated.received
-        how = "stopped by SIGTERM" if term else "interrupted"
+        how, code = how_stopped(e)
         print(f"fedevo: {how} after the search finished, writing its pages; its results are in {where} (pages: "
               f"fedevo plot {where})" if getattr(e, "finished", False) else
               f"fedevo: {how}; every finished evaluation is saved in {where}. Continue with: fedevo resume {where}"
               if where else f"fedevo: {how} before the search began: nothing was evaluated; run the command again",
               file=sys.stderr)
-        raise typer.Exit(143 if term else 130)
+        raise typer.Exit(code)
     _print_summary(run.summary, run, quiet)
     pages = [p.name for p in (run.path / "front.html", run.path / "importance.html") if p.exists()]
     print(f"results in {run.path}/ (front.csv, evaluations.csv, hypervolume.csv, run.json, checkpoints/"

@@ -4,7 +4,7 @@ needs to trust them."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional
 
 STATUSES = ("ok", "diverged", "failed")
@@ -37,6 +37,16 @@ class EvaluationResult:
     def __post_init__(self):
         if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r} is not one of {', '.join(STATUSES)}")
+
+    MEASURED = ("error", "comm", "eps", "eps_paper", "accuracy_global")  # what an evaluation that is not ok lacks
+
+    def reported(self) -> "EvaluationResult":
+        """The result as every reader reports it (the run's log, `fedevo evaluate`): one that is not ok measured
+        nothing, so its MEASURED values are NaN (a diverged model's stand-ins, error 1 and ε = inf, are the
+        search's worst values, not results: they read as a model and as 'no privacy'). An ok one is itself."""
+        if self.status == "ok":
+            return self
+        return replace(self, **{k: math.nan for k in self.MEASURED})
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -115,6 +115,7 @@ def evaluate(
         resolved["rounds"] = rounds  # what was trained
     if "sigma" in res.privacy:  # target-ε mode: the σ that was used (calibrated), not the problem's default
         resolved["sigma"] = res.privacy["sigma"]
+    res = res.reported()  # not ok: no error, comm or ε to show (the log's rule: fedevo.result)
     out = {"problem": prob.name, "seed": seed, "params": resolved, **res.to_dict()}
     if as_json:
         print(json.dumps(_jsonable(out)))
@@ -123,8 +124,9 @@ def evaluate(
 
     c = Console(soft_wrap=True)  # one line per line, whatever the terminal's (or a pipe's 80) columns
     c.print(f"[bold]{prob.name}[/] seed={seed} status={res.status} ({res.wall_s:.1f} s, {res.rounds} rounds)")
-    c.print(f"  error (1 - mean client acc) {res.error:.4f}   global accuracy {res.accuracy_global:.4f}")
-    c.print(f"  comm (params/round/client slot) {res.comm:.1f}   Ω {res.omega}")
+    fixed = lambda v, d: "–" if v is None or math.isnan(v) else f"{v:.{d}f}"  # noqa: E731 - not ok: NaN, '–'
+    c.print(f"  error (1 - mean client acc) {fixed(res.error, 4)}   global accuracy {fixed(res.accuracy_global, 4)}")
+    c.print(f"  comm (params/round/client slot) {fixed(res.comm, 1)}   Ω {res.omega}")
     c.print(f"  ε (accountant) {_readable(res.eps)}   ε (paper formula) {_readable(res.eps_paper)}   "
             f"δ {_readable(res.privacy.get('delta'))}   (full precision: --json)")
     p = res.privacy

@@ -17,7 +17,6 @@ import csv
 import hashlib
 import io
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -202,9 +201,8 @@ class EvalLog:
         if values is None:
             values, notes = self.objective_values(r, task_label(task))
         message = "\n".join(m for m in (r.message or "", notes) if m)
-        measured = (r.error, r.comm, r.eps, r.eps_paper, r.accuracy_global)
-        if r.status != "ok":  # not results (a diverged model's error 1 and ε = ∞ were stand-ins): NaN, as a failure's
-            measured = (math.nan,) * len(measured)
+        shown = r.reported()  # not ok: NaN (a diverged model's error 1 and ε = ∞ are stand-ins, not results)
+        measured = (shown.error, shown.comm, shown.eps, shown.eps_paper, shown.accuracy_global)
         return ([str(task.id), str(task.generation), str(task.index), str(task.seed)]
                 + [self._gene_cell(g, task.params[g.name]) for g in self.genes]
                 + [_fmt_float(v) for v in measured]

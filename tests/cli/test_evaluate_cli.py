@@ -74,3 +74,25 @@ def test_the_human_output_is_its_lines_alone(capsys):
     assert code == 0 and lines[0].startswith("digits_mlp seed=0 status=ok"), out
     assert any(ln.rstrip().endswith("(full precision: --json)") for ln in lines), out
     assert any(ln.lstrip().startswith("trust central") and "accountant PLD" in ln for ln in lines), out
+
+
+def test_a_diverged_evaluation_shows_no_numbers(tmp_path, capsys):
+    # a diverged configuration's stand-ins (the simulator's error 1, comm and ε = ∞, global accuracy 0) are not
+    # results: `fedevo evaluate` shows none of them, as the run's log and `fedevo front` do (it printed
+    # error 1.0, accuracy 0.0 and ε null, which reads as a model and as "no privacy")
+    from importlib import resources
+
+    text = resources.files("fedevo").joinpath("problems/digits_mlp.toml").read_text()
+    text = text.replace('name = "digits_mlp"', 'name = "digits_lr_huge"').replace(
+        'lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }',
+        'lr = { type = "real", low = 1e29, high = 1e30, default = 1e30 }')
+    path = tmp_path / "huge.toml"
+    path.write_text(text)
+    code, out, err = run(["evaluate", "--problem", str(path), "--rounds", "1", "--json"], capsys)
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["status"] == "diverged"
+    assert [d[k] for k in ("error", "comm", "eps", "eps_paper", "accuracy_global")] == [None] * 5
+    code, out, err = run(["evaluate", "--problem", str(path), "--rounds", "1", "--quiet"], capsys)
+    assert code == 0, err
+    assert "status=diverged" in out and "1.0000" not in out and "nan" not in out.lower() and "∞" not in out, out

@@ -196,24 +196,44 @@ def _getcwd():
         return None
 
 
-def exit_without_threads_left(code) -> None:
-    """End the process now with `code` (sys.exit's) where user code left threads running that Python's exit would
-    wait for (not daemons: a time.sleep(1e9) in one held `fedevo search` forever after its results), saying so in
-    one line on stderr; return otherwise. fedevo's own threads are daemons or ended by then. Exit handlers run."""
-    left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
-    if not left:
-        return
-    names = ", ".join(t.name for t in left[:3]) + (", ..." if len(left) > 3 else "")
-    print(f"fedevo: user code left {len(left)} thread{'s' if len(left) != 1 else ''} running ({names}); "
-          "not waiting for them", file=sys.stderr)
-    import atexit
+EXIT_GRACE_S = 10.0  # how long the program's exit waits for threads that are not daemons before it ends anyway
 
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
+
+def exit_without_threads_left(code, grace: float = EXIT_GRACE_S) -> None:
+    """Where threads that are not daemons are running when the program's work is done (sys.exit's `code`), watch
+    Python's exit, which waits for them: if some still run `grace` seconds later (user code left them: a
+    time.sleep(1e9) in one held `fedevo search` forever after its results), say so in one line on stderr, run the
+    exit handlers and end the process with `code`. Threads that end on their own (a pool's, shut down by Python's
+    exit) end it as usual. Returns at once: the caller goes on exiting."""
+    if not _threads_left():
+        return
     code = 0 if code is None else code if isinstance(code, int) else 1  # as Python's own exit reads sys.exit's
-    _REAL_OS_EXIT(code)
+
+    def watch():
+        import time
+
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if not _threads_left():
+                return
+            time.sleep(0.1)
+        left = _threads_left()
+        names = ", ".join(t.name for t in left[:3]) + (", ..." if len(left) > 3 else "")
+        print(f"fedevo: {len(left)} thread{'s' if len(left) != 1 else ''} that user code left running ({names}) "
+              f"still held the process {grace:g} s after its work; not waiting for them", file=sys.stderr)
+        import atexit
+
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        _REAL_OS_EXIT(code)
+
+    threading.Thread(target=watch, name="fedevo-exit-watch", daemon=True).start()
+
+
+def _threads_left() -> list:
+    return [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
 
 
 @contextlib.contextmanager

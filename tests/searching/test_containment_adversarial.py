@@ -306,7 +306,8 @@ def evaluate(problem, params, *, seed, rounds=None, data_dir=None):
 
 def test_a_thread_user_code_leaves_running_does_not_hold_the_command(tmp_path):
     """`fedevo search` printed its results and then never ended: Python's exit waits for every thread that is not
-    a daemon, and the evaluator had started one that sleeps."""
+    a daemon, and the evaluator had started one that sleeps. (A pool's threads, which Python's exit ends, are
+    waited for: test_batched_search's kill -9 test resumes with fedevo's accountant pool running.)"""
     import subprocess
 
     from tests.searching.search_helpers import cli_cmd, env
@@ -318,8 +319,9 @@ def test_a_thread_user_code_leaves_running_does_not_hold_the_command(tmp_path):
     r = subprocess.run(cli_cmd("search", "--problem", problem, "--pop", 4, "--gen", 1, "--workers", 0, "--out",
                                tmp_path / "R"), env=env(), capture_output=True, text=True, timeout=90)
     assert r.returncode == 0 and r.stdout.startswith("search finished"), r.stderr
-    assert r.stderr.splitlines()[-1] == ("fedevo: user code left 4 threads running (users-sleeper, users-sleeper, "
-                                         "users-sleeper, ...); not waiting for them")
+    assert r.stderr.splitlines()[-1] == ("fedevo: 4 threads that user code left running (users-sleeper, "
+                                         "users-sleeper, users-sleeper, ...) still held the process 10 s after its "
+                                         "work; not waiting for them")
     assert len(read_csv(tmp_path / "R" / "evaluations.csv")) == 4
 
 
@@ -333,3 +335,27 @@ def test_a_search_stopped_in_a_quiet_evaluation_leaves_no_empty_user_log(tmp_pat
                       evaluator=ctrl_c)
     assert (tmp_path / "R" / "evaluations.csv").is_file()
     assert not (tmp_path / "R" / "user.log").exists()
+
+
+def _builds_a_bad_result(problem, params, *, seed, rounds=None, data_dir=None):
+    import math
+
+    from fedevo.result import EvaluationResult
+
+    error = {"abc": "abc", "text": "0.3", "ok": 0.3}[problem.fixed["mode"]] if params["x"] > 0.5 else 0.3
+    return EvaluationResult(error=error, comm=1.0, eps=1.0, eps_paper=math.nan, accuracy_global=0.7, omega=1)
+
+
+@pytest.mark.parametrize("mode, message", [("abc", "the evaluation's error is not a number: 'abc'"),
+                                           ("text", "the evaluation's error is not a number: '0.3'")])
+def test_an_evaluation_result_the_user_built_is_held_to_numbers(tmp_path, mode, message):
+    """An EvaluationResult built by the user's code with error='abc' crashed the search writing its row
+    (ValueError: could not convert string to float); error='0.3' was logged as 0.3."""
+    out = tmp_path / "R"
+    fedevo.search(str(own_problem(tmp_path, mode)), pop=4, gen=2, workers=0, out=out, page=False,
+                  evaluator=_builds_a_bad_result)
+    rows = read_csv(out / "evaluations.csv")
+    assert len(rows) == 8
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert failed and all(float(r["x"]) > 0.5 and r["message"] == message for r in failed)
+    assert all(r["status"] == "ok" for r in rows if float(r["x"]) <= 0.5)

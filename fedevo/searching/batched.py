@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import DataNotFoundError, FedevoError, SetupError
 from .evaluator import SIMULATOR, Evaluator
-from .runner import OnDone, Task, _Abort, failed_result, run_one, task_label
+from .runner import OnDone, Task, deliver, failed_result, run_one
 
 
 def check(runtime, evaluator: Evaluator, *, multi_fidelity: bool) -> None:
@@ -212,12 +212,8 @@ class BatchedRunner:
                     got = run_batch(inner.evaluator, self.problem, [(t.params, t.seed) for t in b],
                                     self.eval_kwargs, inner.timeout)
                 self.stats.running = 0
-                for t, (kind, value, out) in zip(b, got):
-                    inner.user_log.write(task_label(t), out)
-                    if kind == "abort":
-                        raise _Abort(value)
-                    self.stats.done += 1
-                    on_done(t, value)
+                for t, reply in zip(b, got):
+                    deliver(t, reply, inner.user_log, self.stats, on_done)
         inner.run(alone, on_done, tick)
 
     def close(self) -> None:

@@ -84,6 +84,18 @@ class _Abort(Exception):
     """Raised by a runner when an evaluation hit a setup error that every evaluation would hit."""
 
 
+def deliver(t: Task, reply: tuple, user_log, stats, on_done: OnDone) -> None:
+    """One evaluation's reply (kind, value, what it printed) handed on, as every runner does: its output to the
+    run's user.log, an "abort" raised as _Abort (the search stops, resumable), else counted done and given to
+    on_done."""
+    kind, value, out = reply
+    user_log.write(task_label(t), out)
+    if kind == "abort":
+        raise _Abort(value)
+    stats.done += 1
+    on_done(t, value)
+
+
 def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
             eval_kwargs: Mapping[str, Any], timeout: Optional[float] = None) -> tuple[str, Any, str]:
     """Call the evaluator, contained (fedevo.searching.containment), never raising for an evaluation's own failure.
@@ -159,12 +171,8 @@ class SerialRunner:
                 with self.user_log.evaluation(task_label(t)):  # output below Python (C, os.write) too
                     kind, value, out = run_one(self.evaluator, self.problem, t.params, t.seed,
                                                {**self.eval_kwargs, **t.rung_kwargs}, self.timeout)
-                self.user_log.write(task_label(t), out)
                 self.stats.running = 0
-                if kind == "abort":
-                    raise _Abort(value)
-                self.stats.done += 1
-                on_done(t, value)
+                deliver(t, (kind, value, out), self.user_log, self.stats, on_done)
 
     def close(self) -> None:
         if self.timeout is not None:
@@ -415,12 +423,8 @@ class RayRunner:
                                      f"{_first_line(e)})") from None
                     except ray.exceptions.RayError as e:  # worker died more than max_retries times, ...
                         got = [("ok", failed_result(f"{type(e).__name__}: {_plain(e)}"), "")] * len(tasks)
-                    for t, (kind, value, out) in zip(tasks, got if isinstance(got, list) else [got]):
-                        self.user_log.write(task_label(t), out)
-                        if kind == "abort":
-                            raise _Abort(value)
-                        self.stats.done += 1
-                        on_done(t, value)
+                    for t, reply in zip(tasks, got if isinstance(got, list) else [got]):
+                        deliver(t, reply, self.user_log, self.stats, on_done)
             self.stats.running = self.stats.queued = 0
         except BaseException:
             # ray.cancel races with a task's reply in Ray's core: a task whose reply is being handled (on Ray's io

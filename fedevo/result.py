@@ -4,6 +4,7 @@ needs to trust them."""
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional
 
@@ -55,10 +56,43 @@ class EvaluationResult:
         return d
 
 
+def _scalar(v: Any) -> Any:
+    """A numpy scalar, a 0-d array or a 0-d tensor as its Python value (`.item()`); anything else as it is."""
+    if getattr(v, "shape", None) == () and callable(getattr(v, "item", None)):
+        return v.item()
+    return v
+
+
+def _real(v: Any, what: str) -> float:
+    """A real number as a float (an int, a float, a numpy scalar, a 0-d array or tensor); TypeError otherwise (a
+    bool, a str, None, an array of several values)."""
+    v = _scalar(v)
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{what} must be a number, got {v!r}")
+    return float(v)
+
+
+class NotAResult(TypeError):
+    """What an evaluator returned is not a result: one line, "TypeError: ..." or "ValueError: ...", saying what is
+    wrong with it (a run logs the evaluation failed with that line alone: no traceback, which would show only
+    where fedevo found it out)."""
+
+
 def coerce_result(value: Any) -> EvaluationResult:
+    """`_coerce` (below); what is wrong with `value` raised as NotAResult (a TypeError)."""
+    try:
+        return _coerce(value)
+    except NotAResult:
+        raise
+    except (TypeError, ValueError) as e:
+        raise NotAResult(f"{type(e).__name__}: {e}") from None
+
+
+def _coerce(value: Any) -> EvaluationResult:
     """What a user's evaluator returned, as an EvaluationResult: itself, a mapping with `error`, `comm` and `eps`
     (None: no ε; and optionally `eps_paper`, `accuracy_global`, `omega`, `worst_client_error`, `train_macs`,
     `metrics` (a dict of numbers a user objective may read), `privacy`, `message`), or a tuple (error, comm, eps).
+    A number may be a numpy scalar or a 0-d array or tensor (its `.item()`); a bool or a string is not one.
     TypeError / ValueError with one line saying what is wrong (the evaluation is then marked failed)."""
     if isinstance(value, EvaluationResult):
         return value
@@ -84,9 +118,7 @@ def coerce_result(value: Any) -> EvaluationResult:
             return math.nan
         if v is None and key == "eps":  # no ε: an evaluation without a privacy guarantee to report
             return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise TypeError(f"evaluator's {key} must be a number, got {v!r}")
-        v = float(v)
+        v = _real(v, f"evaluator's {key}")
         if math.isnan(v) and key in ("error", "comm", "eps"):
             raise ValueError(f"evaluator's {key} is NaN")
         return v
@@ -94,12 +126,14 @@ def coerce_result(value: Any) -> EvaluationResult:
     privacy = value.get("privacy", {})
     if not isinstance(privacy, dict):
         raise TypeError(f"evaluator's privacy must be a dict, got {type(privacy).__name__}")
-    omega = value.get("omega", 0)
-    if isinstance(omega, bool) or not isinstance(omega, int):
+    omega = _scalar(value.get("omega", 0))
+    if isinstance(omega, bool) or not isinstance(omega, numbers.Integral):
         raise TypeError(f"evaluator's omega must be an integer, got {omega!r}")
+    omega = int(omega)
     metrics = value.get("metrics", {})
     if not isinstance(metrics, dict) or not all(isinstance(k, str) for k in metrics):
         raise TypeError(f"evaluator's metrics must be a dict of named numbers, got {metrics!r}")
+    metrics = {k: _real(v, f"evaluator's metrics[{k!r}]") for k, v in metrics.items()}
     optional = {k: number(k) if value.get(k) is not None else None for k in ("worst_client_error", "train_macs")}
     return EvaluationResult(error=number("error"), comm=number("comm"), eps=number("eps"),
                             eps_paper=number("eps_paper", math.nan), accuracy_global=number("accuracy_global", math.nan),

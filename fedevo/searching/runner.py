@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from ..envvars import env_set
 from ..errors import DataNotFoundError, FedevoError, SetupError
 from ..hardware import cores, gpu_share
-from ..result import EvaluationResult, coerce_result
+from ..result import EvaluationResult, NotAResult, coerce_result
 from .evaluator import Evaluator
 
 OnDone = Callable[["Task", EvaluationResult], None]
@@ -135,7 +135,7 @@ def _run_here(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: in
             kind, value = "ok", r
         except (DataNotFoundError, SetupError) as e:
             kind, value = "abort", str(e)
-        except UserExit as e:
+        except (UserExit, NotAResult) as e:  # NotAResult: what was returned is wrong, not where: no traceback
             kind, value = "ok", failed_result(str(e), time.perf_counter() - t0)
         except Exception as e:  # noqa: BLE001 - any failure of one individual is recorded, the search goes on
             tb = traceback.format_exc()

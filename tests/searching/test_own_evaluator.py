@@ -5,6 +5,8 @@ one line before anything is written; search, resume and Ray work as with the sim
 from __future__ import annotations
 
 
+import re
+
 import pytest
 
 import fedevo
@@ -123,6 +125,32 @@ def test_a_wrong_return_fails_that_evaluation_only(own, tmp_path):
     assert failed and len(failed) < len(rows)
     assert all(r["width"] > 8 for r in failed) and all(r["width"] <= 8 for r in rows if r["status"] == "ok")
     assert "evaluator returned str" in failed[0]["message"]
+    assert failed[0]["message"].startswith("TypeError: evaluator returned str") and "Traceback" not in \
+        failed[0]["message"]  # what was returned, not where in fedevo it was found out
+
+
+def test_numbers_of_any_scalar_kind_are_numbers_and_metrics_are_held_to_them():
+    # numpy float32 / int64, 0-d arrays and tensors are numbers (np.float32 and np.int64 were refused while
+    # np.float64, a float, was taken); a metric that is not a number fails the evaluation (it was kept)
+    import math
+
+    import numpy as np
+    import torch
+
+    from fedevo.result import coerce_result
+
+    r = coerce_result({"error": np.float32(0.25), "comm": np.array(10.0), "eps": torch.tensor(2.0),
+                       "omega": np.int64(5), "metrics": {"loss": torch.tensor(0.5), "n": np.int32(3)}})
+    assert (r.error, r.comm, r.eps, r.omega, r.metrics) == (0.25, 10.0, 2.0, 5, {"loss": 0.5, "n": 3.0})
+    assert all(type(v) is float for v in (r.error, r.comm, r.eps, *r.metrics.values())) and type(r.omega) is int
+    for bad, says in [({"error": True, "comm": 1, "eps": 1}, "error must be a number, got True"),
+                      ({"error": 0.1, "comm": np.ones(2), "eps": 1}, "comm must be a number"),
+                      ({"error": 0.1, "comm": 1, "eps": 1, "metrics": {"x": "high"}},
+                       "metrics['x'] must be a number, got 'high'"),
+                      ({"error": 0.1, "comm": 1, "eps": 1, "omega": 2.5}, "omega must be an integer")]:
+        with pytest.raises(TypeError, match=re.escape(says)):
+            coerce_result(bad)
+    assert math.isnan(coerce_result({"error": 0.1, "comm": 1, "eps": None, "metrics": {}}).eps_paper)
 
 
 @pytest.mark.parametrize("spec, says", [

@@ -700,7 +700,7 @@ def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem:
     if run is None and problem is None:
         raise FedevoError("give RUN_DIR --pick SPEC (a run's evaluations) or --problem NAME (one configuration)")
     if run is not None:
-        if not pick:
+        if pick is None:
             raise FedevoError("auditing a run needs --pick (e.g. --pick knee)")
         if params is not None or rounds is not None or seed is not None:
             raise FedevoError("--params, --seed and --rounds go with --problem; a run's picks are audited as "

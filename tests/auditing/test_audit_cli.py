@@ -61,6 +61,8 @@ def test_violation_exits_3(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize("argv,msg", [
     (["--pick", "id:99999"], "no evaluation with id"),
     (["--pick", "bogus"], "cannot understand pick"),
+    (["--pick", ""], "empty pick"),  # as front and retrain say it (it said "needs --pick")
+    ([], "auditing a run needs --pick"),
     (["--pick", "knee", "--canaries", "8"], "too few"),
     (["--pick", "knee", "--confidence", "1.2"], "confidence"),
     (["--pick", "knee", "--seed", "5"], "--params, --seed and --rounds go with --problem"),  # was ignored

@@ -262,27 +262,35 @@ def test_retrain_works_whatever_the_problem_fixes(case, tmp_path):
     assert picked and all(r.status == "ok" and math.isfinite(r.eps) for r in picked)
 
 
-@pytest.mark.parametrize("sig,code,how", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "stopped by SIGTERM")])
-def test_retrain_stopped_says_so_and_the_same_command_continues(run_dir, tmp_path, capsys, monkeypatch, sig, code,
-                                                                 how):
-    # Ctrl-C / SIGTERM during the second training: one line saying that the finished trainings are kept and how to
-    # go on, exit 130 / 143 as `fedevo search` (it used to exit 130 for both, silently, and lose every finished
-    # training); the same command then trains only what is missing, and its report equals an uninterrupted one's
+def signal_in_training(monkeypatch, n: int, sig: str = "SIGINT") -> list:
+    """fedevo.retraining's trainings hooked: the n-th sends this process `sig` as it starts (a real Ctrl-C or
+    SIGTERM, which user-code containment does not take for the code's own); the list counts the trainings."""
     import os
     import signal
 
-    from fedevo.errors import Terminated
     import fedevo.retraining as rt
 
     calls, real = [], rt.retrain_evaluate
 
     def evaluate(*a, **kw):
         calls.append(1)
-        if len(calls) == 2:
+        if len(calls) == n:
             os.kill(os.getpid(), getattr(signal, sig))
         return real(*a, **kw)
 
     monkeypatch.setattr(rt, "retrain_evaluate", evaluate)
+    return calls
+
+
+@pytest.mark.parametrize("sig,code,how", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "stopped by SIGTERM")])
+def test_retrain_stopped_says_so_and_the_same_command_continues(run_dir, tmp_path, capsys, monkeypatch, sig, code,
+                                                                 how):
+    # Ctrl-C / SIGTERM during the second training: one line saying that the finished trainings are kept and how to
+    # go on, exit 130 / 143 as `fedevo search` (it used to exit 130 for both, silently, and lose every finished
+    # training); the same command then trains only what is missing, and its report equals an uninterrupted one's
+    from fedevo.errors import Terminated
+
+    calls = signal_in_training(monkeypatch, 2, sig)
     monkeypatch.setattr(Terminated, "received", False)  # a SIGTERM marks the process; this test is one process
     before = sorted(p.name for p in run_dir.iterdir())
     argv = ["retrain", str(run_dir), "--pick", "knee,lowest-error:1", "--rounds", "2", "--workers", "0", "--quiet",
@@ -314,20 +322,10 @@ def test_retrain_stopped_says_so_and_the_same_command_continues(run_dir, tmp_pat
 def test_a_different_retrain_never_continues_kept_trainings(run_dir, tmp_path, capsys, monkeypatch):
     # trainings kept by a stopped retrain are continued only by the same plan (run, picks, rounds, seed,
     # standard); another plan takes a new report directory and the kept ones stay
-    import os
-    import signal
-
     import fedevo.retraining as rt
 
-    calls, real = [], rt.retrain_evaluate
-
-    def evaluate(*a, **kw):  # Ctrl-C during the second training
-        calls.append(1)
-        if len(calls) == 2:
-            os.kill(os.getpid(), signal.SIGINT)
-        return real(*a, **kw)
-
-    monkeypatch.setattr(rt, "retrain_evaluate", evaluate)
+    real = rt.retrain_evaluate
+    signal_in_training(monkeypatch, 2)  # Ctrl-C during the second training
     with pytest.raises(KeyboardInterrupt):
         retrain(run_dir, "knee", rounds=2, workers=0, out=tmp_path / "rt")
     assert sorted(p.name for p in (tmp_path / "rt").iterdir()) == [".kept"]
@@ -417,22 +415,10 @@ def test_own_evaluators_eps_is_not_called_no_privacy(tmp_path):
 def test_a_stopped_retrain_into_the_run_is_continued_there(run_dir, tmp_path, monkeypatch):
     # without --out: the stopped retrain's RUN/retrain holds the kept trainings; the same command continues it
     # there (not in a new retrain-2)
-    import os
     import shutil
-    import signal
-
-    import fedevo.retraining as rt
 
     run = shutil.copytree(run_dir, tmp_path / "run")
-    calls, real = [], rt.retrain_evaluate
-
-    def evaluate(*a, **kw):
-        calls.append(1)
-        if len(calls) == 2:
-            os.kill(os.getpid(), signal.SIGINT)
-        return real(*a, **kw)
-
-    monkeypatch.setattr(rt, "retrain_evaluate", evaluate)
+    calls = signal_in_training(monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):
         retrain(run, "knee", rounds=2, workers=0)
     rep = retrain(run, "knee", rounds=2, workers=0)
@@ -443,19 +429,9 @@ def test_a_stopped_retrain_into_the_run_is_continued_there(run_dir, tmp_path, mo
 def test_a_sigterm_of_an_earlier_command_does_not_name_a_later_ctrl_c(run_dir, tmp_path, capsys, monkeypatch):
     # fedevo.cli.main run twice in one process (a notebook, a test): the first stopped by SIGTERM marks the
     # process; a Ctrl-C of the second is still a Ctrl-C (exit 130, "interrupted"), not "stopped by SIGTERM", 143
-    import os
-    import signal
-
     from fedevo.errors import Terminated
-    import fedevo.retraining as rt
 
-    real = rt.retrain_evaluate
-
-    def evaluate(*a, **kw):
-        os.kill(os.getpid(), signal.SIGINT)
-        return real(*a, **kw)
-
-    monkeypatch.setattr(rt, "retrain_evaluate", evaluate)
+    signal_in_training(monkeypatch, 1)
     monkeypatch.setattr(Terminated, "received", True)  # as an earlier command's SIGTERM leaves it
     code, _, err = cli(["retrain", str(run_dir), "--pick", "knee", "--rounds", "2", "--workers", "0", "--quiet",
                         "--out", str(tmp_path / "rt")], capsys)

@@ -8,7 +8,8 @@ run, picks, rounds, seed and standard, `retrain` finds that report directory (th
 newest ``RUN/retrain*`` without a report), trains only what is missing and writes the report, whose numbers
 equal those of an uninterrupted retrain (each training is seeded on its own, whatever ran before it). A different
 plan never continues a kept one: it takes a new report directory. ``.kept/`` is removed once the report is
-written.
+written. A retrain locks ``.kept/`` (flock) while it writes the directory: a running one is never continued by
+another.
 
 The kept results are pickled: they are read back only from a report directory of the user's own run, as
 the run's checkpoints are.
@@ -27,6 +28,7 @@ from .result import EvaluationResult
 
 KEPT = ".kept"
 PLAN = "plan.json"
+LOCK = ".lock"  # flock'ed by the retrain writing the directory
 
 
 def plan_of(*, run_dir: Path | str, solutions: Sequence[Any], rounds: int, seed: int, eval_every: int,
@@ -56,11 +58,27 @@ def _only_kept(report_dir: Path) -> bool:
 
 
 def continuable(candidates: Sequence[Path], plan: Mapping[str, Any]) -> Optional[Path]:
-    """The last of `candidates` (report directories, oldest first) that holds kept trainings of `plan` alone."""
+    """The last of `candidates` (report directories, oldest first) that holds kept trainings of `plan` alone, and
+    that no running retrain holds (`start`'s lock)."""
     for d in reversed(list(candidates)):
-        if _only_kept(d) and _kept_plan(d) == plan:
+        if _only_kept(d) and _kept_plan(d) == plan and not _held(d):
             return d
     return None
+
+
+def _held(report_dir: Path) -> bool:
+    import fcntl
+
+    try:
+        fh = open(report_dir / KEPT / LOCK, "rb")
+    except OSError:
+        return False
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        return False
 
 
 def load(report_dir: Path) -> dict[str, EvaluationResult]:
@@ -76,14 +94,26 @@ def load(report_dir: Path) -> dict[str, EvaluationResult]:
     return out
 
 
-def start(report_dir: Path, plan: Mapping[str, Any]) -> None:
-    """Make `report_dir/.kept/` with its plan (kept as it is when it is already there)."""
+def start(report_dir: Path, plan: Mapping[str, Any]):
+    """Make `report_dir/.kept/` with its plan (kept as it is when it is already there) and lock it for this retrain:
+    returns the lock (an open file; closing it releases it). FedevoError if another retrain holds it (two retrains
+    of one plan started at once: the second would have trained into the first's directory)."""
+    import fcntl
+
+    from .errors import FedevoError
     from .searching.log import atomic_write
 
     kept = report_dir / KEPT
     kept.mkdir(parents=True, exist_ok=True)
+    fh = open(kept / LOCK, "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        raise FedevoError(f"another fedevo retrain is writing {report_dir}; wait for it, or give --out") from None
     if _kept_plan(report_dir) != plan:
         atomic_write(kept / PLAN, json.dumps(plan, indent=1, sort_keys=True) + "\n")
+    return fh
 
 
 def keep(report_dir: Path, key: str, result: EvaluationResult) -> None:

@@ -30,6 +30,7 @@ every training has finished; a stopped retrain keeps each finished training ther
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -509,46 +510,46 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
                   params={_STANDARD_FLAG: True, **sols[n].params} if sols[n].is_standard else dict(sols[n].params))
              for n in todo]
     results: dict[str, EvaluationResult] = {s.key: kept[s.key] for s in sols if s.key in kept}
-    if write:
-        retrain_kept.start(out_dir, kept_plan)
-    t0 = time.monotonic()
-    total = len(sols) * rounds
-    name = lambda s: STANDARD if s.is_standard else f"solution {s.key} (id {s.id})"  # noqa: E731
-    eval_kwargs: dict[str, Any] = {"rounds": rounds, "data_dir": data_dir, "eval_every": eval_every}
-    if progress:
-        progress(len(results) * rounds, total, f"{len(sols)} trainings")
-        if workers == 0:  # in-process, one after the other: report every round of the current one
-            eval_kwargs["progress"] = lambda t: progress(len(results) * rounds + t, total,
-                                                         name(sols[todo[min(len(results) - len(kept),
-                                                                            len(todo) - 1)]]))
-    runner = make_runner(retrain_evaluate, data.problem, eval_kwargs, workers=workers,
-                         gpus_per_task=gpus_per_task)  # Ray's log: kept in memory
-    try:
-        def on_done(t: Task, r: EvaluationResult) -> None:
-            results[sols[t.index].key] = r
-            if write:
-                retrain_kept.keep(out_dir, sols[t.index].key, r)
-            if progress:
-                progress(len(results) * rounds, total, f"{name(sols[t.index])} done")
+    lock = retrain_kept.start(out_dir, kept_plan) if write else contextlib.nullcontext()
+    with lock:  # held while this retrain writes out_dir (another retrain of the plan takes a directory of its own)
+        t0 = time.monotonic()
+        total = len(sols) * rounds
+        name = lambda s: STANDARD if s.is_standard else f"solution {s.key} (id {s.id})"  # noqa: E731
+        eval_kwargs: dict[str, Any] = {"rounds": rounds, "data_dir": data_dir, "eval_every": eval_every}
+        if progress:
+            progress(len(results) * rounds, total, f"{len(sols)} trainings")
+            if workers == 0:  # in-process, one after the other: report every round of the current one
+                eval_kwargs["progress"] = lambda t: progress(len(results) * rounds + t, total,
+                                                             name(sols[todo[min(len(results) - len(kept),
+                                                                                len(todo) - 1)]]))
+        runner = make_runner(retrain_evaluate, data.problem, eval_kwargs, workers=workers,
+                             gpus_per_task=gpus_per_task)  # Ray's log: kept in memory
+        try:
+            def on_done(t: Task, r: EvaluationResult) -> None:
+                results[sols[t.index].key] = r
+                if write:
+                    retrain_kept.keep(out_dir, sols[t.index].key, r)
+                if progress:
+                    progress(len(results) * rounds, total, f"{name(sols[t.index])} done")
 
-        runner.run(tasks, on_done)
-    except _Abort as e:
-        raise FedevoError(str(e)) from None
-    finally:
-        runner.close()
-    ray_log = getattr(getattr(runner, "log", None), "text", "")
-    report = RetrainReport(run_dir=Path(run_dir), out_dir=out_dir,
-                           rounds=rounds, seed=seed, solutions=sols, results=results, gene_names=data.gene_names,
-                           gene_types=data.gene_types, eps_key=data.eps_key, problem_name=data.problem.name,
-                           standard_params={**standard_params(data.problem), **dict(standard or {})},
-                           standard_label=standard_label(data.problem),
-                           wall_s=time.monotonic() - t0, ray_log=ray_log, deployments=deployments,
-                           extra_objectives=tuple(o for o in data.objectives
-                                                  if o.name not in ("error", "comm", "eps", "eps_paper")))
-    if write:
-        report.write()
-        retrain_kept.drop(out_dir)
-    return report
+            runner.run(tasks, on_done)
+        except _Abort as e:
+            raise FedevoError(str(e)) from None
+        finally:
+            runner.close()
+        ray_log = getattr(getattr(runner, "log", None), "text", "")
+        report = RetrainReport(run_dir=Path(run_dir), out_dir=out_dir,
+                               rounds=rounds, seed=seed, solutions=sols, results=results,
+                               gene_names=data.gene_names, gene_types=data.gene_types, eps_key=data.eps_key, problem_name=data.problem.name,
+                               standard_params={**standard_params(data.problem), **dict(standard or {})},
+                               standard_label=standard_label(data.problem),
+                               wall_s=time.monotonic() - t0, ray_log=ray_log, deployments=deployments,
+                               extra_objectives=tuple(o for o in data.objectives
+                                                      if o.name not in ("error", "comm", "eps", "eps_paper")))
+        if write:
+            report.write()
+            retrain_kept.drop(out_dir)
+        return report
 
 
 def _claims_privacy(name: Optional[str]) -> bool:

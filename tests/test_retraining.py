@@ -436,3 +436,41 @@ def test_a_sigterm_of_an_earlier_command_does_not_name_a_later_ctrl_c(run_dir, t
     code, _, err = cli(["retrain", str(run_dir), "--pick", "knee", "--rounds", "2", "--workers", "0", "--quiet",
                         "--out", str(tmp_path / "rt")], capsys)
     assert code == 130 and err.strip().splitlines()[-1].startswith("fedevo: interrupted; ")
+
+
+def test_a_retrain_running_keeps_its_directory_to_itself(run_dir, tmp_path, monkeypatch):
+    # while a retrain writes its report directory (its .kept/ locked), another of the same plan neither continues
+    # it nor trains into it: without --out it takes a directory of its own, with --out naming it it is one line
+    import fcntl
+    import shutil
+
+    from fedevo import retrain_kept
+
+    run = shutil.copytree(run_dir, tmp_path / "run")
+    signal_in_training(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        retrain(run, "knee", rounds=2, workers=0)  # run/retrain holds the first training, kept
+    import fedevo.retraining as rt
+
+    monkeypatch.undo()
+    assert rt.retrain_evaluate.__name__ == "retrain_evaluate"
+    with open(run / "retrain" / retrain_kept.KEPT / retrain_kept.LOCK, "a+") as held:  # as a running retrain holds it
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        rep = retrain(run, "knee", rounds=2, workers=0)
+        assert rep.out_dir == run / "retrain-2"
+        with pytest.raises(FedevoError, match="already exists and is not an empty directory"):
+            retrain(run, "knee", rounds=2, workers=0, out=run / "retrain")
+    rep = retrain(run, "knee", rounds=2, workers=0)  # let go: the stopped one is continued
+    assert rep.out_dir == run / "retrain" and not (run / "retrain" / ".kept").exists()
+
+
+def test_two_retrains_starting_at_once_do_not_share_a_directory(tmp_path):
+    # the race the check above cannot see (both found the same new directory): the second to lock it is one line
+    from fedevo import retrain_kept
+
+    plan = {"rounds": 2}
+    with retrain_kept.start(tmp_path / "rt", plan):
+        with pytest.raises(FedevoError, match="another fedevo retrain is writing"):
+            retrain_kept.start(tmp_path / "rt", plan)
+    with retrain_kept.start(tmp_path / "rt", plan):  # released: it can be taken again
+        pass

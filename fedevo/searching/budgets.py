@@ -4,8 +4,7 @@
 * ``budget``: --budget N evaluations (individuals asked; a multi-fidelity individual counts once, whatever rungs
   it reached); the last batch is cut to what is left of N;
 * ``time_budget``: --time-budget S seconds of search wall time, counted across resumes (the checkpoint carries
-  the seconds so far; Ctrl-C or SIGTERM rewrites it with the seconds of the batch they cut short, a kill -9 loses
-  those); checked between batches, so a batch that has started is finished;
+  the seconds so far); checked between batches, so a batch that has started is finished;
 * ``patience``: --patience K batches in a row without hypervolume growth (the run's hypervolume.csv value);
 * ``exhausted``: the optimiser proposed nothing new (NSGA-III: no non-duplicate offspring).
 

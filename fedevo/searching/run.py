@@ -503,10 +503,6 @@ class SearchRun:
                     self._save(state)
         except _Abort as e:
             raise SearchStoppedError(str(e), self.run_dir) from None
-        except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the seconds of the batch cut short count towards --time-budget
-            if runner is not None:
-                self._add_seconds(elapsed())
-            raise
         finally:
             if runner is not None:
                 runner.close()
@@ -530,15 +526,6 @@ class SearchRun:
         if state.get("stop"):
             self._write_stop(state)
         save_checkpoint(self.run_dir, state)
-
-    def _add_seconds(self, search_s: float) -> None:
-        """The newest checkpoint again, with the seconds of search so far (its state as written: the optimiser in
-        memory has moved on), unless it ended the search."""
-        with contextlib.suppress(OSError, FedevoError):
-            ck = latest_checkpoint(self.run_dir)
-            state = load_checkpoint(ck) if ck is not None else None
-            if state is not None and not (state.get("stop") or state.get("stopped_early")):
-                save_checkpoint(self.run_dir, {**state, "search_s": search_s})
 
     def _write_stop(self, state: Mapping[str, Any]) -> None:
         atomic_write(self.run_dir / STOP_FILE, json.dumps(stop_record(state["stop"], state, self.settings), indent=2)

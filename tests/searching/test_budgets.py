@@ -111,54 +111,6 @@ def test_a_kill_right_after_the_last_checkpoint_leaves_stop_json(tmp_path, monke
         fedevo.resume(tmp_path / "R", workers=0, page=False)
 
 
-class _Clock:
-    """run.py's time module with a monotonic clock that moves only when an evaluation runs (1 s each)."""
-
-    def __init__(self):
-        self.t = 0.0
-
-    def monotonic(self):
-        return self.t
-
-    def __getattr__(self, name):
-        return getattr(time, name)
-
-
-CLOCK = _Clock()
-
-
-def one_second(problem, params, *, seed, rounds=None, data_dir=None):
-    CLOCK.t += 1.0
-    return constant(problem, params, seed=seed)
-
-
-def test_seconds_of_a_batch_cut_short_by_ctrl_c_count_towards_the_time_budget(tmp_path, monkeypatch):
-    """Ctrl-C (or SIGTERM) in batch 2 lost its seconds: the checkpoint held batch 1's, so the resumed search ran a
-    third batch the uninterrupted one never ran (12 evaluations instead of 8)."""
-    from fedevo.searching import run as run_mod
-    from fedevo.searching.callbacks import SearchCallback
-
-    monkeypatch.setattr(run_mod, "time", CLOCK)
-
-    class CtrlC(SearchCallback):
-        def on_evaluation(self, row):
-            if row["id"] == 6:  # the third of batch 2
-                raise KeyboardInterrupt
-
-    def go(out, **kw):
-        CLOCK.t = 0.0
-        return fedevo.search(str(toy_problem_file(tmp_path)), pop=4, gen=50, time_budget=7.5, seed=1, workers=0,
-                             out=out, evaluator=one_second, page=False, optimizer="random", **kw)
-
-    whole = go(tmp_path / "W")
-    assert whole.summary.evaluations == 8 and whole.summary.stop == "time_budget"
-    with pytest.raises(KeyboardInterrupt):
-        go(tmp_path / "K", callbacks=[CtrlC()])
-    resumed = fedevo.resume(tmp_path / "K", workers=0, page=False, evaluator=one_second)
-    assert resumed.summary.evaluations == 8 and resumed.summary.stop == "time_budget"
-    assert json.loads((tmp_path / "K" / "stop.json").read_text())["search_s"] == 8.0
-
-
 def test_stop_rules():
     s = SearchSettings(pop=4, gen=5, budget=12, time_budget=60.0, patience=2)
     assert stop_reason(s, batches=1, asked=4, search_s=1.0) is None

@@ -88,6 +88,32 @@ def coerce_result(value: Any) -> EvaluationResult:
         raise NotAResult(f"{type(e).__name__}: {e}") from None
 
 
+_NUMBER_FIELDS = ("error", "comm", "eps", "eps_paper", "accuracy_global", "worst_client_error", "train_macs",
+                  "wall_s")
+
+
+def _held_to_numbers(r: EvaluationResult) -> EvaluationResult:
+    """An EvaluationResult as built (by fedevo's simulator or the user's code), its numbers by the one rule of
+    `_real` (a str 'abc' as its error crashed a search writing its row; '0.3' was taken as 0.3; a 0-d tensor is
+    its value): itself where every field already is a Python number."""
+    changes: dict[str, Any] = {}
+    for k in _NUMBER_FIELDS:
+        v = getattr(r, k)
+        if v is not None and type(v) is not float:
+            changes[k] = _real(v, f"the evaluation's {k}")
+    for k in ("omega", "rounds"):
+        v = _scalar(getattr(r, k))
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"the evaluation's {k} must be an integer, got {v!r}")
+        if type(v) is not int:
+            changes[k] = int(v)
+    if not isinstance(r.metrics, dict) or any(type(v) is not float for v in r.metrics.values()):
+        if not isinstance(r.metrics, dict) or not all(isinstance(k, str) for k in r.metrics):
+            raise TypeError(f"the evaluation's metrics must be a dict of named numbers, got {r.metrics!r}")
+        changes["metrics"] = {k: _real(v, f"the evaluation's metrics[{k!r}]") for k, v in r.metrics.items()}
+    return replace(r, **changes) if changes else r
+
+
 def _coerce(value: Any) -> EvaluationResult:
     """What a user's evaluator returned, as an EvaluationResult: itself, a mapping with `error`, `comm` and `eps`
     (None: no ε; and optionally `eps_paper`, `accuracy_global`, `omega`, `worst_client_error`, `train_macs`,
@@ -95,7 +121,7 @@ def _coerce(value: Any) -> EvaluationResult:
     A number may be a numpy scalar or a 0-d array or tensor (its `.item()`); a bool or a string is not one.
     TypeError / ValueError with one line saying what is wrong (the evaluation is then marked failed)."""
     if isinstance(value, EvaluationResult):
-        return value
+        return _held_to_numbers(value)
     if isinstance(value, (tuple, list)):
         if len(value) != 3:
             raise TypeError(f"evaluator returned a {type(value).__name__} of {len(value)} values; expected "

@@ -27,7 +27,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import math
-import numbers
 import os
 import select
 import signal
@@ -121,9 +120,6 @@ def out_of_range(result) -> Optional[str]:
     from ..objectives import get
     from ..objectives.builtin import BUILTIN
 
-    typed = _not_a_number(result)
-    if typed:
-        return typed
     for name in BUILTIN:
         obj = get(name)
         try:
@@ -140,23 +136,6 @@ def out_of_range(result) -> Optional[str]:
             return f"the evaluation's {name} is infinite ({v}); {_range(obj)}"
         if obj.outside(v):  # the objective's own range rule (finite here), as the log applies a user's
             return f"the evaluation's {name} = {v!r} is out of range; {_range(obj)}"
-    return None
-
-
-_NUMBERS = ("error", "comm", "eps", "eps_paper", "accuracy_global", "worst_client_error", "train_macs", "wall_s")
-
-
-def _not_a_number(result) -> Optional[str]:
-    """Why an EvaluationResult the user's code built itself does not hold numbers where it must (a str 'abc' as
-    its error crashed the search writing its row; '0.3' was taken as 0.3), or None."""
-    for name in _NUMBERS:
-        v = getattr(result, name, None)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real)):
-            return f"the evaluation's {name} is not a number: {v!r}"
-    for name in ("omega", "rounds"):
-        v = getattr(result, name, 0)
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-            return f"the evaluation's {name} is not an integer: {v!r}"
     return None
 
 

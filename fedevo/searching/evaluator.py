@@ -106,9 +106,10 @@ class ProblemEvaluator:
         t0 = time.perf_counter()
         raw = fn(problem, params, seed=seed, rounds=rounds, data_dir=data_dir)
         result = coerce_result(raw)
-        if result is not raw or not result.wall_s:  # fedevo times it (the row's wall_s is real, never 0.0)
+        built = isinstance(raw, EvaluationResult)  # else a dict or a tuple
+        if not built or not result.wall_s:  # fedevo times it (the row's wall_s is real, never 0.0)
             result = replace(result, wall_s=time.perf_counter() - t0)
-        if result is not raw and not result.rounds:
+        if not built and not result.rounds:
             result = replace(result, rounds=rounds or params.get("rounds") or 0)
         return result
 

@@ -126,7 +126,7 @@ def _run_here(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: in
         try:
             raw = call_user(evaluator, problem, dict(params), seed=seed, **eval_kwargs)
             r = coerce_result(raw)
-            if r is not raw:  # a dict or tuple from the user's evaluator: fedevo times it
+            if not isinstance(raw, EvaluationResult):  # a dict or tuple from the user's evaluator: fedevo times it
                 r = replace(r, wall_s=time.perf_counter() - t0,
                             rounds=eval_kwargs.get("until") or eval_kwargs.get("rounds") or 0)
             bad = out_of_range(r) if r.status == "ok" else None

@@ -346,8 +346,8 @@ def _builds_a_bad_result(problem, params, *, seed, rounds=None, data_dir=None):
     return EvaluationResult(error=error, comm=1.0, eps=1.0, eps_paper=math.nan, accuracy_global=0.7, omega=1)
 
 
-@pytest.mark.parametrize("mode, message", [("abc", "the evaluation's error is not a number: 'abc'"),
-                                           ("text", "the evaluation's error is not a number: '0.3'")])
+@pytest.mark.parametrize("mode, message", [("abc", "TypeError: the evaluation's error must be a number, got 'abc'"),
+                                           ("text", "TypeError: the evaluation's error must be a number, got '0.3'")])
 def test_an_evaluation_result_the_user_built_is_held_to_numbers(tmp_path, mode, message):
     """An EvaluationResult built by the user's code with error='abc' crashed the search writing its row
     (ValueError: could not convert string to float); error='0.3' was logged as 0.3."""

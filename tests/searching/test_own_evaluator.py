@@ -151,6 +151,19 @@ def test_numbers_of_any_scalar_kind_are_numbers_and_metrics_are_held_to_them():
         with pytest.raises(TypeError, match=re.escape(says)):
             coerce_result(bad)
     assert math.isnan(coerce_result({"error": 0.1, "comm": 1, "eps": None, "metrics": {}}).eps_paper)
+    # an EvaluationResult the user built is held to the same rule (a tensor error was refused there, a str metric
+    # kept): one rule for both
+    from fedevo.result import EvaluationResult
+
+    built = EvaluationResult(error=torch.tensor(0.25), comm=1.0, eps=1.0, eps_paper=math.nan, accuracy_global=0.5,
+                             omega=np.int64(3), metrics={"loss": np.float32(0.5)})
+    r = coerce_result(built)
+    assert (r.error, r.omega, r.metrics) == (0.25, 3, {"loss": 0.5}) and type(r.error) is float
+    with pytest.raises(TypeError, match=re.escape("metrics['x'] must be a number, got 'high'")):
+        coerce_result(EvaluationResult(error=0.1, comm=1.0, eps=1.0, eps_paper=math.nan, accuracy_global=0.5,
+                                       omega=1, metrics={"x": "high"}))
+    fine = EvaluationResult(error=0.1, comm=1.0, eps=1.0, eps_paper=math.nan, accuracy_global=0.5, omega=1)
+    assert coerce_result(fine) is fine  # fedevo's own results pass as they are
 
 
 @pytest.mark.parametrize("spec, says", [

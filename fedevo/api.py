@@ -664,7 +664,9 @@ def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 15
             progress: Optional[Callable[[int, int, str], None]] = None):
     """Retrain the picked solutions and the standard one (dense, no privacy; `standard` overrides its settings,
     e.g. {"participation": 1.0}) for `rounds` rounds; writes RUN/retrain[-N]/ (report.md, report.csv,
-    curves.html, results.json) and returns the report. progress(done, total, note) as rounds finish."""
+    curves.html, results.json) and returns the report. progress(done, total, note) as rounds finish. Each
+    finished training is kept (REPORT_DIR/.kept/) until the report is written: the same call continues a retrain
+    stopped before (fedevo.retrain_kept)."""
     from .retraining import retrain as _retrain
 
     return _retrain(_run_path(run), pick, rounds=rounds, workers=workers,

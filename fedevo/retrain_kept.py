@@ -24,11 +24,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from .dirlock import hold, is_held
 from .result import EvaluationResult
 
 KEPT = ".kept"
 PLAN = "plan.json"
-LOCK = ".lock"  # flock'ed by the retrain writing the directory
 
 
 def plan_of(*, run_dir: Path | str, solutions: Sequence[Any], rounds: int, seed: int, eval_every: int,
@@ -61,24 +61,9 @@ def continuable(candidates: Sequence[Path], plan: Mapping[str, Any]) -> Optional
     """The last of `candidates` (report directories, oldest first) that holds kept trainings of `plan` alone, and
     that no running retrain holds (`start`'s lock)."""
     for d in reversed(list(candidates)):
-        if _only_kept(d) and _kept_plan(d) == plan and not _held(d):
+        if _only_kept(d) and _kept_plan(d) == plan and not is_held(d / KEPT):
             return d
     return None
-
-
-def _held(report_dir: Path) -> bool:
-    import fcntl
-
-    try:
-        fh = open(report_dir / KEPT / LOCK, "rb")
-    except OSError:
-        return False
-    with fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        return False
 
 
 def load(report_dir: Path) -> dict[str, EvaluationResult]:
@@ -98,29 +83,49 @@ def start(report_dir: Path, plan: Mapping[str, Any]):
     """Make `report_dir/.kept/` with its plan (kept as it is when it is already there) and lock it for this retrain:
     returns the lock (an open file; closing it releases it). FedevoError if another retrain holds it (two retrains
     of one plan started at once: the second would have trained into the first's directory)."""
-    import fcntl
-
     from .errors import FedevoError
     from .searching.log import atomic_write
 
     kept = report_dir / KEPT
     kept.mkdir(parents=True, exist_ok=True)
-    fh = open(kept / LOCK, "a+")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.close()
-        raise FedevoError(f"another fedevo retrain is writing {report_dir}; wait for it, or give --out") from None
+    fh = hold(kept, FedevoError(f"another fedevo retrain is writing {report_dir}; wait for it, or give --out"))
     if _kept_plan(report_dir) != plan:
         atomic_write(kept / PLAN, json.dumps(plan, indent=1, sort_keys=True) + "\n")
     return fh
 
 
 def keep(report_dir: Path, key: str, result: EvaluationResult) -> None:
-    """Keep one finished training's result (written whole or not at all)."""
+    """Keep one finished training's result (written whole or not at all). A failed one is not kept (the same
+    command trains it again: a Ray worker stopped by the Ctrl-C comes back failed), nor one that does not pickle
+    (an own evaluator's privacy dict holding a lock, say: one line on stderr; the retrain goes on)."""
+    import sys
+
     from .searching.log import atomic_write
 
-    atomic_write(report_dir / KEPT / f"{key}.pkl", pickle.dumps(replace(result, state=None)))
+    if result.status == "failed":
+        return
+    try:
+        data = pickle.dumps(replace(result, state=None))
+    except Exception as e:  # noqa: BLE001 - the report does not need it: only a continuation would
+        print(f"fedevo: warning: training {key}'s result cannot be kept for a continuation ({type(e).__name__}: "
+              f"{e}); a stopped retrain would train it again", file=sys.stderr)
+        return
+    atomic_write(report_dir / KEPT / f"{key}.pkl", data)
+
+
+def describe_kept(report_dir: Path) -> Optional[str]:
+    """Why a report directory holding only a retrain's kept trainings is not continued by this one, in words, or
+    None where it holds none."""
+    if not _only_kept(report_dir):
+        return None
+    if is_held(report_dir / KEPT):
+        return f"another fedevo retrain is writing {report_dir}; wait for it, or give another --out"
+    plan = _kept_plan(report_dir) or {}
+    what = ", ".join(f"{k} {plan[k]}" for k in ("rounds", "seed") if k in plan)
+    ids = [s.get("id") for s in plan.get("solutions", []) if s.get("id") is not None]
+    return (f"{report_dir} holds the kept trainings of a stopped retrain of another plan ({what}, picked ids "
+            f"{', '.join(map(str, ids)) or 'none'}): run that retrain again to continue it, or remove "
+            f"{report_dir / KEPT} (nothing was overwritten)")
 
 
 def drop(report_dir: Path) -> None:

@@ -576,11 +576,14 @@ def report_dir(run_dir: Path | str, out: Optional[Path | str], plan: Optional[Ma
     report directory holding only the kept trainings of a stopped retrain of the same `plan`
     (fedevo.retrain_kept) is continued: `out` if it is one, else the newest such RUN_DIR/retrain*."""
     from .guards import check_new_or_empty_dir, check_writable_dir
-    from .retrain_kept import continuable
+    from .retrain_kept import continuable, describe_kept
 
     if out is not None:
         if plan is not None and continuable([Path(out)], plan):
             return Path(out)
+        why = describe_kept(Path(out)) if Path(out).is_dir() else None
+        if why:
+            raise FedevoError(f"--out {why}")
         return check_new_or_empty_dir(out)
     base = Path(run_dir) / "retrain"
     path, n, earlier = base, 1, []

@@ -330,9 +330,10 @@ def test_a_different_retrain_never_continues_kept_trainings(run_dir, tmp_path, c
         retrain(run_dir, "knee", rounds=2, workers=0, out=tmp_path / "rt")
     assert sorted(p.name for p in (tmp_path / "rt").iterdir()) == [".kept"]
     monkeypatch.setattr(rt, "retrain_evaluate", real)
-    with pytest.raises(FedevoError, match="already exists and is not an empty directory"):
+    with pytest.raises(FedevoError, match=r"holds the kept trainings of a stopped retrain of another plan \(rounds 2, "
+                                          r"seed \d+, picked ids \d+\): run that retrain again to continue it, or remove"):
         retrain(run_dir, "knee", rounds=3, workers=0, out=tmp_path / "rt")
-    with pytest.raises(FedevoError, match="already exists and is not an empty directory"):
+    with pytest.raises(FedevoError, match="holds the kept trainings of a stopped retrain of another plan"):
         retrain(run_dir, "knee", rounds=2, seed=7, workers=0, out=tmp_path / "rt")
     rep = retrain(run_dir, "knee", rounds=2, workers=0, out=tmp_path / "rt")  # the same plan: continued
     assert rep.out_dir == tmp_path / "rt" and not (tmp_path / "rt" / ".kept").exists()
@@ -444,7 +445,7 @@ def test_a_retrain_running_keeps_its_directory_to_itself(run_dir, tmp_path, monk
     import fcntl
     import shutil
 
-    from fedevo import retrain_kept
+    from fedevo import dirlock, retrain_kept
 
     run = shutil.copytree(run_dir, tmp_path / "run")
     signal_in_training(monkeypatch, 2)
@@ -454,11 +455,11 @@ def test_a_retrain_running_keeps_its_directory_to_itself(run_dir, tmp_path, monk
 
     monkeypatch.undo()
     assert rt.retrain_evaluate.__name__ == "retrain_evaluate"
-    with open(run / "retrain" / retrain_kept.KEPT / retrain_kept.LOCK, "a+") as held:  # as a running retrain holds it
+    with open(run / "retrain" / retrain_kept.KEPT / dirlock.LOCK, "a+") as held:  # as a running retrain holds it
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         rep = retrain(run, "knee", rounds=2, workers=0)
         assert rep.out_dir == run / "retrain-2"
-        with pytest.raises(FedevoError, match="already exists and is not an empty directory"):
+        with pytest.raises(FedevoError, match="another fedevo retrain is writing"):
             retrain(run, "knee", rounds=2, workers=0, out=run / "retrain")
     rep = retrain(run, "knee", rounds=2, workers=0)  # let go: the stopped one is continued
     assert rep.out_dir == run / "retrain" and not (run / "retrain" / ".kept").exists()
@@ -474,3 +475,23 @@ def test_two_retrains_starting_at_once_do_not_share_a_directory(tmp_path):
             retrain_kept.start(tmp_path / "rt", plan)
     with retrain_kept.start(tmp_path / "rt", plan):  # released: it can be taken again
         pass
+
+
+def test_what_cannot_be_kept_is_trained_again(run_dir, tmp_path, monkeypatch, capsys):
+    # a failed training is not kept (a Ray worker stopped by the Ctrl-C comes back failed: kept, it was never
+    # trained again), and a result that does not pickle is one warning line, not a traceback that ends the retrain
+    import threading
+
+    from dataclasses import replace
+
+    from fedevo import retrain_kept
+    from fedevo.result import EvaluationResult
+
+    d = tmp_path / "rt"
+    (d / retrain_kept.KEPT).mkdir(parents=True)
+    ok = EvaluationResult(error=0.1, comm=1.0, eps=1.0, eps_paper=1.0, accuracy_global=0.9, omega=1)
+    retrain_kept.keep(d, "1", ok)
+    retrain_kept.keep(d, "2", replace(ok, status="failed"))
+    retrain_kept.keep(d, "3", replace(ok, privacy={"lock": threading.Lock()}))
+    assert set(retrain_kept.load(d)) == {"1"}
+    assert "training 3's result cannot be kept for a continuation (TypeError" in capsys.readouterr().err

@@ -72,6 +72,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from ..dirlock import LOCK, hold
 from ..errors import DiskFullError, FedevoError, RunInUseError, SearchStoppedError
 from ..guards import check_workers, check_writable_dir
 from ..problem import Problem, load_problem
@@ -143,38 +144,10 @@ class Summary:
         return self.generations >= self.n_gen or self.stopped_early or bool(self.stop)
 
 
-LOCK = ".lock"  # flock'ed by the process that writes the run directory; never counts as content
-
-
 def _lock(run_dir: Path):
     """An exclusive lock on the run directory (an open file; closing it releases the lock). RunInUseError if
     another fedevo process holds it."""
-    import fcntl
-
-    fh = open(run_dir / LOCK, "a+")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.close()
-        raise RunInUseError(f"run directory {run_dir} is in use by another fedevo process") from None
-    return fh
-
-
-def is_held(run_dir: Path) -> bool:
-    """Whether a fedevo process (a search or resume) holds the run directory's lock; read without writing."""
-    import fcntl
-
-    try:
-        fh = open(Path(run_dir) / LOCK, "rb")
-    except OSError:
-        return False
-    with fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return False
+    return hold(run_dir, RunInUseError(f"run directory {run_dir} is in use by another fedevo process"))
 
 
 def _content(run_dir: Path) -> list[Path]:

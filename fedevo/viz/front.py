@@ -313,7 +313,7 @@ def run_state(data: RunData, complete: Optional[bool] = None) -> str:
     """"complete" (is_complete), "running" (a search holds the run's lock: it is writing it now) or "stopped"
     (neither: killed or interrupted before its end, resumable; rows after its newest checkpoint are in the log, not
     yet in front.csv and hypervolume.csv)."""
-    from ..searching.run import is_held
+    from ..dirlock import is_held
 
     if is_complete(data) if complete is None else complete:
         return "complete"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..searching.callbacks import SearchCallback
-from ..searching.run import is_held
+from ..dirlock import is_held
 from ..searching.rundata import RunData
 
 

@@ -10,18 +10,28 @@ from .errors import FedevoError
 LOCK = ".lock"  # flock'ed by the process that writes the directory; never counts as its content
 
 
+PROBE_WAIT_S = 0.25  # how long `hold` waits out a shared lock: `is_held`'s probe holds one for an instant
+
+
 def hold(directory: Path | str, busy: FedevoError):
     """An exclusive lock on `directory` (an open file; closing it releases the lock); `busy` raised if another
-    process holds it."""
+    process holds it. A lock taken for less than PROBE_WAIT_S (`is_held`'s probe: the page's "still running",
+    `fedevo plot --watch` every 2 s) is waited out, so that a probe never refuses a search, a resume or a
+    retrain."""
     import fcntl
+    import time
 
     fh = open(Path(directory) / LOCK, "a+")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.close()
-        raise busy from None
-    return fh
+    deadline = time.monotonic() + PROBE_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fh
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                fh.close()
+                raise busy from None
+            time.sleep(0.01)
 
 
 def is_held(directory: Path | str) -> bool:

@@ -22,18 +22,24 @@ def _raises_base(problem, params, *, seed, rounds=None, data_dir=None):
     return (0.2 + 0.5 * params["x"], 1.0 + params["x"], 1.0)
 
 
-@pytest.mark.parametrize("mode, message", [("generator", "GeneratorExit raised by the evaluation's code: closed"),
-                                           ("mine", "_Mine raised by the evaluation's code: my own")])
-def test_a_base_exception_fails_its_evaluation_only(tmp_path, mode, message):
-    """GeneratorExit or a BaseException subclass of the user's ended the search with a traceback (exit 1)."""
+def _fails_above_half(tmp_path, mode, evaluator, message):
+    """A search of 8 evaluations in which `evaluator` misbehaves where x > 0.5: exactly those rows failed, each with
+    `message`, and the search went on."""
     out = tmp_path / "R"
     fedevo.search(str(own_problem(tmp_path, mode)), pop=4, gen=2, workers=0, out=out, page=False,
-                  evaluator=_raises_base)
+                  evaluator=evaluator)
     rows = read_csv(out / "evaluations.csv")
     assert len(rows) == 8
     failed = [r for r in rows if r["status"] == "failed"]
     assert failed and all(float(r["x"]) > 0.5 and r["message"] == message for r in failed)
     assert all(r["status"] == "ok" for r in rows if float(r["x"]) <= 0.5)
+
+
+@pytest.mark.parametrize("mode, message", [("generator", "GeneratorExit raised by the evaluation's code: closed"),
+                                           ("mine", "_Mine raised by the evaluation's code: my own")])
+def test_a_base_exception_fails_its_evaluation_only(tmp_path, mode, message):
+    """GeneratorExit or a BaseException subclass of the user's ended the search with a traceback (exit 1)."""
+    _fails_above_half(tmp_path, mode, _raises_base, message)
 
 
 OBJECTIVE = """objectives = ["error", "comm", "lat"]
@@ -351,11 +357,4 @@ def _builds_a_bad_result(problem, params, *, seed, rounds=None, data_dir=None):
 def test_an_evaluation_result_the_user_built_is_held_to_numbers(tmp_path, mode, message):
     """An EvaluationResult built by the user's code with error='abc' crashed the search writing its row
     (ValueError: could not convert string to float); error='0.3' was logged as 0.3."""
-    out = tmp_path / "R"
-    fedevo.search(str(own_problem(tmp_path, mode)), pop=4, gen=2, workers=0, out=out, page=False,
-                  evaluator=_builds_a_bad_result)
-    rows = read_csv(out / "evaluations.csv")
-    assert len(rows) == 8
-    failed = [r for r in rows if r["status"] == "failed"]
-    assert failed and all(float(r["x"]) > 0.5 and r["message"] == message for r in failed)
-    assert all(r["status"] == "ok" for r in rows if float(r["x"]) <= 0.5)
+    _fails_above_half(tmp_path, mode, _builds_a_bad_result, message)

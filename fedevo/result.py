@@ -102,16 +102,28 @@ def _held_to_numbers(r: EvaluationResult) -> EvaluationResult:
         if v is not None and type(v) is not float:
             changes[k] = _real(v, f"the evaluation's {k}")
     for k in ("omega", "rounds"):
-        v = _scalar(getattr(r, k))
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-            raise TypeError(f"the evaluation's {k} must be an integer, got {v!r}")
+        v = getattr(r, k)
         if type(v) is not int:
-            changes[k] = int(v)
-    if not isinstance(r.metrics, dict) or any(type(v) is not float for v in r.metrics.values()):
-        if not isinstance(r.metrics, dict) or not all(isinstance(k, str) for k in r.metrics):
-            raise TypeError(f"the evaluation's metrics must be a dict of named numbers, got {r.metrics!r}")
-        changes["metrics"] = {k: _real(v, f"the evaluation's metrics[{k!r}]") for k, v in r.metrics.items()}
+            changes[k] = _integer(v, f"the evaluation's {k}")
+    metrics = _metrics(r.metrics, "the evaluation's")  # checked whatever their types
+    if any(type(v) is not float for v in r.metrics.values()):
+        changes["metrics"] = metrics
     return replace(r, **changes) if changes else r
+
+
+def _integer(v: Any, what: str) -> int:
+    """An integer as an int (a numpy one, a 0-d array or tensor included); TypeError otherwise (a bool, 2.5)."""
+    v = _scalar(v)
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{what} must be an integer, got {v!r}")
+    return int(v)
+
+
+def _metrics(m: Any, whose: str) -> dict[str, float]:
+    """A result's metrics: a dict of named numbers, each a float (`_real`); TypeError otherwise."""
+    if not isinstance(m, dict) or not all(isinstance(k, str) for k in m):
+        raise TypeError(f"{whose} metrics must be a dict of named numbers, got {m!r}")
+    return {k: _real(v, f"{whose} metrics[{k!r}]") for k, v in m.items()}
 
 
 def _coerce(value: Any) -> EvaluationResult:
@@ -152,14 +164,8 @@ def _coerce(value: Any) -> EvaluationResult:
     privacy = value.get("privacy", {})
     if not isinstance(privacy, dict):
         raise TypeError(f"evaluator's privacy must be a dict, got {type(privacy).__name__}")
-    omega = _scalar(value.get("omega", 0))
-    if isinstance(omega, bool) or not isinstance(omega, numbers.Integral):
-        raise TypeError(f"evaluator's omega must be an integer, got {omega!r}")
-    omega = int(omega)
-    metrics = value.get("metrics", {})
-    if not isinstance(metrics, dict) or not all(isinstance(k, str) for k in metrics):
-        raise TypeError(f"evaluator's metrics must be a dict of named numbers, got {metrics!r}")
-    metrics = {k: _real(v, f"evaluator's metrics[{k!r}]") for k, v in metrics.items()}
+    omega = _integer(value.get("omega", 0), "evaluator's omega")
+    metrics = _metrics(value.get("metrics", {}), "evaluator's")
     optional = {k: number(k) if value.get(k) is not None else None for k in ("worst_client_error", "train_macs")}
     return EvaluationResult(error=number("error"), comm=number("comm"), eps=number("eps"),
                             eps_paper=number("eps_paper", math.nan), accuracy_global=number("accuracy_global", math.nan),

@@ -88,10 +88,14 @@ def start(report_dir: Path, plan: Mapping[str, Any]):
 
     kept = report_dir / KEPT
     kept.mkdir(parents=True, exist_ok=True)
-    fh = hold(kept, FedevoError(f"another fedevo retrain is writing {report_dir}; wait for it, or give --out"))
+    fh = hold(kept, FedevoError(_busy(report_dir)))
     if _kept_plan(report_dir) != plan:
         atomic_write(kept / PLAN, json.dumps(plan, indent=1, sort_keys=True) + "\n")
     return fh
+
+
+def _busy(report_dir: Path) -> str:
+    return f"another fedevo retrain is writing {report_dir}; wait for it, or give another --out"
 
 
 def keep(report_dir: Path, key: str, result: EvaluationResult) -> None:
@@ -119,7 +123,7 @@ def describe_kept(report_dir: Path) -> Optional[str]:
     if not _only_kept(report_dir):
         return None
     if is_held(report_dir / KEPT):
-        return f"another fedevo retrain is writing {report_dir}; wait for it, or give another --out"
+        return _busy(report_dir)
     plan = _kept_plan(report_dir) or {}
     what = ", ".join(f"{k} {plan[k]}" for k in ("rounds", "seed") if k in plan)
     ids = [s.get("id") for s in plan.get("solutions", []) if s.get("id") is not None]

@@ -540,7 +540,8 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
         ray_log = getattr(getattr(runner, "log", None), "text", "")
         report = RetrainReport(run_dir=Path(run_dir), out_dir=out_dir,
                                rounds=rounds, seed=seed, solutions=sols, results=results,
-                               gene_names=data.gene_names, gene_types=data.gene_types, eps_key=data.eps_key, problem_name=data.problem.name,
+                               gene_names=data.gene_names, gene_types=data.gene_types, eps_key=data.eps_key,
+                               problem_name=data.problem.name,
                                standard_params={**standard_params(data.problem), **dict(standard or {})},
                                standard_label=standard_label(data.problem),
                                wall_s=time.monotonic() - t0, ray_log=ray_log, deployments=deployments,

@@ -81,7 +81,9 @@ def watch(run_dir: Path | str, *, out: Optional[Path] = None, plotly: Optional[s
                 write_front_html(run_dir, path, plotly=plotly or "keep")
                 if on_write is not None:
                     on_write(path, data)
-                if is_complete(data):
+                # complete (resume's rule reads the newest checkpoint now), and nothing written since these rows
+                # were read: a search that logged its last row and finished meanwhile is read again first
+                if is_complete(data) and _signature(run_dir) == sig:
                     return path
             seen = sig
         if not held:

@@ -280,6 +280,40 @@ def test_hypervolume_not_flat_on_log_eps(fake_run):
     assert hv[0] > 0 and hv[-1] > hv[0]
 
 
+def test_watch_reads_again_a_last_row_logged_while_it_read(fake_run, tmp_path, monkeypatch):
+    """The search logs its last row and writes its last checkpoint between the watch's read of the rows and its
+    completeness check (which reads the newest checkpoint now): the watch wrote the page of all rows but the last,
+    said the run was complete and returned (CI, test_page_follows_a_running_search: 23 of 24). It reads again."""
+    import fcntl
+    import shutil
+
+    import fedevo.searching.rundata as rundata
+    from fedevo.viz.live import watch
+
+    d = tmp_path / "race"
+    shutil.copytree(fake_run, d)
+    last = sorted((d / "checkpoints").glob("gen-*.pkl"))[-1]
+    ending = last.read_bytes()
+    last.unlink()  # the last generation under way: all its rows but one logged, its checkpoint not yet written
+    lines = (d / "evaluations.csv").read_text().splitlines(keepends=True)
+    (d / "evaluations.csv").write_text("".join(lines[:-1]))
+    real, seen = rundata.load_run, []
+
+    def load_run(run_dir, **kw):
+        data = real(run_dir, **kw)
+        if kw.get("require_evaluations") and not seen:  # right after this read the search logs its last row
+            with open(d / "evaluations.csv", "a") as f:   # and writes the checkpoint that ends it
+                f.write(lines[-1])
+            last.write_bytes(ending)
+        return data
+
+    monkeypatch.setattr(rundata, "load_run", load_run)
+    with open(d / ".lock", "a+") as lock:  # the search still holds the run when the watch starts its round
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        watch(d, interval=0.01, timeout=30, on_write=lambda p, data: seen.append(len(data.rows)))
+    assert seen == [len(lines) - 2, len(lines) - 1]
+
+
 def test_watch_writes_until_complete_and_follows_changes(fake_run, tmp_path, capsys):
     """`fedevo plot --watch` on a complete run writes once and returns; on a run that grows it writes again
     (a thread appends the last generation's rows while it watches)."""

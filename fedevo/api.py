@@ -348,22 +348,8 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
                               budget=budget, time_budget=time_budget, patience=patience)
     runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout, batch_generation,
                        batch_size_per_gpu)
-    out = Path(out) if out is not None else None
-    made = _made_by(out)
-    run = SearchRun.create(settings, out, runtime, problem=prob)
-    return _run(run, runtime, fn, callbacks, page, fresh=[run.run_dir] if made is None else made,
-                progress=progress, importance=importance)
-
-
-def _made_by(out: Optional[Path]) -> Optional[list]:
-    """The folders a new run directory at `out` creates (it and its missing parents, innermost first): what a
-    search that cannot start removes again; [] for an empty folder that exists (emptied again, kept); None for
-    the default runs/<problem>-<timestamp> (its own folder only: the caller's [run.run_dir])."""
-    if out is None:
-        return None
-    if out.exists():
-        return []
-    return [p for p in (out, *out.parents) if not p.exists()]
+    run = SearchRun.create(settings, Path(out) if out is not None else None, runtime, problem=prob)
+    return _run(run, runtime, fn, callbacks, page, fresh=run.made, progress=progress, importance=importance)
 
 
 def _locate_data(prob, data_dir: Optional[str], evaluator_spec: str, download: bool = False,
@@ -458,22 +444,8 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: Optional[list] = 
     process holds."""
     from .errors import RunInUseError
 
-    import sys
-
-    cbs = list(callbacks)
-    if progress is None:
-        progress = sys.stderr.isatty()
-    if progress:
-        from .viz.progress import RichReporter
-
-        cbs.append(RichReporter())
-    if page:
-        from .searching.callbacks import Throttled
-        from .viz.live import LivePage
-
-        cbs.append(Throttled(LivePage(), seconds=PAGE_SECONDS))
     try:
-        summary = sr.run(runtime, evaluator=evaluator, callbacks=cbs)
+        summary = sr.run(runtime, evaluator=evaluator, callbacks=_callbacks(callbacks, progress, page))
     except RunInUseError:
         raise
     except KeyboardInterrupt as e:  # the run stays resumable; tell the caller where it is
@@ -482,13 +454,16 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: Optional[list] = 
     except FedevoError as e:
         if fresh is not None and sr.is_empty():
             from .errors import SearchStoppedError
+            from .searching.run import take_back
 
-            _take_back(sr.run_dir, fresh)
+            take_back(sr.run_dir, fresh)
             if isinstance(e, SearchStoppedError):  # nothing left to resume: say so instead
                 gone = "was removed" if fresh else "was emptied again"
                 raise FedevoError(f"{e.cause} (the search stopped before any evaluation; its run directory "
                                   f"{sr.run_dir} {gone}: nothing was kept)") from None
         raise
+    finally:  # stopped before sr.run took over the lock `create` took (Ctrl-C among the callbacks): let it go
+        sr.release()
     if page:
         try:
             _final_page(sr.run_dir, importance=importance)
@@ -505,17 +480,23 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: Optional[list] = 
     return run
 
 
-def _take_back(run_dir: Path, made: list) -> None:
-    """What a search that never started wrote: its run directory's contents, and the folders it created."""
-    import shutil
+def _callbacks(callbacks: Sequence, progress: Optional[bool], page: bool) -> list:
+    """The caller's callbacks, then the progress display (None: when stderr is a terminal) and the live page."""
+    import sys
 
-    for p in Path(run_dir).iterdir():
-        shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
-    for p in made:  # innermost first; only while empty (another process may have written beside it)
-        try:
-            p.rmdir()
-        except OSError:
-            break
+    cbs = list(callbacks)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    if progress:
+        from .viz.progress import RichReporter
+
+        cbs.append(RichReporter())
+    if page:
+        from .searching.callbacks import Throttled
+        from .viz.live import LivePage
+
+        cbs.append(Throttled(LivePage(), seconds=PAGE_SECONDS))
+    return cbs
 
 
 PAGE_SECONDS = 10.0  # the live front.html is rewritten at most this often while a search runs (and at its end)

@@ -23,15 +23,18 @@ def hold(directory: Path | str, busy: FedevoError):
 
     fh = open(Path(directory) / LOCK, "a+")
     deadline = time.monotonic() + PROBE_WAIT_S
-    while True:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fh
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                fh.close()
-                raise busy from None
-            time.sleep(0.01)
+    try:
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fh
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise busy from None
+                time.sleep(0.01)
+    except BaseException:  # busy, or Ctrl-C meanwhile: no lock kept (a traceback held in a notebook keeps `fh`)
+        fh.close()
+        raise
 
 
 def is_held(directory: Path | str) -> bool:

@@ -154,6 +154,27 @@ def _content(run_dir: Path) -> list[Path]:
     return [p for p in run_dir.iterdir() if p.name != LOCK]
 
 
+def missing_folders(out: Path) -> list[Path]:
+    """The folders that creating the directory `out` makes: it and its missing parents, innermost first ([] for
+    one that exists)."""
+    return [p for p in (out, *out.parents) if not p.exists()]
+
+
+def take_back(run_dir: Path, made: Sequence[Path]) -> None:
+    """What a search that never started wrote: its run directory's contents (its lock file too), and the folders
+    it created (`made`, innermost first; each only while empty: another process may have written beside it).
+    Only for a directory this process holds, in which nothing is another's."""
+    import shutil
+
+    for p in Path(run_dir).iterdir():
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+    for p in made:
+        try:
+            p.rmdir()
+        except OSError:
+            break
+
+
 def _refuse_nonempty(out: Path, ident: str) -> None:
     if (out / "run.json").exists():
         try:
@@ -181,6 +202,7 @@ class SearchRun:
     """One run directory and the search it holds (its optimiser: fedevo.searching.optimizers)."""
 
     _held = None  # the run directory's lock while this process writes it (taken by `create`, or by `run`)
+    made: Optional[list[Path]] = None  # made by `create`: the folders it created (missing_folders); None: opened
 
     def __init__(self, run_dir: Path, meta: Mapping[str, Any], problem: Problem, settings: SearchSettings):
         self.run_dir = Path(run_dir)
@@ -240,14 +262,7 @@ class SearchRun:
         vers = versions()  # so too a bad FEDEVO_NATIVE (versions reads native.status: a SetupError)
         if out.is_dir() and _content(out):
             _refuse_nonempty(out, ident)
-        made = not out.exists()
-        out.mkdir(parents=True, exist_ok=True)
-        lock = _lock(out)  # before anything is written: a second search on this --out stops here
-        if _content(out):  # written meanwhile by another process that has since let go
-            lock.close()
-            _refuse_nonempty(out, ident)
         meta = {
-
             "format": RUN_FORMAT,
             "run_id": ident,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -278,23 +293,42 @@ class SearchRun:
             "command": " ".join(sys.argv),
             "inputs": inputs,  # the data and code files' SHA-256: resume checks them (inputs.py)
         }
+        made = missing_folders(out)
+        out.mkdir(parents=True, exist_ok=True)
+        lock, ours = None, False  # ours: held, and it held nothing else then: what is in it since is this run's
         try:
-            atomic_write(out / "run.json", json.dumps(meta, indent=2, default=str) + "\n")
-        except BaseException:  # e.g. a full disk: leave nothing that would block the same command again
-            if made:
-                with contextlib.suppress(OSError):
-                    (out / LOCK).unlink()
-                    out.rmdir()
-            lock.close()
+            lock = _lock(out)  # before anything is written: a second search on this --out stops here
+            ours = not _content(out)  # else written meanwhile by another process that has since let go
+            if ours:
+                atomic_write(out / "run.json", json.dumps(meta, indent=2, default=str) + "\n")
+                run = cls(out, meta, problem, settings)
+        except BaseException as e:  # Ctrl-C, SIGTERM, a full disk: the folders as they were; the same command works
+            if lock is None and not isinstance(e, RunInUseError):  # stopped while it took the lock
+                with contextlib.suppress(FedevoError):
+                    lock = _lock(out)
+                    ours = not _content(out)
+            if ours:
+                take_back(out, made)
+            if lock is not None:
+                lock.close()
             raise
-        run = cls(out, meta, problem, settings)
+        if not ours:
+            lock.close()
+            _refuse_nonempty(out, ident)
         run._held = lock  # kept until this process's run() ends: nobody else writes here meanwhile
+        run.made = made
         return run
 
     @classmethod
     def open(cls, run_dir: Path) -> "SearchRun":
         meta, problem, settings = read_run_json(Path(run_dir))
         return cls(Path(run_dir), meta, problem, settings)
+
+    def release(self) -> None:
+        """Let go of the run directory's lock (taken by `create` or `run`), if this process holds it."""
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     def use_data_dir(self, data_dir: Optional[str]) -> None:
         """Read the data from elsewhere (not part of the run's identity: results do not depend on it)."""
@@ -382,9 +416,7 @@ class SearchRun:
                 raise DiskFullError(f"{e}; free space and continue with `fedevo resume {self.run_dir}`") from None
             return summary
         finally:
-            if self._held is not None:
-                self._held.close()
-                self._held = None
+            self.release()
             callback.on_finish(summary)  # None: stopped on an error or Ctrl-C
 
     def _load_state(self) -> dict[str, Any]:

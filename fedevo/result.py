@@ -88,6 +88,14 @@ def coerce_result(value: Any) -> EvaluationResult:
         raise NotAResult(f"{type(e).__name__}: {e}") from None
 
 
+def measured(raw: Any, seconds: float, rounds: int) -> EvaluationResult:
+    """What a user's evaluator returned (`raw`, read by coerce_result) as its row records it: a dict or a tuple,
+    which carries no time and no rounds, gets the seconds fedevo measured around the call (`wall_s`) and the
+    rounds it was asked for; an EvaluationResult keeps its own."""
+    r = coerce_result(raw)
+    return r if isinstance(raw, EvaluationResult) else replace(r, wall_s=seconds, rounds=rounds)
+
+
 _NUMBER_FIELDS = ("error", "comm", "eps", "eps_paper", "accuracy_global", "worst_client_error", "train_macs",
                   "wall_s")
 

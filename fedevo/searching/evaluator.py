@@ -87,7 +87,7 @@ def load_evaluator(spec: str) -> Evaluator:
 
 class ProblemEvaluator:
     """A problem file's own `evaluator` (the user's training): called with the problem's fixed `[settings]` and
-    the individual's genes as one dict, its result read by :func:`fedevo.result.coerce_result`. Extra keyword
+    the individual's genes as one dict, its result read by :func:`fedevo.result.measured`. Extra keyword
     arguments fedevo's simulator takes (retrain's eval_every, progress) are not passed on."""
 
     def __init__(self, spec: str):
@@ -96,7 +96,7 @@ class ProblemEvaluator:
     def __call__(self, problem, params: Optional[Mapping[str, Any]] = None, *, seed: int = 0,
                  rounds: Optional[int] = None, data_dir: Optional[str] = None, **_simulator_only) -> EvaluationResult:
         from ..plugins import load_callable
-        from ..result import coerce_result
+        from ..result import measured
 
         import time
         from dataclasses import replace
@@ -105,13 +105,10 @@ class ProblemEvaluator:
         params = problem.resolve(params)
         t0 = time.perf_counter()
         raw = fn(problem, params, seed=seed, rounds=rounds, data_dir=data_dir)
-        result = coerce_result(raw)
-        built = isinstance(raw, EvaluationResult)  # else a dict or a tuple
-        if not built or not result.wall_s:  # fedevo times it (the row's wall_s is real, never 0.0)
-            result = replace(result, wall_s=time.perf_counter() - t0)
-        if not built and not result.rounds:
-            result = replace(result, rounds=rounds or params.get("rounds") or 0)
-        return result
+        seconds = time.perf_counter() - t0
+        result = measured(raw, seconds, rounds or params.get("rounds") or 0)
+        # an EvaluationResult built without its time: fedevo's too (the row's wall_s is real, never 0.0)
+        return result if result.wall_s else replace(result, wall_s=seconds)
 
     def __repr__(self) -> str:
         return f"ProblemEvaluator({self.spec!r})"

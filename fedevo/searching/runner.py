@@ -23,13 +23,13 @@ import socket
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..envvars import env_set
 from ..errors import DataNotFoundError, FedevoError, SetupError
 from ..hardware import cores, gpu_share
-from ..result import EvaluationResult, NotAResult, coerce_result
+from ..result import EvaluationResult, NotAResult, measured
 from .evaluator import Evaluator
 
 OnDone = Callable[["Task", EvaluationResult], None]
@@ -125,10 +125,7 @@ def _run_here(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: in
     with captured_stdout(stderr=not isinstance(evaluator, SimulatorEvaluator)) as out:
         try:
             raw = call_user(evaluator, problem, dict(params), seed=seed, **eval_kwargs)
-            r = coerce_result(raw)
-            if not isinstance(raw, EvaluationResult):  # a dict or tuple from the user's evaluator: fedevo times it
-                r = replace(r, wall_s=time.perf_counter() - t0,
-                            rounds=eval_kwargs.get("until") or eval_kwargs.get("rounds") or 0)
+            r = measured(raw, time.perf_counter() - t0, eval_kwargs.get("until") or eval_kwargs.get("rounds") or 0)
             bad = out_of_range(r) if r.status == "ok" else None
             if bad:
                 r = failed_result(bad, r.wall_s)

@@ -205,3 +205,32 @@ def test_front_and_page_do_not_claim_a_trust_model(own, tmp_path):
     page = (run.path / "front.html").read_text()
     assert "own evaluator" in page and "trust <b>" not in page and "(, )" not in page
     assert "privacy settings that are genes" not in page and "settings passed to the evaluator" in page
+
+
+TIMED = '''
+import time
+
+def returns_tuple(problem, params, *, seed, rounds=None, data_dir=None):
+    time.sleep(0.01)
+    return 1.0 / (1.0 + params["width"]), float(params["width"]), 1.0
+
+def returns_dict(problem, params, *, seed, rounds=None, data_dir=None):
+    return dict(zip(("error", "comm", "eps"), returns_tuple(problem, params, seed=seed)))
+'''
+
+
+@pytest.mark.parametrize("entry", ["problem file", "evaluator="])
+@pytest.mark.parametrize("shape", ["dict", "tuple"])
+def test_a_dict_or_a_tuple_gets_its_time_and_rounds_from_either_entry(own, tmp_path, entry, shape):
+    """A dict or a tuple carries no time and no rounds: its row has the seconds fedevo measured around the call
+    and the rounds asked for, whether the problem file names the evaluator (ProblemEvaluator) or the search is
+    given it (the runner's own call): both read it with fedevo.result.measured."""
+    (tmp_path / "timed.py").write_text(TIMED)
+    spec = f"python:{tmp_path / 'timed.py'}:returns_{shape}"
+    p = own()
+    p.write_text(p.read_text().replace('evaluator = "python:ev.py:evaluate"', f'evaluator = "{spec}"'))
+    run = fedevo.search(str(p), pop=4, gen=1, workers=0, rounds=3, out=tmp_path / "r", page=False,
+                        evaluator=spec if entry == "evaluator=" else None)
+    rows = run.evaluations
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
+    assert all(r["wall_s"] >= 0.01 for r in rows) and all(r["rounds_trained"] == 3 for r in rows)

@@ -495,3 +495,28 @@ def test_what_cannot_be_kept_is_trained_again(run_dir, tmp_path, monkeypatch, ca
     retrain_kept.keep(d, "3", replace(ok, privacy={"lock": threading.Lock()}))
     assert set(retrain_kept.load(d)) == {"1"}
     assert "training 3's result cannot be kept for a continuation (TypeError" in capsys.readouterr().err
+
+
+def test_the_progress_names_each_training_and_counts_the_kept_ones(run_dir, tmp_path, monkeypatch):
+    # the progress (rounds done of all, which training) of a fresh retrain, round by round in-process, and of one
+    # continued after a stop in its second training: the kept training counts as done, the next named is the
+    # first missing one (the index arithmetic over kept and missing trainings, checked 2026-11-27)
+    import fedevo.retraining as rt
+
+    def recorded(**kw):
+        seen = []
+        retrain(run_dir, "knee,lowest-error:1", rounds=2, workers=0, progress=lambda *a: seen.append(a), **kw)
+        return seen
+
+    fresh = recorded(out=tmp_path / "fresh")
+    names = [n for _, _, n in fresh if n.endswith(" done")]
+    n = len(names)
+    assert n >= 2 and fresh[0] == (0, 2 * n, f"{n} trainings")
+    assert [d for d, _, _ in fresh[1:]] == [d for k in range(n) for d in (2 * k + 1, 2 * k + 2, 2 * k + 2)]
+    assert [x for _, _, x in fresh[1:]] == [x for done in names for x in (done[:-5],) * 2 + (done,)]
+    real = rt.retrain_evaluate
+    signal_in_training(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        recorded(out=tmp_path / "cont")
+    monkeypatch.setattr(rt, "retrain_evaluate", real)
+    assert recorded(out=tmp_path / "cont") == [(2, 2 * n, f"{n} trainings")] + fresh[4:]

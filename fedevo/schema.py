@@ -183,8 +183,8 @@ def _coerce(hint: Any, v: Any) -> Any:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any or hint is object:
         return v
-    if hint is bool:
-        if isinstance(v, bool):
+    if hint is bool or hint is str:  # the value's own type, nothing read as one (not 1 as true, not 3 as "3")
+        if isinstance(v, hint):
             return v
         raise _Mismatch
     if hint is int:
@@ -199,10 +199,6 @@ def _coerce(hint: Any, v: Any) -> Any:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise _Mismatch
         return v
-    if hint is str:
-        if isinstance(v, str):
-            return v
-        raise _Mismatch
     if origin is Literal:
         for a in args:
             if type(a) is type(v) and a == v:

@@ -415,9 +415,13 @@ class SearchRun:
         check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
         counters = {"reused": 0}
         search_s0 = float(state.get("search_s", 0.0))  # seconds of search before this process (resumes add up)
+        g0 = state["generation"]
         elapsed = lambda: search_s0 + time.monotonic() - t0  # noqa: E731
         runner = None
-        if not self._stopped(state, elapsed()):
+        # the seconds of search at the checkpoint, not this process's start-up: the batch after a checkpoint always
+        # runs (a time budget is checked between batches; one shorter than the start-up evaluated nothing and
+        # recorded no stop)
+        if not self._stopped(state, search_s0):
             eval_kwargs = {"rounds": s.rounds, "data_dir": s.data_dir}
             batched.check(runtime, evaluator, multi_fidelity=s.multi_fidelity)
             runner = make_runner(evaluator, self.problem, eval_kwargs, workers=runtime.workers,
@@ -431,7 +435,7 @@ class SearchRun:
                 callback.on_start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,
                                   done=len(by_id), rows=[by_id[k] for k in sorted(by_id)], runner=runner.describe,
                                   run_dir=self.run_dir, eps_key=self.eps_key, objectives=self.objectives)
-            while runner is not None and not self._stopped(state, elapsed()):
+            while runner is not None and not self._stopped(state, elapsed() if state["generation"] > g0 else search_s0):
                 g = state["generation"] + 1
                 callback.on_generation_start(g)
                 t_ask = time.perf_counter()

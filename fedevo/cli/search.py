@@ -146,11 +146,17 @@ def resume(
     importance: bool = typer.Option(False, "--importance", help=_IMPORTANCE_HELP),
     batch_generation: Optional[bool] = typer.Option(None, "--batch-generation/--no-batch-generation", help=_BATCH_HELP),
     batch_size_per_gpu: Optional[int] = typer.Option(None, "--batch-size-per-gpu", help=_BATCH_SIZE_HELP),
+    gen: Optional[int] = typer.Option(None, "--gen", help="Raise the batches to N in all (unless given, --gen no longer ends the search: the other budgets do)."),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Raise the budget to N evaluations in all: a search a budget ended goes on."),
+    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Raise the time budget to S seconds of search in all (counted since the search began)."),
+    patience: Optional[int] = typer.Option(None, "--patience", help="Set --patience to K batches without hypervolume growth."),
 ) -> None:
-    """Continue a stopped search (killed, interrupted) from its last checkpoint; finished evaluations are reused."""
+    """Continue a stopped search (killed, interrupted) from its last checkpoint; finished evaluations are reused.
+    With --budget/--gen/--time-budget/--patience, a finished search goes on under the raised budgets."""
     from .. import api
 
     _execute(lambda callbacks: api.resume(
         run_dir, workers=workers, data_dir=data_dir, ray_address=ray_address, cpus_per_task=cpus_per_task,
         gpus_per_task=gpus_per_task, eval_timeout=eval_timeout, callbacks=callbacks, progress=False,
-        importance=importance, batch_generation=batch_generation, batch_size_per_gpu=batch_size_per_gpu), quiet)
+        importance=importance, batch_generation=batch_generation, batch_size_per_gpu=batch_size_per_gpu,
+        gen=gen, budget=budget, time_budget=time_budget, patience=patience), quiet)

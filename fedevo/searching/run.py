@@ -80,7 +80,7 @@ from ..result import EvaluationResult
 from . import batched
 from . import evaluator as evaluators
 from . import optimizers
-from .budgets import STOP_FILE, batch_size, stop_reason, stop_record
+from .budgets import STOP_FILE, batch_size, describe_change, raised, stop_in_force, stop_reason, stop_record, write_raised
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
@@ -168,13 +168,12 @@ def _refuse_nonempty(out: Path, ident: str) -> None:
 
 
 def run_finished(run_dir: Path, settings: SearchSettings) -> bool:
-    """Whether the search of `run_dir` has ended (nothing to resume): its newest checkpoint holds the last
-    generation, or the search stopped early (a budget, --patience, an exhausted space). Reads only."""
+    """Whether the search of `run_dir` has ended (nothing to resume): at its newest checkpoint a budget of
+    `settings` (those in force: budgets.py) is reached, or the optimiser proposed nothing new. Reads only."""
     ck = latest_checkpoint(Path(run_dir))
     if ck is None:
         return False
-    state = load_checkpoint(ck)
-    return state.get("generation", 0) >= settings.gen or bool(state.get("stopped_early")) or bool(state.get("stop"))
+    return stop_in_force(settings, load_checkpoint(ck)) is not None
 
 
 class SearchRun:
@@ -305,6 +304,20 @@ class SearchRun:
         resume. Reads only."""
         return run_finished(self.run_dir, self.settings)
 
+    def raise_budgets(self, **given) -> str:
+        """Put the budgets `given` (gen, budget, time_budget, patience; None: keep) in force for the rest of the
+        search (budgets.py `raised`: FedevoError, nothing changed, where one is bad or still reached) and record
+        them in budgets.json; stop.json of the stop they lift is removed. Returns the change in words."""
+        ck = latest_checkpoint(self.run_dir)
+        state = load_checkpoint(ck) if ck is not None else {"generation": 0, "next_id": 0}
+        after = raised(self.settings, state, given)
+        with contextlib.closing(_lock(self.run_dir)):
+            write_raised(self.run_dir, self.settings, after, state)
+            with contextlib.suppress(FileNotFoundError):
+                (self.run_dir / STOP_FILE).unlink()
+        before, self.settings = self.settings, after
+        return describe_change(before, after)
+
     def check_log(self) -> None:
         """FedevoError naming the damage if evaluations.csv lost or altered rows the newest checkpoint counts."""
         from .rundata import read_rows
@@ -401,6 +414,7 @@ class SearchRun:
             raise FedevoError(f"checkpoint {ck} belongs to a different run than {self.run_dir / 'run.json'}")
         if f"gen-{state['generation']:04d}.pkl" != ck.name:
             raise FedevoError(f"corrupt checkpoint {ck}: it holds generation {state['generation']}")
+        state["stop"] = stop_in_force(self.settings, state) or ""  # a budget raised since lifts the stop it made
         return state
 
     def _run(self, rows, runtime: Runtime, evaluator: Evaluator, callback: SearchCallback, t0: float) -> Summary:
@@ -513,7 +527,8 @@ class SearchRun:
                            search_s=float(state.get("search_s", 0.0)), hypervolumes=state.get("hypervolumes", ()))
 
     def _stopped(self, state: Mapping[str, Any], search_s: float) -> bool:
-        """Whether the search is over: a stop recorded, or a budget reached (run.json's, so resume honours them)."""
+        """Whether the search is over: a stop recorded (by this process, or at the checkpoint under the budgets in
+        force), or a budget reached (those in force, so resume honours them)."""
         return bool(state.get("stopped_early") or state.get("stop")
                     or self._stop_reason({**state, "search_s": search_s}))
 

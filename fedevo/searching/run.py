@@ -36,7 +36,9 @@ Run directory::
     batches.csv         per batch: candidates asked, the optimiser's seconds (ask_s, tell_s, sampler_s) and the
                         evaluations' (eval_s)
     stop.json           written when the search ends: which budget ended it (budgets.py), batches, evaluations,
-                        seconds of search, the budgets
+                        seconds of search, the budgets (removed while raised budgets let the search go on)
+    budgets.json        the budgets in force once `fedevo resume --budget ...` raised them, with the history of
+                        raises (budgets.py; read_run_json applies them: run.json's budgets until then)
     front.csv           non-dominated rows among all full-fidelity evaluations with status ok (and within the
                         problem's constraints), rewritten at the end of each generation (no chain column)
     hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`)

@@ -301,7 +301,8 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     current after every generation and write it at the end; fidelity: a multi-fidelity search's low fidelity
     (0.33: a third of the rounds) or rung ladder ((1/9, 1/3, 1) or "1/9,1/3,1"; None: the problem file's
     `fidelity`, else every evaluation trains all rounds; docs/search.md "Multi-fidelity search"); init_from: an earlier
-    run on the same problem whose front begins the initial population (fedevo.searching.warmstart); eval_timeout:
+    run on the same problem whose front, evaluated afresh, comes first (nsga3: the start of its initial population;
+    gp, tpe, random: up to 10 first candidates; fedevo.searching.warmstart); eval_timeout:
     seconds one evaluation may take before it is stopped and marked failed (None: the problem file's
     `eval_timeout`, else no limit); batch_generation: evaluate each generation a batch at a time as one program
     on one device (True; False: one evaluation a task; None: where the evaluations train on a GPU;
@@ -337,8 +338,10 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     if init_from is not None:
         from .searching.warmstart import front_params
 
+        from .searching.optimizers.registry import get as optimizer_class
+
         earlier = _run_path(init_from).resolve()
-        init, _ = front_params(earlier, prob, pop)
+        init, _ = front_params(earlier, prob, optimizer_class(optimizer).warm_start_size(pop))
         init_path = str(earlier)
     from .searching.budgets import default_gen
 

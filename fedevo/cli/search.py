@@ -111,7 +111,7 @@ def search(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
     evaluator: Optional[str] = typer.Option(None, "--evaluator", help=_EVALUATOR_HELP),
     fidelity: Optional[str] = typer.Option(None, "--fidelity", help="Multi-fidelity search: offspring train first for this fraction of the rounds (0.33), or a rung ladder ending at 1 (1/9,1/3,1); a third of each rung continues to the next (default: the problem file's `fidelity`, else 1: every evaluation trains all rounds)."),
-    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Warm start: an earlier run directory on the same problem; its front (up to --pop of it) begins the initial population, the rest is random."),
+    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Warm start: an earlier run directory on the same problem; its front, evaluated afresh, comes first (nsga3: up to --pop of it begins the initial population; gp, tpe, random: up to 10 are the first candidates)."),
     eval_timeout: Optional[float] = typer.Option(None, "--eval-timeout", help=EVAL_TIMEOUT_HELP),
     optimizer: str = typer.Option("nsga3", "--optimizer", help="What proposes the candidates, --pop at a time: nsga3 (NSGA-III, the default), random (uniform sampling, the baseline), gp (Optuna's Gaussian-process sampler: fewest evaluations, seconds of its own per proposal; for expensive evaluations), tpe (Optuna's multivariate TPE)."),
     budget: Optional[int] = typer.Option(None, "--budget", help="Stop after N evaluations (the first budget reached ends the search; stop.json says which)."),

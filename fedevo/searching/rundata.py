@@ -187,6 +187,27 @@ class RunData:
             return self.hv_table
         return hypervolume_table(self.rows, self.generations, self.objectives, self.constraints)
 
+    def batches(self) -> list[dict[str, Any]]:
+        """batches.csv, one dict per batch: `batch`, `asked` (candidates), `ask_s`, `tell_s`, `sampler_s` (the
+        optimiser's own seconds: ask + tell) and `eval_s` (the batch's evaluations, wall clock); [] before the first
+        batch ends (or for a run made before the file). Read from the run directory: a running search writes it
+        before its callbacks' `on_generation`."""
+        import csv
+
+        try:
+            text = (Path(self.run_dir) / "batches.csv").read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise FedevoError(f"cannot read {Path(self.run_dir) / 'batches.csv'}: {e.strerror}") from None
+        out = []
+        for rec in csv.DictReader(text.splitlines()):
+            try:
+                out.append({k: (int(v) if k in ("batch", "asked") else float(v)) for k, v in rec.items()})
+            except (TypeError, ValueError):  # a row this reader cannot parse (written by hand): left out
+                continue
+        return out
+
     def params(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """The genes of an evaluated row (what `evaluate` takes)."""
         return {g: row[g] for g in self.gene_names}

@@ -116,3 +116,23 @@ def test_a_search_shows_its_seconds_and_a_settled_hypervolume(tmp_path, monkeypa
     assert seen.started
     assert 3000 < told.time_left <= 3600  # an hour's time budget, all but the set-up's seconds left
     assert re.search(r"ETA 0:00:\d\d$", lines[0]), lines[0]  # the evaluations' rate ends it sooner
+
+
+def test_the_closing_lines_say_where_the_time_went(tmp_path):
+    """The closing line said the front, the counts and this process's seconds; how long an evaluation took and what
+    the optimiser cost per proposal (what decides whether `gp` pays) were in batches.csv only, and a resumed search's
+    seconds of search in all (stop.json's search_s, what --time-budget counts) nowhere."""
+    import json
+
+    from tests.searching.search_helpers import FAKE, run_cli, toy_problem_file
+
+    out = tmp_path / "R"
+    r = run_cli("search", "--problem", toy_problem_file(tmp_path), "--optimizer", "random", "--pop", 2, "--budget", 5,
+                "--workers", 0, "--quiet", "--evaluator", FAKE, "--out", out)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("search finished") and lines[-1].startswith("results in "), r.stdout
+    (timing,) = [x for x in lines if x.startswith("seconds: ")]
+    search_s = json.loads((out / "stop.json").read_text())["search_s"]
+    assert re.fullmatch(r"seconds: evaluations \S+ s median, \S+ s max · random \S+ s per proposal \(\S+ s in the "
+                        rf"last batch; batches.csv\) · {search_s:.0f} s of search in all", timing), timing

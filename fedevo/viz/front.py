@@ -93,7 +93,8 @@ def _settings_html(data: RunData) -> str:
     gene_settings = [g for g in data.gene_names if g in PRIVACY_KEYS or g in DEPLOYMENT_KEYS]
     lines = [f"privacy and deployment (fixed): {kv(priv_keys) or '–'}"]
     if seen:
-        lines.append(f"accountant (from the evaluations): <b>{esc(seen['accountant'])}</b>")
+        # a sentence, or two joined by "; " (a trust gene): wrapped as prose, where a value stays on one line
+        lines.append(f"accountant (from the evaluations): <b class=\"prose\">{esc(seen['accountant'])}</b>")
     if gene_settings:
         lines.append("privacy settings that are genes (they vary per point; see the hover text and colour by): "
                      + ", ".join(f"<b>{esc(g)}</b>" for g in gene_settings))

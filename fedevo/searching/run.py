@@ -470,9 +470,7 @@ class SearchRun:
                 if s.multi_fidelity:  # the generation is done: no training state of it is needed any more
                     remove_states(self.run_dir, range(state["next_id"] - len(params), state["next_id"]))
                 callback.on_generation(g, self.data(done_rows, front=front, hypervolume=table))
-            if not state.get("stop"):  # a time budget found between batches, or before this process's first: a
-                # resume whose own set-up crossed it (its checkpoint's seconds just short of it) evaluated nothing,
-                # recorded nothing, and so did every resume after it
+            if runner is not None and not state.get("stop"):  # a time budget found between batches
                 reason = self._stop_reason({**state, "search_s": elapsed()})
                 if reason:
                     state = {**state, "stop": reason, "search_s": elapsed()}

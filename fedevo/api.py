@@ -300,8 +300,9 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     `fedevo.searching.SearchCallback` objects told of every evaluation and generation; page: keep RUN/front.html
     current after every generation and write it at the end; fidelity: a multi-fidelity search's low fidelity
     (0.33: a third of the rounds) or rung ladder ((1/9, 1/3, 1) or "1/9,1/3,1"; None: the problem file's
-    `fidelity`, else every evaluation trains all rounds; README "Multi-fidelity search"); init_from: an earlier
-    run on the same problem whose front begins the initial population (fedevo.searching.warmstart); eval_timeout:
+    `fidelity`, else every evaluation trains all rounds; docs/search.md "Multi-fidelity search"); init_from: an earlier
+    run on the same problem whose front, evaluated afresh, comes first (nsga3: the start of its initial population;
+    gp, tpe, random: up to 10 first candidates; fedevo.searching.warmstart); eval_timeout:
     seconds one evaluation may take before it is stopped and marked failed (None: the problem file's
     `eval_timeout`, else no limit); batch_generation: evaluate each generation a batch at a time as one program
     on one device (True; False: one evaluation a task; None: where the evaluations train on a GPU;
@@ -337,8 +338,10 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     if init_from is not None:
         from .searching.warmstart import front_params
 
+        from .searching.optimizers.registry import get as optimizer_class
+
         earlier = _run_path(init_from).resolve()
-        init, _ = front_params(earlier, prob, pop)
+        init, _ = front_params(earlier, prob, optimizer_class(optimizer).warm_start_size(pop))
         init_path = str(earlier)
     from .searching.budgets import default_gen
 
@@ -409,10 +412,15 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
            ray_address: Optional[str] = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
            evaluator: Optional[Callable] = None, callbacks: Sequence = (), page: bool = True,
            eval_timeout: Optional[float] = None, progress: Optional[bool] = None, importance: bool = False,
-           batch_generation: Optional[bool] = None, batch_size_per_gpu: Optional[int] = None) -> Run:
+           batch_generation: Optional[bool] = None, batch_size_per_gpu: Optional[int] = None,
+           gen: Optional[int] = None, budget: Optional[int] = None, time_budget: Optional[float] = None,
+           patience: Optional[int] = None) -> Run:
     """Continue a stopped (or killed) search from its newest checkpoint, exactly: finished evaluations are
-    reused, and the budgets of run.json still hold. FedevoError if the run is already finished (nothing is
-    changed then)."""
+    reused, and the budgets in force still hold (run.json's, or those raised since). gen, budget, time_budget,
+    patience: new budgets for the rest of the search (totals since it began; each replaces the run's, and gen,
+    unless given, no longer ends it first; kept in RUN/budgets.json), so that a finished search goes on from
+    where its budget ended it, as if it had been started with them. FedevoError if the run is finished and no
+    budget is raised, or a budget in force is reached already (nothing is changed then)."""
     from .searching.run import SearchRun
 
     _check_callbacks(callbacks, "resume")
@@ -421,9 +429,11 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
     path = _run_path(run)
     sr = SearchRun.open(path)
     sr.check_log()  # a damaged log is named, never "nothing to resume" or a silently different front
-    if sr.finished():  # refuse before opening anything for writing: a finished run's results stay as they are
+    new_budgets = {"gen": gen, "budget": budget, "time_budget": time_budget, "patience": patience}
+    if all(v is None for v in new_budgets.values()) and sr.finished():  # refuse before writing anything
         raise FedevoError(f"{path} holds a finished search ({_ended(sr)}); nothing to resume "
-                          f"and nothing was changed (see `fedevo front {path}`)")
+                          f"and nothing was changed (see `fedevo front {path}`; to search on, raise a budget: "
+                          f"`fedevo resume {path} --budget N`)")
     if data_dir is not None:
         from .data.catalog import check_data_dir
 
@@ -435,6 +445,11 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
         from .searching.runner import _check_reachable
 
         _check_reachable(ray_address, 5.0)
+    if any(v is not None for v in new_budgets.values()):  # last: every other check has passed
+        import sys
+
+        print(f"fedevo: budgets raised: {sr.raise_budgets(**new_budgets)} (kept in {sr.run_dir / 'budgets.json'})",
+              file=sys.stderr)
     return _run(sr, runtime, evaluator, callbacks, page, progress=progress, importance=importance)
 
 

@@ -98,3 +98,39 @@ def test_retrain_example_md_and_csv_are_one_report():
         report = list(csv.DictReader(f))
     assert table and [(r["solution"], r["label"], r["id"] or "–", r["accuracy"], r["comm"], r["eps"])
                       for r in report] == [(t[0], t[1], t[2], t[3], t[7], t[9]) for t in table]
+
+
+def heading_anchors(page: Path) -> set[str]:
+    """The #anchors GitHub gives a page's headings (outside fenced blocks): lower case, punctuation but - and _
+    dropped, spaces to -, a repeated heading numbered -1, -2, ..."""
+    out, seen, fence = set(), {}, False
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            fence = not fence
+            continue
+        m = None if fence else re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def test_relative_links_and_anchors_resolve():
+    """Every relative link of README.md and docs/*.md (and examples', experiments', benchmarks' READMEs) names a
+    file that exists and, with #anchor, a heading of that page: the README's detail moved to docs pages, and a
+    link to a moved or renamed section must not dangle."""
+    bad = []
+    for page in PAGES + [REPO / "benchmarks" / "README.md"]:
+        prose = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if re.match(r"[a-z]+:", target):
+                continue  # https:, mailto:
+            file, _, anchor = target.partition("#")
+            dest = (page.parent / file).resolve() if file else page
+            if not dest.exists():
+                bad.append((page.name, target, "no such file"))
+            elif anchor and dest.suffix == ".md" and anchor not in heading_anchors(dest):
+                bad.append((page.name, target, "no such heading"))
+    assert not bad, bad

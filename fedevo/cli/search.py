@@ -143,7 +143,7 @@ def search(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
     evaluator: Optional[str] = typer.Option(None, "--evaluator", help=_EVALUATOR_HELP),
     fidelity: Optional[str] = typer.Option(None, "--fidelity", help="Multi-fidelity search: offspring train first for this fraction of the rounds (0.33), or a rung ladder ending at 1 (1/9,1/3,1); a third of each rung continues to the next (default: the problem file's `fidelity`, else 1: every evaluation trains all rounds)."),
-    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Warm start: an earlier run directory on the same problem; its front (up to --pop of it) begins the initial population, the rest is random."),
+    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Warm start: an earlier run directory on the same problem; its front, evaluated afresh, comes first (nsga3: up to --pop of it begins the initial population; gp, tpe, random: up to 10 are the first candidates)."),
     eval_timeout: Optional[float] = typer.Option(None, "--eval-timeout", help=EVAL_TIMEOUT_HELP),
     optimizer: str = typer.Option("nsga3", "--optimizer", help="What proposes the candidates, --pop at a time: nsga3 (NSGA-III, the default), random (uniform sampling, the baseline), gp (Optuna's Gaussian-process sampler: fewest evaluations, seconds of its own per proposal; for expensive evaluations), tpe (Optuna's multivariate TPE)."),
     budget: Optional[int] = typer.Option(None, "--budget", help="Stop after N evaluations (the first budget reached ends the search; stop.json says which)."),
@@ -178,11 +178,17 @@ def resume(
     importance: bool = typer.Option(False, "--importance", help=_IMPORTANCE_HELP),
     batch_generation: Optional[bool] = typer.Option(None, "--batch-generation/--no-batch-generation", help=_BATCH_HELP),
     batch_size_per_gpu: Optional[int] = typer.Option(None, "--batch-size-per-gpu", help=_BATCH_SIZE_HELP),
+    gen: Optional[int] = typer.Option(None, "--gen", help="Raise the batches to N in all (unless given, --gen no longer ends the search: the other budgets do)."),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Raise the budget to N evaluations in all: a search a budget ended goes on."),
+    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Raise the time budget to S seconds of search in all (counted since the search began)."),
+    patience: Optional[int] = typer.Option(None, "--patience", help="Set --patience to K batches without hypervolume growth."),
 ) -> None:
-    """Continue a stopped search (killed, interrupted) from its last checkpoint; finished evaluations are reused."""
+    """Continue a stopped search (killed, interrupted) from its last checkpoint; finished evaluations are reused.
+    With --budget/--gen/--time-budget/--patience, a finished search goes on under the raised budgets."""
     from .. import api
 
     _execute(lambda callbacks: api.resume(
         run_dir, workers=workers, data_dir=data_dir, ray_address=ray_address, cpus_per_task=cpus_per_task,
         gpus_per_task=gpus_per_task, eval_timeout=eval_timeout, callbacks=callbacks, progress=False,
-        importance=importance, batch_generation=batch_generation, batch_size_per_gpu=batch_size_per_gpu), quiet)
+        importance=importance, batch_generation=batch_generation, batch_size_per_gpu=batch_size_per_gpu,
+        gen=gen, budget=budget, time_budget=time_budget, patience=patience), quiet)

@@ -11,11 +11,24 @@
 The reason is kept in the checkpoint (``stop``) and in the run directory's ``stop.json`` (written when the search
 stops: reason, batches, evaluations, search seconds and the budgets), and reported in the Summary; `fedevo resume`
 reads the budgets from run.json, so it honours them (a run stopped by a budget is finished).
+
+Raising them: `fedevo resume DIR --budget N` (also --gen, --time-budget, --patience) puts new budgets in force
+for the rest of the search — each one given replaces the run's; --gen, when not given, no longer bounds the
+search (it becomes enough batches for the rest of --budget, else open) — so a search an earlier budget ended goes
+on from its newest checkpoint, as if it had been started with the new budgets. They are totals since the search
+began (evaluations, batches, seconds of search), kept in ``budgets.json`` beside run.json (which never changes:
+its bytes start the log's hash chain) with the history of raises, and read wherever run.json is
+(:func:`fedevo.searching.rundata.read_run_json`). What ends a search is therefore derived again from the budgets in
+force at each checkpoint (:func:`stop_in_force`); only an exhausted optimiser stays ended.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from ..errors import FedevoError
@@ -28,6 +41,11 @@ REASONS = {
     "exhausted": "the optimiser proposed no new candidates",
 }
 STOP_FILE = "stop.json"
+DEFAULT_GEN = 4  # --gen when no budget says otherwise
+OPEN_GEN = 1000  # --gen when only a time budget or patience bounds the search
+BUDGETS_FILE = "budgets.json"  # the budgets in force after `fedevo resume --budget ...` (run.json's until then)
+KEYS = ("gen", "budget", "time_budget", "patience")
+FLAGS = {"gen": "--gen", "budget": "--budget", "time_budget": "--time-budget", "patience": "--patience"}
 
 
 def check_budgets(budget: Any, time_budget: Any, patience: Any) -> None:
@@ -70,6 +88,97 @@ def stop_reason(settings, *, batches: int, asked: int, search_s: float,
     return None
 
 
+def stop_in_force(settings, state: Mapping[str, Any]) -> Optional[str]:
+    """What ends the search at checkpoint `state` under the budgets of `settings`, or None to go on: an exhausted
+    optimiser stays ended; a budget is derived again, so that budgets raised since the checkpoint let it go on."""
+    if state.get("stopped_early"):
+        return state.get("stop") or "exhausted"
+    return stop_reason(settings, batches=state.get("generation", 0), asked=state.get("next_id", 0),
+                       search_s=float(state.get("search_s", 0.0)), hypervolumes=state.get("hypervolumes", ()))
+
+
+def budgets_of(settings) -> dict[str, Any]:
+    return {k: getattr(settings, k) for k in KEYS}
+
+
+def _value(value: Any) -> str:
+    return "none" if value is None else format(value, "g") if isinstance(value, float) else str(value)
+
+
+def raised(settings, state: Mapping[str, Any], given: Mapping[str, Any]):
+    """The settings with the budgets `given` (not None) in force at checkpoint `state`: each replaces the run's;
+    --gen, when not given, becomes enough batches for the rest of --budget (with one) or OPEN_GEN more (without),
+    so that it no longer ends the search first. FedevoError (one line, nothing changed) for a bad value, for an
+    optimiser that proposed nothing new, or when a budget in force is reached already."""
+    given = {k: v for k, v in given.items() if v is not None}
+    unknown = set(given) - set(KEYS)
+    if unknown:
+        raise TypeError(f"not a budget: {sorted(unknown)}")
+    check_budgets(given.get("budget"), given.get("time_budget"), given.get("patience"))
+    if "gen" in given and (isinstance(given["gen"], bool) or not isinstance(given["gen"], int) or given["gen"] < 1):
+        raise FedevoError(f"--gen must be a whole number of batches >= 1, got {given['gen']!r}")
+    if state.get("stopped_early"):
+        raise FedevoError(f"the search ended because {REASONS['exhausted']}: a larger budget would not change "
+                          "that (nothing was changed)")
+    new = {**budgets_of(settings), **given}
+    batches, asked = state.get("generation", 0), state.get("next_id", 0)
+    if "gen" not in given:
+        new["gen"] = (batches + -(-(new["budget"] - asked) // settings.pop) if new["budget"] is not None
+                      and new["budget"] > asked else batches + OPEN_GEN)
+    out = replace(settings, **new)
+    reason = stop_in_force(out, state)
+    if reason:
+        done = f"{asked} evaluations, {batches} batches, {float(state.get('search_s', 0.0)):.0f} s of search"
+        raise FedevoError(f"{FLAGS[reason]} {_value(new[reason])} is reached already ({done}): give a larger one "
+                          f"(budgets are totals since the search began; nothing was changed)")
+    return out
+
+
+def describe_change(before, after) -> str:
+    """One line: the budgets that changed, old → new."""
+    parts = [f"{FLAGS[k]} {_value(getattr(before, k))} → {_value(getattr(after, k))}"
+             for k in KEYS if getattr(before, k) != getattr(after, k)]
+    return ", ".join(parts) or "unchanged"
+
+
+def write_raised(run_dir: Path, before, after, state: Mapping[str, Any]) -> None:
+    """budgets.json: the budgets in force now, and this raise appended to the history."""
+    from .log import atomic_write
+
+    path = Path(run_dir) / BUDGETS_FILE
+    history = read_raised(run_dir).get("raised", []) if path.exists() else []
+    record = {"budgets": budgets_of(after),
+              "raised": [*history, {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "batches": state.get("generation", 0),
+                                    "evaluations": state.get("next_id", 0), "from": budgets_of(before),
+                                    "to": budgets_of(after)}]}
+    atomic_write(path, json.dumps(record, indent=2) + "\n")
+
+
+def read_raised(run_dir: Path) -> dict[str, Any]:
+    """budgets.json of a run ({} where none): FedevoError (one line) if it is not what write_raised writes."""
+    path = Path(run_dir) / BUDGETS_FILE
+    if not path.exists():
+        return {}
+    try:
+        record = json.loads(path.read_text())
+        if not isinstance(record, dict) or not isinstance(record.get("budgets"), dict) \
+                or set(record["budgets"]) != set(KEYS) or not isinstance(record.get("raised"), list):
+            raise ValueError("not a budgets record")
+        b = record["budgets"]
+        check_budgets(b["budget"], b["time_budget"], b["patience"])
+        if isinstance(b["gen"], bool) or not isinstance(b["gen"], int) or b["gen"] < 1:
+            raise ValueError(f"gen {b['gen']!r}")
+    except (OSError, ValueError, FedevoError) as e:
+        raise FedevoError(f"{path} is corrupt ({e}); delete it to go back to run.json's budgets") from None
+    return record
+
+
+def in_force(settings, run_dir: Path):
+    """The settings with the budgets of the run's budgets.json, if any (run.json's otherwise)."""
+    record = read_raised(run_dir)
+    return replace(settings, **record["budgets"]) if record else settings
+
+
 def stop_record(reason: str, state: Mapping[str, Any], settings) -> dict[str, Any]:
     return {"reason": reason, "why": REASONS.get(reason, reason), "batches": state["generation"],
             "evaluations": state["next_id"], "search_s": round(float(state.get("search_s", 0.0)), 3),
@@ -78,9 +187,6 @@ def stop_record(reason: str, state: Mapping[str, Any], settings) -> dict[str, An
 
 
 
-
-DEFAULT_GEN = 4  # --gen when no budget says otherwise
-OPEN_GEN = 1000  # --gen when only a time budget or patience bounds the search
 
 
 def default_gen(gen: Optional[int], pop: int, budget: Optional[int], time_budget: Optional[float],
@@ -97,5 +203,6 @@ def default_gen(gen: Optional[int], pop: int, budget: Optional[int], time_budget
     return DEFAULT_GEN
 
 
-__all__ = ["DEFAULT_GEN", "OPEN_GEN", "REASONS", "STOP_FILE", "batch_size", "check_budgets", "default_gen", "stagnant",
-           "stop_reason", "stop_record"]
+__all__ = ["BUDGETS_FILE", "DEFAULT_GEN", "OPEN_GEN", "REASONS", "STOP_FILE", "batch_size", "budgets_of",
+           "check_budgets", "default_gen", "describe_change", "in_force", "raised", "read_raised", "stagnant",
+           "stop_in_force", "stop_reason", "stop_record", "write_raised"]

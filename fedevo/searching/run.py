@@ -36,7 +36,9 @@ Run directory::
     batches.csv         per batch: candidates asked, the optimiser's seconds (ask_s, tell_s, sampler_s) and the
                         evaluations' (eval_s)
     stop.json           written when the search ends: which budget ended it (budgets.py), batches, evaluations,
-                        seconds of search, the budgets
+                        seconds of search, the budgets (removed while raised budgets let the search go on)
+    budgets.json        the budgets in force once `fedevo resume --budget ...` raised them, with the history of
+                        raises (budgets.py; read_run_json applies them: run.json's budgets until then)
     front.csv           non-dominated rows among all full-fidelity evaluations with status ok (and within the
                         problem's constraints), rewritten at the end of each generation (no chain column)
     hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`)
@@ -80,7 +82,7 @@ from ..result import EvaluationResult
 from . import batched
 from . import evaluator as evaluators
 from . import optimizers
-from .budgets import STOP_FILE, batch_size, stop_reason, stop_record
+from .budgets import STOP_FILE, batch_size, describe_change, raised, stop_in_force, stop_reason, stop_record, write_raised
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
@@ -168,13 +170,12 @@ def _refuse_nonempty(out: Path, ident: str) -> None:
 
 
 def run_finished(run_dir: Path, settings: SearchSettings) -> bool:
-    """Whether the search of `run_dir` has ended (nothing to resume): its newest checkpoint holds the last
-    generation, or the search stopped early (a budget, --patience, an exhausted space). Reads only."""
+    """Whether the search of `run_dir` has ended (nothing to resume): at its newest checkpoint a budget of
+    `settings` (those in force: budgets.py) is reached, or the optimiser proposed nothing new. Reads only."""
     ck = latest_checkpoint(Path(run_dir))
     if ck is None:
         return False
-    state = load_checkpoint(ck)
-    return state.get("generation", 0) >= settings.gen or bool(state.get("stopped_early")) or bool(state.get("stop"))
+    return stop_in_force(settings, load_checkpoint(ck)) is not None
 
 
 class SearchRun:
@@ -305,6 +306,20 @@ class SearchRun:
         resume. Reads only."""
         return run_finished(self.run_dir, self.settings)
 
+    def raise_budgets(self, **given) -> str:
+        """Put the budgets `given` (gen, budget, time_budget, patience; None: keep) in force for the rest of the
+        search (budgets.py `raised`: FedevoError, nothing changed, where one is bad or still reached) and record
+        them in budgets.json; stop.json of the stop they lift is removed. Returns the change in words."""
+        ck = latest_checkpoint(self.run_dir)
+        state = load_checkpoint(ck) if ck is not None else {"generation": 0, "next_id": 0}
+        after = raised(self.settings, state, given)
+        with contextlib.closing(_lock(self.run_dir)):
+            write_raised(self.run_dir, self.settings, after, state)
+            with contextlib.suppress(FileNotFoundError):
+                (self.run_dir / STOP_FILE).unlink()
+        before, self.settings = self.settings, after
+        return describe_change(before, after)
+
     def check_log(self) -> None:
         """FedevoError naming the damage if evaluations.csv lost or altered rows the newest checkpoint counts."""
         from .rundata import read_rows
@@ -401,6 +416,7 @@ class SearchRun:
             raise FedevoError(f"checkpoint {ck} belongs to a different run than {self.run_dir / 'run.json'}")
         if f"gen-{state['generation']:04d}.pkl" != ck.name:
             raise FedevoError(f"corrupt checkpoint {ck}: it holds generation {state['generation']}")
+        state["stop"] = stop_in_force(self.settings, state) or ""  # a budget raised since lifts the stop it made
         return state
 
     def _run(self, rows, runtime: Runtime, evaluator: Evaluator, callback: SearchCallback, t0: float) -> Summary:
@@ -415,9 +431,13 @@ class SearchRun:
         check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
         counters = {"reused": 0}
         search_s0 = float(state.get("search_s", 0.0))  # seconds of search before this process (resumes add up)
+        g0 = state["generation"]
         elapsed = lambda: search_s0 + time.monotonic() - t0  # noqa: E731
         runner = None
-        if not self._stopped(state, elapsed()):
+        # the seconds of search at the checkpoint, not this process's start-up: the batch after a checkpoint always
+        # runs (a time budget is checked between batches; one shorter than the start-up evaluated nothing and
+        # recorded no stop)
+        if not self._stopped(state, search_s0):
             eval_kwargs = {"rounds": s.rounds, "data_dir": s.data_dir}
             batched.check(runtime, evaluator, multi_fidelity=s.multi_fidelity)
             runner = make_runner(evaluator, self.problem, eval_kwargs, workers=runtime.workers,
@@ -432,7 +452,7 @@ class SearchRun:
                                   done=len(by_id), rows=[by_id[k] for k in sorted(by_id)], runner=runner.describe,
                                   run_dir=self.run_dir, eps_key=self.eps_key, objectives=self.objectives,
                                   time_left=None if s.time_budget is None else s.time_budget - elapsed())
-            while runner is not None and not self._stopped(state, elapsed()):
+            while runner is not None and not self._stopped(state, elapsed() if state["generation"] > g0 else search_s0):
                 g = state["generation"] + 1
                 callback.on_generation_start(g)
                 t_ask = time.perf_counter()
@@ -510,7 +530,8 @@ class SearchRun:
                            search_s=float(state.get("search_s", 0.0)), hypervolumes=state.get("hypervolumes", ()))
 
     def _stopped(self, state: Mapping[str, Any], search_s: float) -> bool:
-        """Whether the search is over: a stop recorded, or a budget reached (run.json's, so resume honours them)."""
+        """Whether the search is over: a stop recorded (by this process, or at the checkpoint under the budgets in
+        force), or a budget reached (those in force, so resume honours them)."""
         return bool(state.get("stopped_early") or state.get("stop")
                     or self._stop_reason({**state, "search_s": search_s}))
 

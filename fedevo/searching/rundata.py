@@ -23,6 +23,7 @@ from typing import Any, Mapping, Optional
 from .. import _toml
 from ..errors import FedevoError
 from ..problem import Problem, parse_problem
+from .budgets import in_force
 from .front_math import front_rows, hypervolume_table, is_full
 from .integrity import checked_rows
 from .log import EvalLog, row_key
@@ -56,7 +57,8 @@ def run_identity(problem_text: str, settings: SearchSettings) -> str:
 
 def read_run_json(run_dir: Path) -> tuple[dict[str, Any], Problem, SearchSettings]:
     """run.json of a run directory, checked: (meta, the problem rebuilt from its recorded text, the settings
-    resolved); FedevoError if `run_dir` is not a run or run.json is corrupt."""
+    resolved, with the budgets in force: budgets.json's where `fedevo resume` raised them); FedevoError if
+    `run_dir` is not a run or run.json (or budgets.json) is corrupt."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FedevoError(f"run directory {run_dir} "
@@ -78,6 +80,7 @@ def read_run_json(run_dir: Path) -> tuple[dict[str, Any], Problem, SearchSetting
         raise FedevoError(f"{path} is corrupt ({type(e).__name__}: {e})") from None
     if run_identity(p["text"], settings) != meta.get("run_id"):
         raise FedevoError(f"{path} is corrupt (its run_id does not match its content)")
+    settings = in_force(settings, run_dir)  # budgets raised by `fedevo resume --budget ...` (budgets.json)
     return meta, problem, settings.resolved(n_obj=len(meta.get("objectives") or (0, 0, 0)))
 
 

@@ -72,9 +72,6 @@ class SearchSettings:
             from .fidelity import parse_ladder
 
             init = None if self.init is None else tuple(dict(x) for x in self.init)
-            if init is not None:
-                raise FedevoError(f"--init-from works with --optimizer nsga3 only (its initial population), "
-                                  f"not with {self.optimizer}")
             return replace(self, partitions=None, fidelity=parse_ladder(self.fidelity), init=init)
         if self.pop < n_ref_dirs(1, n_obj):
             raise FedevoError(f"--pop {self.pop} is too small: NSGA-III needs at least one individual per reference "

@@ -1,11 +1,11 @@
-"""Warm start (`fedevo search --init-from RUN`): a new search's initial population begins with an earlier run's
-front on the same problem.
+"""Warm start (`fedevo search --init-from RUN`): a new search begins with an earlier run's front on the same
+problem (NSGA-III: its initial population; the other optimisers: their first candidates, optimizers/base.py).
 
 The earlier run is read as `fedevo front` reads it (a damaged log is refused); its front — full-fidelity,
-feasible, ok evaluations, non-dominated — gives up to `pop` individuals: all of them when they fit, else the
-`pop` that pymoo's crowding distance spreads most evenly over the front (ties by id). The rest of the initial
-population is drawn uniformly from the search space with the run's seed, as a search without `--init-from`
-draws all of it. Their genes are recorded in the new run's settings (run.json), so the run's identity, its
+feasible, ok evaluations, non-dominated — gives up to n individuals (the optimiser's ``warm_start_size``: --pop
+for NSGA-III, else max(--pop, 10)): all of them when they fit, else the n that pymoo's crowding distance spreads
+most evenly over the front (ties by id). NSGA-III draws the rest of its initial population uniformly from the
+search space with the run's seed, as a search without `--init-from` draws all of it. Their genes are recorded in the new run's settings (run.json), so the run's identity, its
 resume and its repetition with the same seed do not depend on the earlier directory staying as it was.
 
 "The same problem": the same problem name and the same genes (names, types, bounds, scales, choices). Settings

@@ -1,4 +1,5 @@
-"""README and `--help` agree (issue 14): every option the README gives a command exists, and the README's
+"""README and `--help` agree (issue 14): every option the README gives a command exists (and every option of the
+pages its command reference and GPU search lines moved to: docs/search.md, docs/engine.md), and the README's
 commands after a search work when several runs match its glob."""
 
 from __future__ import annotations
@@ -13,19 +14,21 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text(encoding="utf-8")
+MOVED = ("docs/search.md", "docs/engine.md")  # the README's full command reference and GPU search lines
 
 
-def readme_commands() -> list[str]:
-    """Every `fedevo CMD ...` of the README: code-block lines (indented lines continue them) and inline code."""
+def readme_commands(text: str = README) -> list[str]:
+    """Every `fedevo CMD ...` of the README (or another page): code-block lines (indented lines continue them) and
+    inline code."""
     cmds = []
-    for block in re.findall(r"```bash\n(.*?)```", README, flags=re.S):
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
         for line in block.splitlines():
             line = line.split("  #")[0].rstrip()
             if line.startswith(" ") and cmds:
                 cmds[-1] += " " + line.strip()
             elif "fedevo " in line:
                 cmds += [m.group(0) for m in re.finditer(r"\bfedevo [a-z]+.*?(?=&&|$)", line)]
-    prose = re.sub(r"```.*?```", "", README, flags=re.S)
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
     for span in re.findall(r"`([^`]+)`", prose):  # inline code may wrap across lines
         m = re.search(r"\bfedevo [a-z]+.*", " ".join(span.split()))
         if m:
@@ -47,8 +50,10 @@ def test_every_option_the_readme_names_exists():
     options = command_options()
     cmds = readme_commands()
     assert len(cmds) >= 10 and any("--download" in c for c in cmds)
+    moved = {page: readme_commands((REPO / page).read_text(encoding="utf-8")) for page in MOVED}
+    assert any("--batch-size-per-gpu" in c for c in moved["docs/search.md"]), "the full command reference moved?"
     bad = []
-    for c in cmds:
+    for c in cmds + [c for page_cmds in moved.values() for c in page_cmds]:
         name = c.split()[1]
         if name not in options:
             bad.append((c, f"no command {name!r}"))

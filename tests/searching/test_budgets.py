@@ -71,6 +71,15 @@ def test_time_budget_ends_after_the_batch_that_reached_it_and_counts_across_resu
         fedevo.resume(run.path, workers=0, page=False)
 
 
+def test_a_time_budget_shorter_than_the_start_up_still_runs_the_first_batch(tmp_path):
+    """The time budget is checked between batches; the first batch runs (it evaluated nothing and recorded no stop:
+    a search that looked neither finished nor stopped)."""
+    run = fedevo.search(str(toy_problem_file(tmp_path)), pop=3, gen=5, time_budget=1e-9, seed=1, workers=0,
+                        out=tmp_path / "R", evaluator=FAKE, page=False, optimizer="random")
+    assert run.summary.evaluations == 3 and run.summary.stop == "time_budget" and run.summary.complete
+    assert json.loads((run.path / "stop.json").read_text())["reason"] == "time_budget"
+
+
 def test_kill_9_then_resume_honours_the_budget(tmp_path):
     prob = toy_problem_file(tmp_path)
     args = ["search", "--problem", prob, "--pop", 4, "--budget", 10, "--seed", 2, "--workers", 0, "--quiet",

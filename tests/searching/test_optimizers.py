@@ -143,11 +143,6 @@ def test_bad_optimizer_is_one_line_nothing_written(tmp_path, value):
     assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
 
 
-def test_init_from_is_nsga3_only(tmp_path):
-    with pytest.raises(FedevoError, match="--init-from works with --optimizer nsga3 only"):
-        from fedevo.searching.settings import SearchSettings
-
-        SearchSettings(problem="digits_mlp", optimizer="random", init=({"lr": 0.1},)).resolved()
 
 
 def test_optuna_sees_the_problem_files_constraints(tmp_path):

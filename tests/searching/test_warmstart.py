@@ -84,6 +84,26 @@ def test_same_seed_same_run_without_the_earlier_directory(earlier, tmp_path, mon
     assert rows(fedevo.open_run(c)) == rows(a)
 
 
+@pytest.mark.parametrize("optimizer", ["random", "tpe", "gp"])
+def test_every_optimiser_begins_with_the_front_and_resumes_it_exactly(earlier, tmp_path, monkeypatch, optimizer):
+    """gp, tpe and random: the earlier front's genes (up to 10, or a batch) are the first candidates, in order
+    (they replace Optuna's random start-up); a kill in the middle of them resumes to the same run."""
+    search_fakes.let_kills_through(monkeypatch)
+    data = load_run(earlier)
+    init, _ = front_params(earlier, data.problem, 10)
+    kw = {"optimizer": optimizer, "pop": 2, "gen": None, "budget": len(init) + 3, "init_from": earlier}
+    run = _search(tmp_path / "w", **kw)
+    rows = lambda path: [_key(load_run(path).params(r)) for r in load_run(path).rows]  # noqa: E731
+    assert rows(run.path)[:len(init)] == [_key(p) for p in init]
+    assert len(rows(run.path)) == len(init) + 3
+    CALLS.update(n=0, limit=len(init) // 2 + 1)  # killed within the warm start
+    with pytest.raises(search_fakes.Killed):
+        _search(tmp_path / "k", evaluator=killing, **kw)
+    CALLS.update(limit=None)
+    fedevo.resume(tmp_path / "k", workers=0, page=False, evaluator=FAKE)
+    assert rows(tmp_path / "k") == rows(run.path)
+
+
 def test_a_front_larger_than_pop_is_thinned_by_crowding(earlier):
     problem = load_run(earlier).problem
     params, ids = front_params(earlier, problem, 5)

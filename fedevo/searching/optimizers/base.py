@@ -17,7 +17,10 @@ Rules every optimiser keeps (the run loop and `fedevo resume` rely on them):
   and resumed from the checkpoint before it asks exactly the same candidates again (their logged evaluations
   are then reused);
 * ``ask(n)`` returns at most n candidates (NSGA-III: fewer, or none, when its mating finds no new offspring;
-  an empty batch ends the search); F holds finite numbers (failed evaluations get the problem's worst values).
+  an empty batch ends the search); F holds finite numbers (failed evaluations get the problem's worst values);
+* a warm start (``settings.init``: an earlier run's front, fedevo.searching.warmstart) comes first: its genes are
+  the first candidates asked, in order (NSGA-III: the start of its initial population), up to
+  ``warm_start_size(pop)`` of them.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from ..space import SearchSpace
+
+
+WARM_START = 10  # an earlier front's members a warm start evaluates first (Optuna's random start-up: 10 trials)
 
 
 class Optimizer:
@@ -41,6 +47,12 @@ class Optimizer:
     #: model-based optimiser learns from every result, so a batch larger than the workers only costs it
     #: information; in-process: batches of one). See registry.default_pop.
     default_pop: Optional[int] = 12
+
+    @classmethod
+    def warm_start_size(cls, pop: int) -> int:
+        """How many members of an earlier run's front a warm start (--init-from) evaluates first: WARM_START, or a
+        batch where that is more (a model-based optimiser's random start-up is replaced by them)."""
+        return max(int(pop), WARM_START)
 
     def __init__(self, space: SearchSpace, problem, *, pop: int, seed: int, settings=None):
         self.space = space
@@ -72,6 +84,15 @@ class Optimizer:
 
     # ------------------------------------------------------------------ helpers
     @property
+    def init(self) -> tuple:
+        """The warm start's genes (an earlier run's front), () without one."""
+        return tuple(self.settings.init or ()) if self.settings is not None else ()
+
+    def warm(self, asked: int, n: int) -> list[dict[str, Any]]:
+        """The warm start's candidates among the next `n` asks, `asked` candidates having been asked before."""
+        return [dict(p) for p in self.init[asked:asked + n]]
+
+    @property
     def n_obj(self) -> int:
         return int(self.problem.n_obj)
 
@@ -83,4 +104,4 @@ class Optimizer:
         return F, G
 
 
-__all__ = ["Optimizer"]
+__all__ = ["Optimizer", "WARM_START"]

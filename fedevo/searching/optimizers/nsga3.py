@@ -41,6 +41,10 @@ class NSGA3Optimizer(Optimizer):
         self.algorithm = None
         self._pending = None
 
+    @classmethod
+    def warm_start_size(cls, pop: int) -> int:
+        return int(pop)  # the warm start is the start of its initial population
+
     def _new(self):
         s = self.settings
         initial = None

@@ -11,6 +11,9 @@ with the evaluations it has seen: seconds per proposal, so it pays where an eval
 * Batches: the n candidates of a batch are asked one after another, the earlier ones left RUNNING, so the GP's
   acquisition (qLogEHVI over running trials, sequential greedy) and TPE's constant liar spread them out: the
   parallel workers get n different, useful candidates.
+* A warm start (--init-from): the earlier front's genes are enqueued as the first trials (``enqueue_trial``:
+  asked RUNNING with those values, so the rest of their batch spreads out from them too) and replace Optuna's
+  random start-up; they stand at the told count, so resume places them again.
 * Exact resume: the optimiser's state is the list of told (params, F, G). Each batch builds a fresh in-memory study,
   adds the told trials in id order and asks with a sampler seeded from (run seed, batch number); so a run
   resumed from its checkpoint asks exactly what the uninterrupted run asked.
@@ -112,6 +115,8 @@ class _OptunaOptimizer(Optimizer):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # experimental-feature and independent-sampling notices
                 study = self._study()
+                for p in self.warm(len(self.told), int(n)):
+                    study.enqueue_trial(p)  # asked first, in order
                 out = [_typed(self.space, study.ask(self._dists).params) for _ in range(int(n))]
         finally:
             torch.set_num_threads(threads)

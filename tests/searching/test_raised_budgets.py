@@ -1,0 +1,131 @@
+"""Raising a finished search's budgets: `fedevo resume DIR --budget N` (also --gen, --time-budget, --patience)
+goes on from the newest checkpoint as if the search had been started with the new budgets; budgets.json keeps
+them (run.json never changes) and every reader reads them; a budget still reached, a lowered one, an exhausted
+optimiser or a bad value is one line and changes nothing."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+import fedevo
+from fedevo.errors import FedevoError
+from fedevo.searching.budgets import BUDGETS_FILE, OPEN_GEN, raised
+from fedevo.searching.rundata import load_run
+from fedevo.searching.run import SearchRun, run_finished
+from fedevo.searching.settings import SearchSettings
+
+from .search_helpers import FAKE, REPO, cli_cmd, env, read_csv, run_cli, toy_problem_file, without
+
+KILLER = "tests.searching.search_fakes:fake_kill_after"
+
+
+def _rows(run_dir):
+    return sorted(without(read_csv(run_dir / "evaluations.csv"), "wall_s", "chain"), key=lambda r: int(r["id"]))
+
+
+def _search(tmp_path, name, **kw):
+    return fedevo.search(str(toy_problem_file(tmp_path)), seed=3, workers=0, out=tmp_path / name, evaluator=FAKE,
+                         page=False, **kw)
+
+
+@pytest.mark.parametrize("optimizer,pop,first,then", [
+    ("nsga3", 4, {"gen": 2}, {"gen": 4}),
+    ("nsga3", 4, {"budget": 8}, {"budget": 16}),
+    ("random", 3, {"budget": 6}, {"budget": 12}),
+    ("tpe", 1, {"budget": 5}, {"budget": 9}),
+    ("gp", 1, {"budget": 4}, {"budget": 7}),
+])
+def test_a_raised_budget_goes_on_as_if_the_search_had_been_started_with_it(tmp_path, optimizer, pop, first, then):
+    short = _search(tmp_path, "R", optimizer=optimizer, pop=pop, **first)
+    assert short.summary.complete and (short.path / "stop.json").exists()
+    longer = fedevo.resume(short.path, workers=0, page=False, **then)
+    straight = _search(tmp_path, "W", optimizer=optimizer, pop=pop, **then)
+    assert _rows(longer.path) == _rows(straight.path)
+    assert longer.summary.evaluations == straight.summary.evaluations and longer.summary.stop == straight.summary.stop
+    stop = json.loads((longer.path / "stop.json").read_text())
+    assert stop["evaluations"] == straight.summary.evaluations
+    for key, value in then.items():
+        assert stop["budgets"][key] == value
+    record = json.loads((longer.path / BUDGETS_FILE).read_text())
+    (change,) = record["raised"]
+    assert change["evaluations"] == short.summary.evaluations and change["to"] == record["budgets"]
+    assert read_csv(longer.path / "hypervolume.csv") == read_csv(straight.path / "hypervolume.csv")
+
+
+def test_a_budget_raised_past_a_cut_batch_runs_to_it(tmp_path):
+    run = _search(tmp_path, "R", optimizer="random", pop=4, budget=10)  # 4 + 4 + 2
+    run = fedevo.resume(run.path, workers=0, page=False, budget=20)
+    assert [r["generation"] for r in read_csv(run.path / "evaluations.csv")].count("6") == 2  # then 4 + 4 + 2
+    assert run.summary.evaluations == 20 and run.summary.stop == "budget"
+    with pytest.raises(FedevoError, match=r"--budget evaluations reached\).*fedevo resume .* --budget N"):
+        fedevo.resume(run.path, workers=0, page=False)
+
+
+def test_readers_read_the_budgets_in_force(tmp_path):
+    run = _search(tmp_path, "R", optimizer="random", pop=3, budget=6)
+    sr = SearchRun.open(run.path)
+    assert sr.raise_budgets(budget=9) == "--gen 2 → 3, --budget 6 → 9"
+    assert not (run.path / "stop.json").exists()  # the stop it lifted
+    data = load_run(run.path)
+    assert data.settings.budget == 9 and data.settings.expected_evaluations == 9
+    assert not run_finished(run.path, data.settings)
+    from fedevo.viz.front import is_complete
+
+    assert not is_complete(data)
+    (run.path / BUDGETS_FILE).write_text('{"budgets": {"gen": 3}}')
+    with pytest.raises(FedevoError, match=r"budgets.json is corrupt.*delete it to go back to run.json's budgets"):
+        load_run(run.path)
+
+
+def test_what_cannot_be_raised_is_one_line_and_changes_nothing(tmp_path):
+    run = _search(tmp_path, "R", optimizer="random", pop=3, budget=6, time_budget=1e-9)  # time ends it first
+    before = sorted(p.name for p in run.path.iterdir())
+    for kw, says in [({"budget": 12}, r"--time-budget 1e-09 is reached already \(3 evaluations, 1 batches"),
+                     ({"budget": 2, "time_budget": 60.0}, r"--budget 2 is reached already"),
+                     ({"gen": 1, "time_budget": 60.0}, r"--gen 1 is reached already"),
+                     ({"budget": 0}, r"--budget must be a whole number of evaluations >= 1, got 0"),
+                     ({"patience": -1}, r"--patience must be"),
+                     ({"gen": 0}, r"--gen must be a whole number of batches >= 1, got 0")]:
+        with pytest.raises(FedevoError, match=says):
+            fedevo.resume(run.path, workers=0, page=False, **kw)
+    assert sorted(p.name for p in run.path.iterdir()) == before  # no budgets.json; stop.json kept
+    with pytest.raises(FedevoError, match="budget must be an int"):
+        fedevo.resume(run.path, workers=0, page=False, budget="12")
+
+
+def test_an_exhausted_optimiser_is_not_raised():
+    s = SearchSettings(pop=4, gen=4, budget=8)
+    with pytest.raises(FedevoError, match="the optimiser proposed no new candidates: a larger budget"):
+        raised(s, {"generation": 2, "next_id": 8, "stopped_early": True, "stop": "exhausted"}, {"budget": 20})
+
+
+def test_gen_unless_given_no_longer_ends_the_search():
+    s = SearchSettings(pop=4, gen=3, budget=10)
+    state = {"generation": 3, "next_id": 10}
+    assert raised(s, state, {"budget": 20}).gen == 3 + 3  # enough batches for the 10 left
+    assert raised(s, state, {"gen": 5, "budget": 30}).gen == 5  # given: kept as given
+    t = SearchSettings(pop=4, gen=2, time_budget=5.0)
+    assert raised(t, {"generation": 2, "next_id": 8, "search_s": 6.0}, {"time_budget": 60.0}).gen == 2 + OPEN_GEN
+
+
+def test_the_command_line_raises_and_a_kill_keeps_the_raised_budgets(tmp_path):
+    prob = toy_problem_file(tmp_path)
+    args = ["--problem", prob, "--pop", 4, "--seed", 2, "--workers", 0, "--quiet", "--optimizer", "random"]
+    r = run_cli("search", *args, "--budget", 8, "--evaluator", KILLER, "--out", tmp_path / "X")  # kills on demand
+    assert r.returncode == 0, r.stderr
+    r = run_cli("resume", tmp_path / "X", "--workers", 0, "--quiet")
+    assert r.returncode == 2 and "to search on, raise a budget: `fedevo resume" in r.stderr
+    p = subprocess.run(cli_cmd("resume", tmp_path / "X", "--workers", 0, "--quiet", "--budget", 16), cwd=REPO,
+                       env=env(FAKE_SIGKILL_AFTER=3), capture_output=True, text=True, timeout=120)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    assert "fedevo: budgets raised: --gen 2 → 4, --budget 8 → 16" in p.stderr
+    r = run_cli("resume", tmp_path / "X", "--workers", 0, "--quiet")  # no budget given: the raised ones hold
+    assert r.returncode == 0, r.stderr
+    assert "search finished (--budget evaluations reached): 4/4 generations, 16 evaluations" in r.stdout
+    r = run_cli("search", *args, "--budget", 16, "--evaluator", KILLER, "--out", tmp_path / "W")
+    assert r.returncode == 0, r.stderr
+    assert _rows(tmp_path / "X") == _rows(tmp_path / "W")

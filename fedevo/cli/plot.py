@@ -48,8 +48,9 @@ def plot(
         return
 
     def said(path, data):
-        print(f"wrote {path} ({len(data.rows)} evaluations, generation {data.generations}/{data.settings.gen}, "
-              f"front of {len(data.front)})", flush=True)
+        note = data.budget_note()
+        print(f"wrote {path} ({len(data.rows)} evaluations, generation {data.generations}/{data.settings.gen}"
+              + (f" ({note})" if note else "") + f", front of {len(data.front)})", flush=True)
 
     api._plot_checks(runs, out, plotly_js, interval, watch, importance)  # one line and nothing else when wrong
     api.open_run(runs)
@@ -192,8 +193,9 @@ def front(
     state = run_state(data)
     if state != "complete":  # the table holds every logged evaluation; front.csv the finished generations only
         n, of = len(data.rows), data.settings.expected_evaluations
-        c.print((f"a search is writing this run ({n} of {of} evaluations so far)" if state == "running" else
-                 f"the search stopped before its end ({n} of {of} evaluations; `fedevo resume {run_dir}` continues "
+        note = f"; {data.budget_note()}" if data.budget_note() else ""
+        c.print((f"a search is writing this run ({n} of {of} evaluations so far{note})" if state == "running" else
+                 f"the search stopped before its end ({n} of {of} evaluations{note}; `fedevo resume {run_dir}` continues "
                  "it)") + "; front.csv holds the generations finished so far", highlight=False, markup=False)
 
 

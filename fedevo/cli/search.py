@@ -75,6 +75,9 @@ def _print_summary(summary, run, quiet: bool) -> None:
     print(f"search {state}: {summary.generations}/{summary.n_gen} generations, {summary.evaluations} evaluations "
           f"({full}{summary.failed} failed, {summary.diverged} diverged, {summary.reused} reused from the log), Pareto front of {summary.front_size}, "
           f"{summary.wall_s:.0f} s")
+    timing = _timing(run)
+    if timing:
+        print(timing)
     if not quiet and summary.front:
         from rich.console import Console
         from rich.table import Table
@@ -91,6 +94,35 @@ def _print_summary(summary, run, quiet: bool) -> None:
         for r in lowest(summary.front, first, 10, data.objectives, highest=data.objectives[0].maximize):
             t.add_row(str(r["id"]), *(fmt(r[n]) for n in names), " ".join(f"{g}={fmt(r[g])}" for g in genes))
         Console(highlight=False).print(t)
+
+
+def _timing(run) -> str:
+    """Where the time went, in one line: each evaluation's seconds (median, max), the optimiser's seconds per
+    proposal (the mean over batches.csv's batches, and the last batch's) and the seconds of search in all, across resumes (stop.json's
+    search_s; the closing line's seconds are this process's): what decides whether a model-based optimiser's
+    seconds pay for themselves. "" when nothing was evaluated."""
+    import json
+    import math
+    import statistics
+
+    from ..searching.budgets import STOP_FILE
+    from ..viz.numfmt import num
+
+    data = run.data
+    walls = [float(r["wall_s"]) for r in data.rows if r.get("wall_s") is not None and math.isfinite(r["wall_s"])]
+    if not walls:
+        return ""
+    parts = [f"evaluations {num(statistics.median(walls))} s median, {num(max(walls))} s max"]
+    batches = [b for b in data.batches() if b["asked"]]
+    if batches:  # the mean and the last: a GP's proposals cost more as evaluations accumulate (its first are random)
+        mean = sum(b["sampler_s"] for b in batches) / sum(b["asked"] for b in batches)
+        parts.append(f"{data.settings.optimizer} {num(mean)} s per proposal ({num(batches[-1]['sampler_s'] / batches[-1]['asked'])}"
+                     " s in the last batch; batches.csv)")
+    try:
+        parts.append(f"{json.loads((run.path / STOP_FILE).read_text())['search_s']:.0f} s of search in all")
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return "seconds: " + " · ".join(parts)
 
 
 @app.command()

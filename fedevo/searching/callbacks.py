@@ -4,7 +4,8 @@ Subclass :class:`SearchCallback`, override the hooks you need (each does nothing
 to the search (``SearchRun.run(..., callbacks=[...])``, ``search(..., callbacks=[...])``). The hooks are called in
 the search's own process, in this order::
 
-    on_start(n_gen=, generation=, total=, done=, rows=, runner=, run_dir=, eps_key=[, objectives=])  once, at start
+    on_start(n_gen=, generation=, total=, done=, rows=, runner=, run_dir=, eps_key=[, objectives=, time_left=])
+                                                                   once, at start
         on_generation_start(generation)                            each generation, before its individuals run
             on_evaluation(row)                                     each finished evaluation, as it finishes
             on_tick(running, queued)                               while evaluations run (progress displays)
@@ -15,8 +16,9 @@ the search's own process, in this order::
   evaluations expected in all, ``done`` of them already logged (``rows``: their records), ``runner``:
   where evaluations run, in words; ``run_dir``: the run directory; ``eps_key``: the ε the search minimises;
   ``objectives``: the run's :class:`~fedevo.objectives.ObjectiveSet` (what each row's ``row[name]`` holds), passed
-  only to an ``on_start`` that takes it (or ``**kwargs``), so callbacks written before it keep working. Not called
-  for a run that has nothing left to do.
+  only to an ``on_start`` that takes it (or ``**kwargs``), so callbacks written before it keep working;
+  ``time_left``: the seconds of ``--time-budget`` left (the budget less the seconds of search before a resume),
+  None without one, passed the same way. Not called for a run that has nothing left to do.
 * ``on_evaluation(row)``: the evaluation's :class:`~fedevo.searching.record.EvaluationRecord` as appended to
   evaluations.csv (frozen: ``.id``, ``.generation``, ``.seed``, ``.params``, ``.result``, ``.status``; also a
   mapping of the log's columns: ``row["error"]``, a gene's ``row["lr"]``, each objective's ``row[name]``), in
@@ -47,7 +49,7 @@ class SearchCallback:
 
     def on_start(self, *, n_gen: int, generation: int, total: int, done: int,
                  rows: Sequence[Mapping[str, Any]] = (), runner: str = "", run_dir=None, eps_key: str = "eps",
-                 objectives=None) -> None:
+                 objectives=None, time_left: Optional[float] = None) -> None:
         pass
 
     def on_generation_start(self, generation: int) -> None:
@@ -73,9 +75,8 @@ class CallbackList(SearchCallback):
         self.callbacks = list(callbacks)
 
     def on_start(self, **kwargs) -> None:
-        for c in self.callbacks:
-            c.on_start(**(kwargs if _takes(c.on_start, "objectives") else
-                          {k: v for k, v in kwargs.items() if k != "objectives"}))
+        for c in self.callbacks:  # the keywords added later go only to an on_start that takes them
+            c.on_start(**{k: v for k, v in kwargs.items() if k not in LATER or _takes(c.on_start, k)})
 
     def on_generation_start(self, generation: int) -> None:
         for c in self.callbacks:
@@ -103,6 +104,9 @@ class CallbackList(SearchCallback):
                 first = first or e
         if first is not None:
             raise first
+
+
+LATER = ("objectives", "time_left")  # on_start's keywords that callbacks written before them do not take
 
 
 def _takes(fn, name: str) -> bool:

@@ -87,13 +87,27 @@ def hv_normalisation(rows, objectives) -> tuple[np.ndarray, np.ndarray]:
     point, whose magnitude then stood for every range: 'HV 1.33 → 50.5'); none: the objectives' own best and worst
     values. Fixed for the run once it has them: an NSGA-III run's generation 1 always does."""
     objectives = as_set(objectives)
+    first = _first_rows(rows, objectives)
+    return _lo_scale(_matrix(first, objectives) if first else None, objectives)
+
+
+def _first_rows(rows, objectives: ObjectiveSet) -> list:
+    """The ok, all-finite evaluations the normalisation is taken from (see hv_normalisation)."""
     ok = [r for r in rows if r["status"] == "ok" and _all_finite(r, objectives)]
     first: list = []
     for g in sorted({r["generation"] for r in ok}):
         if len(first) > len(objectives):
             break
         first += [r for r in ok if r["generation"] == g]
-    return _lo_scale(_matrix(first, objectives) if first else None, objectives)
+    return first
+
+
+def hv_settled(rows, objectives) -> bool:
+    """True once the hypervolume's normalisation is fixed for the run (it holds the objectives + 1 evaluations
+    hv_normalisation needs): until then each new evaluation can rescale every hypervolume so far (a model-based
+    optimiser's batches of one: 1.33 after its first evaluation, 0.131 after its second, the same front grown)."""
+    objectives = as_set(objectives)
+    return len(_first_rows([r for r in rows if is_full(r)], objectives)) > len(objectives)
 
 
 def _lo_scale(F: Optional[np.ndarray], objectives: ObjectiveSet) -> tuple[np.ndarray, np.ndarray]:

@@ -482,7 +482,8 @@ class SearchRun:
             if runner is not None:
                 callback.on_start(n_gen=s.gen, generation=state["generation"] + 1, total=s.expected_evaluations,
                                   done=len(by_id), rows=[by_id[k] for k in sorted(by_id)], runner=runner.describe,
-                                  run_dir=self.run_dir, eps_key=self.eps_key, objectives=self.objectives)
+                                  run_dir=self.run_dir, eps_key=self.eps_key, objectives=self.objectives,
+                                  time_left=None if s.time_budget is None else s.time_budget - elapsed())
             while runner is not None and not self._stopped(state, elapsed() if state["generation"] > g0 else search_s0):
                 g = state["generation"] + 1
                 callback.on_generation_start(g)

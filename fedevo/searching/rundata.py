@@ -190,6 +190,50 @@ class RunData:
             return self.hv_table
         return hypervolume_table(self.rows, self.generations, self.objectives, self.constraints)
 
+    def stop(self) -> Optional[dict[str, Any]]:
+        """stop.json (what ended the search: `reason`, `why`, `batches`, `evaluations`, `search_s`, `budgets`), or
+        None while the search has not ended (or one that cannot be read)."""
+        from .budgets import STOP_FILE
+
+        try:
+            rec = json.loads((Path(self.run_dir) / STOP_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return rec if isinstance(rec, dict) else None
+
+    def budget_note(self) -> str:
+        """What a display of `generations g/N` or `n of M evaluations` leaves out, in words: what ended the search
+        (stop.json), unless it was --gen itself; else the budgets that may end it before N ("may end sooner: ..." (--time-budget,
+        --patience; with only these, N is a cap of 1000 batches nobody asked for); "" when neither."""
+        stop = self.stop()
+        if stop is not None:
+            return "" if stop.get("reason") == "gen" else f"ended: {stop.get('why', stop.get('reason'))}"
+        s = self.settings
+        sooner = ([f"--time-budget {s.time_budget:g} s"] if s.time_budget is not None else []) + \
+            ([f"--patience {s.patience}"] if s.patience is not None else [])
+        return f"may end sooner: {', '.join(sooner)}" if sooner else ""
+
+    def batches(self) -> list[dict[str, Any]]:
+        """batches.csv, one dict per batch: `batch`, `asked` (candidates), `ask_s`, `tell_s`, `sampler_s` (the
+        optimiser's own seconds: ask + tell) and `eval_s` (the batch's evaluations, wall clock); [] before the first
+        batch ends (or for a run made before the file). Read from the run directory: a running search writes it
+        before its callbacks' `on_generation`."""
+        import csv
+
+        try:
+            text = (Path(self.run_dir) / "batches.csv").read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise FedevoError(f"cannot read {Path(self.run_dir) / 'batches.csv'}: {e.strerror}") from None
+        out = []
+        for rec in csv.DictReader(text.splitlines()):
+            try:
+                out.append({k: (int(v) if k in ("batch", "asked") else float(v)) for k, v in rec.items()})
+            except (TypeError, ValueError):  # a row this reader cannot parse (written by hand): left out
+                continue
+        return out
+
     def params(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """The genes of an evaluated row (what `evaluate` takes)."""
         return {g: row[g] for g in self.gene_names}

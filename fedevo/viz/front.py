@@ -93,7 +93,8 @@ def _settings_html(data: RunData) -> str:
     gene_settings = [g for g in data.gene_names if g in PRIVACY_KEYS or g in DEPLOYMENT_KEYS]
     lines = [f"privacy and deployment (fixed): {kv(priv_keys) or '–'}"]
     if seen:
-        lines.append(f"accountant (from the evaluations): <b>{esc(seen['accountant'])}</b>")
+        # a sentence, or two joined by "; " (a trust gene): wrapped as prose, where a value stays on one line
+        lines.append(f"accountant (from the evaluations): <b class=\"prose\">{esc(seen['accountant'])}</b>")
     if gene_settings:
         lines.append("privacy settings that are genes (they vary per point; see the hover text and colour by): "
                      + ", ".join(f"<b>{esc(g)}</b>" for g in gene_settings))
@@ -150,11 +151,18 @@ def _summary(data: RunData, m: Model) -> str:
     what = f"{esc(p.dataset)}, {esc(p.model)}" if p.simulated else "trained by its own evaluator"
     return (f'<p class="meta">problem <b>{esc(p.name)}</b> ({what}) · run '
             f'{esc(data.meta.get("run_id", ""))} · created {esc(data.meta.get("created", ""))}<br>'
-            f'population {s.pop} · generations {data.generations}/{s.gen} · seed {s.seed} · {rounds_text(data)} · '
+            f'population {s.pop} · generations {data.generations}/{s.gen}{_note(data)} · seed {s.seed} · '
+            f'{rounds_text(data)} · '
             f'{counted} · '
             f'Pareto front of {len(data.front)}{" · constraints " + esc(cons) if cons else ""}<br>objectives: '
             f'{esc(_objectives_text(m))}; the search saw ε as {esc(eps_scale)}</p>'
             + _settings_html(data))
+
+
+def _note(data: RunData) -> str:
+    """ " (ended: --time-budget seconds reached)", " (may end sooner: --time-budget 25 s)" or "" (RunData.budget_note)."""
+    note = data.budget_note()
+    return f" ({esc(note)})" if note else ""
 
 
 def _objectives_text(m: Model) -> str:
@@ -332,7 +340,7 @@ def _live_note(data: RunData, complete: bool) -> str:
                 '</p>')
     n = len(data.rows)
     return (f'<p class="note live" id="live-note">The search stopped before its end ({n} of '
-            f'{data.settings.expected_evaluations} evaluations; no search is writing the run): '
+            f'{data.settings.expected_evaluations} evaluations{_note(data)}; no search is writing the run): '
             f'<code>fedevo resume {esc(str(data.run_dir))}</code> continues it, and this page reloads itself when a '
             'newer one is written.</p>')
 

@@ -30,7 +30,7 @@ table.sortable th { cursor: pointer; } table.sortable th.asc::after { content: "
 table.sortable th.desc::after { content: " ▼"; }
 .controls { font-size: 0.9em; } #retrain-cmd { background: #f3f3f3; padding: 3px 6px; font-size: 0.95em; }
 #selection-table tr.front td { background: #fff7e6; } .live { color: #a60; }
-.kv, .meta b, .scroll td:not(.l) { white-space: nowrap; }
+.kv, .meta b, .scroll td:not(.l) { white-space: nowrap; } .meta b.prose { white-space: normal; }
 .scroll, #selection-table { overflow-x: auto; max-width: 100%; }
 #retrain-cmd, #knee-note, code { overflow-wrap: anywhere; white-space: normal; }
 .pending { padding: 2em; color: #999; }

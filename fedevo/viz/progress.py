@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 import time
+from collections import deque
 from typing import Any, Mapping, Optional, Sequence
 
 from ..searching.callbacks import SearchCallback
@@ -17,9 +19,22 @@ def _fmt(v: Optional[float]) -> str:
     return num(v)
 
 
+RATE_WINDOW = 8  # the ETA's seconds per evaluation: the mean interval between the last 8 completions
+
+
+def _clock(seconds: Optional[float]) -> str:
+    return "-:--:--" if seconds is None else str(datetime.timedelta(seconds=int(max(seconds, 0.0) + 0.5)))
+
+
 class RichReporter(SearchCallback):
     """Generation k/N, evaluations done/running, best error / comm / ε so far (each alone), the Pareto front's
-    size and hypervolume after the last finished generation, ETA.
+    size and hypervolume after the last finished generation (once its normalisation is fixed), the last
+    evaluation's seconds and the optimiser's seconds per proposal (batches.csv's sampler_s), ETA.
+
+    The ETA is the evaluations left times the mean interval between the last RATE_WINDOW completions (the
+    optimiser's own seconds included), counted down while an evaluation runs, and never past what is left of
+    --time-budget: rich's own estimate took the rate of the last 30 s only, so it stayed -:--:-- for evaluations
+    of 30 s or more, and it knew no time budget (2 h for a 25 s search).
 
     On a terminal: a live progress bar. Otherwise (output redirected): one plain line per generation.
     """
@@ -43,6 +58,10 @@ class RichReporter(SearchCallback):
         self._total = 0
         self._plain = not self.console.is_terminal
         self._front = ""
+        self._times: deque = deque(maxlen=RATE_WINDOW + 1)  # monotonic times: the start, then each completion
+        self._time_left: Optional[float] = None  # seconds of --time-budget left at on_start (None: no time budget)
+        self._last_s: Optional[float] = None  # the last finished evaluation's own seconds (its wall_s)
+        self._proposal = ""  # the optimiser's seconds per proposal in the last batch, in words
 
     def _note(self, row: Mapping[str, Any]) -> None:
         if row.get("status") != "ok":
@@ -70,18 +89,40 @@ class RichReporter(SearchCallback):
                 "best": "best " + " · ".join(f"{'ε' if o.name == self.eps_key else o.name} {_fmt(b.get(o.name))}"
                                              for o in self._objs()),
                 "failed": "".join(f" · {n} {k}" for k, n in self._bad.items() if n),
-                "front": self._front}
+                "front": self._front,
+                "timing": ("" if self._last_s is None else f" · last eval {_fmt(self._last_s)} s") + self._proposal}
+
+    def eta(self) -> Optional[float]:
+        """Seconds until the search ends, as far as known now (None: no evaluation has finished yet, and no time
+        budget)."""
+        now = time.monotonic()
+        left = max(self._total - self._done, 0)
+        eta = None
+        if left == 0:
+            eta = 0.0
+        elif len(self._times) >= 2:
+            per = (self._times[-1] - self._times[0]) / (len(self._times) - 1)
+            eta = max(left * per - (now - self._times[-1]), (left - 1) * per)  # counted down, by one evaluation
+        if self._time_left is not None:  # checked between batches: the batch running then still finishes
+            budget = max(self._time_left - (now - self._t0), 0.0)
+            eta = budget if eta is None else min(eta, budget)
+        return eta
 
     def on_start(self, *, n_gen: int, generation: int, total: int, done: int,
                  rows: Sequence[Mapping[str, Any]] = (), runner: str = "", run_dir=None, eps_key: str = "eps",
-                 objectives=None) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+                 objectives=None, time_left: Optional[float] = None) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
+        from rich.table import Column
+        from rich.text import Text
 
         self.run_dir = self.run_dir if run_dir is None else run_dir
         self._t0 = time.monotonic()  # the search's time, as the summary's (which starts a little earlier): a
         # clock from this display's construction counted the set-up (native kernels built, ...) and then went back
         self.eps_key = eps_key
         self._objectives = objectives
+        self._time_left = time_left
+        self._times.clear()
+        self._times.append(self._t0)
 
         for r in rows:
             self._note(r)
@@ -94,20 +135,31 @@ class RichReporter(SearchCallback):
                                soft_wrap=True)
         if self._plain:
             return
+        reporter = self
+
+        class Eta(ProgressColumn):
+            def render(self, task) -> Text:
+                return Text(f"· ETA {_clock(reporter.eta())}", style="progress.remaining", no_wrap=True)
+
+        fixed = lambda: Column(no_wrap=True)  # noqa: E731 - kept whole; the last column wraps on a narrow terminal
         self._progress = Progress(
-            TextColumn("{task.fields[gen]}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("evaluated · {task.fields[running]}{task.fields[failed]}"),
-            TextColumn("· {task.fields[best]}{task.fields[front]}"), TextColumn("· ETA"), TimeRemainingColumn(),
+            TextColumn("{task.fields[gen]}", table_column=fixed()), BarColumn(bar_width=20, table_column=fixed()),
+            MofNCompleteColumn(table_column=fixed()), TextColumn("evaluated", table_column=fixed()),
+            Eta(table_column=fixed()), TextColumn("· {task.fields[running]}{task.fields[failed]}", table_column=fixed()),
+            TextColumn("· {task.fields[best]}{task.fields[front]}{task.fields[timing]}",
+                       table_column=Column(ratio=1, overflow="fold")),
             console=self.console, transient=False, refresh_per_second=4)
         self._progress.start()
         self._task = self._progress.add_task("search", total=total, completed=done, **self._fields())
 
-    def _line(self) -> None:
-        """One plain progress line; its seconds since the search's evaluation began (on_start)."""
+    def _line(self, last: bool = False) -> None:
+        """One plain progress line; its seconds since the search's evaluation began (on_start), and (but on the
+        last) the ETA."""
         f = self._fields()
         elapsed = time.monotonic() - self._t0
         self.console.print(f"{f['gen']}: {self._done}/{self._total} evaluated{f['failed']} · {f['best']}"
-                           f"{f['front']} · {elapsed:.0f} s", highlight=False, soft_wrap=True)
+                           f"{f['front']}{f['timing']} · {elapsed:.0f} s" + ("" if last else f", ETA {_clock(self.eta())}"),
+                           highlight=False, soft_wrap=True)
 
     def on_generation_start(self, g: int) -> None:
         if self._plain and g > self._gen[0]:
@@ -118,15 +170,28 @@ class RichReporter(SearchCallback):
     def on_evaluation(self, row: Mapping[str, Any]) -> None:
         self._note(row)
         self._done += 1
+        self._times.append(time.monotonic())
+        wall = row.get("wall_s")
+        if wall is not None and math.isfinite(wall):
+            self._last_s = float(wall)
         self._update(advance=1)
 
     def on_generation(self, generation: int, run: RunData) -> None:
-        """The Pareto front's size and hypervolume after the generation (the last row of hypervolume.csv)."""
+        """The Pareto front's size and hypervolume after the generation (the last row of hypervolume.csv; the
+        hypervolume once its normalisation is fixed, front_math.hv_settled) and the optimiser's seconds per
+        proposal in that batch (batches.csv)."""
+        from ..searching.front_math import hv_settled
+
         table = run.hypervolume()
         if table:
             last = table[-1]
-            self._front = f" · front {last['front_size']}, HV {num(last['hypervolume'])}"
-            self._update()
+            hv = f", HV {num(last['hypervolume'])}" if hv_settled(run.rows, run.objectives) else ""
+            self._front = f" · front {last['front_size']}{hv}"
+        batches = run.batches()
+        if batches and batches[-1]["asked"]:
+            b = batches[-1]
+            self._proposal = f" · {run.settings.optimizer} {_fmt(b['sampler_s'] / b['asked'])} s/proposal"
+        self._update()
 
     def on_tick(self, running: int, queued: int = 0) -> None:
         if (running, queued) != (self._running, self._queued):
@@ -139,7 +204,7 @@ class RichReporter(SearchCallback):
 
     def on_finish(self, summary=None) -> None:
         if self._plain and self._total:
-            self._line()  # the same clock as the lines before (the summary's also counts Ray's start)
+            self._line(last=True)  # the same clock as the lines before (the summary's also counts Ray's start)
             self._total = 0
         if self._progress is not None:
             self._running = self._queued = 0

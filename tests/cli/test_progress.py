@@ -25,5 +25,114 @@ def test_the_plain_lines_clock_never_goes_back(monkeypatch):
         rep.on_generation_start(g)
     now[0] += 4.0
     rep.on_finish(types.SimpleNamespace(wall_s=19.0))  # run()'s clock: Ray's start too
-    seconds = [int(s) for s in re.findall(r"· (\d+) s$", buf.getvalue(), re.M)]
+    seconds = [int(s) for s in re.findall(r"· (\d+) s(?:, ETA \S+)?$", buf.getvalue(), re.M)]
     assert seconds == [4, 8, 12], buf.getvalue()
+
+
+def _live(monkeypatch):
+    """A reporter on a terminal whose clock (and rich's) is `now[0]`."""
+    now = [1000.0]
+    clock = lambda: now[0]  # noqa: E731
+    monkeypatch.setattr(progress.time, "monotonic", clock)
+    buf = io.StringIO()
+    rep = progress.RichReporter(console=Console(file=buf, force_terminal=True, width=400, get_time=clock))
+    return rep, buf, now
+
+
+def _eta_shown(rep, buf) -> str:
+    rep._progress.refresh()
+    return re.findall(r"ETA ([-\d:]+)", re.sub(r"\x1b\[[\d;]*m", "", buf.getvalue()))[-1]
+
+
+def _row(wall_s):
+    return {"status": "ok", "error": 0.2, "comm": 100.0, "eps": 1.0, "wall_s": wall_s}
+
+
+def test_the_eta_of_evaluations_longer_than_30_s(monkeypatch):
+    """rich's own ETA took the rate of the last 30 s: with evaluations of a minute (the user `gp` is for) it held
+    one completion at most and showed -:--:-- for the whole search. Now: the evaluations left at the mean interval
+    of the last completions, counted down while one runs."""
+    rep, buf, now = _live(monkeypatch)
+    rep.on_start(n_gen=10, generation=1, total=10, done=0)
+    try:
+        assert _eta_shown(rep, buf) == "-:--:--"  # nothing finished yet: nothing to go by
+        for _ in range(3):
+            now[0] += 60.0
+            rep.on_evaluation(_row(58.0))
+        assert _eta_shown(rep, buf) == "0:07:00"  # 7 left at 60 s
+        now[0] += 20.0
+        assert _eta_shown(rep, buf) == "0:06:40"  # the running one 20 s in
+        now[0] += 100.0  # it takes longer than the others: the ETA waits at the 6 after it
+        assert _eta_shown(rep, buf) == "0:06:00"
+        assert "last eval 58 s" in buf.getvalue()
+    finally:
+        rep.on_finish(None)
+
+
+def test_the_eta_of_a_time_budget(monkeypatch):
+    """--time-budget 25 alone (1000 batches planned): the ETA said 1:56:13, the 998 evaluations left at the
+    rate so far. Now never past what is left of the time budget (from a resume: of what it left)."""
+    rep, buf, now = _live(monkeypatch)
+    rep.on_start(n_gen=1000, generation=1, total=1000, done=0, time_left=25.0)
+    try:
+        assert _eta_shown(rep, buf) == "0:00:25"
+        now[0] += 7.0
+        rep.on_evaluation(_row(7.0))
+        assert _eta_shown(rep, buf) == "0:00:18"
+    finally:
+        rep.on_finish(None)
+
+
+def test_a_search_shows_its_seconds_and_a_settled_hypervolume(tmp_path, monkeypatch):
+    """A model-based optimiser's batches of one: the display showed HV 1.33 after the first evaluation, then
+    0.131 after the second (the normalisation still moving: hypervolume.csv itself then says 0.143 for the first);
+    now the hypervolume appears once it is fixed (4 evaluations for 3 objectives). Each line also says the last
+    evaluation's seconds and the optimiser's seconds per proposal (batches.csv), and the time budget's ETA came
+    from the search (time_left)."""
+    import fedevo
+    from fedevo.searching.callbacks import SearchCallback
+
+    monkeypatch.chdir(tmp_path)
+    buf = io.StringIO()
+    rep = progress.RichReporter(console=Console(file=buf, force_terminal=False, width=400))
+
+    class Seen(SearchCallback):
+        def on_start(self, *, n_gen, generation, total, done, rows=(), runner="", run_dir=None, eps_key="eps"):
+            self.started = True  # a callback written before `objectives` and `time_left`: still called
+
+    class Told(SearchCallback):
+        def on_start(self, *, time_left=None, **kw):
+            self.time_left = time_left
+
+    seen, told = Seen(), Told()
+    fedevo.search("digits_mlp", optimizer="random", pop=1, budget=6, time_budget=3600.0, rounds=1, workers=0,
+                  seed=0, out="r", page=False, callbacks=[rep, seen, told])
+    lines = [x for x in buf.getvalue().splitlines() if x.startswith("gen ")]
+    assert len(lines) == 6, buf.getvalue()
+    ok = [r for r in fedevo.open_run("r").evaluations if r.ok]
+    assert len(ok) == 6  # every one measured: the 4th evaluation fixes the normalisation
+    assert ["HV" in x for x in lines] == [False, False, False, True, True, True], lines  # after 1, 2, ... 6
+    assert all("last eval" in x and "random" in x and "s/proposal" in x for x in lines), lines
+    assert seen.started
+    assert 3000 < told.time_left <= 3600  # an hour's time budget, all but the set-up's seconds left
+    assert re.search(r"ETA 0:00:\d\d$", lines[0]), lines[0]  # the evaluations' rate ends it sooner
+
+
+def test_the_closing_lines_say_where_the_time_went(tmp_path):
+    """The closing line said the front, the counts and this process's seconds; how long an evaluation took and what
+    the optimiser cost per proposal (what decides whether `gp` pays) were in batches.csv only, and a resumed search's
+    seconds of search in all (stop.json's search_s, what --time-budget counts) nowhere."""
+    import json
+
+    from tests.searching.search_helpers import FAKE, run_cli, toy_problem_file
+
+    out = tmp_path / "R"
+    r = run_cli("search", "--problem", toy_problem_file(tmp_path), "--optimizer", "random", "--pop", 2, "--budget", 5,
+                "--workers", 0, "--quiet", "--evaluator", FAKE, "--out", out)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("search finished") and lines[-1].startswith("results in "), r.stdout
+    (timing,) = [x for x in lines if x.startswith("seconds: ")]
+    search_s = json.loads((out / "stop.json").read_text())["search_s"]
+    assert re.fullmatch(r"seconds: evaluations \S+ s median, \S+ s max · random \S+ s per proposal \(\S+ s in the "
+                        rf"last batch; batches.csv\) · {search_s:.0f} s of search in all", timing), timing

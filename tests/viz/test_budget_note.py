@@ -1,0 +1,34 @@
+"""A search bounded by --time-budget (or --patience) says so wherever its generations or evaluations are counted
+against --gen: with a time budget alone --gen is a cap of 1000 batches nobody asked for, and the pages said
+'generations 4/1000' of a search that --time-budget had ended (fashion_mlp_dp --optimizer gp --time-budget 15,
+2026-11-27)."""
+
+import fedevo
+from fedevo.searching.rundata import load_run
+
+from tests.searching.search_helpers import FAKE, toy_problem_file
+
+
+def slow(problem, params, *, seed, rounds=None, data_dir=None):
+    import time
+
+    time.sleep(0.1)
+    return {"error": 0.5, "comm": 10.0 + params["lr"], "eps": 1.0 + params["sigma"]}
+
+
+def test_a_time_budget_search_says_what_ended_it(tmp_path):
+    run = fedevo.search(str(toy_problem_file(tmp_path)), optimizer="random", pop=2, time_budget=0.3, seed=0,
+                        workers=0, out=tmp_path / "R", evaluator=slow, page=False)
+    g = run.summary.generations
+    assert run.summary.stop == "time_budget" and 1 <= g < 1000
+    said = f"generations {g}/1000 (ended: --time-budget seconds reached)"
+    assert said in fedevo.plot(run).read_text() and said in (run.path / "importance.html").read_text()
+    (run.path / "stop.json").unlink()  # as while the search runs, or after a kill: what may end it before 1000
+    assert load_run(run.path).budget_note() == "may end sooner: --time-budget 0.3 s"
+
+
+def test_a_gen_search_says_nothing_more(tmp_path):
+    run = fedevo.search(str(toy_problem_file(tmp_path)), optimizer="random", pop=2, gen=1, seed=0, workers=0,
+                        out=tmp_path / "R", evaluator=FAKE, page=False)
+    assert load_run(run.path).budget_note() == ""
+    assert "generations 1/1 · " in fedevo.plot(run, importance=False).read_text()

@@ -107,11 +107,13 @@ def run_batch(evaluator: Evaluator, problem, items: Sequence[tuple[Mapping[str, 
     if timeout is None:
         return _batch_here(evaluator, problem, items, eval_kwargs)
     from .containment import ChildDied, Timeout, in_child
+    from .evaluator import warm_up
 
     t0 = time.perf_counter()
     limit = timeout * len(items)
     try:
-        return in_child(_batch_here, (evaluator, problem, [(dict(p), s) for p, s in items], dict(eval_kwargs)), limit)
+        return in_child(_batch_here, (evaluator, problem, [(dict(p), s) for p, s in items], dict(eval_kwargs)), limit,
+                        warm_up(evaluator, problem, items[0][0], eval_kwargs))
     except (Timeout, ChildDied) as e:
         msg = f"{e} (a batch of {len(items)} evaluations: {timeout:g} s each, {limit:g} s together)"
         return [("ok", failed_result(msg, time.perf_counter() - t0), "")] * len(items)

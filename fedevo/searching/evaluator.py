@@ -37,6 +37,16 @@ class SimulatorEvaluator:
 
         return evaluate(problem, params, seed=seed, rounds=rounds, data_dir=data_dir, **kwargs)
 
+    def warm(self, problem, params: Optional[Mapping[str, Any]] = None, *, rounds: Optional[int] = None,
+             data_dir: Optional[str] = None, **_) -> None:
+        """Load what an evaluation loads once per process — the simulator's modules, the data into load_data's
+        cache — so that a time limit counts the evaluation, not the process's start-up (containment)."""
+        from .. import evaluation  # noqa: F401
+        from ..data import load_data
+        from ..fl import simulate  # noqa: F401
+
+        load_data(problem.sim_config(params, rounds=rounds, data_dir=data_dir).data)
+
     def check(self, problem, rounds: Optional[int] = None) -> None:
         """Refuse a problem whose largest individual does not fit in the available memory."""
         from ..guards import check_problem_memory
@@ -110,6 +120,16 @@ class ProblemEvaluator:
         # an EvaluationResult built without its time: fedevo's too (the row's wall_s is real, never 0.0)
         return result if result.wall_s else replace(result, wall_s=seconds)
 
+    def warm(self, problem, params: Optional[Mapping[str, Any]] = None, **kwargs) -> None:
+        """Import the user's evaluator (what a process does once) and run its own ``warm``, if it has one (e.g. an
+        object whose ``warm(problem, params, rounds=, data_dir=)`` loads the data once per process): neither
+        counts against a time limit (containment)."""
+        from ..plugins import load_callable
+
+        warm = getattr(load_callable(self.spec, kind="evaluator"), "warm", None)
+        if callable(warm):
+            warm(problem, problem.resolve(params), **kwargs)
+
     def __repr__(self) -> str:
         return f"ProblemEvaluator({self.spec!r})"
 
@@ -119,6 +139,14 @@ def evaluating_spec(spec: str, problem) -> str:
     (fedevo's simulator) gives way to the problem file's own `evaluator` when it names one."""
     own = getattr(problem, "evaluator", None)
     return own if spec == DEFAULT_EVALUATOR and own else spec
+
+
+def warm_up(evaluator: Evaluator, problem, params: Mapping[str, Any], eval_kwargs: Mapping[str, Any]) -> Callable:
+    """What a child process runs before an evaluation's time limit starts counting: the evaluator's ``warm`` (its
+    once-per-process loading), if it has one."""
+    warm = getattr(evaluator, "warm", None)
+    return (lambda: warm(problem, dict(params), rounds=eval_kwargs.get("rounds"),
+                         data_dir=eval_kwargs.get("data_dir"))) if callable(warm) else None
 
 
 def for_problem(spec: str, problem) -> Evaluator:

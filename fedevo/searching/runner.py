@@ -107,10 +107,12 @@ def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
     if timeout is None:
         return _run_here(evaluator, problem, params, seed, eval_kwargs)
     from .containment import ChildDied, Timeout, in_child
+    from .evaluator import warm_up
 
     t0 = time.perf_counter()
     try:
-        return in_child(_run_here, (evaluator, problem, dict(params), seed, dict(eval_kwargs)), timeout)
+        return in_child(_run_here, (evaluator, problem, dict(params), seed, dict(eval_kwargs)), timeout,
+                        warm_up(evaluator, problem, params, eval_kwargs))
     except (Timeout, ChildDied) as e:
         return "ok", failed_result(str(e), time.perf_counter() - t0), ""
 

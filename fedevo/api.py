@@ -431,11 +431,12 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
         from .searching.runner import _check_reachable
 
         _check_reachable(ray_address, 5.0)
-    if any(v is not None for v in new_budgets.values()):  # last: every other check has passed
+    if any(v is not None for v in new_budgets.values()):  # checked now; in force once the search holds the run
         import sys
 
-        print(f"fedevo: budgets raised: {sr.raise_budgets(**new_budgets)} (kept in {sr.run_dir / 'budgets.json'})",
-              file=sys.stderr)
+        sr.raise_budgets(announce=lambda change: print(f"fedevo: budgets raised: {change} (kept in "
+                                                       f"{sr.run_dir / 'budgets.json'})", file=sys.stderr),
+                         **new_budgets)
     return _run(sr, runtime, evaluator, callbacks, page, progress=progress, importance=importance)
 
 

@@ -203,6 +203,8 @@ class SearchRun:
     """One run directory and the search it holds (its optimiser: fedevo.searching.optimizers)."""
 
     _held = None  # the run directory's lock while this process writes it (taken by `create`, or by `run`)
+    _raised: Optional[SearchSettings] = None  # budgets raised by `raise_budgets`, put in force by `run`
+    _announce: Optional[Callable[[str], None]] = None
     made: Optional[list[Path]] = None  # made by `create`: the folders it created (missing_folders); None: opened
 
     def __init__(self, run_dir: Path, meta: Mapping[str, Any], problem: Problem, settings: SearchSettings):
@@ -340,19 +342,30 @@ class SearchRun:
         resume. Reads only."""
         return run_finished(self.run_dir, self.settings)
 
-    def raise_budgets(self, **given) -> str:
-        """Put the budgets `given` (gen, budget, time_budget, patience; None: keep) in force for the rest of the
-        search (budgets.py `raised`: FedevoError, nothing changed, where one is bad or still reached) and record
-        them in budgets.json; stop.json of the stop they lift is removed. Returns the change in words."""
+    def raise_budgets(self, *, announce: Optional[Callable[[str], None]] = None, **given) -> str:
+        """Raise the budgets (`given`: gen, budget, time_budget, patience; None: keep) for the rest of the search:
+        checked now (budgets.py `raised`: FedevoError where one is bad or still reached), put in force by `run`
+        once it holds the run directory and has checked its inputs — recorded in budgets.json, the stop.json of
+        the stop they lift removed, then `announce(change)` — so a resume refused for any reason changes nothing.
+        Returns the change in words."""
+        self._raised = raised(self.settings, self._newest_state(), given)
+        self._announce = announce
+        return describe_change(self.settings, self._raised)
+
+    def _newest_state(self) -> dict[str, Any]:
         ck = latest_checkpoint(self.run_dir)
-        state = load_checkpoint(ck) if ck is not None else {"generation": 0, "next_id": 0}
-        after = raised(self.settings, state, given)
-        with contextlib.closing(_lock(self.run_dir)):
-            write_raised(self.run_dir, self.settings, after, state)
-            with contextlib.suppress(FileNotFoundError):
-                (self.run_dir / STOP_FILE).unlink()
-        before, self.settings = self.settings, after
-        return describe_change(before, after)
+        return load_checkpoint(ck) if ck is not None else {"generation": 0, "next_id": 0}
+
+    def _put_raised(self) -> None:
+        """The budgets `raise_budgets` checked, in force (this process holds the run directory)."""
+        if self._raised is None:
+            return
+        write_raised(self.run_dir, self.settings, self._raised, self._newest_state())
+        with contextlib.suppress(FileNotFoundError):
+            (self.run_dir / STOP_FILE).unlink()
+        before, self.settings, self._raised = self.settings, self._raised, None
+        if self._announce is not None:
+            self._announce(describe_change(before, self.settings))
 
     def check_log(self) -> None:
         """FedevoError naming the damage if evaluations.csv lost or altered rows the newest checkpoint counts."""
@@ -418,6 +431,7 @@ class SearchRun:
             if self._held is None:  # opened, not created here: continuing a run made earlier
                 self._held = _lock(self.run_dir)
                 check_inputs(self.meta, self.run_dir)  # its data and code files are what it was made with
+            self._put_raised()  # `fedevo resume --budget ...`: now that nothing else can refuse the resume
             for p in [*self.run_dir.glob(".*.tmp"), *(self.run_dir / "checkpoints").glob(".*.tmp")]:
                 with contextlib.suppress(OSError):  # leftovers of a write killed before its rename (ours: locked)
                     p.unlink()

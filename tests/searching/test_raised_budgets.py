@@ -5,6 +5,7 @@ optimiser or a bad value is one line and changes nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from fedevo.searching.rundata import load_run
 from fedevo.searching.run import SearchRun, run_finished
 from fedevo.searching.settings import SearchSettings
 
+from .search_fakes import Killed, let_kills_through
 from .search_helpers import FAKE, REPO, cli_cmd, env, read_csv, run_cli, toy_problem_file, without
 
 KILLER = "tests.searching.search_fakes:fake_kill_after"
@@ -65,10 +67,18 @@ def test_a_budget_raised_past_a_cut_batch_runs_to_it(tmp_path):
         fedevo.resume(run.path, workers=0, page=False)
 
 
-def test_readers_read_the_budgets_in_force(tmp_path):
+def test_readers_read_the_budgets_in_force(tmp_path, monkeypatch):
+    let_kills_through(monkeypatch)
     run = _search(tmp_path, "R", optimizer="random", pop=3, budget=6)
     sr = SearchRun.open(run.path)
     assert sr.raise_budgets(budget=9) == "--gen 2 → 3, --budget 6 → 9"
+    assert not (run.path / BUDGETS_FILE).exists()  # checked, not yet in force: `run` puts it there
+
+    def killed(problem, params, **kw):
+        raise Killed
+
+    with pytest.raises(Killed):  # in force from the moment the resumed search holds the run
+        fedevo.resume(run.path, workers=0, page=False, budget=9, evaluator=killed)
     assert not (run.path / "stop.json").exists()  # the stop it lifted
     data = load_run(run.path)
     assert data.settings.budget == 9 and data.settings.expected_evaluations == 9
@@ -95,6 +105,40 @@ def test_what_cannot_be_raised_is_one_line_and_changes_nothing(tmp_path):
     assert sorted(p.name for p in run.path.iterdir()) == before  # no budgets.json; stop.json kept
     with pytest.raises(FedevoError, match="budget must be an int"):
         fedevo.resume(run.path, workers=0, page=False, budget="12")
+
+
+OWN = """
+name = "own"
+evaluator = "python:ev.py:evaluate"
+[genes]
+x = { type = "real", low = 0.0, high = 1.0, default = 0.5 }
+"""
+EV = """
+def evaluate(problem, params, *, seed, rounds=None, data_dir=None):
+    return {"error": 0.2 + 0.5 * params["x"], "comm": 1.0 + params["x"], "eps": None}
+"""
+
+
+@pytest.mark.parametrize("why", ["in use", "changed"])
+def test_a_resume_refused_after_the_budget_check_changes_nothing(tmp_path, why):
+    """A resume refused for another reason than its budgets (the run directory in use; its evaluator's file changed
+    since the search) leaves the run as it was: the raised budgets are put in force only once the search holds the
+    run and has checked its inputs (they were written first, and stayed)."""
+    from fedevo.dirlock import hold
+
+    (tmp_path / "ev.py").write_text(EV)
+    (tmp_path / "own.toml").write_text(OWN)
+    run = fedevo.search(str(tmp_path / "own.toml"), optimizer="random", pop=3, budget=6, seed=1, workers=0,
+                        out=tmp_path / "R", page=False)
+    if why == "changed":
+        (tmp_path / "ev.py").write_text(EV + "# edited\n")
+        with pytest.raises(FedevoError, match="ev.py"):
+            fedevo.resume(run.path, workers=0, page=False, budget=12)
+    else:
+        with contextlib.closing(hold(run.path, FedevoError("in use"))):
+            with pytest.raises(FedevoError, match="in use"):
+                fedevo.resume(run.path, workers=0, page=False, budget=12)
+    assert not (run.path / BUDGETS_FILE).exists() and (run.path / "stop.json").exists()
 
 
 def test_an_exhausted_optimiser_is_not_raised():

@@ -92,7 +92,12 @@ def load_evaluator(spec: str) -> Evaluator:
     try:
         return load_callable(spec, kind="evaluator")
     except FedevoError as e:
-        raise FedevoError(f"cannot load evaluator {spec!r}: {e}") from None
+        hint = ""
+        if spec.startswith("__main__:"):  # a function of the script that called fedevo.search(evaluator=fn)
+            hint = (f"; it was a function of the script that started the search: continue from that script with "
+                    f"fedevo.resume(RUN, evaluator={spec.split(':', 1)[1]}), or move it to a module and name it "
+                    "'module:function'")
+        raise FedevoError(f"cannot load evaluator {spec!r}: {e}{hint}") from None
 
 
 class ProblemEvaluator:

@@ -234,3 +234,13 @@ def test_a_dict_or_a_tuple_gets_its_time_and_rounds_from_either_entry(own, tmp_p
     rows = run.evaluations
     assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
     assert all(r["wall_s"] >= 0.01 for r in rows) and all(r["rounds_trained"] == 3 for r in rows)
+
+
+def test_a_function_of_the_script_that_searched_says_how_to_resume():
+    """fedevo.search(evaluator=fn) from a script records '__main__:fn'; `fedevo resume` cannot load it, and says
+    where it can be continued (it said only that __main__ has no function fn)."""
+    from fedevo.errors import FedevoError
+    from fedevo.searching.evaluator import load_evaluator
+
+    with pytest.raises(FedevoError, match=r"continue from that script with fedevo\.resume\(RUN, evaluator=my_eval\)"):
+        load_evaluator("__main__:my_eval")

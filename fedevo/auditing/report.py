@@ -108,6 +108,12 @@ def _estimate(r) -> str:
     return f"{_fmt(r.eps_estimate)} [{_fmt(lo)}, {_fmt(hi)}]"
 
 
+def _reaches_zero(r) -> bool:
+    """The estimate's interval reaches 0: the canaries' separation is not told apart from none (an estimate above
+    the accountant's ε then is the bootstrap's noise, not a sign of leakage)."""
+    return not r.estimate_interval[0] > 0
+
+
 def _deployment_keys() -> tuple:
     """What an audit's ε is under (AuditResult.deployment): the retrain page's keys, then sampling and rounds."""
     from ..viz.curves import PRIVACY_KEYS
@@ -185,7 +191,9 @@ def write_html(path: Path, results: Sequence, *, title: str, intro: str = "") ->
         parts.append(f'<p class="note"><b>Verdict: {esc(r.verdict)}</b> — {esc(r.why)}. ε estimate '
                      f"{esc(_estimate(r))} (bootstrap over canaries, {r.confidence:g} interval)"
                      + (" — <b>the whole interval lies above the accountant's ε</b>: a hint of a violation (the "
-                        "estimate is not a bound)" if r.estimate_above_bound else "") + ".</p>")
+                        "estimate is not a bound)" if r.estimate_above_bound else
+                        " — its interval reaches 0: not told apart from no leakage" if _reaches_zero(r) else "")
+                     + ".</p>")
         parts.append(f'<p class="note">observer: {esc(r.observer)} · level: {esc(r.level)} · neighbours: '
                      f"{esc(e.relation)} · each canary joins each of {e.rounds} accounted rounds with probability "
                      f"{e.rate:.3g} (mean joined {float(r.joined.mean()):.3g}) · δ = {r.delta:g} · seed {r.seed}. "
@@ -217,7 +225,9 @@ def print_table(results: Sequence, console) -> None:
     for r in results:
         console.print(f"{r.label}: {r.verdict} — {r.why}"
                       + ("; the ε estimate's whole interval lies above the accountant's ε (a hint, not a proof)"
-                         if r.estimate_above_bound else ""), highlight=False, markup=False, soft_wrap=True)
+                         if r.estimate_above_bound else
+                         "; the ε estimate's interval reaches 0: not told apart from no leakage"
+                         if _reaches_zero(r) else ""), highlight=False, markup=False, soft_wrap=True)
     if results:
         console.print(f"lower bound at {results[0].confidence:g} confidence; {results[0].method}", highlight=False,
                       markup=False, soft_wrap=True)

@@ -166,3 +166,11 @@ def test_terminal_and_json_say_the_accountant_the_neighbouring_relation_and_wher
     assert any(ln.startswith("lower bound at 0.95") and ln.endswith("(Andrew et al., ICLR 2024)")
                for ln in out.splitlines())
     assert f"accountant <b>{obj['accountant']}</b>" in (tmp_path / "t" / "audit.html").read_text()
+    # an estimate whose interval reaches 0 says it is not told apart from no leakage (0.74 [0, 2.1] beside the
+    # accountant's 0.004 read as alarming); one above 0 does not
+    reaches = not obj["eps_estimate_interval"][0] > 0
+    verdict = next(ln for ln in out.splitlines() if ln.startswith(f"digits_mlp: {obj['verdict']} — "))
+    assert ("the ε estimate's interval reaches 0: not told apart from no leakage" in verdict) == reaches
+    assert ("its interval reaches 0: not told apart from no leakage" in
+            (tmp_path / "t" / "audit.html").read_text()) == reaches
+    assert reaches  # 1 round of digits_mlp at σ 1 with 200 canaries: no separation shown (0.259 [0, 1.47])

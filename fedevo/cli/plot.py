@@ -250,7 +250,8 @@ def _retrain_with_bar(run_dir, pick, kwargs, rounds):
                     TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rounds"),
                     TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=Console(stderr=True),
                     transient=True))
-                shown["task"] = bar.add_task(f"retraining, {rounds} rounds each", total=None, last="")
+                shown["task"] = bar.add_task(f"retraining, {rounds} rounds each", total=total, completed=done,
+                                             last=note)  # its first frame already counts (it showed 0/?)
             shown["bar"].update(shown["task"], total=total, completed=done, last=note)
 
         return api.retrain(run_dir, pick, progress=progress, **kwargs)

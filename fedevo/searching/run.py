@@ -348,7 +348,9 @@ class SearchRun:
         once it holds the run directory and has checked its inputs — recorded in budgets.json, the stop.json of
         the stop they lift removed, then `announce(change)` — so a resume refused for any reason changes nothing.
         Returns the change in words."""
-        self._raised = raised(self.settings, self._newest_state(), given)
+        # checked as every reader checks the budgets in force (read_run_json: resolved), so that none it accepts
+        # leaves a run nobody can open (--gen 10**9: --pop × --gen too many for the front's memory)
+        self._raised = raised(self.settings, self._newest_state(), given).resolved(n_obj=len(self.objectives))
         self._announce = announce
         return describe_change(self.settings, self._raised)
 

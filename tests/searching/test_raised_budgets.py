@@ -99,7 +99,10 @@ def test_what_cannot_be_raised_is_one_line_and_changes_nothing(tmp_path):
                      ({"gen": 1, "time_budget": 60.0}, r"--gen 1 is reached already"),
                      ({"budget": 0}, r"--budget must be a whole number of evaluations >= 1, got 0"),
                      ({"patience": -1}, r"--patience must be"),
-                     ({"gen": 0}, r"--gen must be a whole number of batches >= 1, got 0")]:
+                     ({"gen": 0}, r"--gen must be a whole number of batches >= 1, got 0"),
+                     # what read_run_json's settings check refuses: it would leave a run no reader can open
+                     ({"gen": 10**9, "budget": 12, "time_budget": 60.0},
+                      r"--pop 3 × --gen 1000000000 = 3000000000 evaluations is too many")]:
         with pytest.raises(FedevoError, match=says):
             fedevo.resume(run.path, workers=0, page=False, **kw)
     assert sorted(p.name for p in run.path.iterdir()) == before  # no budgets.json; stop.json kept

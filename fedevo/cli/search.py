@@ -101,11 +101,9 @@ def _timing(run) -> str:
     proposal (the mean over batches.csv's batches, and the last batch's) and the seconds of search in all, across resumes (stop.json's
     search_s; the closing line's seconds are this process's): what decides whether a model-based optimiser's
     seconds pay for themselves. "" when nothing was evaluated."""
-    import json
     import math
     import statistics
 
-    from ..searching.budgets import STOP_FILE
     from ..viz.numfmt import num
 
     data = run.data
@@ -118,10 +116,9 @@ def _timing(run) -> str:
         mean = sum(b["sampler_s"] for b in batches) / sum(b["asked"] for b in batches)
         parts.append(f"{data.settings.optimizer} {num(mean)} s per proposal ({num(batches[-1]['sampler_s'] / batches[-1]['asked'])}"
                      " s in the last batch; batches.csv)")
-    try:
-        parts.append(f"{json.loads((run.path / STOP_FILE).read_text())['search_s']:.0f} s of search in all")
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    search_s = (data.stop() or {}).get("search_s")
+    if isinstance(search_s, (int, float)):
+        parts.append(f"{search_s:.0f} s of search in all")
     return "seconds: " + " · ".join(parts)
 
 

@@ -193,7 +193,8 @@ def front(
     state = run_state(data)
     if state != "complete":  # the table holds every logged evaluation; front.csv the finished generations only
         n, of = len(data.rows), data.settings.expected_evaluations
-        note = f"; {data.budget_note()}" if data.budget_note() else ""
+        note = data.budget_note()
+        note = f"; {note}" if note else ""
         c.print((f"a search is writing this run ({n} of {of} evaluations so far{note})" if state == "running" else
                  f"the search stopped before its end ({n} of {of} evaluations{note}; `fedevo resume {run_dir}` continues "
                  "it)") + "; front.csv holds the generations finished so far", highlight=False, markup=False)

@@ -82,7 +82,7 @@ from ..result import EvaluationResult
 from . import batched
 from . import evaluator as evaluators
 from . import optimizers
-from .budgets import STOP_FILE, batch_size, describe_change, raised, stop_in_force, stop_reason, stop_record, write_raised
+from .budgets import STOP_FILE, batch_size, describe_change, raised, stop_in_force, stop_record, write_raised
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
@@ -530,7 +530,7 @@ class SearchRun:
                          "hypervolumes": [t["hypervolume"] for t in table],
                          "batches": [*state.get("batches", []), timing]}
                 state["log"] = log_record(done_rows)  # what the log holds now: readers check it (integrity.py)
-                reason = self._stop_reason(state)
+                reason = stop_in_force(s, state)
                 if reason:
                     state["stop"] = reason
                 self._write_batches(state["batches"])
@@ -539,7 +539,7 @@ class SearchRun:
                     remove_states(self.run_dir, range(state["next_id"] - len(params), state["next_id"]))
                 callback.on_generation(g, self.data(done_rows, front=front, hypervolume=table))
             if runner is not None and not state.get("stop"):  # a time budget found between batches
-                reason = self._stop_reason({**state, "search_s": elapsed()})
+                reason = stop_in_force(s, {**state, "search_s": elapsed()})
                 if reason:
                     state = {**state, "stop": reason, "search_s": elapsed()}
                     self._save(state)
@@ -573,15 +573,10 @@ class SearchRun:
         atomic_write(self.run_dir / STOP_FILE, json.dumps(stop_record(state["stop"], state, self.settings), indent=2)
                      + "\n")
 
-    def _stop_reason(self, state: Mapping[str, Any]) -> Optional[str]:
-        return stop_reason(self.settings, batches=state["generation"], asked=state["next_id"],
-                           search_s=float(state.get("search_s", 0.0)), hypervolumes=state.get("hypervolumes", ()))
-
     def _stopped(self, state: Mapping[str, Any], search_s: float) -> bool:
         """Whether the search is over: a stop recorded (by this process, or at the checkpoint under the budgets in
         force), or a budget reached (those in force, so resume honours them)."""
-        return bool(state.get("stopped_early") or state.get("stop")
-                    or self._stop_reason({**state, "search_s": search_s}))
+        return bool(state.get("stop") or stop_in_force(self.settings, {**state, "search_s": search_s}))
 
     def _write_batches(self, batches: Sequence[Mapping[str, Any]]) -> None:
         """batches.csv: per batch, the candidates asked and the seconds the optimiser (ask, tell) and the

@@ -417,9 +417,10 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
     sr.check_log()  # a damaged log is named, never "nothing to resume" or a silently different front
     new_budgets = {"gen": gen, "budget": budget, "time_budget": time_budget, "patience": patience}
     if all(v is None for v in new_budgets.values()) and sr.finished():  # refuse before writing anything
-        raise FedevoError(f"{path} holds a finished search ({_ended(sr)}); nothing to resume "
-                          f"and nothing was changed (see `fedevo front {path}`; to search on, raise a budget: "
-                          f"`fedevo resume {path} --budget N`)")
+        reason, why = _ended(sr)
+        way = "" if reason == "exhausted" else f"; to search on, raise a budget: `fedevo resume {path} --budget N`"
+        raise FedevoError(f"{path} holds a finished search ({why}); nothing to resume "
+                          f"and nothing was changed (see `fedevo front {path}`{way})")
     if data_dir is not None:
         from .data.catalog import check_data_dir
 
@@ -440,16 +441,17 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
     return _run(sr, runtime, evaluator, callbacks, page, progress=progress, importance=importance)
 
 
-def _ended(sr) -> str:
-    """What ended a finished search, in words (stop.json), else its generations."""
+def _ended(sr) -> tuple[str, str]:
+    """What ended a finished search: (stop.json's reason, in words), else ("gen", its generations)."""
     import json
 
     from .searching.budgets import STOP_FILE
 
     try:
-        return json.loads((sr.run_dir / STOP_FILE).read_text())["why"]
+        rec = json.loads((sr.run_dir / STOP_FILE).read_text())
+        return rec["reason"], rec["why"]
     except (OSError, ValueError, KeyError, TypeError):
-        return f"{sr.settings.gen} generations"
+        return "gen", f"{sr.settings.gen} generations"
 
 
 def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: Optional[list] = None,

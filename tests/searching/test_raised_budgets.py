@@ -150,6 +150,29 @@ def test_an_exhausted_optimiser_is_not_raised():
         raised(s, {"generation": 2, "next_id": 8, "stopped_early": True, "stop": "exhausted"}, {"budget": 20})
 
 
+TINY = """
+name = "tiny"
+evaluator = "python:ev.py:evaluate"
+[genes]
+k = { type = "int", low = 0, high = 2, default = 1 }
+"""
+
+
+def test_a_search_its_optimiser_ended_is_not_told_to_raise_a_budget(tmp_path):
+    """NSGA-III over three configurations runs out of new offspring: the refusal to resume it named
+    `fedevo resume RUN --budget N` as the way on, which is then refused too (a larger budget would not change it)."""
+    (tmp_path / "ev.py").write_text(EV.replace('params["x"]', 'params["k"]'))
+    (tmp_path / "tiny.toml").write_text(TINY)
+    run = fedevo.search(str(tmp_path / "tiny.toml"), pop=4, gen=20, seed=0, workers=0, out=tmp_path / "R",
+                        page=False)
+    assert run.summary.stop == "exhausted"
+    with pytest.raises(FedevoError, match=r"holds a finished search \(the optimiser proposed no new candidates\)") as e:
+        fedevo.resume(run.path, workers=0, page=False)
+    assert "--budget" not in str(e.value)
+    with pytest.raises(FedevoError, match="a larger budget would not change that"):
+        fedevo.resume(run.path, workers=0, page=False, budget=100)
+
+
 def test_gen_unless_given_no_longer_ends_the_search():
     s = SearchSettings(pop=4, gen=3, budget=10)
     state = {"generation": 3, "next_id": 10}

@@ -427,6 +427,7 @@ class SearchRun:
         from ..objectives.spec import check_loadable
 
         check_loadable(self.objectives)  # an objective this process cannot read: one line, nothing evaluated
+        batched.check(runtime, evaluator, multi_fidelity=s.multi_fidelity)  # before raised budgets are put in force
         callback = CallbackList(callbacks)
         summary: Optional[Summary] = None
         try:
@@ -487,7 +488,6 @@ class SearchRun:
         # recorded no stop)
         if not self._stopped(state, search_s0):
             eval_kwargs = {"rounds": s.rounds, "data_dir": s.data_dir}
-            batched.check(runtime, evaluator, multi_fidelity=s.multi_fidelity)
             runner = make_runner(evaluator, self.problem, eval_kwargs, workers=runtime.workers,
                                  address=runtime.ray_address, cpus_per_task=runtime.cpus_per_task,
                                  gpus_per_task=runtime.gpus_per_task, log_dir=self.run_dir, pop=s.pop,

@@ -122,11 +122,12 @@ def evaluate(problem, params, *, seed, rounds=None, data_dir=None):
 """
 
 
-@pytest.mark.parametrize("why", ["in use", "changed"])
+@pytest.mark.parametrize("why", ["in use", "changed", "batch option"])
 def test_a_resume_refused_after_the_budget_check_changes_nothing(tmp_path, why):
     """A resume refused for another reason than its budgets (the run directory in use; its evaluator's file changed
-    since the search) leaves the run as it was: the raised budgets are put in force only once the search holds the
-    run and has checked its inputs (they were written first, and stayed)."""
+    since the search; --batch-generation for an evaluator it cannot batch) leaves the run as it was: the raised
+    budgets are put in force only once the search holds the run and has checked its inputs and options (they were
+    written first, and stayed; the batch option was checked after them)."""
     from fedevo.dirlock import hold
 
     (tmp_path / "ev.py").write_text(EV)
@@ -137,6 +138,9 @@ def test_a_resume_refused_after_the_budget_check_changes_nothing(tmp_path, why):
         (tmp_path / "ev.py").write_text(EV + "# edited\n")
         with pytest.raises(FedevoError, match="ev.py"):
             fedevo.resume(run.path, workers=0, page=False, budget=12)
+    elif why == "batch option":
+        with pytest.raises(FedevoError, match="--batch-generation batches fedevo's simulator only"):
+            fedevo.resume(run.path, workers=0, page=False, budget=12, batch_generation=True)
     else:
         with contextlib.closing(hold(run.path, FedevoError("in use"))):
             with pytest.raises(FedevoError, match="in use"):

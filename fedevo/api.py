@@ -443,15 +443,12 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
 
 def _ended(sr) -> tuple[str, str]:
     """What ended a finished search: (stop.json's reason, in words), else ("gen", its generations)."""
-    import json
+    from .searching.budgets import read_stop
 
-    from .searching.budgets import STOP_FILE
-
-    try:
-        rec = json.loads((sr.run_dir / STOP_FILE).read_text())
+    rec = read_stop(sr.run_dir) or {}
+    if "reason" in rec and "why" in rec:
         return rec["reason"], rec["why"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return "gen", f"{sr.settings.gen} generations"
+    return "gen", f"{sr.settings.gen} generations"
 
 
 def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: Optional[list] = None,

@@ -179,6 +179,16 @@ def in_force(settings, run_dir: Path):
     return replace(settings, **record["budgets"]) if record else settings
 
 
+def read_stop(run_dir: Path) -> Optional[dict[str, Any]]:
+    """The run's stop.json (stop_record: `reason`, `why`, `batches`, `evaluations`, `search_s`, `budgets`), or None
+    while the search has not ended (or one that cannot be read)."""
+    try:
+        rec = json.loads((Path(run_dir) / STOP_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
 def stop_record(reason: str, state: Mapping[str, Any], settings) -> dict[str, Any]:
     return {"reason": reason, "why": REASONS.get(reason, reason), "batches": state["generation"],
             "evaluations": state["next_id"], "search_s": round(float(state.get("search_s", 0.0)), 3),
@@ -204,5 +214,5 @@ def default_gen(gen: Optional[int], pop: int, budget: Optional[int], time_budget
 
 
 __all__ = ["BUDGETS_FILE", "DEFAULT_GEN", "OPEN_GEN", "REASONS", "STOP_FILE", "batch_size", "budgets_of",
-           "check_budgets", "default_gen", "describe_change", "in_force", "raised", "read_raised", "stagnant",
+           "check_budgets", "default_gen", "describe_change", "in_force", "raised", "read_raised", "read_stop", "stagnant",
            "stop_in_force", "stop_reason", "stop_record", "write_raised"]

@@ -193,13 +193,9 @@ class RunData:
     def stop(self) -> Optional[dict[str, Any]]:
         """stop.json (what ended the search: `reason`, `why`, `batches`, `evaluations`, `search_s`, `budgets`), or
         None while the search has not ended (or one that cannot be read)."""
-        from .budgets import STOP_FILE
+        from .budgets import read_stop
 
-        try:
-            rec = json.loads((Path(self.run_dir) / STOP_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return rec if isinstance(rec, dict) else None
+        return read_stop(self.run_dir)
 
     def budget_note(self) -> str:
         """What a display of `generations g/N` or `n of M evaluations` leaves out, in words: what ended the search

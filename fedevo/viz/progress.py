@@ -82,9 +82,49 @@ class RichReporter(SearchCallback):
 
         return as_set(self._objectives, self.eps_key)
 
+    def _time_bound(self) -> bool:
+        """True while --time-budget, not the planned batches, is what ends the search first as far as known: its
+        seconds left are fewer than the evaluations' ETA, or (no rate yet) the batches are the open cap of a search
+        only a time budget bounds (budgets.OPEN_GEN). The display then counts time, not a total nobody asked for
+        ("0/12000 evaluated" with a bar that never moved)."""
+        if self._time_left is None:
+            return False
+        left = self._budget_left()
+        count = self._count_eta()
+        if count is None:
+            from ..searching.budgets import OPEN_GEN
+
+            return self._gen[1] >= OPEN_GEN
+        return left < count
+
+    def _budget_left(self) -> float:
+        return max(self._time_left - (time.monotonic() - self._t0), 0.0)
+
+    def _count_eta(self) -> Optional[float]:
+        """Seconds until the planned evaluations are done at the recent rate (None: no rate yet)."""
+        left = max(self._total - self._done, 0)
+        if left == 0:
+            return 0.0
+        if len(self._times) < 2:
+            return None
+        now = time.monotonic()
+        per = (self._times[-1] - self._times[0]) / (len(self._times) - 1)
+        return max(left * per - (now - self._times[-1]), (left - 1) * per)  # counted down, by one evaluation
+
+    def fraction(self) -> float:
+        """How much of the search is done, 0..1: of the time budget left at on_start while it binds
+        (_time_bound), else of the planned evaluations."""
+        if self._time_bound():
+            return min(1.0, 1.0 - self._budget_left() / self._time_left) if self._time_left > 0 else 1.0
+        return min(1.0, self._done / self._total) if self._total else 1.0
+
+    def _count(self) -> str:
+        """`24/48 evaluated`, or `24 evaluated` while the time budget binds."""
+        return f"{self._done} evaluated" if self._time_bound() else f"{self._done}/{self._total} evaluated"
+
     def _fields(self) -> dict[str, str]:
         b = self._best
-        return {"gen": f"gen {self._gen[0]}/{self._gen[1]}",
+        return {"gen": f"gen {self._gen[0]}" + ("" if self._time_bound() else f"/{self._gen[1]}"),
                 "running": f"{self._running} running" + (f", {self._queued} queued" if self._queued else ""),
                 "best": "best " + " · ".join(f"{'ε' if o.name == self.eps_key else o.name} {_fmt(b.get(o.name))}"
                                              for o in self._objs()),
@@ -95,23 +135,17 @@ class RichReporter(SearchCallback):
     def eta(self) -> Optional[float]:
         """Seconds until the search ends, as far as known now (None: no evaluation has finished yet, and no time
         budget)."""
-        now = time.monotonic()
-        left = max(self._total - self._done, 0)
-        eta = None
-        if left == 0:
-            eta = 0.0
-        elif len(self._times) >= 2:
-            per = (self._times[-1] - self._times[0]) / (len(self._times) - 1)
-            eta = max(left * per - (now - self._times[-1]), (left - 1) * per)  # counted down, by one evaluation
+        eta = self._count_eta()
         if self._time_left is not None:  # checked between batches: the batch running then still finishes
-            budget = max(self._time_left - (now - self._t0), 0.0)
+            budget = self._budget_left()
             eta = budget if eta is None else min(eta, budget)
         return eta
 
     def on_start(self, *, n_gen: int, generation: int, total: int, done: int,
                  rows: Sequence[Mapping[str, Any]] = (), runner: str = "", run_dir=None, eps_key: str = "eps",
                  objectives=None, time_left: Optional[float] = None) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
+        from rich.progress import Progress, ProgressColumn, TextColumn
+        from rich.progress_bar import ProgressBar
         from rich.table import Column
         from rich.text import Text
 
@@ -141,11 +175,18 @@ class RichReporter(SearchCallback):
             def render(self, task) -> Text:
                 return Text(f"· ETA {_clock(reporter.eta())}", style="progress.remaining", no_wrap=True)
 
+        class Bar(ProgressColumn):  # drawn from reporter.fraction(): time moves the bar between evaluations too
+            def render(self, task):
+                return ProgressBar(total=1000, completed=round(1000 * reporter.fraction()), width=20)
+
+        class Count(ProgressColumn):
+            def render(self, task) -> Text:
+                return Text(reporter._count(), style="progress.download", no_wrap=True)
+
         fixed = lambda: Column(no_wrap=True)  # noqa: E731 - kept whole; the last column wraps on a narrow terminal
         self._progress = Progress(
-            TextColumn("{task.fields[gen]}", table_column=fixed()), BarColumn(bar_width=20, table_column=fixed()),
-            MofNCompleteColumn(table_column=fixed()), TextColumn("evaluated", table_column=fixed()),
-            Eta(table_column=fixed()), TextColumn("· {task.fields[running]}{task.fields[failed]}", table_column=fixed()),
+            TextColumn("{task.fields[gen]}", table_column=fixed()), Bar(table_column=fixed()),
+            Count(table_column=fixed()), Eta(table_column=fixed()), TextColumn("· {task.fields[running]}{task.fields[failed]}", table_column=fixed()),
             TextColumn("· {task.fields[best]}{task.fields[front]}{task.fields[timing]}",
                        table_column=Column(ratio=1, overflow="fold")),
             console=self.console, transient=False, refresh_per_second=4)
@@ -157,7 +198,7 @@ class RichReporter(SearchCallback):
         last) the ETA."""
         f = self._fields()
         elapsed = time.monotonic() - self._t0
-        self.console.print(f"{f['gen']}: {self._done}/{self._total} evaluated{f['failed']} · {f['best']}"
+        self.console.print(f"{f['gen']}: {self._count()}{f['failed']} · {f['best']}"
                            f"{f['front']}{f['timing']} · {elapsed:.0f} s" + ("" if last else f", ETA {_clock(self.eta())}"),
                            highlight=False, soft_wrap=True)
 

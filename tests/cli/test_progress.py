@@ -83,6 +83,59 @@ def test_the_eta_of_a_time_budget(monkeypatch):
         rep.on_finish(None)
 
 
+def _shown(rep, buf) -> str:
+    rep._progress.refresh()
+    return re.sub(r"\x1b\[[\d;?]*[a-zA-Z]", "", buf.getvalue()).replace("\r", "\n").splitlines()[-1]
+
+
+def test_a_time_budget_alone_counts_time_not_the_open_cap(monkeypatch):
+    """--time-budget alone plans 1000 batches nobody asked for: the bar said `gen 1/1000 ... 0/12000 evaluated`
+    and never moved. Now, while the time budget is what ends the search first, the bar is its seconds and the
+    count has no total; when the planned evaluations end first (--budget), the count and its total again."""
+    rep, buf, now = _live(monkeypatch)
+    rep.on_start(n_gen=1000, generation=1, total=12000, done=0, time_left=20.0)
+    try:
+        line = _shown(rep, buf)
+        assert "0 evaluated" in line and "/12000" not in line and "gen 1/1000" not in line, line
+        assert rep.fraction() == 0.0
+        now[0] += 5.0
+        rep.on_evaluation(_row(5.0))
+        line = _shown(rep, buf)
+        assert "1 evaluated" in line and "/12000" not in line, line
+        assert rep.fraction() == 0.25  # 5 s of 20
+        now[0] += 5.0
+        assert rep.fraction() == 0.5  # time moves the bar while an evaluation runs
+    finally:
+        rep.on_finish(None)
+
+    rep, buf, now = _live(monkeypatch)
+    rep.on_start(n_gen=2, generation=1, total=8, done=0, time_left=3600.0)  # --budget 8 --time-budget 3600
+    try:
+        for _ in range(2):
+            now[0] += 1.0
+            rep.on_evaluation(_row(1.0))
+        line = _shown(rep, buf)
+        assert "gen 1/2" in line and "2/8 evaluated" in line, line
+        assert rep.fraction() == 0.25
+    finally:
+        rep.on_finish(None)
+
+
+def test_the_plain_line_of_a_time_budget_alone(monkeypatch):
+    """The same without a terminal: `gen 2: 24 evaluated`, not `gen 2/1000: 24/12000 evaluated`."""
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    buf = io.StringIO()
+    rep = progress.RichReporter(console=Console(file=buf, force_terminal=False, width=200))
+    rep.on_start(n_gen=1000, generation=1, total=12000, done=0, time_left=60.0)
+    for _ in range(12):
+        now[0] += 1.0
+        rep.on_evaluation(_row(1.0))
+    rep.on_generation_start(2)
+    assert re.search(r"^gen 1: 12 evaluated ·", buf.getvalue(), re.M), buf.getvalue()
+    assert "/1000" not in buf.getvalue() and "/12000" not in buf.getvalue()
+
+
 def test_a_search_shows_its_seconds_and_a_settled_hypervolume(tmp_path, monkeypatch):
     """A model-based optimiser's batches of one: the display showed HV 1.33 after the first evaluation, then
     0.131 after the second (the normalisation still moving: hypervolume.csv itself then says 0.143 for the first);

@@ -181,12 +181,25 @@ def in_force(settings, run_dir: Path):
 
 def read_stop(run_dir: Path) -> Optional[dict[str, Any]]:
     """The run's stop.json (stop_record: `reason`, `why`, `batches`, `evaluations`, `search_s`, `budgets`), or None
-    while the search has not ended (or one that cannot be read)."""
+    while the search has not ended (or one that cannot be read).
+
+    A stop.json written under other budgets than budgets.json's is None too: `fedevo resume --budget` writes
+    budgets.json and then removes stop.json, and a kill between the two left the raised search reading as ended
+    (pages, `front`, resume's refusal) until it ended again."""
     try:
         rec = json.loads((Path(run_dir) / STOP_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return rec if isinstance(rec, dict) else None
+    if not isinstance(rec, dict):
+        return None
+    try:
+        now = read_raised(run_dir).get("budgets")
+    except FedevoError:  # a corrupt budgets.json: its readers say so; the stop stands as written
+        now = None
+    was = rec.get("budgets")
+    if now and isinstance(was, dict) and any(was.get(k) != now[k] for k in KEYS if k in was):
+        return None
+    return rec
 
 
 def stop_record(reason: str, state: Mapping[str, Any], settings) -> dict[str, Any]:

@@ -203,3 +203,28 @@ def test_the_command_line_raises_and_a_kill_keeps_the_raised_budgets(tmp_path):
     r = run_cli("search", *args, "--budget", 16, "--evaluator", KILLER, "--out", tmp_path / "W")
     assert r.returncode == 0, r.stderr
     assert _rows(tmp_path / "X") == _rows(tmp_path / "W")
+
+
+def test_a_kill_between_budgets_json_and_removing_stop_json(tmp_path, monkeypatch):
+    """`_put_raised` writes budgets.json, then removes stop.json: a kill between the two left the old stop.json,
+    so the raised search read as ended (pages, `front`, resume's refusal) until it ended again. A stop written
+    under other budgets than those in force is not the search's stop."""
+    from fedevo.searching import run as run_module
+    from fedevo.searching.budgets import read_stop
+
+    run = _search(tmp_path, "R", optimizer="random", pop=3, budget=6)
+    assert read_stop(run.path)["reason"] == "budget"
+
+    def no_unlink(*a, **kw):
+        raise Killed
+
+    let_kills_through(monkeypatch)
+    monkeypatch.setattr(run_module.Path, "unlink", no_unlink)
+    with pytest.raises(Killed):
+        fedevo.resume(run.path, workers=0, page=False, budget=9)
+    monkeypatch.undo()
+    assert (run.path / "stop.json").exists() and (run.path / BUDGETS_FILE).exists()  # the window, as a kill leaves it
+    assert read_stop(run.path) is None and load_run(run.path).stop() is None
+    assert not run_finished(run.path, load_run(run.path).settings)
+    done = fedevo.resume(run.path, workers=0, page=False)  # goes on to the raised budget, without repeating it
+    assert done.summary.evaluations == 9 and read_stop(done.path)["budgets"]["budget"] == 9

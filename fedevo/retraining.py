@@ -296,7 +296,7 @@ class RetrainReport:
                  *(line[0].upper() + line[1:] + "." for line in self.privacy_claims()), "",
                  "| " + " | ".join(h for _, h in MD_MAIN) + " |",
                  "|" + "|".join("---" if k in ("solution", "label") else "---:" for k, _ in MD_MAIN) + "|"]
-        main = list(MD_MAIN) + [(o.name, o.label + (f" ({o.unit})" if o.unit else "")) for o in self.extra_objectives]
+        main = list(MD_MAIN) + [(o.name, o.heading) for o in self.extra_objectives]
         lines[-2:] = ["| " + " | ".join(h for _, h in main) + " |",
                       "|" + "|".join("---" if k in ("solution", "label") else "---:" for k, _ in main) + "|"]
         for c in cells:

@@ -9,7 +9,7 @@ import re
 from typing import Any, Mapping, Optional, Sequence
 
 from .axes import Column, finite, linear_ticks
-from .front_model import (AXIS_TITLE, CHOSEN_COLOR, COMM_LABEL, DOMINATED_OPACITY, ERROR_MAX, FRONT_COLOR,
+from .front_model import (CHOSEN_COLOR, COMM_LABEL, DOMINATED_OPACITY, ERROR_MAX, FRONT_COLOR, axis_title,
                           LOWER_COLOR, SCALE, SHORT, Model, unit_words)
 from .history import value_range
 from .html import esc
@@ -165,7 +165,7 @@ def _short(m: Model, k: str) -> str:
 
 
 def _title(m: Model, k: str) -> str:
-    return AXIS_TITLE.get(k, m.cols[k].label)
+    return axis_title(m.data.objectives, k, m.cols[k].label)
 
 
 def _axis(m: Model, k: str) -> dict:

@@ -619,3 +619,18 @@ def test_an_objectives_unit_is_on_its_axes_and_in_the_hover(tmp_path):
     slices = figure_slices(m.data)  # importance.html's slices: the objective's axes too
     assert "model size Ω (parameters)" in {getattr(slices.layout, k).title.text
                                            for k in slices.layout.to_plotly_json() if k.startswith("yaxis")}
+
+
+def test_the_hypervolume_axis_title_of_five_objectives_fits_the_axis():
+    """The hypervolume axis' title names the space it is measured in; with five objectives and their labels it was
+    one line of 67 characters, cut at the axis' 280 px ("…, model size Ω, later"). Now it wraps between objectives."""
+    from fedevo.viz.front_figures import figure_hypervolume
+
+    space = "(error, log10 ε, worst-10 % client error, model size Ω, latency)"
+    rows = [{"generation": 1, "front_size": 3, "hypervolume": 0.6, "evaluations": 6},
+            {"generation": 2, "front_size": 4, "hypervolume": 0.7, "evaluations": 12}]
+    title = figure_hypervolume(rows, space=space).layout.yaxis.title.text
+    lines = title.split("<br>")
+    assert max(len(x) for x in lines) <= 40, lines
+    assert " ".join(lines[1:]) == f"in {space}"
+    assert figure_hypervolume(rows).layout.yaxis.title.text == "hypervolume (normalised)<br>in (error, comm, log10 ε)"

@@ -296,7 +296,7 @@ class RetrainReport:
                  *(line[0].upper() + line[1:] + "." for line in self.privacy_claims()), "",
                  "| " + " | ".join(h for _, h in MD_MAIN) + " |",
                  "|" + "|".join("---" if k in ("solution", "label") else "---:" for k, _ in MD_MAIN) + "|"]
-        main = list(MD_MAIN) + [(o.name, o.label + (f" ({o.unit})" if o.unit else "")) for o in self.extra_objectives]
+        main = list(MD_MAIN) + [(o.name, o.heading) for o in self.extra_objectives]
         lines[-2:] = ["| " + " | ".join(h for _, h in main) + " |",
                       "|" + "|".join("---" if k in ("solution", "label") else "---:" for k, _ in main) + "|"]
         for c in cells:
@@ -342,7 +342,13 @@ class RetrainReport:
         return clean({"run_dir": str(self.run_dir), "problem": self.problem_name, "rounds": self.rounds,
                       "seed": self.seed, "standard_params": dict(self.standard_params),
                       "solutions": [{"solution": s.key, "label": s.label, "id": s.id, "params": dict(s.params),
-                                     "result": self.results[s.key].to_dict()} for s in self.solutions]})
+                                     "result": self.results[s.key].to_dict(),
+                                     # the run's objectives beyond error, comm and ε (a user's latency: not in the
+                                     # result), retrained and as the search measured them, every digit
+                                     "objectives": {o.name: self.values(s)[o.name] for o in self.extra_objectives},
+                                     "search_objectives": {o.name: self.values(s)[f"search_{o.name}"]
+                                                           for o in self.extra_objectives}}
+                                    for s in self.solutions]})
 
     def privacy_claims(self) -> list[str]:
         """What the picked solutions' ε hold under — trust model, neighbouring relation, amplification, accountant,

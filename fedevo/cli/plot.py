@@ -14,9 +14,9 @@ import typer
 from .app import app
 from .stopped import stopped
 
-_PICK_HELP = ("Solutions to retrain, comma-separated: an evaluation id (12), knee, lowest-error[:N], "
-              "lowest-comm[:N], lowest-eps[:N], front, and filters on the Pareto set (eps<=8, comm<=2000, "
-              "error<=0.2). See docs/plots.md.")
+_PICK_HELP = ("Solutions to retrain, comma-separated: an evaluation id (12), knee, lowest-NAME[:N] for any objective "
+              "of the run (lowest-error, lowest-comm, lowest-eps, lowest-worst_client_error, ...), front, and filters "
+              "on the Pareto set (eps<=8, comm<=2000, error<=0.2, NAME<=X). See docs/plots.md.")
 
 
 @app.command()
@@ -152,7 +152,7 @@ def front(
                                        "chance minus the test set's 99 % margin)" if chance else "") + "; "
                                     if knee_shown else "") + "ε = ∞: no privacy")
     for col in ("id", "gen", "mark", "error", "global acc", "comm", eps_name,
-                "ε paper" if data.eps_key == "eps" else "ε accountant", "Ω", *(o.name for o in extra)):
+                "ε paper" if data.eps_key == "eps" else "ε accountant", "Ω", *(o.heading for o in extra)):
         t.add_column(col, justify="left" if col == "mark" else "right", no_wrap=True)
     if wide:
         t.add_column("genes", justify="left", ratio=1, min_width=30)
@@ -271,6 +271,7 @@ def _print_report(report) -> None:
                     "solution; all columns in report.md)")
     if narrow:
         cols = tuple(x for x in cols if x[0] not in ("accuracy_global", "eps_paper", "label"))
+    cols += tuple((o.name, o.heading) for o in report.extra_objectives)  # the run's other objectives, retrained
     for k, h in cols:
         t.add_column(h, justify="left" if k in ("solution", "label") else "right", no_wrap=k != "label")
     for s in report.solutions:

@@ -75,6 +75,11 @@ class Objective:
     def maximize(self) -> bool:
         return self.direction == "maximize"
 
+    @property
+    def heading(self) -> str:
+        """Its label with its unit, as a page's axis or a table's column names it: "latency (ms)"."""
+        return f"{self.label} ({self.unit})" if self.unit else self.label
+
     def sanitize(self, v: Any) -> float:
         """The raw value with None / NaN / ±inf replaced by the worst value and finite values capped at it."""
         v = math.nan if v is None else float(v)

@@ -2,7 +2,7 @@
 
 run.json freezes the problem file's text and the settings, but a problem names files it does not hold: its data
 (`[data] path`, `test_path`: a file or a folder) and its code (`model = "python:FILE:FUNC"`, `evaluator = ...`,
-`--evaluator`; a "package.module:function" spec names the module's file). :func:`fingerprint` records each one's
+`--evaluator`, an objective's `[objective.NAME] read`; a "package.module:function" spec names the module's file). :func:`fingerprint` records each one's
 SHA-256 in run.json's ``inputs`` when the run is created (run.json's bytes start evaluations.csv's hash chain, so
 the record is covered too); :func:`check_inputs` recomputes them before a run is continued, and a file that
 changed or is gone is refused with one line naming it: a resumed search never mixes two tasks. fedevo's own code
@@ -84,6 +84,10 @@ def input_files(problem, settings) -> Iterator[tuple[str, Path]]:
              ("model", _code_file(getattr(problem, "model_ref", None))),
              ("evaluator", _code_file(getattr(problem, "evaluator", None))),
              ("--evaluator", _code_file(getattr(settings, "evaluator", None)))]
+    # a problem file's own objectives (`[objective.NAME] read = "python:FILE:FUNC"`): a changed function would give
+    # the resumed rows other values than the logged ones under the same column
+    found += [(f"[objective.{o.name}] read", _code_file(getattr(o.read, "spec", None)))
+              for o in getattr(problem, "objective_defs", ())]
     for role, p in found:
         if p is None:
             continue

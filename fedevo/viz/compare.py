@@ -1,8 +1,9 @@
 """compare.html: the Pareto fronts and hypervolume histories of several runs of one problem on one page (plotly;
 opens offline) — `fedevo plot RUN1 RUN2 … --out compare.html`.
 
-* ``fronts``       the three 2-D projections error–ε, error–comm, comm–ε of each run's Pareto set, one colour and
-                   legend entry per run (clicking a legend entry hides or shows that run in every panel).
+* ``fronts``       the 2-D projections of every pair of the runs' objectives (error–comm–ε: three; rows of three
+                   for more) of each run's Pareto set, one colour and legend entry per run (clicking a legend entry
+                   hides or shows that run in every panel).
 * ``hypervolume``  each run's hypervolume after each generation, all measured with **one** normalisation and
                    reference point shared by every run (`shared_hypervolume`: fedevo.hypervolume's), on the runs'
                    objectives as the search sees them (log10 ε; a maximised one negated), each normalised by the
@@ -19,6 +20,7 @@ table.
 from __future__ import annotations
 
 import json
+from itertools import combinations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -26,15 +28,15 @@ import numpy as np
 
 from ..errors import FedevoError
 from ..searching.rundata import RunData, load_run
-from .axes import make_column
-from .front_model import hv_space
+from .axes import finite, make_column
+from .front_model import SHORT, axis_title, hv_space
 from .history import figure_hv_history
 from .html import esc, figure_div, page, table, write
 from .numfmt import num
 
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
            "#bcbd22")
-LABEL = {"error": "error", "comm": "comm (params/round/client slot)", "eps": "ε", "eps_paper": "ε (paper)"}  # as front.html
+BUILTIN_AXES = ("error", "comm", "eps", "eps_paper")  # axes.make_column's own rules (ε on the search's scale)
 
 
 def _definition(data: RunData) -> dict:
@@ -94,33 +96,43 @@ def shared_hypervolume(runs: Sequence[RunData]) -> tuple[list[list[dict[str, Any
 
 # ============================================================================================ figures
 def figure_fronts(runs: Sequence[RunData], names: Sequence[str]):
+    """Each run's Pareto set in every pair of the runs' objectives (as front.html's projections: rows of three),
+    one colour and legend entry per run; returns (figure, the axes' notes)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    key = runs[0].eps_key
+    objs = runs[0].objectives
     eps_log = any(d.meta.get("search_objectives", {}).get("eps_scale") == "log10" for d in runs)
     rows = [r for d in runs for r in d.front]
     owner = [n for d, n in zip(runs, names) for _ in d.front]
-    cols = {k: make_column(rows, k, LABEL[k], eps_log=eps_log) for k in ("error", "comm", key)}
-    pairs = [("error", key), ("error", "comm"), ("comm", key)]
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
-                        subplot_titles=[f"{LABEL[a].split(' (')[0]} vs {LABEL[b].split(' (')[0]}" for a, b in pairs])
+    cols = {}
+    for o in objs:  # as front.html's columns: ε on the search's scale, another log objective on a log axis
+        pos = o.name not in BUILTIN_AXES and o.log and all(finite(r.get(o.name)) and r[o.name] > 0 for r in rows)
+        cols[o.name] = make_column(rows, o.name, axis_title(objs, o.name, o.label), eps_log=eps_log,
+                                   log=True if pos else None)
+    pairs = list(combinations(objs.names, 2))
+    ncol = min(3, len(pairs))
+    nrow = -(-len(pairs) // ncol)
+    short = {k: SHORT.get(k, objs.by_name(k).label) for k in objs.names}
+    fig = make_subplots(rows=nrow, cols=ncol, horizontal_spacing=0.08, vertical_spacing=0.16 if nrow > 1 else 0.1,
+                        subplot_titles=[f"{short[a]} vs {short[b]}" for a, b in pairs])
     for c, (a, b) in enumerate(pairs, start=1):
-        for n, (name, colour) in enumerate(zip(names, COLOURS * (len(names) // len(COLOURS) + 1))):
+        row, col = (c - 1) // ncol + 1, (c - 1) % ncol + 1
+        for name, colour in zip(names, COLOURS * (len(names) // len(COLOURS) + 1)):
             idx = [i for i, o in enumerate(owner) if o == name]
-            text = [f"<b>{esc(name)}</b> · id {rows[i]['id']} · generation {rows[i]['generation']}<br>error "
-                    f"{num(rows[i]['error'])} · comm {num(rows[i]['comm'])} · ε {num(rows[i][key])}" for i in idx]
+            text = [f"<b>{esc(name)}</b> · id {rows[i]['id']} · generation {rows[i]['generation']}<br>"
+                    + " · ".join(f"{esc(short[k])} {num(rows[i].get(k))}" for k in objs.names) for i in idx]
             capped = [cols[a].capped[i] or cols[b].capped[i] for i in idx]
             fig.add_trace(go.Scatter(
                 x=[cols[a].data[i] for i in idx], y=[cols[b].data[i] for i in idx], mode="markers", name=name,
                 legendgroup=name, showlegend=c == 1, meta="front", customdata=[rows[i]["id"] for i in idx],
                 text=text, hovertemplate="%{text}<extra></extra>",
                 marker=dict(color=colour, size=9, opacity=0.85, symbol=[("x" if x else "circle") for x in capped],
-                            line=dict(width=0.5, color="white"))), row=1, col=c)
-        fig.update_xaxes(**cols[a].axis_layout(LABEL[a]), row=1, col=c)
-        fig.update_yaxes(**cols[b].axis_layout(LABEL[b]), row=1, col=c)
-    fig.update_layout(height=480, margin=dict(l=60, r=20, t=60, b=60), hovermode="closest",
-                      legend=dict(orientation="h", y=-0.25))
+                            line=dict(width=0.5, color="white"))), row=row, col=col)
+        fig.update_xaxes(**cols[a].axis_layout(cols[a].label), row=row, col=col)
+        fig.update_yaxes(**cols[b].axis_layout(cols[b].label), row=row, col=col)
+    fig.update_layout(height=480 + 400 * (nrow - 1), margin=dict(l=60, r=20, t=60, b=60), hovermode="closest",
+                      legend=dict(orientation="h", y=-0.25 / nrow))
     notes = [cols[k].note for k in cols if cols[k].note]
     return fig, notes
 
@@ -155,9 +167,11 @@ def compare_html(runs: Sequence[RunData], *, plotly_src: Optional[str] = None) -
              f'<div style="overflow-x: auto">{table(heads, body, left=(0, 5))}</div>',
              (f'<p class="note">run directories: {where}</p>' if where else ""),
              "<h2>Pareto fronts</h2>",
-             '<p class="note">Each run\'s Pareto set (status ok, within the problem\'s constraints) in the three 2-D '
-             "projections of (error, comm, ε); one colour per run (click a legend entry to hide or show a run). A "
-             "point on a run's 3-objective front can look dominated in one projection.</p>",
+             '<p class="note">Each run\'s Pareto set (status ok, within the problem\'s constraints) in the 2-D '
+             f"projections of every pair of its {len(objs)} objectives ({esc(', '.join(o.label for o in objs))}); "
+             "one colour per run (click a legend entry to hide or show a run)."
+             + (f" A point on a run's {len(objs)}-objective front can look dominated in one projection."
+                if len(objs) > 2 else "") + "</p>",
              *(f'<p class="note">{esc(x)}</p>' for x in notes),
              f'<div class="fig">{figure_div(fronts, "fronts")}</div>',
              "<h2>Hypervolume per generation (shared reference)</h2>",

@@ -170,7 +170,7 @@ def _objectives_text(m: Model) -> str:
     out = []
     for o in m.data.objectives:
         if o.name in m.objective_names:
-            lab = OBJECTIVE_LABELS.get(o.name, o.label + (f" ({o.unit})" if o.unit else ""))
+            lab = OBJECTIVE_LABELS.get(o.name, o.heading)
             out.append(f"{lab} {'maximised' if o.maximize else 'minimised'}")
     return ", ".join(out)
 

@@ -9,7 +9,7 @@ import re
 from typing import Any, Mapping, Optional, Sequence
 
 from .axes import Column, finite, linear_ticks
-from .front_model import (AXIS_TITLE, CHOSEN_COLOR, COMM_LABEL, DOMINATED_OPACITY, ERROR_MAX, FRONT_COLOR,
+from .front_model import (CHOSEN_COLOR, COMM_LABEL, DOMINATED_OPACITY, ERROR_MAX, FRONT_COLOR, axis_title,
                           LOWER_COLOR, SCALE, SHORT, Model, unit_words)
 from .history import value_range
 from .html import esc
@@ -165,7 +165,7 @@ def _short(m: Model, k: str) -> str:
 
 
 def _title(m: Model, k: str) -> str:
-    return AXIS_TITLE.get(k, m.cols[k].label)
+    return axis_title(m.data.objectives, k, m.cols[k].label)
 
 
 def _axis(m: Model, k: str) -> dict:
@@ -327,10 +327,30 @@ def figure_hypervolume(table_rows: Sequence[Mapping[str, Any]], space: str = "(e
     fig.update_xaxes(title_text="generation", dtick=1)
     # the scale spans the values (not 0 → max, where a rise from 1.196 to 1.298 looks flat)
     rng = value_range([t["hypervolume"] for t in table_rows])
-    fig.update_yaxes(title_text=f"hypervolume (normalised)<br>in {space}", secondary_y=False,
+    lines = space_lines(space)
+    fig.update_yaxes(title_text="hypervolume (normalised)<br>" + "<br>".join(lines), secondary_y=False,
                      **({"range": rng} if rng else {}))
     top = max([t["front_size"] for t in table_rows] or [1])
     fig.update_yaxes(title_text="Pareto front size", secondary_y=True, rangemode="tozero", showgrid=False,
                      tickvals=sorted({int(v) for v in linear_ticks(0, top) if v == int(v)}))
-    fig.update_layout(height=360, margin=dict(l=60, r=60, t=30, b=50), legend=dict(orientation="h", y=1.12))
+    fig.update_layout(height=360, margin=dict(l=60 + 16 * (len(lines) - 1), r=60, t=30, b=50),
+                      legend=dict(orientation="h", y=1.12))
     return fig
+
+
+HV_TITLE_LINE = 34  # characters per line of the hypervolume axis' title: its 280 px of height hold about 40
+
+
+def space_lines(space: str, width: int = HV_TITLE_LINE) -> list[str]:
+    """"in (error, comm, log10 ε)" on as many lines as it needs (five objectives with their labels ran past the
+    axis' height and were cut), never breaking inside an objective's label."""
+    parts = space.strip("()").split(", ")
+    lines = [f"in ({parts[0]}"]
+    for p in parts[1:]:
+        if len(lines[-1]) + 2 + len(p) > width:
+            lines[-1] += ","
+            lines.append(p)
+        else:
+            lines[-1] += f", {p}"
+    lines[-1] += ")"
+    return lines

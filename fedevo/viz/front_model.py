@@ -34,6 +34,14 @@ def unit_words(name: str, unit: str = "") -> list[str]:
     return list(dict.fromkeys([*UNIT_WORDS.get(name, ()), *([unit] if unit else [])]))
 
 
+def axis_title(objectives, key: str, label: str) -> str:
+    """The title of an axis of `key`: error, comm (with its unit) and ε as every page writes them, a run's other
+    objective with its unit ("latency (ms)", "model size Ω (parameters)"), anything else its column label."""
+    if key in AXIS_TITLE:
+        return AXIS_TITLE[key]
+    return objectives.by_name(key).heading if key in objectives else label
+
+
 def objective_label(name: str, label: str, maximize: bool = False) -> str:
     """An objective as a table header or list entry: its short label, "(maximised)" for a maximised one."""
     return SHORT.get(name, label) + (" (maximised)" if maximize else "")
@@ -50,6 +58,11 @@ def _fmt_any(v: Any) -> str:
     if isinstance(v, int) and abs(v) < 1000:
         return str(v)
     return num(v)
+
+
+def _unit(unit: str) -> str:
+    """ " ms" after a value of an objective in ms (nothing for one without a unit)."""
+    return f" {unit}" if unit else ""
 
 
 HOVER_LINE = 64  # characters per hover line at most (a long line widens the label beyond a 1,000 px scene)
@@ -152,8 +165,8 @@ class Model:
                  f"error {num(r['error'])} (mean client accuracy {acc}, global accuracy {num(r['accuracy_global'])})",
                  f"comm {num(r['comm'])} {COMM_UNIT} · Ω {num(r['omega'])}",
                  " · ".join(f"{EPS_NAME[k]} {num(r[k])}" for k in ("eps", "eps_paper") if k not in self.undefined)]
-        lines += _wrap([f"{self.cols[k].label} {num(r.get(k))}" for k in self.objective_names
-                        if k not in ("error", "comm", "eps", "eps_paper")])
+        lines += _wrap([f"{self.cols[k].label} {num(r.get(k))}" + _unit(data.objectives.by_name(k).unit)
+                        for k in self.objective_names if k not in ("error", "comm", "eps", "eps_paper")])
         priv = r.get("privacy") or {}
         shown = [f"{k} {_fmt_any(priv[k])}" for k in PRIVACY_SHOW
                  if k in priv and not isinstance(priv[k], (dict, list))]

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..searching.rundata import RunData, load_run
 from .axes import LOG_SPAN, Column, make_column
+from .front_model import axis_title
 from .history import figure_hv_history
 from .html import esc, figure_div, page, table, write
 from .numfmt import num
@@ -242,6 +243,8 @@ def figure_slices(data: RunData):
     fig = make_subplots(rows=n, cols=len(objs), horizontal_spacing=0.08,
                         vertical_spacing=min(0.08, 0.35 / max(n - 1, 1)),
                         subplot_titles=[f"{objs[k].label} vs {g}" for g in genes for k in objs])
+    titles = {k: oc.label if k in ("error", "eps", "eps_paper") else axis_title(data.objectives, k, oc.label)
+              for k, oc in objs.items()}  # with its unit: "latency (ms)", "comm (params/round/client slot)"
     gmin, gmax = min(gen), max(max(gen), min(gen) + 1)
     gticks = make_column(rows, "generation", "generation", kind="int", log=False).ticks()  # integers only
     for i, (g, gc) in enumerate(genes.items(), start=1):
@@ -258,7 +261,7 @@ def figure_slices(data: RunData):
                                           y=1.0, yanchor="top", tickvals=gticks[0], ticktext=gticks[1]))),
                 row=i, col=j)
             fig.update_xaxes(**gc.axis_layout(g), row=i, col=j)
-            fig.update_yaxes(**oc.axis_layout(oc.label), row=i, col=j)
+            fig.update_yaxes(**oc.axis_layout(titles[k]), row=i, col=j)
     fig.update_layout(height=80 + 250 * n, margin=dict(l=60, r=40, t=50, b=40), hovermode="closest")
     fig.update_annotations(font_size=12)
     return fig
@@ -316,7 +319,7 @@ def objectives_text(data: RunData) -> str:
     minimised, comm (params/round/client slot) minimised, ε (accountant) minimised, …"."""
     from .front_model import OBJECTIVE_LABELS
 
-    return ", ".join(OBJECTIVE_LABELS.get(o.name, o.label + (f" ({o.unit})" if o.unit else ""))
+    return ", ".join(OBJECTIVE_LABELS.get(o.name, o.heading)
                      + (" maximised" if o.maximize else " minimised") for o in data.objectives)
 
 

@@ -89,7 +89,7 @@ def test_search_front_pick_retrain_with_a_fourth_objective(run4, tmp_path, globa
     assert [x["id"] for x in listed][0] == best["id"]
     assert listed[0]["objectives"]["global_error"] == pytest.approx(best["global_error"])
     res = CliRunner().invoke(app, ["front", str(out)])
-    assert res.exit_code == 0 and "global_error" in res.output, res.output
+    assert res.exit_code == 0 and "global error" in res.output, res.output  # its label heads its column
 
     # retrain the pick: the report carries the objective, retrained and as searched
     rep = fedevo.retrain(run4, "lowest-global_error", rounds=2, workers=0, out=tmp_path / "retrain")
@@ -256,3 +256,25 @@ def test_an_objective_named_as_a_column_of_the_log_is_refused_before_anything_is
     finally:
         unregister(name)
     assert not out.exists()
+
+
+def test_retrain_shows_and_keeps_every_objective(run4, tmp_path, global_error):
+    """A retrain of a run with its own objective: the terminal's table has the objective's column (it showed error,
+    comm and ε only: the objective searched for was in report.md alone), and results.json, "every retrained
+    solution's numbers for your own analysis", holds its value retrained and searched, every digit (it held the
+    EvaluationResult alone, which has no field for a user's objective)."""
+    from fedevo.cli import app
+
+    out = tmp_path / "retrain"
+    res = CliRunner().invoke(app, ["retrain", str(run4.path), "--pick", "lowest-global_error", "--rounds", "2",
+                                   "--workers", "0", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    head = next(line for line in res.output.splitlines() if "picked by" in line or "sol." in line)
+    assert "global error" in head, res.output
+    best = min(run4.front, key=lambda r: (r["global_error"], r["id"]))
+    sols = json.loads((out / "results.json").read_text())["solutions"]
+    (pick,) = [s for s in sols if s["id"] == best["id"]]
+    assert pick["search_objectives"]["global_error"] == best["global_error"]
+    assert pick["objectives"]["global_error"] == 1.0 - pick["result"]["accuracy_global"]
+    std = [s for s in sols if s["id"] is None]
+    assert std and set(std[0]["objectives"]) == {"global_error"}

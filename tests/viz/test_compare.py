@@ -153,3 +153,32 @@ def test_the_evaluator_column_names_what_evaluated_each_run(tmp_path):
     evaluators = {c[0]: c[5] for c in cells if c and c[0] in ("own", "given")}
     assert evaluators["own"] == own.problem.evaluator and evaluators["own"].endswith("ev.py:evaluate")
     assert evaluators["given"].endswith("ev.py:other")
+
+
+@pytest.mark.parametrize("objectives", [["error", "comm"], ["error", "eps", "model_size", "comm"]])
+def test_the_fronts_are_drawn_in_the_runs_own_objectives(tmp_path, objectives):
+    """Runs that searched other objectives than (error, comm, ε): each pair of theirs is a panel, its axes name
+    the objective with its unit. The page drew error–ε, error–comm and comm–ε whatever the runs searched (a
+    2-objective run's front in ε, which it never minimised; a model-size search's front without model size)."""
+    from itertools import combinations
+
+    from fedevo.problem import problems_dir
+
+    prob = tmp_path / "p.toml"
+    prob.write_text(f"objectives = {json.dumps(objectives)}\n" + (problems_dir() / "digits_mlp.toml").read_text())
+    runs = [_search(tmp_path / name, str(prob), seed, pop=6, gen=1) for name, seed in (("a", 1), ("b", 2))]
+    data = [load_run(d) for d in runs]
+    fig, _ = figure_fronts(data, labels(data))
+    pairs = list(combinations(objectives, 2))
+    fronts = [t for t in fig.data if t.meta == "front"]
+    assert len(fronts) == 2 * len(pairs)
+    short = {"error": "error", "comm": "comm", "eps": "ε", "model_size": "model size Ω"}
+    assert [a.text for a in fig.layout.annotations] == [f"{short[a]} vs {short[b]}" for a, b in pairs]
+    titles = {getattr(fig.layout, k).title.text for k in fig.layout.to_plotly_json() if k.startswith(("xaxis", "yaxis"))}
+    assert ("model size Ω (parameters)" in titles) == ("model_size" in objectives)
+    assert ("ε (log)" in titles or "ε" in titles) == ("eps" in objectives), titles
+    for t in fronts:  # each trace: its run's Pareto set, in its panel's pair of objectives
+        want = {int(r["id"]) for r in read_csv(tmp_path / t.name / "front.csv")}
+        assert set(t.customdata) == want
+    page = compare_html(data)
+    assert f"every pair of its {len(objectives)} objectives" in page and "(error, comm, ε)" not in page

@@ -8,6 +8,7 @@ import pytest
 from fedevo.viz.front import front_html, write_front_html
 from fedevo.viz.front_figures import figure_3d, figure_parallel, figure_projections
 from fedevo.viz.front_model import Model
+from fedevo.viz.numfmt import num
 from fedevo.searching.rundata import load_run
 from tests.helpers import read_csv as csv_rows, run_cli as cli
 from tests.viz.fedevo_runs import digits_run, synthetic_run
@@ -592,3 +593,44 @@ def test_the_page_says_running_only_while_a_search_writes_the_run(fake_run, tmp_
         assert "The search is still running" in front_html(data)
         code, text, err = cli(["front", str(stopped)], capsys)
         assert "a search is writing this run (20 of 30 evaluations so far)" in " ".join(text.split()), err
+
+
+def test_an_objectives_unit_is_on_its_axes_and_in_the_hover(tmp_path):
+    """A run's objective beyond error, comm and ε is drawn with its unit, as the header names it ("model size Ω
+    (parameters)"; a user's "latency (ms)"): the 3D view's, the projections' and importance.html's axes said "model size Ω" alone and
+    the hover "model size Ω 1.2k", so a reader could not tell milliseconds from seconds."""
+    import fedevo
+    from fedevo.problem import problems_dir
+    from fedevo.viz.importance import figure_slices
+    from tests.searching.search_fakes import fake_evaluate
+
+    prob = tmp_path / "p.toml"
+    prob.write_text('objectives = ["error", "model_size", "eps"]\n' + (problems_dir() / "digits_mlp.toml").read_text())
+    run = fedevo.search(str(prob), pop=6, gen=1, workers=0, seed=1, out=tmp_path / "run", evaluator=fake_evaluate,
+                        page=False)
+    m = Model(load_run(run.path))
+    assert m.keys == ("error", "model_size", "eps")
+    proj = figure_projections(m)
+    titles = [getattr(proj.layout, k).title.text for k in proj.layout.to_plotly_json() if k[1:5] == "axis"]
+    assert "model size Ω (parameters)" in titles and "model size Ω" not in titles
+    assert figure_3d(m).layout.scene.yaxis.title.text == "model size Ω (parameters)"
+    r = m.rows[0]
+    assert f"model size Ω {num(r['model_size'])} parameters" in m.hover(r, True)
+    slices = figure_slices(m.data)  # importance.html's slices: the objective's axes too
+    assert "model size Ω (parameters)" in {getattr(slices.layout, k).title.text
+                                           for k in slices.layout.to_plotly_json() if k.startswith("yaxis")}
+
+
+def test_the_hypervolume_axis_title_of_five_objectives_fits_the_axis():
+    """The hypervolume axis' title names the space it is measured in; with five objectives and their labels it was
+    one line of 67 characters, cut at the axis' 280 px ("…, model size Ω, later"). Now it wraps between objectives."""
+    from fedevo.viz.front_figures import figure_hypervolume
+
+    space = "(error, log10 ε, worst-10 % client error, model size Ω, latency)"
+    rows = [{"generation": 1, "front_size": 3, "hypervolume": 0.6, "evaluations": 6},
+            {"generation": 2, "front_size": 4, "hypervolume": 0.7, "evaluations": 12}]
+    title = figure_hypervolume(rows, space=space).layout.yaxis.title.text
+    lines = title.split("<br>")
+    assert max(len(x) for x in lines) <= 40, lines
+    assert " ".join(lines[1:]) == f"in {space}"
+    assert figure_hypervolume(rows).layout.yaxis.title.text == "hypervolume (normalised)<br>in (error, comm, log10 ε)"

@@ -75,6 +75,9 @@ def _print_summary(summary, run, quiet: bool) -> None:
     print(f"search {state}: {summary.generations}/{summary.n_gen} generations, {summary.evaluations} evaluations "
           f"({full}{summary.failed} failed, {summary.diverged} diverged, {summary.reused} reused from the log), Pareto front of {summary.front_size}, "
           f"{summary.wall_s:.0f} s")
+    for name, n, ok, first in getattr(summary, "unread", ()):  # its worst value stood in: the front never saw it
+        print(f"objective {name}: not read in {n} of {ok} ok evaluations (its worst value stood in; the first: "
+              f"{first}; each evaluation's message in evaluations.csv)", file=sys.stderr)
     timing = _timing(run)
     if timing:
         print(timing)

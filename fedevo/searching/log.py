@@ -190,7 +190,7 @@ class EvalLog:
                     values.append(v)
                 except Exception as e:  # noqa: BLE001 - a user's objective function: its failure is the value's, not the run's
                     values.append(None)
-                    notes.append(f"objective {o.name}: {type(e).__name__}: {' '.join(str(e).split())}")
+                    notes.append(f"{NOTE_PREFIX.format(name=o.name)}{type(e).__name__}: {' '.join(str(e).split())}")
         UserLog(self.path.parent).write(label or "objectives", out.getvalue())
         return values, "\n".join(notes)
 
@@ -321,6 +321,23 @@ class EvalLog:
             self._fh = None
 
 
+NOTE_PREFIX = "objective {name}: "  # a message line saying an objective's value could not be read (EvalLog)
+
+
+def unread_objectives(rows: Iterable[Mapping[str, Any]], names: Iterable[str]) -> list[tuple[str, int, int, str]]:
+    """(name, evaluations whose value of it could not be read, ok evaluations, the first such note) for each of
+    `names` that some ok evaluation could not read (its worst value stood in: EvalLog.objective_values), from the
+    rows' messages."""
+    ok = [r for r in rows if r.get("status") == "ok"]
+    out = []
+    for name in names:
+        prefix = NOTE_PREFIX.format(name=name)
+        notes = [line for r in ok for line in str(r.get("message") or "").splitlines() if line.startswith(prefix)]
+        if notes:
+            out.append((name, len(notes), len(ok), notes[0][len(prefix):]))
+    return out
+
+
 def row_result(row: Mapping[str, Any]) -> EvaluationResult:
     """The EvaluationResult of a logged evaluation: a record's own; for a plain mapping of the log's columns, one
     carrying its fixed fields (the objectives' own columns stay in the row: every reader takes ``row[name]``)."""
@@ -340,4 +357,4 @@ def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-__all__ = ["CHAIN_COLUMN", "EvalLog", "check_objective_names", "EvaluationRecord", "HEAD_COLUMNS", "chain_next", "chain_start", "RESULT_COLUMNS", "RUNG_COLUMNS", "atomic_write", "csv_text", "row_result"]
+__all__ = ["CHAIN_COLUMN", "EvalLog", "check_objective_names", "EvaluationRecord", "HEAD_COLUMNS", "chain_next", "chain_start", "RESULT_COLUMNS", "RUNG_COLUMNS", "atomic_write", "csv_text", "row_result", "unread_objectives"]

@@ -89,7 +89,7 @@ from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hv_columns, hypervolume_table, is_full
 from .inputs import check_inputs, fingerprint
 from .integrity import check_chain, check_log, checked_rows, log_record
-from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key
+from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key, unread_objectives
 from .record import EvaluationRecord
 from .problem import SearchProblem
 from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity, run_objectives
@@ -140,6 +140,8 @@ class Summary:
     stop: str = ""  # what ended the search (fedevo.searching.budgets.REASONS); "" while it is not finished
     first_failure: str = ""  # message of the first failed evaluation (first line), "" if none failed
     full_fidelity: Optional[int] = None  # a multi-fidelity search: evaluations that trained all rounds (None: plain)
+    unread: tuple = ()  # (objective, evaluations it could not be read in, ok evaluations, the first note) for each
+    # objective of its own whose value some ok evaluation could not read (log.unread_objectives: its worst stood in)
 
     @property
     def complete(self) -> bool:
@@ -560,7 +562,8 @@ class SearchRun:
                        stop=state.get("stop") or ("gen" if state["generation"] >= s.gen else ""),
                        full_fidelity=sum(map(is_full, done_rows)) if s.multi_fidelity else None,
                        first_failure=next((r["message"].strip().splitlines()[0] for r in done_rows
-                                           if r["status"] == "failed" and r["message"].strip()), ""))
+                                           if r["status"] == "failed" and r["message"].strip()), ""),
+                       unread=tuple(unread_objectives(done_rows, [o.name for o in self.log.objectives])))
 
     def _save(self, state: Mapping[str, Any]) -> None:
         """Checkpoint the state; one that ends the search writes stop.json first, so that no kill leaves a finished

@@ -1,0 +1,50 @@
+"""An objective of a problem file's own whose value cannot be read (it raises, returns a string, NaN-free but
+outside its range) gets its worst value in that evaluation, with a note in the row's message; a search where that
+happened ran its whole budget with `latency –` in the progress line and ended without a word. The Summary
+(`run.summary.unread`) and the closing lines now say which objective, in how many of the ok evaluations, and the
+first note."""
+
+from __future__ import annotations
+
+import fedevo
+from fedevo.problem import problems_dir
+from fedevo.searching.log import unread_objectives
+
+from tests.searching.search_helpers import run_cli
+
+BROKEN = ("def latency(r):\n"
+          "    if r.omega > 0:\n"
+          "        return 'fast'\n"
+          "    return 1.0\n")
+
+
+def _problem(tmp_path):
+    (tmp_path / "my_obj.py").write_text(BROKEN)
+    body = (problems_dir() / "digits_mlp.toml").read_text()
+    prob = tmp_path / "d3.toml"
+    prob.write_text('objectives = ["error", "eps", "latency"]\n' + body
+                    + '\n[objective.latency]\nread = "python:my_obj.py:latency"\nworst = 1e4\nunit = "ms"\n')
+    return prob
+
+
+def test_an_objective_never_read_is_named_at_the_end(tmp_path):
+    prob = _problem(tmp_path)
+    run = fedevo.search(str(prob), pop=4, gen=1, rounds=1, seed=0, workers=0, out=tmp_path / "run", page=False)
+    ok = sum(r.ok for r in run.evaluations)
+    assert ok == 4
+    ((name, n, of, first),) = run.summary.unread
+    assert (name, n, of) == ("latency", 4, 4)
+    assert first.startswith("ValueError") or first.startswith("TypeError"), first
+
+    r = run_cli("search", "--problem", prob, "--pop", "4", "--gen", "1", "--rounds", "1", "--workers", "0",
+                "--quiet", "--out", tmp_path / "cli")
+    assert r.returncode == 0, r.stderr
+    line = next(s for s in r.stderr.splitlines() if s.startswith("objective latency:"))
+    assert line.startswith("objective latency: not read in 4 of 4 ok evaluations (its worst value stood in; "
+                           "the first: "), line
+
+
+def test_an_objective_read_everywhere_is_not_named():
+    rows = [{"status": "ok", "message": ""}, {"status": "failed", "message": "objective latency: TypeError: x"},
+            {"status": "ok", "message": "some warning\nobjective size: ValueError: below 0"}]
+    assert unread_objectives(rows, ["latency", "size"]) == [("size", 1, 2, "ValueError: below 0")]

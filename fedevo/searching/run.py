@@ -371,6 +371,16 @@ class SearchRun:
         if self._announce is not None:
             self._announce(describe_change(before, self.settings))
 
+    def problem_file_changed(self) -> Optional[str]:
+        """The problem file's path when it now differs from the text the run was made with (run.json keeps that
+        text, and a resume searches it, not the file); None when it is unchanged, gone or unreadable."""
+        path = self.meta.get("problem", {}).get("path")
+        try:
+            now = Path(path).read_text(encoding="utf-8") if path else None
+        except (OSError, UnicodeDecodeError):
+            return None
+        return path if now is not None and now != self.meta["problem"]["text"] else None
+
     def check_log(self) -> None:
         """FedevoError naming the damage if evaluations.csv lost or altered rows the newest checkpoint counts."""
         from .rundata import read_rows

@@ -1,0 +1,29 @@
+"""A resume searches the problem as run.json recorded it, not the problem file as it is now: a user who edited the
+file (another objectives list, a wider range) and resumed saw the run go on exactly as before, without a word.
+Now the resume says, in one note on stderr, that the file changed and which problem it goes on with."""
+
+from __future__ import annotations
+
+from fedevo.problem import problems_dir
+
+from .search_helpers import read_csv, run_cli
+
+
+def test_a_changed_problem_file_is_noted_and_the_recorded_problem_searched(tmp_path):
+    prob = tmp_path / "mine.toml"
+    prob.write_text((problems_dir() / "digits_mlp.toml").read_text())
+    r = run_cli("search", "--problem", prob, "--pop", "4", "--gen", "1", "--rounds", "1", "--workers", "0",
+                "--quiet", "--out", tmp_path / "R")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("resume", tmp_path / "R", "--gen", "2", "--workers", "0", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "note:" not in r.stderr, r.stderr  # unchanged: nothing to say
+
+    prob.write_text('objectives = ["error", "comm"]\n' + prob.read_text())
+    r = run_cli("resume", tmp_path / "R", "--gen", "3", "--workers", "0", "--quiet")
+    assert r.returncode == 0, r.stderr
+    (note,) = [line for line in r.stderr.splitlines() if "note:" in line]
+    assert note == (f"fedevo: note: {prob} changed since this search began; the search goes on with the problem as "
+                    f"{tmp_path / 'R' / 'run.json'} recorded it (start a new search to search the changed file)")
+    rows = read_csv(tmp_path / "R" / "evaluations.csv")
+    assert len(rows) == 12 and all(row["eps"] for row in rows)  # still error, comm and ε

@@ -264,5 +264,16 @@ def stdout_to_stderr():
         os.close(saved)
 
 
+def stdout_done() -> None:
+    """From here on, file descriptor 1 and sys.stdout point at stderr: stdout keeps what was written to it so far
+    alone (a user's thread that prints after its evaluation returned writes to stderr, not after `--json`'s
+    object). For the program's own end only (cli.main): it takes the process's stdout away."""
+    with contextlib.suppress(Exception):  # a closed pipe (`fedevo front | head`): nothing more reaches it anyway
+        sys.stdout.flush()
+    with contextlib.suppress(OSError):  # no stdout or stderr at all: nothing to keep apart
+        os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+
 __all__ = ["UserExit", "call_user", "captured_stdout", "exit_without_threads_left", "kept_state", "real_interrupt",
-           "stdout_to_stderr", "watch_interrupts"]
+           "stdout_done", "stdout_to_stderr", "watch_interrupts"]

@@ -32,8 +32,9 @@ def main(argv=None) -> None:
         _main(argv)
     except SystemExit as e:
         if argv is None:  # the program itself (not called from Python): its work is done, end it now
-            from ..usercode import exit_without_threads_left
+            from ..usercode import exit_without_threads_left, stdout_done
 
+            stdout_done()  # what a user's thread prints from now on goes to stderr, not after `--json`'s object
             exit_without_threads_left(e.code)
         raise
 

@@ -463,8 +463,8 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: Optional[list] = 
         summary = sr.run(runtime, evaluator=evaluator, callbacks=_callbacks(callbacks, progress, page))
     except RunInUseError:
         raise
-    except KeyboardInterrupt as e:  # the run stays resumable; tell the caller where it is
-        e.run_dir = sr.run_dir
+    except KeyboardInterrupt as e:  # the run stays resumable; tell the caller where it is, and on which cluster
+        e.run_dir, e.resume_options = sr.run_dir, runtime.resume_options()
         raise
     except FedevoError as e:
         if fresh is not None and sr.is_empty():

@@ -122,6 +122,19 @@ def test_a_head_that_stops_answering_is_lost_after_the_grace_only():
         assert back.lost() is None and back._gone_since is None
 
 
+def test_the_way_to_continue_a_stopped_cluster_search_names_the_cluster():
+    """A search stopped on a cluster (its head gone, Ctrl-C) said `fedevo resume DIR`, which continues in this
+    process instead; the way it gives now names the cluster and the resources its tasks took."""
+    from fedevo.errors import SearchStoppedError
+    from fedevo.searching import Runtime
+
+    assert Runtime().resume_options() == "" and Runtime(workers=2).resume_options() == ""
+    on = Runtime(ray_address="10.0.0.1:6379", cpus_per_task=2, gpus_per_task=0.25).resume_options()
+    assert on == " --ray-address 10.0.0.1:6379 --cpus-per-task 2 --gpus-per-task 0.25"
+    assert str(SearchStoppedError("gone", "RUN", on)).endswith(
+        "continue with `fedevo resume RUN --ray-address 10.0.0.1:6379 --cpus-per-task 2 --gpus-per-task 0.25`)")
+
+
 def test_a_cluster_whose_head_went_away_stops_the_drain_resumable():
     """The audit of 2026-11-27: a cluster's head killed under `fedevo search --ray-address` left the search waiting
     on its running tasks until Ray's driver, 60 s later, printed "Failed to connect to GCS within 60 seconds ...

@@ -657,7 +657,8 @@ def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 15
             workers: Union[int, str, None] = "auto",
             seed: Optional[int] = None, data_dir: Optional[Union[str, Path]] = None, out: Optional[Union[str, Path]] = None,
             standard: Optional[Mapping[str, Any]] = None, gpus_per_task: float = 0.0,
-            progress: Optional[Callable[[int, int, str], None]] = None):
+            progress: Optional[Callable[[int, int, str], None]] = None, ray_address: Optional[str] = None,
+            cpus_per_task: float = 1.0):
     """Retrain the picked solutions and the standard one (dense, no privacy; `standard` overrides its settings,
     e.g. {"participation": 1.0}) for `rounds` rounds; writes RUN/retrain[-N]/ (report.md, report.csv,
     curves.html, results.json) and returns the report. progress(done, total, note) as rounds finish. Each
@@ -667,7 +668,7 @@ def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 15
 
     return _retrain(_run_path(run), pick, rounds=rounds, workers=workers,
                     seed=seed, data_dir=_text(data_dir), out=out, standard=standard, gpus_per_task=gpus_per_task,
-                    progress=progress)
+                    progress=progress, ray_address=ray_address, cpus_per_task=cpus_per_task)
 
 
 @checked

@@ -468,8 +468,8 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: Optional[list] = 
         summary = sr.run(runtime, evaluator=evaluator, callbacks=_callbacks(callbacks, progress, page))
     except RunInUseError:
         raise
-    except KeyboardInterrupt as e:  # the run stays resumable; tell the caller where it is
-        e.run_dir = sr.run_dir
+    except KeyboardInterrupt as e:  # the run stays resumable; tell the caller where it is, and on which cluster
+        e.run_dir, e.resume_options = sr.run_dir, runtime.resume_options()
         raise
     except FedevoError as e:
         if fresh is not None and sr.is_empty():
@@ -662,7 +662,8 @@ def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 15
             workers: Union[int, str, None] = "auto",
             seed: Optional[int] = None, data_dir: Optional[Union[str, Path]] = None, out: Optional[Union[str, Path]] = None,
             standard: Optional[Mapping[str, Any]] = None, gpus_per_task: float = 0.0,
-            progress: Optional[Callable[[int, int, str], None]] = None):
+            progress: Optional[Callable[[int, int, str], None]] = None, ray_address: Optional[str] = None,
+            cpus_per_task: float = 1.0):
     """Retrain the picked solutions and the standard one (dense, no privacy; `standard` overrides its settings,
     e.g. {"participation": 1.0}) for `rounds` rounds; writes RUN/retrain[-N]/ (report.md, report.csv,
     curves.html, results.json) and returns the report. progress(done, total, note) as rounds finish. Each
@@ -672,7 +673,7 @@ def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 15
 
     return _retrain(_run_path(run), pick, rounds=rounds, workers=workers,
                     seed=seed, data_dir=_text(data_dir), out=out, standard=standard, gpus_per_task=gpus_per_task,
-                    progress=progress)
+                    progress=progress, ray_address=ray_address, cpus_per_task=cpus_per_task)
 
 
 @checked

@@ -49,8 +49,8 @@ class SearchStoppedError(FedevoError):
     """A setup problem every evaluation would meet stopped a search (missing data, no GPU): `cause` says what;
     the message adds how to continue (`fedevo resume`), true while the run directory is kept."""
 
-    def __init__(self, cause: str, run_dir):
-        super().__init__(f"{cause} (the search stopped; once fixed, continue with `fedevo resume {run_dir}`)")
+    def __init__(self, cause: str, run_dir, options: str = ""):
+        super().__init__(f"{cause} (the search stopped; once fixed, continue with `fedevo resume {run_dir}{options}`)")
         self.cause = cause
         self.run_dir = run_dir
 

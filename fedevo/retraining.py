@@ -459,9 +459,11 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
             workers: Union[int, str, None] = "auto", seed: Optional[int] = None, data_dir: Optional[str] = None,
             out: Optional[Path | str] = None, eval_every: int = 1, standard: Optional[Mapping[str, Any]] = None,
             progress: Optional[Callable[[int, int, str], None]] = None, write: bool = True,
-            gpus_per_task: float = 0.0) -> RetrainReport:
+            gpus_per_task: float = 0.0, ray_address: Optional[str] = None,
+            cpus_per_task: float = 1.0) -> RetrainReport:
     """Retrain the picked solutions and the standard one; write the report (unless write=False).
-    gpus_per_task: Ray GPUs reserved per training (as `fedevo search --gpus-per-task`).
+    gpus_per_task, cpus_per_task: Ray resources reserved per training; ray_address: an existing Ray cluster (as
+    `fedevo search --gpus-per-task / --cpus-per-task / --ray-address`).
 
     progress(rounds_done, rounds_total, note) is called as training goes: after every round in-process
     (workers=0), after every finished solution on Ray.
@@ -481,6 +483,14 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     check_seed(seed)
     if not gpus_per_task >= 0:  # NaN too
         raise FedevoError(f"--gpus-per-task must be >= 0, got {gpus_per_task}")
+    if not cpus_per_task > 0:  # NaN too
+        raise FedevoError(f"--cpus-per-task must be > 0, got {cpus_per_task}")
+    if ray_address:  # as search: a cluster that is not there is named before anything is trained or written
+        from .searching.runner import _check_reachable
+
+        if parse_workers(workers) == 0:
+            raise FedevoError("--workers 0 trains in this process, --ray-address on a Ray cluster: give one")
+        _check_reachable(ray_address, 5.0)
     if eval_every < 0:
         raise FedevoError(f"eval_every must be >= 0, got {eval_every}")
     data = load_run(run_dir)
@@ -507,7 +517,8 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     from .searching.runner import cores
 
     todo = [n for n, s in enumerate(sols) if s.key not in kept]
-    workers, why = decide(workers, cores=cores(), pop=max(len(todo), 1))  # as the search decides: "auto" alike
+    workers, why = decide(workers, cores=cores(), pop=max(len(todo), 1),  # as the search decides: "auto" alike
+                          address=ray_address)
     announce(why)
     if kept:
         print(f"fedevo: continuing {out_dir}: {len(kept)} of {len(sols)} trainings were kept from the stopped retrain",
@@ -528,8 +539,8 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
                 eval_kwargs["progress"] = lambda t: progress(len(results) * rounds + t, total,
                                                              name(sols[todo[min(len(results) - len(kept),
                                                                                 len(todo) - 1)]]))
-        runner = make_runner(retrain_evaluate, data.problem, eval_kwargs, workers=workers,
-                             gpus_per_task=gpus_per_task)  # Ray's log: kept in memory
+        runner = make_runner(retrain_evaluate, data.problem, eval_kwargs, workers=workers, address=ray_address,
+                             cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)  # Ray's log: in memory
         try:
             def on_done(t: Task, r: EvaluationResult) -> None:
                 results[sols[t.index].key] = r

@@ -129,6 +129,38 @@ def test_retrain_bad_inputs(run_dir, tmp_path, capsys):
         retrain(run_dir, "knee", rounds=0)
 
 
+def test_retrain_on_a_ray_cluster(run_dir, tmp_path, capsys, monkeypatch):
+    """`fedevo retrain` had no --ray-address (nor --cpus-per-task): the trainings a user would most want on a
+    cluster (150 rounds each) ran on the driver machine only (the 2026-11-27 Ray audit). A cluster that is not there
+    is one line, before anything is written; the address and resources reach the runner."""
+    import socket
+
+    import fedevo
+    import fedevo.searching.runner as runner
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: nothing listens there
+    code, out, err = cli(["retrain", str(run_dir), "--pick", "knee", "--rounds", "1", "--ray-address",
+                          f"127.0.0.1:{port}", "--out", tmp_path / "rt", "--quiet"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"cannot reach a Ray cluster at 127.0.0.1:{port}" in err and not (tmp_path / "rt").exists()
+    code, out, err = cli(["retrain", str(run_dir), "--rounds", "1", "--workers", "0", "--ray-address",
+                          f"127.0.0.1:{port}", "--quiet"], capsys)
+    assert code == 2 and "--workers 0 trains in this process, --ray-address on a Ray cluster" in err
+    asked = {}
+
+    def make_runner(evaluator, problem, eval_kwargs, **kwargs):
+        asked.update(kwargs)
+        raise FedevoError("stop here")
+
+    monkeypatch.setattr(runner, "_check_reachable", lambda address, timeout: None)
+    monkeypatch.setattr(runner, "make_runner", make_runner)
+    with pytest.raises(FedevoError, match="stop here"):
+        fedevo.retrain(run_dir, "knee", rounds=1, ray_address="10.0.0.1:6379", cpus_per_task=2, out=tmp_path / "r2")
+    assert (asked["address"], asked["cpus_per_task"], asked["workers"]) == ("10.0.0.1:6379", 2, 1)
+
+
 def test_retrain_workers_auto_decides_as_the_search_does(run_dir, tmp_path, capsys, monkeypatch):
     """`--workers auto` (the default) was refused ('Input should be a valid integer'), and the default trained on a
     local Ray of a worker per core even where the search, on 2 cores, evaluates in-process (the 2026-11-27 audit)."""

@@ -211,6 +211,8 @@ def retrain(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report directory, new or empty (default: RUN_DIR/retrain, or retrain-2, ... if that exists)."),
     standard: Optional[str] = typer.Option(None, "--standard", help="JSON settings overriding the standard solution's, e.g. '{\"participation\": 1.0}' (seed 004's standard: C = 1)."),
     gpus_per_task: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs reserved per training (each then trains on its GPU; 0: on the CPU)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Train on a running Ray cluster (HOST:PORT, e.g. from `ray start --head`), as `fedevo search --ray-address`."),
+    cpus_per_task: float = typer.Option(1.0, "--cpus-per-task", help="Ray CPUs reserved per training (its torch threads)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no table."),
 ) -> None:
     """Retrain picked Pareto solutions and the standard solution (dense, no privacy) for --rounds rounds;
@@ -221,7 +223,7 @@ def retrain(
 
     std = parse_params(standard, "--standard")
     kwargs = dict(rounds=rounds, workers=workers, seed=seed, data_dir=data_dir, out=out, standard=std,
-                  gpus_per_task=gpus_per_task)
+                  gpus_per_task=gpus_per_task, ray_address=ray_address, cpus_per_task=cpus_per_task)
     try:
         if quiet:
             report = api.retrain(run_dir, pick, **kwargs)

@@ -54,6 +54,7 @@ def _execute(start, quiet: bool) -> None:
         print(f"fedevo: {how} after the search finished, writing its pages; its results are in {where} (pages: "
               f"fedevo plot {where})" if getattr(e, "finished", False) else
               f"fedevo: {how}; every finished evaluation is saved in {where}. Continue with: fedevo resume {where}"
+              f"{getattr(e, 'resume_options', '')}"
               if where else f"fedevo: {how} before the search began: nothing was evaluated; run the command again",
               file=sys.stderr)
         raise typer.Exit(code)

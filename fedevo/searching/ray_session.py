@@ -8,6 +8,8 @@
   starts a local Ray); Ray's default folder and a cluster's folders are never touched.
 * Schedulability: a task asking for more CPUs or GPUs than any single alive node has would wait forever;
   :func:`check_schedulable` refuses it in seconds.
+* A cluster's head that goes away under a search: :class:`HeadWatch` notices it in seconds (Ray's driver itself
+  waits 60 s, prints its own lines and ends the process with exit 1, before fedevo can say anything).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import logging
 import os
 import re
 import shutil
+import socket
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -214,6 +218,46 @@ def check_schedulable(nodes: list[dict[str, float]], cpus_per_task: float, gpus_
         fix.append("lower --cpus-per-task")
     raise FedevoError(f"no node of {where} can run a task needing {ask} (nodes: {have}); the search would wait "
                       f"forever: {' or '.join(fix) or 'change --cpus-per-task / --gpus-per-task'}")
+
+
+def answers(address: str, timeout: float = 1.0) -> bool:
+    """Whether something accepts a TCP connection at HOST:PORT (a Ray head's GCS port)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+class HeadWatch:
+    """Whether the head of the cluster at `address` (HOST:PORT, its GCS) still answers, probed at most once every
+    `every` seconds. When it is gone (a killed head, `ray stop` there), Ray's driver notices nothing for 60 s, then
+    prints "Failed to connect to GCS within 60 seconds ... The program will terminate." and ends the process with
+    exit 1: fedevo's search ended without its own line or the way to continue. `lost()` says so once the head has
+    not answered for `grace` seconds, in time for the search to stop as for any lost cluster (one line, resumable);
+    a head that comes back within `grace` (a restart) does not stop it."""
+
+    def __init__(self, address: str, grace: float = 5.0, every: float = 1.0, clock=time.monotonic):
+        self.address, self.grace, self.every, self.clock = address, grace, every, clock
+        self._last = -float("inf")
+        self._gone_since: Optional[float] = None
+
+    def lost(self) -> Optional[str]:
+        """None while the head answers (or has been silent for less than `grace`), else why the search must stop."""
+        now = self.clock()
+        if now - self._last < self.every:
+            return None
+        self._last = now
+        if answers(self.address):
+            self._gone_since = None
+            return None
+        if self._gone_since is None:
+            self._gone_since = now
+        if now - self._gone_since < self.grace:
+            return None
+        return (f"the Ray cluster at {self.address} went away under the search (its head has not answered for "
+                f"{now - self._gone_since:.0f} s)")
 
 
 @contextlib.contextmanager

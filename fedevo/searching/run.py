@@ -556,7 +556,7 @@ class SearchRun:
                     state = {**state, "stop": reason, "search_s": elapsed()}
                     self._save(state)
         except _Abort as e:
-            raise SearchStoppedError(str(e), self.run_dir) from None
+            raise SearchStoppedError(str(e), self.run_dir, runtime.resume_options()) from None
         finally:
             if runner is not None:
                 runner.close()

@@ -286,6 +286,7 @@ class RayRunner:
     """
 
     kind = "ray"
+    _head = None  # a HeadWatch of the cluster fedevo connected to (--ray-address HOST:PORT)
 
     def __init__(self, evaluator: Evaluator, problem, eval_kwargs: Optional[Mapping[str, Any]] = None, *,
                  workers: Optional[int] = None, address: Optional[str] = None, cpus_per_task: float = 1.0,
@@ -295,7 +296,8 @@ class RayRunner:
 
         from .containment import UserLog
 
-        from .ray_session import RAY_LOG, RayLog, check_schedulable, keep_signal_handlers, local_temp_root, node_resources
+        from .ray_session import (RAY_LOG, HeadWatch, RayLog, check_schedulable, keep_signal_handlers, local_temp_root,
+                                  node_resources)
 
         if cpus_per_task <= 0:
             raise FedevoError(f"--cpus-per-task must be > 0, got {cpus_per_task}")
@@ -336,6 +338,7 @@ class RayRunner:
                 raise FedevoError(f"cannot connect to the Ray cluster at {address}: {type(e).__name__}: "
                                   f"{_last_line(str(e))}" + (f" ({detail})" if detail else "") + hint) from None
             self._owns_ray = True
+            self._head = HeadWatch(address) if address != "auto" else None
             self.describe = f"Ray cluster at {address}"
             where = f"the Ray cluster at {address}"
             threads = max(1, int(cpus_per_task))
@@ -413,6 +416,9 @@ class RayRunner:
                 if tick:
                     tick()
                 ready, pending = ray.wait(pending, num_returns=1, timeout=0.5)
+                lost = self._head.lost() if self._head is not None and not ready else None
+                if lost:  # Ray's driver would end this process in 60 s, without fedevo's line: stop now, resumable
+                    raise _Abort(lost)
                 for ref in ready:
                     tasks = jobs[ref]
                     try:

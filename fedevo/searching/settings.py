@@ -132,6 +132,15 @@ class Runtime:
             raise FedevoError("--batch-size-per-gpu sizes the batches of --batch-generation; with "
                               "--no-batch-generation there are none: drop one")
 
+    def resume_options(self) -> str:
+        """The cluster options `fedevo resume` needs to continue where this ran (" --ray-address HOST:PORT", with
+        --cpus-per-task/--gpus-per-task where not the defaults); "" off a cluster (resume's defaults serve)."""
+        if not self.ray_address:
+            return ""
+        return (f" --ray-address {self.ray_address}"
+                + (f" --cpus-per-task {self.cpus_per_task:g}" if self.cpus_per_task != 1.0 else "")
+                + (f" --gpus-per-task {self.gpus_per_task:g}" if self.gpus_per_task else ""))
+
 
 def eval_seed(run_seed: int, individual_id: int) -> int:
     """The evaluation seed of individual `individual_id`: independent of worker count and completion order."""

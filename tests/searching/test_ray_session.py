@@ -86,6 +86,83 @@ def test_an_interrupted_drain_cancels_nothing_on_a_ray_fedevo_owns(owns):
     assert runner.stats.running == 0
 
 
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again: nothing listens there
+
+
+def test_a_head_that_stops_answering_is_lost_after_the_grace_only():
+    """HeadWatch: a head silent for less than `grace` (a restart) does not stop the search; one silent for longer
+    does, naming the cluster; one that answers again starts the count afresh."""
+    import socket
+
+    from fedevo.searching.ray_session import HeadWatch
+
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    up = f"127.0.0.1:{listening.getsockname()[1]}"
+    now = [0.0]
+    watch = HeadWatch(f"127.0.0.1:{_closed_port()}", grace=5.0, every=1.0, clock=lambda: now[0])
+    assert watch.lost() is None  # first silence: the count starts
+    now[0] = 4.0
+    assert watch.lost() is None
+    now[0] = 4.5
+    assert watch.lost() is None  # probed at most once a second (and still within the grace)
+    now[0] = 6.0
+    assert watch.lost() == (f"the Ray cluster at {watch.address} went away under the search (its head has not "
+                            "answered for 6 s)")
+    with listening:
+        back = HeadWatch(up, grace=5.0, every=1.0, clock=lambda: now[0])
+        back._gone_since = 0.0  # it had been silent; now it answers
+        now[0] = 60.0
+        assert back.lost() is None and back._gone_since is None
+
+
+def test_the_way_to_continue_a_stopped_cluster_search_names_the_cluster():
+    """A search stopped on a cluster (its head gone, Ctrl-C) said `fedevo resume DIR`, which continues in this
+    process instead; the way it gives now names the cluster and the resources its tasks took."""
+    from fedevo.errors import SearchStoppedError
+    from fedevo.searching import Runtime
+
+    assert Runtime().resume_options() == "" and Runtime(workers=2).resume_options() == ""
+    on = Runtime(ray_address="10.0.0.1:6379", cpus_per_task=2, gpus_per_task=0.25).resume_options()
+    assert on == " --ray-address 10.0.0.1:6379 --cpus-per-task 2 --gpus-per-task 0.25"
+    assert str(SearchStoppedError("gone", "RUN", on)).endswith(
+        "continue with `fedevo resume RUN --ray-address 10.0.0.1:6379 --cpus-per-task 2 --gpus-per-task 0.25`)")
+
+
+def test_a_cluster_whose_head_went_away_stops_the_drain_resumable():
+    """The audit of 2026-11-27: a cluster's head killed under `fedevo search --ray-address` left the search waiting
+    on its running tasks until Ray's driver, 60 s later, printed "Failed to connect to GCS within 60 seconds ...
+    The program will terminate." and ended the process with exit 1: no fedevo line, no way to continue said. The
+    drain now stops (an abort: the search stops, resumable) once the head has not answered for the grace, with
+    nothing logged as failed."""
+    from types import SimpleNamespace
+
+    from fedevo.searching.ray_session import HeadWatch
+    from fedevo.searching.runner import RayRunner, RunnerStats, Task, _Abort
+
+    waits = []
+
+    def wait(refs, num_returns, timeout):  # the task runs on, and on: nothing comes back
+        waits.append(1)
+        assert len(waits) < 1000, "the drain never stopped"
+        return [], list(refs)
+
+    runner = RayRunner.__new__(RayRunner)
+    runner._ray = SimpleNamespace(wait=wait, exceptions=SimpleNamespace(RayError=RuntimeError))
+    runner._owns_ray, runner.stats, runner.slots = True, RunnerStats(), 2
+    runner._head = HeadWatch(f"127.0.0.1:{_closed_port()}", grace=0.0, every=0.0)
+    done = []
+    with pytest.raises(_Abort, match=r"the Ray cluster at 127\.0\.0\.1:\d+ went away under the search"):
+        runner.drain({"ref": [Task(0, 1, 0, {}, 7)]}, lambda t, r: done.append(r))
+    assert done == [] and runner.stats.running == 0
+
+
 # ------------------------------------------------------------------------------------------------ a real Ray
 @pytest.mark.timeout(90)
 def test_gpu_request_on_a_gpu_less_local_ray_fails_within_60_s(tmp_path):

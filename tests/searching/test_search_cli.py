@@ -179,6 +179,7 @@ def test_existing_ray_cluster_by_address(tmp_path):
     port = _free_port()
     ray_bin = shutil.which("ray") or pytest.skip("no `ray` executable")
     head_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    head_env["FAKE_SLEEP"] = "0.05"  # the workers read the cluster's environment: a search to stop in flight
     # its own (short: unix socket paths) temp dir, so that its `ray_current_cluster` file does not make other
     # processes' plain `ray.init()` try to join this short-lived cluster
     temp_dir = tempfile.mkdtemp(prefix="rayc-", dir="/tmp")
@@ -214,6 +215,20 @@ def test_existing_ray_cluster_by_address(tmp_path):
         assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
         assert "no node of the Ray cluster at 127.0.0.1:" in r.stderr and "64 CPU (nodes: 2 CPU, 0 GPU)" in r.stderr
         assert not (tmp_path / "big").exists()
+        # Ctrl-C on the cluster: the way to continue names the cluster (it said `fedevo resume DIR`, which continues
+        # in this process instead, with this machine's cores and data)
+        stopped = tmp_path / "stopped"
+        p = start("search", "--pop", 6, "--gen", 50, "--seed", 2, "--out", stopped, "--ray-address",
+                  f"127.0.0.1:{port}", "--cpus-per-task", 0.5, "--evaluator", FAKE, "--quiet", RAY_AUTH_MODE="token")
+        while n_rows(stopped / "evaluations.csv") < 1:
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.01)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 130, err
+        assert err.strip().splitlines()[-1] == (
+            f"fedevo: interrupted; every finished evaluation is saved in {stopped}. Continue with: fedevo resume "
+            f"{stopped} --ray-address 127.0.0.1:{port} --cpus-per-task 0.5")
     finally:
         head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
         try:

@@ -284,8 +284,8 @@ def figure_parallel(m: Model):
 
     data = m.data
     dims = [_dim(m.cols[g]) for g in data.gene_names]
-    for key in _parallel_keys(m)[len(data.gene_names):-2]:
-        dims.append(_dim(m.cols[key], PARALLEL_LABEL.get(key)))
+    for key in _parallel_keys(m)[len(data.gene_names):-2]:  # an objective with its unit, as on the other axes
+        dims.append(_dim(m.cols[key], PARALLEL_LABEL.get(key) or (_title(m, key) if key in m.objective_names else None)))
     dims.append(dict(label="Pareto", values=[1 if f else 0 for f in m.on_front], tickvals=[0, 1],
                      ticktext=["dominated", "front"], range=[-0.1, 1.1]))
     ids = [r["id"] for r in m.rows]

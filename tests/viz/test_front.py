@@ -11,7 +11,7 @@ from fedevo.viz.front_model import Model
 from fedevo.viz.numfmt import num
 from fedevo.searching.rundata import load_run
 from tests.helpers import read_csv as csv_rows, run_cli as cli
-from tests.viz.fedevo_runs import digits_run, synthetic_run
+from tests.viz.fedevo_runs import digits_run, five_objective_run, synthetic_run
 
 
 @pytest.fixture(scope="module")
@@ -634,3 +634,21 @@ def test_the_hypervolume_axis_title_of_five_objectives_fits_the_axis():
     assert max(len(x) for x in lines) <= 40, lines
     assert " ".join(lines[1:]) == f"in {space}"
     assert figure_hypervolume(rows).layout.yaxis.title.text == "hypervolume (normalised)<br>in (error, comm, log10 ε)"
+
+
+@pytest.fixture(scope="module")
+def five_run(tmp_path_factory):
+    return five_objective_run(tmp_path_factory)
+
+
+def test_the_parallel_axes_and_the_chosen_line_carry_units(five_run):
+    """Five objectives, a user's latency (ms) and model size Ω (parameters) among them: the parallel coordinates
+    titled them "latency" and "model size Ω" (every other view "latency (ms)"), and the page's "Chosen:" line wrote
+    "latency 3.59, comm 797" (the script's objectives had comm's unit as the registry writes it, no page's). Now
+    each axis carries its unit as elsewhere, and the script gets the unit the page writes after a value."""
+    m = Model(load_run(five_run))
+    labels = [d.label for d in figure_parallel(m).data[0].dimensions]
+    assert "latency (ms)" in labels and "model size Ω (parameters)" in labels, labels
+    assert "comm (params/round/client slot)" in labels and "error" in labels
+    assert {o["name"]: o["unit"] for o in m.objectives()} == {
+        "error": "", "comm": "params/round/client slot", "eps": "", "model_size": "parameters", "latency": "ms"}

@@ -341,3 +341,54 @@ def test_the_units_of_five_objectives_and_a_brush_by_key_or_title(browser, five_
         assert got == want and want, (name, lo, hi, got, want)
     browser.find_element("id", "parallel").screenshot(str(ARTIFACTS / "front-five-parallel-brushed.png"))
     no_network_and_no_errors(browser)
+
+
+DRAWN_JS = """
+// what a figure draws: its svg's box, every axis title's and panel title's box, and each panel's background box
+const gd = document.getElementById(arguments[0]);
+const box = gd.querySelector('svg.main-svg').getBoundingClientRect();
+const rect = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+return {box: [box.left, box.top, box.right, box.bottom],
+        titles: Array.from(gd.querySelectorAll('g[class^="g-x"][class$="title"] text, '
+                                              + 'g[class^="g-y"][class$="title"] text, .annotation-text'))
+          .filter(t => t.textContent).map(t => [t.textContent, rect(t)]),
+        panels: Array.from(gd.querySelectorAll('.bglayer rect.bg')).map(rect)};
+"""
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] - 0.5 and b[0] < a[2] - 0.5 and a[1] < b[3] - 0.5 and b[1] < a[3] - 0.5
+
+
+@pytest.mark.parametrize("width", [1280, 1600, 1920])
+def test_five_objectives_pages_draw_every_panel_whole(browser, five_page, width):
+    """At 1,280–1,920 px: importance.html's five bar panels (a row of five cut the last one's axis title at the
+    figure's edge at 1,600 px) keep every axis and panel title inside the figure and clear of each other; front.html's
+    ten projections are at least 300 px high with rows at most 110 px apart (they were 200 px high, 250 px apart)."""
+    from fedevo.viz.importance import write_importance_html
+
+    page, run_dir = five_page
+    importance = write_importance_html(run_dir)
+    at_width(browser, width)
+    try:
+        open_page(browser, importance, "importance")
+        got = browser.execute_script(DRAWN_JS, "importance")
+        left, top, right, bottom = got["box"]
+        out = [t for t, r in got["titles"] if r[0] < left - 0.5 or r[2] > right + 0.5 or r[1] < top - 0.5]
+        hits = [(a[0], b[0]) for i, a in enumerate(got["titles"]) for b in got["titles"][i + 1:] if _overlap(a[1], b[1])]
+        assert len(got["panels"]) >= 5 and out == [] and hits == [], got
+        browser.find_element("id", "importance").screenshot(str(ARTIFACTS / f"importance-five-{width}.png"))
+
+        open_fresh(browser, page)
+        browser.execute_script("arguments[0].scrollIntoView()", browser.find_element("id", "projections"))
+        settle(browser)
+        panels = browser.execute_script(DRAWN_JS, "projections")["panels"]
+        tops = sorted({round(p[1]) for p in panels})
+        assert len(panels) == 10 and len(tops) == 4, panels
+        assert min(p[3] - p[1] for p in panels) >= 300, panels
+        rows = [[p for p in panels if round(p[1]) == t] for t in tops]
+        gaps = [lo[0][1] - hi[0][3] for hi, lo in zip(rows, rows[1:])]
+        assert all(0 < g <= 110 for g in gaps), gaps
+    finally:
+        at_width(browser, 1400)
+    no_network_and_no_errors(browser)

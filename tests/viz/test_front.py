@@ -652,3 +652,30 @@ def test_the_parallel_axes_and_the_chosen_line_carry_units(five_run):
     assert "comm (params/round/client slot)" in labels and "error" in labels
     assert {o["name"]: o["unit"] for o in m.objectives()} == {
         "error": "", "comm": "params/round/client slot", "eps": "", "model_size": "parameters", "latency": "ms"}
+
+
+def _row_domains(fig) -> list[tuple[float, float]]:
+    lay = fig.layout.to_plotly_json()
+    return sorted({tuple(lay[k]["domain"]) for k in lay if re.fullmatch(r"yaxis\d*", k)}, reverse=True)
+
+
+def test_the_projection_rows_of_five_objectives_are_whole_and_close(five_run, fake_run):
+    """Five objectives draw ten projections in four rows; the rows stood 16 % of the figure apart: 250 px of gap
+    around panels 200 px high, and the one colour bar ran down all four rows. Now every panel is as high as one
+    row of three objectives draws it (346 px), the rows 100 px apart, the colour bar beside the first row as long
+    as with one row (and set on the trace that shows it alone); a run of three objectives is drawn as before."""
+    from fedevo.viz.front_figures import PANEL_H, ROW_GAP
+
+    for run, n_rows in ((five_run, 4), (fake_run, 1)):
+        fig = figure_projections(Model(load_run(run)))
+        m = fig.layout.margin
+        plot_h = fig.layout.height - m.t - m.b
+        rows = _row_domains(fig)
+        assert len(rows) == n_rows, rows
+        assert all(round((b - a) * plot_h) == PANEL_H for a, b in rows), (rows, plot_h)
+        assert all(round((hi[0] - lo[1]) * plot_h) == ROW_GAP for hi, lo in zip(rows, rows[1:])), (rows, plot_h)
+        bars = [t.marker.colorbar for t in fig.data if t.meta == "evaluations" and t.marker.colorbar.len is not None]
+        assert len(bars) == 1 and [t.marker.showscale for t in fig.data if t.meta == "evaluations"].count(True) == 1
+        assert round(bars[0].len * plot_h) == round(0.6 * PANEL_H) and bars[0].yanchor == "top"
+        assert round((1 - bars[0].y) * plot_h) == round(0.2 * PANEL_H)
+    assert fig.layout.height == 470  # three objectives: one row, as before

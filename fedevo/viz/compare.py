@@ -30,6 +30,7 @@ from ..errors import FedevoError
 from ..searching.rundata import RunData, load_run
 from .axes import finite, make_column
 from .front_model import SHORT, axis_title, hv_space
+from .grid import panel_rows
 from .history import figure_hv_history
 from .html import esc, figure_div, page, table, write
 from .numfmt import num
@@ -95,6 +96,9 @@ def shared_hypervolume(runs: Sequence[RunData]) -> tuple[list[list[dict[str, Any
 
 
 # ============================================================================================ figures
+FRONTS_PANEL_H, FRONTS_ROW_GAP = 360, 100  # px: a fronts panel (one row: as before) and the gap between two rows
+
+
 def figure_fronts(runs: Sequence[RunData], names: Sequence[str]):
     """Each run's Pareto set in every pair of the runs' objectives (as front.html's projections: rows of three),
     one colour and legend entry per run; returns (figure, the axes' notes)."""
@@ -114,7 +118,8 @@ def figure_fronts(runs: Sequence[RunData], names: Sequence[str]):
     ncol = min(3, len(pairs))
     nrow = -(-len(pairs) // ncol)
     short = {k: SHORT.get(k, objs.by_name(k).label) for k in objs.names}
-    fig = make_subplots(rows=nrow, cols=ncol, horizontal_spacing=0.08, vertical_spacing=0.16 if nrow > 1 else 0.1,
+    plot_h, spacing = panel_rows(nrow, FRONTS_PANEL_H, FRONTS_ROW_GAP)
+    fig = make_subplots(rows=nrow, cols=ncol, horizontal_spacing=0.08, vertical_spacing=spacing,
                         subplot_titles=[f"{short[a]} vs {short[b]}" for a, b in pairs])
     for c, (a, b) in enumerate(pairs, start=1):
         row, col = (c - 1) // ncol + 1, (c - 1) % ncol + 1
@@ -131,8 +136,8 @@ def figure_fronts(runs: Sequence[RunData], names: Sequence[str]):
                             line=dict(width=0.5, color="white"))), row=row, col=col)
         fig.update_xaxes(**cols[a].axis_layout(cols[a].label), row=row, col=col)
         fig.update_yaxes(**cols[b].axis_layout(cols[b].label), row=row, col=col)
-    fig.update_layout(height=480 + 400 * (nrow - 1), margin=dict(l=60, r=20, t=60, b=60), hovermode="closest",
-                      legend=dict(orientation="h", y=-0.25 / nrow))
+    fig.update_layout(height=120 + plot_h, margin=dict(l=60, r=20, t=60, b=60), hovermode="closest",
+                      legend=dict(orientation="h", y=-90 / plot_h))
     notes = [cols[k].note for k in cols if cols[k].note]
     return fig, notes
 

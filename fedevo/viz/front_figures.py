@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional, Sequence
 from .axes import Column, finite, linear_ticks
 from .front_model import (CHOSEN_COLOR, COMM_LABEL, DOMINATED_OPACITY, ERROR_MAX, FRONT_COLOR, axis_title,
                           LOWER_COLOR, SCALE, SHORT, Model, unit_words)
+from .grid import panel_rows
 from .history import value_range
 from .html import esc
 from .numfmt import num
@@ -125,7 +126,8 @@ def figure_projections(m: Model):
     pairs = m.pairs
     ncol = min(3, len(pairs))
     nrow = -(-len(pairs) // ncol)
-    fig = make_subplots(rows=nrow, cols=ncol, horizontal_spacing=0.08, vertical_spacing=0.16 if nrow > 1 else 0.1,
+    plot_h, spacing = panel_rows(nrow, PANEL_H, ROW_GAP)  # rows a fixed number of pixels apart, however many
+    fig = make_subplots(rows=nrow, cols=ncol, horizontal_spacing=0.08, vertical_spacing=spacing,
                         subplot_titles=[f"{_short(m, a)} vs {_short(m, b)}" for a, b in pairs])
     for c, (a, b) in enumerate(pairs, start=1):
         row, col = (c - 1) // ncol + 1, (c - 1) % ncol + 1
@@ -154,10 +156,20 @@ def figure_projections(m: Model):
         fig.update_yaxes(**_axis(m, b), row=row, col=col)
         if a == "error" and m.excluded:
             _shade_chance(fig, m, c)
-    fig.update_layout(height=470 + 400 * (nrow - 1), margin=dict(l=60, r=20, t=64, b=60), hovermode="closest",
-                      dragmode="lasso", legend=dict(orientation="h", y=-0.28 / nrow),
+    # the colour bar beside the first row, as long as with one row (it spanned all four rows of five objectives);
+    # set on the trace that shows it only (a colour bar's keys switch plotly's showscale on)
+    fig.update_traces(marker_colorbar=dict(len=0.6 * PANEL_H / plot_h, y=1 - 0.2 * PANEL_H / plot_h, yanchor="top"),
+                      selector=lambda t: t.meta == "evaluations" and t.marker.showscale)
+    fig.update_layout(height=PROJ_T + PROJ_B + plot_h, margin=dict(l=60, r=20, t=PROJ_T, b=PROJ_B),
+                      hovermode="closest", dragmode="lasso", legend=dict(orientation="h", y=-LEGEND_DROP / plot_h),
                       hoverlabel=dict(font=dict(size=11), align="left"))
     return fig
+
+
+# the projections' geometry in pixels: a panel's height, the gap between two rows (the x axis' ticks and title,
+# then the next row's panel titles), the margins and the legend's drop below the last row. The gap was 16 % of the
+# figure: with five objectives (ten panels, four rows) 250 px of gap around panels 200 px high.
+PANEL_H, ROW_GAP, PROJ_T, PROJ_B, LEGEND_DROP = 346, 100, 64, 60, 97
 
 
 def _short(m: Model, k: str) -> str:
@@ -284,8 +296,8 @@ def figure_parallel(m: Model):
 
     data = m.data
     dims = [_dim(m.cols[g]) for g in data.gene_names]
-    for key in _parallel_keys(m)[len(data.gene_names):-2]:
-        dims.append(_dim(m.cols[key], PARALLEL_LABEL.get(key)))
+    for key in _parallel_keys(m)[len(data.gene_names):-2]:  # an objective with its unit, as on the other axes
+        dims.append(_dim(m.cols[key], PARALLEL_LABEL.get(key) or (_title(m, key) if key in m.objective_names else None)))
     dims.append(dict(label="Pareto", values=[1 if f else 0 for f in m.on_front], tickvals=[0, 1],
                      ticktext=["dominated", "front"], range=[-0.1, 1.1]))
     ids = [r["id"] for r in m.rows]

@@ -456,9 +456,13 @@ function fedevoInit() {
     if (r.value === -Infinity) return {error: '−∞ is no cap'};
     return r;
   }
+  function withUnit(o, v) {  // a value as the page writes it, with its objective's unit: "12 ms", "624 params/round/client slot"
+    const s = fedevoNum(v);
+    return o.unit && v !== null && v !== undefined && Number.isFinite(Number(v)) ? s + ' ' + o.unit : s;
+  }
   function capWords() {
     return OBJ.filter(o => o.name in caps)
-      .map(o => o.label + (o.maximize ? ' ≥ ' : ' ≤ ') + fedevoNum(caps[o.name])).join(', ');
+      .map(o => o.label + (o.maximize ? ' ≥ ' : ' ≤ ') + withUnit(o, caps[o.name])).join(', ');
   }
   function lowestOf(rows, key, n, highest) {
     // fedevo.picking.lowest (highest: the highest `key` first): ties by the other objectives, each towards its
@@ -475,7 +479,7 @@ function fedevoInit() {
     }).slice(0, n);
   }
   function values(r) {
-    return OBJ.map(o => o.label + ' ' + fedevoNum(r[o.name])).join(', ');
+    return OBJ.map(o => o.label + ' ' + withUnit(o, r[o.name])).join(', ');
   }
 
   function setCaps(c, mode) {
@@ -493,7 +497,7 @@ function fedevoInit() {
       if (el) el.setAttribute('aria-invalid', r.error ? 'true' : 'false');
       if (r.error) {
         bad.push(objOf(k).label + ' "' + String(c[k]).trim() + '" (' + r.error + ') — ' + (k in prev ?
-          'still ' + objOf(k).label + (objOf(k).maximize ? ' ≥ ' : ' ≤ ') + fedevoNum(prev[k]) : 'still no cap on ' +
+          'still ' + objOf(k).label + (objOf(k).maximize ? ' ≥ ' : ' ≤ ') + withUnit(objOf(k), prev[k]) : 'still no cap on ' +
           objOf(k).label));
         if (k in prev) { caps[k] = prev[k]; capText[k] = prevText[k]; }
       } else if (r.value !== null) {

@@ -34,6 +34,11 @@ def unit_words(name: str, unit: str = "") -> list[str]:
     return list(dict.fromkeys([*UNIT_WORDS.get(name, ()), *([unit] if unit else [])]))
 
 
+def value_unit(name: str, unit: str = "") -> str:
+    """What the page writes after a value of objective `name` ("12 ms", comm's "624 params/round/client slot")."""
+    return COMM_UNIT if name == "comm" else unit
+
+
 def axis_title(objectives, key: str, label: str) -> str:
     """The title of an axis of `key`: error, comm (with its unit) and ε as every page writes them, a run's other
     objective with its unit ("latency (ms)", "model size Ω (parameters)"), anything else its column label."""
@@ -176,14 +181,15 @@ class Model:
 
     def objectives(self) -> list[dict]:
         """The run's objectives (RunData.objectives, in order) that the rows hold and that say something: what the
-        caps inputs, the "lowest NAME" choices and the knee (fedevo.viz.knee_js) work on."""
+        caps inputs, the "lowest NAME" choices and the knee (fedevo.viz.knee_js) work on; `unit` is what the page
+        writes after a value (value_unit), `units` what a typed number may end with (unit_words)."""
         out = []
         for o in self.data.objectives:
             if o.name in self.undefined or not any(o.name in r for r in self.rows):
                 continue
             if o.name not in self.objective_names:
                 continue
-            out.append({"name": o.name, "label": SHORT.get(o.name, o.label), "unit": o.unit,
+            out.append({"name": o.name, "label": SHORT.get(o.name, o.label), "unit": value_unit(o.name, o.unit),
                         "units": unit_words(o.name, o.unit), "worst": o.worst, "maximize": o.maximize,
                         "log": bool(o.log)})
         return out

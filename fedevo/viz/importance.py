@@ -37,6 +37,7 @@ from ..searching.rundata import RunData, load_run
 from .axes import LOG_SPAN, Column, make_column
 from .front_model import axis_title
 from .history import figure_hv_history
+from .grid import panel_rows
 from .html import esc, figure_div, page, table, write
 from .numfmt import num
 
@@ -171,14 +172,30 @@ def importance(data: RunData, *, seed: int = 0, **kw) -> list[ObjectiveImportanc
 
 
 # ============================================================================================ figures
+BAR_ROW_GAP = 90  # px between two rows of importance panels: the x axis' ticks and title, then the next panel titles
+
+
+def importance_grid(n: int) -> tuple[int, int]:
+    """(rows, columns) of the importance panels of n objectives: one row of up to three, 2 × 2 for four, rows of
+    three for five (a row of five was 100–150 px a panel at 1,280–1,600 px, and the last panel's axis title, wider
+    than its panel, ran past the figure's edge and was cut)."""
+    ncol = n if n <= 3 else 2 if n == 4 else 3
+    return -(-n // ncol), ncol
+
+
 def figure_importance(result: Sequence[ObjectiveImportance]):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=len(result), horizontal_spacing=0.12,
+    nrow, ncol = importance_grid(max(len(result), 1))
+    n_genes = max([len(o.genes) for o in result] or [1])
+    panel_h = max(190, 20 + 26 * n_genes)  # a row of bars (one row: the figure's height was max(300, 130 + 26·n))
+    plot_h, spacing = panel_rows(nrow, panel_h, BAR_ROW_GAP)
+    fig = make_subplots(rows=nrow, cols=ncol, horizontal_spacing=0.12, vertical_spacing=spacing,
                         subplot_titles=[f"{o.title}" + (f" (R² {num(o.r2)})" if o.r2 is not None else "")
                                         for o in result])
     for c, o in enumerate(result, start=1):
+        row, col = (c - 1) // ncol + 1, (c - 1) % ncol + 1
         if o.genes:
             shown = list(reversed(o.genes))  # most important on top
             fig.add_trace(go.Bar(
@@ -186,17 +203,16 @@ def figure_importance(result: Sequence[ObjectiveImportance]):
                 meta="importance", showlegend=False, marker_color="#1f77b4",
                 error_x=dict(type="data", array=[g.std for g in shown], visible=True, color="#444"),
                 customdata=[[num(g.mean), num(g.std)] for g in shown],
-                hovertemplate="%{y}: %{customdata[0]} ± %{customdata[1]}<extra></extra>"), row=1, col=c)
+                hovertemplate="%{y}: %{customdata[0]} ± %{customdata[1]}<extra></extra>"), row=row, col=col)
         else:
             xref = "x domain" if c == 1 else f"x{c} domain"
             yref = "y domain" if c == 1 else f"y{c} domain"
             fig.add_annotation(xref=xref, yref=yref, x=0.5, y=0.5, showarrow=False, text=_wrap(o.note),
                                font=dict(size=12, color="#a00"))
-            fig.update_xaxes(visible=False, row=1, col=c)
-            fig.update_yaxes(visible=False, row=1, col=c)
-        fig.update_xaxes(title_text="share of variance lost when shuffled", row=1, col=c)
-    n_genes = max([len(o.genes) for o in result] or [1])
-    fig.update_layout(height=max(300, 130 + 26 * n_genes), margin=dict(l=90, r=20, t=60, b=50))
+            fig.update_xaxes(visible=False, row=row, col=col)
+            fig.update_yaxes(visible=False, row=row, col=col)
+        fig.update_xaxes(title_text="share of variance lost when shuffled", row=row, col=col)
+    fig.update_layout(height=110 + plot_h, margin=dict(l=90, r=20, t=60, b=50))
     return fig
 
 

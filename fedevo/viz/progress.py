@@ -19,6 +19,8 @@ def _fmt(v: Optional[float]) -> str:
     return num(v)
 
 
+SHORT_UNIT = 6  # a unit of at most this many characters, one word (ms, s, MB, kWh), follows its value on the line
+
 RATE_WINDOW = 8  # the ETA's seconds per evaluation: the mean interval between the last 8 completions
 
 
@@ -27,7 +29,8 @@ def _clock(seconds: Optional[float]) -> str:
 
 
 class RichReporter(SearchCallback):
-    """Generation k/N, evaluations done/running, best error / comm / ε so far (each alone), the Pareto front's
+    """Generation k/N, evaluations done/running, the best value of each objective so far (each alone, by its label:
+    error / comm / ε, "worst-10 % client error", "latency 12 ms"), the Pareto front's
     size and hypervolume after the last finished generation (once its normalisation is fixed), the last
     evaluation's seconds and the optimiser's seconds per proposal (batches.csv's sampler_s), ETA.
 
@@ -126,11 +129,17 @@ class RichReporter(SearchCallback):
         b = self._best
         return {"gen": f"gen {self._gen[0]}" + ("" if self._time_bound() else f"/{self._gen[1]}"),
                 "running": f"{self._running} running" + (f", {self._queued} queued" if self._queued else ""),
-                "best": "best " + " · ".join(f"{'ε' if o.name == self.eps_key else o.name} {_fmt(b.get(o.name))}"
-                                             for o in self._objs()),
+                "best": "best " + " · ".join(self._best_of(o, b.get(o.name)) for o in self._objs()),
                 "failed": "".join(f" · {n} {k}" for k, n in self._bad.items() if n),
                 "front": self._front,
                 "timing": ("" if self._last_s is None else f" · last eval {_fmt(self._last_s)} s") + self._proposal}
+
+    def _best_of(self, o, v: Optional[float]) -> str:
+        """One objective's best so far as the line says it: its label (ε for the search's ε), the value and a short
+        unit ("latency 12 ms"; a unit of words, as comm's "parameters per round per client", is left to the pages)."""
+        label = "ε" if o.name == self.eps_key else o.label
+        unit = o.unit if o.unit and len(o.unit) <= SHORT_UNIT and " " not in o.unit and _fmt(v) != "–" else ""
+        return f"{label} {_fmt(v)}" + (f" {unit}" if unit else "")
 
     def eta(self) -> Optional[float]:
         """Seconds until the search ends, as far as known now (None: no evaluation has finished yet, and no time

@@ -4,7 +4,9 @@
     python -m tests.browser.screenshots RUN_DIR OUT_DIR --widths 1000,1600
 
 Opens RUN_DIR/front.html in headless Chromium (the flags of the browser test), brushes a range of one axis of
-the parallel coordinates with the mouse (so the selection shows in every view), and writes OUT_DIR/front-3d.png,
+the parallel coordinates with the mouse (so the selection shows in every view; --brush NAME:LO:HI, NAME an
+objective's or gene's key -- error, eps, latency -- or the axis' title, LO and HI in the quantity's units, on a log
+axis too; it prints the ids selected), and writes OUT_DIR/front-3d.png,
 front-projections.png, front-parallel.png, front-selection.png, front-hypervolume.png, front-header.png (and
 retrain-curves.png with --curves, in its error-on-a-log-axis view).
 
@@ -20,11 +22,12 @@ importance-1000.png, compare-1600.png, curves-1000.png, audit-1600.png) instead 
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 
-from tests.browser.test_front_browser import (CHROMEDRIVER, CHROMIUM, FLAGS, axis_geometry, brush_axis, open_page,
-                                             wait_ready)
+from tests.browser.test_front_browser import (CHROMEDRIVER, CHROMIUM, FLAGS, axis_geometry, brush_axis, find_axis,
+                                             open_page, wait_ready)
 
 
 def driver():
@@ -38,11 +41,18 @@ def driver():
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
 
 
-def brush(d, label: str, lo: float, hi: float) -> None:
-    """Drag along the axis `label` of the parallel coordinates from value lo to value hi."""
-    geo = axis_geometry(d, label)
+def brush(d, name: str, lo: float, hi: float) -> list[int]:
+    """Drag with the mouse along the axis `name` of the parallel coordinates (an objective's or gene's key, or its
+    title: tests.browser.test_front_browser.find_axis) from value lo to value hi, in the quantity's units (on a log
+    axis too); returns the selection it made (ids)."""
+    _, _, log = find_axis(d, name)
+    if log and min(lo, hi) <= 0:
+        raise SystemExit(f"--brush {name}: its axis is logarithmic; give values above 0, not {lo:g}:{hi:g}")
+    lo, hi = (math.log10(v) for v in (lo, hi)) if log else (lo, hi)
+    geo = axis_geometry(d, name)
     r0, r1 = geo[3], geo[4]
-    brush_axis(d, label, *(1 - (v - r0) / (r1 - r0) for v in (hi, lo)), geometry=geo)
+    brush_axis(d, name, *(1 - (v - r0) / (r1 - r0) for v in (hi, lo)), geometry=geo)
+    return d.execute_script("return fedevoSelection()")
 
 
 def shoot(run_dir: Path, out: Path, brush_spec: str = "", curves: Path | None = None) -> list[Path]:
@@ -53,8 +63,9 @@ def shoot(run_dir: Path, out: Path, brush_spec: str = "", curves: Path | None = 
         open_page(d, run_dir / "front.html", "front3d")
         wait_ready(d)
         if brush_spec:
-            label, lo, hi = brush_spec.split(":")
-            brush(d, label, float(lo), float(hi))
+            name, lo, hi = brush_spec.rsplit(":", 2)
+            ids = brush(d, name, float(lo), float(hi))
+            print(f"brushed {name} {lo} to {hi}: {len(ids)} selected (ids {', '.join(map(str, ids)) or 'none'})")
         for div, name in (("front3d", "front-3d"), ("projections", "front-projections"),
                           ("parallel", "front-parallel"), ("selection", "front-selection"),
                           ("hypervolume", "front-hypervolume")):

@@ -261,19 +261,47 @@ def drag(driver, points) -> None:
     ab.perform()
 
 
+FIND_AXIS_JS = r"""
+// the parallel axis named by arguments[0]: an objective's or gene's key (FEDEVO.parallel, in the dimensions' order),
+// its title as drawn ("latency (ms) (log)"), that title without " (log)" / " (∞ on top)", or its short label;
+// [index, title, log] (index -1: none, with the titles and keys there are)
+const gp = document.getElementById('parallel'), dims = gp.data[0].dimensions, q = arguments[0];
+const P = (window.FEDEVO && window.FEDEVO.parallel) || [];
+const bare = s => s.replace(/ \((?:log|∞ on top|log, ∞ on top)\)$/, '');
+const tries = [k => P[k] && P[k].key === q, k => dims[k].label === q, k => bare(dims[k].label) === q,
+               k => P[k] && P[k].label === q];
+for (const t of tries) {
+  const k = dims.findIndex((d, i) => t(i));
+  if (k >= 0) return [k, dims[k].label, !!(P[k] && P[k].log)];
+}
+return [-1, dims.map(d => d.label), P.map(p => p.key)];
+"""
+
+
+def find_axis(driver, name: str) -> tuple[int, str, bool]:
+    """(index, title, log) of the parallel-coordinates axis `name`: an objective's or gene's key ("latency", "eps"),
+    its drawn title ("latency (ms)", "ε (log)"), that title without its "(log)", or its short label. Titles carry
+    units and "(log)", so a key is the robust name; AssertionError naming what there is when none matches."""
+    k, title, log = driver.execute_script(FIND_AXIS_JS, name)
+    if k < 0:
+        raise AssertionError(f"no parallel axis {name!r}: keys {log}, titles {title}")
+    return k, title, log
+
+
 def axis_geometry(driver, label: str) -> tuple[float, float, float, float, float]:
-    """(x, top, height, range low, range high) of the parallel-coordinates axis `label` on screen (its domain line),
-    scrolled into view; the range is the dimension's, else its values' min and max."""
+    """(x, top, height, range low, range high) of the parallel-coordinates axis `label` (a key or title, see
+    find_axis) on screen (its domain line), scrolled into view; the range is the dimension's (log10 of the value on
+    a log axis), else its values' min and max."""
     el = driver.find_element("id", "parallel")
     driver.execute_script("arguments[0].scrollIntoView()", el)
     settle(driver)
+    k = find_axis(driver, label)[0]
     return tuple(driver.execute_script(
-        "const gp = document.getElementById('parallel'); const dims = gp.data[0].dimensions;"
-        "const k = dims.findIndex(x => x.label === arguments[0]); const dim = dims[k];"
-        "const a = Array.from(gp.querySelectorAll('.y-axis')).find(x => x.__data__ && x.__data__.label === arguments[0]);"
+        "const gp = document.getElementById('parallel'); const k = arguments[0]; const dim = gp.data[0].dimensions[k];"
+        "const a = Array.from(gp.querySelectorAll('.y-axis')).find(x => x.__data__ && x.__data__.xIndex === k);"
         "const line = a.querySelector('path.domain') || a; const r = line.getBoundingClientRect();"
         "const rg = dim.range || [Math.min(...dim.values), Math.max(...dim.values)];"
-        "return [r.left + r.width / 2, r.top, r.height, rg[0], rg[1]];", label))
+        "return [r.left + r.width / 2, r.top, r.height, rg[0], rg[1]];", k))
 
 
 def brush_axis(driver, label: str, start: float, end: float, geometry=None) -> None:

@@ -239,7 +239,7 @@ def test_the_page_rounds_an_exact_half_as_python_does(browser, chance_page, tmp_
     assert js_cells == {i: python_cells[i] for i in picked}, (js_cells, python_cells)
     note = browser.find_element("id", "knee-note").text
     chosen = int(re.match(r"Chosen: id (\d+) ", note).group(1))
-    assert f"comm {num(by_id[chosen]['comm'])}," in note, (note, by_id[chosen]["comm"])
+    assert f"comm {num(by_id[chosen]['comm'])} params/round/client slot," in note, (note, by_id[chosen]["comm"])
     browser.execute_script("sessionStorage.clear()")
     no_network_and_no_errors(browser)
 

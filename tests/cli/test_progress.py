@@ -189,3 +189,26 @@ def test_the_closing_lines_say_where_the_time_went(tmp_path):
     search_s = json.loads((out / "stop.json").read_text())["search_s"]
     assert re.fullmatch(r"seconds: evaluations \S+ s median, \S+ s max · random \S+ s per proposal \(\S+ s in the "
                         rf"last batch; batches.csv\) · {search_s:.0f} s of search in all", timing), timing
+
+
+def test_the_line_names_each_objective_by_its_label_and_short_unit(monkeypatch):
+    """A search of five objectives named them by key, without units: `best error 0.2 · worst_client_error 0.4 ·
+    model_size 1.2k · latency 12.5 · ε 1`. Now by label (ε for the search's ε), a short unit after its value
+    (`latency 12.5 ms`; a unit of words, as comm's, is left to the pages), a value still missing without one."""
+    from fedevo.objectives import Objective, ObjectiveSet, get
+
+    latency = Objective(name="latency", label="latency", unit="ms", worst=1e4, read=lambda r: None)
+    objs = ObjectiveSet((get("error"), get("worst_client_error"), get("model_size"), latency, get("eps")))
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    buf = io.StringIO()
+    rep = progress.RichReporter(console=Console(file=buf, force_terminal=False, width=400))
+    rep.on_start(n_gen=2, generation=1, total=4, done=0, objectives=objs)
+    rep.on_evaluation({**_row(1.0), "worst_client_error": 0.4, "model_size": 1234.0})  # no latency yet
+    rep.on_generation_start(2)
+    rep.on_evaluation({**_row(1.0), "worst_client_error": 0.5, "model_size": 999.0, "latency": 12.5})
+    rep.on_finish(None)
+    first, last = [x for x in buf.getvalue().splitlines() if x.startswith("gen ")]
+    assert "best error 0.2 · worst-10 % client error 0.4 · model size Ω 1.23k · latency – · ε 1 ·" in first, first
+    assert "best error 0.2 · worst-10 % client error 0.4 · model size Ω 999 · latency 12.5 ms · ε 1 ·" in last, last
+    assert "worst_client_error" not in buf.getvalue() and "model_size" not in buf.getvalue()

@@ -8,6 +8,8 @@ tests/test_picking.py and tests/test_retraining.py; each run is made once per te
   undefined for every evaluation) with --rounds 2 overriding the problem file's 10 rounds (pop 8, 2 generations).
 * `four_objective_run`: a real search of a copy of digits_mlp_local whose top-level `objectives` adds the
   worst-served clients' error (`error, comm, eps, worst_client_error`), pop 8, 2 generations, 1 round.
+* `five_objective_run`: a copy of digits_mlp with five objectives, a user's latency (ms) among them, searched with
+  a fake evaluator (no training), pop 8, 3 generations.
 * `synthetic_run`: the same problem searched with `fake_evaluate` (no training): every third individual has
   ε = inf (no privacy), about one in six fails and
   one in six diverges (by evaluation seed) — the cases a plot must handle.
@@ -64,6 +66,29 @@ def four_objective_run(tmp_path_factory) -> Path:
         text = text.replace('name = "digits_mlp_local"', 'name = "digits_four"', 1)
         problem.write_text('objectives = ["error", "comm", "eps", "worst_client_error"]\n' + text)
     return _make(base, "four_objective_run", problem=str(problem))
+
+
+FIVE_OBJECTIVES = ["error", "comm", "eps", "model_size", "latency"]
+
+
+def five_objective_run(tmp_path_factory) -> Path:
+    """A search of a copy of digits_mlp whose objectives are five, a user's own with its unit among them: error,
+    comm, ε, model size Ω (parameters) and latency (ms; 2 + Ω/500, read by the problem file's own function),
+    evaluated by tests.searching.search_fakes.fake_evaluate (no training; every evaluation ok), pop 8, 3
+    generations."""
+    from fedevo.problem import problems_dir
+    from tests.searching.search_fakes import fake_evaluate
+
+    base = tmp_path_factory.getbasetemp()
+    problem = base / "digits_five.toml"
+    if not problem.exists():
+        (base / "five_objectives.py").write_text(
+            "def latency(result):\n    return 2.0 + result.omega / 500.0 if result.omega else None\n")
+        text = (problems_dir() / "digits_mlp.toml").read_text().replace('name = "digits_mlp"', 'name = "digits_five"', 1)
+        problem.write_text(f"objectives = {FIVE_OBJECTIVES!r}\n".replace("'", '"') + text
+                           + '\n[objective.latency]\nread = "python:five_objectives.py:latency"\nworst = 1e6\n'
+                             'label = "latency"\nunit = "ms"\nlower = 0.0\n')
+    return _make(base, "five_objective_run", problem=str(problem), evaluator=fake_evaluate, gen=3)
 
 
 def central_run(tmp_path_factory) -> Path:

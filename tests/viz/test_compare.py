@@ -180,5 +180,14 @@ def test_the_fronts_are_drawn_in_the_runs_own_objectives(tmp_path, objectives):
     for t in fronts:  # each trace: its run's Pareto set, in its panel's pair of objectives
         want = {int(r["id"]) for r in read_csv(tmp_path / t.name / "front.csv")}
         assert set(t.customdata) == want
+    # rows of three panels, each as high as one row draws it and 100 px apart (a fixed 16 % of the figure apart, four
+    # rows of five objectives' ten pairs were 200 px high with 250 px between them)
+    from fedevo.viz.compare import FRONTS_PANEL_H, FRONTS_ROW_GAP
+
+    lay, m = fig.layout.to_plotly_json(), fig.layout.margin
+    plot_h = fig.layout.height - m.t - m.b
+    rows = sorted({tuple(lay[k]["domain"]) for k in lay if re.fullmatch(r"yaxis\d*", k)}, reverse=True)
+    assert len(rows) == -(-len(pairs) // 3) and all(round((b - a) * plot_h) == FRONTS_PANEL_H for a, b in rows)
+    assert all(round((hi[0] - lo[1]) * plot_h) == FRONTS_ROW_GAP for hi, lo in zip(rows, rows[1:])), rows
     page = compare_html(data)
     assert f"every pair of its {len(objectives)} objectives" in page and "(error, comm, ε)" not in page

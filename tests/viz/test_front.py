@@ -11,7 +11,7 @@ from fedevo.viz.front_model import Model
 from fedevo.viz.numfmt import num
 from fedevo.searching.rundata import load_run
 from tests.helpers import read_csv as csv_rows, run_cli as cli
-from tests.viz.fedevo_runs import digits_run, synthetic_run
+from tests.viz.fedevo_runs import digits_run, five_objective_run, synthetic_run
 
 
 @pytest.fixture(scope="module")
@@ -634,3 +634,48 @@ def test_the_hypervolume_axis_title_of_five_objectives_fits_the_axis():
     assert max(len(x) for x in lines) <= 40, lines
     assert " ".join(lines[1:]) == f"in {space}"
     assert figure_hypervolume(rows).layout.yaxis.title.text == "hypervolume (normalised)<br>in (error, comm, log10 ε)"
+
+
+@pytest.fixture(scope="module")
+def five_run(tmp_path_factory):
+    return five_objective_run(tmp_path_factory)
+
+
+def test_the_parallel_axes_and_the_chosen_line_carry_units(five_run):
+    """Five objectives, a user's latency (ms) and model size Ω (parameters) among them: the parallel coordinates
+    titled them "latency" and "model size Ω" (every other view "latency (ms)"), and the page's "Chosen:" line wrote
+    "latency 3.59, comm 797" (the script's objectives had comm's unit as the registry writes it, no page's). Now
+    each axis carries its unit as elsewhere, and the script gets the unit the page writes after a value."""
+    m = Model(load_run(five_run))
+    labels = [d.label for d in figure_parallel(m).data[0].dimensions]
+    assert "latency (ms)" in labels and "model size Ω (parameters)" in labels, labels
+    assert "comm (params/round/client slot)" in labels and "error" in labels
+    assert {o["name"]: o["unit"] for o in m.objectives()} == {
+        "error": "", "comm": "params/round/client slot", "eps": "", "model_size": "parameters", "latency": "ms"}
+
+
+def _row_domains(fig) -> list[tuple[float, float]]:
+    lay = fig.layout.to_plotly_json()
+    return sorted({tuple(lay[k]["domain"]) for k in lay if re.fullmatch(r"yaxis\d*", k)}, reverse=True)
+
+
+def test_the_projection_rows_of_five_objectives_are_whole_and_close(five_run, fake_run):
+    """Five objectives draw ten projections in four rows; the rows stood 16 % of the figure apart: 250 px of gap
+    around panels 200 px high, and the one colour bar ran down all four rows. Now every panel is as high as one
+    row of three objectives draws it (346 px), the rows 100 px apart, the colour bar beside the first row as long
+    as with one row (and set on the trace that shows it alone); a run of three objectives is drawn as before."""
+    from fedevo.viz.front_figures import PANEL_H, ROW_GAP
+
+    for run, n_rows in ((five_run, 4), (fake_run, 1)):
+        fig = figure_projections(Model(load_run(run)))
+        m = fig.layout.margin
+        plot_h = fig.layout.height - m.t - m.b
+        rows = _row_domains(fig)
+        assert len(rows) == n_rows, rows
+        assert all(round((b - a) * plot_h) == PANEL_H for a, b in rows), (rows, plot_h)
+        assert all(round((hi[0] - lo[1]) * plot_h) == ROW_GAP for hi, lo in zip(rows, rows[1:])), (rows, plot_h)
+        bars = [t.marker.colorbar for t in fig.data if t.meta == "evaluations" and t.marker.colorbar.len is not None]
+        assert len(bars) == 1 and [t.marker.showscale for t in fig.data if t.meta == "evaluations"].count(True) == 1
+        assert round(bars[0].len * plot_h) == round(0.6 * PANEL_H) and bars[0].yanchor == "top"
+        assert round((1 - bars[0].y) * plot_h) == round(0.2 * PANEL_H)
+    assert fig.layout.height == 470  # three objectives: one row, as before

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -155,3 +156,30 @@ def test_front_page_links_to_its_importance_page(tmp_path):
                         evaluator=FAKE, page=False)
     assert '<a href="importance.html">' in front_html(run.data)
     assert '<a href="mine-importance.html">' in front_html(run.data, page_name="mine.html")
+
+
+def _panels(fig, letter: str) -> list[tuple[float, float]]:
+    lay = fig.layout.to_plotly_json()
+    keys = [k for k in lay if re.fullmatch(letter + r"axis\d*", k)]
+    return [tuple(lay[k]["domain"]) for k in sorted(keys, key=lambda k: int(k[5:] or 1))]
+
+
+@pytest.mark.parametrize("n, grid", [(2, (1, 2)), (3, (1, 3)), (4, (2, 2)), (5, (2, 3))])
+def test_the_bar_panels_of_four_or_five_objectives_are_wide_enough(n, grid):
+    """Five objectives drew five bar panels in one row, each a tenth of the figure (100–150 px at 1,280–1,600 px): the
+    last one's axis title, wider than its panel, ran past the figure's edge and was cut. Now at most three a row (2 × 2
+    for four), each panel at least a quarter of the figure's width, the rows 90 px apart whatever the figure's
+    height, each row as high as one row was."""
+    from fedevo.viz.importance import BAR_ROW_GAP, GeneImportance, ObjectiveImportance, figure_importance
+
+    genes = tuple(GeneImportance(g, 0.1 * k, 0.01) for k, g in enumerate(("lr", "units", "sigma", "clip")))
+    result = [ObjectiveImportance(f"o{k}", "none", 30, 0, 0.5, genes, "", f"objective {k}") for k in range(n)]
+    fig = figure_importance(result)
+    xs, ys = _panels(fig, "x")[:n], _panels(fig, "y")[:n]  # (a grid's empty last cells are not drawn)
+    assert len(set(ys)) == grid[0] and len(set(xs)) == grid[1], (xs, ys)
+    assert min(b - a for a, b in xs) >= 0.25, xs
+    m = fig.layout.margin
+    plot_h = fig.layout.height - m.t - m.b
+    rows = sorted(set(ys), reverse=True)
+    assert all(round((b - a) * plot_h) == 190 for a, b in rows), rows  # max(190, 20 + 26 · 4 genes)
+    assert all(round((hi[0] - lo[1]) * plot_h) == BAR_ROW_GAP for hi, lo in zip(rows, rows[1:])), rows

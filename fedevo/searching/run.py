@@ -68,7 +68,6 @@ import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
@@ -98,23 +97,9 @@ from .rungs import RungScheduler, check_continues, check_ladder, remove_states
 from .runner import Task, _Abort, cores, make_runner
 from .settings import Runtime, SearchSettings, eval_seed, n_ref_dirs
 from .space import SearchSpace
+from .versions import versions
 
 # ============================================================================================ the run
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for pkg in ("fedevo", "numpy", "pymoo", "ray", "torch", "rich", "typer"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            if pkg == "fedevo":
-                from .. import __version__
-                out[pkg] = __version__
-    from .. import native
-
-    out["fedevo_kernels"] = native.status()  # 'native' or 'torch (why)': the noise values depend on it
-    return out
-
-
 def default_out(problem_name: str) -> Path:
     base = Path("runs") / f"{problem_name}-{time.strftime('%Y%m%d-%H%M%S')}"
     out, n = base, 1

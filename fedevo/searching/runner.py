@@ -373,6 +373,18 @@ class RayRunner:
             except FedevoError:
                 self.close()
                 raise
+        if address:  # a cluster's nodes may run another install than this machine: another fedevo is refused
+            from .versions import check_nodes
+
+            try:
+                with self.log.capture():
+                    note = check_nodes(ray, where)
+            except FedevoError:
+                self.close()
+                raise
+            if note:
+                self.log.write(f"fedevo: note: {note}\n")
+                print(f"fedevo: note: {note}", file=sys.stderr)
         try:
             cpus = ray.cluster_resources().get("CPU", 0)
             self.slots = max(1, int(cpus // cpus_per_task)) if cpus else None

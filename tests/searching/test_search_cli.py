@@ -180,6 +180,7 @@ def test_existing_ray_cluster_by_address(tmp_path):
     ray_bin = shutil.which("ray") or pytest.skip("no `ray` executable")
     head_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     head_env["FAKE_SLEEP"] = "0.05"  # the workers read the cluster's environment: a search to stop in flight
+    head_env["FEDEVO_NATIVE"] = "0" if os.environ.get("FEDEVO_NATIVE") != "0" else "1"  # its nodes' kernels: not ours
     # its own (short: unix socket paths) temp dir, so that its `ray_current_cluster` file does not make other
     # processes' plain `ray.init()` try to join this short-lived cluster
     temp_dir = tempfile.mkdtemp(prefix="rayc-", dir="/tmp")
@@ -206,6 +207,10 @@ def test_existing_ray_cluster_by_address(tmp_path):
         assert r.returncode == 0, r.stderr
         rows = read_csv(out / "evaluations.csv")
         assert len(rows) == 12 and all(r["status"] == "ok" for r in rows)
+        # the nodes were asked what they run: their kernels differ from this machine's, said in one note
+        (note,) = [line for line in r.stderr.splitlines() if line.startswith("fedevo: note:")]
+        assert f"the Ray cluster at 127.0.0.1:{port} runs other versions than this machine (node " in note and \
+            "fedevo_kernels" in note, r.stderr
         assert json.loads((out / "run.json").read_text())["runtime_at_start"]["ray_address"] == f"127.0.0.1:{port}"
         # a task no node of the cluster can hold: refused in seconds (it would wait forever), no run directory
         t0 = time.monotonic()

@@ -1,0 +1,94 @@
+"""What a process runs: Python, the packages an evaluation's numbers come from, fedevo's own source (a hash) and
+its kernels. run.json records the driver's (:func:`versions`); on a Ray cluster, each node's are compared with
+the driver's before anything is evaluated (:func:`check_nodes`): a node whose fedevo differs is refused (a search
+would log rows of two programs under one run), other differences are said in one note (numbers may then differ
+in their last digits between nodes: the same seed no longer gives the same rows)."""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from ..errors import FedevoError
+
+PACKAGES = ("fedevo", "numpy", "pymoo", "ray", "torch", "rich", "typer")
+REFUSED = ("fedevo", "fedevo_source")  # another fedevo on a node: refused
+NOTED = ("python", "numpy", "torch", "fedevo_kernels")  # the rest of what an evaluation's numbers come from
+
+
+def versions() -> dict[str, str]:
+    """Python's and the packages' versions, and fedevo's kernels ('native' or 'torch (why)': the noise values
+    depend on it), as run.json records them."""
+    out = {"python": platform.python_version()}
+    for pkg in PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            if pkg == "fedevo":
+                from .. import __version__
+                out[pkg] = __version__
+    from .. import native
+
+    out["fedevo_kernels"] = native.status()
+    return out
+
+
+def source_hash(root: Optional[Path] = None) -> str:
+    """SHA-256 (first 16 hex digits) of fedevo's Python source (or that below `root`), file by file in path
+    order: two installs of one version string can differ (a checkout, an edit)."""
+    root = Path(__file__).resolve().parents[1] if root is None else Path(root)
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def node_report() -> dict[str, str]:
+    """This process's versions, fedevo's source hash and host name: what a task pinned to a node returns."""
+    import socket
+
+    return {"host": socket.gethostname(), **versions(), "fedevo_source": source_hash()}
+
+
+def differences(here: Mapping[str, Any], there: Mapping[str, Any], keys: Sequence[str]) -> list[str]:
+    """'torch 2.13.0 (here 2.14.1)' for each of `keys` whose value differs."""
+    return [f"{k} {there.get(k, 'missing')} (here {here.get(k, 'missing')})" for k in keys
+            if there.get(k) != here.get(k)]
+
+
+def compare(here: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], where: str) -> Optional[str]:
+    """FedevoError (one line) naming the first node whose fedevo differs from `here`; else a note naming the
+    nodes whose Python, numpy, torch or kernels differ (None when every node runs what the driver runs)."""
+    for n in nodes:
+        refused = differences(here, n, REFUSED)
+        if refused:
+            raise FedevoError(f"node {n.get('host', '?')} of {where} runs another fedevo ({', '.join(refused)}): "
+                              "install this fedevo on every node (or start the cluster from this source folder), "
+                              "else one run would log rows of two programs")
+    noted = [f"node {n.get('host', '?')}: {', '.join(d)}" for n in nodes if (d := differences(here, n, NOTED))]
+    if not noted:
+        return None
+    return (f"{where} runs other versions than this machine ({'; '.join(noted)}): its numbers may differ in their "
+            "last digits from this machine's, and between nodes")
+
+
+def check_nodes(ray, where: str, timeout: float = 120.0, here: Optional[Mapping[str, Any]] = None) -> Optional[str]:
+    """`compare` this process's node_report (or `here`) with one from every alive node of the connected Ray (a task
+    pinned to each node, holding no CPU). None, without a check, where the nodes do not answer within `timeout` seconds or
+    this Ray cannot pin tasks (the search goes on; the reason goes to `ray.log` by the caller's capture)."""
+    try:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        probe = ray.remote(num_cpus=0, max_retries=0)(node_report)
+        refs = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
+                for n in ray.nodes() if n.get("Alive")]
+        nodes = ray.get(refs, timeout=timeout)
+    except Exception:  # noqa: BLE001 - an old Ray, a node that does not answer: no check rather than no search
+        return None
+    return compare(node_report() if here is None else here, nodes, where)
+
+
+__all__ = ["check_nodes", "compare", "differences", "node_report", "source_hash", "versions"]

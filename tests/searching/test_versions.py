@@ -1,0 +1,68 @@
+"""A Ray cluster's nodes may run another install than the driver's machine: a node whose fedevo differs is
+refused (one run would log rows of two programs), other differences in what an evaluation's numbers come from
+(Python, numpy, torch, fedevo's kernels) are said in one note. Before, nothing compared them."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedevo.errors import FedevoError
+from fedevo.searching.ray_session import local_temp_root, remove_temp_root
+from fedevo.searching.versions import check_nodes, compare, node_report, source_hash
+
+HERE = {"host": "driver", "python": "3.11.9", "fedevo": "0.1.0", "fedevo_source": "aaaa", "numpy": "2.1.0",
+        "torch": "2.14.1", "fedevo_kernels": "native", "rich": "14.0"}
+
+
+def test_the_same_install_everywhere_says_nothing():
+    assert compare(HERE, [dict(HERE, host="n1"), dict(HERE, host="n2", rich="13.0")], "the cluster") is None
+
+
+def test_another_fedevo_on_a_node_is_refused():
+    with pytest.raises(FedevoError, match=r"^node n2 of the Ray cluster at h:1 runs another fedevo \(fedevo_source "
+                                          r"bbbb \(here aaaa\)\): install this fedevo on every node"):
+        compare(HERE, [dict(HERE, host="n1"), dict(HERE, host="n2", fedevo_source="bbbb")], "the Ray cluster at h:1")
+
+
+def test_other_numerics_on_a_node_are_noted():
+    note = compare(HERE, [dict(HERE, host="n1", torch="2.13.0"),
+                          dict(HERE, host="n2", fedevo_kernels="torch (FEDEVO_NATIVE=0)")], "the cluster")
+    assert note == ("the cluster runs other versions than this machine (node n1: torch 2.13.0 (here 2.14.1); node "
+                    "n2: fedevo_kernels torch (FEDEVO_NATIVE=0) (here native)): its numbers may differ in their last "
+                    "digits from this machine's, and between nodes")
+
+
+def test_the_source_hash_follows_the_source(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "sub" / "b.py").write_text("y = 2\n")
+    (tmp_path / "notes.txt").write_text("not source")
+    a = source_hash(tmp_path)
+    assert len(a) == 16 and a == source_hash(tmp_path)
+    (tmp_path / "notes.txt").write_text("other")
+    assert source_hash(tmp_path) == a  # only the Python source counts
+    (tmp_path / "sub" / "b.py").write_text("y = 3\n")
+    assert source_hash(tmp_path) != a
+    assert len(source_hash()) == 16  # fedevo's own
+
+
+@pytest.mark.timeout(120)
+def test_every_node_of_a_ray_reports_what_it_runs():
+    """A task pinned to each node (here: the one of a local Ray) returns its versions; the same install: no note."""
+    import ray
+
+    root = local_temp_root()
+    try:
+        ray.init(num_cpus=1, include_dashboard=False, _temp_dir=root, log_to_driver=False)
+        assert check_nodes(ray, "the local Ray") is None
+        note = check_nodes(ray, "the local Ray", here=dict(node_report(), torch="0.0"))  # as if the driver's differed
+        assert note.startswith("the local Ray runs other versions than this machine (node ") and \
+            f"torch {node_report()['torch']} (here 0.0)" in note, note
+        with pytest.raises(FedevoError, match="runs another fedevo"):
+            check_nodes(ray, "the local Ray", here=dict(node_report(), fedevo_source="0"))
+        (there,) = ray.get([ray.remote(num_cpus=0)(node_report).remote()])
+        assert {k: there[k] for k in ("fedevo", "fedevo_source", "torch")} == \
+            {k: node_report()[k] for k in ("fedevo", "fedevo_source", "torch")}
+    finally:
+        ray.shutdown()
+        remove_temp_root(root)

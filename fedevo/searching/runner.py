@@ -374,11 +374,12 @@ class RayRunner:
                 self.close()
                 raise
         if address:  # a cluster's nodes may run another install than this machine: another fedevo is refused
+            from .inputs import input_files
             from .versions import check_nodes
 
             try:
                 with self.log.capture():
-                    note = check_nodes(ray, where)
+                    note = check_nodes(ray, where, inputs=list(input_files(problem, None)))
             except FedevoError:
                 self.close()
                 raise

@@ -2,7 +2,8 @@
 its kernels. run.json records the driver's (:func:`versions`); on a Ray cluster, each node's are compared with
 the driver's before anything is evaluated (:func:`check_nodes`): a node whose fedevo differs is refused (a search
 would log rows of two programs under one run), other differences are said in one note (numbers may then differ
-in their last digits between nodes: the same seed no longer gives the same rows)."""
+in their last digits between nodes: the same seed no longer gives the same rows), and a node that lacks a data
+or code file of the run's (which workers read by path) or holds another version of it is refused."""
 
 from __future__ import annotations
 
@@ -46,11 +47,20 @@ def source_hash(root: Optional[Path] = None) -> str:
     return h.hexdigest()[:16]
 
 
-def node_report() -> dict[str, str]:
-    """This process's versions, fedevo's source hash and host name: what a task pinned to a node returns."""
+def node_report(paths: Sequence[str] = ()) -> dict[str, Any]:
+    """This process's versions, fedevo's source hash and host name, and the SHA-256 of each of `paths` (None: not
+    there or unreadable): what a task pinned to a node returns."""
     import socket
 
-    return {"host": socket.gethostname(), **versions(), "fedevo_source": source_hash()}
+    from .inputs import digest
+
+    files = {}
+    for p in paths:
+        try:
+            files[p] = digest(Path(p))[0] if Path(p).exists() else None
+        except OSError:
+            files[p] = None
+    return {"host": socket.gethostname(), **versions(), "fedevo_source": source_hash(), "files": files}
 
 
 def differences(here: Mapping[str, Any], there: Mapping[str, Any], keys: Sequence[str]) -> list[str]:
@@ -59,15 +69,25 @@ def differences(here: Mapping[str, Any], there: Mapping[str, Any], keys: Sequenc
             if there.get(k) != here.get(k)]
 
 
-def compare(here: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], where: str) -> Optional[str]:
-    """FedevoError (one line) naming the first node whose fedevo differs from `here`; else a note naming the
-    nodes whose Python, numpy, torch or kernels differ (None when every node runs what the driver runs)."""
+def compare(here: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], where: str,
+            roles: Sequence[tuple[str, str]] = ()) -> Optional[str]:
+    """FedevoError (one line) naming the first node whose fedevo differs from `here`, or that lacks one of the
+    input files (`roles`: (path, what it is), as `here["files"]` holds their SHA-256) or holds another version;
+    else a note naming the nodes whose Python, numpy, torch or kernels differ (None when every node runs what the
+    driver runs)."""
     for n in nodes:
         refused = differences(here, n, REFUSED)
         if refused:
             raise FedevoError(f"node {n.get('host', '?')} of {where} runs another fedevo ({', '.join(refused)}): "
                               "install this fedevo on every node (or start the cluster from this source folder), "
                               "else one run would log rows of two programs")
+        for path, role in roles:
+            sha, want = (n.get("files") or {}).get(path), (here.get("files") or {}).get(path)
+            if want is not None and sha != want:  # (a file this machine cannot read either: its own checks say so)
+                how = "is not there" if sha is None else f"differs there (SHA-256 {sha[:12]}… against {want[:12]}… here)"
+                raise FedevoError(f"{path} ({role}) {how} on node {n.get('host', '?')} of {where}: its workers read it "
+                                  "from this path; put the same file at this path on every node (a folder they share, "
+                                  "mounted at the same place)")
     noted = [f"node {n.get('host', '?')}: {', '.join(d)}" for n in nodes if (d := differences(here, n, NOTED))]
     if not noted:
         return None
@@ -75,20 +95,24 @@ def compare(here: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], where: 
             "last digits from this machine's, and between nodes")
 
 
-def check_nodes(ray, where: str, timeout: float = 120.0, here: Optional[Mapping[str, Any]] = None) -> Optional[str]:
+def check_nodes(ray, where: str, timeout: float = 120.0, here: Optional[Mapping[str, Any]] = None,
+                inputs: Sequence[tuple[str, Any]] = ()) -> Optional[str]:
     """`compare` this process's node_report (or `here`) with one from every alive node of the connected Ray (a task
-    pinned to each node, holding no CPU). None, without a check, where the nodes do not answer within `timeout` seconds or
+    pinned to each node, holding no CPU), the run's input files too (`inputs`: (what it is, path), as
+    inputs.input_files gives them: the data and code the workers read by path). None, without a check, where the nodes do not answer within `timeout` seconds or
     this Ray cannot pin tasks (the search goes on; the reason goes to `ray.log` by the caller's capture)."""
     try:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        paths = [str(p) for _, p in inputs]
         probe = ray.remote(num_cpus=0, max_retries=0)(node_report)
-        refs = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
-                for n in ray.nodes() if n.get("Alive")]
+        refs = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+                .remote(paths) for n in ray.nodes() if n.get("Alive")]
         nodes = ray.get(refs, timeout=timeout)
     except Exception:  # noqa: BLE001 - an old Ray, a node that does not answer: no check rather than no search
         return None
-    return compare(node_report() if here is None else here, nodes, where)
+    return compare(node_report(paths) if here is None else here, nodes, where,
+                   roles=[(str(p), role) for role, p in inputs])
 
 
 __all__ = ["check_nodes", "compare", "differences", "node_report", "source_hash", "versions"]

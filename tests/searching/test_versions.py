@@ -46,8 +46,20 @@ def test_the_source_hash_follows_the_source(tmp_path):
     assert len(source_hash()) == 16  # fedevo's own
 
 
+def test_a_node_without_the_runs_file_or_with_another_is_refused():
+    here = dict(HERE, files={"/p/models.py": "a" * 64})
+    roles = [("/p/models.py", "model")]
+    assert compare(here, [dict(here, host="n1")], "the cluster", roles) is None
+    with pytest.raises(FedevoError, match=r"^/p/models.py \(model\) is not there on node n2 of the cluster: its workers "
+                                          r"read it from this path; put the same file at this path on every node"):
+        compare(here, [dict(here, host="n1"), dict(here, host="n2", files={})], "the cluster", roles)
+    with pytest.raises(FedevoError, match=r"^/p/models.py \(model\) differs there \(SHA-256 bbbbbbbbbbbb… against "
+                                          r"aaaaaaaaaaaa… here\) on node n1"):
+        compare(here, [dict(here, host="n1", files={"/p/models.py": "b" * 64})], "the cluster", roles)
+
+
 @pytest.mark.timeout(120)
-def test_every_node_of_a_ray_reports_what_it_runs():
+def test_every_node_of_a_ray_reports_what_it_runs(tmp_path):
     """A task pinned to each node (here: the one of a local Ray) returns its versions; the same install: no note."""
     import ray
 
@@ -60,6 +72,12 @@ def test_every_node_of_a_ray_reports_what_it_runs():
             f"torch {node_report()['torch']} (here 0.0)" in note, note
         with pytest.raises(FedevoError, match="runs another fedevo"):
             check_nodes(ray, "the local Ray", here=dict(node_report(), fedevo_source="0"))
+        model = tmp_path / "models.py"
+        model.write_text("def mlp(): ...\n")
+        assert check_nodes(ray, "the local Ray", inputs=[("model", model)]) is None  # the same file on the node
+        with pytest.raises(FedevoError, match=f"^{model} \\(model\\) differs there"):
+            check_nodes(ray, "the local Ray", inputs=[("model", model)],
+                        here=dict(node_report(), files={str(model): "0" * 64}))
         (there,) = ray.get([ray.remote(num_cpus=0)(node_report).remote()])
         assert {k: there[k] for k in ("fedevo", "fedevo_source", "torch")} == \
             {k: node_report()[k] for k in ("fedevo", "fedevo_source", "torch")}

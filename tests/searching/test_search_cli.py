@@ -104,9 +104,11 @@ def test_search_with_the_real_simulator(tmp_path):
     search(SearchSettings(problem="digits_mlp", pop=8, gen=3, seed=1, rounds=1), serial, Runtime(workers=0))
     strip = lambda d: by_id(without(read_csv(d / "evaluations.csv"), "wall_s", "chain", "message"))  # noqa: E731
     assert strip(serial) == strip(out)
-    # a different seed: a different population
+    # a different seed: a different population (the first generation's genes come from the seed alone: the fake
+    # evaluator draws the ones the simulator would train)
     other = tmp_path / "other"
-    search(SearchSettings(problem="digits_mlp", pop=8, gen=1, seed=2, rounds=1), other, Runtime(workers=0))
+    search(SearchSettings(problem="digits_mlp", pop=8, gen=1, seed=2, rounds=1), other, Runtime(workers=0),
+           evaluator=search_fakes.fake_evaluate)
     genes = lambda d: {(r["layers"], r["units"], r["lr"]) for r in read_csv(d / "evaluations.csv") if r["generation"] == "1"}  # noqa: E731
     assert not genes(other) & genes(out)
 

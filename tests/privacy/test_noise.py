@@ -17,10 +17,18 @@ needs_cc = pytest.mark.skipif((shutil.which("cc") is None and shutil.which("gcc"
                               or os.environ.get("FEDEVO_NATIVE") == "0", reason="no C compiler, or FEDEVO_NATIVE=0")
 
 
+@pytest.fixture(scope="module")
+def native_cache(tmp_path_factory):
+    """This module's own build cache, empty at its start: the library is compiled once here, by the first test that
+    loads it (a build a test took 5-10 s of each native test on a loaded 2-core machine)."""
+    return tmp_path_factory.mktemp("native-cache")
+
+
 @pytest.fixture
-def fresh_native(monkeypatch, tmp_path):
-    """Forget the loaded library and build into an empty cache (the next load() decides again)."""
-    monkeypatch.setenv("FEDEVO_CACHE", str(tmp_path))
+def fresh_native(monkeypatch, native_cache):
+    """Forget the loaded library (the next load() decides again, from FEDEVO_NATIVE and CC) and build into this
+    module's cache (a build with another compiler, as CC=false, is another file there)."""
+    monkeypatch.setenv("FEDEVO_CACHE", str(native_cache))
     monkeypatch.setattr(native, "_state", {})
     yield
     native._state.clear()

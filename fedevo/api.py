@@ -436,9 +436,9 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
 
     changed = sr.problem_file_changed()
     if changed:  # it is not what this resume searches: say so, once, before the search takes over the terminal
-        print(f"fedevo: note: {changed} changed since this search began; the search goes on with the problem as "
-              f"{sr.run_dir / 'run.json'} recorded it (start a new search to search the changed file)",
-              file=sys.stderr)
+        sr.say_when_held(lambda: print(f"fedevo: note: {changed} changed since this search began; the search goes on "
+                                       f"with the problem as {sr.run_dir / 'run.json'} recorded it (start a new "
+                                       "search to search the changed file)", file=sys.stderr))
     if any(v is not None for v in new_budgets.values()):  # checked now; in force once the search holds the run
         sr.raise_budgets(announce=lambda change: print(f"fedevo: budgets raised: {change} (kept in "
                                                        f"{sr.run_dir / 'budgets.json'})", file=sys.stderr),

@@ -192,6 +192,7 @@ class SearchRun:
     _held = None  # the run directory's lock while this process writes it (taken by `create`, or by `run`)
     _raised: Optional[SearchSettings] = None  # budgets raised by `raise_budgets`, put in force by `run`
     _announce: Optional[Callable[[str], None]] = None
+    _when_held: tuple = ()  # say_when_held's notes
     made: Optional[list[Path]] = None  # made by `create`: the folders it created (missing_folders); None: opened
 
     def __init__(self, run_dir: Path, meta: Mapping[str, Any], problem: Problem, settings: SearchSettings):
@@ -356,6 +357,11 @@ class SearchRun:
         if self._announce is not None:
             self._announce(describe_change(before, self.settings))
 
+    def say_when_held(self, say: Callable[[], None]) -> None:
+        """Call `say` once `run` holds the run directory and nothing can refuse the resume any more (inputs checked,
+        raised budgets in force): a note that a refused resume must not print above its one error line."""
+        self._when_held = (*self._when_held, say)
+
     def problem_file_changed(self) -> Optional[str]:
         """The problem file's path when it now differs from the text the run was made with (run.json keeps that
         text, and a resume searches it, not the file); None when it is unchanged, gone or unreadable."""
@@ -432,6 +438,8 @@ class SearchRun:
                 self._held = _lock(self.run_dir)
                 check_inputs(self.meta, self.run_dir)  # its data and code files are what it was made with
             self._put_raised()  # `fedevo resume --budget ...`: now that nothing else can refuse the resume
+            for say in self._when_held:
+                say()
             for p in [*self.run_dir.glob(".*.tmp"), *(self.run_dir / "checkpoints").glob(".*.tmp")]:
                 with contextlib.suppress(OSError):  # leftovers of a write killed before its rename (ours: locked)
                     p.unlink()

@@ -27,3 +27,19 @@ def test_a_changed_problem_file_is_noted_and_the_recorded_problem_searched(tmp_p
                     f"{tmp_path / 'R' / 'run.json'} recorded it (start a new search to search the changed file)")
     rows = read_csv(tmp_path / "R" / "evaluations.csv")
     assert len(rows) == 12 and all(row["eps"] for row in rows)  # still error, comm and ε
+
+
+def test_a_refused_resume_of_a_changed_problem_file_says_one_line(tmp_path):
+    """The note was printed before the resume's own checks: a resume refused afterwards (a budget reached already,
+    a changed data or code file) printed the note, which said the search goes on, above its one error line."""
+    prob = tmp_path / "mine.toml"
+    prob.write_text((problems_dir() / "digits_mlp.toml").read_text())
+    r = run_cli("search", "--problem", prob, "--pop", "4", "--gen", "1", "--rounds", "1", "--workers", "0",
+                "--quiet", "--out", tmp_path / "R")
+    assert r.returncode == 0, r.stderr
+    prob.write_text('objectives = ["error", "comm"]\n' + prob.read_text())
+    rows = (tmp_path / "R" / "evaluations.csv").read_bytes()
+    r = run_cli("resume", tmp_path / "R", "--budget", "2", "--workers", "0", "--quiet")  # 4 evaluated already
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("fedevo: error: "), r.stderr
+    assert (tmp_path / "R" / "evaluations.csv").read_bytes() == rows

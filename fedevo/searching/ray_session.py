@@ -220,14 +220,21 @@ def check_schedulable(nodes: list[dict[str, float]], cpus_per_task: float, gpus_
                       f"forever: {' or '.join(fix) or 'change --cpus-per-task / --gpus-per-task'}")
 
 
-def answers(address: str, timeout: float = 1.0) -> bool:
-    """Whether something accepts a TCP connection at HOST:PORT (a Ray head's GCS port)."""
+def connect(address: str, timeout: float) -> None:
+    """Open and close a TCP connection to HOST:PORT (a Ray head's GCS port; no HOST: this machine): OSError where
+    nothing accepts it (ValueError: no port)."""
     host, _, port = address.rpartition(":")
+    with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+        pass
+
+
+def answers(address: str, timeout: float = 1.0) -> bool:
+    """Whether something accepts a TCP connection at HOST:PORT (connect)."""
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
-            return True
+        connect(address, timeout)
     except (OSError, ValueError):
         return False
+    return True
 
 
 class HeadWatch:

@@ -19,7 +19,6 @@ import contextlib
 import logging
 import math
 import os
-import socket
 import sys
 import time
 import traceback
@@ -260,15 +259,16 @@ def _first_line(e: BaseException) -> str:
 def _check_reachable(address: str, timeout: float) -> None:
     if address == "auto":
         return
-    host, sep, port = address.rpartition(":")
+    _, sep, port = address.rpartition(":")
     if address.startswith("ray://"):
         raise FedevoError("--ray-address: Ray Client addresses (ray://) are not supported; "
                           "pass the cluster's GCS address HOST:PORT (as printed by `ray start --head`)")
     if not sep or not port.isdigit():
         raise FedevoError(f"--ray-address {address!r} must be HOST:PORT (as printed by `ray start --head`) or 'auto'")
+    from .ray_session import connect
+
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
-            pass
+        connect(address, timeout)
     except OSError as e:
         raise FedevoError(f"cannot reach a Ray cluster at {address} ({e.strerror or e}); "
                           f"start one with `ray start --head --port {port}` or drop --ray-address "

@@ -76,25 +76,49 @@ def _code_file(spec: Optional[str]) -> Optional[Path]:
     return None if origin.is_relative_to(fedevo_root) else origin
 
 
-def input_files(problem, settings) -> Iterator[tuple[str, Path]]:
-    """(what it is, its path) of every data file and code file the run depends on, each once."""
+def _by_path(spec: Optional[str]) -> bool:
+    """Whether a code spec is a "python:FILE:FUNC" (imported from its path; a "package.module:function" is imported
+    by name, from each machine's own install)."""
+    from ..plugins import split_spec
+
+    try:
+        return bool(spec) and split_spec(spec)[0] is not None
+    except FedevoError:
+        return False
+
+
+def _found(problem, settings) -> Iterator[tuple[str, Path, bool]]:
+    """(what it is, its path, whether an evaluation opens it by that path) of every data and code file the run
+    depends on, each once."""
     seen: set[Path] = set()
     spec = getattr(getattr(problem, "data_source", None), "spec", None)
-    found = [("[data] path", getattr(spec, "path", None)), ("[data] test_path", getattr(spec, "test_path", None)),
-             ("model", _code_file(getattr(problem, "model_ref", None))),
-             ("evaluator", _code_file(getattr(problem, "evaluator", None))),
-             ("--evaluator", _code_file(getattr(settings, "evaluator", None)))]
+    code = [("model", getattr(problem, "model_ref", None)), ("evaluator", getattr(problem, "evaluator", None)),
+            ("--evaluator", getattr(settings, "evaluator", None))]
     # a problem file's own objectives (`[objective.NAME] read = "python:FILE:FUNC"`): a changed function would give
     # the resumed rows other values than the logged ones under the same column
-    found += [(f"[objective.{o.name}] read", _code_file(getattr(o.read, "spec", None)))
-              for o in getattr(problem, "objective_defs", ())]
-    for role, p in found:
+    code += [(f"[objective.{o.name}] read", getattr(o.read, "spec", None)) for o in getattr(problem, "objective_defs", ())]
+    found = [("[data] path", getattr(spec, "path", None), True), ("[data] test_path", getattr(spec, "test_path", None), True)]
+    found += [(role, _code_file(c), _by_path(c) and role != "--evaluator") for role, c in code]  # (--evaluator's
+    # module travels to Ray's workers by value: plugins.ray_by_value)
+    for role, p, by_path in found:
         if p is None:
             continue
         p = Path(p).resolve()
         if p not in seen:
             seen.add(p)
-            yield role, p
+            yield role, p, by_path
+
+
+def input_files(problem, settings) -> Iterator[tuple[str, Path]]:
+    """(what it is, its path) of every data file and code file the run depends on, each once."""
+    for role, p, _ in _found(problem, settings):
+        yield role, p
+
+
+def files_read_by_path(problem) -> list[tuple[str, Path]]:
+    """(what it is, its path) of the problem's files an evaluation opens by their absolute path — its data and its
+    `python:FILE:FUNC` code — which every machine that evaluates it needs at that path."""
+    return [(role, p) for role, p, by_path in _found(problem, None) if by_path]
 
 
 def fingerprint(problem, settings) -> list[dict[str, Any]]:
@@ -126,4 +150,4 @@ def check_inputs(meta: Mapping[str, Any], run_dir: Path) -> None:
                               "a new search (nothing was evaluated)")
 
 
-__all__ = ["check_inputs", "digest", "fingerprint", "input_files"]
+__all__ = ["check_inputs", "digest", "files_read_by_path", "fingerprint", "input_files"]

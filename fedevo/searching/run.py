@@ -496,7 +496,8 @@ class SearchRun:
             runner = make_runner(evaluator, self.problem, eval_kwargs, workers=runtime.workers,
                                  address=runtime.ray_address, cpus_per_task=runtime.cpus_per_task,
                                  gpus_per_task=runtime.gpus_per_task, log_dir=self.run_dir, pop=s.pop,
-                                 timeout=runtime.eval_timeout or self.problem.eval_timeout)
+                                 timeout=runtime.eval_timeout or self.problem.eval_timeout,
+                                 known_digests={e["path"]: e["sha256"] for e in self.meta.get("inputs") or ()})
             runner = batched.batched(runner, runtime, evaluator, self.problem, eval_kwargs,
                                      multi_fidelity=s.multi_fidelity)
         try:

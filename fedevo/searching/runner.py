@@ -291,7 +291,8 @@ class RayRunner:
     def __init__(self, evaluator: Evaluator, problem, eval_kwargs: Optional[Mapping[str, Any]] = None, *,
                  workers: Optional[int] = None, address: Optional[str] = None, cpus_per_task: float = 1.0,
                  gpus_per_task: float = 0.0, max_retries: int = 2, connect_timeout: float = 5.0,
-                 log_dir: Optional[os.PathLike] = None, timeout: Optional[float] = None):
+                 log_dir: Optional[os.PathLike] = None, timeout: Optional[float] = None,
+                 known_digests: Optional[Mapping[str, str]] = None):
         import ray
 
         from .containment import UserLog
@@ -374,12 +375,12 @@ class RayRunner:
                 self.close()
                 raise
         if address:  # a cluster's nodes may run another install than this machine: another fedevo is refused
-            from .inputs import input_files
+            from .inputs import files_read_by_path
             from .versions import check_nodes
 
             try:
                 with self.log.capture():
-                    note = check_nodes(ray, where, inputs=list(input_files(problem, None)))
+                    note = check_nodes(ray, where, inputs=files_read_by_path(problem), known=known_digests)
             except FedevoError:
                 self.close()
                 raise
@@ -475,10 +476,13 @@ class RayRunner:
 
 def make_runner(evaluator: Evaluator, problem, eval_kwargs: Mapping[str, Any], *, workers,
                 address: Optional[str] = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
-                log_dir=None, timeout: Optional[float] = None, pop: Optional[int] = None):
+                log_dir=None, timeout: Optional[float] = None, pop: Optional[int] = None,
+                known_digests: Optional[Mapping[str, str]] = None):
     """workers == 0 (and no address): serial, in-process; otherwise Ray (its log: `log_dir`/ray.log; what user
     code prints: `log_dir`/user.log). timeout: seconds an evaluation may take (None: no limit). workers "auto" (or
-    None): fedevo.searching.workers decides from the cores and the batch size `pop`, and says why on stderr."""
+    None): fedevo.searching.workers decides from the cores and the batch size `pop`, and says why on stderr.
+    known_digests: path → SHA-256 of the problem's files already digested (run.json's `inputs`), which a
+    cluster's check of its nodes (versions.check_nodes) then does not read again here."""
     from ..guards import check_workers
     from .workers import announce, decide
 
@@ -492,4 +496,5 @@ def make_runner(evaluator: Evaluator, problem, eval_kwargs: Mapping[str, Any], *
                           "reserve no GPU and see none: pass --gpus-per-task (e.g. 1, or 0.25 for four "
                           "evaluations a GPU), or --workers 0 to evaluate in this process")
     return RayRunner(evaluator, problem, eval_kwargs, workers=workers, address=address,
-                     cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task, log_dir=log_dir, timeout=timeout)
+                     cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task, log_dir=log_dir, timeout=timeout,
+                     known_digests=known_digests)

@@ -96,10 +96,11 @@ def compare(here: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], where: 
 
 
 def check_nodes(ray, where: str, timeout: float = 120.0, here: Optional[Mapping[str, Any]] = None,
-                inputs: Sequence[tuple[str, Any]] = ()) -> Optional[str]:
+                inputs: Sequence[tuple[str, Any]] = (), known: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """`compare` this process's node_report (or `here`) with one from every alive node of the connected Ray (a task
     pinned to each node, holding no CPU), the run's input files too (`inputs`: (what it is, path), as
-    inputs.input_files gives them: the data and code the workers read by path). None, without a check, where the nodes do not answer within `timeout` seconds or
+    inputs.files_read_by_path gives them: the data and code the workers read by path; `known`: path → SHA-256 of
+    those this machine has digested already, run.json's `inputs`, not read again). None, without a check, where the nodes do not answer within `timeout` seconds or
     this Ray cannot pin tasks (the search goes on; the reason goes to `ray.log` by the caller's capture)."""
     try:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -111,8 +112,11 @@ def check_nodes(ray, where: str, timeout: float = 120.0, here: Optional[Mapping[
         nodes = ray.get(refs, timeout=timeout)
     except Exception:  # noqa: BLE001 - an old Ray, a node that does not answer: no check rather than no search
         return None
-    return compare(node_report(paths) if here is None else here, nodes, where,
-                   roles=[(str(p), role) for role, p in inputs])
+    if here is None:
+        known = dict(known or {})
+        here = node_report([p for p in paths if p not in known])
+        here["files"].update({p: known[p] for p in paths if p in known})
+    return compare(here, nodes, where, roles=[(str(p), role) for role, p in inputs])
 
 
 __all__ = ["check_nodes", "compare", "differences", "node_report", "source_hash", "versions"]

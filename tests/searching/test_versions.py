@@ -78,9 +78,32 @@ def test_every_node_of_a_ray_reports_what_it_runs(tmp_path):
         with pytest.raises(FedevoError, match=f"^{model} \\(model\\) differs there"):
             check_nodes(ray, "the local Ray", inputs=[("model", model)],
                         here=dict(node_report(), files={str(model): "0" * 64}))
+        # the digests run.json holds are not read again on this machine: one that no longer matches the file the
+        # node reads is refused (a driver that read the file again would have found the two the same)
+        with pytest.raises(FedevoError, match=f"^{model} \\(model\\) differs there"):
+            check_nodes(ray, "the local Ray", inputs=[("model", model)], known={str(model): "1" * 64})
         (there,) = ray.get([ray.remote(num_cpus=0)(node_report).remote()])
         assert {k: there[k] for k in ("fedevo", "fedevo_source", "torch")} == \
             {k: node_report()[k] for k in ("fedevo", "fedevo_source", "torch")}
     finally:
         ray.shutdown()
         remove_temp_root(root)
+
+
+def test_the_files_a_node_needs_are_those_read_by_path(tmp_path):
+    """Workers open a problem's data and its python:FILE:FUNC code by their absolute path: each node needs them
+    there. A "package.module:function" is imported by name, from each node's own install (its path may differ
+    from this machine's): not compared."""
+    from fedevo.problem import load_problem
+    from fedevo.searching.inputs import files_read_by_path, input_files
+
+    (tmp_path / "ev.py").write_text("def evaluate(problem, params, *, seed=0, rounds=None, data_dir=None):\n"
+                                    "    return (0.1, 1.0, 1.0)\n")
+    genes = '[genes]\nlr = { type = "real", low = 0.1, high = 1.0, default = 0.5 }\n'
+    (tmp_path / "by_path.toml").write_text('name = "a"\nevaluator = "python:ev.py:evaluate"\n' + genes)
+    assert files_read_by_path(load_problem(str(tmp_path / "by_path.toml"))) == [("evaluator", tmp_path / "ev.py")]
+    (tmp_path / "by_name.toml").write_text('name = "b"\nevaluator = "tests.searching.search_fakes:fake_evaluate"\n'
+                                           + genes)
+    by_name = load_problem(str(tmp_path / "by_name.toml"))
+    assert [role for role, _ in input_files(by_name, None)] == ["evaluator"]  # run.json records it
+    assert files_read_by_path(by_name) == []  # but a node imports it by name

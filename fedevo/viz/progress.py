@@ -65,6 +65,7 @@ class RichReporter(SearchCallback):
         self._time_left: Optional[float] = None  # seconds of --time-budget left at on_start (None: no time budget)
         self._last_s: Optional[float] = None  # the last finished evaluation's own seconds (its wall_s)
         self._proposal = ""  # the optimiser's seconds per proposal in the last batch, in words
+        self._unread_said: set = set()  # objectives whose first unread value has been said (_say_unread)
 
     def _note(self, row: Mapping[str, Any]) -> None:
         if row.get("status") != "ok":
@@ -217,8 +218,22 @@ class RichReporter(SearchCallback):
         self._gen = (g, self._gen[1])
         self._update()
 
+    def _say_unread(self, row: Mapping[str, Any]) -> None:
+        """The first evaluation whose value of an objective could not be read (its function raised, returned a
+        string: its worst value stands in), said at once, once per objective: with evaluations of minutes, the
+        closing lines that count them come hours too late."""
+        from ..searching.log import unread_objectives
+
+        for name, _, _, first in unread_objectives([row], [o.name for o in self._objs()]):
+            if name not in self._unread_said:
+                self._unread_said.add(name)
+                self.console.print(f"objective {name}: not read in evaluation {row.get('id')} ({first}); its worst "
+                                   "value stands in (the closing lines count every such evaluation)",
+                                   highlight=False, soft_wrap=True)
+
     def on_evaluation(self, row: Mapping[str, Any]) -> None:
         self._note(row)
+        self._say_unread(row)
         self._done += 1
         self._times.append(time.monotonic())
         wall = row.get("wall_s")

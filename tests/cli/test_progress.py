@@ -212,3 +212,23 @@ def test_the_line_names_each_objective_by_its_label_and_short_unit(monkeypatch):
     assert "best error 0.2 · worst-10 % client error 0.4 · model size Ω 1.23k · latency – · ε 1 ·" in first, first
     assert "best error 0.2 · worst-10 % client error 0.4 · model size Ω 999 · latency 12.5 ms · ε 1 ·" in last, last
     assert "worst_client_error" not in buf.getvalue() and "model_size" not in buf.getvalue()
+
+
+def test_an_objective_not_read_is_said_at_its_first_evaluation(monkeypatch):
+    """An objective whose function fails showed only `latency –` until the closing lines, hours later for
+    evaluations of minutes: its first unread value is said at once, once per objective."""
+    from fedevo.objectives import Objective, ObjectiveSet
+
+    objs = ObjectiveSet.of(["error", "comm", "eps", Objective(name="latency", label="latency", read=lambda r: None,
+                                                               worst=1e4, unit="ms")])
+    buf = io.StringIO()
+    rep = progress.RichReporter(console=Console(file=buf, force_terminal=False, width=300))
+    rep.on_start(n_gen=1, generation=1, total=3, done=0, objectives=objs)
+    rep.on_evaluation({**_row(1.0), "id": 0, "latency": 3.0, "message": ""})
+    assert "not read" not in buf.getvalue()
+    for i in (1, 2):
+        rep.on_evaluation({**_row(1.0), "id": i, "latency": None,
+                           "message": f"objective latency: TypeError: unsupported operand {i}"})
+    lines = [line for line in buf.getvalue().splitlines() if "not read" in line]
+    assert lines == ["objective latency: not read in evaluation 1 (TypeError: unsupported operand 1); its worst "
+                     "value stands in (the closing lines count every such evaluation)"], buf.getvalue()

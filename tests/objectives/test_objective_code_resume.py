@@ -7,19 +7,16 @@ from __future__ import annotations
 import json
 
 import fedevo
-from fedevo.problem import problems_dir
 
 from tests.searching.search_helpers import run_cli
+
+from .latency_problem import latency_problem
 
 OBJECTIVE = "def latency(r):\n    return r.omega / 1000.0 + r.comm / 500.0\n"
 
 
 def test_a_changed_objective_function_is_refused_by_resume(tmp_path):
-    (tmp_path / "my_obj.py").write_text(OBJECTIVE)
-    body = (problems_dir() / "digits_mlp.toml").read_text()
-    prob = tmp_path / "d3.toml"
-    prob.write_text('objectives = ["error", "eps", "latency"]\n' + body
-                    + '\n[objective.latency]\nread = "python:my_obj.py:latency"\nworst = 1e4\nunit = "ms"\n')
+    prob = latency_problem(tmp_path, OBJECTIVE)
     run = fedevo.search(str(prob), pop=4, gen=1, rounds=1, seed=0, workers=0, out=tmp_path / "run", page=False)
     inputs = json.loads((run.path / "run.json").read_text())["inputs"]
     assert [(e["role"], e["path"]) for e in inputs] == [("[objective.latency] read",

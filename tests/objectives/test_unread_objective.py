@@ -7,10 +7,11 @@ first note."""
 from __future__ import annotations
 
 import fedevo
-from fedevo.problem import problems_dir
 from fedevo.searching.log import unread_objectives
 
 from tests.searching.search_helpers import run_cli
+
+from .latency_problem import latency_problem
 
 BROKEN = ("def latency(r):\n"
           "    if r.omega > 0:\n"
@@ -19,12 +20,7 @@ BROKEN = ("def latency(r):\n"
 
 
 def _problem(tmp_path):
-    (tmp_path / "my_obj.py").write_text(BROKEN)
-    body = (problems_dir() / "digits_mlp.toml").read_text()
-    prob = tmp_path / "d3.toml"
-    prob.write_text('objectives = ["error", "eps", "latency"]\n' + body
-                    + '\n[objective.latency]\nread = "python:my_obj.py:latency"\nworst = 1e4\nunit = "ms"\n')
-    return prob
+    return latency_problem(tmp_path, BROKEN)
 
 
 def test_an_objective_never_read_is_named_at_the_end(tmp_path):

@@ -434,15 +434,15 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
         _check_reachable(ray_address, 5.0)
     import sys
 
+    if any(v is not None for v in new_budgets.values()):  # checked now; in force once the search holds the run
+        change = sr.raise_budgets(**new_budgets)
+        sr.say_when_held(lambda: print(f"fedevo: budgets raised: {change} (kept in {sr.run_dir / 'budgets.json'})",
+                                       file=sys.stderr))
     changed = sr.problem_file_changed()
     if changed:  # it is not what this resume searches: say so, once, before the search takes over the terminal
         sr.say_when_held(lambda: print(f"fedevo: note: {changed} changed since this search began; the search goes on "
                                        f"with the problem as {sr.run_dir / 'run.json'} recorded it (start a new "
                                        "search to search the changed file)", file=sys.stderr))
-    if any(v is not None for v in new_budgets.values()):  # checked now; in force once the search holds the run
-        sr.raise_budgets(announce=lambda change: print(f"fedevo: budgets raised: {change} (kept in "
-                                                       f"{sr.run_dir / 'budgets.json'})", file=sys.stderr),
-                         **new_budgets)
     return _run(sr, runtime, evaluator, callbacks, page, progress=progress, importance=importance)
 
 

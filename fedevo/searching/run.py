@@ -191,7 +191,6 @@ class SearchRun:
 
     _held = None  # the run directory's lock while this process writes it (taken by `create`, or by `run`)
     _raised: Optional[SearchSettings] = None  # budgets raised by `raise_budgets`, put in force by `run`
-    _announce: Optional[Callable[[str], None]] = None
     _when_held: tuple = ()  # say_when_held's notes
     made: Optional[list[Path]] = None  # made by `create`: the folders it created (missing_folders); None: opened
 
@@ -330,16 +329,15 @@ class SearchRun:
         resume. Reads only."""
         return run_finished(self.run_dir, self.settings)
 
-    def raise_budgets(self, *, announce: Optional[Callable[[str], None]] = None, **given) -> str:
+    def raise_budgets(self, **given) -> str:
         """Raise the budgets (`given`: gen, budget, time_budget, patience; None: keep) for the rest of the search:
         checked now (budgets.py `raised`: FedevoError where one is bad or still reached), put in force by `run`
         once it holds the run directory and has checked its inputs — recorded in budgets.json, the stop.json of
-        the stop they lift removed, then `announce(change)` — so a resume refused for any reason changes nothing.
-        Returns the change in words."""
+        the stop they lift removed — so a resume refused for any reason changes nothing. Returns the change in
+        words (to say once in force: `say_when_held`)."""
         # checked as every reader checks the budgets in force (read_run_json: resolved), so that none it accepts
         # leaves a run nobody can open (--gen 10**9: --pop × --gen too many for the front's memory)
         self._raised = raised(self.settings, self._newest_state(), given).resolved(n_obj=len(self.objectives))
-        self._announce = announce
         return describe_change(self.settings, self._raised)
 
     def _newest_state(self) -> dict[str, Any]:
@@ -353,9 +351,7 @@ class SearchRun:
         write_raised(self.run_dir, self.settings, self._raised, self._newest_state())
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir / STOP_FILE).unlink()
-        before, self.settings, self._raised = self.settings, self._raised, None
-        if self._announce is not None:
-            self._announce(describe_change(before, self.settings))
+        self.settings, self._raised = self._raised, None
 
     def say_when_held(self, say: Callable[[], None]) -> None:
         """Call `say` once `run` holds the run directory and nothing can refuse the resume any more (inputs checked,

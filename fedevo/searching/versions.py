@@ -100,8 +100,9 @@ def check_nodes(ray, where: str, timeout: float = 120.0, here: Optional[Mapping[
     """`compare` this process's node_report (or `here`) with one from every alive node of the connected Ray (a task
     pinned to each node, holding no CPU), the run's input files too (`inputs`: (what it is, path), as
     inputs.files_read_by_path gives them: the data and code the workers read by path; `known`: path → SHA-256 of
-    those this machine has digested already, run.json's `inputs`, not read again). None, without a check, where the nodes do not answer within `timeout` seconds or
-    this Ray cannot pin tasks (the search goes on; the reason goes to `ray.log` by the caller's capture)."""
+    those this machine has digested already, run.json's `inputs`, not read again). None, without a check, where
+    the nodes do not answer within `timeout` seconds or this Ray cannot pin tasks: the search goes on unchecked
+    (what Ray itself printed meanwhile reaches `ray.log` through the caller's capture)."""
     try:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

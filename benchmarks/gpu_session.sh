@@ -16,9 +16,14 @@
 #     mkdir -p .gpu-data && cp /usr/share/datasets/fashion-mnist/*.gz .gpu-data/       # Fashion-MNIST's IDX files
 #     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux_2_34_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-#       -d .whl dp-accounting==0.6.0 cryptography==50.0.2 cffi==2.1.1 pycparser    # absent from the device image
+#       -d .whl dp-accounting==0.6.0 cryptography==50.0.2 cffi==2.1.1 pycparser==3.12 \
+#       pymoo==0.6.2 moocore==0.3.2 autograd==1.9.1 alive-progress==3.3.0 about-time==4.2.1 graphemeu==0.7.2 \
+#       dill==0.4.1 platformdirs==4.14.8       # absent from the device image (pymoo's for the search step and tests)
+#     echo /.whl/ >> .git/info/exclude
 # The device call:  bash benchmarks/gpu_session.sh     (carry [".gpu-data", ".whl"], timeout_s 600)
-# The device image has torch, Triton, joblib, scipy; not Ray nor pymoo, so the tests that need them are left out.
+# What travels (tracked files and both folders) must stay under the device tool's 64 MiB: move benchmarks/results/
+# and experiments/results/ (their pages, ~23 MB, which no step reads) aside for the call, and back after it.
+# The device image has torch, Triton, joblib, scipy; not Ray, so the tests that need it are left out.
 set -uo pipefail
 OUT="${OUT:-/tmp/fedevo-gpu}"
 DATA="${FEDEVO_GPU_DATA:-.gpu-data}"
@@ -31,6 +36,7 @@ if [ -d .whl ]; then  # a failed install (another Python on the device, say) cos
     echo "warning: the wheels in .whl did not install ($(python3 -V)); the steps that need them will fail"
   fi
 fi
+export PYTHONUNBUFFERED=1  # a step stopped at its timeout keeps what it printed
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fedevo, installed or not
 WANT=" ${*:-tests fused round plan accountant secagg generation generation-central profile-secagg} "
 step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT/NAME.txt, its status and time appended,
@@ -52,10 +58,11 @@ step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT
   git log -1 --format='fedevo %h %s' 2>/dev/null || true
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt" | tee "$OUT/all.txt"
-step tests 100 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
+step tests 150 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py \
   tests/fl/test_stacked_fused.py tests/fl/test_stacked_update.py tests/fl/test_stacked_hooks.py \
-  tests/fl/test_cuda_population_cnn.py tests/fl/test_stacked_window.py
+  tests/fl/test_cuda_population_cnn.py tests/fl/test_stacked_window.py tests/models/test_user_model_cuda.py \
+  tests/searching/test_batched_search.py
 # the fused masked weight update (fl/stacked_update.py) against the plain update: one layer's step, and the
 # reference round dense and SET-masked with FEDEVO_CUDA_FUSED_UPDATE off / masked / all, side by side
 step fused 60 python3 benchmarks/cuda_fused_update.py
@@ -78,6 +85,9 @@ step secagg 30 python3 benchmarks/secagg_add_cost.py
 step generation 100 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
 step generation-central 90 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
   --data-dir "$DATA"
+# named only: `fedevo search` itself (in-process, pymoo's NSGA-III) on the GPU, a generation of 20 batched against the
+# same search one evaluation at a time, and the slowest member's own time (batched_search.py; needs the pymoo wheels)
+step search 120 python3 benchmarks/batched_search.py --problem fashion_mlp_dp --pop 20 --gen 1 --data-dir "$DATA"
 # the slowest member alone in the drawn generations (#12, secure aggregation) under cProfile: where its host time goes
 step profile-secagg 40 python3 benchmarks/cuda_population.py --no-round --no-generation --profile 12 --data-dir "$DATA"
 # named only (not in the default list: the default's steps fill one device call): the generation with the schedule

@@ -166,10 +166,7 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
             d = dev or runs[0].su.engine.device
             # the runs' CPU work goes in `threads` threads, so each torch op in one thread (16 runs' ops each
             # spreading over 16 cores would oversubscribe them)
-            # each run's ε where its settings alone decide it (central trust), computed by the accountant's
-            # workers while the batch trains: the results phase finds it done (the same call, remembered)
-            with intra_op_threads(1) if threads > 1 else contextlib.nullcontext(), \
-                    offload.prefetch(r.su.mech.planned_eps for r in runs):
+            with intra_op_threads(1) if threads > 1 else contextlib.nullcontext(), _prefetch_eps(runs, d):
                 _measure_batch(runs, d, exact, clock, threads, results, t0, overlap)
         for i in alone:
             try:
@@ -182,6 +179,17 @@ def simulate_population(configs: Sequence, seeds: Sequence[int], *, device=None,
         if timings is not None:
             timings.update(members=len(runs), alone=len(alone), threads=threads)
         return results
+
+
+def _prefetch_eps(runs, d):
+    """On the CPU, each run's ε where its settings alone decide it (central trust) computed by the accountant's
+    workers while the batch trains: the results phase finds it done (the same call, remembered); 1.13x a
+    digits_mlp generation on 2 Zen 5 cores. Not on a GPU: there each run's ε is computed in its thread as its
+    loop ends, during the training, and the results phase waited 0.003 s with or without it, while prefetching
+    made a fashion_mlp_dp generation 0.90x as fast (H100, benchmarks/results-2026-11-27-cuda-h100.txt)."""
+    if torch.device(d).type != "cpu":
+        return contextlib.nullcontext()
+    return offload.prefetch(r.su.mech.planned_eps for r in runs)
 
 
 def _measure_batch(runs, d, exact, clock, threads, results, t0, overlap: bool = True) -> None:

@@ -6,7 +6,10 @@ docs/engine.md's 0.02."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
+import torch
 
 from fedevo.evaluation import evaluate, evaluate_population
 from fedevo.problem import load_problem
@@ -191,6 +194,25 @@ def test_planned_eps_is_computed_while_the_batch_trains(problem, monkeypatch):
         assert _objectives(got) == _objectives(alone), p
     assert [threads for _, threads in started[1:]] == [False] * 3  # inline (one process): nothing started
     assert all(r.eps < float("inf") for r in together)
+
+
+def test_planned_eps_is_prefetched_on_the_cpu_only(monkeypatch):
+    """On a GPU each run's ε is computed in its thread as its loop ends, during the training: prefetching it only
+    competed with the batch there (0.90x, H100), so a batch on a GPU starts none; on the CPU it does."""
+    from types import SimpleNamespace
+
+    from fedevo.fl import population
+    from fedevo.privacy import offload
+
+    asked = []
+    monkeypatch.setattr(offload, "prefetch", lambda calls: asked.append(list(calls)) or contextlib.nullcontext())
+    runs = [SimpleNamespace(su=SimpleNamespace(mech=SimpleNamespace(planned_eps=lambda: 1.0)))] * 2
+    with population._prefetch_eps(runs, torch.device("cuda")):
+        pass
+    assert asked == []
+    with population._prefetch_eps(runs, "cpu"):
+        pass
+    assert len(asked) == 1 and len(asked[0]) == 2
 
 
 def test_a_bucket_goes_on_while_another_buckets_sides_run(problem, monkeypatch):

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Issue #37's GPU figures in device calls (a lent GPU has ~15 minutes for a whole session, starts included): the
 # machine, the CUDA tests, the fused masked update against the plain one, the reference round with every opt-in,
-# the host-side pieces, and the fashion_mlp_dp generation of 20 (drawn trust gene, then central for all), each step
-# under its own timeout so that one slow step cannot eat the others' time (580 s in all for the default steps: a
-# device call's limit is 600 s; on 2026-11-26 the steps took a third of their limits). Writes one file per step under $OUT (the device tool brings it back),
-# and all of them in order under headers to $OUT/all.txt (the draft of a results file).
+# the fashion_mlp_dp generation of 20 (drawn trust gene, then central for all) and `fedevo search` batched on the
+# GPU, each step under its own timeout so that one slow step cannot eat the others' time (550 s in all for the
+# default steps: a device call's limit is 600 s; on 2026-11-27 they took tests 105 s, round 59, generation 64,
+# generation-central 45, a 1-generation search 28: results-2026-11-27-cuda-h100.txt). Writes one file per step under
+# $OUT (the device tool brings it back; at most 8 files come back, so all.txt is the one to keep), and all of them in
+# order under headers to $OUT/all.txt (the draft of a results file). A warm machine stays 30 s after a call: the
+# named-only steps fit later calls made at once (2026-11-27: three more calls in the session's 15 minutes).
 #
-#     bash benchmarks/gpu_session.sh                      # every step (about 4 minutes on an H100 or H200)
+#     bash benchmarks/gpu_session.sh                      # the default steps (about 6 minutes on an H100)
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
 #     bash benchmarks/gpu_session.sh generation-opt-ins   # a step the default leaves out (named only; also
 #                                                         # phases, generation-busy, generation-step, prefetch,
@@ -38,7 +41,7 @@ if [ -d .whl ]; then  # a failed install (another Python on the device, say) cos
 fi
 export PYTHONUNBUFFERED=1  # a step stopped at its timeout keeps what it printed
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fedevo, installed or not
-WANT=" ${*:-tests fused round plan accountant secagg generation generation-central profile-secagg} "
+WANT=" ${*:-tests fused round generation generation-central search} "
 step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT/NAME.txt, its status and time appended,
   # and the whole to $OUT/all.txt under a header (the draft of a results file: machine first, steps in order)
   local name=$1 secs=$2; shift 2
@@ -68,7 +71,7 @@ step tests 150 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and no
 step fused 60 python3 benchmarks/cuda_fused_update.py
 # the reference round with every opt-in, each also with the first layer's updates once a window of 4 steps
 # (FEDEVO_FIRST_LAYER_WINDOW, fl/stacked_window.py: issue #37's 10x target is memory-bound there)
-step round 100 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile \
+step round 90 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile \
   --window 4
 # named only: the window's length scanned (2, 4, 8) with every opt-in, today's path left out
 step window 100 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --no-today --tf32 \
@@ -76,19 +79,21 @@ step window 100 python3 benchmarks/cuda_population.py --repeats 7 --no-generatio
 # named only (the default list makes room for `fused`): where the opt-ins' round goes (plan, load, step loop,
 # updates; the step loop's kernels), with the CPU engine's batches (its draws native on the host, laid out there)
 step phases 45 env FEDEVO_CUDA_TF32=1 FEDEVO_CUDA_COMPILE=1 python3 benchmarks/cuda_round_phases.py
-# the host-side pieces a generation waits on, side by side on this host's CPU (the 2-core CPU's figures do not tell
-# a 16-core host's): the buckets' plan the previous way against the native draws; the ε in threads against workers
+# named only (measured on an H100 host on 2026-11-27): the host-side pieces a generation waits on, side by side on
+# this host's CPU: the buckets' plan the previous way against the native draws; the ε in threads against workers
 step plan 30 python3 benchmarks/stacked_plan.py
 step accountant 30 python3 benchmarks/accountant_offload.py
-# where a secure-aggregation member's host time goes per coordinate (gather and copy, DDG encoding, the rest)
+# named only: where a secure-aggregation member's host time goes per coordinate (gather and copy, DDG encoding, ...)
 step secagg 30 python3 benchmarks/secagg_add_cost.py
-step generation 100 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
-step generation-central 90 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
+step generation 90 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
+step generation-central 70 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
   --data-dir "$DATA"
-# named only: `fedevo search` itself (in-process, pymoo's NSGA-III) on the GPU, a generation of 20 batched against the
-# same search one evaluation at a time, and the slowest member's own time (batched_search.py; needs the pymoo wheels)
-step search 120 python3 benchmarks/batched_search.py --problem fashion_mlp_dp --pop 20 --gen 1 --data-dir "$DATA"
-# the slowest member alone in the drawn generations (#12, secure aggregation) under cProfile: where its host time goes
+# `fedevo search` itself (in-process, pymoo's NSGA-III) on the GPU, generations of 20 batched against the same search
+# one evaluation at a time, and the slowest member's own time (batched_search.py; needs the pymoo wheels). Two
+# generations: the first pays the process's first batch (the accountant's workers start, Triton compiles), the
+# second is the steady state (2026-11-27 ran only the first: 6.7 s batched, 9.0x its slowest member)
+step search 90 python3 benchmarks/batched_search.py --problem fashion_mlp_dp --pop 20 --gen 2 --data-dir "$DATA"
+# named only: the slowest member alone in the drawn generations (#12, secure aggregation) under cProfile (its host time)
 step profile-secagg 40 python3 benchmarks/cuda_population.py --no-round --no-generation --profile 12 --data-dir "$DATA"
 # named only (not in the default list: the default's steps fill one device call): the generation with the schedule
 # drawn on the GPU and TF32 matmuls (a third of the fp32 arithmetic's time; torch_compile is left out: the buckets'

@@ -7,7 +7,8 @@ one process on one GPU (issue #37):
    before; a byte mask), against the one-pass kernel; CUDA-event medians, the weights' memory traffic as GB/s;
 2. the reference round's local training (median of --repeats graph replays), dense and with 10 %-density SET masks,
    with FEDEVO_CUDA_FUSED_UPDATE = off, masked (the default) and all, in fp32 and with the opt-ins (schedule drawn
-   on the GPU, TF32); the updates' max/L2 relative difference to the 'off' line.
+   on the GPU, TF32; --window K: those with the first layer once a window of K steps as well, the best round on
+   the H100 on 2026-11-27); the updates' max/L2 relative difference to the 'off' line.
 
     python benchmarks/cuda_fused_update.py                 # on a GPU
     TRITON_INTERPRET=1 FEDEVO_CUDA_FUSED_UPDATE=masked python benchmarks/cuda_fused_update.py --device cpu --small
@@ -121,10 +122,14 @@ def reference(a, dev) -> None:
     print(f"\n2. Reference round's local training: MLP 784-{a.units}-{a.units}-10, {K} clients x {PER_CLIENT}, B={B}, "
           f"E={E}; seconds, median of {a.repeats} (CUDA graph replays on a GPU); Δ: the updates against mode 'off'")
     print(f"{'round':<52}{'mode':<8}{'s':>9}{'vs off':>8}{'max rel Δ':>10}{'L2 rel Δ':>10}")
-    opt = [("fp32", "engine", False)] + ([("device schedule, TF32", "device", True)] if dev.type == "cuda" else [])
+    opt = [("fp32", "engine", False, 1)] + ([("device schedule, TF32", "device", True, 1)] if dev.type == "cuda" else [])
+    gpu = dev.type == "cuda"
+    opt += [(f"{'device schedule, TF32' if gpu else 'fp32'}, window {k}", "device" if gpu else "engine", gpu, k)
+            for k in a.window]  # the first layer once a window of k steps (dense first layers only)
     for label, p, m in (("dense", params, {}), ("SET masks 10%", mparams, masks10)):
-        for oname, schedule, tf32 in opt:
+        for oname, schedule, tf32, k in opt:
             os.environ["FEDEVO_CUDA_TF32"] = "1" if tf32 else "0"
+            os.environ["FEDEVO_FIRST_LAYER_WINDOW"] = str(k)
             base = None
             for mode in ("off", "masked", "all"):
                 os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = mode
@@ -147,7 +152,7 @@ def reference(a, dev) -> None:
                     base = (t, flat.cpu())
                 print(f"{label + ', ' + oname:<52}{mode:<8}{t:9.4f}{base[0] / t:7.2f}x{rel(flat, base[1])}",
                       flush=True)
-    for k in ("FEDEVO_CUDA_TF32", "FEDEVO_CUDA_FUSED_UPDATE"):
+    for k in ("FEDEVO_CUDA_TF32", "FEDEVO_CUDA_FUSED_UPDATE", "FEDEVO_FIRST_LAYER_WINDOW"):
         os.environ.pop(k, None)
     stacked_graphs.CACHES.clear()
 
@@ -162,6 +167,9 @@ def main(argv=None):
     ap.add_argument("--tiles", nargs="*", default=["128x64x16x8", "64x64x16x4", "64x32x32x4", "128x32x16x4"],
                     help="other tilings of the kernel to time beside its default, as BKxBNxBBxWARPS")
     ap.add_argument("--no-round", action="store_true", help="the layer updates only")
+    ap.add_argument("--window", type=int, nargs="*", default=[], metavar="K",
+                    help="also the round with the first layer updated once a window of K steps "
+                         "(FEDEVO_FIRST_LAYER_WINDOW; with the device schedule and TF32 on a GPU)")
     a = ap.parse_args(argv)
     a.tiles = [tuple(int(v) for v in t.split("x")) for t in a.tiles]
     a.clients, a.units = (6, 16) if a.small else (100, 200)

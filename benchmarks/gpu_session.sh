@@ -2,7 +2,7 @@
 # Issue #37's GPU figures in device calls (a lent GPU has ~15 minutes for a whole session, starts included): the
 # machine, the CUDA tests, the fused masked update against the plain one, the reference round with every opt-in,
 # the fashion_mlp_dp generation of 20 (drawn trust gene, then central for all) and `fedevo search` batched on the
-# GPU, each step under its own timeout so that one slow step cannot eat the others' time (550 s in all for the
+# GPU, each step under its own timeout so that one slow step cannot eat the others' time (565 s in all for the
 # default steps: a device call's limit is 600 s; on 2026-11-27 they took tests 105 s, round 59, generation 64,
 # generation-central 45, a 1-generation search 28: results-2026-11-27-cuda-h100.txt). Writes one file per step under
 # $OUT (the device tool brings it back; at most 8 files come back, so all.txt is the one to keep), and all of them in
@@ -68,7 +68,7 @@ step tests 150 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and no
   tests/searching/test_batched_search.py
 # the fused masked weight update (fl/stacked_update.py) against the plain update: one layer's step, and the
 # reference round dense and SET-masked with FEDEVO_CUDA_FUSED_UPDATE off / masked / all, side by side
-step fused 60 python3 benchmarks/cuda_fused_update.py
+step fused 75 python3 benchmarks/cuda_fused_update.py --window 4
 # the reference round with every opt-in, each also with the first layer's updates once a window of 4 steps
 # (FEDEVO_FIRST_LAYER_WINDOW, fl/stacked_window.py: issue #37's 10x target is memory-bound there)
 step round 90 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile \
@@ -76,9 +76,11 @@ step round 90 python3 benchmarks/cuda_population.py --repeats 7 --no-generation 
 # named only: the window's length scanned (2, 4, 8) with every opt-in, today's path left out
 step window 100 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --no-today --tf32 \
   --schedule-device --compile --window 2 4 8
-# named only (the default list makes room for `fused`): where the opt-ins' round goes (plan, load, step loop,
-# updates; the step loop's kernels), with the CPU engine's batches (its draws native on the host, laid out there)
-step phases 45 env FEDEVO_CUDA_TF32=1 FEDEVO_CUDA_COMPILE=1 python3 benchmarks/cuda_round_phases.py
+# named only (the default list makes room for `fused`): where the best round so far goes (plan, load, step loop,
+# updates; the step loop's kernels): the schedule drawn on the GPU, TF32, the first layer once a window of 4 steps
+# (14.1 ms on the H100 on 2026-11-27, 1.1 ms from issue #37's 13 ms; 2026-11-27's `phases` ran another mix)
+step phases 45 env FEDEVO_SCHEDULE=device FEDEVO_CUDA_TF32=1 FEDEVO_FIRST_LAYER_WINDOW=4 \
+  python3 benchmarks/cuda_round_phases.py
 # named only (measured on an H100 host on 2026-11-27): the host-side pieces a generation waits on, side by side on
 # this host's CPU: the buckets' plan the previous way against the native draws; the ε in threads against workers
 step plan 30 python3 benchmarks/stacked_plan.py

@@ -15,9 +15,9 @@ Three opt-ins for speed on a GPU, all off by default (docs/engine.md): a problem
   same numbers up to rounding, compiled once per process and shape (seconds); where compiling fails, one warning
   and the plain loop.
 
-One more, by environment variable alone while it is unmeasured on a GPU: `FEDEVO_FIRST_LAYER_WINDOW=k`, the first
-layer's weight updates once a window of k steps (fl/stacked_window.py; a result's `engine` names it where it
-applied: `first_layer_window`).
+One more, by environment variable alone (it applies to dense first layers only, which a SET search's members never
+have): `FEDEVO_FIRST_LAYER_WINDOW=k`, the first layer's weight updates once a window of k steps
+(fl/stacked_window.py; a result's `engine` names it where it applied: `first_layer_window`).
 
 Switches, on by default: `FEDEVO_STACKED=0` (MLPs on fl/device.py's path, what the stacked trainer replaced) and
 `FEDEVO_CUDA_GRAPHS=0` (no captured CUDA graphs: fl/stacked_graphs.py).

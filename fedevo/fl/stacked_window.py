@@ -17,9 +17,11 @@ average: +21 % of the reference round's step for k = 4) and three buffers of (C,
 plain loop's up to rounding (a reassociation of the same sums; tests/fl/test_stacked_window.py).
 
 Only for a bucket without per-step hooks (their gradients are clipped per step) whose first layer has no SET mask
-(a masked update M⊙(Xᵀδ) is no longer low-rank): `applies`. Not yet timed on a GPU (no GPU was lent to the session
-that built it; on the CPU, bound by arithmetic, it is slower): `benchmarks/cuda_population.py --window K` and
-gpu_session.sh's `round` and `window` steps will say what it buys there.
+(a masked update M⊙(Xᵀδ) is no longer low-rank): `applies`. Measured (`benchmarks/cuda_population.py --window K`):
+on an H100 with the schedule drawn on the GPU and TF32 the reference round 14.1 ms with k = 4 against 15.8 ms (the
+best round so far), nothing gained in fp32 with the CPU engine's schedule; on the CPU, bound by arithmetic, slower
+(benchmarks/results-2026-11-27-cuda-h100.txt, results-2026-11-27-first-layer-window-cpu.txt). It stays an opt-in:
+a search's SET-masked first layers never use it.
 """
 
 from __future__ import annotations

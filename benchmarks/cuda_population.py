@@ -28,9 +28,10 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
    results, the evaluations alone). The data set is loaded (and cached) before any timing; the whole generation
    for one round runs first as a warm-up; then, side by side, the batch with each round's run sides started only
    after all its buckets are queued (overlap=False, the way before) and the batch as it runs by default; on a GPU,
-   after them, the batch with the fused masked update off (FEDEVO_CUDA_FUSED_UPDATE=off, fl/stacked_update.py:
-   cuBLAS's GEMM, then the mask product, as before 2026-11-27) and in buckets of equal widths only (exact=True:
-   no padding, more buckets); with --busy, the batch once more under
+   after them, the batch with the fused masked update in its eager buckets too (FEDEVO_CUDA_FUSED_UPDATE=masked,
+   fl/stacked_update.py; by default it runs only in buckets captured as CUDA graphs, since 2026-11-27 evening;
+   the line compares the two defaults) and in buckets of equal widths only (exact=True: no padding, more
+   buckets); with --busy, the batch once more under
    torch.profiler (how busy the GPU was: its kernels' time against the wall).
 3. --profile I: member I of that generation alone under cProfile, its round sides in the main thread (where its
    host time goes).
@@ -263,8 +264,10 @@ def generation(a, dev) -> None:
     same_before = all((b.error, b.eps, b.comm, b.omega) == (g.error, g.eps, g.comm, g.omega)
                       for b, g in zip(before, together))
     unfused = None
-    if dev.type == "cuda" and stacked_update.mode() != "off" and stacked_update.usable(dev):
-        os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = "off"  # the masked layers' update in two passes, as before
+    if dev.type == "cuda" and "FEDEVO_CUDA_FUSED_UPDATE" not in os.environ and stacked_update.usable(dev):
+        # the kernel in every bucket, eager ones too (by default only in buckets captured as CUDA graphs, which a
+        # 5-round generation has none of; before 2026-11-27 evening the default was this)
+        os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = "masked"
         offload.forget()
         t = time.perf_counter()
         plain = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev)
@@ -347,8 +350,9 @@ def generation(a, dev) -> None:
           f"way before), just before it: {t_before:.3f} s ({t_before / t_pop:.2f}x the batch's time); results "
           f"equal: {same_before}")
     if unfused is not None:
-        print(f"the same batch with the fused masked update off (FEDEVO_CUDA_FUSED_UPDATE=off: cuBLAS's GEMM, then "
-              f"the mask product), just after it: {unfused[0]:.3f} s ({unfused[0] / t_pop:.2f}x the batch's time); "
+        print(f"the same batch with the fused masked update in eager buckets too (FEDEVO_CUDA_FUSED_UPDATE=masked; "
+              f"by default only where captured), just after it: {unfused[0]:.3f} s ({unfused[0] / t_pop:.2f}x the "
+              f"batch's time); "
               f"max |Δ error| {unfused[1]:.1e}, ε, comm and Ω equal: {unfused[2]}")
     if exact is not None:
         print(f"the same batch in buckets of equal widths only (exact=True: no padding, more buckets), after it: "

@@ -176,10 +176,9 @@ class _Bucket:
         self.masked = any(m.masks for m in members)
         self.tf32 = device.type == "cuda" and members[0].tf32  # one bucket: one setting (bucket_key)
         self.compiled = device.type == "cuda" and members[0].torch_compile  # likewise
-        # which layers' updates run in the fused kernel (fl/stacked_update.py): the masked ones by default
-        fused = stacked_update.mode()
-        if (fused == "masked" and not self.masked) or self.hooked:  # a hook's step applies explicit gradients
-            fused = "off"
+        # which layers' updates run in the fused kernel (fl/stacked_update.py): by default the masked ones of a
+        # bucket to be captured as a CUDA graph
+        fused = stacked_update.bucket_mode(masked=self.masked, hooked=self.hooked, captured=self.recurs is not False)
         self.fused = fused if fused != "off" and stacked_update.usable(device) else "off"  # checked once a device
         self.window = window_steps(members)  # the first layer's updates once a window of steps (1: every step)
 

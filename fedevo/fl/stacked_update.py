@@ -11,9 +11,14 @@ once. The numbers are the plain loop's up to fp32 rounding (the B products are s
 kernel is deterministic (no atomics), so a seed still gives the same numbers on the same GPU. With the bucket's
 TF32 opt-in the product uses TF32 as cuBLAS's would.
 
-`FEDEVO_CUDA_FUSED_UPDATE` chooses where it runs: `masked` (the default: the masked layers, whose second pass it
-saves), `all` (the unmasked layers too, in place of cuBLAS's in-place GEMM: whether that pays is the GPU's to
-say, benchmarks/cuda_fused_update.py), `off` (the plain loop everywhere). Before its first use on a device the
+By default it runs for the masked layers of buckets captured as CUDA graphs (`bucket_mode`): on an H100 it made
+the captured masked reference round as fast as the unmasked one, while the eager buckets of 5-round
+`fashion_mlp_dp` generations ran 0.85-1.02x their time without it (3 of 4 side-by-side pairs faster: a Triton
+launch costs the host more than cuBLAS's and the mask product's, and an eager batch is bound by its host;
+benchmarks/results-2026-11-27-cuda-h100.txt). `FEDEVO_CUDA_FUSED_UPDATE`, where set, chooses for every bucket,
+captured or eager: `masked` (the masked layers, whose second pass it saves), `all` (the unmasked layers too, in
+place of cuBLAS's in-place GEMM: whether that pays is the GPU's to say, benchmarks/cuda_fused_update.py), `off`
+(the plain loop everywhere). Before its first use on a device the
 kernel is checked against the plain update on a few small problems (`usable`); where Triton is missing, fails to
 compile, or disagrees, one warning and the plain loop for the rest of the process. Under Triton's interpreter
 (`TRITON_INTERPRET=1`) with FEDEVO_CUDA_FUSED_UPDATE set it runs on CPU tensors too (the tests).
@@ -38,6 +43,20 @@ BLOCK_K, BLOCK_B = 64, 16  # a program's rows of W (d_in) and the samples it tak
 def mode() -> str:
     """FEDEVO_CUDA_FUSED_UPDATE: 'masked' (default), 'all' or 'off'."""
     return env_choice("FEDEVO_CUDA_FUSED_UPDATE", MODES, "masked", expected="'masked', 'all' or 'off'")
+
+
+def bucket_mode(*, masked: bool, hooked: bool, captured: bool) -> str:
+    """Which layers of a bucket update in the kernel ('masked', 'all' or 'off'), before `usable`'s check: none in a
+    hooked bucket (its step applies explicit gradients) or, for 'masked', one without masks; by default (the
+    variable unset) only in a bucket that is to be captured as a CUDA graph (`captured`: its first, eager, run
+    compiles the kernel before the capture), an eager bucket keeping cuBLAS's GEMM and the mask product, cheaper
+    to launch; where FEDEVO_CUDA_FUSED_UPDATE is set, its mode in every bucket."""
+    m = mode()
+    if hooked or (m == "masked" and not masked):
+        return "off"
+    if not captured and not os.environ.get("FEDEVO_CUDA_FUSED_UPDATE", "").strip():
+        return "off"
+    return m
 
 
 def _interpreted() -> bool:
@@ -210,7 +229,8 @@ def engine_label(engine: dict) -> dict:
         return engine
     if any(v is True for v in got):
         layers = "SET-masked" if mode() == "masked" else "all"
-        what = f"torch ops; weight updates of {layers} layers in one Triton kernel"
+        where = "" if os.environ.get("FEDEVO_CUDA_FUSED_UPDATE", "").strip() else " where captured as a CUDA graph"
+        what = f"torch ops; weight updates of {layers} layers in one Triton kernel{where}"
     else:
         what = f"torch ops (the fused update's Triton kernel not used: {got[0]})"
     return {**engine, "kernels": what}
@@ -222,4 +242,4 @@ def reset() -> None:
         _CHECKED.clear()
 
 
-__all__ = ["MODES", "apply_", "engine_label", "mode", "plain_", "reset", "status", "update_", "usable"]
+__all__ = ["MODES", "apply_", "bucket_mode", "engine_label", "mode", "plain_", "reset", "status", "update_", "usable"]

@@ -104,6 +104,45 @@ def test_mode_setting(monkeypatch):
         stacked_update.mode()
 
 
+def test_by_default_only_a_bucket_to_be_captured_uses_the_kernel(monkeypatch):
+    """Unset, the masked layers of a bucket to be captured as a CUDA graph only (an eager bucket keeps cuBLAS's
+    GEMM and the mask product: on an H100 eager generations ran faster so); set, its mode in every bucket; never
+    in a hooked bucket, nor 'masked' in a bucket without masks."""
+    mode = stacked_update.bucket_mode
+    monkeypatch.delenv("FEDEVO_CUDA_FUSED_UPDATE", raising=False)
+    assert mode(masked=True, hooked=False, captured=True) == "masked"
+    assert mode(masked=True, hooked=False, captured=False) == "off"
+    assert mode(masked=False, hooked=False, captured=True) == "off"
+    assert mode(masked=True, hooked=True, captured=True) == "off"
+    monkeypatch.setenv("FEDEVO_CUDA_FUSED_UPDATE", "masked")
+    assert mode(masked=True, hooked=False, captured=False) == "masked"
+    assert mode(masked=False, hooked=False, captured=False) == "off"
+    monkeypatch.setenv("FEDEVO_CUDA_FUSED_UPDATE", "all")
+    assert mode(masked=False, hooked=False, captured=False) == "all"
+    assert mode(masked=True, hooked=True, captured=True) == "off"
+    monkeypatch.setenv("FEDEVO_CUDA_FUSED_UPDATE", "off")
+    assert mode(masked=True, hooked=False, captured=True) == "off"
+
+
+def test_a_bucket_asks_by_whether_it_is_to_be_captured(monkeypatch):
+    """_Bucket passes captured = its graph is to recur (`recurs` not False): a 5-round generation's buckets, which
+    are never captured, update with torch's ops; a bucket of members with enough rounds left, in the kernel."""
+    import tests.fl.test_stacked as ts
+    from fedevo.fl import stacked
+
+    asked = []
+    monkeypatch.setattr(stacked_update, "bucket_mode", lambda **kw: asked.append(kw) or "off")
+    monkeypatch.setattr(stacked, "graphs_enabled", lambda: True)
+    monkeypatch.setattr(stacked, "plan", lambda *a, **k: ([64], [None], None))  # no CUDA tensors made here
+    m = ts._member(alpha=2.0)[1]
+    for left, want in ((2, False), (10, True), (None, True)):
+        monkeypatch.setattr(m, "rounds_left", left)
+        stacked._Bucket([m], ts.DATA.y_train, torch.device("cuda"))
+        assert asked[-1]["captured"] is want, left
+    stacked._Bucket([m], ts.DATA.y_train, torch.device("cpu"))
+    assert asked[-1]["captured"] is False
+
+
 def test_not_used_on_the_cpu_without_the_interpreter_and_the_variable(monkeypatch):
     stacked_update.reset()
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)

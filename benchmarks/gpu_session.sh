@@ -2,7 +2,7 @@
 # Issue #37's GPU figures in device calls (a lent GPU has ~15 minutes for a whole session, starts included): the
 # machine, the CUDA tests, the fused masked update against the plain one, the reference round with every opt-in,
 # the fashion_mlp_dp generation of 20 (drawn trust gene, then central for all) and `fedevo search` batched on the
-# GPU, each step under its own timeout so that one slow step cannot eat the others' time (565 s in all for the
+# GPU, each step under its own timeout so that one slow step cannot eat the others' time (595 s in all for the
 # default steps: a device call's limit is 600 s; on 2026-11-27 they took tests 105 s, round 59, generation 64,
 # generation-central 45, a 1-generation search 28: results-2026-11-27-cuda-h100.txt). Writes one file per step under
 # $OUT (the device tool brings it back; at most 8 files come back, so all.txt is the one to keep), and all of them in
@@ -41,7 +41,7 @@ if [ -d .whl ]; then  # a failed install (another Python on the device, say) cos
 fi
 export PYTHONUNBUFFERED=1  # a step stopped at its timeout keeps what it printed
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fedevo, installed or not
-WANT=" ${*:-tests fused round generation generation-central search} "
+WANT=" ${*:-tests fused round fusion generation generation-central search} "
 step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT/NAME.txt, its status and time appended,
   # and the whole to $OUT/all.txt under a header (the draft of a results file: machine first, steps in order)
   local name=$1 secs=$2; shift 2
@@ -73,6 +73,10 @@ step fused 75 python3 benchmarks/cuda_fused_update.py --window 4
 # (FEDEVO_FIRST_LAYER_WINDOW, fl/stacked_window.py: issue #37's 10x target is memory-bound there)
 step round 90 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile \
   --window 4
+# the reference round's step loop as fedevo runs it against two ways without bias kernels (cuda_step_fusion.py:
+# each bias sum a GEMM with ones; the biases inside the weights, the "augmented" layout), graph replays with the
+# schedule drawn on the GPU and TF32, and the fastest one's kernels: where issue #37's last 1.1 ms may come from
+step fusion 40 python3 benchmarks/cuda_step_fusion.py --variants fedevo,biasgemm,augmented
 # named only: the window's length scanned (2, 4, 8) with every opt-in, today's path left out
 step window 100 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --no-today --tf32 \
   --schedule-device --compile --window 2 4 8
@@ -87,7 +91,7 @@ step plan 30 python3 benchmarks/stacked_plan.py
 step accountant 30 python3 benchmarks/accountant_offload.py
 # named only: where a secure-aggregation member's host time goes per coordinate (gather and copy, DDG encoding, ...)
 step secagg 30 python3 benchmarks/secagg_add_cost.py
-step generation 90 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
+step generation 80 python3 benchmarks/cuda_population.py --no-round --no-today --data-dir "$DATA"
 step generation-central 70 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
   --data-dir "$DATA"
 # `fedevo search` itself (in-process, pymoo's NSGA-III) on the GPU, generations of 20 batched against the same search

@@ -14,6 +14,8 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
      in fp32 (Δ: rounding), with it and TF32 (with --tf32), and with the device schedule and TF32 (all three
      opt-ins); --window K [K ...]: each of those with the first layer's updates once a window of K steps
      (FEDEVO_FIRST_LAYER_WINDOW=K, fl/stacked_window.py; Δ: rounding where the schedule is the CPU engine's);
+     --bias-in-weights: each line without torch_compile, and the plain one, once more with the biases inside the
+     weights (FEDEVO_BIAS_IN_WEIGHTS=1, fl/stacked_bias.py);
    - the same with 10%-density SET masks (no window lines: a masked first layer updates every step);
    with the largest relative differences to the CPU engine's updates (max and L2, as cuda_round.py).
 2. A generation of fashion_mlp_dp (--problem P: another MLP problem; --generation N individuals drawn uniformly
@@ -192,18 +194,26 @@ def reference_round(a, dev) -> None:
         for k in (a.window if 0 not in m else []):
             opt_ins += [(f"{name}, window {k}".lstrip(", "), schedule, tf32, compiled, k)
                         for name, schedule, tf32, compiled, _ in plain]
-        for name, schedule, tf32, compiled, window in opt_ins:
+        # the biases inside the weights (FEDEVO_BIAS_IN_WEIGHTS, fl/stacked_bias.py): each line without
+        # torch_compile (whose functions add the biases apart) once more with them
+        opt_ins = [(*o, False) for o in opt_ins]
+        if a.bias_in_weights:
+            opt_ins += [(f"{name}, bias in weights".lstrip(", "), schedule, tf32, False, window, True)
+                        for name, schedule, tf32, compiled, window, _ in [("", "engine", False, False, 1, False)]
+                        + opt_ins if not compiled]
+        for name, schedule, tf32, compiled, window, aug in opt_ins:
             if dev.type != "cuda" and (tf32 or compiled):
                 continue
             os.environ["FEDEVO_CUDA_TF32"] = "1" if tf32 else "0"
             os.environ["FEDEVO_CUDA_COMPILE"] = "1" if compiled else "0"
             os.environ["FEDEVO_FIRST_LAYER_WINDOW"] = str(window)
+            os.environ["FEDEVO_BIAS_IN_WEIGHTS"] = "1" if aug else "0"
             stacked_graphs.CACHES.clear()
             run = lambda: new(schedule=schedule)  # noqa: E731
             run(), run()  # compiled at the first, captured at the second
             tt, (flat, _) = timed(run, a.repeats, dev)
             line(f"stacked, CUDA graph, {name}{label}", tt, ref, flat, today)
-            for v in ("FEDEVO_CUDA_TF32", "FEDEVO_CUDA_COMPILE", "FEDEVO_FIRST_LAYER_WINDOW"):
+            for v in ("FEDEVO_CUDA_TF32", "FEDEVO_CUDA_COMPILE", "FEDEVO_FIRST_LAYER_WINDOW", "FEDEVO_BIAS_IN_WEIGHTS"):
                 os.environ.pop(v)
             stacked_graphs.CACHES.clear()
         os.environ.pop("FEDEVO_CUDA_GRAPHS", None)
@@ -441,6 +451,9 @@ def main(argv=None):
     ap.add_argument("--compile", action="store_true",
                     help="also with the step's pointwise work torch.compile'd (FEDEVO_CUDA_COMPILE=1): with the CPU "
                          "engine's schedule, and with the device schedule and TF32")
+    ap.add_argument("--bias-in-weights", action="store_true",
+                    help="also each line without torch_compile with the biases inside the weights "
+                         "(FEDEVO_BIAS_IN_WEIGHTS=1, fl/stacked_bias.py)")
     ap.add_argument("--window", type=int, nargs="+", default=[], metavar="K",
                     help="also with the first layer's updates once a window of K steps (FEDEVO_FIRST_LAYER_WINDOW=K, "
                          "fl/stacked_window.py), alone and with each opt-in asked for; not for the SET-masked round "

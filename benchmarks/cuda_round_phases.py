@@ -7,6 +7,7 @@ product of the round's first-layer shape, one 4096³ product). Ad hoc: what benc
 population.txt quotes under "phases".
 
     [FEDEVO_SCHEDULE=device] [FEDEVO_CUDA_TF32=1] [FEDEVO_FIRST_LAYER_WINDOW=4] [FEDEVO_CUDA_COMPILE=1] \
+        [FEDEVO_BIAS_IN_WEIGHTS=1] \
         python benchmarks/cuda_round_phases.py
 """
 import argparse, sys, time, statistics, torch, numpy as np
@@ -15,13 +16,14 @@ sys.path.insert(0, "benchmarks")
 from fedevo import hardware
 from fedevo.config import MLPArch
 from fedevo.data.datasets import synthetic
-from fedevo.fl import stacked, stacked_settings, stacked_window
+from fedevo.fl import stacked, stacked_bias, stacked_settings, stacked_window
 from fedevo.models import build_model
 dev = hardware.device("cuda")
 # FEDEVO_SCHEDULE=device: the schedule drawn on the GPU (Member's default); FEDEVO_CUDA_TF32=1: TF32 matmuls
 torch.backends.cuda.matmul.allow_tf32 = stacked_settings.tf32_enabled()
 print(f"schedule {stacked_settings.schedule_setting()}, TF32 matmuls {torch.backends.cuda.matmul.allow_tf32}, "
-      f"first-layer window {stacked_window.steps()}, torch_compile {stacked_settings.compile_enabled()}")
+      f"first-layer window {stacked_window.steps()}, torch_compile {stacked_settings.compile_enabled()}, "
+      f"biases inside the weights {stacked_bias.enabled()}")
 K = 100
 data = synthetic(n_train=60000, n_test=10, shape=(1, 28, 28), seed=0)
 x = data.x_train.to(dev).reshape(60000, -1)

@@ -70,9 +70,11 @@ step tests 150 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and no
 # reference round dense and SET-masked with FEDEVO_CUDA_FUSED_UPDATE off / masked / all, side by side
 step fused 75 python3 benchmarks/cuda_fused_update.py --window 4
 # the reference round with every opt-in, each also with the first layer's updates once a window of 4 steps
-# (FEDEVO_FIRST_LAYER_WINDOW, fl/stacked_window.py: issue #37's 10x target is memory-bound there)
-step round 90 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile \
-  --window 4
+# (FEDEVO_FIRST_LAYER_WINDOW, fl/stacked_window.py: 14.1 ms with the device schedule and TF32 on 2026-11-27, the best
+# so far) and each line without torch_compile also with the biases inside the weights (FEDEVO_BIAS_IN_WEIGHTS,
+# fl/stacked_bias.py: 6 of a step's ~27 kernels fewer; not yet timed): issue #37's 10x is <= 13.0 ms
+step round 100 python3 benchmarks/cuda_population.py --repeats 7 --no-generation --tf32 --schedule-device --compile \
+  --window 4 --bias-in-weights
 # the reference round's step loop as fedevo runs it against two ways without bias kernels (cuda_step_fusion.py:
 # each bias sum a GEMM with ones; the biases inside the weights, the "augmented" layout), graph replays with the
 # schedule drawn on the GPU and TF32, and the fastest one's kernels: where issue #37's last 1.1 ms may come from
@@ -98,7 +100,7 @@ step generation-central 70 python3 benchmarks/cuda_population.py --no-round --no
 # one evaluation at a time, and the slowest member's own time (batched_search.py; needs the pymoo wheels). Two
 # generations: the first pays the process's first batch (the accountant's workers start, Triton compiles), the
 # second is the steady state (2026-11-27 ran only the first: 6.7 s batched, 9.0x its slowest member)
-step search 90 python3 benchmarks/batched_search.py --problem fashion_mlp_dp --pop 20 --gen 2 --data-dir "$DATA"
+step search 80 python3 benchmarks/batched_search.py --problem fashion_mlp_dp --pop 20 --gen 2 --data-dir "$DATA"
 # named only: the slowest member alone in the drawn generations (#12, secure aggregation) under cProfile (its host time)
 step profile-secagg 40 python3 benchmarks/cuda_population.py --no-round --no-generation --profile 12 --data-dir "$DATA"
 # named only (not in the default list: the default's steps fill one device call): the generation with the schedule

@@ -5,7 +5,7 @@ ValueError in every evaluation, or an opt-in silently off (or on):
 - `env_count`: a count (FEDEVO_CHUNK_THREADS, FEDEVO_POPULATION_THREADS, FEDEVO_ACCOUNTANT_PROCESSES,
   FEDEVO_GPU_CLIENTS);
 - `env_flag`: an on/off, 1/0 or its words (FEDEVO_CUDA_TF32, FEDEVO_CUDA_COMPILE, FEDEVO_STACKED,
-  FEDEVO_STACKED_CNN, FEDEVO_CUDA_GRAPHS, FEDEVO_NATIVE);
+  FEDEVO_STACKED_CNN, FEDEVO_CUDA_GRAPHS, FEDEVO_NATIVE, FEDEVO_BIAS_IN_WEIGHTS);
 - `env_auto_flag`: 'auto' or an on/off (FEDEVO_LOWER, FEDEVO_SPARSE);
 - `env_choice`: one of a few words, any case (FEDEVO_SECAGG, FEDEVO_SCHEDULE, FEDEVO_DEVICE,
   FEDEVO_CUDA_FUSED_UPDATE);

@@ -22,7 +22,8 @@ the same batches as the CPU engine and the device path, and every member's numbe
 beside it, up to rounding: padding changes the GEMMs' blocking, members of equal widths are exact), the captured
 CUDA graphs of buckets whose shapes recur (fl/stacked_graphs.py), the settings and speed opt-ins (schedule
 drawn on the device, TF32, torch.compile'd pointwise work: fl/stacked_settings.py; all off by default), and the
-first layer's weight updates once a window of steps (fl/stacked_window.py; an opt-in, off by default). fp32 only
+first layer's weight updates once a window of steps (fl/stacked_window.py) and the biases inside the weights
+(fl/stacked_bias.py; both opt-ins, off by default). fp32 only
 (the user's `precision = "bf16"` takes the device path of fl/device.py); a generation's CNNs train in buckets of
 their own (fl/stacked_cnn.py), through the same `train_members`.
 
@@ -46,7 +47,7 @@ import numpy as np
 import torch
 
 from .. import hardware
-from . import stacked_cnn, stacked_fused, stacked_update, stacked_window
+from . import stacked_bias, stacked_cnn, stacked_fused, stacked_update, stacked_window
 from .device import group_chunks
 from .engine import flat_deltas, intra_op_threads
 from .local_round import LocalRound, MemberHooks, client_spans, size_class, steps_of
@@ -176,6 +177,9 @@ class _Bucket:
         self.masked = any(m.masks for m in members)
         self.tf32 = device.type == "cuda" and members[0].tf32  # one bucket: one setting (bucket_key)
         self.compiled = device.type == "cuda" and members[0].torch_compile  # likewise
+        # the biases inside the weights (fl/stacked_bias.py; opt-in): for two layers or more
+        self.aug = (stacked_bias.enabled() and stacked_bias.applies(self.hooked, self.compiled)
+                    and len(self.dims) > 2)
         # which layers' updates run in the fused kernel (fl/stacked_update.py): by default the masked ones of a
         # bucket to be captured as a CUDA graph
         fused = stacked_update.bucket_mode(masked=self.masked, hooked=self.hooked, captured=self.recurs is not False)
@@ -184,17 +188,22 @@ class _Bucket:
 
     def key(self) -> tuple:
         return (self.C, tuple(self.dims), self.used, self.masked, self.tf32, self.compiled, self.fused, self.hooked,
-                self.window)
+                self.window, self.aug)
 
     def load(self, state: dict) -> None:
         """Copy the members' global parameters (and masks) into the stacked state (allocated or reused)."""
         L = len(self.dims) - 1
         if not state:
+            if self.aug:  # W{l} and b{l} are views of the layout's matrices (fl/stacked_bias.py)
+                state.update(stacked_bias.allocate(self.C, self.dims, self.device))
             for l in range(L):
-                state[f"W{l}"] = torch.zeros(self.C, self.dims[l], self.dims[l + 1], device=self.device)
-                state[f"b{l}"] = torch.zeros(self.C, 1, self.dims[l + 1], device=self.device)
+                if not self.aug:
+                    state[f"W{l}"] = torch.zeros(self.C, self.dims[l], self.dims[l + 1], device=self.device)
+                    state[f"b{l}"] = torch.zeros(self.C, 1, self.dims[l + 1], device=self.device)
                 if self.masked:  # 0/1: bytes where the fused kernel reads them, else W's dtype for mul_
-                    state[f"M{l}"] = torch.zeros(self.C, self.dims[l], self.dims[l + 1], device=self.device,
+                    shape = (stacked_bias.mask_shape(self.C, self.dims, l) if self.aug
+                             else (self.C, self.dims[l], self.dims[l + 1]))
+                    state[f"M{l}"] = torch.zeros(shape, device=self.device,
                                                  dtype=torch.uint8 if self.fused != "off" else torch.float32)
             state["rows"], state["y"], state["w"] = (torch.empty_like(t) for t in self.plan)
         for name, t in zip(("rows", "y", "w"), self.plan):
@@ -219,6 +228,8 @@ class _Bucket:
                     dst = state[f"M{l}"][sl]
                     dst.zero_()
                     dst[:, :W.shape[0], :W.shape[1]] = 1.0 if mask is None else mask
+                    if self.aug and l > 0:
+                        dst[:, self.dims[l]] = 1  # the bias row inside the layer's matrix: never masked
             if self.hooked:
                 self.member_masks.append(on_device)
         k = self.spans[-1].stop
@@ -255,8 +266,9 @@ class _Bucket:
     def _forward(self, x: torch.Tensor, rows: torch.Tensor, b: int, W: list, bias: list, fwd=None,
                  window: Optional[stacked_window.Window] = None, j: int = 0) -> list:
         """One step's forward pass over the bucket's C·b rows of x: the layers' inputs and the logits (fwd:
-        stacked_fused's bias + ReLU, else the bias inside the GEMM). window: the first layer's deferred updates
-        (fl/stacked_window.py), step j of it: its input and pre-activation from there."""
+        stacked_fused's bias + ReLU, else the bias inside the GEMM; a bias None: inside the weights,
+        fl/stacked_bias.py). window: the first layer's deferred updates (fl/stacked_window.py), step j of it: its
+        input and pre-activation from there."""
         L = len(W)
         hs = [x.index_select(0, rows).view(self.C, b, -1) if window is None else window.input(j)]
         for l in range(L):
@@ -266,7 +278,7 @@ class _Bucket:
                 if fwd is None and L > 1:
                     z.relu_()
             elif fwd is None:
-                z = torch.baddbmm(bias[l], hs[-1], W[l])
+                z = torch.baddbmm(bias[l], hs[-1], W[l]) if bias[l] is not None else torch.bmm(hs[-1], W[l])
                 if l < L - 1:
                     z.relu_()
             else:
@@ -283,6 +295,11 @@ class _Bucket:
         L = len(self.dims) - 1
         C = self.C
         W, bias, M = self._layers(state)
+        # the forward's weights and biases: with the biases inside the weights (fl/stacked_bias.py) the layout's
+        # matrices, layer 0's bias apart (B0), the others' None (in their rows); each update's target (U)
+        aug = self.aug
+        Wf, bf = ([state[f"A{l}"] for l in range(L)], [state["B0"]] + [None] * (L - 1)) if aug else (W, bias)
+        U = [stacked_bias.update_view(state, self.dims, l) for l in range(L)] if aug else W
         rows, ys, ws = state["rows"], state["y"], state["w"]
         fwd, top, mid = fns or (None, None, None)
         minus = _minus_ones(C, self.used, self.device) if top is None else None
@@ -290,15 +307,16 @@ class _Bucket:
         off = 0
         for s0 in range(0, len(self.used), k):
             sizes = self.used[s0:s0 + k]
-            win = stacked_window.Window(x, rows, off, sizes, C, W[0]) if k > 1 else None
+            win = stacked_window.Window(x, rows, off, sizes, C, Wf[0], self.dims[1]) if k > 1 else None
             for j, b in enumerate(sizes):
                 n = C * b
-                hs = self._forward(x, rows[off:off + n], b, W, bias, fwd, win, j)
+                hs = self._forward(x, rows[off:off + n], b, Wf, bf, fwd, win, j)
                 y, w = ys[off:off + n].view(C, b), ws[off:off + n].view(C, b, 1)
                 off += n
                 if top is None:
                     delta = _logits_grad(hs[-1], y, w, minus)  # × −lr: the update's from the top
-                    bias[L - 1].add_(delta.sum(1, keepdim=True))
+                    if not aug:  # else the bias row's update is inside the weight-gradient GEMM
+                        bias[L - 1].add_(delta.sum(1, keepdim=True))
                 else:
                     delta = top(hs[-1], y, w, bias[L - 1])
                 for l in range(L - 1, -1, -1):
@@ -306,21 +324,23 @@ class _Bucket:
                     if l > 0:  # the input gradient before W changes, ReLU' applied; the bias below it
                         g = torch.bmm(delta, W[l].transpose(1, 2))
                         if mid is None:
-                            nd = torch.ops.aten.threshold_backward(g, hs[l], 0)
-                            bias[l - 1].add_(nd.sum(1, keepdim=True))
+                            h = hs[l][:, :, :self.dims[l]] if aug else hs[l]  # without the ones and zero units
+                            nd = torch.ops.aten.threshold_backward(g, h, 0)
+                            if not aug or l == 1:  # in the layout only layer 0's bias is apart
+                                bias[l - 1].add_(nd.sum(1, keepdim=True))
                         else:
                             nd = mid(g, hs[l], bias[l - 1])
                     if win is not None and l == 0:
                         win.slot(j).copy_(delta)  # the first layer's update at the window's end
                     elif self.fused == "all" or (self.fused == "masked" and M[l] is not None):
-                        stacked_update.apply_(W[l], hs[l], delta, M[l], tf32=self.tf32)  # one pass, mask inside
+                        stacked_update.apply_(U[l], hs[l], delta, M[l], tf32=self.tf32)  # one pass, mask inside
                     else:
-                        W[l].baddbmm_(hs[l].transpose(1, 2), delta)  # W −= lr·hᵀδ, inside the GEMM
+                        U[l].baddbmm_(hs[l].transpose(1, 2), delta)  # W −= lr·hᵀδ, inside the GEMM
                         if M[l] is not None:
-                            W[l].mul_(M[l])
+                            U[l].mul_(M[l])
                     delta = nd
             if win is not None:
-                win.update(W[0])
+                win.update(Wf[0])
 
     def hooked_loop(self, state: dict, x: torch.Tensor) -> None:
         """The step loop with each member's per-step hook (fl/device.py's step, stacked): the gradients explicit

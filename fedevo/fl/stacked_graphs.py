@@ -119,7 +119,13 @@ class GraphCache:
 
 
 def state_bytes(state: dict) -> int:
-    return sum(t.numel() * t.element_size() for t in state.values())
+    """The bytes a bucket's state holds, each storage once (with the biases inside the weights, fl/stacked_bias.py,
+    its weights and biases are views of its layers' matrices)."""
+    seen: dict = {}
+    for t in state.values():
+        s = t.untyped_storage()
+        seen[s.data_ptr()] = s.nbytes()
+    return sum(seen.values())
 
 
 def memory_of(device: torch.device) -> int:

@@ -17,7 +17,8 @@ Three opt-ins for speed on a GPU, all off by default (docs/engine.md): a problem
 
 One more, by environment variable alone (it applies to dense first layers only, which a SET search's members never
 have): `FEDEVO_FIRST_LAYER_WINDOW=k`, the first layer's weight updates once a window of k steps
-(fl/stacked_window.py; a result's `engine` names it where it applied: `first_layer_window`).
+(fl/stacked_window.py; a result's `engine` names it where it applied: `first_layer_window`). Likewise
+`FEDEVO_BIAS_IN_WEIGHTS=1`: the biases inside the weights (fl/stacked_bias.py; `bias_in_weights`).
 
 Switches, on by default: `FEDEVO_STACKED=0` (MLPs on fl/device.py's path, what the stacked trainer replaced) and
 `FEDEVO_CUDA_GRAPHS=0` (no captured CUDA graphs: fl/stacked_graphs.py).
@@ -30,7 +31,7 @@ import math
 import torch
 
 from ..envvars import env_choice, env_flag
-from . import stacked_fused, stacked_update, stacked_window
+from . import stacked_bias, stacked_fused, stacked_update, stacked_window
 
 
 SCHEDULES = ("engine", "device")
@@ -72,8 +73,8 @@ def settings_of(cfg) -> dict:
 def opt_ins(cfg, device, hooked: bool = False, cnn: bool = False, model=None) -> dict:
     """The opt-ins the stacked trainer trains `cfg` with on `device`, for a result's `engine` (none by default;
     TF32 and torch_compile on CUDA only; hooked: a per-step hook's loop, which has no compiled pointwise work, nor
-    a first-layer window; cnn: a CNN bucket's, which takes TF32 alone; model: the MLP's, whose first layer's SET
-    mask, if any, rules the window out)."""
+    a first-layer window nor biases inside its weights; cnn: a CNN bucket's, which takes TF32 alone; model: the
+    MLP's, whose first layer's SET mask, if any, rules the window out)."""
     got = settings_of(cfg)
     if cnn:
         return {"tf32": True} if got["tf32"] and torch.device(device).type == "cuda" else {}
@@ -83,6 +84,9 @@ def opt_ins(cfg, device, hooked: bool = False, cnn: bool = False, model=None) ->
     k = stacked_window.steps()
     if k > 1 and model is not None and stacked_window.applies(hooked, _first_masked(cfg, model)):
         out["first_layer_window"] = k
+    if (stacked_bias.enabled() and model is not None and len(getattr(model, "dims", ())) > 2
+            and stacked_bias.applies(hooked, bool(out.get("torch_compile")))):
+        out["bias_in_weights"] = True
     return out
 
 

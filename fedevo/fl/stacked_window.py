@@ -26,7 +26,7 @@ a search's SET-masked first layers never use it.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 
@@ -51,10 +51,11 @@ class Window:
 
     x: the training set (N, d_in) on the device; rows: the bucket's plan rows (steps' C·b slots, client-major
     within a step); off: the window's first slot; sizes: its steps' batch columns (`_Bucket.used`); W: the first
-    layer's stacked weights (C, d_in, d_out), read here and updated by `update`."""
+    layer's stacked weights (C, d_in, d_out), read here and updated by `update`; real: its columns that train
+    (the rest, fl/stacked_bias.py's ones and zero units, are kept as they are), default all."""
 
     def __init__(self, x: torch.Tensor, rows: torch.Tensor, off: int, sizes: Sequence[int], C: int,
-                 W: torch.Tensor):
+                 W: torch.Tensor, real: Optional[int] = None):
         spans, starts, o = [], [], 0
         for b in sizes:
             spans.append(rows[off:off + C * b].view(C, b))
@@ -64,7 +65,10 @@ class Window:
         idx = spans[0] if len(spans) == 1 else torch.cat(spans, dim=1)  # (C, S): each client's window rows
         self.X = x.index_select(0, idx.reshape(-1)).view(C, o, x.shape[1])
         self.Z = torch.bmm(self.X, W)  # X·W, the window's pre-activations before its updates (no bias)
-        self.D = torch.empty(C, o, W.shape[2], device=W.device, dtype=W.dtype)
+        # the δs; W's columns beyond `real` (the ones and zero units of fl/stacked_bias.py) get none: zeros there
+        self.real = W.shape[2] if real is None else real
+        new = torch.empty if self.real == W.shape[2] else torch.zeros
+        self.D = new(C, o, W.shape[2], device=W.device, dtype=W.dtype)
 
     def input(self, j: int) -> torch.Tensor:
         """Step j's batch rows, (C, b, d_in) (a view)."""
@@ -83,7 +87,7 @@ class Window:
     def slot(self, j: int) -> torch.Tensor:
         """Where step j's first-layer δ (C, b, d_out) is kept (a view of D)."""
         o = self.starts[j]
-        return self.D[:, o:o + self.sizes[j]]
+        return self.D[:, o:o + self.sizes[j], :self.real]
 
     def update(self, W: torch.Tensor) -> None:
         """The window's first-layer updates at once: W += Xᵀ·D (δ carries −lr already)."""

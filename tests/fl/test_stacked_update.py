@@ -68,7 +68,8 @@ def test_kernel_equals_plain_update_under_the_interpreter():
 @needs_triton
 def test_stacked_trainer_with_the_fused_update_equals_the_plain_loop():
     """Members with SET masks and without, padded in one bucket: the trainer with the kernel (masked layers, then
-    every layer) gives the plain loop's updates within fp32 rounding, inactive and padded weights stay zero."""
+    every layer, then the masked layers with the biases inside the weights) gives the plain loop's updates within
+    fp32 rounding, inactive and padded weights stay zero."""
     out = _interpreted("""
         import torch
         import tests.fl.test_stacked as ts
@@ -81,7 +82,10 @@ def test_stacked_trainer_with_the_fused_update_equals_the_plain_loop():
             import os
             os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = mode
             got[mode] = stacked.train_members(members, ts.DATA.x_train, ts.DATA.y_train, device="cpu")
-        for mode in ("masked", "all"):
+        os.environ["FEDEVO_BIAS_IN_WEIGHTS"] = "1"  # the kernel on the layout's strided views (fl/stacked_bias.py)
+        os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = "masked"
+        got["bias in weights"] = stacked.train_members(members, ts.DATA.x_train, ts.DATA.y_train, device="cpu")
+        for mode in ("masked", "all", "bias in weights"):
             for a, b in zip(got[mode], got["off"]):
                 torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
         m, flat = members[1], got["masked"][1]

@@ -64,7 +64,8 @@ cat "$OUT/machine.txt" | tee "$OUT/all.txt"
 step tests 150 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py \
   tests/fl/test_stacked_fused.py tests/fl/test_stacked_update.py tests/fl/test_stacked_hooks.py \
-  tests/fl/test_cuda_population_cnn.py tests/fl/test_stacked_window.py tests/models/test_user_model_cuda.py \
+  tests/fl/test_cuda_population_cnn.py tests/fl/test_stacked_window.py tests/fl/test_stacked_bias.py \
+  tests/models/test_user_model_cuda.py \
   tests/searching/test_batched_search.py
 # the fused masked weight update (fl/stacked_update.py) against the plain update: one layer's step, and the
 # reference round dense and SET-masked with FEDEVO_CUDA_FUSED_UPDATE off / masked / all, side by side

@@ -152,3 +152,23 @@ def test_a_batched_generation_in_the_layout_and_its_results_say_so(monkeypatch, 
     for a, b in zip(plain, got):
         assert (a.status, a.comm, a.eps, a.omega) == (b.status, b.comm, b.eps, b.omega)
         assert b.error == pytest.approx(a.error, abs=0.02)  # docs/engine.md's tolerance
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("alpha", [None, 5.0], ids=["dense", "set"])
+@pytest.mark.parametrize("window", ["1", "4"])
+def test_the_layout_in_a_cuda_graph_equals_the_plain_loop(monkeypatch, alpha, window):
+    """The reference round (10 clients; dense, and SET-masked with the fused masked update, which a captured bucket
+    uses) on CUDA: eager with the plain loop; then in the layout three times (eager, captured, replayed; with the
+    window where the first layer is dense): the same numbers each time, within the fp32 round tolerance."""
+    from .test_cuda import ROUND_L2, _rel_l2
+    from .test_cuda_population import CUDA
+    from .test_stacked_fused import eager_reference
+
+    data, m, plain = eager_reference(monkeypatch, alpha)
+    monkeypatch.setenv(stacked_window.VARIABLE, window)
+    monkeypatch.setenv(stacked_bias.VARIABLE, "1")
+    runs = [train_members([m], data.x_train, data.y_train, device=CUDA)[0].cpu() for _ in range(3)]
+    assert len(stacked_graphs.cache(CUDA).graphs) == 1
+    assert all(torch.equal(r, runs[0]) for r in runs[1:])
+    assert _rel_l2(runs[0], plain.cpu()) <= ROUND_L2

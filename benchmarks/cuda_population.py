@@ -274,7 +274,7 @@ def generation(a, dev) -> None:
     same_before = all((b.error, b.eps, b.comm, b.omega) == (g.error, g.eps, g.comm, g.omega)
                       for b, g in zip(before, together))
     unfused = None
-    if dev.type == "cuda" and "FEDEVO_CUDA_FUSED_UPDATE" not in os.environ and stacked_update.usable(dev):
+    if dev.type == "cuda" and not os.environ.get("FEDEVO_CUDA_FUSED_UPDATE", "").strip() and stacked_update.usable(dev):
         # the kernel in every bucket, eager ones too (by default only in buckets captured as CUDA graphs, which a
         # 5-round generation has none of; before 2026-11-27 evening the default was this)
         os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = "masked"

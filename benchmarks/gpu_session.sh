@@ -12,8 +12,9 @@
 #     bash benchmarks/gpu_session.sh                      # the default steps (about 6 minutes on an H100)
 #     bash benchmarks/gpu_session.sh round generation     # only the named steps (and the machine)
 #     bash benchmarks/gpu_session.sh generation-opt-ins   # a step the default leaves out (named only; also
-#                                                         # phases, generation-busy, generation-step, prefetch,
-#                                                         # graphs, convoy, generation-cnn, window)
+#                                                         # phases, window, plan, accountant, secagg,
+#                                                         # profile-secagg, generation-busy, generation-step,
+#                                                         # generation-cnn, prefetch, convoy, graphs)
 #
 # Before the first call, on this machine (both folders are git-ignored; the device tool carries them):
 #     mkdir -p .gpu-data && cp /usr/share/datasets/fashion-mnist/*.gz .gpu-data/       # Fashion-MNIST's IDX files
@@ -117,7 +118,8 @@ step generation-busy 100 python3 benchmarks/cuda_population.py --no-round --no-t
 # individuals one after another (the way before 2026-11-27: fl/device.py each), side by side, and each alone
 step generation-cnn 150 python3 benchmarks/cnn_generation.py --generation 10 --rounds 2 --repeats 1 --tf32 \
   --data-dir "$DATA"
-# named only: the central generation's planned ε computed by the accountant's workers while it trains (the default)
+# named only: the central generation's planned ε computed by the accountant's workers while it trains (the default
+# on the CPU only since 2026-11-27: 0.90x on the H100)
 # against after its training (the way before 2026-11-27), side by side
 step prefetch 90 python3 benchmarks/eps_prefetch.py --problem fashion_mlp_dp --generation 20 --rounds 5 --repeats 3 \
   --device cuda --data-dir "$DATA"

@@ -14,8 +14,9 @@ whole bucket:
   folded in where the plan is built: δ is the update's from the top, no per-layer scaling;
 - backward per layer: the input gradient δ·Wᵀ (with ReLU') first, then the weight update fused into the
   weight-gradient GEMM: W += hᵀ·δ (`baddbmm_` in place: no gradient tensor, no update pass), the mask product
-  after it where SET masks are, the bias b += Σδ. On CUDA a masked layer's update and mask product are one Triton
-  kernel (fl/stacked_update.py: one pass over the weights instead of two; FEDEVO_CUDA_FUSED_UPDATE).
+  after it where SET masks are, the bias b += Σδ. On CUDA, in a bucket to be captured as a CUDA graph, a masked
+  layer's update and mask product are one Triton kernel (fl/stacked_update.py: one pass over the weights instead
+  of two; FEDEVO_CUDA_FUSED_UPDATE).
 
 Its pieces, one module each: the batch schedule (fl/stacked_schedule.py: by default the CPU engine's draws, hence
 the same batches as the CPU engine and the device path, and every member's numbers do not depend on the members

@@ -16,7 +16,9 @@ PAD = 4 keeps the leading dimensions multiples of 4 floats (the ones unit and 3 
 and bias are 0, its ReLU 0, its gradient 0). The first layer's input is the data (no ones column), so its bias is
 still added and summed apart; the last layer has no ones unit (its outputs are the logits). The numbers are the
 plain loop's up to rounding (the bias summed inside the GEMMs: a reassociation; equal in float64,
-tests/fl/test_stacked_bias.py). Only for a bucket without per-step hooks (their gradients are explicit) and
+tests/fl/test_stacked_bias.py). With the bucket's TF32 opt-in the bias and its gradient's sum go through TF32 with
+the rest of the GEMM (in the plain loop the bias is added, and its gradient summed, in fp32): within TF32's own
+accuracy, untested against the plain loop on a GPU yet. Only for a bucket without per-step hooks (their gradients are explicit) and
 without `torch_compile` (its fused functions add the bias apart): `applies`.
 
 Not yet timed on a GPU (built in a session whose GPU time was spent): `benchmarks/cuda_step_fusion.py`'s

@@ -11,15 +11,16 @@ once. The numbers are the plain loop's up to fp32 rounding (the B products are s
 kernel is deterministic (no atomics), so a seed still gives the same numbers on the same GPU. With the bucket's
 TF32 opt-in the product uses TF32 as cuBLAS's would.
 
-By default it runs for the masked layers of buckets captured as CUDA graphs (`bucket_mode`): on an H100 it made
-the captured masked reference round as fast as the unmasked one, while the eager buckets of 5-round
-`fashion_mlp_dp` generations ran 0.85-1.02x their time without it (3 of 4 side-by-side pairs faster: a Triton
-launch costs the host more than cuBLAS's and the mask product's, and an eager batch is bound by its host;
-benchmarks/results-2026-11-27-cuda-h100.txt). `FEDEVO_CUDA_FUSED_UPDATE`, where set, chooses for every bucket,
-captured or eager: `masked` (the masked layers, whose second pass it saves), `all` (the unmasked layers too, in
-place of cuBLAS's in-place GEMM: whether that pays is the GPU's to say, benchmarks/cuda_fused_update.py), `off`
-(the plain loop everywhere). Before its first use on a device the
-kernel is checked against the plain update on a few small problems (`usable`); where Triton is missing, fails to
+By default it runs for the masked layers of buckets to be captured as CUDA graphs (`bucket_mode`). On an H100
+(benchmarks/results-2026-11-27-cuda-h100.txt) the eager buckets of 5-round `fashion_mlp_dp` generations took
+0.85-1.02x as long without it as with it (faster without in 3 of 4 side-by-side pairs: an eager batch is bound
+by its host, and a Triton launch costs the host more than cuBLAS's GEMM and the mask product); in captured
+buckets it stays until measured side by side there (the masked reference round's extra time over the unmasked
+one, +4.9 ms on 2026-11-26 before the kernel, was -0.2 and +3.9 ms in two calls with it).
+`FEDEVO_CUDA_FUSED_UPDATE`, where set, chooses for every bucket, captured or eager: `masked` (the masked layers,
+whose second pass it saves), `all` (the unmasked layers too, in place of cuBLAS's in-place GEMM: whether that pays
+is the GPU's to say, benchmarks/cuda_fused_update.py), `off` (the plain loop everywhere). Before its first use on a
+device the kernel is checked against the plain update on a few small problems (`usable`); where Triton is missing, fails to
 compile, or disagrees, one warning and the plain loop for the rest of the process. Under Triton's interpreter
 (`TRITON_INTERPRET=1`) with FEDEVO_CUDA_FUSED_UPDATE set it runs on CPU tensors too (the tests).
 """
@@ -229,7 +230,8 @@ def engine_label(engine: dict) -> dict:
         return engine
     if any(v is True for v in got):
         layers = "SET-masked" if mode() == "masked" else "all"
-        where = "" if os.environ.get("FEDEVO_CUDA_FUSED_UPDATE", "").strip() else " where captured as a CUDA graph"
+        where = ("" if os.environ.get("FEDEVO_CUDA_FUSED_UPDATE", "").strip()
+                 else " in buckets to be captured as CUDA graphs")
         what = f"torch ops; weight updates of {layers} layers in one Triton kernel{where}"
     else:
         what = f"torch ops (the fused update's Triton kernel not used: {got[0]})"

@@ -83,9 +83,11 @@ def test_stacked_trainer_with_the_fused_update_equals_the_plain_loop():
             os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = mode
             got[mode] = stacked.train_members(members, ts.DATA.x_train, ts.DATA.y_train, device="cpu")
         os.environ["FEDEVO_BIAS_IN_WEIGHTS"] = "1"  # the kernel on the layout's strided views (fl/stacked_bias.py)
-        os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = "masked"
-        got["bias in weights"] = stacked.train_members(members, ts.DATA.x_train, ts.DATA.y_train, device="cpu")
-        for mode in ("masked", "all", "bias in weights"):
+        for mode in ("masked", "all"):
+            os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = mode
+            got["bias in weights", mode] = stacked.train_members(members, ts.DATA.x_train, ts.DATA.y_train,
+                                                                 device="cpu")
+        for mode in ("masked", "all", ("bias in weights", "masked"), ("bias in weights", "all")):
             for a, b in zip(got[mode], got["off"]):
                 torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
         m, flat = members[1], got["masked"][1]

@@ -15,7 +15,7 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
      opt-ins); --window K [K ...]: each of those with the first layer's updates once a window of K steps
      (FEDEVO_FIRST_LAYER_WINDOW=K, fl/stacked_window.py; Δ: rounding where the schedule is the CPU engine's);
      --bias-in-weights: each line without torch_compile, and the plain one, once more with the biases inside the
-     weights (FEDEVO_BIAS_IN_WEIGHTS=1, fl/stacked_bias.py);
+     weights (FEDEVO_BIAS_IN_WEIGHTS=1, fl/stacked_bias.py; the generation's batch too, after the default);
    - the same with 10%-density SET masks (no window lines: a masked first layer updates every step);
    with the largest relative differences to the CPU engine's updates (max and L2, as cuda_round.py).
 2. A generation of fashion_mlp_dp (--problem P: another MLP problem; --generation N individuals drawn uniformly
@@ -285,6 +285,18 @@ def generation(a, dev) -> None:
         unfused = (time.perf_counter() - t, max(abs(p.error - g.error) for p, g in zip(plain, together)),
                    all((p.eps, p.comm, p.omega) == (g.eps, g.comm, g.omega) for p, g in zip(plain, together)))
         os.environ.pop("FEDEVO_CUDA_FUSED_UPDATE")
+    layout = None
+    if a.bias_in_weights and not os.environ.get("FEDEVO_BIAS_IN_WEIGHTS", "").strip():
+        # the biases inside the weights (fl/stacked_bias.py): 6 of a step's ~27 kernels fewer, where an eager batch
+        # is bound by its host's launches
+        os.environ["FEDEVO_BIAS_IN_WEIGHTS"] = "1"
+        offload.forget()
+        t = time.perf_counter()
+        inside = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev)
+        sync(dev)
+        layout = (time.perf_counter() - t, max(abs(p.error - g.error) for p, g in zip(inside, together)),
+                  all((p.eps, p.comm, p.omega) == (g.eps, g.comm, g.omega) for p, g in zip(inside, together)))
+        os.environ.pop("FEDEVO_BIAS_IN_WEIGHTS")
     exact = None
     if dev.type == "cuda":  # buckets of equal widths only: no padding (11 % of the arithmetic), more buckets
         offload.forget()
@@ -364,6 +376,10 @@ def generation(a, dev) -> None:
               f"by default only where captured), just after it: {unfused[0]:.3f} s ({unfused[0] / t_pop:.2f}x the "
               f"batch's time); "
               f"max |Δ error| {unfused[1]:.1e}, ε, comm and Ω equal: {unfused[2]}")
+    if layout is not None:
+        print(f"the same batch with the biases inside the weights (FEDEVO_BIAS_IN_WEIGHTS=1), just after it: "
+              f"{layout[0]:.3f} s ({layout[0] / t_pop:.2f}x the batch's time); max |Δ error| {layout[1]:.1e}, "
+              f"ε, comm and Ω equal: {layout[2]}")
     if exact is not None:
         print(f"the same batch in buckets of equal widths only (exact=True: no padding, more buckets), after it: "
               f"{exact[0]:.3f} s ({exact[0] / t_pop:.2f}x the batch's time); max |Δ error| {exact[1]:.1e}, ε, comm "
@@ -452,8 +468,8 @@ def main(argv=None):
                     help="also with the step's pointwise work torch.compile'd (FEDEVO_CUDA_COMPILE=1): with the CPU "
                          "engine's schedule, and with the device schedule and TF32")
     ap.add_argument("--bias-in-weights", action="store_true",
-                    help="also each line without torch_compile with the biases inside the weights "
-                         "(FEDEVO_BIAS_IN_WEIGHTS=1, fl/stacked_bias.py)")
+                    help="also each round line without torch_compile, and the generation's batch, with the biases "
+                         "inside the weights (FEDEVO_BIAS_IN_WEIGHTS=1, fl/stacked_bias.py)")
     ap.add_argument("--window", type=int, nargs="+", default=[], metavar="K",
                     help="also with the first layer's updates once a window of K steps (FEDEVO_FIRST_LAYER_WINDOW=K, "
                          "fl/stacked_window.py), alone and with each opt-in asked for; not for the SET-masked round "

@@ -211,7 +211,8 @@ def test_population_benchmark_says_there_is_no_gpu():
 
 
 def test_population_benchmark_smoke_on_the_cpu():
-    r = _bench("--device", "cpu", "--clients", "5", "--repeats", "1", "--no-generation", "--no-today", "--window", "3")
+    r = _bench("--device", "cpu", "--clients", "5", "--repeats", "1", "--no-generation", "--no-today", "--window", "3",
+               "--bias-in-weights")
     assert r.returncode == 0, r.stderr
     lines = {ln.split("  ")[0]: ln for ln in r.stdout.splitlines()}
     assert float(lines["stacked, eager"].split()[-2]) < 1e-4  # against the CPU engine, max rel Δ
@@ -220,6 +221,9 @@ def test_population_benchmark_smoke_on_the_cpu():
     # the fp32 round tolerance (tests/fl/test_cuda.py's ROUND_L2, relative L2)
     assert float(lines["stacked, CUDA graph, window 3"].split()[-1]) < 1e-3
     assert not any("window" in k and "SET" in k for k in lines)  # the masked round has no window lines
+    # the biases inside the weights (fl/stacked_bias.py), alone and with the window, dense and masked
+    for k in ("bias in weights", "window 3, bias in weights", "bias in weights, SET masks 10%"):
+        assert float(lines[f"stacked, CUDA graph, {k}"].split()[-1]) < 1e-3, k
 
 
 @pytest.mark.parametrize("native_draws", [True, False], ids=["native", "torch"])

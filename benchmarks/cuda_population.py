@@ -15,7 +15,8 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
      opt-ins); --window K [K ...]: each of those with the first layer's updates once a window of K steps
      (FEDEVO_FIRST_LAYER_WINDOW=K, fl/stacked_window.py; Δ: rounding where the schedule is the CPU engine's);
      --bias-in-weights: each line without torch_compile, and the plain one, once more with the biases inside the
-     weights (FEDEVO_BIAS_IN_WEIGHTS=1, fl/stacked_bias.py; the generation's batch too, after the default);
+     weights (FEDEVO_BIAS_IN_WEIGHTS=1, fl/stacked_bias.py; the generation's batch too, after the default;
+     --threads N [N ...]: the generation's batch with its runs' CPU sides in N threads, after the default);
    - the same with 10%-density SET masks (no window lines: a masked first layer updates every step);
    with the largest relative differences to the CPU engine's updates (max and L2, as cuda_round.py).
 2. A generation of fashion_mlp_dp (--problem P: another MLP problem; --generation N individuals drawn uniformly
@@ -297,6 +298,17 @@ def generation(a, dev) -> None:
         layout = (time.perf_counter() - t, max(abs(p.error - g.error) for p, g in zip(inside, together)),
                   all((p.eps, p.comm, p.omega) == (g.eps, g.comm, g.omega) for p, g in zip(inside, together)))
         os.environ.pop("FEDEVO_BIAS_IN_WEIGHTS")
+    scan = []  # the runs' CPU sides in fewer threads (FEDEVO_POPULATION_THREADS): less contention for the GIL
+    if a.threads and not os.environ.get("FEDEVO_POPULATION_THREADS", "").strip():
+        for n in a.threads:
+            os.environ["FEDEVO_POPULATION_THREADS"] = str(n)
+            offload.forget()
+            t = time.perf_counter()
+            fewer = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev)
+            sync(dev)
+            scan.append((n, time.perf_counter() - t, max(abs(p.error - g.error) for p, g in zip(fewer, together)),
+                         all((p.eps, p.comm, p.omega) == (g.eps, g.comm, g.omega) for p, g in zip(fewer, together))))
+        os.environ.pop("FEDEVO_POPULATION_THREADS")
     exact = None
     if dev.type == "cuda":  # buckets of equal widths only: no padding (11 % of the arithmetic), more buckets
         offload.forget()
@@ -380,6 +392,10 @@ def generation(a, dev) -> None:
         print(f"the same batch with the biases inside the weights (FEDEVO_BIAS_IN_WEIGHTS=1), just after it: "
               f"{layout[0]:.3f} s ({layout[0] / t_pop:.2f}x the batch's time); max |Δ error| {layout[1]:.1e}, "
               f"ε, comm and Ω equal: {layout[2]}")
+    for n, secs, d_err, same in scan:
+        print(f"the same batch with its runs' CPU sides in {n} threads (FEDEVO_POPULATION_THREADS; default "
+              f"{timings['threads']}): {secs:.3f} s ({secs / t_pop:.2f}x the batch's time); max |Δ error| "
+              f"{d_err:.1e}, ε, comm and Ω equal: {same}")
     if exact is not None:
         print(f"the same batch in buckets of equal widths only (exact=True: no padding, more buckets), after it: "
               f"{exact[0]:.3f} s ({exact[0] / t_pop:.2f}x the batch's time); max |Δ error| {exact[1]:.1e}, ε, comm "
@@ -467,6 +483,9 @@ def main(argv=None):
     ap.add_argument("--compile", action="store_true",
                     help="also with the step's pointwise work torch.compile'd (FEDEVO_CUDA_COMPILE=1): with the CPU "
                          "engine's schedule, and with the device schedule and TF32")
+    ap.add_argument("--threads", type=int, nargs="+", default=[], metavar="N",
+                    help="also the generation's batch with its runs' CPU sides in N threads "
+                         "(FEDEVO_POPULATION_THREADS=N), side by side after the default")
     ap.add_argument("--bias-in-weights", action="store_true",
                     help="also each round line without torch_compile, and the generation's batch, with the biases "
                          "inside the weights (FEDEVO_BIAS_IN_WEIGHTS=1, fl/stacked_bias.py)")

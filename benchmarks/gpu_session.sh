@@ -97,7 +97,7 @@ step accountant 30 python3 benchmarks/accountant_offload.py
 step secagg 30 python3 benchmarks/secagg_add_cost.py
 step generation 80 python3 benchmarks/cuda_population.py --no-round --no-today --bias-in-weights --data-dir "$DATA"
 step generation-central 70 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
-  --bias-in-weights --data-dir "$DATA"
+  --bias-in-weights --threads 4 --data-dir "$DATA"
 # `fedevo search` itself (in-process, pymoo's NSGA-III) on the GPU, generations of 20 batched against the same search
 # one evaluation at a time, and the slowest member's own time (batched_search.py; needs the pymoo wheels). Two
 # generations: the first pays the process's first batch (the accountant's workers start, Triton compiles), the

@@ -56,6 +56,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Optional
 
 import numpy as np
 import torch
@@ -274,49 +275,36 @@ def generation(a, dev) -> None:
     t_pop = time.perf_counter() - t
     same_before = all((b.error, b.eps, b.comm, b.omega) == (g.error, g.eps, g.comm, g.omega)
                       for b, g in zip(before, together))
-    unfused = None
-    if dev.type == "cuda" and not os.environ.get("FEDEVO_CUDA_FUSED_UPDATE", "").strip() and stacked_update.usable(dev):
-        # the kernel in every bucket, eager ones too (by default only in buckets captured as CUDA graphs, which a
-        # 5-round generation has none of; before 2026-11-27 evening the default was this)
-        os.environ["FEDEVO_CUDA_FUSED_UPDATE"] = "masked"
-        offload.forget()
-        t = time.perf_counter()
-        plain = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev)
-        sync(dev)
-        unfused = (time.perf_counter() - t, max(abs(p.error - g.error) for p, g in zip(plain, together)),
-                   all((p.eps, p.comm, p.omega) == (g.eps, g.comm, g.omega) for p, g in zip(plain, together)))
-        os.environ.pop("FEDEVO_CUDA_FUSED_UPDATE")
-    layout = None
-    if a.bias_in_weights and not os.environ.get("FEDEVO_BIAS_IN_WEIGHTS", "").strip():
-        # the biases inside the weights (fl/stacked_bias.py): 6 of a step's ~27 kernels fewer, where an eager batch
-        # is bound by its host's launches
-        os.environ["FEDEVO_BIAS_IN_WEIGHTS"] = "1"
-        offload.forget()
-        t = time.perf_counter()
-        inside = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev)
-        sync(dev)
-        layout = (time.perf_counter() - t, max(abs(p.error - g.error) for p, g in zip(inside, together)),
-                  all((p.eps, p.comm, p.omega) == (g.eps, g.comm, g.omega) for p, g in zip(inside, together)))
-        os.environ.pop("FEDEVO_BIAS_IN_WEIGHTS")
-    scan = []  # the runs' CPU sides in fewer threads (FEDEVO_POPULATION_THREADS): less contention for the GIL
-    if a.threads and not os.environ.get("FEDEVO_POPULATION_THREADS", "").strip():
-        for n in a.threads:
-            os.environ["FEDEVO_POPULATION_THREADS"] = str(n)
+    def again(env: Optional[dict] = None, **kw) -> tuple:
+        """The same batch once more (with `env`'s variables set, then unset, or batched's keywords): its seconds,
+        the largest |Δ error| against the default's and whether ε, comm and Ω are equal."""
+        os.environ.update(env or {})
+        try:
             offload.forget()
             t = time.perf_counter()
-            fewer = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev)
+            other = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev, **kw)
             sync(dev)
-            scan.append((n, time.perf_counter() - t, max(abs(p.error - g.error) for p, g in zip(fewer, together)),
-                         all((p.eps, p.comm, p.omega) == (g.eps, g.comm, g.omega) for p, g in zip(fewer, together))))
-        os.environ.pop("FEDEVO_POPULATION_THREADS")
-    exact = None
-    if dev.type == "cuda":  # buckets of equal widths only: no padding (11 % of the arithmetic), more buckets
-        offload.forget()
-        t = time.perf_counter()
-        alone_widths = batched(problem, gen, seeds, rounds=a.rounds, data_dir=a.data_dir, device=dev, exact=True)
-        sync(dev)
-        exact = (time.perf_counter() - t, max(abs(p.error - g.error) for p, g in zip(alone_widths, together)),
-                 all((p.eps, p.comm, p.omega) == (g.eps, g.comm, g.omega) for p, g in zip(alone_widths, together)))
+            return (time.perf_counter() - t, max(abs(p.error - g.error) for p, g in zip(other, together)),
+                    all((p.eps, p.comm, p.omega) == (g.eps, g.comm, g.omega) for p, g in zip(other, together)))
+        finally:
+            for k in env or {}:
+                os.environ.pop(k)
+
+    def unset(name: str) -> bool:
+        return not os.environ.get(name, "").strip()
+    # the kernel in every bucket, eager ones too (by default only in buckets captured as CUDA graphs, which a
+    # 5-round generation has none of; before 2026-11-27 evening the default was this)
+    unfused = (again({"FEDEVO_CUDA_FUSED_UPDATE": "masked"})
+               if dev.type == "cuda" and unset("FEDEVO_CUDA_FUSED_UPDATE") and stacked_update.usable(dev) else None)
+    # the biases inside the weights (fl/stacked_bias.py): 6 of a step's ~27 kernels fewer, where an eager batch is
+    # bound by its host's launches
+    layout = (again({"FEDEVO_BIAS_IN_WEIGHTS": "1"}) if a.bias_in_weights and unset("FEDEVO_BIAS_IN_WEIGHTS")
+              else None)
+    # the runs' CPU sides in fewer threads (FEDEVO_POPULATION_THREADS): less contention for the GIL
+    scan = ([(n, *again({"FEDEVO_POPULATION_THREADS": str(n)})) for n in a.threads]
+            if unset("FEDEVO_POPULATION_THREADS") else [])
+    # buckets of equal widths only: no padding (11 % of the arithmetic), more buckets
+    exact = again(exact=True) if dev.type == "cuda" else None
     print(f"{'#':>3} {'trust':<8}{'L':>2}{'units':>6}{'part':>6}{'alpha':>7}{'lr':>7}{'alone s':>9}{'simulate s':>11}"
           f"{'today s':>9}{'error':>8}{'Δerror':>9}{'ε,comm,Ω equal':>16}  status")
     # one evaluation alone, untimed, before the timed ones: on 2026-11-26's H200 the first alone evaluation after

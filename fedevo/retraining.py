@@ -339,16 +339,18 @@ class RetrainReport:
                 return [clean(v) for v in o]
             return o
 
+        def solution(s: Solution) -> dict:
+            v = self.values(s)  # once: it reads a user's objectives through their functions
+            return {"solution": s.key, "label": s.label, "id": s.id, "params": dict(s.params),
+                    "result": self.results[s.key].to_dict(),
+                    # the run's objectives beyond error, comm and ε (a user's latency: not in the result),
+                    # retrained and as the search measured them, every digit
+                    "objectives": {o.name: v[o.name] for o in self.extra_objectives},
+                    "search_objectives": {o.name: v[f"search_{o.name}"] for o in self.extra_objectives}}
+
         return clean({"run_dir": str(self.run_dir), "problem": self.problem_name, "rounds": self.rounds,
                       "seed": self.seed, "standard_params": dict(self.standard_params),
-                      "solutions": [{"solution": s.key, "label": s.label, "id": s.id, "params": dict(s.params),
-                                     "result": self.results[s.key].to_dict(),
-                                     # the run's objectives beyond error, comm and ε (a user's latency: not in the
-                                     # result), retrained and as the search measured them, every digit
-                                     "objectives": {o.name: self.values(s)[o.name] for o in self.extra_objectives},
-                                     "search_objectives": {o.name: self.values(s)[f"search_{o.name}"]
-                                                           for o in self.extra_objectives}}
-                                    for s in self.solutions]})
+                      "solutions": [solution(s) for s in self.solutions]})
 
     def privacy_claims(self) -> list[str]:
         """What the picked solutions' ε hold under — trust model, neighbouring relation, amplification, accountant,

@@ -6,7 +6,6 @@ plain loop; off by default; a bad value is one line."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -15,7 +14,7 @@ from fedevo.fl import stacked, stacked_bias, stacked_graphs, stacked_window
 from fedevo.fl.stacked import _Bucket, train_members
 
 from .test_stacked import CPU, DATA, _member
-from .test_stacked_window import ATOL, RTOL, _later_masked
+from .test_stacked_window import _later_masked, assert_same_training, float64_member
 
 
 def _members():
@@ -36,29 +35,14 @@ def test_the_layout_trains_as_the_plain_loop(monkeypatch, window):
     monkeypatch.setenv(stacked_bias.VARIABLE, "1")
     got = train_members(members, DATA.x_train, DATA.y_train, device=CPU)
     assert len(made) == len({stacked.bucket_key(m) for m in members})  # every bucket in the layout
-    for m, a, b in zip(members, plain, got):
-        torch.testing.assert_close(b, a, atol=ATOL, rtol=RTOL)
-        assert float(a.abs().max()) > 1e-3  # the clients moved
-        for i, mask in m.masks.items():  # inactive weights stay 0
-            off = sum(p.numel() for p in m.params[:i])
-            assert torch.all(b[:, off:off + m.params[i].numel()].view(-1, *m.params[i].shape)[:, mask == 0] == 0)
+    assert_same_training(members, plain, got)
 
 
 def test_the_layout_is_exact_in_float64(monkeypatch):
     """A reassociation of the same sums: in float64 a 3-layer round of unequal clients (short last batches) trains
     to the plain loop's numbers within 1e-12 of their scale; the ones units (bias 1, weights 0) and the zero units
     are as allocated after it."""
-    from fedevo.config import MLPArch
-    from fedevo.models import build_model
-
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(700, 60, generator=g, dtype=torch.float64)
-    y = torch.randint(0, 10, (700,), generator=g)
-    model = build_model(MLPArch(layers=3, units=30), (1, 6, 10), 10)
-    params = [p.double() for p in model.init(g)]
-    clients = [np.arange(0, 300), np.arange(300, 500), np.arange(500, 700)]
-    member = stacked.Member(dims=model.dims, params=params, masks={}, lr=0.05, chunks=[clients], seeds=[3],
-                            epochs=3, batch_size=32)
+    x, y, member = float64_member((1, 6, 10), layers=3, units=30, bounds=(300, 500, 700), epochs=3, batch_size=32)
     torch.set_default_dtype(torch.float64)  # the stacked state is made in the default dtype
     try:
         (plain,) = train_members([member], x, y, device=CPU)

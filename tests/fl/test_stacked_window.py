@@ -34,6 +34,17 @@ def _members():
             _member(layers=1, units=30, seed=3)[1]]
 
 
+def assert_same_training(members, plain, got):
+    """Each member's updates `got` equal the plain loop's `plain` within fp32 rounding, the clients moved, and the
+    inactive weights of a SET mask stayed 0."""
+    for m, a, b in zip(members, plain, got):
+        torch.testing.assert_close(b, a, atol=ATOL, rtol=RTOL)
+        assert float(a.abs().max()) > 1e-3  # the clients moved
+        for i, mask in m.masks.items():  # inactive weights stay 0
+            off = sum(p.numel() for p in m.params[:i])
+            assert torch.all(b[:, off:off + m.params[i].numel()].view(-1, *m.params[i].shape)[:, mask == 0] == 0)
+
+
 @pytest.mark.parametrize("k", [2, 3, 7, 1000])
 def test_a_windowed_round_equals_the_plain_loop(monkeypatch, k):
     members = _members()
@@ -43,12 +54,7 @@ def test_a_windowed_round_equals_the_plain_loop(monkeypatch, k):
                         lambda self, W, f=stacked_window.Window.update: (updates.append(len(self.sizes)), f(self, W)))
     monkeypatch.setenv(stacked_window.VARIABLE, str(k))
     got = train_members(members, DATA.x_train, DATA.y_train, device=CPU)
-    for m, a, b in zip(members, plain, got):
-        torch.testing.assert_close(b, a, atol=ATOL, rtol=RTOL)
-        assert float(a.abs().max()) > 1e-3  # the clients moved
-        for i, mask in m.masks.items():  # inactive weights stay 0
-            off = sum(p.numel() for p in m.params[:i])
-            assert torch.all(b[:, off:off + m.params[i].numel()].view(-1, *m.params[i].shape)[:, mask == 0] == 0)
+    assert_same_training(members, plain, got)
     # the first layer was updated once a window: the 2-layer bucket's steps and the 1-layer one's, in windows of k
     buckets = {}
     for m in members:
@@ -57,24 +63,32 @@ def test_a_windowed_round_equals_the_plain_loop(monkeypatch, k):
     assert len(updates) == sum(math.ceil(s / k) for s in steps) and max(updates) == min(k, max(steps))
 
 
-@pytest.mark.parametrize("k", [2, 3, 5])
-def test_the_window_is_exact_in_float64(monkeypatch, k):
-    """The window is a reassociation of the same sums, not an approximation: in float64 the reference round's shape
-    (784-200-200-10, B = 64, E = 5, unequal clients: short last batches) trains to the plain loop's numbers within
-    1e-12, where fp32's rounding, amplified by ReLUs switching, leaves up to ~4e-4 (benchmarks' smoke test)."""
+def float64_member(shape, *, layers: int, units: int, bounds, epochs: int, batch_size: int):
+    """(x, y, member) in float64: random data of `shape` (bounds[-1] samples, 10 classes), an MLP of `layers`
+    hidden layers of `units`, one chunk of clients of unequal sizes (their last sample indices `bounds`)."""
     import numpy as np
 
     from fedevo.config import MLPArch
     from fedevo.models import build_model
 
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(1300, 784, generator=g, dtype=torch.float64)
-    y = torch.randint(0, 10, (1300,), generator=g)
-    model = build_model(MLPArch(layers=2, units=200), (1, 28, 28), 10)
+    n = bounds[-1]
+    x = torch.randn(n, math.prod(shape), generator=g, dtype=torch.float64)
+    y = torch.randint(0, 10, (n,), generator=g)
+    model = build_model(MLPArch(layers=layers, units=units), shape, 10)
     params = [p.double() for p in model.init(g)]
-    clients = [np.arange(0, 600), np.arange(600, 1000), np.arange(1000, 1300)]
-    member = stacked.Member(dims=model.dims, params=params, masks={}, lr=0.05, chunks=[clients], seeds=[3],
-                            epochs=5, batch_size=64)
+    clients = [np.arange(a, b) for a, b in zip((0, *bounds[:-1]), bounds)]
+    return x, y, stacked.Member(dims=model.dims, params=params, masks={}, lr=0.05, chunks=[clients], seeds=[3],
+                                epochs=epochs, batch_size=batch_size)
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_the_window_is_exact_in_float64(monkeypatch, k):
+    """The window is a reassociation of the same sums, not an approximation: in float64 the reference round's shape
+    (784-200-200-10, B = 64, E = 5, unequal clients: short last batches) trains to the plain loop's numbers within
+    1e-12, where fp32's rounding, amplified by ReLUs switching, leaves up to ~4e-4 (benchmarks' smoke test)."""
+    x, y, member = float64_member((1, 28, 28), layers=2, units=200, bounds=(600, 1000, 1300), epochs=5,
+                                  batch_size=64)
     torch.set_default_dtype(torch.float64)  # the stacked state is made in the default dtype
     try:
         (plain,) = train_members([member], x, y, device=CPU)

@@ -30,7 +30,7 @@ from ..errors import FedevoError
 from ..searching.rundata import RunData, load_run
 from .axes import finite, make_column
 from .front_model import SHORT, axis_title, hv_space
-from .grid import panel_rows
+from .grid import cell, panel_rows, rows_of_three
 from .history import figure_hv_history
 from .html import esc, figure_div, page, table, write
 from .numfmt import num
@@ -115,14 +115,13 @@ def figure_fronts(runs: Sequence[RunData], names: Sequence[str]):
         cols[o.name] = make_column(rows, o.name, axis_title(objs, o.name, o.label), eps_log=eps_log,
                                    log=True if pos else None)
     pairs = list(combinations(objs.names, 2))
-    ncol = min(3, len(pairs))
-    nrow = -(-len(pairs) // ncol)
+    nrow, ncol = rows_of_three(len(pairs))
     short = {k: SHORT.get(k, objs.by_name(k).label) for k in objs.names}
     plot_h, spacing = panel_rows(nrow, FRONTS_PANEL_H, FRONTS_ROW_GAP)
     fig = make_subplots(rows=nrow, cols=ncol, horizontal_spacing=0.08, vertical_spacing=spacing,
                         subplot_titles=[f"{short[a]} vs {short[b]}" for a, b in pairs])
     for c, (a, b) in enumerate(pairs, start=1):
-        row, col = (c - 1) // ncol + 1, (c - 1) % ncol + 1
+        row, col = cell(c, ncol)
         for name, colour in zip(names, COLOURS * (len(names) // len(COLOURS) + 1)):
             idx = [i for i, o in enumerate(owner) if o == name]
             text = [f"<b>{esc(name)}</b> · id {rows[i]['id']} · generation {rows[i]['generation']}<br>"

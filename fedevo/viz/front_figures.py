@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional, Sequence
 from .axes import Column, finite, linear_ticks
 from .front_model import (CHOSEN_COLOR, COMM_LABEL, DOMINATED_OPACITY, ERROR_MAX, FRONT_COLOR, axis_title,
                           LOWER_COLOR, SCALE, SHORT, Model, unit_words)
-from .grid import panel_rows
+from .grid import cell, panel_rows, rows_of_three
 from .history import value_range
 from .html import esc
 from .numfmt import num
@@ -124,13 +124,12 @@ def figure_projections(m: Model):
     from plotly.subplots import make_subplots
 
     pairs = m.pairs
-    ncol = min(3, len(pairs))
-    nrow = -(-len(pairs) // ncol)
+    nrow, ncol = rows_of_three(len(pairs))
     plot_h, spacing = panel_rows(nrow, PANEL_H, ROW_GAP)  # rows a fixed number of pixels apart, however many
     fig = make_subplots(rows=nrow, cols=ncol, horizontal_spacing=0.08, vertical_spacing=spacing,
                         subplot_titles=[f"{_short(m, a)} vs {_short(m, b)}" for a, b in pairs])
     for c, (a, b) in enumerate(pairs, start=1):
-        row, col = (c - 1) // ncol + 1, (c - 1) % ncol + 1
+        row, col = cell(c, ncol)
         if m.lower:
             fig.add_trace(go.Scatter(
                 x=m.lower_col(a), y=m.lower_col(b), mode="markers", meta="lower-rung",

@@ -37,7 +37,7 @@ from ..searching.rundata import RunData, load_run
 from .axes import LOG_SPAN, Column, make_column
 from .front_model import axis_title
 from .history import figure_hv_history
-from .grid import panel_rows
+from .grid import cell, panel_rows
 from .html import esc, figure_div, page, table, write
 from .numfmt import num
 
@@ -195,7 +195,7 @@ def figure_importance(result: Sequence[ObjectiveImportance]):
                         subplot_titles=[f"{o.title}" + (f" (R² {num(o.r2)})" if o.r2 is not None else "")
                                         for o in result])
     for c, o in enumerate(result, start=1):
-        row, col = (c - 1) // ncol + 1, (c - 1) % ncol + 1
+        row, col = cell(c, ncol)
         if o.genes:
             shown = list(reversed(o.genes))  # most important on top
             fig.add_trace(go.Bar(

@@ -18,12 +18,12 @@ still added and summed apart; the last layer has no ones unit (its outputs are t
 plain loop's up to rounding (the bias summed inside the GEMMs: a reassociation; equal in float64,
 tests/fl/test_stacked_bias.py). With the bucket's TF32 opt-in the bias and its gradient's sum go through TF32 with
 the rest of the GEMM (in the plain loop the bias is added, and its gradient summed, in fp32): within TF32's own
-accuracy, untested against the plain loop on a GPU yet. Only for a bucket without per-step hooks (their gradients are explicit) and
-without `torch_compile` (its fused functions add the bias apart): `applies`.
+accuracy, untested against the plain loop on a GPU yet. Only for a bucket without per-step hooks (their
+gradients are explicit) and without `torch_compile` (its fused functions add the bias apart): `applies`.
 
 Not yet timed on a GPU (built in a session whose GPU time was spent): `benchmarks/cuda_step_fusion.py`'s
-'augmented' line times the same step outside fedevo, and `benchmarks/cuda_population.py --bias-in-weights` the
-reference round with it.
+'augmented' line times a like step outside fedevo (its first layer's bias inside too), and
+`benchmarks/cuda_population.py --bias-in-weights` the reference round with it.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ one, +4.9 ms on 2026-11-26 before the kernel, was -0.2 and +3.9 ms in two calls 
 `FEDEVO_CUDA_FUSED_UPDATE`, where set, chooses for every bucket, captured or eager: `masked` (the masked layers,
 whose second pass it saves), `all` (the unmasked layers too, in place of cuBLAS's in-place GEMM: whether that pays
 is the GPU's to say, benchmarks/cuda_fused_update.py), `off` (the plain loop everywhere). Before its first use on a
-device the kernel is checked against the plain update on a few small problems (`usable`); where Triton is missing, fails to
-compile, or disagrees, one warning and the plain loop for the rest of the process. Under Triton's interpreter
+device the kernel is checked against the plain update on a few small problems (`usable`); where Triton is missing,
+fails to compile, or disagrees, one warning and the plain loop for the rest of the process. Under Triton's interpreter
 (`TRITON_INTERPRET=1`) with FEDEVO_CUDA_FUSED_UPDATE set it runs on CPU tensors too (the tests).
 """
 

@@ -231,6 +231,18 @@ def check_workers(workers: Optional[int], memory: Optional[int] = None) -> None:
                           f"available memory allows --workers <= {limit}")
 
 
+def check_task_resources(*, cpus_per_task: float, gpus_per_task: float, workers: Optional[int],
+                         ray_address: Optional[str], verb: str = "evaluates") -> None:
+    """A search's and a retrain's Ray options alike: --cpus-per-task > 0, --gpus-per-task >= 0 (NaN fails both), and
+    not both --workers 0 (in this process: `verb` says what it does there) and --ray-address (on a cluster)."""
+    if not cpus_per_task > 0:
+        raise FedevoError(f"--cpus-per-task must be > 0, got {cpus_per_task}")
+    if not gpus_per_task >= 0:
+        raise FedevoError(f"--gpus-per-task must be >= 0, got {gpus_per_task}")
+    if workers == 0 and ray_address:  # which one was meant? (0 used to lose to a reachability check)
+        raise FedevoError(f"--workers 0 {verb} in this process, --ray-address on a Ray cluster: give one")
+
+
 def check_eval_timeout(seconds: Optional[float], key: str = "--eval-timeout") -> Optional[float]:
     """--eval-timeout / a problem file's `eval_timeout`: a positive finite number of seconds, or None (no limit)."""
     if seconds is None:

@@ -473,7 +473,7 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     from .searching.runner import Task, _Abort, make_runner
     from .searching.rundata import load_run
 
-    from .guards import check_evaluation_memory, check_rounds, check_seed, check_workers
+    from .guards import check_evaluation_memory, check_rounds, check_seed, check_task_resources, check_workers
 
     if rounds is None:
         raise FedevoError("--rounds must be >= 1, got None")
@@ -483,15 +483,11 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     if parse_workers(workers) != AUTO:
         check_workers(parse_workers(workers))
     check_seed(seed)
-    if not gpus_per_task >= 0:  # NaN too
-        raise FedevoError(f"--gpus-per-task must be >= 0, got {gpus_per_task}")
-    if not cpus_per_task > 0:  # NaN too
-        raise FedevoError(f"--cpus-per-task must be > 0, got {cpus_per_task}")
+    check_task_resources(cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task, workers=parse_workers(workers),
+                         ray_address=ray_address, verb="trains")
     if ray_address:  # as search: a cluster that is not there is named before anything is trained or written
         from .searching.runner import _check_reachable
 
-        if parse_workers(workers) == 0:
-            raise FedevoError("--workers 0 trains in this process, --ray-address on a Ray cluster: give one")
         _check_reachable(ray_address, 5.0)
     if eval_every < 0:
         raise FedevoError(f"eval_every must be >= 0, got {eval_every}")

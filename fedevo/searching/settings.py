@@ -10,7 +10,7 @@ from typing import Optional, Union
 import numpy as np
 
 from ..errors import FedevoError
-from ..guards import check_rounds, check_search_sizes, check_seed
+from ..guards import check_rounds, check_search_sizes, check_seed, check_task_resources
 from .evaluator import DEFAULT_EVALUATOR
 
 
@@ -122,12 +122,8 @@ class Runtime:
     batch_size_per_gpu: Optional[int] = None
 
     def __post_init__(self):  # a search and its resume alike (resume used to take --cpus-per-task 0)
-        if not self.cpus_per_task > 0:
-            raise FedevoError(f"--cpus-per-task must be > 0, got {self.cpus_per_task}")
-        if not self.gpus_per_task >= 0:
-            raise FedevoError(f"--gpus-per-task must be >= 0, got {self.gpus_per_task}")
-        if self.workers == 0 and self.ray_address:  # which one was meant? (0 used to lose to a reachability check)
-            raise FedevoError("--workers 0 evaluates in this process, --ray-address on a Ray cluster: give one")
+        check_task_resources(cpus_per_task=self.cpus_per_task, gpus_per_task=self.gpus_per_task,
+                             workers=self.workers, ray_address=self.ray_address)
         if self.batch_generation is False and self.batch_size_per_gpu is not None:
             raise FedevoError("--batch-size-per-gpu sizes the batches of --batch-generation; with "
                               "--no-batch-generation there are none: drop one")

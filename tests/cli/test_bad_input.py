@@ -483,3 +483,18 @@ def test_the_2026_11_27_audits_messages(capsys, tmp_path, monkeypatch):
     bad(capsys, ["evaluate", "-p", tmp_path / "g.toml"], r"unknown gene 'unitz'; did you mean 'units'\?")
     bad(capsys, ["search", "--evaluator", "foo", "--out", tmp_path / "r"],
         r"expected 'package.module:function' or 'python:path/to/file.py:function'")
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(cpus_per_task=float("nan")), "--cpus-per-task must be > 0, got nan"),
+    (dict(gpus_per_task=float("nan")), "--gpus-per-task must be >= 0, got nan"),
+    (dict(workers=0, ray_address="h:1"), "--workers 0 evaluates in this process, --ray-address on a Ray cluster"),
+    (dict(workers=0, ray_address="h:1", verb="trains"), "--workers 0 trains in this process, --ray-address"),
+])
+def test_one_check_of_the_ray_options_for_search_and_retrain(kw, message):
+    from fedevo.guards import check_task_resources
+
+    args = dict(cpus_per_task=1.0, gpus_per_task=0.0, workers=None, ray_address=None) | kw
+    with pytest.raises(FedevoError, match=re.escape(message)):
+        check_task_resources(**args)
+    check_task_resources(cpus_per_task=0.5, gpus_per_task=0.25, workers=0, ray_address=None)  # fine: no error

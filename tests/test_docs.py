@@ -134,3 +134,13 @@ def test_relative_links_and_anchors_resolve():
             elif anchor and dest.suffix == ".md" and anchor not in heading_anchors(dest):
                 bad.append((page.name, target, "no such heading"))
     assert not bad, bad
+
+
+def test_layout_md_names_every_module():
+    """docs/layout.md says where each part lives: every module of the package is named there by its file name."""
+    text = (DOCS / "layout.md").read_text(encoding="utf-8")
+    package = Path(fedevo.__file__).parent
+    modules = [p for p in package.rglob("*.py") if p.name not in ("__init__.py", "__main__.py")
+               and "__pycache__" not in p.parts]
+    missing = sorted(str(p.relative_to(package)) for p in modules if p.name not in text)
+    assert len(modules) > 100 and not missing, missing

@@ -16,7 +16,9 @@ GPU, against today's device path (fl/device.py, FEDEVO_STACKED=0) and the CPU en
      (FEDEVO_FIRST_LAYER_WINDOW=K, fl/stacked_window.py; Δ: rounding where the schedule is the CPU engine's);
      --bias-in-weights: each line without torch_compile, and the plain one, once more with the biases inside the
      weights (FEDEVO_BIAS_IN_WEIGHTS=1, fl/stacked_bias.py; the generation's batch too, after the default;
-     --threads N [N ...]: the generation's batch with its runs' CPU sides in N threads, after the default);
+     --threads N [N ...]: the generation's batch with its runs' CPU sides in N threads, after the default;
+     --width-classes depth: the generation's batch with every width of one depth in one bucket,
+     FEDEVO_WIDTH_CLASSES=depth, fewer buckets and launches against more padding, after the default);
    - the same with 10%-density SET masks (no window lines: a masked first layer updates every step);
    with the largest relative differences to the CPU engine's updates (max and L2, as cuda_round.py).
 2. A generation of fashion_mlp_dp (--problem P: another MLP problem; --generation N individuals drawn uniformly
@@ -303,6 +305,10 @@ def generation(a, dev) -> None:
     # the runs' CPU sides in fewer threads (FEDEVO_POPULATION_THREADS): less contention for the GIL
     scan = ([(n, *again({"FEDEVO_POPULATION_THREADS": str(n)})) for n in a.threads]
             if unset("FEDEVO_POPULATION_THREADS") else [])
+    # every width of one depth in one bucket: 3 buckets instead of 9 for the drawn generation, 1.68x its dense
+    # arithmetic instead of 1.11x (generation_arithmetic.py), where the host's launches hold an eager batch up
+    widths = (again({"FEDEVO_WIDTH_CLASSES": a.width_classes}) if a.width_classes
+              and unset("FEDEVO_WIDTH_CLASSES") else None)
     # buckets of equal widths only: no padding (11 % of the arithmetic), more buckets
     exact = again(exact=True) if dev.type == "cuda" else None
     print(f"{'#':>3} {'trust':<8}{'L':>2}{'units':>6}{'part':>6}{'alpha':>7}{'lr':>7}{'alone s':>9}{'simulate s':>11}"
@@ -384,6 +390,10 @@ def generation(a, dev) -> None:
         print(f"the same batch with its runs' CPU sides in {n} threads (FEDEVO_POPULATION_THREADS; default "
               f"{timings['threads']}): {secs:.3f} s ({secs / t_pop:.2f}x the batch's time); max |Δ error| "
               f"{d_err:.1e}, ε, comm and Ω equal: {same}")
+    if widths is not None:
+        print(f"the same batch with every width of one depth in one bucket (FEDEVO_WIDTH_CLASSES={a.width_classes}), "
+              f"just after it: {widths[0]:.3f} s ({widths[0] / t_pop:.2f}x the batch's time); max |Δ error| "
+              f"{widths[1]:.1e}, ε, comm and Ω equal: {widths[2]}")
     if exact is not None:
         print(f"the same batch in buckets of equal widths only (exact=True: no padding, more buckets), after it: "
               f"{exact[0]:.3f} s ({exact[0] / t_pop:.2f}x the batch's time); max |Δ error| {exact[1]:.1e}, ε, comm "
@@ -477,6 +487,9 @@ def main(argv=None):
     ap.add_argument("--bias-in-weights", action="store_true",
                     help="also each round line without torch_compile, and the generation's batch, with the biases "
                          "inside the weights (FEDEVO_BIAS_IN_WEIGHTS=1, fl/stacked_bias.py)")
+    ap.add_argument("--width-classes", choices=("depth",), default=None,
+                    help="also the generation's batch with every width of one depth in one bucket "
+                         "(FEDEVO_WIDTH_CLASSES=depth: fewer buckets, more padding), side by side after the default")
     ap.add_argument("--window", type=int, nargs="+", default=[], metavar="K",
                     help="also with the first layer's updates once a window of K steps (FEDEVO_FIRST_LAYER_WINDOW=K, "
                          "fl/stacked_window.py), alone and with each opt-in asked for; not for the SET-masked round "

@@ -6,7 +6,7 @@ Counts, not timings (no GPU needed; deterministic): for a generation drawn as be
 round's local training, 3 × (Σ d_i·d_(i+1)) × samples per client × E × expected arrived clients (p·K·(1 − upload
 loss)), dense as the stacked trainer computes it (SET masks are applied to dense weights); then the same after the
 stacked trainer's bucketing (`stacked.bucket_key`: one depth, one power-of-two width class; each member padded to
-its bucket's widest layers). The ratio Σ / max is what the batch must do against what its largest member alone does:
+its bucket's widest layers), and with FEDEVO_WIDTH_CLASSES=depth (one bucket a depth). The ratio Σ / max is what the batch must do against what its largest member alone does:
 where both run at the device's arithmetic throughput, the batch takes that many times as long; the ≤ 2× target holds
 only where a member alone reaches at most 2 / ratio of the batch's throughput.
 
@@ -98,6 +98,14 @@ def main(argv=None) -> None:
     print(f"generation: {own / 1e9:.4g} GMAC a round dense, {padded / 1e9:.4g} in its {len(buckets)} buckets "
           f"(padding +{100 * (padded / own - 1):.0f} %); largest member #{big['i']}: {big['macs'] / 1e9:.4g} GMAC")
     print(f"with exact=True (equal widths only share a bucket): {exact} buckets, no padding")
+    os.environ["FEDEVO_WIDTH_CLASSES"] = "depth"  # every width of one depth in one bucket (fl/stacked_settings.py)
+    try:
+        deep = member_rows(problem, draw_generation(problem, a.generation, a.gen_seed), a.rounds, a.samples)
+    finally:
+        os.environ.pop("FEDEVO_WIDTH_CLASSES")
+    print(f"with FEDEVO_WIDTH_CLASSES=depth (every width of one depth in one bucket): {len({r['key'] for r in deep})} "
+          f"buckets, {sum(r['padded'] for r in deep) / 1e9:.4g} GMAC (padding "
+          f"+{100 * (sum(r['padded'] for r in deep) / own - 1):.0f} %)")
     print(f"ratio to the largest member: {own / big['macs']:.2f} dense, {padded / big['macs']:.2f} as bucketed "
           f"-> the batch in <= 2x the largest alone needs the member alone at <= "
           f"{100 * 2 * big['macs'] / padded:.0f} % of the batch's arithmetic throughput")

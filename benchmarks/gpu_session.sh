@@ -62,7 +62,7 @@ step() {  # step NAME SECONDS COMMAND...: run it (if wanted), its output to $OUT
   git log -1 --format='fedevo %h %s' 2>/dev/null || true
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt" | tee "$OUT/all.txt"
-step tests 150 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
+step tests 135 python3 -m pytest -o addopts='' -q -rs -m cuda -k "not ray and not evaluate_json" \
   tests/fl/test_cuda.py tests/fl/test_cuda_population.py tests/fl/test_stacked_schedule.py tests/fl/test_finite.py \
   tests/fl/test_stacked_fused.py tests/fl/test_stacked_update.py tests/fl/test_stacked_hooks.py \
   tests/fl/test_cuda_population_cnn.py tests/fl/test_stacked_window.py tests/fl/test_stacked_bias.py \
@@ -95,9 +95,12 @@ step plan 30 python3 benchmarks/stacked_plan.py
 step accountant 30 python3 benchmarks/accountant_offload.py
 # named only: where a secure-aggregation member's host time goes per coordinate (gather and copy, DDG encoding, ...)
 step secagg 30 python3 benchmarks/secagg_add_cost.py
-step generation 80 python3 benchmarks/cuda_population.py --no-round --no-today --bias-in-weights --data-dir "$DATA"
+# both generations also with every width of one depth in one bucket (FEDEVO_WIDTH_CLASSES=depth: 3 buckets instead
+# of 9, fewer launches, more padding; not yet timed)
+step generation 95 python3 benchmarks/cuda_population.py --no-round --no-today --bias-in-weights \
+  --width-classes depth --data-dir "$DATA"
 step generation-central 70 python3 benchmarks/cuda_population.py --no-round --no-today --trust central \
-  --bias-in-weights --threads 4 --data-dir "$DATA"
+  --bias-in-weights --threads 4 --width-classes depth --data-dir "$DATA"
 # `fedevo search` itself (in-process, pymoo's NSGA-III) on the GPU, generations of 20 batched against the same search
 # one evaluation at a time, and the slowest member's own time (batched_search.py; needs the pymoo wheels). Two
 # generations: the first pays the process's first batch (the accountant's workers start, Triton compiles), the

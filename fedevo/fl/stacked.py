@@ -2,7 +2,8 @@
 
 A *member* is one evaluation's round of local training: its model's widths, its global parameters and SET masks,
 its learning rate, its arrived clients in chunks with each chunk's seed. Members whose models have the same depth
-(and batch size and epochs) and whose widths fall in the same power-of-two class train together in one *bucket*:
+(and batch size and epochs) and whose widths fall in the same power-of-two class (`FEDEVO_WIDTH_CLASSES=depth`:
+any widths) train together in one *bucket*:
 every client of every member is one slice of stacked weights (clients, d_in, d_out), each member's layers padded to
 the bucket's widest with zero weights (a padded unit's pre-activation is 0, its ReLU output and gradient are 0, so
 padding stays 0 and changes no real unit's numbers beyond rounding), its learning rate in its clients' per-sample
@@ -55,7 +56,7 @@ from .local_round import LocalRound, MemberHooks, client_spans, size_class, step
 from .stacked_cnn import CNNMember
 from .stacked_graphs import SAMPLE_QUANTUM, cache, padded_clients, recurs
 from .stacked_schedule import engine_draws, plan, to_device
-from .stacked_settings import compile_enabled, graphs_enabled, schedule_setting, tf32_enabled
+from .stacked_settings import compile_enabled, graphs_enabled, schedule_setting, tf32_enabled, width_classes
 
 
 @dataclass(eq=False)
@@ -114,10 +115,11 @@ def member_hook(pv, chunks: Sequence, seeds: Sequence[int], device):
     return pv.for_group([int(s) for s in seeds], [len(c) for c in chunks], torch.device(device))
 
 
-def width_class(dims: Sequence[int]) -> int:
-    """Power-of-two class of the widest hidden layer: members of one class pad to at most twice their width."""
+def width_class(dims: Sequence[int], classes: str = "pow2") -> int:
+    """Power-of-two class of the widest hidden layer: members of one class pad to at most twice their width
+    (classes 'depth', `stacked_settings.width_classes`: one class for all)."""
     hidden = dims[1:-1]
-    return size_class(max(hidden)) if hidden else 0
+    return size_class(max(hidden)) if hidden and classes == "pow2" else 0
 
 
 def bucket_key(m: Member, exact: bool = False) -> tuple:
@@ -126,7 +128,7 @@ def bucket_key(m: Member, exact: bool = False) -> tuple:
     take it whatever trains beside them."""
     if isinstance(m, CNNMember):
         return stacked_cnn.bucket_key(m, exact)
-    shape = m.dims if exact else (len(m.dims), m.dims[0], m.dims[-1], width_class(m.dims))
+    shape = m.dims if exact else (len(m.dims), m.dims[0], m.dims[-1], width_class(m.dims, width_classes()))
     return (shape, m.batch_size, m.epochs, m.schedule, m.tf32, m.torch_compile, m.hook is not None,
             window_steps([m]) > 1)
 

@@ -20,6 +20,10 @@ have): `FEDEVO_FIRST_LAYER_WINDOW=k`, the first layer's weight updates once a wi
 (fl/stacked_window.py; a result's `engine` names it where it applied: `first_layer_window`). Likewise
 `FEDEVO_BIAS_IN_WEIGHTS=1`: the biases inside the weights (fl/stacked_bias.py; `bias_in_weights`).
 
+How a generation's MLPs share buckets, also by environment variable alone: `FEDEVO_WIDTH_CLASSES=depth`, every
+member of one depth in one bucket (fewer buckets and launches, more padding; default `pow2`: one power-of-two width
+class a bucket).
+
 Switches, on by default: `FEDEVO_STACKED=0` (MLPs on fl/device.py's path, what the stacked trainer replaced) and
 `FEDEVO_CUDA_GRAPHS=0` (no captured CUDA graphs: fl/stacked_graphs.py).
 """
@@ -45,6 +49,19 @@ def schedule_setting(setting: str = "engine") -> str:
         from ..errors import FedevoError
         raise FedevoError(f"batch_schedule must be 'engine' or 'device', got {v!r}")
     return v
+
+
+WIDTH_CLASSES = ("pow2", "depth")
+
+
+def width_classes() -> str:
+    """How a generation's MLPs of one depth share buckets: FEDEVO_WIDTH_CLASSES where set, else 'pow2' (the
+    default: members whose widest hidden layers fall in one power-of-two class, each padded to at most twice its
+    width); 'depth': every member of one depth in one bucket (fewer buckets, hence fewer kernel launches a step
+    for an eager generation whose host is the limit, against more padding arithmetic: on a drawn fashion_mlp_dp
+    generation of 20, 3 buckets instead of 9 and 1.68x its dense arithmetic instead of 1.11x,
+    benchmarks/generation_arithmetic.py). The same numbers up to rounding either way (padding)."""
+    return env_choice("FEDEVO_WIDTH_CLASSES", WIDTH_CLASSES, "pow2", expected="'pow2' or 'depth'")
 
 
 def _opt_in(variable: str, setting: bool) -> bool:
@@ -84,6 +101,8 @@ def opt_ins(cfg, device, hooked: bool = False, cnn: bool = False, model=None) ->
     k = stacked_window.steps()
     if k > 1 and model is not None and stacked_window.applies(hooked, _first_masked(cfg, model)):
         out["first_layer_window"] = k
+    if width_classes() != "pow2":  # the members beside it padded to other widths than by default
+        out["width_classes"] = width_classes()
     if (stacked_bias.enabled() and model is not None and len(getattr(model, "dims", ())) > 2
             and stacked_bias.applies(hooked, bool(out.get("torch_compile")))):
         out["bias_in_weights"] = True
@@ -120,5 +139,5 @@ def graphs_enabled() -> bool:
     return env_flag("FEDEVO_CUDA_GRAPHS", True)
 
 
-__all__ = ["SCHEDULES", "compile_enabled", "enabled", "engine_label", "graphs_enabled", "opt_ins",
-           "schedule_setting", "settings_of", "tf32_enabled"]
+__all__ = ["SCHEDULES", "WIDTH_CLASSES", "compile_enabled", "enabled", "engine_label", "graphs_enabled", "opt_ins",
+           "schedule_setting", "settings_of", "tf32_enabled", "width_classes"]

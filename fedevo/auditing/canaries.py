@@ -8,8 +8,8 @@ observed vector on ũ_j is canary j's own contribution plus the noise's projecti
 (random dense directions, as in Andrew et al., interfere with each other when m is not ≪ the dimension).
 
 Steinke et al.'s design: canary j is *included* with probability ½ (`included`). What "not included" means
-follows the accountant's neighbouring relation: add/remove one user → the canary contributes nothing;
-replace one user → it contributes −c·ũ (the other member of a neighbouring pair at distance 2c).
+follows the accountant's neighbouring relation: add/remove one user, or zero-out one user (its update replaced
+by zero: no sampling, the cohort known) → the canary contributes nothing; replace one user → it contributes −c·ũ (the other member of a neighbouring pair at distance 2c).
 
 Exposure follows the accountant too (`Exposure`): a canary joins each accounted round with the accountant's
 sampling rate (secret Poisson or fixed-size sampling: M/N; no amplification: every round), so the audit tests
@@ -24,12 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-RELATIONS = ("add/remove", "replace")
+RELATIONS = ("add/remove", "zero-out", "replace")
 
 
 @dataclass(frozen=True)
 class Exposure:
-    relation: str  # neighbouring relation of the accountant: "add/remove" or "replace"
+    relation: str  # neighbouring relation of the accountant: "add/remove", "zero-out" or "replace"
     rate: float  # probability that a canary joins an accounted round (1: every round)
     rounds: int  # accounted rounds: a canary may join rounds 1..rounds
 

@@ -2,7 +2,8 @@
 
 Pure keyword-only functions; nothing here re-derives an accountant that a library has.
 - No sampling (sample_rate = 1): T Gaussians of multiplier z compose exactly into one of multiplier z/√T, whose
-  ε is dp-accounting's analytic Gaussian (Balle & Wang 2018): exact, not a bound with slack.
+  ε is dp-accounting's analytic Gaussian (Balle & Wang 2018): exact, not a bound with slack (below a multiplier
+  of 1e-3, where its solver overflows, the RDP bound: ε in the thousands there, near-tight).
 - Poisson sampling: dp-accounting's privacy-loss-distribution (PLD) accountant (pessimistic estimate: a valid
   upper bound), at a discretisation of 1e-3 nats (0.25 % above its 1e-4 default on the default digits_mlp;
   tests: within 1 %).
@@ -82,7 +83,8 @@ def eps_gaussian(*, noise_multiplier: float, sample_rate: float, steps: int, del
     """ε of the Gaussian mechanism (multiplier z = noise std / L2 sensitivity) composed `steps` times, each time
     on a Poisson sample at `sample_rate` (1: no sampling). Add/remove neighbours when sampled.
 
-    sample_rate = 1: exact (analytic Gaussian of z/√steps). sample_rate < 1: dp-accounting's PLD accountant."""
+    sample_rate = 1: exact (analytic Gaussian of z/√steps; RDP below z/√steps = 1e-3). sample_rate < 1:
+    dp-accounting's PLD accountant (its RDP bound where the PLD has no finite ε: a δ below ~1e-15)."""
     z, q = _pos("noise_multiplier", noise_multiplier), _rate("sample_rate", sample_rate)
     n, d = _count("steps", steps), _delta(delta)
     if n == 0:
@@ -98,7 +100,10 @@ def eps_gaussian(*, noise_multiplier: float, sample_rate: float, steps: int, del
     try:
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # the overflow is caught below
             pld = PLDAccountant(value_discretization_interval=interval).compose(event)
-        return _finite(pld.get_epsilon(d))
+        eps = _finite(pld.get_epsilon(d))
+        if math.isinf(eps):  # the PLD's grid has no ε for so small a δ (≲ 1e-15): the RDP bound still holds
+            return full if full is not None else eps_rdp(event=event, delta=d)
+        return eps
     except (OverflowError, ZeroDivisionError):  # so little noise that the PLD's grid overflows (ε ≳ 10^5):
         return full if full is not None else eps_rdp(event=event, delta=d)  # the RDP bound is a valid ε there
 
@@ -235,7 +240,10 @@ def eps_update_varying(*, noise_multipliers: Sequence[float], delta: float, adja
     zs = [user_noise_multiplier(sigma=s, adjacency=adjacency) for s in noise_multipliers]
     if not zs:
         return 0.0
-    z = 1.0 / math.sqrt(sum(1.0 / (v * v) for v in zs))
+    m = min(zs)  # (Σ z⁻²)^(−1/2) scaled by the smallest, so that a tiny z cannot overflow 1/z² (an ε of ∞ instead)
+    z = m / math.sqrt(sum((m / v) ** 2 for v in zs))
+    if not z > 0:
+        return math.inf
     return eps_gaussian(noise_multiplier=z, sample_rate=1.0, steps=1, delta=delta)
 
 
@@ -244,7 +252,7 @@ def eps_update_sampled(*, sigma: float, sample_rate: float, rounds: int, delta: 
     """A-priori user-level ε over T rounds with amplification by Poisson user sampling at rate q.
 
     Valid only if the sample is secret (an observer of the global models), not against the server; defaults to
-    the zero-out relation for which the sampled-Gaussian analysis (Opacus) is stated."""
+    the zero-out relation for which the Poisson-subsampled Gaussian analysis (dp-accounting's PLD) is stated."""
     z = user_noise_multiplier(sigma=sigma, adjacency=adjacency)
     return eps_gaussian(noise_multiplier=z, sample_rate=_rate("sample_rate", sample_rate),
                         steps=_count("rounds", rounds), delta=delta)
@@ -262,24 +270,29 @@ def eps_central(*, noise_multiplier: float, population: int, cohort: int, rounds
     sampling 'poisson': each user joins a round independently with q = cohort/population, kept secret;
     add/remove-one-user neighbours (sensitivity C), PLD accountant.
     'fixed': a uniformly random cohort of exactly `cohort` users, kept secret; replace-one-user neighbours
-    (sensitivity 2C, so multiplier z/2), the without-replacement RDP analysis (Wang, Balle & Kasiviswanathan 2019).
+    (sensitivity 2C, so multiplier z/2), the without-replacement RDP analysis (Wang, Balle & Kasiviswanathan 2019),
+    or the T rounds' replace-one Gaussians without amplification where that is smaller (a cohort near the
+    population; at cohort = population the only one, as replace-one: a full cohort is no reason to count
+    add/remove).
     'none': no amplification (the cohort is known to the observer); every user counted in every round."""
     z = _pos("noise_multiplier", noise_multiplier)
     n_pop, m, t = _count("population", population), _count("cohort", cohort), _count("rounds", rounds)
+    if sampling not in SAMPLINGS:
+        raise FedevoError(f"unknown sampling {sampling!r}; choose one of {', '.join(SAMPLINGS)}")
     if not 1 <= m <= n_pop:
         raise FedevoError(f"need 1 <= cohort <= population, got cohort={m}, population={n_pop}")
     if sampling == "poisson":
         return eps_gaussian(noise_multiplier=z, sample_rate=m / n_pop, steps=t, delta=delta)
-    if sampling == "none" or m == n_pop:
+    if sampling == "none":
         return eps_gaussian(noise_multiplier=z, sample_rate=1.0, steps=t, delta=delta)
-    if sampling == "fixed":
-        import dp_accounting as dpa
-        if t == 0:
-            return 0.0
-        event = dpa.SelfComposedDpEvent(
-            dpa.SampledWithoutReplacementDpEvent(n_pop, m, dpa.GaussianDpEvent(z / 2.0)), t)
-        return eps_rdp(event=event, delta=delta, replace_one=True)
-    raise FedevoError(f"unknown sampling {sampling!r}; choose one of {', '.join(SAMPLINGS)}")
+    # fixed: replace-one (multiplier z/2) in every relation, amplified or not, whichever bound is smaller: the
+    # unamplified one (exact) wins near and at cohort = population (where it is the only one: no sampling)
+    unamplified = eps_gaussian(noise_multiplier=z / 2.0, sample_rate=1.0, steps=t, delta=delta)
+    if t == 0 or m == n_pop:
+        return unamplified
+    import dp_accounting as dpa
+    event = dpa.SelfComposedDpEvent(dpa.SampledWithoutReplacementDpEvent(n_pop, m, dpa.GaussianDpEvent(z / 2.0)), t)
+    return min(eps_rdp(event=event, delta=delta, replace_one=True), unamplified)
 
 
 # ---------------------------------------------------------------- the papers' closed forms (for their tables)

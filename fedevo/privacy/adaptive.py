@@ -350,8 +350,11 @@ class AdaptiveMechanism(UpdateMechanism):
         pc, up = self.cfg.privacy, self.run.transform
         rep = super().account(out, part)
         ex = self.run.controller.summary()
+        vals = up.inv_sq[up.inv_sq > 0]
+        with np.errstate(over="ignore"):  # rounding a Σ z⁻² near the floats' end overflows: that one unrounded
+            sums = np.unique(np.where(np.isfinite(np.round(vals, 12)), np.round(vals, 12), vals))
         per = [acc.eps_update_varying(noise_multipliers=[1.0 / math.sqrt(v)], delta=pc.delta)
-               for v in np.unique(np.round(up.inv_sq[up.inv_sq > 0], 12))]
+               if math.isfinite(v) and 1.0 / math.sqrt(v) > 0 else math.inf for v in sums]
         # Valid whatever the levels: every upload's multiplier z_i = σ / b_i is at least σ (b_i <= 1), so each is
         # dominated by the σ-Gaussian, and an adaptive composition of dominated mechanisms by the composition of
         # the dominating ones: the most-exposed client's uploads counted at σ. The noise actually added (larger

@@ -46,8 +46,9 @@ def round_noise_std(*, round_eps: float | np.ndarray, max_participations: int, d
 
     Why r·ε_k: without recalls every grant is ε/r and this is Theorem 3's σ_k for (ε, r), the same every
     round; a recall raises later grants and so lowers their noise. (The paper does not say how a grant maps
-    to σ_k; by its own moments bound, re-spent savings can push the user slightly past ε — the honest ε of
-    the noise actually used is `accounting.eps_update_varying`.)"""
+    to σ_k; by its own moments bound, ε² = r·Σ g_k² over the grants, a user with fewer than r rounds left when
+    it joins, or whose recalls' savings are re-spent, goes past ε: `UserBudgetLedger.paper_eps`. The honest ε of
+    the noise actually used, against the server, is `accounting.eps_update_varying`.)"""
     r = max_participations
     if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
         raise FedevoError(f"max_participations must be an integer >= 1, got {r!r}")
@@ -79,6 +80,7 @@ class UserBudgetLedger:
         self._remaining = np.full(self.num_clients, self.total_eps)
         self.joined = np.zeros(self.num_clients, dtype=np.int64)  # a: rounds joined, recalled ones included
         self.recalled = np.zeros(self.num_clients, dtype=np.int64)
+        self.granted_sq = np.zeros(self.num_clients)  # Σ g² of the grants each client's uploads spent
         self.last_round = np.zeros(self.num_clients, dtype=np.int64)  # 0: never
 
     # ---------------------------------------------------------------- queries
@@ -139,6 +141,7 @@ class UserBudgetLedger:
         ids = self._join(clients, t)
         eps = self.budget_for(ids, t)
         self._remaining[ids] = self._remaining[ids] - eps
+        self.granted_sq[ids] += eps * eps
         self.joined[ids] += 1
         self.last_round[ids] = t
         return eps
@@ -149,6 +152,13 @@ class UserBudgetLedger:
         self.joined[ids] += 1
         self.recalled[ids] += 1
         self.last_round[ids] = t
+
+    def paper_eps(self) -> float:
+        """The paper's own (moments-accountant) ε of the noise the most-exposed client's uploads used: Theorem 3
+        composed over its grants g_k (`round_noise_std`: σ_k for r·g_k), ε² = r·Σ g_k². The budget where every
+        client has r rounds ahead when it joins and never recalls (r grants of ε/r); more for a client with fewer
+        rounds left (two grants of ε/2 with r = 4: √2·ε) and after recalls (re-spent savings). 0 if no upload."""
+        return math.sqrt(self.r * float(self.granted_sq.max(initial=0.0)))
 
     def summary(self) -> dict:
         rem = self._remaining

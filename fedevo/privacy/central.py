@@ -23,7 +23,9 @@ from .privatizer import UploadTransform
 NEIGHBOURING = {"poisson": "add/remove one user", "fixed": "replace one user",
                 "none": "zero-out one user (its update replaced by zero: the cohort is public)"}
 ACCOUNTANT = {"poisson": "PLD (dp-accounting), Poisson-subsampled Gaussian",
-              "fixed": "RDP (dp-accounting), Gaussian sampled without replacement (Wang, Balle & Kasiviswanathan)",
+              "fixed": "RDP (dp-accounting), Gaussian sampled without replacement (Wang, Balle & Kasiviswanathan), or "
+                      "the analytic Gaussian of the accounted rounds unamplified where smaller (a cohort near the "
+                      "population, a participation cap)",
               "none": "analytic Gaussian (dp-accounting; exact), no amplification"}
 
 
@@ -73,7 +75,7 @@ class CentralGaussian(Mechanism):
             return "add/remove", c.cohort / c.population, c.rounds
         if pc.sampling == "fixed":  # a secret cohort: a user may join any of the T rounds, cap or not
             return "replace", c.cohort / c.population, c.rounds
-        return "add/remove", 1.0, accounted_rounds(c)
+        return "zero-out", 1.0, accounted_rounds(c)
 
     def eps_for(self, sigma: float) -> float:
         """Poisson: amplified over all T rounds (a user may join any; a cap r does not lower it). A fixed cohort:
@@ -140,7 +142,8 @@ class CentralGaussian(Mechanism):
         pc = self.cfg.privacy
         rep = {"mechanism": pc.mechanism, **self.deployment(), "level": "user", "sigma": pc.params.sigma,
                "clip": pc.params.clip, "noise_std_on_average": self.noise_std(), "eps_conditional": False,
-               "not_covered": "a server that leaks the individual clipped updates (it is trusted here)"}
+               "not_covered": "a server that leaks the individual clipped updates (it is trusted here); attacks on "
+                              "the floating-point noise sampler"}
         rep.update(self.run.transform.summary())
         rep.update(eps=self.eps_for(pc.params.sigma), eps_paper=math.nan)
         return rep

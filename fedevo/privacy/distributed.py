@@ -115,8 +115,8 @@ class DistributedDiscreteGaussian(Mechanism):
     audit_seam = AGGREGATE
 
     def exposure(self, arrivals=None) -> tuple[str, float, int]:
-        """An honest-but-curious server that knows the cohort: add/remove, no amplification, accounted rounds."""
-        return "add/remove", 1.0, accounted_rounds(self.cfg)
+        """An honest-but-curious server that knows the cohort: zero-out, no amplification, accounted rounds."""
+        return "zero-out", 1.0, accounted_rounds(self.cfg)
 
     def __init__(self, cfg: SimConfig):
         super().__init__(cfg)
@@ -179,7 +179,11 @@ class DistributedDiscreteGaussian(Mechanism):
                "colluders": c.deployment.colluders, "local_std": self.local_std(pc.params.sigma),
                "gamma": self.gamma(pc.params.sigma), "bits": pc.secagg_bits, "noise_std_on_average": self.noise_std(),
                "eps_conditional": False,
-               "not_covered": "a malicious server; more than `colluders` clients colluding with the server"}
+               "not_covered": "a malicious server; more than `colluders` clients colluding with the server"
+                              + ("; with SecAgg+ (secagg_neighbours), a neighbourhood holding its threshold of "
+                                 "colluders (the graph's failure probability is not added to δ)"
+                                 if pc.secagg_neighbours else "")
+                              + "; attacks on the floating-point parts of the samplers"}
         rep.update(self.run.transform.summary())
         if self.run.secagg is not None:  # what the protocol cost: rounds, aborts, words, seconds
             rep["secagg"] = self.run.secagg.summary()

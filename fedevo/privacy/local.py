@@ -52,6 +52,8 @@ class LocalMechanism(Mechanism):
 
     def report(self, out, part) -> dict:
         rep = {"mechanism": self.cfg.privacy.mechanism, **self.deployment(), "eps_conditional": False}
+        if self.cfg.privacy.mechanism != "none":
+            rep["not_covered"] = NOT_COVERED
         if self.run.secagg is not None:  # secure aggregation: what the protocol cost (no DP by itself)
             rep.update(aggregation="secagg", secagg=self.run.secagg.summary())
         rep.update(self.account(out, part))
@@ -60,6 +62,11 @@ class LocalMechanism(Mechanism):
     def account(self, out, part) -> dict:
         """The mechanism's own fields: eps, eps_paper, level, neighbouring, accountant, what it spent."""
         raise NotImplementedError
+
+
+#: what a local mechanism's ε does not cover (each result's privacy summary)
+NOT_COVERED = ("a deployed user who joins more rounds than the most exposed simulated client (the ε counts the "
+               "simulation's own participations); attacks on the floating-point noise sampler")
 
 
 class NoPrivacy(LocalMechanism):
@@ -163,10 +170,12 @@ class UpdateMechanism(LocalMechanism):
         up = self.run.transform
         # every participation counts, recalled ones too: the recall decision reads a fresh noisy update
         z = up.effective_sigma()
-        eps = acc.eps_update_varying(noise_multipliers=[z], delta=pc.delta) if z else 0.0
-        if pc.eps_budget is not None:
-            eps_paper = pc.eps_budget  # the ledger meets the budget by the paper's own accounting (its
-            # amplification by sampling does not hold against the server: `eps` above is the bound)
+        eps = (0.0 if z is None else acc.eps_update_varying(noise_multipliers=[z], delta=pc.delta) if z > 0
+               else math.inf)  # z = 0: an upload without noise against its clip
+        if pc.eps_budget is not None:  # the paper's own accounting of the grants spent (the budget, or past it
+            # for late joiners and after recalls); its amplification by sampling does not hold against the
+            # server: `eps` above is the bound
+            eps_paper = up.ledger.paper_eps()
         else:
             eps_paper = acc.eps_paper_update(sigma=pc.params.sigma, sample_rate=cfg.sampled_per_round / cfg.data.clients,
                                              max_participations=self.participations(), delta=pc.delta)

@@ -286,7 +286,9 @@ class UpdateLDP(UploadTransform):
             std_np = self.ledger.noise_std(clients, self.round, clip=ck_np, sample_rate=self.sample_rate)
         else:
             std_np = self.sigma * ck_np
-        self.inv_sq[clients] += (ck_np / std_np) ** 2
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a zero clip tells nothing: 0; a
+            # zero (or underflowed) noise std against a positive clip: ∞, so that the ε is ∞, never NaN or 0
+            self.inv_sq[clients] += np.where(ck_np > 0, (ck_np / std_np) ** 2, 0.0)
         norms = torch.linalg.vector_norm(deltas, dim=1)
         deltas.mul_((ck / norms.clamp_min(1e-12)).clamp_(max=1.0).unsqueeze(1))
         self.noise.add_rows_(deltas, torch.as_tensor(std_np, dtype=deltas.dtype), self.active)
@@ -323,9 +325,12 @@ class UpdateLDP(UploadTransform):
             self.last_global = aggregate_flat.clone()
 
     def effective_sigma(self) -> Optional[float]:
-        """The single noise multiplier equivalent to the most-exposed client's participations (None: none)."""
+        """The single noise multiplier equivalent to the most-exposed client's participations (None: none; 0.0:
+        a participation without noise against its clip, or Σ z⁻² past the floats: ε = ∞)."""
         worst = float(self.inv_sq.max(initial=0.0))
-        return 1.0 / np.sqrt(worst) if worst > 0 else None
+        if not worst > 0 and not np.isnan(worst):
+            return None
+        return 1.0 / math.sqrt(worst) if math.isfinite(worst) else 0.0
 
     def summary(self) -> dict:
         clips = self.clips_used

@@ -51,3 +51,28 @@ def test_scores_are_the_likelihood_ratio():
     r.record(z=np.array([0.7]), mu=np.array([2.0]), joins=np.ones(1, bool))
     assert np.allclose(r.scores(), [2 * 2 * 0.7])  # 2μz
     assert np.allclose(r.statistic(), [0.7])
+
+
+def test_zero_out_canaries_are_absent_when_not_included_and_named_as_the_privacy_summary_names_them():
+    """Central trust without sampling and secagg count zero-out one user (docs/privacy.md, each result's privacy
+    summary); the audit's exposure said add/remove there. The game is the same: a canary not included contributes
+    nothing."""
+    from fedevo.privacy.central import CentralGaussian
+    from fedevo.privacy.distributed import DistributedDiscreteGaussian
+
+    z = CanarySet(count=200, exposure=Exposure("zero-out", 1.0, 2), seed=4)
+    s = z.signs(z.join(1))
+    assert (s[z.included] == 1).all() and (s[~z.included] == 0).all()
+    for cls in (CentralGaussian, DistributedDiscreteGaussian):
+        mech = cls.__new__(cls)  # exposure and deployment read the config alone
+        mech.cfg = _config("none")
+        assert mech.exposure()[0] == "zero-out"
+        if cls is CentralGaussian:
+            assert mech.deployment()["neighbouring"].startswith("zero-out")
+
+
+def _config(sampling):
+    from fedevo.problem import load_problem
+
+    cfg = load_problem("digits_mlp").sim_config({})
+    return cfg.with_(privacy=cfg.privacy.__class__(**{**cfg.privacy.__dict__, "sampling": sampling}))

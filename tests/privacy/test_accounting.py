@@ -303,3 +303,42 @@ def test_public_functions_are_keyword_only():
         if callable(fn):
             kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
             assert kinds <= {inspect.Parameter.KEYWORD_ONLY}, name
+
+
+def test_central_fixed_cohort_of_the_whole_population_is_replace_one_not_add_remove():
+    """A fixed cohort of all N users is no sampling, but still the replace-one relation its label names
+    (multiplier z/2): before 2026-11-27 it fell into the add/remove Gaussian (z), 16.1 where 42.7 holds (digits'
+    20 clients, σ = 1, T = 10, δ = 1e-4). Near N the unamplified replace-one bound is the smaller one, and it is
+    taken; far from N the without-replacement RDP is."""
+    unamp = acc.eps_gaussian(noise_multiplier=0.5, sample_rate=1.0, steps=10, delta=1e-4)
+    assert acc.eps_central(noise_multiplier=1.0, population=20, cohort=20, rounds=10, delta=1e-4,
+                           sampling="fixed") == pytest.approx(unamp) == pytest.approx(42.737, abs=1e-3)
+    assert acc.eps_central(noise_multiplier=1.0, population=20, cohort=20, rounds=10, delta=1e-4,
+                           sampling="none") < 17  # zero-out: z
+    near = acc.eps_central(noise_multiplier=1.0, population=20, cohort=18, rounds=10, delta=1e-4, sampling="fixed")
+    assert near == pytest.approx(unamp)
+    event = dpa.SelfComposedDpEvent(dpa.SampledWithoutReplacementDpEvent(1000, 10, dpa.GaussianDpEvent(0.5)), 10)
+    far = RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE).compose(event).get_epsilon(1e-4)
+    got = acc.eps_central(noise_multiplier=1.0, population=1000, cohort=10, rounds=10, delta=1e-4, sampling="fixed")
+    assert got == pytest.approx(far) and far < unamp
+
+
+def test_central_refuses_an_unknown_sampling_even_for_a_full_cohort():
+    with pytest.raises(FedevoError, match="unknown sampling 'Poisson'"):
+        acc.eps_central(noise_multiplier=1.0, population=20, cohort=20, rounds=10, delta=1e-4, sampling="Poisson")
+
+
+def test_a_delta_too_small_for_the_pld_grid_gets_the_rdp_bound_not_infinity():
+    eps = acc.eps_gaussian(noise_multiplier=1.0, sample_rate=0.01, steps=100, delta=1e-16)
+    assert math.isfinite(eps) and eps > acc.eps_gaussian(noise_multiplier=1.0, sample_rate=0.01, steps=100,
+                                                        delta=1e-12)
+
+
+def test_a_multiplier_whose_square_underflows_is_infinite_epsilon_not_an_error():
+    assert acc.eps_update_varying(noise_multipliers=[1e-200], delta=1e-5) == math.inf
+    assert acc.eps_update_varying(noise_multipliers=[1e-200, 3.0], delta=1e-5) == math.inf
+    # the rescaled sum is the plain one where nothing underflows
+    zs = [0.7, 1.3, 2.0]
+    z = 1.0 / math.sqrt(sum(4.0 / v ** 2 for v in zs))  # replace: each σ/2
+    assert acc.eps_update_varying(noise_multipliers=zs, delta=1e-5) == pytest.approx(
+        acc.eps_gaussian(noise_multiplier=z, sample_rate=1.0, steps=1, delta=1e-5))

@@ -164,3 +164,23 @@ def test_bad_ledger_use():
         book.spend([0], 5)
     with pytest.raises(FedevoError, match="delta"):
         theorem3_noise_std(eps=1.0, rounds=1, delta=0.0, sample_rate=0.1, clip=1.0)
+
+
+def test_paper_eps_is_the_budget_for_an_early_joiner_and_more_for_a_late_one_or_after_recalls():
+    """The paper's moments bound over the grants actually spent, √(r·Σ g²): ε for r uploads of ε/r; two uploads
+    of ε/2 (a client joining at T − 1 with r = 4) give √2·ε; recalls whose savings are re-spent, more than ε."""
+    early = UserBudgetLedger(total_eps=1.0, max_participations=4, rounds=8, num_clients=3)
+    for t in (1, 2, 3, 4):
+        early.spend([0], t)
+    assert early.paper_eps() == pytest.approx(1.0)
+    late = UserBudgetLedger(total_eps=1.0, max_participations=4, rounds=8, num_clients=3)
+    for t in (7, 8):
+        late.spend([1], t)
+    assert late.paper_eps() == pytest.approx(math.sqrt(2.0))
+    recalled = UserBudgetLedger(total_eps=1.0, max_participations=4, rounds=8, num_clients=3)
+    recalled.spend([2], 1)
+    recalled.recall([2], 2)
+    recalled.recall([2], 3)
+    recalled.spend([2], 4)
+    assert recalled.paper_eps() == pytest.approx(math.sqrt(4 * (0.25 ** 2 + 0.75 ** 2)))
+    assert UserBudgetLedger(total_eps=1.0, max_participations=2, rounds=4, num_clients=1).paper_eps() == 0.0

@@ -92,3 +92,62 @@ def test_step_noise_has_std_sigma_on_active_weights_of_stepping_clients_only(den
                 continue
             assert float(d[k][on].std()) == pytest.approx(sigma, rel=0.05)
             assert torch.equal(d[k][~on], torch.zeros(int((~on).sum())))
+
+
+def test_a_zero_clip_counts_nothing_and_a_zero_noise_makes_epsilon_infinite_never_zero():
+    """Σ (C_k/std_k)² per client: a clip decayed to 0 (β = 800) added 0/0 = NaN, and a NaN or ∞ sum made the
+    effective multiplier None or 0, which the account read as ε = 0 (fail open): the first upload at clip 2, σ = 1
+    alone costs 8.88. Now a zero clip adds 0, a zero noise ∞, and ε is ∞ there."""
+    up = make(ZeroNoise(), beta=800.0, sigma=1.0)
+    for t in (1, 2, 3):
+        up.begin_round(t)
+        up(torch.randn(2, 400), np.array([0, 1]), omega=400)
+    assert np.isfinite(up.inv_sq).all() and up.effective_sigma() == pytest.approx(1.0)  # the first upload only
+    up = make(ZeroNoise(), sigma=1e-200)
+    up(torch.randn(1, 400), np.array([0]), omega=400)
+    assert up.effective_sigma() == 0.0  # (C/std)² overflowed: ε = ∞ (UpdateMechanism.account)
+
+
+LOCAL = """
+name = "local_edges"
+dataset = "digits"
+model = "mlp"
+eps_objective = "eps"
+[data]
+partition = "iid"
+clients = 6
+[train]
+rounds = 3
+epochs = 1
+batch_size = 16
+upload_loss = 0.0
+precision = "fp32"
+[privacy]
+mechanism = "update"
+clip = 2.0
+beta = {beta}
+sigma = {sigma}
+recall = false
+delta = 1e-4
+[genes]
+lr = {{ type = "real", low = 0.01, high = 0.3, default = 0.1 }}
+participation = {{ type = "real", low = 0.1, high = 1.0, default = 1.0 }}
+"""
+
+
+@pytest.mark.parametrize("beta, sigma, expected", [
+    (800.0, 1.0, "one upload"),  # the clip decays to 0 after the first upload: that one upload's ε, not 0
+    (0.0, 1e-200, "inf"),  # (C/std)² past the floats: ∞, not 0
+])
+def test_a_local_evaluation_never_reports_less_epsilon_than_its_uploads_cost(tmp_path, beta, sigma, expected):
+    import fedevo
+    from fedevo.privacy.accounting import eps_update
+
+    path = tmp_path / "p.toml"
+    path.write_text(LOCAL.format(beta=beta, sigma=sigma))
+    r = fedevo.evaluate(str(path), {}, seed=0)
+    assert r.status == "ok"
+    if expected == "inf":
+        assert r.eps == float("inf")
+    else:
+        assert r.eps == pytest.approx(eps_update(sigma=sigma, participations=1, delta=1e-4))

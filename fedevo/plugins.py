@@ -57,12 +57,22 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or "(no message)"
 
 
+_SIBLINGS: list = []  # modules beside a user's file that it imported (`_import_file`): by value to workers too
+
+
 def _import_file(p: Path, kind: str):
+    """The user's file imported under a private name, its folder on the import path (as for a script run from
+    there: a module beside it, `from layers import block`, is found however fedevo was started); the modules it
+    imports from that folder are pickled by value with it (a Ray worker need not find them)."""
     if not p.is_file():
         raise FedevoError(f"{kind} file {str(p)!r} does not exist")
     name = f"{USER_MODULE_PREFIX}{kind}_" + hashlib.sha256(str(p).encode()).hexdigest()[:12]
     mod = sys.modules.get(name)
     if mod is None:
+        folder = str(p.resolve().parent)
+        if folder not in sys.path:
+            sys.path.append(folder)  # after the installed packages: a file beside it never shadows one
+        before = set(sys.modules)
         try:
             mod_spec = importlib.util.spec_from_file_location(name, p)
             mod = importlib.util.module_from_spec(mod_spec)
@@ -76,7 +86,24 @@ def _import_file(p: Path, kind: str):
             sys.modules.pop(name, None)
             raise FedevoError(f"{kind} file {str(p)!r} failed to import: {type(e).__name__}: {_one_line(e)}") from None
         by_value(mod)
+        for new in sorted(set(sys.modules) - before - {name}):  # its own modules beside it, not packages
+            m = sys.modules.get(new)
+            if _beside(getattr(m, "__file__", None), folder):
+                _SIBLINGS.append(m)
+                by_value(m)
     return mod
+
+
+def _beside(file: Optional[str], folder: str) -> bool:
+    """Whether a module's file is in `folder` or below it, outside installed packages (a virtual environment
+    inside the project folder holds torch too)."""
+    if not file:
+        return False
+    try:
+        rel = Path(file).resolve().relative_to(folder)
+    except ValueError:
+        return False
+    return not {"site-packages", "dist-packages"} & set(rel.parts)
 
 
 
@@ -99,6 +126,8 @@ def ray_by_value() -> None:
     for name, mod in list(sys.modules.items()):
         if name.startswith(USER_MODULE_PREFIX) and mod is not None:
             by_value(mod)
+    for mod in _SIBLINGS:
+        by_value(mod)
 
 
 def load_callable(spec: str, *, kind: str = "model") -> Callable[..., Any]:

@@ -1,0 +1,87 @@
+"""The user's code named as `python:FILE:FUNC` (fedevo/plugins.py): a module beside the file is found however fedevo
+was started, and goes by value to another process with the file's functions."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from tests.helpers import REPO
+
+MODELS = """
+from torch import nn
+from layers import block
+
+
+def make_model(*, input_shape, num_classes, hidden=16):
+    n = 1
+    for d in input_shape:
+        n *= d
+    return nn.Sequential(nn.Flatten(), block(n, hidden), nn.Linear(hidden, num_classes))
+"""
+LAYERS = """
+from torch import nn
+
+
+def block(a, b):
+    return nn.Sequential(nn.Linear(a, b), nn.ReLU())
+"""
+PROBLEM = """
+name = "sib"
+dataset = "digits"
+model = "python:models.py:make_model"
+eps_objective = "eps"
+[data]
+clients = 4
+[train]
+rounds = 1
+epochs = 1
+batch_size = 16
+[privacy]
+mechanism = "none"
+[genes]
+lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }
+"""
+
+
+def _files(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "models.py").write_text(MODELS)
+    (project / "layers.py").write_text(LAYERS)
+    (project / "p.toml").write_text(PROBLEM)
+    return project
+
+
+def test_the_fedevo_command_finds_a_module_beside_the_model_file_from_another_folder(tmp_path):
+    project = _files(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FEDEVO_DEVICE": "cpu"}
+    r = subprocess.run([sys.executable, "-c", "from fedevo.cli import main; main()", "evaluate", "--problem",
+                        str(project / "p.toml"), "--json"],
+                       cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert '"status": "ok"' in r.stdout
+
+
+def test_a_module_beside_the_file_goes_by_value_with_its_functions(tmp_path):
+    """A Ray worker unpickles the factory's model without the project folder on its path."""
+    project = _files(tmp_path)
+    script = textwrap.dedent(f"""
+        import sys, cloudpickle
+        from fedevo.plugins import load_callable
+        make = load_callable("python:{project / 'models.py'}:make_model")
+        sys.stdout.buffer.write(cloudpickle.dumps(make))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    blob = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                          timeout=300, check=True).stdout
+    load = ("import sys, pickle; make = pickle.loads(sys.stdin.buffer.read()); "
+            "print(type(make(input_shape=(8, 8), num_classes=10)[1]).__name__)")
+    r = subprocess.run([sys.executable, "-c", load], cwd=tmp_path, input=blob, capture_output=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": ""})
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    assert r.stdout.decode().strip() == "Sequential"

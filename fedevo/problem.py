@@ -195,7 +195,7 @@ class Problem:
             check_gene_bounds(prob)
             return prob
         try:
-            text = tomli_w.dumps({k: v for k, v in doc.items() if v is not None})
+            text = tomli_w.dumps(anchored({k: v for k, v in doc.items() if v is not None}, Path.cwd()))
         except (TypeError, ValueError) as e:
             raise FedevoError(f"problem {name!r}: cannot be written as a problem file ({e})") from None
         prob = parse_problem(_toml.loads(text), name=name)
@@ -307,6 +307,38 @@ def _gene_from_toml(name: str, spec: Any) -> Gene:
         v["default"] = spec["default"]
     return Gene(name=name, type=v.get("type", "real"), low=v.get("low"), high=v.get("high"),
                 default=v.get("default"), choices=tuple(v.get("choices", ())), log=v.get("log", False))
+
+
+def anchored(doc: Mapping[str, Any], base: Path) -> dict:
+    """A problem dict with its relative file names made absolute against `base` (a dict has no file for them to be
+    relative to: the folder the problem was made in): `[data] path` and `test_path`, and the `python:` files of
+    `model`, `evaluator` and each `[objective.NAME] read`. What a run directory records (run.json's text) then names
+    the same files from any folder (a relative one was read against the folder of each later command: `fedevo
+    front` from elsewhere failed, and a resume from a folder holding another `mine.npz` trained on it)."""
+    from .plugins import PYTHON_PREFIX, resolve_spec
+
+    def spec(v, kind):
+        # relative to `base`: resolve_spec takes a path inside the folder its names are relative to
+        return resolve_spec(v, str(base / "problem"), kind=kind) if isinstance(v, str) and v.startswith(
+            PYTHON_PREFIX) else v
+
+    out = dict(doc)
+    data = out.get("data")
+    if isinstance(data, Mapping):
+        data = dict(data)
+        for key in ("path", "test_path"):
+            v = data.get(key)
+            if isinstance(v, str) and not Path(v).expanduser().is_absolute():
+                data[key] = str((base / Path(v).expanduser()).resolve())
+        out["data"] = data
+    for key in ("model", "evaluator"):
+        if key in out:
+            out[key] = spec(out[key], key)
+    objective = out.get("objective")
+    if isinstance(objective, Mapping):
+        out["objective"] = {n: ({**t, "read": spec(t.get("read"), f"[objective.{n}] read")}
+                                if isinstance(t, Mapping) and "read" in t else t) for n, t in objective.items()}
+    return out
 
 
 def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = None,

@@ -123,3 +123,29 @@ def test_a_run_made_before_the_record_still_resumes(made):
     (d / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
     fedevo.resume(d, workers=0, page=False)
     assert len(read_csv(d / "evaluations.csv")) == 8
+
+
+@pytest.mark.parametrize("which", ["d.npz", "m.py"])
+def test_a_changed_data_or_code_file_is_refused_by_retrain(made, which, tmp_path):
+    """`fedevo retrain` read the run's data and model files as they are now: another data set retrained the picks
+    on another task than the one searched, with no word. It now refuses as resume does."""
+    tmp, done = made
+    d = tmp_path / "run"
+    shutil.copytree(done, d)
+    f = tmp / which
+    before = f.read_bytes()
+    try:
+        if which == "d.npz":
+            with np.load(f) as z:
+                arrays = dict(z)
+            arrays["y"] = np.random.default_rng(1).permutation(arrays["y"])
+            np.savez(f, **arrays)
+        else:
+            f.write_text(f.read_text() + "# edited\n")
+        r = run_cli("retrain", d, "--pick", "knee", "--rounds", "1", "--workers", "0")
+    finally:
+        f.write_bytes(before)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"fedevo: error: {f.resolve()} (")
+    assert "retrained on another task" in r.stderr and "nothing was trained" in r.stderr
+    assert not (d / "retrain").exists()

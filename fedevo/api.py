@@ -497,6 +497,15 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: Optional[list] = 
         raise SearchFailedError(f"every evaluation failed ({summary.failed}); the first: "
                                 f"{summary.first_failure or 'no message'} (log: {summary.run_dir / 'evaluations.csv'})",
                                 run)
+    if summary.evaluations and summary.failed + summary.diverged == summary.evaluations:
+        from .errors import SearchFailedError
+
+        # no result at all, as when every evaluation failed: a model whose outputs are never finite, say (its front
+        # of 0 looked like a result, exit 0)
+        raise SearchFailedError(f"no evaluation gave a result: {summary.diverged} diverged (their training went "
+                                "non-finite: check that the model's outputs are finite, or lower the learning rate's "
+                                f"range){f' and {summary.failed} failed' if summary.failed else ''} (log: "
+                                f"{summary.run_dir / 'evaluations.csv'})", run)
     return run
 
 

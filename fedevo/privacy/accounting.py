@@ -240,9 +240,12 @@ def eps_update_varying(*, noise_multipliers: Sequence[float], delta: float, adja
     zs = [user_noise_multiplier(sigma=s, adjacency=adjacency) for s in noise_multipliers]
     if not zs:
         return 0.0
-    m = min(zs)  # (Σ z⁻²)^(−1/2) scaled by the smallest, so that a tiny z cannot overflow 1/z² (an ε of ∞ instead)
-    z = m / math.sqrt(sum((m / v) ** 2 for v in zs))
-    if not z > 0:
+    try:
+        z = 1.0 / math.sqrt(sum(1.0 / (v * v) for v in zs))
+    except (ZeroDivisionError, OverflowError):  # a z whose square underflows: (Σ z⁻²)^(−1/2) scaled by the smallest
+        m = min(zs)
+        z = m / math.sqrt(sum((m / v) ** 2 for v in zs))
+    if not z > 0:  # ∞ where even that underflows: so little noise that no bound is finite
         return math.inf
     return eps_gaussian(noise_multiplier=z, sample_rate=1.0, steps=1, delta=delta)
 

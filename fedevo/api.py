@@ -144,10 +144,11 @@ class Run:
 
     @property
     def data(self):
-        """The run as read now (fedevo's RunData: problem, settings, rows, front)."""
+        """The run as read now (fedevo's RunData: problem, settings, rows, front): from the run directory alone (its
+        data's facts from run.json; the user's files are read, and its code run, only if its problem trains)."""
         from .searching.rundata import load_run
 
-        return load_run(self.path)
+        return load_run(self.path, reading=True)
 
     @property
     def problem(self) -> Problem:
@@ -243,9 +244,9 @@ def open_run(path: RunLike) -> Run:
     """A run directory made by `fedevo search` (or `fedevo.search`); FedevoError if it is not one."""
     if isinstance(path, Run):
         return path
-    from .searching.run import SearchRun
+    from .searching.rundata import read_run_json
 
-    SearchRun.open(Path(path))  # validates run.json
+    read_run_json(Path(path), reading=True)  # validates run.json (none of the user's files needed to read a run)
     return Run(Path(path))
 
 

@@ -342,13 +342,17 @@ def anchored(doc: Mapping[str, Any], base: Path) -> dict:
 
 
 def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = None,
-                  registered_only: bool = True) -> Problem:
+                  registered_only: bool = True, reading: bool = False,
+                  facts: Optional[Mapping[str, Any]] = None) -> Problem:
     """Build a Problem from a parsed TOML document; every mistake is a FedevoError naming the key.
 
     registered_only=False: an objective name that is neither registered nor defined in the file is taken as it
-    is (a run's reader: run.json records the objectives, the log their values; fedevo.searching.rundata)."""
+    is (a run's reader: run.json records the objectives, the log their values; fedevo.searching.rundata).
+    reading=True: for a reader of a run directory, which needs no data and runs none of the user's code: the
+    user's data rebuilt from `facts` (run.json's `data_facts`, `data.sources.facts_of`) instead of read, the
+    user's model not built and probed, an evaluator not imported (each is, if the problem then trains)."""
     if "evaluator" in doc:
-        return _parse_own_evaluator(doc, name=name, path=path, registered_only=registered_only)
+        return _parse_own_evaluator(doc, name=name, path=path, registered_only=registered_only, reading=reading)
     _check_top(doc, TOP)
     user_data = "source" in doc.get("data", {})  # the user's data ([data] source, docs/data.md), not `dataset`
     for req in ("model", "genes") + (() if user_data else ("dataset",)):
@@ -383,7 +387,7 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
         table = schema.check_table(section, {k: v for k, v in raw.items() if k != "source"} if arrays else raw,
                                    {k: s for k, s in known.items() if s.section == section}, known)
         fixed.update({k: v for k, v in table.items() if section != "data" or k not in SOURCE_KEYS})
-    data_source = _user_data(doc, fixed, name=name, path=path, model=model) if user_data else None
+    data_source = _user_data(doc, fixed, name=name, path=path, model=model, facts=facts) if user_data else None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
     for section in ("data", "train", "privacy", "deployment", "model_args"):
         for k in doc.get(section, {}):
@@ -420,7 +424,7 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
                    eval_timeout=_eval_timeout(doc), **objectives)
     config = prob.sim_config()  # validate the defaults once, at load time
     _check_privacy_genes(prob, config.privacy.mechanism)
-    if user:
+    if user and not reading:
         probe_model(prob, config)
     return prob
 
@@ -503,10 +507,12 @@ def _probe(config: SimConfig) -> None:
           check_size=lambda n, called: check_model_parameters(n, f"model factory {name!r} (called with {called})"))
 
 
-def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path: Optional[str], model: str):
+def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path: Optional[str], model: str,
+               facts: Optional[Mapping[str, Any]] = None):
     """[data] source: read the user's data once (every mistake a FedevoError now, before any run); with
-    partition = "natural", `clients` becomes the number of distinct client ids."""
-    from .data.sources import open_source, source_from_table
+    partition = "natural", `clients` becomes the number of distinct client ids. facts: what a run recorded of it
+    (its reader's: the data rebuilt from them, not read)."""
+    from .data.sources import from_facts, open_source, source_from_table
 
     if "dataset" in doc:
         raise FedevoError(f"problem {name!r}: give either dataset = ... (a bundled dataset) or a [data] source, "
@@ -515,7 +521,7 @@ def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path
     natural = fixed.get("partition") == "natural" or any(
         isinstance(g, dict) and "natural" in g.get("choices", ()) for g in doc.get("genes", {}).values())
     try:
-        ud = open_source(spec, natural=natural)
+        ud = open_source(spec, natural=natural) if facts is None else from_facts(spec, facts)
     except FedevoError as e:
         raise FedevoError(f"problem {name!r}: {e}") from None
     if model == "cnn" and len(ud.input_shape) != 3:
@@ -596,7 +602,7 @@ OWN_TOP = {"name": str, "description": str, "evaluator": str, "settings": dict, 
 
 
 def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[str],
-                         registered_only: bool = True) -> Problem:
+                         registered_only: bool = True, reading: bool = False) -> Problem:
     """A problem trained by the user's own evaluator: free-form genes and `[settings]`, passed to it as they are."""
     from .plugins import load_callable, resolve_spec
 
@@ -620,7 +626,8 @@ def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[st
                           if isinstance(standard, dict) else f"problem {name!r}: [standard] must be a table")
     try:
         spec = resolve_spec(doc["evaluator"], path, kind="evaluator")
-        load_callable(spec, kind="evaluator")  # a missing file or function: one line, now
+        if not reading:
+            load_callable(spec, kind="evaluator")  # a missing file or function: one line, now
     except FedevoError as e:
         raise FedevoError(f"problem {name!r}: {e}") from None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())

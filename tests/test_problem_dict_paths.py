@@ -55,3 +55,31 @@ def test_anchored_makes_only_relative_names_absolute(tmp_path, key):
     assert got["objective"]["lat"] == {"read": f"python:{tmp_path / 'o.py'}:g", "worst": 1.0}
     assert anchored({"data": {key: "/abs/x.npz"}}, tmp_path)["data"][key] == "/abs/x.npz"
     assert doc["data"][key] == "a/b.npz"  # the caller's dict unchanged
+
+
+def test_a_runs_readers_need_none_of_its_files_and_run_none_of_its_code(tmp_path, monkeypatch, capsys):
+    """front, plot, open_run read the run directory alone: the data's facts (classes, test rows: the knee's bar)
+    come from run.json, the model is not imported. The project moved away, they still answer, the same; resume
+    and retrain, which need the files, say which is gone."""
+    from tests.helpers import run_cli as cli
+
+    project = tmp_path / "project"
+    _project(project, 0)
+    (project / "models.py").write_text((project / "models.py").read_text() + "\nprint('MODELS IMPORTED')\n")
+    monkeypatch.chdir(project)
+    run = fedevo.search(DOC, out=str(tmp_path / "run"), pop=4, gen=1, seed=0, workers=0, progress=False)
+    d = fedevo.open_run(run.path).data
+    before = (d.num_classes, d.n_test, d.knee_bar, fedevo.open_run(run.path).pick("lowest-error:2"))
+    assert "data_facts" in json.loads((run.path / "run.json").read_text())
+    capsys.readouterr()
+    project.rename(tmp_path / "moved")
+    monkeypatch.chdir(tmp_path)
+    d = fedevo.open_run(run.path).data
+    assert (d.num_classes, d.n_test, d.knee_bar, fedevo.open_run(run.path).pick("lowest-error:2")) == before
+    for argv in (["front", str(run.path), "--json"], ["plot", str(run.path)]):
+        code, out, err = cli(argv, capsys)
+        assert code == 0 and "MODELS IMPORTED" not in out + err, (argv, err)
+    for argv in (["retrain", str(run.path), "--pick", "lowest-error:1", "--rounds", "1", "--workers", "0"],
+                 ["resume", str(run.path), "--budget", "8", "--workers", "0", "--quiet"]):
+        code, out, err = cli(argv, capsys)
+        assert code == 2 and "mine.npz" in err and ("is gone" in err or "does not exist" in err), (argv, err)

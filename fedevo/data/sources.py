@@ -117,6 +117,21 @@ class UserData:
     n_test: Optional[int] = None  # test rows (the error is measured on them)
 
 
+FACTS = ("name", "input_shape", "num_classes", "n_train", "clients", "max_client", "natural", "n_test")
+
+
+def facts_of(ud: UserData) -> dict:
+    """What a run directory records of its user data (run.json's `data_facts`): its readers rebuild the UserData
+    from them (`from_facts`) instead of reading the files."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in ((k, getattr(ud, k)) for k in FACTS)}
+
+
+def from_facts(spec: Union[FileSource, ArraySource], facts: dict) -> UserData:
+    """The UserData of `spec` as a run recorded it (`facts_of`), without opening its files (a reader of the run:
+    `fedevo front`, `plot`, `open_run`); its files are read only if it trains (and checked then)."""
+    return UserData(spec=spec, **{k: (tuple(facts[k]) if k == "input_shape" else facts[k]) for k in FACTS})
+
+
 @dataclass(frozen=True)
 class _Table:
     x: np.ndarray

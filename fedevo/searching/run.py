@@ -91,6 +91,7 @@ from .integrity import check_chain, check_log, checked_rows, log_record
 from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key, unread_objectives
 from .record import EvaluationRecord
 from .problem import SearchProblem
+from ..data.sources import facts_of
 from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity, run_objectives
 from .fidelity import PROMOTION, parse_ladder
 from .rungs import RungScheduler, check_continues, check_ladder, remove_states
@@ -262,6 +263,8 @@ class SearchRun:
             "objectives": list(objectives.names),
             "objective_specs": objectives.records(),  # what every reader needs of them (no code)
             "constraints": dict(problem.constraints),
+            # the user's data as read now: what the run's readers need of it (classes, test rows) without it
+            **({"data_facts": facts_of(problem.data_source)} if problem.data_source is not None else {}),
             "worst_objectives": {o.name: o.worst for o in objectives},
             **({"n_ref_dirs": n_ref_dirs(settings.partitions, len(objectives))}
                if settings.partitions is not None else {}),

@@ -55,10 +55,12 @@ def run_identity(problem_text: str, settings: SearchSettings) -> str:
     return hashlib.sha256(json.dumps({"problem": problem_text, "settings": s}, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def read_run_json(run_dir: Path) -> tuple[dict[str, Any], Problem, SearchSettings]:
+def read_run_json(run_dir: Path, *, reading: bool = False) -> tuple[dict[str, Any], Problem, SearchSettings]:
     """run.json of a run directory, checked: (meta, the problem rebuilt from its recorded text, the settings
     resolved, with the budgets in force: budgets.json's where `fedevo resume` raised them); FedevoError if
-    `run_dir` is not a run or run.json (or budgets.json) is corrupt."""
+    `run_dir` is not a run or run.json (or budgets.json) is corrupt. reading: for a reader (front, plot, pick):
+    the problem needs none of the user's files and runs none of its code where run.json records its data's facts
+    (`parse_problem`'s reading; resume and retrain read and check them)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FedevoError(f"run directory {run_dir} "
@@ -72,8 +74,11 @@ def read_run_json(run_dir: Path) -> tuple[dict[str, Any], Problem, SearchSetting
             raise FedevoError(f"{path}: unknown format {meta.get('format')!r} (expected {RUN_FORMAT})")
         settings = SearchSettings(**meta["settings"])
         p = meta["problem"]
+        facts = meta.get("data_facts") if reading else None
         problem = parse_problem(_toml.loads(p["text"]), name=p["file_stem"], path=p["path"],
-                                registered_only=False)  # run.json records the objectives: no user code needed
+                                registered_only=False,  # run.json records the objectives: no user code needed
+                                reading=reading and (facts is not None or "source" not in _data_table(p["text"])),
+                                facts=facts)
     except FedevoError:
         raise
     except (ValueError, KeyError, TypeError) as e:
@@ -82,6 +87,12 @@ def read_run_json(run_dir: Path) -> tuple[dict[str, Any], Problem, SearchSetting
         raise FedevoError(f"{path} is corrupt (its run_id does not match its content)")
     settings = in_force(settings, run_dir)  # budgets raised by `fedevo resume --budget ...` (budgets.json)
     return meta, problem, settings.resolved(n_obj=len(meta.get("objectives") or (0, 0, 0)))
+
+
+def _data_table(text: str) -> dict:
+    """A problem text's [data] table (`{}` if none)."""
+    data = _toml.loads(text).get("data")
+    return data if isinstance(data, dict) else {}
 
 
 @dataclass
@@ -279,12 +290,13 @@ def run_objectives(meta: Mapping[str, Any], problem: Problem):
     return ObjectiveSet.of(meta.get("objectives") or default_names(problem.eps_objective))
 
 
-def load_run(run_dir: Path | str, *, require_evaluations: bool = True) -> RunData:
-    """Open a run directory; FedevoError if it is not a run or (by default) holds no evaluation yet."""
+def load_run(run_dir: Path | str, *, require_evaluations: bool = True, reading: bool = False) -> RunData:
+    """Open a run directory; FedevoError if it is not a run or (by default) holds no evaluation yet. reading: to
+    read its results only (`read_run_json`: none of the user's data or code needed)."""
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise FedevoError(f"{run_dir} is not a directory (expected a run directory made by `fedevo search`)")
-    meta, problem, settings = read_run_json(run_dir)
+    meta, problem, settings = read_run_json(run_dir, reading=reading)
     space = SearchSpace.from_problem(problem)
     log = EvalLog(run_dir / "evaluations.csv", space.genes, rungs=settings.multi_fidelity,
                   objectives=run_objectives(meta, problem))

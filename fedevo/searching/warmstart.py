@@ -35,7 +35,7 @@ def front_params(run_dir: Path | str, problem: Problem, pop: int) -> tuple[tuple
 
     run_dir = Path(run_dir)
     try:
-        data = load_run(run_dir)
+        data = load_run(run_dir, reading=True)  # its front and genes: none of its files needed
     except FedevoError as e:
         raise FedevoError(f"--init-from: {e}") from None
     if data.problem.name != problem.name:

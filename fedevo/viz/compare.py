@@ -202,7 +202,7 @@ def load_runs(run_dirs: Sequence[Path | str]) -> list[RunData]:
         if key in seen:
             raise FedevoError(f"run {d} is given twice")
         seen[key] = Path(d)
-    runs = [load_run(d) for d in run_dirs]
+    runs = [load_run(d, reading=True) for d in run_dirs]
     check_same_problem(runs)
     return runs
 

@@ -455,7 +455,7 @@ def write_front_html(run_dir: Path | str, out: Optional[Path | str] = None, *,
     from .html import plotly_src_for
 
     if data is None:
-        data = load_run(run_dir)
+        data = load_run(run_dir, reading=True)
     path = Path(out) if out is not None else Path(run_dir) / FRONT_HTML
     src = plotly_src_for(path, plotly)
     write(path, front_html(data, plotly_src=src, page_name=path.name))

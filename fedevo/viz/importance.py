@@ -396,7 +396,7 @@ def write_importance_html(run_dir: Path | str, out: Optional[Path | str] = None,
     from .html import plotly_src_for
 
     if data is None:
-        data = load_run(run_dir)
+        data = load_run(run_dir, reading=True)
     path = Path(out) if out is not None else Path(run_dir) / IMPORTANCE_HTML
     src = plotly_src_for(path, plotly)
     write(path, importance_html(data, seed=seed, plotly_src=src, front_name=front_name))

@@ -65,7 +65,7 @@ def watch(run_dir: Path | str, *, out: Optional[Path] = None, plotly: Optional[s
     from .front import FRONT_HTML, is_complete, write_front_html
 
     run_dir = Path(run_dir)
-    load_run(run_dir, require_evaluations=False)  # a bad directory fails now, with one line
+    load_run(run_dir, require_evaluations=False, reading=True)  # a bad directory fails now, with one line
     path = Path(out) if out is not None else run_dir / FRONT_HTML
     t0 = time.monotonic()
     seen = None
@@ -74,7 +74,7 @@ def watch(run_dir: Path | str, *, out: Optional[Path] = None, plotly: Optional[s
         sig = _signature(run_dir)
         if sig != seen:
             try:
-                data = load_run(run_dir, require_evaluations=True)
+                data = load_run(run_dir, require_evaluations=True, reading=True)
             except FedevoError:
                 data = None  # no evaluation yet
             if data is not None:

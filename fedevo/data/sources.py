@@ -476,9 +476,32 @@ def _read_arrays_cached(spec, natural: bool, stamp: tuple) -> Arrays:
     if spec.normalise:
         x_tr, xt = _normalise(x_tr, xt)
     classes = int(max(y_tr.max(), yt.max())) + 1
+    _check_classes(classes, y_tr, yt, train.where if y.max() == classes - 1 else test.where)
     if classes < 2:
         raise FedevoError(f"{train.where}: every label is {classes - 1}; classification needs two classes or more")
     return Arrays(x_tr, y_tr, xt, yt, inv_tr, tinv, tuple(names.tolist()) if names is not None else (), classes)
+
+
+# The classes are the largest label + 1, not the distinct labels: a split may lack a few classes, and its model
+# keeps their outputs. A stray label (an id or a sentinel like 999999 in the label column) would make a model of
+# that many outputs, almost all of them of classes no row holds; at 2**40 the memory check blames the model. So
+# a largest label is refused only when both are true: more than MAX_CLASSES_ANY classes (up to 1000 classes, any
+# labels go: such an output layer is small whatever the labels present) and more than SPARSE_CLASSES times the
+# distinct labels of the train and test sets together (over 90 % of the classes without a single row: no data
+# where a few classes are absent from a split looks like that, and outputs no row holds can never be learnt or
+# measured, so relabelling the classes 0..K-1 loses nothing).
+MAX_CLASSES_ANY = 1000
+SPARSE_CLASSES = 10
+
+
+def _check_classes(classes: int, y_train: np.ndarray, y_test: np.ndarray, where: str) -> None:
+    if classes <= MAX_CLASSES_ANY:
+        return
+    distinct = len(np.unique(np.concatenate([y_train, y_test])))
+    if classes > SPARSE_CLASSES * distinct:
+        raise FedevoError(f"{where}: labels are class indices 0..C-1: the largest is {classes - 1} (a model of "
+                          f"{classes:,} classes) but only {distinct} distinct labels occur in the train and test sets; "
+                          f"relabel them 0..{distinct - 1}")
 
 
 def _col(spec) -> str:

@@ -324,7 +324,10 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     check_data_dir(data_dir, download)  # a mistyped --data-dir: one line before the run directory exists
     fn = None
     if callable(evaluator):
+        from .plugins import check_evaluator_signature
+
         fn, spec = evaluator, evaluator_spec(evaluator)
+        check_evaluator_signature(fn)  # one that cannot take fedevo's call: one line, before the run directory
     else:
         from .plugins import resolve_spec
 

@@ -179,39 +179,45 @@ def check_writable_file(path: Path | str, flag: str = "--out") -> None:
         raise FedevoError(f"{flag} {path}: cannot write there: {why}")
 
 
-def _bound_values(gene) -> list:
+def _bound_values(gene) -> list[tuple[object, str]]:
+    """(value, how a message names it) of each bound of a gene: low and high, or each choice."""
     if gene.type == "choice":
-        return list(gene.choices)
+        return [(c, "") for c in gene.choices]
     if gene.type == "int":
-        return [math.ceil(gene.low), math.floor(gene.high)]
-    return [gene.low, gene.high]
+        return [(math.ceil(gene.low), "low"), (math.floor(gene.high), "high")]
+    return [(gene.low, "low"), (gene.high, "high")]
 
 
 def check_problem_memory(problem, *, rounds: Optional[int] = None, memory: Optional[int] = None) -> None:
     """A search samples every gene up to its bounds: refuse a problem whose largest individual (each gene at the
-    bound that needs more memory, the others at theirs) cannot be evaluated in the available memory."""
+    bound that needs more memory, the others at their defaults) cannot be evaluated in the available memory. The
+    message names only the genes that change the need (units, layers, epochs...; not lr or sigma), each with the
+    bound it was taken at."""
     memory = available_memory() if memory is None else memory
     worst: dict = {}
+    which: dict = {}
     for g in problem.genes:
-        best = None
-        for v in _bound_values(g):
+        needs = []
+        for v, bound in _bound_values(g):
             try:
-                need = sum(evaluation_memory(problem.sim_config({g.name: v}, rounds=rounds)).values())
+                needs.append((sum(evaluation_memory(problem.sim_config({g.name: v}, rounds=rounds)).values()), v,
+                              bound))
             except FedevoError:
                 continue  # an invalid bound: load-time validation names it
-            if best is None or need > best[0]:
-                best = (need, v)
-        if best is not None:
-            worst[g.name] = best[1]
+        if len({n for n, _, _ in needs}) > 1:  # a gene whose every bound needs the same sizes nothing
+            _, v, bound = max(needs, key=lambda t: t[0])
+            worst[g.name], which[g.name] = v, bound
+    show = lambda k: f"{k}={worst[k]!r}" + (f" ({which[k]})" if which[k] else "")  # noqa: E731
     try:
         config = problem.sim_config(worst, rounds=rounds)
     except FedevoError:  # that combination is not a valid configuration: check the genes one by one
         for name, v in worst.items():
             check_evaluation_memory(problem.sim_config({name: v}, rounds=rounds),
-                                    f"problem {problem.name!r} with {name}={v!r}", memory)
+                                    f"problem {problem.name!r} with {show(name)}", memory)
         return
-    desc = ", ".join(f"{k}={v!r}" for k, v in worst.items()) or "its settings"
-    check_evaluation_memory(config, f"problem {problem.name!r} at its largest genes ({desc})", memory)
+    what = (f"problem {problem.name!r} at its largest genes ({', '.join(map(show, worst))})" if worst
+            else f"problem {problem.name!r} (at any genes: none changes the memory it needs)")
+    check_evaluation_memory(config, what, memory)
 
 
 WORKER_BYTES = 256 * 1024**2  # resident memory of one idle Ray worker process with torch imported (at least)

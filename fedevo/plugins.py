@@ -142,8 +142,9 @@ def load_callable(spec: str, *, kind: str = "model") -> Callable[..., Any]:
             try:
                 mod = importlib.import_module(mod_name)
             except Exception as e:  # noqa: BLE001 - ImportError, or the module's own failure
+                hint = f" (a file is named python:{mod_name}:{fn})" if mod_name.endswith(".py") else ""
                 raise FedevoError(f"{kind} module {mod_name!r} cannot be imported: {type(e).__name__}: "
-                                  f"{_one_line(e)}") from None
+                                  f"{_one_line(e)}{hint}") from None
             where = f"{kind} module {mod_name!r}"
     f = getattr(mod, fn, None)
     if f is None:
@@ -153,4 +154,28 @@ def load_callable(spec: str, *, kind: str = "model") -> Callable[..., Any]:
     return f
 
 
-__all__ = ["PYTHON_PREFIX", "load_callable", "resolve_spec", "split_spec"]
+EVALUATOR_CALL = "(problem, params, *, seed, rounds, data_dir)"  # how fedevo calls an evaluator (docs/api.md)
+
+
+def check_evaluator_signature(fn: Callable[..., Any]) -> None:
+    """FedevoError (one line) when `fn` cannot be called as fedevo calls an evaluator, `fn(problem, params,
+    seed=..., rounds=..., data_dir=...)` (**kwargs takes the keywords): said when it is loaded, not by every
+    evaluation of a run failing with a TypeError. A callable without a signature (a builtin) is not checked."""
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(None, None, seed=0, rounds=None, data_dir=None)
+    except TypeError as e:
+        name = getattr(fn, "__name__", type(fn).__name__)
+        fix = ("give its other parameters defaults" if str(e).startswith("missing") else
+               "give it those parameters, or **kwargs")
+        raise FedevoError(f"evaluator {name}{sig} cannot take fedevo's call evaluator{EVALUATOR_CALL} ({e}); "
+                          f"{fix}") from None
+
+
+__all__ = ["EVALUATOR_CALL", "PYTHON_PREFIX", "check_evaluator_signature", "load_callable", "resolve_spec",
+           "split_spec"]

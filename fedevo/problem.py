@@ -604,7 +604,7 @@ OWN_TOP = {"name": str, "description": str, "evaluator": str, "settings": dict, 
 def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[str],
                          registered_only: bool = True, reading: bool = False) -> Problem:
     """A problem trained by the user's own evaluator: free-form genes and `[settings]`, passed to it as they are."""
-    from .plugins import load_callable, resolve_spec
+    from .plugins import check_evaluator_signature, load_callable, resolve_spec
 
     _check_top(doc, OWN_TOP)
     if "genes" not in doc or not isinstance(doc["genes"], dict) or not doc["genes"]:
@@ -626,8 +626,8 @@ def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[st
                           if isinstance(standard, dict) else f"problem {name!r}: [standard] must be a table")
     try:
         spec = resolve_spec(doc["evaluator"], path, kind="evaluator")
-        if not reading:
-            load_callable(spec, kind="evaluator")  # a missing file or function: one line, now
+        if not reading:  # a missing file or function, or one that cannot take fedevo's call: one line, now
+            check_evaluator_signature(load_callable(spec, kind="evaluator"))
     except FedevoError as e:
         raise FedevoError(f"problem {name!r}: {e}") from None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())

@@ -89,8 +89,8 @@ def coerce_result(value: Any) -> EvaluationResult:
 
 
 def measured(raw: Any, seconds: float, rounds: int) -> EvaluationResult:
-    """What a user's evaluator returned (`raw`, read by coerce_result) as its row records it: a dict or a tuple,
-    which carries no time and no rounds, gets the seconds fedevo measured around the call (`wall_s`) and the
+    """What a user's evaluator returned (`raw`, read by coerce_result) as its row records it: a dict, a tuple or a
+    list, which carries no time and no rounds, gets the seconds fedevo measured around the call (`wall_s`) and the
     rounds it was asked for; an EvaluationResult keeps its own."""
     r = coerce_result(raw)
     return r if isinstance(raw, EvaluationResult) else replace(r, wall_s=seconds, rounds=rounds)
@@ -137,9 +137,9 @@ def _metrics(m: Any, whose: str) -> dict[str, float]:
 def _coerce(value: Any) -> EvaluationResult:
     """What a user's evaluator returned, as an EvaluationResult: itself, a mapping with `error`, `comm` and `eps`
     (None: no ε; and optionally `eps_paper`, `accuracy_global`, `omega`, `worst_client_error`, `train_macs`,
-    `metrics` (a dict of numbers a user objective may read), `privacy`, `message`), or a tuple (error, comm, eps).
-    A number may be a numpy scalar or a 0-d array or tensor (its `.item()`); a bool or a string is not one.
-    TypeError / ValueError with one line saying what is wrong (the evaluation is then marked failed)."""
+    `metrics` (a dict of numbers a user objective may read), `privacy`, `message`), or a tuple or a list (error,
+    comm, eps). A number may be a numpy scalar or a 0-d array or tensor (its `.item()`); a bool or a string is not
+    one. TypeError / ValueError with one line saying what is wrong (the evaluation is then marked failed)."""
     if isinstance(value, EvaluationResult):
         return _held_to_numbers(value)
     if isinstance(value, (tuple, list)):
@@ -149,7 +149,7 @@ def _coerce(value: Any) -> EvaluationResult:
         value = dict(zip(("error", "comm", "eps"), value))
     if not isinstance(value, dict):
         raise TypeError(f"evaluator returned {type(value).__name__}; expected an EvaluationResult, a dict with "
-                        "error, comm and eps, or a tuple (error, comm, eps)")
+                        "error, comm and eps, or a tuple or a list (error, comm, eps)")
     missing = [k for k in ("error", "comm", "eps") if k not in value]
     if missing:
         raise TypeError(f"evaluator's result lacks {', '.join(missing)} (it has {', '.join(map(str, value)) or 'nothing'})")

@@ -48,3 +48,18 @@ def test_a_dict_problem_is_searched_and_run_json_records_its_toml(tmp_path):
     assert meta["problem"]["path"] is None and meta["problem"]["file_stem"] == "from_a_dict"
     assert _toml.loads(meta["problem"]["text"]) == doc
     assert fedevo.open_run(run.path).problem.name == "from_a_dict" and len(run.evaluations) == 4
+
+
+def test_an_evaluator_may_return_a_list_as_the_page_says():
+    """coerce_result reads a list [error, comm, eps] as the tuple; the page said a tuple, and that another type
+    fails the evaluation: it says a list is one of the returns now (the audit of 2026-11-28)."""
+    from fedevo.result import NotAResult, coerce_result
+
+    returns = DOC.read_text().split("It returns (`fedevo.result.coerce_result` reads it)", 1)[1].split("\n\n", 1)[0]
+    assert "or a tuple or a list `(error, comm, eps)`" in " ".join(returns.split())
+    assert "fedevo times a dict, a tuple or a list itself" in " ".join(returns.split())
+    assert coerce_result([0.25, 1.0, 2.0]) == coerce_result((0.25, 1.0, 2.0))
+    with pytest.raises(NotAResult, match=r"evaluator returned a list of 2 values; expected \(error, comm, eps\)"):
+        coerce_result([0.25, 1.0])
+    with pytest.raises(NotAResult, match=r"or a tuple or a list \(error, comm, eps\)"):
+        coerce_result({0.25, 1.0, 2.0})

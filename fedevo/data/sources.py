@@ -204,18 +204,36 @@ def _read_npz(path: Path, spec: FileSource, need_ids: bool) -> _Table:
     try:
         if path.is_file() and path.stat().st_size == 0:
             raise FedevoError(f"{path}: an empty file (0 bytes), not an .npz archive; {hint}")
-        z = np.load(path, allow_pickle=False)
-        if not isinstance(z, np.lib.npyio.NpzFile):
+        with open(path, "rb") as f:
+            head = f.read(6)
+        # told apart by their first bytes: numpy.load would read any other file as a pickle, and its refusal
+        # ("contains pickled (object) data ... allow_pickle") would be the message
+        if head.startswith(b"\x93NUMPY"):
             raise FedevoError(f"{path}: a single array (.npy format) under an .npz name, not an archive of named "
                               f"arrays; {hint}")
-        with z:
+        if not head.startswith(b"PK"):
+            raise FedevoError(f"{path}: not a NumPy .npz of numeric arrays (it is not a zip file); {hint}")
+        with np.load(path, allow_pickle=False) as z:
             have = list(z.files)
-            data = {k: z[k] for k in have if k in _x_names(spec.x) + [spec.y, spec.client_id]}
+            data = {}
+            for k in have:
+                if k in _x_names(spec.x) + [spec.y, spec.client_id]:
+                    try:
+                        data[k] = z[k]
+                    except ValueError as e:
+                        if "allow_pickle" not in str(e):
+                            raise
+                        raise FedevoError(f"{path}: not a NumPy .npz of numeric arrays (array {k!r} holds Python "
+                                          "objects, dtype=object); save numbers, or strings for client ids "
+                                          "(numpy.asarray(ids, dtype=str))") from None
     except FedevoError:
         raise
     except Exception as e:  # noqa: BLE001 - zipfile's, numpy's, EOF...: a damaged or foreign file, one line
+        detail = " ".join(str(e).split()) or "no detail"
+        if "pickle" in detail:  # never numpy's advice to load it unsafely
+            detail = "it holds Python objects"
         raise FedevoError(f"{path}: not a readable .npz file, truncated or damaged ({type(e).__name__}: "
-                          f"{' '.join(str(e).split()) or 'no detail'}); {hint}") from None
+                          f"{detail}); {hint}") from None
     return _from_columns(data.__getitem__, have, spec, str(path), need_ids)
 
 
@@ -378,7 +396,7 @@ def _labels(t: _Table) -> np.ndarray:
         frac = ~np.isfinite(y) | (y != np.round(y))
         if frac.any():
             raise FedevoError(f"{t.where}: labels must be integer classes; row {int(np.argmax(frac))} has "
-                              f"{y[np.argmax(frac)]!r}")
+                              f"{y[np.argmax(frac)].item()!r}")
     elif y.dtype.kind not in "iu":
         raise FedevoError(f"{t.where}: labels must be integer classes, got dtype {y.dtype}"
                           + (" (map the class names to 0..K-1 first)" if y.dtype.kind in "OUS" else ""))
@@ -468,6 +486,8 @@ def _read_arrays_cached(spec, natural: bool, stamp: tuple) -> Arrays:
         xt, yt = _features(test), _labels(test)
         if xt.shape[1:] != x.shape[1:]:
             raise FedevoError(f"{test.where}: test features of shape {xt.shape[1:]}, train {x.shape[1:]}")
+        if len(yt) == 0:
+            raise FedevoError(f"{test.where}: the test set has no rows")
         tinv = None
         if names is not None:
             if test.ids is None and natural:
@@ -475,25 +495,61 @@ def _read_arrays_cached(spec, natural: bool, stamp: tuple) -> Arrays:
                                   "\"natural\" gives each client its own test rows")
             if test.ids is not None:
                 known = np.isin(test.ids, names)  # test rows of clients without train rows are left out
+                if not known.any():
+                    raise FedevoError(f"{test.where}: the test set is empty: test rows of clients without train "
+                                      f"rows are left out, and no test row's client id {_col(spec)} is a train "
+                                      f"row's (test: {_some(test.ids)}; train: {_some(names)})")
                 xt, yt = xt[known], yt[known]
                 tinv = np.searchsorted(names, test.ids[known])
         x_tr, y_tr, inv_tr = x, y, inv
     elif inv is not None:
         held = _holdout_by_client(inv, spec.holdout)
+        if not held.any():  # every client has one row (a one-row client only trains)
+            raise FedevoError(f"{train.where}: every client (client id {_col(spec)}) has one row, and holdout "
+                              "keeps a one-row client's row for training: no test rows are left; give a test_path, "
+                              "or clients of two rows or more")
         x_tr, y_tr, inv_tr, xt, yt, tinv = x[~held], y[~held], inv[~held], x[held], y[held], inv[held]
     else:  # no ids: a fixed random holdout (not a run seed: the same split for every evaluation)
         perm = np.random.default_rng(0).permutation(len(y))
         k = max(1, round(spec.holdout * len(y)))
         te, tr = np.sort(perm[:k]), np.sort(perm[k:])
         x_tr, y_tr, inv_tr, xt, yt, tinv = x[tr], y[tr], None, x[te], y[te], None
-    if len(yt) == 0:
-        raise FedevoError(f"{train.where}: the test set is empty")
     if spec.normalise:
         x_tr, xt = _normalise(x_tr, xt)
     classes = int(max(y_tr.max(), yt.max())) + 1
+    _check_classes(classes, y_tr, yt, train.where if y.max() == classes - 1 else test.where)
     if classes < 2:
         raise FedevoError(f"{train.where}: every label is {classes - 1}; classification needs two classes or more")
     return Arrays(x_tr, y_tr, xt, yt, inv_tr, tinv, tuple(names.tolist()) if names is not None else (), classes)
+
+
+# The classes are the largest label + 1, not the distinct labels: a split may lack a few classes, and its model
+# keeps their outputs. A stray label (an id or a sentinel like 999999 in the label column) would make a model of
+# that many outputs, almost all of them of classes no row holds; at 2**40 the memory check blames the model. So
+# a largest label is refused only when both are true: more than MAX_CLASSES_ANY classes (up to 1000 classes, any
+# labels go: such an output layer is small whatever the labels present) and more than SPARSE_CLASSES times the
+# distinct labels of the train and test sets together (over 90 % of the classes without a single row: no data
+# where a few classes are absent from a split looks like that, and outputs no row holds can never be learnt or
+# measured, so relabelling the classes 0..K-1 loses nothing).
+MAX_CLASSES_ANY = 1000
+SPARSE_CLASSES = 10
+
+
+def _check_classes(classes: int, y_train: np.ndarray, y_test: np.ndarray, where: str) -> None:
+    if classes <= MAX_CLASSES_ANY:
+        return
+    distinct = len(np.unique(np.concatenate([y_train, y_test])))
+    if classes > SPARSE_CLASSES * distinct:
+        raise FedevoError(f"{where}: labels are class indices 0..C-1: the largest is {classes - 1} (a model of "
+                          f"{classes:,} classes) but only {distinct} distinct labels occur in the train and test sets; "
+                          f"relabel them 0..{distinct - 1}")
+
+
+def _some(values: np.ndarray, n: int = 3) -> str:
+    """The first `n` distinct values, in order, for a message: 'a', 'b', 'c', ... (7 in all)."""
+    distinct = list(dict.fromkeys(values.tolist()))
+    shown = ", ".join(repr(v) for v in distinct[:n])
+    return shown if len(distinct) <= n else f"{shown}, ... ({len(distinct)} in all)"
 
 
 def _col(spec) -> str:
@@ -556,8 +612,11 @@ def source_from_table(table: Mapping[str, Any], *, base: Optional[Path],
     for key in ("y", "client_id"):
         if key in table and not isinstance(table[key], str):
             raise FedevoError(f"problem {problem!r}: [data] {key} must be a name, got {table[key]!r}")
-    return FileSource(source=src, path=where("path"), x=x if isinstance(x, str) else tuple(x),
-                      y=table.get("y", "y"), client_id=table.get("client_id", "client_id"),
-                      test_path=where("test_path"), holdout=table.get("holdout", 0.2),
-                      normalise=table.get("normalise", True))
+    try:  # its own checks (source, holdout, normalise) name the problem as the others do
+        return FileSource(source=src, path=where("path"), x=x if isinstance(x, str) else tuple(x),
+                          y=table.get("y", "y"), client_id=table.get("client_id", "client_id"),
+                          test_path=where("test_path"), holdout=table.get("holdout", 0.2),
+                          normalise=table.get("normalise", True))
+    except FedevoError as e:
+        raise FedevoError(f"problem {problem!r}: {e}") from None
 

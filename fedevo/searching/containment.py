@@ -138,15 +138,17 @@ def out_of_range(result) -> Optional[str]:
         if math.isinf(v):
             if obj.log and v > 0:  # ε = inf: no privacy
                 continue
-            return f"the evaluation's {name} is infinite ({v}); {_range(obj)}"
+            return f"the evaluation's {name} is infinite; {_range(obj, finite=True)}, got {v}"
         if obj.outside(v):  # the objective's own range rule (finite here), as the log applies a user's
             return f"the evaluation's {name} = {v!r} is out of range; {_range(obj)}"
     return None
 
 
-def _range(obj) -> str:
+def _range(obj, finite: bool = False) -> str:
+    """What an objective's value must be; `finite`: said of an infinite value (>= 0 alone reads as if inf met it)."""
     if obj.upper is None:
-        return f"{obj.name} must be >= {obj.lower:g}" + (" (or inf: no privacy)" if obj.log else "")
+        return (f"{obj.name} must be {'a finite number ' if finite else ''}>= {obj.lower:g}"
+                + (" (or inf: no privacy)" if obj.log else ""))
     return f"{obj.name} must lie in [{obj.lower:g}, {obj.upper:g}]"
 
 

@@ -85,12 +85,14 @@ SIMULATOR = SimulatorEvaluator()
 def load_evaluator(spec: str) -> Evaluator:
     """'package.module:function' or 'python:file.py:function' -> the function; the default spec ->
     :data:`SIMULATOR`."""
-    from ..plugins import load_callable
+    from ..plugins import check_evaluator_signature, load_callable
 
     if spec == DEFAULT_EVALUATOR:
         return SIMULATOR
     try:
-        return load_callable(spec, kind="evaluator")
+        fn = load_callable(spec, kind="evaluator")
+        check_evaluator_signature(fn)
+        return fn
     except FedevoError as e:
         hint = ""
         if spec.startswith("__main__:"):  # a function of the script that called fedevo.search(evaluator=fn)

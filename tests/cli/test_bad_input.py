@@ -253,6 +253,25 @@ def test_memory_limits_are_what_the_estimates_say():
         check_search_sizes(10**6, 1, memory=4 * GIB)
 
 
+def test_the_memory_message_names_the_genes_that_size_it_at_their_bound():
+    """The largest individual's genes are those that change its memory need, each with the bound it was taken at:
+    not lr=0.01 (the first of two bounds that need the same), nor a sign or a noise level."""
+    from fedevo._toml import loads
+    from fedevo.guards import check_problem_memory
+    from fedevo.problem import parse_problem
+    from tests.searching.search_helpers import TOY_TOML
+
+    with pytest.raises(FedevoError) as e:
+        check_problem_memory(parse_problem(loads(TOY_TOML), name="toy"), memory=1000)
+    assert str(e.value).startswith("problem 'toy' at its largest genes (layers=4 (high), units=256 (high), "
+                                   "partition='dirichlet') would need about "), e.value
+    head, genes = TOY_TOML.split("[genes]")
+    sized_by_none = head + "[genes]\n" + "".join(g for g in genes.splitlines(True) if g.startswith(("lr", "sigma")))
+    with pytest.raises(FedevoError, match=r"^problem 'toy' \(at any genes: none changes the memory it needs\) would "
+                                          r"need about .* lower the model"):
+        check_problem_memory(parse_problem(loads(sized_by_none), name="toy"), memory=1000)
+
+
 # ------------------------------------------------------------------------------------------------ resume / retrain
 def test_resume_of_a_finished_run_is_refused_and_changes_nothing(capsys, fake_run):
     bad(capsys, ["resume", fake_run, "--workers", 0, "--quiet"], "holds a finished search .* nothing was changed",

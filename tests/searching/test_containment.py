@@ -75,7 +75,8 @@ def _res(**kw):
     ({"error": math.inf}, "error is infinite"),
     ({"error": math.nan}, "error is undefined"),
     ({"comm": -1.0}, "comm = -1.0 is out of range; comm must be >= 0"),
-    ({"comm": math.inf}, "comm is infinite"),
+    ({"comm": math.inf}, "the evaluation's comm is infinite; comm must be a finite number >= 0, got inf"),
+    ({"error": math.inf}, "the evaluation's error is infinite; error must lie in [0, 1], got inf"),
     ({"eps": -2.0}, "eps = -2.0 is out of range; eps must be >= 0"),
     ({"eps_paper": -1.0}, "eps_paper = -1.0 is out of range"),
 ])

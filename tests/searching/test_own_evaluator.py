@@ -51,6 +51,15 @@ def genes_only(problem, params, *, seed, rounds=None, data_dir=None):  # as a se
 
 def wrong(problem, params, *, seed, rounds=None, data_dir=None):
     return "oops" if params["width"] > 8 else (0.5, 1.0, 1.0)
+
+def nosig(problem, params):  # no seed, rounds, data_dir: refused when it loads
+    return 0.5, 1.0, 1.0
+
+def extra(problem, params, *, seed, rounds=None, data_dir=None, budget):  # a keyword fedevo never passes
+    return 0.5, 1.0, 1.0
+
+def takes_kwargs(problem, params, **kwargs):
+    return [0.5, float(params["width"]), 1.0 + kwargs["seed"] % 2]  # a list: read as the tuple
 '''
 
 TOML = '''
@@ -171,6 +180,9 @@ def test_numbers_of_any_scalar_kind_are_numbers_and_metrics_are_held_to_them():
     ('"python:ev.py:nothere"', "has no function 'nothere'"),
     ('"no_such_module_xyz:evaluate"', "cannot be imported"),
     ('"evaluate"', "expected 'package.module:function'"),
+    ('"ev.py:evaluate"', "cannot be imported: ModuleNotFoundError: No module named 'ev'"),
+    ('"python:ev.py:nosig"', "cannot take fedevo's call evaluator.* unexpected keyword argument 'seed'"),
+    ('"python:ev.py:extra"', "cannot take fedevo's call evaluator.*missing a required argument: 'budget'.*defaults"),
 ])
 def test_bad_evaluator_specs_are_one_line_and_write_nothing(own, tmp_path, spec, says):
     p = own()
@@ -181,7 +193,39 @@ def test_bad_evaluator_specs_are_one_line_and_write_nothing(own, tmp_path, spec,
     r = run_cli("search", "--problem", p, "--pop", 4, "--gen", 1, "--workers", 0, "--out", out)
     assert r.returncode == 2 and not out.exists()
     err = r.stderr.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("fedevo: error:") and says in err[0], r.stderr
+    assert len(err) == 1 and err[0].startswith("fedevo: error:") and re.search(says, err[0]), r.stderr
+
+
+def test_a_module_named_like_a_file_says_how_a_file_is_named(own):
+    p = own()
+    p.write_text(p.read_text().replace('"python:ev.py:evaluate"', '"ev.py:evaluate"'))
+    with pytest.raises(FedevoError, match=re.escape("(a file is named python:ev.py:evaluate)")):
+        load_problem(str(p))
+
+
+def test_an_evaluator_that_cannot_take_the_call_is_refused_by_every_entry(own, tmp_path):
+    """The problem file's own, a search's evaluator= spec and a function given to fedevo.search: each refused in
+    one line before a run directory exists (each of its evaluations failed with a TypeError); **kwargs takes the
+    keywords, and a list is read as the tuple (error, comm, eps)."""
+    p = own()
+    says = "evaluator nosig(problem, params) cannot take fedevo's call"
+    with pytest.raises(FedevoError) as e:
+        load_problem(str(own(fn="nosig", name="nosig.toml")))
+    assert str(e.value) == ("problem 'nosig': evaluator nosig(problem, params) cannot take fedevo's call "
+                            "evaluator(problem, params, *, seed, rounds, data_dir) (got an unexpected keyword argument "
+                            "'seed'); give it those parameters, or **kwargs")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ev_for_signature", tmp_path / "ev.py")
+    ev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ev)
+    for evaluator in (f"python:{tmp_path / 'ev.py'}:nosig", ev.nosig):
+        with pytest.raises(FedevoError, match=re.escape(says)):
+            fedevo.search(str(p), pop=4, gen=1, workers=0, out=tmp_path / "never", page=False, evaluator=evaluator)
+        assert not (tmp_path / "never").exists()
+    run = fedevo.search(str(own(fn="takes_kwargs", name="kw.toml")), pop=4, gen=1, workers=0, out=tmp_path / "kw",
+                        page=False)
+    assert all(r["status"] == "ok" for r in run.evaluations) and {r["error"] for r in run.evaluations} == {0.5}
 
 
 def test_ray_workers_get_the_users_function(own, tmp_path):

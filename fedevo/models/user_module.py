@@ -57,10 +57,23 @@ def make_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int 
         raise FedevoError(f"model factory {name!r} returned {type(module).__name__}, not a torch.nn.Module")
     if not any(True for _ in module.parameters()):
         raise FedevoError(f"model factory {name!r} returned a module without parameters")
+    _check_trainable(name, module)
     if template is not None:
         if _shapes(template) != _shapes(module):
             raise _different(name, _shapes(template), _shapes(module))
     return module.to(torch.float32).eval()
+
+
+def _check_trainable(name: str, module: nn.Module) -> None:
+    """FedevoError where the module has frozen parameters (requires_grad=False): fedevo trains and uploads every
+    parameter of the module (both paths take `module.parameters()`, SET masks and Ω count them all), so a frozen
+    layer would be trained all the same, silently."""
+    frozen = [n for n, p in module.named_parameters() if not p.requires_grad]
+    if frozen:
+        names = ", ".join(frozen[:4]) + (", ..." if len(frozen) > 4 else "")
+        raise FedevoError(f"model {name!r} has {len(frozen)} parameter{'s' if len(frozen) != 1 else ''} with "
+                          f"requires_grad=False ({names}); fedevo trains and uploads every parameter: unfreeze "
+                          "them, or register frozen weights as buffers")
 
 
 def _called_with(arch: UserArch, input_shape: tuple, num_classes: int) -> str:
@@ -110,6 +123,7 @@ def _probe(arch: UserArch, input_shape: tuple, num_classes: int, check_size: Cal
     name = arch.spec.rpartition(":")[2]
     meta = meta_module(arch, input_shape, num_classes)
     if meta is not None:
+        _check_trainable(name, meta)
         check_size(sum(p.numel() for p in meta.parameters()), _called_with(arch, input_shape, num_classes))
         again = meta_module(arch, input_shape, num_classes, seed=1)
         if again is not None and _shapes(again) != _shapes(meta):

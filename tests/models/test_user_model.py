@@ -117,6 +117,11 @@ def wrong_input(input_shape, num_classes):
 
 def wrong_output(input_shape, num_classes):
     return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 3))
+
+def frozen(input_shape, num_classes):  # its first Linear frozen: fedevo would train and upload it all the same
+    m = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 16), nn.ReLU(), nn.Linear(16, num_classes))
+    m[1].requires_grad_(False)
+    return m
 '''
 
 PROBLEM = '''
@@ -428,6 +433,9 @@ def test_cost_estimate_counts_the_module(files):
     ("python:sub/my_models.py:not_a_module", r"model factory 'not_a_module' returned int, not a torch.nn.Module"),
     ("python:sub/my_models.py:wrong_input", r"model 'wrong_input' rejects input shape \(1, 8, 8\)"),
     ("python:sub/my_models.py:wrong_output", r"model 'wrong_output' returns \(2, 3\) .* expected logits of shape"),
+    ("python:sub/my_models.py:frozen", r"model 'frozen' has 2 parameters with requires_grad=False \(1\.weight, "
+                                       r"1\.bias\); fedevo trains and uploads every parameter: unfreeze them, or "
+                                       r"register frozen weights as buffers$"),
     ("python:sub/my_models.py", r"model 'python:sub/my_models.py': expected 'python:path/to/file.py:function'"),
 ])
 def test_bad_models_are_one_line_and_nothing_is_written(files, tmp_path, capsys, model, expect):
@@ -439,6 +447,14 @@ def test_bad_models_are_one_line_and_nothing_is_written(files, tmp_path, capsys,
         r"problem 'user': " + expect, watch=out)
     assert not out.exists()
     bad(capsys, ["evaluate", "--problem", prob], expect)
+
+
+def test_a_model_with_frozen_parameters_is_refused_where_it_is_built_too(files):
+    """Frozen parameters were trained and uploaded as any other (the same results as unfrozen): refused at load
+    (above) and where the model is built without a problem file's load check (the Python API's build_model)."""
+    spec = load_problem(str(files())).model_ref.replace(":make_mlp", ":frozen")
+    with pytest.raises(FedevoError, match=r"^model 'frozen' has 2 parameters with requires_grad=False"):
+        build_model(UserArch(spec), (1, 8, 8), 10)
 
 
 def test_a_gene_bound_the_factory_rejects_is_caught_at_load(files):

@@ -202,6 +202,24 @@ def device_choice(setting: str):
     return torch.device("cuda", torch.cuda.current_device()), "auto: torch sees a GPU" if setting == "auto" else reason
 
 
+def may_use_gpu(setting: str) -> bool:
+    """Whether a config's `device` setting may train on a GPU in this process (the device path): 'cuda', or 'auto'
+    where FEDEVO_DEVICE does not say 'cpu' and torch sees a GPU. Resolves nothing (no cuda_setup) and raises
+    nothing: for checks made before a run (a user model's load-time training step)."""
+    if setting == "cuda":
+        return True
+    if setting != "auto":
+        return False
+    import os
+
+    env = os.environ.get("FEDEVO_DEVICE", "").strip().lower()
+    if env in ("cpu", "cuda"):
+        return env == "cuda"
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def _no_gpu_hint(torch) -> str:
     import os
 

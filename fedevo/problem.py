@@ -486,9 +486,10 @@ def _hashable(v: Any, where: str) -> Any:
 
 
 def probe_model(prob: Problem, config: SimConfig) -> None:
-    """A user model: build it and run one forward pass on a zero batch of the dataset's input shape, so that a
-    missing file or function, a factory that raises or returns no module, or an input shape the model rejects is
-    one line at load time, before any run directory exists."""
+    """A user model: build it, run one forward pass and try one training step on a zero batch of the dataset's
+    input shape (models/user_module.py `probe`), so that a missing file or function, a factory that raises or
+    returns no module, an input shape the model rejects, logits that are not finite floats or a module fedevo's
+    step cannot train is one line at load time, before any run directory exists."""
     try:
         _probe(config)
     except FedevoError as e:
@@ -500,11 +501,13 @@ def _probe(config: SimConfig) -> None:
     from .models.user_module import probe
 
     from .guards import check_model_parameters
+    from .hardware import may_use_gpu
 
     shape, classes = data_shape(config)
     name = config.arch.spec.rpartition(":")[2]
     probe(config.arch, shape, classes,
-          check_size=lambda n, called: check_model_parameters(n, f"model factory {name!r} (called with {called})"))
+          check_size=lambda n, called: check_model_parameters(n, f"model factory {name!r} (called with {called})"),
+          device_path=may_use_gpu(config.device))
 
 
 def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path: Optional[str], model: str,
@@ -690,7 +693,7 @@ def check_gene_bounds(prob: Problem) -> None:
         for which, v in cases:
             try:
                 config = prob.sim_config({g.name: v})
-                if prob.user_model and g.name in prob.model_kwargs:
+                if prob.user_model and (g.name in prob.model_kwargs or g.name == "device"):  # device: its step
                     _probe(config)
             except FedevoError as e:
                 raise FedevoError(f"problem {prob.name!r}: gene {g.name!r} at its {which} gives an invalid "

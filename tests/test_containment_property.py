@@ -322,9 +322,17 @@ FACTORIES = {
     "huge": "return nn.Sequential(nn.Flatten(), nn.Linear(D, 20000), nn.ReLU(), nn.Linear(20000, 15000), nn.Linear(15000, K))",
     "nan": "return Scaled(nn.Sequential(nn.Flatten(), nn.Linear(D, K)), float('nan'))",
     "inf": "return Scaled(nn.Sequential(nn.Flatten(), nn.Linear(D, K)), float('inf'))",
+    "nan_on_data": "return OnData(nn.Sequential(nn.Flatten(), nn.Linear(D, K)), float('nan'))",
+    "inf_on_data": "return OnData(nn.Sequential(nn.Flatten(), nn.Linear(D, K)), float('inf'))",
+    "int_logits": "return Ints(nn.Sequential(nn.Flatten(), nn.Linear(D, K)))",
+    "branches": "return Branches(nn.Sequential(nn.Flatten(), nn.Linear(D, K)))",
+    "frozen": "m = nn.Sequential(nn.Flatten(), nn.Linear(D, K)); m[1].requires_grad_(False); return m",
 }
+EVALUATES = ("ok", "print", "nan_on_data", "inf_on_data")  # the others are found when the problem loads
+DIVERGES = ("nan_on_data", "inf_on_data")  # not finite on the data (finite on the load check's zero batch)
 MODEL_FILE = '''
 import math, random, sys
+import torch
 from torch import nn
 
 class Scaled(nn.Module):
@@ -334,6 +342,22 @@ class Scaled(nn.Module):
 
     def forward(self, x):
         return self.inner(x) * self.s
+
+class OnData(Scaled):
+    def forward(self, x):
+        return self.inner(x) * torch.where(x.flatten(1).abs().sum(1, keepdim=True) > 0, self.s, 1.0)
+
+class Ints(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x).long()
+
+class Branches(Ints):
+    def forward(self, x):
+        return self.inner(x) if x.sum() > 0 else self.inner(x) * 2
 
 def make(input_shape, num_classes):
     D, K, H, CODE = math.prod(input_shape), num_classes, {h}, {code}
@@ -356,13 +380,13 @@ def test_generated_user_model_faults_are_one_line_or_a_failed_evaluation(capfd, 
         try:
             prob = fedevo.Problem.from_dict(doc)
         except BaseException as e:  # noqa: BLE001 - a fault found at load: one line, nothing written
-            assert fault not in ("ok", "print", "nan", "inf"), one_line(e)
+            assert fault not in EVALUATES, one_line(e)
             one_line(e)
             assert sorted(p.name for p in d.iterdir() if p.suffix != ".pyc" and p.name != "__pycache__") == [f.name]
         else:
-            assert fault in ("ok", "print", "nan", "inf"), fault
+            assert fault in EVALUATES, fault
             res = fedevo.evaluate(prob, seed=hidden)
-            if fault in ("nan", "inf"):
+            if fault in DIVERGES:
                 assert res.status == "diverged" and res.error == 1.0, (res.status, res.error, res.message)
             else:
                 assert res.status == "ok" and 0 <= res.error <= 1

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from ..arch import UserArch
+from ..usercode import stdout_to_stderr
 from .lowering import lower, lowering_enabled
 from .user_module import _seed_from, _template, make_module, meta_module
 
@@ -204,14 +205,17 @@ def macs_and_params(arch: UserArch, input_shape: tuple, num_classes: int, alpha:
     input_shape = tuple(input_shape)
     module = meta_module(arch, input_shape, num_classes)
     macs = None
-    if module is not None:
-        try:
-            macs = _macs(module, torch.zeros(1, *input_shape, device="meta"))
-        except Exception:  # noqa: BLE001 - an op the meta device lacks: the built module instead
-            macs = None
-    if macs is None:
-        module = _template(arch, input_shape, num_classes)
-        macs = _macs(module, torch.zeros(1, *input_shape))
+    # what the module's forward (or the factory, building the template) prints goes to stderr, below Python too:
+    # stdout is fedevo's (the memory check runs this before a search's table, a retrain's, `--json`'s object)
+    with stdout_to_stderr():
+        if module is not None:
+            try:
+                macs = _macs(module, torch.zeros(1, *input_shape, device="meta"))
+            except Exception:  # noqa: BLE001 - an op the meta device lacks: the built module instead
+                macs = None
+        if macs is None:
+            module = _template(arch, input_shape, num_classes)
+            macs = _macs(module, torch.zeros(1, *input_shape))
     model = GenericModel(arch, module, input_shape, num_classes)
     params = 0.0
     for i, s in enumerate(model.shapes):

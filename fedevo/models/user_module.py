@@ -1,8 +1,8 @@
 """The user's model factory (issue 26): `make_model(input_shape=..., num_classes=..., **kwargs)` named by a problem's
 `model = "python:file.py:make_model"` (or a registered name), loaded once per process, called to build the module
 (seeded, in eval mode, its architecture checked to be the same on every call), on torch's meta device to size it
-before it exists, and probed at load time (one forward pass on a zero batch). What the factory prints goes to
-stderr; an exception, `sys.exit` or a KeyboardInterrupt it raises is one FedevoError naming it.
+before it exists, and probed at load time (a forward pass and a training step on a zero batch). What the factory
+prints goes to stderr; an exception, `sys.exit` or a KeyboardInterrupt it raises is one FedevoError naming it.
 
 The two ways its module trains: fedevo/models/lowering.py (recognised stacks on the built-in kernels) and
 fedevo/models/user.py (`GenericModel`, anything else; `build_user_model` picks).
@@ -57,10 +57,23 @@ def make_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int 
         raise FedevoError(f"model factory {name!r} returned {type(module).__name__}, not a torch.nn.Module")
     if not any(True for _ in module.parameters()):
         raise FedevoError(f"model factory {name!r} returned a module without parameters")
+    _check_trainable(name, module)
     if template is not None:
         if _shapes(template) != _shapes(module):
             raise _different(name, _shapes(template), _shapes(module))
     return module.to(torch.float32).eval()
+
+
+def _check_trainable(name: str, module: nn.Module) -> None:
+    """FedevoError where the module has frozen parameters (requires_grad=False): fedevo trains and uploads every
+    parameter of the module (both paths take `module.parameters()`, SET masks and Ω count them all), so a frozen
+    layer would be trained all the same, silently."""
+    frozen = [n for n, p in module.named_parameters() if not p.requires_grad]
+    if frozen:
+        names = ", ".join(frozen[:4]) + (", ..." if len(frozen) > 4 else "")
+        raise FedevoError(f"model {name!r} has {len(frozen)} parameter{'s' if len(frozen) != 1 else ''} with "
+                          f"requires_grad=False ({names}); fedevo trains and uploads every parameter: unfreeze "
+                          "them, or register frozen weights as buffers")
 
 
 def _called_with(arch: UserArch, input_shape: tuple, num_classes: int) -> str:
@@ -93,35 +106,49 @@ def _different(name: str, want: list, got: list) -> FedevoError:
                        "(a random width: make it a gene)")
 
 
+# the load check tries a training step (real zero samples, fedevo's own step) on models of up to this many
+# parameters (an MLP of 15 million: built and stepped on 2 samples in 0.3 s, 1 s with the GPU's step too); a larger
+# one is checked on torch's meta device only (the shape and dtype of its logits) where its factory builds there
+PROBE_STEP_PARAMETERS = 20_000_000
+
+
 def probe(arch: UserArch, input_shape: tuple, num_classes: int,
-          check_size: Callable[[int, str], None] = lambda n, called: None) -> None:
+          check_size: Callable[[int, str], None] = lambda n, called: None, *, device_path: bool = False) -> None:
     """`_probe` with what the factory prints sent to stderr, below Python too (stdout is fedevo's: a JSON object,
     results)."""
     with stdout_to_stderr():
-        _probe(arch, input_shape, num_classes, check_size)
+        _probe(arch, input_shape, num_classes, check_size, device_path)
 
 
-def _probe(arch: UserArch, input_shape: tuple, num_classes: int, check_size: Callable[[int, str], None]) -> None:
-    """Build the module and run one forward pass on a zero batch of 2: FedevoError naming what is wrong (the
-    factory, its size, an architecture that changes from call to call, or the input shape / logits the module
-    rejects). Problem files call it at load time: on torch's meta device where the factory builds there (no
-    memory is used: check_size(parameters, how it was called) refuses a model too large before it exists), else
-    for real."""
+def _probe(arch: UserArch, input_shape: tuple, num_classes: int, check_size: Callable[[int, str], None],
+           device_path: bool = False) -> None:
+    """Build the module, run one forward pass on a zero batch of 2 and try one training step on it: FedevoError
+    naming what is wrong (the factory, its size, frozen parameters, an architecture that changes from call to
+    call, the input shape the module rejects, logits of the wrong shape or dtype or not finite, a forward pass
+    fedevo's step cannot train: an op torch.func.vmap cannot batch, data-dependent control flow). Problem files
+    call it at load time. The factory is called on torch's meta device first where it builds there (no memory is
+    used: check_size(parameters, how it was called) refuses a model too large before it exists); a model of more
+    than PROBE_STEP_PARAMETERS is then checked there only. `device_path`: the run may train on a GPU, whose step
+    (`GenericModel.grads_vmap`) is tried too."""
     name = arch.spec.rpartition(":")[2]
     meta = meta_module(arch, input_shape, num_classes)
     if meta is not None:
-        check_size(sum(p.numel() for p in meta.parameters()), _called_with(arch, input_shape, num_classes))
+        _check_trainable(name, meta)
+        n = sum(p.numel() for p in meta.parameters())
+        check_size(n, _called_with(arch, input_shape, num_classes))
         again = meta_module(arch, input_shape, num_classes, seed=1)
         if again is not None and _shapes(again) != _shapes(meta):
             raise _different(name, _shapes(meta), _shapes(again))
-        try:
-            with torch.no_grad():
-                out = call_user(meta.eval(), torch.zeros(2, *input_shape, device="meta"))
+        if n > PROBE_STEP_PARAMETERS:
+            try:
+                with torch.no_grad():
+                    out = call_user(meta.eval(), torch.zeros(2, *input_shape, device="meta"))
+            except Exception:  # noqa: BLE001 - the real forward pass below names what is wrong
+                out = None
             if isinstance(out, torch.Tensor) and tuple(out.shape) == (2, num_classes):
+                _check_dtype(name, out)
                 return
-        except Exception:  # noqa: BLE001 - the real forward pass below names what is wrong
-            pass
-    module = make_module(arch, input_shape, num_classes)
+    module = make_module(arch, input_shape, num_classes, same_as_template=meta is None)
     try:
         with torch.no_grad():
             out = call_user(module, torch.zeros(2, *input_shape))
@@ -132,6 +159,44 @@ def _probe(arch: UserArch, input_shape: tuple, num_classes: int, check_size: Cal
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise FedevoError(f"model {name!r} returns {got} for a batch of 2 samples of shape {tuple(input_shape)}; "
                           f"expected logits of shape (2, {num_classes})")
+    _check_dtype(name, out)
+    if not bool(torch.isfinite(out).all()):
+        raise FedevoError(f"model {name!r} returns non-finite logits (NaN or inf) on a batch of 2 zero samples of "
+                          f"shape {tuple(input_shape)}")
+    if sum(p.numel() for p in module.parameters()) <= PROBE_STEP_PARAMETERS:
+        _try_step(name, arch, module, tuple(input_shape), int(num_classes), device_path)
+
+
+def _check_dtype(name: str, out: torch.Tensor) -> None:
+    if not out.is_floating_point():
+        raise FedevoError(f"model {name!r} returns logits of dtype {out.dtype}; expected floating-point logits "
+                          "(fedevo trains them with the cross-entropy): return e.g. float32")
+
+
+def _try_step(name: str, arch: UserArch, module: nn.Module, input_shape: tuple, num_classes: int,
+              device_path: bool) -> None:
+    """One training step of the generic path (fedevo/models/user.py `GenericModel`, the code that trains the
+    module where it is not lowered onto the built-in kernels; a lowered stack trains there as well) for one client
+    on 2 zero samples: the CPU engine's step and, with `device_path`, the GPU's `vmap(grad(...))` (run on the
+    CPU: the same transforms). FedevoError naming what failed: an op vmap cannot batch (nn.LSTM), data-dependent
+    Python control flow, random ops under vmap, ..."""
+    from .user import GenericModel
+
+    model = GenericModel(arch, module, input_shape, num_classes)
+    params = [p.detach().unsqueeze(0).clone() for p in module.parameters()]
+    x, y, w = torch.zeros(1, 2, *input_shape), torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 2)
+    how = model.cpu_grads or ("loop" if model.has_conv else "autograd")
+    steps = [("the CPU step (torch.func.grad per client)" if how == "loop" else
+              "the CPU step (its clients' forward passes under torch.func.vmap)", model.grads)]
+    if device_path:
+        steps.append(("the GPU step (torch.func.vmap(grad) over its clients)", model.grads_vmap))
+    for what, step in steps:
+        try:
+            call_user(step, params, x, y, w)
+        except Exception as e:
+            raise FedevoError(f"model {name!r} cannot be trained: {what} fails on a batch of 2 zero samples: "
+                              f"{type(e).__name__}: {_one_line(e)} (docs/models.md: what the generic path "
+                              "trains)") from None
 
 
 @functools.lru_cache(maxsize=32)

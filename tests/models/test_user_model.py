@@ -117,6 +117,60 @@ def wrong_input(input_shape, num_classes):
 
 def wrong_output(input_shape, num_classes):
     return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 3))
+
+class Recurrent(nn.Module):  # nn.LSTM: torch.func.vmap has no batching rule for it
+    def __init__(self, d, k):
+        super().__init__()
+        self.lstm = nn.LSTM(d, 8, batch_first=True)
+        self.fc = nn.Linear(8, k)
+
+    def forward(self, x):
+        out, _ = self.lstm(x.flatten(2))
+        return self.fc(out[:, -1])
+
+def lstm(input_shape, num_classes):
+    return Recurrent(math.prod(input_shape[1:]), num_classes)
+
+class Branches(nn.Module):  # data-dependent Python control flow
+    def __init__(self, d, k, conv=False):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 1, 3, padding=1) if conv else nn.Identity()
+        self.fc = nn.Linear(d, k)
+
+    def forward(self, x):
+        x = self.conv(x).flatten(1)
+        if x.sum() > 0:
+            x = 2 * x
+        return self.fc(x)
+
+def branches(input_shape, num_classes):
+    return Branches(math.prod(input_shape), num_classes)
+
+def conv_branches(input_shape, num_classes):  # a loop of per-client grads on the CPU: no vmap there
+    return Branches(math.prod(input_shape), num_classes, conv=True)
+
+class Cast(nn.Module):
+    def __init__(self, d, k, dtype=None, scale=1.0):
+        super().__init__()
+        self.fc, self.dtype, self.scale = nn.Linear(d, k), dtype, scale
+
+    def forward(self, x):
+        out = self.fc(x.flatten(1)) * self.scale
+        return out if self.dtype is None else out.to(self.dtype)
+
+def int_logits(input_shape, num_classes):
+    return Cast(math.prod(input_shape), num_classes, dtype=torch.int64)
+
+def nan_logits(input_shape, num_classes):
+    return Cast(math.prod(input_shape), num_classes, scale=float("nan"))
+
+def double_logits(input_shape, num_classes):  # float64 logits train (the cross-entropy takes them)
+    return Cast(math.prod(input_shape), num_classes, dtype=torch.float64)
+
+def frozen(input_shape, num_classes):  # its first Linear frozen: fedevo would train and upload it all the same
+    m = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 16), nn.ReLU(), nn.Linear(16, num_classes))
+    m[1].requires_grad_(False)
+    return m
 '''
 
 PROBLEM = '''
@@ -428,6 +482,18 @@ def test_cost_estimate_counts_the_module(files):
     ("python:sub/my_models.py:not_a_module", r"model factory 'not_a_module' returned int, not a torch.nn.Module"),
     ("python:sub/my_models.py:wrong_input", r"model 'wrong_input' rejects input shape \(1, 8, 8\)"),
     ("python:sub/my_models.py:wrong_output", r"model 'wrong_output' returns \(2, 3\) .* expected logits of shape"),
+    ("python:sub/my_models.py:lstm", r"model 'lstm' cannot be trained: the CPU step \(its clients' forward passes "
+                                     r"under torch.func.vmap\) fails on a batch of 2 zero samples: RuntimeError: "
+                                     r"Batching rule not implemented for aten::lstm"),
+    ("python:sub/my_models.py:branches", r"model 'branches' cannot be trained: the CPU step .*: RuntimeError: vmap: "
+                                         r".*data-dependent control flow"),
+    ("python:sub/my_models.py:int_logits", r"model 'int_logits' returns logits of dtype torch.int64; expected "
+                                           r"floating-point logits"),
+    ("python:sub/my_models.py:nan_logits", r"model 'nan_logits' returns non-finite logits \(NaN or inf\) on a batch "
+                                           r"of 2 zero samples of shape \(1, 8, 8\)$"),
+    ("python:sub/my_models.py:frozen", r"model 'frozen' has 2 parameters with requires_grad=False \(1\.weight, "
+                                       r"1\.bias\); fedevo trains and uploads every parameter: unfreeze them, or "
+                                       r"register frozen weights as buffers$"),
     ("python:sub/my_models.py", r"model 'python:sub/my_models.py': expected 'python:path/to/file.py:function'"),
 ])
 def test_bad_models_are_one_line_and_nothing_is_written(files, tmp_path, capsys, model, expect):
@@ -439,6 +505,66 @@ def test_bad_models_are_one_line_and_nothing_is_written(files, tmp_path, capsys,
         r"problem 'user': " + expect, watch=out)
     assert not out.exists()
     bad(capsys, ["evaluate", "--problem", prob], expect)
+
+
+def test_the_device_paths_step_is_tried_where_the_run_may_train_on_a_gpu(files):
+    """A convolutional module trains on the CPU with a loop of per-client torch.func.grads, which data-dependent
+    control flow does not trouble; the device path's vmap(grad) cannot run it: refused only where the run may train
+    on a GPU (device = "cuda", or "auto" where torch sees one)."""
+    from fedevo.hardware import may_use_gpu
+
+    prob = load_problem(str(files("python:sub/my_models.py:conv_branches")))
+    assert evaluate(prob, seed=0).status == "ok"
+    with pytest.raises(FedevoError, match=r"^problem 'user': model 'conv_branches' cannot be trained: the GPU step "
+                                          r"\(torch.func.vmap\(grad\) over its clients\) fails .*data-dependent"):
+        load_problem(str(_rewrite(files("python:sub/my_models.py:conv_branches"), 'device = "cpu"',
+                                  'device = "cuda"')))
+    assert not may_use_gpu("cpu") and may_use_gpu("cuda")
+    with pytest.raises(FedevoError, match=r"^problem 'user': gene 'device' at its choice 'cuda' gives an invalid "
+                                          r"configuration \(model 'conv_branches' cannot be trained: the GPU step"):
+        load_problem(str(_rewrite(files("python:sub/my_models.py:conv_branches", genes='device = { type = "choice", '
+                                        'choices = ["cpu", "cuda"], default = "cpu" }'), 'device = "cpu"\n', "")))
+
+
+@pytest.mark.parametrize("env, gpu, expect", [("cpu", True, False), ("cuda", False, True), ("", True, True),
+                                              ("", False, False)])
+def test_may_use_gpu_reads_auto_as_the_run_would(monkeypatch, env, gpu, expect):
+    from fedevo.hardware import may_use_gpu
+
+    monkeypatch.setenv("FEDEVO_DEVICE", env)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    assert may_use_gpu("auto") is expect
+
+
+def test_float64_logits_and_lowered_models_pass_the_training_step(files):
+    """The load check's training step refuses only what training cannot run: float64 logits train, as do the
+    lowered stacks (through the generic step here; the built-in kernels in training)."""
+    for factory in ("double_logits", "make_plain", "make_cnn"):
+        prob = load_problem(str(files(f"python:sub/my_models.py:{factory}")))
+        assert evaluate(prob, seed=0).status == "ok"
+
+
+def test_a_model_too_large_for_the_training_step_is_checked_on_the_meta_device(files, monkeypatch):
+    """Above PROBE_STEP_PARAMETERS the module is not built at load (the meta device's shape and dtype only): an
+    LSTM passes there, int64 logits do not."""
+    from fedevo.models import user_module
+
+    monkeypatch.setattr(user_module, "PROBE_STEP_PARAMETERS", 100)
+    built = []
+    real = user_module.make_module
+    monkeypatch.setattr(user_module, "make_module", lambda *a, **k: built.append(a) or real(*a, **k))
+    load_problem(str(files("python:sub/my_models.py:lstm")))
+    with pytest.raises(FedevoError, match=r"model 'int_logits' returns logits of dtype torch.int64"):
+        load_problem(str(files("python:sub/my_models.py:int_logits")))
+    assert built == []
+
+
+def test_a_model_with_frozen_parameters_is_refused_where_it_is_built_too(files):
+    """Frozen parameters were trained and uploaded as any other (the same results as unfrozen): refused at load
+    (above) and where the model is built without a problem file's load check (the Python API's build_model)."""
+    spec = load_problem(str(files())).model_ref.replace(":make_mlp", ":frozen")
+    with pytest.raises(FedevoError, match=r"^model 'frozen' has 2 parameters with requires_grad=False"):
+        build_model(UserArch(spec), (1, 8, 8), 10)
 
 
 def test_a_gene_bound_the_factory_rejects_is_caught_at_load(files):

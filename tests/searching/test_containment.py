@@ -215,8 +215,9 @@ class NaNOut(nn.Module):
         super().__init__()
         self.fc = nn.Linear(d, k)
 
-    def forward(self, x):
-        return self.fc(x.flatten(1)) * float("nan")
+    def forward(self, x):  # NaN on the data (finite on the load check's zero batch)
+        x = x.flatten(1)
+        return self.fc(x) + torch.where(x.abs().sum(1, keepdim=True) > 0, float("nan"), 0.0)
 
 def nan_model(input_shape, num_classes):
     return NaNOut(math.prod(input_shape), num_classes)

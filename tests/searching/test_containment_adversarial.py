@@ -283,6 +283,42 @@ def test_a_factorys_output_below_python_never_reaches_the_searchs_stdout(tmp_pat
     assert "factory wrote to fd 1" in err and "factory wrote to fd 1" in (tmp_path / "R" / "user.log").read_text()
 
 
+LOUD_FORWARD = """
+import math, os
+import torch.nn as nn
+
+class Loud(nn.Module):
+    def __init__(self, d, k):
+        super().__init__()
+        self.fc = nn.Linear(d, k)
+
+    def forward(self, x):
+        print("forward printed")
+        os.write(1, b"forward wrote to fd 1\\n")
+        return self.fc(x.flatten(1))
+
+def loud(input_shape, num_classes):
+    return Loud(math.prod(input_shape), num_classes)
+"""
+
+
+def test_what_a_models_forward_prints_never_reaches_the_searchs_stdout(tmp_path, capfd):
+    """The memory check's multiply-add count ran the module's forward with stdout left as it was: what it printed
+    came before the search's table."""
+    from tests.helpers import run_cli
+
+    (tmp_path / "models.py").write_text(LOUD_FORWARD)
+    problem = tmp_path / "lf.toml"
+    problem.write_text('name = "lf"\ndataset = "digits"\nmodel = "python:models.py:loud"\n[data]\nclients = 4\n'
+                       '[train]\nrounds = 1\nepochs = 1\n[genes]\n'
+                       'lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }\n')
+    code, out, err = run_cli(["search", "--problem", problem, "--pop", 4, "--gen", 1, "--workers", 0,
+                              "--out", tmp_path / "R"], capfd)
+    assert code == 0, err
+    assert "forward printed" not in out and "forward wrote" not in out and out.startswith("search finished"), out
+    assert "forward printed" in err and "forward wrote to fd 1" in err
+
+
 def _to_stderr(problem, params, *, seed, rounds=None, data_dir=None):
     import sys
 

@@ -498,6 +498,7 @@ def probe_model(prob: Problem, config: SimConfig) -> None:
 
 def _probe(config: SimConfig) -> None:
     from .fl.cost import data_shape
+    from .models.user import try_step
     from .models.user_module import probe
 
     from .guards import check_model_parameters
@@ -507,7 +508,7 @@ def _probe(config: SimConfig) -> None:
     name = config.arch.spec.rpartition(":")[2]
     probe(config.arch, shape, classes,
           check_size=lambda n, called: check_model_parameters(n, f"model factory {name!r} (called with {called})"),
-          device_path=may_use_gpu(config.device))
+          device_path=may_use_gpu(config.device), try_step=try_step)
 
 
 def _user_data(doc: Mapping[str, Any], fixed: dict[str, Any], *, name: str, path: Optional[str], model: str,

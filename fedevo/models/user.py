@@ -35,7 +35,8 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from ..arch import UserArch
-from ..usercode import stdout_to_stderr
+from ..errors import FedevoError
+from ..usercode import call_user, stdout_to_stderr
 from .lowering import lower, lowering_enabled
 from .user_module import _seed_from, _template, make_module, meta_module
 
@@ -244,3 +245,27 @@ def _macs(module: nn.Module, x: torch.Tensor) -> float:
         for h in handles:
             h.remove()
     return macs[0]
+
+
+def try_step(name: str, arch: UserArch, module: nn.Module, input_shape: tuple, num_classes: int,
+             device_path: bool) -> None:
+    """One training step of the generic path (`GenericModel`, the code that trains the
+    module where it is not lowered onto the built-in kernels; a lowered stack trains there as well) for one client
+    on 2 zero samples: the CPU engine's step and, with `device_path`, the GPU's `vmap(grad(...))` (run on the
+    CPU: the same transforms). FedevoError naming what failed: an op vmap cannot batch (nn.LSTM), data-dependent
+    Python control flow, random ops under vmap, ..."""
+    model = GenericModel(arch, module, input_shape, num_classes)
+    params = [p.detach().unsqueeze(0).clone() for p in module.parameters()]
+    x, y, w = torch.zeros(1, 2, *input_shape), torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 2)
+    how = model.cpu_grads or ("loop" if model.has_conv else "autograd")
+    steps = [("the CPU step (torch.func.grad per client)" if how == "loop" else
+              "the CPU step (its clients' forward passes under torch.func.vmap)", model.grads)]
+    if device_path:
+        steps.append(("the GPU step (torch.func.vmap(grad) over its clients)", model.grads_vmap))
+    for what, step in steps:
+        try:
+            call_user(step, params, x, y, w)
+        except Exception as e:
+            raise FedevoError(f"model {name!r} cannot be trained: {what} fails on a batch of 2 zero samples: "
+                              f"{type(e).__name__}: {' '.join(str(e).split()) or '(no message)'} (docs/models.md: "
+                              "what the generic path trains)") from None

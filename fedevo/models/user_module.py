@@ -113,15 +113,16 @@ PROBE_STEP_PARAMETERS = 20_000_000
 
 
 def probe(arch: UserArch, input_shape: tuple, num_classes: int,
-          check_size: Callable[[int, str], None] = lambda n, called: None, *, device_path: bool = False) -> None:
+          check_size: Callable[[int, str], None] = lambda n, called: None, *, device_path: bool = False,
+          try_step: Optional[Callable] = None) -> None:
     """`_probe` with what the factory prints sent to stderr, below Python too (stdout is fedevo's: a JSON object,
-    results)."""
+    results). try_step: fedevo.models.user.try_step (passed in: user.py imports this module), or None: no step."""
     with stdout_to_stderr():
-        _probe(arch, input_shape, num_classes, check_size, device_path)
+        _probe(arch, input_shape, num_classes, check_size, device_path, try_step)
 
 
 def _probe(arch: UserArch, input_shape: tuple, num_classes: int, check_size: Callable[[int, str], None],
-           device_path: bool = False) -> None:
+           device_path: bool = False, try_step: Optional[Callable] = None) -> None:
     """Build the module, run one forward pass on a zero batch of 2 and try one training step on it: FedevoError
     naming what is wrong (the factory, its size, frozen parameters, an architecture that changes from call to
     call, the input shape the module rejects, logits of the wrong shape or dtype or not finite, a forward pass
@@ -163,40 +164,14 @@ def _probe(arch: UserArch, input_shape: tuple, num_classes: int, check_size: Cal
     if not bool(torch.isfinite(out).all()):
         raise FedevoError(f"model {name!r} returns non-finite logits (NaN or inf) on a batch of 2 zero samples of "
                           f"shape {tuple(input_shape)}")
-    if sum(p.numel() for p in module.parameters()) <= PROBE_STEP_PARAMETERS:
-        _try_step(name, arch, module, tuple(input_shape), int(num_classes), device_path)
+    if try_step is not None and sum(p.numel() for p in module.parameters()) <= PROBE_STEP_PARAMETERS:
+        try_step(name, arch, module, tuple(input_shape), int(num_classes), device_path)
 
 
 def _check_dtype(name: str, out: torch.Tensor) -> None:
     if not out.is_floating_point():
         raise FedevoError(f"model {name!r} returns logits of dtype {out.dtype}; expected floating-point logits "
                           "(fedevo trains them with the cross-entropy): return e.g. float32")
-
-
-def _try_step(name: str, arch: UserArch, module: nn.Module, input_shape: tuple, num_classes: int,
-              device_path: bool) -> None:
-    """One training step of the generic path (fedevo/models/user.py `GenericModel`, the code that trains the
-    module where it is not lowered onto the built-in kernels; a lowered stack trains there as well) for one client
-    on 2 zero samples: the CPU engine's step and, with `device_path`, the GPU's `vmap(grad(...))` (run on the
-    CPU: the same transforms). FedevoError naming what failed: an op vmap cannot batch (nn.LSTM), data-dependent
-    Python control flow, random ops under vmap, ..."""
-    from .user import GenericModel
-
-    model = GenericModel(arch, module, input_shape, num_classes)
-    params = [p.detach().unsqueeze(0).clone() for p in module.parameters()]
-    x, y, w = torch.zeros(1, 2, *input_shape), torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 2)
-    how = model.cpu_grads or ("loop" if model.has_conv else "autograd")
-    steps = [("the CPU step (torch.func.grad per client)" if how == "loop" else
-              "the CPU step (its clients' forward passes under torch.func.vmap)", model.grads)]
-    if device_path:
-        steps.append(("the GPU step (torch.func.vmap(grad) over its clients)", model.grads_vmap))
-    for what, step in steps:
-        try:
-            call_user(step, params, x, y, w)
-        except Exception as e:
-            raise FedevoError(f"model {name!r} cannot be trained: {what} fails on a batch of 2 zero samples: "
-                              f"{type(e).__name__}: {_one_line(e)} (docs/models.md: what the generic path "
-                              "trains)") from None
 
 
 @functools.lru_cache(maxsize=32)

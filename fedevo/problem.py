@@ -641,6 +641,16 @@ def _parse_own_evaluator(doc: Mapping[str, Any], *, name: str, path: Optional[st
                    evaluator=spec, standard=dict(standard), eval_timeout=_eval_timeout(doc), **objectives)
 
 
+def example_files() -> list:
+    """The examples the package carries (fedevo/examples/: README.md, the problem files, the code), as
+    importlib.resources traversables, by name; `fedevo examples` copies them out."""
+    from importlib import resources
+
+    root = resources.files("fedevo") / "examples"
+    return sorted((f for f in root.iterdir() if f.is_file() and f.name.endswith((".md", ".py", ".toml"))),
+                  key=lambda f: f.name)
+
+
 def load_problem(name_or_path: str) -> Problem:
     """A bundled problem by name (`digits_mlp`) or a TOML file by path."""
     p = Path(name_or_path)

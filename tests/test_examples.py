@@ -111,3 +111,17 @@ def test_readme_python_block_runs(digits_dir, tmp_path, monkeypatch, capsys):
 def test_own_training_search(tmp_path):
     front = _search(EXAMPLES / "own_training.toml", tmp_path / "run", "--rounds", 2)
     assert {"lr", "noise_multiplier"} <= set(front[0])
+
+
+def test_fedevo_examples_writes_the_examples_and_never_overwrites(tmp_path, capsys):
+    from tests.helpers import run_cli
+
+    code, out, err = run_cli(["examples", str(tmp_path / "ex")], capsys)
+    assert code == 0, err
+    written = sorted(p.name for p in (tmp_path / "ex").iterdir())
+    assert written == sorted(p.name for p in EXAMPLES.iterdir() if p.suffix in (".md", ".py", ".toml"))
+    assert all((tmp_path / "ex" / n).read_bytes() == (EXAMPLES / n).read_bytes() for n in written)
+    (tmp_path / "ex" / "models.py").write_text("# mine\n")
+    code, out, err = run_cli(["examples", str(tmp_path / "ex")], capsys)
+    assert code == 2 and "nothing was written" in err and err.count("\n") == 1
+    assert (tmp_path / "ex" / "models.py").read_text() == "# mine\n"

@@ -41,7 +41,8 @@ def module_name(path: Path, root: Path = ROOT) -> str:
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
-    return {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    """fedevo's modules (not fedevo/examples/: the user's code to copy, shipped as data: `fedevo examples`)."""
+    return {module_name(p, root): p for p in sorted(root.rglob("*.py")) if "examples" not in p.relative_to(root).parts}
 
 
 def _resolve(name: str, known: dict[str, Path]) -> str | None:

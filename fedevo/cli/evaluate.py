@@ -1,4 +1,4 @@
-"""`fedevo problems` and `fedevo evaluate`."""
+"""`fedevo problems`, `fedevo examples` and `fedevo evaluate`."""
 
 from __future__ import annotations
 
@@ -58,6 +58,33 @@ def problems() -> None:
     if not console.is_terminal:
         console = Console(width=200)
     console.print(table)
+
+
+@app.command()
+def examples(
+    out: str = typer.Argument("examples", help="The folder to write them to (made if needed; a file already there "
+                                               "is never overwritten)."),
+) -> None:
+    """Copy the examples (your own data, model and training loop, to edit; examples/README.md) out of the installed
+    package, so that examples/README.md's commands run as written from the folder holding OUT."""
+    from pathlib import Path
+
+    from ..errors import FedevoError
+    from ..problem import example_files
+
+    dest = Path(out)
+    files = example_files()
+    there = sorted(f.name for f in files if (dest / f.name).exists())
+    if there:
+        raise FedevoError(f"{dest} already holds {', '.join(there)}: nothing was written (a file is never "
+                          "overwritten; give another folder, or move them)")
+    if dest.exists() and not dest.is_dir():
+        raise FedevoError(f"{dest} exists and is not a folder")
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        (dest / f.name).write_bytes(f.read_bytes())
+    print(f"wrote {len(files)} files to {dest}/ ({', '.join(f.name for f in files)}); start with "
+          f"{dest / 'README.md'} (its commands run from {dest.resolve().parent})")
 
 
 @app.command()

@@ -52,6 +52,10 @@ def test_wheel_holds_the_problems_and_native_sources(wheel):
     assert bundled <= names, sorted(bundled - names)
     assert native <= names, sorted(native - names)
     assert "fedevo/__main__.py" in names and "fedevo/_toml.py" in names
+    examples = {f"fedevo/examples/{p.name}" for p in (REPO / "fedevo" / "examples").iterdir()
+                if p.suffix in (".py", ".toml", ".md")}
+    assert "fedevo/examples/make_clients.py" in examples and examples <= names, sorted(examples - names)
+    assert not [n for n in names if n.startswith("fedevo/examples/data/")]  # what make_clients.py wrote here
 
 
 def test_installed_wheel_runs_problems_and_a_search(wheel, tmp_path):
@@ -84,3 +88,12 @@ def test_installed_wheel_runs_problems_and_a_search(wheel, tmp_path):
     r = subprocess.run([sys.executable, "-m", "fedevo", "problems"], cwd=work, env=env, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0 and "digits_mlp" in r.stdout, r.stderr
+
+    # the examples, out of the installed package, run as examples/README.md says (from the folder holding them)
+    r = fedevo("examples")
+    assert r.returncode == 0 and (work / "examples" / "digits_clients.toml").is_file(), r.stderr
+    r = subprocess.run([sys.executable, "examples/make_clients.py"], cwd=work, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and (work / "examples" / "data" / "digits_clients.npz").is_file(), r.stderr
+    r = fedevo("examples")  # nothing overwritten
+    assert r.returncode == 2 and "nothing was written" in r.stderr

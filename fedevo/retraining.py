@@ -131,6 +131,14 @@ class Solution:
 def plan(data, spec: str, standard: Optional[Mapping[str, Any]] = None) -> list[Solution]:
     """The solutions to retrain: the picks of `spec` in order, then the standard (with `standard` overriding
     its settings, e.g. {"participation": 1.0} for seed 004's standard solution, C = 1)."""
+    if standard and data.problem.simulated:
+        # the standard is dense, non-private FedAvg by definition (its label, the report's sentence, its α column):
+        # a privacy or sparsity key would train another baseline under that name (or, as sigma alone, nothing)
+        kept_out = sorted(set(standard) & set(not_in_standard()))
+        if kept_out:
+            raise FedevoError(f"--standard: {', '.join(kept_out)} cannot be set: the standard solution is dense and "
+                              "non-private FedAvg (its other settings may be: participation, lr, layers, ...); to "
+                              "compare with a private or sparse configuration, retrain it as a pick (--pick ID)")
     picks = data.pick(spec)  # the one resolver (RunData.pick): the ids front, audit, plot and the API give
     sols = [Solution(key=str(n), label=p.label, id=p.id, params=data.params(p.row), search=p.row)
             for n, p in enumerate(picks, start=1)]

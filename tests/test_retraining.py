@@ -3,6 +3,7 @@
 import json
 import math
 import re
+import shutil
 
 import pytest
 
@@ -193,6 +194,20 @@ def test_standard_overrides_are_validated_and_used():
     from fedevo.errors import FedevoError
     with pytest.raises(FedevoError):
         p.sim_config({"participation": 3.0})
+
+
+@pytest.mark.parametrize("standard", ['{"sigma": 1.0}', '{"mechanism": "update", "trust": "central"}',
+                                      '{"alpha": 8}', '{"participation": 1.0, "xi": 0.2}'])
+def test_standard_refuses_privacy_and_sparsity_keys(run_dir, tmp_path, capsys, standard):
+    """The standard is dense, non-private FedAvg by name and in the report: a privacy or sparsity override trained
+    another baseline under that label (a central σ = 1, SET α = 8 standard was reported as "dense, no privacy"),
+    and sigma alone changed nothing. Refused in one line, nothing trained or written."""
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    code, out, err = cli(["retrain", str(run), "--pick", "knee", "--rounds", "1", "--workers", "0", "--quiet",
+                          "--standard", standard], capsys)
+    assert code == 2 and err.count("\n") == 1 and "cannot be set: the standard solution is dense and non-private" in err
+    assert not (run / "retrain").exists()
 
 
 def test_retrain_never_overwrites_an_earlier_report(run_dir, tmp_path, capsys):

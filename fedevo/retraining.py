@@ -350,7 +350,9 @@ class RetrainReport:
         def solution(s: Solution) -> dict:
             v = self.values(s)  # once: it reads a user's objectives through their functions
             return {"solution": s.key, "label": s.label, "id": s.id, "params": dict(s.params),
-                    "result": self.results[s.key].to_dict(),
+                    # not ok: its measured values null (`reported`), never a diverged model's stand-ins (error 1,
+                    # ε "inf", which reads as no privacy)
+                    "result": self.results[s.key].reported().to_dict(),
                     # the run's objectives beyond error, comm and ε (a user's latency: not in the result),
                     # retrained and as the search measured them, every digit
                     "objectives": {o.name: v[o.name] for o in self.extra_objectives},
@@ -371,9 +373,12 @@ class RetrainReport:
         for s in self.solutions:
             if s.is_standard:
                 continue
-            priv = dict(self.results[s.key].privacy or {})
+            res = self.results[s.key]
+            priv = dict(res.privacy or {})
             mech = priv.get("mechanism")
-            if own and mech is None:
+            if res.status != "ok":  # no training to speak of: no ε
+                text = f"is not measured: its retraining {res.status}"
+            elif own and mech is None:
                 text = ("is as the problem's own evaluator computes it (fedevo does not know its trust model or "
                         "accountant)")
             elif mech is not None and not _claims_privacy(mech):
@@ -381,6 +386,12 @@ class RetrainReport:
             else:
                 text = "holds under: " + (" · ".join(f"{name} {fmt(priv[k])}" for k, name in CLAIM_KEYS
                                                      if priv.get(k) is not None) or "nothing its training recorded")
+                if priv.get("eps_conditional"):
+                    text += (" · conditional: it holds given the data-dependent clip values used (not privatised), "
+                             "not a DP guarantee alone")
+                if priv.get("not_covered"):  # what the mechanism says its ε leaves out (local: the simulated
+                    # clients' participations are what it counts, not a deployed user's)
+                    text += f" · not covered: {priv['not_covered']}"
             claims.setdefault(text, []).append(s.key)
         if len(claims) == 1:
             return [f"every picked solution's ε {next(iter(claims))}"]

@@ -567,3 +567,49 @@ def test_the_progress_names_each_training_and_counts_the_kept_ones(run_dir, tmp_
         recorded(out=tmp_path / "cont")
     monkeypatch.setattr(rt, "retrain_evaluate", real)
     assert recorded(out=tmp_path / "cont") == [(2, 2 * n, f"{n} trainings")] + fresh[4:]
+
+
+def test_a_diverged_retraining_never_reads_as_a_result(tmp_path, capsys):
+    """A pick whose retraining diverges: the terminal table names its status, its ε line says it is not measured,
+    results.json holds null (not the stand-ins error 1 and ε "inf", which read as a model and as no privacy), and a
+    retrain whose every pick gave no result exits 2 (it exited 0)."""
+    import fedevo
+
+    prob = tmp_path / "boom.toml"
+    prob.write_text('name = "boom"\ndataset = "digits"\nmodel = "mlp"\n[data]\nclients = 4\n[train]\nrounds = 2\n'
+                    'epochs = 1\nbatch_size = 16\n[privacy]\nmechanism = "update"\nsigma = 1.0\nclip = 1.0\n'
+                    '[genes]\nlr = { type = "real", low = 1e8, high = 1e9, default = 1e8 }\n')
+    with pytest.raises(FedevoError, match="no evaluation gave a result"):
+        fedevo.search(str(prob), pop=3, gen=1, workers=0, out=tmp_path / "run", page=False, progress=False)
+    code, out, err = cli(["retrain", str(tmp_path / "run"), "--pick", "0", "--rounds", "1", "--workers", "0"], capsys)
+    assert code == 2 and "no picked solution's retraining gave a result (1 (id 0) diverged)" in err, err
+    assert "diverged" in out and "is not measured: its retraining diverged" in out
+    got = json.loads((tmp_path / "run" / "retrain" / "results.json").read_text())["solutions"][0]["result"]
+    assert got["status"] == "diverged" and got["error"] is None and got["eps"] is None and got["comm"] is None
+
+
+def test_the_claim_names_what_the_eps_does_not_cover_and_a_conditional_eps(run_dir):
+    """A local ε counts the most exposed simulated client's uploads, not the rounds retrained, and a median clip
+    makes it conditional (not a DP guarantee alone): the claim line said neither."""
+    from dataclasses import replace
+
+    report = retrain(run_dir, "knee", rounds=1, workers=0, write=False)
+    key = report.solutions[0].key
+    r = report.results[key]
+    from fedevo.privacy.local import NOT_COVERED
+
+    report.results[key] = replace(r, privacy={**r.privacy, "trust": "local", "eps_conditional": True,
+                                              "not_covered": NOT_COVERED})
+    (line,) = report.privacy_claims()
+    assert f"not covered: {NOT_COVERED}" in line and "most exposed simulated client" in NOT_COVERED
+    assert "conditional: it holds given the data-dependent clip values" in line
+
+
+def test_eps_comparison_names_the_recorded_reason_when_the_rounds_differ():
+    """ε fell from 1.78k at 5 rounds to 931 at 8 (the most exposed client joined fewer rounds): the page said "ε
+    grows with the rounds a user can join"."""
+    from fedevo.viz.curves import eps_comparison
+
+    got = eps_comparison(931.0, 8, 1780.0, 5, changed=["participations_max 1 here, 2 in the search"])
+    assert "participations_max 1 here, 2 in the search" in got and "grows" not in got
+    assert "its accounting differs" in eps_comparison(931.0, 8, 1780.0, 5)

@@ -235,6 +235,12 @@ def retrain(
     if not quiet:
         _print_report(report)
     print(f"wrote {report.out_dir}/ (report.csv, report.md, curves.html, results.json)")
+    picked = [s for s in report.solutions if not s.is_standard]
+    if picked and all(report.results[s.key].status != "ok" for s in picked):  # a failure never looks like a result
+        from ..errors import FedevoError
+
+        raise FedevoError("no picked solution's retraining gave a result (" + ", ".join(
+            f"{s.key} (id {s.id}) {report.results[s.key].status}" for s in picked) + f"); see {report.out_dir}/report.md")
 
 
 def _retrain_with_bar(run_dir, pick, kwargs, rounds):
@@ -274,6 +280,8 @@ def _print_report(report) -> None:
     if narrow:
         cols = tuple(x for x in cols if x[0] not in ("accuracy_global", "eps_paper", "label"))
     cols += tuple((o.name, o.heading) for o in report.extra_objectives)  # the run's other objectives, retrained
+    if any(report.results[s.key].status != "ok" for s in report.solutions):  # a training that diverged or failed
+        cols = cols[:3] + (("status", "status"),) + cols[3:]
     for k, h in cols:
         t.add_column(h, justify="left" if k in ("solution", "label") else "right", no_wrap=k != "label")
     for s in report.solutions:

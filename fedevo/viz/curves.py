@@ -154,8 +154,11 @@ def eps_comparison(eps, rounds, search_eps, search_rounds, *, changed: Sequence[
         return here + (" (the search's too)" if rounds == search_rounds
                        else f"; the search's was the same at {search_rounds} rounds")
     if rounds != search_rounds:
+        grew = eps is not None and search_eps is not None and eps > search_eps
+        why = ("ε grows with the rounds a user can join" if grew else  # else: what both recorded, where it fell
+               "; ".join(changed) if changed else "its accounting differs with the rounds")
         return (here + f"; the search's {val(search_eps)} was at {search_rounds} round"
-                f"{'s' if search_rounds != 1 else ''} (ε grows with the rounds a user can join)")
+                f"{'s' if search_rounds != 1 else ''} ({why})")
     why = ("; ".join(changed) if changed else "the same rounds; the seed differs (retraining uses one seed for "
            "every solution, the search each evaluation's own)")
     return here + f"; the search's {val(search_eps)} at the same rounds: {why}"

@@ -334,8 +334,8 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
     cand = list(front)
     if needs_front:
         if not cand:
-            raise FedevoError("the run has no Pareto solution yet (no evaluation finished with status ok within "
-                              "the constraints); pick evaluations by id instead")
+            raise FedevoError("the run has no Pareto solution (no evaluation finished with status ok within the "
+                              "constraints, so far); pick evaluations by id instead")
         cand = apply_filters(cand, filters)
         if not cand:
             fs = ", ".join(f.text for f in filters)

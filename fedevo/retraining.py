@@ -467,8 +467,10 @@ class RetrainReport:
                  'and seed for every solution; ' + esc(self.standard_label) + '.</p>'
                  + '<div class="scroll">' + table([h for _, h in main], [html_cells(s) for s in self.solutions],
                                                   left=(0, 1)) + "</div>"
+                 + '<p class="note">comm: parameters uploaded per round per client slot; Ω: active parameters; ε '
+                 "at the problem's δ (∞: no privacy); % of standard: of the standard solution's.</p>"
                  + ("" if paper else '<p class="note">ε (paper) is left out: the paper\'s closed form covers local '
-                    "trust only (report.csv keeps its empty column).</p>"))
+                    "trust only (report.csv keeps its column).</p>"))
         write_curves_html(paths["curves.html"], self.curve_series(), standard=self.standard_label, intro_html=intro,
                           title=f"fedevo retrain — {self.problem_name}: accuracy per round",
                           privacy=self.privacy_rows())

@@ -166,7 +166,7 @@ def front(
             mk = (mk + ", " if mk else "") + ("dominated" if r["status"] == "ok" else r["status"])
         style = "bold" if "knee" in mk or "lowest-error" in mk else None
         cells = [str(r["id"]), str(r["generation"]), mk, _fmt(r["error"]), _fmt(r["accuracy_global"]),
-                 _fmt(r["comm"]), _fmt(r[data.eps_key]), _fmt(r[other_eps]), str(r["omega"]),
+                 _fmt(r["comm"]), _fmt(r[data.eps_key]), _fmt(r[other_eps]), str(r["omega"]) if r["status"] == "ok" else "–",
                  *(_fmt(r[o.name]) for o in extra)]
         if wide:
             cells.append(" ".join(f"{g}={_fmt(r[g])}" for g in data.gene_names))

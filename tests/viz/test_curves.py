@@ -97,3 +97,5 @@ def test_retrain_page_states_trust_delta_population_cohort_and_rounds(tmp_path_f
     assert knee["eps_text"] in text
     assert rows[-1]["trust"] == "no privacy" and "ε ∞ at 3 rounds (no privacy)" in text
     assert "ε (paper)</th>" not in html and "ε (paper) is left out" in html
+    # the units of its table's numbers (comm 1.3k, Ω 3.71k had none on the page)
+    assert "comm: parameters uploaded per round per client slot; Ω: active parameters" in text

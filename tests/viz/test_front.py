@@ -679,3 +679,16 @@ def test_the_projection_rows_of_five_objectives_are_whole_and_close(five_run, fa
         assert round(bars[0].len * plot_h) == round(0.6 * PANEL_H) and bars[0].yanchor == "top"
         assert round((1 - bars[0].y) * plot_h) == round(0.2 * PANEL_H)
     assert fig.layout.height == 470  # three objectives: one row, as before
+
+
+def test_front_shows_no_omega_for_a_diverged_pick(tmp_path_factory, capsys):
+    """A diverged evaluation measured nothing: `fedevo front --pick ID` showed its Ω as 0."""
+    from tests.viz.fedevo_runs import chance_run
+
+    run = chance_run(tmp_path_factory)
+    bad = next(r for r in csv_rows(run / "evaluations.csv") if r["status"] == "diverged")
+    code, out, err = cli(["front", str(run), "--pick", bad["id"]], capsys)
+    assert code in (0, None), err
+    row = next(ln for ln in out.splitlines() if ln.strip("│ ").startswith(bad["id"] + " "))
+    cells = [c.strip() for c in row.split("│")]
+    assert "diverged" in row and "0" not in cells[9:10] and "–" in cells[9], cells

@@ -377,6 +377,10 @@ def pick(spec: str, rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[s
         elif t.kind == "front":
             for r in cand:
                 add(r, "Pareto")
+    if chance is not None:  # picked all the same (the spec asked for it), but never without saying so
+        for r in order:
+            if r.get("status") == "ok" and _num(r.get("error")) >= chance:
+                out[int(r["id"])].append(f"not clearly better than chance (error ≥ {chance:.3g})")
     return [Pick(row=r, reasons=tuple(out[int(r["id"])])) for r in order]
 
 

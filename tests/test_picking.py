@@ -276,3 +276,14 @@ def test_caps_that_leave_nothing_name_the_solution_nearest_them_whatever_their_d
     front = [{**r, "acc": a} for r, a in zip(FRONT, (0.5, 0.9, 0.99, 0.2, 0.6, None))]
     with pytest.raises(FedevoError, match=r"the closest is id 3 \(acc 0.99\)"):
         pick("knee:acc>=0.999", front, front, objectives=objs)
+
+
+def test_a_pick_no_better_than_chance_says_so_in_its_label():
+    """`eps<=1,comm<=1000,lowest-error` picked a solution of error 0.922 on a 10-class run (chance 0.9) without a
+    word, in front, retrain and audit alike: its label now says so (the knee never picks one)."""
+    rows = [dict(id=0, status="ok", error=0.92, comm=10.0, eps=0.5), dict(id=1, status="ok", error=0.3, comm=20.0,
+                                                                       eps=5.0)]
+    (p,) = pick("lowest-error,eps<=1", rows, rows, chance=0.863)
+    assert p.id == 0 and p.label == "lowest-error #1 + not clearly better than chance (error ≥ 0.863)"
+    (q,) = pick("lowest-error", rows, rows, chance=0.863)
+    assert q.id == 1 and "chance" not in q.label

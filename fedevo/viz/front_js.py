@@ -541,6 +541,9 @@ function fedevoInit() {
       if (chosen) {
         why = 'the ' + way + ' ' + objOf(key).label + ' among the ' + within.length + ' Pareto solution' +
           (within.length === 1 ? '' : 's') + (capped ? ' within ' + words : '') + ' (ties: the other objectives, then id)';
+        // as `fedevo front --pick` says it in its reasons (fedevo.picking.pick): picked, and said
+        if (D.knee_bar != null && chosen.error != null && chosen.error >= D.knee_bar)
+          why += '; not clearly better than chance (error ≥ ' + fedevoNum(D.knee_bar) + ')';
         if (!marksNow.get(chosen.id).some(m => m.startsWith(chooseBy))) marksNow.get(chosen.id).push(chooseBy);
       }
     }

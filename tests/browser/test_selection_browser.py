@@ -461,6 +461,7 @@ def test_caps_choose_what_the_command_line_picks_and_dim_the_rest(browser, chanc
              ({ek: eps[len(eps) // 2]}, "lowest-comm"), ({"comm": comm[len(comm) // 3]}, f"lowest-{ek}"),
              ({}, "lowest-error")]
     rows = {r["id"]: r for r in data.ok_rows}
+    chance_cases: list = []
     for caps, mode in cases:
         res = browser.execute_script("const r = fedevoCaps(arguments[0], arguments[1]); "
                                      "return {chosen: r.chosen ? r.chosen.id : null, spec: r.spec};", caps, mode)
@@ -494,6 +495,11 @@ def test_caps_choose_what_the_command_line_picks_and_dim_the_rest(browser, chanc
             assert _pick_ids(data, res["spec"])[:1] == want[:1], res
             assert f"Chosen: id {want[0]} " in got["note"], got["note"]
             assert (f"--pick '{res['spec']}'" in got["note"] or f"--pick {res['spec']} " in got["note"]), got["note"]
+            # a choice no better than chance says so on the page as in the command line's reasons
+            said = "not clearly better than chance" in data.pick(spec)[0].label
+            chance_cases.append(said)
+            assert ("not clearly better than chance" in got["note"]) == said, (mode, got["note"])
+    assert True in chance_cases and False in chance_cases  # both kinds of choice were seen
     # typed with the keyboard, the chooser with the mouse
     browser.execute_script("fedevoCaps({}, 'knee')")
     box = browser.find_element("id", f"cap-{ek}")

@@ -24,15 +24,18 @@ def from_run(run_dir: Path | str, spec: str, data_dir: Optional[str] = None) -> 
     """The picks of a run as searched; `data_dir`: where the run's data are now, if they moved."""
     from ..searching.rundata import load_run
 
+    from ..searching.inputs import check_inputs
+
     data = load_run(run_dir)  # FedevoError: not a run, or no evaluations
+    check_inputs(data.meta, Path(run_dir), action="audit")  # its data and code files are those it searched
     out = []
     for p in data.pick(spec):  # the one resolver (its chance bar): the same ids as front, retrain, plot, the API
         params = data.params(p.row)
         cfg = data.problem.sim_config(params, rounds=data.settings.rounds,
                                       data_dir=data_dir if data_dir is not None else data.settings.data_dir)
         check_supported(cfg)
-        out.append(Target(label=f"id {p.id} ({p.label})", cfg=cfg, seed=int(p.row["seed"]), params=params,
-                          eps_search=p.row.get("eps")))
+        label = f"id {p.id}" + ("" if p.label == f"id {p.id}" else f" ({p.label})")  # not "id 9 (id 9)"
+        out.append(Target(label=label, cfg=cfg, seed=int(p.row["seed"]), params=params, eps_search=p.row.get("eps")))
     return out
 
 

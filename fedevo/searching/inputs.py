@@ -135,8 +135,8 @@ def fingerprint(problem, settings) -> list[dict[str, Any]]:
 
 def check_inputs(meta: Mapping[str, Any], run_dir: Path, action: str = "resume") -> None:
     """FedevoError naming the first file of run.json's ``inputs`` that is gone or changed since the run was made;
-    `action` ("resume" or "retrain") is what the file would have fed."""
-    after = "nothing was evaluated" if action == "resume" else "nothing was trained"
+    `action` ("resume", "retrain" or "audit") is what the file would have fed."""
+    after = {"resume": "nothing was evaluated", "audit": "nothing was audited"}.get(action, "nothing was trained")
     for entry in meta.get("inputs") or ():
         p, role = Path(entry["path"]), entry.get("role", "input")
         if not p.exists():
@@ -148,8 +148,8 @@ def check_inputs(meta: Mapping[str, Any], run_dir: Path, action: str = "resume")
             raise FedevoError(f"cannot read {p} ({role}): {e.strerror or e}") from None
         if sha != entry["sha256"]:
             mixed = ("resuming would mix two tasks; restore it, or start a new search" if action == "resume" else
-                     "its picks would be retrained on another task than the one searched; restore it, or search "
-                     "again")
+                     f"its picks would be {'audited' if action == 'audit' else 'retrained'} on another task than the "
+                     "one searched; restore it, or search again")
             raise FedevoError(f"{p} ({role}) changed since run {run_dir} was made (SHA-256 {sha[:12]}… now, "
                               f"{entry['sha256'][:12]}… then): {mixed} ({after})")
 

@@ -149,3 +149,31 @@ def test_a_changed_data_or_code_file_is_refused_by_retrain(made, which, tmp_path
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"fedevo: error: {f.resolve()} (")
     assert "retrained on another task" in r.stderr and "nothing was trained" in r.stderr
     assert not (d / "retrain").exists()
+
+
+def test_a_changed_data_file_is_refused_by_audit(made, tmp_path):
+    from fedevo.auditing.targets import from_run
+
+    tmp, done = made
+    f = tmp / "d.npz"
+    before = f.read_bytes()
+    try:
+        with np.load(f) as z:
+            arrays = dict(z)
+        arrays["y"] = np.random.default_rng(2).permutation(arrays["y"])
+        np.savez(f, **arrays)
+        with pytest.raises(FedevoError, match=r"its picks would be audited on another task .*nothing was audited"):
+            from_run(done, "0")
+    finally:
+        f.write_bytes(before)
+
+
+def test_an_audited_id_pick_is_named_once(tmp_path_factory):
+    from fedevo.auditing.targets import from_run
+    from tests.viz.fedevo_runs import central_run
+
+    run = central_run(tmp_path_factory)
+    (t,) = from_run(run, "0")
+    assert t.label == "id 0"  # it read "id 0 (id 0)"
+    (k,) = from_run(run, "knee")
+    assert k.label.startswith("id ") and k.label.endswith("(knee)")

@@ -41,6 +41,14 @@ hidden = { type = "int", low = 4, high = 16, default = 8 }
 """
 
 
+def shuffle_labels(f, seed: int) -> None:
+    """The .npz's labels shuffled in place: the same shapes, another task."""
+    with np.load(f) as z:
+        arrays = dict(z)
+    arrays["y"] = np.random.default_rng(seed).permutation(arrays["y"])
+    np.savez(f, **arrays)
+
+
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     """A finished search on the user's .npz data (own model file, own evaluator file), and the same search killed
@@ -91,10 +99,7 @@ def test_a_changed_data_or_code_file_is_refused_by_resume(made, which):
     before, rows = f.read_bytes(), (d / "evaluations.csv").read_bytes()
     try:
         if which == "d.npz":  # the labels shuffled: the same shapes, another task
-            with np.load(f) as z:
-                arrays = dict(z)
-            arrays["y"] = np.random.default_rng(0).permutation(arrays["y"])
-            np.savez(f, **arrays)
+            shuffle_labels(f, 0)
         else:
             f.write_text(f.read_text() + "# edited\n")
         r = run_cli("resume", d, "--workers", "0", "--quiet")
@@ -136,10 +141,7 @@ def test_a_changed_data_or_code_file_is_refused_by_retrain(made, which, tmp_path
     before = f.read_bytes()
     try:
         if which == "d.npz":
-            with np.load(f) as z:
-                arrays = dict(z)
-            arrays["y"] = np.random.default_rng(1).permutation(arrays["y"])
-            np.savez(f, **arrays)
+            shuffle_labels(f, 1)
         else:
             f.write_text(f.read_text() + "# edited\n")
         r = run_cli("retrain", d, "--pick", "knee", "--rounds", "1", "--workers", "0")
@@ -158,10 +160,7 @@ def test_a_changed_data_file_is_refused_by_audit(made, tmp_path):
     f = tmp / "d.npz"
     before = f.read_bytes()
     try:
-        with np.load(f) as z:
-            arrays = dict(z)
-        arrays["y"] = np.random.default_rng(2).permutation(arrays["y"])
-        np.savez(f, **arrays)
+        shuffle_labels(f, 2)
         with pytest.raises(FedevoError, match=r"its picks would be audited on another task .*nothing was audited"):
             from_run(done, "0")
     finally:

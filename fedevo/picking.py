@@ -115,6 +115,8 @@ def parse_spec(spec: str, objectives=None) -> list[Term]:
             terms.append(Term("knee", t, caps=tuple(caps)))
         elif t in ("front", "pareto", "all"):
             terms.append(Term("front", t))
+        elif (m := re.match(r"^(lowest|highest)-([a-z_][a-z0-9_]*):-\d+$", t)) and m.group(2) in lowest_keys:
+            raise FedevoError(f"pick term {t!r}: N must be >= 1")
         elif (m := _LOWEST_RE.match(t)) and m.group(2) in lowest_keys:
             n = int(m.group(3)) if m.group(3) is not None else 1
             if n < 1:

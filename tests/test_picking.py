@@ -80,6 +80,7 @@ def test_ids_may_be_dominated_or_failed():
     ("knee,,2", "empty term"),
     ("kneee", "cannot understand pick term 'kneee'"),
     ("lowest-error:0", "N must be >= 1"),
+    ("lowest-error:-1", "N must be >= 1"),
     ("lowest-accuracy:2", "cannot understand"),
     ("eps=<3", "cannot understand"),
 ])

@@ -344,7 +344,7 @@ def test_retrain_stopped_says_so_and_the_same_command_continues(run_dir, tmp_pat
             "--out", str(tmp_path / "rt")]
     code_, out, err = cli(argv, capsys)
     assert code_ == code and len(calls) == 2
-    assert err.strip().splitlines()[-1] == (f"fedevo: {how}; the trainings that finished are kept (the report is "
+    assert err.strip().splitlines()[-1] == (f"fedevo: {how}; any training that finished is kept (the report is "
                                             "written once every training has finished); run the same command "
                                             "again to continue")
     assert sorted(p.name for p in run_dir.iterdir()) == before and not (tmp_path / "rt" / "report.csv").exists()

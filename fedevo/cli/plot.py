@@ -230,7 +230,7 @@ def retrain(
         else:
             report = _retrain_with_bar(run_dir, pick, kwargs, rounds)
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the finished trainings are kept (fedevo.retrain_kept)
-        raise stopped(e, "the trainings that finished are kept (the report is written once every training has "
+        raise stopped(e, "any training that finished is kept (the report is written once every training has "
                          "finished); run the same command again to continue") from None
     if not quiet:
         _print_report(report)

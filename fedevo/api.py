@@ -697,8 +697,8 @@ def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem:
           data_dir: Optional[Union[str, Path]] = None) -> list:
     """Audit privacy empirically: train each configuration once with canaries where its trust model's observer
     looks; each AuditResult has the accountant's ε (eps_upper), an estimate and a lower bound at `confidence`,
-    and a verdict. Either `run` + `pick` (a run's evaluations, as searched) or `problem` (+ params, seed,
-    rounds). write: audit.json and audit.html into `out` (new or empty; default RUN/audit[-N] or
+    and a verdict. Either `run` + `pick` (a run's evaluations, as searched; `rounds`: at that many rounds, as
+    `retrain` trains them) or `problem` (+ params, seed, rounds). write: audit.json and audit.html into `out` (new or empty; default RUN/audit[-N] or
     runs/audit-PROBLEM-TIME). data_dir: the dataset root (a run's: where its data are now, if they moved).
     on_start(n, total, target) may return a per-round callback (progress)."""
     from .auditing import report, targets
@@ -719,11 +719,11 @@ def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem:
     if run is not None:
         if pick is None:
             raise FedevoError("auditing a run needs --pick (e.g. --pick knee)")
-        if params is not None or rounds is not None or seed is not None:
-            raise FedevoError("--params, --seed and --rounds go with --problem; a run's picks are audited as "
-                              "searched (each with its evaluation's seed)")
+        if params is not None or seed is not None:
+            raise FedevoError("--params and --seed go with --problem; a run's picks are audited with their genes "
+                              "and each with its evaluation's seed (--rounds R: at R rounds, as retrained)")
         run_dir = Path(open_run(run).path)
-        todo = targets.from_run(run_dir, pick, data_dir)
+        todo = targets.from_run(run_dir, pick, data_dir, rounds=rounds)
     else:
         if pick:
             raise FedevoError("--pick needs a RUN_DIR")

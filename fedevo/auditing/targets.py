@@ -20,8 +20,11 @@ class Target:
     eps_search: Optional[float] = None
 
 
-def from_run(run_dir: Path | str, spec: str, data_dir: Optional[str] = None) -> list[Target]:
-    """The picks of a run as searched; `data_dir`: where the run's data are now, if they moved."""
+def from_run(run_dir: Path | str, spec: str, data_dir: Optional[str] = None,
+             rounds: Optional[int] = None) -> list[Target]:
+    """The picks of a run as searched; `data_dir`: where the run's data are now, if they moved; `rounds`: at that
+    many rounds instead of the search's (a pick as `fedevo retrain --rounds R` trains it: the ε published after a
+    retraining is then the one audited; the search's ε, at its own rounds, is not set beside it)."""
     from ..searching.rundata import load_run
 
     from ..searching.inputs import check_inputs
@@ -31,11 +34,12 @@ def from_run(run_dir: Path | str, spec: str, data_dir: Optional[str] = None) -> 
     out = []
     for p in data.pick(spec):  # the one resolver (its chance bar): the same ids as front, retrain, plot, the API
         params = data.params(p.row)
-        cfg = data.problem.sim_config(params, rounds=data.settings.rounds,
+        cfg = data.problem.sim_config(params, rounds=data.settings.rounds if rounds is None else rounds,
                                       data_dir=data_dir if data_dir is not None else data.settings.data_dir)
         check_supported(cfg)
         label = f"id {p.id}" + ("" if p.label == f"id {p.id}" else f" ({p.label})")  # not "id 9 (id 9)"
-        out.append(Target(label=label, cfg=cfg, seed=int(p.row["seed"]), params=params, eps_search=p.row.get("eps")))
+        out.append(Target(label=label, cfg=cfg, seed=int(p.row["seed"]), params=params,
+                          eps_search=p.row.get("eps") if rounds is None else None))
     return out
 
 

@@ -22,7 +22,7 @@ def audit(
     problem: Optional[str] = typer.Option(None, "--problem", help="Audit one configuration of this problem instead of a run's picks."),
     params: Optional[str] = typer.Option(None, help="With --problem: JSON gene/setting overrides."),
     seed: Optional[int] = typer.Option(None, help="With --problem: the training seed (default 0; a run's picks use their evaluation's seed)."),
-    rounds: Optional[int] = typer.Option(None, min=1, help="With --problem: override the problem's rounds."),
+    rounds: Optional[int] = typer.Option(None, min=1, help="With --problem: override the problem's rounds; with RUN_DIR: audit the picks at this many rounds (as `fedevo retrain --rounds` trains them)."),
     canaries: Optional[int] = typer.Option(None, help="Canary users (default: min(2000, Ω active parameters))."),
     confidence: float = typer.Option(0.95, help="Confidence of the lower bound."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Dataset root for MNIST/Fashion-MNIST/CIFAR-10 (a run's: if its data moved)."),

@@ -1,10 +1,12 @@
 """`fedevo audit` on the command line: JSON, files, exit codes, run directories left as they were."""
 
 import json
+import math
 
 import pytest
 
 import fedevo.privacy.central as central
+from fedevo.searching.rundata import load_run
 from tests.helpers import run_cli as cli
 from tests.viz.fedevo_runs import digits_run
 
@@ -65,7 +67,7 @@ def test_violation_exits_3(tmp_path, capsys, monkeypatch):
     ([], "auditing a run needs --pick"),
     (["--pick", "knee", "--canaries", "8"], "too few"),
     (["--pick", "knee", "--confidence", "1.2"], "confidence"),
-    (["--pick", "knee", "--seed", "5"], "--params, --seed and --rounds go with --problem"),  # was ignored
+    (["--pick", "knee", "--seed", "5"], "--params and --seed go with --problem"),  # was ignored
 ])
 def test_bad_input_one_line_exit_2(run_dir, capsys, argv, msg):
     code, out, err = cli(["audit", str(run_dir), *argv], capsys)
@@ -174,3 +176,21 @@ def test_terminal_and_json_say_the_accountant_the_neighbouring_relation_and_wher
     assert ("its interval reaches 0: not told apart from no leakage" in
             (tmp_path / "t" / "audit.html").read_text()) == reaches
     assert reaches  # 1 round of digits_mlp at σ 1 with 200 canaries: no separation shown (0.259 [0, 1.47])
+
+
+def test_a_runs_pick_is_audited_at_the_rounds_it_was_retrained_for(run_dir, tmp_path, capsys):
+    """The ε published after `fedevo retrain --rounds R` is the pick's at R rounds: `audit RUN --pick ID --rounds R`
+    audits that (it was refused), its accountant's ε equal to the retraining's, and the search's ε (at its own
+    rounds) not set beside it."""
+    from fedevo.retraining import retrain
+
+    rows = [r for r in load_run(run_dir).rows if r["status"] == "ok" and math.isfinite(r["eps"])]
+    pick = str(rows[0]["id"])
+    searched = load_run(run_dir).settings.rounds or rows[0]["rounds_trained"]
+    rounds = int(rows[0]["rounds_trained"]) + 2
+    code, out, err = cli(["audit", str(run_dir), "--pick", pick, "--rounds", str(rounds), "--json", "--canaries",
+                          "64", "--out", tmp_path / "a"], capsys)
+    assert code == 0, err
+    got = json.loads(out)
+    again = retrain(run_dir, pick, rounds=rounds, workers=0, write=False).results["1"]
+    assert got["eps_upper"] == pytest.approx(again.eps) and got["eps_search"] is None and searched != rounds

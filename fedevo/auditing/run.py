@@ -361,8 +361,8 @@ def _local_canaries(mech, cfg: SimConfig, out, actives: list, exposure: Exposure
             c.record(z=proj / (trans.sigma * ck), mu=np.full(c.m, 1.0 / trans.sigma), joins=joins)
     finally:
         cnoise.close()
-    z = trans.effective_sigma() if trans is not None else None
-    eps = acc.eps_update_varying(noise_multipliers=[z], delta=pc.delta) if z else 0.0
+    eps = acc.eps_update_effective(noise_multiplier=trans.effective_sigma() if trans is not None else None,
+                                   delta=pc.delta)
     return c, float(eps)
 
 

@@ -250,6 +250,17 @@ def eps_update_varying(*, noise_multipliers: Sequence[float], delta: float, adja
     return eps_gaussian(noise_multiplier=z, sample_rate=1.0, steps=1, delta=delta)
 
 
+def eps_update_effective(*, noise_multiplier: float | None, delta: float) -> float:
+    """`eps_update_varying` of one user's participations already composed into one Gaussian of multiplier z
+    (`UpdateLDP.effective_sigma`): None, no participation: 0; 0, a participation without noise against its clip
+    (or Σ z⁻² past the floats): ∞, never 0."""
+    if noise_multiplier is None:
+        return 0.0
+    if not noise_multiplier > 0:
+        return math.inf
+    return eps_update_varying(noise_multipliers=[noise_multiplier], delta=delta)
+
+
 def eps_update_sampled(*, sigma: float, sample_rate: float, rounds: int, delta: float,
                        adjacency: str = "zero_out") -> float:
     """A-priori user-level ε over T rounds with amplification by Poisson user sampling at rate q.
@@ -390,5 +401,5 @@ def _solve(eps_of: Callable[[float], float], target: float) -> float:
 
 
 __all__ = ["solve_noise", "ADJACENCIES", "SAMPLINGS", "eps_central", "eps_gaussian", "eps_gaussian_exact", "eps_rdp", "step_noise_multiplier", "eps_step",
-           "user_noise_multiplier", "eps_update", "eps_update_varying", "eps_update_sampled", "eps_paper_step",
+           "user_noise_multiplier", "eps_update", "eps_update_varying", "eps_update_effective", "eps_update_sampled", "eps_paper_step",
            "eps_paper_update", "calibrate_noise_multiplier", "calibrate_sigma_step", "calibrate_sigma_update"]

@@ -353,8 +353,8 @@ class AdaptiveMechanism(UpdateMechanism):
         vals = up.inv_sq[up.inv_sq > 0]
         with np.errstate(over="ignore"):  # rounding a Σ z⁻² near the floats' end overflows: that one unrounded
             sums = np.unique(np.where(np.isfinite(np.round(vals, 12)), np.round(vals, 12), vals))
-        per = [acc.eps_update_varying(noise_multipliers=[1.0 / math.sqrt(v)], delta=pc.delta)
-               if math.isfinite(v) and 1.0 / math.sqrt(v) > 0 else math.inf for v in sums]
+        per = [acc.eps_update_effective(noise_multiplier=1.0 / math.sqrt(v) if math.isfinite(v) else 0.0,
+                                        delta=pc.delta) for v in sums]
         # Valid whatever the levels: every upload's multiplier z_i = σ / b_i is at least σ (b_i <= 1), so each is
         # dominated by the σ-Gaussian, and an adaptive composition of dominated mechanisms by the composition of
         # the dominating ones: the most-exposed client's uploads counted at σ. The noise actually added (larger

@@ -169,9 +169,7 @@ class UpdateMechanism(LocalMechanism):
         cfg, pc = self.cfg, self.cfg.privacy
         up = self.run.transform
         # every participation counts, recalled ones too: the recall decision reads a fresh noisy update
-        z = up.effective_sigma()
-        eps = (0.0 if z is None else acc.eps_update_varying(noise_multipliers=[z], delta=pc.delta) if z > 0
-               else math.inf)  # z = 0: an upload without noise against its clip
+        eps = acc.eps_update_effective(noise_multiplier=up.effective_sigma(), delta=pc.delta)
         if pc.eps_budget is not None:  # the paper's own accounting of the grants spent (the budget, or past it
             # for late joiners and after recalls); its amplification by sampling does not hold against the
             # server: `eps` above is the bound

@@ -194,3 +194,17 @@ def test_a_runs_pick_is_audited_at_the_rounds_it_was_retrained_for(run_dir, tmp_
     got = json.loads(out)
     again = retrain(run_dir, pick, rounds=rounds, workers=0, write=False).results["1"]
     assert got["eps_upper"] == pytest.approx(again.eps) and got["eps_search"] is None and searched != rounds
+
+
+def test_an_audit_of_uploads_without_noise_has_an_infinite_upper_bound(tmp_path):
+    """The audit's local accountant read a zero effective multiplier (noise std ~0 against the clip) as ε = 0,
+    as the update mechanism's own account did before 2026-11-27: one rule now (accounting.eps_update_effective)."""
+    import fedevo
+
+    prob = tmp_path / "p.toml"
+    prob.write_text('name = "edges"\ndataset = "digits"\nmodel = "mlp"\n[data]\npartition = "iid"\nclients = 6\n'
+                    '[train]\nrounds = 2\nepochs = 1\nbatch_size = 16\nupload_loss = 0.0\nprecision = "fp32"\n'
+                    '[privacy]\nmechanism = "update"\nclip = 2.0\nsigma = 1e-200\nrecall = false\ndelta = 1e-4\n'
+                    '[genes]\nlr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }\n')
+    (r,) = fedevo.audit(problem=str(prob), canaries=64, write=False)
+    assert r.eps_upper == math.inf and r.verdict != "VIOLATION"

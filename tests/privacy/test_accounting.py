@@ -342,3 +342,10 @@ def test_a_multiplier_whose_square_underflows_is_infinite_epsilon_not_an_error()
     z = 1.0 / math.sqrt(sum(4.0 / v ** 2 for v in zs))  # replace: each σ/2
     assert acc.eps_update_varying(noise_multipliers=zs, delta=1e-5) == pytest.approx(
         acc.eps_gaussian(noise_multiplier=z, sample_rate=1.0, steps=1, delta=1e-5))
+
+
+def test_eps_update_effective_is_zero_without_participation_and_infinite_without_noise():
+    assert acc.eps_update_effective(noise_multiplier=None, delta=1e-5) == 0.0
+    assert acc.eps_update_effective(noise_multiplier=0.0, delta=1e-5) == math.inf
+    assert acc.eps_update_effective(noise_multiplier=1.3, delta=1e-5) == acc.eps_update_varying(
+        noise_multipliers=[1.3], delta=1e-5)

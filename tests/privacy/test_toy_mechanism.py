@@ -48,8 +48,8 @@ class ToyGauss(LocalMechanism):
         return p.toy_clip * (1.0 + 8.0 * p.toy_sigma)
 
     def account(self, out, part) -> dict:
-        z = self.run.transform.effective_sigma()
-        eps = acc.eps_update_varying(noise_multipliers=[z], delta=self.cfg.privacy.delta) if z else 0.0
+        eps = acc.eps_update_effective(noise_multiplier=self.run.transform.effective_sigma(),
+                                       delta=self.cfg.privacy.delta)
         return {"level": "user", "neighbouring": "replace one user", "sigma": self.cfg.privacy.params.toy_sigma,
                 **self.run.transform.summary(), "eps": eps, "eps_paper": math.nan}
 

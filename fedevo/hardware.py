@@ -181,14 +181,13 @@ def device_choice(setting: str):
     """(torch.device, one line saying why) for a `device` setting; see `device`."""
     import torch
 
-    from .envvars import env_choice
     from .errors import FedevoError, NoDeviceError
 
     if setting not in ("auto", "cpu", "cuda"):
         raise FedevoError(f"device must be 'auto', 'cpu' or 'cuda', got {setting!r}")
     reason = f"device = {setting!r} in the configuration"
     if setting == "auto":
-        env = env_choice("FEDEVO_DEVICE", ("cpu", "cuda"), None, expected="'cpu' or 'cuda' (or unset)")
+        env = _device_override()
         if env is not None:
             setting, reason = env, f"auto: FEDEVO_DEVICE={env}"
     if setting == "cpu":
@@ -202,18 +201,29 @@ def device_choice(setting: str):
     return torch.device("cuda", torch.cuda.current_device()), "auto: torch sees a GPU" if setting == "auto" else reason
 
 
+def _device_override() -> str | None:
+    """FEDEVO_DEVICE: what 'auto' becomes ('cpu' or 'cuda'), None where unset; another value is a SetupError."""
+    from .envvars import env_choice
+
+    return env_choice("FEDEVO_DEVICE", ("cpu", "cuda"), None, expected="'cpu' or 'cuda' (or unset)")
+
+
 def may_use_gpu(setting: str) -> bool:
     """Whether a config's `device` setting may train on a GPU in this process (the device path): 'cuda', or 'auto'
     where FEDEVO_DEVICE does not say 'cpu' and torch sees a GPU. Resolves nothing (no cuda_setup) and raises
-    nothing: for checks made before a run (a user model's load-time training step)."""
+    nothing: for checks made before a run (a user model's load-time training step; a FEDEVO_DEVICE it cannot read
+    is left to the run, which names it)."""
+    from .errors import SetupError
+
     if setting == "cuda":
         return True
     if setting != "auto":
         return False
-    import os
-
-    env = os.environ.get("FEDEVO_DEVICE", "").strip().lower()
-    if env in ("cpu", "cuda"):
+    try:
+        env = _device_override()
+    except SetupError:
+        env = None
+    if env is not None:
         return env == "cuda"
     import torch
 

@@ -57,7 +57,7 @@ GRAMMAR = ("a pick is comma-separated terms: an evaluation id (12), knee, lowest
            "comm<=2000, error<=0.2")
 
 _FILTER_RE = re.compile(r"^([a-z_][a-z0-9_]*)(<=|>=|<|>)([-+0-9.eE]+|inf)$")
-_LOWEST_RE = re.compile(r"^(lowest|highest)-([a-z_][a-z0-9_]*)(?::(\d+))?$")
+_LOWEST_RE = re.compile(r"^(lowest|highest)-([a-z_][a-z0-9_]*)(?::(-?\d+))?$")  # N < 1: refused by its check
 _ID_RE = re.compile(r"^(?:id[:=]|#)?(\d+)$")
 
 
@@ -115,8 +115,6 @@ def parse_spec(spec: str, objectives=None) -> list[Term]:
             terms.append(Term("knee", t, caps=tuple(caps)))
         elif t in ("front", "pareto", "all"):
             terms.append(Term("front", t))
-        elif (m := re.match(r"^(lowest|highest)-([a-z_][a-z0-9_]*):-\d+$", t)) and m.group(2) in lowest_keys:
-            raise FedevoError(f"pick term {t!r}: N must be >= 1")
         elif (m := _LOWEST_RE.match(t)) and m.group(2) in lowest_keys:
             n = int(m.group(3)) if m.group(3) is not None else 1
             if n < 1:

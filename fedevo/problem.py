@@ -315,6 +315,7 @@ def anchored(doc: Mapping[str, Any], base: Path) -> dict:
     `model`, `evaluator` and each `[objective.NAME] read`. What a run directory records (run.json's text) then names
     the same files from any folder (a relative one was read against the folder of each later command: `fedevo
     front` from elsewhere failed, and a resume from a folder holding another `mine.npz` trained on it)."""
+    from .data.sources import anchor_path
     from .plugins import PYTHON_PREFIX, resolve_spec
 
     def spec(v, kind):
@@ -327,9 +328,8 @@ def anchored(doc: Mapping[str, Any], base: Path) -> dict:
     if isinstance(data, Mapping):
         data = dict(data)
         for key in ("path", "test_path"):
-            v = data.get(key)
-            if isinstance(v, str) and not Path(v).expanduser().is_absolute():
-                data[key] = str((base / Path(v).expanduser()).resolve())
+            if isinstance(data.get(key), str):  # (a wrong type: parse_problem names it)
+                data[key] = anchor_path(data[key], base)
         out["data"] = data
     for key in ("model", "evaluator"):
         if key in out:

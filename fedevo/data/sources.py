@@ -584,6 +584,13 @@ def load_user(ud: UserData):
                    train_clients=a.train_clients, test_clients=a.test_clients)
 
 
+def anchor_path(p: str, base: Optional[Path]) -> str:
+    """A data file's name as fedevo reads it: `~` expanded, a relative one made absolute against `base` (a problem
+    file's folder; None: left relative)."""
+    q = Path(p).expanduser()
+    return str(q if q.is_absolute() or base is None else (base / q).resolve())
+
+
 def source_from_table(table: Mapping[str, Any], *, base: Optional[Path],
                       problem: str) -> Union[FileSource, ArraySource]:
     """A problem's [data] source keys as a source; file paths relative to the problem file's folder."""
@@ -603,8 +610,7 @@ def source_from_table(table: Mapping[str, Any], *, base: Optional[Path],
             return None
         if not isinstance(p, str):
             raise FedevoError(f"problem {problem!r}: [data] {key} must be a path string, got {p!r}")
-        q = Path(p).expanduser()
-        return str(q if q.is_absolute() or base is None else (base / q).resolve())
+        return anchor_path(p, base)
 
     x = table.get("x", "x")
     if not (isinstance(x, str) or (isinstance(x, list) and x and all(isinstance(c, str) for c in x))):

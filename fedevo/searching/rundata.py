@@ -74,11 +74,12 @@ def read_run_json(run_dir: Path, *, reading: bool = False) -> tuple[dict[str, An
             raise FedevoError(f"{path}: unknown format {meta.get('format')!r} (expected {RUN_FORMAT})")
         settings = SearchSettings(**meta["settings"])
         p = meta["problem"]
+        doc = _toml.loads(p["text"])
         facts = meta.get("data_facts") if reading else None
-        problem = parse_problem(_toml.loads(p["text"]), name=p["file_stem"], path=p["path"],
+        user_data = isinstance(doc.get("data"), dict) and "source" in doc["data"]  # read only where facts stand in
+        problem = parse_problem(doc, name=p["file_stem"], path=p["path"],
                                 registered_only=False,  # run.json records the objectives: no user code needed
-                                reading=reading and (facts is not None or "source" not in _data_table(p["text"])),
-                                facts=facts)
+                                reading=reading and (facts is not None or not user_data), facts=facts)
     except FedevoError:
         raise
     except (ValueError, KeyError, TypeError) as e:
@@ -87,12 +88,6 @@ def read_run_json(run_dir: Path, *, reading: bool = False) -> tuple[dict[str, An
         raise FedevoError(f"{path} is corrupt (its run_id does not match its content)")
     settings = in_force(settings, run_dir)  # budgets raised by `fedevo resume --budget ...` (budgets.json)
     return meta, problem, settings.resolved(n_obj=len(meta.get("objectives") or (0, 0, 0)))
-
-
-def _data_table(text: str) -> dict:
-    """A problem text's [data] table (`{}` if none)."""
-    data = _toml.loads(text).get("data")
-    return data if isinstance(data, dict) else {}
 
 
 @dataclass

@@ -698,9 +698,9 @@ def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem:
     """Audit privacy empirically: train each configuration once with canaries where its trust model's observer
     looks; each AuditResult has the accountant's ε (eps_upper), an estimate and a lower bound at `confidence`,
     and a verdict. Either `run` + `pick` (a run's evaluations, as searched; `rounds`: at that many rounds, as
-    `retrain` trains them) or `problem` (+ params, seed, rounds). write: audit.json and audit.html into `out` (new or empty; default RUN/audit[-N] or
-    runs/audit-PROBLEM-TIME). data_dir: the dataset root (a run's: where its data are now, if they moved).
-    on_start(n, total, target) may return a per-round callback (progress)."""
+    `retrain` trains them) or `problem` (+ params, seed, rounds). write: audit.json and audit.html into `out` (new
+    or empty; default RUN/audit[-N] or runs/audit-PROBLEM-TIME). data_dir: the dataset root (a run's: where its
+    data are now, if they moved). on_start(n, total, target) may return a per-round callback (progress)."""
     from .auditing import report, targets
     from .auditing.run import audit_config, check_canaries
     from .guards import check_evaluation_memory, check_new_or_empty_dir, check_rounds, check_seed, check_writable_dir

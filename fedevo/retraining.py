@@ -491,6 +491,7 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     progress(rounds_done, rounds_total, note) is called as training goes: after every round in-process
     (workers=0), after every finished solution on Ray.
     """
+    from .searching.inputs import check_inputs
     from .searching.runner import Task, _Abort, make_runner
     from .searching.rundata import load_run
 
@@ -513,8 +514,6 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     if eval_every < 0:
         raise FedevoError(f"eval_every must be >= 0, got {eval_every}")
     data = load_run(run_dir)
-    from .searching.inputs import check_inputs
-
     check_inputs(data.meta, Path(run_dir), action="retrain")  # its data and code files are those it searched
     seed = data.settings.seed if seed is None else seed
     data_dir = data_dir if data_dir is not None else data.settings.data_dir

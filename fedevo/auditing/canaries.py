@@ -9,7 +9,8 @@ observed vector on ũ_j is canary j's own contribution plus the noise's projecti
 
 Steinke et al.'s design: canary j is *included* with probability ½ (`included`). What "not included" means
 follows the accountant's neighbouring relation: add/remove one user, or zero-out one user (its update replaced
-by zero: no sampling, the cohort known) → the canary contributes nothing; replace one user → it contributes −c·ũ (the other member of a neighbouring pair at distance 2c).
+by zero: no sampling, the cohort known) → the canary contributes nothing; replace one user → it contributes −c·ũ
+(the other member of a neighbouring pair at distance 2c).
 
 Exposure follows the accountant too (`Exposure`): a canary joins each accounted round with the accountant's
 sampling rate (secret Poisson or fixed-size sampling: M/N; no amplification: every round), so the audit tests

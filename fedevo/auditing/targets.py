@@ -25,9 +25,8 @@ def from_run(run_dir: Path | str, spec: str, data_dir: Optional[str] = None,
     """The picks of a run as searched; `data_dir`: where the run's data are now, if they moved; `rounds`: at that
     many rounds instead of the search's (a pick as `fedevo retrain --rounds R` trains it: the ε published after a
     retraining is then the one audited; the search's ε, at its own rounds, is not set beside it)."""
-    from ..searching.rundata import load_run
-
     from ..searching.inputs import check_inputs
+    from ..searching.rundata import load_run
 
     data = load_run(run_dir)  # FedevoError: not a run, or no evaluations
     check_inputs(data.meta, Path(run_dir), action="audit")  # its data and code files are those it searched

@@ -165,9 +165,9 @@ def front(
         if r["id"] not in data.front_ids:
             mk = (mk + ", " if mk else "") + ("dominated" if r["status"] == "ok" else r["status"])
         style = "bold" if "knee" in mk or "lowest-error" in mk else None
+        omega = str(r["omega"]) if r["status"] == "ok" else "–"  # not measured (a diverged row's 0 is no Ω)
         cells = [str(r["id"]), str(r["generation"]), mk, _fmt(r["error"]), _fmt(r["accuracy_global"]),
-                 _fmt(r["comm"]), _fmt(r[data.eps_key]), _fmt(r[other_eps]), str(r["omega"]) if r["status"] == "ok" else "–",
-                 *(_fmt(r[o.name]) for o in extra)]
+                 _fmt(r["comm"]), _fmt(r[data.eps_key]), _fmt(r[other_eps]), omega, *(_fmt(r[o.name]) for o in extra)]
         if wide:
             cells.append(" ".join(f"{g}={_fmt(r[g])}" for g in data.gene_names))
         t.add_row(*cells, style=style)
@@ -239,8 +239,8 @@ def retrain(
     if picked and all(report.results[s.key].status != "ok" for s in picked):  # a failure never looks like a result
         from ..errors import FedevoError
 
-        raise FedevoError("no picked solution's retraining gave a result (" + ", ".join(
-            f"{s.key} (id {s.id}) {report.results[s.key].status}" for s in picked) + f"); see {report.out_dir}/report.md")
+        how = ", ".join(f"{s.key} (id {s.id}) {report.results[s.key].status}" for s in picked)
+        raise FedevoError(f"no picked solution's retraining gave a result ({how}); see {report.out_dir}/report.md")
 
 
 def _retrain_with_bar(run_dir, pick, kwargs, rounds):

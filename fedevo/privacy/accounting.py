@@ -242,7 +242,7 @@ def eps_update_varying(*, noise_multipliers: Sequence[float], delta: float, adja
         return 0.0
     try:
         z = 1.0 / math.sqrt(sum(1.0 / (v * v) for v in zs))
-    except (ZeroDivisionError, OverflowError):  # a z whose square underflows: (Σ z⁻²)^(−1/2) scaled by the smallest
+    except (ZeroDivisionError, OverflowError):  # a z whose square underflows: (Σ z⁻²)^(−1/2), scaled by the least
         m = min(zs)
         z = m / math.sqrt(sum((m / v) ** 2 for v in zs))
     if not z > 0:  # ∞ where even that underflows: so little noise that no bound is finite
@@ -401,5 +401,6 @@ def _solve(eps_of: Callable[[float], float], target: float) -> float:
 
 
 __all__ = ["solve_noise", "ADJACENCIES", "SAMPLINGS", "eps_central", "eps_gaussian", "eps_gaussian_exact", "eps_rdp", "step_noise_multiplier", "eps_step",
-           "user_noise_multiplier", "eps_update", "eps_update_varying", "eps_update_effective", "eps_update_sampled", "eps_paper_step",
+           "user_noise_multiplier", "eps_update", "eps_update_varying", "eps_update_effective",
+           "eps_update_sampled", "eps_paper_step",
            "eps_paper_update", "calibrate_noise_multiplier", "calibrate_sigma_step", "calibrate_sigma_update"]

@@ -266,18 +266,24 @@ def chatty(input_shape, num_classes):
 """
 
 
+def _search_with_model(tmp_path, capfd, code: str, factory: str):
+    """`fedevo search` in-process (4 evaluations of 1 round on digits) of the model factory `factory` of the file
+    `code`, into tmp_path/R: (exit code, stdout, stderr)."""
+    from tests.helpers import run_cli
+
+    (tmp_path / "models.py").write_text(code)
+    problem = tmp_path / "um.toml"
+    problem.write_text(f'name = "um"\ndataset = "digits"\nmodel = "python:models.py:{factory}"\n[data]\n'
+                       'clients = 4\n[train]\nrounds = 1\nepochs = 1\n[genes]\n'
+                       'lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }\n')
+    return run_cli(["search", "--problem", problem, "--pop", 4, "--gen", 1, "--workers", 0, "--out", tmp_path / "R"],
+                   capfd)
+
+
 def test_a_factorys_output_below_python_never_reaches_the_searchs_stdout(tmp_path, capfd):
     """A model factory's os.write(1, ...) at the load-time probe (and the sizing after the search) went into the
     search's stdout; in an evaluation it goes to RUN/user.log."""
-    from tests.helpers import run_cli
-
-    (tmp_path / "models.py").write_text(CHATTY_MODEL)
-    problem = tmp_path / "um.toml"
-    problem.write_text('name = "um"\ndataset = "digits"\nmodel = "python:models.py:chatty"\n[data]\nclients = 4\n'
-                       '[train]\nrounds = 1\nepochs = 1\n[genes]\n'
-                       'lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }\n')
-    code, out, err = run_cli(["search", "--problem", problem, "--pop", 4, "--gen", 1, "--workers", 0,
-                              "--out", tmp_path / "R"], capfd)
+    code, out, err = _search_with_model(tmp_path, capfd, CHATTY_MODEL, "chatty")
     assert code == 0, err
     assert "factory wrote" not in out and out.startswith("search finished")
     assert "factory wrote to fd 1" in err and "factory wrote to fd 1" in (tmp_path / "R" / "user.log").read_text()
@@ -305,15 +311,7 @@ def loud(input_shape, num_classes):
 def test_what_a_models_forward_prints_never_reaches_the_searchs_stdout(tmp_path, capfd):
     """The memory check's multiply-add count ran the module's forward with stdout left as it was: what it printed
     came before the search's table."""
-    from tests.helpers import run_cli
-
-    (tmp_path / "models.py").write_text(LOUD_FORWARD)
-    problem = tmp_path / "lf.toml"
-    problem.write_text('name = "lf"\ndataset = "digits"\nmodel = "python:models.py:loud"\n[data]\nclients = 4\n'
-                       '[train]\nrounds = 1\nepochs = 1\n[genes]\n'
-                       'lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }\n')
-    code, out, err = run_cli(["search", "--problem", problem, "--pop", 4, "--gen", 1, "--workers", 0,
-                              "--out", tmp_path / "R"], capfd)
+    code, out, err = _search_with_model(tmp_path, capfd, LOUD_FORWARD, "loud")
     assert code == 0, err
     assert "forward printed" not in out and "forward wrote" not in out and out.startswith("search finished"), out
     assert "forward printed" in err and "forward wrote to fd 1" in err

@@ -442,12 +442,31 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
         change = sr.raise_budgets(**new_budgets)
         sr.say_when_held(lambda: print(f"fedevo: budgets raised: {change} (kept in {sr.run_dir / 'budgets.json'})",
                                        file=sys.stderr))
+    contained = runtime.eval_timeout is not None or getattr(sr.problem, "eval_timeout", None) is not None
+    sr.say_when_held(lambda: _say_died_in(sr.run_dir, contained))
     changed = sr.problem_file_changed()
     if changed:  # it is not what this resume searches: say so, once, before the search takes over the terminal
         sr.say_when_held(lambda: print(f"fedevo: note: {changed} changed since this search began; the search goes on "
                                        f"with the problem as {sr.run_dir / 'run.json'} recorded it (start a new "
                                        "search to search the changed file)", file=sys.stderr))
     return _run(sr, runtime, evaluator, callbacks, page, progress=progress, importance=importance)
+
+
+def _say_died_in(run_dir: Path, contained: bool) -> None:
+    """The note of a resume whose run's last process died inside an in-process evaluation (searching.inflight)."""
+    import sys
+
+    from .searching.inflight import left_behind
+
+    label = left_behind(run_dir)
+    if label is None:
+        return
+    how = ("it is evaluated again now, in a child process (eval_timeout)" if contained else
+           "it is evaluated again now; with --eval-timeout S (eval_timeout=) each evaluation runs in a child "
+           "process, whose crash ends only that evaluation")
+    print(f"fedevo: note: this search's last process ended during {label}, evaluated in-process (a crash in native "
+          f"code, or the process was killed: see that process's stderr and {run_dir / 'user.log'}); {how}",
+          file=sys.stderr)
 
 
 def _ended(sr) -> tuple[str, str]:

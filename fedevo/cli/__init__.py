@@ -28,6 +28,11 @@ def _usage_line(e) -> str:
 
 
 def main(argv=None) -> None:
+    if argv is None:  # the program itself: a crash in native code (a user's extension) prints where it happened
+        import faulthandler
+
+        if not faulthandler.is_enabled():
+            faulthandler.enable(all_threads=False)
     try:
         _main(argv)
     except SystemExit as e:

@@ -203,6 +203,7 @@ class BatchedRunner:
             inner.drain(jobs, on_done, tick)
             return
         from .containment import watch_interrupts
+        from .inflight import in_flight
 
         with watch_interrupts():
             for b in batches:
@@ -210,7 +211,7 @@ class BatchedRunner:
                 if tick:
                     tick()
                 label = f"batch of evaluations {b[0].id}..{b[-1].id} (generation {b[0].generation})"
-                with inner.user_log.evaluation(label):
+                with in_flight(inner.log_dir, label), inner.user_log.evaluation(label):
                     got = run_batch(inner.evaluator, self.problem, [(t.params, t.seed) for t in b],
                                     self.eval_kwargs, inner.timeout)
                 self.stats.running = 0

@@ -153,20 +153,22 @@ class SerialRunner:
 
         self.evaluator, self.problem, self.eval_kwargs = evaluator, problem, dict(eval_kwargs or {})
         self.timeout = timeout
-        self.user_log = UserLog(log_dir)
+        self.user_log, self.log_dir = UserLog(log_dir), log_dir
         self.stats = RunnerStats()
         self.describe = "in-process (serial)" + (f", each evaluation in a child process (limit {timeout:g} s)"
                                                  if timeout is not None else "")
 
     def run(self, tasks: Sequence[Task], on_done: OnDone, tick: Optional[Callable[[], None]] = None) -> None:
         from .containment import watch_interrupts
+        from .inflight import in_flight
 
         with watch_interrupts():  # a KeyboardInterrupt from the user's code is not Ctrl-C
             for t in tasks:
                 self.stats.running = 1
                 if tick:
                     tick()
-                with self.user_log.evaluation(task_label(t)):  # output below Python (C, os.write) too
+                # output below Python (C, os.write) too; RUN/.evaluating names it should this process die in it
+                with in_flight(self.log_dir, task_label(t)), self.user_log.evaluation(task_label(t)):
                     kind, value, out = run_one(self.evaluator, self.problem, t.params, t.seed,
                                                {**self.eval_kwargs, **t.rung_kwargs}, self.timeout)
                 self.stats.running = 0

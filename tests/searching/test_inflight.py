@@ -1,0 +1,60 @@
+"""A search process that dies inside an in-process evaluation (a segfault in a user's native code, kill -9, the
+OOM killer) ended with no line of fedevo's and left nothing to say why: the crash now prints where it happened
+(faulthandler), and the next `fedevo resume` names the evaluation and the way to contain it (searching.inflight)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedevo.searching.inflight import NAME, in_flight, left_behind
+from tests.helpers import read_csv
+
+CRASH = """
+import ctypes
+
+def evaluate(problem, params, *, seed, rounds=None, data_dir=None):
+    if params["x"] > 0.5:
+        ctypes.string_at(0)  # a segfault, as a user's broken extension gives
+    return (0.2 + 0.5 * params["x"], 1.0 + params["x"], 1.0)
+"""
+
+
+def test_the_mark_is_there_only_while_an_evaluation_runs(tmp_path):
+    with in_flight(tmp_path, "evaluation 3 (generation 1, seed 7)"):
+        assert (tmp_path / NAME).exists()
+    assert not (tmp_path / NAME).exists() and left_behind(tmp_path) is None
+    with pytest.raises(RuntimeError), in_flight(tmp_path, "evaluation 4"):  # a failed or stopped one: taken too
+        raise RuntimeError("boom")
+    assert not (tmp_path / NAME).exists()
+
+
+def test_a_mark_left_behind_is_read_once(tmp_path):
+    (tmp_path / NAME).write_text('{"label": "evaluation 3 (generation 1, seed 7)", "pid": 1}\n')
+    assert left_behind(tmp_path) == "evaluation 3 (generation 1, seed 7)"
+    assert left_behind(tmp_path) is None  # taken: said by one resume only
+    (tmp_path / NAME).write_text("garbled")
+    assert left_behind(tmp_path) == "an evaluation"
+
+
+def test_a_segfault_in_process_is_named_and_the_resume_says_how_to_contain_it(tmp_path):
+    from tests.searching.test_containment import run_cli_sub
+
+    (tmp_path / "crash.py").write_text(CRASH)
+    problem = tmp_path / "crash.toml"
+    problem.write_text('name = "crash"\nevaluator = "python:crash.py:evaluate"\n[genes]\n'
+                       'x = { type = "real", low = 0.0, high = 1.0, default = 0.2 }\n')
+    out = tmp_path / "R"
+    r = run_cli_sub("search", "--problem", problem, "--pop", 4, "--gen", 2, "--workers", 0, "--out", out, "-q")
+    assert r.returncode != 0
+    assert "Segmentation fault" in r.stderr and f'File "{tmp_path / "crash.py"}", line 6 in evaluate' in r.stderr
+    assert (out / NAME).exists()
+
+    r = run_cli_sub("resume", out, "--workers", 0, "--eval-timeout", 60, "-q")
+    assert r.returncode == 0, r.stderr
+    note = [ln for ln in r.stderr.splitlines() if "last process ended during" in ln]
+    assert len(note) == 1 and "ended during evaluation " in note[0] and "in a child process" in note[0], r.stderr
+    assert not (out / NAME).exists()
+    rows = read_csv(out / "evaluations.csv")
+    assert len(rows) == 8 and all(r["status"] == "failed" for r in rows if float(r["x"]) > 0.5)
+    r = run_cli_sub("resume", out, "--workers", 0, "--eval-timeout", 60, "--budget", 12, "-q")
+    assert r.returncode == 0 and "last process ended during" not in r.stderr, r.stderr  # said once: not again

@@ -278,7 +278,8 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
            evaluator: Optional[Union[str, Callable]] = None, ray_address: Optional[str] = None,
            cpus_per_task: float = 1.0, gpus_per_task: float = 0.0, callbacks: Sequence = (),
            page: bool = True, fidelity: Union[None, float, str, Sequence[float]] = None,
-           init_from: Optional[RunLike] = None, eval_timeout: Optional[float] = None, optimizer: str = "nsga3",
+           init_from: Optional[RunLike] = None, eval_timeout: Optional[float] = None,
+           optimizer: Union[str, type] = "nsga3",
            budget: Optional[int] = None, time_budget: Optional[float] = None, patience: Optional[int] = None,
            progress: Optional[bool] = None, importance: bool = False, batch_generation: Optional[bool] = None,
            batch_size_per_gpu: Optional[int] = None, download: bool = False) -> Run:
@@ -286,7 +287,8 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
 
     optimizer: what proposes the candidates, `pop` at a time ("nsga3": NSGA-III, the default; "random": uniform
     sampling; "gp": Optuna's Gaussian-process sampler, for expensive evaluations; "tpe": Optuna's multivariate TPE;
-    fedevo.searching.optimizers). pop: the batch size (None: 12 for nsga3 and random; for gp and tpe one
+    fedevo.searching.optimizers; or your own Optimizer subclass: the class, "python:FILE.py:Class" or
+    "module:Class", docs/search.md "Your own optimiser"). pop: the batch size (None: 12 for nsga3 and random; for gp and tpe one
     candidate per parallel evaluation — 1 in-process — and then 48 evaluations unless `gen` or a budget says
     otherwise; fedevo.searching.optimizers.registry.default_pop). The search ends at the first budget reached: `gen` batches (default: enough for
     `budget`, else 4; 1000 when only time_budget or patience is given), `budget` evaluations, `time_budget`
@@ -316,9 +318,14 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     from .searching.run import SearchRun
     from .searching.settings import SearchSettings
 
+    from .searching.optimizers.registry import get as optimizer_class
+    from .searching.optimizers.user import spec_of
+
     prob = _as_problem(problem)
     data_dir = _text(data_dir)
     _check_callbacks(callbacks, "search")
+    optimizer = spec_of(optimizer)  # a name, or your own class as run.json records it
+    optimizer_class(optimizer)  # your own: loaded (one line if it cannot be) before the run directory exists
     if pop is None:
         pop, gen = _default_pop(optimizer, workers, ray_address, gen, budget, time_budget, patience)
     check_data_dir(data_dir, download)  # a mistyped --data-dir: one line before the run directory exists
@@ -341,8 +348,6 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     init = init_path = None
     if init_from is not None:
         from .searching.warmstart import front_params
-
-        from .searching.optimizers.registry import get as optimizer_class
 
         earlier = _run_path(init_from).resolve()
         init, _ = front_params(earlier, prob, optimizer_class(optimizer).warm_start_size(pop))
@@ -419,6 +424,9 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
     path = _run_path(run)
     sr = SearchRun.open(path)
     sr.check_log()  # a damaged log is named, never "nothing to resume" or a silently different front
+    from .searching.optimizers.registry import get as optimizer_class
+
+    optimizer_class(sr.settings.optimizer)  # your own optimiser: loaded (one line if it cannot be) first
     new_budgets = {"gen": gen, "budget": budget, "time_budget": time_budget, "patience": patience}
     if all(v is None for v in new_budgets.values()) and sr.finished():  # refuse before writing anything
         reason, why = _ended(sr)

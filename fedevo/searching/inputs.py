@@ -2,12 +2,13 @@
 
 run.json freezes the problem file's text and the settings, but a problem names files it does not hold: its data
 (`[data] path`, `test_path`: a file or a folder) and its code (`model = "python:FILE:FUNC"`, `evaluator = ...`,
-`--evaluator`, an objective's `[objective.NAME] read`; a "package.module:function" spec names the module's file). :func:`fingerprint` records each one's
-SHA-256 in run.json's ``inputs`` when the run is created (run.json's bytes start evaluations.csv's hash chain, so
-the record is covered too); :func:`check_inputs` recomputes them before a run is continued, and a file that
-changed or is gone is refused with one line naming it: a resumed search never mixes two tasks. fedevo's own code
-(run.json's ``versions``) and the bundled datasets under --data-dir are not fingerprinted; a run made before this
-record (no ``inputs``) is resumed unchecked.
+`--evaluator`, `--optimizer python:FILE:Class`, an objective's `[objective.NAME] read`; a "package.module:function"
+spec names the module's file). :func:`fingerprint` records each one's SHA-256 in run.json's ``inputs`` when the
+run is created (run.json's bytes start evaluations.csv's hash chain, so the record is covered too);
+:func:`check_inputs` recomputes them before a run is continued, and a file that changed or is gone is refused
+with one line naming it: a resumed search never mixes two tasks. fedevo's own code (run.json's ``versions``) and
+the bundled datasets under --data-dir are not fingerprinted; a run made before this record (no ``inputs``) is
+resumed unchecked.
 """
 
 from __future__ import annotations
@@ -93,13 +94,14 @@ def _found(problem, settings) -> Iterator[tuple[str, Path, bool]]:
     seen: set[Path] = set()
     spec = getattr(getattr(problem, "data_source", None), "spec", None)
     code = [("model", getattr(problem, "model_ref", None)), ("evaluator", getattr(problem, "evaluator", None)),
-            ("--evaluator", getattr(settings, "evaluator", None))]
+            ("--evaluator", getattr(settings, "evaluator", None)),
+            ("--optimizer", getattr(settings, "optimizer", None))]  # your own optimiser's file (a name: none)
     # a problem file's own objectives (`[objective.NAME] read = "python:FILE:FUNC"`): a changed function would give
     # the resumed rows other values than the logged ones under the same column
     code += [(f"[objective.{o.name}] read", getattr(o.read, "spec", None)) for o in getattr(problem, "objective_defs", ())]
     found = [("[data] path", getattr(spec, "path", None), True), ("[data] test_path", getattr(spec, "test_path", None), True)]
-    found += [(role, _code_file(c), _by_path(c) and role != "--evaluator") for role, c in code]  # (--evaluator's
-    # module travels to Ray's workers by value: plugins.ray_by_value)
+    found += [(role, _code_file(c), _by_path(c) and not role.startswith("--")) for role, c in code]  # (--evaluator's
+    # module travels to Ray's workers by value: plugins.ray_by_value; the optimiser runs in the search's process)
     for role, p, by_path in found:
         if p is None:
             continue

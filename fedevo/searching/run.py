@@ -460,8 +460,8 @@ class SearchRun:
         if ck is None:
             opt = self.new_optimizer()
             state = {"run_id": self.meta["run_id"], "generation": 0, "next_id": 0, "stopped_early": False,
-                     "optimizer": opt.name, "algorithm": opt.state(), "log": log_record([]), "search_s": 0.0,
-                     "hypervolumes": [], "batches": []}
+                     "optimizer": self.settings.optimizer, "algorithm": opt.state(), "log": log_record([]),
+                     "search_s": 0.0, "hypervolumes": [], "batches": []}
             save_checkpoint(self.run_dir, state)
             return state
         state = load_checkpoint(ck)
@@ -531,7 +531,7 @@ class SearchRun:
                 timing = {"batch": g, "asked": len(params), "ask_s": round(ask_s, 6), "tell_s": round(tell_s, 6),
                           "eval_s": round(eval_s, 6), "sampler_s": round(ask_s + tell_s, 6)}
                 state = {**state, "generation": g, "next_id": state["next_id"] + len(params),
-                         "optimizer": opt.name, "algorithm": opt.state(), "search_s": elapsed(),
+                         "optimizer": s.optimizer, "algorithm": opt.state(), "search_s": elapsed(),
                          "hypervolumes": [t["hypervolume"] for t in table],
                          "batches": [*state.get("batches", []), timing]}
                 state["log"] = log_record(done_rows)  # what the log holds now: readers check it (integrity.py)

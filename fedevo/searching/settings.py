@@ -54,7 +54,7 @@ class SearchSettings:
         """Validated copy with `partitions` filled in (NSGA-III's, for `n_obj` objectives); bad values raise
         FedevoError."""
         from .budgets import check_budgets
-        from .optimizers.registry import check_name, get  # (importing it registers the built-in optimisers)
+        from .optimizers.registry import check_name, uses_reference_directions  # (registers the built-in ones)
 
         if self.gen < 1:
             raise FedevoError(f"--gen must be >= 1 (generation 1 is the initial population), got {self.gen}")
@@ -63,7 +63,7 @@ class SearchSettings:
         check_search_sizes(self.pop, self.gen)
         check_name(self.optimizer)
         check_budgets(self.budget, self.time_budget, self.patience)
-        if not get(self.optimizer).uses_reference_directions:
+        if not uses_reference_directions(self.optimizer):
             if self.partitions is not None:
                 raise FedevoError(f"--partitions sets NSGA-III's reference directions; --optimizer {self.optimizer} "
                                   "has none: drop --partitions")

@@ -76,8 +76,17 @@ def _history(told: list, cap: int) -> list:
     return [told[i] for i in sorted(keep)]
 
 
-class _OptunaOptimizer(Optimizer):
-    """Shared by the Optuna samplers: subclasses give ``_sampler(seed)``."""
+class OptunaOptimizer(Optimizer):
+    """Any Optuna sampler as an optimiser: subclasses set ``name`` and give ``sampler(seed)``, a new sampler seeded
+    with `seed` (asked once a batch, with the batch's seed; the module's docstring says how its trials are kept).
+    Your own (docs/search.md "Your own optimiser")::
+
+        class QMC(OptunaOptimizer):
+            name = "qmc"
+
+            def sampler(self, seed):
+                return optuna.samplers.QMCSampler(seed=seed, scramble=True)
+    """
 
     default_pop = None  # one candidate per parallel evaluation (registry.default_pop)
 
@@ -86,7 +95,7 @@ class _OptunaOptimizer(Optimizer):
         self.told: list[tuple[dict[str, Any], list[float], list[float]]] = []
         self._dists = distributions(space)
 
-    def _sampler(self, seed: int):
+    def sampler(self, seed: int):
         raise NotImplementedError
 
     def _batch_seed(self) -> int:
@@ -97,7 +106,7 @@ class _OptunaOptimizer(Optimizer):
         from optuna.trial import create_trial
 
         optuna.logging.set_verbosity(optuna.logging.ERROR)
-        study = optuna.create_study(directions=["minimize"] * self.n_obj, sampler=self._sampler(self._batch_seed()))
+        study = optuna.create_study(directions=["minimize"] * self.n_obj, sampler=self.sampler(self._batch_seed()))
         trials = [create_trial(params=p, distributions=self._dists, values=list(f),
                                system_attrs={f"constraints:c{j}": float(v) for j, v in enumerate(g)})
                   for p, f, g in _history(self.told, HISTORY_CAP)]
@@ -139,18 +148,18 @@ class _OptunaOptimizer(Optimizer):
     def describe(self) -> dict[str, Any]:
         import optuna
 
-        return {"name": f"Optuna {type(self._sampler(0)).__name__}", "optuna": optuna.__version__,
+        return {"name": f"Optuna {type(self.sampler(0)).__name__}", "optuna": optuna.__version__,
                 "seed": self.seed, "batch_size": self.pop, "history_cap": HISTORY_CAP,
                 "startup_trials": STARTUP, "sampler_seed": "SeedSequence([seed, batch, 1]).generate_state(1)[0]",
                 "batch": "asked one after another, the earlier ones RUNNING (GP: qLogEHVI; TPE: constant liar)"}
 
 
 @register
-class GPOptimizer(_OptunaOptimizer):
+class GPOptimizer(OptunaOptimizer):
     name = "gp"
     summary = "Optuna's GPSampler (Gaussian process, log EHVI; for expensive evaluations)"
 
-    def _sampler(self, seed: int):
+    def sampler(self, seed: int):
         import optuna
 
         return optuna.samplers.GPSampler(seed=seed, n_startup_trials=STARTUP,
@@ -158,11 +167,11 @@ class GPOptimizer(_OptunaOptimizer):
 
 
 @register
-class TPEOptimizer(_OptunaOptimizer):
+class TPEOptimizer(OptunaOptimizer):
     name = "tpe"
     summary = "Optuna's TPESampler (multivariate, constant liar)"
 
-    def _sampler(self, seed: int):
+    def sampler(self, seed: int):
         import optuna
 
         with warnings.catch_warnings():

@@ -24,17 +24,42 @@ def names() -> tuple[str, ...]:
 
 
 def get(name: str) -> type[Optimizer]:
+    """The class a registered name names, or the user's class a 'python:FILE.py:Class' / 'module:Class' spec names
+    (optimizers/user.py: loaded once, contained)."""
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise FedevoError(f"--optimizer: unknown optimiser {name!r}; choose one of {', '.join(_REGISTRY)}") from None
+        pass
+    from .user import is_spec, load
+
+    if is_spec(name):
+        return load(name)
+    raise FedevoError(f"--optimizer: unknown optimiser {name!r}; choose one of {', '.join(_REGISTRY)}, or your own "
+                      "as 'python:FILE.py:Class' or 'module:Class'") from None
 
 
 def check_name(name: Any) -> str:
+    """`name` when it is a registered name or a well-formed spec of the user's class (not loaded here: readers of a
+    run directory check its settings without running its code; the search loads it, `get`)."""
     if not isinstance(name, str):
-        raise FedevoError(f"--optimizer must be a name ({', '.join(names())}), got {name!r}")
-    get(name)
+        raise FedevoError(f"--optimizer must be a name ({', '.join(names())}) or 'python:FILE.py:Class', got {name!r}")
+    from .user import is_spec
+
+    if is_spec(name):
+        from ...plugins import split_spec
+
+        split_spec(name, kind="optimizer")
+    else:
+        get(name)
     return name
+
+
+def uses_reference_directions(name: str) -> bool:
+    """Whether the optimiser takes NSGA-III's reference directions (--partitions): NSGA-III only; never the user's
+    own (fedevo computes none for it), which is not loaded to say so."""
+    from .user import is_spec
+
+    return not is_spec(name) and get(name).uses_reference_directions
 
 
 DEFAULT_POP = 12  # --pop when neither it nor the optimiser says otherwise
@@ -72,4 +97,5 @@ def from_state(name: str, state: Any, space, problem, *, pop: int, seed: int, se
     return opt
 
 
-__all__ = ["DEFAULT", "DEFAULT_EVALUATIONS", "DEFAULT_POP", "check_name", "default_pop", "from_state", "get", "make", "names", "register"]
+__all__ = ["DEFAULT", "DEFAULT_EVALUATIONS", "DEFAULT_POP", "check_name", "default_pop", "from_state", "get", "make",
+           "names", "register", "uses_reference_directions"]

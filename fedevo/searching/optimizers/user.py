@@ -1,0 +1,162 @@
+"""Your own optimiser: ``--optimizer python:path/to/file.py:Class`` or ``--optimizer package.module:Class``.
+
+The class is an :class:`~fedevo.searching.optimizers.base.Optimizer` subclass (ask, tell, state, restore: the rules
+in base.py), loaded as a problem file's evaluator is (fedevo.plugins: a ``python:`` file by its absolute path,
+recorded in run.json and fingerprinted with the run's other inputs, so a resume uses the same code or refuses).
+It runs in the search's own process (never on a Ray worker), so it is contained here, by :func:`contained`:
+
+* what ``ask`` returns is checked before anything is evaluated — a list of at most n candidates, each a mapping
+  of exactly the search space's genes to values inside their ranges (an int gene's an integer, a choice gene's
+  one of its choices) — else one line naming the optimiser and the first fault;
+* an exception (or ``sys.exit``) in ``ask``, ``tell``, ``state`` or ``restore`` ends the search with one line
+  naming the optimiser and the method, not a traceback; the run stays resumable from its last checkpoint;
+* ``state()`` must pickle (checkpoints hold it): said when it does not.
+
+A Python user may instead ``register`` a class under its own name (fedevo.searching.optimizers.register) and pass
+that name: the same checks do not apply to a registered class, which is taken as fedevo's own are.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from numbers import Integral, Real
+from typing import Any, Mapping, Optional, Sequence
+
+from ...errors import FedevoError
+from .base import Optimizer
+
+_LOADED: dict[str, type[Optimizer]] = {}
+
+
+def is_spec(name: str) -> bool:
+    """Whether an --optimizer value names code ('python:FILE:Class' or 'module:Class') rather than a built-in."""
+    return ":" in name
+
+
+def load(spec: str) -> type[Optimizer]:
+    """The contained Optimizer class a (resolved) spec names, loaded once per process; FedevoError (one line) when
+    it is missing or is not an Optimizer subclass."""
+    cls = _LOADED.get(spec)
+    if cls is not None:
+        return cls
+    from ...plugins import load_callable
+
+    found = load_callable(spec, kind="optimizer")
+    if not (isinstance(found, type) and issubclass(found, Optimizer)):
+        raise FedevoError(f"optimizer {spec!r} names {found!r}, not a class derived from "
+                          "fedevo.searching.optimizers.Optimizer (docs/search.md#your-own-optimiser)")
+    missing = [m for m in ("ask", "tell", "state", "restore") if getattr(found, m) is getattr(Optimizer, m)]
+    if missing:
+        raise FedevoError(f"optimizer {spec!r}: {found.__name__} does not implement {', '.join(missing)} "
+                          "(docs/search.md#your-own-optimiser)")
+    cls = _LOADED[spec] = contained(found, spec)
+    return cls
+
+
+def contained(cls: type[Optimizer], spec: str) -> type[Optimizer]:
+    """`cls` with its calls contained and its candidates checked (the module's docstring)."""
+
+    def call(self, method: str, *args):
+        from ...usercode import UserExit, call_user, stdout_to_stderr
+
+        try:
+            with stdout_to_stderr():  # what it prints: stdout is fedevo's (its results, a JSON object)
+                return call_user(getattr(super(Contained, self), method), *args)
+        except FedevoError:
+            raise
+        except UserExit as e:
+            raise FedevoError(f"optimizer {spec!r}: {e.what} in {method}()") from None
+        except Exception as e:  # the user's code: any exception is its own failure, said in one line
+            text = " ".join(str(e).split()) or "(no message)"
+            raise FedevoError(f"optimizer {spec!r}: {method}() raised {type(e).__name__}: {text}") from None
+
+    class Contained(cls):  # type: ignore[valid-type, misc]
+        def ask(self, n: int) -> list[dict[str, Any]]:
+            got = call(self, "ask", n)
+            return check_candidates(got, self.space, int(n), spec)
+
+        def tell(self, params: Sequence[Mapping[str, Any]], F, G=None) -> None:
+            call(self, "tell", params, F, G)
+
+        def state(self) -> Any:
+            st = call(self, "state")
+            try:
+                pickle.dumps(st)
+            except Exception as e:  # noqa: BLE001 - whatever pickling raises
+                raise FedevoError(f"optimizer {spec!r}: state() returned what cannot be checkpointed "
+                                  f"({type(e).__name__}: {' '.join(str(e).split())})") from None
+            return st
+
+        def restore(self, state: Any) -> None:
+            call(self, "restore", state)
+
+    Contained.__name__ = Contained.__qualname__ = cls.__name__
+    Contained.__module__ = cls.__module__
+    Contained.name = getattr(cls, "name", "") or cls.__name__
+    return Contained
+
+
+def check_candidates(got: Any, space, n: int, spec: str) -> list[dict[str, Any]]:
+    """`got` as a list of candidates of `space`, at most `n`; FedevoError naming the first fault."""
+    where = f"optimizer {spec!r}: ask({n})"
+    if not isinstance(got, (list, tuple)):
+        raise FedevoError(f"{where} returned {type(got).__name__}, not a list of candidates")
+    if len(got) > n:
+        raise FedevoError(f"{where} returned {len(got)} candidates, more than the {n} asked")
+    names = list(space.names)
+    out = []
+    for i, p in enumerate(got):
+        if not isinstance(p, Mapping):
+            raise FedevoError(f"{where}: candidate {i} is {type(p).__name__}, not a mapping of gene names to values")
+        if set(p) != set(names):
+            extra, lack = sorted(set(p) - set(names), key=str), [g for g in names if g not in p]
+            raise FedevoError(f"{where}: candidate {i} " + "; ".join(
+                [f"lacks {', '.join(lack)}"] * bool(lack) + [f"has unknown genes {', '.join(map(str, extra))}"]
+                * bool(extra)) + f" (the genes: {', '.join(names)})")
+        out.append({g.name: _value(g, p[g.name], f"{where}: candidate {i}") for g in space.genes})
+    return out
+
+
+def _value(g, v: Any, where: str) -> Any:
+    if g.type == "choice":
+        if v not in list(g.choices):
+            raise FedevoError(f"{where}: {g.name} = {v!r} is not one of {list(g.choices)}")
+        return v
+    if isinstance(v, bool) or not isinstance(v, Real) or not math.isfinite(float(v)):
+        raise FedevoError(f"{where}: {g.name} = {v!r} is not a finite number")
+    if g.type == "int":
+        if not (isinstance(v, Integral) or float(v).is_integer()):
+            raise FedevoError(f"{where}: {g.name} = {v!r} is not an integer")
+        v = int(v)
+    else:
+        v = float(v)
+    if not g.low <= v <= g.high:
+        raise FedevoError(f"{where}: {g.name} = {v!r} is outside [{g.low:g}, {g.high:g}]")
+    return v
+
+
+def spec_of(optimizer: Any) -> str:
+    """What run.json records for an `optimizer=` given in Python: a name or a spec as it is (a `python:` file's path
+    made absolute, so that a resume finds it from anywhere), a registered class by its name, another Optimizer
+    class by 'module:Class'."""
+    from ...plugins import resolve_spec
+    from .registry import _REGISTRY
+
+    if isinstance(optimizer, str):
+        return resolve_spec(optimizer, None, kind="optimizer") if is_spec(optimizer) else optimizer
+    if isinstance(optimizer, type) and issubclass(optimizer, Optimizer):
+        if _REGISTRY.get(getattr(optimizer, "name", "")) is optimizer:
+            return optimizer.name
+        module: Optional[str] = getattr(optimizer, "__module__", None)
+        if module and module != "__main__" and "<locals>" not in optimizer.__qualname__:
+            return f"{module}:{optimizer.__qualname__}"
+        raise FedevoError(f"optimizer {optimizer.__name__} is defined where run.json cannot name it for a resume "
+                          f"({module}:{optimizer.__qualname__}); put it in a module or file ('python:FILE.py:"
+                          f"{optimizer.__name__}'), or register it (fedevo.searching.optimizers.register) and pass "
+                          "its name")
+    raise FedevoError(f"optimizer must be a name, 'python:FILE.py:Class', 'module:Class' or an Optimizer "
+                      f"subclass, got {optimizer!r}")
+
+
+__all__ = ["check_candidates", "contained", "is_spec", "load", "spec_of"]

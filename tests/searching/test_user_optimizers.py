@@ -1,0 +1,144 @@
+"""Your own optimiser (`--optimizer python:FILE.py:Class`, `module:Class`, or the class itself from Python): it runs a
+search, is recorded in run.json and fingerprinted, resumes exactly, and a faulty one is one line, never a
+traceback or a candidate outside the search space evaluated."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import fedevo
+from fedevo.errors import FedevoError
+from fedevo.searching import optimizers
+
+import subprocess
+
+from .search_helpers import FAKE, cli_cmd, env, read_csv, run_cli, toy_problem_file, without
+from . import user_optimizers
+
+MOD = "tests.searching.user_optimizers"
+OWN_FILE = """
+from fedevo.searching.optimizers import Optimizer
+
+
+class Grid(Optimizer):
+    name = "grid"
+
+    def ask(self, n):
+        import numpy as np
+
+        rng = np.random.default_rng([self.seed, self.batch])
+        X = rng.uniform(self.space.xl, self.space.xu, size=(n, self.space.n_var))
+        print("asked", n)  # stdout is fedevo's: this goes to stderr
+        return self.space.decode_batch(self.space.repair(X))
+
+    def tell(self, params, F, G=None):
+        self.batch += 1
+
+    def state(self):
+        return {"batch": self.batch}
+
+    def restore(self, state):
+        self.batch = state["batch"]
+"""
+
+
+def _search(tmp_path, optimizer, out="R", **kw):
+    kw = {"pop": 3, "gen": 2, "workers": 0, "evaluator": FAKE, "page": False, "seed": 4, **kw}
+    return fedevo.search(str(toy_problem_file(tmp_path)), optimizer=optimizer, out=tmp_path / out, **kw)
+
+
+def test_a_file_optimiser_from_the_cli_runs_is_recorded_and_guards_its_resume(tmp_path):
+    (tmp_path / "mine.py").write_text(OWN_FILE)
+    prob = toy_problem_file(tmp_path)
+    out = tmp_path / "R"
+    r = subprocess.run(cli_cmd("search", "--problem", prob, "--optimizer", "python:mine.py:Grid", "--pop", 3, "--gen",
+                               2, "--workers", 0, "--evaluator", FAKE, "--out", out, "-q"),
+                       cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=240)  # the file: from here
+    assert r.returncode == 0, r.stderr
+    assert "asked 3" in r.stderr and "asked" not in r.stdout
+    meta = json.loads((out / "run.json").read_text())
+    spec = f"python:{(tmp_path / 'mine.py').resolve()}:Grid"
+    assert meta["settings"]["optimizer"] == spec
+    assert any(i["role"] == "--optimizer" for i in meta["inputs"])
+    assert len(read_csv(out / "evaluations.csv")) == 6
+    (tmp_path / "mine.py").rename(tmp_path / "away.py")
+    r = run_cli("front", out)  # a reader: the optimiser's file is not imported (nor needed)
+    assert r.returncode == 0 and "Pareto" in r.stdout, r.stderr
+    (tmp_path / "mine.py").write_text(OWN_FILE.replace("uniform", "uniform  "))
+    r = run_cli("resume", out, "--budget", 9, "-q")
+    assert r.returncode == 2 and "mine.py" in r.stderr and "changed" in r.stderr, r.stderr
+
+
+def test_a_module_class_resumes_exactly(tmp_path):
+    whole = _search(tmp_path, user_optimizers.Halton, out="W", gen=3)
+    assert json.loads((whole.path / "run.json").read_text())["settings"]["optimizer"] == f"{MOD}:Halton"
+    part = _search(tmp_path, f"{MOD}:Halton", out="P", gen=2)
+    fedevo.resume(part.path, gen=3, workers=0, page=False)
+    drop = ("wall_s", "chain")
+    assert [without([r], *drop) for r in read_csv(part.path / "evaluations.csv")] == \
+        [without([r], *drop) for r in read_csv(whole.path / "evaluations.csv")]
+
+
+def test_any_optuna_sampler_through_optuna_optimizer(tmp_path):
+    run = _search(tmp_path, user_optimizers.Qmc)
+    assert len(read_csv(run.path / "evaluations.csv")) == 6
+
+
+def test_a_registered_class_goes_by_its_name(tmp_path, monkeypatch):
+    from fedevo.searching.optimizers import registry
+
+    monkeypatch.setitem(registry._REGISTRY, "halton", user_optimizers.Halton)
+    run = _search(tmp_path, user_optimizers.Halton)
+    assert json.loads((run.path / "run.json").read_text())["settings"]["optimizer"] == "halton"
+
+
+def test_a_class_run_json_cannot_name_is_refused(tmp_path):
+    class Local(user_optimizers.Halton):
+        pass
+
+    with pytest.raises(FedevoError, match="run.json cannot name it for a resume"):
+        _search(tmp_path, Local)
+    assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize("spec, message", [
+    (f"{MOD}:Missing", "has no function 'Missing'"),
+    ("tests.searching.search_fakes:fake_evaluate", "not a class derived from fedevo.searching.optimizers.Optimizer"),
+    (f"{MOD}:NoTell", "NoTell does not implement tell, state, restore"),
+    ("python:nowhere.py:X", "optimizer file"),
+    ("cmaes", "unknown optimiser 'cmaes'"),
+])
+def test_what_cannot_be_an_optimiser_is_one_line_before_the_run_directory(tmp_path, spec, message):
+    with pytest.raises(FedevoError, match=message):
+        _search(tmp_path, spec)
+    assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("raise", r"ask\(\) raised ValueError: no idea what to ask"),
+    ("exit", r"called sys.exit\(3\) in ask\(\)"),
+    ("many", r"ask\(3\) returned 6 candidates, more than the 3 asked"),
+    ("unknown", r"candidate 0 has unknown genes colour \(the genes: layers, "),
+    ("lacks", "candidate 0 lacks lr"),
+    ("range", r"lr = 7.0 is outside \[0.01, 0.3\]"),
+    ("int", "layers = 1.5 is not an integer"),
+    ("choice", r"similarity = 'cubic' is not one of \['sign', 'cosine'\]"),
+    ("nan", "lr = nan is not a finite number"),
+    ("type", "returned ndarray, not a list of candidates"),
+    ("state", "state\\(\\) returned what cannot be checkpointed"),
+])
+def test_a_faulty_optimiser_stops_the_search_with_one_line_and_nothing_wrong_evaluated(tmp_path, monkeypatch, mode,
+                                                                                         message):
+    monkeypatch.setattr(user_optimizers.Broken, "mode", mode)
+    with pytest.raises(FedevoError, match=f"optimizer '{MOD}:Broken': .*{message}"):
+        _search(tmp_path, user_optimizers.Broken)
+    log = tmp_path / "R" / "evaluations.csv"
+    assert not log.exists() or read_csv(log) == []
+
+
+def test_user_optimisers_are_not_listed_as_built_in():
+    optimizers.get(f"{MOD}:Halton")
+    assert set(optimizers.names()) == {"nsga3", "random", "gp", "tpe"}

@@ -1,0 +1,90 @@
+"""Optimiser classes the tests of your own optimiser load by 'module:Class' (an importable module)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedevo.searching.optimizers import Optimizer, OptunaOptimizer
+
+
+class Halton(Optimizer):
+    """A deterministic low-discrepancy sequence over the encoded space: a user's own optimiser, whole."""
+
+    name = "halton"
+
+    def __init__(self, space, problem, **kw):
+        super().__init__(space, problem, **kw)
+        self.asked = 0
+
+    def ask(self, n):
+        from scipy.stats import qmc
+
+        seq = qmc.Halton(d=self.space.n_var, scramble=True, seed=self.seed)
+        seq.fast_forward(self.asked)
+        X = qmc.scale(seq.random(n), self.space.xl, self.space.xu)
+        self.asked += n
+        return self.space.decode_batch(self.space.repair(X))
+
+    def tell(self, params, F, G=None):
+        self.batch += 1
+
+    def state(self):
+        return {"asked": self.asked, "batch": self.batch}
+
+    def restore(self, state):
+        self.asked, self.batch = int(state["asked"]), int(state["batch"])
+
+
+class Qmc(OptunaOptimizer):
+    """Any Optuna sampler: here Optuna's QMC sampler."""
+
+    name = "qmc"
+
+    def sampler(self, seed):
+        import optuna
+
+        return optuna.samplers.RandomSampler(seed=seed)
+
+
+class Broken(Halton):
+    """Misbehaves as `mode` says (set by the test)."""
+
+    mode = ""
+
+    def ask(self, n):
+        got = super().ask(n)
+        if self.mode == "raise":
+            raise ValueError("no idea what to ask")
+        if self.mode == "exit":
+            import sys
+
+            sys.exit(3)
+        if self.mode == "many":
+            return got + got
+        if self.mode == "unknown":
+            return [{**p, "colour": "red"} for p in got]
+        if self.mode == "lacks":
+            return [{k: v for k, v in p.items() if k != "lr"} for p in got]
+        if self.mode == "range":
+            return [{**p, "lr": 7.0} for p in got]
+        if self.mode == "int":
+            return [{**p, "layers": 1.5} for p in got]
+        if self.mode == "choice":
+            return [{**p, "similarity": "cubic"} for p in got]
+        if self.mode == "nan":
+            return [{**p, "lr": float("nan")} for p in got]
+        if self.mode == "type":
+            return np.zeros((n, 3))
+        return got
+
+    def state(self):
+        if self.mode == "state":
+            return {"f": lambda: 1}
+        return super().state()
+
+
+class NoTell(Optimizer):
+    name = "no_tell"
+
+    def ask(self, n):
+        return []

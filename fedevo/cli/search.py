@@ -118,8 +118,9 @@ def _timing(run) -> str:
     batches = [b for b in data.batches() if b["asked"]]
     if batches:  # the mean and the last: a GP's proposals cost more as evaluations accumulate (its first are random)
         mean = sum(b["sampler_s"] for b in batches) / sum(b["asked"] for b in batches)
-        parts.append(f"{data.settings.optimizer} {num(mean)} s per proposal ({num(batches[-1]['sampler_s'] / batches[-1]['asked'])}"
-                     " s in the last batch; batches.csv)")
+        name = data.settings.optimizer.rpartition(":")[2]  # your own: its class's name, not its file's whole path
+        last = num(batches[-1]['sampler_s'] / batches[-1]['asked'])
+        parts.append(f"{name} {num(mean)} s per proposal ({last} s in the last batch; batches.csv)")
     search_s = (data.stop() or {}).get("search_s")
     if isinstance(search_s, (int, float)):
         parts.append(f"{search_s:.0f} s of search in all")

@@ -59,6 +59,7 @@ def test_a_file_optimiser_from_the_cli_runs_is_recorded_and_guards_its_resume(tm
                        cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=240)  # the file: from here
     assert r.returncode == 0, r.stderr
     assert "asked 3" in r.stderr and "asked" not in r.stdout
+    assert " Grid " in r.stdout and " s per proposal" in r.stdout and "mine.py" not in r.stdout  # its class's name
     meta = json.loads((out / "run.json").read_text())
     spec = f"python:{(tmp_path / 'mine.py').resolve()}:Grid"
     assert meta["settings"]["optimizer"] == spec

@@ -1,5 +1,5 @@
-"""Checkpoints: pymoo's algorithm state after each generation (checkpoints/gen-NNNN.pkl), with a SHA-256 of the
-payload so that a torn or altered file is refused with one line."""
+"""Checkpoints: the optimiser's state after each batch (checkpoints/gen-NNNN.pkl; NSGA-III's: the pymoo algorithm
+object), with a SHA-256 of the payload so that a torn or altered file is refused with one line."""
 
 from __future__ import annotations
 
@@ -14,8 +14,16 @@ from .log import atomic_write
 CKPT_MAGIC = b"FEDEVO-SEARCH-CHECKPOINT 1\n"
 
 
+def dumps(obj: Any) -> bytes:
+    """A checkpoint's payload: cloudpickle, which pickles what pickle does the same way and a local function (a
+    pymoo operator's decorated comparator, as SMS-EMOA's) by value; plain pickle loads it."""
+    import cloudpickle
+
+    return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def save_checkpoint(run_dir: Path, state: Mapping[str, Any]) -> Path:
-    payload = pickle.dumps(dict(state), protocol=pickle.HIGHEST_PROTOCOL)
+    payload = dumps(dict(state))
     data = CKPT_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
     path = run_dir / "checkpoints" / f"gen-{state['generation']:04d}.pkl"
     path.parent.mkdir(exist_ok=True)
@@ -49,4 +57,4 @@ def latest_checkpoint(run_dir: Path) -> Optional[Path]:
     return files[-1] if files else None
 
 
-__all__ = ["CKPT_MAGIC", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+__all__ = ["CKPT_MAGIC", "dumps", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]

@@ -88,6 +88,17 @@ def test_any_optuna_sampler_through_optuna_optimizer(tmp_path):
     assert len(read_csv(run.path / "evaluations.csv")) == 6
 
 
+def test_any_pymoo_algorithm_through_pymoo_optimizer_resumes_exactly(tmp_path):
+    """SMS-EMOA: its state is the pymoo algorithm (checkpointed); a resumed run asks what the whole one asked."""
+    whole = _search(tmp_path, user_optimizers.SmsEmoa, out="W", pop=4, gen=3)
+    part = _search(tmp_path, user_optimizers.SmsEmoa, out="P", pop=4, gen=2)
+    fedevo.resume(part.path, gen=3, workers=0, page=False)
+    drop = ("wall_s", "chain")
+    rows = [without([r], *drop) for r in read_csv(part.path / "evaluations.csv")]
+    assert len(rows) == 12 and rows == [without([r], *drop) for r in read_csv(whole.path / "evaluations.csv")]
+    assert json.loads((whole.path / "run.json").read_text())["algorithm"]["name"] == "pymoo SMSEMOA"
+
+
 def test_a_registered_class_goes_by_its_name(tmp_path, monkeypatch):
     from fedevo.searching.optimizers import registry
 
@@ -109,6 +120,7 @@ def test_a_class_run_json_cannot_name_is_refused(tmp_path):
     (f"{MOD}:Missing", "has no function 'Missing'"),
     ("tests.searching.search_fakes:fake_evaluate", "not a class derived from fedevo.searching.optimizers.Optimizer"),
     (f"{MOD}:NoTell", "NoTell does not implement tell, state, restore"),
+    (f"{MOD}:NoAlgorithm", "NoAlgorithm does not implement algorithm"),
     ("python:nowhere.py:X", "optimizer file"),
     ("cmaes", "unknown optimiser 'cmaes'"),
 ])

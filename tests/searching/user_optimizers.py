@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedevo.searching.optimizers import Optimizer, OptunaOptimizer
+from fedevo.searching.optimizers import Optimizer, OptunaOptimizer, PymooOptimizer
 
 
 class Halton(Optimizer):
@@ -36,14 +36,30 @@ class Halton(Optimizer):
 
 
 class Qmc(OptunaOptimizer):
-    """Any Optuna sampler: here Optuna's QMC sampler."""
+    """Any Optuna sampler: here Optuna's random sampler (QMC's would scramble anew every batch)."""
 
-    name = "qmc"
+    name = "optuna-random"
 
     def sampler(self, seed):
         import optuna
 
         return optuna.samplers.RandomSampler(seed=seed)
+
+
+class SmsEmoa(PymooOptimizer):
+    """Any pymoo algorithm: here SMS-EMOA."""
+
+    name = "sms-emoa"
+
+    def algorithm(self):
+        from pymoo.algorithms.moo.sms import SMSEMOA
+
+        return SMSEMOA(pop_size=self.pop, n_offsprings=self.pop, sampling=self.sampling, repair=self.repair,
+                       eliminate_duplicates=True)
+
+
+class NoAlgorithm(PymooOptimizer):
+    name = "no_algorithm"
 
 
 class Broken(Halton):
@@ -79,7 +95,9 @@ class Broken(Halton):
 
     def state(self):
         if self.mode == "state":
-            return {"f": lambda: 1}
+            import threading
+
+            return {"lock": threading.Lock()}
         return super().state()
 
 

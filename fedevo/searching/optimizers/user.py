@@ -10,7 +10,7 @@ It runs in the search's own process (never on a Ray worker), so it is contained 
   one of its choices) — else one line naming the optimiser and the first fault;
 * an exception (or ``sys.exit``) in ``ask``, ``tell``, ``state`` or ``restore`` ends the search with one line
   naming the optimiser and the method, not a traceback; the run stays resumable from its last checkpoint;
-* ``state()`` must pickle (checkpoints hold it): said when it does not.
+* ``state()`` must pickle (checkpoints hold it, with cloudpickle): said when it does not.
 
 A Python user may instead ``register`` a class under its own name (fedevo.searching.optimizers.register) and pass
 that name: the same checks do not apply to a registered class, which is taken as fedevo's own are.
@@ -19,11 +19,11 @@ that name: the same checks do not apply to a registered class, which is taken as
 from __future__ import annotations
 
 import math
-import pickle
 from numbers import Integral, Real
 from typing import Any, Mapping, Optional, Sequence
 
 from ...errors import FedevoError
+from ..checkpoint import dumps
 from .base import Optimizer
 
 _LOADED: dict[str, type[Optimizer]] = {}
@@ -46,12 +46,21 @@ def load(spec: str) -> type[Optimizer]:
     if not (isinstance(found, type) and issubclass(found, Optimizer)):
         raise FedevoError(f"optimizer {spec!r} names {found!r}, not a class derived from "
                           "fedevo.searching.optimizers.Optimizer (docs/search.md#your-own-optimiser)")
-    missing = [m for m in ("ask", "tell", "state", "restore") if getattr(found, m) is getattr(Optimizer, m)]
+    missing = [m for base, m in _ABSTRACT() if issubclass(found, base) and getattr(found, m) is getattr(base, m)]
     if missing:
         raise FedevoError(f"optimizer {spec!r}: {found.__name__} does not implement {', '.join(missing)} "
                           "(docs/search.md#your-own-optimiser)")
     cls = _LOADED[spec] = contained(found, spec)
     return cls
+
+
+def _ABSTRACT() -> list[tuple[type, str]]:
+    """(base, method) pairs a subclass of that base must implement."""
+    from .optuna_samplers import OptunaOptimizer
+    from .pymoo_base import PymooOptimizer
+
+    return [*((Optimizer, m) for m in ("ask", "tell", "state", "restore")), (PymooOptimizer, "algorithm"),
+            (OptunaOptimizer, "sampler")]
 
 
 def contained(cls: type[Optimizer], spec: str) -> type[Optimizer]:
@@ -82,7 +91,7 @@ def contained(cls: type[Optimizer], spec: str) -> type[Optimizer]:
         def state(self) -> Any:
             st = call(self, "state")
             try:
-                pickle.dumps(st)
+                dumps(st)  # as the checkpoint will
             except Exception as e:  # noqa: BLE001 - whatever pickling raises
                 raise FedevoError(f"optimizer {spec!r}: state() returned what cannot be checkpointed "
                                   f"({type(e).__name__}: {' '.join(str(e).split())})") from None

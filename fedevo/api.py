@@ -318,8 +318,7 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     from .searching.run import SearchRun
     from .searching.settings import SearchSettings
 
-    from .searching.optimizers.registry import get as optimizer_class
-    from .searching.optimizers.user import spec_of
+    from .searching.optimizers.registry import get as optimizer_class, spec_of
 
     prob = _as_problem(problem)
     data_dir = _text(data_dir)

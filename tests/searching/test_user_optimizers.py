@@ -119,7 +119,7 @@ def test_a_class_run_json_cannot_name_is_refused(tmp_path):
 @pytest.mark.parametrize("spec, message", [
     (f"{MOD}:Missing", "has no function 'Missing'"),
     ("tests.searching.search_fakes:fake_evaluate", "not a class derived from fedevo.searching.optimizers.Optimizer"),
-    (f"{MOD}:NoTell", "NoTell does not implement tell, state, restore"),
+    (f"{MOD}:NoTell", "NoTell does not implement restore, state, tell"),
     (f"{MOD}:NoAlgorithm", "NoAlgorithm does not implement algorithm"),
     ("python:nowhere.py:X", "optimizer file"),
     ("cmaes", "unknown optimiser 'cmaes'"),

@@ -25,6 +25,7 @@ Rules every optimiser keeps (the run loop and `fedevo resume` rely on them):
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -64,16 +65,20 @@ class Optimizer:
         self.sampler_s = 0.0  # seconds spent in ask + tell of the last batch (the optimiser's own cost)
 
     # ------------------------------------------------------------------ the interface
+    @abstractmethod  # (a marker: user.py names what a class of yours lacks)
     def ask(self, n: int) -> list[dict[str, Any]]:
         raise NotImplementedError
 
+    @abstractmethod  # (a marker: user.py names what a class of yours lacks)
     def tell(self, params: Sequence[Mapping[str, Any]], F: np.ndarray, G: Optional[np.ndarray] = None) -> None:
         raise NotImplementedError
 
+    @abstractmethod  # (a marker: user.py names what a class of yours lacks)
     def state(self) -> Any:
         """Picklable state after the last tell (checkpoints hold it)."""
         raise NotImplementedError
 
+    @abstractmethod  # (a marker: user.py names what a class of yours lacks)
     def restore(self, state: Any) -> None:
         """Continue from `state` (what `state()` returned)."""
         raise NotImplementedError

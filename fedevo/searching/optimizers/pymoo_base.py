@@ -11,6 +11,7 @@ whole generation at a time; a budget's last batch evaluates its first n.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -52,6 +53,7 @@ class PymooOptimizer(Optimizer):
         self.algorithm_ = None  # the set-up pymoo algorithm (its state)
         self._pending = None
 
+    @abstractmethod  # (a marker: user.py names what a class of yours lacks)
     def algorithm(self):
         """The pymoo algorithm, set up here or already (``problem`` set: as NSGA-III's is, algorithm.py)."""
         raise NotImplementedError

@@ -54,6 +54,29 @@ def check_name(name: Any) -> str:
     return name
 
 
+def spec_of(optimizer: Any) -> str:
+    """What run.json records for an `optimizer=` given in Python: a name or a spec as it is (a `python:` file's path
+    made absolute, so that a resume finds it from anywhere), a registered class by its name, another Optimizer
+    class by 'module:Class'."""
+    from ...plugins import resolve_spec
+    from .user import is_spec
+
+    if isinstance(optimizer, str):
+        return resolve_spec(optimizer, None, kind="optimizer") if is_spec(optimizer) else optimizer
+    if isinstance(optimizer, type) and issubclass(optimizer, Optimizer):
+        if _REGISTRY.get(getattr(optimizer, "name", "")) is optimizer:
+            return optimizer.name
+        module: Optional[str] = getattr(optimizer, "__module__", None)
+        if module and module != "__main__" and "<locals>" not in optimizer.__qualname__:
+            return f"{module}:{optimizer.__qualname__}"
+        raise FedevoError(f"optimizer {optimizer.__name__} is defined where run.json cannot name it for a resume "
+                          f"({module}:{optimizer.__qualname__}); put it in a module or file ('python:FILE.py:"
+                          f"{optimizer.__name__}'), or register it (fedevo.searching.optimizers.register) and pass "
+                          "its name")
+    raise FedevoError(f"optimizer must be a name, 'python:FILE.py:Class', 'module:Class' or an Optimizer "
+                      f"subclass, got {optimizer!r}")
+
+
 def uses_reference_directions(name: str) -> bool:
     """Whether the optimiser takes NSGA-III's reference directions (--partitions): NSGA-III only; never the user's
     own (fedevo computes none for it), which is not loaded to say so."""
@@ -98,4 +121,4 @@ def from_state(name: str, state: Any, space, problem, *, pop: int, seed: int, se
 
 
 __all__ = ["DEFAULT", "DEFAULT_EVALUATIONS", "DEFAULT_POP", "check_name", "default_pop", "from_state", "get", "make",
-           "names", "register", "uses_reference_directions"]
+           "names", "register", "spec_of", "uses_reference_directions"]

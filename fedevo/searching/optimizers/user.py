@@ -46,21 +46,12 @@ def load(spec: str) -> type[Optimizer]:
     if not (isinstance(found, type) and issubclass(found, Optimizer)):
         raise FedevoError(f"optimizer {spec!r} names {found!r}, not a class derived from "
                           "fedevo.searching.optimizers.Optimizer (docs/search.md#your-own-optimiser)")
-    missing = [m for base, m in _ABSTRACT() if issubclass(found, base) and getattr(found, m) is getattr(base, m)]
+    missing = sorted(m for m in dir(found) if getattr(getattr(found, m, None), "__isabstractmethod__", False))
     if missing:
         raise FedevoError(f"optimizer {spec!r}: {found.__name__} does not implement {', '.join(missing)} "
                           "(docs/search.md#your-own-optimiser)")
     cls = _LOADED[spec] = contained(found, spec)
     return cls
-
-
-def _ABSTRACT() -> list[tuple[type, str]]:
-    """(base, method) pairs a subclass of that base must implement."""
-    from .optuna_samplers import OptunaOptimizer
-    from .pymoo_base import PymooOptimizer
-
-    return [*((Optimizer, m) for m in ("ask", "tell", "state", "restore")), (PymooOptimizer, "algorithm"),
-            (OptunaOptimizer, "sampler")]
 
 
 def contained(cls: type[Optimizer], spec: str) -> type[Optimizer]:
@@ -145,27 +136,4 @@ def _value(g, v: Any, where: str) -> Any:
     return v
 
 
-def spec_of(optimizer: Any) -> str:
-    """What run.json records for an `optimizer=` given in Python: a name or a spec as it is (a `python:` file's path
-    made absolute, so that a resume finds it from anywhere), a registered class by its name, another Optimizer
-    class by 'module:Class'."""
-    from ...plugins import resolve_spec
-    from .registry import _REGISTRY
-
-    if isinstance(optimizer, str):
-        return resolve_spec(optimizer, None, kind="optimizer") if is_spec(optimizer) else optimizer
-    if isinstance(optimizer, type) and issubclass(optimizer, Optimizer):
-        if _REGISTRY.get(getattr(optimizer, "name", "")) is optimizer:
-            return optimizer.name
-        module: Optional[str] = getattr(optimizer, "__module__", None)
-        if module and module != "__main__" and "<locals>" not in optimizer.__qualname__:
-            return f"{module}:{optimizer.__qualname__}"
-        raise FedevoError(f"optimizer {optimizer.__name__} is defined where run.json cannot name it for a resume "
-                          f"({module}:{optimizer.__qualname__}); put it in a module or file ('python:FILE.py:"
-                          f"{optimizer.__name__}'), or register it (fedevo.searching.optimizers.register) and pass "
-                          "its name")
-    raise FedevoError(f"optimizer must be a name, 'python:FILE.py:Class', 'module:Class' or an Optimizer "
-                      f"subclass, got {optimizer!r}")
-
-
-__all__ = ["check_candidates", "contained", "is_spec", "load", "spec_of"]
+__all__ = ["check_candidates", "contained", "is_spec", "load"]

@@ -60,6 +60,10 @@ def test_retrain_cli_writes_report(run_dir, tmp_path, capsys):
     md = (out / "report.md").read_text()
     table = md_main_table(md)
     assert len(table) == len(rows)
+    # no privacy has no paper formula: the standard's ε (paper) is undefined ('–', as a central pick's), not 'inf'
+    # (its ε, the accountant's, is: no privacy); the local-trust picks have theirs
+    assert std["eps_paper"] == "" and table[-1]["ε (paper)"] == "–"
+    assert all(math.isfinite(float(r["eps_paper"])) for r in rows[:-1])
     for m, c in zip(table, rows):
         for key, head in MD_MAIN:
             assert m[head] == (c[key] or "–"), (key, m[head], c[key])

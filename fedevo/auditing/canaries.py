@@ -131,19 +131,23 @@ class CanarySet:
     def scores(self) -> np.ndarray:
         """The log-likelihood ratio of "included" vs "not included" given the recorded z (an attack's score; any
         score gives a valid one-run bound, this one is the most powerful for the accounted Gaussian): per round
-        log(1 − q + q·exp(μz − μ²/2)), minus the same at −z for the replace relation."""
+        log(1 − q + q·exp(μz − μ²/2)), minus the same at −z for the replace relation (2μz when q = 1). With
+        near-noiseless uploads (μ ~ 1e200) a ratio beyond the floats is ±∞, its true order; μ(z − μ/2) is formed
+        without μ², whose overflow made ∞ − ∞ = NaN of every score."""
         if not self.z:
             return np.zeros(self.m)
         Z, MU = np.vstack(self.z), np.vstack(self.mu)
-        q = self.exposure.rate
+        q, replace = self.exposure.rate, self.exposure.relation == "replace"
 
         def mix(x):
-            a = MU * x - MU * MU / 2
+            a = MU * (x - MU / 2)
             return a if q >= 1.0 else np.logaddexp(math.log1p(-q), math.log(q) + a)
 
-        s = mix(Z)
-        if self.exposure.relation == "replace":
-            s = s - mix(-Z)
+        with np.errstate(over="ignore"):  # |log-likelihood ratio| > 1.8e308: ±∞ is its value here
+            if q >= 1.0 and replace:  # (μz − μ²/2) − (−μz − μ²/2), without the two infinities of its terms
+                s = 2.0 * MU * Z
+            else:
+                s = mix(Z) - mix(-Z) if replace else mix(Z)
         return s.sum(0)
 
     def statistic(self) -> np.ndarray:

@@ -224,7 +224,8 @@ def eps_estimate_gaussian(*, stat_in: Sequence[float], stat_out: Sequence[float]
     sampling error in a fitted std alone gives ε of several at δ = 1e-6, since the log density ratio of two
     Gaussians with different variances is unbounded; `eps_gaussians` computes that case too.)"""
     a, b = _groups(stat_in, stat_out)
-    ma, sa, mb, sb = float(a.mean()), float(a.std(ddof=1)), float(b.mean()), float(b.std(ddof=1))
+    x, y, scale = _scaled(a, b)
+    ma, sa, mb, sb = (scale * float(v) for v in (x.mean(), x.std(ddof=1), y.mean(), y.std(ddof=1)))
     mu = abs(_signed_separation(a, b))
     return GaussianFit(_eps_of_separation(mu, delta), ma, sa, mb, sb, mu)
 
@@ -236,8 +237,19 @@ def _groups(stat_in: Sequence[float], stat_out: Sequence[float]) -> tuple[np.nda
     return a, b
 
 
+def _scaled(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(a/s, b/s, s), s the power of 2 just above the largest finite |statistic|: the fit is scale-free, and
+    near-noiseless uploads give statistics (~1e200) whose squares are beyond the floats. A power of 2 scales
+    exactly: every number at ordinary scales is the one computed without it."""
+    big = np.abs(np.concatenate([a, b]))
+    big = big[np.isfinite(big)]
+    s = math.ldexp(1.0, min(math.frexp(float(big.max()))[1], 1023)) if big.size and big.max() > 0 else 1.0
+    return a / s, b / s, s
+
+
 def _signed_separation(a: np.ndarray, b: np.ndarray) -> float:
-    """(mean_in − mean_out) / pooled std: the fitted Gaussian mechanism's μ, with its sign."""
+    """(mean_in − mean_out) / pooled std: the fitted Gaussian mechanism's μ, with its sign (scale-free)."""
+    a, b, _ = _scaled(a, b)
     sa, sb = float(a.std(ddof=1)), float(b.std(ddof=1))
     pooled = math.sqrt(((len(a) - 1) * sa * sa + (len(b) - 1) * sb * sb) / (len(a) + len(b) - 2))
     return (float(a.mean()) - float(b.mean())) / max(pooled, 1e-300)

@@ -37,6 +37,16 @@ def _secagg_deployment(cfg) -> None:
           f"secagg_threshold={pc.secagg_threshold:g} needs {t} of the cohort's {m} clients to "
           f"survive, but only {m * (1.0 - cfg.upload_loss):.0f} are expected to (upload_loss="
           f"{cfg.upload_loss:g}): most rounds would abort; lower secagg_threshold")
+    if pc.target_eps is None and isinstance(pc.params, UpdateParams):  # σ given: shares the DDG accounting covers
+        from . import ddg
+
+        p, honest, cohort, bits = pc.params, t - cfg.deployment.colluders, max(m, cfg.sampled_per_round), pc.secagg_bits
+        s, g = ddg.shares(sigma=p.sigma, clip=p.clip, honest=honest, cohort=cohort, bits=bits)
+        low = ddg.min_noise_multiplier(honest=honest, cohort=cohort, bits=bits)
+        check(s / g >= ddg.SHARE_SIGMA_MIN,
+              f"sigma={p.sigma:g} is below {low:.3g}, the smallest noise multiplier whose secure-aggregation shares "
+              "the DDG accounting covers (Kairouz et al. 2021, Theorem 1: each share's discrete Gaussian σ_ℓ ≥ 1/2 "
+              "grid units); raise sigma" + (" or use secagg_bits = 64" if bits == 32 else ""))
 
 
 LOCAL = register_trust(Trust("local", "each client noises its own upload"))

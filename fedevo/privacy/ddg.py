@@ -6,7 +6,9 @@ discrete Gaussian N_Z(0, (s/γ)²) and submits the integer vector to secure aggr
 sees only the sum. With n honest clients the noise in the sum is a sum of n discrete Gaussians; Theorem 1 of the
 paper bounds how far that is from one discrete Gaussian (the τ term), Theorem 1's rounding analysis how much
 rounding inflates the L2 sensitivity, and Proposition 14 gives the RDP of the result. We feed Proposition 14 to
-dp-accounting's RDP accountant as zCDP events (no library has the DDG itself).
+dp-accounting's RDP accountant as zCDP events (no library has the DDG itself). Theorem 1 and Proposition 14 hold
+for shares N_Z(0, σ_ℓ²) with σ_ℓ ≥ 1/2 (σ_ℓ = s/γ, grid units): below it the accountant refuses (no ε is proven
+there), and `min_noise_multiplier` is the smallest noise multiplier whose shares reach it.
 Modular wrap-around is post-processing of the sum (it changes utility, never privacy); `choose_gamma` picks γ so
 that the sum of the whole deployment cohort wraps only with noise beyond `k` standard deviations.
 """
@@ -19,6 +21,15 @@ import numpy as np
 
 from ..errors import FedevoError
 from .accounting import _count, _delta, _pos, eps_rdp
+
+
+SHARE_SIGMA_MIN = 0.5  # Theorem 1 / Proposition 14: each share N_Z(0, σ_ℓ²) with σ_ℓ ≥ 1/2 (grid units)
+WRAP_STDS = 8.0  # choose_gamma's k: the noise sum wraps only beyond this many standard deviations
+
+
+def _room(*, cohort: int, bits: int) -> float:
+    """What the noise of a cohort's modular sum may fill: 2^(bits−1) − 1 − cohort (the rounding's +1 each)."""
+    return 2.0 ** (bits - 1) - 1 - cohort
 
 
 def rounded_l2_bound(*, l2: float, dim: int) -> float:
@@ -46,6 +57,9 @@ def ddg_events(*, clip: float, gamma: float, local_std: float, honest: int, dim:
     n, d, t = _count("honest", honest), _count("dim", dim), _count("rounds", rounds)
     if n < 1:
         raise FedevoError("the distributed noise needs at least one honest surviving client")
+    if s / g < SHARE_SIGMA_MIN:
+        raise FedevoError(f"the DDG accounting (Kairouz et al. 2021, Theorem 1) needs each share's discrete Gaussian "
+                          f"σ_ℓ = local_std/gamma ≥ 1/2 grid units, got {s / g:.3g}")
     d2 = rounded_l2_bound(l2=c / g, dim=d)  # sensitivity in integer units (zero-out one user)
     d1 = d2 * min(math.sqrt(d), d2)  # L1 ≤ √d·L2, and ≤ L2² on the integer grid
     sd = math.sqrt(n) * s / g  # std of the honest noise sum, integer units
@@ -69,15 +83,31 @@ def eps_ddg(*, clip: float, gamma: float, local_std: float, honest: int, dim: in
                                                          honest=honest, dim=dim, rounds=rounds))
 
 
-def choose_gamma(*, clip: float, local_std: float, cohort: int, bits: int, k: float = 8.0) -> float:
+def choose_gamma(*, clip: float, local_std: float, cohort: int, bits: int, k: float = WRAP_STDS) -> float:
     """Granularity γ so that the modular sum of `cohort` uploads cannot wrap around 2^bits unless the noise sum
     exceeds k standard deviations: cohort·(C/γ + 1) + k·√cohort·s/γ ≤ 2^(bits−1) − 1 (worst case per coordinate,
     no random rotation assumed)."""
     c, s, m = _pos("clip", clip), _pos("local_std", local_std), _count("cohort", cohort)
-    room = 2.0 ** (bits - 1) - 1 - m
+    room = _room(cohort=m, bits=bits)
     if m < 1 or room <= 0:
         raise FedevoError(f"a cohort of {m} does not fit {bits}-bit secure aggregation; use secagg_bits = 64")
     return (m * c + k * math.sqrt(m) * s) / room
+
+
+def shares(*, sigma: float, clip: float, honest: int, cohort: int, bits: int) -> tuple[float, float]:
+    """(s, γ) of a deployment with noise multiplier σ: the `honest` counted shares have std s = σ·C/√honest each
+    (their sum σ·C), and γ = choose_gamma for the `cohort` in `bits`-bit secure aggregation."""
+    s = _pos("sigma", sigma) * _pos("clip", clip) / math.sqrt(_count("honest", honest))
+    return s, choose_gamma(clip=clip, local_std=s, cohort=cohort, bits=bits)
+
+
+def min_noise_multiplier(*, honest: int, cohort: int, bits: int, k: float = WRAP_STDS) -> float:
+    """The smallest noise multiplier σ whose `shares` have σ_ℓ = s/γ ≥ SHARE_SIGMA_MIN (∞ if none has):
+    s/γ = σ·room/(√honest·cohort + k·√cohort·σ) rises with σ (the clip cancels), and is 1/2 at
+    σ = √honest·cohort / (2·room − k·√cohort)."""
+    n, m = _count("honest", honest), _count("cohort", cohort)
+    free = _room(cohort=m, bits=bits) / SHARE_SIGMA_MIN - k * math.sqrt(m)
+    return math.sqrt(n) * m / free if free > 0 else math.inf
 
 
 def discrete_gaussian(*, sigma: float, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -99,4 +129,5 @@ def discrete_gaussian(*, sigma: float, size: int, rng: np.random.Generator) -> n
     return out
 
 
-__all__ = ["rounded_l2_bound", "ddg_tau", "ddg_events", "eps_ddg", "choose_gamma", "discrete_gaussian"]
+__all__ = ["SHARE_SIGMA_MIN", "rounded_l2_bound", "ddg_tau", "ddg_events", "eps_ddg", "choose_gamma", "shares",
+           "min_noise_multiplier", "discrete_gaussian"]

@@ -126,14 +126,17 @@ class DistributedDiscreteGaussian(Mechanism):
         self.arrived = max(M * (1.0 - ell), float(self.threshold))  # SimConfig checked M·(1 − ℓ) ≥ t
 
     # ---------------------------------------------------------------- noise and accounting
+    def _shares(self, sigma: float) -> tuple[float, float]:
+        c = self.cfg
+        return ddg.shares(sigma=sigma, clip=c.privacy.params.clip, honest=self.honest,
+                          cohort=max(c.cohort, c.sampled_per_round), bits=c.privacy.secagg_bits)
+
     def local_std(self, sigma: float) -> float:
         """Std s of one deployment client's share: the t_h counted honest shares sum to σ·C₀."""
-        return sigma * self.cfg.privacy.params.clip / math.sqrt(self.honest)
+        return self._shares(sigma)[0]
 
     def gamma(self, sigma: float) -> float:
-        c = self.cfg
-        return ddg.choose_gamma(clip=c.privacy.params.clip, local_std=self.local_std(sigma),
-                                cohort=max(c.cohort, c.sampled_per_round), bits=c.privacy.secagg_bits)
+        return self._shares(sigma)[1]
 
     def eps_for(self, sigma: float, dim: int) -> float:
         c = self.cfg
@@ -141,8 +144,12 @@ class DistributedDiscreteGaussian(Mechanism):
                            honest=self.honest, dim=dim, rounds=accounted_rounds(c), delta=c.privacy.delta)
 
     def sigma_for_target(self, cfg: SimConfig, *, dim: int) -> float:
-        # dim: the full parameter count, ≥ any active count, so ε at the real Ω is ≤ the target
-        return acc.solve_noise(eps_of=lambda z: self.eps_for(z, dim), target_eps=cfg.privacy.target_eps)
+        # dim: the full parameter count, ≥ any active count, so ε at the real Ω is ≤ the target; no ε is proven
+        # where the shares' σ_ℓ = s/γ < 1/2 (ddg.py): there the solver reads ∞, so σ stays where it is
+        def eps_of(z: float) -> float:
+            s, g = self._shares(z)
+            return self.eps_for(z, dim) if s / g >= ddg.SHARE_SIGMA_MIN else math.inf
+        return acc.solve_noise(eps_of=eps_of, target_eps=cfg.privacy.target_eps)
 
     def noise_std(self) -> float:
         """Std of the noise on the deployment's averaged update: s/√n for n arrived shares."""

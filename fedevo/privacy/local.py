@@ -70,11 +70,14 @@ NOT_COVERED = ("a deployed user who joins more rounds than the most exposed simu
 
 
 class NoPrivacy(LocalMechanism):
+    """No noise: ε = ∞ (no privacy), and no paper formula applies (eps_paper NaN, shown '–', as under central and
+    distributed trust)."""
+
     def account(self, out, part) -> dict:
-        return {"eps": math.inf, "eps_paper": math.inf, "level": "none"}
+        return {"eps": math.inf, "eps_paper": math.nan, "level": "none"}
 
     def planned_eps(self) -> dict:
-        return {"eps": math.inf, "eps_paper": math.inf}
+        return {"eps": math.inf, "eps_paper": math.nan}
 
 
 class StepMechanism(LocalMechanism):

@@ -155,7 +155,7 @@ class Column:
             n_inf = sum(1 for v, c in zip(self.raw, self.capped) if c and v == math.inf)
             if not self.key.startswith("eps"):
                 what = "non-finite"
-            else:  # ∞: no privacy; NaN: no such ε for that evaluation (the paper's formula under central trust)
+            else:  # ∞: no privacy; NaN: no such ε for that evaluation (the paper's formula: central trust, none)
                 what = ("∞ (no privacy)" if n_inf == n else "undefined" if n_inf == 0 else
                         f"∞ (no privacy: {n_inf}) or undefined ({n - n_inf})")
             parts.append(f"{n} point{'s' if n != 1 else ''} with {self.label} {what} drawn at the cap "

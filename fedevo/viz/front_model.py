@@ -120,8 +120,9 @@ class Model:
                 cols[g] = make_column(self.rows, g, g, kind=gene.type, log=bool(gene.log))
         self.cols = cols
         # an ε that is not the search's objective and has no finite value anywhere (ε paper under central or
-        # distributed trust: NaN, the paper's formula covers local trust only; any ε with no privacy: ∞) says
-        # nothing: it is left out of the hover, the parallel axes, the colour choices and the table
+        # distributed trust or without privacy: NaN, the paper's formula covers local trust only; the accountant's
+        # ε with no privacy: ∞) says nothing: it is left out of the hover, the parallel axes, the colour choices
+        # and the table
         self.undefined = tuple(k for k in ("eps", "eps_paper") if k != data.eps_key
                                and not any(finite(r.get(k)) for r in self.rows))
         self.text = [self.hover(r, f) for r, f in zip(self.rows, self.on_front)]

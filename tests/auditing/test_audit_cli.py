@@ -198,7 +198,12 @@ def test_a_runs_pick_is_audited_at_the_rounds_it_was_retrained_for(run_dir, tmp_
 
 def test_an_audit_of_uploads_without_noise_has_an_infinite_upper_bound(tmp_path):
     """The audit's local accountant read a zero effective multiplier (noise std ~0 against the clip) as ε = 0,
-    as the update mechanism's own account did before 2026-11-27: one rule now (accounting.eps_update_effective)."""
+    as the update mechanism's own account did before 2026-11-27: one rule now (accounting.eps_update_effective).
+    Its canaries' statistics (~1e200) overflowed too (3 numpy RuntimeWarnings on stderr), which made every score
+    NaN (lower bound 0, no guess) and the fitted separation 0 (estimate 0): now nothing warns, every canary is
+    guessed right and the fit separates them completely."""
+    import warnings
+
     import fedevo
 
     prob = tmp_path / "p.toml"
@@ -206,5 +211,8 @@ def test_an_audit_of_uploads_without_noise_has_an_infinite_upper_bound(tmp_path)
                     '[train]\nrounds = 2\nepochs = 1\nbatch_size = 16\nupload_loss = 0.0\nprecision = "fp32"\n'
                     '[privacy]\nmechanism = "update"\nclip = 2.0\nsigma = 1e-200\nrecall = false\ndelta = 1e-4\n'
                     '[genes]\nlr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }\n')
-    (r,) = fedevo.audit(problem=str(prob), canaries=64, write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        (r,) = fedevo.audit(problem=str(prob), canaries=64, write=False)
     assert r.eps_upper == math.inf and r.verdict != "VIOLATION"
+    assert r.bound.guesses == r.bound.correct == 64 and r.eps_lower > 0 and r.eps_estimate == math.inf

@@ -1,5 +1,7 @@
 """Canary directions, inclusion and exposure."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -51,6 +53,22 @@ def test_scores_are_the_likelihood_ratio():
     r.record(z=np.array([0.7]), mu=np.array([2.0]), joins=np.ones(1, bool))
     assert np.allclose(r.scores(), [2 * 2 * 0.7])  # 2μz
     assert np.allclose(r.statistic(), [0.7])
+
+
+@pytest.mark.parametrize("relation, rate", [("add/remove", 1.0), ("replace", 1.0), ("add/remove", 0.1),
+                                            ("replace", 0.1)])
+def test_scores_of_near_noiseless_uploads_keep_their_order_without_overflow(relation, rate):
+    """μ = 1e200 (σ = 1e-200): μ² overflowed (a RuntimeWarning) and μz − μ²/2 became ∞ − ∞ = NaN, so every score
+    was NaN and the one-run bound found nothing; now an included canary scores above a held-out one (±∞ where the
+    log-likelihood ratio is beyond the floats), and nothing warns."""
+    c = CanarySet(count=2, exposure=Exposure(relation, rate, 2), seed=0)
+    sign = -1.0 if relation == "replace" else 0.0
+    for _ in range(2):
+        c.record(z=np.array([1e200, sign * 1e200]) * (1 + 1e-9), mu=np.full(2, 1e200), joins=np.ones(2, bool))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = c.scores()
+    assert not np.isnan(s).any() and s[0] > s[1], s
 
 
 def test_zero_out_canaries_are_absent_when_not_included_and_named_as_the_privacy_summary_names_them():

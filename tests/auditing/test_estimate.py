@@ -97,6 +97,28 @@ def test_gaussian_fit_hand_computed():
     assert same.eps_estimate == 0.0
 
 
+def test_gaussian_fit_and_its_interval_are_scale_free_up_to_the_largest_floats():
+    """Statistics of ~1e200 (an audit of σ = 1e-200): their squares overflowed in the stds (RuntimeWarnings), the
+    pooled std became ∞ and the separation 0, so near-noiseless uploads read as ε estimate 0; the fit is
+    scale-free (its separation and ε those of the same numbers at scale 1) and nothing warns."""
+    import warnings
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(3.0, 1.0, 40), rng.normal(0.0, 1.0, 40)
+    small = E.eps_estimate_gaussian(stat_in=a, stat_out=b, delta=1e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        big = E.eps_estimate_gaussian(stat_in=a * 1e200, stat_out=b * 1e200, delta=1e-5)
+        interval = E.estimate_interval(stat_in=a * 1e200, stat_out=b * 1e200, delta=1e-5, confidence=0.95, seed=1)
+    assert big.separation == pytest.approx(small.separation, rel=1e-12)
+    assert big.eps_estimate == pytest.approx(small.eps_estimate, rel=1e-9)
+    assert big.std_in == pytest.approx(small.std_in * 1e200, rel=1e-12)
+    assert interval == pytest.approx(E.estimate_interval(stat_in=a, stat_out=b, delta=1e-5, confidence=0.95, seed=1),
+                                     rel=1e-9)
+
+
 # ---------------------------------------------------------------------------- verdicts and the estimate's interval
 def test_verdicts_from_hand_made_numbers():
     from fedevo.auditing.run import verdict

@@ -294,6 +294,20 @@ def test_evaluate_reports_the_rounds_it_trained_and_readable_eps(capsys):
     assert float(numbers[0]) == pytest.approx(d["eps"], rel=1e-3)
 
 
+def test_evaluate_without_privacy_shows_eps_paper_undefined_as_central_trust_does(capsys):
+    """No privacy has no paper formula, as central trust has none: ε (paper) reads '–' for both (it read '∞' for the
+    standard configuration); its ε (accountant) stays ∞ (no privacy)."""
+    from tests.helpers import run_cli
+
+    lines = {}
+    for name, params in (("none", {"mechanism": "none"}), ("central", {})):
+        code, out, err = run_cli(["evaluate", "--rounds", 1, "--params", json.dumps(params), "--quiet"], capsys)
+        assert code in (0, None), err
+        lines[name] = next(ln for ln in out.splitlines() if "ε (accountant)" in ln)
+    assert "ε (paper formula) –" in lines["central"] and "ε (paper formula) –" in lines["none"], lines
+    assert "ε (accountant) ∞" in lines["none"], lines
+
+
 def test_problems_never_cuts_a_name(capsys, monkeypatch):
     import rich.console
 

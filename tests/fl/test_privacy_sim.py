@@ -29,9 +29,9 @@ def test_both_eps_reported_and_monotone():
     assert s6.eps > s3.eps and s3.privacy["level"].startswith("record")
 
 
-def test_no_privacy_is_infinite_eps():
+def test_no_privacy_is_infinite_eps_and_has_no_paper_eps():
     r = simulate(cfg(mechanism="none"), seed=0)
-    assert math.isinf(r.eps) and math.isinf(r.eps_paper)
+    assert math.isinf(r.eps) and math.isnan(r.eps_paper)  # ε = ∞; no paper formula (NaN, as under central trust)
 
 
 @pytest.mark.parametrize("mech, extra", [("update", {}), ("step", {"clip": 0.5})])

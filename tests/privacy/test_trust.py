@@ -204,6 +204,9 @@ def test_evaluate_names_trust_population_cohort_sampling_accountant(trust, capsy
     ({"trust": "central", "delta": 1e-4}, "below 1/population"),
     ({"sampling": "stratified"}, "sampling: expected one of \"poisson\", \"fixed\", \"none\", got \"stratified\""),
     ({"trust": "secagg", "secagg_neighbours": 3}, "secagg_neighbours must be an even integer"),
+    # M = 10⁷, t_h = 5·10⁶, 32 bits: shares N_Z(0, σ_ℓ²) have σ_ℓ < 1/2 (outside Theorem 1) below σ ≈ 5.23
+    ({"trust": "secagg", "cohort": 10 ** 7, "population": 10 ** 8, "delta": 1e-9, "sigma": 1.0},
+     "sigma=1 is below 5.23, the smallest noise multiplier"),
 ])
 def test_bad_trust_input_one_line_exit_2(params, msg, capsys):
     code, out, err = run(["evaluate", "--params", json.dumps(params), "--rounds", "1", "--quiet", "--json"], capsys)
@@ -212,6 +215,35 @@ def test_bad_trust_input_one_line_exit_2(params, msg, capsys):
         return
     assert code == 2, out
     assert msg in err and err.count("\n") == 1 and out == "" and "Traceback" not in err
+
+
+def test_ddg_accounting_refuses_shares_below_one_half():
+    """Theorem 1 (and Proposition 14) of Kairouz, Liu & Steinke 2021 assume each share N_Z(0, σ_ℓ²) has σ_ℓ ≥ 1/2
+    (grid units): below it their τ bound is unproven, and the ε it gave (~4.7e5 at σ_ℓ = 0.49 here) was no bound."""
+    kw = dict(clip=1.0, gamma=0.01, honest=500, dim=1000, rounds=10, delta=1e-6)
+    assert math.isfinite(ddg.eps_ddg(local_std=0.5 * 0.01, **kw))
+    with pytest.raises(FedevoError, match=r"σ_ℓ = local_std/gamma ≥ 1/2.*got 0.49$"):
+        ddg.eps_ddg(local_std=0.49 * 0.01, **kw)
+
+
+@pytest.mark.parametrize("cohort, honest, bits", [(1000, 500, 32), (10 ** 7, 5 * 10 ** 6, 32), (1000, 1, 64)])
+def test_ddg_min_noise_multiplier_is_where_shares_reach_one_half(cohort, honest, bits):
+    z = ddg.min_noise_multiplier(honest=honest, cohort=cohort, bits=bits)
+    for clip in (0.1, 3.0):  # the clip cancels
+        s, g = ddg.shares(sigma=z, clip=clip, honest=honest, cohort=cohort, bits=bits)
+        assert s / g == pytest.approx(ddg.SHARE_SIGMA_MIN, rel=1e-9)
+        s, g = ddg.shares(sigma=z * 0.99, clip=clip, honest=honest, cohort=cohort, bits=bits)
+        assert s / g < ddg.SHARE_SIGMA_MIN
+
+
+def test_ddg_target_eps_stays_where_theorem_1_covers_the_shares():
+    """A cohort of 10⁷ in 32 bits needs σ ≥ 5.2 for shares with σ_ℓ ≥ 1/2: the target-ε solver, which starts at
+    σ = 0.5, looks for σ there only (it asked the accountant below it, which now refuses)."""
+    c = cfg(trust="secagg", population=10 ** 8, cohort=10 ** 7, delta=1e-9, target_eps=100.0)
+    mech = build_mechanism(c)
+    z = mech.sigma_for_target(c, dim=1000)
+    assert z >= ddg.min_noise_multiplier(honest=mech.honest, cohort=10 ** 7, bits=32)
+    assert mech.eps_for(z, 1000) <= 100.0
 
 
 def test_secagg_cohort_too_large_for_32_bits():
@@ -331,7 +363,7 @@ def test_a_fixed_cohorts_participation_cap_does_not_shorten_the_amplified_compos
     assert eps(8.0, None) == pytest.approx(amplified(8.0, 10), rel=1e-9)  # no cap: as before
 
 
-@pytest.mark.parametrize("local_std, honest, dim", [(0.35, 20, 1000), (0.5, 50, 5000), (0.8, 500, 200)])
+@pytest.mark.parametrize("local_std, honest, dim", [(0.55, 20, 1000), (0.5, 50, 5000), (0.8, 500, 200)])
 def test_ddg_eps_against_the_papers_reference_accounting(local_std, honest, dim):
     """The 2026-11-27 privacy audit: the DDG's τ and rounding terms were untested (every test ran where τ = 0:
     setting τ to 0 passed them). Here, where τ > 0, fedevo's ε is held to the accounting of the paper's own code

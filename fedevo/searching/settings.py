@@ -63,7 +63,10 @@ class SearchSettings:
         check_search_sizes(self.pop, self.gen)
         check_name(self.optimizer)
         check_budgets(self.budget, self.time_budget, self.patience)
-        if not uses_reference_directions(self.optimizer):
+        refs = uses_reference_directions(self.optimizer)
+        if refs is None:  # your own class, not loaded by this reader: as run.json recorded its partitions
+            refs = self.partitions is not None
+        if not refs:
             if self.partitions is not None:
                 raise FedevoError(f"--partitions sets NSGA-III's reference directions; --optimizer {self.optimizer} "
                                   "has none: drop --partitions")

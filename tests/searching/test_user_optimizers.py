@@ -99,6 +99,14 @@ def test_any_pymoo_algorithm_through_pymoo_optimizer_resumes_exactly(tmp_path):
     assert json.loads((whole.path / "run.json").read_text())["algorithm"]["name"] == "pymoo SMSEMOA"
 
 
+def test_a_subclass_of_nsga3_takes_reference_directions_and_readers_need_not_load_it(tmp_path):
+    run = _search(tmp_path, f"{MOD}:MyNsga3", pop=6, gen=2, partitions=2)
+    settings = json.loads((run.path / "run.json").read_text())["settings"]
+    assert settings["optimizer"] == f"{MOD}:MyNsga3" and settings["partitions"] == 2
+    r = run_cli("front", run.path)  # a fresh process: the class is not loaded, the recorded partitions stand
+    assert r.returncode == 0 and "Pareto" in r.stdout, r.stderr
+
+
 def test_a_registered_class_goes_by_its_name(tmp_path, monkeypatch):
     from fedevo.searching.optimizers import registry
 

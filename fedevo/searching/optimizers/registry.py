@@ -77,12 +77,14 @@ def spec_of(optimizer: Any) -> str:
                       f"subclass, got {optimizer!r}")
 
 
-def uses_reference_directions(name: str) -> bool:
-    """Whether the optimiser takes NSGA-III's reference directions (--partitions): NSGA-III only; never the user's
-    own (fedevo computes none for it), which is not loaded to say so."""
-    from .user import is_spec
+def uses_reference_directions(name: str) -> Optional[bool]:
+    """Whether the optimiser takes NSGA-III's reference directions (--partitions): NSGA-III's own and your
+    subclasses of it; None for your own class when this process has not loaded it (a reader of a run directory,
+    which does not run its code)."""
+    from .user import is_spec, loaded
 
-    return not is_spec(name) and get(name).uses_reference_directions
+    cls = loaded(name) if is_spec(name) else get(name)
+    return None if cls is None else bool(cls.uses_reference_directions)
 
 
 DEFAULT_POP = 12  # --pop when neither it nor the optimiser says otherwise

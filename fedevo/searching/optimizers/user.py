@@ -34,6 +34,11 @@ def is_spec(name: str) -> bool:
     return ":" in name
 
 
+def loaded(spec: str) -> Optional[type[Optimizer]]:
+    """The class `load` gave for `spec` in this process, else None (nothing is imported here)."""
+    return _LOADED.get(spec)
+
+
 def load(spec: str) -> type[Optimizer]:
     """The contained Optimizer class a (resolved) spec names, loaded once per process; FedevoError (one line) when
     it is missing or is not an Optimizer subclass."""
@@ -136,4 +141,4 @@ def _value(g, v: Any, where: str) -> Any:
     return v
 
 
-__all__ = ["check_candidates", "contained", "is_spec", "load"]
+__all__ = ["check_candidates", "contained", "is_spec", "load", "loaded"]

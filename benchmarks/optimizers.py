@@ -4,7 +4,8 @@
     python benchmarks/optimizers.py --problems digits_mlp --optimizers nsga3 random gp --budgets 8 16 \\
         --pop 4 --seeds 0 1 --rounds 1 --out /tmp/opt-tiny                 # a tiny check that it works
 
-For each problem, optimiser (``--optimizer``: nsga3, random, gp, tpe) and seed, one search of ``--pop``-sized batches
+For each problem, optimiser (``--optimizer``: nsga3, random, gp, tpe, or your own: ``python:FILE.py:Class``, named
+by its class in the table) and seed, one search of ``--pop``-sized batches
 (default: 16 for nsga3 and random; gp and tpe their own default, one candidate per parallel evaluation)
 runs to the largest budget (``fedevo.searching.search(..., budget=max)``; evaluations in-process unless --workers)
 in OUT/runs/<problem>/<optimizer>-s<seed>/; a run directory that is already there is resumed if unfinished and
@@ -71,6 +72,12 @@ def run_search(problem: str, optimizer: str, seed: int, args, out: Path) -> Path
     return out
 
 
+def label(optimizer: str) -> str:
+    """How the table and the run folders name an optimiser: a built-in's name, your own's class (from
+    'python:FILE.py:Class' or 'module:Class')."""
+    return optimizer.rpartition(":")[2]
+
+
 def batch(optimizer: str, args) -> "int | None":
     """The batch size of an optimiser's searches: --pop when given, else 16 for nsga3 and random (the issue's
     NSGA-III population) and the optimiser's own default for a model-based one (gp, tpe: one candidate per
@@ -126,7 +133,7 @@ def main() -> None:
         runs: dict[tuple[str, int], Path] = {}
         for opt in args.optimizers:
             for seed in args.seeds:
-                d = args.out / "runs" / problem / f"{opt}-s{seed}"
+                d = args.out / "runs" / Path(problem).stem / f"{label(opt)}-s{seed}"  # a file: its name
                 t0 = time.time()
                 runs[(opt, seed)] = run_search(problem, opt, seed, args, d)
                 print(f"{problem} {opt} seed {seed}: {time.time() - t0:.0f} s", flush=True)
@@ -164,7 +171,7 @@ def main() -> None:
             reach_txt = (f"{min(hit)}–{max(hit)} on {len(hit)} seed{'s' if len(hit) != 1 else ''} "
                          f"(mean {np.mean(hit):.0f})" if hit else "") + \
                         (f"{', ' if hit else ''}never on {len(reach) - len(hit)}" if len(hit) < len(reach) else "")
-            lines.append(f"| {opt} | " + " | ".join(mean_sd([curves[(opt, s)][b - 1] for s in args.seeds])
+            lines.append(f"| {label(opt)} | " + " | ".join(mean_sd([curves[(opt, s)][b - 1] for s in args.seeds])
                                                    for b in args.budgets)
                          + f" | {reach_txt} | {np.mean([t['sampler_s'] for t in times]):.1f} | "
                            f"{np.mean([t['eval_s'] for t in times]):.1f} | "

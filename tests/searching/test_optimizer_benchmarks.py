@@ -90,3 +90,15 @@ def test_compare_checkouts_runs_and_one_checkout_equals_itself(tiny):
     rows = [ln for ln in out.splitlines() if ln[:3].strip().isdigit()]
     assert len(rows) == 3 and all(ln.endswith("True") for ln in rows)
     assert "results equal for 3/3" in out
+
+
+def test_optimizers_benchmark_measures_your_own_optimiser_beside_the_built_ins(tiny, tmp_path):
+    """benchmarks/optimizers.py --optimizers random python:FILE.py:Class: yours named by its class, in the table and
+    in the run folders (a spec holds slashes and colons); a problem file's runs go under its name (its absolute
+    path made the folder that path itself)."""
+    (tmp_path / "mine.py").write_text((REPO / "tests" / "searching" / "user_optimizers.py").read_text())
+    out = script(REPO / "benchmarks" / "optimizers.py", "--problems", tiny, "--optimizers", "random",
+                 f"python:{tmp_path / 'mine.py'}:SmsEmoa", "--budgets", 2, 4, "--pop", 2, "--seeds", 0,
+                 "--rounds", 1, "--out", tmp_path / "out")
+    assert "\n| random | " in out and "\n| SmsEmoa | " in out
+    assert sorted(p.name for p in (tmp_path / "out" / "runs" / "tiny").iterdir()) == ["SmsEmoa-s0", "random-s0"]

@@ -125,3 +125,13 @@ def test_fedevo_examples_writes_the_examples_and_never_overwrites(tmp_path, caps
     code, out, err = run_cli(["examples", str(tmp_path / "ex")], capsys)
     assert code == 2 and "nothing was written" in err and err.count("\n") == 1
     assert (tmp_path / "ex" / "models.py").read_text() == "# mine\n"
+
+
+def test_own_optimiser_example_search(tmp_path):
+    """examples/README.md's section 4: pymoo's SMS-EMOA from examples/optimizers.py searches digits_mlp."""
+    front = _search("digits_mlp", tmp_path / "run", "--rounds", 1, "--optimizer",
+                    f"python:{EXAMPLES / 'optimizers.py'}:SMSEMOA")
+    assert len(front) >= 1
+    import json
+
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["algorithm"]["name"] == "pymoo SMSEMOA"

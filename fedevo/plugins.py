@@ -61,16 +61,19 @@ _SIBLINGS: list = []  # modules beside a user's file that it imported (`_import_
 
 
 def _import_file(p: Path, kind: str):
-    """The user's file imported under a private name, its folder on the import path (as for a script run from
-    there: a module beside it, `from layers import block`, is found however fedevo was started); the modules it
-    imports from that folder are pickled by value with it (a Ray worker need not find them)."""
+    """The user's file imported under a private name, its folder on the import path while it is imported (as for a
+    script run from there: a module beside it, `from layers import block`, is found however fedevo was started;
+    taken off again afterwards where fedevo put it there, so the process's imports are as before: the modules it
+    imported stay in sys.modules); the modules it imports from that folder are pickled by value with it (a Ray
+    worker need not find them)."""
     if not p.is_file():
         raise FedevoError(f"{kind} file {str(p)!r} does not exist")
     name = f"{USER_MODULE_PREFIX}{kind}_" + hashlib.sha256(str(p).encode()).hexdigest()[:12]
     mod = sys.modules.get(name)
     if mod is None:
         folder = str(p.resolve().parent)
-        if folder not in sys.path:
+        added = folder not in sys.path
+        if added:
             sys.path.append(folder)  # after the installed packages: a file beside it never shadows one
         before = set(sys.modules)
         try:
@@ -85,6 +88,9 @@ def _import_file(p: Path, kind: str):
         except Exception as e:  # the user's code: any exception is their file's problem
             sys.modules.pop(name, None)
             raise FedevoError(f"{kind} file {str(p)!r} failed to import: {type(e).__name__}: {_one_line(e)}") from None
+        finally:
+            if added and folder in sys.path:  # the entry fedevo appended: the last one
+                del sys.path[len(sys.path) - 1 - sys.path[::-1].index(folder)]
         by_value(mod)
         for new in sorted(set(sys.modules) - before - {name}):  # its own modules beside it, not packages
             m = sys.modules.get(new)

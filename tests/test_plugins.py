@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.helpers import REPO
 
 MODELS = """
@@ -85,3 +87,31 @@ def test_a_module_beside_the_file_goes_by_value_with_its_functions(tmp_path):
                        env={**os.environ, "PYTHONPATH": ""})
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     assert r.stdout.decode().strip() == "Sequential"
+
+
+def test_the_files_folder_is_on_the_import_path_only_while_it_is_imported(tmp_path, monkeypatch):
+    """The folder goes back off sys.path once the file is imported (where fedevo put it there: one on it already
+    stays); the module beside it, imported then, still serves the file's functions; a file that fails to import
+    leaves sys.path as it was too."""
+    from fedevo.errors import FedevoError
+    from fedevo.plugins import load_callable
+
+    helper = f"helper_{os.getpid()}_{abs(hash(str(tmp_path)))}"  # a name no other test's sys.modules holds
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / f"{helper}.py").write_text("def double(x):\n    return 2 * x\n")
+    (project / "code.py").write_text(f"from {helper} import double\n\ndef f(x):\n    return double(x) + 1\n")
+    (project / "bad.py").write_text(f"import {helper}\nraise ValueError('no')\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, helper, raising=False)
+    before = list(sys.path)
+    assert load_callable(f"python:{project / 'code.py'}:f", kind="evaluator")(20) == 41
+    assert sys.path == before and helper in sys.modules
+    with pytest.raises(FedevoError, match=r"failed to import: ValueError: no"):
+        load_callable(f"python:{project / 'bad.py'}:f", kind="evaluator")
+    assert sys.path == before
+    sys.path.append(str(project))  # already there: left there
+    (project / "again.py").write_text(f"from {helper} import double\n\ndef f(x):\n    return double(x)\n")
+    assert load_callable(f"python:{project / 'again.py'}:f", kind="evaluator")(3) == 6
+    assert sys.path == before + [str(project)]
+    sys.modules.pop(helper)

@@ -126,7 +126,7 @@ def test_retrain_bad_inputs(run_dir, tmp_path, capsys):
         code, out, err = cli(argv + ["--quiet"], capsys)
         assert code == 2, (argv, err)
         assert msg in err and err.count("\n") == 1, (argv, err)
-    with pytest.raises(FedevoError, match="--rounds must be >= 1"):
+    with pytest.raises(FedevoError, match="^rounds= must be >= 1, got 0$"):  # from Python: its keyword argument
         retrain(run_dir, "knee", rounds=0)
 
 

@@ -681,12 +681,21 @@ def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 15
     e.g. {"participation": 1.0}) for `rounds` rounds; writes RUN/retrain[-N]/ (report.md, report.csv,
     curves.html, results.json) and returns the report. progress(done, total, note) as rounds finish. Each
     finished training is kept (REPORT_DIR/.kept/) until the report is written: the same call continues a retrain
-    stopped before (fedevo.retrain_kept)."""
+    stopped before (fedevo.retrain_kept). Raises RetrainFailedError (a FedevoError; `.report`, written) where no
+    picked solution's retraining gave a result, as `search` raises SearchFailedError where no evaluation did."""
     from .retraining import retrain as _retrain
 
-    return _retrain(_run_path(run), pick, rounds=rounds, workers=workers,
-                    seed=seed, data_dir=_text(data_dir), out=out, standard=standard, gpus_per_task=gpus_per_task,
-                    progress=progress, ray_address=ray_address, cpus_per_task=cpus_per_task)
+    report = _retrain(_run_path(run), pick, rounds=rounds, workers=workers,
+                      seed=seed, data_dir=_text(data_dir), out=out, standard=standard, gpus_per_task=gpus_per_task,
+                      progress=progress, ray_address=ray_address, cpus_per_task=cpus_per_task)
+    picked = [s for s in report.solutions if not s.is_standard]
+    if picked and all(report.results[s.key].status != "ok" for s in picked):  # a failure never looks like a result
+        from .errors import RetrainFailedError
+
+        how = ", ".join(f"{s.key} (id {s.id}) {report.results[s.key].status}" for s in picked)
+        raise RetrainFailedError(f"no picked solution's retraining gave a result ({how}); see "
+                                 f"{report.out_dir}/report.md", report)
+    return report
 
 
 @checked

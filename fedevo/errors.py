@@ -94,3 +94,12 @@ class SearchFailedError(FedevoError):
     def __init__(self, message: str, run=None):
         super().__init__(message)
         self.run = run
+
+
+class RetrainFailedError(FedevoError):
+    """No picked solution's retraining gave a result (each diverged or failed), as a search's SearchFailedError;
+    `report` is the RetrainReport, written (its report.md names each one's status)."""
+
+    def __init__(self, message: str, report=None):
+        super().__init__(message)
+        self.report = report

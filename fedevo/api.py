@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Union
 
 from .argcheck import checked
-from .errors import FedevoError
+from .errors import FedevoError, arg
 from .problem import Problem, load_problem
 from .result import EvaluationResult
 
@@ -378,8 +378,8 @@ def _locate_data(prob, data_dir: Optional[str], evaluator_spec: str, download: b
 
         locate(prob.dataset, data_dir, download)
     elif download:
-        raise FedevoError("--download fetches a bundled dataset (mnist, fashion, cifar10) for fedevo's simulator; "
-                          "this search's data is read by the user's own code")
+        raise FedevoError(f"{arg('download', True)} fetches a bundled dataset (mnist, fashion, cifar10) for "
+                          "fedevo's simulator; this search's data is read by the user's own code")
 
 
 def _default_pop(optimizer, workers, ray_address, gen, budget, time_budget, patience) -> tuple[int, Optional[int]]:
@@ -641,22 +641,22 @@ def _plot_checks(run, out, plotly_js: str, interval: Optional[float], watch: boo
     from .guards import check_writable_file
 
     if plotly_js not in ("embed", "shared"):
-        raise FedevoError(f"--plotly-js must be embed or shared, got {plotly_js!r}")
+        raise FedevoError(f"{arg('plotly_js')} must be embed or shared, got {plotly_js!r}")
     if interval is not None and not (math.isfinite(interval) and interval > 0):
-        raise FedevoError(f"--interval must be a positive finite number of seconds, got {interval:g}")
+        raise FedevoError(f"{arg('interval')} must be a positive finite number of seconds, got {interval:g}")
     if interval is not None and not watch:
-        raise FedevoError("--interval is the seconds between --watch's checks; without --watch the page is written "
-                          "once: drop --interval or add --watch")
+        raise FedevoError(f"{arg('interval')} is the seconds between {arg('watch', True)}'s checks; without it the "
+                          f"page is written once: drop {arg('interval')} or add {arg('watch', True)}")
     runs = list(run) if isinstance(run, (list, tuple)) else [run]
     if not runs:
         raise FedevoError("give a run directory to plot")
     paths = [_run_path(r) for r in runs]
     if len(paths) > 1:
         if watch:
-            raise FedevoError(f"--watch follows one run; {len(paths)} were given")
+            raise FedevoError(f"{arg('watch', True)} follows one run; {len(paths)} were given")
         if out is None:
-            raise FedevoError(f"comparing {len(paths)} runs writes one page: give its name with --out "
-                              "(e.g. --out compare.html)")
+            raise FedevoError(f"comparing {len(paths)} runs writes one page: give its name with {arg('out')} "
+                              f"(e.g. {arg('out', 'compare.html')})")
         targets = [Path(out)]
     else:
         targets = [Path(out) if out is not None else paths[0] / "front.html"]
@@ -676,7 +676,7 @@ def _check_not_other_run(path: Path, runs: Sequence[Path]) -> None:
     page (RUN/front.html) with another run's front."""
     home = path.absolute().parent
     if (home / "run.json").is_file() and not any(home.resolve() == Path(r).resolve() for r in runs):
-        raise FedevoError(f"--out {path} is in another run directory ({home}); its pages are that run's own "
+        raise FedevoError(f"{arg('out', path)} is in another run directory ({home}); its pages are that run's own "
                           f"(`fedevo plot {home}`). Nothing was written: choose a file outside it")
 
 
@@ -692,8 +692,8 @@ def _check_not_foreign(path: Path) -> None:
     except OSError:
         return  # check_writable_file has said what can be said
     if size and "<title>fedevo — ".encode() not in text:
-        raise FedevoError(f"--out {path} exists and is not a page fedevo wrote; nothing was written (remove it or "
-                          "choose another name)")
+        raise FedevoError(f"{arg('out', path)} exists and is not a page fedevo wrote; nothing was written (remove it "
+                          "or choose another name)")
 
 
 @checked
@@ -707,12 +707,21 @@ def retrain(run: RunLike, pick: str = "lowest-error:2,knee", *, rounds: int = 15
     e.g. {"participation": 1.0}) for `rounds` rounds; writes RUN/retrain[-N]/ (report.md, report.csv,
     curves.html, results.json) and returns the report. progress(done, total, note) as rounds finish. Each
     finished training is kept (REPORT_DIR/.kept/) until the report is written: the same call continues a retrain
-    stopped before (fedevo.retrain_kept)."""
+    stopped before (fedevo.retrain_kept). Raises RetrainFailedError (a FedevoError; `.report`, written) where no
+    picked solution's retraining gave a result, as `search` raises SearchFailedError where no evaluation did."""
     from .retraining import retrain as _retrain
 
-    return _retrain(_run_path(run), pick, rounds=rounds, workers=workers,
-                    seed=seed, data_dir=_text(data_dir), out=out, standard=standard, gpus_per_task=gpus_per_task,
-                    progress=progress, ray_address=ray_address, cpus_per_task=cpus_per_task)
+    report = _retrain(_run_path(run), pick, rounds=rounds, workers=workers,
+                      seed=seed, data_dir=_text(data_dir), out=out, standard=standard, gpus_per_task=gpus_per_task,
+                      progress=progress, ray_address=ray_address, cpus_per_task=cpus_per_task)
+    picked = [s for s in report.solutions if not s.is_standard]
+    if picked and all(report.results[s.key].status != "ok" for s in picked):  # a failure never looks like a result
+        from .errors import RetrainFailedError
+
+        how = ", ".join(f"{s.key} (id {s.id}) {report.results[s.key].status}" for s in picked)
+        raise RetrainFailedError(f"no picked solution's retraining gave a result ({how}); see "
+                                 f"{report.out_dir}/report.md", report)
+    return report
 
 
 @checked
@@ -738,21 +747,23 @@ def audit(run: Optional[RunLike] = None, pick: Optional[str] = None, *, problem:
     check_rounds(rounds)
     data_dir = _text(data_dir)
     check_data_dir(data_dir)
+    run_arg, pick_arg, problem_arg = arg("run", cli="RUN_DIR"), arg("pick", "SPEC"), arg("problem", "NAME")
     if run is not None and problem is not None:
-        raise FedevoError("give either RUN_DIR --pick SPEC or --problem NAME, not both")
+        raise FedevoError(f"give either {run_arg} {pick_arg} or {problem_arg}, not both")
     if run is None and problem is None:
-        raise FedevoError("give RUN_DIR --pick SPEC (a run's evaluations) or --problem NAME (one configuration)")
+        raise FedevoError(f"give {run_arg} {pick_arg} (a run's evaluations) or {problem_arg} (one configuration)")
     if run is not None:
         if pick is None:
-            raise FedevoError("auditing a run needs --pick (e.g. --pick knee)")
+            raise FedevoError(f"auditing a run needs {arg('pick')} (e.g. {arg('pick', 'knee')})")
         if params is not None or seed is not None:
-            raise FedevoError("--params and --seed go with --problem; a run's picks are audited with their genes "
-                              "and each with its evaluation's seed (--rounds R: at R rounds, as retrained)")
+            raise FedevoError(f"{arg('params')} and {arg('seed')} go with {arg('problem')}; a run's picks are audited "
+                              f"with their genes and each with its evaluation's seed ({arg('rounds', 'R')}: at R "
+                              "rounds, as retrained)")
         run_dir = Path(open_run(run).path)
         todo = targets.from_run(run_dir, pick, data_dir, rounds=rounds)
     else:
         if pick:
-            raise FedevoError("--pick needs a RUN_DIR")
+            raise FedevoError(f"{arg('pick')} needs {arg('run', cli='a RUN_DIR')}")
         run_dir = None
         todo = targets.from_problem(_as_problem(problem), dict(params or {}), seed=seed or 0, rounds=rounds,
                                     data_dir=data_dir)

@@ -1,4 +1,37 @@
-"""User-facing errors: the CLI prints their message on one line and exits with code 2."""
+"""User-facing errors: the CLI prints their message on one line and exits with code 2. `arg`: an argument named in
+a message as its caller spells it (`--workers 4` on the command line, `workers=4` from Python)."""
+
+import contextlib
+
+_UNSET = object()
+_command_line = [False]  # True while a command of fedevo's command line runs (`command_line`)
+
+
+@contextlib.contextmanager
+def command_line():
+    """Messages name arguments as command-line options while this holds (fedevo.cli around a command; every
+    thread of the process: a search's own threads too), as the Python API's keyword arguments otherwise."""
+    before = _command_line[0]
+    _command_line[0] = True
+    try:
+        yield
+    finally:
+        _command_line[0] = before
+
+
+def arg(name: str, value=_UNSET, *, cli: str = "") -> str:
+    """The argument `name` (the Python API's keyword: "workers", "eval_timeout") as the caller knows it, with its
+    value where given: `--workers`, `--workers 4`, `--eval-timeout`, `--batch-generation` / `--no-batch-generation`
+    (a bool) on the command line; `workers=`, `workers=4`, `batch_generation=False` from Python. `cli`: its
+    command-line spelling where that is not the option's (a positional argument: "RUN_DIR")."""
+    if not _command_line[0]:
+        return f"{name}=" + ("" if value is _UNSET else str(value))
+    if cli:
+        return cli + ("" if value is _UNSET else f" {value}")
+    flag = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{'' if value else 'no-'}{flag}"
+    return f"--{flag}" + ("" if value is _UNSET else f" {value}")
 
 
 class FedevoError(Exception):
@@ -61,3 +94,12 @@ class SearchFailedError(FedevoError):
     def __init__(self, message: str, run=None):
         super().__init__(message)
         self.run = run
+
+
+class RetrainFailedError(FedevoError):
+    """No picked solution's retraining gave a result (each diverged or failed), as a search's SearchFailedError;
+    `report` is the RetrainReport, written (its report.md names each one's status)."""
+
+    def __init__(self, message: str, report=None):
+        super().__init__(message)
+        self.report = report

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from .data.catalog import N_TRAIN  # training samples per dataset, for the memory estimate
-from .errors import FedevoError
+from .errors import FedevoError, arg
 
 # Every seeded generator fedevo feeds accepts this range: numpy's SeedSequence / default_rng (any int >= 0),
 # torch.Generator.manual_seed (< 2**64, fedevo adds small offsets), numpy's legacy RandomState (< 2**32).
@@ -31,21 +31,23 @@ CLIENT_BYTES = 256  # per client: partition indices, participation counts, budge
 MODEL_COPIES = 8  # fp32 copies of the dense weights per trained client (weights, grads, masks, update, noise...)
 
 
-def check_seed(seed: Optional[int], flag: str = "--seed") -> None:
+def check_seed(seed: Optional[int], flag: Optional[str] = None) -> None:
+    """`flag`: how the message names the seed (None: `arg("seed")`, --seed or seed=)."""
     if seed is None:
         return
     if not 0 <= seed <= SEED_MAX:
-        raise FedevoError(f"{flag} must be in 0..{SEED_MAX} (2**32 - 1), got {seed}")
+        raise FedevoError(f"{flag or arg('seed')} must be in 0..{SEED_MAX} (2**32 - 1), got {seed}")
 
 
-def check_rounds(rounds: Optional[int], flag: str = "--rounds") -> None:
+def check_rounds(rounds: Optional[int], flag: Optional[str] = None) -> None:
+    """`flag`: how the message names the rounds (None: `arg("rounds")`, --rounds or rounds=)."""
     if rounds is None:
         return
     if rounds < 1:
-        raise FedevoError(f"{flag} must be >= 1, got {rounds}")
+        raise FedevoError(f"{flag or arg('rounds')} must be >= 1, got {rounds}")
     if rounds > MAX_ROUNDS:
-        raise FedevoError(f"{flag} {rounds} is above the limit of {MAX_ROUNDS} rounds (each round trains clients: "
-                          "such a run would never finish)")
+        raise FedevoError(f"{f'{flag} {rounds}' if flag else arg('rounds', rounds)} is above the limit of "
+                          f"{MAX_ROUNDS} rounds (each round trains clients: such a run would never finish)")
 
 
 def available_memory() -> int:
@@ -64,19 +66,20 @@ def available_memory() -> int:
 
 
 def check_search_sizes(pop: int, gen: int, memory: Optional[int] = None) -> None:
-    """--pop and --gen bounded by the memory the search's pairwise steps need (before anything loops on them)."""
+    """pop and gen bounded by the memory the search's pairwise steps need (before anything loops on them)."""
     memory = available_memory() if memory is None else memory
     max_pop = math.isqrt(memory // POP_PAIR_BYTES)
     if pop > max_pop:
-        raise FedevoError(f"--pop {pop} is too large: NSGA-III compares every pair of individuals, and this "
-                          f"machine's {memory / GIB:.1f} GiB of available memory allows --pop <= {max_pop}")
+        raise FedevoError(f"{arg('pop', pop)} is too large: NSGA-III compares every pair of individuals, and this "
+                          f"machine's {memory / GIB:.1f} GiB of available memory allows {arg('pop')} <= {max_pop}")
     if gen < 1:
         return  # SearchSettings.resolved says why
     max_evals = math.isqrt(memory // EVAL_PAIR_BYTES)
     if pop * gen > max_evals:
-        raise FedevoError(f"--pop {pop} × --gen {gen} = {pop * gen} evaluations is too many: the Pareto front "
-                          f"compares every pair of evaluations, and this machine's {memory / GIB:.1f} GiB of "
-                          f"available memory allows at most {max_evals} (e.g. --gen <= {max(1, max_evals // pop)})")
+        raise FedevoError(f"{arg('pop', pop)} × {arg('gen', gen)} = {pop * gen} evaluations is too many: the Pareto "
+                          f"front compares every pair of evaluations, and this machine's {memory / GIB:.1f} GiB of "
+                          f"available memory allows at most {max_evals} (e.g. {arg('gen')} <= "
+                          f"{max(1, max_evals // pop)})")
 
 
 def evaluation_memory(config) -> dict[str, float]:
@@ -147,36 +150,42 @@ def _probe_dir(d: Path) -> Optional[str]:
     return None
 
 
-def check_new_or_empty_dir(path: Path | str, flag: str = "--out") -> Path:
-    """An output folder the user named: new or empty (nothing in it is ever overwritten), and writable."""
+def _out(path: Path, flag: Optional[str]) -> str:
+    """An output path as a message names it: `flag` and the path, or (no flag) the `out` argument's."""
+    return f"{flag} {path}" if flag else arg("out", path)
+
+
+def check_new_or_empty_dir(path: Path | str, flag: Optional[str] = None) -> Path:
+    """An output folder the user named: new or empty (nothing in it is ever overwritten), and writable. `flag`: what
+    the message calls it (None: the `out` argument, --out or out=)."""
     path = Path(path)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise FedevoError(f"{flag} {path} already exists and is not an empty directory; choose another "
+        raise FedevoError(f"{_out(path, flag)} already exists and is not an empty directory; choose another "
                           "(nothing was overwritten)")
     check_writable_dir(path, flag)
     return path
 
 
-def check_writable_dir(path: Path | str, flag: str = "--out") -> None:
+def check_writable_dir(path: Path | str, flag: Optional[str] = None) -> None:
     """`path` is (or can be created as) a directory where files can be written."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise FedevoError(f"{flag} {path} exists and is not a directory")
+        raise FedevoError(f"{_out(path, flag)} exists and is not a directory")
     base = _existing_ancestor(path)
     why = _probe_dir(base)
     if why:
-        raise FedevoError(f"{flag} {path}: cannot write there: {why}")
+        raise FedevoError(f"{_out(path, flag)}: cannot write there: {why}")
 
 
-def check_writable_file(path: Path | str, flag: str = "--out") -> None:
+def check_writable_file(path: Path | str, flag: Optional[str] = None) -> None:
     """`path` can be written (created, or replaced by a rename in its directory)."""
     path = Path(path)
     if path.is_dir():
-        raise FedevoError(f"{flag} {path} is a directory; give a file name (e.g. {path / 'front.html'})")
+        raise FedevoError(f"{_out(path, flag)} is a directory; give a file name (e.g. {path / 'front.html'})")
     base = _existing_ancestor(path.parent)
     why = _probe_dir(base)
     if why:
-        raise FedevoError(f"{flag} {path}: cannot write there: {why}")
+        raise FedevoError(f"{_out(path, flag)}: cannot write there: {why}")
 
 
 def _bound_values(gene) -> list[tuple[object, str]]:
@@ -224,37 +233,40 @@ WORKER_BYTES = 256 * 1024**2  # resident memory of one idle Ray worker process w
 
 
 def check_workers(workers: Optional[int], memory: Optional[int] = None) -> None:
-    """--workers: >= 0, and no more local worker processes than the available memory can hold."""
+    """workers: >= 0, and no more local worker processes than the available memory can hold."""
     if workers is None:
         return
     if workers < 0:
-        raise FedevoError(f"--workers must be >= 0 (0 = serial, in-process), got {workers}")
+        raise FedevoError(f"{arg('workers')} must be >= 0 (0 = serial, in-process), got {workers}")
     memory = available_memory() if memory is None else memory
     limit = max(1, memory // WORKER_BYTES)
     if workers > limit:
-        raise FedevoError(f"--workers {workers} is too many: each worker is a process with torch loaded "
+        raise FedevoError(f"{arg('workers', workers)} is too many: each worker is a process with torch loaded "
                           f"(≥ {WORKER_BYTES // 1024**2} MiB), and this machine's {memory / GIB:.1f} GiB of "
-                          f"available memory allows --workers <= {limit}")
+                          f"available memory allows {arg('workers')} <= {limit}")
 
 
 def check_task_resources(*, cpus_per_task: float, gpus_per_task: float, workers: Optional[int],
                          ray_address: Optional[str], verb: str = "evaluates") -> None:
-    """A search's and a retrain's Ray options alike: --cpus-per-task > 0, --gpus-per-task >= 0 (NaN fails both), and
-    not both --workers 0 (in this process: `verb` says what it does there) and --ray-address (on a cluster)."""
+    """A search's and a retrain's Ray options alike: cpus_per_task > 0, gpus_per_task >= 0 (NaN fails both), and
+    not both workers 0 (in this process: `verb` says what it does there) and ray_address (on a cluster)."""
     if not cpus_per_task > 0:
-        raise FedevoError(f"--cpus-per-task must be > 0, got {cpus_per_task}")
+        raise FedevoError(f"{arg('cpus_per_task')} must be > 0, got {cpus_per_task}")
     if not gpus_per_task >= 0:
-        raise FedevoError(f"--gpus-per-task must be >= 0, got {gpus_per_task}")
+        raise FedevoError(f"{arg('gpus_per_task')} must be >= 0, got {gpus_per_task}")
     if workers == 0 and ray_address:  # which one was meant? (0 used to lose to a reachability check)
-        raise FedevoError(f"--workers 0 {verb} in this process, --ray-address on a Ray cluster: give one")
+        raise FedevoError(f"{arg('workers', 0)} {verb} in this process, {arg('ray_address')} on a Ray cluster: "
+                          "give one")
 
 
-def check_eval_timeout(seconds: Optional[float], key: str = "--eval-timeout") -> Optional[float]:
-    """--eval-timeout / a problem file's `eval_timeout`: a positive finite number of seconds, or None (no limit)."""
+def check_eval_timeout(seconds: Optional[float], key: Optional[str] = None) -> Optional[float]:
+    """The eval_timeout argument (key None: --eval-timeout / eval_timeout=) or a problem file's `eval_timeout`: a
+    positive finite number of seconds, or None (no limit)."""
     if seconds is None:
         return None
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (math.isfinite(seconds) and seconds > 0):
-        raise FedevoError(f"{key} must be a positive number of seconds, got {seconds!r}")
+        raise FedevoError(f"{key or arg('eval_timeout')} must be a positive number of seconds, "
+                          f"got {seconds!r}")
     return float(seconds)
 
 

@@ -57,20 +57,25 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or "(no message)"
 
 
-_SIBLINGS: list = []  # modules beside a user's file that it imported (`_import_file`): by value to workers too
+# a user's file (its resolved path) -> the modules beside it that it imported (`_imported_beside`): by value to
+# Ray's workers with it, and fingerprinted with it in run.json's `inputs` (`imported_beside`)
+_SIBLINGS: dict[str, tuple] = {}
 
 
 def _import_file(p: Path, kind: str):
-    """The user's file imported under a private name, its folder on the import path (as for a script run from
-    there: a module beside it, `from layers import block`, is found however fedevo was started); the modules it
-    imports from that folder are pickled by value with it (a Ray worker need not find them)."""
+    """The user's file imported under a private name, its folder on the import path while it is imported (as for a
+    script run from there: a module beside it, `from layers import block`, is found however fedevo was started;
+    taken off again afterwards where fedevo put it there, so the process's imports are as before: the modules it
+    imported stay in sys.modules); the modules it imports from that folder are pickled by value with it (a Ray
+    worker need not find them)."""
     if not p.is_file():
         raise FedevoError(f"{kind} file {str(p)!r} does not exist")
     name = f"{USER_MODULE_PREFIX}{kind}_" + hashlib.sha256(str(p).encode()).hexdigest()[:12]
     mod = sys.modules.get(name)
     if mod is None:
         folder = str(p.resolve().parent)
-        if folder not in sys.path:
+        added = folder not in sys.path
+        if added:
             sys.path.append(folder)  # after the installed packages: a file beside it never shadows one
         before = set(sys.modules)
         try:
@@ -85,13 +90,46 @@ def _import_file(p: Path, kind: str):
         except Exception as e:  # the user's code: any exception is their file's problem
             sys.modules.pop(name, None)
             raise FedevoError(f"{kind} file {str(p)!r} failed to import: {type(e).__name__}: {_one_line(e)}") from None
+        finally:
+            if added and folder in sys.path:  # the entry fedevo appended: the last one
+                del sys.path[len(sys.path) - 1 - sys.path[::-1].index(folder)]
         by_value(mod)
-        for new in sorted(set(sys.modules) - before - {name}):  # its own modules beside it, not packages
-            m = sys.modules.get(new)
-            if _beside(getattr(m, "__file__", None), folder):
-                _SIBLINGS.append(m)
-                by_value(m)
+        _SIBLINGS[str(p.resolve())] = siblings = _imported_beside(mod, set(sys.modules) - before - {name}, folder)
+        for m in siblings:
+            by_value(m)
     return mod
+
+
+def _imported_beside(mod, new: set, folder: str) -> tuple:
+    """The modules from the file's folder (or below it, outside installed packages) that its import brought in:
+    those first imported while it was (`new`), and those it refers to at its top level (`import helper`, `from
+    helper import f`: a module, or a function, class or object whose `__module__` is one) which were imported
+    before it, by another file of the user's or their script (never `__main__`); then, the same way, those the
+    ones found refer to. In name order: for the same code, the same files whatever the process imported before
+    (except a module imported before that the file only takes constants from: numbers and strings name no
+    module)."""
+    def beside(m) -> bool:
+        return (m is not None and m is not mod and getattr(m, "__name__", "__main__") != "__main__"
+                and not m.__name__.startswith(USER_MODULE_PREFIX) and _beside(getattr(m, "__file__", None), folder))
+
+    found = {n: sys.modules[n] for n in new if beside(sys.modules.get(n))}
+    todo = [mod, *found.values()]
+    while todo:
+        for v in list(vars(todo.pop()).values()):
+            try:
+                ref = v if isinstance(v, type(sys)) else sys.modules.get(getattr(v, "__module__", None) or "")
+            except Exception:  # noqa: BLE001 - an object whose attribute lookup fails: no module of the user's
+                continue
+            if beside(ref) and ref.__name__ not in found:
+                found[ref.__name__] = ref
+                todo.append(ref)
+    return tuple(found[n] for n in sorted(found))
+
+
+def imported_beside(path: str) -> tuple[Path, ...]:
+    """The files of the modules beside a `python:` file that its import brought in (`_imported_beside`), once
+    fedevo has imported it in this process (none before, or for a file not imported)."""
+    return tuple(Path(m.__file__).resolve() for m in _SIBLINGS.get(str(Path(path).resolve()), ()))
 
 
 def _beside(file: Optional[str], folder: str) -> bool:
@@ -126,8 +164,9 @@ def ray_by_value() -> None:
     for name, mod in list(sys.modules.items()):
         if name.startswith(USER_MODULE_PREFIX) and mod is not None:
             by_value(mod)
-    for mod in _SIBLINGS:
-        by_value(mod)
+    for siblings in _SIBLINGS.values():
+        for mod in siblings:
+            by_value(mod)
 
 
 def load_callable(spec: str, *, kind: str = "model") -> Callable[..., Any]:
@@ -177,5 +216,5 @@ def check_evaluator_signature(fn: Callable[..., Any]) -> None:
                           f"{fix}") from None
 
 
-__all__ = ["EVALUATOR_CALL", "PYTHON_PREFIX", "check_evaluator_signature", "load_callable", "resolve_spec",
-           "split_spec"]
+__all__ = ["EVALUATOR_CALL", "PYTHON_PREFIX", "check_evaluator_signature", "imported_beside", "load_callable",
+           "resolve_spec", "split_spec"]

@@ -384,15 +384,19 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     for section in ("data", "train", "privacy", "deployment"):  # each value held to its dataclass field's type
         raw = doc.get(section, {})
         arrays = section == "data" and isinstance(raw, dict) and isinstance(raw.get("source"), ArraySource)
-        table = schema.check_table(section, {k: v for k, v in raw.items() if k != "source"} if arrays else raw,
-                                   {k: s for k, s in known.items() if s.section == section}, known)
+        try:  # named with the problem, as its [data] source's and [model_args]' errors are
+            table = schema.check_table(section, {k: v for k, v in raw.items() if k != "source"} if arrays else raw,
+                                       {k: s for k, s in known.items() if s.section == section}, known)
+        except FedevoError as e:
+            raise FedevoError(f"problem {name!r}: {e}") from None
         fixed.update({k: v for k, v in table.items() if section != "data" or k not in SOURCE_KEYS})
     data_source = _user_data(doc, fixed, name=name, path=path, model=model, facts=facts) if user_data else None
     genes = tuple(_gene_from_toml(k, v) for k, v in doc["genes"].items())
     for section in ("data", "train", "privacy", "deployment", "model_args"):
         for k in doc.get(section, {}):
             if k in doc["genes"]:  # the gene's value would silently replace the fixed one
-                raise FedevoError(f"[{section}] {k}: is also a gene ([genes] {k}); give it in one place")
+                raise FedevoError(f"problem {name!r}: [{section}] {k}: is also a gene ([genes] {k}); give it in one "
+                                  "place")
     allowed = set(fedevo_keys(None if user else model))
     model_kwargs: tuple[str, ...] = ()
     if user:  # genes that are not fedevo settings are the factory's keyword arguments

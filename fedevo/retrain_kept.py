@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from .dirlock import hold, is_held
+from .errors import arg
 from .result import EvaluationResult
 
 KEPT = ".kept"
@@ -95,7 +96,7 @@ def start(report_dir: Path, plan: Mapping[str, Any]):
 
 
 def _busy(report_dir: Path) -> str:
-    return f"another fedevo retrain is writing {report_dir}; wait for it, or give another --out"
+    return f"another fedevo retrain is writing {report_dir}; wait for it, or give another {arg('out')}"
 
 
 def keep(report_dir: Path, key: str, result: EvaluationResult) -> None:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Union
 
-from .errors import FedevoError
+from .errors import FedevoError, arg
 from .problem import Problem
 from .result import EvaluationResult
 
@@ -136,9 +136,10 @@ def plan(data, spec: str, standard: Optional[Mapping[str, Any]] = None) -> list[
         # a privacy or sparsity key would train another baseline under that name (or, as sigma alone, nothing)
         kept_out = sorted(set(standard) & set(not_in_standard()))
         if kept_out:
-            raise FedevoError(f"--standard: {', '.join(kept_out)} cannot be set: the standard solution is dense and "
-                              "non-private FedAvg (its other settings may be: participation, lr, layers, ...); to "
-                              "compare with a private or sparse configuration, retrain it as a pick (--pick ID)")
+            raise FedevoError(f"{arg('standard')}: {', '.join(kept_out)} cannot be set: the standard solution is "
+                              "dense and non-private FedAvg (its other settings may be: participation, lr, layers, "
+                              "...); to compare with a private or sparse configuration, retrain it as a pick "
+                              f"({arg('pick', 'ID')})")
     picks = data.pick(spec)  # the one resolver (RunData.pick): the ids front, audit, plot and the API give
     sols = [Solution(key=str(n), label=p.label, id=p.id, params=data.params(p.row), search=p.row)
             for n, p in enumerate(picks, start=1)]
@@ -498,7 +499,7 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     from .guards import check_evaluation_memory, check_rounds, check_seed, check_task_resources, check_workers
 
     if rounds is None:
-        raise FedevoError("--rounds must be >= 1, got None")
+        raise FedevoError(f"{arg('rounds')} must be >= 1, got None")
     check_rounds(rounds)
     from .searching.workers import AUTO, announce, decide, parse_workers
 
@@ -622,7 +623,7 @@ def report_dir(run_dir: Path | str, out: Optional[Path | str], plan: Optional[Ma
             return Path(out)
         why = describe_kept(Path(out)) if Path(out).is_dir() else None
         if why:
-            raise FedevoError(f"--out {why}")
+            raise FedevoError(arg("out", why))
         return check_new_or_empty_dir(out)
     base = Path(run_dir) / "retrain"
     path, n, earlier = base, 1, []

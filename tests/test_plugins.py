@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.helpers import REPO
 
 MODELS = """
@@ -85,3 +87,61 @@ def test_a_module_beside_the_file_goes_by_value_with_its_functions(tmp_path):
                        env={**os.environ, "PYTHONPATH": ""})
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     assert r.stdout.decode().strip() == "Sequential"
+
+
+def test_the_files_folder_is_on_the_import_path_only_while_it_is_imported(tmp_path, monkeypatch):
+    """The folder goes back off sys.path once the file is imported (where fedevo put it there: one on it already
+    stays); the module beside it, imported then, still serves the file's functions; a file that fails to import
+    leaves sys.path as it was too."""
+    from fedevo.errors import FedevoError
+    from fedevo.plugins import load_callable
+
+    helper = f"helper_{os.getpid()}_{abs(hash(str(tmp_path)))}"  # a name no other test's sys.modules holds
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / f"{helper}.py").write_text("def double(x):\n    return 2 * x\n")
+    (project / "code.py").write_text(f"from {helper} import double\n\ndef f(x):\n    return double(x) + 1\n")
+    (project / "bad.py").write_text(f"import {helper}\nraise ValueError('no')\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, helper, raising=False)
+    before = list(sys.path)
+    assert load_callable(f"python:{project / 'code.py'}:f", kind="evaluator")(20) == 41
+    assert sys.path == before and helper in sys.modules
+    with pytest.raises(FedevoError, match=r"failed to import: ValueError: no"):
+        load_callable(f"python:{project / 'bad.py'}:f", kind="evaluator")
+    assert sys.path == before
+    sys.path.append(str(project))  # already there: left there
+    (project / "again.py").write_text(f"from {helper} import double\n\ndef f(x):\n    return double(x)\n")
+    assert load_callable(f"python:{project / 'again.py'}:f", kind="evaluator")(3) == 6
+    assert sys.path == before + [str(project)]
+    sys.modules.pop(helper)
+
+
+def test_the_modules_a_file_imports_from_beside_it_are_named_whoever_imported_them_first(tmp_path, monkeypatch):
+    """imported_beside (what run.json's `inputs` fingerprints with the file): the modules beside it that its import
+    brought in, including one the user's script (or another file of theirs) imported before it, and those they
+    import in turn; not a module beside it that the file does not use."""
+    import importlib
+
+    from fedevo.plugins import imported_beside, load_callable
+
+    tag = f"{os.getpid()}_{abs(hash(str(tmp_path)))}"
+    first, second, deep, unused = (f"{w}_{tag}" for w in ("first", "second", "deep", "unused"))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / f"{deep}.py").write_text("def k():\n    return 1\n")
+    (project / f"{first}.py").write_text(f"from {deep} import k\n\ndef one():\n    return k()\n")
+    (project / f"{second}.py").write_text("def two():\n    return 2\n")
+    (project / f"{unused}.py").write_text("")
+    (project / "code.py").write_text(f"import {first}\nfrom {second} import two\n\n"
+                                     f"def f():\n    return {first}.one() + two()\n")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(project)])
+    for name in (first, second, deep, unused):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    importlib.import_module(first)  # the user's script imported two of them before fedevo loads the file
+    importlib.import_module(unused)
+    assert load_callable(f"python:{project / 'code.py'}:f", kind="evaluator")() == 3
+    assert imported_beside(str(project / "code.py")) == tuple(sorted(
+        (project / f"{m}.py").resolve() for m in (deep, first, second)))
+    for name in (first, second, deep, unused):
+        sys.modules.pop(name, None)

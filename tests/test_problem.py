@@ -50,6 +50,27 @@ def test_malformed_problem_files(tmp_path, text, msg):
         load_problem(str(f))
 
 
+@pytest.mark.parametrize("table, expect", [
+    ("[data]\nwings = 2", r"\[data\] wings: unknown key; known: partition, "),
+    ("[data]\nclients = \"20\"", r'\[data\] clients: expected an integer, got "20"$'),
+    ("[data]\nsource = \"npz\"\npath = \"d.npz\"\nholdout = \"x\"",
+     r'\[data\] holdout: expected a finite number, got "x"$'),
+    ("[data]\nsource = \"npz\"\npath = \"d.npz\"\nwings = 2", r"\[data\] wings: unknown key; .*known: .*normalise"),
+    ("[train]\nepochs = 1.5", r"\[train\] epochs: expected an integer, got 1.5$"),
+    ("[deployment]\nwings = 2", r"\[deployment\] wings: unknown key"),
+    ("[privacy]\nsigma = 1.0\n[genes.sigma]\ntype = \"real\"\nlow = 0.1\nhigh = 2",
+     r"\[privacy\] sigma: is also a gene \(\[genes\] sigma\); give it in one place$"),
+])
+def test_a_settings_tables_errors_name_the_problem(tmp_path, table, expect):
+    """[data] (a bundled dataset's or a [data] source's), [train], [privacy] and [deployment] errors start with
+    the problem's name, as its [data] source's own errors (`needs a path`) and [model_args]' do."""
+    f = tmp_path / "mine.toml"
+    f.write_text('model = "mlp"\n' + ("" if "source" in table else 'dataset = "digits"\n') + table
+                 + ("" if "[genes" in table else "\n[genes]\n"))
+    with pytest.raises(FedevoError, match=r"^problem 'mine': " + expect):
+        load_problem(str(f))
+
+
 def test_parse_params(tmp_path):
     assert parse_params('{"lr": 0.1}') == {"lr": 0.1}
     (tmp_path / "p.json").write_text('{"lr": 0.2}')

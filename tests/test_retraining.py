@@ -130,7 +130,7 @@ def test_retrain_bad_inputs(run_dir, tmp_path, capsys):
         code, out, err = cli(argv + ["--quiet"], capsys)
         assert code == 2, (argv, err)
         assert msg in err and err.count("\n") == 1, (argv, err)
-    with pytest.raises(FedevoError, match="--rounds must be >= 1"):
+    with pytest.raises(FedevoError, match="^rounds= must be >= 1, got 0$"):  # from Python: its keyword argument
         retrain(run_dir, "knee", rounds=0)
 
 
@@ -590,6 +590,13 @@ def test_a_diverged_retraining_never_reads_as_a_result(tmp_path, capsys):
     assert "diverged" in out and "is not measured: its retraining diverged" in out
     got = json.loads((tmp_path / "run" / "retrain" / "results.json").read_text())["solutions"][0]["result"]
     assert got["status"] == "diverged" and got["error"] is None and got["eps"] is None and got["comm"] is None
+    # the Python API decides it, as a search's: RetrainFailedError (a FedevoError) carrying the written report
+    from fedevo.errors import RetrainFailedError
+
+    with pytest.raises(RetrainFailedError, match=r"^no picked solution's retraining gave a result \(1 \(id 0\) "
+                                                 r"diverged\); see .*retrain-2/report.md$") as e:
+        fedevo.retrain(tmp_path / "run", "0", rounds=1, workers=0)
+    assert e.value.report.out_dir == tmp_path / "run" / "retrain-2" and (e.value.report.out_dir / "report.md").exists()
 
 
 def test_the_claim_names_what_the_eps_does_not_cover_and_a_conditional_eps(run_dir):

@@ -67,7 +67,8 @@ def test_a_new_field_is_validated_without_a_second_list(tmp_path):
     try:
         doc = _toml.loads((problems_dir() / "digits_mlp.toml").read_text())
         doc["privacy"]["levels"] = 1.5
-        with pytest.raises(FedevoError, match=r"^\[privacy\] levels: expected an integer, got 1.5$"):
+        with pytest.raises(FedevoError, match=r"^problem 'digits_mlp': \[privacy\] levels: expected an integer, "
+                                              r"got 1.5$"):
             Problem.from_dict(doc)
         doc["privacy"]["levels"] = 3
         prob = Problem.from_dict(doc)

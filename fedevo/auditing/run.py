@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ..config import SimConfig
-from ..errors import FedevoError
+from ..errors import FedevoError, arg
 from . import estimate
 from ..privacy.mechanism import AGGREGATE, STEP  # the seams an observer looks at (`Mechanism.audit_seam`)
 from .canaries import CanarySet, Exposure
@@ -166,17 +166,17 @@ def check_canaries(count: Optional[int], *, confidence: float, delta: float, cfg
     more than the model has active parameters (each canary needs its own coordinate; the exact Ω is checked once
     the model is built). The last first: the bound's cost grows with the count (minutes for 10⁸)."""
     if not 0 < confidence < 1:
-        raise FedevoError(f"--confidence must be in (0, 1), got {confidence}")
+        raise FedevoError(f"{arg('confidence')} must be in (0, 1), got {confidence}")
     if count is None:
         return
     if count < 2:
-        raise FedevoError(f"--canaries must be >= 2, got {count}")
+        raise FedevoError(f"{arg('canaries')} must be >= 2, got {count}")
     if cfg is not None:
         from ..fl.cost import macs_and_params
 
         active = macs_and_params(cfg)[1]  # the expected active parameters (SET's Erdős–Rényi density)
         if count > 1.5 * active + 16:
-            raise FedevoError(f"--canaries {count} exceeds the model's ~{active:,.0f} active parameters (each "
+            raise FedevoError(f"{arg('canaries', count)} exceeds the model's ~{active:,.0f} active parameters (each "
                               f"canary needs its own coordinates)")
     best = estimate.max_attainable(m=count, delta=delta, confidence=confidence)
     if best < 1.0:
@@ -184,7 +184,7 @@ def check_canaries(count: Optional[int], *, confidence: float, delta: float, cfg
         while estimate.max_attainable(m=need, delta=delta, confidence=confidence) < 1.0:
             need = max(need + 1, int(need * 1.25))
         raise FedevoError(f"{count} canaries are too few for {confidence:g} confidence: even if every guess "
-                          f"were right the lower bound would be {best:.2f} < 1; use --canaries {need} or more")
+                          f"were right the lower bound would be {best:.2f} < 1; use {arg('canaries', need)} or more")
 
 
 def exposure_of(mech, cfg: SimConfig, arrivals: Optional[np.ndarray] = None) -> Exposure:
@@ -254,7 +254,7 @@ def audit_config(cfg: SimConfig, *, seed: int = 0, canaries: Optional[int] = Non
         if "set" not in cs:
             m = canaries if canaries is not None else min(DEFAULT_CANARIES, omega)
             if m > omega:
-                raise FedevoError(f"--canaries {m} exceeds the model's {omega} active parameters (each canary "
+                raise FedevoError(f"{arg('canaries', m)} exceeds the model's {omega} active parameters (each canary "
                                   f"needs its own coordinates); use at most {omega}")
             check_canaries(m, confidence=confidence, delta=pc.delta)
             cs["set"] = CanarySet(count=m, exposure=exp, seed=seed + 17)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import FedevoError, Terminated
+from ..errors import FedevoError, Terminated, command_line
 from .app import app
 from . import evaluate as _evaluate  # noqa: F401  (registers commands)
 from . import search as _search  # noqa: F401
@@ -59,7 +59,8 @@ def _main(argv=None) -> None:
         click = import_module("click.exceptions")
 
     try:
-        code = app(args=argv, standalone_mode=False)
+        with command_line():  # messages name the options (--workers), not the Python API's keywords (workers=)
+            code = app(args=argv, standalone_mode=False)
     except FedevoError as e:
         print(f"fedevo: error: {e}", file=sys.stderr)
         sys.exit(2)

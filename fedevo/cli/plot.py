@@ -219,28 +219,28 @@ def retrain(
     write RUN_DIR/retrain/report.csv, report.md and curves.html (seed 004's Tables 5–6; retrain-2/, ... when an
     earlier report exists: nothing is overwritten)."""
     from .. import api
+    from ..errors import RetrainFailedError
     from ..problem import parse_params
 
     std = parse_params(standard, "--standard")
     kwargs = dict(rounds=rounds, workers=workers, seed=seed, data_dir=data_dir, out=out, standard=std,
                   gpus_per_task=gpus_per_task, ray_address=ray_address, cpus_per_task=cpus_per_task)
+    failed = None
     try:
         if quiet:
             report = api.retrain(run_dir, pick, **kwargs)
         else:
             report = _retrain_with_bar(run_dir, pick, kwargs, rounds)
+    except RetrainFailedError as e:  # no pick gave a result (the API decides): the report first, then its line
+        report, failed = e.report, e
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the finished trainings are kept (fedevo.retrain_kept)
         raise stopped(e, "any training that finished is kept (the report is written once every training has "
                          "finished); run the same command again to continue") from None
     if not quiet:
         _print_report(report)
     print(f"wrote {report.out_dir}/ (report.csv, report.md, curves.html, results.json)")
-    picked = [s for s in report.solutions if not s.is_standard]
-    if picked and all(report.results[s.key].status != "ok" for s in picked):  # a failure never looks like a result
-        from ..errors import FedevoError
-
-        how = ", ".join(f"{s.key} (id {s.id}) {report.results[s.key].status}" for s in picked)
-        raise FedevoError(f"no picked solution's retraining gave a result ({how}); see {report.out_dir}/report.md")
+    if failed is not None:
+        raise failed
 
 
 def _retrain_with_bar(run_dir, pick, kwargs, rounds):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from ..errors import DataNotFoundError
+from ..errors import DataNotFoundError, arg
 
 # training samples of each bundled dataset (fedevo.data.datasets loads them)
 N_TRAIN = {"digits": 1437, "fashion": 60000, "mnist": 60000, "cifar10": 50000, "synthetic": 600}
@@ -20,12 +20,13 @@ SHAPES = {"digits": ((1, 8, 8), 10), "fashion": ((1, 28, 28), 10), "mnist": ((1,
 
 
 
-def check_data_dir(data_dir: Optional[str], download: bool = False, flag: str = "--data-dir") -> None:
-    """A data directory given (for any dataset, even one that does not read it) must exist, unless --download
+def check_data_dir(data_dir: Optional[str], download: bool = False) -> None:
+    """A data directory given (for any dataset, even one that does not read it) must exist, unless download
     will create it: a mistyped path is an error, not silently ignored."""
     if data_dir is not None and not download and not Path(data_dir).is_dir():
         why = "is not a directory" if Path(data_dir).exists() else "does not exist"
-        raise DataNotFoundError(f"{flag} {str(data_dir)!r} {why} (add --download, of fedevo search or evaluate, to fetch a dataset into a new one)")
+        raise DataNotFoundError(f"{arg('data_dir', repr(str(data_dir)))} {why} (add {arg('download', True)}, of "
+                                "fedevo search or evaluate, to fetch a dataset into a new one)")
 
 
 __all__ = ["DATASETS", "N_TEST", "N_TRAIN", "SHAPES", "check_data_dir"]

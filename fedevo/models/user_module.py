@@ -55,6 +55,7 @@ def make_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int 
                               f"(called with {_called_with(arch, input_shape, num_classes)})") from None
     if not isinstance(module, nn.Module):
         raise FedevoError(f"model factory {name!r} returned {type(module).__name__}, not a torch.nn.Module")
+    _check_methods(name, module)
     if not any(True for _ in module.parameters()):
         raise FedevoError(f"model factory {name!r} returned a module without parameters")
     _check_trainable(name, module)
@@ -62,6 +63,41 @@ def make_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int 
         if _shapes(template) != _shapes(module):
             raise _different(name, _shapes(template), _shapes(module))
     return module.to(torch.float32).eval()
+
+
+# the nn.Module methods fedevo calls on a user's module and its layers, and those torch's own calls reach from
+# them (`to` -> `_apply` -> `children` -> `named_children`, `parameters` -> `named_parameters` -> `_named_members`
+# -> `named_modules`, `eval` -> `train`, ...): an attribute of the same name set on the module hides the method
+_CALLED_METHODS = ("to", "_apply", "eval", "train", "children", "named_children", "modules", "named_modules",
+                   "parameters", "named_parameters", "named_buffers", "_named_members", "get_submodule",
+                   "register_forward_hook")
+
+
+def _hidden_method(module: nn.Module, prefix: str = "") -> Optional[tuple[str, str]]:
+    """(the attribute's dotted name, the method it hides) of the first attribute of the module or a layer below
+    it (in definition order) that hides one of _CALLED_METHODS, or None. Read from the instances' own __dict__
+    (the methods themselves may be the hidden ones); a layer, parameter or buffer of such a name is not one
+    (torch keeps those apart and refuses the last two)."""
+    own = vars(module)
+    for method in _CALLED_METHODS:
+        if method in own:
+            return prefix + method, method
+    for key, sub in own.get("_modules", {}).items():
+        found = _hidden_method(sub, f"{prefix}{key}.") if isinstance(sub, nn.Module) else None
+        if found is not None:
+            return found
+    return None
+
+
+def _check_methods(name: str, module: nn.Module) -> None:
+    """FedevoError where an attribute of the module (`self.to = ...`, `self.train = ...`) hides a torch.nn.Module
+    method fedevo or torch calls on it: it is refused here, in one line, not failing later with a traceback
+    ('int' object is not callable) inside torch."""
+    found = _hidden_method(module)
+    if found is not None:
+        attr, method = found
+        raise FedevoError(f"model {name!r}: its attribute {attr!r} hides torch.nn.Module.{method}(), which fedevo "
+                          "and torch call on the module; rename the attribute")
 
 
 def _check_trainable(name: str, module: nn.Module) -> None:
@@ -96,7 +132,9 @@ def meta_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int 
                                **arch.kwargs_dict)
     except Exception:  # noqa: BLE001 - UserExit too: the real build names it
         return None
-    return module if isinstance(module, nn.Module) and any(True for _ in module.parameters()) else None
+    if not isinstance(module, nn.Module) or _hidden_method(module) is not None:
+        return None  # the real build names what is wrong
+    return module if any(True for _ in module.parameters()) else None
 
 
 def _different(name: str, want: list, got: list) -> FedevoError:

@@ -34,7 +34,7 @@ import sys
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from ..errors import DataNotFoundError, FedevoError, SetupError
+from ..errors import DataNotFoundError, FedevoError, SetupError, arg
 from .evaluator import SIMULATOR, Evaluator
 from .runner import OnDone, Task, deliver, failed_result, run_one
 
@@ -43,15 +43,16 @@ def check(runtime, evaluator: Evaluator, *, multi_fidelity: bool) -> None:
     """Refuse, in one line, a batched generation asked for where there is nothing it could batch."""
     n = runtime.batch_size_per_gpu
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise FedevoError(f"--batch-size-per-gpu must be an integer >= 1, got {n!r}")
+        raise FedevoError(f"{arg('batch_size_per_gpu')} must be an integer >= 1, got {n!r}")
     if not runtime.batch_generation:
         return
+    batch = arg("batch_generation", True)
     if evaluator is not SIMULATOR:
-        raise FedevoError(f"--batch-generation batches fedevo's simulator only; the evaluator {evaluator!r} "
-                          "evaluates one individual at a time: drop --batch-generation")
+        raise FedevoError(f"{batch} batches fedevo's simulator only; the evaluator {evaluator!r} evaluates one "
+                          f"individual at a time: drop {batch}")
     if multi_fidelity:
-        raise FedevoError("--batch-generation does not batch a multi-fidelity search's rungs (they continue saved "
-                          "trainings one by one): drop --batch-generation or --fidelity")
+        raise FedevoError(f"{batch} does not batch a multi-fidelity search's rungs (they continue saved trainings "
+                          f"one by one): drop {batch} or {arg('fidelity')}")
 
 
 def wanted(runtime, evaluator: Evaluator, problem, runner, *, multi_fidelity: bool) -> bool:

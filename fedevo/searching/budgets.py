@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..errors import FedevoError
+from ..errors import FedevoError, arg
 
 REASONS = {
     "gen": "--gen batches done",
@@ -45,18 +45,17 @@ DEFAULT_GEN = 4  # --gen when no budget says otherwise
 OPEN_GEN = 1000  # --gen when only a time budget or patience bounds the search
 BUDGETS_FILE = "budgets.json"  # the budgets in force after `fedevo resume --budget ...` (run.json's until then)
 KEYS = ("gen", "budget", "time_budget", "patience")
-FLAGS = {"gen": "--gen", "budget": "--budget", "time_budget": "--time-budget", "patience": "--patience"}
 
 
 def check_budgets(budget: Any, time_budget: Any, patience: Any) -> None:
     """FedevoError (one line) for a budget that is not a positive number."""
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
-        raise FedevoError(f"--budget must be a whole number of evaluations >= 1, got {budget!r}")
+        raise FedevoError(f"{arg('budget')} must be a whole number of evaluations >= 1, got {budget!r}")
     if time_budget is not None and (isinstance(time_budget, bool) or not isinstance(time_budget, (int, float))
                                     or not math.isfinite(time_budget) or time_budget <= 0):
-        raise FedevoError(f"--time-budget must be a number of seconds > 0, got {time_budget!r}")
+        raise FedevoError(f"{arg('time_budget')} must be a number of seconds > 0, got {time_budget!r}")
     if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int) or patience < 1):
-        raise FedevoError(f"--patience must be a whole number of batches >= 1, got {patience!r}")
+        raise FedevoError(f"{arg('patience')} must be a whole number of batches >= 1, got {patience!r}")
 
 
 def batch_size(settings, asked: int) -> int:
@@ -116,7 +115,7 @@ def raised(settings, state: Mapping[str, Any], given: Mapping[str, Any]):
         raise TypeError(f"not a budget: {sorted(unknown)}")
     check_budgets(given.get("budget"), given.get("time_budget"), given.get("patience"))
     if "gen" in given and (isinstance(given["gen"], bool) or not isinstance(given["gen"], int) or given["gen"] < 1):
-        raise FedevoError(f"--gen must be a whole number of batches >= 1, got {given['gen']!r}")
+        raise FedevoError(f"{arg('gen')} must be a whole number of batches >= 1, got {given['gen']!r}")
     if state.get("stopped_early"):
         raise FedevoError(f"the search ended because {REASONS['exhausted']}: a larger budget would not change "
                           "that (nothing was changed)")
@@ -129,14 +128,14 @@ def raised(settings, state: Mapping[str, Any], given: Mapping[str, Any]):
     reason = stop_in_force(out, state)
     if reason:
         done = f"{asked} evaluations, {batches} batches, {float(state.get('search_s', 0.0)):.0f} s of search"
-        raise FedevoError(f"{FLAGS[reason]} {_value(new[reason])} is reached already ({done}): give a larger one "
+        raise FedevoError(f"{arg(reason, _value(new[reason]))} is reached already ({done}): give a larger one "
                           f"(budgets are totals since the search began; nothing was changed)")
     return out
 
 
 def describe_change(before, after) -> str:
     """One line: the budgets that changed, old → new."""
-    parts = [f"{FLAGS[k]} {_value(getattr(before, k))} → {_value(getattr(after, k))}"
+    parts = [f"{arg(k, _value(getattr(before, k)))} → {_value(getattr(after, k))}"
              for k in KEYS if getattr(before, k) != getattr(after, k)]
     return ", ".join(parts) or "unchanged"
 

@@ -3,12 +3,13 @@
 run.json freezes the problem file's text and the settings, but a problem names files it does not hold: its data
 (`[data] path`, `test_path`: a file or a folder) and its code (`model = "python:FILE:FUNC"`, `evaluator = ...`,
 `--evaluator`, `--optimizer python:FILE:Class`, an objective's `[objective.NAME] read`; a "package.module:function"
-spec names the module's file). :func:`fingerprint` records each one's SHA-256 in run.json's ``inputs`` when the
-run is created (run.json's bytes start evaluations.csv's hash chain, so the record is covered too);
-:func:`check_inputs` recomputes them before a run is continued, and a file that changed or is gone is refused
-with one line naming it: a resumed search never mixes two tasks. fedevo's own code (run.json's ``versions``) and
-the bundled datasets under --data-dir are not fingerprinted; a run made before this record (no ``inputs``) is
-resumed unchecked.
+spec names the module's file; a `python:` file's modules beside it that it imports, `from helper import f`, are
+recorded after it: the ones `plugins.imported_beside` names once fedevo has imported the file). :func:`fingerprint`
+records each one's SHA-256 in run.json's ``inputs`` when the run is created (run.json's bytes start
+evaluations.csv's hash chain, so the record is covered too); :func:`check_inputs` recomputes them before a run is continued, and a file that
+changed or is gone is refused with one line naming it: a resumed search never mixes two tasks. fedevo's own code
+(run.json's ``versions``) and the bundled datasets under --data-dir are not fingerprinted; a run made before this
+record (no ``inputs``) is resumed unchecked.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def _by_path(spec: Optional[str]) -> bool:
 def _found(problem, settings) -> Iterator[tuple[str, Path, bool]]:
     """(what it is, its path, whether an evaluation opens it by that path) of every data and code file the run
     depends on, each once."""
+    from ..plugins import imported_beside, split_spec
+
     seen: set[Path] = set()
     spec = getattr(getattr(problem, "data_source", None), "spec", None)
     code = [("model", getattr(problem, "model_ref", None)), ("evaluator", getattr(problem, "evaluator", None)),
@@ -100,8 +103,11 @@ def _found(problem, settings) -> Iterator[tuple[str, Path, bool]]:
     # the resumed rows other values than the logged ones under the same column
     code += [(f"[objective.{o.name}] read", getattr(o.read, "spec", None)) for o in getattr(problem, "objective_defs", ())]
     found = [("[data] path", getattr(spec, "path", None), True), ("[data] test_path", getattr(spec, "test_path", None), True)]
-    found += [(role, _code_file(c), _by_path(c) and not role.startswith("--")) for role, c in code]  # (--evaluator's
-    # module travels to Ray's workers by value: plugins.ray_by_value; the optimiser runs in the search's process)
+    for role, c in code:  # (--evaluator's module travels to Ray's workers by value: plugins.ray_by_value; the
+        by_path = _by_path(c) and not role.startswith("--")  # optimiser runs in the search's process)
+        found.append((role, _code_file(c), by_path))
+        if _by_path(c):  # the modules beside a python: file that it imports, read where it is
+            found += [(f"imported by {role}", s, by_path) for s in imported_beside(split_spec(c)[0])]
     for role, p, by_path in found:
         if p is None:
             continue

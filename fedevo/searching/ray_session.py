@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
-from ..errors import FedevoError
+from ..errors import FedevoError, arg
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _SOCKET_ROOM = 40  # Ray's socket paths go under the temp root; Unix sockets allow ~107 characters
@@ -213,11 +213,12 @@ def check_schedulable(nodes: list[dict[str, float]], cpus_per_task: float, gpus_
     ask = f"{cpus_per_task:g} CPU" + (f" and {gpus_per_task:g} GPU" if gpus_per_task else "")
     fix = []
     if not any(n.get("GPU", 0.0) >= gpus_per_task for n in nodes):
-        fix.append("lower --gpus-per-task" + (" (0 trains on the CPU)" if gpus_per_task else ""))
+        fix.append(f"lower {arg('gpus_per_task')}" + (" (0 trains on the CPU)" if gpus_per_task else ""))
     if not any(n.get("CPU", 0.0) >= cpus_per_task for n in nodes):
-        fix.append("lower --cpus-per-task")
+        fix.append(f"lower {arg('cpus_per_task')}")
+    fix = fix or [f"change {arg('cpus_per_task')} / {arg('gpus_per_task')}"]
     raise FedevoError(f"no node of {where} can run a task needing {ask} (nodes: {have}); the search would wait "
-                      f"forever: {' or '.join(fix) or 'change --cpus-per-task / --gpus-per-task'}")
+                      f"forever: {' or '.join(fix)}")
 
 
 def connect(address: str, timeout: float) -> None:

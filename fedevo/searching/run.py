@@ -74,7 +74,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from ..dirlock import LOCK, hold
-from ..errors import DiskFullError, FedevoError, RunInUseError, SearchStoppedError
+from ..errors import DiskFullError, FedevoError, RunInUseError, SearchStoppedError, arg
 from ..guards import check_workers, check_writable_dir
 from ..problem import Problem, load_problem
 from ..result import EvaluationResult
@@ -172,9 +172,10 @@ def _refuse_nonempty(out: Path, ident: str) -> None:
         except (OSError, ValueError):
             same = False
         if same:
-            raise FedevoError(f"--out {out} already holds this run; continue it with `fedevo resume {out}`")
-        raise FedevoError(f"--out {out} holds a different run; choose another --out (nothing was overwritten)")
-    raise FedevoError(f"--out {out} is not empty and holds no fedevo run; choose another --out "
+            raise FedevoError(f"{arg('out', out)} already holds this run; continue it with `fedevo resume {out}`")
+        raise FedevoError(f"{arg('out', out)} holds a different run; choose another {arg('out')} (nothing was "
+                          "overwritten)")
+    raise FedevoError(f"{arg('out', out)} is not empty and holds no fedevo run; choose another {arg('out')} "
                       "(nothing was overwritten)")
 
 
@@ -245,7 +246,7 @@ class SearchRun:
         out = Path(out) if out is not None else default_out(problem.name)
         ident = run_identity(text, settings)
         if out.exists() and not out.is_dir():
-            raise FedevoError(f"--out {out} exists and is not a directory")
+            raise FedevoError(f"{arg('out', out)} exists and is not a directory")
         check_writable_dir(out)
         evaluators.check(evaluator, problem, settings.rounds)  # the simulator's memory check; others: none
         batched.check(runtime, evaluator, multi_fidelity=settings.multi_fidelity)

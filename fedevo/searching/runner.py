@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..envvars import env_set
-from ..errors import DataNotFoundError, FedevoError, SetupError
+from ..errors import DataNotFoundError, FedevoError, SetupError, arg
 from ..hardware import cores, gpu_share
 from ..result import EvaluationResult, NotAResult, measured
 from .evaluator import Evaluator
@@ -263,17 +263,18 @@ def _check_reachable(address: str, timeout: float) -> None:
         return
     _, sep, port = address.rpartition(":")
     if address.startswith("ray://"):
-        raise FedevoError("--ray-address: Ray Client addresses (ray://) are not supported; "
+        raise FedevoError(f"{arg('ray_address', repr(address))}: Ray Client addresses (ray://) are not supported; "
                           "pass the cluster's GCS address HOST:PORT (as printed by `ray start --head`)")
     if not sep or not port.isdigit():
-        raise FedevoError(f"--ray-address {address!r} must be HOST:PORT (as printed by `ray start --head`) or 'auto'")
+        raise FedevoError(f"{arg('ray_address', repr(address))} must be HOST:PORT (as printed by `ray start --head`) "
+                          "or 'auto'")
     from .ray_session import connect
 
     try:
         connect(address, timeout)
     except OSError as e:
         raise FedevoError(f"cannot reach a Ray cluster at {address} ({e.strerror or e}); "
-                          f"start one with `ray start --head --port {port}` or drop --ray-address "
+                          f"start one with `ray start --head --port {port}` or drop {arg('ray_address')} "
                           "to use a local Ray") from None
 
 
@@ -303,9 +304,9 @@ class RayRunner:
                                   node_resources)
 
         if cpus_per_task <= 0:
-            raise FedevoError(f"--cpus-per-task must be > 0, got {cpus_per_task}")
+            raise FedevoError(f"{arg('cpus_per_task')} must be > 0, got {cpus_per_task}")
         if gpus_per_task < 0:
-            raise FedevoError(f"--gpus-per-task must be >= 0, got {gpus_per_task}")
+            raise FedevoError(f"{arg('gpus_per_task')} must be >= 0, got {gpus_per_task}")
         from ..plugins import ray_by_value
 
         ray_by_value()  # the user's file modules travel by value with Ray's own cloudpickle too
@@ -355,7 +356,7 @@ class RayRunner:
             except Exception as e:  # noqa: BLE001 - a broken Ray install, no room in /tmp, ...
                 self.close()
                 raise FedevoError(f"could not start a local Ray ({type(e).__name__}: {_last_line(str(e))}); "
-                                  "use --workers 0 to evaluate in-process") from None
+                                  f"use {arg('workers', 0)} to evaluate in-process") from None
             except BaseException:  # Ctrl-C or SIGTERM while it started: what it started goes too
                 self._owns_ray = True
                 self.close()
@@ -495,8 +496,8 @@ def make_runner(evaluator: Evaluator, problem, eval_kwargs: Mapping[str, Any], *
         return SerialRunner(evaluator, problem, eval_kwargs, timeout=timeout, log_dir=log_dir)
     if not gpus_per_task and getattr(problem, "fixed", {}).get("device") == "cuda":
         raise FedevoError(f"problem {getattr(problem, 'name', '?')!r} sets device = \"cuda\", but its Ray tasks "
-                          "reserve no GPU and see none: pass --gpus-per-task (e.g. 1, or 0.25 for four "
-                          "evaluations a GPU), or --workers 0 to evaluate in this process")
+                          f"reserve no GPU and see none: pass {arg('gpus_per_task')} (e.g. 1, or 0.25 for four "
+                          f"evaluations a GPU), or {arg('workers', 0)} to evaluate in this process")
     return RayRunner(evaluator, problem, eval_kwargs, workers=workers, address=address,
                      cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task, log_dir=log_dir, timeout=timeout,
                      known_digests=known_digests)

@@ -9,7 +9,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-from ..errors import FedevoError
+from ..errors import FedevoError, arg
 from ..guards import check_rounds, check_search_sizes, check_seed, check_task_resources
 from .evaluator import DEFAULT_EVALUATOR
 
@@ -57,7 +57,7 @@ class SearchSettings:
         from .optimizers.registry import check_name, uses_reference_directions  # (registers the built-in ones)
 
         if self.gen < 1:
-            raise FedevoError(f"--gen must be >= 1 (generation 1 is the initial population), got {self.gen}")
+            raise FedevoError(f"{arg('gen')} must be >= 1 (generation 1 is the initial population), got {self.gen}")
         check_seed(self.seed)
         check_rounds(self.rounds)
         check_search_sizes(self.pop, self.gen)
@@ -68,35 +68,36 @@ class SearchSettings:
             refs = self.partitions is not None
         if not refs:
             if self.partitions is not None:
-                raise FedevoError(f"--partitions sets NSGA-III's reference directions; --optimizer {self.optimizer} "
-                                  "has none: drop --partitions")
+                raise FedevoError(f"{arg('partitions')} sets NSGA-III's reference directions; "
+                                  f"{arg('optimizer', self.optimizer)} has none: drop {arg('partitions')}")
             if self.pop < 1:
-                raise FedevoError(f"--pop (the batch size) must be >= 1, got {self.pop}")
+                raise FedevoError(f"{arg('pop')} (the batch size) must be >= 1, got {self.pop}")
             from .fidelity import parse_ladder
 
             init = None if self.init is None else tuple(dict(x) for x in self.init)
             return replace(self, partitions=None, fidelity=parse_ladder(self.fidelity), init=init)
         if self.pop < n_ref_dirs(1, n_obj):
-            raise FedevoError(f"--pop {self.pop} is too small: NSGA-III needs at least one individual per reference "
-                              f"direction, and {n_obj} objectives need at least {n_ref_dirs(1, n_obj)} Das–Dennis "
-                              f"directions (n_partitions=1); use --pop {n_ref_dirs(1, n_obj)} or more (the paper "
-                              "uses 20)")
+            least = n_ref_dirs(1, n_obj)
+            raise FedevoError(f"{arg('pop', self.pop)} is too small: NSGA-III needs at least one individual per "
+                              f"reference direction, and {n_obj} objectives need at least {least} Das–Dennis "
+                              f"directions (n_partitions=1); use {arg('pop', least)} or more (the paper uses 20)")
         p = self.partitions
         if p is None:
             p = 1
             while n_ref_dirs(p + 1, n_obj) <= self.pop:
                 p += 1
         elif p < 1:
-            raise FedevoError(f"--partitions must be >= 1, got {p}")
+            raise FedevoError(f"{arg('partitions')} must be >= 1, got {p}")
         elif n_ref_dirs(p, n_obj) > self.pop:
-            raise FedevoError(f"--pop {self.pop} is too small for --partitions {p}: that gives "
+            raise FedevoError(f"{arg('pop', self.pop)} is too small for {arg('partitions', p)}: that gives "
                               f"{n_ref_dirs(p, n_obj)} Das–Dennis reference directions for {n_obj} objectives and "
-                              f"NSGA-III needs --pop >= {n_ref_dirs(p, n_obj)}")
+                              f"NSGA-III needs {arg('pop')} >= {n_ref_dirs(p, n_obj)}")
         from .fidelity import parse_ladder
 
         init = None if self.init is None else tuple(dict(x) for x in self.init)
         if init is not None and len(init) > self.pop:
-            raise FedevoError(f"--init-from: {len(init)} starting individuals do not fit in --pop {self.pop}")
+            raise FedevoError(f"{arg('init_from')}: {len(init)} starting individuals do not fit in "
+                              f"{arg('pop', self.pop)}")
         return replace(self, partitions=p, fidelity=parse_ladder(self.fidelity), init=init)
 
     @property
@@ -128,8 +129,8 @@ class Runtime:
         check_task_resources(cpus_per_task=self.cpus_per_task, gpus_per_task=self.gpus_per_task,
                              workers=self.workers, ray_address=self.ray_address)
         if self.batch_generation is False and self.batch_size_per_gpu is not None:
-            raise FedevoError("--batch-size-per-gpu sizes the batches of --batch-generation; with "
-                              "--no-batch-generation there are none: drop one")
+            raise FedevoError(f"{arg('batch_size_per_gpu')} sizes the batches of {arg('batch_generation', True)}; "
+                              f"with {arg('batch_generation', False)} there are none: drop one")
 
     def resume_options(self) -> str:
         """The cluster options `fedevo resume` needs to continue where this ran (" --ray-address HOST:PORT", with

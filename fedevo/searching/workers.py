@@ -17,27 +17,27 @@ from __future__ import annotations
 import sys
 from typing import Optional, Union
 
-from ..errors import FedevoError
+from ..errors import FedevoError, arg
 
 AUTO = "auto"
 SMALL_MACHINE = 2  # cores at or below which auto evaluates in-process
 
 
 def parse_workers(value: Union[int, str, None]) -> Union[int, str]:
-    """--workers: 'auto' (or None), else a whole number >= 0; FedevoError otherwise."""
+    """workers: 'auto' (or None), else a whole number >= 0; FedevoError otherwise."""
     if value is None or value == AUTO:
         return AUTO
     if isinstance(value, bool):
-        raise FedevoError(f"--workers must be 'auto' or a whole number >= 0, got {value!r}")
+        raise FedevoError(f"{arg('workers')} must be 'auto' or a whole number >= 0, got {value!r}")
     if isinstance(value, str):
         try:
             value = int(value.strip())
         except ValueError:
-            raise FedevoError(f"--workers must be 'auto' or a whole number >= 0, got {value!r}") from None
+            raise FedevoError(f"{arg('workers')} must be 'auto' or a whole number >= 0, got {value!r}") from None
     if not isinstance(value, int):
-        raise FedevoError(f"--workers must be 'auto' or a whole number >= 0, got {value!r}")
+        raise FedevoError(f"{arg('workers')} must be 'auto' or a whole number >= 0, got {value!r}")
     if value < 0:
-        raise FedevoError(f"--workers must be >= 0 (0: in-process; auto: fedevo decides), got {value}")
+        raise FedevoError(f"{arg('workers')} must be >= 0 (0: in-process; auto: fedevo decides), got {value}")
     return value
 
 
@@ -49,18 +49,20 @@ def decide(workers: Union[int, str, None], *, cores: int, pop: Optional[int], ad
         return workers, ""
     if address:
         return 1, ""  # the cluster decides its own parallelism; 1 is never used for a cluster
+    force = f"{arg('workers', 'N')} forces Ray"
     if cores <= SMALL_MACHINE:
         return 0, (f"in-process: this machine has {cores} core{'s' if cores != 1 else ''}, and Ray's start-up and "
-                   "a worker process per core cost more than they save (--workers N forces Ray)")
+                   f"a worker process per core cost more than they save ({force})")
     if pop is not None and pop <= 1:
-        return 0, "in-process: a batch holds one candidate, nothing runs side by side (--workers N forces Ray)"
+        return 0, f"in-process: a batch holds one candidate, nothing runs side by side ({force})"
     n = cores if pop is None else min(cores, pop)
-    return n, f"a local Ray with {n} workers ({cores} cores, batches of {pop}; --workers 0 evaluates in-process)"
+    return n, (f"a local Ray with {n} workers ({cores} cores, batches of {pop}; {arg('workers', 0)} evaluates "
+               "in-process)")
 
 
 def announce(why: str) -> None:
     if why:
-        print(f"fedevo: --workers auto: {why}", file=sys.stderr)
+        print(f"fedevo: {arg('workers', AUTO)}: {why}", file=sys.stderr)
 
 
 __all__ = ["AUTO", "SMALL_MACHINE", "announce", "decide", "parse_workers"]

@@ -107,7 +107,7 @@ def test_refusals():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(estimate, "max_attainable", lambda **kw: pytest.fail("computed the bound for 1e8 canaries"))
-        with pytest.raises(FedevoError, match=r"--canaries 100000000 exceeds the model's ~1,\d{3} active"):
+        with pytest.raises(FedevoError, match=r"^canaries=100000000 exceeds the model's ~1,\d{3} active"):
             audit_config(_cfg("digits_mlp"), seed=0, canaries=100_000_000)
     with pytest.raises(FedevoError, match="confidence"):
         audit_config(_cfg("digits_mlp"), seed=0, confidence=1.5)

@@ -73,3 +73,26 @@ def test_a_run_object_is_frozen(tmp_path):
     with pytest.raises(dataclasses.FrozenInstanceError):
         run.path = 123
     assert run == Run(tmp_path) and hash(run) == hash(Run(tmp_path))
+
+
+@pytest.mark.parametrize("call, argv, python, cli", [
+    (lambda out: fedevo.search("digits_mlp", workers=-1, out=out), ["search", "--workers", "-1"],
+     "workers= must be >= 0", "--workers must be >= 0"),
+    (lambda out: fedevo.search("digits_mlp", pop=4, gen=0, workers=0, out=out), ["search", "--pop", "4", "--gen", "0"],
+     "gen= must be >= 1", "--gen must be >= 1"),
+    (lambda out: fedevo.search("digits_mlp", pop=4, gen=1, workers=0, eval_timeout=-1.0, out=out),
+     ["search", "--pop", "4", "--gen", "1", "--workers", "0", "--eval-timeout", "-1"],
+     "eval_timeout= must be a positive number of seconds", "--eval-timeout must be a positive number of seconds"),
+    (lambda out: fedevo.evaluate("digits_mlp", seed=2**32), ["evaluate", "--seed", str(2**32)],
+     "seed= must be in 0..4294967295", "--seed must be in 0..4294967295"),
+])
+def test_a_message_names_the_argument_as_its_caller_spells_it(tmp_path, capsys, call, argv, python, cli):
+    """fedevo.search(workers=-1) is told of `workers=`, `fedevo search --workers -1` of `--workers`: one check, its
+    argument named the caller's way (fedevo.errors.arg)."""
+    from tests.cli.test_bad_input import bad
+
+    with pytest.raises(fedevo.FedevoError, match="^" + python):
+        call(tmp_path / "py")
+    extra = ["--out", tmp_path / "cli"] if argv[0] == "search" else []
+    assert bad(capsys, argv + extra, "^fedevo: error: " + cli)
+    assert not (tmp_path / "py").exists() and not (tmp_path / "cli").exists()

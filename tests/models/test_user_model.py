@@ -167,6 +167,24 @@ def nan_logits(input_shape, num_classes):
 def double_logits(input_shape, num_classes):  # float64 logits train (the cross-entropy takes them)
     return Cast(math.prod(input_shape), num_classes, dtype=torch.float64)
 
+class Shadows(nn.Module):  # an attribute hiding a torch.nn.Module method fedevo (or torch) calls
+    def __init__(self, d, k, where):
+        super().__init__()
+        self.fc = nn.Linear(d, k)
+        if where == "module":
+            self.to = "cpu"
+        else:
+            self.fc.train = True
+
+    def forward(self, x):
+        return self.fc(x.flatten(1))
+
+def hides_to(input_shape, num_classes):
+    return Shadows(math.prod(input_shape), num_classes, "module")
+
+def hides_train(input_shape, num_classes):  # in a layer: nn.Module.eval() calls each layer's train()
+    return Shadows(math.prod(input_shape), num_classes, "layer")
+
 def frozen(input_shape, num_classes):  # its first Linear frozen: fedevo would train and upload it all the same
     m = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 16), nn.ReLU(), nn.Linear(16, num_classes))
     m[1].requires_grad_(False)
@@ -494,6 +512,10 @@ def test_cost_estimate_counts_the_module(files):
     ("python:sub/my_models.py:frozen", r"model 'frozen' has 2 parameters with requires_grad=False \(1\.weight, "
                                        r"1\.bias\); fedevo trains and uploads every parameter: unfreeze them, or "
                                        r"register frozen weights as buffers$"),
+    ("python:sub/my_models.py:hides_to", r"model 'hides_to': its attribute 'to' hides torch.nn.Module.to\(\), which "
+                                         r"fedevo and torch call on the module; rename the attribute$"),
+    ("python:sub/my_models.py:hides_train", r"model 'hides_train': its attribute 'fc.train' hides "
+                                            r"torch.nn.Module.train\(\)"),
     ("python:sub/my_models.py", r"model 'python:sub/my_models.py': expected 'python:path/to/file.py:function'"),
 ])
 def test_bad_models_are_one_line_and_nothing_is_written(files, tmp_path, capsys, model, expect):

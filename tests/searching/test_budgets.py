@@ -12,7 +12,7 @@ import time
 import pytest
 
 import fedevo
-from fedevo.errors import FedevoError
+from fedevo.errors import FedevoError, command_line
 from fedevo.result import EvaluationResult
 from fedevo.searching.budgets import default_gen, stagnant, stop_reason
 from fedevo.searching.settings import SearchSettings
@@ -134,13 +134,14 @@ def test_stop_rules():
 
 
 @pytest.mark.parametrize("kw, says", [
-    ({"budget": 0}, "--budget must be a whole number of evaluations >= 1, got 0"),
+    ({"budget": 0}, "budget= must be a whole number of evaluations >= 1, got 0"),
     ({"budget": 2.5}, "budget must be an int"),
-    ({"time_budget": -1.0}, "--time-budget must be a number of seconds > 0, got -1.0"),
-    ({"time_budget": float("nan")}, "--time-budget must be a number of seconds > 0"),
-    ({"patience": 0}, "--patience must be a whole number of batches >= 1, got 0"),
+    ({"time_budget": -1.0}, "time_budget= must be a number of seconds > 0, got -1.0"),
+    ({"time_budget": float("nan")}, "time_budget= must be a number of seconds > 0"),
+    ({"patience": 0}, "patience= must be a whole number of batches >= 1, got 0"),
 ])
 def test_bad_budgets_are_one_line(tmp_path, kw, says):
+    """From Python the message names the keyword argument (budget=); the command line its option (below)."""
     with pytest.raises(FedevoError) as e:
         fedevo.search(str(toy_problem_file(tmp_path)), pop=4, gen=2, workers=0, out=tmp_path / "R", evaluator=FAKE,
                       page=False, **kw)
@@ -157,7 +158,11 @@ def test_bad_budget_on_the_command_line(tmp_path):
 
 def test_workers_auto_decision():
     w, why = decide("auto", cores=2, pop=12)
-    assert w == 0 and "in-process: this machine has 2 cores" in why and "--workers N forces Ray" in why
+    assert w == 0 and "in-process: this machine has 2 cores" in why and "(workers=N forces Ray)" in why
+    with command_line():  # the command line's spelling
+        assert decide("auto", cores=2, pop=12)[1].endswith("(--workers N forces Ray)")
+        with pytest.raises(FedevoError, match="^--workers must be >= 0"):
+            decide(-1, cores=4, pop=4)
     w, why = decide(None, cores=16, pop=12)
     assert w == 12 and "local Ray with 12 workers" in why
     assert decide("auto", cores=16, pop=1)[0] == 0
@@ -166,9 +171,9 @@ def test_workers_auto_decision():
     assert decide("0", cores=16, pop=12) == (0, "")
     assert decide("auto", cores=2, pop=12, address="10.0.0.1:6379")[1] == ""  # a cluster: Ray
     for bad in ("many", "1.5", True):
-        with pytest.raises(FedevoError, match="--workers must be 'auto' or a whole number >= 0"):
+        with pytest.raises(FedevoError, match="^workers= must be 'auto' or a whole number >= 0"):
             decide(bad, cores=4, pop=4)
-    with pytest.raises(FedevoError, match="--workers must be >= 0"):
+    with pytest.raises(FedevoError, match="^workers= must be >= 0"):
         decide(-1, cores=4, pop=4)
 
 

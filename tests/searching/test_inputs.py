@@ -21,8 +21,15 @@ from .search_helpers import read_csv, run_cli, unchain, without
 EVALUATOR = "from tests.searching.search_fakes import fake_evaluate as evaluate  # the user's evaluator\n"
 MODEL = """from torch import nn
 
+from inputs_test_layers import block
+
 def make(input_shape, num_classes, hidden=8):
-    return nn.Sequential(nn.Flatten(), nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+    return nn.Sequential(nn.Flatten(), block(64, hidden), nn.Linear(hidden, num_classes))
+"""
+SIBLING = """from torch import nn  # a module beside m.py that it imports (a name no other test's sys.modules holds)
+
+def block(a, b):
+    return nn.Sequential(nn.Linear(a, b), nn.ReLU())
 """
 
 PROBLEM = """model = "python:m.py:make"
@@ -57,6 +64,7 @@ def made(tmp_path_factory):
     write_npz(tmp / "d.npz")
     (tmp / "ev.py").write_text(EVALUATOR)
     (tmp / "m.py").write_text(MODEL)
+    (tmp / "inputs_test_layers.py").write_text(SIBLING)
     prob = tmp / "user.toml"
     prob.write_text(PROBLEM)
     run = fedevo.search(str(prob), pop=4, gen=2, seed=2, workers=0, out=tmp / "done", page=False,
@@ -78,6 +86,8 @@ def test_run_json_records_every_data_and_code_file(made):
     recorded = {(e["role"], e["path"]): e["sha256"] for e in meta["inputs"]}
     assert recorded == {("[data] path", str((tmp / "d.npz").resolve())): digest(tmp / "d.npz")[0],
                         ("model", str((tmp / "m.py").resolve())): digest(tmp / "m.py")[0],
+                        ("imported by model", str((tmp / "inputs_test_layers.py").resolve())):
+                            digest(tmp / "inputs_test_layers.py")[0],
                         ("--evaluator", str((tmp / "ev.py").resolve())): digest(tmp / "ev.py")[0]}
     assert fingerprint(prob, settings) == meta["inputs"]
     check_inputs(meta, done)  # unchanged: nothing to say
@@ -91,8 +101,9 @@ def test_an_unchanged_run_resumes_as_if_never_stopped(made):
         without(read_csv(done / "evaluations.csv"), "wall_s", "chain")
 
 
-@pytest.mark.parametrize("which", ["d.npz", "m.py", "ev.py"])
+@pytest.mark.parametrize("which", ["d.npz", "m.py", "ev.py", "inputs_test_layers.py"])
 def test_a_changed_data_or_code_file_is_refused_by_resume(made, which):
+    """A module beside the model file that it imports (inputs_test_layers.py) is the model's code too."""
     tmp, _ = made
     d = killed(made, f"changed-{which}")
     f = tmp / which
@@ -108,6 +119,7 @@ def test_a_changed_data_or_code_file_is_refused_by_resume(made, which):
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"fedevo: error: {f.resolve()} (")
     assert "changed since run" in r.stderr and "Traceback" not in r.stderr
+    assert ("(imported by model) changed" in r.stderr) == (which == "inputs_test_layers.py")
     assert (d / "evaluations.csv").read_bytes() == rows  # nothing evaluated
 
 

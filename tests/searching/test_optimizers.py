@@ -174,7 +174,7 @@ def test_default_batch_is_one_per_parallel_evaluation_for_model_based_optimisers
         assert default_pop(name, workers="auto", cores=8)[0] == 8  # a local Ray, one worker per core
         assert default_pop(name, workers=3, cores=8)[0] == 3
         n, why = default_pop(name, workers="auto", cores=8, address="10.0.0.1:6379")
-        assert n == DEFAULT_POP and "--pop N" in why
+        assert n == DEFAULT_POP and "(pop=N to match" in why and why.startswith(f"optimizer={name}: ")
 
 
 def test_gp_without_pop_runs_batches_of_one_to_the_default_evaluations(tmp_path, capsys):

@@ -71,7 +71,7 @@ def test_readers_read_the_budgets_in_force(tmp_path, monkeypatch):
     let_kills_through(monkeypatch)
     run = _search(tmp_path, "R", optimizer="random", pop=3, budget=6)
     sr = SearchRun.open(run.path)
-    assert sr.raise_budgets(budget=9) == "--gen 2 → 3, --budget 6 → 9"
+    assert sr.raise_budgets(budget=9) == "gen=2 → 3, budget=6 → 9"  # as fedevo.resume names them
     assert not (run.path / BUDGETS_FILE).exists()  # checked, not yet in force: `run` puts it there
 
     def killed(problem, params, **kw):
@@ -94,15 +94,15 @@ def test_readers_read_the_budgets_in_force(tmp_path, monkeypatch):
 def test_what_cannot_be_raised_is_one_line_and_changes_nothing(tmp_path):
     run = _search(tmp_path, "R", optimizer="random", pop=3, budget=6, time_budget=1e-9)  # time ends it first
     before = sorted(p.name for p in run.path.iterdir())
-    for kw, says in [({"budget": 12}, r"--time-budget 1e-09 is reached already \(3 evaluations, 1 batches"),
-                     ({"budget": 2, "time_budget": 60.0}, r"--budget 2 is reached already"),
-                     ({"gen": 1, "time_budget": 60.0}, r"--gen 1 is reached already"),
-                     ({"budget": 0}, r"--budget must be a whole number of evaluations >= 1, got 0"),
-                     ({"patience": -1}, r"--patience must be"),
-                     ({"gen": 0}, r"--gen must be a whole number of batches >= 1, got 0"),
+    for kw, says in [({"budget": 12}, r"time_budget=1e-09 is reached already \(3 evaluations, 1 batches"),
+                     ({"budget": 2, "time_budget": 60.0}, r"budget=2 is reached already"),
+                     ({"gen": 1, "time_budget": 60.0}, r"gen=1 is reached already"),
+                     ({"budget": 0}, r"budget= must be a whole number of evaluations >= 1, got 0"),
+                     ({"patience": -1}, r"patience= must be"),
+                     ({"gen": 0}, r"gen= must be a whole number of batches >= 1, got 0"),
                      # what read_run_json's settings check refuses: it would leave a run no reader can open
                      ({"gen": 10**9, "budget": 12, "time_budget": 60.0},
-                      r"--pop 3 × --gen 1000000000 = 3000000000 evaluations is too many")]:
+                      r"pop=3 × gen=1000000000 = 3000000000 evaluations is too many")]:
         with pytest.raises(FedevoError, match=says):
             fedevo.resume(run.path, workers=0, page=False, **kw)
     assert sorted(p.name for p in run.path.iterdir()) == before  # no budgets.json; stop.json kept
@@ -139,7 +139,7 @@ def test_a_resume_refused_after_the_budget_check_changes_nothing(tmp_path, why):
         with pytest.raises(FedevoError, match="ev.py"):
             fedevo.resume(run.path, workers=0, page=False, budget=12)
     elif why == "batch option":
-        with pytest.raises(FedevoError, match="--batch-generation batches fedevo's simulator only"):
+        with pytest.raises(FedevoError, match="batch_generation=True batches fedevo's simulator only"):
             fedevo.resume(run.path, workers=0, page=False, budget=12, batch_generation=True)
     else:
         with contextlib.closing(hold(run.path, FedevoError("in use"))):

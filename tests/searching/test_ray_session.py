@@ -34,9 +34,9 @@ def test_check_schedulable_needs_one_node_with_both(cpus, gpus, ok):
 
 
 def test_check_schedulable_message_names_what_to_lower():
-    with pytest.raises(FedevoError, match=r"1 CPU and 1 GPU \(nodes: 1 CPU, 0 GPU\).*lower --gpus-per-task"):
+    with pytest.raises(FedevoError, match=r"1 CPU and 1 GPU \(nodes: 1 CPU, 0 GPU\).*lower gpus_per_task="):
         check_schedulable([{"CPU": 1.0}], 1, 1, "the local Ray")
-    with pytest.raises(FedevoError, match=r"64 CPU \(nodes: 1 CPU, 0 GPU\).*lower --cpus-per-task"):
+    with pytest.raises(FedevoError, match=r"64 CPU \(nodes: 1 CPU, 0 GPU\).*lower cpus_per_task="):
         check_schedulable([{"CPU": 1.0}], 64, 0, "the local Ray")
 
 

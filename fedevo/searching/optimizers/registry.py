@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ...errors import FedevoError
+from ...errors import FedevoError, arg
 from .base import Optimizer
 
 DEFAULT = "nsga3"
@@ -42,7 +42,8 @@ def check_name(name: Any) -> str:
     """`name` when it is a registered name or a well-formed spec of the user's class (not loaded here: readers of a
     run directory check its settings without running its code; the search loads it, `get`)."""
     if not isinstance(name, str):
-        raise FedevoError(f"--optimizer must be a name ({', '.join(names())}) or 'python:FILE.py:Class', got {name!r}")
+        raise FedevoError(f"{arg('optimizer')} must be a name ({', '.join(names())}) or 'python:FILE.py:Class', "
+                          f"got {name!r}")
     from .user import is_spec
 
     if is_spec(name):
@@ -100,14 +101,15 @@ def default_pop(name: str, *, workers: Any = "auto", cores: int, address: Option
     if fixed is not None:
         return int(fixed), ""
     if address:
-        return DEFAULT_POP, (f"--optimizer {name}: batches of {DEFAULT_POP} on the cluster (--pop N to match its "
-                             "parallel evaluations)")
+        return DEFAULT_POP, (f"{arg('optimizer', name)}: batches of {DEFAULT_POP} on the cluster ({arg('pop', 'N')} "
+                             "to match its parallel evaluations)")
     from ..workers import decide
 
     slots, _ = decide(workers, cores=cores, pop=None, address=None)
     n = max(1, int(slots))
-    return n, (f"--optimizer {name}: batches of {n} (one per parallel evaluation{'; in-process' if slots == 0 else ''}"
-               f"; the model learns from every result before its next proposal; --pop N to change)")
+    return n, (f"{arg('optimizer', name)}: batches of {n} (one per parallel evaluation"
+               f"{'; in-process' if slots == 0 else ''}; the model learns from every result before its next "
+               f"proposal; {arg('pop', 'N')} to change)")
 
 
 def make(name: str, space, problem, *, pop: int, seed: int, settings=None) -> Optimizer:

@@ -1,8 +1,8 @@
 """Your own optimiser for fedevo's search: any pymoo algorithm, or any Optuna sampler (BoTorch's included).
 
     fedevo search --optimizer python:examples/optimizers.py:SMSEMOA --pop 8 --gen 3
-    fedevo search --optimizer python:examples/optimizers.py:BoTorch --pop 1 --budget 30   # pip install botorch
-                                                                                          #   optuna-integration
+    fedevo search --optimizer python:examples/optimizers.py:BoTorch --pop 1 --budget 30   # 'fedevo[botorch]'
+
 Each class is a ``fedevo.searching.optimizers.Optimizer`` (ask, tell, state, restore) through one of the two bases
 that do the rest; docs/search.md "Your own optimiser" says what fedevo checks and records.
 """
@@ -34,5 +34,5 @@ class BoTorch(OptunaOptimizer):
         try:
             from optuna_integration import BoTorchSampler
         except ImportError as e:
-            raise ImportError("BoTorch needs `pip install botorch optuna-integration`") from e
+            raise ImportError("BoTorch needs `pip install 'fedevo[botorch]'` (botorch, optuna-integration)") from e
         return BoTorchSampler(seed=seed, n_startup_trials=10)

@@ -208,6 +208,7 @@ class SearchRun:
         self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes, rungs=settings.multi_fidelity,
                            run_json=(self.run_dir / "run.json").read_bytes(), objectives=self.objectives)
         self.hv_memo = HvMemo()  # hypervolume.csv's generations computed so far (the log only grows)
+        self.digests: dict = {}  # each logged row's digest for the checkpoints (integrity.log_record)
 
     # ------------------------------------------------------------------ creating / opening
     @classmethod
@@ -540,7 +541,7 @@ class SearchRun:
                          "optimizer": opt.name, "algorithm": opt.state(), "search_s": elapsed(),
                          "hypervolumes": [t["hypervolume"] for t in table],
                          "batches": [*state.get("batches", []), timing]}
-                state["log"] = log_record(done_rows)  # what the log holds now: readers check it (integrity.py)
+                state["log"] = log_record(done_rows, self.digests)  # what the log holds now: readers check it (integrity.py)
                 reason = stop_in_force(s, state)
                 if reason:
                     state["stop"] = reason

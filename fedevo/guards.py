@@ -21,11 +21,13 @@ SEED_MAX = 2**32 - 1
 MAX_ROUNDS = 1_000_000  # rounds per evaluation / retraining (each round trains clients: beyond any experiment)
 GIB = 1024**3
 
-# Bytes per pair of individuals / evaluations held at once by the search's O(n^2) steps: pymoo NSGA-III's
-# survival (non-dominated sorting and niching of parents + offspring, 2·pop, against ≤ pop reference directions)
-# and the run's front (fedevo.searching.front_math.non_dominated compares every pair of all pop·gen evaluations).
+# Bytes per pair of individuals held at once by pymoo NSGA-III's survival (non-dominated sorting and niching of
+# parents + offspring, 2·pop, against ≤ pop reference directions: O(pop^2)); and per evaluation, held by a search
+# for its whole log (its rows, the front's, the checkpoints' digests: 17-19 kB measured at 2,000-10,000 evaluations
+# of a six-gene problem, `benchmarks/results-2026-11-27-search-scale.txt`; the front itself is computed in memory
+# linear in the evaluations, fedevo.searching.front_math.non_dominated).
 POP_PAIR_BYTES = 64
-EVAL_PAIR_BYTES = 12
+EVAL_BYTES = 64 * 1024
 SCHEDULE_BYTES = 64  # per scheduled sample slot of a chunk: positions, weights, rows, labels and their copies
 CLIENT_BYTES = 256  # per client: partition indices, participation counts, budget ledger, arrivals...
 MODEL_COPIES = 8  # fp32 copies of the dense weights per trained client (weights, grads, masks, update, noise...)
@@ -72,11 +74,11 @@ def check_search_sizes(pop: int, gen: int, memory: Optional[int] = None) -> None
                           f"machine's {memory / GIB:.1f} GiB of available memory allows --pop <= {max_pop}")
     if gen < 1:
         return  # SearchSettings.resolved says why
-    max_evals = math.isqrt(memory // EVAL_PAIR_BYTES)
+    max_evals = memory // EVAL_BYTES
     if pop * gen > max_evals:
-        raise FedevoError(f"--pop {pop} × --gen {gen} = {pop * gen} evaluations is too many: the Pareto front "
-                          f"compares every pair of evaluations, and this machine's {memory / GIB:.1f} GiB of "
-                          f"available memory allows at most {max_evals} (e.g. --gen <= {max(1, max_evals // pop)})")
+        raise FedevoError(f"--pop {pop} × --gen {gen} = {pop * gen} evaluations is too many: the search holds every "
+                          f"evaluation in memory, and this machine's {memory / GIB:.1f} GiB of available memory "
+                          f"allows at most {max_evals} (e.g. --gen <= {max(1, max_evals // pop)})")
 
 
 def evaluation_memory(config) -> dict[str, float]:

@@ -251,6 +251,12 @@ def test_memory_limits_are_what_the_estimates_say():
     check_search_sizes(20, 20, memory=4 * GIB)  # the paper's search
     with pytest.raises(FedevoError, match="--pop 1000000 is too large"):
         check_search_sizes(10**6, 1, memory=4 * GIB)
+    # the front no longer compares every pair of evaluations (n² memory): 20,000 evaluations fit 4 GiB, the memory
+    # the whole log takes bounds a search, linearly
+    check_search_sizes(100, 200, memory=4 * GIB)
+    with pytest.raises(FedevoError, match=r"--pop 100 × --gen 1000 = 100000 evaluations is too many: the search "
+                                          r"holds every evaluation in memory.*allows at most 65536 \(e.g. --gen <= 655\)"):
+        check_search_sizes(100, 1000, memory=4 * GIB)
 
 
 def test_the_memory_message_names_the_genes_that_size_it_at_their_bound():

@@ -23,9 +23,9 @@ GIB = 1024**3
 
 # Bytes per pair of individuals held at once by pymoo NSGA-III's survival (non-dominated sorting and niching of
 # parents + offspring, 2·pop, against ≤ pop reference directions: O(pop^2)); and per evaluation, held by a search
-# for its whole log (its rows, the front's, the checkpoints' digests: 17-19 kB measured at 2,000-10,000 evaluations
-# of a six-gene problem, `benchmarks/results-2026-11-27-search-scale.txt`; the front itself is computed in memory
-# linear in the evaluations, fedevo.searching.front_math.non_dominated).
+# for its whole log (its rows, the front's, the checkpoints' digests: about 17 kB, from a peak RSS of 267 MiB at
+# 2,000 and 400 MiB at 10,000 evaluations of a six-gene problem, `benchmarks/results-2026-11-27-search-scale.txt`;
+# the front itself is computed in memory linear in the evaluations, fedevo.searching.front_math.non_dominated).
 POP_PAIR_BYTES = 64
 EVAL_BYTES = 64 * 1024
 SCHEDULE_BYTES = 64  # per scheduled sample slot of a chunk: positions, weights, rows, labels and their copies

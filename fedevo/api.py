@@ -533,7 +533,7 @@ def _callbacks(callbacks: Sequence, progress: Optional[bool], page: bool) -> lis
 
 
 PAGE_SECONDS = 10.0  # the live front.html is rewritten at most this often while a search runs (and at its end)
-PAGE_REST = 4.0  # ... and, after a write that took t seconds, not again before PAGE_REST · t more (≤ 1/5 of the time)
+PAGE_REST = 4.0  # ... and, after a write that took t seconds, not before PAGE_REST · t more (≤ 1/5 of the time)
 
 
 def _final_page(run_dir: Path, importance: bool = True) -> Optional[Path]:

@@ -261,7 +261,8 @@ def non_dominated(F: np.ndarray) -> np.ndarray:
     The rows are swept in lexicographic order (a row can only be dominated by one before it), a block at a time,
     against the non-dominated rows found so far: time O(n · front · objectives), memory O(n) — comparing every
     pair at once held n² booleans per objective (a peak of 477 MiB at 10,000 evaluations of 3 objectives, 5.4 MiB
-    now: benchmarks/results-2026-11-27-search-scale.txt). A row with a NaN neither dominates nor is dominated (as the pairwise comparison had it)."""
+    now: benchmarks/results-2026-11-27-search-scale.txt). A row with a NaN neither dominates nor is dominated (as
+    the pairwise comparison had it)."""
     F = np.asarray(F, dtype=float)
     n = len(F)
     if n == 0:

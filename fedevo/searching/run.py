@@ -541,7 +541,8 @@ class SearchRun:
                          "optimizer": opt.name, "algorithm": opt.state(), "search_s": elapsed(),
                          "hypervolumes": [t["hypervolume"] for t in table],
                          "batches": [*state.get("batches", []), timing]}
-                state["log"] = log_record(done_rows, self.digests)  # what the log holds now: readers check it (integrity.py)
+                # what the log holds now: readers check it (integrity.py)
+                state["log"] = log_record(done_rows, self.digests)
                 reason = stop_in_force(s, state)
                 if reason:
                     state["stop"] = reason

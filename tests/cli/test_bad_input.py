@@ -259,7 +259,8 @@ def test_memory_limits_are_what_the_estimates_say():
     # the whole log takes bounds a search, linearly
     check_search_sizes(100, 200, memory=4 * GIB)
     with pytest.raises(FedevoError, match=r"--pop 100 × --gen 1000 = 100000 evaluations is too many: the search "
-                                          r"holds every evaluation in memory.*allows at most 65536 \(e.g. --gen <= 655\)"):
+                                          r"holds every evaluation in memory.*allows at most 65536 "
+                                          r"\(e.g. --gen <= 655\)"):
         check_search_sizes(100, 1000, memory=4 * GIB)
 
 

@@ -554,11 +554,12 @@ def _callbacks(callbacks: Sequence, progress: Optional[bool], page: bool) -> lis
         from .searching.callbacks import Throttled
         from .viz.live import LivePage
 
-        cbs.append(Throttled(LivePage(), seconds=PAGE_SECONDS))
+        cbs.append(Throttled(LivePage(), seconds=PAGE_SECONDS, rest=PAGE_REST))
     return cbs
 
 
 PAGE_SECONDS = 10.0  # the live front.html is rewritten at most this often while a search runs (and at its end)
+PAGE_REST = 4.0  # ... and, after a write that took t seconds, not before PAGE_REST · t more (≤ 1/5 of the time)
 
 
 def _final_page(run_dir: Path, importance: bool = True) -> Optional[Path]:

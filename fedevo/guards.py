@@ -21,14 +21,19 @@ SEED_MAX = 2**32 - 1
 MAX_ROUNDS = 1_000_000  # rounds per evaluation / retraining (each round trains clients: beyond any experiment)
 GIB = 1024**3
 
-# Bytes per pair of individuals / evaluations held at once by the search's O(n^2) steps: pymoo NSGA-III's
-# survival (non-dominated sorting and niching of parents + offspring, 2·pop, against ≤ pop reference directions)
-# and the run's front (fedevo.searching.front_math.non_dominated compares every pair of all pop·gen evaluations).
+# Bytes per pair of individuals held at once by pymoo NSGA-III's survival (non-dominated sorting and niching of
+# parents + offspring, 2·pop, against ≤ pop reference directions: O(pop^2)); and per evaluation, held by a search
+# for its whole log (its rows, the front's, the checkpoints' digests: about 17 kB, from a peak RSS of 267 MiB at
+# 2,000 and 400 MiB at 10,000 evaluations of a six-gene problem, `benchmarks/results-2026-11-27-search-scale.txt`;
+# the front itself is computed in memory linear in the evaluations, fedevo.searching.front_math.non_dominated).
 POP_PAIR_BYTES = 64
-EVAL_PAIR_BYTES = 12
+EVAL_BYTES = 64 * 1024
 SCHEDULE_BYTES = 64  # per scheduled sample slot of a chunk: positions, weights, rows, labels and their copies
 CLIENT_BYTES = 256  # per client: partition indices, participation counts, budget ledger, arrivals...
 MODEL_COPIES = 8  # fp32 copies of the dense weights per trained client (weights, grads, masks, update, noise...)
+UPDATE_COPIES = 2  # fp32 dense updates per client sampled in a round, held until its aggregate (each chunk's, then
+# joined): measured +0.73 GiB at 1,000 and +2.85 GiB at 3,000 clients over 100 (fashion_mlp_dp, participation 1,
+# ~199k dense weights: 0.8 MB a copy; tests/cli/test_bad_input.py)
 
 
 def check_seed(seed: Optional[int], flag: Optional[str] = None) -> None:
@@ -74,12 +79,11 @@ def check_search_sizes(pop: int, gen: int, memory: Optional[int] = None) -> None
                           f"machine's {memory / GIB:.1f} GiB of available memory allows {arg('pop')} <= {max_pop}")
     if gen < 1:
         return  # SearchSettings.resolved says why
-    max_evals = math.isqrt(memory // EVAL_PAIR_BYTES)
+    max_evals = memory // EVAL_BYTES
     if pop * gen > max_evals:
-        raise FedevoError(f"{arg('pop', pop)} × {arg('gen', gen)} = {pop * gen} evaluations is too many: the Pareto "
-                          f"front compares every pair of evaluations, and this machine's {memory / GIB:.1f} GiB of "
-                          f"available memory allows at most {max_evals} (e.g. {arg('gen')} <= "
-                          f"{max(1, max_evals // pop)})")
+        raise FedevoError(f"{arg('pop', pop)} × {arg('gen', gen)} = {pop * gen} evaluations is too many: the search "
+                          f"holds every evaluation in memory, and this machine's {memory / GIB:.1f} GiB of available "
+                          f"memory allows at most {max_evals} (e.g. {arg('gen')} <= {max(1, max_evals // pop)})")
 
 
 def evaluation_memory(config) -> dict[str, float]:
@@ -102,7 +106,8 @@ def evaluation_memory(config) -> dict[str, float]:
     dense = macs_and_params(config.with_(alpha=None))[1]
     model = dense * 4.0 * (MODEL_COPIES * chunk + 4)
     state = CLIENT_BYTES + (dense * 2.0 if config.privacy.recall else 0.0)  # recall: each client's update, fp16
-    return {"schedule": schedule, "model": model, "clients": float(d.clients) * state}
+    updates = float(config.sampled_per_round) * dense * 4.0 * UPDATE_COPIES
+    return {"schedule": schedule, "model": model, "clients": float(d.clients) * state, "updates": updates}
 
 
 def check_evaluation_memory(config, what: str = "this configuration", memory: Optional[int] = None) -> None:
@@ -112,7 +117,10 @@ def check_evaluation_memory(config, what: str = "this configuration", memory: Op
     total = sum(need.values())
     if total <= memory:
         return
-    if need["clients"] >= max(need["schedule"], need["model"]):
+    if need["updates"] >= max(need["schedule"], need["model"], need["clients"]):
+        fix = (f"participation={config.participation:g} or clients={config.data.clients} "
+               f"({config.sampled_per_round} clients a round, each one's dense update held until the round's mean)")
+    elif need["clients"] >= max(need["schedule"], need["model"]):
         fix = f"clients={config.data.clients}"
     elif need["schedule"] >= need["model"]:
         per_epoch = need["schedule"] / config.epochs
@@ -122,7 +130,7 @@ def check_evaluation_memory(config, what: str = "this configuration", memory: Op
         fix = "the model (layers/units/channels) or chunk_clients"
     raise FedevoError(f"{what} would need about {_gib(total)} of memory per evaluation (batch schedule "
                       f"{_gib(need['schedule'])}, model copies {_gib(need['model'])}, per-client state "
-                      f"{_gib(need['clients'])}), more than the "
+                      f"{_gib(need['clients'])}, the round's updates {_gib(need['updates'])}), more than the "
                       f"{_gib(memory)} available; lower {fix}")
 
 

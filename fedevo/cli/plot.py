@@ -111,8 +111,6 @@ def front(
 ) -> None:
     """Print the Pareto set of a run as a table, marking the knee (never one no better than chance) and the two
     lowest-error solutions."""
-    from rich.table import Table
-
     from .. import api
     from ..errors import FedevoError
 
@@ -140,9 +138,51 @@ def front(
 
         print(json.dumps(_pick_json(data, rows, m), indent=2, ensure_ascii=False))
         return
+    c = _console()
+    if rows:
+        _front_table(c, data, rows, m, title, extra)
+    else:  # no table: its header, caption and footers would speak of rows that are not there
+        c.print(f"Pareto set of {data.problem.name}: none yet — {_why_no_front(data)}", highlight=False,
+                markup=False)
+    bad = data.bad_rows
+    if bad and pick is None:
+        c.print(f"{len(bad)} evaluation(s) not ok (failed/diverged): ids {', '.join(str(r['id']) for r in bad[:20])}"
+                f"{' …' if len(bad) > 20 else ''}")
+    from ..viz.front import run_state
+
+    state = run_state(data)
+    if state != "complete":  # the table holds every logged evaluation; front.csv the finished generations only
+        n, of = len(data.rows), data.settings.expected_evaluations
+        note = data.budget_note()
+        note = f"; {note}" if note else ""
+        c.print((f"a search is writing this run ({n} of {of} evaluations so far{note})" if state == "running" else
+                 f"the search stopped before its end ({n} of {of} evaluations{note}; `fedevo resume {run_dir}` continues "
+                 "it)") + "; front.csv holds the generations finished so far", highlight=False, markup=False)
+
+
+def _why_no_front(data) -> str:
+    """Why a run's Pareto set is empty, in words (`fedevo front` says so instead of an empty table)."""
+    from ..searching.front_math import is_full
+
+    n = len(data.rows)
+    ok = [r for r in data.rows if r["status"] == "ok"]
+    full = [r for r in ok if is_full(r)]
+    if not ok:
+        return f"none of the {n} evaluation{'s' if n != 1 else ''} so far finished with status ok (failed or diverged)"
+    if not full:
+        return f"none of the {len(ok)} ok evaluations so far was trained for all the rounds (lower rungs only)"
+    cons = ", ".join(f"{k} <= {_fmt(v)}" for k, v in data.constraints.items())
+    return (f"none of the {len(full)} ok evaluations (of {n}) meets the problem's constraints ({cons})" if cons else
+            f"none of the {len(full)} ok evaluations (of {n}) is on it")
+
+
+def _front_table(c, data, rows, m, title, extra) -> None:
+    """`fedevo front`'s table of `rows` (at least one), its caption and footers, and the genes table on a narrow
+    console."""
+    from rich.table import Table
+
     eps_name = "ε" if data.eps_key == "eps" else "ε paper (searched)"
     other_eps = "eps_paper" if data.eps_key == "eps" else "eps"
-    c = _console()
     wide = c.width >= 160
     chance = data.knee_bar
     knee_shown = any("knee" in reason for r in rows for reason in m.get(r["id"], []))
@@ -184,20 +224,6 @@ def front(
                 + (f" · accountant {seen['accountant']}" if seen else ""), highlight=False)
     if not wide:
         c.print(genes)
-    bad = data.bad_rows
-    if bad and pick is None:
-        c.print(f"{len(bad)} evaluation(s) not ok (failed/diverged): ids {', '.join(str(r['id']) for r in bad[:20])}"
-                f"{' …' if len(bad) > 20 else ''}")
-    from ..viz.front import run_state
-
-    state = run_state(data)
-    if state != "complete":  # the table holds every logged evaluation; front.csv the finished generations only
-        n, of = len(data.rows), data.settings.expected_evaluations
-        note = data.budget_note()
-        note = f"; {note}" if note else ""
-        c.print((f"a search is writing this run ({n} of {of} evaluations so far{note})" if state == "running" else
-                 f"the search stopped before its end ({n} of {of} evaluations{note}; `fedevo resume {run_dir}` continues "
-                 "it)") + "; front.csv holds the generations finished so far", highlight=False, markup=False)
 
 
 @app.command()

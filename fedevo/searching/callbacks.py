@@ -122,16 +122,22 @@ def _takes(fn, name: str) -> bool:
 
 class Throttled(SearchCallback):
     """A callback whose ``on_generation`` runs at most every `seconds` (the first generation always; later ones
-    once `seconds` have passed since the last call it let through): for costly reports such as a page rewritten
-    while the search runs. Every other hook is passed on as it comes."""
+    once `seconds` have passed since the last call it let through began), and, where that call itself took long,
+    not before `rest` times its duration has passed since it ended: for costly reports such as a page rewritten
+    while the search runs, whose cost grows with the run (front.html took seconds to write at thousands of
+    evaluations, and a write every 10 s then took a large share of a search of fast evaluations; with `rest` = 4
+    it stays within a fifth). Every other hook is passed on as it comes."""
 
-    def __init__(self, callback: SearchCallback, seconds: float, clock=None):
+    def __init__(self, callback: SearchCallback, seconds: float, clock=None, rest: float = 0.0):
         import time
 
         self.callback = callback
         self.seconds = float(seconds)
+        self.rest = float(rest)
         self.clock = clock or time.monotonic
         self._last: Optional[float] = None
+        self._end = 0.0
+        self._took = 0.0
 
     def on_start(self, **kwargs) -> None:
         CallbackList([self.callback]).on_start(**kwargs)
@@ -147,9 +153,13 @@ class Throttled(SearchCallback):
 
     def on_generation(self, generation: int, run: RunData) -> None:
         now = self.clock()
-        if self._last is None or now - self._last >= self.seconds:
+        if self._last is None or (now - self._last >= self.seconds and now - self._end >= self.rest * self._took):
             self._last = now
-            self.callback.on_generation(generation, run)
+            try:
+                self.callback.on_generation(generation, run)
+            finally:
+                self._end = self.clock()
+                self._took = self._end - now
 
     def on_finish(self, summary: Optional[Any]) -> None:
         self.callback.on_finish(summary)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import FedevoError
 from .log import CHAIN_COLUMN, chain_next, chain_start, row_key
@@ -37,10 +37,21 @@ def row_digest(row: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
 
 
-def log_record(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What a checkpoint records of the log it closes: the rows' (id, rung) keys and digests in that order."""
+def log_record(rows: Sequence[Mapping[str, Any]], cache: Optional[dict] = None) -> dict[str, Any]:
+    """What a checkpoint records of the log it closes: the rows' (id, rung) keys and digests in that order.
+    `cache`: a dict the same search passes each time, holding each row object's digest (a logged row never changes),
+    so that a checkpoint per generation hashes each row once, not once per later generation."""
     rows = sorted(rows, key=row_key)
-    return {"count": len(rows), "keys": [list(row_key(r)) for r in rows], "digests": [row_digest(r) for r in rows]}
+    if cache is None:
+        digests = [row_digest(r) for r in rows]
+    else:
+        digests = []
+        for r in rows:
+            held = cache.get(id(r))
+            if held is None or held[0] is not r:
+                held = cache[id(r)] = (r, row_digest(r))  # the row itself kept: its id is not reused meanwhile
+            digests.append(held[1])
+    return {"count": len(rows), "keys": [list(row_key(r)) for r in rows], "digests": digests}
 
 
 def _ids(ids: Sequence[int]) -> str:

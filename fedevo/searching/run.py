@@ -85,7 +85,8 @@ from .budgets import STOP_FILE, batch_size, describe_change, raised, stop_in_for
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
-from .front_math import HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, front_rows, hv_columns, hypervolume_table, is_full
+from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hypervolume_table,
+                         is_full)
 from .inputs import check_inputs, fingerprint
 from .integrity import check_chain, check_log, checked_rows, log_record
 from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key, unread_objectives
@@ -207,6 +208,8 @@ class SearchRun:
         self.constraints = dict(problem.constraints)
         self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes, rungs=settings.multi_fidelity,
                            run_json=(self.run_dir / "run.json").read_bytes(), objectives=self.objectives)
+        self.hv_memo = HvMemo()  # hypervolume.csv's generations computed so far (the log only grows)
+        self.digests: dict = {}  # each logged row's digest for the checkpoints (integrity.log_record)
 
     # ------------------------------------------------------------------ creating / opening
     @classmethod
@@ -401,9 +404,13 @@ class SearchRun:
     def write_outputs(self, rows: Sequence[Mapping[str, Any]],
                       generations: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """front.csv and hypervolume.csv of these rows; returns (front, hypervolume table)."""
-        front = front_rows(rows, self.objectives, self.constraints)
+        table = hypervolume_table(rows, generations, self.objectives, self.constraints, self.hv_memo)
+        steps = self.hv_memo.steps[:generations]
+        if steps and steps[-1][0] == sum(1 for r in rows if is_full(r)):
+            front = steps[-1][1]  # the last generation's front holds every row: the same set, not sorted again
+        else:
+            front = front_rows(rows, self.objectives, self.constraints)
         atomic_write(self.run_dir / "front.csv", csv_text(self.log.columns, (self.log.row_cells(r) for r in front)))
-        table = hypervolume_table(rows, generations, self.objectives, self.constraints)
         hv_cols = hv_columns(self.objectives)
         atomic_write(self.run_dir / "hypervolume.csv",
                      csv_text(hv_cols, ([repr(t[c]) if isinstance(t[c], float) else t[c] for c in hv_cols] for t in table)))
@@ -535,7 +542,8 @@ class SearchRun:
                          "optimizer": s.optimizer, "algorithm": opt.state(), "search_s": elapsed(),
                          "hypervolumes": [t["hypervolume"] for t in table],
                          "batches": [*state.get("batches", []), timing]}
-                state["log"] = log_record(done_rows)  # what the log holds now: readers check it (integrity.py)
+                # what the log holds now: readers check it (integrity.py)
+                state["log"] = log_record(done_rows, self.digests)
                 reason = stop_in_force(s, state)
                 if reason:
                     state["stop"] = reason

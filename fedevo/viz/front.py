@@ -300,7 +300,10 @@ def script_data(m: Model, stamp: str, complete: bool, stamp_file: str) -> dict:
             "knee_bar": m.chance, "knee": knee[0] if knee else None, "undefined": list(m.undefined),
             "knee_objectives": [{"name": o.name, "worst": o.worst, "maximize": o.maximize} for o in data.objectives],
             "colour": cols, "colour_default": "generation", "stamp": stamp, "complete": complete,
-            "stamp_file": stamp_file}
+            "stamp_file": stamp_file, "hover": {str(r["id"]): t for r, t in zip(m.rows, m.text)}}
+
+
+SHARED_TEXT = ("evaluations", "mark")  # traces whose hover text the page holds once (script_data's hover, by id)
 
 
 def stamp_of(data: RunData) -> str:
@@ -394,7 +397,7 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
     def fig_div(fig, div_id: str, what: str) -> str:
         if not m.rows:
             return figure_div(fig, div_id)
-        div, figs[div_id] = figure_deferred(fig, div_id, f"drawing the {what}…")
+        div, figs[div_id] = figure_deferred(fig, div_id, f"drawing the {what}…", shared_text=SHARED_TEXT)
         return div
 
     body = [f"<h1>fedevo search — {esc(data.problem.name)}</h1>", _summary(data, m), live, more, note_html]

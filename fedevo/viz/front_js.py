@@ -870,6 +870,13 @@ function fedevoInit() {
     // keeps plotly's: its cost is not in its pixels, and its thin lines stay sharp on a plain screen.)
     const config = id !== 'front3d' ? f.config :
       Object.assign({plotGlPixelRatio: Math.min(2, Math.max(1, window.devicePixelRatio || 1))}, f.config);
+    // each point's hover text is written once (FEDEVO.hover, by id), not in every trace of every view: filled in
+    // here from the trace's ids (front.SHARED_TEXT's traces; the strings themselves are shared, not copied)
+    const hover = (window.FEDEVO || {}).hover || {};
+    (f.data || []).forEach(t => {
+      if ((t.meta === 'evaluations' || t.meta === 'mark') && t.text === undefined && Array.isArray(t.customdata))
+        t.text = t.customdata.map(i => hover[i]);
+    });
     return Promise.resolve(Plotly.newPlot(el, f.data, f.layout, config)).then(() => {
       mark(id + ':drawn');
       try { performance.measure('fedevo:' + id, 'fedevo:' + id + ':start', 'fedevo:' + id + ':drawn'); } catch (e) {}

@@ -68,13 +68,21 @@ def figure_div(fig, div_id: str) -> str:
                        default_width="100%")
 
 
-def figure_deferred(fig, div_id: str, placeholder: str = "drawing…") -> tuple[str, str]:
+def figure_deferred(fig, div_id: str, placeholder: str = "drawing…",
+                    shared_text: tuple[str, ...] = ()) -> tuple[str, str]:
     """A graph div drawn later by the page's own script (front.html draws its views one after another, the visible
     ones first): the empty div, at the figure's height, holding `placeholder` until plotly draws it, and the figure
-    as JSON ``{"data", "layout", "config"}`` for ``Plotly.newPlot`` -- what `figure_div` inlines as a script."""
+    as JSON ``{"data", "layout", "config"}`` for ``Plotly.newPlot`` -- what `figure_div` inlines as a script.
+
+    shared_text: the `meta` of traces whose hover `text` the page holds once, by id (front.html's window.FEDEVO.hover,
+    filled in from each point's `customdata` before the figure is drawn): written without it, where every trace
+    of every view repeated it (the 3D view and each projection: most of the page at thousands of evaluations)."""
     from plotly.io.json import to_json_plotly
 
     d = fig.to_dict()
+    for t in d.get("data", []):
+        if t.get("meta") in shared_text and isinstance(t.get("customdata"), (list, tuple)) and "text" in t:
+            del t["text"]
     height = d.get("layout", {}).get("height")
     style = f"height:{int(height)}px; width:100%;" if height else "width:100%;"
     div = (f'<div id="{esc(div_id)}" class="plotly-graph-div" style="{style}">'

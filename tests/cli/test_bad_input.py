@@ -210,7 +210,11 @@ def test_huge_epochs_refused_before_any_allocation(capsys, tmp_path):
     bad(capsys, ["evaluate", "--params", '{"clients": 1000000000}', "--quiet"],
         r"clients = 1000000000 is more than the 1437 training samples of 'digits'")
     bad(capsys, ["evaluate", "--params", '{"clients": 1000000000, "partition": "dirichlet"}', "--quiet"],
-        r"per-client state [\d.,]+ GiB\), more than .* lower clients=1000000000$")
+        r"the round's updates [\d.,]+ GiB\), more than .* lower participation=0.5 or clients=1000000000 "
+        r"\(500000000 clients a round")  # a client's state is less than its round's dense update
+    bad(capsys, ["evaluate", "--problem", "digits_mlp_local", "--params",  # recall: each client keeps an update
+                 '{"clients": 1000000000, "partition": "dirichlet", "participation": 0.1}', "--quiet"],
+        r"per-client state [\d.,]+ GiB, .*\), more than .* lower clients=1000000000$")
     f = tmp_path / "big.toml"
     from tests.searching.search_helpers import TOY_TOML
 
@@ -251,6 +255,28 @@ def test_memory_limits_are_what_the_estimates_say():
     check_search_sizes(20, 20, memory=4 * GIB)  # the paper's search
     with pytest.raises(FedevoError, match="^pop=1000000 is too large: .* allows pop= <= "):
         check_search_sizes(10**6, 1, memory=4 * GIB)
+    # the front no longer compares every pair of evaluations (n² memory): 20,000 evaluations fit 4 GiB, the memory
+    # the whole log takes bounds a search, linearly
+    check_search_sizes(100, 200, memory=4 * GIB)
+    with pytest.raises(FedevoError, match=r"--pop 100 × --gen 1000 = 100000 evaluations is too many: the search "
+                                          r"holds every evaluation in memory.*allows at most 65536 "
+                                          r"\(e.g. --gen <= 655\)"):
+        check_search_sizes(100, 1000, memory=4 * GIB)
+
+
+def test_the_memory_estimate_counts_every_sampled_clients_update():
+    """A round holds each sampled client's dense update until its mean: fashion_mlp_dp with 3,000 clients, all
+    sampled, peaked at 4.1 GB RSS (1.2 GB with 100: 2026-11-27, AMD EPYC), where the estimate said 34 MB and let
+    30,000 clients (some 45 GiB) start."""
+    from fedevo.guards import check_evaluation_memory, evaluation_memory
+    from fedevo.problem import load_problem
+
+    cfg = load_problem("fashion_mlp_dp").sim_config({"clients": 3000, "participation": 1.0})
+    need = evaluation_memory(cfg)
+    assert need["updates"] > 3 * GIB and need["updates"] == max(need.values())
+    with pytest.raises(FedevoError, match=r"the round's updates 4\.\d GiB\), more than the 2\.0 GiB available; lower "
+                                          r"participation=1 or clients=3000 \(3000 clients a round"):
+        check_evaluation_memory(cfg, memory=2 * GIB)
 
 
 def test_the_memory_message_names_the_genes_that_size_it_at_their_bound():

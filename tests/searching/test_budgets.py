@@ -216,3 +216,35 @@ def test_the_live_page_is_throttled():
         t.on_evaluation({})
         t.on_generation(g, None)
     assert inner.gens == [1, 4, 6] and inner.evals == 6
+
+
+def test_a_live_page_that_takes_long_to_write_is_written_less_often():
+    """At thousands of evaluations front.html takes seconds to write: after a write of t seconds the next waits
+    `rest` · t after it ended (the page's share of the search at most 1 / (1 + rest)), not only 10 s after it began
+    (which, with a write of 8 s, rewrote the page after nearly every generation)."""
+    from fedevo.searching.callbacks import Throttled, SearchCallback
+
+    now = [0.0]
+
+    class Slow(SearchCallback):
+        def __init__(self):
+            self.gens = []
+
+        def on_generation(self, generation, run):
+            self.gens.append(generation)
+            now[0] += 8.0  # the write itself
+
+    inner = Slow()
+    t = Throttled(inner, seconds=10, clock=lambda: now[0], rest=4)
+    for g in range(1, 16):
+        t.on_generation(g, None)
+        now[0] += 3.0  # a generation's evaluations
+    # a write at 0 (ends at 8), then not before 8 + 4 · 8 = 40: generation 12 at 41 (ends at 49), then not before 81
+    assert inner.gens == [1, 12]
+    inner.gens.clear()
+    now[0] = 0.0
+    t = Throttled(inner, seconds=10, clock=lambda: now[0])  # without rest: 10 s after each write began
+    for g in range(1, 16):
+        t.on_generation(g, None)
+        now[0] += 3.0
+    assert inner.gens == list(range(1, 16))  # after every generation: 8 s of every 11 spent on the page

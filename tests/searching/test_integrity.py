@@ -192,3 +192,25 @@ def test_a_run_made_before_the_chain_still_reads_and_resumes(finished, tmp_path)
     assert not _lines(d / "evaluations.csv")[0].rstrip().endswith(",chain")  # appended to as it was: unchained
     assert without(read_csv(d / "evaluations.csv"), "wall_s") == \
         without(read_csv(finished / "evaluations.csv"), "wall_s", "chain")
+
+
+def test_a_checkpoint_per_generation_hashes_each_row_once(monkeypatch):
+    """The search records the log's digests in each generation's checkpoint: with its cache each row is hashed
+    once, not once per later generation (quadratic in the generations), and the record is the same."""
+    from fedevo.searching import integrity
+
+    rows = [{"id": i, "generation": 1 + i // 10, "status": "ok", "error": i / 100, "wall_s": 0.1} for i in range(60)]
+    calls = []
+    real = integrity.row_digest
+    monkeypatch.setattr(integrity, "row_digest", lambda r: calls.append(r["id"]) or real(r))
+    cache: dict = {}
+    for g in range(1, 7):
+        upto = [r for r in rows if r["generation"] <= g]
+        assert integrity.log_record(upto, cache) == integrity.log_record(upto)
+    calls.clear()
+    for g in range(1, 7):
+        integrity.log_record([r for r in rows if r["generation"] <= g], cache)
+    assert calls == []
+    other = dict(rows[3])  # an equal key in another row object is hashed afresh, not taken from the cache
+    other["error"] = 0.5
+    assert integrity.log_record([other], cache)["digests"] == [real(other)] != [real(rows[3])]

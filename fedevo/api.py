@@ -423,9 +423,8 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
     path = _run_path(run)
     sr = SearchRun.open(path)
     sr.check_log()  # a damaged log is named, never "nothing to resume" or a silently different front
-    from .searching.optimizers.registry import get as optimizer_class
-
-    optimizer_class(sr.settings.optimizer)  # your own optimiser: loaded (one line if it cannot be) first
+    # (your own optimiser is loaded once the search holds the run and has checked its files: a changed one is
+    # refused as changed, before its new code runs)
     new_budgets = {"gen": gen, "budget": budget, "time_budget": time_budget, "patience": patience}
     if all(v is None for v in new_budgets.values()) and sr.finished():  # refuse before writing anything
         reason, why = _ended(sr)

@@ -62,6 +62,14 @@ def _one_line(e: BaseException) -> str:
 _SIBLINGS: dict[str, tuple] = {}
 
 
+_IMPORTED_SHA: dict[str, str] = {}  # a user's file (its resolved path) -> SHA-256 of the text this process imported
+
+
+def imported_sha(path: str) -> Optional[str]:
+    """The SHA-256 of a `python:` file as this process imported it (None: not imported here)."""
+    return _IMPORTED_SHA.get(str(Path(path).resolve()))
+
+
 def _import_file(p: Path, kind: str):
     """The user's file imported under a private name, its folder on the import path while it is imported (as for a
     script run from there: a module beside it, `from layers import block`, is found however fedevo was started;
@@ -79,6 +87,7 @@ def _import_file(p: Path, kind: str):
             sys.path.append(folder)  # after the installed packages: a file beside it never shadows one
         before = set(sys.modules)
         try:
+            _IMPORTED_SHA[str(p.resolve())] = hashlib.sha256(p.read_bytes()).hexdigest()
             mod_spec = importlib.util.spec_from_file_location(name, p)
             mod = importlib.util.module_from_spec(mod_spec)
             sys.modules[name] = mod
@@ -187,7 +196,7 @@ def load_callable(spec: str, *, kind: str = "model") -> Callable[..., Any]:
             where = f"{kind} module {mod_name!r}"
     f = getattr(mod, fn, None)
     if f is None:
-        raise FedevoError(f"{where} has no function {fn!r}")
+        raise FedevoError(f"{where} has no {'class' if kind == 'optimizer' else 'function'} {fn!r}")
     if not callable(f):
         raise FedevoError(f"{where}: {fn!r} is not a function")
     return f
@@ -216,5 +225,5 @@ def check_evaluator_signature(fn: Callable[..., Any]) -> None:
                           f"{fix}") from None
 
 
-__all__ = ["EVALUATOR_CALL", "PYTHON_PREFIX", "check_evaluator_signature", "imported_beside", "load_callable",
-           "resolve_spec", "split_spec"]
+__all__ = ["EVALUATOR_CALL", "PYTHON_PREFIX", "check_evaluator_signature", "imported_beside", "imported_sha",
+           "load_callable", "resolve_spec", "split_spec"]

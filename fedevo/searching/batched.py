@@ -212,7 +212,8 @@ class BatchedRunner:
                 if tick:
                     tick()
                 label = f"batch of evaluations {b[0].id}..{b[-1].id} (generation {b[0].generation})"
-                with in_flight(inner.log_dir, label), inner.user_log.evaluation(label):
+                marked = inner.log_dir if inner.timeout is None else None  # a child process's death ends it alone
+                with in_flight(marked, label), inner.user_log.evaluation(label):
                     got = run_batch(inner.evaluator, self.problem, [(t.params, t.seed) for t in b],
                                     self.eval_kwargs, inner.timeout)
                 self.stats.running = 0

@@ -131,12 +131,18 @@ def files_read_by_path(problem) -> list[tuple[str, Path]]:
 
 def fingerprint(problem, settings) -> list[dict[str, Any]]:
     """What run.json's ``inputs`` records: per file, what it is, its absolute path, SHA-256 and size."""
+    from ..plugins import imported_sha
+
     out = []
     for role, p in input_files(problem, settings):
         try:
             sha, n = digest(p)
         except OSError as e:
             raise FedevoError(f"cannot read {p} ({role}) to record its fingerprint: {e.strerror or e}") from None
+        held = imported_sha(str(p))
+        if held is not None and held != sha:  # this process runs the text it imported, not the file's: say so
+            raise FedevoError(f"{p} ({role}) changed since this process imported it: the search would run the "
+                              "old code and record the new file; start a new Python process (nothing was written)")
         out.append({"role": role, "path": str(p), "sha256": sha, "bytes": n})
     return out
 

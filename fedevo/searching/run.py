@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import pickle
 import platform
 import sys
 import time
@@ -83,7 +84,7 @@ from . import evaluator as evaluators
 from . import optimizers
 from .budgets import STOP_FILE, batch_size, describe_change, raised, stop_in_force, stop_record, write_raised
 from .callbacks import CallbackList, SearchCallback
-from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import dumps, latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hypervolume_table,
                          is_full)
@@ -394,8 +395,28 @@ class SearchRun:
     def _optimizer(self, state: Mapping[str, Any]) -> optimizers.Optimizer:
         s = self.settings
         name = state.get("optimizer", optimizers.DEFAULT)  # checkpoints made before the seam: NSGA-III
-        return optimizers.from_state(name, state["algorithm"], self.space, self._search_problem(), pop=s.pop,
-                                     seed=s.seed, settings=s)
+        optimizers.get(name)  # your own: its code loaded before its state is unpickled
+        algorithm = state["algorithm"]
+        if isinstance(algorithm, bytes):  # (checkpoints made before the state was kept apart: the object itself)
+            try:
+                algorithm = pickle.loads(algorithm)
+            except Exception as e:  # noqa: BLE001 - unpickling runs the optimiser's own code
+                raise FedevoError(f"the optimiser's state in {self.run_dir / 'checkpoints'} cannot be restored "
+                                  f"({type(e).__name__}: {' '.join(str(e).split())}): is {name!r}'s code, as it "
+                                  "was when the search began, importable here?") from None
+        return optimizers.from_state(name, algorithm, self.space, self._search_problem(), pop=s.pop, seed=s.seed,
+                                     settings=s)
+
+    def _state_blob(self, opt: optimizers.Optimizer) -> bytes:
+        """The optimiser's state as a checkpoint keeps it: pickled apart (cloudpickle), so that a reader of the
+        checkpoint (its log record, its budgets) never unpickles it and so never imports the optimiser's code."""
+        try:
+            return dumps(opt.state())
+        except FedevoError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever pickling raises
+            raise FedevoError(f"optimizer {self.settings.optimizer!r}: state() returned what cannot be checkpointed "
+                              f"({type(e).__name__}: {' '.join(str(e).split())})") from None
 
     def _search_problem(self) -> SearchProblem:
         return _search_problem(self.problem, self.space, self.objectives)
@@ -468,7 +489,7 @@ class SearchRun:
         if ck is None:
             opt = self.new_optimizer()
             state = {"run_id": self.meta["run_id"], "generation": 0, "next_id": 0, "stopped_early": False,
-                     "optimizer": self.settings.optimizer, "algorithm": opt.state(), "log": log_record([]),
+                     "optimizer": self.settings.optimizer, "algorithm": self._state_blob(opt), "log": log_record([]),
                      "search_s": 0.0, "hypervolumes": [], "batches": []}
             save_checkpoint(self.run_dir, state)
             return state
@@ -539,7 +560,7 @@ class SearchRun:
                 timing = {"batch": g, "asked": len(params), "ask_s": round(ask_s, 6), "tell_s": round(tell_s, 6),
                           "eval_s": round(eval_s, 6), "sampler_s": round(ask_s + tell_s, 6)}
                 state = {**state, "generation": g, "next_id": state["next_id"] + len(params),
-                         "optimizer": s.optimizer, "algorithm": opt.state(), "search_s": elapsed(),
+                         "optimizer": s.optimizer, "algorithm": self._state_blob(opt), "search_s": elapsed(),
                          "hypervolumes": [t["hypervolume"] for t in table],
                          "batches": [*state.get("batches", []), timing]}
                 # what the log holds now: readers check it (integrity.py)
@@ -628,6 +649,11 @@ class SearchRun:
                 elif self.log.matches(row, t):
                     rows[t.index] = row
                     counters["reused"] += 1
+                elif ":" in self.settings.optimizer:  # your own optimiser: its state is what went astray
+                    raise FedevoError(f"optimizer {self.settings.optimizer!r} asked other genes for individual {t.id} "
+                                      f"after the resume than before ({self.log.path} holds them): its state() and "
+                                      "restore() miss something its ask() depends on (docs/search.md, your own "
+                                      "optimiser)")
                 else:
                     raise FedevoError(f"{self.log.path}: the row of individual {t.id} does not match the resumed "
                                       "search (different genes or seed); the run directory is inconsistent")

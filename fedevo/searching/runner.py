@@ -168,7 +168,9 @@ class SerialRunner:
                 if tick:
                     tick()
                 # output below Python (C, os.write) too; RUN/.evaluating names it should this process die in it
-                with in_flight(self.log_dir, task_label(t)), self.user_log.evaluation(task_label(t)):
+                # (not with a time limit: the evaluation runs in a child process, whose death ends it alone)
+                marked = self.log_dir if self.timeout is None else None
+                with in_flight(marked, task_label(t)), self.user_log.evaluation(task_label(t)):
                     kind, value, out = run_one(self.evaluator, self.problem, t.params, t.seed,
                                                {**self.eval_kwargs, **t.rung_kwargs}, self.timeout)
                 self.stats.running = 0

@@ -58,3 +58,28 @@ def test_a_segfault_in_process_is_named_and_the_resume_says_how_to_contain_it(tm
     assert len(rows) == 8 and all(r["status"] == "failed" for r in rows if float(r["x"]) > 0.5)
     r = run_cli_sub("resume", out, "--workers", 0, "--eval-timeout", 60, "--budget", 12, "-q")
     assert r.returncode == 0 and "last process ended during" not in r.stderr, r.stderr  # said once: not again
+
+
+SEES_MARK = """
+import os
+
+def evaluate(problem, params, *, seed, rounds=None, data_dir=None):
+    seen = os.path.exists(os.environ["FEDEVO_TEST_MARK"])
+    return (0.9 if seen else 0.1, 1.0 + params["x"], 1.0)
+"""
+
+
+@pytest.mark.parametrize("timeout, marked", [(None, True), (60, False)])
+def test_the_mark_is_kept_only_where_the_evaluation_runs_in_this_process(tmp_path, monkeypatch, timeout, marked):
+    """With eval_timeout the evaluation runs in a child process, whose death cannot end the search: no mark, so a
+    resume after the search process was killed does not blame an in-process evaluation."""
+    import fedevo
+
+    (tmp_path / "sees.py").write_text(SEES_MARK)
+    problem = tmp_path / "sees.toml"
+    problem.write_text('name = "sees"\nevaluator = "python:sees.py:evaluate"\n[genes]\n'
+                       'x = { type = "real", low = 0.0, high = 1.0, default = 0.2 }\n')
+    monkeypatch.setenv("FEDEVO_TEST_MARK", str(tmp_path / "R" / NAME))
+    fedevo.search(str(problem), pop=3, gen=1, workers=0, out=tmp_path / "R", page=False, eval_timeout=timeout)
+    rows = read_csv(tmp_path / "R" / "evaluations.csv")
+    assert {float(r["error"]) for r in rows} == {0.9 if marked else 0.1}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -60,7 +61,7 @@ def test_run_records_the_scale_and_the_algorithm_sees_log_eps(tmp_path):
     assert "log10" in meta["search_objectives"]["eps"] and "log10" in meta["hypervolume"]["space"]
     rows = {int(r["id"]): r for r in read_csv(out / "evaluations.csv")}
     state = load_checkpoint(latest_checkpoint(out))
-    pop = state["algorithm"].pop
+    pop = pickle.loads(state["algorithm"]).pop  # the optimiser's state, pickled apart
     # the population's F holds log10 ε; the CSV holds ε
     for ind in pop:
         F = ind.get("F")

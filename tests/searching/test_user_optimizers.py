@@ -68,9 +68,9 @@ def test_a_file_optimiser_from_the_cli_runs_is_recorded_and_guards_its_resume(tm
     (tmp_path / "mine.py").rename(tmp_path / "away.py")
     r = run_cli("front", out)  # a reader: the optimiser's file is not imported (nor needed)
     assert r.returncode == 0 and "Pareto" in r.stdout, r.stderr
-    (tmp_path / "mine.py").write_text(OWN_FILE.replace("uniform", "uniform  "))
-    r = run_cli("resume", out, "--budget", 9, "-q")
-    assert r.returncode == 2 and "mine.py" in r.stderr and "changed" in r.stderr, r.stderr
+    (tmp_path / "mine.py").write_text(OWN_FILE.replace("class Grid", "class Grid(:"))  # a syntax error even
+    r = run_cli("resume", out, "--budget", 9, "-q")  # refused as changed, before the new text is imported
+    assert r.returncode == 2 and "mine.py (--optimizer) changed since run" in r.stderr, r.stderr
 
 
 def test_a_module_class_resumes_exactly(tmp_path):
@@ -125,7 +125,7 @@ def test_a_class_run_json_cannot_name_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("spec, message", [
-    (f"{MOD}:Missing", "has no function 'Missing'"),
+    (f"{MOD}:Missing", "has no class 'Missing'"),
     ("tests.searching.search_fakes:fake_evaluate", "not a class derived from fedevo.searching.optimizers.Optimizer"),
     (f"{MOD}:NoTell", "NoTell does not implement restore, state, tell"),
     (f"{MOD}:NoAlgorithm", "NoAlgorithm does not implement algorithm"),
@@ -163,3 +163,81 @@ def test_a_faulty_optimiser_stops_the_search_with_one_line_and_nothing_wrong_eva
 def test_user_optimisers_are_not_listed_as_built_in():
     optimizers.get(f"{MOD}:Halton")
     assert set(optimizers.names()) == {"nsga3", "random", "gp", "tpe"}
+
+
+# --------------------------------------------------------------------------- what the first review found
+STATE_OBJECT = OWN_FILE.replace("class Grid(Optimizer):", '''class Counter:
+    def __init__(self, n):
+        self.n = n
+
+
+class Grid(Optimizer):''').replace('return {"batch": self.batch}', 'return {"batch": Counter(self.batch)}') \
+    .replace('self.batch = state["batch"]', 'self.batch = state["batch"].n')
+
+
+def test_readers_never_unpickle_the_optimisers_state(tmp_path, monkeypatch):
+    """A 'module:Class' optimiser whose state holds an object of its module: fedevo front, where the module cannot
+    be imported, read the checkpoint whole and said 'corrupt checkpoint ... delete it'."""
+    (tmp_path / "stateful_opt.py").write_text(STATE_OBJECT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run = _search(tmp_path, "stateful_opt:Grid")
+    r = run_cli("front", run.path)  # a process without tmp_path on its path
+    assert r.returncode == 0 and "Pareto" in r.stdout, r.stderr
+    fedevo.resume(run.path, gen=3, workers=0, page=False)  # where it can be imported, the state comes back
+    assert len(read_csv(run.path / "evaluations.csv")) == 9
+
+
+def test_a_state_that_misses_what_ask_depends_on_is_named(tmp_path):
+    run = _search(tmp_path, f"{MOD}:Forgetful", gen=2)
+    (run.path / "checkpoints" / "gen-0002.pkl").unlink()  # as a kill between the log's rows and the checkpoint
+    with pytest.raises(FedevoError, match=r"asked other genes for individual 3 after the resume than before .*"
+                                          r"its state\(\) and restore\(\) miss something its ask\(\) depends on"):
+        fedevo.resume(run.path, workers=0, page=False)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("RaisesInInit", r"__init__\(\) raised RuntimeError: cannot start"),
+    ("BadPop", "BadPop.default_pop is 'twelve'; it must be None"),
+])
+def test_a_faulty_class_outside_ask_and_tell_is_one_line(tmp_path, name, message):
+    with pytest.raises(FedevoError, match=message):
+        _search(tmp_path, f"{MOD}:{name}", pop=None)
+
+
+def test_what_describe_prints_goes_to_stderr(tmp_path, capfd):
+    _search(tmp_path, f"{MOD}:Loud")
+    out, err = capfd.readouterr()
+    assert "describing" in err and "describing" not in out
+
+
+def test_a_class_fedevo_loaded_from_a_file_is_recorded_by_its_file(tmp_path):
+    (tmp_path / "mine.py").write_text(OWN_FILE)
+    cls = optimizers.get(f"python:{tmp_path / 'mine.py'}:Grid")
+    run = _search(tmp_path, cls)
+    assert json.loads((run.path / "run.json").read_text())["settings"]["optimizer"] == \
+        f"python:{(tmp_path / 'mine.py').resolve()}:Grid"
+
+
+def test_a_file_changed_since_this_process_imported_it_is_refused(tmp_path):
+    (tmp_path / "mine.py").write_text(OWN_FILE)
+    spec = f"python:{tmp_path / 'mine.py'}:Grid"
+    _search(tmp_path, spec, out="A")
+    (tmp_path / "mine.py").write_text(OWN_FILE.replace("uniform", "uniform "))
+    with pytest.raises(FedevoError, match="changed since this process imported it: the search would run the old code"):
+        _search(tmp_path, spec, out="B")
+    assert not (tmp_path / "B").exists()
+
+
+@pytest.mark.parametrize("value", [32.0, True, "32"])
+def test_a_choice_is_the_choice_itself(value):
+    from fedevo.searching.optimizers.user import check_candidates
+
+    class Gene:
+        name, type, choices = "width", "choice", (16, 32)
+
+    class Space:
+        names, genes = ("width",), (Gene,)
+
+    assert check_candidates([{"width": 32}], Space, 1, "s") == [{"width": 32}]
+    with pytest.raises(FedevoError, match="is not one of"):
+        check_candidates([{"width": value}], Space, 1, "s")

@@ -115,3 +115,29 @@ class MyNsga3(NSGA3Optimizer):
     """NSGA-III subclassed (a user's tweak): its reference directions as NSGA-III's."""
 
     name = "my-nsga3"
+
+
+class Forgetful(Halton):
+    """Keeps a count its ask depends on outside state(): a resumed search asks other candidates."""
+
+    calls = 0
+
+    def ask(self, n):
+        self.calls += 1
+        self.asked += self.calls  # skips ahead by how often it was asked in this process
+        return super().ask(n)
+
+
+class RaisesInInit(Halton):
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("cannot start")
+
+
+class BadPop(Halton):
+    default_pop = "twelve"
+
+
+class Loud(Halton):
+    def describe(self):
+        print("describing")
+        return {"name": "loud"}

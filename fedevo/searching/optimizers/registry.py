@@ -59,7 +59,7 @@ def spec_of(optimizer: Any) -> str:
     """What run.json records for an `optimizer=` given in Python: a name or a spec as it is (a `python:` file's path
     made absolute, so that a resume finds it from anywhere), a registered class by its name, another Optimizer
     class by 'module:Class'."""
-    from ...plugins import resolve_spec
+    from ...plugins import USER_MODULE_PREFIX, resolve_spec
     from .user import is_spec
 
     if isinstance(optimizer, str):
@@ -68,6 +68,12 @@ def spec_of(optimizer: Any) -> str:
         if _REGISTRY.get(getattr(optimizer, "name", "")) is optimizer:
             return optimizer.name
         module: Optional[str] = getattr(optimizer, "__module__", None)
+        if module and module.startswith(USER_MODULE_PREFIX):  # a python: file's class, as fedevo imported it
+            import sys
+
+            file = getattr(sys.modules.get(module), "__file__", None)
+            if file:
+                return f"python:{file}:{optimizer.__qualname__}"
         if module and module != "__main__" and "<locals>" not in optimizer.__qualname__:
             return f"{module}:{optimizer.__qualname__}"
         raise FedevoError(f"optimizer {optimizer.__name__} is defined where run.json cannot name it for a resume "

@@ -8,9 +8,10 @@ It runs in the search's own process (never on a Ray worker), so it is contained 
 * what ``ask`` returns is checked before anything is evaluated — a list of at most n candidates, each a mapping
   of exactly the search space's genes to values inside their ranges (an int gene's an integer, a choice gene's
   one of its choices) — else one line naming the optimiser and the first fault;
-* an exception (or ``sys.exit``) in ``ask``, ``tell``, ``state`` or ``restore`` ends the search with one line
-  naming the optimiser and the method, not a traceback; the run stays resumable from its last checkpoint;
-* ``state()`` must pickle (checkpoints hold it, with cloudpickle): said when it does not.
+* an exception (or ``sys.exit``) in its ``__init__``, ``ask``, ``tell``, ``state``, ``restore``, ``describe`` or
+  ``warm_start_size`` ends the search with one line naming the optimiser and the method, not a traceback; the run
+  stays resumable from its last checkpoint; what they print goes to stderr;
+* ``state()`` must pickle (checkpoints hold it apart, with cloudpickle: run.py): said when it does not.
 
 A Python user may instead ``register`` a class under its own name (fedevo.searching.optimizers.register) and pass
 that name: the same checks do not apply to a registered class, which is taken as fedevo's own are.
@@ -23,7 +24,6 @@ from numbers import Integral, Real
 from typing import Any, Mapping, Optional, Sequence
 
 from ...errors import FedevoError
-from ..checkpoint import dumps
 from .base import Optimizer
 
 _LOADED: dict[str, type[Optimizer]] = {}
@@ -55,6 +55,10 @@ def load(spec: str) -> type[Optimizer]:
     if missing:
         raise FedevoError(f"optimizer {spec!r}: {found.__name__} does not implement {', '.join(missing)} "
                           "(docs/search.md#your-own-optimiser)")
+    pop = getattr(found, "default_pop", None)
+    if pop is not None and (isinstance(pop, bool) or not isinstance(pop, Integral) or pop < 1):
+        raise FedevoError(f"optimizer {spec!r}: {found.__name__}.default_pop is {pop!r}; it must be None (one "
+                          "candidate per parallel evaluation) or a batch size >= 1")
     cls = _LOADED[spec] = contained(found, spec)
     return cls
 
@@ -62,12 +66,12 @@ def load(spec: str) -> type[Optimizer]:
 def contained(cls: type[Optimizer], spec: str) -> type[Optimizer]:
     """`cls` with its calls contained and its candidates checked (the module's docstring)."""
 
-    def call(self, method: str, *args):
+    def call(self, method: str, *args, **kwargs):
         from ...usercode import UserExit, call_user, stdout_to_stderr
 
         try:
             with stdout_to_stderr():  # what it prints: stdout is fedevo's (its results, a JSON object)
-                return call_user(getattr(super(Contained, self), method), *args)
+                return call_user(getattr(super(Contained, self), method), *args, **kwargs)
         except FedevoError:
             raise
         except UserExit as e:
@@ -84,14 +88,24 @@ def contained(cls: type[Optimizer], spec: str) -> type[Optimizer]:
         def tell(self, params: Sequence[Mapping[str, Any]], F, G=None) -> None:
             call(self, "tell", params, F, G)
 
+        def __init__(self, *args, **kwargs):
+            call(self, "__init__", *args, **kwargs)
+
         def state(self) -> Any:
-            st = call(self, "state")
-            try:
-                dumps(st)  # as the checkpoint will
-            except Exception as e:  # noqa: BLE001 - whatever pickling raises
-                raise FedevoError(f"optimizer {spec!r}: state() returned what cannot be checkpointed "
-                                  f"({type(e).__name__}: {' '.join(str(e).split())})") from None
-            return st
+            return call(self, "state")  # (that it pickles: said where the checkpoint pickles it, run.py)
+
+        def describe(self) -> dict[str, Any]:
+            got = call(self, "describe")
+            if not isinstance(got, Mapping):
+                raise FedevoError(f"optimizer {spec!r}: describe() returned {type(got).__name__}, not a dict")
+            return dict(got)
+
+        @classmethod
+        def warm_start_size(klass, pop: int) -> int:
+            got = call(klass, "warm_start_size", pop)
+            if isinstance(got, bool) or not isinstance(got, Integral) or got < 0:
+                raise FedevoError(f"optimizer {spec!r}: warm_start_size({pop}) returned {got!r}, not a count >= 0")
+            return int(got)
 
         def restore(self, state: Any) -> None:
             call(self, "restore", state)
@@ -125,9 +139,11 @@ def check_candidates(got: Any, space, n: int, spec: str) -> list[dict[str, Any]]
 
 def _value(g, v: Any, where: str) -> Any:
     if g.type == "choice":
-        if v not in list(g.choices):
-            raise FedevoError(f"{where}: {g.name} = {v!r} is not one of {list(g.choices)}")
-        return v
+        v = v.item() if hasattr(v, "item") and not isinstance(v, str) else v  # a numpy scalar: its Python value
+        for c in g.choices:  # the choice itself: 32.0 or True is no choice 32 or 1
+            if c == v and type(c) is type(v):
+                return c
+        raise FedevoError(f"{where}: {g.name} = {v!r} is not one of {list(g.choices)}")
     if isinstance(v, bool) or not isinstance(v, Real) or not math.isfinite(float(v)):
         raise FedevoError(f"{where}: {g.name} = {v!r} is not a finite number")
     if g.type == "int":

@@ -27,9 +27,11 @@ def _accounted_delta(cfg) -> None:
 
 
 def _secagg_deployment(cfg) -> None:
+    from . import ddg
+
     _accounted_delta(cfg)
     pc, m = cfg.privacy, cfg.cohort
-    t = max(1, math.ceil(pc.secagg_threshold * m - 1e-9))
+    t = ddg.secagg_threshold(fraction=pc.secagg_threshold, cohort=m)
     check(cfg.deployment.colluders < t,
           f"colluders ({cfg.deployment.colluders}) must be fewer than the secure-aggregation threshold "
           f"t = ceil(secagg_threshold·cohort) = {t}: no honest noise would be counted")
@@ -38,8 +40,6 @@ def _secagg_deployment(cfg) -> None:
           f"survive, but only {m * (1.0 - cfg.upload_loss):.0f} are expected to (upload_loss="
           f"{cfg.upload_loss:g}): most rounds would abort; lower secagg_threshold")
     if pc.target_eps is None and isinstance(pc.params, UpdateParams):  # σ given: shares the DDG accounting covers
-        from . import ddg
-
         p, honest, cohort, bits = pc.params, t - cfg.deployment.colluders, max(m, cfg.sampled_per_round), pc.secagg_bits
         s, g = ddg.shares(sigma=p.sigma, clip=p.clip, honest=honest, cohort=cohort, bits=bits)
         low = ddg.min_noise_multiplier(honest=honest, cohort=cohort, bits=bits)

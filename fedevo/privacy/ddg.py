@@ -27,6 +27,12 @@ SHARE_SIGMA_MIN = 0.5  # Theorem 1 / Proposition 14: each share N_Z(0, σ_ℓ²)
 WRAP_STDS = 8.0  # choose_gamma's k: the noise sum wraps only beyond this many standard deviations
 
 
+def secagg_threshold(*, fraction: float, cohort: int) -> int:
+    """t = ⌈fraction · cohort⌉, at least 1: the clients of a round's cohort that must survive for secure aggregation
+    to reveal the sum, and the shares the accountant counts (less the colluders: the honest ones)."""
+    return max(1, math.ceil(fraction * cohort - 1e-9))
+
+
 def _room(*, cohort: int, bits: int) -> float:
     """What the noise of a cohort's modular sum may fill: 2^(bits−1) − 1 − cohort (the rounding's +1 each)."""
     return 2.0 ** (bits - 1) - 1 - cohort

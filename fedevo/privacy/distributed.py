@@ -121,7 +121,7 @@ class DistributedDiscreteGaussian(Mechanism):
     def __init__(self, cfg: SimConfig):
         super().__init__(cfg)
         M, ell = cfg.cohort, cfg.upload_loss
-        self.threshold = max(1, math.ceil(cfg.privacy.secagg_threshold * M - 1e-9))
+        self.threshold = ddg.secagg_threshold(fraction=cfg.privacy.secagg_threshold, cohort=M)
         self.honest = self.threshold - cfg.deployment.colluders
         self.arrived = max(M * (1.0 - ell), float(self.threshold))  # SimConfig checked M·(1 − ℓ) ≥ t
 

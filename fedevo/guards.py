@@ -76,14 +76,14 @@ def check_search_sizes(pop: int, gen: int, memory: Optional[int] = None) -> None
     max_pop = math.isqrt(memory // POP_PAIR_BYTES)
     if pop > max_pop:
         raise FedevoError(f"{arg('pop', pop)} is too large: NSGA-III compares every pair of individuals, and this "
-                          f"machine's {memory / GIB:.1f} GiB of available memory allows {arg('pop')} <= {max_pop}")
+                          f"machine's {memory / GIB:.1f} GiB of available memory allows {arg('pop', max_pop)} at most")
     if gen < 1:
         return  # SearchSettings.resolved says why
     max_evals = memory // EVAL_BYTES
     if pop * gen > max_evals:
         raise FedevoError(f"{arg('pop', pop)} × {arg('gen', gen)} = {pop * gen} evaluations is too many: the search "
                           f"holds every evaluation in memory, and this machine's {memory / GIB:.1f} GiB of available "
-                          f"memory allows at most {max_evals} (e.g. {arg('gen')} <= {max(1, max_evals // pop)})")
+                          f"memory allows at most {max_evals} (e.g. {arg('gen', max(1, max_evals // pop))} or fewer)")
 
 
 def evaluation_memory(config) -> dict[str, float]:
@@ -251,7 +251,7 @@ def check_workers(workers: Optional[int], memory: Optional[int] = None) -> None:
     if workers > limit:
         raise FedevoError(f"{arg('workers', workers)} is too many: each worker is a process with torch loaded "
                           f"(≥ {WORKER_BYTES // 1024**2} MiB), and this machine's {memory / GIB:.1f} GiB of "
-                          f"available memory allows {arg('workers')} <= {limit}")
+                          f"available memory allows {arg('workers', limit)} at most")
 
 
 def check_task_resources(*, cpus_per_task: float, gpus_per_task: float, workers: Optional[int],
@@ -272,7 +272,8 @@ def check_eval_timeout(seconds: Optional[float], key: Optional[str] = None) -> O
     positive finite number of seconds, or None (no limit)."""
     if seconds is None:
         return None
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (math.isfinite(seconds) and seconds > 0):
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (math.isfinite(seconds)
+                                                                                  and seconds > 0):
         raise FedevoError(f"{key or arg('eval_timeout')} must be a positive number of seconds, "
                           f"got {seconds!r}")
     return float(seconds)

@@ -255,7 +255,7 @@ def test_an_opt_in_variable_with_a_typo_is_one_line_not_silently_off(tmp_path, m
 def test_bad_opt_ins_are_one_line(tmp_path, line, message):
     with pytest.raises(FedevoError) as e:
         _problem(tmp_path, line)
-    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+    assert str(e.value).startswith(f"problem 'p': {message}") and "\n" not in str(e.value)
 
 
 def test_a_batched_generation_draws_its_schedule_as_its_problem_says(tmp_path, monkeypatch):

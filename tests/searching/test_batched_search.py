@@ -244,9 +244,9 @@ def test_what_the_stacked_program_cannot_train_goes_alone(tiny):
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(batch_generation=True, evaluator="tests.searching.search_fakes:fake_evaluate"),
-     "--batch-generation batches fedevo's simulator only"),
+     "batch_generation=True batches fedevo's simulator only"),  # (the Python API's spelling; the CLI's: below)
     (dict(batch_generation=True, fidelity=(0.5, 1.0)), "does not batch a multi-fidelity search's rungs"),
-    (dict(batch_size_per_gpu=0), "--batch-size-per-gpu must be an integer >= 1, got 0"),
+    (dict(batch_size_per_gpu=0), "batch_size_per_gpu= must be an integer >= 1, got 0"),
 ])
 def test_what_cannot_be_batched_is_refused_in_one_line(tiny, tmp_path, kwargs, message):
     with pytest.raises(FedevoError, match=message):

@@ -95,5 +95,8 @@ def test_installed_wheel_runs_problems_and_a_search(wheel, tmp_path):
     r = subprocess.run([sys.executable, "examples/make_clients.py"], cwd=work, env=env, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0 and (work / "examples" / "data" / "digits_clients.npz").is_file(), r.stderr
+    r = fedevo("search", "--optimizer", "python:examples/optimizers.py:SMSEMOA", "--pop", "4", "--gen", "2",
+               "--workers", "0", "--rounds", "1", "--quiet", "--out", "own")  # examples/README.md §4: your optimiser
+    assert r.returncode == 0 and len((work / "own" / "evaluations.csv").read_text().splitlines()) == 1 + 8, r.stderr
     r = fedevo("examples")  # nothing overwritten
     assert r.returncode == 2 and "nothing was written" in r.stderr

@@ -241,3 +241,14 @@ def test_a_choice_is_the_choice_itself(value):
     assert check_candidates([{"width": 32}], Space, 1, "s") == [{"width": 32}]
     with pytest.raises(FedevoError, match="is not one of"):
         check_candidates([{"width": value}], Space, 1, "s")
+
+
+def test_a_warm_start_reaches_a_pymoo_optimisers_initial_population(tmp_path):
+    """--init-from with your PymooOptimizer: self.sampling puts the earlier front first (warm_start_size: a batch)."""
+    earlier = _search(tmp_path, "random", out="E", pop=4, gen=2)
+    genes = ("layers", "units", "similarity", "partition", "lr", "sigma")
+    front = {tuple(r[k] for k in genes) for r in read_csv(earlier.path / "front.csv")}
+    run = _search(tmp_path, user_optimizers.SmsEmoa, out="W", pop=4, gen=1, init_from=earlier.path)
+    n = min(4, len(front))
+    first = [tuple(r[k] for k in genes) for r in read_csv(run.path / "evaluations.csv")[:n]]
+    assert n >= 2 and len(set(first)) == n and set(first) <= front

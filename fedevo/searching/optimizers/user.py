@@ -81,6 +81,9 @@ def contained(cls: type[Optimizer], spec: str) -> type[Optimizer]:
             raise FedevoError(f"optimizer {spec!r}: {method}() raised {type(e).__name__}: {text}") from None
 
     class Contained(cls):  # type: ignore[valid-type, misc]
+        def __init__(self, *args, **kwargs):
+            call(self, "__init__", *args, **kwargs)
+
         def ask(self, n: int) -> list[dict[str, Any]]:
             got = call(self, "ask", n)
             return check_candidates(got, self.space, int(n), spec)
@@ -88,11 +91,11 @@ def contained(cls: type[Optimizer], spec: str) -> type[Optimizer]:
         def tell(self, params: Sequence[Mapping[str, Any]], F, G=None) -> None:
             call(self, "tell", params, F, G)
 
-        def __init__(self, *args, **kwargs):
-            call(self, "__init__", *args, **kwargs)
-
         def state(self) -> Any:
             return call(self, "state")  # (that it pickles: said where the checkpoint pickles it, run.py)
+
+        def restore(self, state: Any) -> None:
+            call(self, "restore", state)
 
         def describe(self) -> dict[str, Any]:
             got = call(self, "describe")
@@ -106,9 +109,6 @@ def contained(cls: type[Optimizer], spec: str) -> type[Optimizer]:
             if isinstance(got, bool) or not isinstance(got, Integral) or got < 0:
                 raise FedevoError(f"optimizer {spec!r}: warm_start_size({pop}) returned {got!r}, not a count >= 0")
             return int(got)
-
-        def restore(self, state: Any) -> None:
-            call(self, "restore", state)
 
     Contained.__name__ = Contained.__qualname__ = cls.__name__
     Contained.__module__ = cls.__module__

@@ -171,7 +171,8 @@ def _why_no_front(data) -> str:
         return f"none of the {n} evaluation{'s' if n != 1 else ''} so far finished with status ok (failed or diverged)"
     if not full:
         return f"none of the {len(ok)} ok evaluations so far was trained for all the rounds (lower rungs only)"
-    cons = ", ".join(f"{k} <= {_fmt(v)}" for k, v in data.constraints.items())
+    cons = ", ".join(f"{k} {'>=' if floor else '<='} {_fmt(v)}"
+                     for k, floor, v in data.objectives.constraint_terms(data.constraints))
     return (f"none of the {len(full)} ok evaluations (of {n}) meets the problem's constraints ({cons})" if cons else
             f"none of the {len(full)} ok evaluations (of {n}) is on it")
 

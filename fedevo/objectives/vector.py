@@ -134,6 +134,15 @@ class ObjectiveSet:
             out[self.index(k)] = float(b)
         return tuple(sorted(out.items()))
 
+    def constraint_terms(self, constraints: Optional[Mapping[str, float]]) -> list[tuple[str, bool, float]]:
+        """[constraints] as (the key as written, whether the bound is a floor: ``>=`` for a maximised objective,
+        the bound), for saying them: "acc >= 0.9", "eps <= 1"."""
+        out = []
+        for k, b in (constraints or {}).items():
+            ((j, bound),) = self.constraint_items({k: b})
+            out.append((k, self.objectives[j].maximize, bound))
+        return out
+
     def feasible(self, row: Mapping[str, Any], constraints: Optional[Mapping[str, float]]) -> bool:
         """The row's raw values (sanitised) within every bound (``>=`` for a maximised objective)."""
         return all(self.objectives[j].satisfies(row.get(self.objectives[j].name), b)

@@ -428,7 +428,9 @@ class SearchRun:
         table = hypervolume_table(rows, generations, self.objectives, self.constraints, self.hv_memo)
         steps = self.hv_memo.steps[:generations]
         if steps and steps[-1][0] == sum(1 for r in rows if is_full(r)):
-            front = steps[-1][1]  # the last generation's front holds every row: the same set, not sorted again
+            # the last generation's front holds every row: the same set, not sorted again (a copy: the memo's own
+            # list is where the next generation's front grows from, and callbacks get this one)
+            front = list(steps[-1][1])
         else:
             front = front_rows(rows, self.objectives, self.constraints)
         atomic_write(self.run_dir / "front.csv", csv_text(self.log.columns, (self.log.row_cells(r) for r in front)))

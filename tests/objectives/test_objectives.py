@@ -137,6 +137,21 @@ def test_constraints_bound_the_raw_value_and_a_maximised_one_from_below():
         assert bool(np.all(p.constraints_of(p.objectives_of(row)) <= 0)) == ok == s.feasible(row, cons), row
     # a bound on eps binds eps_paper when that is the set's ε (problem files before the objectives list)
     assert ObjectiveSet.of(["error", "comm", "eps_paper"]).constraint_items({"eps": 8}) == ((2, 8.0),)
+    # said with their direction (fedevo front's "none meets the constraints (eps <= 8, acc_c >= 0.5)" said <= both)
+    assert s.constraint_terms(cons) == [("eps", False, 8.0), ("acc_c", True, 0.5)]
+
+
+def test_fedevo_front_says_a_maximised_objectives_bound_as_a_floor():
+    from types import SimpleNamespace
+
+    from fedevo.cli.plot import _why_no_front
+
+    acc = Objective(name="acc_f", label="accuracy", read=lambda r: r.accuracy_global, worst=0.0,
+                    direction="maximize")
+    rows = [{"id": 0, "status": "ok", "error": 0.2, "eps": 9.0, "acc_f": 0.8}]
+    data = SimpleNamespace(rows=rows, constraints={"eps": 8.0, "acc_f": 0.9},
+                           objectives=ObjectiveSet.of(["error", "eps", acc]))
+    assert _why_no_front(data).endswith("meets the problem's constraints (eps <= 8, acc_f >= 0.9)")
 
 
 def test_a_checkpointed_problem_keeps_its_objectives_without_their_code():

@@ -64,6 +64,21 @@ def test_callbacks_see_every_evaluation_generation_and_the_end(tmp_path):
     assert [c[3] for c in rec.calls if c[0] == "generation"][-1] == s.front_size
 
 
+def test_a_callback_that_changes_the_front_it_is_given_changes_nothing_else(tmp_path):
+    """RunData.front is a list; the search's front of a generation once was the list the next generation's front
+    grows from (the review of the scale work): a callback that cut it cut front.csv and the hypervolume table."""
+    class Cuts(SearchCallback):
+        def on_generation(self, generation, run):
+            run.front.sort(key=lambda r: r["error"])
+            del run.front[1:]
+
+    a = search(settings(gen=4), tmp_path / "a", SERIAL, evaluator=search_fakes.fake_evaluate, callbacks=[Cuts()])
+    b = search(settings(gen=4), tmp_path / "b", SERIAL, evaluator=search_fakes.fake_evaluate)
+    assert a.front_size == b.front_size > 1
+    for name in ("front.csv", "hypervolume.csv"):
+        assert read_csv(tmp_path / "a" / name) == read_csv(tmp_path / "b" / name), name
+
+
 def test_callbacks_in_order_and_on_finish_after_an_error(tmp_path):
     order = []
 

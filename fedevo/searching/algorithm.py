@@ -13,7 +13,9 @@ Everything here pickles by reference (checkpoints hold the whole algorithm objec
 
 from __future__ import annotations
 
-from pymoo.algorithms.moo.nsga3 import NSGA3, comp_by_cv_then_random
+import numpy as np
+from pymoo.algorithms.moo.nsga3 import NSGA3
+from pymoo.operators.selection.tournament import compare
 
 from .problem import SearchProblem
 from .space import GeneRepair, SearchSpace
@@ -23,8 +25,21 @@ MUTATION = {"eta": 20}
 
 
 def binary_tournament(pop, P, random_state=None, **kwargs):
-    """pymoo's NSGA-III tournament comparator, as a module-level function so that checkpoints pickle."""
-    return comp_by_cv_then_random(pop, P, random_state=random_state, **kwargs)
+    """pymoo's NSGA-III tournament comparator (`comp_by_cv_then_random`: the less constraint-violating parent wins,
+    a tie or two feasible ones by a coin), as a module-level function so that checkpoints pickle, and with every
+    coin from the algorithm's own seeded generator: pymoo 0.6.2's passes none to `compare` for two infeasible
+    parents of equal violation, which then tossed it with a fresh unseeded generator, so that the same seed gave
+    another front wherever such parents met (a problem file's [constraints] with several evaluations equally far
+    outside them, e.g. ε = ∞)."""
+    S = np.full(P.shape[0], np.nan)
+    for i in range(P.shape[0]):
+        a, b = P[i, 0], P[i, 1]
+        if pop[a].CV > 0.0 or pop[b].CV > 0.0:
+            S[i] = compare(a, pop[a].CV, b, pop[b].CV, method="smaller_is_better", return_random_if_equal=True,
+                           random_state=random_state)
+        else:
+            S[i] = random_state.choice([a, b])
+    return S[:, None].astype(int)
 
 
 def make_nsga3(space: SearchSpace, problem: SearchProblem, *, pop: int, partitions: int, seed: int,

@@ -186,3 +186,23 @@ def test_gp_without_pop_runs_batches_of_one_to_the_default_evaluations(tmp_path,
     run = fedevo.search(prob, workers=0, seed=3, out=tmp_path / "B", evaluator=FAKE, page=False, optimizer="tpe",
                         budget=5)
     assert (run.data.settings.pop, run.data.settings.gen, len(read_csv(run.path / "evaluations.csv"))) == (1, 5, 5)
+
+
+def test_nsga3_with_constraints_gives_the_same_candidates_for_the_same_seed(tmp_path):
+    """Two infeasible parents equally far outside the constraints (here: many evaluations with ε = ∞ against eps <=
+    60) met in a tournament whose coin pymoo 0.6.2 tossed with a fresh unseeded generator: the same seed asked other
+    candidates from generation 2 on (the review of 2026-11-27 found it)."""
+    from fedevo.problem import problems_dir
+    from fedevo.searching import Runtime, SearchSettings, search
+    from tests.viz.fedevo_runs import fake_evaluate
+
+    prob = tmp_path / "pc.toml"
+    text = (problems_dir() / "digits_mlp_local.toml").read_text().replace('name = "digits_mlp_local"', 'name = "pc"', 1)
+    prob.write_text(text + "\n[constraints]\neps = 60\n")
+    genes = []
+    for k in range(3):
+        out = tmp_path / f"R{k}"
+        search(SearchSettings(problem=str(prob), pop=10, gen=4, seed=2, rounds=1), out, Runtime(workers=0),
+               evaluator=fake_evaluate)
+        genes.append([without([r], "wall_s", "chain") for r in read_csv(out / "evaluations.csv")])
+    assert len(genes[0]) == 40 and genes[0] == genes[1] == genes[2]

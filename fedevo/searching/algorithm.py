@@ -30,7 +30,8 @@ def binary_tournament(pop, P, random_state=None, **kwargs):
     coin from the algorithm's own seeded generator: pymoo 0.6.2's passes none to `compare` for two infeasible
     parents of equal violation, which then tossed it with a fresh unseeded generator, so that the same seed gave
     another front wherever such parents met (a problem file's [constraints] with several evaluations equally far
-    outside them, e.g. ε = ∞)."""
+    outside them, e.g. ε = ∞). pymoo's own fix (anyoptimization/pymoo#794, #795) came after 0.6.2; this is the same
+    comparator."""
     S = np.full(P.shape[0], np.nan)
     for i in range(P.shape[0]):
         a, b = P[i, 0], P[i, 1]

@@ -34,6 +34,11 @@ def arg(name: str, value=_UNSET, *, cli: str = "") -> str:
     return f"--{flag}" + ("" if value is _UNSET else f" {value}")
 
 
+def one_line(e: BaseException) -> str:
+    """An exception's message on one line (for a FedevoError about the user's code), "(no message)" if it has none."""
+    return " ".join(str(e).split()) or "(no message)"
+
+
 class FedevoError(Exception):
     """Bad input a user can fix (bad problem file, missing data, out-of-range gene...)."""
 

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .errors import FedevoError
+from .errors import FedevoError, one_line
 from .usercode import UserExit, call_user, stdout_to_stderr
 
 USER_MODULE_PREFIX = "fedevo_user_"  # the modules of the user's files (`_import_file`): by value to Ray's workers
@@ -51,10 +51,6 @@ def resolve_spec(spec: str, problem_path: Optional[str], *, kind: str = "model")
     if not p.is_absolute():
         p = (Path(problem_path).resolve().parent if problem_path else Path.cwd()) / p
     return f"{PYTHON_PREFIX}{p.resolve()}:{fn}"
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or "(no message)"
 
 
 # a user's file (its resolved path) -> the modules beside it that it imported (`_imported_beside`): by value to
@@ -98,7 +94,7 @@ def _import_file(p: Path, kind: str):
             raise FedevoError(f"{kind} file {str(p)!r} {e.what} while it was imported") from None
         except Exception as e:  # the user's code: any exception is their file's problem
             sys.modules.pop(name, None)
-            raise FedevoError(f"{kind} file {str(p)!r} failed to import: {type(e).__name__}: {_one_line(e)}") from None
+            raise FedevoError(f"{kind} file {str(p)!r} failed to import: {type(e).__name__}: {one_line(e)}") from None
         finally:
             if added and folder in sys.path:  # the entry fedevo appended: the last one
                 del sys.path[len(sys.path) - 1 - sys.path[::-1].index(folder)]
@@ -192,7 +188,7 @@ def load_callable(spec: str, *, kind: str = "model") -> Callable[..., Any]:
             except Exception as e:  # noqa: BLE001 - ImportError, or the module's own failure
                 hint = f" (a file is named python:{mod_name}:{fn})" if mod_name.endswith(".py") else ""
                 raise FedevoError(f"{kind} module {mod_name!r} cannot be imported: {type(e).__name__}: "
-                                  f"{_one_line(e)}{hint}") from None
+                                  f"{one_line(e)}{hint}") from None
             where = f"{kind} module {mod_name!r}"
     f = getattr(mod, fn, None)
     if f is None:

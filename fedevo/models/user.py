@@ -35,10 +35,10 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from ..arch import UserArch
-from ..errors import FedevoError
+from ..errors import FedevoError, one_line
 from ..usercode import call_user, stdout_to_stderr
 from .lowering import lower, lowering_enabled
-from .user_module import _one_line, _seed_from, _template, make_module, meta_module
+from .user_module import _seed_from, _template, make_module, meta_module
 
 
 _BUILDING = threading.RLock()
@@ -267,5 +267,5 @@ def try_step(name: str, arch: UserArch, module: nn.Module, input_shape: tuple, n
             call_user(step, params, x, y, w)
         except Exception as e:
             raise FedevoError(f"model {name!r} cannot be trained: {what} fails on a batch of 2 zero samples: "
-                              f"{type(e).__name__}: {_one_line(e)} (docs/models.md: what the generic path "
+                              f"{type(e).__name__}: {one_line(e)} (docs/models.md: what the generic path "
                               "trains)") from None

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 
 from ..arch import UserArch
-from ..errors import FedevoError
+from ..errors import FedevoError, one_line
 from ..plugins import load_callable
 from ..usercode import call_user, stdout_to_stderr
 
@@ -29,10 +29,6 @@ def load_factory(spec: str) -> Callable:
     """The factory a (resolved) spec names; FedevoError when the file, module or function does not exist. A model
     file is imported once per process (a Ray worker's first evaluation), under a private module name."""
     return load_callable(spec, kind="model")
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or "(no message)"
 
 
 def make_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int = 0, *,
@@ -51,7 +47,7 @@ def make_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int 
             module = call_user(factory, input_shape=tuple(input_shape), num_classes=int(num_classes),
                                **arch.kwargs_dict)
         except Exception as e:
-            raise FedevoError(f"model factory {name!r} raised {type(e).__name__}: {_one_line(e)} "
+            raise FedevoError(f"model factory {name!r} raised {type(e).__name__}: {one_line(e)} "
                               f"(called with {_called_with(arch, input_shape, num_classes)})") from None
     if not isinstance(module, nn.Module):
         raise FedevoError(f"model factory {name!r} returned {type(module).__name__}, not a torch.nn.Module")
@@ -193,7 +189,7 @@ def _probe(arch: UserArch, input_shape: tuple, num_classes: int, check_size: Cal
             out = call_user(module, torch.zeros(2, *input_shape))
     except Exception as e:
         raise FedevoError(f"model {name!r} rejects input shape {tuple(input_shape)} (a batch of 2 zero samples): "
-                          f"{type(e).__name__}: {_one_line(e)}") from None
+                          f"{type(e).__name__}: {one_line(e)}") from None
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise FedevoError(f"model {name!r} returns {got} for a batch of 2 samples of shape {tuple(input_shape)}; "

@@ -75,7 +75,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from ..dirlock import LOCK, hold
-from ..errors import DiskFullError, FedevoError, RunInUseError, SearchStoppedError, arg
+from ..errors import DiskFullError, FedevoError, RunInUseError, SearchStoppedError, arg, one_line
 from ..guards import check_workers, check_writable_dir
 from ..problem import Problem, load_problem
 from ..result import EvaluationResult
@@ -402,7 +402,7 @@ class SearchRun:
                 algorithm = pickle.loads(algorithm)
             except Exception as e:  # noqa: BLE001 - unpickling runs the optimiser's own code
                 raise FedevoError(f"the optimiser's state in {self.run_dir / 'checkpoints'} cannot be restored "
-                                  f"({type(e).__name__}: {' '.join(str(e).split())}): is {name!r}'s code, as it "
+                                  f"({type(e).__name__}: {one_line(e)}): is {name!r}'s code, as it "
                                   "was when the search began, importable here?") from None
         return optimizers.from_state(name, algorithm, self.space, self._search_problem(), pop=s.pop, seed=s.seed,
                                      settings=s)
@@ -416,7 +416,7 @@ class SearchRun:
             raise
         except Exception as e:  # noqa: BLE001 - whatever pickling raises
             raise FedevoError(f"optimizer {self.settings.optimizer!r}: state() returned what cannot be checkpointed "
-                              f"({type(e).__name__}: {' '.join(str(e).split())})") from None
+                              f"({type(e).__name__}: {one_line(e)})") from None
 
     def _search_problem(self) -> SearchProblem:
         return _search_problem(self.problem, self.space, self.objectives)

@@ -23,7 +23,7 @@ import math
 from numbers import Integral, Real
 from typing import Any, Mapping, Optional, Sequence
 
-from ...errors import FedevoError
+from ...errors import FedevoError, one_line
 from .base import Optimizer
 
 _LOADED: dict[str, type[Optimizer]] = {}
@@ -77,8 +77,7 @@ def contained(cls: type[Optimizer], spec: str) -> type[Optimizer]:
         except UserExit as e:
             raise FedevoError(f"optimizer {spec!r}: {e.what} in {method}()") from None
         except Exception as e:  # the user's code: any exception is its own failure, said in one line
-            text = " ".join(str(e).split()) or "(no message)"
-            raise FedevoError(f"optimizer {spec!r}: {method}() raised {type(e).__name__}: {text}") from None
+            raise FedevoError(f"optimizer {spec!r}: {method}() raised {type(e).__name__}: {one_line(e)}") from None
 
     class Contained(cls):  # type: ignore[valid-type, misc]
         def __init__(self, *args, **kwargs):

@@ -204,7 +204,6 @@ class BatchedRunner:
             inner.drain(jobs, on_done, tick)
             return
         from .containment import watch_interrupts
-        from .inflight import in_flight
 
         with watch_interrupts():
             for b in batches:
@@ -212,8 +211,7 @@ class BatchedRunner:
                 if tick:
                     tick()
                 label = f"batch of evaluations {b[0].id}..{b[-1].id} (generation {b[0].generation})"
-                marked = inner.log_dir if inner.timeout is None else None  # a child process's death ends it alone
-                with in_flight(marked, label), inner.user_log.evaluation(label):
+                with inner.evaluating(label):
                     got = run_batch(inner.evaluator, self.problem, [(t.params, t.seed) for t in b],
                                     self.eval_kwargs, inner.timeout)
                 self.stats.running = 0

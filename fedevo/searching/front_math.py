@@ -284,7 +284,7 @@ def non_dominated(F: np.ndarray) -> np.ndarray:
             dom = dominated_by(G, front[:k])
             block, G = block[~dom], G[~dom]
         if len(block) > 1:  # dominated within its block
-            dom = (np.all(G[:, None, :] <= G[None], axis=2) & np.any(G[:, None, :] < G[None], axis=2)).any(axis=0)
+            dom = dominated_by(G, G)
             block, G = block[~dom], G[~dom]
         front[k:k + len(block)] = G
         k += len(block)

@@ -158,19 +158,25 @@ class SerialRunner:
         self.describe = "in-process (serial)" + (f", each evaluation in a child process (limit {timeout:g} s)"
                                                  if timeout is not None else "")
 
+    @contextlib.contextmanager
+    def evaluating(self, label: str):
+        """Around an evaluation (or a batch's) run from this process: its output, below Python (C, os.write) too, to
+        user.log under `label`; RUN/.evaluating naming it should this process die in it (not with a time limit:
+        the evaluation runs in a child process then, whose death ends it alone)."""
+        from .inflight import in_flight
+
+        with in_flight(self.log_dir if self.timeout is None else None, label), self.user_log.evaluation(label):
+            yield
+
     def run(self, tasks: Sequence[Task], on_done: OnDone, tick: Optional[Callable[[], None]] = None) -> None:
         from .containment import watch_interrupts
-        from .inflight import in_flight
 
         with watch_interrupts():  # a KeyboardInterrupt from the user's code is not Ctrl-C
             for t in tasks:
                 self.stats.running = 1
                 if tick:
                     tick()
-                # output below Python (C, os.write) too; RUN/.evaluating names it should this process die in it
-                # (not with a time limit: the evaluation runs in a child process, whose death ends it alone)
-                marked = self.log_dir if self.timeout is None else None
-                with in_flight(marked, task_label(t)), self.user_log.evaluation(task_label(t)):
+                with self.evaluating(task_label(t)):
                     kind, value, out = run_one(self.evaluator, self.problem, t.params, t.seed,
                                                {**self.eval_kwargs, **t.rung_kwargs}, self.timeout)
                 self.stats.running = 0

@@ -45,6 +45,7 @@ import numpy as np  # noqa: E402
 
 import fedevo  # noqa: E402
 from fedevo.searching.front_math import HV_REF  # noqa: E402
+from fedevo.searching.optimizers.user import label  # noqa: E402  (yours by its class, in the table and folders)
 
 
 def machine() -> dict:
@@ -70,12 +71,6 @@ def run_search(problem: str, optimizer: str, seed: int, args, out: Path) -> Path
     fedevo.search(problem, pop=batch(optimizer, args), budget=budget, seed=seed, workers=args.workers, out=out,
                   rounds=args.rounds, data_dir=args.data_dir, optimizer=optimizer, page=False, progress=False)
     return out
-
-
-def label(optimizer: str) -> str:
-    """How the table and the run folders name an optimiser: a built-in's name, your own's class (from
-    'python:FILE.py:Class' or 'module:Class')."""
-    return optimizer.rpartition(":")[2]
 
 
 def batch(optimizer: str, args) -> "int | None":

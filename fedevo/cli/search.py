@@ -118,7 +118,9 @@ def _timing(run) -> str:
     batches = [b for b in data.batches() if b["asked"]]
     if batches:  # the mean and the last: a GP's proposals cost more as evaluations accumulate (its first are random)
         mean = sum(b["sampler_s"] for b in batches) / sum(b["asked"] for b in batches)
-        name = data.settings.optimizer.rpartition(":")[2]  # your own: its class's name, not its file's whole path
+        from ..searching.optimizers.user import label
+
+        name = label(data.settings.optimizer)
         last = num(batches[-1]['sampler_s'] / batches[-1]['asked'])
         parts.append(f"{name} {num(mean)} s per proposal ({last} s in the last batch; batches.csv)")
     search_s = (data.stop() or {}).get("search_s")

@@ -82,6 +82,7 @@ from ..result import EvaluationResult
 from . import batched
 from . import evaluator as evaluators
 from . import optimizers
+from .optimizers.user import is_spec
 from .budgets import STOP_FILE, batch_size, describe_change, raised, stop_in_force, stop_record, write_raised
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import dumps, latest_checkpoint, load_checkpoint, save_checkpoint
@@ -651,7 +652,7 @@ class SearchRun:
                 elif self.log.matches(row, t):
                     rows[t.index] = row
                     counters["reused"] += 1
-                elif ":" in self.settings.optimizer:  # your own optimiser: its state is what went astray
+                elif is_spec(self.settings.optimizer):  # your own optimiser: its state is what went astray
                     raise FedevoError(f"optimizer {self.settings.optimizer!r} asked other genes for individual {t.id} "
                                       f"after the resume than before ({self.log.path} holds them): its state() and "
                                       "restore() miss something its ask() depends on (docs/search.md, your own "

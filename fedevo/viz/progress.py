@@ -255,8 +255,9 @@ class RichReporter(SearchCallback):
         batches = run.batches()
         if batches and batches[-1]["asked"]:
             b = batches[-1]
-            name = run.settings.optimizer.rpartition(":")[2]  # your own: its class, not its file's whole path
-            self._proposal = f" · {name} {_fmt(b['sampler_s'] / b['asked'])} s/proposal"
+            from ..searching.optimizers.user import label
+
+            self._proposal = f" · {label(run.settings.optimizer)} {_fmt(b['sampler_s'] / b['asked'])} s/proposal"
         self._update()
 
     def on_tick(self, running: int, queued: int = 0) -> None:

@@ -34,6 +34,12 @@ def is_spec(name: str) -> bool:
     return ":" in name
 
 
+def label(name: str) -> str:
+    """How lines and tables name an optimiser: a built-in's name, your own by its class (not its file's whole path:
+    'python:/home/me/mine.py:SMSEMOA' is SMSEMOA)."""
+    return name.rpartition(":")[2]
+
+
 def loaded(spec: str) -> Optional[type[Optimizer]]:
     """The class `load` gave for `spec` in this process, else None (nothing is imported here)."""
     return _LOADED.get(spec)
@@ -156,4 +162,4 @@ def _value(g, v: Any, where: str) -> Any:
     return v
 
 
-__all__ = ["check_candidates", "contained", "is_spec", "load", "loaded"]
+__all__ = ["check_candidates", "contained", "is_spec", "label", "load", "loaded"]

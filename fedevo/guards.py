@@ -36,23 +36,24 @@ UPDATE_COPIES = 2  # fp32 dense updates per client sampled in a round, held unti
 # ~199k dense weights: 0.8 MB a copy; tests/cli/test_bad_input.py)
 
 
-def check_seed(seed: Optional[int], flag: Optional[str] = None) -> None:
-    """`flag`: how the message names the seed (None: `arg("seed")`, --seed or seed=)."""
+def check_seed(seed: Optional[int]) -> None:
+    """A seed in 0..2**32 - 1 (None: none given); the message names it as the caller does (--seed or seed=)."""
     if seed is None:
         return
     if not 0 <= seed <= SEED_MAX:
-        raise FedevoError(f"{flag or arg('seed')} must be in 0..{SEED_MAX} (2**32 - 1), got {seed}")
+        raise FedevoError(f"{arg('seed')} must be in 0..{SEED_MAX} (2**32 - 1), got {seed}")
 
 
-def check_rounds(rounds: Optional[int], flag: Optional[str] = None) -> None:
-    """`flag`: how the message names the rounds (None: `arg("rounds")`, --rounds or rounds=)."""
+def check_rounds(rounds: Optional[int]) -> None:
+    """Rounds in 1..MAX_ROUNDS (None: the problem's); the message names them as the caller does (--rounds or
+    rounds=)."""
     if rounds is None:
         return
     if rounds < 1:
-        raise FedevoError(f"{flag or arg('rounds')} must be >= 1, got {rounds}")
+        raise FedevoError(f"{arg('rounds')} must be >= 1, got {rounds}")
     if rounds > MAX_ROUNDS:
-        raise FedevoError(f"{f'{flag} {rounds}' if flag else arg('rounds', rounds)} is above the limit of "
-                          f"{MAX_ROUNDS} rounds (each round trains clients: such a run would never finish)")
+        raise FedevoError(f"{arg('rounds', rounds)} is above the limit of {MAX_ROUNDS} rounds (each round trains "
+                          "clients: such a run would never finish)")
 
 
 def available_memory() -> int:

@@ -315,10 +315,9 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     Raises FedevoError if every evaluation failed (the run directory keeps them all)."""
     from .data.catalog import check_data_dir
     from .searching.evaluator import DEFAULT_EVALUATOR, evaluator_spec, load_evaluator
+    from .searching.optimizers.registry import get as optimizer_class, spec_of
     from .searching.run import SearchRun
     from .searching.settings import SearchSettings
-
-    from .searching.optimizers.registry import get as optimizer_class, spec_of
 
     prob = _as_problem(problem)
     data_dir = _text(data_dir)
@@ -520,21 +519,18 @@ def _run(sr, runtime, evaluator, callbacks, page: bool, fresh: Optional[list] = 
             e.run_dir, e.finished = sr.run_dir, True
             raise
     run = Run(summary.run_dir, summary)
-    if summary.evaluations and summary.failed == summary.evaluations:
+    if summary.evaluations and summary.failed + summary.diverged == summary.evaluations:  # no result at all
         from .errors import SearchFailedError
 
-        raise SearchFailedError(f"every evaluation failed ({summary.failed}); the first: "
-                                f"{summary.first_failure or 'no message'} (log: {summary.run_dir / 'evaluations.csv'})",
-                                run)
-    if summary.evaluations and summary.failed + summary.diverged == summary.evaluations:
-        from .errors import SearchFailedError
-
-        # no result at all, as when every evaluation failed: a model whose outputs are never finite, say (its front
-        # of 0 looked like a result, exit 0)
+        log = summary.run_dir / "evaluations.csv"
+        if summary.failed == summary.evaluations:
+            raise SearchFailedError(f"every evaluation failed ({summary.failed}); the first: "
+                                    f"{summary.first_failure or 'no message'} (log: {log})", run)
+        # as when every evaluation failed: a model whose outputs are never finite, say (its front of 0 looked like
+        # a result, exit 0)
         raise SearchFailedError(f"no evaluation gave a result: {summary.diverged} diverged (their training went "
                                 "non-finite: check that the model's outputs are finite, or lower the learning rate's "
-                                f"range){f' and {summary.failed} failed' if summary.failed else ''} (log: "
-                                f"{summary.run_dir / 'evaluations.csv'})", run)
+                                f"range){f' and {summary.failed} failed' if summary.failed else ''} (log: {log})", run)
     return run
 
 

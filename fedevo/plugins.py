@@ -77,13 +77,14 @@ def _import_file(p: Path, kind: str):
     name = f"{USER_MODULE_PREFIX}{kind}_" + hashlib.sha256(str(p).encode()).hexdigest()[:12]
     mod = sys.modules.get(name)
     if mod is None:
-        folder = str(p.resolve().parent)
+        resolved = p.resolve()
+        folder = str(resolved.parent)
         added = folder not in sys.path
         if added:
             sys.path.append(folder)  # after the installed packages: a file beside it never shadows one
         before = set(sys.modules)
         try:
-            _IMPORTED_SHA[str(p.resolve())] = hashlib.sha256(p.read_bytes()).hexdigest()
+            _IMPORTED_SHA[str(resolved)] = hashlib.sha256(p.read_bytes()).hexdigest()
             mod_spec = importlib.util.spec_from_file_location(name, p)
             mod = importlib.util.module_from_spec(mod_spec)
             sys.modules[name] = mod
@@ -99,7 +100,7 @@ def _import_file(p: Path, kind: str):
             if added and folder in sys.path:  # the entry fedevo appended: the last one
                 del sys.path[len(sys.path) - 1 - sys.path[::-1].index(folder)]
         by_value(mod)
-        _SIBLINGS[str(p.resolve())] = siblings = _imported_beside(mod, set(sys.modules) - before - {name}, folder)
+        _SIBLINGS[str(resolved)] = siblings = _imported_beside(mod, set(sys.modules) - before - {name}, folder)
         for m in siblings:
             by_value(m)
     return mod
@@ -147,7 +148,6 @@ def _beside(file: Optional[str], folder: str) -> bool:
     except ValueError:
         return False
     return not {"site-packages", "dist-packages"} & set(rel.parts)
-
 
 
 def by_value(mod) -> None:

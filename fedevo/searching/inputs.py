@@ -103,10 +103,11 @@ def _found(problem, settings) -> Iterator[tuple[str, Path, bool]]:
     # the resumed rows other values than the logged ones under the same column
     code += [(f"[objective.{o.name}] read", getattr(o.read, "spec", None)) for o in getattr(problem, "objective_defs", ())]
     found = [("[data] path", getattr(spec, "path", None), True), ("[data] test_path", getattr(spec, "test_path", None), True)]
-    for role, c in code:  # (--evaluator's module travels to Ray's workers by value: plugins.ray_by_value; the
-        by_path = _by_path(c) and not role.startswith("--")  # optimiser runs in the search's process)
+    for role, c in code:
+        a_file = _by_path(c)  # (--evaluator's module travels to Ray's workers by value: plugins.ray_by_value; the
+        by_path = a_file and not role.startswith("--")  # optimiser runs in the search's process)
         found.append((role, _code_file(c), by_path))
-        if _by_path(c):  # the modules beside a python: file that it imports, read where it is
+        if a_file:  # the modules beside a python: file that it imports, read where it is
             found += [(f"imported by {role}", s, by_path) for s in imported_beside(split_spec(c)[0])]
     for role, p, by_path in found:
         if p is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedevo.examples.optimizers import SMSEMOA
 from fedevo.searching.optimizers import Optimizer, OptunaOptimizer, PymooOptimizer
 
 
@@ -46,16 +47,7 @@ class Qmc(OptunaOptimizer):
         return optuna.samplers.RandomSampler(seed=seed)
 
 
-class SmsEmoa(PymooOptimizer):
-    """Any pymoo algorithm: here SMS-EMOA."""
-
-    name = "sms-emoa"
-
-    def algorithm(self):
-        from pymoo.algorithms.moo.sms import SMSEMOA
-
-        return SMSEMOA(pop_size=self.pop, n_offsprings=self.pop, sampling=self.sampling, repair=self.repair,
-                       eliminate_duplicates=True)
+SmsEmoa = SMSEMOA  # any pymoo algorithm: the example's SMS-EMOA (fedevo/examples/optimizers.py), as a user has it
 
 
 class NoAlgorithm(PymooOptimizer):

@@ -195,9 +195,7 @@ def eps_signds(*, eps_round: float, participations: int, delta: float) -> float:
     if m == 0:
         return 0.0
     step = min(1e-4, e / 1000)
-    k = np.arange(m + 1)
-    log_pmf = (gammaln(m + 1) - gammaln(k + 1) - gammaln(m - k + 1) - k * np.logaddexp(0.0, -e)
-               - (m - k) * np.logaddexp(0.0, e))  # Binomial(m, 1/(1 + e^−ε))
+    k, log_pmf = _ups(e, m)
     keep = log_pmf > -746.0  # the rest is 0 in float64
     grid = k[keep] * math.ceil(e / step) + (m - k[keep]) * math.ceil(-e / step)
     pmf = pld_pmf.SparsePLDPmf(dict(zip(grid.tolist(), np.exp(log_pmf[keep]).tolist())), step,
@@ -205,15 +203,20 @@ def eps_signds(*, eps_round: float, participations: int, delta: float) -> float:
     return min(float(pmf.get_epsilon_for_delta(delta)), m * e)
 
 
+def _ups(e: float, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(k, log P[k]) for k = 0..m: of m compositions of the randomized-response pair of an e-DP mechanism, how many
+    lose +e (each with probability 1/(1 + e^−e)), the rest −e: Binomial(m, 1/(1 + e^−e)), in log space."""
+    k = np.arange(m + 1)
+    return k, (gammaln(m + 1) - gammaln(k + 1) - gammaln(m - k + 1) - k * np.logaddexp(0.0, -e)
+               - (m - k) * np.logaddexp(0.0, e))
+
+
 def delta_pure_composition(*, eps_round: float, participations: int, eps: float) -> float:
     """Exact δ(ε) of m-fold composed ε_0-DP (Kairouz et al. 2015 Thm 3.3, via the randomized-response pair):
-    δ = Σ_l C(m,l) q^l (1−q)^(m−l) · max(0, 1 − e^(ε − ε_0(m − 2l))), q = 1/(1 + e^ε_0)."""
+    δ = Σ_l C(m,l) q^l (1−q)^(m−l) · max(0, 1 − e^(ε − ε_0(m − 2l))), q = 1/(1 + e^ε_0) (l = m − k of `_ups`)."""
     e0, m = _eps_round(eps_round), _m(participations)
-    q = 1.0 / (1.0 + math.exp(e0))
-    l = np.arange(m + 1)
-    loss = e0 * (m - 2 * l)
-    log_pmf = (gammaln(m + 1) - gammaln(l + 1) - gammaln(m - l + 1) + l * math.log(q)
-               + (m - l) * math.log1p(-q))  # Binomial(m, q)
+    k, log_pmf = _ups(e0, m)
+    loss = e0 * (2 * k - m)
     return float(np.sum(np.exp(log_pmf) * -np.expm1(np.minimum(eps - loss, 0.0))))  # (1 − e^x)₊, no overflow
 
 

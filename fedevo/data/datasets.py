@@ -45,12 +45,30 @@ def _normalise(x_train: torch.Tensor, x_test: torch.Tensor) -> tuple[torch.Tenso
     return ((x_train - mean) / std).contiguous(), ((x_test - mean) / std).contiguous()
 
 
-def _digits() -> Dataset:
+def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits as (images [1797, 8, 8], targets [1797]), what `load_digits()` gives: read from the
+    CSV it ships (`sklearn/datasets/data/digits.csv.gz`) without importing scikit-learn, whose import (SciPy's
+    included) costs a second or more in every process that loads digits; `load_digits()` where the file is not
+    where it has always been."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")  # finds the package without running its __init__
+    path = Path(spec.origin).parent / "datasets" / "data" / "digits.csv.gz" if spec and spec.origin else None
+    if path is not None and path.is_file():
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            data = np.loadtxt(f, delimiter=",")
+        if data.ndim == 2 and data.shape[1] == 65:
+            return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(int)
     from sklearn.datasets import load_digits
 
     d = load_digits()
-    x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0
-    y = torch.tensor(d.target, dtype=torch.int64)
+    return d.images, d.target
+
+
+def _digits() -> Dataset:
+    images, target = _digits_arrays()
+    x = torch.tensor(images, dtype=torch.float32).unsqueeze(1) / 16.0
+    y = torch.tensor(target, dtype=torch.int64)
     perm = torch.from_numpy(np.random.default_rng(0).permutation(len(y)))  # fixed split, not a run seed
     n_train = int(0.8 * len(y))
     tr, te = perm[:n_train], perm[n_train:]

@@ -151,3 +151,21 @@ def test_locate_and_load_make_one_choice(tmp_path, monkeypatch):
             assert "--download" in str(e.value)
     load_dataset.cache_clear()
     assert asked == ["fashion"] * 2 + ["fashion"] * 2 + ["mnist"] * 2 + ["cifar10"] * 2
+
+
+def test_digits_are_read_without_importing_scikit_learn_and_equal_load_digits():
+    """digits comes from the CSV scikit-learn ships, without its import (a second or more per process)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from fedevo.data.datasets import load_dataset; load_dataset('digits'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
+    from sklearn.datasets import load_digits
+
+    ref = load_digits()
+    images, target = datasets._digits_arrays()
+    assert images.dtype == ref.images.dtype and target.dtype == ref.target.dtype
+    np.testing.assert_array_equal(images, ref.images)
+    np.testing.assert_array_equal(target, ref.target)

@@ -509,7 +509,7 @@ def _probe(config: SimConfig) -> None:
     from .hardware import may_use_gpu
 
     shape, classes = data_shape(config)
-    name = config.arch.spec.rpartition(":")[2]
+    name = config.arch.factory_name
     probe(config.arch, shape, classes,
           check_size=lambda n, called: check_model_parameters(n, f"model factory {name!r} (called with {called})"),
           device_path=may_use_gpu(config.device), try_step=try_step)

@@ -49,9 +49,13 @@ def ddg_tau(*, local_std: float, honest: int) -> float:
     clients whose noise is counted (0 when n = 1: one discrete Gaussian is exact)."""
     s, n = _pos("local_std", local_std), _count("honest", honest)
     a = 2.0 * math.pi ** 2 * s * s
-    if a > 700:  # every term underflows
-        return 0.0
-    return 10.0 * sum(math.exp(-a * k / (k + 1.0)) for k in range(1, n))
+    total = 0.0
+    for k in range(1, n):
+        term = math.exp(-a * k / (k + 1.0))
+        if term == 0.0:  # the terms fall with k: every later one is 0.0 too (all of them once a/2 > ~745)
+            break
+        total += term
+    return 10.0 * total
 
 
 def ddg_events(*, clip: float, gamma: float, local_std: float, honest: int, dim: int, rounds: int):

@@ -363,6 +363,19 @@ def test_a_fixed_cohorts_participation_cap_does_not_shorten_the_amplified_compos
     assert eps(8.0, None) == pytest.approx(amplified(8.0, 10), rel=1e-9)  # no cap: as before
 
 
+@pytest.mark.parametrize("local_std, honest, want", [
+    (7.0, 3, 9.344976894119538e-210), (6.0, 3, 4.927988905256006e-154), (8.6, 3, 9.6418986e-317),
+    (5.9, 3, 6.2141860264269205e-149), (8.7, 3, 0.0), (1.0, 4, 0.00054022315223235)])
+def test_ddg_tau_is_the_reference_codes_sum_where_its_terms_are_tiny(local_std, honest, want):
+    """τ as google-research/federated distributed_dp/accounting_utils.py (commit 5e27a86, `ddgauss_epsilon`) sums
+    it: 10·Σ_{k=1}^{n−1} exp(−2(π·σ_ℓ)²·k/(k+1)), every term added until it underflows. `want`: that loop's value,
+    computed with it as written there. fedevo returned 0.0 wherever 2π²σ_ℓ² > 700 (σ_ℓ > 5.96), though the first
+    term, exp(−π²σ_ℓ²), is a float > 0 up to σ_ℓ ≈ 8.69: a τ below the bound's."""
+    ref = 10.0 * sum(math.exp(-2 * (math.pi * local_std) ** 2 * (k / (k + 1))) for k in range(1, honest))
+    assert ref == pytest.approx(want, rel=1e-12, abs=0.0)
+    assert ddg.ddg_tau(local_std=local_std, honest=honest) == pytest.approx(ref, rel=1e-12, abs=0.0)
+
+
 @pytest.mark.parametrize("local_std, honest, dim", [(0.55, 20, 1000), (0.5, 50, 5000), (0.8, 500, 200)])
 def test_ddg_eps_against_the_papers_reference_accounting(local_std, honest, dim):
     """The 2026-11-27 privacy audit: the DDG's τ and rounding terms were untested (every test ran where τ = 0:

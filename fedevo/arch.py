@@ -74,5 +74,10 @@ class UserArch:
     def kwargs_dict(self) -> dict:
         return dict(self.kwargs)
 
+    @property
+    def factory_name(self) -> str:
+        """How messages name the factory: its function ("python:/home/me/nets.py:make_model" is make_model)."""
+        return self.spec.rpartition(":")[2]
+
 
 Arch = Union[MLPArch, CNNArch, UserArch]

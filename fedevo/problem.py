@@ -22,7 +22,7 @@ from .config import SHARED_KEYS, CNNArch, DataConfig, DeploymentConfig, MLPArch,
 from .data.catalog import DATASETS
 from .data.sources import SOURCE_KEYS, ArraySource
 from .argcheck import checked
-from .errors import FedevoError
+from .errors import FedevoError, arg
 
 # Where each known parameter goes, read from the config dataclasses' fields (fedevo/schema.py): a field added to
 # SimConfig, DataConfig, DeploymentConfig or an architecture is a problem-file key and a --params key at once.
@@ -243,7 +243,7 @@ class Problem:
         missing = [g.name for g in self.genes if g.name not in merged]
         if missing:
             raise FedevoError(f"gene(s) {', '.join(missing)} have no default; give each a `default` in [genes] "
-                              "(or, for one evaluation, a value in --params)")
+                              f"(or, for one evaluation, a value in {arg('params')})")
         if PRESET_KEY in merged and self.simulated:
             from .privacy.presets import PRESETS
 
@@ -509,7 +509,7 @@ def _probe(config: SimConfig) -> None:
     from .hardware import may_use_gpu
 
     shape, classes = data_shape(config)
-    name = config.arch.spec.rpartition(":")[2]
+    name = config.arch.factory_name
     probe(config.arch, shape, classes,
           check_size=lambda n, called: check_model_parameters(n, f"model factory {name!r} (called with {called})"),
           device_path=may_use_gpu(config.device), try_step=try_step)
@@ -671,7 +671,7 @@ def load_problem(name_or_path: str) -> Problem:
         if isinstance(e, FileNotFoundError) and p.is_symlink():
             why = f"is a link to {os.readlink(p)!r}, which does not exist"
         elif isinstance(e, FileNotFoundError) and p.parent == Path(".") and p.stem in list_problems():
-            why += f" (the bundled problem is --problem {p.stem}, without .toml)"
+            why += f" (the bundled problem is {arg('problem', p.stem)}, without .toml)"
         raise FedevoError(f"problem file {str(p)!r} {why}") from None
     if stat.S_ISDIR(st.st_mode):
         raise FedevoError(f"problem file {str(p)!r} is a directory, not a TOML file")

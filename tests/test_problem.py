@@ -1,6 +1,6 @@
 import pytest
 
-from fedevo.errors import FedevoError
+from fedevo.errors import FedevoError, command_line
 from fedevo.problem import list_problems, load_problem, parse_params
 
 
@@ -119,3 +119,18 @@ def test_a_privacy_gene_the_mechanism_does_not_take_is_refused(tmp_path):
         load_problem(str(path))
     load_problem("digits_mlp")  # update takes sigma and clip
     load_problem("fashion_mlp_mech")  # the mechanism is a gene: its genes are each some mechanism's
+
+
+def test_messages_name_params_and_problem_as_the_caller_does(tmp_path, monkeypatch):
+    """From Python the argument is the keyword (`params=`, `problem=digits_mlp`), from the CLI the option."""
+    f = tmp_path / "g.toml"
+    f.write_text('dataset = "digits"\nmodel = "mlp"\n[genes]\nunits = { type = "int", low = 1, high = 4 }\n')
+    with pytest.raises(FedevoError, match=r"units have no default; .*a value in params=\)$"):
+        load_problem(str(f))
+    with command_line(), pytest.raises(FedevoError, match=r"units have no default; .*a value in --params\)$"):
+        load_problem(str(f))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FedevoError, match=r"\(the bundled problem is problem=digits_mlp, without \.toml\)$"):
+        load_problem("digits_mlp.toml")
+    with command_line(), pytest.raises(FedevoError, match=r"\(the bundled problem is --problem digits_mlp, without"):
+        load_problem("digits_mlp.toml")

@@ -39,7 +39,7 @@ def make_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int 
     same arguments, or the engine's stacked parameters would not fit. (Its size is checked before: at load time,
     fedevo.problem's probe, and by the memory check, both on torch's meta device.)"""
     factory = load_factory(arch.spec)
-    name = arch.spec.rpartition(":")[2]
+    name = arch.factory_name
     template = _template(arch, tuple(input_shape), int(num_classes)) if same_as_template else None
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -165,7 +165,7 @@ def _probe(arch: UserArch, input_shape: tuple, num_classes: int, check_size: Cal
     used: check_size(parameters, how it was called) refuses a model too large before it exists); a model of more
     than PROBE_STEP_PARAMETERS is then checked there only. `device_path`: the run may train on a GPU, whose step
     (`GenericModel.grads_vmap`) is tried too."""
-    name = arch.spec.rpartition(":")[2]
+    name = arch.factory_name
     meta = meta_module(arch, input_shape, num_classes)
     if meta is not None:
         _check_trainable(name, meta)

@@ -45,8 +45,8 @@ def _secagg_deployment(cfg) -> None:
         low = ddg.min_noise_multiplier(honest=honest, cohort=cohort, bits=bits)
         check(s / g >= ddg.SHARE_SIGMA_MIN,
               f"sigma={p.sigma:g} is below {low:.3g}, the smallest noise multiplier whose secure-aggregation shares "
-              "the DDG accounting covers (Kairouz et al. 2021, Theorem 1: each share's discrete Gaussian σ_ℓ ≥ 1/2 "
-              "grid units); raise sigma" + (" or use secagg_bits = 64" if bits == 32 else ""))
+              "fedevo's DDG accounting covers (each share's discrete Gaussian σ_ℓ ≥ 1/2 grid units: fedevo/privacy/"
+              "ddg.py); raise sigma" + (" or use secagg_bits = 64" if bits == 32 else ""))
 
 
 LOCAL = register_trust(Trust("local", "each client noises its own upload"))

@@ -3,12 +3,22 @@ aggregation with distributed noise, as pure keyword-only functions.
 
 Each client scales its clipped update by 1/γ, rounds it to integers (unbiased randomised rounding), adds a
 discrete Gaussian N_Z(0, (s/γ)²) and submits the integer vector to secure aggregation modulo 2^b; the server
-sees only the sum. With n honest clients the noise in the sum is a sum of n discrete Gaussians; Theorem 1 of the
-paper bounds how far that is from one discrete Gaussian (the τ term), Theorem 1's rounding analysis how much
-rounding inflates the L2 sensitivity, and Proposition 14 gives the RDP of the result. We feed Proposition 14 to
-dp-accounting's RDP accountant as zCDP events (no library has the DDG itself). Theorem 1 and Proposition 14 hold
-for shares N_Z(0, σ_ℓ²) with σ_ℓ ≥ 1/2 (σ_ℓ = s/γ, grid units): below it the accountant refuses (no ε is proven
-there), and `min_noise_multiplier` is the smallest noise multiplier whose shares reach it.
+sees only the sum. With n honest clients the noise in the sum is a sum of n discrete Gaussians; the paper's
+Theorem 1 bounds how far that is from one discrete Gaussian (the τ term) and how much rounding inflates the L2
+sensitivity, and its Proposition 14 gives the RDP of the result. We feed Proposition 14 to dp-accounting's RDP
+accountant as zCDP events (no library has the DDG itself).
+
+Source: the formulas are those of the paper's own accounting code, google-research/federated
+distributed_dp/accounting_utils.py (last changed in commit 5e27a86323a3, read at 5e27a86 and at a5af8c4433c9):
+`rounded_l2_norm_bound` (β = 0) and `rounded_l1_norm_bound` for the rounded sensitivities, the τ loop of
+`ddgauss_epsilon`, and `compute_rdp_dgaussian`'s three terms (commented there "Proposition 14 of
+https://arxiv.org/pdf/2102.06387.pdf"), l1/l2 scales over the std √n·σ_ℓ of the summed shares. The paper's text
+was not at hand: theorem and proposition numbers are the code's.
+
+Shares below σ_ℓ = 1/2 (σ_ℓ = s/γ, grid units) are refused: fedevo takes σ_ℓ ≥ 1/2 as the hypothesis of Theorem 1
+and Proposition 14, as remembered, not checked against the paper's text; the reference code applies no such floor
+(nor does TensorFlow Federated's distributed DP aggregator, which allows any noise multiplier ≥ 0). Below it the
+accountant refuses, and `min_noise_multiplier` is the smallest noise multiplier whose shares reach it.
 Modular wrap-around is post-processing of the sum (it changes utility, never privacy); `choose_gamma` picks γ so
 that the sum of the whole deployment cohort wraps only with noise beyond `k` standard deviations.
 """
@@ -23,7 +33,7 @@ from ..errors import FedevoError
 from .accounting import _count, _delta, _pos, eps_rdp
 
 
-SHARE_SIGMA_MIN = 0.5  # Theorem 1 / Proposition 14: each share N_Z(0, σ_ℓ²) with σ_ℓ ≥ 1/2 (grid units)
+SHARE_SIGMA_MIN = 0.5  # shares N_Z(0, σ_ℓ²) below σ_ℓ = 1/2 (grid units) are refused (module doc: unverified)
 WRAP_STDS = 8.0  # choose_gamma's k: the noise sum wraps only beyond this many standard deviations
 
 
@@ -46,12 +56,17 @@ def rounded_l2_bound(*, l2: float, dim: int) -> float:
 
 def ddg_tau(*, local_std: float, honest: int) -> float:
     """τ of Theorem 1: 10·Σ_{k=1}^{n−1} exp(−2π²·σ²·k/(k+1)), σ the local std in integer units, n the honest
-    clients whose noise is counted (0 when n = 1: one discrete Gaussian is exact)."""
+    clients whose noise is counted (0 when n = 1: one discrete Gaussian is exact); summed as the reference code's
+    `ddgauss_epsilon` loop sums it (module doc), each term down to the first that underflows."""
     s, n = _pos("local_std", local_std), _count("honest", honest)
     a = 2.0 * math.pi ** 2 * s * s
-    if a > 700:  # every term underflows
-        return 0.0
-    return 10.0 * sum(math.exp(-a * k / (k + 1.0)) for k in range(1, n))
+    total = 0.0
+    for k in range(1, n):
+        term = math.exp(-a * k / (k + 1.0))
+        if term == 0.0:  # the terms fall with k: every later one is 0.0 too (all of them once a/2 > ~745)
+            break
+        total += term
+    return 10.0 * total
 
 
 def ddg_events(*, clip: float, gamma: float, local_std: float, honest: int, dim: int, rounds: int):
@@ -64,8 +79,8 @@ def ddg_events(*, clip: float, gamma: float, local_std: float, honest: int, dim:
     if n < 1:
         raise FedevoError("the distributed noise needs at least one honest surviving client")
     if s / g < SHARE_SIGMA_MIN:
-        raise FedevoError(f"the DDG accounting (Kairouz et al. 2021, Theorem 1) needs each share's discrete Gaussian "
-                          f"σ_ℓ = local_std/gamma ≥ 1/2 grid units, got {s / g:.3g}")
+        raise FedevoError(f"fedevo's DDG accounting (Kairouz et al. 2021) covers shares whose discrete Gaussian has "
+                          f"σ_ℓ = local_std/gamma ≥ 1/2 grid units only, got {s / g:.3g}")
     d2 = rounded_l2_bound(l2=c / g, dim=d)  # sensitivity in integer units (zero-out one user)
     d1 = d2 * min(math.sqrt(d), d2)  # L1 ≤ √d·L2, and ≤ L2² on the integer grid
     sd = math.sqrt(n) * s / g  # std of the honest noise sum, integer units

@@ -81,10 +81,12 @@ def on_gpu(problem, runner) -> bool:
         return False
 
 
-#: said once where --batch-generation is asked for and the evaluations train on the CPU
-ON_THE_CPU = ("fedevo: --batch-generation on the CPU: each batch trains as one single-threaded program, measured "
-              "0.4-1.3x the speed of one evaluation at a time on the CPU engine (benchmarks/README.md); it is meant "
-              "for GPUs (--no-batch-generation, the default here, is the fast path)")
+def on_the_cpu() -> str:
+    """Said once where batch_generation is asked for and the evaluations train on the CPU (the argument spelt as
+    its caller spells it: errors.arg)."""
+    return (f"fedevo: {arg('batch_generation', True)} on the CPU: each batch trains as one single-threaded program, "
+            "measured 0.4-1.3x the speed of one evaluation at a time on the CPU engine (benchmarks/README.md); it is "
+            f"meant for GPUs ({arg('batch_generation', False)}, the default here, is the fast path)")
 
 
 def split(tasks: Sequence[Task], batches: int) -> list[list[Task]]:
@@ -229,8 +231,8 @@ def batched(runner, runtime, evaluator: Evaluator, problem, eval_kwargs: Mapping
     if not wanted(runtime, evaluator, problem, runner, multi_fidelity=multi_fidelity):
         return runner
     if runtime.batch_generation and not on_gpu(problem, runner):  # asked for (auto batches on a GPU only)
-        print(ON_THE_CPU, file=sys.stderr)
+        print(on_the_cpu(), file=sys.stderr)
     return BatchedRunner(runner, problem, eval_kwargs, batch_size=runtime.batch_size_per_gpu)
 
 
-__all__ = ["BatchedRunner", "ON_THE_CPU", "batched", "check", "on_gpu", "run_batch", "split", "wanted"]
+__all__ = ["BatchedRunner", "batched", "check", "on_gpu", "on_the_cpu", "run_batch", "split", "wanted"]

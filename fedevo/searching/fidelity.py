@@ -39,7 +39,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..errors import FedevoError
+from ..errors import FedevoError, arg
 from ..objectives import as_set
 from .front_math import is_full
 
@@ -78,12 +78,13 @@ def _fraction(v: Any, key: str) -> float:
     return f
 
 
-def parse_ladder(value: Any, key: str = "--fidelity") -> Optional[tuple[float, ...]]:
+def parse_ladder(value: Any, key: str = "") -> Optional[tuple[float, ...]]:
     """The rung ladder of a fidelity setting: None -> None; one fraction F < 1 -> (F, 1.0); 1 -> (1.0,); a list
     (or comma-separated text) of fractions, strictly increasing and ending at 1 -> that tuple. FedevoError (one
-    line naming `key`) otherwise."""
+    line naming `key`, by default the `fidelity` argument as its caller spells it) otherwise."""
     if value is None:
         return None
+    key = key or arg("fidelity")
     if isinstance(value, str) and "," in value:
         value = [p for p in value.split(",")]
     if isinstance(value, (list, tuple)):
@@ -105,18 +106,19 @@ def _show(ladder: Sequence[float]) -> str:
     return ",".join(f"{f:.4g}" for f in ladder)
 
 
-def rung_rounds(ladder: Sequence[float], total: int, key: str = "--fidelity") -> tuple[int, ...]:
+def rung_rounds(ladder: Sequence[float], total: int, key: str = "") -> tuple[int, ...]:
     """Rounds of each rung for a planned total T: ⌊f·T + ½⌋ (half up); FedevoError if one gives fewer than one
-    round or as many as the rung below it."""
+    round or as many as the rung below it (naming `key`, by default the `fidelity` argument)."""
+    key = key or arg("fidelity")
     out: list[int] = []
     for f in ladder:
         r = total if f == 1.0 else int(math.floor(f * total + 0.5))
         if r < 1:
             raise FedevoError(f"{key}: fidelity {f:.4g} of {total} rounds is {f * total:.3g} rounds, fewer than one "
-                              f"(use at least {1 / (2 * total):.3g}, or more --rounds)")
+                              f"(use at least {1 / (2 * total):.3g}, or more {arg('rounds')})")
         if out and r <= out[-1]:
             raise FedevoError(f"{key}: rungs {_show(ladder)} of {total} rounds give {out[-1]} and {r} rounds: two "
-                              "rungs with the same rounds (use fewer rungs or more --rounds)")
+                              f"rungs with the same rounds (use fewer rungs or more {arg('rounds')})")
         out.append(r)
     return tuple(out)
 

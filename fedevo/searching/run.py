@@ -682,7 +682,7 @@ def _search_problem(problem: Problem, space: SearchSpace, objectives=None) -> Se
 def _with_fidelity(settings: SearchSettings, problem: Problem, evaluator: Evaluator) -> SearchSettings:
     """The settings with their rung ladder: --fidelity, else the problem file's top-level `fidelity`; checked
     against the planned rounds and the evaluator (FedevoError, one line, before anything is written)."""
-    key = "--fidelity"
+    key = arg("fidelity")
     if settings.fidelity is None and getattr(problem, "fidelity", None) is not None:
         key = f"problem {problem.name!r}: fidelity"
         settings = replace(settings, fidelity=parse_ladder(problem.fidelity, key))

@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from ..errors import FedevoError
+from ..errors import FedevoError, arg
 from ..result import EvaluationResult
 from . import evaluator as evaluators
 from .fidelity import PROMOTION, promote, rung_rounds
@@ -72,9 +72,9 @@ def check_continues(evaluator, ladder: Optional[Sequence[float]]) -> None:
             name = evaluators.evaluator_spec(evaluator)
         except FedevoError:
             name = repr(evaluator)
-        raise FedevoError(f"--fidelity: the evaluator {name} cannot continue "
+        raise FedevoError(f"{arg('fidelity')}: the evaluator {name} cannot continue "
                           "a training from a lower rung (it offers no `continues`/`planned`: docs/api.md); use "
-                          "fedevo's simulator, or leave --fidelity out")
+                          f"fedevo's simulator, or leave {arg('fidelity')} out")
 
 
 def total_rounds(problem, params: Mapping[str, Any], rounds: Optional[int]) -> int:
@@ -87,7 +87,7 @@ def total_rounds(problem, params: Mapping[str, Any], rounds: Optional[int]) -> i
         return int(problem.sim_config(None).rounds)
 
 
-def check_ladder(problem, ladder: Optional[Sequence[float]], rounds: Optional[int], key: str = "--fidelity") -> None:
+def check_ladder(problem, ladder: Optional[Sequence[float]], rounds: Optional[int], key: str = "") -> None:
     """Refuse a ladder whose rungs give fewer than one round or repeat a round count, at the problem's T (and at
     the low bound of a `rounds` gene)."""
     if ladder is None or len(ladder) <= 1:

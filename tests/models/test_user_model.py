@@ -492,6 +492,14 @@ def test_cost_estimate_counts_the_module(files):
     assert params == 64 * 10 + 10 + 10 * 10 + 10 + 10 * 10 + 10
 
 
+def test_a_factory_is_named_by_its_function():
+    """UserArch.factory_name: the one name the load-time probe (fedevo.problem) and the builder
+    (models/user_module.py) give a factory in their messages, whatever its file's path holds."""
+    assert UserArch("python:/home/me/nets.py:make_model").factory_name == "make_model"
+    assert UserArch("python:C:/Users/me/a:b/nets.py:make_cnn").factory_name == "make_cnn"
+    assert UserArch("my_pkg.models:make").factory_name == "make"
+
+
 @pytest.mark.parametrize("model,expect", [
     ("python:sub/nope.py:make_mlp", r"model file '.*nope\.py' does not exist"),
     ("python:sub/my_models.py:make_nothing", r"model file '.*my_models\.py' has no function 'make_nothing'"),

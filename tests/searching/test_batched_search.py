@@ -114,11 +114,13 @@ def test_a_batched_search_logs_the_unbatched_evaluations(tiny, unbatched, spy, t
 def test_batches_of_a_given_size_and_the_default_off_on_the_cpu(tiny, unbatched, spy, tmp_path, capsys):
     run = fedevo.search(str(tiny), **SIZES, workers=0, out=tmp_path / "B", page=False, batch_size_per_gpu=3)
     assert spy == []  # default: off where the evaluations train on the CPU
-    assert batched.ON_THE_CPU not in capsys.readouterr().err
+    assert batched.on_the_cpu() not in capsys.readouterr().err
     run = fedevo.search(str(tiny), **SIZES, workers=0, out=tmp_path / "C", page=False, batch_generation=True,
                         batch_size_per_gpu=3)
     assert spy == [2, 2, 2, 2]  # 4 in batches of at most 3: two of 2, each generation
-    assert capsys.readouterr().err.count(batched.ON_THE_CPU) == 1  # asked for on the CPU: said once
+    err = capsys.readouterr().err
+    assert err.count(batched.on_the_cpu()) == 1  # asked for on the CPU: said once, as Python spells it:
+    assert "fedevo: batch_generation=True on the CPU" in err and "(batch_generation=False, the default" in err
     _same_evaluations(read_csv(run.path / "evaluations.csv"), unbatched)
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fedevo.errors import FedevoError
+from fedevo.errors import FedevoError, command_line
 from fedevo.searching.fidelity import (expected_per_generation, n_promoted, parse_ladder, promote, rung_rounds,
                                        select_promoted)
 from fedevo.searching.front_math import is_full
@@ -29,9 +29,19 @@ def test_parse_ladder(value, ladder):
     ("1/0", "not a fraction"),
 ])
 def test_bad_ladder_is_one_line_naming_the_key(value, says):
-    with pytest.raises(FedevoError, match="^--fidelity: .*") as e:
+    with pytest.raises(FedevoError, match="^fidelity=: .*") as e:  # from Python: the keyword argument
         parse_ladder(value)
     assert says in str(e.value) and "\n" not in str(e.value)
+    with command_line(), pytest.raises(FedevoError, match="^--fidelity: .*") as e:  # from the CLI: the option
+        parse_ladder(value)
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_rung_messages_spell_fidelity_and_rounds_as_the_caller_does():
+    with pytest.raises(FedevoError, match=r"^fidelity=: fidelity 0\.04 of 10 rounds .*or more rounds=\)$"):
+        rung_rounds((0.04, 1.0), 10)
+    with command_line(), pytest.raises(FedevoError, match=r"^--fidelity: rungs .*or more --rounds\)$"):
+        rung_rounds((0.1, 0.12, 1.0), 10)
 
 
 def test_rung_rounds_round_half_up_and_refuse_empty_or_equal_rungs():

@@ -153,6 +153,10 @@ def test_problem_file_setting_and_an_evaluator_that_cannot_continue(tmp_path):
                 "--out", tmp_path / "b")
     assert r.returncode == 2 and "cannot continue a training" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert not (tmp_path / "b").exists()
+    with pytest.raises(FedevoError, match=r"^fidelity=: the evaluator .* cannot continue .* or leave fidelity= out$"):
+        search(SearchSettings(problem="digits_mlp_local", pop=4, gen=1, rounds=9, fidelity=(1 / 3, 1.0),
+                              evaluator="tests.searching.search_fakes:fake_evaluate"), tmp_path / "b2", SERIAL)
+    assert not (tmp_path / "b2").exists()
     good = toy_problem_file(tmp_path, "")
     good.write_text("fidelity = 0.34\n" + good.read_text())
     out = tmp_path / "c"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import fedevo
-from fedevo.errors import FedevoError
+from fedevo.errors import FedevoError, command_line
 from fedevo.problem import load_problem
 from fedevo.searching import optimizers
 from fedevo.searching.run import _search_problem
@@ -34,7 +34,9 @@ def _rows(path):
 def test_registry_names_every_optimiser_once():
     assert set(optimizers.names()) >= {"nsga3", "random", "gp", "tpe"}
     assert optimizers.DEFAULT == "nsga3"
-    with pytest.raises(FedevoError, match="--optimizer: unknown optimiser 'cmaes'; choose one of nsga3"):
+    with pytest.raises(FedevoError, match="^optimizer=: unknown optimiser 'cmaes'; choose one of nsga3"):
+        optimizers.get("cmaes")  # from Python: the keyword argument; from the CLI: the option
+    with command_line(), pytest.raises(FedevoError, match="^--optimizer: unknown optimiser 'cmaes'; choose one of"):
         optimizers.get("cmaes")
 
 
@@ -141,6 +143,13 @@ def test_bad_optimizer_is_one_line_nothing_written(tmp_path, value):
     assert r.returncode != 0
     assert r.stderr.startswith(f"fedevo: error: --optimizer: unknown optimiser {value!r}; choose one of "), r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_bad_optimizer_from_python_names_the_keyword(tmp_path):
+    out = tmp_path / "R"
+    with pytest.raises(FedevoError, match="^optimizer=: unknown optimiser 'cmaes'; choose one of ") as e:
+        fedevo.search(str(toy_problem_file(tmp_path)), optimizer="cmaes", out=out, page=False, evaluator=FAKE)
+    assert "--" not in str(e.value) and not out.exists()
 
 
 

@@ -141,6 +141,17 @@ def test_bad_warm_starts_are_one_line(earlier, tmp_path, capsys):
         assert not out.exists()
 
 
+def test_bad_warm_starts_from_python_name_the_keyword(earlier, tmp_path):
+    """From Python the messages name `init_from=` as the call spells it, not the CLI's --init-from."""
+    for init_from, says in [(tmp_path / "nowhere", "init_from=: "),
+                            (earlier, f"init_from={earlier.resolve()}: that run searched problem 'digits_mlp_local'")]:
+        out = tmp_path / "new"
+        with pytest.raises(FedevoError) as e:
+            _search(out, problem="digits_mlp", pop=8, gen=1, init_from=init_from)
+        assert str(e.value).startswith(says) and "--init-from" not in str(e.value), str(e.value)
+        assert not out.exists()
+
+
 def test_other_genes_are_refused(earlier, tmp_path):
     text = load_run(earlier).problem.path
     src = open(text).read().replace("low = 16, high = 128", "low = 16, high = 64")

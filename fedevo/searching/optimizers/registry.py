@@ -34,7 +34,7 @@ def get(name: str) -> type[Optimizer]:
 
     if is_spec(name):
         return load(name)
-    raise FedevoError(f"--optimizer: unknown optimiser {name!r}; choose one of {', '.join(_REGISTRY)}, or your own "
+    raise FedevoError(f"{arg('optimizer')}: unknown optimiser {name!r}; choose one of {', '.join(_REGISTRY)}, or your own "
                       "as 'python:FILE.py:Class' or 'module:Class'") from None
 
 

@@ -243,8 +243,8 @@ def retrain(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no table."),
 ) -> None:
     """Retrain picked Pareto solutions and the standard solution (dense, no privacy) for --rounds rounds;
-    write RUN_DIR/retrain/report.csv, report.md and curves.html (seed 004's Tables 5–6; retrain-2/, ... when an
-    earlier report exists: nothing is overwritten)."""
+    write RUN_DIR/retrain/report.csv, report.md, curves.html and results.json (seed 004's Tables 5–6; retrain-2/,
+    ... when an earlier report exists: nothing is overwritten)."""
     from .. import api
     from ..errors import RetrainFailedError
     from ..problem import parse_params

@@ -102,3 +102,13 @@ def test_fedevo_help_gives_each_command_its_first_paragraph_as_one_line(monkeypa
         first = " ".join(inspect.cleandoc(info.callback.__doc__).split("\n\n")[0].split())
         name = info.name or info.callback.__name__
         assert f"{name} {first}" in lines, (name, [ln for ln in lines if ln.startswith(name)])
+
+
+def test_fedevo_version(capsys):
+    """`fedevo --version` (docs/search.md) prints the installed version; it was 'No such option: --version'."""
+    import fedevo
+    from fedevo.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == f"fedevo {fedevo.__version__}\n"

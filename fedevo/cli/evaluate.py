@@ -83,8 +83,11 @@ def examples(
     dest.mkdir(parents=True, exist_ok=True)
     for f in files:
         (dest / f.name).write_bytes(f.read_bytes())
+    where = dest.resolve()
+    said = f"its commands run from {where.parent}" if where.name == "examples" else \
+        f"its commands name the folder examples/: run them from {where.parent} with {where.name}/ in its place"
     print(f"wrote {len(files)} files to {dest}/ ({', '.join(f.name for f in files)}); start with "
-          f"{dest / 'README.md'} (its commands run from {dest.resolve().parent})")
+          f"{dest / 'README.md'} ({said})")
 
 
 @app.command()

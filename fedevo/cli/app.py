@@ -25,3 +25,11 @@ def _print_version(value: bool) -> None:
 def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                        help="Print fedevo's version and exit.")) -> None:
     pass
+
+
+def stderr_is_terminal() -> bool:
+    """Whether a progress bar can be drawn on stderr: a transient rich bar in a log or a pipe is never drawn but
+    leaves an empty line when it stops (before an error's one line, or after a result)."""
+    from rich.console import Console
+
+    return Console(stderr=True).is_terminal

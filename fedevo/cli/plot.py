@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from .app import app
+from .app import app, stderr_is_terminal
 from .stopped import stopped
 
 _PICK_HELP = ("Solutions to retrain, comma-separated: an evaluation id (12), knee, lowest-NAME[:N] for any objective "
@@ -254,7 +254,7 @@ def retrain(
                   gpus_per_task=gpus_per_task, ray_address=ray_address, cpus_per_task=cpus_per_task)
     failed = None
     try:
-        if quiet:
+        if quiet or not stderr_is_terminal():  # no bar in a log or a pipe (it left an empty line there)
             report = api.retrain(run_dir, pick, **kwargs)
         else:
             report = _retrain_with_bar(run_dir, pick, kwargs, rounds)

@@ -232,3 +232,10 @@ def test_a_problem_of_ones_own_evaluator_is_refused_saying_why(tmp_path, capsys)
         assert code == 2 and err.count("\n") == 1, err
         assert err.startswith("fedevo: error: fedevo audit needs fedevo's own simulator") and "own evaluator" in err
     assert not (tmp_path / "R" / "audit").exists()
+
+
+def test_without_quiet_stderr_holds_no_empty_line(tmp_path, capsys):
+    """Without --quiet, stderr a pipe or a log: the transient progress bar is never drawn there but left an empty
+    line on stderr when it stopped."""
+    code, out, err = cli(["audit", "--problem", "digits_mlp", "--rounds", "1", "--out", tmp_path / "A"], capsys)
+    assert code in (0, 3) and err == "" and "privacy audit" in out

@@ -158,6 +158,9 @@ def front(
         c.print((f"a search is writing this run ({n} of {of} evaluations so far{note})" if state == "running" else
                  f"the search stopped before its end ({n} of {of} evaluations{note}; `fedevo resume {run_dir}` continues "
                  "it)") + "; front.csv holds the generations finished so far", highlight=False, markup=False)
+    elif data.budget_note():  # ended by another budget than --gen: 'generations 2/1000' would say nothing
+        c.print(f"generations {data.generations}/{data.settings.gen} ({data.budget_note()})", highlight=False,
+                markup=False)
 
 
 def _why_no_front(data) -> str:

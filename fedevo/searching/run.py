@@ -74,7 +74,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..dirlock import LOCK, hold
+from ..dirlock import LOCK, hold, is_held
 from ..errors import DiskFullError, FedevoError, RunInUseError, SearchStoppedError, arg, one_line
 from ..guards import check_workers, check_writable_dir
 from ..problem import Problem, load_problem
@@ -176,6 +176,9 @@ def _refuse_nonempty(out: Path, ident: str) -> None:
         except (OSError, ValueError):
             same = False
         if same:
+            if is_held(out):  # its search or a resume runs now: 'continue it with fedevo resume' would be refused
+                raise RunInUseError(f"{arg('out', out)} holds this run, and another fedevo process is running it now; "
+                                    "nothing was changed")
             stop = read_stop(out)
             if stop is None:
                 raise FedevoError(f"{arg('out', out)} already holds this run; continue it with `fedevo resume {out}`")

@@ -176,6 +176,14 @@ def test_out_holding_another_run_is_refused_and_untouched(tmp_path):
     (out / "stop.json").unlink()
     with pytest.raises(FedevoError, match="already holds this run; continue it with `fedevo resume"):
         run_fake(out, seed=1)
+    from fedevo.dirlock import hold
+
+    held = hold(out, FedevoError("busy"))  # as a search or resume of it running now: a resume would be refused
+    try:
+        with pytest.raises(FedevoError, match="holds this run, and another fedevo process is running it now"):
+            run_fake(out, seed=1)
+    finally:
+        held.close()
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")

@@ -34,8 +34,8 @@ def get(name: str) -> type[Optimizer]:
 
     if is_spec(name):
         return load(name)
-    raise FedevoError(f"--optimizer: unknown optimiser {name!r}; choose one of {', '.join(_REGISTRY)}, or your own "
-                      "as 'python:FILE.py:Class' or 'module:Class'") from None
+    raise FedevoError(f"{arg('optimizer', repr(name))}: unknown optimiser; choose one of {', '.join(_REGISTRY)}, or "
+                      "your own as 'python:FILE.py:Class' or 'module:Class'") from None
 
 
 def check_name(name: Any) -> str:

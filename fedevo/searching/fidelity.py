@@ -39,7 +39,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..errors import FedevoError
+from ..errors import FedevoError, arg
 from ..objectives import as_set
 from .front_math import is_full
 
@@ -78,12 +78,13 @@ def _fraction(v: Any, key: str) -> float:
     return f
 
 
-def parse_ladder(value: Any, key: str = "--fidelity") -> Optional[tuple[float, ...]]:
+def parse_ladder(value: Any, key: Optional[str] = None) -> Optional[tuple[float, ...]]:
     """The rung ladder of a fidelity setting: None -> None; one fraction F < 1 -> (F, 1.0); 1 -> (1.0,); a list
     (or comma-separated text) of fractions, strictly increasing and ending at 1 -> that tuple. FedevoError (one
-    line naming `key`) otherwise."""
+    line naming `key`: by default the argument as its caller spells it, --fidelity or fidelity=) otherwise."""
     if value is None:
         return None
+    key = arg("fidelity") if key is None else key
     if isinstance(value, str) and "," in value:
         value = [p for p in value.split(",")]
     if isinstance(value, (list, tuple)):

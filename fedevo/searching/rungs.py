@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from ..errors import FedevoError
+from ..errors import FedevoError, arg
 from ..result import EvaluationResult
 from . import evaluator as evaluators
 from .fidelity import PROMOTION, promote, rung_rounds
@@ -72,9 +72,9 @@ def check_continues(evaluator, ladder: Optional[Sequence[float]]) -> None:
             name = evaluators.evaluator_spec(evaluator)
         except FedevoError:
             name = repr(evaluator)
-        raise FedevoError(f"--fidelity: the evaluator {name} cannot continue "
+        raise FedevoError(f"{arg('fidelity')}: the evaluator {name} cannot continue "
                           "a training from a lower rung (it offers no `continues`/`planned`: docs/api.md); use "
-                          "fedevo's simulator, or leave --fidelity out")
+                          f"fedevo's simulator, or leave {arg('fidelity')} out")
 
 
 def total_rounds(problem, params: Mapping[str, Any], rounds: Optional[int]) -> int:

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import FedevoError
+from ..errors import FedevoError, arg
 from ..problem import Problem
 from .space import SearchSpace
 
@@ -37,18 +37,18 @@ def front_params(run_dir: Path | str, problem: Problem, pop: int) -> tuple[tuple
     try:
         data = load_run(run_dir, reading=True)  # its front and genes: none of its files needed
     except FedevoError as e:
-        raise FedevoError(f"--init-from: {e}") from None
+        raise FedevoError(f"{arg('init_from')}: {e}") from None
     if data.problem.name != problem.name:
-        raise FedevoError(f"--init-from {run_dir}: that run searched problem {data.problem.name!r}, not "
+        raise FedevoError(f"{arg('init_from', run_dir)}: that run searched problem {data.problem.name!r}, not "
                           f"{problem.name!r}; a warm start needs the same problem")
     mine, theirs = SearchSpace.from_problem(problem).describe(), SearchSpace.from_problem(data.problem).describe()
     if mine != theirs:
         diff = next((a["gene"] for a, b in zip(mine, theirs) if a != b), None) or "the gene list"
-        raise FedevoError(f"--init-from {run_dir}: problem {problem.name!r} has other genes there than here "
+        raise FedevoError(f"{arg('init_from', run_dir)}: problem {problem.name!r} has other genes there than here "
                           f"({diff} differs); a warm start needs the same genes")
     front = sorted(data.front, key=lambda r: r["id"])
     if not front:
-        raise FedevoError(f"--init-from {run_dir}: the run has no front yet (no full-fidelity evaluation "
+        raise FedevoError(f"{arg('init_from', run_dir)}: the run has no front yet (no full-fidelity evaluation "
                           f"finished ok); nothing to start from")
     ids = [int(r["id"]) for r in front]
     if len(front) > pop:

@@ -29,9 +29,13 @@ def test_parse_ladder(value, ladder):
     ("1/0", "not a fraction"),
 ])
 def test_bad_ladder_is_one_line_naming_the_key(value, says):
-    with pytest.raises(FedevoError, match="^--fidelity: .*") as e:
+    from fedevo.errors import command_line
+
+    with pytest.raises(FedevoError, match="^fidelity=: .*") as e:  # from Python: the keyword (it said --fidelity)
         parse_ladder(value)
     assert says in str(e.value) and "\n" not in str(e.value)
+    with command_line(), pytest.raises(FedevoError, match="^--fidelity: .*"):
+        parse_ladder(value)
 
 
 def test_rung_rounds_round_half_up_and_refuse_empty_or_equal_rungs():

@@ -118,6 +118,11 @@ def test_fedevo_examples_writes_the_examples_and_never_overwrites(tmp_path, caps
 
     code, out, err = run_cli(["examples", str(tmp_path / "ex")], capsys)
     assert code == 0, err
+    # its README's commands name examples/: 'they run from TMP' was wrong for another folder name
+    assert out.rstrip().endswith(f"(its commands name the folder examples/: run them from {tmp_path.resolve()} with "
+                                 "ex/ in its place)"), out
+    code, out, err = run_cli(["examples", str(tmp_path / "examples")], capsys)
+    assert code == 0 and out.rstrip().endswith(f"(its commands run from {tmp_path.resolve()})"), (out, err)
     written = sorted(p.name for p in (tmp_path / "ex").iterdir())
     assert written == sorted(p.name for p in EXAMPLES.iterdir() if p.suffix in (".md", ".py", ".toml"))
     assert all((tmp_path / "ex" / n).read_bytes() == (EXAMPLES / n).read_bytes() for n in written)

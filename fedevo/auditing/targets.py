@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..config import SimConfig
+from ..errors import FedevoError
 from .run import check_supported
 
 
@@ -20,6 +21,14 @@ class Target:
     eps_search: Optional[float] = None
 
 
+def simulated(problem) -> None:
+    """An audit inserts canaries into fedevo's own training: a problem that a user's evaluator trains is refused in
+    one line that says so (it said 'no simulator configuration')."""
+    if not problem.simulated:
+        raise FedevoError(f"fedevo audit needs fedevo's own simulator (it trains the configuration with canary users "
+                          f"inserted); problem {problem.name!r} is trained by its own evaluator {problem.evaluator!r}")
+
+
 def from_run(run_dir: Path | str, spec: str, data_dir: Optional[str] = None,
              rounds: Optional[int] = None) -> list[Target]:
     """The picks of a run as searched; `data_dir`: where the run's data are now, if they moved; `rounds`: at that
@@ -29,6 +38,7 @@ def from_run(run_dir: Path | str, spec: str, data_dir: Optional[str] = None,
     from ..searching.rundata import load_run
 
     data = load_run(run_dir)  # FedevoError: not a run, or no evaluations
+    simulated(data.problem)
     check_inputs(data.meta, Path(run_dir), action="audit")  # its data and code files are those it searched
     out = []
     for p in data.pick(spec):  # the one resolver (its chance bar): the same ids as front, retrain, plot, the API
@@ -48,6 +58,7 @@ def from_problem(problem, params: Optional[dict[str, Any]] = None, *, seed: int 
     from ..problem import Problem, load_problem
 
     prob = problem if isinstance(problem, Problem) else load_problem(problem)
+    simulated(prob)
     cfg = prob.sim_config(params, rounds=rounds, data_dir=data_dir)
     check_supported(cfg)
     return [Target(label=prob.name, cfg=cfg, seed=seed, params=prob.resolve(params))]

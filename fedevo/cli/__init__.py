@@ -15,6 +15,19 @@ from . import plot as _plot  # noqa: F401
 from . import audit as _audit  # noqa: F401
 
 
+def _short_helps() -> None:
+    """Each command's line in `fedevo --help`: its docstring's first paragraph as one line, for the terminal to wrap
+    (typer's rich mode keeps the docstring's own line breaks there: 'out of the installed' / 'package, ...')."""
+    import inspect
+
+    for info in app.registered_commands:
+        if info.short_help is None and info.callback is not None and info.callback.__doc__:
+            info.short_help = " ".join(inspect.cleandoc(info.callback.__doc__).split("\n\n")[0].split())
+
+
+_short_helps()
+
+
 def _terminate(signum, frame) -> None:
     Terminated.received = True
     raise Terminated()

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from .app import app
+from .app import app, stderr_is_terminal
 from .stopped import stopped
 
 EXIT_VIOLATION = 3
@@ -40,7 +40,8 @@ def audit(
     kwargs = dict(problem=problem, params=None if params is None else parse_params(params), seed=seed, rounds=rounds,
                   canaries=canaries, confidence=confidence, out=out, data_dir=data_dir)
     try:
-        results = api.audit(run_dir, pick, **kwargs) if quiet or as_json else _audit_with_bar(run_dir, pick, kwargs)
+        results = api.audit(run_dir, pick, **kwargs) if quiet or as_json or not stderr_is_terminal() \
+            else _audit_with_bar(run_dir, pick, kwargs)
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: audit.json and audit.html are all or nothing
         raise stopped(e, "nothing was written (audit.json and audit.html are written once every configuration "
                          "is audited); run the same command again to audit") from None

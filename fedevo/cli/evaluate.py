@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .app import app
+from .app import app, stderr_is_terminal
 
 EVAL_TIMEOUT_HELP = ("Seconds one evaluation may take; a longer one is stopped and marked failed (default: the "
                      "problem file's `eval_timeout`, else no limit).")
@@ -83,8 +83,11 @@ def examples(
     dest.mkdir(parents=True, exist_ok=True)
     for f in files:
         (dest / f.name).write_bytes(f.read_bytes())
+    where = dest.resolve()
+    said = f"its commands run from {where.parent}" if where.name == "examples" else \
+        f"its commands name the folder examples/: run them from {where.parent} with {where.name}/ in its place"
     print(f"wrote {len(files)} files to {dest}/ ({', '.join(f.name for f in files)}); start with "
-          f"{dest / 'README.md'} (its commands run from {dest.resolve().parent})")
+          f"{dest / 'README.md'} ({said})")
 
 
 @app.command()
@@ -117,7 +120,7 @@ def evaluate(
 
         with stdout_to_stderr():
             res = api.evaluate(prob, overrides, **kwargs)
-    elif quiet:
+    elif quiet or not stderr_is_terminal():  # a log or a pipe: a transient bar ends with an empty line there
         res = api.evaluate(prob, overrides, **kwargs)
     else:  # the bar appears once every check has passed (progress(0)), so a bad input stays one line
         from rich.console import Console

@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from .app import app
+from .app import app, stderr_is_terminal
 from .stopped import stopped
 
 _PICK_HELP = ("Solutions to retrain, comma-separated: an evaluation id (12), knee, lowest-NAME[:N] for any objective "
@@ -158,6 +158,9 @@ def front(
         c.print((f"a search is writing this run ({n} of {of} evaluations so far{note})" if state == "running" else
                  f"the search stopped before its end ({n} of {of} evaluations{note}; `fedevo resume {run_dir}` continues "
                  "it)") + "; front.csv holds the generations finished so far", highlight=False, markup=False)
+    elif data.budget_note():  # ended by another budget than --gen: 'generations 2/1000' would say nothing
+        c.print(f"generations {data.generations}/{data.settings.gen} ({data.budget_note()})", highlight=False,
+                markup=False)
 
 
 def _why_no_front(data) -> str:
@@ -243,8 +246,8 @@ def retrain(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no table."),
 ) -> None:
     """Retrain picked Pareto solutions and the standard solution (dense, no privacy) for --rounds rounds;
-    write RUN_DIR/retrain/report.csv, report.md and curves.html (seed 004's Tables 5–6; retrain-2/, ... when an
-    earlier report exists: nothing is overwritten)."""
+    write RUN_DIR/retrain/report.csv, report.md, curves.html and results.json (seed 004's Tables 5–6; retrain-2/,
+    ... when an earlier report exists: nothing is overwritten)."""
     from .. import api
     from ..errors import RetrainFailedError
     from ..problem import parse_params
@@ -254,7 +257,7 @@ def retrain(
                   gpus_per_task=gpus_per_task, ray_address=ray_address, cpus_per_task=cpus_per_task)
     failed = None
     try:
-        if quiet:
+        if quiet or not stderr_is_terminal():  # no bar in a log or a pipe (it left an empty line there)
             report = api.retrain(run_dir, pick, **kwargs)
         else:
             report = _retrain_with_bar(run_dir, pick, kwargs, rounds)

@@ -147,7 +147,8 @@ def _torchvision_sets(name: str, data_dir: Optional[str], download: bool):
 
     cls = {"mnist": tvd.MNIST, "cifar10": tvd.CIFAR10, "fashion": tvd.FashionMNIST}[name]
     if not data_dir:
-        raise DataNotFoundError(f"dataset {name!r} needs --data-dir DIR (torchvision layout); {DOWNLOAD_HINT}")
+        raise DataNotFoundError(f"dataset {name!r} needs --data-dir DIR (torchvision layout); " + (
+            "--download fetches it into that DIR" if download else DOWNLOAD_HINT))
     if not Path(data_dir).is_dir() and not download:
         raise DataNotFoundError(f"--data-dir {data_dir!r} does not exist; point it at a copy of {name}, or "
                                 f"{DOWNLOAD_HINT}")

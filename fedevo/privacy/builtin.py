@@ -88,6 +88,10 @@ def _update_rules(pc) -> None:
     if t == SECAGG.name:
         check(pc.aggregation == SECAGG.name,
               "trust 'secagg' needs aggregation = \"secagg\" (the server may only see the masked sum)")
+    check(not (t == CENTRAL.name and pc.aggregation == SECAGG.name),
+          "aggregation 'secagg' is not simulated under trust 'central' (the trusted server sees the clipped updates "
+          "and adds the noise; neither the masking nor its communication would be counted): use trust = \"secagg\" "
+          "(the noise in shares under secure aggregation) or aggregation = \"plain\"")
 
 
 def _signds_rules(pc) -> None:

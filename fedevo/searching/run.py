@@ -74,7 +74,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..dirlock import LOCK, hold
+from ..dirlock import LOCK, hold, is_held
 from ..errors import DiskFullError, FedevoError, RunInUseError, SearchStoppedError, arg, one_line
 from ..guards import check_workers, check_writable_dir
 from ..problem import Problem, load_problem
@@ -83,7 +83,8 @@ from . import batched
 from . import evaluator as evaluators
 from . import optimizers
 from .optimizers.user import is_spec
-from .budgets import STOP_FILE, batch_size, describe_change, raised, stop_in_force, stop_record, write_raised
+from .budgets import (STOP_FILE, batch_size, describe_change, raised, read_stop, stop_in_force, stop_record,
+                      write_raised)
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import dumps, latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
@@ -175,7 +176,16 @@ def _refuse_nonempty(out: Path, ident: str) -> None:
         except (OSError, ValueError):
             same = False
         if same:
-            raise FedevoError(f"{arg('out', out)} already holds this run; continue it with `fedevo resume {out}`")
+            if is_held(out):  # its search or a resume runs now: 'continue it with fedevo resume' would be refused
+                raise RunInUseError(f"{arg('out', out)} holds this run, and another fedevo process is running it now; "
+                                    "nothing was changed")
+            stop = read_stop(out)
+            if stop is None:
+                raise FedevoError(f"{arg('out', out)} already holds this run; continue it with `fedevo resume {out}`")
+            way = "" if stop.get("reason") == "exhausted" else \
+                f"; to search on, raise a budget: `fedevo resume {out} --budget N`"
+            raise FedevoError(f"{arg('out', out)} already holds this run, finished ({stop.get('why', 'ended')}); "
+                              f"nothing was changed (see `fedevo front {out}`{way})")
         raise FedevoError(f"{arg('out', out)} holds a different run; choose another {arg('out')} (nothing was "
                           "overwritten)")
     raise FedevoError(f"{arg('out', out)} is not empty and holds no fedevo run; choose another {arg('out')} "

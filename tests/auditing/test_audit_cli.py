@@ -216,3 +216,26 @@ def test_an_audit_of_uploads_without_noise_has_an_infinite_upper_bound(tmp_path)
         (r,) = fedevo.audit(problem=str(prob), canaries=64, write=False)
     assert r.eps_upper == math.inf and r.verdict != "VIOLATION"
     assert r.bound.guesses == r.bound.correct == 64 and r.eps_lower > 0 and r.eps_estimate == math.inf
+
+
+def test_a_problem_of_ones_own_evaluator_is_refused_saying_why(tmp_path, capsys):
+    """fedevo audit of a problem (or a run) that a user's evaluator trains said 'it has no simulator
+    configuration'; it says that the audit needs fedevo's own simulator."""
+    from pathlib import Path
+
+    import fedevo
+
+    toml = Path(fedevo.__file__).parent / "examples" / "own_training.toml"
+    run = fedevo.search(str(toml), pop=4, gen=1, workers=0, seed=0, out=tmp_path / "R", page=False)
+    for argv in (["--problem", str(toml)], [str(run.path), "--pick", "knee"]):
+        code, out, err = cli(["audit", *argv], capsys)
+        assert code == 2 and err.count("\n") == 1, err
+        assert err.startswith("fedevo: error: fedevo audit needs fedevo's own simulator") and "own evaluator" in err
+    assert not (tmp_path / "R" / "audit").exists()
+
+
+def test_without_quiet_stderr_holds_no_empty_line(tmp_path, capsys):
+    """Without --quiet, stderr a pipe or a log: the transient progress bar is never drawn there but left an empty
+    line on stderr when it stopped."""
+    code, out, err = cli(["audit", "--problem", "digits_mlp", "--rounds", "1", "--out", tmp_path / "A"], capsys)
+    assert code in (0, 3) and err == "" and "privacy audit" in out

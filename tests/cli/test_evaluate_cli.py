@@ -32,6 +32,15 @@ def test_bad_input_one_line_exit_2(argv, msg, capsys):
     assert msg in err and err.count("\n") == 1 and out == ""
 
 
+def test_without_quiet_an_error_is_still_one_line_and_a_result_its_lines_alone(capsys):
+    """Without --quiet, stderr a pipe or a log: the progress bar (transient, drawn only in a terminal) left an empty
+    line before the error of a check made once training had begun (a missing dataset), and one after a result."""
+    code, out, err = run(["evaluate", "--problem", "mnist_mlp"], capsys)
+    assert code == 2 and err.startswith("fedevo: error: dataset 'mnist' needs --data-dir") and err.count("\n") == 1
+    code, out, err = run(["evaluate", "--rounds", "1"], capsys)
+    assert code == 0 and out.startswith("digits_mlp seed=0 status=ok") and err == ""
+
+
 def test_malformed_toml(tmp_path, capsys):
     f = tmp_path / "x.toml"
     f.write_text("dataset = [")

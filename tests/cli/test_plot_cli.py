@@ -52,3 +52,11 @@ def test_out_never_replaces_a_page_of_another_run(run, tmp_path, capsys):
     assert page.read_text() == "<title>fedevo — other</title>"
     code, out, err = cli(["plot", run, "--out", tmp_path / "elsewhere.html"], capsys)
     assert code in (0, None), err
+
+
+def test_retrain_without_quiet_leaves_no_empty_line_on_stderr(run, tmp_path, capsys):
+    """Without --quiet, stderr a pipe or a log: the transient progress bar is never drawn there but left an empty
+    line on stderr when it stopped; the table still goes to stdout."""
+    code, out, err = cli(["retrain", run, "--pick", "knee", "--rounds", "1", "--workers", "0", "--out",
+                          tmp_path / "R"], capsys)
+    assert code in (0, None) and err == "" and "digits_mlp_local: 1 rounds" in out

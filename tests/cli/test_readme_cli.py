@@ -83,3 +83,32 @@ def test_quick_start_commands_work_with_several_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "Pareto set of digits_mlp" in r.stdout
     assert r.stdout.strip().endswith("RUN=runs/digits_mlp-20260102-000000/")  # the newest
+
+
+def test_fedevo_help_gives_each_command_its_first_paragraph_as_one_line(monkeypatch, capsys):
+    """`fedevo --help` listed a command's docstring with its own line breaks ('Copy the examples ... out of the
+    installed' / 'package, so that ...'), half-empty lines in a narrow terminal; at a width that fits them, each
+    command's first paragraph is one line now."""
+    import inspect
+
+    from fedevo.cli import app, main
+
+    monkeypatch.setenv("COLUMNS", "400")
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    lines = [" ".join(ln.strip(" │").split()) for ln in capsys.readouterr().out.splitlines()]
+    for info in app.registered_commands:
+        first = " ".join(inspect.cleandoc(info.callback.__doc__).split("\n\n")[0].split())
+        name = info.name or info.callback.__name__
+        assert f"{name} {first}" in lines, (name, [ln for ln in lines if ln.startswith(name)])
+
+
+def test_fedevo_version(capsys):
+    """`fedevo --version` (docs/search.md) prints the installed version; it was 'No such option: --version'."""
+    import fedevo
+    from fedevo.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == f"fedevo {fedevo.__version__}\n"

@@ -73,6 +73,10 @@ def test_fashion_data_dir_given_is_used_or_refused(tmp_path, monkeypatch, kind):
 def test_mnist_needs_data_dir(tmp_path):
     with pytest.raises(DataNotFoundError, match="--data-dir"):
         datasets._read("mnist", None, False)
+    # --download without --data-dir: 'add --download' told the user to add what they had given
+    with pytest.raises(DataNotFoundError, match=r"needs --data-dir DIR \(torchvision layout\); --download fetches it "
+                                                r"into that DIR$"):
+        datasets._read("mnist", None, True)
     with pytest.raises(DataNotFoundError, match="does not exist.*--download"):
         datasets._read("mnist", str(tmp_path / "missing"), False)
     with pytest.raises(DataNotFoundError, match="--download"):

@@ -49,6 +49,17 @@ def test_rules_come_from_the_mechanism_and_the_trust_model():
     assert registry.trust_implies("secagg") == {"aggregation": "secagg"}
 
 
+def test_secure_aggregation_under_central_trust_is_refused_not_ignored():
+    """`aggregation = "secagg"` under trust 'central' was accepted and ignored (the central mechanism has no
+    secure aggregator: plain aggregation, comm without the protocol's words, nothing in the privacy summary);
+    it is refused now, naming the trust model that does simulate it. Without privacy it is simulated, and kept."""
+    with pytest.raises(FedevoError, match="aggregation 'secagg' is not simulated under trust 'central'.*"
+                                          "use trust = \"secagg\""):
+        PrivacyConfig(mechanism="update", sigma=1.0, clip=1.0, trust="central", aggregation="secagg")
+    assert PrivacyConfig(mechanism="update", sigma=1.0, clip=1.0, trust="secagg", aggregation="secagg")
+    assert PrivacyConfig(mechanism="none", trust="central", aggregation="secagg").aggregation == "secagg"
+
+
 def test_problem_keys_come_from_the_registry():
     from fedevo.problem import PRIVACY_KEYS, privacy_keys
 

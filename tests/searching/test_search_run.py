@@ -166,9 +166,24 @@ def test_out_holding_another_run_is_refused_and_untouched(tmp_path):
     before = digest(out)
     with pytest.raises(FedevoError, match="different run"):
         run_fake(out, seed=2)
-    with pytest.raises(FedevoError, match="already holds this run.*fedevo resume"):
+    # the same command again on a finished run: `fedevo resume OUT` alone would refuse it ("nothing to resume"),
+    # so the line says it is finished and how to go on; a run stopped before its end is sent to resume
+    with pytest.raises(FedevoError, match=r"already holds this run, finished \(--gen batches done\); nothing was changed "
+                                          r"\(see `fedevo front .*`; to search on, raise a budget: `fedevo resume "
+                                          r".* --budget N`\)"):
         run_fake(out, seed=1)
     assert digest(out) == before
+    (out / "stop.json").unlink()
+    with pytest.raises(FedevoError, match="already holds this run; continue it with `fedevo resume"):
+        run_fake(out, seed=1)
+    from fedevo.dirlock import hold
+
+    held = hold(out, FedevoError("busy"))  # as a search or resume of it running now: a resume would be refused
+    try:
+        with pytest.raises(FedevoError, match="holds this run, and another fedevo process is running it now"):
+            run_fake(out, seed=1)
+    finally:
+        held.close()
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")

@@ -130,7 +130,7 @@ def test_a_class_run_json_cannot_name_is_refused(tmp_path):
     (f"{MOD}:NoTell", "NoTell does not implement restore, state, tell"),
     (f"{MOD}:NoAlgorithm", "NoAlgorithm does not implement algorithm"),
     ("python:nowhere.py:X", "optimizer file"),
-    ("cmaes", "unknown optimiser 'cmaes'"),
+    ("cmaes", "optimizer=: unknown optimiser 'cmaes'"),
 ])
 def test_what_cannot_be_an_optimiser_is_one_line_before_the_run_directory(tmp_path, spec, message):
     with pytest.raises(FedevoError, match=message):

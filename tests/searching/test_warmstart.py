@@ -158,5 +158,5 @@ def test_other_genes_are_refused(earlier, tmp_path):
     assert src != open(text).read()
     other = tmp_path / "digits_mlp_local.toml"
     other.write_text(src)
-    with pytest.raises(FedevoError, match="units differs"):
+    with pytest.raises(FedevoError, match="^init_from=.*units differs"):  # from Python: the keyword, not --init-from
         front_params(earlier, load_problem(str(other)), 8)

@@ -6,6 +6,7 @@ against --gen: with a time budget alone --gen is a cap of 1000 batches nobody as
 import fedevo
 from fedevo.searching.rundata import load_run
 
+from tests.helpers import run_cli
 from tests.searching.search_helpers import FAKE, toy_problem_file
 
 
@@ -16,19 +17,28 @@ def slow(problem, params, *, seed, rounds=None, data_dir=None):
     return {"error": 0.5, "comm": 10.0 + params["lr"], "eps": 1.0 + params["sigma"]}
 
 
-def test_a_time_budget_search_says_what_ended_it(tmp_path):
+def test_a_time_budget_search_says_what_ended_it(tmp_path, capsys):
     run = fedevo.search(str(toy_problem_file(tmp_path)), optimizer="random", pop=2, time_budget=0.3, seed=0,
                         workers=0, out=tmp_path / "R", evaluator=slow, page=False)
     g = run.summary.generations
     assert run.summary.stop == "time_budget" and 1 <= g < 1000
     said = f"generations {g}/1000 (ended: --time-budget seconds reached)"
     assert said in fedevo.plot(run).read_text() and said in (run.path / "importance.html").read_text()
+    # fedevo front's last line too, as docs/plots.md says (it said nothing of a run that had ended)
+    assert front_lines(run.path, capsys)[-1] == said
     (run.path / "stop.json").unlink()  # as while the search runs, or after a kill: what may end it before 1000
     assert load_run(run.path).budget_note() == "may end sooner: --time-budget 0.3 s"
 
 
-def test_a_gen_search_says_nothing_more(tmp_path):
+def front_lines(run_dir, capsys) -> list:
+    code, out, err = run_cli(["front", run_dir], capsys)
+    assert code == 0, err
+    return out.rstrip("\n").splitlines()
+
+
+def test_a_gen_search_says_nothing_more(tmp_path, capsys):
     run = fedevo.search(str(toy_problem_file(tmp_path)), optimizer="random", pop=2, gen=1, seed=0, workers=0,
                         out=tmp_path / "R", evaluator=FAKE, page=False)
     assert load_run(run.path).budget_note() == ""
+    assert not any(line.startswith("generations ") for line in front_lines(run.path, capsys))
     assert "generations 1/1 · " in fedevo.plot(run, importance=False).read_text()

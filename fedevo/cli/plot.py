@@ -190,11 +190,11 @@ def _front_table(c, data, rows, m, title, extra) -> None:
     wide = c.width >= 160
     chance = data.knee_bar
     knee_shown = any("knee" in reason for r in rows for reason in m.get(r["id"], []))
-    t = Table(title=title, caption=("knee: pymoo high trade-off point on normalised objectives (fallback: closest to "
-                                    "the ideal point)"
-                                    + (f", among solutions clearly better than chance (error < {_fmt(chance)}: "
-                                       "chance minus the test set's 99 % margin)" if chance else "") + "; "
-                                    if knee_shown else "") + "ε = ∞: no privacy")
+    inf_shown = any(isinstance(r.get(k), float) and r[k] == math.inf for r in rows for k in ("eps", "eps_paper"))
+    notes = (["knee: pymoo high trade-off point on normalised objectives (fallback: closest to the ideal point)"
+              + (f", among solutions clearly better than chance (error < {_fmt(chance)}: chance minus the test set's "
+                 "99 % margin)" if chance else "")] if knee_shown else []) + (["ε = ∞: no privacy"] if inf_shown else [])
+    t = Table(title=title, caption="; ".join(notes) or None)
     for col in ("id", "gen", "mark", "error", "global acc", "comm", eps_name,
                 "ε paper" if data.eps_key == "eps" else "ε accountant", "Ω", *(o.heading for o in extra)):
         t.add_column(col, justify="left" if col == "mark" else "right", no_wrap=True)

@@ -148,6 +148,9 @@ def check_log(rows: Sequence[Mapping[str, Any]], state: Mapping[str, Any], *, lo
     if inserted:
         raise FedevoError(f"{log} holds rows that checkpoint {checkpoint} does not count among its {counted} "
                           f"evaluations ({_ids(inserted)}: rows inserted); {hint}")
+    if "sha256" in record:  # not reached (the recorded rows hash to the SHA-256 and match the log's): never pass it
+        raise FedevoError(f"{log}: the {counted} evaluations that checkpoint {checkpoint} counts differ from what "
+                          f"was logged (checksum mismatch); {hint}")
 
 
 def check_chain(log: Path, run_json: Path) -> None:

@@ -11,8 +11,8 @@ mean squared error, divided by the objective's variance over the run — the sha
 the forest's predictions lose without that gene. A forest is fitted to at most `FIT_MAX` evaluations: where an
 objective has more (ok, with a finite value), to a sample of `FIT_MAX` of them (fedevo.viz.sample: those whose id
 hashes lowest with the seed, the same on every write), and the variance is the sample's; the page says, per
-objective, how many of how many the numbers are computed from. Mean and standard deviation are over the FOLDS × REPEATS
-shuffles. The forest's out-of-fold R² says how much of the objective the genes explain at all; below `MIN_R2`
+objective, how many of how many the numbers are computed from. Mean and standard deviation are over the
+FOLDS × REPEATS shuffles. The forest's out-of-fold R² says how much of the objective the genes explain at all; below `MIN_R2`
 the ranking is flagged as weak. Everything is seeded (the same run and seed give the same numbers).
 
 Transforms: genes declared ``log = true`` enter as log10, choices as their index (trees only use the order);
@@ -223,10 +223,7 @@ def figure_importance(result: Sequence[ObjectiveImportance]):
     panel_h = max(190, 20 + 26 * n_genes)  # a row of bars (one row: the figure's height was max(300, 130 + 26·n))
     plot_h, spacing = panel_rows(nrow, panel_h, BAR_ROW_GAP)
     fig = make_subplots(rows=nrow, cols=ncol, horizontal_spacing=0.12, vertical_spacing=spacing,
-                        subplot_titles=[f"{o.title}" + (f" (R² {num(o.r2)}" + (f"; {o.n:,} of {o.eligible:,}"
-                                                                                     if o.sampled else "") + ")"
-                                                           if o.r2 is not None else "")
-                                        for o in result])
+                        subplot_titles=[_panel_title(o) for o in result])
     for c, o in enumerate(result, start=1):
         row, col = cell(c, ncol)
         if o.genes:
@@ -247,6 +244,13 @@ def figure_importance(result: Sequence[ObjectiveImportance]):
         fig.update_xaxes(title_text="share of variance lost when shuffled", row=row, col=col)
     fig.update_layout(height=110 + plot_h, margin=dict(l=90, r=20, t=60, b=50))
     return fig
+
+
+def _panel_title(o: ObjectiveImportance) -> str:
+    """ "error (R² 0.99)"; fitted to a sample: "error (R² 0.99; 2,000 of 10,000)"."""
+    if o.r2 is None:
+        return o.title
+    return f"{o.title} (R² {num(o.r2)}" + (f"; {o.n:,} of {o.eligible:,})" if o.sampled else ")")
 
 
 def _wrap(text: str, width: int = 38) -> str:

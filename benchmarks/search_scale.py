@@ -8,11 +8,14 @@ an evaluation), so that everything measured is fedevo's own work. For each size,
 optimizer, pop, budget=N, workers=0, page=False)`` in a fresh directory and reports: the search's wall seconds and
 the sum of its evaluations' own wall_s; its peak RSS; then, reading the finished run, ``load_run`` +
 ``RunData.hypervolume()`` (what `fedevo plot` and `fedevo front` compute) and the peak memory tracemalloc sees
-while ``front_math.non_dominated`` sorts every evaluation's objective vector. The two checkouts must give the same
-front and the same hypervolume table (checked, printed).
+while ``front_math.non_dominated`` sorts every evaluation's objective vector; and the run's checkpoints on disk
+(checkpoints/: their files and bytes, the newest one's bytes). With --plot, then ``fedevo.plot(run)`` (front.html
+and importance.html, plotly.js shared beside them): its seconds, the pages' bytes and the importance table as the
+page gives it (each gene's importance per objective: base and head should rank the genes alike). The two
+checkouts must give the same front and the same hypervolume table (checked, printed).
 
     python benchmarks/search_scale.py --base /tmp/fedevo-base [--head .] [--sizes 1000,3000] [--pop 100]
-        [--optimizer random]
+        [--optimizer random] [--plot]
 
 (--base: an older checkout, e.g. `git archive REV | tar -x -C /tmp/fedevo-base`.) Prints the CPU (lscpu) and load.
 """
@@ -50,11 +53,12 @@ rounds = 1
 ''' + "".join(f'x{i} = {{ type = "real", low = 0.0, high = 1.0, default = 0.5 }}\n' for i in range(6))
 
 WORKER = r"""
-import csv, json, resource, sys, time, tracemalloc
+import csv, json, os, re, resource, sys, time, tracemalloc
 import fedevo
 from fedevo.searching import front_math
 from fedevo.searching.rundata import load_run
-problem, optimizer, pop, n, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+problem, optimizer, pop, n, out, plot = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], \
+    sys.argv[6] == "plot"
 t = time.perf_counter()
 fedevo.search(problem, optimizer=optimizer, pop=pop, budget=n, workers=0, seed=0, out=out, page=False,
               progress=False)
@@ -70,16 +74,30 @@ tracemalloc.start()
 front_math.non_dominated(F)
 nd_peak = tracemalloc.get_traced_memory()[1]
 tracemalloc.stop()
-print(json.dumps({"search_s": search_s, "evals_s": evals_s, "rss": rss, "read_s": read_s, "nd_peak": nd_peak,
-                  "front": [r["id"] for r in data.front],
-                  "hv": [(t["evaluations"], t["front_size"], t["hypervolume"]) for t in table]}))
+cks = sorted(os.path.join(out, "checkpoints", f) for f in os.listdir(os.path.join(out, "checkpoints")))
+res = {"search_s": search_s, "evals_s": evals_s, "rss": rss, "read_s": read_s, "nd_peak": nd_peak,
+       "front": [r["id"] for r in data.front], "hv": [(t["evaluations"], t["front_size"], t["hypervolume"]) for t in table],
+       "ck_files": len(cks), "ck_bytes": sum(map(os.path.getsize, cks)), "ck_last": os.path.getsize(cks[-1])}
+if plot:
+    t = time.perf_counter()
+    fedevo.plot(out)
+    res["plot_s"] = time.perf_counter() - t
+    res["plot_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    res["front_bytes"] = os.path.getsize(os.path.join(out, "front.html"))
+    text = open(os.path.join(out, "importance.html"), encoding="utf-8").read()
+    res["importance_bytes"] = len(text.encode())
+    table = text[text.index("<table>"):text.index("</table>")]
+    res["importance"] = [" | ".join(re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row))
+                         for row in re.findall(r"<tr>(.*?)</tr>", table)]
+print(json.dumps(res))
 """
 
 
-def run(checkout: str, problem: Path, optimizer: str, pop: int, n: int, tmp: Path) -> dict:
+def run(checkout: str, problem: Path, optimizer: str, pop: int, n: int, tmp: Path, plot: bool) -> dict:
     out = tmp / f"{Path(checkout).resolve().name}-{n}"
     env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
-    r = subprocess.run([sys.executable, "-c", WORKER, str(problem), optimizer, str(pop), str(n), str(out)],
+    r = subprocess.run([sys.executable, "-c", WORKER, str(problem), optimizer, str(pop), str(n), str(out),
+                        "plot" if plot else "-"],
                        cwd=os.path.abspath(checkout), env=env, capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"{checkout}: {r.stderr[-2000:]}")
@@ -93,6 +111,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,3000")
     ap.add_argument("--pop", type=int, default=100)
     ap.add_argument("--optimizer", default="random")
+    ap.add_argument("--plot", action="store_true", help="also time fedevo.plot(run) and measure its pages")
     a = ap.parse_args()
     print(f"cpu: {cpu()}; load average before {os.getloadavg()}")
     print(f"{a.optimizer}, pop {a.pop}, page=False, workers=0; base = {a.base}, head = {a.head}")
@@ -102,7 +121,7 @@ def main() -> None:
         (tmp / "scale.toml").write_text(PROBLEM)
         for k, n in enumerate(int(s) for s in a.sizes.split(",")):
             order = [("base", a.base), ("head", a.head)]
-            res = {name: run(path, tmp / "scale.toml", a.optimizer, a.pop, n, tmp)
+            res = {name: run(path, tmp / "scale.toml", a.optimizer, a.pop, n, tmp, a.plot)
                    for name, path in (order if k % 2 == 0 else order[::-1])}
             b, h = res["base"], res["head"]
             for name in ("base", "head"):
@@ -111,10 +130,20 @@ def main() -> None:
                       f"the rest {r['search_s'] - r['evals_s']:8.2f} s), peak RSS {r['rss'] / 2**20:6.0f} MiB, "
                       f"load_run + hypervolume() {r['read_s']:6.2f} s, non_dominated of all {n}: peak "
                       f"{r['nd_peak'] / 2**20:7.1f} MiB; front {len(r['front'])}", flush=True)
+                print(f"         checkpoints: {r['ck_files']} files, {r['ck_bytes']:,} B (the newest "
+                      f"{r['ck_last']:,} B)", flush=True)
+                if a.plot:
+                    print(f"         fedevo.plot {r['plot_s']:6.2f} s (peak RSS {r['plot_rss'] / 2**20:.0f} MiB): "
+                          f"importance.html {r['importance_bytes']:,} B, front.html {r['front_bytes']:,} B; "
+                          "importance table:", flush=True)
+                    for row in r["importance"]:
+                        print(f"           {row}", flush=True)
             rest = (b["search_s"] - b["evals_s"]) / max(h["search_s"] - h["evals_s"], 1e-9)
             print(f"N={n:6d} search ×{b['search_s'] / h['search_s']:.2f} faster (the rest ×{rest:.2f}), reading "
                   f"×{b['read_s'] / h['read_s']:.2f}; same front: {b['front'] == h['front']}, same hypervolume table: "
-                  f"{b['hv'] == h['hv']}", flush=True)
+                  f"{b['hv'] == h['hv']}; checkpoints ×{b['ck_bytes'] / h['ck_bytes']:.2f} smaller"
+                  + (f", fedevo.plot ×{b['plot_s'] / h['plot_s']:.2f} faster, importance.html "
+                     f"×{b['importance_bytes'] / h['importance_bytes']:.1f} smaller" if a.plot else ""), flush=True)
     print(f"load average after {os.getloadavg()}")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from ..errors import FedevoError
 from .log import atomic_write
@@ -57,4 +57,15 @@ def latest_checkpoint(run_dir: Path) -> Optional[Path]:
     return files[-1] if files else None
 
 
-__all__ = ["CKPT_MAGIC", "dumps", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+def earlier_checkpoints(path: Path) -> Iterator[dict[str, Any]]:
+    """The states of the checkpoints before checkpoint `path`, newest first, read as they are asked for; an
+    unreadable one is an empty state (nothing of it known)."""
+    for p in sorted(path.parent.glob("gen-*.pkl"), reverse=True):
+        if p.name < path.name:
+            try:
+                yield load_checkpoint(p)
+            except FedevoError:
+                yield {}
+
+
+__all__ = ["CKPT_MAGIC", "dumps", "earlier_checkpoints", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]

@@ -9,21 +9,27 @@ called damage. The chain is a checksum, not a signature: it tells a changed reco
 whoever recomputes it with fedevo's own code can forge one. A log written before the chain (no ``chain`` column)
 is checked against its checkpoints only (below): rows after the newest checkpoint, and run.json, are not covered.
 
-Each checkpoint (from this version on) records the log it closed: how many evaluations (ids 0..n-1) and a short
-SHA-256 of each one's row. Whatever reads a run — `front`, `plot`, `retrain`, `audit`, `resume` — checks the
-rows against the newest checkpoint and refuses a damaged log with one line naming the damage (rows lost, rows
-altered), instead of drawing a different front from what is left. Rows after the checkpoint (a generation under
-way, or killed) are not checked: resume re-evaluates or reuses them. A checkpoint of an earlier version (no
-record) checks only that no counted id is missing. The checkpoint holds the algorithm's state, not the rows, so
-a damaged log cannot be repaired from it: restore evaluations.csv from a copy.
+Each checkpoint records the log it closed: how many rows it counts (those of ids 0..next_id-1, in (id, rung)
+order), one SHA-256 over all their short digests (`row_digest`), and the keys and digests of the rows new since the
+checkpoint before it (ids `since`..next_id-1: the generation's). So a checkpoint's size grows with its generation,
+not with the run, and the checkpoints together hold each row's digest once. Whatever reads a run — `front`, `plot`,
+`retrain`, `audit`, `resume` — checks the rows against the newest checkpoint's SHA-256 and refuses a damaged log
+with one line naming the damage (rows lost, rows altered, rows inserted), instead of drawing a different front
+from what is left; which ids were altered or inserted it takes from the rows recorded by the checkpoints up to the
+newest (only read when the SHA-256 differs), and where those are gone or damaged it says so without ids. Rows
+after the checkpoint (a generation under way, or killed) are not checked: resume re-evaluates or reuses them.
+A checkpoint of an earlier version records every row's key and digest (checked the same way, row by row), or,
+before that, nothing (only that no counted id is missing is checked). The checkpoint holds the algorithm's state,
+not the rows, so a damaged log cannot be repaired from it: restore evaluations.csv from a copy.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from ..errors import FedevoError
 from .log import CHAIN_COLUMN, chain_next, chain_start, row_key
@@ -37,10 +43,12 @@ def row_digest(row: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
 
 
-def log_record(rows: Sequence[Mapping[str, Any]], cache: Optional[dict] = None) -> dict[str, Any]:
-    """What a checkpoint records of the log it closes: the rows' (id, rung) keys and digests in that order.
-    `cache`: a dict the same search passes each time, holding each row object's digest (a logged row never changes),
-    so that a checkpoint per generation hashes each row once, not once per later generation."""
+def log_record(rows: Sequence[Mapping[str, Any]], cache: Optional[dict] = None, *, since: int = 0) -> dict[str, Any]:
+    """What a checkpoint records of the log it closes (`rows`: every row it counts): their count and SHA-256
+    (`rows_sha256`), and `new`: [id, rung, digest] of the rows of ids `since` and up (those the previous checkpoint,
+    whose next id was `since`, did not count), in key order. `cache`: a dict the same search passes each time,
+    holding each row object's digest (a logged row never changes), so that a checkpoint per generation hashes each
+    row once, not once per later generation."""
     rows = sorted(rows, key=row_key)
     if cache is None:
         digests = [row_digest(r) for r in rows]
@@ -51,7 +59,39 @@ def log_record(rows: Sequence[Mapping[str, Any]], cache: Optional[dict] = None) 
             if held is None or held[0] is not r:
                 held = cache[id(r)] = (r, row_digest(r))  # the row itself kept: its id is not reused meanwhile
             digests.append(held[1])
-    return {"count": len(rows), "keys": [list(row_key(r)) for r in rows], "digests": digests}
+    keys = [row_key(r) for r in rows]
+    return {"count": len(rows), "sha256": rows_sha256(zip(keys, digests)), "since": since,
+            "new": [[i, g, d] for (i, g), d in zip(keys, digests) if i >= since]}
+
+
+def rows_sha256(keyed: Iterable[tuple[tuple[int, int], str]]) -> str:
+    """One SHA-256 over rows' ((id, rung), digest) pairs in the order given (a checkpoint's: key order)."""
+    h = hashlib.sha256()
+    for (i, g), d in keyed:
+        h.update(f"{i},{g},{d}\n".encode())
+    return h.hexdigest()
+
+
+def recorded_rows(records: Iterable[Mapping[str, Any]]) -> Optional[dict[tuple[int, int], str]]:
+    """Each row's digest as checkpoints' records hold it, from the records of a run's checkpoints, newest first
+    (the first one's: the one checked), or None where they do not reach back to the first id (a checkpoint gone,
+    unreadable, or of the version that recorded nothing). An earlier version's record lists every row: it ends
+    the walk."""
+    held: dict[tuple[int, int], str] = {}
+    for record in records:
+        if not record:
+            return None
+        if "sha256" not in record:  # an earlier version's: every row it counts
+            digests = record.get("digests", [])
+            keys = [tuple(k) for k in record.get("keys", [])] or [(i, 0) for i in range(len(digests))]
+            for k, d in zip(keys, digests):
+                held.setdefault(k, d)
+            return held
+        for i, g, d in record.get("new", []):
+            held.setdefault((i, g), d)
+        if not record.get("since"):
+            return held
+    return None
 
 
 def _ids(ids: Sequence[int]) -> str:
@@ -63,8 +103,10 @@ def _ids(ids: Sequence[int]) -> str:
     return "ids " + ", ".join(map(str, ids[:8])) + (", ..." if len(ids) > 8 else "")
 
 
-def check_log(rows: Sequence[Mapping[str, Any]], state: Mapping[str, Any], *, log: Path, checkpoint: str) -> None:
-    """FedevoError naming the damage if `rows` (first row per id) lack or alter what checkpoint `state` counted."""
+def check_log(rows: Sequence[Mapping[str, Any]], state: Mapping[str, Any], *, log: Path, checkpoint: str,
+              earlier: Iterable[Mapping[str, Any]] = ()) -> None:
+    """FedevoError naming the damage if `rows` (first row per id) lack or alter what checkpoint `state` counted.
+    `earlier`: the states of the checkpoints before it, newest first (read only to name the ids of a mismatch)."""
     by_key: dict[tuple[int, int], Mapping[str, Any]] = {}
     for r in rows:
         by_key.setdefault(row_key(r), r)
@@ -77,18 +119,38 @@ def check_log(rows: Sequence[Mapping[str, Any]], state: Mapping[str, Any], *, lo
         raise FedevoError(f"{log} lacks {len(lost)} of the {counted} evaluations that checkpoint {checkpoint} counts "
                           f"({_ids(lost)}); {hint}")
     record = state.get("log")
-    if not record:  # a checkpoint of an earlier version: the count is all it tells
+    if not record:  # a checkpoint of the version before the record: the count is all it tells
         return
-    digests = record.get("digests", [])
-    keys = [tuple(k) for k in record.get("keys", [])] or [(i, 0) for i in range(len(digests))]
-    missing = sorted({i for (i, g) in keys if (i, g) not in by_key})
+    if "sha256" in record:
+        mine = sorted(k for k in by_key if k[0] < counted)
+        if len(mine) == record.get("count") and \
+                rows_sha256((k, row_digest(by_key[k])) for k in mine) == record["sha256"]:
+            return
+        held = recorded_rows(itertools.chain([record], (s.get("log") for s in earlier)))
+        held = {k: d for k, d in (held or {}).items() if k[0] < counted}
+        if not held or len(held) != record.get("count") or rows_sha256(sorted(held.items())) != record["sha256"]:
+            raise FedevoError(f"{log}: the {counted} evaluations that checkpoint {checkpoint} counts differ from "
+                              "what was logged (checksum mismatch; the earlier checkpoints that would name the rows "
+                              f"are gone or damaged); {hint}")
+        inserted = sorted({k[0] for k in mine if k not in held})
+    else:  # an earlier version's record: every row's key and digest
+        digests = record.get("digests", [])
+        keys = [tuple(k) for k in record.get("keys", [])] or [(i, 0) for i in range(len(digests))]
+        held, inserted = dict(zip(keys, digests)), []
+    missing = sorted({i for (i, g) in held if (i, g) not in by_key})
     if missing:
         raise FedevoError(f"{log} lacks rows of {len(missing)} of the {counted} evaluations that checkpoint "
                           f"{checkpoint} counts ({_ids(missing)}: a rung's row is gone); {hint}")
-    changed = sorted({k[0] for k, d in zip(keys, digests) if row_digest(by_key[k]) != d})
+    changed = sorted({k[0] for k, d in held.items() if row_digest(by_key[k]) != d})
     if changed:
         raise FedevoError(f"{log}: {len(changed)} of the {counted} evaluations that checkpoint {checkpoint} counts "
                           f"differ from what was logged ({_ids(changed)}: checksum mismatch); {hint}")
+    if inserted:
+        raise FedevoError(f"{log} holds rows that checkpoint {checkpoint} does not count among its {counted} "
+                          f"evaluations ({_ids(inserted)}: rows inserted); {hint}")
+    if "sha256" in record:  # not reached (the recorded rows hash to the SHA-256 and match the log's): never pass it
+        raise FedevoError(f"{log}: the {counted} evaluations that checkpoint {checkpoint} counts differ from what "
+                          f"was logged (checksum mismatch); {hint}")
 
 
 def check_chain(log: Path, run_json: Path) -> None:
@@ -125,7 +187,7 @@ def checked_rows(run_dir: Path, read: Callable[[], list]) -> list:
     read first: a search that is writing the run only appends rows, and a checkpoint counts only rows appended
     before it, so rows read after it hold everything it counts (read the other way round, a generation that ends
     in between would look like lost rows)."""
-    from .checkpoint import latest_checkpoint, load_checkpoint
+    from .checkpoint import earlier_checkpoints, latest_checkpoint, load_checkpoint
 
     ck = latest_checkpoint(Path(run_dir))
     state = load_checkpoint(ck) if ck is not None else None
@@ -133,8 +195,8 @@ def checked_rows(run_dir: Path, read: Callable[[], list]) -> list:
     log = Path(run_dir) / "evaluations.csv"
     check_chain(log, Path(run_dir) / "run.json")  # every row, to the last (appends only: it holds `rows`)
     if state is not None:  # rows lost at the end (and, in an unchained log, rows altered)
-        check_log(rows, state, log=log, checkpoint=ck.stem)
+        check_log(rows, state, log=log, checkpoint=ck.stem, earlier=earlier_checkpoints(ck))
     return rows
 
 
-__all__ = ["check_chain", "check_log", "checked_rows", "log_record", "row_digest"]
+__all__ = ["check_chain", "check_log", "checked_rows", "log_record", "recorded_rows", "row_digest", "rows_sha256"]

@@ -31,8 +31,9 @@ Run directory::
                         the optimiser's state after batch (generation) NNNN (0000 = before the first): for NSGA-III
                         the pymoo algorithm (population, reference-point normalisation, RNG), for the others what
                         their next ask depends on (optimizers/); with a SHA-256 of its payload, the record of the
-                        log it closes (count, a checksum per row: integrity.py), the seconds of search so far,
-                        the hypervolume per batch and each batch's timing (the budgets read them)
+                        log it closes (count, a SHA-256 of all rows, its batch's rows' checksums: integrity.py),
+                        the seconds of search so far, the hypervolume per batch and each batch's timing (the
+                        budgets read them)
     batches.csv         per batch: candidates asked, the optimiser's seconds (ask_s, tell_s, sampler_s) and the
                         evaluations' (eval_s)
     stop.json           written when the search ends: which budget ended it (budgets.py), batches, evaluations,
@@ -86,7 +87,7 @@ from .optimizers.user import is_spec
 from .budgets import (STOP_FILE, batch_size, describe_change, raised, read_stop, stop_in_force, stop_record,
                       write_raised)
 from .callbacks import CallbackList, SearchCallback
-from .checkpoint import dumps, latest_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import dumps, earlier_checkpoints, latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hypervolume_table,
                          is_full)
@@ -523,7 +524,8 @@ class SearchRun:
         for r in rows:
             by_id.setdefault(row_key(r), r)
         check_chain(self.log.path, self.run_dir / "run.json")  # every row to the last, before any is trusted
-        check_log(rows, state, log=self.log.path, checkpoint=f"gen-{state['generation']:04d}")  # lost/altered rows
+        ck = self.run_dir / "checkpoints" / f"gen-{state['generation']:04d}.pkl"
+        check_log(rows, state, log=self.log.path, checkpoint=ck.stem, earlier=earlier_checkpoints(ck))  # lost/altered
         counters = {"reused": 0}
         search_s0 = float(state.get("search_s", 0.0))  # seconds of search before this process (resumes add up)
         g0 = state["generation"]
@@ -572,12 +574,13 @@ class SearchRun:
                 front, table = self.write_outputs(done_rows, g)
                 timing = {"batch": g, "asked": len(params), "ask_s": round(ask_s, 6), "tell_s": round(tell_s, 6),
                           "eval_s": round(eval_s, 6), "sampler_s": round(ask_s + tell_s, 6)}
+                since = state["next_id"]  # the ids before this batch: the previous checkpoint counts them
                 state = {**state, "generation": g, "next_id": state["next_id"] + len(params),
                          "optimizer": s.optimizer, "algorithm": self._state_blob(opt), "search_s": elapsed(),
                          "hypervolumes": [t["hypervolume"] for t in table],
                          "batches": [*state.get("batches", []), timing]}
                 # what the log holds now: readers check it (integrity.py)
-                state["log"] = log_record(done_rows, self.digests)
+                state["log"] = log_record(done_rows, self.digests, since=since)
                 reason = stop_in_force(s, state)
                 if reason:
                     state["stop"] = reason

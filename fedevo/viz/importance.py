@@ -8,8 +8,11 @@ importance of a gene is its **permutation importance** on held-out evaluations (
 permutation_importance``): in each of `FOLDS` cross-validation folds the forest is fitted on the other folds and
 the gene's column of the held-out fold is shuffled `REPEATS` times; the importance is the rise of the held-out
 mean squared error, divided by the objective's variance over the run — the share of the objective's variance
-the forest's predictions lose without that gene. Mean and standard deviation are over the FOLDS × REPEATS
-shuffles. The forest's out-of-fold R² says how much of the objective the genes explain at all; below `MIN_R2`
+the forest's predictions lose without that gene. A forest is fitted to at most `FIT_MAX` evaluations: where an
+objective has more (ok, with a finite value), to a sample of `FIT_MAX` of them (fedevo.viz.sample: those whose id
+hashes lowest with the seed, the same on every write), and the variance is the sample's; the page says, per
+objective, how many of how many the numbers are computed from. Mean and standard deviation are over the
+FOLDS × REPEATS shuffles. The forest's out-of-fold R² says how much of the objective the genes explain at all; below `MIN_R2`
 the ranking is flagged as weak. Everything is seeded (the same run and seed give the same numbers).
 
 Transforms: genes declared ``log = true`` enter as log10, choices as their index (trees only use the order);
@@ -20,7 +23,10 @@ ranking, only a note saying why.
 
 **Slices** (``slices``): one row per gene, one panel per objective: every ok evaluation at (gene value, objective),
 coloured by generation; log axes where the gene is declared log, for ε (as on front.html) and for comm when it
-spans two decades.
+spans two decades. Beyond `DRAW_MAX` ok evaluations, a sample of `DRAW_MAX` of them (the same rule), and the page
+says "showing N of M". Each drawn point's values and hover text are written once (``window.FEDEVO_SLICES``) and
+shared by its panels, which the page's script fills in before plotly draws them: the page grows with the points,
+not with points × genes × objectives.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from .history import figure_hv_history
 from .grid import cell, panel_rows
 from .html import esc, figure_div, page, table, write
 from .numfmt import num
+from .sample import sample
 
 from .html import IMPORTANCE_HTML, importance_path  # noqa: E402,F401  (re-exported)
 MIN_EVALUATIONS = 20  # fewer ok evaluations (with a finite value of the objective) say nothing about importance
@@ -47,6 +54,8 @@ MIN_R2 = 0.2  # out-of-fold R² below this: the genes explain little of the obje
 FOLDS = 4
 REPEATS = 5
 TREES = 100
+FIT_MAX = 2000  # a forest is fitted to at most this many evaluations; beyond, to a sample (module doc)
+DRAW_MAX = 2000  # the slices draw at most this many ok evaluations; beyond, a sample (module doc)
 SCALE = "Viridis"
 LABEL = {"error": "error", "comm": "comm", "eps": "ε", "eps_paper": "ε (paper)"}
 
@@ -75,6 +84,18 @@ class ObjectiveImportance:
     genes: tuple[GeneImportance, ...]  # most important first; empty when not fitted
     note: str  # why there is no ranking, or why it is weak; "" otherwise
     label: str = ""  # the objective's short label (label_of)
+    eligible: int = 0  # ok evaluations with a finite value: the forest saw all of them, or a sample of n (FIT_MAX)
+
+    @property
+    def sampled(self) -> bool:
+        return self.eligible > self.n
+
+    @property
+    def basis(self) -> str:
+        """What the numbers are computed from: "all 40 evaluations", "a sample of 2,000 of 10,000 evaluations"."""
+        if self.sampled:
+            return f"a sample of {self.n:,} of {self.eligible:,} evaluations"
+        return f"all {self.n:,} evaluations"
 
     @property
     def title(self) -> str:
@@ -118,8 +139,9 @@ def objective_values(key: str, rows: Sequence[dict], objective=None) -> tuple[li
 
 
 def objective_importance(data: RunData, key: str, *, seed: int = 0, folds: int = FOLDS, repeats: int = REPEATS,
-                         trees: int = TREES) -> ObjectiveImportance:
-    """Permutation importance of every gene for one objective (see the module doc)."""
+                         trees: int = TREES, fit_max: Optional[int] = None) -> ObjectiveImportance:
+    """Permutation importance of every gene for one objective (see the module doc), the forest fitted to at most
+    `fit_max` (default FIT_MAX) evaluations (a sample beyond: fedevo.viz.sample, seeded with `seed`)."""
     from sklearn.ensemble import RandomForestRegressor
     from sklearn.inspection import permutation_importance
     from sklearn.model_selection import KFold
@@ -130,7 +152,9 @@ def objective_importance(data: RunData, key: str, *, seed: int = 0, folds: int =
     lab = label_of(data, key)
 
     def bare(note: str) -> ObjectiveImportance:
-        return ObjectiveImportance(key, transform, n, left, None, (), note, lab)
+        return ObjectiveImportance(key, transform, n, left, None, (), note, lab, eligible)
+
+    eligible = n
 
     if n < MIN_EVALUATIONS:
         return bare(f"too few evaluations to say anything: {n} ok evaluation{'s' if n != 1 else ''} with a finite "
@@ -138,6 +162,13 @@ def objective_importance(data: RunData, key: str, *, seed: int = 0, folds: int =
     var = float(np.var(y))
     if not var > 1e-12 * max(1.0, float(np.mean(y)) ** 2):
         return bare(f"{lab} is the same for every evaluation: no gene moves it")
+    fit_max = FIT_MAX if fit_max is None else fit_max
+    if n > fit_max:  # the forest's cost grows faster than the evaluations: a bounded sample of them
+        pick = sample([rows[i]["id"] for i in keep], fit_max, seed)
+        keep, y, n = [keep[i] for i in pick], y[pick], len(pick)
+        var = float(np.var(y))
+        if not var > 0:
+            return bare(f"{lab} is the same for each of the {n:,} evaluations sampled: no gene moves it")
     X = gene_matrix(data, [rows[i] for i in keep])
     scores = []  # (folds × repeats) × genes
     pred = np.empty(n)
@@ -156,7 +187,7 @@ def objective_importance(data: RunData, key: str, *, seed: int = 0, folds: int =
     if r2 < MIN_R2:
         note = (f"the genes explain little of {lab} (out-of-fold R² {num(r2)} < {MIN_R2}): "
                 "the ranking is weak")
-    return ObjectiveImportance(key, transform, n, left, r2, tuple(genes), note, lab)
+    return ObjectiveImportance(key, transform, n, left, r2, tuple(genes), note, lab, eligible)
 
 
 def objective_keys(data: RunData) -> list[str]:
@@ -192,8 +223,7 @@ def figure_importance(result: Sequence[ObjectiveImportance]):
     panel_h = max(190, 20 + 26 * n_genes)  # a row of bars (one row: the figure's height was max(300, 130 + 26·n))
     plot_h, spacing = panel_rows(nrow, panel_h, BAR_ROW_GAP)
     fig = make_subplots(rows=nrow, cols=ncol, horizontal_spacing=0.12, vertical_spacing=spacing,
-                        subplot_titles=[f"{o.title}" + (f" (R² {num(o.r2)})" if o.r2 is not None else "")
-                                        for o in result])
+                        subplot_titles=[_panel_title(o) for o in result])
     for c, o in enumerate(result, start=1):
         row, col = cell(c, ncol)
         if o.genes:
@@ -216,6 +246,13 @@ def figure_importance(result: Sequence[ObjectiveImportance]):
     return fig
 
 
+def _panel_title(o: ObjectiveImportance) -> str:
+    """ "error (R² 0.99)"; fitted to a sample: "error (R² 0.99; 2,000 of 10,000)"."""
+    if o.r2 is None:
+        return o.title
+    return f"{o.title} (R² {num(o.r2)}" + (f"; {o.n:,} of {o.eligible:,})" if o.sampled else ")")
+
+
 def _wrap(text: str, width: int = 38) -> str:
     words, lines, cur = text.split(), [], ""
     for w in words:
@@ -227,9 +264,16 @@ def _wrap(text: str, width: int = 38) -> str:
     return "<br>".join(lines + ([cur] if cur else []))
 
 
-def slice_columns(data: RunData) -> tuple[dict[str, Column], dict[str, Column]]:
-    """(gene columns, objective columns) of the ok evaluations, drawn as front.html draws them."""
+def slice_rows(data: RunData, *, seed: int = 0, draw_max: Optional[int] = None) -> list:
+    """The ok evaluations the slices draw: all of them, or beyond `draw_max` (default DRAW_MAX) a sample
+    (fedevo.viz.sample)."""
     rows = data.ok_rows
+    return [rows[i] for i in sample([r["id"] for r in rows], DRAW_MAX if draw_max is None else draw_max, seed)]
+
+
+def slice_columns(data: RunData, rows: Optional[Sequence[dict]] = None) -> tuple[dict[str, Column], dict[str, Column]]:
+    """(gene columns, objective columns) of the ok evaluations (or `rows`), drawn as front.html draws them."""
+    rows = data.ok_rows if rows is None else rows
     eps_log = data.meta.get("search_objectives", {}).get("eps_scale") == "log10"
     genes = {}
     for g in data.gene_names:
@@ -247,15 +291,37 @@ def slice_columns(data: RunData) -> tuple[dict[str, Column], dict[str, Column]]:
     return genes, objs
 
 
-def figure_slices(data: RunData):
+def slice_points(data: RunData, rows: Sequence[dict]) -> dict[str, Any]:
+    """What the slices draw of `rows`, each value once (the page's window.FEDEVO_SLICES): ids, generations, per gene
+    and per objective its drawn coordinates, hover values and label (HTML), per objective which points are capped
+    (∞, drawn ×), and the panels in trace order as [gene, objective]."""
+    genes, objs = slice_columns(data, rows)
+    return {"ids": [r["id"] for r in rows], "generation": [r["generation"] for r in rows],
+            "genes": {g: {"data": gc.data, "text": [_val(r[g]) for r in rows], "label": esc(g)}
+                      for g, gc in genes.items()},
+            "objectives": {k: {"data": oc.data, "text": [num(r[k]) for r in rows], "label": esc(oc.label),
+                               "capped": [bool(c) for c in oc.capped]} for k, oc in objs.items()},
+            "panels": [[g, k] for g in genes for k in objs]}
+
+
+def slice_hover(points: dict[str, Any], g: str, k: str) -> list[str]:
+    """The hover text of panel (gene g, objective k): what SLICES_JS writes from the same points."""
+    G, O = points["genes"][g], points["objectives"][k]
+    return [f"id {i} · generation {gen}<br>{G['label']} = {gt}<br>{O['label']} = {ot}"
+            for i, gen, gt, ot in zip(points["ids"], points["generation"], G["text"], O["text"])]
+
+
+def figure_slices(data: RunData, rows: Optional[Sequence[dict]] = None, *, shared: bool = False):
+    """The slices of `rows` (default: `slice_rows`). shared: the traces without their points (x, y, ids, hover
+    text, colours, symbols), which the page fills in from `slice_points` (SLICES_JS)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    rows = data.ok_rows
-    genes, objs = slice_columns(data)
+    rows = slice_rows(data) if rows is None else rows
+    genes, objs = slice_columns(data, rows)
+    points = slice_points(data, rows)
     n = len(genes)
-    gen = [r["generation"] for r in rows]
-    ids = [r["id"] for r in rows]
+    gen = points["generation"]
     fig = make_subplots(rows=n, cols=len(objs), horizontal_spacing=0.08,
                         vertical_spacing=min(0.08, 0.35 / max(n - 1, 1)),
                         subplot_titles=[f"{objs[k].label} vs {g}" for g in genes for k in objs])
@@ -265,13 +331,13 @@ def figure_slices(data: RunData):
     gticks = make_column(rows, "generation", "generation", kind="int", log=False).ticks()  # integers only
     for i, (g, gc) in enumerate(genes.items(), start=1):
         for j, (k, oc) in enumerate(objs.items(), start=1):
-            text = [f"id {r['id']} · generation {r['generation']}<br>{esc(g)} = {_val(r[g])}<br>"
-                    f"{esc(oc.label)} = {num(r[k])}" for r in rows]
+            each = {} if shared else dict(x=gc.data, y=oc.data, customdata=points["ids"],
+                                          text=slice_hover(points, g, k))
+            marker = {} if shared else dict(color=gen, symbol=["x" if c else "circle" for c in oc.capped])
             fig.add_trace(go.Scatter(
-                x=gc.data, y=oc.data, mode="markers", meta="slice", name=f"{g}/{k}", showlegend=False,
-                customdata=ids, text=text, hovertemplate="%{text}<extra></extra>",
-                marker=dict(size=6, color=gen, colorscale=SCALE, cmin=gmin, cmax=gmax, opacity=0.8,
-                            symbol=["x" if c else "circle" for c in oc.capped],
+                **each, mode="markers", meta="slice", name=f"{g}/{k}", showlegend=False,
+                hovertemplate="%{text}<extra></extra>",
+                marker=dict(size=6, colorscale=SCALE, cmin=gmin, cmax=gmax, opacity=0.8, **marker,
                             showscale=i == 1 and j == len(objs),
                             colorbar=dict(title=dict(text="generation", side="right"), thickness=14, len=0.3,
                                           y=1.0, yanchor="top", tickvals=gticks[0], ticktext=gticks[1]))),
@@ -283,17 +349,55 @@ def figure_slices(data: RunData):
     return fig
 
 
+# the slices' traces filled in from window.FEDEVO_SLICES (slice_points), then drawn: each point's values and hover
+# parts are held once, its panels share them (the arrays themselves, not copies); the hover text as slice_hover
+SLICES_JS = """
+(function () {
+  const P = window.FEDEVO_SLICES, f = window.FEDEVO_SLICES_FIG, el = document.getElementById('slices');
+  let n = 0;
+  f.data.forEach(t => {
+    if (t.meta !== 'slice') return;
+    const [g, k] = P.panels[n++], G = P.genes[g], O = P.objectives[k];
+    t.x = G.data; t.y = O.data; t.customdata = P.ids;
+    t.text = P.ids.map((id, i) => 'id ' + id + ' · generation ' + P.generation[i] + '<br>' + G.label + ' = ' +
+                                  G.text[i] + '<br>' + O.label + ' = ' + O.text[i]);
+    t.marker.color = P.generation;
+    t.marker.symbol = O.capped.map(c => c ? 'x' : 'circle');
+  });
+  const p = el.querySelector('.pending');
+  if (p) p.remove();
+  Plotly.newPlot(el, f.data, f.layout, f.config);
+})();
+"""
+
+
+def slices_div(data: RunData, rows: Sequence[dict]) -> str:
+    """The slices of `rows` as the page holds them: the figure without its points, the points once, SLICES_JS."""
+    from plotly.io.json import to_json_plotly
+
+    from .html import figure_deferred
+
+    div, spec = figure_deferred(figure_slices(data, rows, shared=True), "slices")
+    points = to_json_plotly(slice_points(data, rows))
+    return (div + "<script>window.FEDEVO_SLICES = " + points.replace("</", "<\\/") + ";\nwindow.FEDEVO_SLICES_FIG = "
+            + spec.replace("</", "<\\/") + ";" + SLICES_JS + "</script>")
+
+
 def _val(v: Any) -> str:
     return num(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else esc(v)
 
 
 # ============================================================================================ page
-def _method_note(result: Sequence[ObjectiveImportance]) -> str:
+def _method_note(result: Sequence[ObjectiveImportance], seed: int = 0) -> str:
     tr = ", ".join(f"{o.title}: {'log10' if o.transform == 'log10' else 'as it is'}" for o in result)
     left = [f"{o.left_out} with {o.title} = ∞ or undefined left out of its model"
             for o in result if o.left_out]
-    return (f"Per objective, a random forest ({TREES} trees, scikit-learn) is fitted to the ok evaluations, genes → "
-            f"objective; a gene's importance is its permutation importance on held-out evaluations: in each of "
+    basis = "; ".join(f"{o.title}: {o.basis}" for o in result)
+    sampled = (f" (a sample: those whose ids hash lowest with seed {seed}, the same on every write; "
+               "importance, whiskers and R² are the sample's)" if any(o.sampled for o in result) else "")
+    return (f"Per objective, a random forest ({TREES} trees, scikit-learn) is fitted to the ok evaluations with a "
+            f"finite value, at most {FIT_MAX:,} of them, genes → objective. Computed from {basis}{sampled}. "
+            f"A gene's importance is its permutation importance on held-out evaluations: in each of "
             f"{FOLDS} cross-validation folds the gene's column is shuffled {REPEATS} times, and the rise of the "
             f"held-out mean squared error, divided by the objective's variance, is the share of that variance the "
             f"forest loses without the gene (0: the gene does not matter; a small negative value is noise; above 1: the forest's predictions with the gene shuffled are worse than predicting the mean). Bars: the "
@@ -363,17 +467,21 @@ def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] =
             if unranked:
                 body.append('<p class="note"><b>' + esc("; ".join(f"{o.title}: {o.note}" for o in unranked))
                             + " (not drawn).</b></p>")
-            body += [f'<p class="note">{esc(_method_note(ranked))}</p>',
+            body += [f'<p class="note" id="importance-method">{esc(_method_note(ranked, seed))}</p>',
                      *(f'<p class="note"><b>{esc(o.title)}: {esc(o.note)}</b></p>' for o in ranked if o.note),
                      f'<div class="fig">{figure_div(figure_importance(ranked), "importance")}</div>',
                      _table(data, ranked)]
+        drawn = slice_rows(data, seed=seed)
+        shown = ("Every ok evaluation" if len(drawn) == n_ok else
+                 f"Showing {len(drawn):,} of {n_ok:,} ok evaluations: a sample (the {len(drawn):,} whose ids hash "
+                 f"lowest with seed {seed}, the same on every write), drawn")
         body += [
                  "<h2>Slices: each objective against each gene</h2>",
-                 '<p class="note">Every ok evaluation, coloured by generation. Log axes where the gene is declared '
-                 "log, for ε, and for comm when its values span two decades; ε = ∞ (no privacy) is drawn at a cap "
-                 "labelled ∞ (×). A slice shows one gene while the others vary: a trend is a hint, the importance "
-                 "above weighs all genes together.</p>",
-                 f'<div class="fig">{figure_div(figure_slices(data), "slices")}</div>']
+                 f'<p class="note" id="slices-note">{shown}, coloured by generation. Log axes where the gene '
+                 "is declared log, for ε, and for comm when its values span two decades; ε = ∞ (no privacy) is drawn "
+                 "at a cap labelled ∞ (×). A slice shows one gene while the others vary: a trend is a hint, the "
+                 "importance above weighs all genes together.</p>",
+                 f'<div class="fig">{slices_div(data, drawn)}</div>']
     else:
         body.append('<p class="note"><b>No evaluation finished with status ok: nothing to say.</b></p>')
     hv = data.hypervolume()

@@ -53,7 +53,53 @@ def test_importance_page_draws_the_bars_and_slices(browser, base):
         "return Array.from(document.querySelectorAll('#slices .scatterlayer .trace')).map(t => "
         "t.querySelectorAll('.point').length)")
     assert drawn == [n_ok] * 27
+    # each point's values are held once and shared by its panels (window.FEDEVO_SLICES): the traces the page's
+    # script fills in are the figure's, point for point and hover text for hover text
+    _same_slices(browser, run)
     browser.save_screenshot(str(ARTIFACTS / "importance.png"))
+    no_network_and_no_errors(browser)
+
+
+def _same_slices(browser, run):
+    from fedevo.searching.rundata import load_run
+    from fedevo.viz.importance import figure_slices
+
+    want = [t for t in figure_slices(load_run(run)).to_plotly_json()["data"] if t["meta"] == "slice"]
+    got = browser.execute_script("""
+        return document.getElementById('slices').data.filter(t => t.meta === 'slice').map(t =>
+            ({x: Array.from(t.x), y: Array.from(t.y), ids: Array.from(t.customdata), text: Array.from(t.text),
+              color: Array.from(t.marker.color), symbol: Array.from(t.marker.symbol)}));""")
+    assert len(got) == len(want) == 27
+    for g, w in zip(got, want):
+        assert g["ids"] == list(w["customdata"]) and g["text"] == list(w["text"])
+        assert g["x"] == pytest.approx(list(w["x"])) and g["y"] == pytest.approx(list(w["y"]))
+        assert g["color"] == list(w["marker"]["color"]) and g["symbol"] == list(w["marker"]["symbol"])
+
+
+def test_importance_page_beyond_draw_max_draws_the_sample(browser, base, monkeypatch):
+    """Beyond DRAW_MAX ok evaluations the slices draw a sample of DRAW_MAX, in every panel, and say so."""
+    import fedevo
+    from fedevo.searching.rundata import load_run
+    from fedevo.viz import importance as imp
+
+    run = base / "sampled"
+    fedevo.search("digits_mlp_local", pop=40, gen=1, workers=0, seed=6, out=run, evaluator=driven_evaluate,
+                  page=False)
+    monkeypatch.setattr(imp, "DRAW_MAX", 15)
+    fedevo.plot(run)
+    page = run / "importance.html"
+    open_page(browser, page, "importance")
+    wait_drawn(browser, page, "slices")
+    ids = sorted(r["id"] for r in imp.slice_rows(load_run(run)))
+    drawn = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#slices .scatterlayer .trace')).map(t => "
+        "t.querySelectorAll('.point').length)")
+    assert drawn == [15] * 27 and len(ids) == 15
+    assert browser.execute_script("return document.getElementById('slices').data.map(t => "
+                                  "Array.from(t.customdata).sort((a, b) => a - b))") == [ids] * 27
+    note = browser.execute_script("return document.getElementById('slices-note').textContent")
+    assert note.startswith("Showing 15 of 40 ok evaluations: a sample")
+    _same_slices(browser, run)
     no_network_and_no_errors(browser)
 
 

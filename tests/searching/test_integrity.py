@@ -213,4 +213,142 @@ def test_a_checkpoint_per_generation_hashes_each_row_once(monkeypatch):
     assert calls == []
     other = dict(rows[3])  # an equal key in another row object is hashed afresh, not taken from the cache
     other["error"] = 0.5
-    assert integrity.log_record([other], cache)["digests"] == [real(other)] != [real(rows[3])]
+    assert integrity.log_record([other], cache)["new"] == [[3, 0, real(other)]] != [[3, 0, real(rows[3])]]
+
+
+# ---------------------------------------------------------------- a checkpoint's record grows with its batch, not the run
+def _v1_record(rows):
+    """The record a checkpoint of the previous version held: every counted row's key and digest."""
+    from fedevo.searching.integrity import row_digest
+    from fedevo.searching.log import row_key
+
+    rows = sorted(rows, key=row_key)
+    return {"count": len(rows), "keys": [list(row_key(r)) for r in rows], "digests": [row_digest(r) for r in rows]}
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("long")
+    run = fedevo.search(str(toy_problem_file(tmp)), pop=4, gen=12, seed=2, workers=0, out=tmp / "R",
+                        evaluator=FAKE, page=False)
+    return run.path
+
+
+def test_a_checkpoint_records_its_generations_rows_not_every_row(long_run):
+    """Each checkpoint listed a digest of every row so far: 24 MB of checkpoints at 10,000 evaluations in 100
+    generations, growing with the square of the run. Now its record is one SHA-256 of them all and the rows of its
+    own generation: the same size at generation 12 as at generation 1."""
+    sizes = []
+    for g in range(1, 13):
+        record = load_checkpoint(long_run / "checkpoints" / f"gen-{g:04d}.pkl")["log"]
+        assert record["count"] == 4 * g and record["since"] == 4 * (g - 1)
+        assert [(i, k) for i, k, _ in record["new"]] == [(i, 0) for i in range(4 * (g - 1), 4 * g)]
+        sizes.append(len(pickle.dumps(record)))
+    assert max(sizes) < 1.2 * min(sizes), sizes
+
+
+def _alter(d, k, *, chain=False):
+    """Halve the error of the k-th row (0-based) of d's log; unchain it first unless `chain`."""
+    if not chain:
+        unchain(d)
+    lines = _lines(d / "evaluations.csv")
+    row = read_csv(d / "evaluations.csv")[k]
+    lines[1 + k] = lines[1 + k].replace(row["error"], repr(float(row["error"]) / 2), 1)
+    (d / "evaluations.csv").write_text("".join(lines))
+    return int(row["id"])
+
+
+@pytest.mark.parametrize("k", [0, 17, 47])
+def test_an_altered_row_of_any_generation_is_named(long_run, tmp_path, k):
+    """The newest checkpoint's SHA-256 tells that the log differs; the rows recorded by the checkpoints up to it
+    name the id, whichever generation logged it."""
+    d = _copy(long_run, tmp_path / "edit")
+    i = _alter(d, k)
+    with pytest.raises(FedevoError, match=rf"1 of the 48 evaluations that checkpoint gen-0012 counts differ from "
+                                          rf"what was logged \(id {i}: checksum mismatch\)"):
+        load_run(d)
+
+
+def test_an_altered_row_is_refused_without_the_checkpoints_that_name_it(long_run, tmp_path):
+    d = _copy(long_run, tmp_path / "gone")
+    for g in range(3, 8):
+        (d / "checkpoints" / f"gen-{g:04d}.pkl").unlink()  # deleted to save space, say
+    assert len(load_run(d).rows) == 48  # an intact log needs only the newest
+    _alter(d, 2)
+    with pytest.raises(FedevoError, match=r"the 48 evaluations that checkpoint gen-0012 counts differ from what was "
+                                          r"logged \(checksum mismatch; the earlier checkpoints that would name the "
+                                          r"rows are gone or damaged\)"):
+        load_run(d)
+    with pytest.raises(FedevoError, match="checksum mismatch"):
+        fedevo.resume(d, workers=0, page=False)
+
+
+def test_a_row_altered_and_its_chain_recomputed_is_refused(long_run, tmp_path):
+    """The chain is a checksum: recomputed with fedevo's code it hides an edit; the checkpoints still tell."""
+    from fedevo.searching.log import chain_next, chain_start
+
+    d = _copy(long_run, tmp_path / "forged")
+    i = _alter(d, 30, chain=True)
+    lines = [ln.encode() for ln in _lines(d / "evaluations.csv")]
+    head = chain_start((d / "run.json").read_bytes(), lines[0].rstrip(b"\n"))
+    out = [lines[0]]
+    for ln in lines[1:]:
+        body = ln.rstrip(b"\n").rpartition(b",")[0]
+        head = chain_next(head, body)
+        out.append(body + b"," + head.encode() + b"\n")
+    (d / "evaluations.csv").write_bytes(b"".join(out))
+    with pytest.raises(FedevoError, match=rf"\(id {i}: checksum mismatch\)"):
+        load_run(d)
+
+
+def test_checkpoints_of_the_previous_version_still_check(long_run, tmp_path):
+    """Checkpoints that list every row (the version before) load and check; a resume from one goes on with the
+    new record, and an altered row is still named through both."""
+    d = _copy(long_run, tmp_path / "v1")
+    rows = load_run(d).rows
+    for g in range(0, 13):
+        ck = d / "checkpoints" / f"gen-{g:04d}.pkl"
+        state = load_checkpoint(ck)
+        state["log"] = _v1_record([r for r in rows if r["id"] < state["next_id"]])
+        save_checkpoint(d, state)
+    assert len(load_run(d).rows) == 48
+    d2 = _copy(d, tmp_path / "v1-changed")
+    i = _alter(d2, 45)
+    with pytest.raises(FedevoError, match=rf"1 of the 48 evaluations that checkpoint gen-0012 counts differ from "
+                                          rf"what was logged \(id {i}: checksum mismatch\)"):
+        load_run(d2)
+    for g in (11, 12):  # killed during generation 11: resumed by this version
+        (d / "checkpoints" / f"gen-{g:04d}.pkl").unlink()
+    fedevo.resume(d, workers=0, page=False)
+    assert "sha256" in load_checkpoint(d / "checkpoints" / "gen-0012.pkl")["log"]
+    assert "keys" in load_checkpoint(d / "checkpoints" / "gen-0010.pkl")["log"]
+    i = _alter(d, 5)
+    with pytest.raises(FedevoError, match=rf"1 of the 48 evaluations that checkpoint gen-0012 counts differ from "
+                                          rf"what was logged \(id {i}: checksum mismatch\)"):
+        load_run(d)
+
+
+def test_a_rung_row_removed_or_inserted_is_named(tmp_path):
+    """A multi-fidelity log holds a row per rung an individual reached: a rung's row gone, or one added that no
+    checkpoint counts, is named by id (an unchained log: the chain would refuse the line first)."""
+    from fedevo.searching import Runtime, SearchSettings, search
+
+    out = tmp_path / "mf"
+    search(SearchSettings(problem="digits_mlp_local", pop=9, gen=2, seed=3, rounds=9, fidelity=(1 / 9, 1 / 3, 1.0),
+                          evaluator="tests.searching.search_fakes:CONTINUING"), out, Runtime(workers=0))
+    unchain(out)
+    lines, rows = _lines(out / "evaluations.csv"), read_csv(out / "evaluations.csv")
+    up = next(k for k, r in enumerate(rows) if r["rung"] == "1")
+    gone = _copy(out, tmp_path / "gone")
+    (gone / "evaluations.csv").write_text("".join(lines[:1 + up] + lines[2 + up:]))
+    with pytest.raises(FedevoError, match=rf"lacks rows of 1 of the 18 evaluations that checkpoint gen-0002 counts "
+                                          rf"\(id {rows[up]['id']}: a rung's row is gone\)"):
+        load_run(gone)
+    low = next(r for r in rows if r["rung"] == "0" and not any(s["id"] == r["id"] and s["rung"] == "1" for s in rows))
+    k = rows.index(low)
+    extra = lines[1 + k].replace(",0,0.1111111111111111\n", ",1,0.3333333333333333\n")
+    assert extra != lines[1 + k]
+    (out / "evaluations.csv").write_text("".join(lines + [extra]))
+    with pytest.raises(FedevoError, match=rf"holds rows that checkpoint gen-0002 does not count among its 18 "
+                                          rf"evaluations \(id {low['id']}: rows inserted\)"):
+        load_run(out)

@@ -183,3 +183,61 @@ def test_the_bar_panels_of_four_or_five_objectives_are_wide_enough(n, grid):
     rows = sorted(set(ys), reverse=True)
     assert all(round((b - a) * plot_h) == 190 for a, b in rows), rows  # max(190, 20 + 26 · 4 genes)
     assert all(round((hi[0] - lo[1]) * plot_h) == BAR_ROW_GAP for hi, lo in zip(rows, rows[1:])), rows
+
+
+# ---------------------------------------------------------------- at scale: a bounded forest, a bounded drawing
+def test_the_forest_is_fitted_to_a_bounded_sample_and_the_page_says_so(driven_run, driven, tmp_path, monkeypatch):
+    """At 10,000 evaluations the forests were most of `fedevo plot`'s 46 s: beyond FIT_MAX evaluations a forest is
+    fitted to a seeded sample of them, the same on every write, and the page says what the numbers come from."""
+    from fedevo.viz import importance as imp
+    from fedevo.viz.sample import sample
+
+    data, _ = driven
+    o = objective_importance(data, "error", fit_max=25, trees=30)
+    assert (o.n, o.eligible, o.sampled) == (25, 40, True) and o.basis == "a sample of 25 of 40 evaluations"
+    assert objective_importance(data, "error", fit_max=25, trees=30) == o  # the same sample, the same numbers
+    assert objective_importance(data, "error", fit_max=25, trees=30, seed=1) != o
+    assert o.ranked[0] == "lr"
+    ids = [r["id"] for r in data.ok_rows]
+    rev = ids[::-1]
+    assert sorted(ids[i] for i in sample(ids, 25)) == sorted(rev[i] for i in sample(rev, 25))  # whatever the order
+    assert len(sample(ids, 25)) == 25 and sample(ids, 40) == list(range(40))
+    full = objective_importance(data, "error", trees=30)
+    assert (full.n, full.eligible, full.sampled, full.basis) == (40, 40, False, "all 40 evaluations")
+    monkeypatch.setattr(imp, "FIT_MAX", 30)
+    text = " ".join(write_importance_html(driven_run, tmp_path / "fit.html", data=data).read_text().split())
+    assert "at most 30 of them" in text and "Computed from error: a sample of 30 of 40 evaluations; comm: a sample " \
+        "of 30 of 40 evaluations; ε: a sample of 30 of 40 evaluations (a sample: those whose ids hash lowest with " \
+        "seed 0" in text
+    assert text.count("; 30 of 40)") == 3  # the panels' titles: "error (R² 0.97; 30 of 40)"
+
+
+def test_slices_beyond_draw_max_draw_a_sample_and_say_so(driven_run, tmp_path, monkeypatch):
+    from fedevo.viz import importance as imp
+
+    data = load_run(driven_run)
+    monkeypatch.setattr(imp, "DRAW_MAX", 25)
+    drawn = imp.slice_rows(data)
+    assert len(drawn) == 25 and drawn == imp.slice_rows(data) and set(r["id"] for r in drawn) < \
+        set(r["id"] for r in data.ok_rows)
+    fig = figure_slices(data)
+    assert all(sorted(t.customdata) == sorted(r["id"] for r in drawn) for t in fig.data if t.meta == "slice")
+    text = " ".join(write_importance_html(driven_run, tmp_path / "s.html", data=data).read_text().split())
+    assert "Showing 25 of 40 ok evaluations: a sample (the 25 whose ids hash lowest with seed 0, the same on every " \
+        "write)" in text
+
+
+def test_the_page_holds_each_drawn_point_once(driven_run, tmp_path):
+    """importance.html held every point once per (gene, objective) panel: 24.6 MB at 10,000 evaluations. Now each
+    point's values and hover parts once, shared by the panels (27 here): the page grows by a few hundred bytes a
+    point, not by 27 times a point's trace entries."""
+    import json
+
+    data = load_run(driven_run)
+    pages = {n: write_importance_html(driven_run, tmp_path / f"p{n}.html", data=dataclasses.replace(
+        data, rows=data.rows[:n])).read_text() for n in (20, 40)}
+    per_point = (len(pages[40].encode()) - len(pages[20].encode())) / 20
+    assert per_point < 600, per_point
+    fig = json.loads(re.search(r"window\.FEDEVO_SLICES_FIG = (\{.*?\});\n", pages[40]).group(1))
+    slices = [t for t in fig["data"] if t.get("meta") == "slice"]
+    assert len(slices) == 27 and not any(k in t for t in slices for k in ("x", "y", "text", "customdata"))

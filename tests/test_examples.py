@@ -125,7 +125,13 @@ def test_fedevo_examples_writes_the_examples_and_never_overwrites(tmp_path, caps
     assert code == 0 and out.rstrip().endswith(f"(its commands run from {tmp_path.resolve()})"), (out, err)
     written = sorted(p.name for p in (tmp_path / "ex").iterdir())
     assert written == sorted(p.name for p in EXAMPLES.iterdir() if p.suffix in (".md", ".py", ".toml"))
-    assert all((tmp_path / "ex" / n).read_bytes() == (EXAMPLES / n).read_bytes() for n in written)
+    assert all((tmp_path / "ex" / n).read_bytes() == (EXAMPLES / n).read_bytes() for n in written if n != "README.md")
+    # the README's links into the source's docs/ lead nowhere beside the copy: they name where the page is instead
+    readme = (tmp_path / "ex" / "README.md").read_text()
+    assert "](../" not in readme and "](../" in (EXAMPLES / "README.md").read_text()
+    assert "[docs/api.md](../../docs/api.md)" in (EXAMPLES / "README.md").read_text()
+    assert "docs/api.md in fedevo's source" in readme
+    assert "docs/search.md#your-own-optimiser in fedevo's source" in readme
     (tmp_path / "ex" / "models.py").write_text("# mine\n")
     code, out, err = run_cli(["examples", str(tmp_path / "ex")], capsys)
     assert code == 2 and "nothing was written" in err and err.count("\n") == 1

@@ -60,6 +60,19 @@ def problems() -> None:
     console.print(table)
 
 
+def _docs_links_as_text(text: str) -> str:
+    """examples/README.md's links to the source tree's docs (`[docs/api.md](../../docs/api.md)`) as text naming
+    where they are (`docs/api.md in fedevo's source`, an anchor kept): the package holds no docs/, so beside a
+    copy they lead nowhere."""
+    import re
+
+    def said(m):
+        label, target = m.group(1), m.group(2)
+        return f"{target} in fedevo's source" if target.split("#")[0] == label else \
+            f"{label} ({target} in fedevo's source)"
+    return re.sub(r"\[([^\]]+)\]\(\.\./\.\./(docs/[^)\s]+)\)", said, text)
+
+
 @app.command()
 def examples(
     out: str = typer.Argument("examples", help="The folder to write them to (made if needed; a file already there "
@@ -82,7 +95,10 @@ def examples(
         raise FedevoError(f"{dest} exists and is not a folder")
     dest.mkdir(parents=True, exist_ok=True)
     for f in files:
-        (dest / f.name).write_bytes(f.read_bytes())
+        data = f.read_bytes()
+        if f.name == "README.md":  # its links into the source tree's docs/ lead nowhere beside a copy
+            data = _docs_links_as_text(data.decode("utf-8")).encode("utf-8")
+        (dest / f.name).write_bytes(data)
     where = dest.resolve()
     said = f"its commands run from {where.parent}" if where.name == "examples" else \
         f"its commands name the folder examples/: run them from {where.parent} with {where.name}/ in its place"

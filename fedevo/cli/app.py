@@ -27,6 +27,16 @@ def _root(version: bool = typer.Option(False, "--version", callback=_print_versi
     pass
 
 
+def run_dir_path(value) -> "Path":
+    """A run directory argument as a Path; an empty one refused (`fedevo front "$run"` where `$run` held nothing
+    would otherwise read the current folder: Path("") is ".")."""
+    from pathlib import Path
+
+    if isinstance(value, str) and not value.strip():
+        raise typer.BadParameter("empty: name a run directory (a shell variable that held nothing?)")
+    return Path(value)
+
+
 def stderr_is_terminal() -> bool:
     """Whether a progress bar can be drawn on stderr: a transient rich bar in a log or a pipe is never drawn but
     leaves an empty line when it stops (before an error's one line, or after a result)."""

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .app import app
+from .app import app, run_dir_path
 from .evaluate import EVAL_TIMEOUT_HELP
 
 _EVALUATOR_HELP = ("Your own evaluation function, 'package.module:function' or 'python:file.py:function', instead of "
@@ -171,7 +171,7 @@ def search(
 
 @app.command()
 def resume(
-    run_dir: Path = typer.Argument(..., help="Run directory of a stopped search."),
+    run_dir: Path = typer.Argument(..., parser=run_dir_path, help="Run directory of a stopped search."),
     workers: str = typer.Option("auto", "--workers", "-w", help=_WORKERS_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Use a running Ray cluster (HOST:PORT)."),
     cpus_per_task: float = typer.Option(1.0, "--cpus-per-task", help="Ray CPUs reserved per evaluation."),

@@ -580,3 +580,15 @@ def test_one_check_of_the_ray_options_for_search_and_retrain(kw, message, python
     with pytest.raises(FedevoError, match="^" + re.escape(python)):
         check_task_resources(**args)
     check_task_resources(cpus_per_task=0.5, gpus_per_task=0.25, workers=0, ray_address=None)  # fine: no error
+
+
+@pytest.mark.parametrize("argv", [["front", ""], ["plot", ""], ["retrain", " ", "--pick", "knee"], ["resume", ""],
+                                  ["audit", ""]])
+def test_an_empty_run_directory_is_one_line_not_the_current_folder(argv, capsys):
+    """`fedevo front "$run"` where `$run` held nothing read the current folder (Path("") is "."): '. is not a fedevo
+    search run'."""
+    from tests.helpers import run_cli
+
+    code, out, err = run_cli(argv, capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "empty: name a run directory" in err and ". is not" not in err, err

@@ -67,6 +67,11 @@ def continuable(candidates: Sequence[Path], plan: Mapping[str, Any]) -> Optional
     return None
 
 
+def continues(report_dir: Path, plan: Mapping[str, Any]) -> bool:
+    """`report_dir` holds a stopped retrain of `plan` (its kept trainings, none of them finished included)."""
+    return _kept_plan(report_dir) == plan
+
+
 def load(report_dir: Path) -> dict[str, EvaluationResult]:
     """The kept results by solution key (an unreadable one is trained again)."""
     out: dict[str, EvaluationResult] = {}

@@ -542,7 +542,7 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     workers, why = decide(workers, cores=cores(), pop=max(len(todo), 1),  # as the search decides: "auto" alike
                           address=ray_address)
     announce(why)
-    if kept:
+    if write and retrain_kept.continues(out_dir, kept_plan):  # a stopped retrain of this plan, even with none kept
         print(f"fedevo: continuing {out_dir}: {len(kept)} of {len(sols)} trainings were kept from the stopped retrain",
               file=sys.stderr)
     tasks = [Task(id=n, generation=0, index=n, seed=seed,

@@ -370,6 +370,24 @@ def test_retrain_stopped_says_so_and_the_same_command_continues(run_dir, tmp_pat
     assert numbers(tmp_path / "rt") == numbers(tmp_path / "whole")
 
 
+def test_a_retrain_stopped_before_any_training_finished_is_continued_and_says_so(run_dir, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """The same command continues a retrain stopped in its first training (nothing kept) and says so, as the docs
+    say of any stopped retrain: it printed no 'continuing' line there."""
+    from fedevo.errors import Terminated
+
+    calls = signal_in_training(monkeypatch, 1, "SIGINT")
+    argv = ["retrain", str(run_dir), "--pick", "knee", "--rounds", "2", "--workers", "0", "--quiet", "--out",
+            str(tmp_path / "rt")]
+    code_, out, err = cli(argv, capsys)
+    assert code_ == 130 and len(calls) == 1
+    monkeypatch.setattr(Terminated, "received", False)
+    code_, out, err = cli(argv, capsys)
+    assert code_ in (0, None), err
+    n = len(read_csv(tmp_path / "rt" / "report.csv"))
+    assert f"fedevo: continuing {tmp_path / 'rt'}: 0 of {n} trainings were kept" in err, err
+
+
 def test_a_different_retrain_never_continues_kept_trainings(run_dir, tmp_path, capsys, monkeypatch):
     # trainings kept by a stopped retrain are continued only by the same plan (run, picks, rounds, seed,
     # standard); another plan takes a new report directory and the kept ones stay

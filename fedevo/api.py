@@ -426,8 +426,11 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
     # refused as changed, before its new code runs)
     new_budgets = {"gen": gen, "budget": budget, "time_budget": time_budget, "patience": patience}
     if all(v is None for v in new_budgets.values()) and sr.finished():  # refuse before writing anything
+        from .searching.budgets import go_on, read_stop
+
         reason, why = _ended(sr)
-        way = "" if reason == "exhausted" else f"; to search on, raise a budget: `fedevo resume {path} --budget N`"
+        way = go_on(read_stop(sr.run_dir) or {"reason": reason}, path)
+        way = f"; to search on, raise the budget that ended it: {way}" if way else ""
         raise FedevoError(f"{path} holds a finished search ({why}); nothing to resume "
                           f"and nothing was changed (see `fedevo front {path}`{way})")
     if data_dir is not None:

@@ -211,6 +211,24 @@ def stop_record(reason: str, state: Mapping[str, Any], settings) -> dict[str, An
 
 
 
+def go_on(stop: Optional[Mapping[str, Any]], run_dir: Path | str) -> str:
+    """How to search on after the stop `stop` (stop.json's record): the shell command that raises the budget that
+    ended it ("" for an exhausted optimiser, which no budget changes). Each budget not given to `fedevo resume`
+    stays, so raising another than the one that ended the search is refused as reached already."""
+    stop = stop or {}
+    reason, budgets = stop.get("reason"), stop.get("budgets") or {}
+    if reason == "exhausted":
+        return ""
+    if reason == "time_budget":
+        now = budgets.get("time_budget")
+        return f"`fedevo resume {run_dir} --time-budget S`" + (f" (S above {_value(now)} seconds)" if now else "")
+    if reason == "patience":
+        now = budgets.get("patience")
+        return f"`fedevo resume {run_dir} --patience K`" + (f" (K above {now} batches)" if now else "")
+    done = stop.get("evaluations")
+    return f"`fedevo resume {run_dir} --budget N`" + (f" (N above its {done} evaluations)" if done else "")
+
+
 def default_gen(gen: Optional[int], pop: int, budget: Optional[int], time_budget: Optional[float],
                 patience: Optional[int]) -> int:
     """--gen as given; else enough batches for --budget (ceil(budget / pop)); else, with only --time-budget or
@@ -226,5 +244,5 @@ def default_gen(gen: Optional[int], pop: int, budget: Optional[int], time_budget
 
 
 __all__ = ["BUDGETS_FILE", "DEFAULT_GEN", "OPEN_GEN", "REASONS", "STOP_FILE", "batch_size", "budgets_of",
-           "check_budgets", "default_gen", "describe_change", "in_force", "raised", "read_raised", "read_stop", "stagnant",
+           "check_budgets", "default_gen", "go_on", "describe_change", "in_force", "raised", "read_raised", "read_stop", "stagnant",
            "stop_in_force", "stop_reason", "stop_record", "write_raised"]

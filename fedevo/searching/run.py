@@ -84,7 +84,7 @@ from . import batched
 from . import evaluator as evaluators
 from . import optimizers
 from .optimizers.user import is_spec
-from .budgets import (STOP_FILE, batch_size, describe_change, raised, read_stop, stop_in_force, stop_record,
+from .budgets import (STOP_FILE, batch_size, describe_change, go_on, raised, read_stop, stop_in_force, stop_record,
                       write_raised)
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import dumps, earlier_checkpoints, latest_checkpoint, load_checkpoint, save_checkpoint
@@ -183,8 +183,8 @@ def _refuse_nonempty(out: Path, ident: str) -> None:
             stop = read_stop(out)
             if stop is None:
                 raise FedevoError(f"{arg('out', out)} already holds this run; continue it with `fedevo resume {out}`")
-            way = "" if stop.get("reason") == "exhausted" else \
-                f"; to search on, raise a budget: `fedevo resume {out} --budget N`"
+            way = go_on(stop, out)
+            way = f"; to search on, raise the budget that ended it: {way}" if way else ""
             raise FedevoError(f"{arg('out', out)} already holds this run, finished ({stop.get('why', 'ended')}); "
                               f"nothing was changed (see `fedevo front {out}`{way})")
         raise FedevoError(f"{arg('out', out)} holds a different run; choose another {arg('out')} (nothing was "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import signal
 import subprocess
 
@@ -192,7 +193,7 @@ def test_the_command_line_raises_and_a_kill_keeps_the_raised_budgets(tmp_path):
     r = run_cli("search", *args, "--budget", 8, "--evaluator", KILLER, "--out", tmp_path / "X")  # kills on demand
     assert r.returncode == 0, r.stderr
     r = run_cli("resume", tmp_path / "X", "--workers", 0, "--quiet")
-    assert r.returncode == 2 and "to search on, raise a budget: `fedevo resume" in r.stderr
+    assert r.returncode == 2 and "to search on, raise the budget that ended it: `fedevo resume" in r.stderr
     p = subprocess.run(cli_cmd("resume", tmp_path / "X", "--workers", 0, "--quiet", "--budget", 16), cwd=REPO,
                        env=env(FAKE_SIGKILL_AFTER=3), capture_output=True, text=True, timeout=120)
     assert p.returncode == -signal.SIGKILL, p.stderr
@@ -228,3 +229,30 @@ def test_a_kill_between_budgets_json_and_removing_stop_json(tmp_path, monkeypatc
     assert not run_finished(run.path, load_run(run.path).settings)
     done = fedevo.resume(run.path, workers=0, page=False)  # goes on to the raised budget, without repeating it
     assert done.summary.evaluations == 9 and read_stop(done.path)["budgets"]["budget"] == 9
+
+
+def flat(problem, params, *, seed, rounds=None, data_dir=None):
+    """The same objectives every time (no hypervolume growth: --patience ends the search), 2 ms an evaluation."""
+    import time
+
+    time.sleep(0.002)
+    return {"error": 0.5, "comm": 10.0, "eps": 1.0}
+
+
+@pytest.mark.parametrize("budget, flag", [({"time_budget": 0.001}, "--time-budget S` (S above 0.001 seconds)"),
+                                          ({"patience": 1}, "--patience K` (K above 1 batches)")])
+def test_a_finished_search_names_the_budget_that_ended_it_and_that_one_goes_on(tmp_path, budget, flag):
+    """The way on after a search that --time-budget or --patience ended: it said `--budget N`, which resume then
+    refused (the time budget or the patience, kept, reached already)."""
+    kw = dict(optimizer="random", pop=2, seed=0, workers=0, out=tmp_path / "R", evaluator=flat, page=False)
+    fedevo.search(str(toy_problem_file(tmp_path)), **kw, **budget)
+    with pytest.raises(FedevoError, match="to search on, raise the budget that ended it: `fedevo resume .*" +
+                       re.escape(flag)):
+        fedevo.search(str(toy_problem_file(tmp_path)), **kw, **budget)  # the same search again: already there
+    with pytest.raises(FedevoError, match=re.escape(flag)):
+        fedevo.resume(tmp_path / "R", workers=0, evaluator=flat)
+    with pytest.raises(FedevoError, match="is reached already"):  # what it said before: refused
+        fedevo.resume(tmp_path / "R", budget=1000, workers=0, evaluator=flat)
+    key, value = next(iter(budget.items()))
+    run = fedevo.resume(tmp_path / "R", workers=0, evaluator=flat, budget=12, **{key: value * 1000})
+    assert len(run.evaluations) > 2  # the named budget raised: it searched on

@@ -169,8 +169,8 @@ def test_out_holding_another_run_is_refused_and_untouched(tmp_path):
     # the same command again on a finished run: `fedevo resume OUT` alone would refuse it ("nothing to resume"),
     # so the line says it is finished and how to go on; a run stopped before its end is sent to resume
     with pytest.raises(FedevoError, match=r"already holds this run, finished \(--gen batches done\); nothing was changed "
-                                          r"\(see `fedevo front .*`; to search on, raise a budget: `fedevo resume "
-                                          r".* --budget N`\)"):
+                                          r"\(see `fedevo front .*`; to search on, raise the budget that ended it: "
+                                          r"`fedevo resume .* --budget N` \(N above its 24 evaluations\)\)"):
         run_fake(out, seed=1)
     assert digest(out) == before
     (out / "stop.json").unlink()

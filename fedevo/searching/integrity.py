@@ -121,8 +121,8 @@ def check_log(rows: Sequence[Mapping[str, Any]], state: Mapping[str, Any], *, lo
     record = state.get("log")
     if not record:  # a checkpoint of the version before the record: the count is all it tells
         return
+    mine = sorted(k for k in by_key if k[0] < counted)
     if "sha256" in record:
-        mine = sorted(k for k in by_key if k[0] < counted)
         if len(mine) == record.get("count") and \
                 rows_sha256((k, row_digest(by_key[k])) for k in mine) == record["sha256"]:
             return
@@ -136,7 +136,10 @@ def check_log(rows: Sequence[Mapping[str, Any]], state: Mapping[str, Any], *, lo
     else:  # an earlier version's record: every row's key and digest
         digests = record.get("digests", [])
         keys = [tuple(k) for k in record.get("keys", [])] or [(i, 0) for i in range(len(digests))]
-        held, inserted = dict(zip(keys, digests)), []
+        held = dict(zip(keys, digests))
+        # a row beside those listed (a rung no checkpoint counts); a record without keys is of a version before
+        # multi-fidelity logs, whose rows it lists by id alone
+        inserted = sorted({k[0] for k in mine if k not in held}) if record.get("keys") else []
     missing = sorted({i for (i, g) in held if (i, g) not in by_key})
     if missing:
         raise FedevoError(f"{log} lacks rows of {len(missing)} of the {counted} evaluations that checkpoint "

@@ -338,6 +338,7 @@ def test_a_rung_row_removed_or_inserted_is_named(tmp_path):
                           evaluator="tests.searching.search_fakes:CONTINUING"), out, Runtime(workers=0))
     unchain(out)
     lines, rows = _lines(out / "evaluations.csv"), read_csv(out / "evaluations.csv")
+    parsed = load_run(out).rows
     up = next(k for k, r in enumerate(rows) if r["rung"] == "1")
     gone = _copy(out, tmp_path / "gone")
     (gone / "evaluations.csv").write_text("".join(lines[:1 + up] + lines[2 + up:]))
@@ -352,3 +353,13 @@ def test_a_rung_row_removed_or_inserted_is_named(tmp_path):
     with pytest.raises(FedevoError, match=rf"holds rows that checkpoint gen-0002 does not count among its 18 "
                                           rf"evaluations \(id {low['id']}: rows inserted\)"):
         load_run(out)
+    # the same under a checkpoint of the previous version (every row listed): it let the inserted row through
+    ck = out / "checkpoints" / "gen-0002.pkl"
+    state = load_checkpoint(ck)
+    state["log"] = _v1_record(parsed)
+    save_checkpoint(out, state)
+    with pytest.raises(FedevoError, match=rf"holds rows that checkpoint gen-0002 does not count among its 18 "
+                                          rf"evaluations \(id {low['id']}: rows inserted\)"):
+        load_run(out)
+    (out / "evaluations.csv").write_text("".join(lines))  # without it: the run reads
+    assert len(load_run(out).rows) == len(rows)

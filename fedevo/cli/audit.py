@@ -17,7 +17,7 @@ EXIT_VIOLATION = 3
 
 @app.command()
 def audit(
-    run_dir: Optional[Path] = typer.Argument(None, parser=run_dir_path, help="Run directory of `fedevo search` (with --pick)."),
+    run_dir: Optional[Path] = typer.Argument(None, parser=run_dir_path, metavar="RUN_DIR", help="Run directory of `fedevo search` (with --pick)."),
     pick: Optional[str] = typer.Option(None, "--pick", "-p", help="Evaluations of RUN_DIR to audit (the grammar of `front`/`retrain --pick`)."),
     problem: Optional[str] = typer.Option(None, "--problem", help="Audit one configuration of this problem instead of a run's picks."),
     params: Optional[str] = typer.Option(None, help="With --problem: JSON gene/setting overrides."),

@@ -21,7 +21,7 @@ _PICK_HELP = ("Solutions to retrain, comma-separated: an evaluation id (12), kne
 
 @app.command()
 def plot(
-    run_dirs: list[Path] = typer.Argument(..., parser=run_dir_path, help="Run directory of `fedevo search`; several (with --out) to compare them."),
+    run_dirs: list[Path] = typer.Argument(..., parser=run_dir_path, metavar="RUN_DIR", help="Run directory of `fedevo search`; several (with --out) to compare them."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write the page (default: RUN_DIR/front.html; required when comparing runs). An existing file that fedevo did not write is never replaced."),
     watch: bool = typer.Option(False, "--watch", help="Keep the page current while the search runs (the run checked every --interval seconds, the page rewritten when evaluations finished since; an open page reloads itself); returns when the run is complete. Ctrl-C stops."),
     interval: Optional[float] = typer.Option(None, "--interval", help="With --watch: seconds between checks of the run (default 2)."),
@@ -104,7 +104,7 @@ def _pick_json(data, rows, marks) -> list[dict]:
 
 @app.command()
 def front(
-    run_dir: Path = typer.Argument(..., parser=run_dir_path, help="Run directory of `fedevo search`."),
+    run_dir: Path = typer.Argument(..., parser=run_dir_path, metavar="RUN_DIR", help="Run directory of `fedevo search`."),
     sort: str = typer.Option("error", "--sort", "-s", help="Sort by an objective of the run: error, comm, eps (the ε the search minimised), or any other it has (e.g. worst_client_error); a maximised one best first."),
     pick: Optional[str] = typer.Option(None, "--pick", "-p", help="Show only what this pick selects (same grammar as `retrain --pick`)."),
     as_json: bool = typer.Option(False, "--json", help="Print the solutions as a JSON list (id, picked_by, objectives, genes) instead of a table."),
@@ -232,7 +232,7 @@ def _front_table(c, data, rows, m, title, extra) -> None:
 
 @app.command()
 def retrain(
-    run_dir: Path = typer.Argument(..., parser=run_dir_path, help="Run directory of `fedevo search`."),
+    run_dir: Path = typer.Argument(..., parser=run_dir_path, metavar="RUN_DIR", help="Run directory of `fedevo search`."),
     pick: str = typer.Option("lowest-error:2,knee", "--pick", "-p", help=_PICK_HELP),
     rounds: int = typer.Option(150, "--rounds", help="Rounds of federated training per solution (paper: 150)."),
     workers: str = typer.Option("auto", "--workers", "-w", help="auto (default): in-process on a machine of 2 cores or fewer or for one training, else a local Ray with a worker per core (at most one per training); N: a local Ray with N workers; 0: in-process (its progress round by round)."),

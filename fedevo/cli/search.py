@@ -147,7 +147,7 @@ def search(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress display (logs, CI)."),
     evaluator: Optional[str] = typer.Option(None, "--evaluator", help=_EVALUATOR_HELP),
     fidelity: Optional[str] = typer.Option(None, "--fidelity", help="Multi-fidelity search: offspring train first for this fraction of the rounds (0.33), or a rung ladder ending at 1 (1/9,1/3,1); a third of each rung continues to the next (default: the problem file's `fidelity`, else 1: every evaluation trains all rounds)."),
-    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Warm start: an earlier run directory on the same problem; its front, evaluated afresh, comes first (nsga3: up to --pop of it begins the initial population; gp, tpe, random: up to 10 are the first candidates)."),
+    init_from: Optional[Path] = typer.Option(None, "--init-from", parser=run_dir_path, help="Warm start: an earlier run directory on the same problem; its front, evaluated afresh, comes first (nsga3: up to --pop of it begins the initial population; gp, tpe, random: up to 10 are the first candidates)."),
     eval_timeout: Optional[float] = typer.Option(None, "--eval-timeout", help=EVAL_TIMEOUT_HELP),
     optimizer: str = typer.Option("nsga3", "--optimizer", help="What proposes the candidates, --pop at a time: nsga3 (NSGA-III, the default), random (uniform sampling, the baseline), gp (Optuna's Gaussian-process sampler: fewest evaluations, seconds of its own per proposal; for expensive evaluations), tpe (Optuna's multivariate TPE); or your own Optimizer subclass: python:FILE.py:Class or module:Class (docs/search.md)."),
     budget: Optional[int] = typer.Option(None, "--budget", help="Stop after N evaluations (the first budget reached ends the search; stop.json says which)."),
@@ -171,7 +171,7 @@ def search(
 
 @app.command()
 def resume(
-    run_dir: Path = typer.Argument(..., parser=run_dir_path, help="Run directory of a stopped search."),
+    run_dir: Path = typer.Argument(..., parser=run_dir_path, metavar="RUN_DIR", help="Run directory of a stopped search."),
     workers: str = typer.Option("auto", "--workers", "-w", help=_WORKERS_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Use a running Ray cluster (HOST:PORT)."),
     cpus_per_task: float = typer.Option(1.0, "--cpus-per-task", help="Ray CPUs reserved per evaluation."),

@@ -583,7 +583,7 @@ def test_one_check_of_the_ray_options_for_search_and_retrain(kw, message, python
 
 
 @pytest.mark.parametrize("argv", [["front", ""], ["plot", ""], ["retrain", " ", "--pick", "knee"], ["resume", ""],
-                                  ["audit", ""]])
+                                  ["audit", ""], ["search", "--init-from", ""]])
 def test_an_empty_run_directory_is_one_line_not_the_current_folder(argv, capsys):
     """`fedevo front "$run"` where `$run` held nothing read the current folder (Path("") is "."): '. is not a fedevo
     search run'."""
@@ -591,4 +591,5 @@ def test_an_empty_run_directory_is_one_line_not_the_current_folder(argv, capsys)
 
     code, out, err = run_cli(argv, capsys)
     assert code == 2 and err.count("\n") == 1, err
-    assert "empty: name a run directory" in err and ". is not" not in err, err
+    assert "empty: name a run directory" in err and "is not a fedevo search run" not in err, err
+    assert ("'--init-from'" if "--init-from" in argv else "'RUN_DIR'") in err, err

@@ -700,7 +700,7 @@ def _with_fidelity(settings: SearchSettings, problem: Problem, evaluator: Evalua
         key = f"problem {problem.name!r}: fidelity"
         settings = replace(settings, fidelity=parse_ladder(problem.fidelity, key))
     if settings.multi_fidelity:
-        check_continues(evaluator, settings.fidelity)
+        check_continues(evaluator, settings.fidelity, "" if key == arg("fidelity") else key)
         check_ladder(problem, settings.fidelity, settings.rounds, key)
     return settings
 

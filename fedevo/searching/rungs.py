@@ -65,16 +65,18 @@ def read_state(path: Path, ident: int, rounds: int, *, legacy: bool = False) -> 
                       "and resume again")
 
 
-def check_continues(evaluator, ladder: Optional[Sequence[float]]) -> None:
-    """A multi-fidelity search needs an evaluator that continues training (`continues = True`, `planned`)."""
+def check_continues(evaluator, ladder: Optional[Sequence[float]], key: str = "") -> None:
+    """A multi-fidelity search needs an evaluator that continues training (`continues = True`, `planned`). `key`:
+    where the ladder was set (by default the `fidelity` argument as its caller spells it; the problem file's key)."""
     if ladder is not None and len(ladder) > 1 and not getattr(evaluator, "continues", False):
         try:
             name = evaluators.evaluator_spec(evaluator)
         except FedevoError:
             name = repr(evaluator)
-        raise FedevoError(f"{arg('fidelity')}: the evaluator {name} cannot continue "
+        way = f"leave {arg('fidelity')} out" if not key else "remove the problem file's fidelity"
+        raise FedevoError(f"{key or arg('fidelity')}: the evaluator {name} cannot continue "
                           "a training from a lower rung (it offers no `continues`/`planned`: docs/api.md); use "
-                          f"fedevo's simulator, or leave {arg('fidelity')} out")
+                          f"fedevo's simulator, or {way}")
 
 
 def total_rounds(problem, params: Mapping[str, Any], rounds: Optional[int]) -> int:

@@ -157,6 +157,14 @@ def test_problem_file_setting_and_an_evaluator_that_cannot_continue(tmp_path):
         search(SearchSettings(problem="digits_mlp_local", pop=4, gen=1, rounds=9, fidelity=(1 / 3, 1.0),
                               evaluator="tests.searching.search_fakes:fake_evaluate"), tmp_path / "b2", SERIAL)
     assert not (tmp_path / "b2").exists()
+    from fedevo.problem import problems_dir
+
+    fixed = tmp_path / "local.toml"  # the ladder from the problem file: the line names its key, not fidelity=
+    fixed.write_text("fidelity = 0.34\n" + (problems_dir() / "digits_mlp_local.toml").read_text())
+    with pytest.raises(FedevoError, match=r"^problem 'digits_mlp_local': fidelity: the evaluator .* cannot continue "
+                                          r".* or remove the problem file's fidelity$"):
+        search(SearchSettings(problem=str(fixed), pop=4, gen=1, rounds=9,
+                              evaluator="tests.searching.search_fakes:fake_evaluate"), tmp_path / "b3", SERIAL)
     good = toy_problem_file(tmp_path, "")
     good.write_text("fidelity = 0.34\n" + good.read_text())
     out = tmp_path / "c"

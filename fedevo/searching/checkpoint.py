@@ -52,16 +52,29 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return state
 
 
+def _generation(path: Path) -> int:
+    """The generation a checkpoint file is of (gen-NNNN.pkl: at least 4 digits, more past 9999); -1 for a name
+    that holds none."""
+    digits = path.stem[len("gen-"):]
+    return int(digits) if digits.isdigit() else -1
+
+
+def _in_order(folder: Path) -> list[Path]:
+    """The checkpoint files of `folder`, oldest first: by generation (gen-10000.pkl sorts before gen-9999.pkl by
+    name)."""
+    return sorted((p for p in folder.glob("gen-*.pkl") if _generation(p) >= 0), key=_generation)
+
+
 def latest_checkpoint(run_dir: Path) -> Optional[Path]:
-    files = sorted((run_dir / "checkpoints").glob("gen-*.pkl"))
+    files = _in_order(run_dir / "checkpoints")
     return files[-1] if files else None
 
 
 def earlier_checkpoints(path: Path) -> Iterator[dict[str, Any]]:
     """The states of the checkpoints before checkpoint `path`, newest first, read as they are asked for; an
     unreadable one is an empty state (nothing of it known)."""
-    for p in sorted(path.parent.glob("gen-*.pkl"), reverse=True):
-        if p.name < path.name:
+    for p in reversed(_in_order(path.parent)):
+        if _generation(p) < _generation(path):
             try:
                 yield load_checkpoint(p)
             except FedevoError:

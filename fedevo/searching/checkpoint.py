@@ -22,13 +22,54 @@ def dumps(obj: Any) -> bytes:
     return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+KEEP_BYTES = 64 * 2 ** 20  # a run's checkpoints in all, beyond which the oldest go (keep_within)
+KEEP_NEWEST = 3  # checkpoints never deleted: the newest, and two to resume from should it be damaged
+
+
 def save_checkpoint(run_dir: Path, state: Mapping[str, Any]) -> Path:
     payload = dumps(dict(state))
     data = CKPT_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
     path = run_dir / "checkpoints" / f"gen-{state['generation']:04d}.pkl"
     path.parent.mkdir(exist_ok=True)
     atomic_write(path, data)
+    keep_within(path.parent)
     return path
+
+
+def keep_within(folder: Path, limit: int = 0) -> list[Path]:
+    """Delete the oldest checkpoints of `folder` while they take more than `limit` bytes in all (KEEP_BYTES by
+    default), never the newest KEEP_NEWEST; the deleted paths. Each checkpoint holds every batch's seconds and
+    hypervolume and the optimiser's state, so a run of thousands of small batches (batches of one) took disk with the
+    square of its batches (2,000 batches of one: 133 MB). A resume needs only the newest; the earlier ones name the
+    ids of a damaged log (without them, it is refused without ids: integrity.check_log)."""
+    import os
+
+    limit = limit or KEEP_BYTES
+    gens = [int(n[4:-4]) for n in os.listdir(folder)
+            if n.startswith("gen-") and n.endswith(".pkl") and n[4:-4].isdigit()]
+    try:  # a checkpoint is rarely smaller than those before it (each holds all batches so far): no look at each
+        if not gens or len(gens) * (folder / f"gen-{max(gens):04d}.pkl").stat().st_size <= limit:
+            return []
+    except OSError:
+        pass
+    files = _in_order(folder)
+    sizes = {}
+    for p in files:
+        try:
+            sizes[p] = p.stat().st_size
+        except OSError:
+            sizes[p] = 0
+    total, gone = sum(sizes.values()), []
+    for p in files[:-KEEP_NEWEST]:
+        if total <= limit:
+            break
+        try:
+            p.unlink()
+        except OSError:
+            continue
+        total -= sizes[p]
+        gone.append(p)
+    return gone
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
@@ -81,4 +122,5 @@ def earlier_checkpoints(path: Path) -> Iterator[dict[str, Any]]:
                 yield {}
 
 
-__all__ = ["CKPT_MAGIC", "dumps", "earlier_checkpoints", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+__all__ = ["CKPT_MAGIC", "KEEP_BYTES", "KEEP_NEWEST", "dumps", "earlier_checkpoints", "keep_within",
+           "latest_checkpoint", "load_checkpoint", "save_checkpoint"]

@@ -12,3 +12,53 @@ def test_the_latest_checkpoint_past_generation_9999_is_the_newest(tmp_path):
     assert latest_checkpoint(tmp_path).name == "gen-10001.pkl"
     assert [s["generation"] for s in earlier_checkpoints(latest_checkpoint(tmp_path))] == [10000, 9999, 9998]
     assert [s["generation"] for s in earlier_checkpoints(tmp_path / "checkpoints" / "gen-10000.pkl")] == [9999, 9998]
+
+
+def test_the_oldest_checkpoints_go_beyond_the_limit_and_the_newest_three_stay(tmp_path, monkeypatch):
+    """Each checkpoint carries every batch's seconds and hypervolume: with batches of one the checkpoints took disk
+    with the square of the batches (2,000 batches of one random evaluation: 133 MB). Beyond KEEP_BYTES the oldest
+    go; the newest KEEP_NEWEST always stay."""
+    from fedevo.searching import checkpoint
+
+    monkeypatch.setattr(checkpoint, "KEEP_BYTES", 50_000)
+    for g in range(12):
+        save_checkpoint(tmp_path, {"algorithm": None, "generation": g, "blob": bytes(10_000 + 100 * g)})
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == [f"gen-{g:04d}.pkl" for g in range(8, 12)], names  # 4 × ~11 kB within 50 kB; 5 are not
+    assert sum(p.stat().st_size for p in (tmp_path / "checkpoints").iterdir()) <= 50_000
+    monkeypatch.setattr(checkpoint, "KEEP_BYTES", 1)  # the newest three stay, whatever the limit
+    save_checkpoint(tmp_path, {"algorithm": None, "generation": 12, "blob": b""})
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["gen-0010.pkl", "gen-0011.pkl",
+                                                                            "gen-0012.pkl"]
+
+
+def test_a_search_of_batches_of_one_keeps_its_checkpoints_within_the_limit_and_resumes(tmp_path, monkeypatch):
+    import fedevo
+    from fedevo.errors import FedevoError
+    from fedevo.searching import checkpoint
+    from fedevo.searching.rundata import load_run
+
+    from .search_helpers import FAKE, toy_problem_file
+
+    monkeypatch.setattr(checkpoint, "KEEP_BYTES", 20_000)
+    kw = dict(optimizer="random", pop=1, seed=0, workers=0, out=tmp_path / "R", evaluator=FAKE, page=False)
+    fedevo.search(str(toy_problem_file(tmp_path)), budget=40, **kw)
+    folder = tmp_path / "R" / "checkpoints"
+    kept = sorted(folder.iterdir())
+    assert 3 <= len(kept) < 41 and latest_checkpoint(tmp_path / "R").name == "gen-0040.pkl"
+    assert sum(p.stat().st_size for p in kept) <= 20_000 or len(kept) == 3
+    whole = fedevo.search(str(toy_problem_file(tmp_path)), budget=60, **{**kw, "out": tmp_path / "W"})
+    run = fedevo.resume(tmp_path / "R", budget=60, workers=0, page=False)  # from the newest checkpoint alone
+    assert [r["error"] for r in load_run(run.path).rows] == [r["error"] for r in load_run(whole.path).rows]
+    import csv
+
+    lines = (tmp_path / "R" / "evaluations.csv").read_text().splitlines(keepends=True)
+    row = next(csv.DictReader(lines[:2]))
+    lines[1] = lines[1].replace(row["error"], repr(float(row["error"]) / 2), 1)
+    (tmp_path / "R" / "evaluations.csv").write_text("".join(lines))
+    try:  # a damaged log is still refused (by its chain here; without ids where the checkpoints naming them are gone)
+        load_run(tmp_path / "R")
+    except FedevoError as e:
+        assert "damaged" in str(e)
+    else:
+        raise AssertionError("an edited log was read")

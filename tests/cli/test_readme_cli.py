@@ -91,7 +91,8 @@ def test_fedevo_help_gives_each_command_its_first_paragraph_as_one_line(monkeypa
     command's first paragraph is one line now."""
     import inspect
 
-    from fedevo.cli import app, main
+    from fedevo.cli import main
+    from fedevo.cli.app import app  # the Typer object (fedevo.cli's `app` reads as the module to test_references)
 
     monkeypatch.setenv("COLUMNS", "400")
     with pytest.raises(SystemExit) as e:

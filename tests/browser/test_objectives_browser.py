@@ -21,8 +21,8 @@ import math
 
 import pytest
 
-from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, hover_at, no_network_and_no_errors, open_fresh,
-                                              open_page, pareto_positions, settle)
+from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, MOVE_MS, hover_at, no_network_and_no_errors,
+                                              open_fresh, open_page, pareto_positions, settle)
 from tests.browser.test_layout_browser import at_width
 from tests.browser.test_selection_browser import CAPTURE_JS, _download
 from tests.viz.fedevo_runs import five_objective_run, four_objective_run
@@ -82,7 +82,7 @@ def test_a_fourth_objective_is_in_every_table_the_export_and_the_notes(browser, 
     for i in picked:  # real mouse clicks on the Pareto table's rows
         tr = browser.find_element("css selector", f'#front-table tbody td[data-v="{i}"]')
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", tr)
-        ActionChains(browser).move_to_element(tr).click().perform()
+        ActionChains(browser, duration=MOVE_MS).move_to_element(tr).click().perform()
         settle(browser)
     assert browser.execute_script("return fedevoSelection()") == picked
     heads, rows = _cells(browser, "#selected-table")

@@ -360,15 +360,21 @@ def _overlap(a, b) -> bool:
     return a[0] < b[2] - 0.5 and b[0] < a[2] - 0.5 and a[1] < b[3] - 0.5 and b[1] < a[3] - 0.5
 
 
+@pytest.fixture(scope="module")
+def five_importance(five_page):
+    """importance.html of the five-objective run, written once (its forests are fitted once, not at each width)."""
+    from fedevo.viz.importance import write_importance_html
+
+    return write_importance_html(five_page[1])
+
+
 @pytest.mark.parametrize("width", [1280, 1600, 1920])
-def test_five_objectives_pages_draw_every_panel_whole(browser, five_page, width):
+def test_five_objectives_pages_draw_every_panel_whole(browser, five_page, five_importance, width):
     """At 1,280–1,920 px: importance.html's five bar panels (a row of five cut the last one's axis title at the
     figure's edge at 1,600 px) keep every axis and panel title inside the figure and clear of each other; front.html's
     ten projections are at least 300 px high with rows at most 110 px apart (they were 200 px high, 250 px apart)."""
-    from fedevo.viz.importance import write_importance_html
-
     page, run_dir = five_page
-    importance = write_importance_html(run_dir)
+    importance = five_importance
     at_width(browser, width)
     try:
         open_page(browser, importance, "importance")

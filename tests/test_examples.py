@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from tests.helpers import read_csv
-from tests.searching.search_helpers import REPO, env, run_cli
+from tests.helpers import cli, read_csv
+from tests.searching.search_helpers import REPO, env
 
 EXAMPLES = REPO / "examples"
 
@@ -74,8 +74,7 @@ def test_digits_clients_model_is_lowered(digits_dir):
 
 
 def _search(problem, out, *extra):
-    r = run_cli("search", "--problem", problem, "--pop", 4, "--gen", 1, "--workers", 0, "--quiet",
-                "--out", out, *extra, timeout=120)
+    r = cli("search", "--problem", problem, "--pop", 4, "--gen", 1, "--workers", 0, "--quiet", "--out", out, *extra)
     assert r.returncode == 0, r.stderr
     front = read_csv(out / "front.csv")
     assert front and all(row["status"] == "ok" for row in front)
@@ -86,9 +85,9 @@ def test_digits_clients_search(digits_dir, tmp_path):
     front = _search(digits_dir / "digits_clients.toml", tmp_path / "run", "--rounds", 1)
     assert {"hidden", "lr", "sigma"} <= set(front[0])
     # then, as the README goes on: the Pareto set, and the knee retrained (fewer rounds here)
-    r = run_cli("front", tmp_path / "run", timeout=120)
+    r = cli("front", tmp_path / "run")
     assert r.returncode == 0 and "knee" in r.stdout, r.stderr
-    r = run_cli("retrain", tmp_path / "run", "--pick", "knee", "--rounds", 2, "--quiet", timeout=120)
+    r = cli("retrain", tmp_path / "run", "--pick", "knee", "--rounds", 2, "--quiet")
     assert r.returncode == 0 and (tmp_path / "run" / "retrain" / "report.md").exists(), r.stderr
 
 

@@ -14,7 +14,8 @@ import fedevo
 from fedevo.picking import pick as unbarred_pick
 from fedevo.searching.rundata import load_run
 
-from tests.searching.search_helpers import FAKE, run_cli, toy_problem_file
+from tests.helpers import cli
+from tests.searching.search_helpers import FAKE, toy_problem_file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,7 +39,7 @@ def test_the_knee_is_one_id_everywhere(run, tmp_path):
     assert any(r["error"] >= data.knee_bar for r in data.front)  # chance-level solutions on the front
     assert unbarred_pick("knee", data.rows, data.front, eps_key=data.eps_key)[0].id != knee  # the bar matters here
 
-    r = run_cli("front", run, "--pick", "knee", "--json")  # fedevo front
+    r = cli("front", run, "--pick", "knee", "--json")  # fedevo front
     assert r.returncode == 0, r.stderr
     assert [p["id"] for p in json.loads(r.stdout)] == [knee]
 
@@ -53,7 +54,7 @@ def test_the_knee_is_one_id_everywhere(run, tmp_path):
         fedevo.audit(run, "knee", on_start=on_start, write=False)
 
     page = tmp_path / "page.html"  # the page's marked knee (and the knee its caps start from)
-    r = run_cli("plot", run, "--out", page)
+    r = cli("plot", run, "--out", page)
     assert r.returncode == 0, r.stderr
     html = page.read_text()
     assert re.search(r'"knee_bar": [0-9.e-]+, "knee": (\d+)', html).group(1) == str(knee)

@@ -88,10 +88,16 @@ def ok_and_front_ids(run_dir: Path):
     return {int(r["id"]) for r in ev if r["status"] == "ok"}, front, ev
 
 
+# Pointer moves of the tests' real-mouse actions are instant (duration 0): selenium's default, 250 ms a move, made
+# every move a quarter second of waiting (a brush of 11 moves: 2.75 s) and the page redraw at each step chromedriver
+# interpolated; the pointer still passes through every point a test names, down, moving and up as a user's would.
+MOVE_MS = 0
+
+
 def mouse_to(driver, x: float, y: float) -> None:
     from selenium.webdriver.common.actions.action_builder import ActionBuilder
 
-    ab = ActionBuilder(driver)
+    ab = ActionBuilder(driver, duration=MOVE_MS)
     ab.pointer_action.move_to_location(int(round(x)), int(round(y)))
     ab.perform()
 
@@ -249,16 +255,22 @@ def until_stable(driver, js: str, *args, timeout: float = 10.0):
 
 
 def drag(driver, points) -> None:
+    """A real-mouse drag through `points` (screen px): press at the first, move to each of the others, release at the
+    last. Each move is its own action, sent once the page has handled the one before and drawn (`settle`): Chromium
+    merges the mouse moves that arrive within one frame into the last, which left a lasso its two ends, while a hand
+    (or selenium's 250 ms moves) gives the page every point in turn."""
     from selenium.webdriver.common.actions.action_builder import ActionBuilder
 
-    ab = ActionBuilder(driver)
-    pa = ab.pointer_action
-    pa.move_to_location(int(points[0][0]), int(points[0][1]))
-    pa.pointer_down()
+    def act(step) -> None:
+        ab = ActionBuilder(driver, duration=MOVE_MS)
+        step(ab.pointer_action)
+        ab.perform()
+
+    act(lambda pa: pa.move_to_location(int(points[0][0]), int(points[0][1])).pointer_down())
     for x, y in points[1:]:
-        pa.move_to_location(int(x), int(y))
-    pa.pointer_up()
-    ab.perform()
+        act(lambda pa: pa.move_to_location(int(x), int(y)))
+        settle(driver)
+    act(lambda pa: pa.pointer_up())
 
 
 FIND_AXIS_JS = r"""

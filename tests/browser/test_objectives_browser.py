@@ -21,8 +21,8 @@ import math
 
 import pytest
 
-from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, hover_at, no_network_and_no_errors, open_fresh,
-                                              open_page, pareto_positions, settle)
+from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, MOVE_MS, hover_at, no_network_and_no_errors,
+                                              open_fresh, open_page, pareto_positions, settle)
 from tests.browser.test_layout_browser import at_width
 from tests.browser.test_selection_browser import CAPTURE_JS, _download
 from tests.viz.fedevo_runs import five_objective_run, four_objective_run
@@ -82,7 +82,7 @@ def test_a_fourth_objective_is_in_every_table_the_export_and_the_notes(browser, 
     for i in picked:  # real mouse clicks on the Pareto table's rows
         tr = browser.find_element("css selector", f'#front-table tbody td[data-v="{i}"]')
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", tr)
-        ActionChains(browser).move_to_element(tr).click().perform()
+        ActionChains(browser, duration=MOVE_MS).move_to_element(tr).click().perform()
         settle(browser)
     assert browser.execute_script("return fedevoSelection()") == picked
     heads, rows = _cells(browser, "#selected-table")
@@ -360,15 +360,21 @@ def _overlap(a, b) -> bool:
     return a[0] < b[2] - 0.5 and b[0] < a[2] - 0.5 and a[1] < b[3] - 0.5 and b[1] < a[3] - 0.5
 
 
+@pytest.fixture(scope="module")
+def five_importance(five_page):
+    """importance.html of the five-objective run, written once (its forests are fitted once, not at each width)."""
+    from fedevo.viz.importance import write_importance_html
+
+    return write_importance_html(five_page[1])
+
+
 @pytest.mark.parametrize("width", [1280, 1600, 1920])
-def test_five_objectives_pages_draw_every_panel_whole(browser, five_page, width):
+def test_five_objectives_pages_draw_every_panel_whole(browser, five_page, five_importance, width):
     """At 1,280–1,920 px: importance.html's five bar panels (a row of five cut the last one's axis title at the
     figure's edge at 1,600 px) keep every axis and panel title inside the figure and clear of each other; front.html's
     ten projections are at least 300 px high with rows at most 110 px apart (they were 200 px high, 250 px apart)."""
-    from fedevo.viz.importance import write_importance_html
-
     page, run_dir = five_page
-    importance = write_importance_html(run_dir)
+    importance = five_importance
     at_width(browser, width)
     try:
         open_page(browser, importance, "importance")

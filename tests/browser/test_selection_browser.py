@@ -20,9 +20,9 @@ import re
 
 import pytest
 
-from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, drag, hover_at, no_network_and_no_errors,
-                                              ok_and_front_ids, open_fresh, pareto_positions, settle, until_stable,
-                                              wait_ready)
+from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, MOVE_MS, drag, hover_at,
+                                              no_network_and_no_errors, ok_and_front_ids, open_fresh,
+                                              pareto_positions, settle, until_stable, wait_ready)
 from tests.viz.fedevo_runs import synthetic_run
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium "
@@ -158,7 +158,7 @@ def box_rect(driver, n: int, fx0: float, fy0: float, fx1: float, fy1: float):
 def double_click(driver, x: float, y: float) -> None:
     from selenium.webdriver.common.actions.action_builder import ActionBuilder
 
-    ab = ActionBuilder(driver)
+    ab = ActionBuilder(driver, duration=MOVE_MS)
     ab.pointer_action.move_to_location(int(x), int(y))
     ab.pointer_action.click()
     ab.pointer_action.click()
@@ -601,7 +601,7 @@ def test_a_maximised_objective_is_chosen_by_its_highest(browser, chance_page, tm
     assert "global accuracy (maximised)" in heads, heads
     cell = browser.find_element("css selector", f'#front-table tbody td[data-v="{data.front[0]["id"]}"]')
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", cell)
-    ActionChains(browser).move_to_element(cell).click().perform()
+    ActionChains(browser, duration=MOVE_MS).move_to_element(cell).click().perform()
     settle(browser)
     heads = browser.execute_script("return Array.from(document.querySelectorAll('#selected-table thead th'))"
                                    ".map(th => th.textContent)")

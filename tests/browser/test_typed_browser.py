@@ -25,8 +25,8 @@ import re
 
 import pytest
 
-from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, drag, no_network_and_no_errors, open_fresh, settle,
-                                              wait_ready)
+from tests.browser.test_front_browser import (ARTIFACTS, CHROMIUM, MOVE_MS, drag, no_network_and_no_errors,
+                                              open_fresh, settle, wait_ready)
 from tests.browser.test_selection_browser import DIMMED_JS, _pick_ids
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium "
@@ -229,7 +229,8 @@ def test_the_page_rounds_an_exact_half_as_python_does(browser, chance_page, tmp_
     picked = [i for i in table if 100 <= by_id[i]["comm"] < 1000][:4]
     for i in picked:  # real mouse clicks on the rows select them
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", table[i])
-        ActionChains(browser).move_to_element(table[i].find_elements("css selector", "td")[0]).click().perform()
+        cell = table[i].find_elements("css selector", "td")[0]
+        ActionChains(browser, duration=MOVE_MS).move_to_element(cell).click().perform()
         settle(browser)
     assert browser.execute_script("return fedevoSelection()") == sorted(picked)
     js_col = browser.execute_script("return Array.from(document.querySelectorAll('#selected-table thead th'))"

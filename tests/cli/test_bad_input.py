@@ -133,11 +133,11 @@ def test_bundled_problems_pass_the_bound_validation():
 
 
 def test_search_whose_every_evaluation_failed_exits_2(tmp_path):
-    from tests.searching.search_helpers import run_cli
+    from tests.helpers import cli
 
     out = tmp_path / "run"
-    r = run_cli("search", "--pop", 6, "--gen", 2, "--out", out, "--workers", 0, "--quiet",
-                "--evaluator", "tests.searching.search_fakes:fake_always_fails")
+    r = cli("search", "--pop", 6, "--gen", 2, "--out", out, "--workers", 0, "--quiet",
+            "--evaluator", "tests.searching.search_fakes:fake_always_fails")
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert re.fullmatch(r"fedevo: error: every evaluation failed \(12\); the first: ValueError: fake failure of "
@@ -148,14 +148,13 @@ def test_search_whose_every_evaluation_failed_exits_2(tmp_path):
 def test_search_whose_every_evaluation_diverged_exits_2(tmp_path):
     """No evaluation with a result (every one diverged: a learning rate that blows up, a model whose outputs are
     never finite) is a failure, as every one failed is: it ended with "Pareto front of 0" and exit 0."""
-    from tests.searching.search_helpers import run_cli
+    from tests.helpers import cli
 
     prob = tmp_path / "boom.toml"
     prob.write_text('name = "boom"\ndataset = "digits"\nmodel = "mlp"\n[data]\nclients = 4\n[train]\nrounds = 2\n'
                     'epochs = 1\nbatch_size = 16\n[privacy]\nmechanism = "none"\n[genes]\n'
                     'lr = { type = "real", low = 1e8, high = 1e9, default = 1e8 }\n')
-    r = run_cli("search", "--problem", prob, "--pop", 4, "--gen", 1, "--out", tmp_path / "run", "--workers", 0,
-                "--quiet")
+    r = cli("search", "--problem", prob, "--pop", 4, "--gen", 1, "--out", tmp_path / "run", "--workers", 0, "--quiet")
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("fedevo: error: no evaluation gave a result: 4 diverged")
     assert "4 diverged" in r.stdout  # the summary, and the log kept

@@ -177,11 +177,12 @@ def test_the_closing_lines_say_where_the_time_went(tmp_path):
     seconds of search in all (stop.json's search_s, what --time-budget counts) nowhere."""
     import json
 
-    from tests.searching.search_helpers import FAKE, run_cli, toy_problem_file
+    from tests.helpers import cli
+    from tests.searching.search_helpers import FAKE, toy_problem_file
 
     out = tmp_path / "R"
-    r = run_cli("search", "--problem", toy_problem_file(tmp_path), "--optimizer", "random", "--pop", 2, "--budget", 5,
-                "--workers", 0, "--quiet", "--evaluator", FAKE, "--out", out)
+    r = cli("search", "--problem", toy_problem_file(tmp_path), "--optimizer", "random", "--pop", 2, "--budget", 5,
+            "--workers", 0, "--quiet", "--evaluator", FAKE, "--out", out)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("search finished") and lines[-1].startswith("results in "), r.stdout

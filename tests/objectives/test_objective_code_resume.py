@@ -8,7 +8,7 @@ import json
 
 import fedevo
 
-from tests.searching.search_helpers import run_cli
+from tests.helpers import cli
 
 from .latency_problem import latency_problem
 
@@ -24,7 +24,7 @@ def test_a_changed_objective_function_is_refused_by_resume(tmp_path):
 
     (tmp_path / "my_obj.py").write_text(OBJECTIVE.replace("500.0", "50.0"))  # another latency
     rows = (run.path / "evaluations.csv").read_bytes()
-    r = run_cli("resume", run.path, "--budget", "8", "--workers", "0", "--quiet")
+    r = cli("resume", run.path, "--budget", "8", "--workers", "0", "--quiet")
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1, r.stderr
     assert r.stderr.startswith(f"fedevo: error: {(tmp_path / 'my_obj.py').resolve()} ([objective.latency] read) "
@@ -32,6 +32,6 @@ def test_a_changed_objective_function_is_refused_by_resume(tmp_path):
     assert (run.path / "evaluations.csv").read_bytes() == rows  # nothing evaluated
 
     (tmp_path / "my_obj.py").write_text(OBJECTIVE)  # restored: it goes on
-    r = run_cli("resume", run.path, "--budget", "8", "--workers", "0", "--quiet")
+    r = cli("resume", run.path, "--budget", "8", "--workers", "0", "--quiet")
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert len((run.path / "evaluations.csv").read_text().splitlines()) == 1 + 8

@@ -9,7 +9,7 @@ from __future__ import annotations
 import fedevo
 from fedevo.searching.log import unread_objectives
 
-from tests.searching.search_helpers import run_cli
+from tests.helpers import cli
 
 from .latency_problem import latency_problem
 
@@ -32,8 +32,8 @@ def test_an_objective_never_read_is_named_at_the_end(tmp_path):
     assert (name, n, of) == ("latency", 4, 4)
     assert first.startswith("ValueError") or first.startswith("TypeError"), first
 
-    r = run_cli("search", "--problem", prob, "--pop", "4", "--gen", "1", "--rounds", "1", "--workers", "0",
-                "--quiet", "--out", tmp_path / "cli")
+    r = cli("search", "--problem", prob, "--pop", "4", "--gen", "1", "--rounds", "1", "--workers", "0", "--quiet",
+            "--out", tmp_path / "cli")
     assert r.returncode == 0, r.stderr
     line = next(s for s in r.stderr.splitlines() if s.startswith("objective latency:"))
     assert line.startswith("objective latency: not read in 4 of 4 ok evaluations (its worst value stood in; "

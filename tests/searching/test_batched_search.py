@@ -19,7 +19,9 @@ from fedevo.fl import population
 from fedevo.searching import batched
 from fedevo.searching.runner import Task
 
-from .search_helpers import REPO, env, read_csv, run_cli, without
+from tests.helpers import cli
+
+from .search_helpers import REPO, env, read_csv, without
 
 TINY = """
 name = "tiny_batched"
@@ -193,10 +195,11 @@ def test_kill_9_mid_generation_then_resume_gives_the_uninterrupted_evaluations(t
                        env=env(KILL_AFTER_BATCHES=3), capture_output=True, text=True, timeout=300)
     assert p.returncode == -signal.SIGKILL, p.stderr
     assert len(read_csv(killed / "evaluations.csv")) == 6  # killed in the second generation's second batch
-    r = run_cli("resume", killed, "--workers", 0, "--quiet", "--batch-generation", timeout=300)
+    # the kill -9 needs its own process; the resume and the uninterrupted search run here (tests.helpers.cli)
+    r = cli("resume", killed, "--workers", 0, "--quiet", "--batch-generation")
     assert r.returncode == 0, r.stderr
     assert "2 reused from the log" in r.stdout  # the second generation's first batch
-    r = run_cli(*args, "--out", whole, timeout=300)
+    r = cli(*args, "--out", whole)
     assert r.returncode == 0, r.stderr
     assert _rows(killed / "evaluations.csv") == _rows(whole / "evaluations.csv")
     assert _rows(killed / "front.csv") == _rows(whole / "front.csv")
@@ -257,8 +260,8 @@ def test_what_cannot_be_batched_is_refused_in_one_line(tiny, tmp_path, kwargs, m
 
 
 def test_the_cli_options(tiny, tmp_path):
-    r = run_cli("search", "--problem", tiny, "--pop", 4, "--gen", 1, "--workers", 0, "--quiet", "--out",
-                tmp_path / "R", "--batch-size-per-gpu", 0)
+    r = cli("search", "--problem", tiny, "--pop", 4, "--gen", 1, "--workers", 0, "--quiet", "--out",
+            tmp_path / "R", "--batch-size-per-gpu", 0)
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == \
         "fedevo: error: --batch-size-per-gpu must be an integer >= 1, got 0"
 

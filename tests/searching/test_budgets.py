@@ -18,7 +18,9 @@ from fedevo.searching.budgets import default_gen, stagnant, stop_reason
 from fedevo.searching.settings import SearchSettings
 from fedevo.searching.workers import decide
 
-from .search_helpers import FAKE, REPO, cli_cmd, env, read_csv, run_cli, toy_problem_file, without
+from tests.helpers import cli
+
+from .search_helpers import FAKE, REPO, cli_cmd, env, read_csv, toy_problem_file, without
 
 KILLER = "tests.searching.search_fakes:fake_kill_after"
 
@@ -87,10 +89,11 @@ def test_kill_9_then_resume_honours_the_budget(tmp_path):
     p = subprocess.run(cli_cmd(*args, "--out", tmp_path / "K"), cwd=REPO, env=env(FAKE_SIGKILL_AFTER=6),
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == -signal.SIGKILL, p.stderr
-    r = run_cli("resume", tmp_path / "K", "--workers", 0, "--quiet")
+    # the kill -9 needs its own process; the resume and the uninterrupted search run here (tests.helpers.cli)
+    r = cli("resume", tmp_path / "K", "--workers", 0, "--quiet")
     assert r.returncode == 0, r.stderr
     assert "search finished (--budget evaluations reached): 3/3 generations, 10 evaluations" in r.stdout
-    r = run_cli(*args, "--out", tmp_path / "W")
+    r = cli(*args, "--out", tmp_path / "W")
     assert r.returncode == 0, r.stderr
     rows = lambda d: sorted(without(read_csv(d / "evaluations.csv"), "wall_s", "chain"), key=lambda x: int(x["id"]))  # noqa
     assert rows(tmp_path / "K") == rows(tmp_path / "W") and len(rows(tmp_path / "W")) == 10
@@ -150,8 +153,8 @@ def test_bad_budgets_are_one_line(tmp_path, kw, says):
 
 
 def test_bad_budget_on_the_command_line(tmp_path):
-    r = run_cli("search", "--problem", toy_problem_file(tmp_path), "--budget", "-3", "--out", tmp_path / "R",
-                "--quiet", "--evaluator", FAKE)
+    r = cli("search", "--problem", toy_problem_file(tmp_path), "--budget", "-3", "--out", tmp_path / "R",
+            "--quiet", "--evaluator", FAKE)
     assert r.returncode != 0 and r.stderr.strip().splitlines() == [
         "fedevo: error: --budget must be a whole number of evaluations >= 1, got -3"]
 
@@ -178,8 +181,8 @@ def test_workers_auto_decision():
 
 
 def test_workers_auto_says_why_in_one_line(tmp_path):
-    r = run_cli("search", "--problem", toy_problem_file(tmp_path), "--pop", 3, "--gen", 1, "--out", tmp_path / "R",
-                "--quiet", "--evaluator", FAKE, "--optimizer", "random")
+    r = cli("search", "--problem", toy_problem_file(tmp_path), "--pop", 3, "--gen", 1, "--out", tmp_path / "R",
+            "--quiet", "--evaluator", FAKE, "--optimizer", "random")
     assert r.returncode == 0, r.stderr
     from fedevo.searching.runner import cores
 
@@ -189,8 +192,8 @@ def test_workers_auto_says_why_in_one_line(tmp_path):
             "process per core cost more than they save (--workers N forces Ray)"]
     else:
         assert r.stderr.startswith("fedevo: --workers auto: a local Ray with 3 workers")
-    r = run_cli("search", "--problem", toy_problem_file(tmp_path), "--workers", "lots", "--out", tmp_path / "S",
-                "--quiet", "--evaluator", FAKE)
+    r = cli("search", "--problem", toy_problem_file(tmp_path), "--workers", "lots", "--out", tmp_path / "S",
+            "--quiet", "--evaluator", FAKE)
     assert r.returncode != 0 and r.stderr.strip().splitlines() == [
         "fedevo: error: --workers must be 'auto' or a whole number >= 0, got 'lots'"]
 

@@ -16,8 +16,10 @@ from fedevo.picking import pick
 from fedevo.searching import Runtime, SearchSettings, load_run, resume, search
 from fedevo.searching.front_math import front_rows, hypervolume_table
 
+from tests.helpers import cli
+
 from . import search_fakes
-from .search_helpers import cli_cmd, env, read_csv, run_cli, toy_problem_file, REPO
+from .search_helpers import cli_cmd, env, read_csv, toy_problem_file, REPO
 
 SERIAL = Runtime(workers=0)
 FAKE = "tests.searching.search_fakes:CONTINUING"
@@ -120,9 +122,10 @@ def test_kill_9_mid_promotion_then_fedevo_resume(tmp_path):
                        text=True, timeout=120)
     assert p.returncode == -signal.SIGKILL, p.stderr
     assert len(read_csv(out / "evaluations.csv")) == 10
-    r = run_cli("resume", out, "--workers", "0", "--quiet")
+    # the kill -9 needs its own process; the resume and the reference search run here (tests.helpers.cli)
+    r = cli("resume", out, "--workers", "0", "--quiet")
     assert r.returncode == 0, r.stderr
-    r = run_cli(*args, "--out", ref)
+    r = cli(*args, "--out", ref)
     assert r.returncode == 0, r.stderr
     assert read_csv(out / "front.csv") == read_csv(ref / "front.csv")
 
@@ -134,8 +137,8 @@ def test_kill_9_mid_promotion_then_fedevo_resume(tmp_path):
 ])
 def test_bad_fidelity_is_one_line_exit_2_nothing_written(tmp_path, value, says):
     out = tmp_path / "run"
-    r = run_cli("search", "--problem", "digits_mlp_local", "--pop", "4", "--gen", "1", "--rounds", "10", "--workers",
-                "0", "--quiet", "--evaluator", FAKE, "--fidelity", value, "--out", out)
+    r = cli("search", "--problem", "digits_mlp_local", "--pop", "4", "--gen", "1", "--rounds", "10", "--workers",
+            "0", "--quiet", "--evaluator", FAKE, "--fidelity", value, "--out", out)
     assert r.returncode == 2 and says in r.stderr, r.stderr
     assert r.stderr.startswith("fedevo: error: ") and r.stderr.count("\n") == 1
     assert not out.exists()
@@ -144,13 +147,13 @@ def test_bad_fidelity_is_one_line_exit_2_nothing_written(tmp_path, value, says):
 def test_problem_file_setting_and_an_evaluator_that_cannot_continue(tmp_path):
     bad = toy_problem_file(tmp_path, "")
     bad.write_text("fidelity = [0.5, 0.25, 1]\n" + bad.read_text())
-    r = run_cli("search", "--problem", bad, "--pop", "4", "--gen", "1", "--rounds", "8", "--workers", "0", "--quiet",
-                "--evaluator", FAKE, "--out", tmp_path / "a")
+    r = cli("search", "--problem", bad, "--pop", "4", "--gen", "1", "--rounds", "8", "--workers", "0", "--quiet",
+            "--evaluator", FAKE, "--out", tmp_path / "a")
     assert r.returncode == 2 and "problem 'toy': fidelity: the rung ladder 0.5,0.25,1 is not strictly increasing" \
         in r.stderr, r.stderr
-    r = run_cli("search", "--problem", "digits_mlp_local", "--pop", "4", "--gen", "1", "--rounds", "9", "--workers",
-                "0", "--quiet", "--evaluator", "tests.searching.search_fakes:fake_evaluate", "--fidelity", "1/3",
-                "--out", tmp_path / "b")
+    r = cli("search", "--problem", "digits_mlp_local", "--pop", "4", "--gen", "1", "--rounds", "9", "--workers",
+            "0", "--quiet", "--evaluator", "tests.searching.search_fakes:fake_evaluate", "--fidelity", "1/3",
+            "--out", tmp_path / "b")
     assert r.returncode == 2 and "cannot continue a training" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert not (tmp_path / "b").exists()
     with pytest.raises(FedevoError, match=r"^fidelity=: the evaluator .* cannot continue .* or leave fidelity= out$"):
@@ -231,7 +234,7 @@ def test_a_corrupted_state_is_refused_before_it_is_continued(tmp_path, monkeypat
         data = data.split(b"\n", 1)[1]
     victim.write_bytes(data)
     before = (out / "evaluations.csv").read_bytes()
-    r = run_cli("resume", out, "--workers", "0", "--quiet")
+    r = cli("resume", out, "--workers", "0", "--quiet")
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"fedevo: error: {victim} is corrupt ("), r.stderr
     assert (out / "evaluations.csv").read_bytes() == before  # nothing continued from it

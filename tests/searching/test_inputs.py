@@ -15,8 +15,9 @@ from fedevo.searching.inputs import check_inputs, digest, fingerprint
 from fedevo.searching.rundata import read_run_json
 
 from tests.data.user_data import write_npz
+from tests.helpers import cli
 
-from .search_helpers import read_csv, run_cli, unchain, without
+from .search_helpers import read_csv, unchain, without
 
 EVALUATOR = "from tests.searching.search_fakes import fake_evaluate as evaluate  # the user's evaluator\n"
 MODEL = """from torch import nn
@@ -113,7 +114,7 @@ def test_a_changed_data_or_code_file_is_refused_by_resume(made, which):
             shuffle_labels(f, 0)
         else:
             f.write_text(f.read_text() + "# edited\n")
-        r = run_cli("resume", d, "--workers", "0", "--quiet")
+        r = cli("resume", d, "--workers", "0", "--quiet")
     finally:
         f.write_bytes(before)
     assert r.returncode == 2, (r.stdout, r.stderr)
@@ -156,7 +157,7 @@ def test_a_changed_data_or_code_file_is_refused_by_retrain(made, which, tmp_path
             shuffle_labels(f, 1)
         else:
             f.write_text(f.read_text() + "# edited\n")
-        r = run_cli("retrain", d, "--pick", "knee", "--rounds", "1", "--workers", "0")
+        r = cli("retrain", d, "--pick", "knee", "--rounds", "1", "--workers", "0")
     finally:
         f.write_bytes(before)
     assert r.returncode == 2, (r.stdout, r.stderr)

@@ -12,7 +12,9 @@ from fedevo.errors import FedevoError
 from fedevo.searching.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from fedevo.searching.rundata import load_run
 
-from .search_helpers import FAKE, read_csv, run_cli, toy_problem_file, unchain, without
+from tests.helpers import cli
+
+from .search_helpers import FAKE, read_csv, toy_problem_file, unchain, without
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +50,7 @@ def test_rows_cut_off_are_refused_everywhere(finished, tmp_path):
     with pytest.raises(FedevoError, match="lacks 5 of the 12"):  # not "nothing to resume"
         fedevo.resume(d, workers=0, page=False)
     for cmd in (["front", d], ["plot", d], ["retrain", d, "--rounds", "1"], ["audit", d, "--pick", "knee"]):
-        r = run_cli(*cmd)
+        r = cli(*cmd)
         assert r.returncode == 2, (cmd, r.stdout, r.stderr)
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("fedevo: error:") and "lacks 5 of the 12" in r.stderr
         assert "Traceback" not in r.stderr
@@ -127,7 +129,7 @@ def _refused_everywhere(d, match):
     with pytest.raises(FedevoError, match=match):
         fedevo.resume(d, workers=0, page=False)
     for cmd in (["front", d], ["plot", d], ["retrain", d, "--rounds", "1"], ["audit", d, "--pick", "knee"]):
-        r = run_cli(*cmd)
+        r = cli(*cmd)
         assert r.returncode == 2, (cmd, r.stdout, r.stderr)
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("fedevo: error:"), (cmd, r.stderr)
         assert "Traceback" not in r.stderr and __import__("re").search(match, r.stderr), (cmd, r.stderr)

@@ -19,7 +19,9 @@ from fedevo.searching import optimizers
 from fedevo.searching.run import _search_problem
 from fedevo.searching.space import SearchSpace
 
-from .search_helpers import FAKE, REPO, cli_cmd, env, read_csv, run_cli, toy_problem_file, without
+from tests.helpers import cli
+
+from .search_helpers import FAKE, REPO, cli_cmd, env, read_csv, toy_problem_file, without
 
 HERE = Path(__file__).parent
 KILLER = "tests.searching.search_fakes:fake_kill_after"
@@ -64,9 +66,10 @@ def test_kill_9_mid_search_then_resume_gives_the_uninterrupted_evaluations(tmp_p
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == -signal.SIGKILL, p.stderr
     assert len(read_csv(killed / "evaluations.csv")) == kill_at  # killed mid-batch, after a told batch
-    r = run_cli("resume", killed, "--workers", 0, "--quiet", timeout=300)
+    # the kill -9 needs its own process; the resume and the uninterrupted search run here (tests.helpers.cli)
+    r = cli("resume", killed, "--workers", 0, "--quiet")
     assert r.returncode == 0, r.stderr
-    r = run_cli(*args, "--out", whole, timeout=300)
+    r = cli(*args, "--out", whole)
     assert r.returncode == 0, r.stderr
     assert _rows(killed / "evaluations.csv") == _rows(whole / "evaluations.csv")
     assert len(_rows(whole / "evaluations.csv")) == pop * gen
@@ -138,8 +141,8 @@ def test_optuna_state_resumes_the_same_asks():
 @pytest.mark.parametrize("value", ["cmaes", "NSGA3"])
 def test_bad_optimizer_is_one_line_nothing_written(tmp_path, value):
     out = tmp_path / "R"
-    r = run_cli("search", "--problem", toy_problem_file(tmp_path), "--optimizer", value, "--out", out, "--quiet",
-                "--evaluator", FAKE)
+    r = cli("search", "--problem", toy_problem_file(tmp_path), "--optimizer", value, "--out", out, "--quiet",
+            "--evaluator", FAKE)
     assert r.returncode != 0
     assert r.stderr.startswith(f"fedevo: error: --optimizer: unknown optimiser {value!r}; choose one of "), r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()

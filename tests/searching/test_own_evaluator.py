@@ -13,7 +13,9 @@ import fedevo
 from fedevo.errors import FedevoError
 from fedevo.problem import load_problem
 
-from .search_helpers import run_cli, without
+from tests.helpers import cli
+
+from .search_helpers import without
 
 
 def rows_of(run) -> list:
@@ -193,7 +195,7 @@ def test_bad_evaluator_specs_are_one_line_and_write_nothing(own, tmp_path, spec,
     with pytest.raises(FedevoError, match=says):
         load_problem(str(p))
     out = tmp_path / "never"
-    r = run_cli("search", "--problem", p, "--pop", 4, "--gen", 1, "--workers", 0, "--out", out)
+    r = cli("search", "--problem", p, "--pop", 4, "--gen", 1, "--workers", 0, "--out", out)
     assert r.returncode == 2 and not out.exists()
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fedevo: error:") and re.search(says, err[0]), r.stderr
@@ -251,7 +253,7 @@ def test_an_empty_front_is_said_in_words_without_a_table_or_its_footers(own, tmp
     p.write_text(p.read_text() + "\n[constraints]\neps = 0.01\n")  # ε = 10 / width >= 0.625: none meets it
     run = fedevo.search(str(p), pop=4, gen=1, workers=0, seed=6, out=tmp_path / "c", page=False)
     assert run.evaluations and not run.front
-    r = run_cli("front", run.path)
+    r = cli("front", run.path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines() == [
         "Pareto set of own: none yet — none of the 4 ok evaluations (of 4) meets the problem's constraints "
@@ -261,7 +263,7 @@ def test_an_empty_front_is_said_in_words_without_a_table_or_its_footers(own, tmp
     with pytest.raises(FedevoError, match="every evaluation failed"):
         fedevo.search(str(own()), pop=4, gen=1, workers=0, seed=6, out=tmp_path / "f", page=False,
                       evaluator=f"python:{tmp_path / 'boom.py'}:boom")
-    r = run_cli("front", tmp_path / "f")
+    r = cli("front", tmp_path / "f")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines() == [
         "Pareto set of own: none yet — none of the 4 evaluations so far finished with status ok (failed or "
@@ -270,7 +272,7 @@ def test_an_empty_front_is_said_in_words_without_a_table_or_its_footers(own, tmp
 
 def test_front_and_page_do_not_claim_a_trust_model(own, tmp_path):
     run = fedevo.search(str(own()), pop=4, gen=1, workers=0, seed=6, out=tmp_path / "r")
-    r = run_cli("front", run.path)
+    r = cli("front", run.path)
     assert r.returncode == 0, r.stderr
     assert "holds under" not in r.stdout and "own evaluator" in r.stdout
     page = (run.path / "front.html").read_text()

@@ -21,7 +21,9 @@ from fedevo.searching.run import SearchRun, run_finished
 from fedevo.searching.settings import SearchSettings
 
 from .search_fakes import Killed, let_kills_through
-from .search_helpers import FAKE, REPO, cli_cmd, env, read_csv, run_cli, toy_problem_file, without
+from tests.helpers import cli
+
+from .search_helpers import FAKE, REPO, cli_cmd, env, read_csv, toy_problem_file, without
 
 KILLER = "tests.searching.search_fakes:fake_kill_after"
 
@@ -190,18 +192,18 @@ def test_gen_unless_given_no_longer_ends_the_search():
 def test_the_command_line_raises_and_a_kill_keeps_the_raised_budgets(tmp_path):
     prob = toy_problem_file(tmp_path)
     args = ["--problem", prob, "--pop", 4, "--seed", 2, "--workers", 0, "--quiet", "--optimizer", "random"]
-    r = run_cli("search", *args, "--budget", 8, "--evaluator", KILLER, "--out", tmp_path / "X")  # kills on demand
+    r = cli("search", *args, "--budget", 8, "--evaluator", KILLER, "--out", tmp_path / "X")  # kills on demand
     assert r.returncode == 0, r.stderr
-    r = run_cli("resume", tmp_path / "X", "--workers", 0, "--quiet")
+    r = cli("resume", tmp_path / "X", "--workers", 0, "--quiet")
     assert r.returncode == 2 and "to search on, raise the budget that ended it: `fedevo resume" in r.stderr
     p = subprocess.run(cli_cmd("resume", tmp_path / "X", "--workers", 0, "--quiet", "--budget", 16), cwd=REPO,
                        env=env(FAKE_SIGKILL_AFTER=3), capture_output=True, text=True, timeout=120)
     assert p.returncode == -signal.SIGKILL, p.stderr
     assert "fedevo: budgets raised: --gen 2 → 4, --budget 8 → 16" in p.stderr
-    r = run_cli("resume", tmp_path / "X", "--workers", 0, "--quiet")  # no budget given: the raised ones hold
+    r = cli("resume", tmp_path / "X", "--workers", 0, "--quiet")  # no budget given: the raised ones hold
     assert r.returncode == 0, r.stderr
     assert "search finished (--budget evaluations reached): 4/4 generations, 16 evaluations" in r.stdout
-    r = run_cli("search", *args, "--budget", 16, "--evaluator", KILLER, "--out", tmp_path / "W")
+    r = cli("search", *args, "--budget", 16, "--evaluator", KILLER, "--out", tmp_path / "W")
     assert r.returncode == 0, r.stderr
     assert _rows(tmp_path / "X") == _rows(tmp_path / "W")
 

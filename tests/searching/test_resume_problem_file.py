@@ -5,22 +5,23 @@ Now the resume says, in one note on stderr, that the file changed and which prob
 from __future__ import annotations
 
 from fedevo.problem import problems_dir
+from tests.helpers import cli
 
-from .search_helpers import read_csv, run_cli
+from .search_helpers import read_csv
 
 
 def test_a_changed_problem_file_is_noted_and_the_recorded_problem_searched(tmp_path):
     prob = tmp_path / "mine.toml"
     prob.write_text((problems_dir() / "digits_mlp.toml").read_text())
-    r = run_cli("search", "--problem", prob, "--pop", "4", "--gen", "1", "--rounds", "1", "--workers", "0",
+    r = cli("search", "--problem", prob, "--pop", "4", "--gen", "1", "--rounds", "1", "--workers", "0",
                 "--quiet", "--out", tmp_path / "R")
     assert r.returncode == 0, r.stderr
-    r = run_cli("resume", tmp_path / "R", "--gen", "2", "--workers", "0", "--quiet")
+    r = cli("resume", tmp_path / "R", "--gen", "2", "--workers", "0", "--quiet")
     assert r.returncode == 0, r.stderr
     assert "note:" not in r.stderr, r.stderr  # unchanged: nothing to say
 
     prob.write_text('objectives = ["error", "comm"]\n' + prob.read_text())
-    r = run_cli("resume", tmp_path / "R", "--gen", "3", "--workers", "0", "--quiet")
+    r = cli("resume", tmp_path / "R", "--gen", "3", "--workers", "0", "--quiet")
     assert r.returncode == 0, r.stderr
     (note,) = [line for line in r.stderr.splitlines() if "note:" in line]
     assert note == (f"fedevo: note: {prob} changed since this search began; the search goes on with the problem as "
@@ -34,12 +35,12 @@ def test_a_refused_resume_of_a_changed_problem_file_says_one_line(tmp_path):
     a changed data or code file) printed the note, which said the search goes on, above its one error line."""
     prob = tmp_path / "mine.toml"
     prob.write_text((problems_dir() / "digits_mlp.toml").read_text())
-    r = run_cli("search", "--problem", prob, "--pop", "4", "--gen", "1", "--rounds", "1", "--workers", "0",
+    r = cli("search", "--problem", prob, "--pop", "4", "--gen", "1", "--rounds", "1", "--workers", "0",
                 "--quiet", "--out", tmp_path / "R")
     assert r.returncode == 0, r.stderr
     prob.write_text('objectives = ["error", "comm"]\n' + prob.read_text())
     rows = (tmp_path / "R" / "evaluations.csv").read_bytes()
-    r = run_cli("resume", tmp_path / "R", "--budget", "2", "--workers", "0", "--quiet")  # 4 evaluated already
+    r = cli("resume", tmp_path / "R", "--budget", "2", "--workers", "0", "--quiet")  # 4 evaluated already
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("fedevo: error: "), r.stderr
     assert (tmp_path / "R" / "evaluations.csv").read_bytes() == rows

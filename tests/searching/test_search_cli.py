@@ -18,6 +18,8 @@ import pytest
 from fedevo.cli import main
 from fedevo.searching import Runtime, SearchSettings, search
 
+from tests.helpers import cli
+
 from . import search_fakes
 from .search_helpers import FAKE, REPO, by_id, cli_cmd, env, read_csv, run_cli, without
 from .test_search_run import check_front, digest
@@ -163,7 +165,7 @@ def test_ctrl_c_stops_cleanly_and_resumably(tmp_path):
     assert p.returncode == 130
     assert err.strip().splitlines()[-1] == (f"fedevo: interrupted; every finished evaluation is saved in {out}. "
                                            f"Continue with: fedevo resume {out}")
-    r = run_cli("resume", out, "--workers", 0, "--quiet")
+    r = cli("resume", out, "--workers", 0, "--quiet")
     assert r.returncode == 0, r.stderr
     assert_same_run(reference(tmp_path, seed=11, pop=8, gen=3), out)
 

@@ -12,6 +12,8 @@ import pytest
 
 import fedevo
 
+from tests.helpers import cli
+
 from .search_helpers import FAKE, REPO, cli_cmd, env, read_csv, run_cli, toy_problem_file, without
 
 KILLER = "tests.searching.search_fakes:fake_killer"
@@ -40,7 +42,7 @@ def test_sigterm_stops_a_search_resumable(tmp_path, workers):
     assert stderr.strip().splitlines() == [
         f"fedevo: stopped by SIGTERM; every finished evaluation is saved in {out}. Continue with: fedevo resume {out}"]
     assert stdout == "" and not list(out.rglob(".*.tmp"))
-    r = run_cli("resume", out, "--workers", 0, "--quiet")
+    r = cli("resume", out, "--workers", 0, "--quiet")
     assert r.returncode == 0, r.stderr
     lone = fedevo.search(str(prob), pop=4, gen=3, seed=4, workers=0, out=tmp_path / "L", evaluator=FAKE, page=False)
     # Ray: any order (and so another hash chain)

@@ -15,6 +15,8 @@ from fedevo.searching import optimizers
 
 import subprocess
 
+from tests.helpers import cli
+
 from .search_helpers import FAKE, cli_cmd, env, read_csv, run_cli, toy_problem_file, without
 from . import user_optimizers
 
@@ -66,10 +68,10 @@ def test_a_file_optimiser_from_the_cli_runs_is_recorded_and_guards_its_resume(tm
     assert any(i["role"] == "--optimizer" for i in meta["inputs"])
     assert len(read_csv(out / "evaluations.csv")) == 6
     (tmp_path / "mine.py").rename(tmp_path / "away.py")
-    r = run_cli("front", out)  # a reader: the optimiser's file is not imported (nor needed)
+    r = cli("front", out)  # a reader: the optimiser's file is not imported (nor needed)
     assert r.returncode == 0 and "Pareto" in r.stdout, r.stderr
     (tmp_path / "mine.py").write_text(OWN_FILE.replace("class Grid", "class Grid(:"))  # a syntax error even
-    r = run_cli("resume", out, "--budget", 9, "-q")  # refused as changed, before the new text is imported
+    r = cli("resume", out, "--budget", 9, "-q")  # refused as changed, before the new text is imported
     assert r.returncode == 2 and "mine.py (--optimizer) changed since run" in r.stderr, r.stderr
 
 

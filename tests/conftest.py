@@ -1,4 +1,5 @@
 import os
+import signal
 
 import fedevo  # noqa: F401  (sets the OpenMP wait policy before torch loads)
 import pytest
@@ -6,6 +7,12 @@ import pytest
 # device = "auto" trains on the CPU in the tests, on a machine with a GPU too (subprocesses and Ray workers inherit
 # it): the suite's numbers are the CPU engine's. The `cuda` tests ask for the GPU explicitly.
 os.environ.setdefault("FEDEVO_DEVICE", "cpu")
+
+# A suite started in the background by a non-interactive shell (`pytest &`, nohup, some CI runners) inherits SIGINT
+# ignored, and so would every command a test starts: the tests of Ctrl-C would see nothing happen. Ctrl-C is the
+# default again here (Python's own handler; a command the tests start gets the default disposition on exec).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_xdist_auto_num_workers(config):

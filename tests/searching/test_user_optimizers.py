@@ -12,6 +12,7 @@ import pytest
 import fedevo
 from fedevo.errors import FedevoError
 from fedevo.searching import optimizers
+from fedevo.searching.run import SearchRun
 
 import subprocess
 
@@ -195,6 +196,36 @@ def test_a_state_that_misses_what_ask_depends_on_is_named(tmp_path):
     with pytest.raises(FedevoError, match=r"asked other genes for individual 3 after the resume than before .*"
                                           r"its state\(\) and restore\(\) miss something its ask\(\) depends on"):
         fedevo.resume(run.path, workers=0, page=False)
+
+
+WARNED = "fedevo: warning: optimizer "
+
+
+def test_a_state_that_misses_what_ask_depends_on_is_said_while_the_search_runs(tmp_path, capsys):
+    """No row logged past the checkpoint to meet on a resume (a run that ended, resumed with a larger budget): the
+    search itself asks a copy restored from its first checkpoint for its second batch, and says when it differs."""
+    run = _search(tmp_path, f"{MOD}:Forgetful", gen=3)
+    err = capsys.readouterr().err
+    assert err.count(WARNED) == 1, err
+    line = next(x for x in err.splitlines() if x.startswith(WARNED))
+    assert line == (WARNED + "'Forgetful': restored from its checkpoint of batch 1, it asks other candidates for "
+                    "batch 2 than it did running on (its state() and restore() miss something its ask() depends on): "
+                    "a resume of this run will not continue it as it goes on (docs/search.md#your-own-optimiser)")
+    assert len(read_csv(run.path / "evaluations.csv")) == 9  # said, not refused
+    _search(tmp_path, f"{MOD}:Halton", out="H", gen=3)  # one whose state is whole: nothing said
+    _search(tmp_path, "random", out="B", gen=3)  # a built-in: not asked twice
+    assert WARNED not in capsys.readouterr().err
+
+
+def test_the_restored_copys_draws_leave_the_search_alone(tmp_path, monkeypatch, capsys):
+    """The copy asked for the check draws from numpy's global generator too (and reseeds it): put back, the
+    search's own later asks are those of a search without the check."""
+    checked = _search(tmp_path, f"{MOD}:GlobalDraws", out="C", gen=3)
+    assert WARNED in capsys.readouterr().err  # its state() leaves the generator out: the copy asks otherwise
+    monkeypatch.setattr(SearchRun, "_check_restored", lambda *a: None)
+    plain = _search(tmp_path, f"{MOD}:GlobalDraws", out="P", gen=3)
+    genes = lambda run: [(r["lr"], r["sigma"]) for r in read_csv(run.path / "evaluations.csv")]  # noqa: E731
+    assert len(set(genes(checked))) == 9 and genes(checked) == genes(plain)
 
 
 @pytest.mark.parametrize("name, message", [

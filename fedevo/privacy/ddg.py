@@ -24,9 +24,10 @@ TensorFlow Federated's distributed DP aggregator); an independent implementation
 VectorInstitute/FL4Health fl4health/privacy/distributed_discrete_gaussian.py (commit dd3dccd) asserts
 `sigma >= 0.5` under "these checks come from Proposition 14 in https://arxiv.org/pdf/2102.06387.pdf". fedevo
 keeps the floor (no privacy claim is widened on a guess), and it costs no useful guarantee: at σ_ℓ = 1/2 with two
-or more honest shares τ ≥ 10·exp(−π²/4) ≈ 0.848 and the bound itself is vacuous (ε ≥ τ·d·rounds in every case
-tests/privacy/test_trust.py pins, e.g. ε ≈ 2083 for d = 1000, one round, δ = 1e-6); τ only grows below it. With one
-honest share (τ = 0: the sum is one discrete Gaussian) it may be stricter than needed; that was not checked either.
+or more honest shares τ ≥ 10·exp(−π²/4) ≈ 0.848 and the bound itself is vacuous (ε ≥ τ·d·rounds in every
+case tests/privacy/test_trust.py pins, e.g. ε ≈ 2083 for d = 1000, one round, δ = 1e-6); τ only grows below it.
+With one honest share (τ = 0: the sum is one discrete Gaussian) it may be stricter than needed; that was not
+checked either.
 Modular wrap-around is post-processing of the sum (it changes utility, never privacy); `choose_gamma` picks γ so
 that the sum of the whole deployment cohort wraps only with noise beyond `k` standard deviations.
 """

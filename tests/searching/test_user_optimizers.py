@@ -76,6 +76,31 @@ def test_a_file_optimiser_from_the_cli_runs_is_recorded_and_guards_its_resume(tm
     assert r.returncode == 2 and "mine.py (--optimizer) changed since run" in r.stderr, r.stderr
 
 
+def test_a_changed_optimiser_file_is_named_as_the_caller_spells_the_argument(tmp_path, monkeypatch):
+    """run.json records the role as "--optimizer"; a Python caller's message says `optimizer=` (the CLI's: the test
+    above)."""
+    (tmp_path / "mine.py").write_text(OWN_FILE)
+    monkeypatch.chdir(tmp_path)
+    run = _search(tmp_path, "python:mine.py:Grid")
+    assert any(i["role"] == "--optimizer" for i in json.loads((run.path / "run.json").read_text())["inputs"])
+    (tmp_path / "mine.py").write_text(OWN_FILE + "\n# changed\n")
+    with pytest.raises(FedevoError, match=r"mine\.py \(optimizer=\) changed since run .* was made"):
+        fedevo.resume(run.path, gen=3, workers=0, page=False)
+
+
+@pytest.mark.parametrize("role, python, cli", [
+    ("--optimizer", "optimizer=", "--optimizer"), ("imported by --evaluator", "imported by evaluator=",
+                                                   "imported by --evaluator"),
+    ("evaluator", "evaluator", "evaluator"), ("[data] path", "[data] path", "[data] path")])
+def test_input_roles_as_the_caller_spells_them(role, python, cli):
+    from fedevo.errors import command_line
+    from fedevo.searching.inputs import role_text
+
+    assert role_text(role) == python
+    with command_line():
+        assert role_text(role) == cli
+
+
 def test_a_module_class_resumes_exactly(tmp_path):
     whole = _search(tmp_path, user_optimizers.Halton, out="W", gen=3)
     assert json.loads((whole.path / "run.json").read_text())["settings"]["optimizer"] == f"{MOD}:Halton"

@@ -135,7 +135,7 @@ class Loud(Halton):
         return {"name": "loud"}
 
 
-class GlobalDraws(Optimizer):
+class GlobalDraws(Halton):
     """Draws from numpy's global generator, seeded at its start, which its state() leaves out: restored, it asks
     what it asked first."""
 
@@ -148,12 +148,3 @@ class GlobalDraws(Optimizer):
     def ask(self, n):
         X = np.random.uniform(self.space.xl, self.space.xu, size=(n, self.space.n_var))
         return self.space.decode_batch(self.space.repair(X))
-
-    def tell(self, params, F, G=None):
-        self.batch += 1
-
-    def state(self):
-        return {"batch": self.batch}
-
-    def restore(self, state):
-        self.batch = int(state["batch"])

@@ -20,7 +20,8 @@ multiplier whose shares reach it. Where that floor comes from, as far as it was 
 text was not found in any source at hand (of its full-text copies only the abstract, the introduction and the
 LaTeX skeleton were reachable), so whether Theorem 1 or Proposition 14 states σ ≥ 1/2 is not verified here. The
 reference code applies no floor (google-research/federated distributed_dp/accounting_utils.py at a5af8c4, nor
-TensorFlow Federated's distributed DP aggregator); an independent implementation does, citing the paper:
+tensorflow/privacy's DistributedDiscreteGaussianSumQuery at 03035d5, nor TensorFlow Federated's distributed DP
+aggregator); an independent implementation does, citing the paper:
 VectorInstitute/FL4Health fl4health/privacy/distributed_discrete_gaussian.py (commit dd3dccd) asserts
 `sigma >= 0.5` under "these checks come from Proposition 14 in https://arxiv.org/pdf/2102.06387.pdf". fedevo
 keeps the floor (no privacy claim is widened on a guess), and it costs no useful guarantee: at σ_ℓ = 1/2 with two

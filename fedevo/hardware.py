@@ -236,7 +236,8 @@ def _no_gpu_hint(torch) -> str:
     if torch.version.cuda is None:
         return f": torch {torch.__version__} is a CPU-only build"
     if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
-        return ": CUDA_VISIBLE_DEVICES is empty (a Ray task that reserved no GPU: --gpus-per-task)"
+        # said in a Ray task (or its --eval-timeout child), where errors.arg cannot know the caller's spelling: both
+        return ": CUDA_VISIBLE_DEVICES is empty (a Ray task that reserved no GPU: --gpus-per-task / gpus_per_task)"
     return ""
 
 

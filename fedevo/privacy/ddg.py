@@ -15,10 +15,20 @@ distributed_dp/accounting_utils.py (last changed in commit 5e27a86323a3, read at
 https://arxiv.org/pdf/2102.06387.pdf"), l1/l2 scales over the std √n·σ_ℓ of the summed shares. The paper's text
 was not at hand: theorem and proposition numbers are the code's.
 
-Shares below σ_ℓ = 1/2 (σ_ℓ = s/γ, grid units) are refused: fedevo takes σ_ℓ ≥ 1/2 as the hypothesis of Theorem 1
-and Proposition 14, as remembered, not checked against the paper's text; the reference code applies no such floor
-(nor does TensorFlow Federated's distributed DP aggregator, which allows any noise multiplier ≥ 0). Below it the
-accountant refuses, and `min_noise_multiplier` is the smallest noise multiplier whose shares reach it.
+Shares below σ_ℓ = 1/2 (σ_ℓ = s/γ, grid units) are refused, and `min_noise_multiplier` is the smallest noise
+multiplier whose shares reach it. Where that floor comes from, as far as it was checked (2026-11-28): the paper's
+text was not found in any source at hand (of its full-text copies only the abstract, the introduction and the
+LaTeX skeleton were reachable), so whether Theorem 1 or Proposition 14 states σ ≥ 1/2 is not verified here. The
+reference code applies no floor (google-research/federated distributed_dp/accounting_utils.py at a5af8c4, nor
+tensorflow/privacy's DistributedDiscreteGaussianSumQuery at 03035d5, nor TensorFlow Federated's distributed DP
+aggregator); an independent implementation does, citing the paper:
+VectorInstitute/FL4Health fl4health/privacy/distributed_discrete_gaussian.py (commit dd3dccd) asserts
+`sigma >= 0.5` under "these checks come from Proposition 14 in https://arxiv.org/pdf/2102.06387.pdf". fedevo
+keeps the floor (no privacy claim is widened on a guess), and it costs no useful guarantee: at σ_ℓ = 1/2 with two
+or more honest shares τ ≥ 10·exp(−π²/4) ≈ 0.848 and the bound itself is vacuous (ε ≥ τ·d·rounds in every
+case tests/privacy/test_trust.py pins, e.g. ε ≈ 2083 for d = 1000, one round, δ = 1e-6); τ only grows below it.
+With one honest share (τ = 0: the sum is one discrete Gaussian) it may be stricter than needed; that was not
+checked either.
 Modular wrap-around is post-processing of the sum (it changes utility, never privacy); `choose_gamma` picks γ so
 that the sum of the whole deployment cohort wraps only with noise beyond `k` standard deviations.
 """
@@ -33,7 +43,7 @@ from ..errors import FedevoError
 from .accounting import _count, _delta, _pos, eps_rdp
 
 
-SHARE_SIGMA_MIN = 0.5  # shares N_Z(0, σ_ℓ²) below σ_ℓ = 1/2 (grid units) are refused (module doc: unverified)
+SHARE_SIGMA_MIN = 0.5  # shares N_Z(0, σ_ℓ²) below σ_ℓ = 1/2 (grid units) are refused (module doc: its provenance)
 WRAP_STDS = 8.0  # choose_gamma's k: the noise sum wraps only beyond this many standard deviations
 
 

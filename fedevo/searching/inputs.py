@@ -118,6 +118,15 @@ def _found(problem, settings) -> Iterator[tuple[str, Path, bool]]:
             yield role, p, by_path
 
 
+def role_text(role: str) -> str:
+    """A recorded role as a message says it: a search argument's ("--evaluator", "--optimizer", "imported by
+    --optimizer": run.json keeps these) spelled as the caller spells it (errors.arg: `optimizer=` from Python)."""
+    from ..errors import arg
+
+    head, sep, name = role.rpartition("--")
+    return f"{head}{arg(name.replace('-', '_'))}" if sep and name in ("evaluator", "optimizer") else role
+
+
 def input_files(problem, settings) -> Iterator[tuple[str, Path]]:
     """(what it is, its path) of every data file and code file the run depends on, each once."""
     for role, p, _ in _found(problem, settings):
@@ -139,11 +148,12 @@ def fingerprint(problem, settings) -> list[dict[str, Any]]:
         try:
             sha, n = digest(p)
         except OSError as e:
-            raise FedevoError(f"cannot read {p} ({role}) to record its fingerprint: {e.strerror or e}") from None
+            raise FedevoError(f"cannot read {p} ({role_text(role)}) to record its fingerprint: "
+                              f"{e.strerror or e}") from None
         held = imported_sha(str(p))
         if held is not None and held != sha:  # this process runs the text it imported, not the file's: say so
-            raise FedevoError(f"{p} ({role}) changed since this process imported it: the search would run the "
-                              "old code and record the new file; start a new Python process (nothing was written)")
+            raise FedevoError(f"{p} ({role_text(role)}) changed since this process imported it: the search would "
+                              "run the old code and record the new file; start a new Python process (nothing was written)")
         out.append({"role": role, "path": str(p), "sha256": sha, "bytes": n})
     return out
 
@@ -153,7 +163,7 @@ def check_inputs(meta: Mapping[str, Any], run_dir: Path, action: str = "resume")
     `action` ("resume", "retrain" or "audit") is what the file would have fed."""
     after = {"resume": "nothing was evaluated", "audit": "nothing was audited"}.get(action, "nothing was trained")
     for entry in meta.get("inputs") or ():
-        p, role = Path(entry["path"]), entry.get("role", "input")
+        p, role = Path(entry["path"]), role_text(entry.get("role", "input"))
         if not p.exists():
             raise FedevoError(f"{p} ({role}), which run {run_dir} was made with, is gone; restore it to {action} "
                               f"({after})")
@@ -169,4 +179,4 @@ def check_inputs(meta: Mapping[str, Any], run_dir: Path, action: str = "resume")
                               f"{entry['sha256'][:12]}… then): {mixed} ({after})")
 
 
-__all__ = ["check_inputs", "digest", "files_read_by_path", "fingerprint", "input_files"]
+__all__ = ["check_inputs", "digest", "files_read_by_path", "fingerprint", "input_files", "role_text"]

@@ -83,7 +83,7 @@ from ..result import EvaluationResult
 from . import batched
 from . import evaluator as evaluators
 from . import optimizers
-from .optimizers.user import is_spec
+from .optimizers.user import global_rngs_kept, is_spec, label
 from .budgets import (STOP_FILE, batch_size, describe_change, go_on, raised, read_stop, stop_in_force, stop_record,
                       write_raised)
 from .callbacks import CallbackList, SearchCallback
@@ -531,6 +531,7 @@ class SearchRun:
         g0 = state["generation"]
         elapsed = lambda: search_s0 + time.monotonic() - t0  # noqa: E731
         runner = None
+        twin_of = None  # the checkpointed state a restored copy of your own optimiser is asked from (_check_restored)
         # the seconds of search at the checkpoint, not this process's start-up: the batch after a checkpoint always
         # runs (a time budget is checked between batches; one shorter than the start-up evaluated nothing and
         # recorded no stop)
@@ -553,8 +554,12 @@ class SearchRun:
                 g = state["generation"] + 1
                 callback.on_generation_start(g)
                 t_ask = time.perf_counter()
-                params = opt.ask(batch_size(s, state["next_id"]))
+                n_ask = batch_size(s, state["next_id"])
+                params = opt.ask(n_ask)
                 ask_s = time.perf_counter() - t_ask
+                if twin_of is not None:  # your own optimiser, at its second batch here: asked once more, restored
+                    self._check_restored(twin_of, params, n_ask, g)
+                    twin_of = None
                 if not params:  # the optimiser found no new candidates (NSGA-III: no non-duplicate offspring)
                     state = {**state, "stopped_early": True, "stop": "exhausted", "search_s": elapsed()}
                     self._save(state)
@@ -586,6 +591,8 @@ class SearchRun:
                     state["stop"] = reason
                 self._write_batches(state["batches"])
                 self._save(state)
+                if g == g0 + 1 and is_spec(s.optimizer):  # the first checkpoint this process wrote after a tell
+                    twin_of = state
                 if s.multi_fidelity:  # the generation is done: no training state of it is needed any more
                     remove_states(self.run_dir, range(state["next_id"] - len(params), state["next_id"]))
                 callback.on_generation(g, self.data(done_rows, front=front, hypervolume=table))
@@ -613,6 +620,27 @@ class SearchRun:
                        first_failure=next((r["message"].strip().splitlines()[0] for r in done_rows
                                            if r["status"] == "failed" and r["message"].strip()), ""),
                        unread=tuple(unread_objectives(done_rows, [o.name for o in self.log.objectives])))
+
+    def _check_restored(self, state: Mapping[str, Any], params: list, n: int, g: int) -> None:
+        """Your own optimiser (once per process, at its second batch here): a copy restored from the state
+        checkpointed before batch g, as a resume would restore it, is asked for batch g too; when it asks other
+        candidates than the running one just did (`params`), one line on stderr says so: a resume would not continue
+        the search as it goes on (its state() lacks something ask() depends on). A warning, not a refusal: the
+        search itself is sound, and an optimiser may legitimately differ run to run (a model trained on a GPU); a
+        resume that meets logged rows asking otherwise is refused (_batch_evaluator). The copy's draws from the
+        global generators are put back, so the check leaves the search's own asks alone; its cost is one ask."""
+        with global_rngs_kept():
+            try:
+                again = self._optimizer(state).ask(n)
+            except FedevoError as e:
+                why = f"restoring it from the checkpoint of batch {g - 1} failed ({e})"
+            else:
+                if again == params:
+                    return
+                why = (f"restored from its checkpoint of batch {g - 1}, it asks other candidates for batch {g} than it "
+                       "did running on (its state() and restore() miss something its ask() depends on)")
+        print(f"fedevo: warning: optimizer {label(self.settings.optimizer)!r}: {why}: a resume of this run will not "
+              "continue it as it goes on (docs/search.md#your-own-optimiser)", file=sys.stderr)
 
     def _save(self, state: Mapping[str, Any]) -> None:
         """Checkpoint the state; one that ends the search writes stop.json first, so that no kill leaves a finished

@@ -205,14 +205,17 @@ class RunData:
 
     def budget_note(self) -> str:
         """What a display of `generations g/N` or `n of M evaluations` leaves out, in words: what ended the search
-        (stop.json), unless it was --gen itself; else the budgets that may end it before N ("may end sooner: ..." (--time-budget,
-        --patience; with only these, N is a cap of 1000 batches nobody asked for); "" when neither."""
+        (stop.json's words, as the search recorded them), unless it was --gen itself; else the budgets that may end
+        it before N ("may end sooner: ..." (--time-budget, --patience, spelled as the caller spells them:
+        errors.arg; with only these, N is a cap of 1000 batches nobody asked for); "" when neither."""
+        from ..errors import arg
+
         stop = self.stop()
         if stop is not None:
             return "" if stop.get("reason") == "gen" else f"ended: {stop.get('why', stop.get('reason'))}"
         s = self.settings
-        sooner = ([f"--time-budget {s.time_budget:g} s"] if s.time_budget is not None else []) + \
-            ([f"--patience {s.patience}"] if s.patience is not None else [])
+        sooner = ([f"{arg('time_budget', f'{s.time_budget:g}')} s"] if s.time_budget is not None else []) + \
+            ([arg("patience", s.patience)] if s.patience is not None else [])
         return f"may end sooner: {', '.join(sooner)}" if sooner else ""
 
     def batches(self) -> list[dict[str, Any]]:

@@ -161,7 +161,8 @@ def _summary(data: RunData, m: Model) -> str:
 
 
 def _note(data: RunData) -> str:
-    """ " (ended: --time-budget seconds reached)", " (may end sooner: --time-budget 25 s)" or "" (RunData.budget_note)."""
+    """ " (ended: --time-budget seconds reached)", " (may end sooner: --time-budget 25 s)" (`time_budget=25 s` from
+    Python) or "" (RunData.budget_note)."""
     note = data.budget_note()
     return f" ({esc(note)})" if note else ""
 

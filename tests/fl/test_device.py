@@ -367,6 +367,25 @@ def test_ray_task_without_gpus_hides_them(monkeypatch):
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
 
 
+@pytest.mark.parametrize("on_command_line", [False, True])
+def test_no_gpu_in_a_ray_task_names_the_option_both_ways(monkeypatch, on_command_line):
+    """device='cuda' in a Ray task that reserved no GPU (CUDA_VISIBLE_DEVICES empty, `_gpus_seen`): said on the
+    worker, where errors.arg cannot know how the search was started, so both spellings, whichever the caller."""
+    import contextlib
+
+    from fedevo.errors import NoDeviceError, command_line
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    with command_line() if on_command_line else contextlib.nullcontext():
+        with pytest.raises(NoDeviceError) as e:
+            hardware.device_choice("cuda")
+    assert str(e.value) == ("device='cuda' but torch sees no GPU (torch.cuda.is_available() is False: "
+                            "CUDA_VISIBLE_DEVICES is empty (a Ray task that reserved no GPU: --gpus-per-task / "
+                            "gpus_per_task)); use device = 'auto' or 'cpu'")
+
+
 def _share_seen(problem, params, *, seed, **kw):
     from fedevo.result import EvaluationResult
 

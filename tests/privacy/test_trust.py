@@ -218,13 +218,29 @@ def test_bad_trust_input_one_line_exit_2(params, msg, capsys):
 
 
 def test_ddg_accounting_refuses_shares_below_one_half():
-    """fedevo refuses shares N_Z(0, σ_ℓ²) with σ_ℓ < 1/2 (grid units), the hypothesis it takes for Theorem 1 and
-    Proposition 14 of Kairouz, Liu & Steinke 2021 (as remembered: the paper's text was not at hand, and the
-    reference code applies no floor; ddg.py's module doc)."""
+    """fedevo refuses shares N_Z(0, σ_ℓ²) with σ_ℓ < 1/2 (grid units): the condition FL4Health's implementation
+    attributes to Proposition 14 of Kairouz, Liu & Steinke 2021; the paper's text was not found, and the
+    reference code applies no floor (ddg.py's module doc)."""
     kw = dict(clip=1.0, gamma=0.01, honest=500, dim=1000, rounds=10, delta=1e-6)
     assert math.isfinite(ddg.eps_ddg(local_std=0.5 * 0.01, **kw))
     with pytest.raises(FedevoError, match=r"σ_ℓ = local_std/gamma ≥ 1/2.*got 0.49$"):
         ddg.eps_ddg(local_std=0.49 * 0.01, **kw)
+
+
+@pytest.mark.parametrize("honest, dim, rounds, want", [
+    (2, 10, 1, 40.72), (2, 1000, 1, 2082.85), (2, 1000, 10, 19615.3), (10, 100, 10, 2649.04),
+    (500, 10, 1, 391.76), (500, 1000, 10, 390540.32)])
+def test_ddg_floor_refuses_only_where_the_bound_is_vacuous(honest, dim, rounds, want):
+    """What the σ_ℓ ≥ 1/2 floor costs (ddg.py's module doc): at σ_ℓ = 1/2 with two or more honest shares the τ of
+    the reference code's loop (google-research/federated distributed_dp/accounting_utils.py, `ddgauss_epsilon`)
+    is ≥ 10·exp(−π²/4) ≈ 0.848, and the bound gives ε ≥ τ·d·rounds (δ = 1e-6; the least sensitivity: clip ≈ 0,
+    so Δ is the rounding's √d alone). `want`: fedevo's ε there, 2026-11-28 (the same as the reference's
+    accounting, test_ddg_eps_against_the_papers_reference_accounting)."""
+    tau = 10.0 * sum(math.exp(-2 * (math.pi * 0.5) ** 2 * (k / (k + 1))) for k in range(1, honest))
+    assert tau >= 10.0 * math.exp(-math.pi ** 2 / 4) == pytest.approx(0.848049724711138, rel=1e-12)
+    eps = ddg.eps_ddg(clip=1e-9, gamma=1.0, local_std=0.5, honest=honest, dim=dim, rounds=rounds, delta=1e-6)
+    assert eps == pytest.approx(want, rel=1e-4)
+    assert eps >= tau * dim * rounds
 
 
 @pytest.mark.parametrize("cohort, honest, bits", [(1000, 500, 32), (10 ** 7, 5 * 10 ** 6, 32), (1000, 1, 64)])

@@ -17,12 +17,18 @@ from tests.helpers import cli
 from .search_helpers import FAKE, read_csv, toy_problem_file, unchain, without
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("run")
-    run = fedevo.search(str(toy_problem_file(tmp)), pop=4, gen=3, seed=1, workers=0, out=tmp / "R",
+def _searched(tmp_path_factory, name: str, *, gen: int, seed: int):
+    """The run directory of a finished search of the toy problem, 4 candidates a batch for `gen` batches (the module
+    fixtures': a short run and a long one)."""
+    tmp = tmp_path_factory.mktemp(name)
+    run = fedevo.search(str(toy_problem_file(tmp)), pop=4, gen=gen, seed=seed, workers=0, out=tmp / "R",
                         evaluator=FAKE, page=False)
     return run.path
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    return _searched(tmp_path_factory, "run", gen=3, seed=1)
 
 
 def _copy(src, dst):
@@ -230,10 +236,7 @@ def _v1_record(rows):
 
 @pytest.fixture(scope="module")
 def long_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("long")
-    run = fedevo.search(str(toy_problem_file(tmp)), pop=4, gen=12, seed=2, workers=0, out=tmp / "R",
-                        evaluator=FAKE, page=False)
-    return run.path
+    return _searched(tmp_path_factory, "long", gen=12, seed=2)
 
 
 def test_a_checkpoint_records_its_generations_rows_not_every_row(long_run):

@@ -12,6 +12,7 @@ import pytest
 import fedevo
 from fedevo.errors import FedevoError
 from fedevo.searching import optimizers
+from fedevo.searching.run import SearchRun
 
 import subprocess
 
@@ -73,6 +74,31 @@ def test_a_file_optimiser_from_the_cli_runs_is_recorded_and_guards_its_resume(tm
     (tmp_path / "mine.py").write_text(OWN_FILE.replace("class Grid", "class Grid(:"))  # a syntax error even
     r = cli("resume", out, "--budget", 9, "-q")  # refused as changed, before the new text is imported
     assert r.returncode == 2 and "mine.py (--optimizer) changed since run" in r.stderr, r.stderr
+
+
+def test_a_changed_optimiser_file_is_named_as_the_caller_spells_the_argument(tmp_path, monkeypatch):
+    """run.json records the role as "--optimizer"; a Python caller's message says `optimizer=` (the CLI's: the test
+    above)."""
+    (tmp_path / "mine.py").write_text(OWN_FILE)
+    monkeypatch.chdir(tmp_path)
+    run = _search(tmp_path, "python:mine.py:Grid")
+    assert any(i["role"] == "--optimizer" for i in json.loads((run.path / "run.json").read_text())["inputs"])
+    (tmp_path / "mine.py").write_text(OWN_FILE + "\n# changed\n")
+    with pytest.raises(FedevoError, match=r"mine\.py \(optimizer=\) changed since run .* was made"):
+        fedevo.resume(run.path, gen=3, workers=0, page=False)
+
+
+@pytest.mark.parametrize("role, python, cli", [
+    ("--optimizer", "optimizer=", "--optimizer"), ("imported by --evaluator", "imported by evaluator=",
+                                                   "imported by --evaluator"),
+    ("evaluator", "evaluator", "evaluator"), ("[data] path", "[data] path", "[data] path")])
+def test_input_roles_as_the_caller_spells_them(role, python, cli):
+    from fedevo.errors import command_line
+    from fedevo.searching.inputs import role_text
+
+    assert role_text(role) == python
+    with command_line():
+        assert role_text(role) == cli
 
 
 def test_a_module_class_resumes_exactly(tmp_path):
@@ -195,6 +221,36 @@ def test_a_state_that_misses_what_ask_depends_on_is_named(tmp_path):
     with pytest.raises(FedevoError, match=r"asked other genes for individual 3 after the resume than before .*"
                                           r"its state\(\) and restore\(\) miss something its ask\(\) depends on"):
         fedevo.resume(run.path, workers=0, page=False)
+
+
+WARNED = "fedevo: warning: optimizer "
+
+
+def test_a_state_that_misses_what_ask_depends_on_is_said_while_the_search_runs(tmp_path, capsys):
+    """No row logged past the checkpoint to meet on a resume (a run that ended, resumed with a larger budget): the
+    search itself asks a copy restored from its first checkpoint for its second batch, and says when it differs."""
+    run = _search(tmp_path, f"{MOD}:Forgetful", gen=3)
+    err = capsys.readouterr().err
+    assert err.count(WARNED) == 1, err
+    line = next(x for x in err.splitlines() if x.startswith(WARNED))
+    assert line == (WARNED + "'Forgetful': restored from its checkpoint of batch 1, it asks other candidates for "
+                    "batch 2 than it did running on (its state() and restore() miss something its ask() depends on): "
+                    "a resume of this run will not continue it as it goes on (docs/search.md#your-own-optimiser)")
+    assert len(read_csv(run.path / "evaluations.csv")) == 9  # said, not refused
+    _search(tmp_path, f"{MOD}:Halton", out="H", gen=3)  # one whose state is whole: nothing said
+    _search(tmp_path, "random", out="B", gen=3)  # a built-in: not asked twice
+    assert WARNED not in capsys.readouterr().err
+
+
+def test_the_restored_copys_draws_leave_the_search_alone(tmp_path, monkeypatch, capsys):
+    """The copy asked for the check draws from numpy's global generator too (and reseeds it): put back, the
+    search's own later asks are those of a search without the check."""
+    checked = _search(tmp_path, f"{MOD}:GlobalDraws", out="C", gen=3)
+    assert WARNED in capsys.readouterr().err  # its state() leaves the generator out: the copy asks otherwise
+    monkeypatch.setattr(SearchRun, "_check_restored", lambda *a: None)
+    plain = _search(tmp_path, f"{MOD}:GlobalDraws", out="P", gen=3)
+    genes = lambda run: [(r["lr"], r["sigma"]) for r in read_csv(run.path / "evaluations.csv")]  # noqa: E731
+    assert len(set(genes(checked))) == 9 and genes(checked) == genes(plain)
 
 
 @pytest.mark.parametrize("name, message", [

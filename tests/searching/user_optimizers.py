@@ -133,3 +133,18 @@ class Loud(Halton):
     def describe(self):
         print("describing")
         return {"name": "loud"}
+
+
+class GlobalDraws(Halton):
+    """Draws from numpy's global generator, seeded at its start, which its state() leaves out: restored, it asks
+    what it asked first."""
+
+    name = "global-draws"
+
+    def __init__(self, space, problem, **kw):
+        super().__init__(space, problem, **kw)
+        np.random.seed(self.seed)
+
+    def ask(self, n):
+        X = np.random.uniform(self.space.xl, self.space.xu, size=(n, self.space.n_var))
+        return self.space.decode_batch(self.space.repair(X))

@@ -4,6 +4,7 @@ against --gen: with a time budget alone --gen is a cap of 1000 batches nobody as
 2026-11-27)."""
 
 import fedevo
+from fedevo.errors import command_line
 from fedevo.searching.rundata import load_run
 
 from tests.helpers import run_cli
@@ -27,7 +28,18 @@ def test_a_time_budget_search_says_what_ended_it(tmp_path, capsys):
     # fedevo front's last line too, as docs/plots.md says (it said nothing of a run that had ended)
     assert front_lines(run.path, capsys)[-1] == said
     (run.path / "stop.json").unlink()  # as while the search runs, or after a kill: what may end it before 1000
-    assert load_run(run.path).budget_note() == "may end sooner: --time-budget 0.3 s"
+    assert load_run(run.path).budget_note() == "may end sooner: time_budget=0.3 s"  # a Python caller's spelling
+    with command_line():  # fedevo's command line (`fedevo front`, `fedevo plot`): its options
+        assert load_run(run.path).budget_note() == "may end sooner: --time-budget 0.3 s"
+
+
+def test_patience_is_spelled_as_the_caller_spells_it(tmp_path):
+    run = fedevo.search(str(toy_problem_file(tmp_path)), optimizer="random", pop=2, gen=2, patience=5, seed=0,
+                        workers=0, out=tmp_path / "R", evaluator=FAKE, page=False)
+    (run.path / "stop.json").unlink()  # as while the search runs
+    assert load_run(run.path).budget_note() == "may end sooner: patience=5"
+    with command_line():
+        assert load_run(run.path).budget_note() == "may end sooner: --patience 5"
 
 
 def front_lines(run_dir, capsys) -> list:

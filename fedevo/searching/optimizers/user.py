@@ -19,7 +19,10 @@ that name: the same checks do not apply to a registered class, which is taken as
 
 from __future__ import annotations
 
+import contextlib
 import math
+import random
+import sys
 from numbers import Integral, Real
 from typing import Any, Mapping, Optional, Sequence
 
@@ -162,4 +165,23 @@ def _value(g, v: Any, where: str) -> Any:
     return v
 
 
-__all__ = ["check_candidates", "contained", "is_spec", "label", "load", "loaded"]
+@contextlib.contextmanager
+def global_rngs_kept():
+    """Inside, code may draw from (or reseed) Python's, numpy's and torch's global generators; after it they are as
+    before (a second copy of an optimiser asked inside leaves the search's own draws alone)."""
+    py = random.getstate()
+    np = sys.modules.get("numpy")
+    np_state = np.random.get_state() if np is not None else None
+    torch = sys.modules.get("torch")
+    torch_state = torch.random.get_rng_state() if torch is not None else None
+    try:
+        yield
+    finally:
+        random.setstate(py)
+        if np_state is not None:
+            np.random.set_state(np_state)
+        if torch_state is not None:
+            torch.random.set_rng_state(torch_state)
+
+
+__all__ = ["check_candidates", "contained", "global_rngs_kept", "is_spec", "label", "load", "loaded"]

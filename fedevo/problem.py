@@ -494,8 +494,12 @@ def probe_model(prob: Problem, config: SimConfig) -> None:
     input shape (models/user_module.py `probe`), so that a missing file or function, a factory that raises or
     returns no module, an input shape the model rejects, logits that are not finite floats or a module fedevo's
     step cannot train is one line at load time, before any run directory exists."""
+    from .usercode import noted_if_slow
+
     try:
-        _probe(config)
+        with noted_if_slow(f"checking problem {prob.name!r}: model factory {config.arch.factory_name!r} (the genes "
+                           "at their defaults)"):
+            _probe(config)
     except FedevoError as e:
         raise FedevoError(f"problem {prob.name!r}: {e}") from None
 
@@ -699,6 +703,8 @@ def check_gene_bounds(prob: Problem) -> None:
     its own evaluator: only the user's code knows.)"""
     if not prob.simulated:
         return
+    from .usercode import noted_if_slow
+
     for g in prob.genes:
         if g.type == "choice":
             cases = [(f"choice {c!r}", c) for c in g.choices]
@@ -709,7 +715,9 @@ def check_gene_bounds(prob: Problem) -> None:
             try:
                 config = prob.sim_config({g.name: v})
                 if prob.user_model and (g.name in prob.model_kwargs or g.name == "device"):  # device: its step
-                    _probe(config)
+                    with noted_if_slow(f"checking problem {prob.name!r} at each gene's bounds: model factory "
+                                       f"{config.arch.factory_name!r} with gene {g.name!r} at its {which}"):
+                        _probe(config)
             except FedevoError as e:
                 raise FedevoError(f"problem {prob.name!r}: gene {g.name!r} at its {which} gives an invalid "
                                   f"configuration ({e}); fix the gene's bounds") from None

@@ -603,6 +603,25 @@ def test_a_gene_bound_the_factory_rejects_is_caught_at_load(files):
         load_problem(str(files(genes='hidden = { type = "int", low = -1, high = 64, default = 8 }')))
 
 
+def test_a_factory_slow_at_a_gene_bound_is_named_while_the_problem_loads(files, tmp_path, monkeypatch, capfd):
+    """The load-time check calls the factory at each gene's bounds: one that hangs there was a silent hang before
+    anything was printed; past SLOW_NOTE_S one line on stderr names the factory, the gene and the bound."""
+    import fedevo.usercode
+
+    (tmp_path / "sub" / "slow.py").write_text(
+        "import math, time\nfrom torch import nn\n\n"
+        "def make(input_shape, num_classes, hidden=8):\n"
+        "    if hidden > 40:\n        time.sleep(1.5)\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))\n")
+    monkeypatch.setattr(fedevo.usercode, "SLOW_NOTE_S", 0.3, raising=False)
+    gene = 'hidden = { type = "int", low = 4, high = 64, default = 8 }'
+    load_problem(str(files("python:sub/slow.py:make", genes=gene)))
+    err = capfd.readouterr().err
+    assert err.splitlines() == ["fedevo: checking problem 'user' at each gene's bounds: model factory 'make' with gene "
+                                "'hidden' at its high bound 64 has not returned after 0.3 s; still waiting for it "
+                                "(Ctrl-C stops)"], err
+
+
 def test_two_generation_search_with_a_user_model(files, tmp_path):
     from fedevo.searching import Runtime, SearchSettings, search
 

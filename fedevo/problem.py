@@ -12,6 +12,7 @@ import json
 import math
 import os
 import stat
+import sys
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -721,6 +722,28 @@ def check_gene_bounds(prob: Problem) -> None:
             except FedevoError as e:
                 raise FedevoError(f"problem {prob.name!r}: gene {g.name!r} at its {which} gives an invalid "
                                   f"configuration ({e}); fix the gene's bounds") from None
+        if prob.user_model and g.name in prob.model_kwargs and len({repr(v) for _, v in cases}) > 1:
+            _warn_if_no_effect(prob, g, cases)
+
+
+def _warn_if_no_effect(prob: Problem, gene: Gene, cases: list[tuple[str, Any]]) -> None:
+    """One line on stderr where a user model's gene changes nothing the module computes as fedevo trains it (the
+    same shapes and logits at each of its bounds or choices, the other genes at their defaults): e.g. a Dropout
+    rate, off in eval mode (docs/models.md). A warning, not an error: a gene could matter between its bounds only."""
+    from .fl.cost import data_shape
+    from .models.user_module import computed, same_computation
+
+    seen = []
+    for _, v in cases:
+        config = prob.sim_config({gene.name: v})
+        shape, classes = data_shape(config)
+        seen.append(computed(config.arch, shape, classes))
+    if all(same_computation(seen[0], s) for s in seen[1:]):
+        at = ", ".join(w for w, _ in cases)
+        print(f"fedevo: warning: problem {prob.name!r}: gene {gene.name!r} changes nothing the model computes (the "
+              f"same parameters and outputs at its {at}): fedevo trains the module in eval mode, where Dropout is "
+              f"off and BatchNorm uses its running statistics (docs/models.md); the search gains nothing from it",
+              file=sys.stderr)
 
 
 def list_problems() -> list[str]:

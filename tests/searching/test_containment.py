@@ -154,6 +154,22 @@ def test_an_evaluation_past_its_time_limit_is_stopped_and_the_search_goes_on(tmp
     assert time.monotonic() - t0 < 120
 
 
+def test_output_below_python_goes_to_user_log_under_a_time_limit_too(tmp_path, capfd):
+    """With a time limit each evaluation runs in a child process whose fd 1 is fedevo's stderr: what the code
+    wrote there (C code, os.write(1, ...)) went to the terminal, among the progress lines, instead of user.log.
+    It now reaches user.log under the evaluation's header, that of an evaluation stopped at its limit too."""
+    run = fedevo.search(str(own_problem(tmp_path, "sleep", "eval_timeout = 3")), pop=4, gen=1, workers=0, seed=3,
+                        out=tmp_path / "R", page=False)
+    cap = capfd.readouterr()
+    assert "written to fd 1" not in cap.err + cap.out
+    slow = [r for r in run.evaluations if r["status"] == "failed"]
+    assert slow and all(r["x"] > 0.5 for r in slow)
+    log = (tmp_path / "R" / "user.log").read_text()
+    for r in run.evaluations:
+        header = f"--- evaluation {r.id} (generation 1, seed {r.seed}) ---\n"
+        assert header + "written to fd 1\n" in log, log
+
+
 def test_eval_timeout_from_the_command_line_and_on_ray(tmp_path):
     """--eval-timeout overrides the problem file's; on Ray each worker stops its own evaluation the same way."""
     out = tmp_path / "R"

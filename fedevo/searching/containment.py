@@ -283,6 +283,26 @@ def fd1_to(path: os.PathLike):
         os.close(saved)
 
 
+class _Below:
+    text = ""  # what fd 1 received inside `fd1_captured`, once the block has ended
+
+
+@contextlib.contextmanager
+def fd1_captured():
+    """Inside: file descriptor 1 to a temporary file (`fd1_to`), whose text the yielded object's ``text`` holds
+    once the block ends. A Ray worker runs each task so: its fd 1 is Ray's worker log, on the node."""
+    import tempfile
+
+    below = _Below()
+    fd, path = tempfile.mkstemp(prefix="fedevo-fd1-")
+    os.close(fd)
+    try:
+        with fd1_to(path):
+            yield below
+    finally:
+        below.text = below_python(path)
+
+
 def below_python(path: os.PathLike) -> str:
     """The text a `fd1_to` block wrote to `path` ("" if none), the file removed."""
     try:
@@ -354,5 +374,5 @@ if __name__ == "__main__":  # the child: run the loop of the module proper (its 
     main()
 
 
-__all__ = ["START_LIMIT_S", "Child", "ChildDied", "Timeout", "UserExit", "UserLog", "call_user", "captured_stdout", "close_child", "fd1_to", "below_python",
+__all__ = ["START_LIMIT_S", "Child", "ChildDied", "Timeout", "UserExit", "UserLog", "call_user", "captured_stdout", "close_child", "fd1_to", "fd1_captured", "below_python",
            "in_child", "out_of_range", "real_interrupt", "stdout_to_stderr", "watch_interrupts"]

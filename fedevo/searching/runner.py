@@ -225,10 +225,17 @@ def _set_threads(n: int) -> None:
 
 def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0, timeout=None, run=None):
     """run_one on a Ray worker (`run`: another function of these arguments, e.g. a batch's, batched.py)."""
+    from .containment import fd1_captured
+
     run = run or run_one
     _set_threads(threads)
-    with _gpus_seen(gpus):
-        return run(evaluator, problem, params, seed, eval_kwargs, timeout)
+    with _gpus_seen(gpus), fd1_captured() as below:  # output below Python: to user.log, not Ray's worker log
+        got = run(evaluator, problem, params, seed, eval_kwargs, timeout)
+    if not below.text:
+        return got
+    if isinstance(got, list):  # a batch's replies: its output goes with its first evaluation (batched.py)
+        return [(got[0][0], got[0][1], below.text + got[0][2]), *got[1:]] if got else got
+    return got[0], got[1], below.text + got[2]
 
 
 def _gpus_seen(gpus: float):

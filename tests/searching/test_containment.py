@@ -170,6 +170,20 @@ def test_output_below_python_goes_to_user_log_under_a_time_limit_too(tmp_path, c
         assert header + "written to fd 1\n" in log, log
 
 
+def test_a_ray_tasks_output_below_python_comes_back_with_it(tmp_path, capfd):
+    """On a Ray worker fd 1 is Ray's worker log on the node: what the code wrote there never reached the run's
+    user.log. The task (`_ray_task`, run here as a worker runs it) now returns it with the evaluation's output."""
+    from fedevo.problem import load_problem
+    from fedevo.searching.evaluator import DEFAULT_EVALUATOR, for_problem
+    from fedevo.searching.runner import _ray_task
+
+    problem = load_problem(str(own_problem(tmp_path, "ok")))
+    kind, value, out = _ray_task(problem, for_problem(DEFAULT_EVALUATOR, problem), {"x": 0.3}, 5, {}, 1)
+    assert (kind, value.status) == ("ok", "ok")
+    assert out == "written to fd 1\nprinted by ok 5\n", out
+    assert "written to fd 1" not in capfd.readouterr().out
+
+
 def test_eval_timeout_from_the_command_line_and_on_ray(tmp_path):
     """--eval-timeout overrides the problem file's; on Ray each worker stops its own evaluation the same way."""
     out = tmp_path / "R"

@@ -271,9 +271,19 @@ def fd1_to(path: os.PathLike):
     the evaluation returned or was stopped: the child's fd 1 is otherwise fedevo's stderr, where such output went
     instead of the run's user.log."""
     sys.stdout.flush()
-    saved = os.dup(1)
     try:
-        with open(path, "ab") as fh:
+        fh = open(path, "ab")
+    except OSError:  # the file cannot be opened: the output goes where fd 1 goes
+        yield
+        return
+    try:
+        saved = os.dup(1)
+    except OSError:  # no fd 1 at all
+        fh.close()
+        yield
+        return
+    try:
+        with fh:
             os.dup2(fh.fileno(), 1)
             try:
                 yield
@@ -294,7 +304,11 @@ def fd1_captured():
     import tempfile
 
     below = _Below()
-    fd, path = tempfile.mkstemp(prefix="fedevo-fd1-")
+    try:
+        fd, path = tempfile.mkstemp(prefix="fedevo-fd1-")
+    except OSError:  # no writable temporary folder: the output goes where fd 1 goes, the evaluation runs all the same
+        yield below
+        return
     os.close(fd)
     try:
         with fd1_to(path):

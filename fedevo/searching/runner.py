@@ -111,27 +111,31 @@ def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
     from .evaluator import warm_up
 
     t0 = time.perf_counter()
-    fd, below = tempfile.mkstemp(prefix="fedevo-fd1-")  # what the evaluation writes below Python, kept if it is stopped
-    os.close(fd)
+    below: Optional[str] = None  # a file for what the evaluation writes below Python, kept if it is stopped
+    with contextlib.suppress(OSError):  # (no writable temporary folder: that goes to stderr, as it did)
+        fd, below = tempfile.mkstemp(prefix="fedevo-fd1-")
+        os.close(fd)
     try:
         try:
             kind, value, out = in_child(_run_in_child, (evaluator, problem, dict(params), seed, dict(eval_kwargs),
                                                         below), timeout, warm_up(evaluator, problem, params, eval_kwargs))
         except (Timeout, ChildDied) as e:
             kind, value, out = "ok", failed_result(str(e), time.perf_counter() - t0), ""
-        return kind, value, below_python(below) + out
+        return kind, value, (below_python(below) if below else "") + out
     finally:  # (Ctrl-C: the file goes too)
-        with contextlib.suppress(OSError):
-            os.unlink(below)
+        if below:
+            with contextlib.suppress(OSError):
+                os.unlink(below)
 
 
 def _run_in_child(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
-                  eval_kwargs: Mapping[str, Any], below: str) -> tuple[str, Any, str]:
-    """`_run_here` in the child process, its fd 1 (output below Python) to the file `below`, which the search's
-    process puts before what the evaluation printed from Python (as in-process, where fd 1 is user.log itself)."""
+                  eval_kwargs: Mapping[str, Any], below: Optional[str]) -> tuple[str, Any, str]:
+    """`_run_here` in the child process, its fd 1 (output below Python) to the file `below` (None: left as it is),
+    which the search's process puts before what the evaluation printed from Python (as in-process, where fd 1 is
+    user.log itself)."""
     from .containment import fd1_to
 
-    with fd1_to(below):
+    with fd1_to(below) if below else contextlib.nullcontext():
         return _run_here(evaluator, problem, params, seed, eval_kwargs)
 
 

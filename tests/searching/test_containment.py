@@ -184,6 +184,27 @@ def test_a_ray_tasks_output_below_python_comes_back_with_it(tmp_path, capfd):
     assert "written to fd 1" not in capfd.readouterr().out
 
 
+def test_no_writable_temporary_folder_leaves_evaluations_as_they_were(tmp_path, monkeypatch):
+    """The file that takes an evaluation's output below Python is a convenience: where none can be made (a node's
+    read-only /tmp) the evaluation runs all the same, that output going where fd 1 goes, as before."""
+    import tempfile
+
+    from fedevo.problem import load_problem
+    from fedevo.searching.evaluator import DEFAULT_EVALUATOR, for_problem
+    from fedevo.searching.runner import _ray_task, run_one
+
+    problem = load_problem(str(own_problem(tmp_path, "ok")))
+    evaluator = for_problem(DEFAULT_EVALUATOR, problem)
+
+    def no_temp(*a, **k):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(tempfile, "mkstemp", no_temp)
+    kind, value, out = _ray_task(problem, evaluator, {"x": 0.3}, 5, {}, 1)
+    assert (kind, value.status, out) == ("ok", "ok", "printed by ok 5\n")
+    kind, value, out = run_one(evaluator, problem, {"x": 0.3}, 5, {}, timeout=60)
+    assert (kind, value.status, out) == ("ok", "ok", "printed by ok 5\n")
+
+
 def test_eval_timeout_from_the_command_line_and_on_ray(tmp_path):
     """--eval-timeout overrides the problem file's; on Ray each worker stops its own evaluation the same way."""
     out = tmp_path / "R"

@@ -731,13 +731,16 @@ def _warn_if_no_effect(prob: Problem, gene: Gene, cases: list[tuple[str, Any]]) 
     same shapes and logits at each of its bounds or choices, the other genes at their defaults): e.g. a Dropout
     rate, off in eval mode (docs/models.md). A warning, not an error: a gene could matter between its bounds only."""
     from .fl.cost import data_shape
-    from .models.user_module import computed, same_computation
+    from .models.user_module import computed, meta_shapes, same_computation
 
-    seen = []
+    built = []
     for _, v in cases:
         config = prob.sim_config({gene.name: v})
-        shape, classes = data_shape(config)
-        seen.append(computed(config.arch, shape, classes))
+        built.append((config.arch, *data_shape(config)))
+    shapes = [meta_shapes(*b) for b in built]  # an architecture gene (the common case) differs here, at no cost
+    if all(s is not None for s in shapes) and any(s != shapes[0] for s in shapes[1:]):
+        return
+    seen = [computed(*b) for b in built]
     if all(same_computation(seen[0], s) for s in seen[1:]):
         at = ", ".join(w for w, _ in cases)
         print(f"fedevo: warning: problem {prob.name!r}: gene {gene.name!r} changes nothing the model computes (the "

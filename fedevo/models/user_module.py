@@ -237,6 +237,13 @@ def computed(arch: UserArch, input_shape: tuple, num_classes: int) -> Optional[t
     return (tuple(_shapes(module)), out) if isinstance(out, torch.Tensor) else None
 
 
+def meta_shapes(arch: UserArch, input_shape: tuple, num_classes: int) -> Optional[tuple]:
+    """The module's parameter shapes from a build on torch's meta device (no memory, no forward pass); None where
+    the factory cannot build there."""
+    meta = meta_module(arch, input_shape, num_classes)
+    return None if meta is None else tuple(_shapes(meta))
+
+
 def same_computation(a: Optional[tuple], b: Optional[tuple]) -> bool:
     """Two `computed` results known and equal: the same shapes and bit-identical logits."""
     if a is None or b is None or a[0] != b[0] or a[1].shape != b[1].shape:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Optional, Union
 
 from .arch import USER_INITS, Arch, CNNArch, MLPArch, UserArch  # re-exported (__all__): configs are named from here
-from .data.catalog import DATASETS, N_TRAIN, check_data_dir
+from .data.catalog import DATASETS, DIRICHLET_MIN_SAMPLES, N_TRAIN, check_data_dir
 from .configcheck import check as _check, typed as _typed
 from .errors import FedevoError
 from .privacy import registry  # torch-free: names, parameter dataclasses and rules of mechanisms and trust models
@@ -198,6 +198,10 @@ class DataConfig:
         n = self.n_train
         _check(n is None or self.partition != "iid" or self.clients <= n,
                f"clients = {self.clients} is more than the {n} training samples of {self.dataset!r} (partition iid)")
+        _check(n is None or self.partition != "dirichlet" or self.clients * DIRICHLET_MIN_SAMPLES <= n,
+               f"partition = \"dirichlet\": clients = {self.clients} need at least {DIRICHLET_MIN_SAMPLES} training "
+               f"samples each, more than the {n} training samples of {self.dataset!r} (at most "
+               f"{(n or 0) // DIRICHLET_MIN_SAMPLES} clients)")
         if self.partition == "shards" and n is not None:
             size = self.shard_size or n // (self.clients * self.shards_per_client)
             _check(size >= 1, f"partition = \"shards\": clients × shards_per_client = {self.clients} × "

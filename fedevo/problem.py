@@ -12,6 +12,7 @@ import json
 import math
 import os
 import stat
+import sys
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -494,8 +495,12 @@ def probe_model(prob: Problem, config: SimConfig) -> None:
     input shape (models/user_module.py `probe`), so that a missing file or function, a factory that raises or
     returns no module, an input shape the model rejects, logits that are not finite floats or a module fedevo's
     step cannot train is one line at load time, before any run directory exists."""
+    from .usercode import noted_if_slow
+
     try:
-        _probe(config)
+        with noted_if_slow(f"checking problem {prob.name!r}: model factory {config.arch.factory_name!r} (the genes "
+                           "at their defaults)"):
+            _probe(config)
     except FedevoError as e:
         raise FedevoError(f"problem {prob.name!r}: {e}") from None
 
@@ -699,6 +704,8 @@ def check_gene_bounds(prob: Problem) -> None:
     its own evaluator: only the user's code knows.)"""
     if not prob.simulated:
         return
+    from .usercode import noted_if_slow
+
     for g in prob.genes:
         if g.type == "choice":
             cases = [(f"choice {c!r}", c) for c in g.choices]
@@ -709,10 +716,37 @@ def check_gene_bounds(prob: Problem) -> None:
             try:
                 config = prob.sim_config({g.name: v})
                 if prob.user_model and (g.name in prob.model_kwargs or g.name == "device"):  # device: its step
-                    _probe(config)
+                    with noted_if_slow(f"checking problem {prob.name!r} at each gene's bounds: model factory "
+                                       f"{config.arch.factory_name!r} with gene {g.name!r} at its {which}"):
+                        _probe(config)
             except FedevoError as e:
                 raise FedevoError(f"problem {prob.name!r}: gene {g.name!r} at its {which} gives an invalid "
                                   f"configuration ({e}); fix the gene's bounds") from None
+        if prob.user_model and g.name in prob.model_kwargs and len({repr(v) for _, v in cases}) > 1:
+            _warn_if_no_effect(prob, g, cases)
+
+
+def _warn_if_no_effect(prob: Problem, gene: Gene, cases: list[tuple[str, Any]]) -> None:
+    """One line on stderr where a user model's gene changes nothing the module computes as fedevo trains it (the
+    same shapes and logits at each of its bounds or choices, the other genes at their defaults): e.g. a Dropout
+    rate, off in eval mode (docs/models.md). A warning, not an error: a gene could matter between its bounds only."""
+    from .fl.cost import data_shape
+    from .models.user_module import computed, meta_shapes, same_computation
+
+    built = []
+    for _, v in cases:
+        config = prob.sim_config({gene.name: v})
+        built.append((config.arch, *data_shape(config)))
+    shapes = [meta_shapes(*b) for b in built]  # an architecture gene (the common case) differs here, at no cost
+    if all(s is not None for s in shapes) and any(s != shapes[0] for s in shapes[1:]):
+        return
+    seen = [computed(*b) for b in built]
+    if all(same_computation(seen[0], s) for s in seen[1:]):
+        at = ", ".join(w for w, _ in cases)
+        print(f"fedevo: warning: problem {prob.name!r}: gene {gene.name!r} changes nothing the model computes (the "
+              f"same parameters and outputs at its {at}): fedevo trains the module in eval mode, where Dropout is "
+              f"off and BatchNorm uses its running statistics (docs/models.md); the search gains nothing from it",
+              file=sys.stderr)
 
 
 def list_problems() -> list[str]:

@@ -277,3 +277,24 @@ def stdout_done() -> None:
 
 __all__ = ["UserExit", "call_user", "captured_stdout", "exit_without_threads_left", "kept_state", "real_interrupt",
            "stdout_done", "stdout_to_stderr", "watch_interrupts"]
+
+
+SLOW_NOTE_S = 10.0  # seconds user code called at load time may run before one line says what fedevo waits for
+
+
+@contextlib.contextmanager
+def noted_if_slow(what: str):
+    """Inside: if the code runs past SLOW_NOTE_S seconds, one line on stderr says what fedevo is waiting for (a
+    model factory that hangs at a gene's bound, checked when the problem loads, is otherwise a silent hang before
+    anything is printed); nothing if it returns sooner."""
+    def note():
+        with contextlib.suppress(Exception):  # no stderr: nothing to tell
+            print(f"fedevo: {what} has not returned after {SLOW_NOTE_S:g} s; still waiting for it (Ctrl-C stops)",
+                  file=sys.__stderr__, flush=True)
+    timer = threading.Timer(SLOW_NOTE_S, note)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

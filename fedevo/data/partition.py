@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import FedevoError
+from .catalog import DIRICHLET_MIN_SAMPLES
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def shards(labels: np.ndarray, *, clients: int, per_client: int, shard_size: int
 
 
 def dirichlet(labels: np.ndarray, *, clients: int, alpha: float, rng: np.random.Generator,
-              min_size: int = 2, tries: int = 100) -> list[np.ndarray]:
+              min_size: int = DIRICHLET_MIN_SAMPLES, tries: int = 100) -> list[np.ndarray]:
     classes = np.unique(labels)
     for _ in range(tries):
         parts: list[list[np.ndarray]] = [[] for _ in range(clients)]

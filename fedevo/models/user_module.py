@@ -216,3 +216,36 @@ def _template(arch: UserArch, input_shape: tuple, num_classes: int) -> nn.Module
 
 def _seed_from(gen: torch.Generator) -> int:
     return int(torch.randint(0, 2 ** 62, (1,), generator=gen))
+
+
+def computed(arch: UserArch, input_shape: tuple, num_classes: int) -> Optional[tuple]:
+    """What the factory's module computes, as fedevo trains it (eval mode, seed 0): its parameters' shapes and its
+    logits on a fixed random batch of 4. Two gene values that give the same have no effect on the training (a
+    Dropout rate: off in eval mode). None where that is not cheap to know (a module too large to build twice here)
+    or the build fails (the probe names why)."""
+    meta = meta_module(arch, input_shape, num_classes)
+    if meta is not None and sum(p.numel() for p in meta.parameters()) > PROBE_STEP_PARAMETERS:
+        return None
+    try:
+        with stdout_to_stderr():
+            module = make_module(arch, input_shape, num_classes, same_as_template=False)
+            x = torch.randn(4, *input_shape, generator=torch.Generator().manual_seed(0))
+            with torch.no_grad():
+                out = call_user(module, x)
+    except Exception:  # noqa: BLE001 - the probe names what is wrong
+        return None
+    return (tuple(_shapes(module)), out) if isinstance(out, torch.Tensor) else None
+
+
+def meta_shapes(arch: UserArch, input_shape: tuple, num_classes: int) -> Optional[tuple]:
+    """The module's parameter shapes from a build on torch's meta device (no memory, no forward pass); None where
+    the factory cannot build there."""
+    meta = meta_module(arch, input_shape, num_classes)
+    return None if meta is None else tuple(_shapes(meta))
+
+
+def same_computation(a: Optional[tuple], b: Optional[tuple]) -> bool:
+    """Two `computed` results known and equal: the same shapes and bit-identical logits."""
+    if a is None or b is None or a[0] != b[0] or a[1].shape != b[1].shape:
+        return False
+    return bool(torch.equal(a[1], b[1]))

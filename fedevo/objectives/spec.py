@@ -21,6 +21,7 @@ anything is written. Loading it runs that code with the user's rights, as any im
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Optional
 
 from ..errors import FedevoError
@@ -48,6 +49,8 @@ class FunctionRead:
         v = self.load()(result)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise TypeError(f"returned {v!r}; expected a number or None")
+        if v is not None and math.isnan(v):  # 0/0 in the user's code, most likely: said, not silently the worst
+            raise ValueError("returned nan; expected a number or None (None: not measured)")
         return v
 
     def __getstate__(self):

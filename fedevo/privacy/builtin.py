@@ -79,7 +79,8 @@ def _update_rules(pc) -> None:
     check(not (pc.aggregation == SECAGG.name and p.recall),
           "recall needs the server to store individual noisy updates, which secure aggregation hides; "
           "set recall = false with aggregation 'secagg'")
-    check(p.clip is not None, f"mechanism {pc.mechanism!r} needs a clip (C0)")
+    check(p.clip is not None, f"mechanism {pc.mechanism!r} needs a clip C0, the bound each update is clipped to: "
+                              "set [privacy] clip (e.g. 1.0), or make clip a gene")
     t = pc.trust
     if t != LOCAL.name:  # user level under a trusted server or secure aggregation: no local-only features
         check(not p.recall, f"recall resends an earlier locally-noised upload; set recall = false with trust {t!r}")

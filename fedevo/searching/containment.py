@@ -2,7 +2,9 @@
 evaluation's result, never as the search's.
 
 * **Output.** What user code prints (Python's ``sys.stdout``) is captured per evaluation and written to the run's
-  ``user.log`` (:class:`UserLog`), never to fedevo's stdout: the progress lines stay fedevo's, and
+  ``user.log`` (:class:`UserLog`), and so is what it writes below Python to file descriptor 1 (in this process, fd 1
+  points at the log; in the child process of a time limit, at a file the search reads back: :func:`fd1_to`), never
+  to fedevo's stdout: the progress lines stay fedevo's, and
   ``fedevo evaluate --json`` prints its one object.
 * **Exits.** ``sys.exit(...)`` (any code) and a ``KeyboardInterrupt`` *raised by user code* end that evaluation
   (:class:`UserExit`, status ``failed`` with its message). A real Ctrl-C still stops the search resumable: the
@@ -262,6 +264,71 @@ _CHILD = Child()  # one per process (the search's, or a Ray worker's), started o
 atexit.register(_CHILD.close)
 
 
+@contextlib.contextmanager
+def fd1_to(path: os.PathLike):
+    """Inside: file descriptor 1 (output below Python: C code, ``os.write(1, ...)``) appends to the file `path`.
+    The child process runs each evaluation so, the file named by the search's process, which reads it whether
+    the evaluation returned or was stopped: the child's fd 1 is otherwise fedevo's stderr, where such output went
+    instead of the run's user.log."""
+    sys.stdout.flush()
+    try:
+        fh = open(path, "ab")
+    except OSError:  # the file cannot be opened: the output goes where fd 1 goes
+        yield
+        return
+    try:
+        saved = os.dup(1)
+    except OSError:  # no fd 1 at all
+        fh.close()
+        yield
+        return
+    try:
+        with fh:
+            os.dup2(fh.fileno(), 1)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 1)
+    finally:
+        os.close(saved)
+
+
+class _Below:
+    text = ""  # what fd 1 received inside `fd1_captured`, once the block has ended
+
+
+@contextlib.contextmanager
+def fd1_captured():
+    """Inside: file descriptor 1 to a temporary file (`fd1_to`), whose text the yielded object's ``text`` holds
+    once the block ends. A Ray worker runs each task so: its fd 1 is Ray's worker log, on the node."""
+    import tempfile
+
+    below = _Below()
+    try:
+        fd, path = tempfile.mkstemp(prefix="fedevo-fd1-")
+    except OSError:  # no writable temporary folder: the output goes where fd 1 goes, the evaluation runs all the same
+        yield below
+        return
+    os.close(fd)
+    try:
+        with fd1_to(path):
+            yield below
+    finally:
+        below.text = below_python(path)
+
+
+def below_python(path: os.PathLike) -> str:
+    """The text a `fd1_to` block wrote to `path` ("" if none), the file removed."""
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    return text
+
+
 def in_child(fn: Callable, args: tuple, timeout: float, warm: Optional[Callable] = None):
     """fn(*args) in this process's child, within `timeout` seconds (Timeout / ChildDied otherwise), counted from
     when `warm()` (what the process loads once: not counted) has run there."""
@@ -321,5 +388,5 @@ if __name__ == "__main__":  # the child: run the loop of the module proper (its 
     main()
 
 
-__all__ = ["START_LIMIT_S", "Child", "ChildDied", "Timeout", "UserExit", "UserLog", "call_user", "captured_stdout", "close_child",
+__all__ = ["START_LIMIT_S", "Child", "ChildDied", "Timeout", "UserExit", "UserLog", "call_user", "captured_stdout", "close_child", "fd1_to", "fd1_captured", "below_python",
            "in_child", "out_of_range", "real_interrupt", "stdout_to_stderr", "watch_interrupts"]

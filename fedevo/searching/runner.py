@@ -105,15 +105,38 @@ def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
     """
     if timeout is None:
         return _run_here(evaluator, problem, params, seed, eval_kwargs)
-    from .containment import ChildDied, Timeout, in_child
+    import tempfile
+
+    from .containment import ChildDied, Timeout, below_python, in_child
     from .evaluator import warm_up
 
     t0 = time.perf_counter()
+    below: Optional[str] = None  # a file for what the evaluation writes below Python, kept if it is stopped
+    with contextlib.suppress(OSError):  # (no writable temporary folder: that goes to stderr, as it did)
+        fd, below = tempfile.mkstemp(prefix="fedevo-fd1-")
+        os.close(fd)
     try:
-        return in_child(_run_here, (evaluator, problem, dict(params), seed, dict(eval_kwargs)), timeout,
-                        warm_up(evaluator, problem, params, eval_kwargs))
-    except (Timeout, ChildDied) as e:
-        return "ok", failed_result(str(e), time.perf_counter() - t0), ""
+        try:
+            kind, value, out = in_child(_run_in_child, (evaluator, problem, dict(params), seed, dict(eval_kwargs),
+                                                        below), timeout, warm_up(evaluator, problem, params, eval_kwargs))
+        except (Timeout, ChildDied) as e:
+            kind, value, out = "ok", failed_result(str(e), time.perf_counter() - t0), ""
+        return kind, value, (below_python(below) if below else "") + out
+    finally:  # (Ctrl-C: the file goes too)
+        if below:
+            with contextlib.suppress(OSError):
+                os.unlink(below)
+
+
+def _run_in_child(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
+                  eval_kwargs: Mapping[str, Any], below: Optional[str]) -> tuple[str, Any, str]:
+    """`_run_here` in the child process, its fd 1 (output below Python) to the file `below` (None: left as it is),
+    which the search's process puts before what the evaluation printed from Python (as in-process, where fd 1 is
+    user.log itself)."""
+    from .containment import fd1_to
+
+    with fd1_to(below) if below else contextlib.nullcontext():
+        return _run_here(evaluator, problem, params, seed, eval_kwargs)
 
 
 def _run_here(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
@@ -206,10 +229,17 @@ def _set_threads(n: int) -> None:
 
 def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0, timeout=None, run=None):
     """run_one on a Ray worker (`run`: another function of these arguments, e.g. a batch's, batched.py)."""
+    from .containment import fd1_captured
+
     run = run or run_one
     _set_threads(threads)
-    with _gpus_seen(gpus):
-        return run(evaluator, problem, params, seed, eval_kwargs, timeout)
+    with _gpus_seen(gpus), fd1_captured() as below:  # output below Python: to user.log, not Ray's worker log
+        got = run(evaluator, problem, params, seed, eval_kwargs, timeout)
+    if not below.text:
+        return got
+    if isinstance(got, list):  # a batch's replies: its output goes with its first evaluation (batched.py)
+        return [(got[0][0], got[0][1], below.text + got[0][2]), *got[1:]] if got else got
+    return got[0], got[1], below.text + got[2]
 
 
 def _gpus_seen(gpus: float):

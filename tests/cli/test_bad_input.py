@@ -209,10 +209,16 @@ def test_huge_epochs_refused_before_any_allocation(capsys, tmp_path):
     bad(capsys, ["evaluate", "--params", '{"clients": 1000000000}', "--quiet"],
         r"clients = 1000000000 is more than the 1437 training samples of 'digits'")
     bad(capsys, ["evaluate", "--params", '{"clients": 1000000000, "partition": "dirichlet"}', "--quiet"],
+        r"partition = \"dirichlet\": clients = 1000000000 need at least 2 training samples each, more than the "
+        r"1437 training samples of 'digits' \(at most 718 clients\)$")
+    # shards of one sample, dealt with replacement: so many clients are a partition, refused for their memory
+    bad(capsys, ["evaluate", "--params", '{"clients": 1000000000, "partition": "shards", "shard_size": 1}',
+                 "--quiet"],
         r"the round's updates [\d.,]+ GiB\), more than .* lower participation=0.5 or clients=1000000000 "
         r"\(500000000 clients a round")  # a client's state is less than its round's dense update
     bad(capsys, ["evaluate", "--problem", "digits_mlp_local", "--params",  # recall: each client keeps an update
-                 '{"clients": 1000000000, "partition": "dirichlet", "participation": 0.1}', "--quiet"],
+                 '{"clients": 1000000000, "partition": "shards", "shard_size": 1, "participation": 0.1}',
+                 "--quiet"],
         r"per-client state [\d.,]+ GiB, .*\), more than .* lower clients=1000000000$")
     f = tmp_path / "big.toml"
     from tests.searching.search_helpers import TOY_TOML

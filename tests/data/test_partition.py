@@ -51,3 +51,27 @@ def test_same_seed_same_partition():
 def test_too_many_clients():
     with pytest.raises(FedevoError):
         partition(LABELS[:5], TEST, scheme="iid", clients=10, num_classes=10, seed=0)
+
+
+def test_dirichlet_with_too_few_samples_per_client_refused_before_any_data(tmp_path):
+    """Dirichlet clients each need DIRICHLET_MIN_SAMPLES training samples: more clients than that allows are a
+    load-time error (one line, no run directory), not a search whose every evaluation fails after 100 redraws."""
+    import fedevo
+    from fedevo.config import DataConfig
+    from fedevo.data.catalog import DIRICHLET_MIN_SAMPLES, N_TRAIN
+
+    most = N_TRAIN["digits"] // DIRICHLET_MIN_SAMPLES
+    DataConfig(dataset="digits", partition="dirichlet", clients=most).check_partition()
+    with pytest.raises(FedevoError, match=rf'partition = "dirichlet": clients = {most + 1} need at least 2 training '
+                                          rf"samples each, .* \(at most {most} clients\)"):
+        DataConfig(dataset="digits", partition="dirichlet", clients=most + 1).check_partition()
+    doc = {"name": "dir", "dataset": "digits", "model": "mlp",
+           "data": {"partition": "dirichlet", "clients": 5000}, "train": {"rounds": 1},
+           "genes": {"lr": {"type": "real", "low": 0.01, "high": 0.3, "default": 0.1}}}
+    with pytest.raises(FedevoError, match="clients = 5000 need at least 2"):
+        fedevo.search(doc, pop=4, gen=1, workers=0, out=tmp_path / "run", page=False)
+    assert not (tmp_path / "run").exists()
+    gene = {**doc, "data": {"partition": "dirichlet"},  # a clients gene: refused at its high bound
+            "genes": {"clients": {"type": "int", "low": 10, "high": 5000, "default": 10}}}
+    with pytest.raises(FedevoError, match="gene 'clients' at its high bound 5000 .* clients = 5000 need"):
+        fedevo.Problem.from_dict(gene)

@@ -603,6 +603,45 @@ def test_a_gene_bound_the_factory_rejects_is_caught_at_load(files):
         load_problem(str(files(genes='hidden = { type = "int", low = -1, high = 64, default = 8 }')))
 
 
+def test_a_factory_slow_at_a_gene_bound_is_named_while_the_problem_loads(files, tmp_path, monkeypatch, capfd):
+    """The load-time check calls the factory at each gene's bounds: one that hangs there was a silent hang before
+    anything was printed; past SLOW_NOTE_S one line on stderr names the factory, the gene and the bound."""
+    import fedevo.usercode
+
+    (tmp_path / "sub" / "slow.py").write_text(
+        "import math, time\nfrom torch import nn\nSLEPT = []\n\n"
+        "def make(input_shape, num_classes, hidden=8):\n"
+        "    if hidden > 40 and not SLEPT:\n        SLEPT.append(time.sleep(1.5))\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), hidden), nn.ReLU(),\n"
+        "                         nn.Linear(hidden, num_classes))\n")
+    monkeypatch.setattr(fedevo.usercode, "SLOW_NOTE_S", 0.3, raising=False)
+    gene = 'hidden = { type = "int", low = 4, high = 64, default = 8 }'
+    load_problem(str(files("python:sub/slow.py:make", genes=gene)))
+    err = capfd.readouterr().err.splitlines()
+    assert err.count("fedevo: checking problem 'user' at each gene's bounds: model factory 'make' with gene 'hidden' "
+                     "at its high bound 64 has not returned after 0.3 s; still waiting for it (Ctrl-C stops)") == 1, err
+    assert all(line.startswith("fedevo: checking problem 'user'") for line in err), err  # (a loaded machine: more)
+
+
+def test_a_gene_the_module_ignores_in_eval_mode_is_named_at_load(files, tmp_path, capfd):
+    """A Dropout rate as a gene: fedevo trains the module in eval mode, where Dropout is off, so the search's
+    dimension changed nothing, silently. The load-time check now compares what the module computes at the gene's
+    bounds and says so in one stderr line; a gene that changes the model (hidden) gets no line."""
+    (tmp_path / "sub" / "drop.py").write_text(
+        "import math\nfrom torch import nn\n\n"
+        "def make(input_shape, num_classes, hidden=8, drop=0.1):\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), hidden), nn.ReLU(),\n"
+        "                         nn.Dropout(drop), nn.Linear(hidden, num_classes))\n")
+    genes = ('hidden = { type = "int", low = 4, high = 16, default = 8 }\n'
+             'drop = { type = "real", low = 0.0, high = 0.5, default = 0.1 }')
+    load_problem(str(files("python:sub/drop.py:make", genes=genes)))
+    err = capfd.readouterr().err
+    assert err.splitlines() == ["fedevo: warning: problem 'user': gene 'drop' changes nothing the model computes (the "
+                                "same parameters and outputs at its low bound 0.0, high bound 0.5): fedevo trains the "
+                                "module in eval mode, where Dropout is off and BatchNorm uses its running statistics "
+                                "(docs/models.md); the search gains nothing from it"], err
+
+
 def test_two_generation_search_with_a_user_model(files, tmp_path):
     from fedevo.searching import Runtime, SearchSettings, search
 

@@ -44,3 +44,18 @@ def test_an_objective_read_everywhere_is_not_named():
     rows = [{"status": "ok", "message": ""}, {"status": "failed", "message": "objective latency: TypeError: x"},
             {"status": "ok", "message": "some warning\nobjective size: ValueError: below 0"}]
     assert unread_objectives(rows, ["latency", "size"]) == [("size", 1, 2, "ValueError: below 0")]
+
+
+def test_an_objective_that_returns_nan_is_named_as_unread(tmp_path):
+    """A problem file's objective function that returns NaN (0/0 in it) was silently its worst value in every
+    evaluation: no note, no closing line, `latency –` all the search long. NaN is now a value that could not be
+    read, as a string is; None stays the function's way to say "not measured", without a note."""
+    prob = latency_problem(tmp_path, "def latency(r):\n    return float('nan') if r.omega > 0 else None\n")
+    run = fedevo.search(str(prob), pop=4, gen=1, rounds=1, seed=0, workers=0, out=tmp_path / "run", page=False)
+    assert run.summary.unread == (("latency", 4, 4, "ValueError: returned nan; expected a number or None (None: "
+                                   "not measured)"),)
+    assert all(r["latency"] is None for r in run.evaluations)
+    (tmp_path / "none").mkdir()
+    none = latency_problem(tmp_path / "none", "def latency(r):\n    return None\n")
+    quiet = fedevo.search(str(none), pop=4, gen=1, rounds=1, seed=0, workers=0, out=tmp_path / "q", page=False)
+    assert quiet.summary.unread == () and not any(r["message"] for r in quiet.evaluations)

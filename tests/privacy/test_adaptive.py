@@ -151,7 +151,7 @@ def test_adaptive_with_secure_aggregation_filters_inside_the_protocol():
     ({"adaptive_keep": 0.0}, "adaptive_keep"),
     ({"adaptive_threshold": 1.5}, "adaptive_threshold"),
     ({"adaptive_level_eps": 0.0}, "adaptive_level_eps"),
-    ({"clip": None}, "needs a clip"),
+    ({"clip": None}, r"needs a clip C0, .*: set \[privacy\] clip \(e\.g\. 1\.0\), or make clip a gene"),
     ({"eps_budget": 3.0}, "eps_budget"),
 ])
 def test_bad_adaptive_input(priv, msg):

@@ -154,6 +154,57 @@ def test_an_evaluation_past_its_time_limit_is_stopped_and_the_search_goes_on(tmp
     assert time.monotonic() - t0 < 120
 
 
+def test_output_below_python_goes_to_user_log_under_a_time_limit_too(tmp_path, capfd):
+    """With a time limit each evaluation runs in a child process whose fd 1 is fedevo's stderr: what the code
+    wrote there (C code, os.write(1, ...)) went to the terminal, among the progress lines, instead of user.log.
+    It now reaches user.log under the evaluation's header, that of an evaluation stopped at its limit too."""
+    run = fedevo.search(str(own_problem(tmp_path, "sleep", "eval_timeout = 3")), pop=4, gen=1, workers=0, seed=3,
+                        out=tmp_path / "R", page=False)
+    cap = capfd.readouterr()
+    assert "written to fd 1" not in cap.err + cap.out
+    slow = [r for r in run.evaluations if r["status"] == "failed"]
+    assert slow and all(r["x"] > 0.5 for r in slow)
+    log = (tmp_path / "R" / "user.log").read_text()
+    for r in run.evaluations:
+        header = f"--- evaluation {r.id} (generation 1, seed {r.seed}) ---\n"
+        assert header + "written to fd 1\n" in log, log
+
+
+def test_a_ray_tasks_output_below_python_comes_back_with_it(tmp_path, capfd):
+    """On a Ray worker fd 1 is Ray's worker log on the node: what the code wrote there never reached the run's
+    user.log. The task (`_ray_task`, run here as a worker runs it) now returns it with the evaluation's output."""
+    from fedevo.problem import load_problem
+    from fedevo.searching.evaluator import DEFAULT_EVALUATOR, for_problem
+    from fedevo.searching.runner import _ray_task
+
+    problem = load_problem(str(own_problem(tmp_path, "ok")))
+    kind, value, out = _ray_task(problem, for_problem(DEFAULT_EVALUATOR, problem), {"x": 0.3}, 5, {}, 1)
+    assert (kind, value.status) == ("ok", "ok")
+    assert out == "written to fd 1\nprinted by ok 5\n", out
+    assert "written to fd 1" not in capfd.readouterr().out
+
+
+def test_no_writable_temporary_folder_leaves_evaluations_as_they_were(tmp_path, monkeypatch):
+    """The file that takes an evaluation's output below Python is a convenience: where none can be made (a node's
+    read-only /tmp) the evaluation runs all the same, that output going where fd 1 goes, as before."""
+    import tempfile
+
+    from fedevo.problem import load_problem
+    from fedevo.searching.evaluator import DEFAULT_EVALUATOR, for_problem
+    from fedevo.searching.runner import _ray_task, run_one
+
+    problem = load_problem(str(own_problem(tmp_path, "ok")))
+    evaluator = for_problem(DEFAULT_EVALUATOR, problem)
+
+    def no_temp(*a, **k):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(tempfile, "mkstemp", no_temp)
+    kind, value, out = _ray_task(problem, evaluator, {"x": 0.3}, 5, {}, 1)
+    assert (kind, value.status, out) == ("ok", "ok", "printed by ok 5\n")
+    kind, value, out = run_one(evaluator, problem, {"x": 0.3}, 5, {}, timeout=60)
+    assert (kind, value.status, out) == ("ok", "ok", "printed by ok 5\n")
+
+
 def test_eval_timeout_from_the_command_line_and_on_ray(tmp_path):
     """--eval-timeout overrides the problem file's; on Ray each worker stops its own evaluation the same way."""
     out = tmp_path / "R"

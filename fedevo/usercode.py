@@ -275,8 +275,6 @@ def stdout_done() -> None:
     sys.stdout = sys.stderr
 
 
-__all__ = ["UserExit", "call_user", "captured_stdout", "exit_without_threads_left", "kept_state", "real_interrupt",
-           "stdout_done", "stdout_to_stderr", "watch_interrupts"]
 
 
 SLOW_NOTE_S = 10.0  # seconds user code called at load time may run before one line says what fedevo waits for
@@ -298,3 +296,7 @@ def noted_if_slow(what: str):
         yield
     finally:
         timer.cancel()
+
+
+__all__ = ["SLOW_NOTE_S", "UserExit", "call_user", "captured_stdout", "exit_without_threads_left", "kept_state",
+           "noted_if_slow", "real_interrupt", "stdout_done", "stdout_to_stderr", "watch_interrupts"]

@@ -388,5 +388,6 @@ if __name__ == "__main__":  # the child: run the loop of the module proper (its 
     main()
 
 
-__all__ = ["START_LIMIT_S", "Child", "ChildDied", "Timeout", "UserExit", "UserLog", "call_user", "captured_stdout", "close_child", "fd1_to", "fd1_captured", "below_python",
-           "in_child", "out_of_range", "real_interrupt", "stdout_to_stderr", "watch_interrupts"]
+__all__ = ["START_LIMIT_S", "Child", "ChildDied", "Timeout", "UserExit", "UserLog", "below_python", "call_user",
+           "captured_stdout", "close_child", "fd1_captured", "fd1_to", "in_child", "out_of_range", "real_interrupt",
+           "stdout_to_stderr", "watch_interrupts"]

@@ -105,7 +105,7 @@ def _pick_json(data, rows, marks) -> list[dict]:
 @app.command()
 def front(
     run_dir: Path = typer.Argument(..., parser=run_dir_path, metavar="RUN_DIR", help="Run directory of `fedevo search`."),
-    sort: str = typer.Option("error", "--sort", "-s", help="Sort by an objective of the run: error, comm, eps (the ε the search minimised), or any other it has (e.g. worst_client_error); a maximised one best first."),
+    sort: Optional[str] = typer.Option(None, "--sort", "-s", show_default="the run's first objective", help="Sort by an objective of the run: error, comm, eps (the ε the search minimised), or any other it has (e.g. worst_client_error); a maximised one best first."),
     pick: Optional[str] = typer.Option(None, "--pick", "-p", help="Show only what this pick selects (same grammar as `retrain --pick`)."),
     as_json: bool = typer.Option(False, "--json", help="Print the solutions as a JSON list (id, picked_by, objectives, genes) instead of a table."),
 ) -> None:
@@ -117,10 +117,11 @@ def front(
     data = api.open_run(run_dir).data
     objs = data.objectives
     sorts = dict.fromkeys(("error", "comm", "eps", *objs.names))
+    sort = objs.names[0] if sort is None else sort  # as the search's closing table: its first objective first
     if sort not in sorts:
         raise FedevoError(f"--sort must be one of {', '.join(sorts)}, got {sort!r}")
     key = data.eps_key if sort == "eps" else sort
-    extra = [o for o in objs if o.name not in ("error", "comm", "eps", "eps_paper")]  # columns of their own
+    extra = [o for o in objs if o.name not in ("error", "comm", "eps", "eps_paper")]  # columns of their own (Ω's: model_size)
     m = data.marks()
     if pick is not None:  # an empty --pick is a bad pick (one line), not no pick
         picks = data.pick(pick)
@@ -195,8 +196,9 @@ def _front_table(c, data, rows, m, title, extra) -> None:
               + (f", among solutions clearly better than chance (error < {_fmt(chance)}: chance minus the test set's "
                  "99 % margin)" if chance else "")] if knee_shown else []) + (["ε = ∞: no privacy"] if inf_shown else [])
     t = Table(title=title, caption="; ".join(notes) or None)
+    omega_col = [] if "model_size" in data.objectives.names else ["Ω"]  # the objective's own column says Ω then
     for col in ("id", "gen", "mark", "error", "global acc", "comm", eps_name,
-                "ε paper" if data.eps_key == "eps" else "ε accountant", "Ω", *(o.heading for o in extra)):
+                "ε paper" if data.eps_key == "eps" else "ε accountant", *omega_col, *(o.heading for o in extra)):
         t.add_column(col, justify="left" if col == "mark" else "right", no_wrap=True)
     if wide:
         t.add_column("genes", justify="left", ratio=1, min_width=30)
@@ -211,7 +213,7 @@ def _front_table(c, data, rows, m, title, extra) -> None:
         style = "bold" if "knee" in mk or "lowest-error" in mk else None
         omega = str(r["omega"]) if r["status"] == "ok" else "–"  # not measured (a diverged row's 0 is no Ω)
         cells = [str(r["id"]), str(r["generation"]), mk, _fmt(r["error"]), _fmt(r["accuracy_global"]),
-                 _fmt(r["comm"]), _fmt(r[data.eps_key]), _fmt(r[other_eps]), omega, *(_fmt(r[o.name]) for o in extra)]
+                 _fmt(r["comm"]), _fmt(r[data.eps_key]), _fmt(r[other_eps]), *([omega] if omega_col else []), *(_fmt(r[o.name]) for o in extra)]
         if wide:
             cells.append(" ".join(f"{g}={_fmt(r[g])}" for g in data.gene_names))
         t.add_row(*cells, style=style)

@@ -713,3 +713,28 @@ def test_each_hover_text_is_written_once_in_the_page(tmp_path_factory):
     hover = json.JSONDecoder().raw_decode(page[page.index("window.FEDEVO = ") + 16:])[0]["hover"]
     assert {int(k) for k in hover} == {r["id"] for r in m.rows}
     assert "t.customdata.map(i => hover[i])" in page
+
+
+def test_front_table_sorts_by_the_first_objective_and_shows_model_size_once(tmp_path, capsys):
+    """`fedevo front` sorts by the run's first objective by default, as the search's closing table does (it said
+    "sorted by error" on a run whose objectives began with another), and a run searching model_size has one Ω
+    column, the objective's (a second "Ω" column repeated it)."""
+    import fedevo
+    from fedevo.problem import problems_dir
+    from tests.searching.search_fakes import fake_evaluate
+
+    prob = tmp_path / "p.toml"
+    prob.write_text('objectives = ["model_size", "error", "eps"]\n' + (problems_dir() / "digits_mlp.toml").read_text())
+    run = fedevo.search(str(prob), pop=8, gen=1, workers=0, seed=2, out=tmp_path / "run", evaluator=fake_evaluate,
+                        page=False)
+    code, out, err = cli(["front", str(run.path)], capsys)
+    assert code == 0, err
+    assert "(sorted by model_size)" in out
+    header = next(line for line in out.splitlines() if "│ id" in line or line.lstrip("┃ ").startswith("id"))
+    assert header.count("Ω") == 1, header
+    sizes = {int(r["id"]): float(r["model_size"]) for r in csv_rows(run.path / "front.csv")}
+    shown = [int(m.group(1)) for m in re.finditer(r"^│\s*(\d+)\s*│", out, flags=re.M)]
+    assert sorted(shown) == sorted(sizes) and len(shown) > 1
+    assert [sizes[i] for i in shown] == sorted(sizes[i] for i in shown)
+    code, out, _ = cli(["front", str(run.path), "--sort", "error"], capsys)
+    assert code == 0 and "(sorted by error)" in out

@@ -56,7 +56,10 @@ GRAMMAR = ("a pick is comma-separated terms: an evaluation id (12), knee, lowest
            "(lowest-error, lowest-comm, lowest-eps, ...), front, or a filter on the Pareto set like eps<=8, "
            "comm<=2000, error<=0.2")
 
-_FILTER_RE = re.compile(r"^([a-z_][a-z0-9_]*)(<=|>=|<|>)([-+0-9.eE]+|inf)$")
+_FILTER_RE = re.compile(r"^([a-z_][a-z0-9_]*)(<=|>=|<|>)([-+0-9.eE]+[kKMGBT]?|[-+]?(?:inf|∞))$")
+# a bound as tables and pages write numbers (fedevo.viz.numfmt): 0.05, 1e-3, 1000, 1k, 1.3k, 2.5M, 1G or 1B, 1T, inf, ∞
+_BOUND_RE = re.compile(r"^([-+]?(?:\d+(?:\.\d*)?|\.\d+))(?:[eE]([-+]?\d+))?([kKMGBT])?$")
+_SUFFIX = {"k": 3, "K": 3, "M": 6, "G": 9, "B": 9, "T": 12}
 _LOWEST_RE = re.compile(r"^(lowest|highest)-([a-z_][a-z0-9_]*)(?::(-?\d+))?$")  # N < 1: refused by its check
 _ID_RE = re.compile(r"^(?:id[:=]|#)?(\d+)$")
 
@@ -133,11 +136,25 @@ def parse_spec(spec: str, objectives=None) -> list[Term]:
     return terms
 
 
+def bound(text: str) -> float:
+    """A filter's or cap's number as fedevo's tables and pages write it (1.3k is 1300, as the page's caps read it);
+    ValueError if it is none."""
+    t = text.strip().replace("\u2212", "-")
+    if t.lstrip("+-") in ("inf", "∞"):
+        return -math.inf if t.startswith("-") else math.inf
+    m = _BOUND_RE.match(t)
+    if m is None or (m.group(2) is not None and m.group(3) is not None):  # 1e3k: one or the other
+        raise ValueError(text)
+    exp = int(m.group(2) or 0) + _SUFFIX.get(m.group(3) or "", 0)
+    return float(f"{m.group(1)}e{exp}")  # decimal: 1.1k is 1100, not 1100.0000000000002
+
+
 def _filter(t: str, m: re.Match, keys: Mapping[str, str], maximised=frozenset()) -> Term:
     try:
-        v = float(m.group(3))
+        v = bound(m.group(3))
     except ValueError:
-        raise FedevoError(f"pick term {t!r}: {m.group(3)!r} is not a number") from None
+        raise FedevoError(f"pick term {t!r}: {m.group(3)!r} is not a number (0.05, 1e-3, 1000, 1k, 1.3k, 2.5M, "
+                          "inf)") from None
     if math.isnan(v):
         raise FedevoError(f"pick term {t!r}: NaN is not a bound")
     key = keys[m.group(1)]

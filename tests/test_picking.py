@@ -67,6 +67,18 @@ def test_filters_restrict_the_front():
     assert ids(pick("7,eps<=10", ROWS, FRONT)) == [7]
 
 
+def test_bounds_are_read_as_tables_and_pages_write_numbers():
+    """`fedevo front` prints 1234 as "1.23k" and the page's caps read "1k": a pick's filter or cap copied from either
+    is the same number (it was "is not a number")."""
+    assert ids(pick("comm<=1k", ROWS, FRONT)) == ids(pick("comm<=1000", ROWS, FRONT)) == [3, 4, 5]
+    assert ids(pick("comm<=5k,lowest-error", ROWS, FRONT)) == [2]
+    assert ids(pick("knee:comm<=0.9k", ROWS, FRONT)) == ids(pick("knee:comm<=900", ROWS, FRONT))
+    assert 6 in ids(pick("eps<=∞", ROWS, FRONT))
+    for spec in ("comm<=1e3k", "comm<=1kk", "comm<=k"):
+        with pytest.raises(FedevoError, match="not a number|cannot understand"):
+            pick(spec, ROWS, FRONT)
+
+
 def test_ids_may_be_dominated_or_failed():
     assert ids(pick("7", ROWS, FRONT)) == [7]
     assert ids(pick("#8", ROWS, FRONT)) == [8]

@@ -91,6 +91,18 @@ def _maximised(objectives) -> frozenset:
     return frozenset(o.name for o in as_set(objectives) if o.maximize)
 
 
+def _lower(raw: str) -> str:
+    """A pick term without spaces, in lower case but for a number's suffix (2.5M: mega, as the tables write it)."""
+    t = "".join(raw.split())
+
+    def word(m: re.Match) -> str:
+        w = m.group(0)
+        suffix = w in _SUFFIX and m.start() > 0 and (t[m.start() - 1].isdigit() or t[m.start() - 1] == ".")
+        return w if suffix else w.lower()
+
+    return re.sub(r"[A-Za-z]+", word, t)
+
+
 def parse_spec(spec: str, objectives=None) -> list[Term]:
     """Parse a pick for a run with `objectives` (its ObjectiveSet; None: error, comm, eps); FedevoError (naming the
     bad term) on anything not in the grammar."""
@@ -100,7 +112,7 @@ def parse_spec(spec: str, objectives=None) -> list[Term]:
         raise FedevoError(f"empty pick; {GRAMMAR}")
     terms = []
     for raw in spec.split(","):
-        t = "".join(raw.split()).lower()
+        t = _lower(raw)
         if not t:
             raise FedevoError(f"pick {spec!r} has an empty term; {GRAMMAR}")
         if m := _ID_RE.match(t):

@@ -74,7 +74,11 @@ def test_bounds_are_read_as_tables_and_pages_write_numbers():
     assert ids(pick("comm<=5k,lowest-error", ROWS, FRONT)) == [2]
     assert ids(pick("knee:comm<=0.9k", ROWS, FRONT)) == ids(pick("knee:comm<=900", ROWS, FRONT))
     assert 6 in ids(pick("eps<=∞", ROWS, FRONT))
-    for spec in ("comm<=1e3k", "comm<=1kk", "comm<=k"):
+    assert ids(pick("comm<=0.0007M", ROWS, FRONT)) == ids(pick("COMM <= 700", ROWS, FRONT)) == [4, 5]
+    assert ids(pick("knee:comm<=0.0007M", ROWS, FRONT)) == ids(pick("knee:comm<=700", ROWS, FRONT))
+    assert ids(pick("eps<=1B", ROWS, FRONT)) == ids(pick("eps<=1G", ROWS, FRONT)) == ids(pick("eps<=1e9", ROWS, FRONT))
+    assert ids(pick("eps<=0.001T", ROWS, FRONT)) == ids(pick("eps<=1e9", ROWS, FRONT))
+    for spec in ("comm<=1e3k", "comm<=1kk", "comm<=k", "comm<=2.5m"):  # m: not a suffix fedevo writes
         with pytest.raises(FedevoError, match="not a number|cannot understand"):
             pick(spec, ROWS, FRONT)
 

@@ -32,19 +32,24 @@ def save_checkpoint(run_dir: Path, state: Mapping[str, Any]) -> Path:
     path = run_dir / "checkpoints" / f"gen-{state['generation']:04d}.pkl"
     path.parent.mkdir(exist_ok=True)
     atomic_write(path, data)
-    keep_within(path.parent)
+    keep_within(path.parent, newest=(int(state["generation"]), len(data)))
     return path
 
 
-def keep_within(folder: Path, limit: int = 0) -> list[Path]:
+def keep_within(folder: Path, limit: int = 0, *, newest: Optional[tuple[int, int]] = None) -> list[Path]:
     """Delete the oldest checkpoints of `folder` while they take more than `limit` bytes in all (KEEP_BYTES by
     default), never the newest KEEP_NEWEST; the deleted paths. Each checkpoint holds every batch's seconds and
     hypervolume and the optimiser's state, so a run of thousands of small batches (batches of one) took disk with the
     square of its batches (2,000 batches of one: 133 MB). A resume needs only the newest; the earlier ones name the
-    ids of a damaged log (without them, it is refused without ids: integrity.check_log)."""
+    ids of a damaged log (without them, it is refused without ids: integrity.check_log). `newest`: (generation,
+    bytes) of the checkpoint just written, the newest: the folder holds at most generation + 1 checkpoints, so while
+    that many of its size are within the limit the folder is not listed (listed after every batch, a run of thousands
+    of batches of one spent time on it that grew with its batches)."""
     import os
 
     limit = limit or KEEP_BYTES
+    if newest is not None and (newest[0] + 1) * newest[1] <= limit:
+        return []
     gens = [int(n[4:-4]) for n in os.listdir(folder)
             if n.startswith("gen-") and n.endswith(".pkl") and n[4:-4].isdigit()]
     try:  # a checkpoint is rarely smaller than those before it (each holds all batches so far): no look at each

@@ -62,3 +62,14 @@ def test_a_search_of_batches_of_one_keeps_its_checkpoints_within_the_limit_and_r
         assert "damaged" in str(e)
     else:
         raise AssertionError("an edited log was read")
+
+
+def test_checkpoints_within_the_limit_are_not_listed_after_every_batch(tmp_path, monkeypatch):
+    import os
+
+    listed = []
+    real = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda p=".": listed.append(p) or real(p))
+    for g in range(50):
+        save_checkpoint(tmp_path, {"algorithm": None, "generation": g, "blob": bytes(100)})
+    assert listed == []  # 50 × ~200 B: far within KEEP_BYTES

@@ -67,7 +67,9 @@ temporary file and renamed; the CSV is appended a whole line at a time and flush
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import itertools
 import json
 import pickle
 import platform
@@ -262,6 +264,7 @@ class SearchRun:
         self.batches: list[dict[str, Any]] = []  # batches.csv's records (the checkpoints hold none: _load_state)
         self._front_written = None  # the front front.csv holds, as the memo holds it (unchanged: not written again)
         self.digests: dict = {}  # each logged row's digest for the checkpoints (integrity.log_record)
+        self._upto: Optional[dict] = None  # _rows_upto's rows so far
 
     # ------------------------------------------------------------------ creating / opening
     @classmethod
@@ -682,9 +685,21 @@ class SearchRun:
         force), or a budget reached (those in force, so resume honours them)."""
         return bool(state.get("stop") or stop_in_force(self.settings, {**state, "search_s": search_s}))
 
-    @staticmethod
-    def _rows_upto(by_id, next_id: int) -> list[EvaluationRecord]:
-        return [by_id[k] for k in sorted(by_id) if k[0] < next_id]
+    def _rows_upto(self, by_id, next_id: int) -> list[EvaluationRecord]:
+        """The rows of `by_id` ((id, rung) -> row, only ever added to) of ids below `next_id`, in key order. Kept
+        between calls: the keys added since the last call (a batch's, whose ids are above every id below the last
+        call's next id) are sorted and appended, not every key sorted and looked up again after each batch."""
+        c = self._upto
+        if c is None or c["by_id"] is not by_id or len(by_id) < c["seen"] or next_id < c["next_id"]:
+            c = self._upto = {"by_id": by_id, "seen": 0, "next_id": 0, "rows": [], "last": None, "ahead": []}
+        keys = sorted(c["ahead"] + list(itertools.islice(by_id, c["seen"], None)))
+        cut = bisect.bisect_left(keys, (next_id,))  # the first key of an id >= next_id
+        if c["last"] is not None and cut and keys[0] <= c["last"]:  # a key among those kept: all sorted afresh
+            self._upto = None
+            return self._rows_upto(by_id, next_id)
+        c["rows"] += [by_id[k] for k in keys[:cut]]
+        c.update(seen=len(by_id), next_id=next_id, ahead=keys[cut:], last=keys[cut - 1] if cut else c["last"])
+        return list(c["rows"])
 
     def _batch_evaluator(self, g: int, first_id: int, by_id, runner, evaluator: Evaluator, callback: SearchCallback,
                          counters) -> Callable:

@@ -120,3 +120,31 @@ def test_a_checkpoint_of_the_version_before_resumes(tmp_path):
     assert _same_csv(tmp_path / "R" / "evaluations.csv", whole.path / "evaluations.csv")
     assert load_checkpoint(tmp_path / "R" / "checkpoints" / "gen-0016.pkl")["hypervolume_steps"] == \
         load_checkpoint(whole.path / "checkpoints" / "gen-0016.pkl")["hypervolume_steps"]
+
+
+def test_the_rows_so_far_are_extended_by_a_batchs_not_sorted_and_looked_up_again():
+    from fedevo.searching.run import SearchRun
+
+    class Counting(dict):
+        reads = 0
+
+        def __getitem__(self, k):
+            Counting.reads += 1
+            return super().__getitem__(k)
+
+    by_id = Counting()
+    run = SearchRun.__new__(SearchRun)  # (only its rows so far)
+    run._upto = None
+    for i in range(5):  # a resumed log: rows of ids beyond the checkpoint's (3) already logged
+        by_id[(i, 0)] = {"id": i}
+    assert [r["id"] for r in run._rows_upto(by_id, 3)] == [0, 1, 2]
+    for i in range(5, 300):
+        for rung in (0, 1):
+            by_id[(i, rung)] = {"id": i, "rung": rung}
+        Counting.reads = 0
+        got = run._rows_upto(by_id, i + 1)
+        assert Counting.reads <= 4, (i, Counting.reads)  # every row looked up again: 2 i
+        assert len(got) == len(by_id)
+    assert got == [dict.__getitem__(by_id, k) for k in sorted(by_id)]
+    by_id[(1, 1)] = {"id": 1, "rung": 1}  # a key among those kept (no search makes one): all sorted afresh
+    assert run._rows_upto(by_id, 300) == [dict.__getitem__(by_id, k) for k in sorted(by_id)]

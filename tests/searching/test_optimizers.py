@@ -236,7 +236,7 @@ def test_an_optuna_optimisers_state_keeps_what_its_model_may_see_not_every_evalu
         F = rng.random((1, problem.n_obj))
         opt.tell(p, F)
         every.append((optuna_samplers._typed(space, p[0]), [float(v) for v in F[0]], []))
-        assert _history(opt.told, 8) == _history(every, 8)
+        assert _history(opt.told, 8) == _history(every, 8) == _history(opt.told, 8, opt._front.on)
     state = opt.state()
     assert len(state["told"]) < 40 and state["told_count"] == 60  # all 60 before
     old = optimizers.make(name, space, problem, pop=1, seed=0)

@@ -66,15 +66,16 @@ def _typed(space, params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _history(told: list, cap: int) -> list:
+def _history(told: list, cap: int, front: Optional[Sequence[bool]] = None) -> list:
     """At most `cap` told evaluations, in id order: the non-dominated ones (by F), then the most recent. `told`: every
-    evaluation told, or those `_seen` keeps of them (the same answer: the front of those is the front of all)."""
+    evaluation told, or those `_seen` keeps of them (the same answer: the front of those is the front of all);
+    `front`: whether each is non-dominated, where known (`_Front`)."""
     if len(told) <= cap:
         return told
     from ..front_math import non_dominated
 
-    F = np.array([t[1] for t in told])
-    keep = set(non_dominated(F).tolist()[:cap])
+    nd = np.flatnonzero(front) if front is not None else non_dominated(np.array([t[1] for t in told]))
+    keep = set(nd.tolist()[:cap])
     for i in range(len(told) - 1, -1, -1):
         if len(keep) >= cap:
             break
@@ -82,15 +83,42 @@ def _history(told: list, cap: int) -> list:
     return [told[i] for i in sorted(keep)]
 
 
-def _seen(told: list, cap: int) -> list[int]:
+def _seen(told: list, cap: int, front: Sequence[bool]) -> list[int]:
     """The places in `told` (in id order) of what `_history` can take from it now or after later evaluations: the
-    non-dominated ones and the `cap` most recent."""
-    if len(told) <= cap:
-        return list(range(len(told)))
-    from ..front_math import non_dominated
+    non-dominated ones (`front`: whether each is) and the `cap` most recent."""
+    return [i for i in range(len(told)) if front[i] or i >= len(told) - cap]
 
-    front = set(non_dominated(np.array([t[1] for t in told])).tolist())
-    return [i for i in range(len(told)) if i in front or i >= len(told) - cap]
+
+class _Front:
+    """Whether each told evaluation kept is non-dominated (by F), kept up to date as evaluations are told: a new one
+    is compared with the front alone (what `non_dominated` of all of them would say, a sort of every one after each
+    batch)."""
+
+    def __init__(self, F: Sequence[Sequence[float]]):
+        from ..front_math import non_dominated
+
+        self.F = np.array(F, dtype=float).reshape(len(F), -1) if len(F) else np.zeros((0, 0))
+        self.on = np.zeros(len(self.F), dtype=bool)
+        if len(self.F):
+            self.on[non_dominated(self.F)] = True
+
+    def add(self, f: Sequence[float]) -> None:
+        from ..front_math import dominated_by
+
+        f = np.asarray(f, dtype=float).reshape(1, -1)
+        if len(self.F) == 0:
+            self.F = f.copy()
+            self.on = np.ones(1, dtype=bool)
+            return
+        front = np.flatnonzero(self.on)
+        new = not dominated_by(f, self.F[front])[0]
+        if new:
+            self.on[front[dominated_by(self.F[front], f)]] = False
+        self.F = np.concatenate([self.F, f])
+        self.on = np.append(self.on, new)
+
+    def keep(self, places: Sequence[int]) -> None:
+        self.F, self.on = self.F[list(places)], self.on[list(places)]
 
 
 class OptunaOptimizer(Optimizer):
@@ -113,6 +141,7 @@ class OptunaOptimizer(Optimizer):
         self.told: list[tuple[dict[str, Any], list[float], list[float]]] = []
         self.told_ids: list[int] = []
         self.told_count = 0
+        self._front = _Front([])
         self._dists = distributions(space)
 
     @abstractmethod  # (a marker: user.py names what a class of yours lacks)
@@ -130,7 +159,7 @@ class OptunaOptimizer(Optimizer):
         study = optuna.create_study(directions=["minimize"] * self.n_obj, sampler=self.sampler(self._batch_seed()))
         trials = [create_trial(params=p, distributions=self._dists, values=list(f),
                                system_attrs={f"constraints:c{j}": float(v) for j, v in enumerate(g)})
-                  for p, f, g in _history(self.told, HISTORY_CAP)]
+                  for p, f, g in _history(self.told, HISTORY_CAP, self._front.on)]
         if trials:
             study.add_trials(trials)
         return study
@@ -159,15 +188,17 @@ class OptunaOptimizer(Optimizer):
             self.told.append((_typed(self.space, p), [float(v) for v in f], [float(v) for v in g]))
             self.told_ids.append(self.told_count)
             self.told_count += 1
+            self._front.add(self.told[-1][1])
         self._forget()
         self.batch += 1
 
     def _forget(self) -> None:
         """Keep only the told evaluations a later batch's model may see (_seen)."""
-        keep = _seen(self.told, HISTORY_CAP)
+        keep = _seen(self.told, HISTORY_CAP, self._front.on)
         if len(keep) < len(self.told):
             self.told = [self.told[i] for i in keep]
             self.told_ids = [self.told_ids[i] for i in keep]
+            self._front.keep(keep)
 
     def state(self) -> Any:
         return {"optimizer": self.name, "batch": self.batch, "told": list(self.told), "told_ids": list(self.told_ids),
@@ -179,6 +210,7 @@ class OptunaOptimizer(Optimizer):
         # (a checkpoint made before the told were forgotten holds every one: ids 0, 1, ...)
         self.told_ids = [int(i) for i in state.get("told_ids", range(len(self.told)))]
         self.told_count = int(state.get("told_count", len(self.told)))
+        self._front = _Front([f for _, f, _ in self.told])
         self._forget()
 
     def describe(self) -> dict[str, Any]:

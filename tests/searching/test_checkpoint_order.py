@@ -73,3 +73,28 @@ def test_checkpoints_within_the_limit_are_not_listed_after_every_batch(tmp_path,
     for g in range(50):
         save_checkpoint(tmp_path, {"algorithm": None, "generation": g, "blob": bytes(100)})
     assert listed == []  # 50 × ~200 B: far within KEEP_BYTES
+
+
+def test_a_search_looks_at_its_checkpoints_once_not_after_every_batch(tmp_path, monkeypatch):
+    """Beyond the limit, every checkpoint written listed and stat'ed the whole folder (800 files a batch in a run
+    of 2,000 batches of one whose checkpoints hold a growing front); the process that writes them lists them once
+    and keeps the same ones."""
+    from fedevo.searching import checkpoint
+
+    monkeypatch.setattr(checkpoint, "KEEP_BYTES", 5_000)
+    looked = []
+    real = checkpoint._in_order
+    monkeypatch.setattr(checkpoint, "_in_order", lambda folder: looked.append(folder) or real(folder))
+    kept = getattr(checkpoint, "Kept", lambda: None)()
+    for d in "AB":
+        (tmp_path / d).mkdir()
+    save = (lambda d, st: save_checkpoint(d, st, kept)) if kept is not None else save_checkpoint
+    for g in range(30):
+        state = {"algorithm": None, "generation": g, "blob": bytes(300 + 20 * g)}
+        save(tmp_path / "A", state)
+        save_checkpoint(tmp_path / "B", state)
+        if g == 29:  # the same generation again (a stop found after its batch)
+            save(tmp_path / "A", {**state, "stop": "gen"})
+    assert len([f for f in looked if f.parent.name == "A"]) <= 1, len(looked)
+    names = {d: sorted(p.name for p in (tmp_path / d / "checkpoints").iterdir()) for d in "AB"}
+    assert names["A"] == names["B"] and 3 <= len(names["A"]) < 30

@@ -18,10 +18,11 @@ KEEP = frozenset({"customdata"})  # lists left in place (tests and readers of th
 def share(objs: Sequence[Any]) -> tuple[list[list], list[Any]]:
     """(the pool, `objs` with each list that occurs more than once in them all replaced by its reference)."""
     seen: dict[str, int] = {}
-    _count(objs, seen)
+    keys: dict[int, str] = {}  # id of a list -> its JSON (the lists live as long as `objs`)
+    _count(objs, seen, keys)
     pool: list[list] = []
     index: dict[str, int] = {}
-    out = [_replace(o, seen, pool, index) for o in objs]
+    out = [_replace(o, seen, pool, index, keys) for o in objs]
     return pool, out
 
 
@@ -30,33 +31,33 @@ def _flat(v: Any) -> bool:
         x is None or isinstance(x, (int, float, str)) for x in v)
 
 
-def _count(v: Any, seen: dict[str, int]) -> None:
+def _count(v: Any, seen: dict[str, int], keys: dict[int, str]) -> None:
     if isinstance(v, Mapping):
         for k, x in v.items():
             if k not in KEEP:
-                _count(x, seen)
+                _count(x, seen, keys)
     elif isinstance(v, list):
         if _flat(v):
-            key = json.dumps(v)
+            key = keys[id(v)] = json.dumps(v)
             seen[key] = seen.get(key, 0) + 1
         else:
             for x in v:
-                _count(x, seen)
+                _count(x, seen, keys)
 
 
-def _replace(v: Any, seen: dict[str, int], pool: list, index: dict[str, int]) -> Any:
+def _replace(v: Any, seen: dict[str, int], pool: list, index: dict[str, int], keys: dict[int, str]) -> Any:
     if isinstance(v, Mapping):
-        return {k: (x if k in KEEP else _replace(x, seen, pool, index)) for k, x in v.items()}
+        return {k: (x if k in KEEP else _replace(x, seen, pool, index, keys)) for k, x in v.items()}
     if isinstance(v, list):
-        if _flat(v):
-            key = json.dumps(v)
+        key = keys.get(id(v))
+        if key is not None:
             if seen.get(key, 0) < 2:
                 return v
             if key not in index:
                 index[key] = len(pool)
                 pool.append(v)
             return {"$a": index[key]}
-        return [_replace(x, seen, pool, index) for x in v]
+        return [_replace(x, seen, pool, index, keys) for x in v]
     return v
 
 

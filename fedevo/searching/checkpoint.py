@@ -3,6 +3,7 @@ object), with a SHA-256 of the payload so that a torn or altered file is refused
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import pickle
 from collections import deque
@@ -38,13 +39,32 @@ class Kept:
         self.total = 0
 
 
+_KEPT: dict[Path, Kept] = {}  # checkpoints folder -> its Kept, while the process holding its run runs it (keeping)
+
+
+@contextlib.contextmanager
+def keeping(run_dir: Path) -> Iterator[Kept]:
+    """While the search of `run_dir` runs in this process (holding the run): its checkpoints as it knows them (Kept),
+    which save_checkpoint keeps up to date."""
+    folder = Path(run_dir) / "checkpoints"
+    kept = _KEPT[folder] = Kept()
+    try:
+        yield kept
+    finally:
+        if _KEPT.get(folder) is kept:
+            del _KEPT[folder]
+
+
 def save_checkpoint(run_dir: Path, state: Mapping[str, Any], kept: Optional[Kept] = None) -> Path:
+    """Write checkpoint gen-NNNN.pkl of `state` (atomically) and keep the folder within KEEP_BYTES; `kept`: the folder
+    as this process knows it (by default the one `keeping` holds for the run, if any)."""
     payload = dumps(dict(state))
     data = CKPT_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
     path = run_dir / "checkpoints" / f"gen-{state['generation']:04d}.pkl"
     path.parent.mkdir(exist_ok=True)
     atomic_write(path, data)
-    keep_within(path.parent, newest=(int(state["generation"]), len(data)), kept=kept)
+    keep_within(path.parent, newest=(int(state["generation"]), len(data)),
+                kept=kept if kept is not None else _KEPT.get(path.parent))
     return path
 
 
@@ -181,5 +201,5 @@ def earlier_checkpoints(path: Path) -> Iterator[dict[str, Any]]:
                 yield {}
 
 
-__all__ = ["CKPT_MAGIC", "KEEP_BYTES", "KEEP_NEWEST", "Kept", "dumps", "earlier_checkpoints", "keep_within",
+__all__ = ["CKPT_MAGIC", "KEEP_BYTES", "KEEP_NEWEST", "Kept", "dumps", "keeping", "earlier_checkpoints", "keep_within",
            "latest_checkpoint", "load_checkpoint", "save_checkpoint"]

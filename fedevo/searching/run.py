@@ -94,7 +94,7 @@ from .appended import GrowingCsv
 from .budgets import (STOP_FILE, batch_size, describe_change, go_on, hv_steps, raised, read_stop, stop_in_force,
                       stop_record, write_raised)
 from .callbacks import CallbackList, SearchCallback
-from .checkpoint import Kept, dumps, earlier_checkpoints, latest_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import dumps, earlier_checkpoints, keeping, latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hypervolume_table,
                          is_full)
@@ -265,7 +265,6 @@ class SearchRun:
         self._front_written = None  # the front front.csv holds, as the memo holds it (unchanged: not written again)
         self.digests: dict = {}  # each logged row's digest for the checkpoints (integrity.log_record)
         self._upto: Optional[dict] = None  # _rows_upto's rows so far
-        self._kept = Kept()  # the checkpoints as this process knows them (checkpoint.keep_within)
 
     # ------------------------------------------------------------------ creating / opening
     @classmethod
@@ -534,7 +533,8 @@ class SearchRun:
             try:
                 rows = self.log.open()
                 try:
-                    summary = self._run(rows, runtime, evaluator, callback, t0)
+                    with keeping(self.run_dir):  # its checkpoints listed once (checkpoint.keep_within)
+                        summary = self._run(rows, runtime, evaluator, callback, t0)
                 finally:
                     self.log.close()
             except DiskFullError as e:  # every finished evaluation is in the log, which is whole: resumable
@@ -551,7 +551,7 @@ class SearchRun:
             state = {"run_id": self.meta["run_id"], "generation": 0, "next_id": 0, "stopped_early": False,
                      "optimizer": self.settings.optimizer, "algorithm": self._state_blob(opt), "log": log_record([]),
                      "search_s": 0.0, "hypervolume_steps": []}
-            save_checkpoint(self.run_dir, state, self._kept)
+            save_checkpoint(self.run_dir, state)
             return state
         state = load_checkpoint(ck)
         if state.get("run_id") != self.meta["run_id"]:
@@ -675,7 +675,7 @@ class SearchRun:
         run (which resume refuses) without it."""
         if state.get("stop"):
             self._write_stop(state)
-        save_checkpoint(self.run_dir, state, self._kept)
+        save_checkpoint(self.run_dir, state)
 
     def _write_stop(self, state: Mapping[str, Any]) -> None:
         atomic_write(self.run_dir / STOP_FILE, json.dumps(stop_record(state["stop"], state, self.settings), indent=2)

@@ -98,3 +98,20 @@ def test_a_search_looks_at_its_checkpoints_once_not_after_every_batch(tmp_path, 
     assert len([f for f in looked if f.parent.name == "A"]) <= 1, len(looked)
     names = {d: sorted(p.name for p in (tmp_path / d / "checkpoints").iterdir()) for d in "AB"}
     assert names["A"] == names["B"] and 3 <= len(names["A"]) < 30
+
+
+def test_a_search_beyond_the_limit_lists_its_checkpoints_once(tmp_path, monkeypatch):
+    import fedevo
+    from fedevo.searching import checkpoint
+
+    from .search_helpers import FAKE, toy_problem_file
+
+    monkeypatch.setattr(checkpoint, "KEEP_BYTES", 8_000)
+    looked = []
+    real = checkpoint._in_order
+    monkeypatch.setattr(checkpoint, "_in_order", lambda folder: looked.append(folder) or real(folder))
+    fedevo.search(str(toy_problem_file(tmp_path)), optimizer="random", pop=1, budget=30, seed=0, workers=0,
+                  out=tmp_path / "R", evaluator=FAKE, page=False)
+    files = list((tmp_path / "R" / "checkpoints").iterdir())
+    assert 3 <= len(files) < 31 and sum(p.stat().st_size for p in files) <= 8_000
+    assert len(looked) <= 4, len(looked)  # the newest at the start, the earlier ones, then once to keep them: 30+ before

@@ -24,6 +24,7 @@ force at each checkpoint (:func:`stop_in_force`); only an exhausted optimiser st
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import time
@@ -73,8 +74,36 @@ def stagnant(hypervolumes: Sequence[float], patience: Optional[int]) -> bool:
     return max(hypervolumes[-patience:]) <= hypervolumes[-patience - 1]
 
 
+def hv_steps(hypervolumes: Sequence[float], steps: Sequence[Sequence] = (), since: int = 0) -> list[list]:
+    """The hypervolume after each batch as a checkpoint keeps it: [batch, value] at batch 1 and wherever the value
+    changed (a batch that did not change the front repeats the one before), so that its size grows with the front's
+    changes, not with the batches (a list of every batch's value made each checkpoint of a run of thousands of
+    batches of one grow with its batches). `hypervolumes`: the values of batches `since` + 1, ... appended to
+    `steps` (those of batches 1..`since`)."""
+    out = [list(s) for s in steps]
+    for b, v in enumerate(hypervolumes, start=since + 1):
+        if not out or out[-1][1] != v:
+            out.append([b, v])
+    return out
+
+
+def stagnant_steps(steps: Sequence[Sequence], batches: int, patience: Optional[int]) -> bool:
+    """`stagnant` of the hypervolumes of batches 1..`batches` given as `hv_steps`."""
+    if patience is None or batches <= patience or not steps:
+        return False
+    starts = [int(s[0]) for s in steps]
+
+    def at(b: int) -> float:
+        return steps[bisect.bisect_right(starts, b) - 1][1]
+
+    first = batches - patience + 1  # the last `patience` batches: first..batches
+    last = [at(first)] + [v for b, v in steps if first < b <= batches]
+    return max(last) <= at(first - 1)
+
+
 def stop_reason(settings, *, batches: int, asked: int, search_s: float,
-                hypervolumes: Sequence[float] = ()) -> Optional[str]:
+                hypervolumes: Sequence[float] = (), hypervolume_steps: Optional[Sequence[Sequence]] = None
+                ) -> Optional[str]:
     """The budget that ends the search now, or None to go on (checked in this order)."""
     if settings.budget is not None and asked >= settings.budget:
         return "budget"
@@ -82,7 +111,8 @@ def stop_reason(settings, *, batches: int, asked: int, search_s: float,
         return "gen"
     if settings.time_budget is not None and search_s >= settings.time_budget:
         return "time_budget"
-    if stagnant(hypervolumes, settings.patience):
+    if (stagnant(hypervolumes, settings.patience) if hypervolume_steps is None
+            else stagnant_steps(hypervolume_steps, batches, settings.patience)):
         return "patience"
     return None
 
@@ -93,7 +123,8 @@ def stop_in_force(settings, state: Mapping[str, Any]) -> Optional[str]:
     if state.get("stopped_early"):
         return state.get("stop") or "exhausted"
     return stop_reason(settings, batches=state.get("generation", 0), asked=state.get("next_id", 0),
-                       search_s=float(state.get("search_s", 0.0)), hypervolumes=state.get("hypervolumes", ()))
+                       search_s=float(state.get("search_s", 0.0)), hypervolumes=state.get("hypervolumes", ()),
+                       hypervolume_steps=state.get("hypervolume_steps"))  # (a checkpoint before the steps: the list)
 
 
 def budgets_of(settings) -> dict[str, Any]:
@@ -244,5 +275,6 @@ def default_gen(gen: Optional[int], pop: int, budget: Optional[int], time_budget
 
 
 __all__ = ["BUDGETS_FILE", "DEFAULT_GEN", "OPEN_GEN", "REASONS", "STOP_FILE", "batch_size", "budgets_of",
-           "check_budgets", "default_gen", "go_on", "describe_change", "in_force", "raised", "read_raised", "read_stop", "stagnant",
+           "check_budgets", "default_gen", "go_on", "describe_change", "hv_steps", "in_force", "raised", "read_raised", "read_stop",
+           "stagnant", "stagnant_steps",
            "stop_in_force", "stop_reason", "stop_record", "write_raised"]

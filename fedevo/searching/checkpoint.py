@@ -3,8 +3,10 @@ object), with a SHA-256 of the payload so that a torn or altered file is refused
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import pickle
+from collections import deque
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
@@ -26,25 +28,66 @@ KEEP_BYTES = 64 * 2 ** 20  # a run's checkpoints in all, beyond which the oldest
 KEEP_NEWEST = 3  # checkpoints never deleted: the newest, and two to resume from should it be damaged
 
 
-def save_checkpoint(run_dir: Path, state: Mapping[str, Any]) -> Path:
+class Kept:
+    """A run's checkpoints as the process writing them knows them ([path, bytes], oldest first): listed the first
+    time keep_within must look at them, then kept up to date by it, so that it does not list and stat the folder
+    after every batch (a run of 2,000 batches of one whose checkpoints hold a growing front looked at 800 files a
+    batch). Only for the process that holds the run (nobody else writes its checkpoints meanwhile)."""
+
+    def __init__(self) -> None:
+        self.files: Optional[deque] = None
+        self.total = 0
+
+
+_KEPT: dict[Path, Kept] = {}  # checkpoints folder -> its Kept, while the process holding its run runs it (keeping)
+
+
+@contextlib.contextmanager
+def keeping(run_dir: Path) -> Iterator[Kept]:
+    """While the search of `run_dir` runs in this process (holding the run): its checkpoints as it knows them (Kept),
+    which save_checkpoint keeps up to date."""
+    folder = Path(run_dir) / "checkpoints"
+    kept = _KEPT[folder] = Kept()
+    try:
+        yield kept
+    finally:
+        if _KEPT.get(folder) is kept:
+            del _KEPT[folder]
+
+
+def save_checkpoint(run_dir: Path, state: Mapping[str, Any], kept: Optional[Kept] = None) -> Path:
+    """Write checkpoint gen-NNNN.pkl of `state` (atomically) and keep the folder within KEEP_BYTES; `kept`: the folder
+    as this process knows it (by default the one `keeping` holds for the run, if any)."""
     payload = dumps(dict(state))
     data = CKPT_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
     path = run_dir / "checkpoints" / f"gen-{state['generation']:04d}.pkl"
     path.parent.mkdir(exist_ok=True)
     atomic_write(path, data)
-    keep_within(path.parent)
+    keep_within(path.parent, newest=(int(state["generation"]), len(data)),
+                kept=kept if kept is not None else _KEPT.get(path.parent))
     return path
 
 
-def keep_within(folder: Path, limit: int = 0) -> list[Path]:
+def keep_within(folder: Path, limit: int = 0, *, newest: Optional[tuple[int, int]] = None,
+                kept: Optional[Kept] = None) -> list[Path]:
     """Delete the oldest checkpoints of `folder` while they take more than `limit` bytes in all (KEEP_BYTES by
     default), never the newest KEEP_NEWEST; the deleted paths. Each checkpoint holds every batch's seconds and
     hypervolume and the optimiser's state, so a run of thousands of small batches (batches of one) took disk with the
     square of its batches (2,000 batches of one: 133 MB). A resume needs only the newest; the earlier ones name the
-    ids of a damaged log (without them, it is refused without ids: integrity.check_log)."""
+    ids of a damaged log (without them, it is refused without ids: integrity.check_log). `newest`: (generation,
+    bytes) of the checkpoint just written, the newest: the folder holds at most generation + 1 checkpoints, so while
+    that many of its size are within the limit the folder is not listed (listed after every batch, a run of thousands
+    of batches of one spent time on it that grew with its batches). `kept`: the folder as this process knows it
+    (Kept), listed once."""
     import os
 
     limit = limit or KEEP_BYTES
+    if kept is not None and kept.files is not None and newest is not None:
+        return _keep_known(folder, limit, newest, kept)
+    if newest is not None and (newest[0] + 1) * newest[1] <= limit:
+        return []
+    if kept is not None:
+        return _keep_listed(folder, limit, kept)
     gens = [int(n[4:-4]) for n in os.listdir(folder)
             if n.startswith("gen-") and n.endswith(".pkl") and n[4:-4].isdigit()]
     try:  # a checkpoint is rarely smaller than those before it (each holds all batches so far): no look at each
@@ -68,6 +111,42 @@ def keep_within(folder: Path, limit: int = 0) -> list[Path]:
         except OSError:
             continue
         total -= sizes[p]
+        gone.append(p)
+    return gone
+
+
+def _keep_listed(folder: Path, limit: int, kept: Kept) -> list[Path]:
+    """keep_within, the folder listed (and `kept` filled)."""
+    kept.files, kept.total = deque(), 0
+    for p in _in_order(folder):
+        try:
+            size = p.stat().st_size
+        except OSError:
+            continue
+        kept.files.append([p, size])
+        kept.total += size
+    return _drop_oldest(limit, kept)
+
+
+def _keep_known(folder: Path, limit: int, newest: tuple[int, int], kept: Kept) -> list[Path]:
+    """keep_within from what `kept` knows and the checkpoint just written (`newest`: generation, bytes)."""
+    path = folder / f"gen-{newest[0]:04d}.pkl"
+    if kept.files and kept.files[-1][0] == path:  # the same generation written again (a stop found after it)
+        kept.total -= kept.files.pop()[1]
+    kept.files.append([path, newest[1]])
+    kept.total += newest[1]
+    return _drop_oldest(limit, kept)
+
+
+def _drop_oldest(limit: int, kept: Kept) -> list[Path]:
+    gone = []
+    while kept.total > limit and len(kept.files) > KEEP_NEWEST:
+        p, size = kept.files.popleft()
+        kept.total -= size
+        try:
+            p.unlink()
+        except OSError:  # gone already, or not ours to delete: no longer counted either way
+            continue
         gone.append(p)
     return gone
 
@@ -122,5 +201,5 @@ def earlier_checkpoints(path: Path) -> Iterator[dict[str, Any]]:
                 yield {}
 
 
-__all__ = ["CKPT_MAGIC", "KEEP_BYTES", "KEEP_NEWEST", "dumps", "earlier_checkpoints", "keep_within",
+__all__ = ["CKPT_MAGIC", "KEEP_BYTES", "KEEP_NEWEST", "Kept", "dumps", "keeping", "earlier_checkpoints", "keep_within",
            "latest_checkpoint", "load_checkpoint", "save_checkpoint"]

@@ -148,11 +148,44 @@ class HvMemo:
     generation (evaluations so far, front, hypervolume) under one normalisation. The log only grows (a row, once
     logged, never changes or goes), so a generation whose count of evaluations is unchanged has the same rows, front
     and hypervolume; a search that rewrites its table after every generation thereby computes each generation's
-    front once, not once per later generation."""
+    front once, not once per later generation.
+
+    Once the normalisation is settled (`hv_settled`), a call whose rows are those of the call before (the same
+    objects, in the same places) followed by rows of later generations only adds the new generations' records: no
+    pass over the rows before (a search of thousands of batches of one spent the most of its own seconds per batch
+    filtering, sorting and tabulating every row and generation again). `unchanged`: how many of the table's first
+    records the last call left as they were (a writer appends the rest: hypervolume.csv)."""
 
     def __init__(self) -> None:
         self.key: Optional[tuple[bytes, bytes]] = None
         self.steps: list[tuple[int, list, float]] = []
+        self.table: list[dict[str, Any]] = []  # the records of the last call
+        self.unchanged = 0
+        self.settled = False  # the normalisation is fixed for the run (the rows hold what it is taken from)
+        self.seen: tuple = (0, None, 0)  # the last call's rows: (how many, the last one, their highest generation)
+
+
+def _record(g: int, n: int, front: list, hv: float, lo: np.ndarray, scale: np.ndarray,
+            names: Sequence[str]) -> dict[str, Any]:
+    return {"generation": g, "evaluations": n, "front_size": len(front), "hypervolume": hv,
+            **{f"lo_{k}": float(lo[j]) for j, k in enumerate(names)},
+            **{f"scale_{k}": float(scale[j]) for j, k in enumerate(names)}}
+
+
+def _grown(rows: Sequence[Mapping[str, Any]], generations: int, memo: HvMemo) -> Optional[list]:
+    """The rows `rows` adds to those of `memo`'s last call, when it holds them in the same places, adds only rows of
+    later generations (in generation order) and the normalisation is settled; else None."""
+    n, last, top = memo.seen
+    if not (memo.settled and n and len(rows) >= n and rows[n - 1] is last and top <= len(memo.table) <= generations):
+        return None
+    new = rows[n:]
+    prev = top
+    for r in new:
+        g = r["generation"]
+        if g <= top or g < prev:
+            return None
+        prev = g
+    return list(new)
 
 
 def hypervolume_table(rows, generations: int, objectives, constraints,
@@ -165,12 +198,17 @@ def hypervolume_table(rows, generations: int, objectives, constraints,
     this same log, fewer rows then (a running search's), reused where it still holds and updated.
     """
     objectives = as_set(objectives)
-    rows = [r for r in rows if is_full(r)]
-    lo, scale = hv_normalisation(rows, objectives)
+    given = rows
     memo = memo if memo is not None else HvMemo()
+    new = _grown(given, generations, memo)
+    if new is not None:
+        return _extend(memo, given, new, generations, objectives, constraints)
+    rows = [r for r in rows if is_full(r)]
+    first = _first_rows(rows, objectives)
+    lo, scale = _lo_scale(_matrix(first, objectives) if first else None, objectives)
+    unchanged = len(memo.table)
     if memo.key != (lo.tobytes(), scale.tobytes()):
-        memo.key, memo.steps = (lo.tobytes(), scale.tobytes()), []
-    table = []
+        memo.key, memo.steps, unchanged = (lo.tobytes(), scale.tobytes()), [], 0
     by_gen = sorted(rows, key=lambda r: r["generation"])
     cuts = [bisect.bisect_right(by_gen, g, key=lambda r: r["generation"]) for g in range(1, generations + 1)]
     kept = 0  # the generations whose memo still holds: a prefix
@@ -179,14 +217,49 @@ def hypervolume_table(rows, generations: int, objectives, constraints,
     if kept < len(cuts):
         del memo.steps[kept:]  # from the first generation that has grown since (or was never computed)
     start = memo.steps[-1][:2] if memo.steps else (0, [])
-    grown = growing_fronts(by_gen, cuts[kept:], objectives, constraints, start=start)
-    for n, front in grown:
-        memo.steps.append((n, front, _hv(_matrix(front, objectives), lo, scale)))
-    for g, (n, front, hv) in enumerate(memo.steps[:len(cuts)], start=1):
-        table.append({"generation": g, "evaluations": n, "front_size": len(front), "hypervolume": hv,
-                      **{f"lo_{k}": float(lo[j]) for j, k in enumerate(objectives.names)},
-                      **{f"scale_{k}": float(scale[j]) for j, k in enumerate(objectives.names)}})
-    return table
+    grown = _growing(by_gen, cuts[kept:], objectives, constraints, start=start)
+    for n, front, F in grown:
+        memo.steps.append((n, front, _same_or_hv(memo.steps, front, F, lo, scale)))
+    table = [_record(g, n, front, hv, lo, scale, objectives.names)
+             for g, (n, front, hv) in enumerate(memo.steps[:len(cuts)], start=1)]
+    memo.unchanged = min(unchanged, kept, len(table))
+    memo.table = table
+    memo.settled = len(first) > len(objectives)
+    memo.seen = (len(given), given[-1] if len(given) else None, max((r["generation"] for r in given), default=0))
+    return list(table)
+
+
+def _same_or_hv(steps: list, front: list, F: np.ndarray, lo: np.ndarray, scale: np.ndarray) -> float:
+    """The hypervolume of `front` (its objective matrix `F`): the generation before's where it is that same front
+    (growing_fronts yields the same list while no row joins it: most batches of one), else computed."""
+    if steps and steps[-1][1] is front:
+        return steps[-1][2]
+    return _hv(F, lo, scale)
+
+
+def _extend(memo: HvMemo, given, new: list, generations: int, objectives: ObjectiveSet, constraints) -> list:
+    """hypervolume_table's records from `memo`'s, for the rows `new` of later generations (see `_grown`)."""
+    lo, scale = (np.frombuffer(k) for k in memo.key)
+    full = [r for r in new if is_full(r)]
+    k = len(memo.table)
+    base = memo.steps[k - 1][0] if k else 0  # every row so far (their generations are all <= k)
+    gens = range(k + 1, generations + 1)
+    cuts = [base + bisect.bisect_right(full, g, key=lambda r: r["generation"]) for g in gens]
+    j = 0  # the new generations the memo still holds (computed by an earlier call with more rows)
+    while j < len(cuts) and k + j < len(memo.steps) and memo.steps[k + j][0] == cuts[j]:
+        j += 1
+    if j < len(cuts):
+        del memo.steps[k + j:]
+    n0, front0 = memo.steps[k + j - 1][:2] if k + j else (0, [])
+    grown = _growing(full, [c - base for c in cuts[j:]], objectives, constraints, start=(n0 - base, front0))
+    for n, front, F in grown:
+        memo.steps.append((base + n, front, _same_or_hv(memo.steps, front, F, lo, scale)))
+    memo.table += [_record(g, n, front, hv, lo, scale, objectives.names)
+                   for g, (n, front, hv) in zip(gens, memo.steps[k:k + len(cuts)])]
+    memo.unchanged = k
+    memo.seen = (len(given), given[-1] if len(given) else None,
+                 max([memo.seen[2]] + [r["generation"] for r in new]))
+    return list(memo.table)
 
 
 def common_hypervolume(runs: Sequence[tuple[Sequence[Mapping[str, Any]], Mapping[str, float]]], objectives,
@@ -211,8 +284,9 @@ def common_hypervolume(runs: Sequence[tuple[Sequence[Mapping[str, Any]], Mapping
             gens = [None] * len(at)
             lengths = [len(rows[:int(n)]) for n in at]
         cuts = sorted(set(lengths))
-        fronts = dict(zip(cuts, (front for _, front in growing_fronts(rows, cuts, objectives, cons))))
-        hvs = {n: _hv(_matrix(front, objectives), lo, scale) for n, front in fronts.items()}
+        grown = list(_growing(rows, cuts, objectives, cons))
+        fronts = dict(zip(cuts, (front for _, front, _ in grown)))
+        hvs = {n: _hv(F, lo, scale) for n, (_, _, F) in zip(cuts, grown)}
         out.append([{"generation": g, "evaluations": n, "front_size": len(fronts[n]), "hypervolume": hvs[n]}
                     for g, n in zip(gens, lengths)])
     return out, lo, scale
@@ -298,6 +372,14 @@ def growing_fronts(rows, cuts: Sequence[int], objectives, constraints,
     rows added since (a row dominated among the first n is dominated by a member of their front): every prefix's
     front at the cost of one front of all the rows, where computing each afresh cost one per prefix. `start`:
     (n0, front_rows(rows[:n0])) already known, n0 <= cuts[0]."""
+    for n, front, _ in _growing(rows, cuts, objectives, constraints, start):
+        yield n, front
+
+
+def _growing(rows, cuts: Sequence[int], objectives, constraints,
+             start: tuple[int, list] = (0, [])) -> Iterator[tuple[int, list[dict[str, Any]], np.ndarray]]:
+    """growing_fronts, each front with its matrix of objective values in the search space (what its hypervolume is
+    computed from: kept as the fronts grow, not taken from every front's rows again)."""
     objectives = as_set(objectives)
     done, front = start
     F = _matrix(front, objectives)
@@ -315,7 +397,7 @@ def growing_fronts(rows, cuts: Sequence[int], objectives, constraints,
                 J = np.concatenate([F[stay], C])
                 order = sorted(range(len(joined)), key=lambda i: joined[i]["id"])
                 front, F = [joined[i] for i in order], J[order]
-        yield done, front
+        yield done, front, F
 
 
 def front_rows(rows, objectives, constraints) -> list[dict[str, Any]]:

@@ -48,28 +48,70 @@ def log_record(rows: Sequence[Mapping[str, Any]], cache: Optional[dict] = None, 
     (`rows_sha256`), and `new`: [id, rung, digest] of the rows of ids `since` and up (those the previous checkpoint,
     whose next id was `since`, did not count), in key order. `cache`: a dict the same search passes each time,
     holding each row object's digest (a logged row never changes), so that a checkpoint per generation hashes each
-    row once, not once per later generation."""
-    rows = sorted(rows, key=row_key)
-    if cache is None:
-        digests = [row_digest(r) for r in rows]
+    row once, not once per later generation; and the SHA-256 so far of the rows of the call before, so that a call
+    whose rows are those (the same objects, in key order) followed by rows of higher keys hashes only the new ones
+    (a search of thousands of batches of one sorted and hashed every row again after each)."""
+    grown = _grown(rows, cache, since)
+    if grown is not None:
+        n, h = grown
+        tail = list(rows[n:])
+        digests = [_digest(r, cache) for r in tail]
+        keys = [row_key(r) for r in tail]
+        h = h.copy()
+        for (i, g), d in zip(keys, digests):
+            h.update(f"{i},{g},{d}\n".encode())
+        count = len(rows)
     else:
-        digests = []
-        for r in rows:
-            held = cache.get(id(r))
-            if held is None or held[0] is not r:
-                held = cache[id(r)] = (r, row_digest(r))  # the row itself kept: its id is not reused meanwhile
-            digests.append(held[1])
-    keys = [row_key(r) for r in rows]
-    return {"count": len(rows), "sha256": rows_sha256(zip(keys, digests)), "since": since,
+        rows = sorted(rows, key=row_key)
+        digests = [_digest(r, cache) for r in rows]
+        keys = [row_key(r) for r in rows]
+        h = _sha256(zip(keys, digests))
+        count = len(rows)
+    if cache is not None and count:
+        cache[_PREFIX] = (count, rows[count - 1], row_key(rows[count - 1]), h.copy())
+    return {"count": count, "sha256": h.hexdigest(), "since": since,
             "new": [[i, g, d] for (i, g), d in zip(keys, digests) if i >= since]}
+
+
+_PREFIX = "rows so far"  # log_record's cache entry: (count, the last row, its key, the SHA-256 object so far)
+
+
+def _digest(r: Mapping[str, Any], cache: Optional[dict]) -> str:
+    if cache is None:
+        return row_digest(r)
+    held = cache.get(id(r))
+    if held is None or held[0] is not r:
+        held = cache[id(r)] = (r, row_digest(r))  # the row itself kept: its id is not reused meanwhile
+    return held[1]
+
+
+def _grown(rows: Sequence[Mapping[str, Any]], cache: Optional[dict], since: int):
+    """(count, SHA-256 object) of the rows of log_record's call before, when `rows` starts with them (the last in
+    its place) and goes on with rows of higher keys in key order, all of ids `since` and up; else None."""
+    held = cache.get(_PREFIX) if cache is not None else None
+    if held is None:
+        return None
+    n, last, key, h = held
+    if len(rows) < n or rows[n - 1] is not last or key[0] >= since:
+        return None
+    for r in rows[n:]:
+        k = row_key(r)
+        if k <= key:
+            return None
+        key = k
+    return n, h
+
+
+def _sha256(keyed: Iterable[tuple[tuple[int, int], str]]):
+    h = hashlib.sha256()
+    for (i, g), d in keyed:
+        h.update(f"{i},{g},{d}\n".encode())
+    return h
 
 
 def rows_sha256(keyed: Iterable[tuple[tuple[int, int], str]]) -> str:
     """One SHA-256 over rows' ((id, rung), digest) pairs in the order given (a checkpoint's: key order)."""
-    h = hashlib.sha256()
-    for (i, g), d in keyed:
-        h.update(f"{i},{g},{d}\n".encode())
-    return h.hexdigest()
+    return _sha256(keyed).hexdigest()
 
 
 def recorded_rows(records: Iterable[Mapping[str, Any]]) -> Optional[dict[tuple[int, int], str]]:

@@ -32,17 +32,21 @@ Run directory::
                         the pymoo algorithm (population, reference-point normalisation, RNG), for the others what
                         their next ask depends on (optimizers/); with a SHA-256 of its payload, the record of the
                         log it closes (count, a SHA-256 of all rows, its batch's rows' checksums: integrity.py),
-                        the seconds of search so far, the hypervolume per batch and each batch's timing (the
-                        budgets read them)
+                        the seconds of search so far and the hypervolume after each batch where it changed
+                        (budgets.hv_steps; the budgets read them) -- a size that does not grow with the batches
+                        (each batch's seconds are in batches.csv alone)
     batches.csv         per batch: candidates asked, the optimiser's seconds (ask_s, tell_s, sampler_s) and the
-                        evaluations' (eval_s)
+                        evaluations' (eval_s); a line appended a batch (appended.py), a resume keeping the lines
+                        of the batches its checkpoint closed
     stop.json           written when the search ends: which budget ended it (budgets.py), batches, evaluations,
                         seconds of search, the budgets (removed while raised budgets let the search go on)
     budgets.json        the budgets in force once `fedevo resume --budget ...` raised them, with the history of
                         raises (budgets.py; read_run_json applies them: run.json's budgets until then)
     front.csv           non-dominated rows among all full-fidelity evaluations with status ok (and within the
-                        problem's constraints), rewritten at the end of each generation (no chain column)
-    hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`)
+                        problem's constraints), rewritten at the end of each generation that changed it (no chain
+                        column)
+    hypervolume.csv     hypervolume of that front after each generation (see `hypervolume_table`): a line appended
+                        a generation, rewritten whole while the first generations still change its normalisation
     ray.log             Ray's own messages (a dead worker, retries), when the search ran on Ray
     user.log            what the user's model or evaluator code printed, per evaluation (containment.py), when
                         it printed anything
@@ -63,7 +67,9 @@ temporary file and renamed; the CSV is appended a whole line at a time and flush
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import itertools
 import json
 import pickle
 import platform
@@ -84,10 +90,11 @@ from . import batched
 from . import evaluator as evaluators
 from . import optimizers
 from .optimizers.user import global_rngs_kept, is_spec, label
-from .budgets import (STOP_FILE, batch_size, describe_change, go_on, raised, read_stop, stop_in_force, stop_record,
-                      write_raised)
+from .appended import GrowingCsv
+from .budgets import (STOP_FILE, batch_size, describe_change, go_on, hv_steps, raised, read_stop, stop_in_force,
+                      stop_record, write_raised)
 from .callbacks import CallbackList, SearchCallback
-from .checkpoint import dumps, earlier_checkpoints, latest_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import dumps, earlier_checkpoints, keeping, latest_checkpoint, load_checkpoint, save_checkpoint
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hypervolume_table,
                          is_full)
@@ -106,6 +113,33 @@ from .space import SearchSpace
 from .versions import versions
 
 # ============================================================================================ the run
+# batches.csv: per batch, the candidates asked and the seconds the optimiser (ask, tell) and the evaluations took:
+# the optimiser's own cost apart from the evaluations'
+BATCH_COLUMNS = ["batch", "asked", "ask_s", "tell_s", "sampler_s", "eval_s"]
+
+
+def read_batches(path: Path, upto: int) -> list[dict[str, Any]]:
+    """batches.csv's records of batches 1..`upto` (a resume's: those its checkpoint closed; a batch written after it
+    runs again), a line this cannot read left out; [] without the file."""
+    import csv
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise FedevoError(f"cannot read {path}: {e.strerror}") from None
+    out = []
+    for rec in csv.DictReader(text.splitlines()):
+        try:
+            b = {c: (int(rec[c]) if c in ("batch", "asked") else float(rec[c])) for c in BATCH_COLUMNS}
+        except (KeyError, TypeError, ValueError):
+            continue
+        if b["batch"] <= upto:
+            out.append(b)
+    return out
+
+
 def default_out(problem_name: str) -> Path:
     base = Path("runs") / f"{problem_name}-{time.strftime('%Y%m%d-%H%M%S')}"
     out, n = base, 1
@@ -222,7 +256,15 @@ class SearchRun:
         self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes, rungs=settings.multi_fidelity,
                            run_json=(self.run_dir / "run.json").read_bytes(), objectives=self.objectives)
         self.hv_memo = HvMemo()  # hypervolume.csv's generations computed so far (the log only grows)
+        self.hv_csv = GrowingCsv(self.run_dir / "hypervolume.csv", hv_columns(self.objectives),
+                                 lambda t: [repr(t[c]) if isinstance(t[c], float) else t[c]
+                                            for c in hv_columns(self.objectives)])
+        self.batches_csv = GrowingCsv(self.run_dir / "batches.csv", BATCH_COLUMNS,
+                                      lambda b: [repr(b[c]) if isinstance(b[c], float) else b[c] for c in BATCH_COLUMNS])
+        self.batches: list[dict[str, Any]] = []  # batches.csv's records (the checkpoints hold none: _load_state)
+        self._front_written = None  # the front front.csv holds, as the memo holds it (unchanged: not written again)
         self.digests: dict = {}  # each logged row's digest for the checkpoints (integrity.log_record)
+        self._upto: Optional[dict] = None  # _rows_upto's rows so far
 
     # ------------------------------------------------------------------ creating / opening
     @classmethod
@@ -439,16 +481,19 @@ class SearchRun:
         """front.csv and hypervolume.csv of these rows; returns (front, hypervolume table)."""
         table = hypervolume_table(rows, generations, self.objectives, self.constraints, self.hv_memo)
         steps = self.hv_memo.steps[:generations]
-        if steps and steps[-1][0] == sum(1 for r in rows if is_full(r)):
+        held = None
+        if steps and steps[-1][0] == (len(rows) if not self.settings.multi_fidelity else sum(map(is_full, rows))):
             # the last generation's front holds every row: the same set, not sorted again (a copy: the memo's own
             # list is where the next generation's front grows from, and callbacks get this one)
-            front = list(steps[-1][1])
+            held = steps[-1][1]
+            front = list(held)
         else:
             front = front_rows(rows, self.objectives, self.constraints)
-        atomic_write(self.run_dir / "front.csv", csv_text(self.log.columns, (self.log.row_cells(r) for r in front)))
-        hv_cols = hv_columns(self.objectives)
-        atomic_write(self.run_dir / "hypervolume.csv",
-                     csv_text(hv_cols, ([repr(t[c]) if isinstance(t[c], float) else t[c] for c in hv_cols] for t in table)))
+        if held is None or held is not self._front_written:  # a batch that left the front as it was: as written
+            self._front_written = None
+            atomic_write(self.run_dir / "front.csv", csv_text(self.log.columns, (self.log.row_cells(r) for r in front)))
+            self._front_written = held
+        self.hv_csv.write(table, self.hv_memo.unchanged)
         return front, table
 
     def data(self, rows: list[EvaluationRecord], *, front: Optional[list[dict[str, Any]]] = None,
@@ -488,7 +533,8 @@ class SearchRun:
             try:
                 rows = self.log.open()
                 try:
-                    summary = self._run(rows, runtime, evaluator, callback, t0)
+                    with keeping(self.run_dir):  # its checkpoints listed once (checkpoint.keep_within)
+                        summary = self._run(rows, runtime, evaluator, callback, t0)
                 finally:
                     self.log.close()
             except DiskFullError as e:  # every finished evaluation is in the log, which is whole: resumable
@@ -504,7 +550,7 @@ class SearchRun:
             opt = self.new_optimizer()
             state = {"run_id": self.meta["run_id"], "generation": 0, "next_id": 0, "stopped_early": False,
                      "optimizer": self.settings.optimizer, "algorithm": self._state_blob(opt), "log": log_record([]),
-                     "search_s": 0.0, "hypervolumes": [], "batches": []}
+                     "search_s": 0.0, "hypervolume_steps": []}
             save_checkpoint(self.run_dir, state)
             return state
         state = load_checkpoint(ck)
@@ -513,6 +559,13 @@ class SearchRun:
         if f"gen-{state['generation']:04d}.pkl" != ck.name:
             raise FedevoError(f"corrupt checkpoint {ck}: it holds generation {state['generation']}")
         state["stop"] = stop_in_force(self.settings, state) or ""  # a budget raised since lifts the stop it made
+        # checkpoints made before the per-batch lists left them: every batch's hypervolume, every batch's seconds
+        if "hypervolumes" in state:
+            state["hypervolume_steps"] = hv_steps(state.pop("hypervolumes"))
+        if "batches" in state:
+            self.batches = [dict(b) for b in state.pop("batches")]
+        else:
+            self.batches = read_batches(self.run_dir / "batches.csv", upto=state["generation"])
         return state
 
     def _run(self, rows, runtime: Runtime, evaluator: Evaluator, callback: SearchCallback, t0: float) -> Summary:
@@ -580,16 +633,19 @@ class SearchRun:
                 timing = {"batch": g, "asked": len(params), "ask_s": round(ask_s, 6), "tell_s": round(tell_s, 6),
                           "eval_s": round(eval_s, 6), "sampler_s": round(ask_s + tell_s, 6)}
                 since = state["next_id"]  # the ids before this batch: the previous checkpoint counts them
+                same = self.hv_memo.unchanged  # the first batches' hypervolumes, as the checkpoint holds them
                 state = {**state, "generation": g, "next_id": state["next_id"] + len(params),
                          "optimizer": s.optimizer, "algorithm": self._state_blob(opt), "search_s": elapsed(),
-                         "hypervolumes": [t["hypervolume"] for t in table],
-                         "batches": [*state.get("batches", []), timing]}
+                         "hypervolume_steps": hv_steps([t["hypervolume"] for t in table[same:]],
+                                                       [st for st in state.get("hypervolume_steps") or () if st[0] <= same],
+                                                       since=same)}
                 # what the log holds now: readers check it (integrity.py)
                 state["log"] = log_record(done_rows, self.digests, since=since)
                 reason = stop_in_force(s, state)
                 if reason:
                     state["stop"] = reason
-                self._write_batches(state["batches"])
+                self.batches.append(timing)
+                self.batches_csv.write(self.batches, len(self.batches) - 1)
                 self._save(state)
                 if g == g0 + 1 and is_spec(s.optimizer):  # the first checkpoint this process wrote after a tell
                     twin_of = state
@@ -658,16 +714,21 @@ class SearchRun:
         force), or a budget reached (those in force, so resume honours them)."""
         return bool(state.get("stop") or stop_in_force(self.settings, {**state, "search_s": search_s}))
 
-    def _write_batches(self, batches: Sequence[Mapping[str, Any]]) -> None:
-        """batches.csv: per batch, the candidates asked and the seconds the optimiser (ask, tell) and the
-        evaluations took: the optimiser's own cost apart from the evaluations'."""
-        cols = ["batch", "asked", "ask_s", "tell_s", "sampler_s", "eval_s"]
-        atomic_write(self.run_dir / "batches.csv", csv_text(cols, ([repr(b[c]) if isinstance(b[c], float) else b[c]
-                                                                   for c in cols] for b in batches)))
-
-    @staticmethod
-    def _rows_upto(by_id, next_id: int) -> list[EvaluationRecord]:
-        return [by_id[k] for k in sorted(by_id) if k[0] < next_id]
+    def _rows_upto(self, by_id, next_id: int) -> list[EvaluationRecord]:
+        """The rows of `by_id` ((id, rung) -> row, only ever added to) of ids below `next_id`, in key order. Kept
+        between calls: the keys added since the last call (a batch's, whose ids are above every id below the last
+        call's next id) are sorted and appended, not every key sorted and looked up again after each batch."""
+        c = self._upto
+        if c is None or c["by_id"] is not by_id or len(by_id) < c["seen"] or next_id < c["next_id"]:
+            c = self._upto = {"by_id": by_id, "seen": 0, "next_id": 0, "rows": [], "last": None, "ahead": []}
+        keys = sorted(c["ahead"] + list(itertools.islice(by_id, c["seen"], None)))
+        cut = bisect.bisect_left(keys, (next_id,))  # the first key of an id >= next_id
+        if c["last"] is not None and cut and keys[0] <= c["last"]:  # a key among those kept: all sorted afresh
+            self._upto = None
+            return self._rows_upto(by_id, next_id)
+        c["rows"] += [by_id[k] for k in keys[:cut]]
+        c.update(seen=len(by_id), next_id=next_id, ahead=keys[cut:], last=keys[cut - 1] if cut else c["last"])
+        return list(c["rows"])
 
     def _batch_evaluator(self, g: int, first_id: int, by_id, runner, evaluator: Evaluator, callback: SearchCallback,
                          counters) -> Callable:

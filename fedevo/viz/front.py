@@ -436,11 +436,16 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
         from .front_js import FRONT_JS
         from .knee_js import KNEE_JS
 
+        from .shared_arrays import RESOLVE_JS, columns, share
+
         payload = script_data(m, stamp, complete, stamp_name(page_name))
-        blob = json.dumps(payload, ensure_ascii=False).replace("</", "<\\/")
-        figs_js = ("{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in figs.items()) + "}").replace("</", "<\\/")
-        script = (f"<script>window.FEDEVO = {blob};\nwindow.FEDEVO_FIGS = {figs_js};\n{JS_NUM}\n{KNEE_JS}\n"
-                  f"{FRONT_JS}</script>")
+        payload["rows"] = columns(payload["rows"])  # each row's keys once (shared_arrays)
+        # every array the data and the figures hold more than once, written once (shared_arrays)
+        pool, (payload, fig_specs) = share([payload, {k: json.loads(v) for k, v in figs.items()}])
+        blob, figs_js, arrays = (json.dumps(v, ensure_ascii=False).replace("</", "<\\/")
+                                 for v in (payload, fig_specs, pool))
+        script = (f"<script>window.FEDEVO = {blob};\nwindow.FEDEVO_FIGS = {figs_js};\n"
+                  f"window.FEDEVO_ARRAYS = {arrays};\n{RESOLVE_JS}\n{JS_NUM}\n{KNEE_JS}\n{FRONT_JS}</script>")
     return page(f"fedevo — {data.problem.name} — {data.meta.get('run_id', '')}", "\n".join(body) + script,
                 plotly_src=plotly_src, defer=bool(m.rows))
 

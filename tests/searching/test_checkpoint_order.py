@@ -62,3 +62,56 @@ def test_a_search_of_batches_of_one_keeps_its_checkpoints_within_the_limit_and_r
         assert "damaged" in str(e)
     else:
         raise AssertionError("an edited log was read")
+
+
+def test_checkpoints_within_the_limit_are_not_listed_after_every_batch(tmp_path, monkeypatch):
+    import os
+
+    listed = []
+    real = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda p=".": listed.append(p) or real(p))
+    for g in range(50):
+        save_checkpoint(tmp_path, {"algorithm": None, "generation": g, "blob": bytes(100)})
+    assert listed == []  # 50 × ~200 B: far within KEEP_BYTES
+
+
+def test_a_search_looks_at_its_checkpoints_once_not_after_every_batch(tmp_path, monkeypatch):
+    """Beyond the limit, every checkpoint written listed and stat'ed the whole folder (800 files a batch in a run
+    of 2,000 batches of one whose checkpoints hold a growing front); the process that writes them lists them once
+    and keeps the same ones."""
+    from fedevo.searching import checkpoint
+
+    monkeypatch.setattr(checkpoint, "KEEP_BYTES", 5_000)
+    looked = []
+    real = checkpoint._in_order
+    monkeypatch.setattr(checkpoint, "_in_order", lambda folder: looked.append(folder) or real(folder))
+    kept = getattr(checkpoint, "Kept", lambda: None)()
+    for d in "AB":
+        (tmp_path / d).mkdir()
+    save = (lambda d, st: save_checkpoint(d, st, kept)) if kept is not None else save_checkpoint
+    for g in range(30):
+        state = {"algorithm": None, "generation": g, "blob": bytes(300 + 20 * g)}
+        save(tmp_path / "A", state)
+        save_checkpoint(tmp_path / "B", state)
+        if g == 29:  # the same generation again (a stop found after its batch)
+            save(tmp_path / "A", {**state, "stop": "gen"})
+    assert len([f for f in looked if f.parent.name == "A"]) <= 1, len(looked)
+    names = {d: sorted(p.name for p in (tmp_path / d / "checkpoints").iterdir()) for d in "AB"}
+    assert names["A"] == names["B"] and 3 <= len(names["A"]) < 30
+
+
+def test_a_search_beyond_the_limit_lists_its_checkpoints_once(tmp_path, monkeypatch):
+    import fedevo
+    from fedevo.searching import checkpoint
+
+    from .search_helpers import FAKE, toy_problem_file
+
+    monkeypatch.setattr(checkpoint, "KEEP_BYTES", 8_000)
+    looked = []
+    real = checkpoint._in_order
+    monkeypatch.setattr(checkpoint, "_in_order", lambda folder: looked.append(folder) or real(folder))
+    fedevo.search(str(toy_problem_file(tmp_path)), optimizer="random", pop=1, budget=30, seed=0, workers=0,
+                  out=tmp_path / "R", evaluator=FAKE, page=False)
+    files = list((tmp_path / "R" / "checkpoints").iterdir())
+    assert 3 <= len(files) < 31 and sum(p.stat().st_size for p in files) <= 8_000
+    assert len(looked) <= 4, len(looked)  # the newest at the start, the earlier ones, then once to keep them: 30+ before

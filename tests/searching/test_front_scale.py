@@ -4,6 +4,7 @@ pair, with memory linear in the evaluations and each generation's front computed
 from __future__ import annotations
 
 import tracemalloc
+from collections.abc import Mapping
 
 import numpy as np
 import pytest
@@ -129,3 +130,49 @@ def test_growing_fronts_are_each_prefixs_front(monkeypatch, cells):
         assert [n for n, _ in got] == cuts
         for n, front in got:
             assert [r["id"] for r in front] == [r["id"] for r in front_math.front_rows(rows[:n], "eps", cons)]
+
+
+class _Counted(Mapping):
+    """A row that counts the lookups of all rows."""
+
+    reads = 0
+
+    def __init__(self, d):
+        self.d = d
+
+    def __getitem__(self, k):
+        _Counted.reads += 1
+        return self.d[k]
+
+    def __iter__(self):
+        return iter(self.d)
+
+    def __len__(self):
+        return len(self.d)
+
+
+def _counted_rows(n, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a, b = rng.random(2)
+        out.append(_Counted({"id": i, "generation": i + 1, "status": "ok", "error": float(0.05 + 0.9 * a),
+                             "comm": float(1000 * (1.1 - a) * (1 + b)), "eps": float(10 ** (4 * b - 2))}))
+    return out
+
+
+def test_the_hypervolume_table_of_one_more_batch_reads_only_its_rows():
+    rows = _counted_rows(300)
+    memo = HvMemo()
+    reads, fronts = [], []
+    for n in range(1, len(rows) + 1):
+        _Counted.reads = 0
+        table = hypervolume_table(rows[:n], n, "eps", {}, memo)
+        reads.append(_Counted.reads)
+        fronts.append(table[-1]["front_size"])
+        if n % 60 == 0 or n < 8:
+            assert table == hypervolume_table(rows[:n], n, "eps", {})
+            assert memo.unchanged <= n - 1
+    # every row read again after each batch: reads grew with the rows (3,400 a batch at 100-200 rows, 13,000 at
+    # 500-600); now the new row and the front's objective values (132 and 184: fronts of 25 and 41)
+    assert all(r <= 12 * (f + 2) for r, f in zip(reads[20:], fronts[20:])), list(zip(reads, fronts))[-20:]

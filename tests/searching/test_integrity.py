@@ -368,3 +368,23 @@ def test_a_rung_row_removed_or_inserted_is_named(tmp_path):
         load_run(out)
     (out / "evaluations.csv").write_text("".join(lines))  # without it: the run reads
     assert len(load_run(out).rows) == len(rows)
+
+
+def test_the_log_record_of_one_more_batch_hashes_only_its_rows(monkeypatch):
+    from fedevo.searching import integrity
+    from fedevo.searching.integrity import log_record
+
+    keys = []
+    real = integrity.row_key
+    monkeypatch.setattr(integrity, "row_key", lambda r: keys.append(1) or real(r))
+    rows = [{"id": i, "x": float(i) / 7, "error": 0.5, "wall_s": 0.1} for i in range(500)]
+    cache: dict = {}
+    for n in range(1, len(rows) + 1):
+        keys.clear()
+        got = log_record(rows[:n], cache, since=n - 1)
+        assert len(keys) <= 4, (n, len(keys))  # every row's key again: n
+        if n % 100 == 0:
+            assert got == log_record(rows[:n], since=n - 1)
+    # a row inserted before the last (a rung of an earlier id): computed afresh, the same as without the cache
+    mixed = sorted(rows[:50] + [{"id": 10, "rung": 1, "x": 1.0, "error": 0.5, "wall_s": 0.1}], key=real)
+    assert log_record(mixed, cache, since=0) == log_record(mixed, since=0)

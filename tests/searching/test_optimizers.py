@@ -218,3 +218,27 @@ def test_nsga3_with_constraints_gives_the_same_candidates_for_the_same_seed(tmp_
                evaluator=fake_evaluate)
         genes.append([without([r], "wall_s", "chain") for r in read_csv(out / "evaluations.csv")])
     assert len(genes[0]) == 40 and genes[0] == genes[1] == genes[2]
+
+
+@pytest.mark.parametrize("name", ["gp", "tpe"])
+def test_an_optuna_optimisers_state_keeps_what_its_model_may_see_not_every_evaluation(name, monkeypatch, tmp_path):
+    from fedevo.searching.optimizers import optuna_samplers
+    from fedevo.searching.optimizers.optuna_samplers import _history
+
+    monkeypatch.setattr(optuna_samplers, "HISTORY_CAP", 8)
+    space = SearchSpace.from_problem(load_problem(str(toy_problem_file(tmp_path))))
+    problem = _search_problem(load_problem(str(toy_problem_file(tmp_path))), space)
+    opt = optimizers.make(name, space, problem, pop=1, seed=0)
+    rng = np.random.default_rng(0)
+    every = []
+    for b in range(60):
+        p = space.decode_batch(space.repair(rng.uniform(space.xl, space.xu, size=(1, space.n_var))))
+        F = rng.random((1, problem.n_obj))
+        opt.tell(p, F)
+        every.append((optuna_samplers._typed(space, p[0]), [float(v) for v in F[0]], []))
+        assert _history(opt.told, 8) == _history(every, 8) == _history(opt.told, 8, opt._front.on)
+    state = opt.state()
+    assert len(state["told"]) < 40 and state["told_count"] == 60  # all 60 before
+    old = optimizers.make(name, space, problem, pop=1, seed=0)
+    old.restore({"optimizer": name, "batch": 60, "told": every})  # a checkpoint of the version before
+    assert old.state() == state

@@ -738,3 +738,67 @@ def test_front_table_sorts_by_the_first_objective_and_shows_model_size_once(tmp_
     assert [sizes[i] for i in shown] == sorted(sizes[i] for i in shown)
     code, out, _ = cli(["front", str(run.path), "--sort", "error"], capsys)
     assert code == 0 and "(sorted by error)" in out
+
+
+def _resolved(v, arrays):
+    """The page's data as its script resolves it (fedevo.viz.shared_arrays.RESOLVE_JS)."""
+    if isinstance(v, list):
+        return [_resolved(x, arrays) for x in v]
+    if not isinstance(v, dict):
+        return v
+    if list(v) == ["$a"]:
+        return list(arrays[v["$a"]])
+    if list(v) == ["$rows"]:
+        keys, cols = v["$rows"]
+        cols = [_resolved(c, arrays) for c in cols]
+        return [dict(zip(keys, vals)) for vals in zip(*cols)]
+    return {k: (x if k == "customdata" else _resolved(x, arrays)) for k, x in v.items()}
+
+
+def test_each_array_is_written_once_in_the_page(tmp_path_factory):
+    """The page held the same arrays many times: a dominated point's objective in the 3D view and in every
+    projection that shows it, its colour in every trace, each column of the parallel coordinates again among the
+    colour choices, each row's keys once per row: 14 MB at 10,000 evaluations of three objectives. Each array is now
+    written once (window.FEDEVO_ARRAYS) and the rows as columns; what the page's script resolves is what it held."""
+    import json
+    from collections import Counter
+
+    from fedevo.viz.front import SHARED_TEXT, is_complete, script_data, stamp_name, stamp_of
+    from fedevo.viz.html import figure_deferred
+    from fedevo.viz.front_figures import figure_hypervolume
+    from fedevo.viz.front_model import hv_space
+    from fedevo.viz.shared_arrays import MIN_LEN
+
+    run = five_objective_run(tmp_path_factory)
+    data = load_run(run)
+    m = Model(data)
+    page = front_html(data)
+    dec = json.JSONDecoder()
+    fed = dec.raw_decode(page[page.index("window.FEDEVO = ") + 16:])[0]
+    figs = dec.raw_decode(page[page.index("window.FEDEVO_FIGS = ") + 21:])[0]
+    arrays = dec.raw_decode(page[page.index("window.FEDEVO_ARRAYS = ") + 23:])[0]
+    seen = Counter()
+
+    def walk(v):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k != "customdata":
+                    walk(x)
+        elif isinstance(v, list):
+            if len(v) >= MIN_LEN and all(x is None or isinstance(x, (int, float, str)) for x in v):
+                seen[json.dumps(v)] += 1
+            else:
+                for x in v:
+                    walk(x)
+
+    walk([fed, figs, arrays])
+    assert len(m.rows) >= MIN_LEN and seen and max(seen.values()) == 1, seen.most_common(1)[0][1]
+    # nothing lost: the resolved data and figures are those written before
+    want = script_data(m, stamp_of(data), is_complete(data), stamp_name("front.html"))
+    got = _resolved(fed, arrays)
+    assert json.dumps(got, sort_keys=True) == json.dumps(json.loads(json.dumps(want)), sort_keys=True)
+    space, _ = hv_space(data)
+    for div, fig in (("front3d", figure_3d(m)), ("projections", figure_projections(m)),
+                     ("parallel", figure_parallel(m)), ("hypervolume", figure_hypervolume(data.hypervolume(), space=space))):
+        spec = json.loads(figure_deferred(fig, div, shared_text=SHARED_TEXT)[1])
+        assert json.dumps(_resolved(figs[div], arrays), sort_keys=True) == json.dumps(spec, sort_keys=True), div

@@ -14,11 +14,15 @@ with the evaluations it has seen: seconds per proposal, so it pays where an eval
 * A warm start (--init-from): the earlier front's genes are enqueued as the first trials (``enqueue_trial``:
   asked RUNNING with those values, so the rest of their batch spreads out from them too) and replace Optuna's
   random start-up; they stand at the told count, so resume places them again.
-* Exact resume: the optimiser's state is the list of told (params, F, G). Each batch builds a fresh in-memory study,
-  adds the told trials in id order and asks with a sampler seeded from (run seed, batch number); so a run
-  resumed from its checkpoint asks exactly what the uninterrupted run asked.
+* Exact resume: the optimiser's state is the told (params, F, G) a batch's study may still see, with their ids and
+  the count told. Each batch builds a fresh in-memory study, adds those trials in id order and asks with a sampler
+  seeded from (run seed, batch number); so a run resumed from its checkpoint asks exactly what the uninterrupted run
+  asked.
 * Its own cost is bounded and measured: the GP sees at most ``HISTORY_CAP`` told evaluations (the non-dominated
-  ones first, then the most recent), and the seconds of each batch's ask + tell are recorded (batches.csv).
+  ones first, then the most recent), and the seconds of each batch's ask + tell are recorded (batches.csv). Only
+  those it may still see are kept — the non-dominated ones and the ``HISTORY_CAP`` most recent: an evaluation
+  dominated once is dominated for good, and one older than those never becomes recent again — so its state, and
+  each checkpoint, grows with the front, not with every evaluation told (2,000 batches of one kept all 2,000).
 """
 
 from __future__ import annotations
@@ -62,19 +66,59 @@ def _typed(space, params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _history(told: list, cap: int) -> list:
-    """At most `cap` told evaluations, in id order: the non-dominated ones (by F), then the most recent."""
+def _history(told: list, cap: int, front: Optional[Sequence[bool]] = None) -> list:
+    """At most `cap` told evaluations, in id order: the non-dominated ones (by F), then the most recent. `told`: every
+    evaluation told, or those `_seen` keeps of them (the same answer: the front of those is the front of all);
+    `front`: whether each is non-dominated, where known (`_Front`)."""
     if len(told) <= cap:
         return told
     from ..front_math import non_dominated
 
-    F = np.array([t[1] for t in told])
-    keep = set(non_dominated(F).tolist()[:cap])
+    nd = np.flatnonzero(front) if front is not None else non_dominated(np.array([t[1] for t in told]))
+    keep = set(nd.tolist()[:cap])
     for i in range(len(told) - 1, -1, -1):
         if len(keep) >= cap:
             break
         keep.add(i)
     return [told[i] for i in sorted(keep)]
+
+
+def _seen(told: list, cap: int, front: Sequence[bool]) -> list[int]:
+    """The places in `told` (in id order) of what `_history` can take from it now or after later evaluations: the
+    non-dominated ones (`front`: whether each is) and the `cap` most recent."""
+    return [i for i in range(len(told)) if front[i] or i >= len(told) - cap]
+
+
+class _Front:
+    """Whether each told evaluation kept is non-dominated (by F), kept up to date as evaluations are told: a new one
+    is compared with the front alone (what `non_dominated` of all of them would say, a sort of every one after each
+    batch)."""
+
+    def __init__(self, F: Sequence[Sequence[float]]):
+        from ..front_math import non_dominated
+
+        self.F = np.array(F, dtype=float).reshape(len(F), -1) if len(F) else np.zeros((0, 0))
+        self.on = np.zeros(len(self.F), dtype=bool)
+        if len(self.F):
+            self.on[non_dominated(self.F)] = True
+
+    def add(self, f: Sequence[float]) -> None:
+        from ..front_math import dominated_by
+
+        f = np.asarray(f, dtype=float).reshape(1, -1)
+        if len(self.F) == 0:
+            self.F = f.copy()
+            self.on = np.ones(1, dtype=bool)
+            return
+        front = np.flatnonzero(self.on)
+        new = not dominated_by(f, self.F[front])[0]
+        if new:
+            self.on[front[dominated_by(self.F[front], f)]] = False
+        self.F = np.concatenate([self.F, f])
+        self.on = np.append(self.on, new)
+
+    def keep(self, places: Sequence[int]) -> None:
+        self.F, self.on = self.F[list(places)], self.on[list(places)]
 
 
 class OptunaOptimizer(Optimizer):
@@ -93,7 +137,11 @@ class OptunaOptimizer(Optimizer):
 
     def __init__(self, space, problem, *, pop: int, seed: int, settings=None):
         super().__init__(space, problem, pop=pop, seed=seed, settings=settings)
+        # the told evaluations a batch's model may still see (_seen), in id order; their ids; how many were told
         self.told: list[tuple[dict[str, Any], list[float], list[float]]] = []
+        self.told_ids: list[int] = []
+        self.told_count = 0
+        self._front = _Front([])
         self._dists = distributions(space)
 
     @abstractmethod  # (a marker: user.py names what a class of yours lacks)
@@ -111,7 +159,7 @@ class OptunaOptimizer(Optimizer):
         study = optuna.create_study(directions=["minimize"] * self.n_obj, sampler=self.sampler(self._batch_seed()))
         trials = [create_trial(params=p, distributions=self._dists, values=list(f),
                                system_attrs={f"constraints:c{j}": float(v) for j, v in enumerate(g)})
-                  for p, f, g in _history(self.told, HISTORY_CAP)]
+                  for p, f, g in _history(self.told, HISTORY_CAP, self._front.on)]
         if trials:
             study.add_trials(trials)
         return study
@@ -126,7 +174,7 @@ class OptunaOptimizer(Optimizer):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # experimental-feature and independent-sampling notices
                 study = self._study()
-                for p in self.warm(len(self.told), int(n)):
+                for p in self.warm(self.told_count, int(n)):
                     study.enqueue_trial(p)  # asked first, in order
                 out = [_typed(self.space, study.ask(self._dists).params) for _ in range(int(n))]
         finally:
@@ -138,14 +186,32 @@ class OptunaOptimizer(Optimizer):
         F, G = self._check_told(params, F, G)
         for p, f, g in zip(params, F, G):
             self.told.append((_typed(self.space, p), [float(v) for v in f], [float(v) for v in g]))
+            self.told_ids.append(self.told_count)
+            self.told_count += 1
+            self._front.add(self.told[-1][1])
+        self._forget()
         self.batch += 1
 
+    def _forget(self) -> None:
+        """Keep only the told evaluations a later batch's model may see (_seen)."""
+        keep = _seen(self.told, HISTORY_CAP, self._front.on)
+        if len(keep) < len(self.told):
+            self.told = [self.told[i] for i in keep]
+            self.told_ids = [self.told_ids[i] for i in keep]
+            self._front.keep(keep)
+
     def state(self) -> Any:
-        return {"optimizer": self.name, "batch": self.batch, "told": list(self.told)}
+        return {"optimizer": self.name, "batch": self.batch, "told": list(self.told), "told_ids": list(self.told_ids),
+                "told_count": self.told_count}
 
     def restore(self, state: Any) -> None:
         self.batch = int(state["batch"])
         self.told = [(dict(p), list(f), list(g)) for p, f, g in state["told"]]
+        # (a checkpoint made before the told were forgotten holds every one: ids 0, 1, ...)
+        self.told_ids = [int(i) for i in state.get("told_ids", range(len(self.told)))]
+        self.told_count = int(state.get("told_count", len(self.told)))
+        self._front = _Front([f for _, f, _ in self.told])
+        self._forget()
 
     def describe(self) -> dict[str, Any]:
         import optuna

@@ -1,0 +1,150 @@
+"""A search of many small batches (batches of one: `gp`/`tpe` in-process, `--pop 1`): what a batch costs the search
+and what a checkpoint holds must not grow with the batches before it. Each checkpoint carried every batch's seconds
+and hypervolume (and Optuna's state every evaluation told), and every batch sorted, filtered and hashed every row
+so far and rewrote batches.csv and hypervolume.csv whole (benchmarks/results-2026-11-28-search-scale-batches-of-one
+-amd-epyc.txt). Resume stays exact."""
+
+from __future__ import annotations
+
+import csv
+import os
+import random
+
+import fedevo
+from fedevo.searching.checkpoint import load_checkpoint
+
+from .search_helpers import FAKE, toy_problem_file
+
+
+def _search(tmp_path, out="R", budget=40, **kw):
+    args = dict(optimizer="random", pop=1, seed=0, workers=0, evaluator=FAKE, page=False)
+    return fedevo.search(str(toy_problem_file(tmp_path)), budget=budget, out=tmp_path / out, **{**args, **kw})
+
+
+def test_a_checkpoint_of_batches_of_one_does_not_grow_with_the_batches(tmp_path):
+    from fedevo.searching.budgets import hv_steps
+
+    _search(tmp_path)
+    folder = tmp_path / "R" / "checkpoints"
+    sizes = {g: (folder / f"gen-{g:04d}.pkl").stat().st_size for g in (10, 40)}
+    assert abs(sizes[40] - sizes[10]) < 300, sizes  # every batch's lists: ~66 B a batch, 2 kB more at batch 40
+    state = load_checkpoint(folder / "gen-0040.pkl")
+    assert "batches" not in state and "hypervolumes" not in state
+    table = list(csv.DictReader((tmp_path / "R" / "hypervolume.csv").open()))
+    assert hv_steps([float(t["hypervolume"]) for t in table]) == state["hypervolume_steps"]
+    assert [int(b["batch"]) for b in csv.DictReader((tmp_path / "R" / "batches.csv").open())] == list(range(1, 41))
+
+
+def test_the_hypervolume_steps_tell_stagnation_as_every_batchs_hypervolume_did():
+    from fedevo.searching.budgets import hv_steps, stagnant, stagnant_steps
+
+    rng = random.Random(1)
+    for _ in range(3000):
+        hv = [rng.choice([0.1, 0.2, 0.25, 0.3]) for _ in range(rng.randint(0, 12))]
+        if rng.random() < 0.5:
+            hv.sort()
+        k = rng.randint(0, len(hv))
+        steps = hv_steps(hv[k:], hv_steps(hv[:k]), since=k)
+        assert steps == hv_steps(hv) and len(steps) <= len(set(hv)) + sum(a != b for a, b in zip(hv, hv[1:]))
+        for p in (None, 1, 2, 3, 5, 13):
+            assert stagnant_steps(steps, len(hv), p) == stagnant(hv, p), (hv, p)
+
+
+def test_batches_csv_and_hypervolume_csv_are_appended_not_rewritten(tmp_path, monkeypatch):
+    import importlib
+
+    from fedevo.searching import log
+
+    written = []
+    real = log.atomic_write
+    for name in ("fedevo.searching.run", "fedevo.searching.appended"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        monkeypatch.setattr(module, "atomic_write", lambda p, d: written.append(os.path.basename(p)) or real(p, d))
+    _search(tmp_path, budget=30)
+    assert written.count("batches.csv") == 1, written  # once, then a line a batch
+    # hypervolume.csv: rewritten while its normalisation is not settled (the first objectives + 1 evaluations), then
+    # appended
+    assert written.count("hypervolume.csv") <= 5, written
+    run = fedevo.open_run(tmp_path / "R")
+    assert [float(r["hypervolume"]) for r in csv.DictReader((tmp_path / "R" / "hypervolume.csv").open())] == \
+        [t["hypervolume"] for t in run.hypervolume()]
+
+
+def test_a_resume_keeps_batches_csv_to_its_checkpoint_and_equals_the_whole_run(tmp_path):
+    whole = _search(tmp_path, out="W", budget=24, patience=50)
+    _search(tmp_path, budget=12, patience=50)
+    with (tmp_path / "R" / "batches.csv").open("a") as f:  # a batch logged after its checkpoint (killed before it)
+        f.write("13,1,0.1,0.1,0.2,0.3\n13,1,0.1,")  # and a torn line
+    fedevo.resume(tmp_path / "R", budget=24, workers=0, page=False)
+    got = [int(b["batch"]) for b in csv.DictReader((tmp_path / "R" / "batches.csv").open())]
+    assert got == list(range(1, 25))
+    for name in ("front.csv", "hypervolume.csv", "evaluations.csv"):
+        assert _same_csv(tmp_path / "R" / name, whole.path / name), name
+    assert load_checkpoint(tmp_path / "R" / "checkpoints" / "gen-0024.pkl")["hypervolume_steps"] == \
+        load_checkpoint(whole.path / "checkpoints" / "gen-0024.pkl")["hypervolume_steps"]
+
+
+def _same_csv(a, b):
+    drop = ("wall_s", "chain")
+    return [{k: v for k, v in r.items() if k not in drop} for r in csv.DictReader(open(a))] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in csv.DictReader(open(b))]
+
+
+def test_a_checkpoint_of_the_version_before_resumes(tmp_path):
+    """A checkpoint holding every batch's hypervolume and seconds (and no batches.csv beside it) resumes: the steps
+    are taken from its list, batches.csv written from its seconds."""
+    import pickle
+
+    from fedevo.searching.checkpoint import CKPT_MAGIC, dumps
+
+    whole = _search(tmp_path, out="W", budget=16)
+    _search(tmp_path, budget=8)
+    ck = tmp_path / "R" / "checkpoints" / "gen-0008.pkl"
+    state = load_checkpoint(ck)
+    hv = [float(t["hypervolume"]) for t in csv.DictReader((tmp_path / "R" / "hypervolume.csv").open())]
+    batches = [{k: (int(v) if k in ("batch", "asked") else float(v)) for k, v in b.items()}
+               for b in csv.DictReader((tmp_path / "R" / "batches.csv").open())]
+    del state["hypervolume_steps"]
+    state.update(hypervolumes=hv, batches=batches)
+    payload = dumps(state)
+    import hashlib
+
+    ck.write_bytes(CKPT_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    (tmp_path / "R" / "batches.csv").unlink()
+    assert pickle.loads(payload)["hypervolumes"] == hv
+    fedevo.resume(tmp_path / "R", budget=16, workers=0, page=False)
+    assert [int(b["batch"]) for b in csv.DictReader((tmp_path / "R" / "batches.csv").open())] == list(range(1, 17))
+    assert _same_csv(tmp_path / "R" / "evaluations.csv", whole.path / "evaluations.csv")
+    assert load_checkpoint(tmp_path / "R" / "checkpoints" / "gen-0016.pkl")["hypervolume_steps"] == \
+        load_checkpoint(whole.path / "checkpoints" / "gen-0016.pkl")["hypervolume_steps"]
+
+
+def test_the_rows_so_far_are_extended_by_a_batchs_not_sorted_and_looked_up_again():
+    from fedevo.searching.run import SearchRun
+
+    class Counting(dict):
+        reads = 0
+
+        def __getitem__(self, k):
+            Counting.reads += 1
+            return super().__getitem__(k)
+
+    by_id = Counting()
+    run = SearchRun.__new__(SearchRun)  # (only its rows so far)
+    run._upto = None
+    for i in range(5):  # a resumed log: rows of ids beyond the checkpoint's (3) already logged
+        by_id[(i, 0)] = {"id": i}
+    assert [r["id"] for r in run._rows_upto(by_id, 3)] == [0, 1, 2]
+    for i in range(5, 300):
+        for rung in (0, 1):
+            by_id[(i, rung)] = {"id": i, "rung": rung}
+        Counting.reads = 0
+        got = run._rows_upto(by_id, i + 1)
+        assert Counting.reads <= 4, (i, Counting.reads)  # every row looked up again: 2 i
+        assert len(got) == len(by_id)
+    assert got == [dict.__getitem__(by_id, k) for k in sorted(by_id)]
+    by_id[(1, 1)] = {"id": 1, "rung": 1}  # a key among those kept (no search makes one): all sorted afresh
+    assert run._rows_upto(by_id, 300) == [dict.__getitem__(by_id, k) for k in sorted(by_id)]

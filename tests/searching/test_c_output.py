@@ -46,11 +46,14 @@ def _problem(tmp_path, extra: str = "") -> str:
     return str(tmp_path / "own.toml")
 
 
-@pytest.mark.parametrize("extra", ["", "eval_timeout = 300"], ids=["in-process", "time-limit"])
-def test_a_c_printf_of_each_evaluation_lands_in_its_user_log_entry(tmp_path, extra):
+@pytest.mark.parametrize("extra, workers", [("", 0), ("eval_timeout = 300", 0), ("", 2)],
+                         ids=["in-process", "time-limit", "ray"])
+def test_a_c_printf_of_each_evaluation_lands_in_its_user_log_entry(tmp_path, extra, workers):
+    """On Ray (2 workers, 3 evaluations) each worker's last printf stayed in its C buffer, or came back with the
+    worker's next task."""
     _problem(tmp_path, extra)
-    r = _run(tmp_path, "import fedevo, csv\n"
-                       "fedevo.search('own.toml', pop=3, gen=1, workers=0, seed=3, out='R', page=False)\n")
+    r = _run(tmp_path, "import fedevo\n"
+                       f"fedevo.search('own.toml', pop=3, gen=1, workers={workers}, seed=3, out='R', page=False)\n")
     assert r.returncode == 0, r.stderr
     assert "C printf" not in r.stdout + r.stderr
     import csv

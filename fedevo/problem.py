@@ -741,13 +741,19 @@ def _warn_if_no_effect(prob: Problem, gene: Gene, cases: list[tuple[str, Any]]) 
     for _, v in cases:
         config = prob.sim_config({gene.name: v})
         built.append((config.arch, *data_shape(config)))
-    shapes = [meta_shapes(*b) for b in built]  # an architecture gene (the common case) differs here, at no cost
+    def slow(which: str, b: tuple):  # each of the factory's builds here: named if it hangs
+        return noted_if_slow(f"checking whether gene {gene.name!r} of problem {prob.name!r} changes what model "
+                             f"factory {b[0].factory_name!r} computes (its {which})")
+
+    shapes = []
+    for (which, _), b in zip(cases, built):  # an architecture gene (the common case) differs here, at no cost
+        with slow(which, b):
+            shapes.append(meta_shapes(*b))
     if all(s is not None for s in shapes) and any(s != shapes[0] for s in shapes[1:]):
         return
     seen = []
     for (which, _), b in zip(cases, built):
-        with noted_if_slow(f"checking whether gene {gene.name!r} of problem {prob.name!r} changes what model factory "
-                           f"{b[0].factory_name!r} computes (its {which})"):
+        with slow(which, b):
             seen.append(computed(*b))
     if all(same_computation(seen[0], s) for s in seen[1:]):
         at = ", ".join(w for w, _ in cases)

@@ -727,26 +727,41 @@ def check_gene_bounds(prob: Problem) -> None:
 
 
 def _warn_if_no_effect(prob: Problem, gene: Gene, cases: list[tuple[str, Any]]) -> None:
-    """One line on stderr where a user model's gene changes nothing the module computes as fedevo trains it (the
-    same shapes and logits at each of its bounds or choices, the other genes at their defaults): e.g. a Dropout
-    rate, off in eval mode (docs/models.md). A warning, not an error: a gene could matter between its bounds only."""
+    """One line on stderr where a user model's gene seems to change nothing the module computes as fedevo trains
+    it, at initialisation: at each of its bounds or choices (the other genes at their defaults) the same parameter
+    shapes, and on each probe input (a random batch, and the same ×100) the same logits and the same gradients of
+    a loss (models.user_module.computed): e.g. a Dropout rate, off in eval mode (docs/models.md). A warning, not an
+    error: a gene could matter between its bounds only, or only once training has moved the parameters. Each case
+    is one more build of the factory, under noted_if_slow (a factory that hangs there is named)."""
     from .fl.cost import data_shape
     from .models.user_module import computed, meta_shapes, same_computation
+    from .usercode import noted_if_slow
 
     built = []
     for _, v in cases:
         config = prob.sim_config({gene.name: v})
         built.append((config.arch, *data_shape(config)))
-    shapes = [meta_shapes(*b) for b in built]  # an architecture gene (the common case) differs here, at no cost
+    def slow(which: str, b: tuple):  # each of the factory's builds here: named if it hangs
+        return noted_if_slow(f"checking whether gene {gene.name!r} of problem {prob.name!r} changes what model "
+                             f"factory {b[0].factory_name!r} computes (its {which})")
+
+    shapes = []
+    for (which, _), b in zip(cases, built):  # an architecture gene (the common case) differs here, at no cost
+        with slow(which, b):
+            shapes.append(meta_shapes(*b))
     if all(s is not None for s in shapes) and any(s != shapes[0] for s in shapes[1:]):
         return
-    seen = [computed(*b) for b in built]
+    seen = []
+    for (which, _), b in zip(cases, built):
+        with slow(which, b):
+            seen.append(computed(*b))
     if all(same_computation(seen[0], s) for s in seen[1:]):
         at = ", ".join(w for w, _ in cases)
-        print(f"fedevo: warning: problem {prob.name!r}: gene {gene.name!r} changes nothing the model computes (the "
-              f"same parameters and outputs at its {at}): fedevo trains the module in eval mode, where Dropout is "
-              f"off and BatchNorm uses its running statistics (docs/models.md); the search gains nothing from it",
-              file=sys.stderr)
+        print(f"fedevo: warning: problem {prob.name!r}: gene {gene.name!r} seems to change nothing the module "
+              f"computes at initialisation (outputs and gradients on probe inputs: the same at its {at}): fedevo "
+              f"trains the module in eval mode, where Dropout is off and BatchNorm uses its running statistics "
+              f"(docs/models.md); a warning only: if the gene matters, e.g. once training has moved the parameters, "
+              f"ignore it", file=sys.stderr)
 
 
 def list_problems() -> list[str]:

@@ -245,21 +245,52 @@ def captured_stdout(stderr: bool = False):
         yield buf
 
 
+def flush_c_stdio() -> None:
+    """C's stdio buffers flushed (``fflush(NULL)``) to the file descriptors they write to: a ``printf`` of user
+    code (C, ctypes) is fully buffered when fd 1 is a file or a pipe, and would otherwise reach whatever fd 1 points
+    at when the buffer fills or the process exits (after the redirect that was meant to catch it has ended).
+    Called before fd 1 is pointed elsewhere and before it is put back. Nothing where there is no C library to ask
+    (not POSIX)."""
+    libc = _libc()
+    if libc is not None:
+        with contextlib.suppress(Exception):
+            libc.fflush(None)
+
+
+_LIBC: list = []  # [the C library, or None where there is none], once looked up
+
+
+def _libc():
+    if not _LIBC:
+        lib = None
+        if os.name == "posix":
+            with contextlib.suppress(Exception):  # (OSError, or no fflush in it)
+                import ctypes
+
+                lib = ctypes.CDLL(None)
+                lib.fflush  # noqa: B018 - looked up here: a library without it is none
+        _LIBC.append(lib)
+    return _LIBC[0]
+
+
 @contextlib.contextmanager
 def stdout_to_stderr():
     """File descriptor 1 pointed at stderr while inside (C-level output too): stdout stays for one JSON object."""
     sys.stdout.flush()
-    try:
+    saved = None
+    with contextlib.suppress(OSError):  # no stdout at all: nothing to point elsewhere
         saved = os.dup(1)
-    except OSError:  # no stdout at all
+    if saved is None:
         yield
         return
     try:
+        flush_c_stdio()
         os.dup2(2, 1)
         with contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
         sys.stdout.flush()
+        flush_c_stdio()
         os.dup2(saved, 1)
         os.close(saved)
 
@@ -298,5 +329,6 @@ def noted_if_slow(what: str):
         timer.cancel()
 
 
-__all__ = ["SLOW_NOTE_S", "UserExit", "call_user", "captured_stdout", "exit_without_threads_left", "kept_state",
-           "noted_if_slow", "real_interrupt", "stdout_done", "stdout_to_stderr", "watch_interrupts"]
+__all__ = ["SLOW_NOTE_S", "UserExit", "call_user", "captured_stdout", "exit_without_threads_left",
+           "flush_c_stdio", "kept_state", "noted_if_slow", "real_interrupt", "stdout_done", "stdout_to_stderr",
+           "watch_interrupts"]

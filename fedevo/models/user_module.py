@@ -218,23 +218,48 @@ def _seed_from(gen: torch.Generator) -> int:
     return int(torch.randint(0, 2 ** 62, (1,), generator=gen))
 
 
+# the no-effect check's probe inputs: a fixed N(0, 1) batch, and the same batch this many times larger (a gene
+# that acts only on large activations, e.g. a clamp's bound, is met there)
+PROBE_SCALES = (1.0, 100.0)
+PROBE_BATCH = 4
+
+
 def computed(arch: UserArch, input_shape: tuple, num_classes: int) -> Optional[tuple]:
-    """What the factory's module computes, as fedevo trains it (eval mode, seed 0): its parameters' shapes and its
-    logits on a fixed random batch of 4. Two gene values that give the same have no effect on the training (a
-    Dropout rate: off in eval mode). None where that is not cheap to know (a module too large to build twice here)
-    or the build fails (the probe names why)."""
+    """What the factory's module computes at initialisation, as fedevo trains it (eval mode, seed 0): its
+    parameters' shapes, and on each probe input (a fixed random batch of 4 at each of PROBE_SCALES) its logits and
+    the parameters' gradients of the cross-entropy against fixed labels. Two gene values that give the same have no
+    effect on the training (a Dropout rate: off in eval mode); the gradients tell apart a gene whose effect the
+    outputs hide at initialisation (a zero-initialised head: logits 0 whatever comes before it; a backward hook).
+    None where that is not cheap to know (a module too large to build twice here) or the build fails (the probe
+    names why). Cost: the build, and a forward and a backward pass per probe input."""
     meta = meta_module(arch, input_shape, num_classes)
     if meta is not None and sum(p.numel() for p in meta.parameters()) > PROBE_STEP_PARAMETERS:
         return None
     try:
         with stdout_to_stderr():
             module = make_module(arch, input_shape, num_classes, same_as_template=False)
-            x = torch.randn(4, *input_shape, generator=torch.Generator().manual_seed(0))
-            with torch.no_grad():
-                out = call_user(module, x)
+            gen = torch.Generator().manual_seed(0)
+            x = torch.randn(PROBE_BATCH, *input_shape, generator=gen)
+            y = torch.randint(0, int(num_classes), (PROBE_BATCH,), generator=gen)
+            seen = [_outputs_and_gradients(module, x * scale, y) for scale in PROBE_SCALES]
     except Exception:  # noqa: BLE001 - the probe names what is wrong
         return None
-    return (tuple(_shapes(module)), out) if isinstance(out, torch.Tensor) else None
+    return None if any(s is None for s in seen) else (tuple(_shapes(module)), seen)
+
+
+def _outputs_and_gradients(module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Optional[tuple]:
+    """(logits, the trainable parameters' gradients of their cross-entropy against y: None for a parameter the loss
+    does not reach), or None where the module returns no tensor."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    with torch.enable_grad():
+        out = call_user(module, x)
+        if not isinstance(out, torch.Tensor):
+            return None
+        grads: tuple = ()
+        if out.is_floating_point() and out.requires_grad and out.dim() == 2:
+            loss = nn.functional.cross_entropy(out.float(), y)
+            grads = torch.autograd.grad(loss, params, allow_unused=True)
+    return out.detach(), tuple(None if g is None else g.detach() for g in grads)
 
 
 def meta_shapes(arch: UserArch, input_shape: tuple, num_classes: int) -> Optional[tuple]:
@@ -245,7 +270,15 @@ def meta_shapes(arch: UserArch, input_shape: tuple, num_classes: int) -> Optiona
 
 
 def same_computation(a: Optional[tuple], b: Optional[tuple]) -> bool:
-    """Two `computed` results known and equal: the same shapes and bit-identical logits."""
-    if a is None or b is None or a[0] != b[0] or a[1].shape != b[1].shape:
+    """Two `computed` results known and equal: the same shapes, and on every probe input bit-identical logits AND
+    gradients."""
+    if a is None or b is None or a[0] != b[0] or len(a[1]) != len(b[1]):
         return False
-    return bool(torch.equal(a[1], b[1]))
+    return all(_same_tensor(oa, ob) and len(ga) == len(gb) and all(map(_same_tensor, ga, gb))
+               for (oa, ga), (ob, gb) in zip(a[1], b[1]))
+
+
+def _same_tensor(a: Optional[torch.Tensor], b: Optional[torch.Tensor]) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a.shape == b.shape and bool(torch.equal(a, b))

@@ -109,17 +109,21 @@ def run_batch(evaluator: Evaluator, problem, items: Sequence[tuple[Mapping[str, 
     (in a child process, killed past it: then every item failed)."""
     if timeout is None:
         return _batch_here(evaluator, problem, items, eval_kwargs)
-    from .containment import ChildDied, Timeout, in_child
+    from .containment import ChildDied, Timeout, fd1_file, in_child_fd1
     from .evaluator import warm_up
 
     t0 = time.perf_counter()
     limit = timeout * len(items)
-    try:
-        return in_child(_batch_here, (evaluator, problem, [(dict(p), s) for p, s in items], dict(eval_kwargs)), limit,
-                        warm_up(evaluator, problem, items[0][0], eval_kwargs))
-    except (Timeout, ChildDied) as e:
-        msg = f"{e} (a batch of {len(items)} evaluations: {timeout:g} s each, {limit:g} s together)"
-        return [("ok", failed_result(msg, time.perf_counter() - t0), "")] * len(items)
+    with fd1_file() as below:  # what the batch writes below Python (C, os.write), as run_one's: to user.log
+        try:
+            got = in_child_fd1(_batch_here, (evaluator, problem, [(dict(p), s) for p, s in items], dict(eval_kwargs)),
+                               below.path, limit, warm_up(evaluator, problem, items[0][0], eval_kwargs))
+        except (Timeout, ChildDied) as e:
+            msg = f"{e} (a batch of {len(items)} evaluations: {timeout:g} s each, {limit:g} s together)"
+            got = [("ok", failed_result(msg, time.perf_counter() - t0), "")] * len(items)
+    if below.text and got:  # with the batch's first evaluation, before what it printed from Python (as _batch_here)
+        got = [(got[0][0], got[0][1], below.text + got[0][2]), *got[1:]]
+    return got
 
 
 def _batch_here(evaluator: Evaluator, problem, items, eval_kwargs) -> list[tuple[str, Any, str]]:

@@ -44,8 +44,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..usercode import (UserExit, call_user, captured_stdout, real_interrupt,  # noqa: F401  (re-exported)
-                        stdout_to_stderr, watch_interrupts)
+from ..usercode import (UserExit, call_user, captured_stdout, flush_c_stdio,  # noqa: F401  (re-exported)
+                        real_interrupt, stdout_to_stderr, watch_interrupts)
 
 
 class UserLog:
@@ -78,10 +78,12 @@ class UserLog:
                 head = fh.tell()
                 saved = os.dup(1)
                 try:
+                    flush_c_stdio()  # what C code wrote before goes where it was meant to
                     os.dup2(fh.fileno(), 1)
                     yield
                 finally:
                     sys.stdout.flush()
+                    flush_c_stdio()  # a printf of the evaluation, still in C's buffer, into the log
                     os.dup2(saved, 1)
                     os.close(saved)
                     fh.seek(0, os.SEEK_END)
@@ -270,51 +272,116 @@ def fd1_to(path: os.PathLike):
     The child process runs each evaluation so, the file named by the search's process, which reads it whether
     the evaluation returned or was stopped: the child's fd 1 is otherwise fedevo's stderr, where such output went
     instead of the run's user.log."""
-    sys.stdout.flush()
-    try:
+    fh = None
+    with contextlib.suppress(OSError):  # the file cannot be opened: the output goes where fd 1 goes
         fh = open(path, "ab")
-    except OSError:  # the file cannot be opened: the output goes where fd 1 goes
+    if fh is None:
         yield
         return
-    try:
+    with fh, _fd1_into(fh.fileno()):
+        yield
+
+
+@contextlib.contextmanager
+def _fd1_into(fd: int):
+    """Inside: fd 1 is a duplicate of `fd` (left as it is where fd 1 cannot be saved). C's stdio buffers are
+    flushed before fd 1 is pointed at `fd` (earlier output to where it was going) and before it is put back (the
+    block's own printf into `fd`), as is Python's sys.stdout."""
+    sys.stdout.flush()
+    saved = None
+    with contextlib.suppress(OSError):  # no fd 1 at all
         saved = os.dup(1)
-    except OSError:  # no fd 1 at all
-        fh.close()
+    if saved is None:  # (yielded outside the except: an exception of the block carries no OSError as context)
         yield
         return
     try:
-        with fh:
-            os.dup2(fh.fileno(), 1)
-            try:
-                yield
-            finally:
-                os.dup2(saved, 1)
+        flush_c_stdio()
+        os.dup2(fd, 1)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):  # (a closed or broken sys.stdout: fd 1 is put back all the same)
+                sys.stdout.flush()
+            flush_c_stdio()
+            os.dup2(saved, 1)
     finally:
         os.close(saved)
 
 
 class _Below:
-    text = ""  # what fd 1 received inside `fd1_captured`, once the block has ended
+    text = ""  # what fd 1 received inside `fd1_captured` / `fd1_file`, once the block has ended
+    path: Optional[str] = None  # `fd1_file`'s file (None: none could be made)
 
 
 @contextlib.contextmanager
 def fd1_captured():
-    """Inside: file descriptor 1 to a temporary file (`fd1_to`), whose text the yielded object's ``text`` holds
-    once the block ends. A Ray worker runs each task so: its fd 1 is Ray's worker log, on the node."""
+    """Inside: file descriptor 1 to a temporary file, whose text the yielded object's ``text`` holds once the
+    block ends. A Ray worker runs each task so: its fd 1 is Ray's worker log, on the node. The file is unlinked as
+    soon as it is made and read back through its descriptor: no kill of the process (a force-cancelled Ray task,
+    SIGKILL) leaves it behind."""
     import tempfile
 
     below = _Below()
-    try:
+    fd = None
+    with contextlib.suppress(OSError):  # no writable temporary folder: the output goes where fd 1 goes
         fd, path = tempfile.mkstemp(prefix="fedevo-fd1-")
-    except OSError:  # no writable temporary folder: the output goes where fd 1 goes, the evaluation runs all the same
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    if fd is None:
         yield below
         return
-    os.close(fd)
     try:
-        with fd1_to(path):
+        with _fd1_into(fd):
             yield below
     finally:
-        below.text = below_python(path)
+        below.text = _read_back(fd)
+        os.close(fd)
+
+
+def _read_back(fd: int) -> str:
+    chunks = []
+    with contextlib.suppress(OSError):
+        os.lseek(fd, 0, os.SEEK_SET)
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+@contextlib.contextmanager
+def fd1_file():
+    """Inside: a temporary file for the child process of a time limit to point its fd 1 at (the yielded object's
+    ``path``, None where none can be made); once the block ends, its text is the object's ``text`` and the file is
+    gone. The child needs a path (it opens the file itself, and the file outlives a child that is killed), so the
+    file exists while the evaluation runs: a normal end, an exception and Ctrl-C remove it; a SIGKILL of the
+    search's process (or a machine's crash) leaves /tmp/fedevo-fd1-* behind, an empty or small file."""
+    import tempfile
+
+    below = _Below()
+    with contextlib.suppress(OSError):  # no writable temporary folder: that output goes to stderr, as it did
+        fd, below.path = tempfile.mkstemp(prefix="fedevo-fd1-")
+        os.close(fd)
+    try:
+        yield below
+    finally:
+        if below.path:
+            below.text = below_python(below.path)
+            with contextlib.suppress(OSError):
+                os.unlink(below.path)
+
+
+def in_child_fd1(fn: Callable, args: tuple, path: Optional[str], timeout: float, warm: Optional[Callable] = None):
+    """`in_child` of fn(*args), the child's fd 1 (output below Python) to the file `path` meanwhile (None: left as
+    it is); `fd1_file` makes and reads it."""
+    return in_child(_with_fd1, (path, fn, args), timeout, warm)
+
+
+def _with_fd1(path: Optional[str], fn: Callable, args: tuple):
+    """fn(*args) in the child, its fd 1 to `path`."""
+    with fd1_to(path) if path else contextlib.nullcontext():
+        return fn(*args)
 
 
 def below_python(path: os.PathLike) -> str:
@@ -389,5 +456,5 @@ if __name__ == "__main__":  # the child: run the loop of the module proper (its 
 
 
 __all__ = ["START_LIMIT_S", "Child", "ChildDied", "Timeout", "UserExit", "UserLog", "below_python", "call_user",
-           "captured_stdout", "close_child", "fd1_captured", "fd1_to", "in_child", "out_of_range", "real_interrupt",
-           "stdout_to_stderr", "watch_interrupts"]
+           "captured_stdout", "close_child", "fd1_captured", "fd1_file", "fd1_to", "flush_c_stdio", "in_child",
+           "in_child_fd1", "out_of_range", "real_interrupt", "stdout_to_stderr", "watch_interrupts"]

@@ -684,17 +684,26 @@ class SearchRun:
         the search as it goes on (its state() lacks something ask() depends on). A warning, not a refusal: the
         search itself is sound, and an optimiser may legitimately differ run to run (a model trained on a GPU); a
         resume that meets logged rows asking otherwise is refused (_batch_evaluator). The copy's draws from the
-        global generators are put back, so the check leaves the search's own asks alone; its cost is one ask."""
+        global generators (Python's, numpy's, torch's, CUDA's where initialised) are put back, so the check leaves
+        the search's own asks alone. Its cost: one more copy of the optimiser, built from its checkpoint, whose
+        ``__init__``, ``restore`` and ``ask`` run once per process (external state they touch, files or an RDB study,
+        is touched once more; what they print goes to stderr)."""
         with global_rngs_kept():
             try:
-                again = self._optimizer(state).ask(n)
+                copy = self._optimizer(state)
             except FedevoError as e:
                 why = f"restoring it from the checkpoint of batch {g - 1} failed ({e})"
             else:
-                if again == params:
-                    return
-                why = (f"restored from its checkpoint of batch {g - 1}, it asks other candidates for batch {g} than it "
-                       "did running on (its state() and restore() miss something its ask() depends on)")
+                try:
+                    again = copy.ask(n)
+                except FedevoError as e:
+                    why = f"restored from its checkpoint of batch {g - 1}, its ask() for batch {g} raised ({e})"
+                else:
+                    why = None if again == params else (
+                        f"restored from its checkpoint of batch {g - 1}, it asks other candidates for batch {g} than "
+                        "it did running on (its state() and restore() miss something its ask() depends on)")
+        if why is None:
+            return
         print(f"fedevo: warning: optimizer {label(self.settings.optimizer)!r}: {why}: a resume of this run will not "
               "continue it as it goes on (docs/search.md#your-own-optimiser)", file=sys.stderr)
 

@@ -105,38 +105,18 @@ def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
     """
     if timeout is None:
         return _run_here(evaluator, problem, params, seed, eval_kwargs)
-    import tempfile
-
-    from .containment import ChildDied, Timeout, below_python, in_child
+    from .containment import ChildDied, Timeout, fd1_file, in_child_fd1
     from .evaluator import warm_up
 
     t0 = time.perf_counter()
-    below: Optional[str] = None  # a file for what the evaluation writes below Python, kept if it is stopped
-    with contextlib.suppress(OSError):  # (no writable temporary folder: that goes to stderr, as it did)
-        fd, below = tempfile.mkstemp(prefix="fedevo-fd1-")
-        os.close(fd)
-    try:
+    with fd1_file() as below:  # what the evaluation writes below Python, read also when it is stopped
         try:
-            kind, value, out = in_child(_run_in_child, (evaluator, problem, dict(params), seed, dict(eval_kwargs),
-                                                        below), timeout, warm_up(evaluator, problem, params, eval_kwargs))
+            kind, value, out = in_child_fd1(_run_here, (evaluator, problem, dict(params), seed, dict(eval_kwargs)),
+                                            below.path, timeout, warm_up(evaluator, problem, params, eval_kwargs))
         except (Timeout, ChildDied) as e:
             kind, value, out = "ok", failed_result(str(e), time.perf_counter() - t0), ""
-        return kind, value, (below_python(below) if below else "") + out
-    finally:  # (Ctrl-C: the file goes too)
-        if below:
-            with contextlib.suppress(OSError):
-                os.unlink(below)
-
-
-def _run_in_child(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
-                  eval_kwargs: Mapping[str, Any], below: Optional[str]) -> tuple[str, Any, str]:
-    """`_run_here` in the child process, its fd 1 (output below Python) to the file `below` (None: left as it is),
-    which the search's process puts before what the evaluation printed from Python (as in-process, where fd 1 is
-    user.log itself)."""
-    from .containment import fd1_to
-
-    with fd1_to(below) if below else contextlib.nullcontext():
-        return _run_here(evaluator, problem, params, seed, eval_kwargs)
+    # (put before what the evaluation printed from Python, as in-process, where fd 1 is user.log itself)
+    return kind, value, below.text + out
 
 
 def _run_here(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,

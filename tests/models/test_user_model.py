@@ -6,6 +6,7 @@ load time."""
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -636,10 +637,100 @@ def test_a_gene_the_module_ignores_in_eval_mode_is_named_at_load(files, tmp_path
              'drop = { type = "real", low = 0.0, high = 0.5, default = 0.1 }')
     load_problem(str(files("python:sub/drop.py:make", genes=genes)))
     err = capfd.readouterr().err
-    assert err.splitlines() == ["fedevo: warning: problem 'user': gene 'drop' changes nothing the model computes (the "
-                                "same parameters and outputs at its low bound 0.0, high bound 0.5): fedevo trains the "
-                                "module in eval mode, where Dropout is off and BatchNorm uses its running statistics "
-                                "(docs/models.md); the search gains nothing from it"], err
+    assert err.splitlines() == ["fedevo: warning: problem 'user': gene 'drop' seems to change nothing the module "
+                                "computes at initialisation (outputs and gradients on probe inputs: the same at its "
+                                "low bound 0.0, high bound 0.5): fedevo trains the module in eval mode, where Dropout "
+                                "is off and BatchNorm uses its running statistics (docs/models.md); a warning only: if "
+                                "the gene matters, e.g. once training has moved the parameters, ignore it"], err
+
+
+def test_a_factory_slow_in_the_no_effect_check_is_named_too(files, tmp_path, monkeypatch, capfd):
+    """The no-effect check builds the module again at each bound (and runs it forward and backward): a factory
+    that hangs there is named as at the bounds' probe."""
+    import fedevo.usercode
+    from fedevo.models import user_module
+
+    real = user_module.computed
+
+    def slow(*a):
+        time.sleep(1.0)
+        return real(*a)
+    monkeypatch.setattr(user_module, "computed", slow)
+    monkeypatch.setattr(fedevo.usercode, "SLOW_NOTE_S", 0.3, raising=False)
+    (tmp_path / "sub" / "drop.py").write_text(
+        "import math\nfrom torch import nn\n\n"
+        "def make(input_shape, num_classes, drop=0.1):\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Dropout(drop), nn.Linear(math.prod(input_shape), num_classes))\n")
+    load_problem(str(files("python:sub/drop.py:make", genes='drop = { type = "real", low = 0.0, high = 0.5, '
+                                                           'default = 0.1 }')))
+    err = capfd.readouterr().err.splitlines()
+    assert ("fedevo: checking whether gene 'drop' of problem 'user' changes what model factory 'make' computes (its "
+            "low bound 0.0) has not returned after 0.3 s; still waiting for it (Ctrl-C stops)") in err, err
+
+
+GENES_THAT_MATTER = """
+import math, torch
+from torch import nn
+
+def zero_head(input_shape, num_classes, act="relu", hidden=16):
+    head = nn.Linear(hidden, num_classes)
+    nn.init.zeros_(head.weight); nn.init.zeros_(head.bias)  # logits 0 at initialisation, whatever act is
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), hidden),
+                         nn.ReLU() if act == "relu" else nn.Tanh(), head)
+
+class Cap(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+
+    def forward(self, x):
+        return x.clamp(-self.c, self.c)
+
+def capped(input_shape, num_classes, cap=6.0):  # N(0, 1) inputs never reach a cap of 5 or more
+    return nn.Sequential(nn.Flatten(), Cap(cap), nn.Linear(math.prod(input_shape), 16), nn.ReLU(),
+                         nn.Linear(16, num_classes))
+
+class Scaled(torch.autograd.Function):
+    generate_vmap_rule = True  # (fedevo's CPU step runs it under torch.func.vmap)
+
+    @staticmethod
+    def forward(x, k):
+        return x.clone()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.k = inputs[1]
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.k, None
+
+class GradScale(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = k
+
+    def forward(self, x):
+        return Scaled.apply(x, self.k)
+
+def backward_only(input_shape, num_classes, k=1.0):  # the gene acts in the backward pass alone
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 16), GradScale(k), nn.ReLU(),
+                         nn.Linear(16, num_classes))
+"""
+
+
+@pytest.mark.parametrize("factory, gene", [
+    ("zero_head", 'act = { type = "choice", choices = ["relu", "tanh"], default = "relu" }'),
+    ("capped", 'cap = { type = "real", low = 5.0, high = 20.0, default = 6.0 }'),
+    ("backward_only", 'k = { type = "real", low = 0.5, high = 2.0, default = 1.0 }'),
+])
+def test_a_gene_that_matters_is_not_warned_of(files, tmp_path, capfd, factory, gene):
+    """The check compared logits on one N(0, 1) batch only: a zero-initialised head (logits 0 for every gene), a
+    clamp the batch never reaches, a gene acting in the backward pass were each said to change nothing. It now
+    compares the gradients of a loss too, and on a batch ×100 as well."""
+    (tmp_path / "sub" / "matter.py").write_text(GENES_THAT_MATTER)
+    load_problem(str(files(f"python:sub/matter.py:{factory}", genes=gene)))
+    assert "warning" not in capfd.readouterr().err
 
 
 def test_two_generation_search_with_a_user_model(files, tmp_path):

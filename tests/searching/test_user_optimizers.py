@@ -242,6 +242,16 @@ def test_a_state_that_misses_what_ask_depends_on_is_said_while_the_search_runs(t
     assert WARNED not in capsys.readouterr().err
 
 
+def test_a_restored_copys_ask_that_raises_is_said_as_such(tmp_path, capsys):
+    """The copy restored without fault and its ask() raised: the line said 'restoring it ... failed'."""
+    user_optimizers.AskFailsRestored.restores = 0  # (the search's own object is the first restored here)
+    _search(tmp_path, f"{MOD}:AskFailsRestored", gen=3)
+    line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith(WARNED))
+    assert line == (WARNED + "'AskFailsRestored': restored from its checkpoint of batch 1, its ask() for batch 2 "
+                    f"raised (optimizer '{MOD}:AskFailsRestored': ask() raised RuntimeError: no connection): a "
+                    "resume of this run will not continue it as it goes on (docs/search.md#your-own-optimiser)")
+
+
 def test_the_restored_copys_draws_leave_the_search_alone(tmp_path, monkeypatch, capsys):
     """The copy asked for the check draws from numpy's global generator too (and reseeds it): put back, the
     search's own later asks are those of a search without the check."""
@@ -310,3 +320,19 @@ def test_a_warm_start_reaches_a_pymoo_optimisers_initial_population(tmp_path):
     n = min(4, len(front))
     first = [tuple(r[k] for k in genes) for r in read_csv(run.path / "evaluations.csv")[:n]]
     assert n >= 2 and len(set(first)) == n and set(first) <= front
+
+
+def test_the_copys_draws_from_cudas_generators_are_put_back_too(monkeypatch):
+    """Where CUDA is initialised in the search's process (a GPU-trained surrogate), its generators come back as
+    well (faked here: what is saved before is set after)."""
+    import torch
+
+    from fedevo.searching.optimizers.user import global_rngs_kept
+
+    states, set_to = [["cuda state"]], []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: states[-1])
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", set_to.append)
+    with global_rngs_kept():
+        states.append(["drawn"])
+    assert set_to == [["cuda state"]]

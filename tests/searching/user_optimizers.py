@@ -120,6 +120,24 @@ class Forgetful(Halton):
         return super().ask(n)
 
 
+class AskFailsRestored(Halton):
+    """Restores without complaint, but the second object restored in a process (the search's restored copy, the
+    search's own being the first) raises in ask (a connection it needs is gone)."""
+
+    restores = 0
+    nth = 0
+
+    def restore(self, state):
+        super().restore(state)
+        AskFailsRestored.restores += 1
+        self.nth = AskFailsRestored.restores
+
+    def ask(self, n):
+        if self.nth > 1:
+            raise RuntimeError("no connection")
+        return super().ask(n)
+
+
 class RaisesInInit(Halton):
     def __init__(self, *args, **kwargs):
         raise RuntimeError("cannot start")

@@ -167,13 +167,15 @@ def _value(g, v: Any, where: str) -> Any:
 
 @contextlib.contextmanager
 def global_rngs_kept():
-    """Inside, code may draw from (or reseed) Python's, numpy's and torch's global generators; after it they are as
-    before (a second copy of an optimiser asked inside leaves the search's own draws alone)."""
+    """Inside, code may draw from (or reseed) Python's, numpy's and torch's global generators (torch's CUDA ones
+    too, where CUDA is initialised in this process); after it they are as before (a second copy of an optimiser
+    asked inside leaves the search's own draws alone)."""
     py = random.getstate()
     np = sys.modules.get("numpy")
     np_state = np.random.get_state() if np is not None else None
     torch = sys.modules.get("torch")
     torch_state = torch.random.get_rng_state() if torch is not None else None
+    cuda_states = torch.cuda.get_rng_state_all() if torch is not None and torch.cuda.is_initialized() else None
     try:
         yield
     finally:
@@ -182,6 +184,8 @@ def global_rngs_kept():
             np.random.set_state(np_state)
         if torch_state is not None:
             torch.random.set_rng_state(torch_state)
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
 
 
 __all__ = ["check_candidates", "contained", "global_rngs_kept", "is_spec", "label", "load", "loaded"]

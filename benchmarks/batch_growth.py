@@ -19,9 +19,7 @@ both checkouts found the same front and hypervolume table.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from machine import cpu  # noqa: E402
-from search_scale import EVALUATOR, PROBLEM  # noqa: E402
+from search_scale import EVALUATOR, PROBLEM, in_checkout  # noqa: E402
 
 WORKER = r"""
 import csv, json, os, sys, time
@@ -68,12 +66,7 @@ print(json.dumps({"search_s": search_s, "batches": len(batches), "own_first_ms":
 
 def run(checkout: str, problem: Path, optimizer: str, n: int, tmp: Path) -> dict:
     out = tmp / f"{Path(checkout).resolve().name}-{optimizer}-{n}"
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
-    r = subprocess.run([sys.executable, "-c", WORKER, str(problem), optimizer, str(n), str(out)],
-                       cwd=os.path.abspath(checkout), env=env, capture_output=True, text=True)
-    if r.returncode:
-        sys.exit(f"{checkout}: {r.stderr[-2000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return in_checkout(checkout, WORKER, problem, optimizer, n, out)
 
 
 def main() -> None:

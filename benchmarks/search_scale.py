@@ -93,15 +93,20 @@ print(json.dumps(res))
 """
 
 
-def run(checkout: str, problem: Path, optimizer: str, pop: int, n: int, tmp: Path, plot: bool) -> dict:
-    out = tmp / f"{Path(checkout).resolve().name}-{n}"
+def in_checkout(checkout: str, worker: str, *args) -> dict:
+    """`worker` (Python source) run with `args` in a fresh process on `checkout`'s fedevo: its last stdout line, a
+    JSON object."""
     env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
-    r = subprocess.run([sys.executable, "-c", WORKER, str(problem), optimizer, str(pop), str(n), str(out),
-                        "plot" if plot else "-"],
-                       cwd=os.path.abspath(checkout), env=env, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", worker, *map(str, args)], cwd=os.path.abspath(checkout), env=env,
+                       capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"{checkout}: {r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def run(checkout: str, problem: Path, optimizer: str, pop: int, n: int, tmp: Path, plot: bool) -> dict:
+    out = tmp / f"{Path(checkout).resolve().name}-{n}"
+    return in_checkout(checkout, WORKER, problem, optimizer, pop, n, out, "plot" if plot else "-")
 
 
 def main() -> None:

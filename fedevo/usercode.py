@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import warnings
-from typing import Callable
+from typing import Callable, Optional
 
 from .errors import Terminated
 
@@ -199,14 +199,15 @@ def _getcwd():
 EXIT_GRACE_S = 10.0  # how long the program's exit waits for threads that are not daemons before it ends anyway
 
 
-def exit_without_threads_left(code, grace: float = EXIT_GRACE_S) -> None:
+def exit_without_threads_left(code, grace: Optional[float] = None) -> None:
     """Where threads that are not daemons are running when the program's work is done (sys.exit's `code`), watch
-    Python's exit, which waits for them: if some still run `grace` seconds later (user code left them: a
-    time.sleep(1e9) in one held `fedevo search` forever after its results), say so in one line on stderr, run the
-    exit handlers and end the process with `code`. Threads that end on their own (a pool's, shut down by Python's
-    exit) end it as usual. Returns at once: the caller goes on exiting."""
+    Python's exit, which waits for them: if some still run `grace` seconds later (default EXIT_GRACE_S, read at the
+    call; user code left them: a time.sleep(1e9) in one held `fedevo search` forever after its results), say so in
+    one line on stderr, run the exit handlers and end the process with `code`. Threads that end on their own (a
+    pool's, shut down by Python's exit) end it as usual. Returns at once: the caller goes on exiting."""
     if not _threads_left():
         return
+    grace = EXIT_GRACE_S if grace is None else grace
     code = 0 if code is None else code if isinstance(code, int) else 1  # as Python's own exit reads sys.exit's
 
     def watch():

@@ -1,6 +1,6 @@
 """The browser tests' shared fixtures: one headless Chromium for the whole session (started by the first test that
-asks for it; each test starts with its window at 1,400 × 1,000 px and an empty browser log) and the chance run's
-front.html, written once (tests/viz/fedevo_runs.chance_run)."""
+asks for it; each test starts with its window at 1,400 × 1,000 px and an empty browser log, and ends on an empty
+page) and the chance run's front.html, written once (tests/viz/fedevo_runs.chance_run)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.browser.test_front_browser import ARTIFACTS, CHROMEDRIVER, CHROMIUM, 
 
 
 @pytest.fixture(scope="session")
-def browser():
+def browser(tmp_path_factory):
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -31,6 +31,8 @@ def browser():
     driver.set_script_timeout(30)
     size = driver.get_window_size()
     driver.fedevo_window = (size["width"], size["height"])  # FLAGS' --window-size: restored after each test
+    driver.fedevo_blank = tmp_path_factory.mktemp("browser") / "blank.html"  # where each test leaves the browser
+    driver.fedevo_blank.write_text("<!doctype html><title>blank</title>\n")
     ARTIFACTS.mkdir(exist_ok=True)
     yield driver
     driver.quit()
@@ -39,7 +41,9 @@ def browser():
 @pytest.fixture(autouse=True)
 def _browser_between_tests(request):
     """A test that uses the browser starts with the window size of a fresh one and sees only its own console
-    messages (no_network_and_no_errors reads the log)."""
+    messages (no_network_and_no_errors reads the log), and leaves the browser on an empty file:// page: a plotly
+    page left open kept drawing (about 5 % of a core, its WebGL views on the CPU) through every test after it on
+    that worker; a file:// page, so that open_fresh still clears sessionStorage from it and loads its page once."""
     if "browser" not in request.fixturenames:
         yield
         return
@@ -49,6 +53,7 @@ def _browser_between_tests(request):
     size = driver.get_window_size()
     if (size["width"], size["height"]) != driver.fedevo_window:
         driver.set_window_size(*driver.fedevo_window)
+    driver.get(driver.fedevo_blank.as_uri())
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ plotly draws:
 * the load time: the first screen interactive (the 3D view drawn and answering, caps, colour, tables, projections)
   within INTERACTIVE_BOUND_S, every view drawn and linked within READY_BOUND_S.
 
-Caps that answer (the command line's picks, dimming, the knee left in place): test_selection_browser.py.
+Caps that answer (the command line's picks, dimming, the knee left in place): test_caps_browser.py.
 Browser fixture: tests/browser/conftest.py; skip rule and helpers: tests/browser/test_front_browser.py.
 """
 

@@ -46,7 +46,9 @@ def test_imports_and_warm_up_are_not_counted_against_the_limit(tmp_path):
     (tmp_path / "slow_start.py").write_text(SLOW_START)
     (tmp_path / "slow_start.toml").write_text(PROBLEM)
     try:
-        run = fedevo.search(str(tmp_path / "slow_start.toml"), pop=8, gen=1, workers=0, seed=5, out=tmp_path / "R",
+        # seed 12: x 0.25, 0.95, 0.19, 0.18 -- one overrun, killed, and two evaluations in the child started after it
+        # (each child's start sleeps 3 s, three times the limit; seed 5's pop 8 had two kills and so a third child)
+        run = fedevo.search(str(tmp_path / "slow_start.toml"), pop=4, gen=1, workers=0, seed=12, out=tmp_path / "R",
                             page=False, optimizer="random")
     finally:
         containment.close_child()
@@ -55,6 +57,7 @@ def test_imports_and_warm_up_are_not_counted_against_the_limit(tmp_path):
     assert slow and len(slow) < len(rows)
     assert all(r["status"] == "failed" and "time limit of 1 s" in r["message"] for r in slow)
     assert all(r["status"] == "ok" for r in rows if r["x"] <= 0.8), [r["message"] for r in rows]
+    assert any(r["status"] == "ok" for r in rows[rows.index(slow[0]) + 1:])  # in the child started after the kill
 
 
 def _what_is_loaded() -> tuple[bool, int]:

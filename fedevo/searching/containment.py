@@ -187,10 +187,12 @@ class Child:
 
     def __init__(self):
         self.proc: Optional[subprocess.Popen] = None
+        self.environ: dict[str, str] = {}  # os.environ as the child got it
 
     def _start(self) -> None:
         import cloudpickle
 
+        self.environ = dict(os.environ)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # what this process imports, the child can
         self.proc = subprocess.Popen([sys.executable, "-m", "fedevo.searching.containment"], stdin=subprocess.PIPE,
@@ -214,6 +216,8 @@ class Child:
         starts once the child has unpickled the call and run `warm()` (what a process loads once)."""
         import cloudpickle
 
+        if self.proc is not None and self.environ != dict(os.environ):  # the evaluation sees this process's environment
+            self.close()  # as it is now (a later search, or a notebook's next cell, may have changed it): a new child
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         try:

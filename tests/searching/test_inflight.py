@@ -83,3 +83,22 @@ def test_the_mark_is_kept_only_where_the_evaluation_runs_in_this_process(tmp_pat
     fedevo.search(str(problem), pop=3, gen=1, workers=0, out=tmp_path / "R", page=False, eval_timeout=timeout)
     rows = read_csv(tmp_path / "R" / "evaluations.csv")
     assert {float(r["error"]) for r in rows} == {0.9 if marked else 0.1}
+
+
+def test_an_evaluation_under_a_time_limit_sees_the_environment_as_it_is_now(tmp_path, monkeypatch):
+    """The process that runs evaluations with a time limit lives on after `fedevo.evaluate(..., eval_timeout=)`: a
+    later one, after a change of os.environ (a notebook's next cell), ran with the old environment."""
+    import fedevo
+
+    (tmp_path / "sees.py").write_text(SEES_MARK)
+    problem = tmp_path / "sees.toml"
+    problem.write_text('name = "sees"\nevaluator = "python:sees.py:evaluate"\n[genes]\n'
+                       'x = { type = "real", low = 0.0, high = 1.0, default = 0.2 }\n')
+    mark = tmp_path / "mark"
+    mark.write_text("")
+    monkeypatch.setenv("FEDEVO_TEST_MARK", str(tmp_path / "no-such-file"))
+    assert fedevo.evaluate(str(problem), eval_timeout=60).error == 0.1
+    monkeypatch.setenv("FEDEVO_TEST_MARK", str(mark))
+    assert fedevo.evaluate(str(problem), eval_timeout=60).error == 0.9
+    fedevo.search(str(problem), pop=3, gen=1, workers=0, out=tmp_path / "R", page=False, eval_timeout=60)
+    assert {float(r["error"]) for r in read_csv(tmp_path / "R" / "evaluations.csv")} == {0.9}

@@ -1,7 +1,7 @@
 """The CSV files a search grows by a row a batch (batches.csv, hypervolume.csv): appended while rows are only added,
 rewritten whole (atomically: log.atomic_write) the first time a process writes one and whenever one of its
 earlier rows changed. Rewritten whole after every batch, they cost a search of thousands of batches of one time
-that grew with its batches (benchmarks/results-2026-11-28-search-scale-batches-of-one-amd-epyc.txt)."""
+that grew with its batches (benchmarks/results-2026-11-28-search-scale-batches-of-one.txt)."""
 
 from __future__ import annotations
 

@@ -71,26 +71,27 @@ def save_checkpoint(run_dir: Path, state: Mapping[str, Any], kept: Optional[Kept
 def keep_within(folder: Path, limit: int = 0, *, newest: Optional[tuple[int, int]] = None,
                 kept: Optional[Kept] = None) -> list[Path]:
     """Delete the oldest checkpoints of `folder` while they take more than `limit` bytes in all (KEEP_BYTES by
-    default), never the newest KEEP_NEWEST; the deleted paths. Each checkpoint holds every batch's seconds and
-    hypervolume and the optimiser's state, so a run of thousands of small batches (batches of one) took disk with the
-    square of its batches (2,000 batches of one: 133 MB). A resume needs only the newest; the earlier ones name the
-    ids of a damaged log (without them, it is refused without ids: integrity.check_log). `newest`: (generation,
-    bytes) of the checkpoint just written, the newest: the folder holds at most generation + 1 checkpoints, so while
-    that many of its size are within the limit the folder is not listed (listed after every batch, a run of thousands
-    of batches of one spent time on it that grew with its batches). `kept`: the folder as this process knows it
-    (Kept), listed once."""
+    default), never the newest KEEP_NEWEST; the deleted paths. Checkpoints once held every batch's seconds and
+    hypervolume, so a run of thousands of small batches (batches of one) took disk with the square of its batches
+    (2,000 batches of one: 133 MB); a front's or an optimiser's state can still grow. A resume needs only the newest;
+    the earlier ones name the ids of a damaged log (without them, it is refused without ids: integrity.check_log).
+    `kept`: the folder as the search's process knows it (Kept): listed once, then kept up to date. Without it
+    (another writer), `newest`: (generation, bytes) of the checkpoint just written: the folder holds at most
+    generation + 1 checkpoints, so while that many of its size are within the limit it is not listed (a guess that
+    holds while no earlier checkpoint is larger than the newest)."""
     import os
 
     limit = limit or KEEP_BYTES
-    if kept is not None and kept.files is not None and newest is not None:
-        return _keep_known(folder, limit, newest, kept)
+    if kept is not None:  # the search's own process: the folder listed once, then known exactly (checkpoints of a
+        # run resumed after an upgrade, or a front that shrank, may be larger than the newest: no guess by its size)
+        if kept.files is not None and newest is not None:
+            return _keep_known(folder, limit, newest, kept)
+        return _keep_listed(folder, limit, kept)
     if newest is not None and (newest[0] + 1) * newest[1] <= limit:
         return []
-    if kept is not None:
-        return _keep_listed(folder, limit, kept)
     gens = [int(n[4:-4]) for n in os.listdir(folder)
             if n.startswith("gen-") and n.endswith(".pkl") and n[4:-4].isdigit()]
-    try:  # a checkpoint is rarely smaller than those before it (each holds all batches so far): no look at each
+    try:  # (as above: no earlier checkpoint taken to be larger than the newest)
         if not gens or len(gens) * (folder / f"gen-{max(gens):04d}.pkl").stat().st_size <= limit:
             return []
     except OSError:

@@ -1,8 +1,8 @@
 """A search of many small batches (batches of one: `gp`/`tpe` in-process, `--pop 1`): what a batch costs the search
 and what a checkpoint holds must not grow with the batches before it. Each checkpoint carried every batch's seconds
 and hypervolume (and Optuna's state every evaluation told), and every batch sorted, filtered and hashed every row
-so far and rewrote batches.csv and hypervolume.csv whole (benchmarks/results-2026-11-28-search-scale-batches-of-one
--amd-epyc.txt). Resume stays exact."""
+so far and rewrote batches.csv and hypervolume.csv whole (benchmarks/results-2026-11-28-search-scale-batches-of-one.txt;
+benchmarks/results-2026-11-28-batch-growth-amd-epyc.txt). Resume stays exact."""
 
 from __future__ import annotations
 

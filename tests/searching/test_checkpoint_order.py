@@ -115,3 +115,21 @@ def test_a_search_beyond_the_limit_lists_its_checkpoints_once(tmp_path, monkeypa
     files = list((tmp_path / "R" / "checkpoints").iterdir())
     assert 3 <= len(files) < 31 and sum(p.stat().st_size for p in files) <= 8_000
     assert len(looked) <= 4, len(looked)  # the newest at the start, the earlier ones, then once to keep them: 30+ before
+
+
+def test_earlier_checkpoints_larger_than_the_newest_are_kept_within_the_limit(tmp_path, monkeypatch):
+    """The search's process took the newest checkpoint's size for every one's ((generation + 1) × newest within the
+    limit: not looked at); checkpoints written before an upgrade (each with every batch's records), or a front's
+    state that shrank, are larger than the newest: the folder went past the limit (the review's repro: 239 kB of a
+    200 kB limit, nothing deleted)."""
+    from fedevo.searching import checkpoint
+
+    monkeypatch.setattr(checkpoint, "KEEP_BYTES", 200_000)
+    for g in range(19):
+        save_checkpoint(tmp_path, {"algorithm": None, "generation": g, "blob": bytes(10_000)})
+    with checkpoint.keeping(tmp_path):
+        for g in range(19, 60):
+            save_checkpoint(tmp_path, {"algorithm": None, "generation": g, "blob": bytes(1_000)})
+            files = list((tmp_path / "checkpoints").iterdir())
+            assert sum(p.stat().st_size for p in files) <= 200_000, g
+    assert {f"gen-{g:04d}.pkl" for g in (57, 58, 59)} <= {p.name for p in files}

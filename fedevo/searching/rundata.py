@@ -90,6 +90,9 @@ def read_run_json(run_dir: Path, *, reading: bool = False) -> tuple[dict[str, An
     return meta, problem, settings.resolved(n_obj=len(meta.get("objectives") or (0, 0, 0)))
 
 
+LAST_BATCH_BYTES = 8192  # how much of batches.csv's end RunData.last_batch reads (its lines are ~40-80 B)
+
+
 @dataclass
 class RunData:
     run_dir: Path
@@ -238,6 +241,37 @@ class RunData:
             except (TypeError, ValueError):  # a row this reader cannot parse (written by hand): left out
                 continue
         return out
+
+    def last_batch(self) -> Optional[dict[str, Any]]:
+        """batches.csv's last record as `batches()` reads it (None before the first batch ends), reading the file's
+        header and its last few kB only: a display asks after every batch, and the file grows with the batches."""
+        import csv
+
+        path = Path(self.run_dir) / "batches.csv"
+        try:
+            with open(path, "rb") as fh:
+                header = fh.readline()
+                size = fh.seek(0, 2)
+                start = max(len(header), size - LAST_BATCH_BYTES)
+                fh.seek(start)
+                tail = fh.read()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise FedevoError(f"cannot read {path}: {e.strerror}") from None
+        lines = tail.split(b"\n")
+        if start > len(header):
+            lines = lines[1:]  # the window began inside a line
+        for raw in reversed(lines):
+            if not raw.strip():
+                continue
+            text = (header + raw).decode("utf-8", errors="replace").splitlines()
+            for rec in csv.DictReader(text):
+                try:
+                    return {k: (int(v) if k in ("batch", "asked") else float(v)) for k, v in rec.items()}
+                except (TypeError, ValueError):  # as batches(): a line this reader cannot parse is left out
+                    break
+        return None if start == len(header) else (self.batches() or [None])[-1]
 
     def params(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """The genes of an evaluated row (what `evaluate` takes)."""

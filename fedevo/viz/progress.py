@@ -61,6 +61,7 @@ class RichReporter(SearchCallback):
         self._total = 0
         self._plain = not self.console.is_terminal
         self._front = ""
+        self._settled = False  # the hypervolume's normalisation fixed (front_math.hv_settled)
         self._times: deque = deque(maxlen=RATE_WINDOW + 1)  # monotonic times: the start, then each completion
         self._time_left: Optional[float] = None  # seconds of --time-budget left at on_start (None: no time budget)
         self._last_s: Optional[float] = None  # the last finished evaluation's own seconds (its wall_s)
@@ -250,11 +251,12 @@ class RichReporter(SearchCallback):
         table = run.hypervolume()
         if table:
             last = table[-1]
-            hv = f", HV {num(last['hypervolume'])}" if hv_settled(run.rows, run.objectives) else ""
+            # settled once, settled for good (rows only grow): not asked again of every row after each batch
+            self._settled = self._settled or hv_settled(run.rows, run.objectives)
+            hv = f", HV {num(last['hypervolume'])}" if self._settled else ""
             self._front = f" · front {last['front_size']}{hv}"
-        batches = run.batches()
-        if batches and batches[-1]["asked"]:
-            b = batches[-1]
+        b = run.last_batch()
+        if b is not None and b["asked"]:
             from ..searching.optimizers.user import label
 
             self._proposal = f" · {label(run.settings.optimizer)} {_fmt(b['sampler_s'] / b['asked'])} s/proposal"

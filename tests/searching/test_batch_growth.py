@@ -148,3 +148,30 @@ def test_the_rows_so_far_are_extended_by_a_batchs_not_sorted_and_looked_up_again
     assert got == [dict.__getitem__(by_id, k) for k in sorted(by_id)]
     by_id[(1, 1)] = {"id": 1, "rung": 1}  # a key among those kept (no search makes one): all sorted afresh
     assert run._rows_upto(by_id, 300) == [dict.__getitem__(by_id, k) for k in sorted(by_id)]
+
+
+def test_the_last_batch_is_read_from_the_end_of_batches_csv(tmp_path, monkeypatch):
+    """The progress display asks for the last batch after every batch; it read and parsed all of batches.csv (at
+    10,000 batches of one, part of ~28 ms a batch). RunData.last_batch reads the header and the file's end, and
+    answers as batches()[-1] does: a run whose batches.csv is beyond its window, one within it, a torn or
+    unparsable last line, none yet."""
+    from fedevo.searching import rundata
+
+    monkeypatch.setattr(rundata, "LAST_BATCH_BYTES", 300)
+    run = _search(tmp_path, budget=60)
+    data = rundata.load_run(run.path)
+    path = run.path / "batches.csv"
+    assert path.stat().st_size > 1000  # the window is the file's end, not all of it
+    assert data.last_batch() == data.batches()[-1] and data.last_batch()["batch"] == 60
+    text = path.read_text()
+    path.write_text(text + "61,1,oops\n")  # a line this reader cannot parse: left out, as batches() does
+    assert data.last_batch() == data.batches()[-1] and data.last_batch()["batch"] == 60
+    path.write_text(text + "61,1,oops\n" * 20)  # none parsable within the window: read whole
+    assert data.last_batch() == data.batches()[-1] and data.last_batch()["batch"] == 60
+    lines = text.splitlines()
+    path.write_text("\n".join(lines[:4]) + "\n")  # a small file: read whole
+    assert data.last_batch() == data.batches()[-1] and data.last_batch()["batch"] == 3
+    path.write_text(lines[0] + "\n")
+    assert data.last_batch() is None and data.batches() == []
+    path.unlink()
+    assert data.last_batch() is None

@@ -489,7 +489,8 @@ class SearchRun:
             front = list(held)
         else:
             front = front_rows(rows, self.objectives, self.constraints)
-        if held is None or held is not self._front_written:  # a batch that left the front as it was: as written
+        if held is None or held is not self._front_written or not (self.run_dir / "front.csv").exists():
+            # (a batch that left the front as it was: as written, unless the file went meanwhile)
             self._front_written = None
             atomic_write(self.run_dir / "front.csv", csv_text(self.log.columns, (self.log.row_cells(r) for r in front)))
             self._front_written = held

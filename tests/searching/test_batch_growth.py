@@ -175,3 +175,20 @@ def test_the_last_batch_is_read_from_the_end_of_batches_csv(tmp_path, monkeypatc
     assert data.last_batch() is None and data.batches() == []
     path.unlink()
     assert data.last_batch() is None
+
+
+def test_a_front_csv_deleted_during_the_run_is_written_again_after_the_next_batch(tmp_path):
+    """front.csv is rewritten only when the front changed; one deleted meanwhile (by hand, a sync tool) stayed missing
+    until the front next changed (the review's finding). Each batch's on_generation sees it present, then deletes it."""
+    from fedevo.searching.callbacks import SearchCallback
+
+    present = []
+
+    class Deleter(SearchCallback):
+        def on_generation(self, generation, run):
+            path = tmp_path / "R" / "front.csv"
+            present.append(path.exists())
+            path.unlink(missing_ok=True)
+
+    _search(tmp_path, budget=30, callbacks=[Deleter()])
+    assert len(present) == 30 and all(present), present

@@ -10,18 +10,22 @@ import csv
 import io
 import os
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from ..errors import disk_full
 from .log import _disk_full, _write, atomic_write, csv_text
 
 
 class GrowingCsv:
-    """One such file: `write(records, unchanged)` makes it hold one line per record (`cells(record)`: its cells)."""
+    """One such file: `write(records, unchanged)` makes it hold one line per record (a mapping: its `columns`'
+    values, floats written exactly: repr)."""
 
-    def __init__(self, path: Path, columns: Sequence[str], cells: Callable[[Any], Sequence[Any]]):
-        self.path, self.columns, self.cells = Path(path), list(columns), cells
+    def __init__(self, path: Path, columns: Sequence[str]):
+        self.path, self.columns = Path(path), list(columns)
         self.count: Optional[int] = None  # the records this object last wrote there (None: none yet)
+
+    def cells(self, record: Mapping[str, Any]) -> list:
+        return [repr(record[c]) if isinstance(record[c], float) else record[c] for c in self.columns]
 
     def write(self, records: Sequence[Any], unchanged: int = 0) -> None:
         """The file to hold `records`, of which the first `unchanged` are as they were at the last write: only the

@@ -96,24 +96,7 @@ def keep_within(folder: Path, limit: int = 0, *, newest: Optional[tuple[int, int
             return []
     except OSError:
         pass
-    files = _in_order(folder)
-    sizes = {}
-    for p in files:
-        try:
-            sizes[p] = p.stat().st_size
-        except OSError:
-            sizes[p] = 0
-    total, gone = sum(sizes.values()), []
-    for p in files[:-KEEP_NEWEST]:
-        if total <= limit:
-            break
-        try:
-            p.unlink()
-        except OSError:
-            continue
-        total -= sizes[p]
-        gone.append(p)
-    return gone
+    return _keep_listed(folder, limit, Kept())  # listed for this call alone
 
 
 def _keep_listed(folder: Path, limit: int, kept: Kept) -> list[Path]:

@@ -52,21 +52,14 @@ def log_record(rows: Sequence[Mapping[str, Any]], cache: Optional[dict] = None, 
     whose rows are those (the same objects, in key order) followed by rows of higher keys hashes only the new ones
     (a search of thousands of batches of one sorted and hashed every row again after each)."""
     grown = _grown(rows, cache, since)
-    if grown is not None:
-        n, h = grown
-        tail = list(rows[n:])
-        digests = [_digest(r, cache) for r in tail]
-        keys = [row_key(r) for r in tail]
-        h = h.copy()
-        for (i, g), d in zip(keys, digests):
-            h.update(f"{i},{g},{d}\n".encode())
-        count = len(rows)
-    else:
+    n, h = grown if grown is not None else (0, None)
+    if grown is None:
         rows = sorted(rows, key=row_key)
-        digests = [_digest(r, cache) for r in rows]
-        keys = [row_key(r) for r in rows]
-        h = _sha256(zip(keys, digests))
-        count = len(rows)
+    tail = list(rows[n:])  # the rows to hash: those after the call before's (all, without it)
+    digests = [_digest(r, cache) for r in tail]
+    keys = [row_key(r) for r in tail]
+    h = _sha256(zip(keys, digests), h)
+    count = len(rows)
     if cache is not None and count:
         cache[_PREFIX] = (count, rows[count - 1], row_key(rows[count - 1]), h.copy())
     return {"count": count, "sha256": h.hexdigest(), "since": since,
@@ -102,8 +95,10 @@ def _grown(rows: Sequence[Mapping[str, Any]], cache: Optional[dict], since: int)
     return n, h
 
 
-def _sha256(keyed: Iterable[tuple[tuple[int, int], str]]):
-    h = hashlib.sha256()
+def _sha256(keyed: Iterable[tuple[tuple[int, int], str]], start=None):
+    """A SHA-256 object over rows' ((id, rung), digest) pairs, going on from a copy of `start` (one over earlier
+    rows) where given."""
+    h = hashlib.sha256() if start is None else start.copy()
     for (i, g), d in keyed:
         h.update(f"{i},{g},{d}\n".encode())
     return h

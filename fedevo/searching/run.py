@@ -104,7 +104,7 @@ from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key
 from .record import EvaluationRecord
 from .problem import SearchProblem
 from ..data.sources import facts_of
-from .rundata import RUN_FORMAT, RunData, read_run_json, run_data, run_identity, run_objectives
+from .rundata import RUN_FORMAT, RunData, batch_record, read_run_json, run_data, run_identity, run_objectives
 from .fidelity import PROMOTION, parse_ladder
 from .rungs import RungScheduler, check_continues, check_ladder, remove_states
 from .runner import Task, _Abort, cores, make_runner
@@ -131,11 +131,8 @@ def read_batches(path: Path, upto: int) -> list[dict[str, Any]]:
         raise FedevoError(f"cannot read {path}: {e.strerror}") from None
     out = []
     for rec in csv.DictReader(text.splitlines()):
-        try:
-            b = {c: (int(rec[c]) if c in ("batch", "asked") else float(rec[c])) for c in BATCH_COLUMNS}
-        except (KeyError, TypeError, ValueError):
-            continue
-        if b["batch"] <= upto:
+        b = batch_record({c: rec.get(c) for c in BATCH_COLUMNS})  # (a column missing: None, not a number)
+        if b is not None and b["batch"] <= upto:
             out.append(b)
     return out
 
@@ -256,11 +253,8 @@ class SearchRun:
         self.log = EvalLog(self.run_dir / "evaluations.csv", self.space.genes, rungs=settings.multi_fidelity,
                            run_json=(self.run_dir / "run.json").read_bytes(), objectives=self.objectives)
         self.hv_memo = HvMemo()  # hypervolume.csv's generations computed so far (the log only grows)
-        self.hv_csv = GrowingCsv(self.run_dir / "hypervolume.csv", hv_columns(self.objectives),
-                                 lambda t: [repr(t[c]) if isinstance(t[c], float) else t[c]
-                                            for c in hv_columns(self.objectives)])
-        self.batches_csv = GrowingCsv(self.run_dir / "batches.csv", BATCH_COLUMNS,
-                                      lambda b: [repr(b[c]) if isinstance(b[c], float) else b[c] for c in BATCH_COLUMNS])
+        self.hv_csv = GrowingCsv(self.run_dir / "hypervolume.csv", hv_columns(self.objectives))
+        self.batches_csv = GrowingCsv(self.run_dir / "batches.csv", BATCH_COLUMNS)
         self.batches: list[dict[str, Any]] = []  # batches.csv's records (the checkpoints hold none: _load_state)
         self._front_written = None  # the front front.csv holds, as the memo holds it (unchanged: not written again)
         self.digests: dict = {}  # each logged row's digest for the checkpoints (integrity.log_record)

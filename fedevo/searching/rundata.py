@@ -90,6 +90,15 @@ def read_run_json(run_dir: Path, *, reading: bool = False) -> tuple[dict[str, An
     return meta, problem, settings.resolved(n_obj=len(meta.get("objectives") or (0, 0, 0)))
 
 
+def batch_record(rec: Optional[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
+    """One line of batches.csv (csv.DictReader's) as numbers: `batch` and `asked` whole, the seconds floats; None for
+    a line this cannot parse (written by hand, torn)."""
+    try:
+        return {k: (int(v) if k in ("batch", "asked") else float(v)) for k, v in (rec or {}).items()} or None
+    except (TypeError, ValueError):
+        return None
+
+
 LAST_BATCH_BYTES = 8192  # how much of batches.csv's end RunData.last_batch reads (its lines are ~40-80 B)
 
 
@@ -234,13 +243,7 @@ class RunData:
             return []
         except OSError as e:
             raise FedevoError(f"cannot read {Path(self.run_dir) / 'batches.csv'}: {e.strerror}") from None
-        out = []
-        for rec in csv.DictReader(text.splitlines()):
-            try:
-                out.append({k: (int(v) if k in ("batch", "asked") else float(v)) for k, v in rec.items()})
-            except (TypeError, ValueError):  # a row this reader cannot parse (written by hand): left out
-                continue
-        return out
+        return [b for b in map(batch_record, csv.DictReader(text.splitlines())) if b is not None]
 
     def last_batch(self) -> Optional[dict[str, Any]]:
         """batches.csv's last record as `batches()` reads it (None before the first batch ends), reading the file's
@@ -263,14 +266,10 @@ class RunData:
         if start > len(header):
             lines = lines[1:]  # the window began inside a line
         for raw in reversed(lines):
-            if not raw.strip():
-                continue
-            text = (header + raw).decode("utf-8", errors="replace").splitlines()
-            for rec in csv.DictReader(text):
-                try:
-                    return {k: (int(v) if k in ("batch", "asked") else float(v)) for k, v in rec.items()}
-                except (TypeError, ValueError):  # as batches(): a line this reader cannot parse is left out
-                    break
+            rec = next(csv.DictReader((header + raw).decode("utf-8", errors="replace").splitlines()), None)
+            b = batch_record(rec) if rec is not None and raw.strip() else None
+            if b is not None:  # (as batches(): a line this reader cannot parse is left out)
+                return b
         return None if start == len(header) else (self.batches() or [None])[-1]
 
     def params(self, row: Mapping[str, Any]) -> dict[str, Any]:

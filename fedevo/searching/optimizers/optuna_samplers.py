@@ -14,7 +14,7 @@ with the evaluations it has seen: seconds per proposal, so it pays where an eval
 * A warm start (--init-from): the earlier front's genes are enqueued as the first trials (``enqueue_trial``:
   asked RUNNING with those values, so the rest of their batch spreads out from them too) and replace Optuna's
   random start-up; they stand at the told count, so resume places them again.
-* Exact resume: the optimiser's state is the told (params, F, G) a batch's study may still see, with their ids and
+* Exact resume: the optimiser's state is the told (params, F, G) a batch's study may still see, in id order, and
   the count told. Each batch builds a fresh in-memory study, adds those trials in id order and asks with a sampler
   seeded from (run seed, batch number); so a run resumed from its checkpoint asks exactly what the uninterrupted run
   asked.
@@ -137,9 +137,8 @@ class OptunaOptimizer(Optimizer):
 
     def __init__(self, space, problem, *, pop: int, seed: int, settings=None):
         super().__init__(space, problem, pop=pop, seed=seed, settings=settings)
-        # the told evaluations a batch's model may still see (_seen), in id order; their ids; how many were told
+        # the told evaluations a batch's model may still see (_seen), in id order; how many were told
         self.told: list[tuple[dict[str, Any], list[float], list[float]]] = []
-        self.told_ids: list[int] = []
         self.told_count = 0
         self._front = _Front([])
         self._dists = distributions(space)
@@ -186,7 +185,6 @@ class OptunaOptimizer(Optimizer):
         F, G = self._check_told(params, F, G)
         for p, f, g in zip(params, F, G):
             self.told.append((_typed(self.space, p), [float(v) for v in f], [float(v) for v in g]))
-            self.told_ids.append(self.told_count)
             self.told_count += 1
             self._front.add(self.told[-1][1])
         self._forget()
@@ -197,18 +195,15 @@ class OptunaOptimizer(Optimizer):
         keep = _seen(self.told, HISTORY_CAP, self._front.on)
         if len(keep) < len(self.told):
             self.told = [self.told[i] for i in keep]
-            self.told_ids = [self.told_ids[i] for i in keep]
             self._front.keep(keep)
 
     def state(self) -> Any:
-        return {"optimizer": self.name, "batch": self.batch, "told": list(self.told), "told_ids": list(self.told_ids),
-                "told_count": self.told_count}
+        return {"optimizer": self.name, "batch": self.batch, "told": list(self.told), "told_count": self.told_count}
 
     def restore(self, state: Any) -> None:
         self.batch = int(state["batch"])
         self.told = [(dict(p), list(f), list(g)) for p, f, g in state["told"]]
-        # (a checkpoint made before the told were forgotten holds every one: ids 0, 1, ...)
-        self.told_ids = [int(i) for i in state.get("told_ids", range(len(self.told)))]
+        # (a checkpoint made before the told were forgotten holds every one; one that kept their ids: not read)
         self.told_count = int(state.get("told_count", len(self.told)))
         self._front = _Front([f for _, f, _ in self.told])
         self._forget()

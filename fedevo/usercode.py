@@ -275,25 +275,36 @@ def _libc():
 
 
 @contextlib.contextmanager
-def stdout_to_stderr():
-    """File descriptor 1 pointed at stderr while inside (C-level output too): stdout stays for one JSON object."""
+def fd1_into(fd: int):
+    """Inside: fd 1 is a duplicate of `fd`; yields whether it is (False where fd 1 cannot be saved: no stdout at all,
+    left as it is). C's stdio buffers are flushed before fd 1 is pointed at `fd` (earlier output to where it was
+    going) and before it is put back (the block's own printf into `fd`), as is Python's sys.stdout."""
     sys.stdout.flush()
     saved = None
-    with contextlib.suppress(OSError):  # no stdout at all: nothing to point elsewhere
+    with contextlib.suppress(OSError):  # no fd 1 at all
         saved = os.dup(1)
-    if saved is None:
-        yield
+    if saved is None:  # (yielded outside the except: an exception of the block carries no OSError as context)
+        yield False
         return
     try:
         flush_c_stdio()
-        os.dup2(2, 1)
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
+        os.dup2(fd, 1)
+        try:
+            yield True
+        finally:
+            with contextlib.suppress(Exception):  # (a closed or broken sys.stdout: fd 1 is put back all the same)
+                sys.stdout.flush()
+            flush_c_stdio()
+            os.dup2(saved, 1)
     finally:
-        sys.stdout.flush()
-        flush_c_stdio()
-        os.dup2(saved, 1)
         os.close(saved)
+
+
+@contextlib.contextmanager
+def stdout_to_stderr():
+    """File descriptor 1 pointed at stderr while inside (C-level output too): stdout stays for one JSON object."""
+    with fd1_into(2) as moved, (contextlib.redirect_stdout(sys.stderr) if moved else contextlib.nullcontext()):
+        yield
 
 
 def stdout_done() -> None:
@@ -331,5 +342,5 @@ def noted_if_slow(what: str):
 
 
 __all__ = ["SLOW_NOTE_S", "UserExit", "call_user", "captured_stdout", "exit_without_threads_left",
-           "flush_c_stdio", "kept_state", "noted_if_slow", "real_interrupt", "stdout_done", "stdout_to_stderr",
+           "fd1_into", "flush_c_stdio", "kept_state", "noted_if_slow", "real_interrupt", "stdout_done", "stdout_to_stderr",
            "watch_interrupts"]

@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import DataNotFoundError, FedevoError, SetupError, arg
 from .evaluator import SIMULATOR, Evaluator
-from .runner import OnDone, Task, deliver, failed_result, run_one
+from .runner import OnDone, Task, deliver, failed_result, output_first, run_one
 
 
 def check(runtime, evaluator: Evaluator, *, multi_fidelity: bool) -> None:
@@ -121,9 +121,7 @@ def run_batch(evaluator: Evaluator, problem, items: Sequence[tuple[Mapping[str, 
         except (Timeout, ChildDied) as e:
             msg = f"{e} (a batch of {len(items)} evaluations: {timeout:g} s each, {limit:g} s together)"
             got = [("ok", failed_result(msg, time.perf_counter() - t0), "")] * len(items)
-    if below.text and got:  # with the batch's first evaluation, before what it printed from Python (as _batch_here)
-        got = [(got[0][0], got[0][1], below.text + got[0][2]), *got[1:]]
-    return got
+    return output_first(got, below.text)  # with the batch's first evaluation, as _batch_here puts its prints
 
 
 def _batch_here(evaluator: Evaluator, problem, items, eval_kwargs) -> list[tuple[str, Any, str]]:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import math
 import os
 import select
@@ -44,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..usercode import (UserExit, call_user, captured_stdout, flush_c_stdio,  # noqa: F401  (re-exported)
+from ..usercode import (UserExit, call_user, captured_stdout, fd1_into, flush_c_stdio,  # noqa: F401  (re-exported)
                         real_interrupt, stdout_to_stderr, watch_interrupts)
 
 
@@ -76,16 +77,12 @@ class UserLog:
                 fh.write(f"--- {label} ---\n".encode())
                 fh.flush()
                 head = fh.tell()
-                saved = os.dup(1)
                 try:
-                    flush_c_stdio()  # what C code wrote before goes where it was meant to
-                    os.dup2(fh.fileno(), 1)
-                    yield
+                    with fd1_into(fh.fileno()) as moved:  # (C's buffers flushed on the way in and out)
+                        if not moved:  # no fd 1 to point at the log: as os.dup(1) says
+                            raise OSError(errno.EBADF, "file descriptor 1 cannot be duplicated")
+                        yield
                 finally:
-                    sys.stdout.flush()
-                    flush_c_stdio()  # a printf of the evaluation, still in C's buffer, into the log
-                    os.dup2(saved, 1)
-                    os.close(saved)
                     fh.seek(0, os.SEEK_END)
                     if fh.tell() == head:  # nothing was written: no header either (and no empty log)
                         fh.truncate(start)
@@ -282,34 +279,8 @@ def fd1_to(path: os.PathLike):
     if fh is None:
         yield
         return
-    with fh, _fd1_into(fh.fileno()):
+    with fh, fd1_into(fh.fileno()):
         yield
-
-
-@contextlib.contextmanager
-def _fd1_into(fd: int):
-    """Inside: fd 1 is a duplicate of `fd` (left as it is where fd 1 cannot be saved). C's stdio buffers are
-    flushed before fd 1 is pointed at `fd` (earlier output to where it was going) and before it is put back (the
-    block's own printf into `fd`), as is Python's sys.stdout."""
-    sys.stdout.flush()
-    saved = None
-    with contextlib.suppress(OSError):  # no fd 1 at all
-        saved = os.dup(1)
-    if saved is None:  # (yielded outside the except: an exception of the block carries no OSError as context)
-        yield
-        return
-    try:
-        flush_c_stdio()
-        os.dup2(fd, 1)
-        try:
-            yield
-        finally:
-            with contextlib.suppress(Exception):  # (a closed or broken sys.stdout: fd 1 is put back all the same)
-                sys.stdout.flush()
-            flush_c_stdio()
-            os.dup2(saved, 1)
-    finally:
-        os.close(saved)
 
 
 class _Below:
@@ -335,7 +306,7 @@ def fd1_captured():
         yield below
         return
     try:
-        with _fd1_into(fd):
+        with fd1_into(fd):
             yield below
     finally:
         below.text = _read_back(fd)
@@ -364,14 +335,15 @@ def fd1_file():
     import tempfile
 
     below = _Below()
+    fd = None
     with contextlib.suppress(OSError):  # no writable temporary folder: that output goes to stderr, as it did
         fd, below.path = tempfile.mkstemp(prefix="fedevo-fd1-")
-        os.close(fd)
     try:
         yield below
     finally:
-        if below.path:
-            below.text = below_python(below.path)
+        if fd is not None:
+            below.text = _read_back(fd)  # (the child appends to the file by its path: read here through ours)
+            os.close(fd)
             with contextlib.suppress(OSError):
                 os.unlink(below.path)
 
@@ -386,18 +358,6 @@ def _with_fd1(path: Optional[str], fn: Callable, args: tuple):
     """fn(*args) in the child, its fd 1 to `path`."""
     with fd1_to(path) if path else contextlib.nullcontext():
         return fn(*args)
-
-
-def below_python(path: os.PathLike) -> str:
-    """The text a `fd1_to` block wrote to `path` ("" if none), the file removed."""
-    try:
-        with open(path, "rb") as fh:
-            text = fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-    return text
 
 
 def in_child(fn: Callable, args: tuple, timeout: float, warm: Optional[Callable] = None):
@@ -459,6 +419,6 @@ if __name__ == "__main__":  # the child: run the loop of the module proper (its 
     main()
 
 
-__all__ = ["START_LIMIT_S", "Child", "ChildDied", "Timeout", "UserExit", "UserLog", "below_python", "call_user",
-           "captured_stdout", "close_child", "fd1_captured", "fd1_file", "fd1_to", "flush_c_stdio", "in_child",
+__all__ = ["START_LIMIT_S", "Child", "ChildDied", "Timeout", "UserExit", "UserLog", "call_user",
+           "captured_stdout", "close_child", "fd1_captured", "fd1_file", "fd1_into", "fd1_to", "flush_c_stdio", "in_child",
            "in_child_fd1", "out_of_range", "real_interrupt", "stdout_to_stderr", "watch_interrupts"]

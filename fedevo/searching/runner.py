@@ -215,11 +215,18 @@ def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0, 
     _set_threads(threads)
     with _gpus_seen(gpus), fd1_captured() as below:  # output below Python: to user.log, not Ray's worker log
         got = run(evaluator, problem, params, seed, eval_kwargs, timeout)
-    if not below.text:
-        return got
     if isinstance(got, list):  # a batch's replies: its output goes with its first evaluation (batched.py)
-        return [(got[0][0], got[0][1], below.text + got[0][2]), *got[1:]] if got else got
-    return got[0], got[1], below.text + got[2]
+        return output_first(got, below.text)
+    return output_first([got], below.text)[0]
+
+
+def output_first(replies: list, text: str) -> list:
+    """(kind, value, output) replies with `text` (what was written below Python meanwhile) put before the first
+    one's output: a batch's goes with its first evaluation, as what it printed from Python does."""
+    if not text or not replies:
+        return replies
+    kind, value, out = replies[0]
+    return [(kind, value, text + out), *replies[1:]]
 
 
 def _gpus_seen(gpus: float):

@@ -741,6 +741,7 @@ def _warn_if_no_effect(prob: Problem, gene: Gene, cases: list[tuple[str, Any]]) 
     for _, v in cases:
         config = prob.sim_config({gene.name: v})
         built.append((config.arch, *data_shape(config)))
+
     def slow(which: str, b: tuple):  # each of the factory's builds here: named if it hangs
         return noted_if_slow(f"checking whether gene {gene.name!r} of problem {prob.name!r} changes what model "
                              f"factory {b[0].factory_name!r} computes (its {which})")
@@ -752,9 +753,9 @@ def _warn_if_no_effect(prob: Problem, gene: Gene, cases: list[tuple[str, Any]]) 
     if all(s is not None for s in shapes) and any(s != shapes[0] for s in shapes[1:]):
         return
     seen = []
-    for (which, _), b in zip(cases, built):
+    for (which, _), b, s in zip(cases, built, shapes):
         with slow(which, b):
-            seen.append(computed(*b))
+            seen.append(computed(*b, s))  # (its meta-device shapes: not built there again)
     if all(same_computation(seen[0], s) for s in seen[1:]):
         at = ", ".join(w for w, _ in cases)
         print(f"fedevo: warning: problem {prob.name!r}: gene {gene.name!r} seems to change nothing the module "

@@ -121,7 +121,7 @@ def front(
     if sort not in sorts:
         raise FedevoError(f"--sort must be one of {', '.join(sorts)}, got {sort!r}")
     key = data.eps_key if sort == "eps" else sort
-    extra = [o for o in objs if o.name not in ("error", "comm", "eps", "eps_paper")]  # columns of their own (Ω's: model_size)
+    extra = [o for o in objs if o.name not in ("error", "comm", "eps", "eps_paper")]  # columns of their own
     m = data.marks()
     if pick is not None:  # an empty --pick is a bad pick (one line), not no pick
         picks = data.pick(pick)
@@ -151,17 +151,15 @@ def front(
                 f"{' …' if len(bad) > 20 else ''}")
     from ..viz.front import run_state
 
-    state = run_state(data)
+    state, note = run_state(data), data.budget_note()
     if state != "complete":  # the table holds every logged evaluation; front.csv the finished generations only
         n, of = len(data.rows), data.settings.expected_evaluations
-        note = data.budget_note()
-        note = f"; {note}" if note else ""
-        c.print((f"a search is writing this run ({n} of {of} evaluations so far{note})" if state == "running" else
-                 f"the search stopped before its end ({n} of {of} evaluations{note}; `fedevo resume {run_dir}` continues "
+        more = f"; {note}" if note else ""
+        c.print((f"a search is writing this run ({n} of {of} evaluations so far{more})" if state == "running" else
+                 f"the search stopped before its end ({n} of {of} evaluations{more}; `fedevo resume {run_dir}` continues "
                  "it)") + "; front.csv holds the generations finished so far", highlight=False, markup=False)
-    elif data.budget_note():  # ended by another budget than --gen: 'generations 2/1000' would say nothing
-        c.print(f"generations {data.generations}/{data.settings.gen} ({data.budget_note()})", highlight=False,
-                markup=False)
+    elif note:  # ended by another budget than --gen: 'generations 2/1000' would say nothing
+        c.print(f"generations {data.generations}/{data.settings.gen} ({note})", highlight=False, markup=False)
 
 
 def _why_no_front(data) -> str:
@@ -213,7 +211,8 @@ def _front_table(c, data, rows, m, title, extra) -> None:
         style = "bold" if "knee" in mk or "lowest-error" in mk else None
         omega = str(r["omega"]) if r["status"] == "ok" else "–"  # not measured (a diverged row's 0 is no Ω)
         cells = [str(r["id"]), str(r["generation"]), mk, _fmt(r["error"]), _fmt(r["accuracy_global"]),
-                 _fmt(r["comm"]), _fmt(r[data.eps_key]), _fmt(r[other_eps]), *([omega] if omega_col else []), *(_fmt(r[o.name]) for o in extra)]
+                 _fmt(r["comm"]), _fmt(r[data.eps_key]), _fmt(r[other_eps]), *([omega] if omega_col else []),
+                 *(_fmt(r[o.name]) for o in extra)]
         if wide:
             cells.append(" ".join(f"{g}={_fmt(r[g])}" for g in data.gene_names))
         t.add_row(*cells, style=style)

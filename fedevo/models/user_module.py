@@ -13,6 +13,7 @@ Loading a `python:` model file runs its code with the user's rights, as an impor
 from __future__ import annotations
 
 import functools
+import math
 from typing import Callable, Optional
 
 import torch
@@ -224,16 +225,17 @@ PROBE_SCALES = (1.0, 100.0)
 PROBE_BATCH = 4
 
 
-def computed(arch: UserArch, input_shape: tuple, num_classes: int) -> Optional[tuple]:
+def computed(arch: UserArch, input_shape: tuple, num_classes: int, shapes: Optional[tuple] = None) -> Optional[tuple]:
     """What the factory's module computes at initialisation, as fedevo trains it (eval mode, seed 0): its
     parameters' shapes, and on each probe input (a fixed random batch of 4 at each of PROBE_SCALES) its logits and
     the parameters' gradients of the cross-entropy against fixed labels. Two gene values that give the same have no
     effect on the training (a Dropout rate: off in eval mode); the gradients tell apart a gene whose effect the
     outputs hide at initialisation (a zero-initialised head: logits 0 whatever comes before it; a backward hook).
     None where that is not cheap to know (a module too large to build twice here) or the build fails (the probe
-    names why). Cost: the build, and a forward and a backward pass per probe input."""
-    meta = meta_module(arch, input_shape, num_classes)
-    if meta is not None and sum(p.numel() for p in meta.parameters()) > PROBE_STEP_PARAMETERS:
+    names why). Cost: the build, and a forward and a backward pass per probe input. `shapes`: the parameter shapes
+    from `meta_shapes`, where the caller has them (not built on the meta device again)."""
+    shapes = meta_shapes(arch, input_shape, num_classes) if shapes is None else shapes
+    if shapes is not None and sum(math.prod(s) for s in shapes) > PROBE_STEP_PARAMETERS:
         return None
     try:
         with stdout_to_stderr():

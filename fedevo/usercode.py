@@ -292,10 +292,12 @@ def fd1_into(fd: int):
         try:
             yield True
         finally:
-            with contextlib.suppress(Exception):  # (a closed or broken sys.stdout: fd 1 is put back all the same)
-                sys.stdout.flush()
-            flush_c_stdio()
-            os.dup2(saved, 1)
+            try:
+                with contextlib.suppress(Exception):  # (a closed or broken sys.stdout: fd 1 is put back all the same)
+                    sys.stdout.flush()
+                flush_c_stdio()
+            finally:  # (put back even when a second Ctrl-C lands in the flushes)
+                os.dup2(saved, 1)
     finally:
         os.close(saved)
 

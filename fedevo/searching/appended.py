@@ -45,14 +45,14 @@ class GrowingCsv:
         self.count = None  # until the lines are whole on disk
         try:
             end = self.path.stat().st_size
-            with open(self.path, "a", encoding="utf-8", newline="") as f:
-                try:
+            try:
+                with open(self.path, "a", encoding="utf-8", newline="") as f:
                     _write(f, buf.getvalue())
                     os.fsync(f.fileno())
-                except OSError:
-                    with contextlib.suppress(OSError):
-                        os.truncate(self.path, end)  # no half line left: the file as it was
-                    raise
+            except OSError:  # (cut back once the file is closed: a line still buffered is written at the close)
+                with contextlib.suppress(OSError):
+                    os.truncate(self.path, end)  # no half line left: the file as it was
+                raise
         except OSError as e:
             if disk_full(e):
                 raise _disk_full(self.path, e) from None

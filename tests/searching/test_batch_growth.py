@@ -10,6 +10,8 @@ import csv
 import os
 import random
 
+import pytest
+
 import fedevo
 from fedevo.searching.checkpoint import load_checkpoint
 
@@ -192,3 +194,26 @@ def test_a_front_csv_deleted_during_the_run_is_written_again_after_the_next_batc
 
     _search(tmp_path, budget=30, callbacks=[Deleter()])
     assert len(present) == 30 and all(present), present
+
+
+def test_an_append_that_fills_the_disk_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+    """The line a failed write left in the file object's buffer must not reach the file when it is closed, after
+    the file was cut back."""
+    import errno
+
+    from fedevo.errors import DiskFullError
+    from fedevo.searching import appended
+
+    path = tmp_path / "batches.csv"
+    g = appended.GrowingCsv(path, ["batch", "x"])
+    g.write([{"batch": 1, "x": 0.5}])
+    before = path.read_bytes()
+
+    def full(f, data):
+        f.write(data)  # buffered, as a flush that hits ENOSPC leaves it
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(appended, "_write", full)
+    with pytest.raises(DiskFullError):
+        g.write([{"batch": 1, "x": 0.5}, {"batch": 2, "x": 0.25}], 1)
+    assert path.read_bytes() == before

@@ -234,7 +234,7 @@ class RunData:
         """batches.csv, one dict per batch: `batch`, `asked` (candidates), `ask_s`, `tell_s`, `sampler_s` (the
         optimiser's own seconds: ask + tell) and `eval_s` (the batch's evaluations, wall clock); [] before the first
         batch ends (or for a run made before the file). Read from the run directory: a running search writes it
-        before its callbacks' `on_generation`."""
+        before its callbacks' `on_generation`; a last line without its newline (being written) is not read."""
         import csv
 
         try:
@@ -243,7 +243,8 @@ class RunData:
             return []
         except OSError as e:
             raise FedevoError(f"cannot read {Path(self.run_dir) / 'batches.csv'}: {e.strerror}") from None
-        return [b for b in map(batch_record, csv.DictReader(text.splitlines())) if b is not None]
+        whole = text[: text.rfind("\n") + 1]  # (a last line without its newline is still being written)
+        return [b for b in map(batch_record, csv.DictReader(whole.splitlines())) if b is not None]
 
     def last_batch(self) -> Optional[dict[str, Any]]:
         """batches.csv's last record as `batches()` reads it (None before the first batch ends), reading the file's
@@ -262,7 +263,7 @@ class RunData:
             return None
         except OSError as e:
             raise FedevoError(f"cannot read {path}: {e.strerror}") from None
-        lines = tail.split(b"\n")
+        lines = tail.split(b"\n")[:-1]  # (after the last newline: nothing, or a line still being written)
         if start > len(header):
             lines = lines[1:]  # the window began inside a line
         for raw in reversed(lines):

@@ -170,6 +170,10 @@ def test_the_last_batch_is_read_from_the_end_of_batches_csv(tmp_path, monkeypatc
     assert data.last_batch() == data.batches()[-1] and data.last_batch()["batch"] == 60
     path.write_text(text + "61,1,oops\n" * 20)  # none parsable within the window: read whole
     assert data.last_batch() == data.batches()[-1] and data.last_batch()["batch"] == 60
+    last = text.splitlines()[-1].split(",")
+    torn = ",".join(["61"] + last[1:])[:-1]  # a line being written, cut inside its last number: still a number
+    path.write_text(text + torn)
+    assert data.last_batch() == data.batches()[-1] and data.last_batch()["batch"] == 60
     lines = text.splitlines()
     path.write_text("\n".join(lines[:4]) + "\n")  # a small file: read whole
     assert data.last_batch() == data.batches()[-1] and data.last_batch()["batch"] == 3

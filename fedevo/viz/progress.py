@@ -51,6 +51,12 @@ class RichReporter(SearchCallback):
         self._progress = None
         self._task = None
         self._objectives = None  # the run's ObjectiveSet (on_start); None: error, comm and eps_key
+        self._plain = not self.console.is_terminal
+        self._new_search()
+
+    def _new_search(self) -> None:
+        """What this display knows of one search (on_start starts it afresh: one reporter may serve several
+        searches, a notebook's cells)."""
         self._best: dict[str, float] = {}
         self._gen = (0, 0)
         self._running = 0
@@ -59,7 +65,6 @@ class RichReporter(SearchCallback):
         self._t0 = time.monotonic()
         self._done = 0
         self._total = 0
-        self._plain = not self.console.is_terminal
         self._front = ""
         self._settled = False  # the hypervolume's normalisation fixed (front_math.hv_settled)
         self._times: deque = deque(maxlen=RATE_WINDOW + 1)  # monotonic times: the start, then each completion
@@ -161,6 +166,7 @@ class RichReporter(SearchCallback):
         from rich.text import Text
 
         self.run_dir = self.run_dir if run_dir is None else run_dir
+        self._new_search()
         self._t0 = time.monotonic()  # the search's time, as the summary's (which starts a little earlier): a
         # clock from this display's construction counted the set-up (native kernels built, ...) and then went back
         self.eps_key = eps_key

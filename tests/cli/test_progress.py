@@ -233,3 +233,27 @@ def test_an_objective_not_read_is_said_at_its_first_evaluation(monkeypatch):
     lines = [line for line in buf.getvalue().splitlines() if "not read" in line]
     assert lines == ["objective latency: not read in evaluation 1 (TypeError: unsupported operand 1); its worst "
                      "value stands in (the closing lines count every such evaluation)"], buf.getvalue()
+
+
+def test_one_reporter_serving_two_searches_starts_each_afresh(monkeypatch):
+    """A notebook passes one display to two searches: the second showed the first's bests, failures and settled
+    hypervolume (HV 1.33 after its first evaluation, 0.131 after its second: what the settling hides)."""
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    buf = io.StringIO()
+    rep = progress.RichReporter(console=Console(file=buf, force_terminal=False, width=300))
+    rep.on_start(n_gen=2, generation=1, total=4, done=0)
+    rep.on_evaluation({**_row(1.0), "error": 0.1})
+    rep.on_evaluation({"status": "failed", "wall_s": 1.0})
+    rep._settled = True  # (as after four evaluations of three objectives)
+    rep.on_generation_start(2)
+    rep.on_finish(None)
+    first = buf.getvalue()
+    assert "0.1" in first and "failed" in first, first
+    buf.truncate(0), buf.seek(0)
+    rep.on_start(n_gen=2, generation=1, total=4, done=0)
+    rep.on_evaluation({**_row(1.0), "error": 0.5})
+    assert not rep._settled
+    rep.on_generation_start(2)
+    line = [x for x in buf.getvalue().splitlines() if x.startswith("gen 1")][0]
+    assert "best error 0.5" in line and "failed" not in line, line

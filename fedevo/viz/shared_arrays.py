@@ -83,7 +83,7 @@ RESOLVE_JS = r"""
     const k = Object.keys(v);
     if (k.length === 1 && k[0] === '$a') return A[v.$a].slice();
     if (k.length === 1 && k[0] === '$rows') {
-      const [keys, cols] = v.$rows, cs = cols.map(r), n = cs.length ? cs[0].length : 0, out = new Array(n);
+      const keys = r(v.$rows[0]), cs = v.$rows[1].map(r), n = cs.length ? cs[0].length : 0, out = new Array(n);
       for (let i = 0; i < n; i++) { const o = {}; keys.forEach((key, j) => { o[key] = cs[j][i]; }); out[i] = o; }
       return out;
     }

@@ -749,8 +749,7 @@ def _resolved(v, arrays):
     if list(v) == ["$a"]:
         return list(arrays[v["$a"]])
     if list(v) == ["$rows"]:
-        keys, cols = v["$rows"]
-        cols = [_resolved(c, arrays) for c in cols]
+        keys, cols = _resolved(v["$rows"][0], arrays), [_resolved(c, arrays) for c in v["$rows"][1]]
         return [dict(zip(keys, vals)) for vals in zip(*cols)]
     return {k: (x if k == "customdata" else _resolved(x, arrays)) for k, x in v.items()}
 

@@ -56,7 +56,7 @@ GRAMMAR = ("a pick is comma-separated terms: an evaluation id (12), knee, lowest
            "(lowest-error, lowest-comm, lowest-eps, ...), front, or a filter on the Pareto set like eps<=8, "
            "comm<=2000, error<=0.2")
 
-_FILTER_RE = re.compile(r"^([a-z_][a-z0-9_]*)(<=|>=|<|>)([-+0-9.eE]+[kKMGBT]?|[-+]?(?:inf|∞))$")
+_FILTER_RE = re.compile(r"^([a-z_][a-z0-9_]*)(<=|>=|<|>)([-+\u22120-9.eE]+[kKMGBT]?|[-+\u2212]?(?:inf|∞))$")  # (\u2212: the minus the tables print)
 # a bound as tables and pages write numbers (fedevo.viz.numfmt): 0.05, 1e-3, 1000, 1k, 1.3k, 2.5M, 1G or 1B, 1T, inf, ∞
 _BOUND_RE = re.compile(r"^([-+]?(?:\d+(?:\.\d*)?|\.\d+))(?:[eE]([-+]?\d+))?([kKMGBT])?$")
 _SUFFIX = {"k": 3, "K": 3, "M": 6, "G": 9, "B": 9, "T": 12}

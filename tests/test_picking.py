@@ -78,6 +78,9 @@ def test_bounds_are_read_as_tables_and_pages_write_numbers():
     assert ids(pick("knee:comm<=0.0007M", ROWS, FRONT)) == ids(pick("knee:comm<=700", ROWS, FRONT))
     assert ids(pick("eps<=1B", ROWS, FRONT)) == ids(pick("eps<=1G", ROWS, FRONT)) == ids(pick("eps<=1e9", ROWS, FRONT))
     assert ids(pick("eps<=0.001T", ROWS, FRONT)) == ids(pick("eps<=1e9", ROWS, FRONT))
+    # the minus sign the tables print for -inf ("−∞"), and before a number
+    assert ids(pick("eps>=−∞", ROWS, FRONT)) == ids(pick("eps>=-inf", ROWS, FRONT)) != []
+    assert ids(pick("error>=−1", ROWS, FRONT)) == ids(pick("error>=-1", ROWS, FRONT)) != []
     for spec in ("comm<=1e3k", "comm<=1kk", "comm<=k", "comm<=2.5m"):  # m: not a suffix fedevo writes
         with pytest.raises(FedevoError, match="not a number|cannot understand"):
             pick(spec, ROWS, FRONT)

@@ -60,9 +60,11 @@ Resume = load the newest checkpoint (generation g) and continue with generation 
 the individuals the interrupted run had asked for; each one gets
 the same id (ids are handed out in ask order) and an evaluation seed derived from (run seed, id). An
 individual whose row is already in evaluations.csv (same id, generation, index, seed and genes) is
-reused, never evaluated again; only the missing ones run. Every file but the CSV is written to a
-temporary file and renamed; the CSV is appended a whole line at a time and flushed, and a torn last line
-(killed mid-write) is cut off when the run is opened again.
+reused, never evaluated again; only the missing ones run. evaluations.csv is appended a whole line at a time and
+flushed, and a torn last line (killed mid-write) is cut off when the run is opened again; batches.csv and
+hypervolume.csv are appended a batch's lines at a time (searching/appended.py: rewritten whole, atomically, when
+an earlier line changed), their lines past the checkpoint dropped on resume; every other file is written to a
+temporary file and renamed.
 """
 
 from __future__ import annotations

@@ -242,3 +242,25 @@ def test_an_optuna_optimisers_state_keeps_what_its_model_may_see_not_every_evalu
     old = optimizers.make(name, space, problem, pop=1, seed=0)
     old.restore({"optimizer": name, "batch": 60, "told": every})  # a checkpoint of the version before
     assert old.state() == state
+
+
+@pytest.mark.parametrize("cap", [8, 512])
+def test_a_checkpoint_of_another_history_cap_is_warned_of_on_restore(cap, monkeypatch, tmp_path, capsys):
+    """What an Optuna optimiser forgot is gone from its checkpoint: resumed by a fedevo whose model sees another
+    number of trials, it may ask other candidates than an uninterrupted search would; that is said once, not
+    silent. The same cap (and a checkpoint from before the cap, which kept every trial) restores without a word."""
+    from fedevo.searching.optimizers import optuna_samplers
+
+    space = SearchSpace.from_problem(load_problem(str(toy_problem_file(tmp_path))))
+    problem = _search_problem(load_problem(str(toy_problem_file(tmp_path))), space)
+    opt = optimizers.make("tpe", space, problem, pop=1, seed=0)
+    opt.tell(space.decode_batch(space.repair(np.array([space.xl]))), np.zeros((1, problem.n_obj)))
+    state = opt.state()
+    assert state["history_cap"] == optuna_samplers.HISTORY_CAP
+    for s in (state, {k: v for k, v in state.items() if k != "history_cap"}):
+        optimizers.make("tpe", space, problem, pop=1, seed=0).restore(s)
+    assert "warning" not in capsys.readouterr().err
+    monkeypatch.setattr(optuna_samplers, "HISTORY_CAP", cap)
+    optimizers.make("tpe", space, problem, pop=1, seed=0).restore(state)
+    err = capsys.readouterr().err
+    assert err.count("fedevo: warning: optimizer 'tpe'") == 1 and f"sees {cap}" in err, err

@@ -28,6 +28,7 @@ with the evaluations it has seen: seconds per proposal, so it pays where an eval
 from __future__ import annotations
 
 from abc import abstractmethod
+import sys
 import time
 import warnings
 from typing import Any, Mapping, Optional, Sequence
@@ -198,9 +199,15 @@ class OptunaOptimizer(Optimizer):
             self._front.keep(keep)
 
     def state(self) -> Any:
-        return {"optimizer": self.name, "batch": self.batch, "told": list(self.told), "told_count": self.told_count}
+        return {"optimizer": self.name, "batch": self.batch, "told": list(self.told), "told_count": self.told_count,
+                "history_cap": HISTORY_CAP}
 
     def restore(self, state: Any) -> None:
+        cap = state.get("history_cap", HISTORY_CAP)  # (a checkpoint before the told were forgotten kept all)
+        if cap != HISTORY_CAP:  # what it forgot is gone: a model of HISTORY_CAP would have seen other trials
+            print(f"fedevo: warning: optimizer {self.name!r}: its checkpoint kept what a model of {cap} trials may "
+                  f"see, this fedevo's sees {HISTORY_CAP}: the resumed search may ask other candidates than an "
+                  "uninterrupted one", file=sys.stderr)
         self.batch = int(state["batch"])
         self.told = [(dict(p), list(f), list(g)) for p, f, g in state["told"]]
         # (a checkpoint made before the told were forgotten holds every one; one that kept their ids: not read)

@@ -3,8 +3,8 @@
 Each fully-connected weight matrix n_in × n_out is an Erdős–Rényi mask with connection probability
 ε = α(n_in + n_out)/(n_in·n_out), capped at 1. The connection count is drawn exactly (round(ε·n_in·n_out)),
 so Ω is a deterministic function of the architecture and α, and prune/regrow keeps it constant.
-Conv layers and biases stay dense (a user model's Conv2d weights are masked too with `sparse_conv`, as a
-(c_out) × (c_in·k·k) matrix; docs/models.md).
+Conv layers and biases stay dense (a user model's Conv2d weights are masked too with `sparse_conv`, drawn as a
+(c_out) × (c_in·k·k) matrix and kept in the weight's own shape; docs/models.md).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def erdos_renyi_masks(shapes: list[tuple], weight_ids: tuple, alpha: Optional[fl
             continue
         m = torch.zeros(total)
         m[torch.randperm(total, generator=gen)[:k]] = 1.0
-        masks[i] = m.view(n_in, n_out)
+        masks[i] = m.view(s)  # (a conv weight's mask in its own 4-D shape: it multiplies the weight)
     return masks
 
 

@@ -418,6 +418,29 @@ def test_set_masks_only_linear_weights_and_omega_counts_real_parameters(files, m
     assert masked_off > 0
 
 
+def test_sparse_conv_trains_with_its_conv_masks(files):
+    """`sparse_conv = true` masks a user model's Conv2d weights too; their masks were drawn as (c_out, c_in·k·k)
+    matrices, which the 4-D weights could not be multiplied by: every evaluation failed ('The size of tensor a (3)
+    must match the size of tensor b (9)') once α left a conv layer below full density. Trained now: the conv
+    weights masked, inactive weights 0 after SET's prune/regrow, Ω as planned."""
+    from fedevo.fl.rounds import run_rounds
+    from fedevo.fl.simulate import prepare
+    from fedevo.models.sparse import planned_omega
+
+    prob = load_problem(str(files("python:sub/my_models.py:make_cnn", train="sparse_conv = true\nalpha = 0.5\n"
+                                  "xi = 0.3")))
+    su = prepare(prob.sim_config(), seed=0)
+    out = run_rounds(su.cfg, su.model, su.data, su.part, gen=su.gen)
+    su.noise.close()
+    conv = [i for i, n in enumerate(su.model.names) if n.endswith("weight") and len(su.model.shapes[i]) == 4]
+    assert conv and set(conv) <= set(out.masks)
+    for i, m in out.masks.items():
+        assert m.shape == out.params[i].shape and float((out.params[i] * (1 - m)).abs().max()) == 0.0
+    assert out.omega == planned_omega(su.model.shapes, su.model.fc_weight_ids, 0.5) < \
+        sum(math.prod(s) for s in su.model.shapes)
+    assert evaluate(prob, seed=0).status == "ok"
+
+
 def test_lowered_cnn_and_generic_cnn_agree(files, monkeypatch):
     """A Conv2d/ReLU/MaxPool stack in the built-in CNN's layout is lowered onto StackedCNN; the generic path
     gives the same evaluation within fp32 tolerance (init = "fedevo" for both)."""

@@ -75,11 +75,17 @@ def dirichlet(labels: np.ndarray, *, clients: int, alpha: float, rng: np.random.
 
 def matched_test(train_labels: list[np.ndarray], test_labels: np.ndarray, *, per_client: int,
                  num_classes: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Per client, `per_client` test samples following that client's train label histogram."""
+    """Per client, `per_client` test samples following that client's train label histogram over the classes the
+    test split holds (a split may lack some: a client that trains on none of its classes gets no test samples, and
+    the error objectives leave it out)."""
     by_class = [np.flatnonzero(test_labels == c) for c in range(num_classes)]
+    held = np.array([len(b) > 0 for b in by_class], dtype=float)
     out = []
     for tl in train_labels:
-        hist = np.bincount(tl, minlength=num_classes).astype(float)
+        hist = np.bincount(tl, minlength=num_classes).astype(float) * held
+        if not hist.sum():
+            out.append(np.empty(0, dtype=np.int64))
+            continue
         counts = rng.multinomial(per_client, hist / hist.sum())
         picks = [rng.choice(by_class[c], n, replace=n > len(by_class[c])) for c, n in enumerate(counts) if n]
         out.append(np.sort(np.concatenate(picks)))

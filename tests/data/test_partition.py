@@ -75,3 +75,22 @@ def test_dirichlet_with_too_few_samples_per_client_refused_before_any_data(tmp_p
             "genes": {"clients": {"type": "int", "low": 10, "high": 5000, "default": 10}}}
     with pytest.raises(FedevoError, match="gene 'clients' at its high bound 5000 .* clients = 5000 need"):
         fedevo.Problem.from_dict(gene)
+
+
+@pytest.mark.parametrize("scheme", ["shards", "dirichlet"])
+def test_a_test_split_lacking_a_class_the_clients_train_on(scheme):
+    """A user's test split may lack a class (docs/data.md): the clients' matched test samples follow their train
+    histograms over the classes it holds; a client training on none of those gets none (the error objectives
+    leave it out). It raised numpy's 'a cannot be empty unless no samples are taken'."""
+    ytr = np.repeat(np.arange(3), 20)
+    yte = np.array([0, 0, 1, 1, 0, 1])  # no class 2
+    p = partition(ytr, yte, scheme=scheme, clients=4, num_classes=3, seed=0, dirichlet_alpha=0.5)
+    for train, test in zip(p.train, p.test):
+        assert set(yte[test]) <= set(ytr[train]) - {2}
+        assert len(test) == 0 or set(ytr[train]) - {2}
+    if scheme == "shards":  # shards of one class each: a client of class 2 alone has no test samples
+        only2 = [len(t) for tr, t in zip(p.train, p.test) if set(ytr[tr]) == {2}]
+        assert all(n == 0 for n in only2)
+    full = partition(ytr, np.array([0, 0, 1, 1, 0, 1, 2, 2]), scheme=scheme, clients=4, num_classes=3, seed=0,
+                     dirichlet_alpha=0.5)  # with every class: as before
+    assert all(len(t) for t in full.test)

@@ -36,7 +36,7 @@ def macs_and_params(config: SimConfig) -> tuple[float, float]:
 def active_forward_macs(config: SimConfig) -> float:
     """Multiply-adds of one example's forward pass over the active weights: conv layers dense, each
     fully-connected layer's SET-active weights (its Erdős–Rényi density × size; all of them without α); a user
-    model's dense forward pass."""
+    model's Linear layers (and Conv2d layers with `sparse_conv`) the same way."""
     return _counts(config)[1]
 
 
@@ -56,8 +56,7 @@ def _counts(config: SimConfig) -> tuple[float, float, float]:
     if isinstance(arch, UserArch):  # builds the module (torch): user models only
         from ..models.user import macs_and_params as user_macs
 
-        macs, params = user_macs(arch, tuple(shape), _num_classes(config), config.alpha)
-        return macs, macs, params
+        return user_macs(arch, tuple(shape), _num_classes(config), config.alpha)
     if isinstance(arch, CNNArch):
         convs, flat = conv_layout(arch, shape)
         k2 = arch.kernel * arch.kernel

@@ -196,9 +196,12 @@ class GenericModel:
 
 
 @functools.lru_cache(maxsize=64)
-def macs_and_params(arch: UserArch, input_shape: tuple, num_classes: int, alpha: Optional[float]) -> tuple[float, float]:
+def macs_and_params(arch: UserArch, input_shape: tuple, num_classes: int,
+                    alpha: Optional[float]) -> tuple[float, float, float]:
     """fl/cost.py's estimate for a user model: (multiply-adds of one sample's forward pass through its Linear and
-    Conv2d layers, active parameters: masked weights at their Erdős–Rényi density, the rest dense). Measured on
+    Conv2d layers; the same over their active weights: a layer SET masks (every Linear, a Conv2d with
+    `sparse_conv`) at its Erdős–Rényi density; active parameters, masked weights at that density, the rest
+    dense). Measured on
     the module built on torch's meta device where the factory builds there: sized before it exists (the memory
     check refuses a model too large without allocating it)."""
     from .layout import density
@@ -209,14 +212,15 @@ def macs_and_params(arch: UserArch, input_shape: tuple, num_classes: int, alpha:
     # what the module's forward (or the factory, building the template) prints goes to stderr, below Python too:
     # stdout is fedevo's (the memory check runs this before a search's table, a retrain's, `--json`'s object)
     with stdout_to_stderr():
+        masked = (lambda m: isinstance(m, nn.Linear) or arch.sparse_conv) if alpha is not None else None
         if module is not None:
             try:
-                macs = _macs(module, torch.zeros(1, *input_shape, device="meta"))
+                macs = _macs(module, torch.zeros(1, *input_shape, device="meta"), alpha, masked)
             except Exception:  # noqa: BLE001 - an op the meta device lacks: the built module instead
                 macs = None
         if macs is None:
             module = _template(arch, input_shape, num_classes)
-            macs = _macs(module, torch.zeros(1, *input_shape))
+            macs = _macs(module, torch.zeros(1, *input_shape), alpha, masked)
     model = GenericModel(arch, module, input_shape, num_classes)
     params = 0.0
     for i, s in enumerate(model.shapes):
@@ -224,18 +228,25 @@ def macs_and_params(arch: UserArch, input_shape: tuple, num_classes: int, alpha:
         if alpha is not None and i in model.fc_weight_ids:
             n = density(alpha, s[0], math.prod(s[1:])) * n
         params += n
-    return macs, params
+    return macs[0], macs[1], params
 
 
-def _macs(module: nn.Module, x: torch.Tensor) -> float:
-    """Multiply-adds of the module's Linear and Conv2d layers on the batch `x` (of one sample)."""
-    macs = [0.0]
+def _macs(module: nn.Module, x: torch.Tensor, alpha: Optional[float] = None, masked=None) -> tuple[float, float]:
+    """Multiply-adds of the module's Linear and Conv2d layers on the batch `x` (of one sample): all, and over the
+    active weights (a layer `masked(layer)` says SET masks at its Erdős–Rényi density under `alpha`)."""
+    from .layout import density
+
+    macs = [0.0, 0.0]
 
     def hook(m, inp, out):
         if isinstance(m, nn.Linear):
-            macs[0] += m.in_features * m.out_features * (out.numel() // max(1, out.shape[-1]))
+            n = m.in_features * m.out_features * (out.numel() // max(1, out.shape[-1]))
         else:
-            macs[0] += out.numel() * (m.in_channels // m.groups) * math.prod(m.kernel_size)
+            n = out.numel() * (m.in_channels // m.groups) * math.prod(m.kernel_size)
+        s = m.weight.shape
+        d = density(alpha, s[0], math.prod(s[1:])) if masked is not None and masked(m) else 1.0
+        macs[0] += n
+        macs[1] += d * n
 
     handles = [m.register_forward_hook(hook) for m in module.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
     try:
@@ -244,7 +255,7 @@ def _macs(module: nn.Module, x: torch.Tensor) -> float:
     finally:
         for h in handles:
             h.remove()
-    return macs[0]
+    return macs[0], macs[1]
 
 
 def try_step(name: str, arch: UserArch, module: nn.Module, input_shape: tuple, num_classes: int,

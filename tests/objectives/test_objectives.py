@@ -196,6 +196,26 @@ def test_train_macs_counts_the_active_weights_by_hand():
     assert train_macs(cfg, 1437 / 20) == pytest.approx(3 * 1616 * (1437 / 20) * 2)
 
 
+def test_a_user_models_train_macs_counts_its_active_weights_as_the_built_in_models_do():
+    """The same 64-200-200-10 network as a user model (examples/models.py's make_mlp) and as fedevo's MLP: equal
+    train_macs at every α. A user model's was its dense forward pass at any α (16,440,000 at α = 1 and 32), so
+    the objective could not respond to the density it is searched against."""
+    from fedevo.fl.cost import train_macs
+    from fedevo.problem import parse_problem
+
+    def macs(model, alpha, **kw):
+        d = {"model": model, "dataset": "digits", "train": {"rounds": 2, "epochs": 1, **kw},
+             "genes": {"alpha": {"type": "real", "low": 1, "high": 32, "default": 8}}}
+        if model != "mlp":
+            d["model_args"] = {"hidden": 200, "depth": 2}
+        return train_macs(parse_problem(d, name="m").sim_config({"alpha": alpha}), 100.0)
+
+    for alpha in (1.0, 8.0, 32.0):
+        assert macs("fedevo.examples.models:make_mlp", alpha) == pytest.approx(macs("mlp", alpha, layers=2,
+                                                                                         units=200))
+    assert macs("fedevo.examples.models:make_mlp", 1.0) < macs("fedevo.examples.models:make_mlp", 32.0)
+
+
 def test_the_log_reads_old_files_and_writes_a_column_per_new_objective(tmp_path):
     from fedevo.problem import load_problem
     from fedevo.searching.log import RESULT_COLUMNS, EvalLog

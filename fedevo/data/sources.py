@@ -510,8 +510,10 @@ def _read_arrays_cached(spec, natural: bool, stamp: tuple) -> Arrays:
                               "or clients of two rows or more")
         x_tr, y_tr, inv_tr, xt, yt, tinv = x[~held], y[~held], inv[~held], x[held], y[held], inv[held]
     else:  # no ids: a fixed random holdout (not a run seed: the same split for every evaluation)
+        if len(y) < 2:
+            raise FedevoError(f"{train.where}: one row, and no test set: a holdout needs two rows or more")
         perm = np.random.default_rng(0).permutation(len(y))
-        k = max(1, round(spec.holdout * len(y)))
+        k = min(max(1, round(spec.holdout * len(y))), len(y) - 1)  # a test row and a train row at least
         te, tr = np.sort(perm[:k]), np.sort(perm[k:])
         x_tr, y_tr, inv_tr, xt, yt, tinv = x[tr], y[tr], None, x[te], y[te], None
     if spec.normalise:

@@ -194,3 +194,27 @@ def test_hf_image_feature_becomes_channels_first(tmp_path):
     assert [len(t) for t in part.train] == [3, 7, 5]  # 4, 9, 6 rows less one, two, one held out
     first = data.x_train[part.train[0][0]].numpy()
     assert np.array_equal(first, rgb[0].transpose(2, 0, 1).astype(np.float32))  # (H, W, C) -> (C, H, W)
+
+
+def test_a_holdout_near_one_leaves_a_training_row():
+    """Without client ids or a test set, a holdout above 1 − 0.5/N rounded to every row and left none to train on:
+    numpy's 'zero-size array to reduction operation maximum' at load. At least one row trains (docs/data.md)."""
+    import numpy as np
+
+    from fedevo.data.sources import ArraySource
+    from fedevo.errors import FedevoError
+    from fedevo.problem import parse_problem
+
+    x = np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32)
+    y = np.arange(10) % 2
+
+    def load(clients):
+        return parse_problem({"model": "mlp", "data": {"source": ArraySource(x=x, y=y, holdout=0.97),
+                                                       "clients": clients},
+                              "train": {"rounds": 1, "layers": 1, "units": 4},
+                              "genes": {"lr": {"type": "real", "low": 0.01, "high": 0.5, "default": 0.1}}},
+                             name="mine")
+
+    load(1)
+    with pytest.raises(FedevoError, match="more than the 1 training samples"):
+        load(2)

@@ -48,6 +48,8 @@ STANDARD_LABEL = "standard (dense, no privacy)"
 OWN_STANDARD_LABEL = "standard (the problem's [standard] settings)"  # a problem with its own evaluator
 _STANDARD_FLAG = "__fedevo_standard__"  # in a task's params: train the standard variant of the problem
 SPARSITY_KEYS = ("alpha", "xi")  # the standard solution is dense: alpha unset, xi 0
+# besides the [data] keys, what every solution shares (a --standard setting may not change them)
+SHARED_SETTINGS = ("rounds", "upload_loss")
 STANDARD_SETTINGS = {"alpha": None, "xi": 0.0}
 DEFAULT_ROUNDS = 150  # seed 004 §4.3
 DEFAULT_PICK = "lowest-error:2,knee"  # seed 004's solutions 1, 2 (lowest error) and 3 (knee)
@@ -134,6 +136,12 @@ def plan(data, spec: str, standard: Optional[Mapping[str, Any]] = None) -> list[
     if standard and data.problem.simulated:
         # the standard is dense, non-private FedAvg by definition (its label, the report's sentence, its α column):
         # a privacy or sparsity key would train another baseline under that name (or, as sigma alone, nothing)
+        from .schema import data_keys
+
+        shared = sorted(set(standard) & (set(data_keys()) | set(SHARED_SETTINGS)))
+        if shared:  # every solution trains on the same data for the same rounds: the comparison's premise
+            raise FedevoError(f"{arg('standard')}: {', '.join(shared)} cannot be set: every solution, the standard "
+                              f"too, trains on the same data for the same rounds ({arg('rounds')} sets them)")
         kept_out = sorted(set(standard) & set(not_in_standard()))
         if kept_out:
             raise FedevoError(f"{arg('standard')}: {', '.join(kept_out)} cannot be set: the standard solution is "
@@ -215,6 +223,11 @@ class RetrainReport:
     deployments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # the run's objectives beyond error, comm and ε (e.g. worst_client_error): a column each, retrained and searched
     extra_objectives: tuple = ()
+    pick: str = ""  # the pick spec the solutions came from
+    data_dir: Optional[str] = None
+    standard_overrides: Mapping[str, Any] = field(default_factory=dict)  # `standard=` / --standard, as given
+    # the search's evaluator where it was not the problem's own (`--evaluator`): retraining does not use it
+    search_evaluator: Optional[str] = None
 
     @property
     def standard(self) -> EvaluationResult:
@@ -235,7 +248,9 @@ class RetrainReport:
             "accuracy_global_pct_of_standard": _pct(r.accuracy_global, std.accuracy_global) if ok and std_ok else None,
             "comm": r.comm if ok else None, "comm_pct_of_standard": _pct(r.comm, std.comm) if ok and std_ok else None,
             "eps": r.eps if ok else None, "eps_paper": r.eps_paper if ok else None, "omega": r.omega if ok else None,
-            "search_error": srch.get("error"), "search_comm": srch.get("comm"), "search_eps": srch.get(self.eps_key),
+            # the search's accountant ε beside the retrained one (a search that minimised the paper's ε: its
+            # eps_paper is in results.json's `search`)
+            "search_error": srch.get("error"), "search_comm": srch.get("comm"), "search_eps": srch.get("eps"),
             "search_rounds": srch.get("rounds_trained"), "search_seed": srch.get("seed"),
             "wall_s": r.wall_s,
             **{k: v for o in self.extra_objectives
@@ -296,9 +311,18 @@ class RetrainReport:
                  f"Run `{self.run_dir}` · {self.rounds} rounds · seed {self.seed} · every solution trained on the "
                  "same data with the same seed. " + (
                      "Standard solution: dense (no SET sparsity), no privacy (mechanism `none`), the problem's default "
-                     "architecture, participation and learning rate." if self.standard_label == STANDARD_LABEL else
+                     "architecture, participation and learning rate" + (
+                         " except " + ", ".join(f"{k} = {v}" for k, v in self.standard_overrides.items())
+                         + f" (set by {arg('standard')})" if self.standard_overrides else "") + "."
+                     if self.standard_label == STANDARD_LABEL else
                      f"Standard solution: {self.standard_label} (the problem's own evaluator trains every solution)."),
                  "",
+                 *([f"The search evaluated with `{self.search_evaluator}` (--evaluator); this retraining trains "
+                    "with the problem's own, so its numbers are not the search's.", ""]
+                   if self.search_evaluator else []),
+                 *([" ".join(f"Solution {s.key}: {self.recalibrated(s)}." for s in self.solutions
+                             if self.recalibrated(s)), ""] if any(self.recalibrated(s) for s in self.solutions)
+                   else []),
                  "accuracy = mean client test accuracy (1 − f1); comm = parameters uploaded per round per client "
                  "slot; ε at the problem's δ (`inf`: no privacy); Ω = active parameters; % = of the standard "
                  "solution. The numbers are those of report.csv.", "",
@@ -325,8 +349,10 @@ class RetrainReport:
                          "of its accuracy." if accs else ".")]
         lines += ["", "Genes and search-time objectives: the search trained each solution for a few rounds only, "
                   "with a seed of its own (its evaluation seed), where this report trains every solution with seed "
-                  f"{self.seed}; `fedevo retrain RUN --pick ID --rounds R --seed S` with the search's rounds R and "
-                  "seed S gives the search's numbers again.", "",
+                  f"{self.seed}" + ("." if self.search_evaluator else
+                                    "; `fedevo retrain RUN --pick ID --rounds R --seed S` with the search's rounds R "
+                                    "and seed S gives the search's numbers again.")
+                  + " The search ε is the accountant's, as the ε above.", "",
                   "| Solution | " + " | ".join(self.gene_names) + " | search error | search comm | search ε |"
                   + "".join(f" search {o.name} |" for o in self.extra_objectives) + " search rounds | search seed |",
                   "|---|" + "---:|" * (len(self.gene_names) + 5 + len(self.extra_objectives))]
@@ -357,10 +383,20 @@ class RetrainReport:
                     # the run's objectives beyond error, comm and ε (a user's latency: not in the result),
                     # retrained and as the search measured them, every digit
                     "objectives": {o.name: v[o.name] for o in self.extra_objectives},
-                    "search_objectives": {o.name: v[f"search_{o.name}"] for o in self.extra_objectives}}
+                    "search_objectives": {o.name: v[f"search_{o.name}"] for o in self.extra_objectives},
+                    # what the search measured (report.md's search columns; null for the standard)
+                    "search": None if s.search is None else {
+                        "error": v["search_error"], "comm": v["search_comm"], "eps": v["search_eps"],
+                        "eps_paper": s.search.get("eps_paper"), "rounds": v["search_rounds"],
+                        "seed": v["search_seed"], "privacy": s.search.get("privacy")}}
+
+        from . import __version__
 
         return clean({"run_dir": str(self.run_dir), "problem": self.problem_name, "rounds": self.rounds,
-                      "seed": self.seed, "standard_params": dict(self.standard_params),
+                      "seed": self.seed, "pick": self.pick, "data_dir": self.data_dir, "fedevo": __version__,
+                      "search_evaluator": self.search_evaluator,
+                      "standard_params": dict(self.standard_params),
+                      "standard_overrides": dict(self.standard_overrides),
                       "solutions": [solution(s) for s in self.solutions]})
 
     def privacy_claims(self) -> list[str]:
@@ -398,6 +434,19 @@ class RetrainReport:
             return [f"every picked solution's ε {next(iter(claims))}"]
         return [f"solution{'s' if len(keys) > 1 else ''} {', '.join(keys)}: ε {text}" for text, keys in claims.items()]
 
+    def recalibrated(self, s: Solution) -> str:
+        """Where a target ε set the noise (`target_eps`), σ is calibrated for the rounds trained: the σ retrained
+        and searched in words when they differ ("" where they do not, or nothing recorded σ)."""
+        from .viz.numfmt import num
+
+        here = (self.results[s.key].privacy or {}).get("sigma") if self.results[s.key].status == "ok" else None
+        there = ((s.search or {}).get("privacy") or {}).get("sigma")
+        if here is None or there is None or not all(isinstance(v, (int, float)) for v in (here, there)) \
+                or math.isclose(float(here), float(there), rel_tol=1e-9):
+            return ""
+        return (f"σ {num(here)} here, {num(there)} in the search: the target ε sets the noise for the rounds "
+                "trained")
+
     def privacy_rows(self) -> list[dict[str, Any]]:
         """Per solution what its ε is under and how it compares with the search's (curves.html): the trust model,
         δ, population and cohort as trained (recorded in its privacy summary, else its configuration), the rounds
@@ -415,14 +464,14 @@ class RetrainReport:
                 dep.update(trust="no privacy", delta=None)
             rounds = r.rounds or self.rounds
             eps = r.eps if r.status == "ok" else None
-            search_eps = srch.get(self.eps_key) if srch else None
+            search_eps = srch.get("eps") if srch else None  # (the accountant's, as `eps`: like for like)
             changed = [f"{k} {priv[k]} here, {(srch.get('privacy') or {})[k]} in the search"
                        for k in ("participations_max", "recalls", "uploads")
                        if k in priv and k in (srch.get("privacy") or {}) and priv[k] != srch["privacy"][k]]
             rows.append({"solution": s.key if s.is_standard else f"{s.key} (id {s.id})", "standard": s.is_standard,
                          **dep, "rounds": rounds,
                          "eps_text": eps_comparison(eps, rounds, search_eps, srch.get("rounds_trained"),
-                                                    changed=changed)})
+                                                    changed=changed, noise=self.recalibrated(s))})
         return rows
 
     def curve_series(self) -> list[tuple[str, list]]:
@@ -519,6 +568,12 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     seed = data.settings.seed if seed is None else seed
     data_dir = data_dir if data_dir is not None else data.settings.data_dir
     sols = plan(data, pick_spec, standard)
+    from .searching.evaluator import DEFAULT_EVALUATOR
+
+    search_evaluator = data.settings.evaluator if data.settings.evaluator != DEFAULT_EVALUATOR else None
+    if search_evaluator:
+        print(f"fedevo: warning: the search evaluated with {search_evaluator} ({arg('evaluator')}); retraining "
+              "trains with the problem's own, so its numbers are not the search's", file=sys.stderr)
     from . import retrain_kept
 
     kept_plan = retrain_kept.plan_of(run_dir=run_dir, solutions=sols, rounds=rounds, seed=seed,
@@ -585,7 +640,9 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
                                standard_label=standard_label(data.problem),
                                wall_s=time.monotonic() - t0, ray_log=ray_log, deployments=deployments,
                                extra_objectives=tuple(o for o in data.objectives
-                                                      if o.name not in ("error", "comm", "eps", "eps_paper")))
+                                                      if o.name not in ("error", "comm", "eps", "eps_paper")),
+                               pick=pick_spec, data_dir=data_dir, standard_overrides=dict(standard or {}),
+                               search_evaluator=search_evaluator)
         if write:
             report.write()
             retrain_kept.drop(out_dir)

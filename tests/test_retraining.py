@@ -642,3 +642,82 @@ def test_eps_comparison_names_the_recorded_reason_when_the_rounds_differ():
     got = eps_comparison(931.0, 8, 1780.0, 5, changed=["participations_max 1 here, 2 in the search"])
     assert "participations_max 1 here, 2 in the search" in got and "grows" not in got
     assert "its accounting differs" in eps_comparison(931.0, 8, 1780.0, 5)
+
+
+@pytest.mark.parametrize("standard", ['{"clients": 10}', '{"rounds": 3}', '{"upload_loss": 0.0}'])
+def test_standard_refuses_what_every_solution_shares(run_dir, tmp_path, capsys, standard):
+    """--standard '{"upload_loss": 0.0, "clients": 10, "rounds": 3}' trained the standard on a 10-client split
+    without upload loss (its accuracy 0.9500 → 0.9694, the picks' '% of standard' moved) while report.md said every
+    solution trained on the same data; `rounds` was ignored and recorded as 3. Refused in one line."""
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    code, out, err = cli(["retrain", str(run), "--pick", "knee", "--rounds", "1", "--workers", "0", "--quiet",
+                          "--standard", standard], capsys)
+    assert code == 2 and err.count("\n") == 1 and "trains on the same data for the same rounds" in err, err
+    assert not (run / "retrain").exists()
+
+
+def test_the_report_says_what_the_standard_was_given_and_what_the_search_measured(run_dir, tmp_path):
+    """report.md names the --standard settings (a participation of 1 read as the problem's default); results.json
+    holds the search's numbers report.md shows (error, comm, ε, rounds, seed), the pick and fedevo's version."""
+    report = retrain(run_dir, "knee", rounds=1, workers=0, standard={"participation": 1.0}, out=tmp_path / "rt")
+    md = (tmp_path / "rt" / "report.md").read_text()
+    assert "except participation = 1.0 (set by standard=)" in md
+    js = json.loads((tmp_path / "rt" / "results.json").read_text())
+    assert js["pick"] == "knee" and js["standard_overrides"] == {"participation": 1.0} and js["fedevo"]
+    sol, std = js["solutions"]
+    row = report.solutions[0].search
+    assert sol["search"]["error"] == row["error"] and sol["search"]["eps"] == row["eps"]
+    assert sol["search"]["seed"] == int(row["seed"]) and sol["search"]["rounds"] == int(row["rounds_trained"])
+    assert std["search"] is None
+
+
+def test_the_search_eps_beside_the_retrained_one_is_the_accountants(run_dir):
+    """A search that minimised the paper's ε (eps_objective = "eps_paper") put its paper ε beside the retrained
+    accountant ε (report's search ε 18.4 against ε 174 and curves.html blaming participations; the search's
+    accountant ε was 136.9). Like for like now."""
+    from dataclasses import replace
+
+    report = retrain(run_dir, "knee", rounds=1, workers=0, write=False)
+    report.eps_key = "eps_paper"
+    sol = replace(report.solutions[0], search={**report.solutions[0].search, "eps": 136.9, "eps_paper": 18.4})
+    assert report.cells(sol)["search_eps"] == "136.900"
+
+
+def test_a_target_eps_recalibration_is_said_not_blamed_on_the_rounds(run_dir):
+    """With target_eps the noise is calibrated for the rounds trained: retrained for 40 rounds, σ 0.933 against the
+    search's 0.872 at 10, ε 1 both times; curves.html said 'ε grows with the rounds a user can join' and no report
+    showed σ. Now both say the σ of each and why."""
+    from dataclasses import replace
+
+    report = retrain(run_dir, "knee", rounds=1, workers=0, write=False)
+    s = report.solutions[0]
+    priv = dict(s.search.get("privacy") or {})
+    sol = replace(s, search={**s.search, "privacy": {**priv, "sigma": 0.872}, "eps": 1.0, "rounds_trained": 10})
+    report.solutions[0] = sol
+    r = report.results[sol.key]
+    report.results[sol.key] = replace(r, privacy={**(r.privacy or {}), "sigma": 0.933}, eps=0.9995)
+    want = "σ 0.933 here, 0.872 in the search: the target ε sets the noise for the rounds trained"
+    assert want in report.markdown()
+    text = report.privacy_rows()[0]["eps_text"]
+    assert want in text and "grows" not in text, text
+    report.results[sol.key] = replace(r, privacy={**(r.privacy or {}), "sigma": 0.872})
+    assert "σ" not in report.markdown() and "σ" not in report.privacy_rows()[0]["eps_text"]
+
+
+def test_a_run_searched_with_another_evaluator_is_retrained_with_a_warning(tmp_path, capsys):
+    """`fedevo search --evaluator` replaces the evaluator for one search; retrain trains with the problem's own
+    (docs/api.md). It did so without a word, and report.md said the search's rounds and seed give the search's
+    numbers again (an evaluator adding 0.1 to the error: 0.1278 retrained against the search's 0.2278)."""
+    import fedevo
+    from tests.searching.search_helpers import FAKE, toy_problem_file
+
+    fedevo.search(toy_problem_file(tmp_path), out=tmp_path / "R", workers=0, seed=1, evaluator=FAKE, page=False,
+                  optimizer="random", pop=2, budget=2, progress=False)
+    capsys.readouterr()
+    retrain(tmp_path / "R", "knee", rounds=1, workers=0, out=tmp_path / "rt")
+    err = capsys.readouterr().err
+    assert f"fedevo: warning: the search evaluated with {FAKE} (evaluator=)" in err, err
+    md = (tmp_path / "rt" / "report.md").read_text()
+    assert "so its numbers are not the search's" in md and "gives the search's numbers again" not in md
+    assert json.loads((tmp_path / "rt" / "results.json").read_text())["search_evaluator"] == FAKE

@@ -140,16 +140,20 @@ def same_eps(a, b) -> bool:
                       and math.isclose(a, b, rel_tol=1e-9))
 
 
-def eps_comparison(eps, rounds, search_eps, search_rounds, *, changed: Sequence[str] = ()) -> str:
+def eps_comparison(eps, rounds, search_eps, search_rounds, *, changed: Sequence[str] = (), noise: str = "") -> str:
     """ε at the rounds retrained beside the search's, and why they differ when they do (from what both recorded):
     e.g. "ε 0.015 at 20 rounds; the search's 0.01 was at 5 rounds". changed: recorded privacy quantities that
-    differ between the two trainings ("participations_max 3 here, 2 in the search")."""
+    differ between the two trainings ("participations_max 3 here, 2 in the search"); noise: the noise itself
+    differs (a target ε calibrated σ for each one's rounds), said first."""
     def val(v):
         return "–" if v is None else num(v)
 
     here = f"ε {val(eps)} at {rounds} round{'s' if rounds != 1 else ''}" + (" (no privacy)" if eps == math.inf else "")
     if search_eps is None:
         return here
+    if noise:
+        return here + f"; the search's {val(search_eps)} at {search_rounds} round{'s' if search_rounds != 1 else ''}" \
+            f" ({noise})"
     if same_eps(eps, search_eps):
         return here + (" (the search's too)" if rounds == search_rounds
                        else f"; the search's was the same at {search_rounds} rounds")

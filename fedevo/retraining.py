@@ -324,8 +324,8 @@ class RetrainReport:
                              if self.recalibrated(s)), ""] if any(self.recalibrated(s) for s in self.solutions)
                    else []),
                  "accuracy = mean client test accuracy (1 − f1); comm = parameters uploaded per round per client "
-                 "slot; ε at the problem's δ (`inf`: no privacy); Ω = active parameters; % = of the standard "
-                 "solution. The numbers are those of report.csv.", "",
+                 "slot; ε at the problem's δ for the rounds retrained (`inf`: no privacy); Ω = active parameters; "
+                 "% = of the standard solution. The numbers are those of report.csv.", "",
                  *(line[0].upper() + line[1:] + "." for line in self.privacy_claims()), "",
                  "| " + " | ".join(h for _, h in MD_MAIN) + " |",
                  "|" + "|".join("---" if k in ("solution", "label") else "---:" for k, _ in MD_MAIN) + "|"]

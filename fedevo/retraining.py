@@ -459,7 +459,8 @@ class RetrainReport:
             priv, srch = dict(r.privacy or {}), dict(s.search or {})
             dep = dict(self.deployments.get(s.key, {}))
             if _claims_privacy(priv.get("mechanism")):  # what the training recorded wins
-                dep.update({k: priv[k] for k in ("trust", "delta", "population", "cohort") if k in priv})
+                dep.update({k: priv[k] for k in ("trust", "delta", "population", "cohort", "neighbouring",
+                                                 "accountant") if k in priv})
             elif priv:  # no mechanism: its summary's trust and δ mean nothing
                 dep.update(trust="no privacy", delta=None)
             rounds = r.rounds or self.rounds

@@ -179,6 +179,7 @@ def evaluate(
     if p.get("trust"):
         deploy = (f"   population {p['population']:,}   cohort {p['cohort']:,}   sampling {p.get('sampling', '–')}"
                   if "population" in p else "")
-        c.print(f"  trust {p['trust']}{deploy}   accountant {p.get('accountant', '–')}")
+        c.print(f"  trust {p['trust']}{deploy}   neighbouring {p.get('neighbouring', '–')}   "
+                f"accountant {p.get('accountant', '–')}")
     if res.message:
         c.print(f"  {res.message}")

@@ -226,7 +226,7 @@ def _front_table(c, data, rows, m, title, extra) -> None:
         c.print(f"every ε above is as {seen['accountant']}", highlight=False, markup=False)
     else:
         c.print("every ε above holds under: " + " · ".join(f"{k} {_fmt_any(fixed[k])}" for k in priv_keys)
-                + (f" · accountant {seen['accountant']}" if seen else ""), highlight=False)
+                + "".join(f" · {k} {seen[k]}" for k in ("neighbouring", "accountant") if k in seen), highlight=False)
     if not wide:
         c.print(genes)
 

@@ -170,7 +170,8 @@ def eps_comparison(eps, rounds, search_eps, search_rounds, *, changed: Sequence[
 
 # what an ε is accounted for, in the order a reader needs it (the audit's report adds sampling and rounds)
 PRIVACY_KEYS = (("trust", "trust"), ("delta", "δ"), ("population", "population N"),
-                ("cohort", "cohort M (clients per round)"))
+                ("cohort", "cohort M (clients per round)"), ("neighbouring", "neighbouring"),
+                ("accountant", "accountant"))
 
 
 def _setting(key: str, v) -> str:
@@ -181,7 +182,7 @@ def _setting(key: str, v) -> str:
 
 def privacy_html(rows: Sequence[dict]) -> str:
     """What every ε of the page is under: per solution its trust model, δ, population N, cohort M (clients per
-    round), the rounds it was retrained for and its ε there beside the search's (rows:
+    round), neighbouring relation and accountant, the rounds it was retrained for and its ε there beside the search's (rows:
     `fedevo.retraining.RetrainReport.privacy_rows`). The settings every picked solution shares are said once above
     the table."""
     if not rows:
@@ -195,7 +196,8 @@ def privacy_html(rows: Sequence[dict]) -> str:
             for r in rows]
     headers = ["solution", *(name for _, name in PRIVACY_KEYS), "rounds run", "ε (accountant) at those rounds, "
                "and the search's"]
-    return head + '<div class="scroll">' + table(headers, body, left=(0, 1, 6)) + "</div>"
+    prose = [0, 1] + [i + 1 for i, (k, _) in enumerate(PRIVACY_KEYS) if k in ("neighbouring", "accountant")]
+    return head + '<div class="scroll">' + table(headers, body, left=(*prose, len(headers) - 1)) + "</div>"
 
 
 def tail_table(series: Sequence[tuple[str, Sequence[Sequence[float]]]]) -> str:

@@ -53,7 +53,8 @@ STAMP_SUFFIX = ".stamp.js"  # front.html -> front.stamp.js beside it
 
 def privacy_settings(data: RunData) -> tuple[dict, list[str], dict]:
     """(the problem's fixed settings with privacy / deployment defaults filled in, the privacy / deployment keys
-    among them in display order, and what the evaluations' accountants were): what every ε of the run is under."""
+    among them in display order, and what the evaluations' neighbouring relations and accountants were): what
+    every ε of the run is under."""
     from ..privacy import registry
     from ..problem import PRIVACY_KEYS
 
@@ -69,9 +70,12 @@ def privacy_settings(data: RunData) -> tuple[dict, list[str], dict]:
     order = ("mechanism", "trust", "population", "cohort", "sampling", "delta")
     priv_keys = [k for k in order if k in fixed] + [k for k in fixed if k not in order and
                                                    (k in PRIVACY_KEYS or k in DEPLOYMENT_KEYS)]
-    accountants = sorted({str((r.get("privacy") or {}).get("accountant")) for r in data.ok_rows
-                          if (r.get("privacy") or {}).get("accountant")})
-    seen = {"accountant": "; ".join(accountants)} if accountants else {}
+    seen = {}
+    for key in ("neighbouring", "accountant"):  # as the evaluations' privacy summaries state them
+        values = sorted({str((r.get("privacy") or {}).get(key)) for r in data.ok_rows
+                         if (r.get("privacy") or {}).get(key)})
+        if values:
+            seen[key] = "; ".join(values)
     return fixed, priv_keys, seen
 
 
@@ -92,9 +96,10 @@ def _settings_html(data: RunData) -> str:
                 f"<br>settings passed to the evaluator (fixed): {kv(other) or '–'}</p>")
     gene_settings = [g for g in data.gene_names if g in PRIVACY_KEYS or g in DEPLOYMENT_KEYS]
     lines = [f"privacy and deployment (fixed): {kv(priv_keys) or '–'}"]
-    if seen:
-        # a sentence, or two joined by "; " (a trust gene): wrapped as prose, where a value stays on one line
-        lines.append(f"accountant (from the evaluations): <b class=\"prose\">{esc(seen['accountant'])}</b>")
+    for key, name in (("neighbouring", "neighbouring relation"), ("accountant", "accountant")):
+        if key in seen:
+            # a sentence, or two joined by "; " (a trust gene): wrapped as prose, where a value stays on one line
+            lines.append(f"{name} (from the evaluations): <b class=\"prose\">{esc(seen[key])}</b>")
     if gene_settings:
         lines.append("privacy settings that are genes (they vary per point; see the hover text and colour by): "
                      + ", ".join(f"<b>{esc(g)}</b>" for g in gene_settings))

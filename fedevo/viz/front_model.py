@@ -51,8 +51,8 @@ def objective_label(name: str, label: str, maximize: bool = False) -> str:
     """An objective as a table header or list entry: its short label, "(maximised)" for a maximised one."""
     return SHORT.get(name, label) + (" (maximised)" if maximize else "")
 # keys of a per-evaluation privacy summary worth showing on hover (those present are shown)
-PRIVACY_SHOW = ("mechanism", "trust", "population", "cohort", "sampling", "accountant", "delta", "unit",
-                "eps_conditional", "sigma")
+PRIVACY_SHOW = ("mechanism", "trust", "population", "cohort", "sampling", "neighbouring", "accountant", "delta",
+                "unit", "eps_conditional", "sigma")
 # settings shown once in the header as privacy / deployment (besides fedevo.problem.PRIVACY_KEYS)
 DEPLOYMENT_KEYS = ("trust", "population", "cohort", "sampling", "accountant", "noise_cohort", "delta")
 

@@ -83,6 +83,9 @@ def test_the_human_output_is_its_lines_alone(capsys):
     assert code == 0 and lines[0].startswith("digits_mlp seed=0 status=ok"), out
     assert any(ln.rstrip().endswith("(full precision: --json)") for ln in lines), out
     assert any(ln.lstrip().startswith("trust central") and "accountant PLD" in ln for ln in lines), out
+    # and the neighbouring relation the ε holds under (the line named trust, deployment and accountant only)
+    assert any(ln.lstrip().startswith("trust central") and "neighbouring add/remove one user" in ln
+               for ln in lines), out
 
 
 def test_a_diverged_evaluation_shows_no_numbers(tmp_path, capsys):

@@ -45,6 +45,34 @@ def test_eps_gaussian_within_one_percent_of_dp_accounting_pld(args, pinned):
     assert eps >= ref * (1 - 1e-3)  # pessimistic PLD / exact analytic Gaussian: never below the reference
 
 
+# (z, q, steps, δ) -> ε where the discretisation of 1e-3 nats dominated: dp-accounting 0.6.0's
+# PLDAccountant(value_discretization_interval=1e-6).compose(SelfComposedDpEvent(PoissonSampledDpEvent(q,
+# GaussianDpEvent(z)), steps)).get_epsilon(δ); Opacus 1.6.0's PRVAccountant (history [(z, q, steps)],
+# get_epsilon(delta=δ, eps_error=1e-3·ε)) gives 0.0132496, 0.000454176, 0.0118401, 0.00872502 (within 0.25 %).
+# fedevo gave 0.013852, 0.0019800, 0.012561, 0.0093121 before 2026-11-28 (valid, up to 4.4x too large).
+SMALL_EPS = [
+    ((8.0, 0.01, 10, 1e-6), 0.013235099690566547),
+    ((2.0, 1e-4, 10, 1e-6), 0.00045309163179385815),
+    ((8.809, 0.01, 10, 1e-6), 0.011827196756009663),  # the knee of docs/retrain-example.md's search (0.0125 there)
+    ((10.0, 0.01, 5, 1e-7), 0.008715655600390105),
+]
+
+
+@pytest.mark.parametrize("args,ref", SMALL_EPS)
+def test_a_small_eps_is_within_one_percent_of_a_fine_pld(args, ref):
+    z, q, n, d = args
+    eps = eps_gaussian(noise_multiplier=z, sample_rate=q, steps=n, delta=d)
+    assert ref * (1 - 1e-6) <= eps <= ref * 1.01
+
+
+def test_target_eps_calibration_adds_no_more_noise_than_a_small_target_needs():
+    """The smallest z with ε ≤ 0.01 at q = 0.01, 10 steps, δ = 1e-6 is 10.1819 (bisection on the fine PLD above);
+    the calibration gave 10.907 (7 % more noise) while 1e-3 nats dominated ε."""
+    z = calibrate_noise_multiplier(target_eps=0.01, sample_rate=0.01, steps=10, delta=1e-6)
+    assert 10.18 <= z <= 10.1819 * 1.01
+    assert eps_gaussian(noise_multiplier=z, sample_rate=0.01, steps=10, delta=1e-6) <= 0.01
+
+
 def _interval_case(seed):
     """A random (event, delta) over the accountant's range: z 0.05-100 (log), q 1e-4-1, 1-500 steps."""
     import numpy as np
@@ -77,9 +105,10 @@ def test_hint_orders_are_dp_accountings_own():
 
 
 def test_eps_gaussian_values_are_those_of_the_full_rdp_hint():
-    """The ε values themselves, to the last digit, as computed with the full RDP bound before the quick one."""
+    """The ε values themselves, to the last digit, as computed with the full RDP bound before the quick one (z = 10:
+    0.009312127805410707 then, at 1e-3 nats; the fine PLD's 0.0087157 since the small-ε refinement)."""
     got = [eps_gaussian(noise_multiplier=z, sample_rate=0.01, steps=5, delta=1e-7) for z in (0.5, 1.0, 3.0, 10.0)]
-    assert got == [6.1856993448232345, 0.7621756215765247, 0.04169679171948759, 0.009312127805410707]
+    assert got == [6.1856993448232345, 0.7621756215765247, 0.04169679171948759, 0.008715783789417212]
     big = eps_gaussian(noise_multiplier=0.3, sample_rate=0.5, steps=200, delta=1e-6)  # ε > 10: the full bound
     event = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.5, dpa.GaussianDpEvent(0.3)), 200)
     interval = acc._pld_interval(acc.eps_rdp(event=event, delta=1e-6))

@@ -425,3 +425,30 @@ def test_ddg_eps_against_the_papers_reference_accounting(local_std, honest, dim)
     assert got == pytest.approx(ref, rel=1e-9), (got, ref)
     # τ matters here: the reference without it is below fedevo's (so a τ dropped from fedevo fails the first check)
     assert compute_epsilon(orders, [a / 2.0 * l2 ** 2 * rounds for a in orders], delta)[0] < ref * 0.99
+
+
+@pytest.mark.parametrize("sigma", [1e4, 1e5])
+def test_a_small_ddg_eps_is_no_worse_than_the_zcdp_closed_form(sigma):
+    """A ρ-zCDP mechanism is (ρ + 2·√(ρ·ln(1/δ)), δ)-DP (Bun & Steinke 2016, Proposition 1.3): an independent bound
+    on the DDG's ε from its Proposition 14 ρ (τ = 0 here: the shares' σ_ℓ is ~10⁵ grid units). fedevo's RDP
+    accountant stopped at dp-accounting's largest default order (1024), so its ε floored at ~0.0058 (δ = 1e-6)
+    whatever the noise: 0.0058 at σ = 10⁴ where this bound gives 0.0017 (fedevo now 0.00088), and a secagg target_eps = 0.001 was
+    refused as 'needs noise multiplier > 1e7'. digits_mlp's deployment: M = 1000, t_h = 700, d = 4810, T = 10."""
+    s, g = ddg.shares(sigma=sigma, clip=1.0, honest=700, cohort=1000, bits=32)
+    assert ddg.ddg_tau(local_std=s / g, honest=700) == 0.0
+    l2 = (1.0 / g + math.sqrt(4810)) / (math.sqrt(700) * s / g)  # rounded sensitivity / std of the honest sum
+    rho = 10 * l2 ** 2 / 2.0
+    closed = rho + 2.0 * math.sqrt(rho * math.log(1e6))
+    eps = ddg.eps_ddg(clip=1.0, gamma=g, local_std=s, honest=700, dim=4810, rounds=10, delta=1e-6)
+    assert 0 < eps <= closed
+    assert closed < 0.002  # the floor it was stuck at (0.0058) is far above
+
+
+def test_a_small_secagg_target_eps_is_met():
+    """target_eps = 0.001 under secagg (digits_mlp's deployment) is met at σ ≈ 8.8·10³, not refused."""
+    from fedevo.problem import load_problem
+
+    cfg = load_problem("digits_mlp").sim_config({"trust": "secagg", "target_eps": 0.001})
+    mech = build_mechanism(cfg)
+    sigma = mech.sigma_for_target(cfg, dim=4810)
+    assert 5e3 < sigma < 1.5e4 and mech.eps_for(sigma, 4810) <= 0.001

@@ -88,6 +88,9 @@ def test_retrain_page_states_trust_delta_population_cohort_and_rounds(tmp_path_f
                                                                           html.index('<div class="fig">')])))
     assert "privacy of the picked solutions: trust central · δ 1e-6 · population N 100k · cohort M (clients per " \
            "round) 1k" in text
+    # and the neighbouring relation and accountant it holds under (the page named trust, δ, N and M only)
+    assert ("cohort M (clients per round) 1k · neighbouring add/remove one user · accountant PLD (dp-accounting), "
+            "Poisson-subsampled Gaussian") in text
     rows = rep.privacy_rows()
     knee = rows[0]
     search = rep.solutions[0].search

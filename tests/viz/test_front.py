@@ -436,6 +436,21 @@ def test_header_of_a_multi_fidelity_run_gives_rounds_per_rung(central):
     assert rounds_text(data).startswith("rounds per evaluation <b>2</b>")
 
 
+def test_the_neighbouring_relation_is_stated_beside_every_eps(central, capsys):
+    """Every ε the run shows says under which neighbouring relation it holds, beside the trust model and the
+    accountant: front.html's header and each point's hover, and `fedevo front`'s 'holds under' line (they named
+    trust, sampling, δ and the accountant only; central trust with Poisson sampling is add/remove one user)."""
+    data, m = parts_of(central)
+    assert {r["privacy"]["neighbouring"] for r in data.ok_rows} == {"add/remove one user"}
+    page = front_html(data)
+    assert 'neighbouring relation (from the evaluations): <b class="prose">add/remove one user</b>' in page
+    assert all("neighbouring add/remove one user" in t for t in m.text)
+    code, out, err = cli(["front", str(central)], capsys)
+    assert code in (0, None), err
+    line = next(ln for ln in out.splitlines() if ln.startswith("every ε above holds under"))
+    assert "trust central" in line and "neighbouring add/remove one user" in line and "accountant PLD" in line
+
+
 def test_hover_lines_are_short_and_the_layout_keeps_titles_clear(central):
     from fedevo.viz.front_figures import figure_hypervolume
     from fedevo.viz.front_model import HOVER_LINE

@@ -117,8 +117,9 @@ def test_a_batch_under_a_time_limit_captures_its_output_below_python(tmp_path, c
     got = run_batch(for_problem(DEFAULT_EVALUATOR, problem), problem, [({"lr": 0.1}, 1), ({"lr": 0.2}, 2)], {},
                     timeout=300)
     assert [g[1].status for g in got] == ["ok", "ok"], got
-    assert got[0][2].count("forward wrote to fd 1\n") >= 2, got[0][2]  # (a model's sizing sends its own to stderr)
-    assert "forward wrote" not in capfd.readouterr().out
+    assert got[0][2].count("forward wrote to fd 1\n") >= 3, got[0][2]  # its sizing's too (it went to stderr)
+    seen = capfd.readouterr()
+    assert "forward wrote" not in seen.out + seen.err
 
 
 def test_fd1_captured_leaves_no_file_while_it_runs(tmp_path, monkeypatch):
@@ -150,3 +151,56 @@ def test_the_fallback_paths_give_the_blocks_exception_no_misleading_context(tmp_
         with fd1_captured():
             raise ValueError("the block's")
     assert e.value.__context__ is None
+
+
+SIZED_MODEL = """
+import math, os
+import torch.nn as nn
+
+def sized(input_shape, num_classes, width=8):
+    print(f"factory print width={width}")
+    os.write(1, f"factory fd 1 width={width}\\n".encode())
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), width), nn.ReLU(),
+                         nn.Linear(width, num_classes))
+"""
+
+
+def _sized_problem(tmp_path):
+    from fedevo.problem import load_problem
+
+    (tmp_path / "models.py").write_text(SIZED_MODEL)
+    (tmp_path / "sized.toml").write_text(
+        'name = "sized"\ndataset = "synthetic"\nmodel = "python:models.py:sized"\n[data]\nclients = 4\n'
+        '[train]\nrounds = 1\nepochs = 1\nbatch_size = 16\ndevice = "cpu"\n[genes]\n'
+        'width = { type = "int", low = 4, high = 64, default = 8 }\n')
+    return load_problem(str(tmp_path / "sized.toml"))
+
+
+def test_a_model_sized_inside_an_evaluation_writes_where_the_evaluation_does(tmp_path, capfd):
+    """A width no process sized before is sized inside the evaluation (as on a Ray worker, or in a time limit's child
+    process): what the factory printed then, from Python and below it, went to stderr (`stdout_to_stderr`: meant for
+    sizing outside an evaluation), the rest of the evaluation's output to its user.log entry."""
+    from fedevo.searching.evaluator import DEFAULT_EVALUATOR, for_problem
+    from fedevo.searching.runner import _ray_task
+
+    problem = _sized_problem(tmp_path)
+    capfd.readouterr()
+    kind, value, out = _ray_task(problem, for_problem(DEFAULT_EVALUATOR, problem), {"width": 13}, 1, {}, 1)
+    assert kind == "ok" and value.status == "ok", value
+    err = capfd.readouterr().err
+    assert "width=13" not in err, err
+    built = out.count("factory print width=13\n")
+    assert built >= 2 and out.count("factory fd 1 width=13\n") == built, out  # sized, and built to train
+
+
+def test_fedevo_evaluate_sends_a_user_models_output_below_python_to_stderr(tmp_path, capfd):
+    """fedevo.evaluate (in this process) sent what the model printed from Python to stderr, as documented, but what
+    it wrote to fd 1 to stdout: now both to stderr."""
+    import fedevo
+
+    problem = _sized_problem(tmp_path)
+    capfd.readouterr()
+    assert fedevo.evaluate(problem, {"width": 11}).status == "ok"
+    got = capfd.readouterr()
+    assert "width=11" not in got.out, got.out
+    assert got.err.count("factory fd 1 width=11\n") >= 2 and got.err.count("factory print width=11\n") >= 2, got.err

@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from .search_helpers import REPO
+from .search_helpers import REPO, user_model_problem
 
 EVALUATOR = '''
 import ctypes
@@ -82,24 +82,6 @@ def test_a_ray_tasks_c_printf_comes_back_with_that_task(tmp_path):
     assert lines == [f"task {s} 'C printf from seed {s}\\n'" for s in (1, 2, 3)], r.stdout
 
 
-CHATTY_MODEL = """
-import math, os
-import torch.nn as nn
-
-class Chatty(nn.Module):
-    def __init__(self, d, k):
-        super().__init__()
-        self.fc = nn.Linear(d, k)
-
-    def forward(self, x):
-        os.write(1, b"forward wrote to fd 1\\n")
-        return self.fc(x.flatten(1))
-
-def chatty(input_shape, num_classes):
-    return Chatty(math.prod(input_shape), num_classes)
-"""
-
-
 def test_a_batch_under_a_time_limit_captures_its_output_below_python(tmp_path, capfd):
     """run_batch in its child process: fd 1 went to fedevo's stderr; now to the batch's first evaluation's output,
     as one evaluation's (runner.run_one) and as docs/api.md says."""
@@ -107,12 +89,7 @@ def test_a_batch_under_a_time_limit_captures_its_output_below_python(tmp_path, c
     from fedevo.searching.batched import run_batch
     from fedevo.searching.evaluator import DEFAULT_EVALUATOR, for_problem
 
-    (tmp_path / "models.py").write_text(CHATTY_MODEL)
-    (tmp_path / "um.toml").write_text(
-        'name = "um"\ndataset = "synthetic"\nmodel = "python:models.py:chatty"\n[data]\nclients = 4\n'
-        '[train]\nrounds = 1\nepochs = 1\nbatch_size = 16\ndevice = "cpu"\n[genes]\n'
-        'lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }\n')
-    problem = load_problem(str(tmp_path / "um.toml"))
+    problem = load_problem(str(user_model_problem(tmp_path, "loud")))
     capfd.readouterr()
     got = run_batch(for_problem(DEFAULT_EVALUATOR, problem), problem, [({"lr": 0.1}, 1), ({"lr": 0.2}, 2)], {},
                     timeout=300)
@@ -153,27 +130,13 @@ def test_the_fallback_paths_give_the_blocks_exception_no_misleading_context(tmp_
     assert e.value.__context__ is None
 
 
-SIZED_MODEL = """
-import math, os
-import torch.nn as nn
-
-def sized(input_shape, num_classes, width=8):
-    print(f"factory print width={width}")
-    os.write(1, f"factory fd 1 width={width}\\n".encode())
-    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), width), nn.ReLU(),
-                         nn.Linear(width, num_classes))
-"""
+WIDTH_GENE = 'width = { type = "int", low = 4, high = 64, default = 8 }'
 
 
 def _sized_problem(tmp_path):
     from fedevo.problem import load_problem
 
-    (tmp_path / "models.py").write_text(SIZED_MODEL)
-    (tmp_path / "sized.toml").write_text(
-        'name = "sized"\ndataset = "synthetic"\nmodel = "python:models.py:sized"\n[data]\nclients = 4\n'
-        '[train]\nrounds = 1\nepochs = 1\nbatch_size = 16\ndevice = "cpu"\n[genes]\n'
-        'width = { type = "int", low = 4, high = 64, default = 8 }\n')
-    return load_problem(str(tmp_path / "sized.toml"))
+    return load_problem(str(user_model_problem(tmp_path, "chatty", gene=WIDTH_GENE)))
 
 
 def test_a_model_sized_inside_an_evaluation_writes_where_the_evaluation_does(tmp_path, capfd):
@@ -189,8 +152,8 @@ def test_a_model_sized_inside_an_evaluation_writes_where_the_evaluation_does(tmp
     assert kind == "ok" and value.status == "ok", value
     err = capfd.readouterr().err
     assert "width=13" not in err, err
-    built = out.count("factory print width=13\n")
-    assert built >= 2 and out.count("factory fd 1 width=13\n") == built, out  # sized, and built to train
+    built = out.count("factory printed width=13\n")
+    assert built >= 2 and out.count("factory wrote to fd 1 width=13\n") == built, out  # sized, and built to train
 
 
 def test_fedevo_evaluate_sends_a_user_models_output_below_python_to_stderr(tmp_path, capfd):
@@ -203,4 +166,5 @@ def test_fedevo_evaluate_sends_a_user_models_output_below_python_to_stderr(tmp_p
     assert fedevo.evaluate(problem, {"width": 11}).status == "ok"
     got = capfd.readouterr()
     assert "width=11" not in got.out, got.out
-    assert got.err.count("factory fd 1 width=11\n") >= 2 and got.err.count("factory print width=11\n") >= 2, got.err
+    assert got.err.count("factory wrote to fd 1 width=11\n") >= 2, got.err
+    assert got.err.count("factory printed width=11\n") >= 2, got.err

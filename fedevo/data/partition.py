@@ -96,10 +96,11 @@ def _owners(idx: np.ndarray, cuts: np.ndarray) -> np.ndarray:
 def _clients(draw: list, clients: int, owners: list[np.ndarray] | None = None) -> list[np.ndarray]:
     """Each client's samples (sorted) of a draw; `owners`: each class's samples' clients (default: its cuts')."""
     owners = owners if owners is not None else [_owners(idx, cuts) for idx, _, cuts in draw]
-    idx = np.concatenate([d[0] for d in draw])
+    idx = np.concatenate([d[0] for d in draw])  # every sample once: 0..n-1
     owner = np.concatenate(owners)
-    order = np.lexsort((idx, owner))
-    return np.split(idx[order], np.cumsum(np.bincount(owner, minlength=clients))[:-1])
+    key = owner.astype(np.int64) * len(idx) + idx  # by client, then by sample: one sort of integers
+    key.sort()
+    return np.split(key % len(idx), np.cumsum(np.bincount(owner, minlength=clients))[:-1])
 
 
 def _topped_up(draw: list, clients: int, min_size: int, rng: np.random.Generator) -> list[np.ndarray]:

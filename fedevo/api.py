@@ -114,14 +114,15 @@ def evaluate(problem: ProblemLike, params: Optional[Mapping[str, Any]] = None, *
 
 def _contained(evaluator, prob: Problem, params, seed: int, kwargs: Mapping[str, Any],
                timeout: Optional[float]) -> EvaluationResult:
-    """One evaluation run as the search runs it (fedevo.searching.containment): its output to stderr, its failure
-    a FedevoError with one line (a diverged training is a result)."""
+    """One evaluation run as the search runs it (fedevo.searching.containment): its output to stderr (what it writes
+    below Python too: fd 1 points there while it runs in this process), its failure a FedevoError with one line (a
+    diverged training is a result)."""
     import sys
 
-    from .searching.containment import watch_interrupts
+    from .searching.containment import stdout_to_stderr, watch_interrupts
     from .searching.runner import run_one
 
-    with watch_interrupts():
+    with watch_interrupts(), stdout_to_stderr():
         kind, value, out = run_one(evaluator, prob, dict(params or {}), seed, kwargs, timeout)
     if out:
         sys.stderr.write(out)

@@ -201,7 +201,7 @@ class DataConfig:
         _check(n is None or self.partition != "dirichlet" or self.clients * DIRICHLET_MIN_SAMPLES <= n,
                f"partition = \"dirichlet\": clients = {self.clients} need at least {DIRICHLET_MIN_SAMPLES} training "
                f"samples each, more than the {n} training samples of {self.dataset!r} (more than "
-               f"{(n or 0) // DIRICHLET_MIN_SAMPLES} clients can never be met; skewed labels may need far fewer)")
+               f"{(n or 0) // DIRICHLET_MIN_SAMPLES} clients can never be met)")
         if self.partition == "shards" and n is not None:
             size = self.shard_size or n // (self.clients * self.shards_per_client)
             _check(size >= 1, f"partition = \"shards\": clients × shards_per_client = {self.clients} × "

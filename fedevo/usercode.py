@@ -302,9 +302,28 @@ def fd1_into(fd: int):
         os.close(saved)
 
 
+_EVALUATING = [0]  # how many `evaluation_output` blocks this process is inside
+
+
+@contextlib.contextmanager
+def evaluation_output():
+    """Inside: an evaluation runs whose output its caller collects for the run's user.log (its sys.stdout captured,
+    fd 1 pointed at the log or at a file read back into it): user code that `stdout_to_stderr` guards there (a
+    model sized or loaded during the evaluation) writes where the rest of the evaluation's output goes."""
+    _EVALUATING[0] += 1
+    try:
+        yield
+    finally:
+        _EVALUATING[0] -= 1
+
+
 @contextlib.contextmanager
 def stdout_to_stderr():
-    """File descriptor 1 pointed at stderr while inside (C-level output too): stdout stays for one JSON object."""
+    """File descriptor 1 pointed at stderr while inside (C-level output too): stdout stays for one JSON object.
+    Inside an evaluation (`evaluation_output`) nothing: its output, collected, goes to the run's user.log."""
+    if _EVALUATING[0]:
+        yield
+        return
     with fd1_into(2) as moved, (contextlib.redirect_stdout(sys.stderr) if moved else contextlib.nullcontext()):
         yield
 
@@ -343,6 +362,6 @@ def noted_if_slow(what: str):
         timer.cancel()
 
 
-__all__ = ["SLOW_NOTE_S", "UserExit", "call_user", "captured_stdout", "exit_without_threads_left",
-           "fd1_into", "flush_c_stdio", "kept_state", "noted_if_slow", "real_interrupt", "stdout_done", "stdout_to_stderr",
-           "watch_interrupts"]
+__all__ = ["SLOW_NOTE_S", "UserExit", "call_user", "captured_stdout", "evaluation_output", "exit_without_threads_left",
+           "fd1_into", "flush_c_stdio", "kept_state", "noted_if_slow", "real_interrupt", "stdout_done",
+           "stdout_to_stderr", "watch_interrupts"]

@@ -18,7 +18,8 @@ N_TEST = {"digits": 360, "fashion": 10000, "mnist": 10000, "cifar10": 10000, "sy
 SHAPES = {"digits": ((1, 8, 8), 10), "fashion": ((1, 28, 28), 10), "mnist": ((1, 28, 28), 10),
           "cifar10": ((3, 32, 32), 10), "synthetic": ((1, 8, 8), 10)}
 # training samples each client of a Dirichlet partition holds at least (fedevo.data.partition.dirichlet redraws
-# until every client has them): clients × this above the training samples can never be met
+# until every client has them, else tops up the nearest draw): clients × this above the training samples can never
+# be met
 DIRICHLET_MIN_SAMPLES = 2
 
 

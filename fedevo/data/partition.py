@@ -57,20 +57,71 @@ def shards(labels: np.ndarray, *, clients: int, per_client: int, shard_size: int
 
 def dirichlet(labels: np.ndarray, *, clients: int, alpha: float, rng: np.random.Generator,
               min_size: int = DIRICHLET_MIN_SAMPLES, tries: int = 100) -> list[np.ndarray]:
+    """Each class's samples split over the clients in proportions drawn from Dirichlet(alpha), drawn again (up to
+    `tries` times) until every client holds `min_size` samples. Where no draw does (clients near the samples / 2),
+    the draw that missed by the fewest samples is topped up: `_topped_up`. A draw is checked on its counts alone;
+    only the one kept is cut into clients (the same draws, and so the same partitions, as cutting every draw)."""
+    n = len(labels)
+    if n < clients * min_size:
+        raise FedevoError(f"Dirichlet partition: {clients} clients need at least {min_size} samples each, more than "
+                          f"the {n} samples")
     classes = np.unique(labels)
+    best: tuple[int, list] | None = None
     for _ in range(tries):
-        parts: list[list[np.ndarray]] = [[] for _ in range(clients)]
+        draw = []  # per class: its samples in a random order, the proportions, the cuts between clients
         for c in classes:
             idx = rng.permutation(np.flatnonzero(labels == c))
             props = rng.dirichlet(np.full(clients, alpha))
             cuts = (np.cumsum(props)[:-1] * len(idx)).astype(int)
-            for k, piece in enumerate(np.split(idx, cuts)):
-                parts[k].append(piece)
-        out = [np.sort(np.concatenate(p)) for p in parts]
-        if min(len(o) for o in out) >= min_size:
-            return out
-    raise FedevoError(f"Dirichlet(a={alpha}) left a client with < {min_size} samples after {tries} tries; "
-                      "use a larger a or fewer clients")
+            draw.append((idx, props, cuts))
+        sizes = sum(_counts(idx, cuts) for idx, _, cuts in draw)
+        short = int(np.maximum(min_size - sizes, 0).sum())
+        if not short:
+            return _clients(draw, clients)
+        if best is None or short < best[0]:
+            best = (short, draw)
+    return _topped_up(best[1], clients, min_size, rng)
+
+
+def _counts(idx: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """Each client's samples of one class (np.split(idx, cuts)'s pieces' lengths)."""
+    return np.diff(np.minimum(cuts, len(idx)), prepend=0, append=len(idx)).clip(min=0)
+
+
+def _owners(idx: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """The client of each of `idx`'s samples under the cuts."""
+    return np.repeat(np.arange(len(cuts) + 1), _counts(idx, cuts))
+
+
+def _clients(draw: list, clients: int, owners: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """Each client's samples (sorted) of a draw; `owners`: each class's samples' clients (default: its cuts')."""
+    owners = owners if owners is not None else [_owners(idx, cuts) for idx, _, cuts in draw]
+    idx = np.concatenate([d[0] for d in draw])  # every sample once: 0..n-1
+    owner = np.concatenate(owners)
+    key = owner.astype(np.int64) * len(idx) + idx  # by client, then by sample: one sort of integers
+    key.sort()
+    return np.split(key % len(idx), np.cumsum(np.bincount(owner, minlength=clients))[:-1])
+
+
+def _topped_up(draw: list, clients: int, min_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """The draw with every client below `min_size` given samples, one at a time, by the largest client (the lowest
+    id among equals): of the class the draw meant most of for the receiving client (its proportion × the class's
+    samples) among those the giver holds, a sample of them chosen at random. The Dirichlet proportions are kept
+    but for the few samples moved (the receivers' and the largest clients')."""
+    owners = [_owners(idx, cuts) for idx, _, cuts in draw]
+    counts = np.stack([np.bincount(o, minlength=clients) for o in owners])  # classes × clients
+    meant = np.stack([props * len(idx) for idx, props, _ in draw])  # classes × clients
+    sizes = counts.sum(axis=0)
+    for k in np.flatnonzero(sizes < min_size):
+        while sizes[k] < min_size:
+            giver = int(np.argmax(sizes))
+            c = int(np.argmax(np.where(counts[:, giver] > 0, meant[:, k], -1.0)))
+            owners[c][rng.choice(np.flatnonzero(owners[c] == giver))] = k
+            counts[c, giver] -= 1
+            counts[c, k] += 1
+            sizes[giver] -= 1
+            sizes[k] += 1
+    return _clients(draw, clients, owners)
 
 
 def matched_test(train_labels: list[np.ndarray], test_labels: np.ndarray, *, per_client: int,

@@ -126,9 +126,9 @@ def run_batch(evaluator: Evaluator, problem, items: Sequence[tuple[Mapping[str, 
 
 def _batch_here(evaluator: Evaluator, problem, items, eval_kwargs) -> list[tuple[str, Any, str]]:
     from ..fl.population import evaluate_population
-    from .containment import captured_stdout, out_of_range
+    from .containment import captured_stdout, evaluation_output, out_of_range
 
-    with captured_stdout() as out:
+    with captured_stdout() as out, evaluation_output():
         try:
             results = evaluate_population(problem, [p for p, _ in items], [s for _, s in items], contain=True,
                                           rounds=eval_kwargs.get("rounds"), data_dir=eval_kwargs.get("data_dir"))

@@ -45,8 +45,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..usercode import (UserExit, call_user, captured_stdout, fd1_into, flush_c_stdio,  # noqa: F401  (re-exported)
-                        real_interrupt, stdout_to_stderr, watch_interrupts)
+from ..usercode import (UserExit, call_user, captured_stdout, evaluation_output, fd1_into,  # noqa: F401  (re-exported)
+                        flush_c_stdio, real_interrupt, stdout_to_stderr, watch_interrupts)
 
 
 class UserLog:
@@ -420,5 +420,6 @@ if __name__ == "__main__":  # the child: run the loop of the module proper (its 
 
 
 __all__ = ["START_LIMIT_S", "Child", "ChildDied", "Timeout", "UserExit", "UserLog", "call_user",
-           "captured_stdout", "close_child", "fd1_captured", "fd1_file", "fd1_into", "fd1_to", "flush_c_stdio", "in_child",
-           "in_child_fd1", "out_of_range", "real_interrupt", "stdout_to_stderr", "watch_interrupts"]
+           "captured_stdout", "close_child", "evaluation_output", "fd1_captured", "fd1_file", "fd1_into", "fd1_to",
+           "flush_c_stdio", "in_child", "in_child_fd1", "out_of_range", "real_interrupt", "stdout_to_stderr",
+           "watch_interrupts"]

@@ -34,10 +34,10 @@ Run directory::
                         log it closes (count, a SHA-256 of all rows, its batch's rows' checksums: integrity.py),
                         the seconds of search so far and the hypervolume after each batch where it changed
                         (budgets.hv_steps; the budgets read them) -- a size that does not grow with the batches
-                        (each batch's seconds are in batches.csv alone)
+                        (each batch's seconds are in batches.csv alone, whose lines it counts: batches_recorded)
     batches.csv         per batch: candidates asked, the optimiser's seconds (ask_s, tell_s, sampler_s) and the
                         evaluations' (eval_s); a line appended a batch (appended.py), a resume keeping the lines
-                        of the batches its checkpoint closed
+                        of the batches its checkpoint closed (and saying in one warning how many it lost)
     stop.json           written when the search ends: which budget ended it (budgets.py), batches, evaluations,
                         seconds of search, the budgets (removed while raised budgets let the search go on)
     budgets.json        the budgets in force once `fedevo resume --budget ...` raised them, with the history of
@@ -137,6 +137,16 @@ def read_batches(path: Path, upto: int) -> list[dict[str, Any]]:
         if b is not None and b["batch"] <= upto:
             out.append(b)
     return out
+
+
+def lost_batches(records: Sequence[Mapping[str, Any]], *, upto: int, recorded: Optional[int]) -> int:
+    """How many of batches 1..`upto` lack the record batches.csv held for them (`records`: read_batches'), given
+    `recorded`, the count the checkpoint says it held (None: a checkpoint made before it counted them, whose run
+    may have begun before batches.csv existed: then only a gap after the first record the file holds counts)."""
+    have = {b["batch"] for b in records}
+    if recorded is not None:
+        return max(recorded - len(have), 0)
+    return upto - min(have) + 1 - len(have) if have else 0
 
 
 def default_out(problem_name: str) -> Path:
@@ -547,7 +557,7 @@ class SearchRun:
             opt = self.new_optimizer()
             state = {"run_id": self.meta["run_id"], "generation": 0, "next_id": 0, "stopped_early": False,
                      "optimizer": self.settings.optimizer, "algorithm": self._state_blob(opt), "log": log_record([]),
-                     "search_s": 0.0, "hypervolume_steps": []}
+                     "search_s": 0.0, "hypervolume_steps": [], "batches_recorded": 0}
             save_checkpoint(self.run_dir, state)
             return state
         state = load_checkpoint(ck)
@@ -562,7 +572,12 @@ class SearchRun:
         if "batches" in state:
             self.batches = [dict(b) for b in state.pop("batches")]
         else:
-            self.batches = read_batches(self.run_dir / "batches.csv", upto=state["generation"])
+            path, g = self.run_dir / "batches.csv", state["generation"]
+            self.batches = read_batches(path, upto=g)
+            n = lost_batches(self.batches, upto=g, recorded=state.get("batches_recorded"))
+            if n:  # said once: the next checkpoint counts only the records kept (_save)
+                print(f"fedevo: warning: {path} has lost the records of {n} of its {g} batches so far (lines missing "
+                      "or unreadable): their seconds are gone, the search itself is whole", file=sys.stderr)
         return state
 
     def _run(self, rows, runtime: Runtime, evaluator: Evaluator, callback: SearchCallback, t0: float) -> Summary:
@@ -709,7 +724,7 @@ class SearchRun:
         run (which resume refuses) without it."""
         if state.get("stop"):
             self._write_stop(state)
-        save_checkpoint(self.run_dir, state)
+        save_checkpoint(self.run_dir, {**state, "batches_recorded": len(self.batches)})  # (for lost_batches)
 
     def _write_stop(self, state: Mapping[str, Any]) -> None:
         atomic_write(self.run_dir / STOP_FILE, json.dumps(stop_record(state["stop"], state, self.settings), indent=2)

@@ -121,12 +121,12 @@ def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
 
 def _run_here(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
               eval_kwargs: Mapping[str, Any]) -> tuple[str, Any, str]:
-    from .containment import UserExit, call_user, captured_stdout, out_of_range
+    from .containment import UserExit, call_user, captured_stdout, evaluation_output, out_of_range
     from .evaluator import SimulatorEvaluator
 
     t0 = time.perf_counter()
     # the user's evaluator: its sys.stderr to user.log as well (fedevo's simulator: its warnings stay on stderr)
-    with captured_stdout(stderr=not isinstance(evaluator, SimulatorEvaluator)) as out:
+    with captured_stdout(stderr=not isinstance(evaluator, SimulatorEvaluator)) as out, evaluation_output():
         try:
             raw = call_user(evaluator, problem, dict(params), seed=seed, **eval_kwargs)
             r = measured(raw, time.perf_counter() - t0, eval_kwargs.get("until") or eval_kwargs.get("rounds") or 0)

@@ -77,6 +77,71 @@ def test_dirichlet_with_too_few_samples_per_client_refused_before_any_data(tmp_p
         fedevo.Problem.from_dict(gene)
 
 
+def _digest(p) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for part in (*p.train, *p.test):
+        h.update(np.asarray(part, dtype=np.int64).tobytes() + b"|")
+    return h.hexdigest()[:16]
+
+
+@pytest.mark.parametrize("clients, alpha, seed, digest", [
+    (5, 0.1, 0, "1b619daa67652e01"),  # drawn at the first try
+    (200, 0.5, 0, "e200cb6a03be0f57"),  # at the 4th
+    (400, 1.0, 2, "050d71b30a2d6467"),  # at the 8th
+])
+def test_a_dirichlet_partition_drawn_before_is_drawn_the_same(clients, alpha, seed, digest):
+    """The partitions the redraws found before the top-up came (digests made with that code): the same seeds give
+    the same clients, train and test, so runs made before keep their fronts."""
+    p = partition(LABELS, TEST, scheme="dirichlet", clients=clients, num_classes=10, seed=seed, dirichlet_alpha=alpha)
+    assert _digest(p) == digest
+
+
+@pytest.mark.parametrize("clients, alpha", [(700, 0.5), (1000, 0.5), (1500, 0.1), (1200, 5.0)])
+def test_clients_no_dirichlet_redraw_gives_enough_samples_are_topped_up(clients, alpha):
+    """Between the clients a draw practically gives every one 2 samples (here ~300 of 3000 samples) and the hard
+    bound (1500), all 100 redraws failed, and so every evaluation: now the draw that missed by the fewest samples is
+    topped up from the largest clients, seeded."""
+    p = partition(LABELS, TEST, scheme="dirichlet", clients=clients, num_classes=10, seed=0, dirichlet_alpha=alpha)
+    assert len(p.train) == clients and p.sizes.min() >= 2 and p.sizes.sum() == len(LABELS)
+    assert np.array_equal(np.sort(np.concatenate(p.train)), np.arange(len(LABELS)))  # disjoint, all of them
+    again = partition(LABELS, TEST, scheme="dirichlet", clients=clients, num_classes=10, seed=0, dirichlet_alpha=alpha)
+    assert _digest(again) == _digest(p)
+    other = partition(LABELS, TEST, scheme="dirichlet", clients=clients, num_classes=10, seed=1, dirichlet_alpha=alpha)
+    assert _digest(other) != _digest(p)
+    if alpha <= 0.5:  # still skewed: a client's labels more often one than an IID split's of the same clients
+        iid = partition(LABELS, TEST, scheme="iid", clients=clients, num_classes=10, seed=0)
+        top = [np.mean([np.bincount(LABELS[t], minlength=10).max() / len(t) for t in q.train]) for q in (p, iid)]
+        assert top[0] > top[1], top
+
+
+def test_a_dirichlet_client_topped_up_gets_the_labels_its_draw_meant_for_it():
+    """A client short of samples receives them from the largest client, of the class its own Dirichlet proportions
+    favour most (proportion × the class's samples) among those the giver holds."""
+    from fedevo.data.partition import _topped_up
+
+    # client 0 holds everything: class 0's 6 samples (0..5) and class 1's 4 (6..9); clients 1 and 2 none
+    draw = [(np.arange(6), np.array([0.6, 0.1, 0.3]), np.array([6, 6])),  # meant: 0.6 of a sample for 1, 1.8 for 2
+            (np.arange(6, 10), np.array([0.5, 0.45, 0.05]), np.array([4, 4]))]  # 1.8 for client 1, 0.2 for 2
+    out = _topped_up(draw, 3, 2, np.random.default_rng(0))
+    assert [len(o) for o in out] == [6, 2, 2]
+    assert set(out[1]) <= set(range(6, 10)) and set(out[2]) <= set(range(6))
+    assert np.array_equal(np.sort(np.concatenate(out)), np.arange(10))
+
+
+def test_an_evaluation_with_clients_near_the_hard_bound_trains(tmp_path):
+    """digits (1437 training samples) over 700 Dirichlet clients: the load check accepts it (at most 718), and the
+    evaluation trained instead of failing on 'left a client with < 2 samples after 100 tries'."""
+    import fedevo
+
+    doc = {"name": "dir", "dataset": "digits", "model": "mlp",
+           "data": {"partition": "dirichlet", "clients": 700, "dirichlet_alpha": 0.5},
+           "train": {"rounds": 1, "participation": 0.02},
+           "genes": {"lr": {"type": "real", "low": 0.01, "high": 0.3, "default": 0.1}}}
+    assert fedevo.evaluate(fedevo.Problem.from_dict(doc), seed=0).status == "ok"
+
+
 @pytest.mark.parametrize("scheme", ["shards", "dirichlet"])
 def test_a_test_split_lacking_a_class_the_clients_train_on(scheme):
     """A user's test split may lack a class (docs/data.md): the clients' matched test samples follow their train

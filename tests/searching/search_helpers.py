@@ -41,6 +41,45 @@ def toy_problem_file(tmp_path: Path, extra: str = "") -> Path:
     return p
 
 
+# the two places a user model's code runs, each writing from Python and below it (fd 1): its factory (`chatty`,
+# whose `width` a gene may set) and its forward pass (`loud`)
+USER_MODELS = """
+import math, os
+import torch.nn as nn
+
+def chatty(input_shape, num_classes, width=8):
+    print(f"factory printed width={width}")
+    os.write(1, f"factory wrote to fd 1 width={width}\\n".encode())
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), width), nn.ReLU(),
+                         nn.Linear(width, num_classes))
+
+class Loud(nn.Module):
+    def __init__(self, d, k):
+        super().__init__()
+        self.fc = nn.Linear(d, k)
+
+    def forward(self, x):
+        print("forward printed")
+        os.write(1, b"forward wrote to fd 1\\n")
+        return self.fc(x.flatten(1))
+
+def loud(input_shape, num_classes):
+    return Loud(math.prod(input_shape), num_classes)
+"""
+LR_GENE = 'lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }'
+
+
+def user_model_problem(tmp_path: Path, factory: str, *, dataset: str = "synthetic", gene: str = LR_GENE) -> Path:
+    """tmp_path/um.toml: 4 clients of `dataset`, 1 round of 1 epoch, the model `factory` of USER_MODELS (written to
+    tmp_path/models.py), one gene."""
+    (tmp_path / "models.py").write_text(USER_MODELS)
+    problem = tmp_path / "um.toml"
+    problem.write_text(f'name = "um"\ndataset = "{dataset}"\nmodel = "python:models.py:{factory}"\n[data]\n'
+                       'clients = 4\n[train]\nrounds = 1\nepochs = 1\nbatch_size = 16\ndevice = "cpu"\n'
+                       f'[genes]\n{gene}\n')
+    return problem
+
+
 def env(**extra) -> dict:
     e = dict(os.environ)
     e["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))

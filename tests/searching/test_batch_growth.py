@@ -221,3 +221,60 @@ def test_an_append_that_fills_the_disk_leaves_the_file_as_it_was(tmp_path, monke
     with pytest.raises(DiskFullError):
         g.write([{"batch": 1, "x": 0.5}, {"batch": 2, "x": 0.25}], 1)
     assert path.read_bytes() == before
+
+
+def _lines(path):
+    return path.read_text().splitlines()
+
+
+def _warnings(err):
+    return [line for line in err.splitlines() if "batches.csv" in line]
+
+
+def test_batch_records_lost_before_a_resume_are_said_once(tmp_path, capsys):
+    """Lines of batches.csv at or below the checkpoint that went missing or became unreadable were dropped without a
+    word: a resume says how many, in one line naming the file, and the resume after it no more."""
+    _search(tmp_path, budget=12)
+    path = tmp_path / "R" / "batches.csv"
+    lines = _lines(path)  # the header, then batches 1..12
+    lines[3] = "3,1,0.1,oops,0.2,0.3"  # unreadable
+    del lines[5]  # batch 5 gone
+    path.write_text("\n".join(lines) + "\n13,1,0.1,0.1,0.2,0.3\n")  # (a batch after the checkpoint: not lost)
+    capsys.readouterr()
+    fedevo.resume(tmp_path / "R", budget=16, workers=0, page=False)
+    said = _warnings(capsys.readouterr().err)
+    assert len(said) == 1 and str(path) in said[0] and "2 of its 12 batches" in said[0], said
+    assert [int(b["batch"]) for b in csv.DictReader(path.open())] == [1, 2, 4, *range(6, 17)]
+    fedevo.resume(tmp_path / "R", budget=20, workers=0, page=False)
+    assert _warnings(capsys.readouterr().err) == []
+    path.unlink()  # all of them gone
+    fedevo.resume(tmp_path / "R", budget=21, workers=0, page=False)
+    said = _warnings(capsys.readouterr().err)
+    assert len(said) == 1 and "18 of its 20 batches" in said[0], said
+
+
+def test_a_run_begun_before_batches_csv_resumes_without_a_warning(tmp_path, capsys):
+    """A checkpoint that does not count batches.csv's records (made before it did): a run begun before batches.csv
+    existed, whose file starts at its first resume, is no loss; a gap after the file's first record is."""
+    from fedevo.searching.checkpoint import save_checkpoint
+
+    _search(tmp_path, budget=8)
+    run, path = tmp_path / "R", tmp_path / "R" / "batches.csv"
+    ck = run / "checkpoints" / "gen-0008.pkl"
+    state = load_checkpoint(ck)
+    assert state["batches_recorded"] == 8
+    del state["batches_recorded"]
+    save_checkpoint(run, state)
+    lines = _lines(path)
+    for kept, budget, lost in ((lines[:1], 9, 0),  # no record: the run began before batches.csv
+                               ([lines[0], *lines[5:]], 10, 0),  # records from batch 5 on: begun at a resume
+                               ([lines[0], *lines[5:7], *lines[8:]], 11, 1)):  # batch 7 lost after them
+        for later in run.glob("checkpoints/gen-*.pkl"):  # the checkpoint of batch 8 the newest again
+            if int(later.stem[4:]) > 8:
+                later.unlink()
+        save_checkpoint(run, state)
+        path.write_text("\n".join(kept) + "\n")
+        capsys.readouterr()
+        fedevo.resume(run, budget=budget, workers=0, page=False)
+        said = _warnings(capsys.readouterr().err)
+        assert len(said) == lost and (not lost or "1 of its 8 batches" in said[0]), (kept, said)

@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from .search_helpers import REPO
+from .search_helpers import REPO, user_model_problem
 
 EVALUATOR = '''
 import ctypes
@@ -82,24 +82,6 @@ def test_a_ray_tasks_c_printf_comes_back_with_that_task(tmp_path):
     assert lines == [f"task {s} 'C printf from seed {s}\\n'" for s in (1, 2, 3)], r.stdout
 
 
-CHATTY_MODEL = """
-import math, os
-import torch.nn as nn
-
-class Chatty(nn.Module):
-    def __init__(self, d, k):
-        super().__init__()
-        self.fc = nn.Linear(d, k)
-
-    def forward(self, x):
-        os.write(1, b"forward wrote to fd 1\\n")
-        return self.fc(x.flatten(1))
-
-def chatty(input_shape, num_classes):
-    return Chatty(math.prod(input_shape), num_classes)
-"""
-
-
 def test_a_batch_under_a_time_limit_captures_its_output_below_python(tmp_path, capfd):
     """run_batch in its child process: fd 1 went to fedevo's stderr; now to the batch's first evaluation's output,
     as one evaluation's (runner.run_one) and as docs/api.md says."""
@@ -107,18 +89,14 @@ def test_a_batch_under_a_time_limit_captures_its_output_below_python(tmp_path, c
     from fedevo.searching.batched import run_batch
     from fedevo.searching.evaluator import DEFAULT_EVALUATOR, for_problem
 
-    (tmp_path / "models.py").write_text(CHATTY_MODEL)
-    (tmp_path / "um.toml").write_text(
-        'name = "um"\ndataset = "synthetic"\nmodel = "python:models.py:chatty"\n[data]\nclients = 4\n'
-        '[train]\nrounds = 1\nepochs = 1\nbatch_size = 16\ndevice = "cpu"\n[genes]\n'
-        'lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }\n')
-    problem = load_problem(str(tmp_path / "um.toml"))
+    problem = load_problem(str(user_model_problem(tmp_path, "loud")))
     capfd.readouterr()
     got = run_batch(for_problem(DEFAULT_EVALUATOR, problem), problem, [({"lr": 0.1}, 1), ({"lr": 0.2}, 2)], {},
                     timeout=300)
     assert [g[1].status for g in got] == ["ok", "ok"], got
-    assert got[0][2].count("forward wrote to fd 1\n") >= 2, got[0][2]  # (a model's sizing sends its own to stderr)
-    assert "forward wrote" not in capfd.readouterr().out
+    assert got[0][2].count("forward wrote to fd 1\n") >= 3, got[0][2]  # its sizing's too (it went to stderr)
+    seen = capfd.readouterr()
+    assert "forward wrote" not in seen.out + seen.err
 
 
 def test_fd1_captured_leaves_no_file_while_it_runs(tmp_path, monkeypatch):
@@ -150,3 +128,43 @@ def test_the_fallback_paths_give_the_blocks_exception_no_misleading_context(tmp_
         with fd1_captured():
             raise ValueError("the block's")
     assert e.value.__context__ is None
+
+
+WIDTH_GENE = 'width = { type = "int", low = 4, high = 64, default = 8 }'
+
+
+def _sized_problem(tmp_path):
+    from fedevo.problem import load_problem
+
+    return load_problem(str(user_model_problem(tmp_path, "chatty", gene=WIDTH_GENE)))
+
+
+def test_a_model_sized_inside_an_evaluation_writes_where_the_evaluation_does(tmp_path, capfd):
+    """A width no process sized before is sized inside the evaluation (as on a Ray worker, or in a time limit's child
+    process): what the factory printed then, from Python and below it, went to stderr (`stdout_to_stderr`: meant for
+    sizing outside an evaluation), the rest of the evaluation's output to its user.log entry."""
+    from fedevo.searching.evaluator import DEFAULT_EVALUATOR, for_problem
+    from fedevo.searching.runner import _ray_task
+
+    problem = _sized_problem(tmp_path)
+    capfd.readouterr()
+    kind, value, out = _ray_task(problem, for_problem(DEFAULT_EVALUATOR, problem), {"width": 13}, 1, {}, 1)
+    assert kind == "ok" and value.status == "ok", value
+    err = capfd.readouterr().err
+    assert "width=13" not in err, err
+    built = out.count("factory printed width=13\n")
+    assert built >= 2 and out.count("factory wrote to fd 1 width=13\n") == built, out  # sized, and built to train
+
+
+def test_fedevo_evaluate_sends_a_user_models_output_below_python_to_stderr(tmp_path, capfd):
+    """fedevo.evaluate (in this process) sent what the model printed from Python to stderr, as documented, but what
+    it wrote to fd 1 to stdout: now both to stderr."""
+    import fedevo
+
+    problem = _sized_problem(tmp_path)
+    capfd.readouterr()
+    assert fedevo.evaluate(problem, {"width": 11}).status == "ok"
+    got = capfd.readouterr()
+    assert "width=11" not in got.out, got.out
+    assert got.err.count("factory wrote to fd 1 width=11\n") >= 2, got.err
+    assert got.err.count("factory printed width=11\n") >= 2, got.err

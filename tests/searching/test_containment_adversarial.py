@@ -9,6 +9,7 @@ import pytest
 
 import fedevo
 from tests.helpers import read_csv
+from tests.searching.search_helpers import user_model_problem
 from tests.searching.test_containment import own_problem
 
 
@@ -256,26 +257,12 @@ def test_a_users_file_that_exits_at_import_is_one_line(tmp_path, capfd, exit, sa
     assert not (tmp_path / "R").exists()
 
 
-CHATTY_MODEL = """
-import math, os
-import torch.nn as nn
-
-def chatty(input_shape, num_classes):
-    os.write(1, b"factory wrote to fd 1\\n")
-    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
-"""
-
-
-def _search_with_model(tmp_path, capfd, code: str, factory: str):
-    """`fedevo search` in-process (4 evaluations of 1 round on digits) of the model factory `factory` of the file
-    `code`, into tmp_path/R: (exit code, stdout, stderr)."""
+def _search_with_model(tmp_path, capfd, factory: str):
+    """`fedevo search` in-process (4 evaluations of 1 round on digits) of the model factory `factory` of
+    search_helpers.USER_MODELS, into tmp_path/R: (exit code, stdout, stderr)."""
     from tests.helpers import run_cli
 
-    (tmp_path / "models.py").write_text(code)
-    problem = tmp_path / "um.toml"
-    problem.write_text(f'name = "um"\ndataset = "digits"\nmodel = "python:models.py:{factory}"\n[data]\n'
-                       'clients = 4\n[train]\nrounds = 1\nepochs = 1\n[genes]\n'
-                       'lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }\n')
+    problem = user_model_problem(tmp_path, factory, dataset="digits")
     return run_cli(["search", "--problem", problem, "--pop", 4, "--gen", 1, "--workers", 0, "--out", tmp_path / "R"],
                    capfd)
 
@@ -283,35 +270,16 @@ def _search_with_model(tmp_path, capfd, code: str, factory: str):
 def test_a_factorys_output_below_python_never_reaches_the_searchs_stdout(tmp_path, capfd):
     """A model factory's os.write(1, ...) at the load-time probe (and the sizing after the search) went into the
     search's stdout; in an evaluation it goes to RUN/user.log."""
-    code, out, err = _search_with_model(tmp_path, capfd, CHATTY_MODEL, "chatty")
+    code, out, err = _search_with_model(tmp_path, capfd, "chatty")
     assert code == 0, err
     assert "factory wrote" not in out and out.startswith("search finished")
     assert "factory wrote to fd 1" in err and "factory wrote to fd 1" in (tmp_path / "R" / "user.log").read_text()
 
 
-LOUD_FORWARD = """
-import math, os
-import torch.nn as nn
-
-class Loud(nn.Module):
-    def __init__(self, d, k):
-        super().__init__()
-        self.fc = nn.Linear(d, k)
-
-    def forward(self, x):
-        print("forward printed")
-        os.write(1, b"forward wrote to fd 1\\n")
-        return self.fc(x.flatten(1))
-
-def loud(input_shape, num_classes):
-    return Loud(math.prod(input_shape), num_classes)
-"""
-
-
 def test_what_a_models_forward_prints_never_reaches_the_searchs_stdout(tmp_path, capfd):
     """The memory check's multiply-add count ran the module's forward with stdout left as it was: what it printed
     came before the search's table."""
-    code, out, err = _search_with_model(tmp_path, capfd, LOUD_FORWARD, "loud")
+    code, out, err = _search_with_model(tmp_path, capfd, "loud")
     assert code == 0, err
     assert "forward printed" not in out and "forward wrote" not in out and out.startswith("search finished"), out
     assert "forward printed" in err and "forward wrote to fd 1" in err

@@ -572,9 +572,6 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     from .searching.evaluator import DEFAULT_EVALUATOR
 
     search_evaluator = data.settings.evaluator if data.settings.evaluator != DEFAULT_EVALUATOR else None
-    if search_evaluator:
-        print(f"fedevo: warning: the search evaluated with {search_evaluator} ({arg('evaluator')}); retraining "
-              "trains with the problem's own, so its numbers are not the search's", file=sys.stderr)
     from . import retrain_kept
 
     kept_plan = retrain_kept.plan_of(run_dir=run_dir, solutions=sols, rounds=rounds, seed=seed,
@@ -592,6 +589,9 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
         check_evaluation_memory(cfg, STANDARD if s.is_standard else f"solution {s.key} (id {s.id})")
         deployments[s.key] = deployment_of(cfg)
 
+    if search_evaluator:  # (once every input is checked: a refused call prints its one line only)
+        print(f"fedevo: warning: the search evaluated with {search_evaluator} ({arg('evaluator')}); retraining "
+              "trains with the problem's own, so its numbers are not the search's", file=sys.stderr)
     from .searching.runner import cores
 
     todo = [n for n, s in enumerate(sols) if s.key not in kept]

@@ -289,6 +289,23 @@ class _Below:
 
 
 @contextlib.contextmanager
+def sizing_output(run_dir: Optional[os.PathLike], label: str):
+    """Inside: the search sizes candidates' models (their cost, to start the longest first) in its own process, not
+    in an evaluation; what a user's model factory prints meanwhile (Python's sys.stdout and below Python, fd 1) goes
+    to the run's user.log under `label`, as an evaluation's output does (it reached the terminal through stderr,
+    between the progress display's lines)."""
+    import io
+
+    buf = io.StringIO()
+    below = None
+    try:
+        with evaluation_output(), fd1_captured() as below, contextlib.redirect_stdout(buf):
+            yield
+    finally:
+        UserLog(run_dir).write(label, buf.getvalue() + (below.text if below is not None else ""))
+
+
+@contextlib.contextmanager
 def fd1_captured():
     """Inside: file descriptor 1 to a temporary file, whose text the yielded object's ``text`` holds once the
     block ends. A Ray worker runs each task so: its fd 1 is Ray's worker log, on the node. The file is unlinked as

@@ -97,6 +97,7 @@ from .budgets import (STOP_FILE, batch_size, describe_change, go_on, hv_steps, r
                       stop_record, write_raised)
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import dumps, earlier_checkpoints, keeping, latest_checkpoint, load_checkpoint, save_checkpoint
+from .containment import sizing_output
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hypervolume_table,
                          is_full)
@@ -763,8 +764,9 @@ class SearchRun:
                                                       counters, tick)
 
         def batch_evaluate(params_list: list[dict[str, Any]]) -> list[EvaluationRecord]:
-            tasks = [Task(first_id + i, g, i, p, eval_seed(seed, first_id + i),
-                          evaluators.cost(evaluator, self.problem, p, rounds))  # Ray: longest first
+            with sizing_output(self.run_dir, f"generation {g}: its models sized, before they are evaluated"):
+                costs = [evaluators.cost(evaluator, self.problem, p, rounds) for p in params_list]  # Ray: longest first
+            tasks = [Task(first_id + i, g, i, p, eval_seed(seed, first_id + i), costs[i])
                      for i, p in enumerate(params_list)]
             rows: list[Optional[EvaluationRecord]] = [None] * len(tasks)
             todo = []

@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from ..errors import FedevoError, arg
 from ..result import EvaluationResult
 from . import evaluator as evaluators
+from .containment import sizing_output
 from .fidelity import PROMOTION, promote, rung_rounds
 from .log import EvalLog, atomic_write
 from .runner import Task
@@ -172,11 +173,13 @@ class RungScheduler:
         last = len(self.ladder) - 1
         for k, f in enumerate(self.ladder):
             todo = []
+            with sizing_output(self.run_dir, f"generation {g}, rung {k}: its models sized, before they are evaluated"):
+                costs = {i: evaluators.cost(self.evaluator, self.problem, params[i],
+                                            rounds[i][k] - (rounds[i][k - 1] if k else 0)) for i in current}
             for i in current:
                 rr = rounds[i]
                 prev = rr[k - 1] if k else 0
-                t = Task(i, g, i - first_id, params[i], eval_seed(self.seed, i),
-                         evaluators.cost(self.evaluator, self.problem, params[i], rr[k] - prev),
+                t = Task(i, g, i - first_id, params[i], eval_seed(self.seed, i), costs[i],
                          rung=k, fidelity=f, until=None if k == last else rr[k])
                 row = by_key.get((i, k))
                 if row is None:

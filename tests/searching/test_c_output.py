@@ -168,3 +168,24 @@ def test_fedevo_evaluate_sends_a_user_models_output_below_python_to_stderr(tmp_p
     assert "width=11" not in got.out, got.out
     assert got.err.count("factory wrote to fd 1 width=11\n") >= 2, got.err
     assert got.err.count("factory printed width=11\n") >= 2, got.err
+
+
+def test_what_a_model_prints_while_the_search_sizes_it_goes_to_user_log(tmp_path, capfd):
+    """Before a batch is evaluated the search sizes each candidate's model in its own process (its cost: the longest
+    start first); what the factory printed then, from Python and below it, reached the terminal through stderr,
+    between the progress display's lines, while everything it printed in evaluations went to user.log."""
+    import fedevo
+
+    problem = user_model_problem(tmp_path, "chatty", gene=WIDTH_GENE)
+    capfd.readouterr()
+    fedevo.search(str(problem), out=tmp_path / "R", workers=0, seed=3, optimizer="random", pop=3, budget=3,
+                  rounds=1, page=False, progress=False)
+    got = capfd.readouterr()
+    import re
+
+    # the problem's load builds the default and each bound of the gene (documented: to stderr); nothing else
+    assert set(re.findall(r"width=(\d+)", got.err)) <= {"4", "8", "64"} and "factory" not in got.out, got.err
+    log = (tmp_path / "R" / "user.log").read_text()
+    assert "--- generation 1: its models sized, before they are evaluated ---" in log, log[:2000]
+    sized = log.split("--- generation 1: its models sized, before they are evaluated ---\n")[1].split("---")[0]
+    assert "factory printed width=" in sized and "factory wrote to fd 1 width=" in sized, sized

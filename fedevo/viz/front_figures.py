@@ -75,6 +75,14 @@ def figure_3d(m: Model):
     scene["zaxis"]["title"]["text"] = ""
     xs, ys, zs = (m.cols[k].draw for k in m.keys)  # a scene annotation on a log axis takes log10 of the value
     top = dict(x=max(xs), y=min(ys), z=max(zs)) if m.rows else dict(x=0, y=0, z=0)
+    if m.rows and len(set(zip(xs, ys, zs))) == 1:
+        # every point at one place (a run of one evaluation): plotly's WebGL then draws no marker at all where a
+        # scene annotation lies on them; the title goes to the top of the z axis' range instead (one set for it)
+        za = scene["zaxis"]
+        if "range" not in za:
+            pad = abs(zs[0]) * 0.1 or 1.0
+            za["range"] = [zs[0] - pad, zs[0] + pad]
+        top["z"] = za["range"][1]
     fig.update_layout(
         height=660, margin=dict(l=10, r=10, t=64, b=10), legend=dict(x=0.01, y=0.98),
         hoverlabel=dict(font=dict(size=11), align="left"),
@@ -235,6 +243,9 @@ def _dim(c: Column, label: Optional[str] = None) -> dict:
         lo, hi = c.log_range() if c.log else (min(fin), max(fin))
         if hi > lo:
             d["range"] = [lo, hi]
+        else:  # one value (a run of one evaluation): plotly pads it by ±10 % of itself, upside down when negative
+            pad = 0.5 if c.log else abs(lo) * 0.1 or 1.0  # (a log axis' log10 of a value below 1: ε 0.03)
+            d["range"] = [lo - pad, hi + pad]
         # tick and range labels in three significant digits (plotly's default wrote the range ends as "0.072479");
         # a format is not tick values: brushing stays continuous
         big = max(abs(lo), abs(hi)) >= 1000

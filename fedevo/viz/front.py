@@ -246,7 +246,9 @@ def _knee_note(data: RunData, m: Model) -> str:
          f"(chance, 1 − 1/{data.num_classes} classes,{margin}); {n_ex} Pareto solution{'s' if n_ex != 1 else ''} "
          f"at or above it {'were' if n_ex != 1 else 'was'} left out (shaded region of the error axes), as are "
          "failed and diverged evaluations. `--pick knee:eps<=X` re-picks it within caps (docs/plots.md, The knee).")
-    if not knee:
+    if not data.front:
+        s += " The Pareto set is empty: no knee is marked."
+    elif not knee:
         s += " No Pareto solution is better than chance: no knee is marked."
     return s
 
@@ -374,7 +376,7 @@ def stamp_name(page_name: str) -> str:
 def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: str = FRONT_HTML) -> str:
     m = Model(data)
     notes = [c.note for k, c in m.cols.items() if k in (*m.keys, "eps_paper") and k not in m.undefined and c.note]
-    notes += [_undefined_note(m, k) for k in m.undefined]
+    notes += [_undefined_note(m, k) for k in m.undefined if m.rows]  # (no ok evaluation: nothing is ∞ or undefined)
     logs = [f"{c.label} ({'gene declared log' if k in data.gene_names else 'log'})"
             for k, c in m.cols.items() if c.log and k not in m.undefined]
     if logs:

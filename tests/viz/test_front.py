@@ -802,3 +802,27 @@ def test_each_array_is_written_once_in_the_page(tmp_path_factory):
                      ("parallel", figure_parallel(m)), ("hypervolume", figure_hypervolume(data.hypervolume(), space=space))):
         spec = json.loads(figure_deferred(fig, div, shared_text=SHARED_TEXT)[1])
         assert json.dumps(_resolved(figs[div], arrays), sort_keys=True) == json.dumps(spec, sort_keys=True), div
+
+
+def _always_fails(problem, params, *, seed, rounds=None, data_dir=None, **_):
+    from fedevo.result import EvaluationResult
+
+    return EvaluationResult(error=math.nan, comm=math.nan, eps=math.nan, eps_paper=math.nan, accuracy_global=math.nan,
+                            omega=0, status="failed", message="RuntimeError: training step failed on device")
+
+
+def test_a_run_where_every_evaluation_failed_says_so_and_nothing_else(tmp_path_factory):
+    """No ok evaluation: the page says nothing was plotted, lists the failures, and claims nothing of the ε values or
+    the knee it does not have (it said 'ε (paper) ... is ∞ for every evaluation (no privacy)' of a run under central
+    trust, and that no Pareto solution was better than chance, of an empty Pareto set)."""
+    from tests.viz.fedevo_runs import _make
+
+    run_dir = _make(tmp_path_factory.getbasetemp(), "all_failed_run", problem="digits_mlp", evaluator=_always_fails,
+                    pop=4, gen=1, optimizer="random")
+    html = front_html(load_run(run_dir))
+    assert "No evaluation finished with status ok: nothing to plot." in html
+    assert "Not plotted: failed or diverged (4)" in html and "training step failed on device" in html
+    assert "no privacy" not in html.split("<h2>")[0].replace("ε = ∞ (no privacy) adds nothing", "")
+    assert "is left out of the views" not in html
+    assert "The Pareto set is empty: no knee is marked." in html
+    assert "better than chance: no knee" not in html

@@ -146,8 +146,7 @@ def _summary(data: RunData, m: Model) -> str:
                    + (f" ({low_bad} of them failed or diverged)" if low_bad else "")
                    + f" · {len(data.rows)} rung trainings in all")
     p = data.problem
-    cons = ", ".join(f"{k} {'≥' if floor else '≤'} {num(v)}"
-                     for k, floor, v in data.objectives.constraint_terms(data.constraints))
+    cons = m.constraints_text
     eps_scale = "log10 ε" if m.eps_log else "ε (linear: a run made before log-ε search)"
     what = f"{esc(p.dataset)}, {esc(p.model)}" if p.simulated else "trained by its own evaluator"
     return (f'<p class="meta">problem <b>{esc(p.name)}</b> ({what}) · run '

@@ -57,7 +57,7 @@ def figure_3d(m: Model):
             continue
         fig.add_trace(go.Scatter3d(
             x=m.col(kx, idx), y=m.col(ky, idx), z=m.col(kz, idx), mode="markers",
-            name="Pareto front" if front else "dominated", meta="evaluations",
+            name="Pareto front" if front else m.off_front_name, meta="evaluations",
             customdata=[m.rows[i]["id"] for i in idx], text=[m.text[i] for i in idx],
             hovertemplate="%{text}<extra></extra>", opacity=1.0 if front else DOMINATED_OPACITY,
             marker=_marker(m, idx, front, size=6 if front else 4, showscale=front or not m.idx(True),
@@ -150,7 +150,7 @@ def figure_projections(m: Model):
                 continue
             fig.add_trace(go.Scatter(
                 x=m.col(a, idx), y=m.col(b, idx), mode="markers",
-                name="Pareto front" if front else "dominated", legendgroup="front" if front else "dominated",
+                name="Pareto front" if front else m.off_front_name, legendgroup="front" if front else "dominated",
                 showlegend=c == 1, meta="evaluations", customdata=[m.rows[i]["id"] for i in idx],
                 text=[m.text[i] for i in idx], hovertemplate="%{text}<extra></extra>",
                 opacity=1.0 if front else DOMINATED_OPACITY + 0.15,
@@ -309,7 +309,7 @@ def figure_parallel(m: Model):
     for key in _parallel_keys(m)[len(data.gene_names):-2]:  # an objective with its unit, as on the other axes
         dims.append(_dim(m.cols[key], PARALLEL_LABEL.get(key) or (_title(m, key) if key in m.objective_names else None)))
     dims.append(dict(label="Pareto", values=[1 if f else 0 for f in m.on_front], tickvals=[0, 1],
-                     ticktext=["dominated", "front"], range=[-0.1, 1.1]))
+                     ticktext=["off front" if m.outside else "dominated", "front"], range=[-0.1, 1.1]))
     ids = [r["id"] for r in m.rows]
     dims.append(dict(label="id", values=ids, range=[min(ids) - 0.5, max(ids) + 0.5], tickformat="~g"))
     c = m.cols["generation"]

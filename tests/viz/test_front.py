@@ -826,3 +826,36 @@ def test_a_run_where_every_evaluation_failed_says_so_and_nothing_else(tmp_path_f
     assert "is left out of the views" not in html
     assert "The Pareto set is empty: no knee is marked." in html
     assert "better than chance: no knee" not in html
+
+
+def test_points_outside_the_constraints_are_said_so_not_dominated(tmp_path_factory):
+    """A run with [constraints]: an ok evaluation outside them is not on the front whether or not another dominates
+    it; its hover said 'dominated' (id 15 of a digits run at error 0.38, ε 2.9 under eps <= 1: nothing dominated
+    it). Now its hover, the legend and the parallel Pareto axis say so."""
+    from fedevo.problem import problems_dir
+    from fedevo.searching.front_math import non_dominated
+    from tests.searching.search_fakes import fake_evaluate
+    from tests.viz.fedevo_runs import _make
+
+    base = tmp_path_factory.getbasetemp()
+    problem = base / "digits_constrained.toml"
+    problem.write_text((problems_dir() / "digits_mlp.toml").read_text()
+                       .replace('name = "digits_mlp"', 'name = "digits_constrained"', 1) + "\n[constraints]\neps = 8\n")
+    run_dir = _make(base, "constrained_run", problem=str(problem), evaluator=fake_evaluate, gen=3)
+    data, m = parts_of(run_dir)
+    rows = {r["id"]: r for r in m.rows}
+    outside = {i for i, r in rows.items() if r["eps"] > 8}
+    assert outside and outside.isdisjoint(data.front_ids)
+    pts = [[r["error"], r["comm"], r["eps"]] for r in m.rows]
+    undominated = {m.rows[i]["id"] for i in non_dominated(pts)}
+    assert outside & undominated  # the case of the bug: off the front only because of the constraint
+    for r, text in zip(m.rows, m.text):
+        head = text.split("<br>")[0]
+        if r["id"] in outside:
+            assert "outside the constraints (eps ≤ 8)" in head and "dominated" not in head, head
+        elif r["id"] not in data.front_ids:
+            assert "dominated" in head and "outside" not in head, head
+    names = {t.name for t in figure_3d(m).data} | {t.name for t in figure_projections(m).data}
+    assert "dominated or outside the constraints" in names and "dominated" not in names
+    pareto = next(d for d in figure_parallel(m).data[0].dimensions if d.label == "Pareto")
+    assert list(pareto.ticktext) == ["off front", "front"]

@@ -199,8 +199,9 @@ def make_column(rows: Sequence[dict], key: str, label: str, *, kind: str = "num"
     if len(fin) < len(raw):
         if not fin:
             cap = 1.0
-        elif col.log:
-            cap = max(fin) * 3
+        elif col.log:  # × 3 beyond the largest value and the highest label (41 → 300, not 124 beside 100)
+            top = max(log_ticks(*decade_range(math.log10(min(fin)), math.log10(max(fin)))), default=-math.inf)
+            cap = max(max(fin), 10 ** top) * 3
         else:
             hi, lo = max(fin), min(fin)
             cap = hi + 0.15 * (hi - lo) if hi > lo else (abs(hi) * 1.5 or 1.0)

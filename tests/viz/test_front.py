@@ -859,3 +859,20 @@ def test_points_outside_the_constraints_are_said_so_not_dominated(tmp_path_facto
     assert "dominated or outside the constraints" in names and "dominated" not in names
     pareto = next(d for d in figure_parallel(m).data[0].dimensions if d.label == "Pareto")
     assert list(pareto.ticktext) == ["off front", "front"]
+
+
+@pytest.mark.parametrize("top", [41.0, 9.0, 0.2, 1.0, 700.0, 3.3e4])
+def test_the_infinity_label_stands_clear_of_the_highest_label(top):
+    """ε = ∞ (no privacy) is drawn at a cap labelled ∞, at least × 3 (0.48 decade) beyond the largest value AND the
+    axis' highest label: at 3 × 41 = 124 it stood 0.09 decade above the label 100, the two written over each other
+    (a run mixing mechanism none and update: every view of ε)."""
+    from fedevo.viz.axes import make_column
+
+    rows = [{"eps": v} for v in (0.012, top / 7, top, math.inf)]
+    c = make_column(rows, "eps", "ε", eps_log=True)
+    vals, labels = c.ticks()
+    assert labels[-1] == "∞" and vals[-1] == pytest.approx(math.log10(c.cap))
+    assert vals[-1] - max(vals[:-1]) >= math.log10(3) - 1e-9, (vals, labels)
+    assert c.cap >= 3 * top
+    lo, hi = c.log_range()
+    assert hi >= math.log10(c.cap)

@@ -683,9 +683,19 @@ function fedevoInit() {
   }
 
   // ------------------------------------------------------------------ sortable tables
+  // a header, or a row of the Pareto set, is reached with Tab and acts on Enter or Space as on a click
+  function byKey(el) {
+    el.tabIndex = 0;
+    el.addEventListener('keydown', ev => {
+      if (ev.key !== 'Enter' && ev.key !== ' ') return;
+      ev.preventDefault();  // (Space would scroll the page)
+      el.click();
+    });
+  }
   function makeSortable(t) {
     const ths = t.querySelectorAll('thead th');
     ths.forEach((th, n) => {
+      byKey(th);
       th.addEventListener('click', () => {
         const asc = !th.classList.contains('asc');
         ths.forEach(h => h.classList.remove('asc', 'desc'));
@@ -774,6 +784,7 @@ function fedevoInit() {
       const tr = ev.target.closest('tr');
       if (tr) toggle(Number(tr.cells[0].dataset.v), 'table');
     });
+    Array.from(frontTable.tBodies[0].rows).forEach(byKey);
   }
   document.getElementById('clear-selection').addEventListener('click', () => setSelection([], 'clear'));
   document.getElementById('export-csv').addEventListener('click', () => download('csv'));

@@ -24,8 +24,8 @@ def _scale_stops() -> list[list]:
     return [[float(f), c] for f, c in cols]
 
 
-def _marker(m: Model, idx, front: bool, *, size: float, showscale: bool, three_d: bool) -> dict:
-    capped = m.capped(idx)
+def _marker(m: Model, idx, front: bool, *, size: float, showscale: bool, three_d: bool, pair=None) -> dict:
+    capped = m.capped(idx, pair)  # × (■ in 3D) where the point stands at a cap on one of this view's axes
     base = "diamond" if front else "circle"
     cap_symbol = "square" if three_d else "x"  # gl3d draws symbols as font glyphs: ■ is in every font, ✖ is not
     c = m.cols["generation"]
@@ -156,7 +156,7 @@ def figure_projections(m: Model):
                 opacity=1.0 if front else DOMINATED_OPACITY + 0.15,
                 unselected=dict(marker=dict(opacity=0.12)),
                 marker=_marker(m, idx, front, size=10 if front else 7,
-                               showscale=c == ncol and (front or not m.idx(True)), three_d=False)),
+                               showscale=c == ncol and (front or not m.idx(True)), three_d=False, pair=(a, b))),
                 row=row, col=col)
         _add_marks(fig, m, three_d=False, row=row, col=col, pair=(a, b), showlegend=c == 1)
         fig.update_xaxes(**_axis(m, a), row=row, col=col)

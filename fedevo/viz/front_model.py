@@ -164,8 +164,9 @@ class Model:
         vals = self.cols[key].data
         return [vals[i] for i in idx]
 
-    def capped(self, idx: Sequence[int]) -> list[bool]:
-        return [any(self.cols[k].capped[i] for k in self.keys) for i in idx]
+    def capped(self, idx: Sequence[int], keys: Optional[Sequence[str]] = None) -> list[bool]:
+        """Whether each point is drawn at a cap (∞ or missing) on one of `keys`' axes (default: the 3D view's)."""
+        return [any(self.cols[k].capped[i] for k in (keys or self.keys)) for i in idx]
 
     def hover(self, r: Mapping[str, Any], on_front: bool) -> str:
         data = self.data

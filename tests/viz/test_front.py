@@ -876,3 +876,22 @@ def test_the_infinity_label_stands_clear_of_the_highest_label(top):
     assert c.cap >= 3 * top
     lo, hi = c.log_range()
     assert hi >= math.log10(c.cap)
+
+
+def test_a_projection_marks_x_where_one_of_its_own_axes_is_capped(fake_run):
+    """In each 2D panel a point is drawn × where it stands at the ∞ cap of one of that panel's axes (as compare.html
+    does): the panels took the 3D view's axes instead, so error–comm drew ε = ∞ points as × though neither of its
+    axes is ε, and a fourth or fifth objective's missing value (a user's latency whose function raised) stood at its
+    cap labelled ∞ as a plain diamond."""
+    data, m = parts_of(fake_run)
+    pos = {r["id"]: i for i, r in enumerate(m.rows)}
+    axes = {("x" if n == 1 else f"x{n}"): pair for n, pair in enumerate(m.pairs, start=1)}  # panel -> its axes
+    seen = set()
+    for t in evaluation_traces(figure_projections(m)):
+        a, b = axes[t.xaxis or "x"]
+        for rid, sym in zip(t.customdata, t.marker.symbol):
+            want = m.cols[a].capped[pos[rid]] or m.cols[b].capped[pos[rid]]
+            assert (sym == "x") == want, (a, b, rid, sym)
+            seen.add((a, b, want))
+    assert ("error", "comm", False) in seen and ("error", "eps", True) in seen
+    assert ("error", "comm", True) not in seen  # the run's ε = ∞ points are plain in error–comm

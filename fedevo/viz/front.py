@@ -374,7 +374,8 @@ def stamp_name(page_name: str) -> str:
 
 def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: str = FRONT_HTML) -> str:
     m = Model(data)
-    notes = [c.note for k, c in m.cols.items() if k in (*m.keys, "eps_paper") and k not in m.undefined and c.note]
+    notes = [c.note for k, c in m.cols.items()  # every objective's (a fourth's, fifth's too), ε paper's
+             if k in (*m.keys, *m.objective_names, "eps_paper") and k not in m.undefined and c.note]
     notes += [_undefined_note(m, k) for k in m.undefined if m.rows]  # (no ok evaluation: nothing is ∞ or undefined)
     logs = [f"{c.label} ({'gene declared log' if k in data.gene_names else 'log'})"
             for k, c in m.cols.items() if c.log and k not in m.undefined]

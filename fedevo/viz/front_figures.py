@@ -233,7 +233,7 @@ def _dim(c: Column, label: Optional[str] = None) -> dict:
     # plotly treats any dimension with tickvals as ordinal and snaps brushes to the ticks (issue #28), so
     # continuous axes get no tickvals: a log axis draws log10 of the value and the page's script labels its ticks
     # in the quantity's units (front_js relabelParallel); its range spans every decade the values reach into
-    extra = [x for x, on in (("log", c.log), ("∞ on top", c.cap is not None)) if on]
+    extra = [x for x, on in (("log", c.log), (f"{c.cap_label} on top", c.cap is not None)) if on]
     lab = (label or c.label) + (f" ({', '.join(extra)})" if extra else "")
     d = dict(label=lab, values=c.draw)
     if c.kind == "choice":
@@ -275,7 +275,8 @@ def parallel_meta(m: Model) -> list[dict]:
             cap = None if c.cap is None else (math.log10(c.cap) if c.log else c.cap)
             o = m.data.objectives.by_name(k) if k in m.data.objectives else None
             units = unit_words(k, o.unit if o is not None else "") if k in m.objective_names or k == "comm" else []
-            out.append({"key": k, "label": c.label, "log": c.log, "kind": c.kind, "cap": cap, "units": units})
+            out.append({"key": k, "label": c.label, "log": c.log, "kind": c.kind, "cap": cap, "units": units,
+                        "cap_label": c.cap_label})
     return out
 
 

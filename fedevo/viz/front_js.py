@@ -191,7 +191,7 @@ function fedevoInit() {
 
   const isInt = v => Math.abs(v - Math.round(v)) < 1e-9;
   function unitText(p, v) {  // a drawn value (log10 on a log axis) as the quantity it stands for
-    if (p.cap !== null && p.cap !== undefined && Math.abs(v - p.cap) < 1e-9) return '∞';
+    if (p.cap !== null && p.cap !== undefined && Math.abs(v - p.cap) < 1e-9) return p.cap_label || '∞';
     return fedevoNum(p.log ? Math.pow(10, v) : v);
   }
   function relabelParallel() {

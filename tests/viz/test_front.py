@@ -895,3 +895,43 @@ def test_a_projection_marks_x_where_one_of_its_own_axes_is_capped(fake_run):
             seen.add((a, b, want))
     assert ("error", "comm", False) in seen and ("error", "eps", True) in seen
     assert ("error", "comm", True) not in seen  # the run's ε = ∞ points are plain in error–comm
+
+
+def test_a_missing_value_is_drawn_at_a_cap_labelled_missing_not_infinity():
+    """A user's objective whose function raised (no value: None) is drawn at the cap of its axis, which said '∞' and
+    'non-finite' (latency ∞ ms: infinitely slow, where it was not measured). The cap is labelled 'missing' in the ticks,
+    the note and the parallel axis' title and meta (the page's script labels the cap from it); ε = ∞ keeps ∞."""
+    from fedevo.viz.axes import make_column
+
+    lat = make_column([{"latency": v} for v in (3.0, 9.5, None, float("nan"), 14.0)], "latency", "latency")
+    vals, labels = lat.ticks()
+    assert labels[-1] == "missing" and "∞" not in labels and vals[-1] == lat.cap
+    assert "2 points with latency missing (not measured) drawn at the cap" in lat.note and "labelled missing" in lat.note
+    eps = make_column([{"eps": v} for v in (0.5, 3.0, math.inf, None)], "eps", "ε", eps_log=True)
+    assert eps.ticks()[1][-1] == "∞" and "labelled ∞" in eps.note
+    inf = make_column([{"latency": v} for v in (3.0, math.inf, 14.0)], "latency", "latency")
+    assert inf.ticks()[1][-1] == "∞" and "1 point with latency ∞ drawn" in inf.note
+
+
+def test_the_parallel_axis_of_a_missing_user_objective_says_missing(tmp_path_factory):
+    from fedevo.problem import problems_dir
+    from fedevo.viz.front_figures import parallel_meta
+    from tests.searching.search_fakes import fake_evaluate
+    from tests.viz.fedevo_runs import _make
+
+    base = tmp_path_factory.getbasetemp()
+    (base / "latency_unread.py").write_text(
+        "def latency(result):\n    if result.omega % 3 == 0:\n        raise RuntimeError('profiler unavailable')\n"
+        "    return 2.0 + result.omega / 500.0\n")
+    problem = base / "digits_unread.toml"
+    problem.write_text('objectives = ["error", "comm", "eps", "latency"]\n'
+                       + (problems_dir() / "digits_mlp.toml").read_text().replace('name = "digits_mlp"',
+                                                                                 'name = "digits_unread"', 1)
+                       + '\n[objective.latency]\nread = "python:latency_unread.py:latency"\nworst = 1e6\nunit = "ms"\n')
+    data, m = parts_of(_make(base, "unread_run", problem=str(problem), evaluator=fake_evaluate, gen=2))
+    assert any(m.cols["latency"].capped) and not all(m.cols["latency"].capped)
+    meta = next(p for p in parallel_meta(m) if p["key"] == "latency")
+    assert meta["cap_label"] == "missing"
+    title = next(d.label for d in figure_parallel(m).data[0].dimensions if d.label.startswith("latency"))
+    assert title.endswith("(missing on top)"), title
+    assert "labelled missing" in front_html(data)

@@ -69,6 +69,11 @@ def check_same_problem(runs: Sequence[RunData]) -> None:
         if a != b:
             raise FedevoError(f"{first.run_dir} searched problem {a!r} and {other.run_dir} problem {b!r}: runs are "
                               f"compared only on the same problem")
+        mine, theirs = ([o.name for o in r.objectives] for r in (first, other))
+        if mine != theirs:  # the keys alone ("objective, objectives differ") did not say what differs
+            raise FedevoError(f"{first.run_dir} searched the objectives ({', '.join(mine)}) of problem {a!r} and "
+                              f"{other.run_dir} ({', '.join(theirs)}): runs are compared only on the same problem, "
+                              "its objectives included")
         keys = _differences(ref, d)
         raise FedevoError(f"{first.run_dir} and {other.run_dir} both searched a problem named {a!r} but defined "
                           f"differently ({', '.join(keys[:5])}{' …' if len(keys) > 5 else ''} differ): runs are "

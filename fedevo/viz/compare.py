@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import FedevoError
 from ..searching.rundata import RunData, load_run
 from .axes import finite, make_column
-from .front_model import SHORT, axis_title, hv_space
+from .front_model import SHORT, axis_title, hv_space, value_unit
 from .grid import cell, panel_rows, rows_of_three
 from .history import figure_hv_history
 from .html import esc, figure_div, page, table, write
@@ -125,12 +125,15 @@ def figure_fronts(runs: Sequence[RunData], names: Sequence[str]):
     plot_h, spacing = panel_rows(nrow, FRONTS_PANEL_H, FRONTS_ROW_GAP)
     fig = make_subplots(rows=nrow, cols=ncol, horizontal_spacing=0.08, vertical_spacing=spacing,
                         subplot_titles=[f"{short[a]} vs {short[b]}" for a, b in pairs])
+    # each value with the unit front.html's hover gives it ("comm 1.2k params/round/client slot", "latency 5 ms")
+    units = {o.name: (" " + value_unit(o.name, o.unit)).rstrip() for o in objs}
     for c, (a, b) in enumerate(pairs, start=1):
         row, col = cell(c, ncol)
         for name, colour in zip(names, COLOURS * (len(names) // len(COLOURS) + 1)):
             idx = [i for i, o in enumerate(owner) if o == name]
             text = [f"<b>{esc(name)}</b> · id {rows[i]['id']} · generation {rows[i]['generation']}<br>"
-                    + " · ".join(f"{esc(short[k])} {num(rows[i].get(k))}" for k in objs.names) for i in idx]
+                    + " · ".join(f"{esc(short[k])} {num(rows[i].get(k))}{esc(units[k])}" for k in objs.names)
+                    for i in idx]
             capped = [cols[a].capped[i] or cols[b].capped[i] for i in idx]
             fig.add_trace(go.Scatter(
                 x=[cols[a].data[i] for i in idx], y=[cols[b].data[i] for i in idx], mode="markers", name=name,

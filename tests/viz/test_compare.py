@@ -186,6 +186,9 @@ def test_the_fronts_are_drawn_in_the_runs_own_objectives(tmp_path, objectives):
     for t in fronts:  # each trace: its run's Pareto set, in its panel's pair of objectives
         want = {int(r["id"]) for r in read_csv(tmp_path / t.name / "front.csv")}
         assert set(t.customdata) == want
+        # the hover gives each value its unit, as front.html's does (it gave none: 'comm 1.2k', 'model size Ω 7k')
+        assert all(("params/round/client slot" in x) == ("comm" in objectives) for x in t.text), t.text[0]
+        assert all(re.search(r"model size Ω \S+ parameters", x) for x in t.text) == ("model_size" in objectives)
     # rows of three panels, each as high as one row draws it and 100 px apart (a fixed 16 % of the figure apart, four
     # rows of five objectives' ten pairs were 200 px high with 250 px between them)
     from fedevo.viz.compare import FRONTS_PANEL_H, FRONTS_ROW_GAP

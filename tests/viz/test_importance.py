@@ -241,3 +241,19 @@ def test_the_page_holds_each_drawn_point_once(driven_run, tmp_path):
     fig = json.loads(re.search(r"window\.FEDEVO_SLICES_FIG = (\{.*?\});\n", pages[40]).group(1))
     slices = [t for t in fig["data"] if t.get("meta") == "slice"]
     assert len(slices) == 27 and not any(k in t for t in slices for k in ("x", "y", "text", "customdata"))
+
+
+def test_the_slices_hover_gives_each_value_its_unit(tmp_path_factory):
+    """A slice's hover writes the objective's value with its unit, as front.html's hover ('comm = 834
+    params/round/client slot', 'latency = 13.1 ms'); it gave the number alone. The unit is held once per objective
+    (window.FEDEVO_SLICES), not once per point."""
+    from fedevo.viz.importance import slice_hover, slice_points
+    from tests.viz.fedevo_runs import five_objective_run
+
+    data = load_run(five_objective_run(tmp_path_factory))
+    pts = slice_points(data, data.ok_rows)
+    want = {"comm": " params/round/client slot", "latency": " ms", "model_size": " parameters", "error": ""}
+    for k, unit in want.items():
+        assert pts["objectives"][k]["unit"] == unit
+        hover = slice_hover(pts, "units", k)
+        assert all(re.search(rf"= [^<]+{re.escape(unit)}$", h) for h in hover), hover[0]

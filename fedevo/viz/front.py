@@ -75,8 +75,9 @@ def privacy_settings(data: RunData) -> tuple[dict, list[str], dict]:
     return fixed, priv_keys, seen
 
 
-def _settings_html(data: RunData) -> str:
-    """The problem's fixed settings once (privacy / deployment first), and which settings are genes."""
+def settings_html(data: RunData, *, see: str = "; see the hover text and colour by") -> str:
+    """The problem's fixed settings once (privacy / deployment first), and which settings are genes (`see`: where
+    the page shows their values; compare.html shows none)."""
     from ..problem import PRIVACY_KEYS
 
     fixed, priv_keys, seen = privacy_settings(data)
@@ -96,7 +97,7 @@ def _settings_html(data: RunData) -> str:
         # a sentence, or two joined by "; " (a trust gene): wrapped as prose, where a value stays on one line
         lines.append(f"accountant (from the evaluations): <b class=\"prose\">{esc(seen['accountant'])}</b>")
     if gene_settings:
-        lines.append("privacy settings that are genes (they vary per point; see the hover text and colour by): "
+        lines.append(f"privacy settings that are genes (they vary per point{see}): "
                      + ", ".join(f"<b>{esc(g)}</b>" for g in gene_settings))
     lines.append(f"simulation (fixed): {kv(other) or '–'}")
     return '<p class="meta">' + "<br>".join(lines) + "</p>"
@@ -156,7 +157,7 @@ def _summary(data: RunData, m: Model) -> str:
             f'{counted} · '
             f'Pareto front of {len(data.front)}{" · constraints " + esc(cons) if cons else ""}<br>objectives: '
             f'{esc(_objectives_text(m))}; the search saw ε as {esc(eps_scale)}</p>'
-            + _settings_html(data))
+            + settings_html(data))
 
 
 def _note(data: RunData) -> str:

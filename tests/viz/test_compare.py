@@ -200,3 +200,16 @@ def test_the_fronts_are_drawn_in_the_runs_own_objectives(tmp_path, objectives):
     assert all(round((hi[0] - lo[1]) * plot_h) == FRONTS_ROW_GAP for hi, lo in zip(rows, rows[1:])), rows
     page = compare_html(data)
     assert f"every pair of its {len(objectives)} objectives" in page and "(error, comm, ε)" not in page
+
+
+def test_the_page_says_what_every_eps_is_under(runs):
+    """ε is compared across runs: the page states once the problem's privacy and deployment settings it holds under
+    (mechanism, trust, δ, …) and which privacy settings are genes, as front.html's header; it gave ε with no δ or
+    trust model anywhere."""
+    _, a, b, _, _, _ = runs
+    page = compare_html([load_run(a), load_run(b)])
+    head = page.split("<h2>")[0]
+    assert "privacy and deployment (fixed):" in head, head[-800:]
+    assert re.search(r"delta</span> <b>1e-4</b>|delta <b>1e-4</b>", head), head[-800:]
+    assert "privacy settings that are genes (they vary per point):" in head and "<b>sigma</b>" in head
+    assert "colour by" not in head  # (front.html's words: this page has no colour choice)

@@ -137,7 +137,7 @@ def _summary(data: RunData, m: Model) -> str:
             bad[r["status"]] = bad.get(r["status"], 0) + 1
     bad_s = ", ".join(f"{v} {k}" for k, v in sorted(bad.items())) or "none failed"
     if len(full) == len(data.rows):
-        counted = f"{len(data.rows)} evaluations ({n_ok} ok, {bad_s})"
+        counted = f"{len(data.rows)} evaluation{'s' if len(data.rows) != 1 else ''} ({n_ok} ok, {bad_s})"
     else:  # a multi-fidelity search: an evaluation (an individual) has one row per rung it reached
         ids = {r["id"] for r in data.rows}
         at_full = {r["id"] for r in full}

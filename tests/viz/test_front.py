@@ -935,3 +935,13 @@ def test_the_parallel_axis_of_a_missing_user_objective_says_missing(tmp_path_fac
     title = next(d.label for d in figure_parallel(m).data[0].dimensions if d.label.startswith("latency"))
     assert title.endswith("(missing on top)"), title
     assert "labelled missing" in front_html(data)
+
+
+def test_a_run_of_one_evaluation_says_one_evaluation(tmp_path_factory):
+    """'1 evaluation (1 ok, none failed)' in front.html's header and importance.html's ('1 evaluations' before)."""
+    from fedevo.viz.importance import importance_html
+    from tests.viz.fedevo_runs import one_run
+
+    data = load_run(one_run(tmp_path_factory))
+    assert "· 1 evaluation (1 ok, none failed)" in front_html(data)
+    assert "· 1 evaluation, 1 ok" in importance_html(data)

@@ -177,7 +177,7 @@ def compare_html(runs: Sequence[RunData], *, plotly_src: Optional[str] = None) -
     parts = [f"<h1>fedevo — {esc(p.name)} — {len(runs)} runs compared</h1>",
              f'<p class="meta">problem <b>{esc(p.name)}</b> (the same definition in every run)'
              + (f" · settings that differ: {esc(', '.join(differ))}" if differ else "") + "</p>",
-             settings_html(runs[0], see=""),  # what every ε is under (trust, δ, N, M): the problem's, the same in every run
+             settings_html(runs[0], see=""),  # what every ε is under (trust, δ, N, M): the problem's, in every run
              f'<div style="overflow-x: auto">{table(heads, body, left=(0, 5))}</div>',
              (f'<p class="note">run directories: {where}</p>' if where else ""),
              "<h2>Pareto fronts</h2>",

@@ -431,7 +431,8 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
                 if any(o.maximize for o in data.objectives) else '') + '</p>',
              f'<div class="fig">{fig_div(figure_hypervolume(data.hypervolume(), space=space), "hypervolume", "hypervolume")}</div>',
              f"<h2>Pareto set ({len(data.front)})</h2>",
-             '<p class="note">Click a header to sort, a row to add it to (or drop it from) the selection; with the keyboard, Tab to it and press Enter or Space.</p>',
+             '<p class="note">Click a header to sort, a row to add it to (or drop it from) the selection; with the '
+             'keyboard, Tab to it and press Enter or Space.</p>',
              f'<div class="scroll">{_front_table(data, m.marks, m.undefined, m.other_objectives())}</div>',
              f"<h2>Not plotted: failed or diverged ({n_bad})</h2>", _bad_table(data)]
     script = ""

@@ -28,7 +28,8 @@ td.l, th.l { text-align: left; } tr.front td { background: #fff7e6; }
 .fig { margin: 0.4em 0 1em 0; }
 table.sortable th { cursor: pointer; } table.sortable th.asc::after { content: " ▲"; }
 table.sortable th.desc::after { content: " ▼"; }
-table.sortable th:focus-visible, #front-table tbody tr:focus-visible { outline: 2px solid #1f77b4; outline-offset: -2px; }
+table.sortable th:focus-visible, #front-table tbody tr:focus-visible {
+  outline: 2px solid #1f77b4; outline-offset: -2px; }
 .controls { font-size: 0.9em; } #retrain-cmd { background: #f3f3f3; padding: 3px 6px; font-size: 0.95em; }
 #selection-table tr.front td { background: #fff7e6; } .live { color: #a60; }
 .kv, .meta b, .scroll td:not(.l) { white-space: nowrap; } .meta b.prose { white-space: normal; }

@@ -462,8 +462,9 @@ def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] =
     body = [f"<h1>fedevo search — {esc(p.name)} — which genes matter</h1>",
             f'<p class="meta">problem <b>{esc(p.name)}</b> · run {esc(data.meta.get("run_id", ""))} · '
             f'generations {data.generations}/{data.settings.gen}'
-            + (f' ({esc(note)})' if note else '') + f' · {n} evaluation{"s" if n != 1 else ""}, {n_ok} ok (failed and diverged '
-            f"ones are left out of everything below){link}<br>objectives: {esc(objectives_text(data))}</p>"]
+            + (f' ({esc(note)})' if note else '') + f' · {n} evaluation{"s" if n != 1 else ""}, {n_ok} ok '
+            f"(failed and diverged ones are left out of everything below){link}<br>"
+            f"objectives: {esc(objectives_text(data))}</p>"]
     if n_ok:
         result = importance(data, seed=seed)
         ranked = [o for o in result if o.genes]

@@ -338,7 +338,8 @@ def test_the_pareto_table_by_keyboard_alone(browser, chance_page):
     browser.execute_script("document.getElementById('colour-by').focus()")
     gen_th = "e => e.tagName === 'TH' && e.closest('#front-table') && e.textContent.startsWith('gen')"
     _tab_to(browser, gen_th)
-    order = "return Array.from(document.querySelectorAll('#front-table tbody tr')).map(r => Number(r.cells[1].textContent))"
+    order = ("return Array.from(document.querySelectorAll('#front-table tbody tr'))"
+             ".map(r => Number(r.cells[1].textContent))")
     ActionChains(browser).send_keys(Keys.ENTER).perform()
     settle(browser)
     gens = browser.execute_script(order)

@@ -863,8 +863,8 @@ def test_points_outside_the_constraints_are_said_so_not_dominated(tmp_path_facto
 
 @pytest.mark.parametrize("top", [41.0, 9.0, 0.2, 1.0, 700.0, 3.3e4])
 def test_the_infinity_label_stands_clear_of_the_highest_label(top):
-    """ε = ∞ (no privacy) is drawn at a cap labelled ∞, at least × 3 (0.48 decade) beyond the largest value AND the
-    axis' highest label: at 3 × 41 = 124 it stood 0.09 decade above the label 100, the two written over each other
+    """ε = ∞ (no privacy) is drawn at a cap labelled ∞, at least × 3 (0.48 decade) beyond the largest value AND
+    the axis' highest label: at 3 × 41 = 124 it stood 0.09 decade above the label 100, the two written over each other
     (a run mixing mechanism none and update: every view of ε)."""
     from fedevo.viz.axes import make_column
 
@@ -898,15 +898,17 @@ def test_a_projection_marks_x_where_one_of_its_own_axes_is_capped(fake_run):
 
 
 def test_a_missing_value_is_drawn_at_a_cap_labelled_missing_not_infinity():
-    """A user's objective whose function raised (no value: None) is drawn at the cap of its axis, which said '∞' and
-    'non-finite' (latency ∞ ms: infinitely slow, where it was not measured). The cap is labelled 'missing' in the ticks,
-    the note and the parallel axis' title and meta (the page's script labels the cap from it); ε = ∞ keeps ∞."""
+    """A user's objective whose function raised (no value: None) is drawn at the cap of its axis, which said '∞'
+    and 'non-finite' (latency ∞ ms: infinitely slow, where it was not measured). The cap is labelled 'missing' in
+    the ticks, the note and the parallel axis' title and meta (the page's script labels the cap from it); ε = ∞
+    keeps ∞."""
     from fedevo.viz.axes import make_column
 
     lat = make_column([{"latency": v} for v in (3.0, 9.5, None, float("nan"), 14.0)], "latency", "latency")
     vals, labels = lat.ticks()
     assert labels[-1] == "missing" and "∞" not in labels and vals[-1] == lat.cap
-    assert "2 points with latency missing (not measured) drawn at the cap" in lat.note and "labelled missing" in lat.note
+    assert "2 points with latency missing (not measured) drawn at the cap" in lat.note
+    assert "labelled missing" in lat.note
     eps = make_column([{"eps": v} for v in (0.5, 3.0, math.inf, None)], "eps", "ε", eps_log=True)
     assert eps.ticks()[1][-1] == "∞" and "labelled ∞" in eps.note
     inf = make_column([{"latency": v} for v in (3.0, math.inf, 14.0)], "latency", "latency")

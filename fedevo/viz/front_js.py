@@ -530,7 +530,8 @@ function fedevoInit() {
         why = 'the knee' + (capped ? ' within ' + words : '') + ': ' + (res.how === 'pymoo HighTradeoffPoints' ?
           'a high trade-off point of the front (pymoo HighTradeoffPoints), the one closest to the ideal point' :
           'closest to the ideal point (' + res.how.replace(/^closest to the ideal point \(|\)$/g, '') + ')') +
-          '; measured over all ' + res.of + ' Pareto solutions better than chance' +
+          (res.of === 1 ? '; the only Pareto solution better than chance' :
+           '; measured over all ' + res.of + ' Pareto solutions better than chance') +
           (capped ? ' (the caps remove candidates, they do not rescale the space: ' + res.candidates + ' left)' : '');
       }
     } else {

@@ -77,3 +77,12 @@ def test_each_parallel_axis_stands_upright_around_its_one_value(browser, one_pag
         assert min(v for _, v in shown) <= row[key] <= max(v for _, v in shown), (label, row[key], shown)
         checked.append(key)
     assert sorted(checked) == sorted(keys.values()), labels
+
+
+def test_the_chosen_note_of_one_solution(browser, one_page):
+    """The 'Chosen:' note of a front of one says it is the only Pareto solution better than chance (it said
+    'measured over all 1 Pareto solutions better than chance')."""
+    path, _ = one_page
+    open_fresh(browser, path)
+    note = browser.find_element("id", "knee-note").text
+    assert "the only Pareto solution better than chance" in note and "all 1 " not in note, note

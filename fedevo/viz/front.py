@@ -450,8 +450,25 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
                                  for v in (payload, fig_specs, pool))
         script = (f"<script>window.FEDEVO = {blob};\nwindow.FEDEVO_FIGS = {figs_js};\n"
                   f"window.FEDEVO_ARRAYS = {arrays};\n{RESOLVE_JS}\n{JS_NUM}\n{KNEE_JS}\n{FRONT_JS}</script>")
+    elif not complete:  # nothing drawn yet: the page still reloads itself when a newer one is written, as it says
+        script = "<script>" + LIVE_ONLY_JS.replace("STAMP", json.dumps(stamp)).replace(
+            "FILE", json.dumps(stamp_name(page_name))) + "</script>"
     return page(f"fedevo — {data.problem.name} — {data.meta.get('run_id', '')}", "\n".join(body) + script,
                 plotly_src=plotly_src, defer=bool(m.rows))
+
+
+# the polling of a page with no view drawn (no ok evaluation yet) of a run not complete: FRONT_JS's fedevoStamp /
+# fedevoLive without the views (a page written after a first generation that all failed said it reloaded itself
+# and never did)
+LIVE_ONLY_JS = """(function () {
+  window.fedevoStamp = s => { if (s && s !== STAMP) location.reload(); };
+  setInterval(() => {
+    const s = document.createElement('script');
+    s.src = FILE + '?t=' + Date.now();
+    s.onload = s.onerror = () => s.remove();
+    document.head.appendChild(s);
+  }, 2000);
+})();"""
 
 
 def write_front_html(run_dir: Path | str, out: Optional[Path | str] = None, *,

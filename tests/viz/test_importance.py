@@ -114,6 +114,9 @@ def test_hypervolume_scale_starts_near_its_range():
     assert list(fig.data[0].y) == [1.196, 1.25, 1.298]
     assert 1.18 < lo < 1.196 and 1.298 < hi < 1.31
     assert value_range([]) is None and value_range([0.5, 0.5])[0] > 0.4
+    # a hypervolume is never negative: all 0 (no ok evaluation yet) or near 0, the axis starts at 0, not below
+    assert value_range([0.0, 0.0]) == [0.0, pytest.approx(0.004)] and value_range([0.0, 0.01])[0] == 0.0
+    assert value_range([-1.0, 1.0])[0] < -1.0  # (a range with negative values keeps its margin)
 
 
 def test_the_search_and_fedevo_plot_write_the_page(driven_run, tmp_path, capsys):

@@ -354,7 +354,7 @@ class RetrainReport:
                                     "and seed S gives the search's numbers again.")
                   + " The search ε is the accountant's, as the ε above.", "",
                   "| Solution | " + " | ".join(self.gene_names) + " | search error | search comm | search ε |"
-                  + "".join(f" search {o.name} |" for o in self.extra_objectives) + " search rounds | search seed |",
+                  + "".join(f" search {o.heading} |" for o in self.extra_objectives) + " search rounds | search seed |",
                   "|---|" + "---:|" * (len(self.gene_names) + 5 + len(self.extra_objectives))]
         for c in cells:
             lines.append(f"| {c['solution']} | " + " | ".join(md(c[g]) for g in self.gene_names)

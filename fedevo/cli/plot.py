@@ -139,19 +139,20 @@ def front(
 
         print(json.dumps(_pick_json(data, rows, m), indent=2, ensure_ascii=False))
         return
+    from ..viz.front import run_state
+
     c = _console()
+    state, note = run_state(data), data.budget_note()
     if rows:
         _front_table(c, data, rows, m, title, extra)
     else:  # no table: its header, caption and footers would speak of rows that are not there
-        c.print(f"Pareto set of {data.problem.name}: none yet — {_why_no_front(data)}", highlight=False,
-                markup=False)
+        ended = state == "complete"  # ('none yet', 'so far' of a search that has ended said it might still come)
+        c.print(f"Pareto set of {data.problem.name}: none{'' if ended else ' yet'} — {_why_no_front(data, ended)}",
+                highlight=False, markup=False)
     bad = data.bad_rows
     if bad and pick is None:
         c.print(f"{len(bad)} evaluation(s) not ok (failed/diverged): ids {', '.join(str(r['id']) for r in bad[:20])}"
                 f"{' …' if len(bad) > 20 else ''}")
-    from ..viz.front import run_state
-
-    state, note = run_state(data), data.budget_note()
     if state != "complete":  # the table holds every logged evaluation; front.csv the finished generations only
         n, of = len(data.rows), data.settings.expected_evaluations
         more = f"; {note}" if note else ""
@@ -162,17 +163,19 @@ def front(
         c.print(f"generations {data.generations}/{data.settings.gen} ({note})", highlight=False, markup=False)
 
 
-def _why_no_front(data) -> str:
-    """Why a run's Pareto set is empty, in words (`fedevo front` says so instead of an empty table)."""
+def _why_no_front(data, ended: bool = False) -> str:
+    """Why a run's Pareto set is empty, in words (`fedevo front` says so instead of an empty table); `ended`: its
+    search has ended (no 'so far')."""
     from ..searching.front_math import is_full
 
     n = len(data.rows)
     ok = [r for r in data.rows if r["status"] == "ok"]
     full = [r for r in ok if is_full(r)]
+    so_far = "" if ended else " so far"
     if not ok:
-        return f"none of the {n} evaluation{'s' if n != 1 else ''} so far finished with status ok (failed or diverged)"
+        return f"none of the {n} evaluation{'s' if n != 1 else ''}{so_far} finished with status ok (failed or diverged)"
     if not full:
-        return f"none of the {len(ok)} ok evaluations so far was trained for all the rounds (lower rungs only)"
+        return f"none of the {len(ok)} ok evaluations{so_far} was trained for all the rounds (lower rungs only)"
     cons = ", ".join(f"{k} {'>=' if floor else '<='} {_fmt(v)}"
                      for k, floor, v in data.objectives.constraint_terms(data.constraints))
     return (f"none of the {len(full)} ok evaluations (of {n}) meets the problem's constraints ({cons})" if cons else

@@ -122,7 +122,7 @@ class Column:
             labels = [num(v) for v in vals]
         if self.cap is not None:
             c = math.log10(self.cap) if self.log else self.cap
-            vals, labels = vals + [c], labels + ["∞"]
+            vals, labels = vals + [c], labels + [self.cap_label]
         return vals, labels
 
     def axis_layout(self, title: Optional[str] = None) -> dict:
@@ -148,20 +148,26 @@ class Column:
         return lo, hi
 
     @property
+    def cap_label(self) -> str:
+        """The cap's label: ∞ where a value drawn there is ∞ (ε without privacy), else "missing" (values not
+        measured or undefined: a user's objective whose function raised; ε paper without its closed form)."""
+        return "∞" if any(c and v == math.inf for v, c in zip(self.raw, self.capped)) else "missing"
+
+    @property
     def note(self) -> str:
         parts = []
         n = sum(self.capped)
         if n:
             n_inf = sum(1 for v, c in zip(self.raw, self.capped) if c and v == math.inf)
             if not self.key.startswith("eps"):
-                what = "non-finite"
+                what = ("∞" if n_inf == n else "missing (not measured)" if n_inf == 0 else
+                        f"∞ ({n_inf}) or missing ({n - n_inf})")
             else:  # ∞: no privacy; NaN: no such ε for that evaluation (the paper's formula: central trust, none)
                 what = ("∞ (no privacy)" if n_inf == n else "undefined" if n_inf == 0 else
                         f"∞ (no privacy: {n_inf}) or undefined ({n - n_inf})")
             parts.append(f"{n} point{'s' if n != 1 else ''} with {self.label} {what} drawn at the cap "
-                         f"{self.label} = {num(self.cap)}, labelled ∞ (marked × in 2D, ■ in 3D; the hover text "
-                         "shows "
-                         "the true value).")
+                         f"{self.label} = {num(self.cap)}, labelled {self.cap_label} (marked × in 2D, ■ in 3D; the "
+                         "hover text shows the true value).")
         m = sum(self.floored)
         if m:
             parts.append(f"{m} point{'s' if m != 1 else ''} with {self.label} ≤ {num(EPS_FLOOR)} (0 included) drawn "
@@ -199,8 +205,9 @@ def make_column(rows: Sequence[dict], key: str, label: str, *, kind: str = "num"
     if len(fin) < len(raw):
         if not fin:
             cap = 1.0
-        elif col.log:
-            cap = max(fin) * 3
+        elif col.log:  # × 3 beyond the largest value and the highest label (41 → 300, not 124 beside 100)
+            top = max(log_ticks(*decade_range(math.log10(min(fin)), math.log10(max(fin)))), default=-math.inf)
+            cap = max(max(fin), 10 ** top) * 3
         else:
             hi, lo = max(fin), min(fin)
             cap = hi + 0.15 * (hi - lo) if hi > lo else (abs(hi) * 1.5 or 1.0)

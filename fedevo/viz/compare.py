@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import FedevoError
 from ..searching.rundata import RunData, load_run
 from .axes import finite, make_column
-from .front_model import SHORT, axis_title, hv_space
+from .front_model import SHORT, axis_title, hv_space, value_unit
 from .grid import cell, panel_rows, rows_of_three
 from .history import figure_hv_history
 from .html import esc, figure_div, page, table, write
@@ -69,6 +69,11 @@ def check_same_problem(runs: Sequence[RunData]) -> None:
         if a != b:
             raise FedevoError(f"{first.run_dir} searched problem {a!r} and {other.run_dir} problem {b!r}: runs are "
                               f"compared only on the same problem")
+        mine, theirs = ([o.name for o in r.objectives] for r in (first, other))
+        if mine != theirs:  # the keys alone ("objective, objectives differ") did not say what differs
+            raise FedevoError(f"{first.run_dir} searched the objectives ({', '.join(mine)}) of problem {a!r} and "
+                              f"{other.run_dir} ({', '.join(theirs)}): runs are compared only on the same problem, "
+                              "its objectives included")
         keys = _differences(ref, d)
         raise FedevoError(f"{first.run_dir} and {other.run_dir} both searched a problem named {a!r} but defined "
                           f"differently ({', '.join(keys[:5])}{' …' if len(keys) > 5 else ''} differ): runs are "
@@ -120,12 +125,15 @@ def figure_fronts(runs: Sequence[RunData], names: Sequence[str]):
     plot_h, spacing = panel_rows(nrow, FRONTS_PANEL_H, FRONTS_ROW_GAP)
     fig = make_subplots(rows=nrow, cols=ncol, horizontal_spacing=0.08, vertical_spacing=spacing,
                         subplot_titles=[f"{short[a]} vs {short[b]}" for a, b in pairs])
+    # each value with the unit front.html's hover gives it ("comm 1.2k params/round/client slot", "latency 5 ms")
+    units = {o.name: (" " + value_unit(o.name, o.unit)).rstrip() for o in objs}
     for c, (a, b) in enumerate(pairs, start=1):
         row, col = cell(c, ncol)
         for name, colour in zip(names, COLOURS * (len(names) // len(COLOURS) + 1)):
             idx = [i for i, o in enumerate(owner) if o == name]
             text = [f"<b>{esc(name)}</b> · id {rows[i]['id']} · generation {rows[i]['generation']}<br>"
-                    + " · ".join(f"{esc(short[k])} {num(rows[i].get(k))}" for k in objs.names) for i in idx]
+                    + " · ".join(f"{esc(short[k])} {num(rows[i].get(k))}{esc(units[k])}" for k in objs.names)
+                    for i in idx]
             capped = [cols[a].capped[i] or cols[b].capped[i] for i in idx]
             fig.add_trace(go.Scatter(
                 x=[cols[a].data[i] for i in idx], y=[cols[b].data[i] for i in idx], mode="markers", name=name,
@@ -145,6 +153,7 @@ def figure_fronts(runs: Sequence[RunData], names: Sequence[str]):
 def compare_html(runs: Sequence[RunData], *, plotly_src: Optional[str] = None) -> str:
     from ..searching.evaluator import evaluating_spec
     from ..searching.front_math import HV_REF
+    from .front import settings_html
 
     check_same_problem(runs)
     names = labels(runs)
@@ -168,6 +177,7 @@ def compare_html(runs: Sequence[RunData], *, plotly_src: Optional[str] = None) -
     parts = [f"<h1>fedevo — {esc(p.name)} — {len(runs)} runs compared</h1>",
              f'<p class="meta">problem <b>{esc(p.name)}</b> (the same definition in every run)'
              + (f" · settings that differ: {esc(', '.join(differ))}" if differ else "") + "</p>",
+             settings_html(runs[0], see=""),  # what every ε is under (trust, δ, N, M): the problem's, in every run
              f'<div style="overflow-x: auto">{table(heads, body, left=(0, 5))}</div>',
              (f'<p class="note">run directories: {where}</p>' if where else ""),
              "<h2>Pareto fronts</h2>",

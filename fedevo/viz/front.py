@@ -79,8 +79,9 @@ def privacy_settings(data: RunData) -> tuple[dict, list[str], dict]:
     return fixed, priv_keys, seen
 
 
-def _settings_html(data: RunData) -> str:
-    """The problem's fixed settings once (privacy / deployment first), and which settings are genes."""
+def settings_html(data: RunData, *, see: str = "; see the hover text and colour by") -> str:
+    """The problem's fixed settings once (privacy / deployment first), and which settings are genes (`see`: where
+    the page shows their values; compare.html shows none)."""
     from ..problem import PRIVACY_KEYS
 
     fixed, priv_keys, seen = privacy_settings(data)
@@ -101,7 +102,7 @@ def _settings_html(data: RunData) -> str:
             # a sentence, or two joined by "; " (a trust gene): wrapped as prose, where a value stays on one line
             lines.append(f"{name} (from the evaluations): <b class=\"prose\">{esc(seen[key])}</b>")
     if gene_settings:
-        lines.append("privacy settings that are genes (they vary per point; see the hover text and colour by): "
+        lines.append(f"privacy settings that are genes (they vary per point{see}): "
                      + ", ".join(f"<b>{esc(g)}</b>" for g in gene_settings))
     lines.append(f"simulation (fixed): {kv(other) or '–'}")
     return '<p class="meta">' + "<br>".join(lines) + "</p>"
@@ -141,7 +142,7 @@ def _summary(data: RunData, m: Model) -> str:
             bad[r["status"]] = bad.get(r["status"], 0) + 1
     bad_s = ", ".join(f"{v} {k}" for k, v in sorted(bad.items())) or "none failed"
     if len(full) == len(data.rows):
-        counted = f"{len(data.rows)} evaluations ({n_ok} ok, {bad_s})"
+        counted = f"{len(data.rows)} evaluation{'s' if len(data.rows) != 1 else ''} ({n_ok} ok, {bad_s})"
     else:  # a multi-fidelity search: an evaluation (an individual) has one row per rung it reached
         ids = {r["id"] for r in data.rows}
         at_full = {r["id"] for r in full}
@@ -151,8 +152,7 @@ def _summary(data: RunData, m: Model) -> str:
                    + (f" ({low_bad} of them failed or diverged)" if low_bad else "")
                    + f" · {len(data.rows)} rung trainings in all")
     p = data.problem
-    cons = ", ".join(f"{k} {'≥' if floor else '≤'} {num(v)}"
-                     for k, floor, v in data.objectives.constraint_terms(data.constraints))
+    cons = m.constraints_text
     eps_scale = "log10 ε" if m.eps_log else "ε (linear: a run made before log-ε search)"
     what = f"{esc(p.dataset)}, {esc(p.model)}" if p.simulated else "trained by its own evaluator"
     return (f'<p class="meta">problem <b>{esc(p.name)}</b> ({what}) · run '
@@ -162,7 +162,7 @@ def _summary(data: RunData, m: Model) -> str:
             f'{counted} · '
             f'Pareto front of {len(data.front)}{" · constraints " + esc(cons) if cons else ""}<br>objectives: '
             f'{esc(_objectives_text(m))}; the search saw ε as {esc(eps_scale)}</p>'
-            + _settings_html(data))
+            + settings_html(data))
 
 
 def _note(data: RunData) -> str:
@@ -251,7 +251,9 @@ def _knee_note(data: RunData, m: Model) -> str:
          f"(chance, 1 − 1/{data.num_classes} classes,{margin}); {n_ex} Pareto solution{'s' if n_ex != 1 else ''} "
          f"at or above it {'were' if n_ex != 1 else 'was'} left out (shaded region of the error axes), as are "
          "failed and diverged evaluations. `--pick knee:eps<=X` re-picks it within caps (docs/plots.md, The knee).")
-    if not knee:
+    if not data.front:
+        s += " The Pareto set is empty: no knee is marked."
+    elif not knee:
         s += " No Pareto solution is better than chance: no knee is marked."
     return s
 
@@ -378,8 +380,9 @@ def stamp_name(page_name: str) -> str:
 
 def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: str = FRONT_HTML) -> str:
     m = Model(data)
-    notes = [c.note for k, c in m.cols.items() if k in (*m.keys, "eps_paper") and k not in m.undefined and c.note]
-    notes += [_undefined_note(m, k) for k in m.undefined]
+    notes = [c.note for k, c in m.cols.items()  # every objective's (a fourth's, fifth's too), ε paper's
+             if k in (*m.keys, *m.objective_names, "eps_paper") and k not in m.undefined and c.note]
+    notes += [_undefined_note(m, k) for k in m.undefined if m.rows]  # (no ok evaluation: nothing is ∞ or undefined)
     logs = [f"{c.label} ({'gene declared log' if k in data.gene_names else 'log'})"
             for k, c in m.cols.items() if c.log and k not in m.undefined]
     if logs:
@@ -433,7 +436,8 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
                 if any(o.maximize for o in data.objectives) else '') + '</p>',
              f'<div class="fig">{fig_div(figure_hypervolume(data.hypervolume(), space=space), "hypervolume", "hypervolume")}</div>',
              f"<h2>Pareto set ({len(data.front)})</h2>",
-             '<p class="note">Click a header to sort, a row to add it to (or drop it from) the selection.</p>',
+             '<p class="note">Click a header to sort, a row to add it to (or drop it from) the selection; with the '
+             'keyboard, Tab to it and press Enter or Space.</p>',
              f'<div class="scroll">{_front_table(data, m.marks, m.undefined, m.other_objectives())}</div>',
              f"<h2>Not plotted: failed or diverged ({n_bad})</h2>", _bad_table(data)]
     script = ""
@@ -451,8 +455,25 @@ def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: st
                                  for v in (payload, fig_specs, pool))
         script = (f"<script>window.FEDEVO = {blob};\nwindow.FEDEVO_FIGS = {figs_js};\n"
                   f"window.FEDEVO_ARRAYS = {arrays};\n{RESOLVE_JS}\n{JS_NUM}\n{KNEE_JS}\n{FRONT_JS}</script>")
+    elif not complete:  # nothing drawn yet: the page still reloads itself when a newer one is written, as it says
+        script = "<script>" + LIVE_ONLY_JS.replace("STAMP", json.dumps(stamp)).replace(
+            "FILE", json.dumps(stamp_name(page_name))) + "</script>"
     return page(f"fedevo — {data.problem.name} — {data.meta.get('run_id', '')}", "\n".join(body) + script,
                 plotly_src=plotly_src, defer=bool(m.rows))
+
+
+# the polling of a page with no view drawn (no ok evaluation yet) of a run not complete: FRONT_JS's fedevoStamp /
+# fedevoLive without the views (a page written after a first generation that all failed said it reloaded itself
+# and never did)
+LIVE_ONLY_JS = """(function () {
+  window.fedevoStamp = s => { if (s && s !== STAMP) location.reload(); };
+  setInterval(() => {
+    const s = document.createElement('script');
+    s.src = FILE + '?t=' + Date.now();
+    s.onload = s.onerror = () => s.remove();
+    document.head.appendChild(s);
+  }, 2000);
+})();"""
 
 
 def write_front_html(run_dir: Path | str, out: Optional[Path | str] = None, *,

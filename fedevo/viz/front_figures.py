@@ -24,8 +24,8 @@ def _scale_stops() -> list[list]:
     return [[float(f), c] for f, c in cols]
 
 
-def _marker(m: Model, idx, front: bool, *, size: float, showscale: bool, three_d: bool) -> dict:
-    capped = m.capped(idx)
+def _marker(m: Model, idx, front: bool, *, size: float, showscale: bool, three_d: bool, pair=None) -> dict:
+    capped = m.capped(idx, pair)  # × (■ in 3D) where the point stands at a cap on one of this view's axes
     base = "diamond" if front else "circle"
     cap_symbol = "square" if three_d else "x"  # gl3d draws symbols as font glyphs: ■ is in every font, ✖ is not
     c = m.cols["generation"]
@@ -57,7 +57,7 @@ def figure_3d(m: Model):
             continue
         fig.add_trace(go.Scatter3d(
             x=m.col(kx, idx), y=m.col(ky, idx), z=m.col(kz, idx), mode="markers",
-            name="Pareto front" if front else "dominated", meta="evaluations",
+            name="Pareto front" if front else m.off_front_name, meta="evaluations",
             customdata=[m.rows[i]["id"] for i in idx], text=[m.text[i] for i in idx],
             hovertemplate="%{text}<extra></extra>", opacity=1.0 if front else DOMINATED_OPACITY,
             marker=_marker(m, idx, front, size=6 if front else 4, showscale=front or not m.idx(True),
@@ -75,6 +75,14 @@ def figure_3d(m: Model):
     scene["zaxis"]["title"]["text"] = ""
     xs, ys, zs = (m.cols[k].draw for k in m.keys)  # a scene annotation on a log axis takes log10 of the value
     top = dict(x=max(xs), y=min(ys), z=max(zs)) if m.rows else dict(x=0, y=0, z=0)
+    if m.rows and len(set(zip(xs, ys, zs))) == 1:
+        # every point at one place (a run of one evaluation): plotly's WebGL then draws no marker at all where a
+        # scene annotation lies on them; the title goes to the top of the z axis' range instead (one set for it)
+        za = scene["zaxis"]
+        if "range" not in za:
+            pad = abs(zs[0]) * 0.1 or 1.0
+            za["range"] = [zs[0] - pad, zs[0] + pad]
+        top["z"] = za["range"][1]
     fig.update_layout(
         height=660, margin=dict(l=10, r=10, t=64, b=10), legend=dict(x=0.01, y=0.98),
         hoverlabel=dict(font=dict(size=11), align="left"),
@@ -142,13 +150,13 @@ def figure_projections(m: Model):
                 continue
             fig.add_trace(go.Scatter(
                 x=m.col(a, idx), y=m.col(b, idx), mode="markers",
-                name="Pareto front" if front else "dominated", legendgroup="front" if front else "dominated",
+                name="Pareto front" if front else m.off_front_name, legendgroup="front" if front else "dominated",
                 showlegend=c == 1, meta="evaluations", customdata=[m.rows[i]["id"] for i in idx],
                 text=[m.text[i] for i in idx], hovertemplate="%{text}<extra></extra>",
                 opacity=1.0 if front else DOMINATED_OPACITY + 0.15,
                 unselected=dict(marker=dict(opacity=0.12)),
                 marker=_marker(m, idx, front, size=10 if front else 7,
-                               showscale=c == ncol and (front or not m.idx(True)), three_d=False)),
+                               showscale=c == ncol and (front or not m.idx(True)), three_d=False, pair=(a, b))),
                 row=row, col=col)
         _add_marks(fig, m, three_d=False, row=row, col=col, pair=(a, b), showlegend=c == 1)
         fig.update_xaxes(**_axis(m, a), row=row, col=col)
@@ -225,7 +233,7 @@ def _dim(c: Column, label: Optional[str] = None) -> dict:
     # plotly treats any dimension with tickvals as ordinal and snaps brushes to the ticks (issue #28), so
     # continuous axes get no tickvals: a log axis draws log10 of the value and the page's script labels its ticks
     # in the quantity's units (front_js relabelParallel); its range spans every decade the values reach into
-    extra = [x for x, on in (("log", c.log), ("∞ on top", c.cap is not None)) if on]
+    extra = [x for x, on in (("log", c.log), (f"{c.cap_label} on top", c.cap is not None)) if on]
     lab = (label or c.label) + (f" ({', '.join(extra)})" if extra else "")
     d = dict(label=lab, values=c.draw)
     if c.kind == "choice":
@@ -235,6 +243,9 @@ def _dim(c: Column, label: Optional[str] = None) -> dict:
         lo, hi = c.log_range() if c.log else (min(fin), max(fin))
         if hi > lo:
             d["range"] = [lo, hi]
+        else:  # one value (a run of one evaluation): plotly pads it by ±10 % of itself, upside down when negative
+            pad = 0.5 if c.log else abs(lo) * 0.1 or 1.0  # (a log axis' log10 of a value below 1: ε 0.03)
+            d["range"] = [lo - pad, hi + pad]
         # tick and range labels in three significant digits (plotly's default wrote the range ends as "0.072479");
         # a format is not tick values: brushing stays continuous
         big = max(abs(lo), abs(hi)) >= 1000
@@ -264,7 +275,8 @@ def parallel_meta(m: Model) -> list[dict]:
             cap = None if c.cap is None else (math.log10(c.cap) if c.log else c.cap)
             o = m.data.objectives.by_name(k) if k in m.data.objectives else None
             units = unit_words(k, o.unit if o is not None else "") if k in m.objective_names or k == "comm" else []
-            out.append({"key": k, "label": c.label, "log": c.log, "kind": c.kind, "cap": cap, "units": units})
+            out.append({"key": k, "label": c.label, "log": c.log, "kind": c.kind, "cap": cap, "units": units,
+                        "cap_label": c.cap_label})
     return out
 
 
@@ -298,7 +310,7 @@ def figure_parallel(m: Model):
     for key in _parallel_keys(m)[len(data.gene_names):-2]:  # an objective with its unit, as on the other axes
         dims.append(_dim(m.cols[key], PARALLEL_LABEL.get(key) or (_title(m, key) if key in m.objective_names else None)))
     dims.append(dict(label="Pareto", values=[1 if f else 0 for f in m.on_front], tickvals=[0, 1],
-                     ticktext=["dominated", "front"], range=[-0.1, 1.1]))
+                     ticktext=["off front" if m.outside else "dominated", "front"], range=[-0.1, 1.1]))
     ids = [r["id"] for r in m.rows]
     dims.append(dict(label="id", values=ids, range=[min(ids) - 0.5, max(ids) + 0.5], tickformat="~g"))
     c = m.cols["generation"]

@@ -191,7 +191,7 @@ function fedevoInit() {
 
   const isInt = v => Math.abs(v - Math.round(v)) < 1e-9;
   function unitText(p, v) {  // a drawn value (log10 on a log axis) as the quantity it stands for
-    if (p.cap !== null && p.cap !== undefined && Math.abs(v - p.cap) < 1e-9) return '∞';
+    if (p.cap !== null && p.cap !== undefined && Math.abs(v - p.cap) < 1e-9) return p.cap_label || '∞';
     return fedevoNum(p.log ? Math.pow(10, v) : v);
   }
   function relabelParallel() {
@@ -530,7 +530,8 @@ function fedevoInit() {
         why = 'the knee' + (capped ? ' within ' + words : '') + ': ' + (res.how === 'pymoo HighTradeoffPoints' ?
           'a high trade-off point of the front (pymoo HighTradeoffPoints), the one closest to the ideal point' :
           'closest to the ideal point (' + res.how.replace(/^closest to the ideal point \(|\)$/g, '') + ')') +
-          '; measured over all ' + res.of + ' Pareto solutions better than chance' +
+          (res.of === 1 ? '; the only Pareto solution better than chance' :
+           '; measured over all ' + res.of + ' Pareto solutions better than chance') +
           (capped ? ' (the caps remove candidates, they do not rescale the space: ' + res.candidates + ' left)' : '');
       }
     } else {
@@ -683,9 +684,19 @@ function fedevoInit() {
   }
 
   // ------------------------------------------------------------------ sortable tables
+  // a header, or a row of the Pareto set, is reached with Tab and acts on Enter or Space as on a click
+  function byKey(el) {
+    el.tabIndex = 0;
+    el.addEventListener('keydown', ev => {
+      if (ev.key !== 'Enter' && ev.key !== ' ') return;
+      ev.preventDefault();  // (Space would scroll the page)
+      el.click();
+    });
+  }
   function makeSortable(t) {
     const ths = t.querySelectorAll('thead th');
     ths.forEach((th, n) => {
+      byKey(th);
       th.addEventListener('click', () => {
         const asc = !th.classList.contains('asc');
         ths.forEach(h => h.classList.remove('asc', 'desc'));
@@ -774,6 +785,7 @@ function fedevoInit() {
       const tr = ev.target.closest('tr');
       if (tr) toggle(Number(tr.cells[0].dataset.v), 'table');
     });
+    Array.from(frontTable.tBodies[0].rows).forEach(byKey);
   }
   document.getElementById('clear-selection').addEventListener('click', () => setSelection([], 'clear'));
   document.getElementById('export-csv').addEventListener('click', () => download('csv'));

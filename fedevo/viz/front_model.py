@@ -96,6 +96,11 @@ class Model:
         self.chance = data.knee_bar  # chance minus the test-set margin: at or above it, never the knee
         self.eps_log = data.meta.get("search_objectives", {}).get("eps_scale") == "log10"
         self.on_front = [r["id"] in data.front_ids for r in self.rows]
+        # ok evaluations outside the problem's [constraints]: never on the front, whether dominated or not
+        self.outside = {r["id"] for r in self.rows if data.constraints
+                        and not data.objectives.feasible(r, data.constraints)}
+        self.constraints_text = ", ".join(f"{k} {'≥' if floor else '≤'} {num(v)}"
+                                          for k, floor, v in data.objectives.constraint_terms(data.constraints))
         cols: dict[str, Column] = {}
         cols["generation"] = make_column(self.rows, "generation", "generation", kind="int", log=False)
         for k in ("error", "comm", "eps", "eps_paper"):
@@ -147,6 +152,11 @@ class Model:
             f"error {num(r['error'])} · comm {num(r['comm'])} · {EPS_NAME[self.data.eps_key]} "
             f"{num(r[self.data.eps_key])}"])
 
+    @property
+    def off_front_name(self) -> str:
+        """What the points off the front are (the legend's and the Pareto axis' words)."""
+        return "dominated or outside the constraints" if self.outside else "dominated"
+
     def idx(self, front: bool) -> list[int]:
         return [i for i, f in enumerate(self.on_front) if f == front]
 
@@ -154,12 +164,14 @@ class Model:
         vals = self.cols[key].data
         return [vals[i] for i in idx]
 
-    def capped(self, idx: Sequence[int]) -> list[bool]:
-        return [any(self.cols[k].capped[i] for k in self.keys) for i in idx]
+    def capped(self, idx: Sequence[int], keys: Optional[Sequence[str]] = None) -> list[bool]:
+        """Whether each point is drawn at a cap (∞ or missing) on one of `keys`' axes (default: the 3D view's)."""
+        return [any(self.cols[k].capped[i] for k in (keys or self.keys)) for i in idx]
 
     def hover(self, r: Mapping[str, Any], on_front: bool) -> str:
         data = self.data
-        where = "Pareto front" if on_front else "dominated"
+        where = ("Pareto front" if on_front else f"outside the constraints ({self.constraints_text})"
+                 if r["id"] in self.outside else "dominated")
         head = [f"<b>id {r['id']}</b>", f"generation {r['generation']}", where]
         ms = self.marks.get(r["id"], ())
         if ms:

@@ -12,13 +12,14 @@ PAD = 0.08  # share of the values' span added below and above
 
 def value_range(values: Sequence[float]) -> Optional[list[float]]:
     """[lo, hi] around the finite values with a margin of PAD × their span (a tenth of the value, or 0.05, when all
-    are equal); None when there is nothing to draw."""
+    are equal), never below 0 when no value is (a hypervolume: every 0 of a run with no ok evaluation was drawn on
+    an axis from −0.004); None when there is nothing to draw."""
     v = [float(x) for x in values if x is not None and x == x and abs(x) != float("inf")]
     if not v:
         return None
     lo, hi = min(v), max(v)
     span = hi - lo if hi > lo else (abs(hi) * 0.1 or 0.05)
-    return [lo - PAD * span, hi + PAD * span]
+    return [max(lo - PAD * span, 0.0) if lo >= 0 else lo - PAD * span, hi + PAD * span]
 
 
 def figure_hv_history(series: Mapping[str, Sequence[Mapping[str, Any]]], *, colours: Optional[Mapping[str, str]] = None,

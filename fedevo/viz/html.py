@@ -28,6 +28,8 @@ td.l, th.l { text-align: left; } tr.front td { background: #fff7e6; }
 .fig { margin: 0.4em 0 1em 0; }
 table.sortable th { cursor: pointer; } table.sortable th.asc::after { content: " ▲"; }
 table.sortable th.desc::after { content: " ▼"; }
+table.sortable th:focus-visible, #front-table tbody tr:focus-visible {
+  outline: 2px solid #1f77b4; outline-offset: -2px; }
 .controls { font-size: 0.9em; } #retrain-cmd { background: #f3f3f3; padding: 3px 6px; font-size: 0.95em; }
 #selection-table tr.front td { background: #fff7e6; } .live { color: #a60; }
 .kv, .meta b, .scroll td:not(.l) { white-space: nowrap; } .meta b.prose { white-space: normal; }
@@ -103,13 +105,24 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, left: Sequen
     return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+# a page whose plotly.js beside it is not there (the page copied or mailed alone) says so at its top, where its
+# views stayed blank ("drawing the 2D projections…") without a word
+PLOTLY_MISSING_JS = (
+    "var s=this.getAttribute('src'),f=function(){var p=document.createElement('p');p.id='plotly-missing';"
+    "p.className='invalid';p.textContent='The plots cannot be drawn: plotly.js ('+s+') is not beside this page. "
+    "Copy or move the run directory as a whole, or write a page that holds it: fedevo plot RUN --plotly-js embed.';"
+    "document.body.insertBefore(p,document.body.firstChild)};"
+    "document.body?f():document.addEventListener('DOMContentLoaded',f)")
+
+
 def page(title: str, body: str, *, plotly_src: Optional[str] = None, defer: bool = False) -> str:
     """The whole document. plotly.js is inlined in <head> (what include_plotlyjs=True does), so it opens offline;
     with `plotly_src` (a relative path, see `shared_plotly`) it is loaded from that file instead, and with `defer`
     after the document is parsed (the page's text shows first; the page's own script must then draw its figures
     on DOMContentLoaded, as front.html does)."""
     if plotly_src:
-        js = f'<script src="{esc(plotly_src)}" charset="utf-8"{" defer" if defer else ""}></script>'
+        js = (f'<script src="{esc(plotly_src)}" charset="utf-8"{" defer" if defer else ""} '
+              f'onerror="{esc(PLOTLY_MISSING_JS)}"></script>')
     else:
         from plotly.offline import get_plotlyjs
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..searching.rundata import RunData, load_run
 from .axes import LOG_SPAN, Column, make_column
-from .front_model import axis_title
+from .front_model import axis_title, value_unit
 from .history import figure_hv_history
 from .grid import cell, panel_rows
 from .html import esc, figure_div, page, table, write
@@ -300,14 +300,22 @@ def slice_points(data: RunData, rows: Sequence[dict]) -> dict[str, Any]:
             "genes": {g: {"data": gc.data, "text": [_val(r[g]) for r in rows], "label": esc(g)}
                       for g, gc in genes.items()},
             "objectives": {k: {"data": oc.data, "text": [num(r[k]) for r in rows], "label": esc(oc.label),
-                               "capped": [bool(c) for c in oc.capped]} for k, oc in objs.items()},
+                               "unit": _unit_after(data, k), "capped": [bool(c) for c in oc.capped]}
+                           for k, oc in objs.items()},
             "panels": [[g, k] for g in genes for k in objs]}
+
+
+def _unit_after(data: RunData, k: str) -> str:
+    """What the hover writes after a value of objective k, once per objective (" ms", comm's " params/round/client
+    slot"; "" for none), as front.html's hover."""
+    unit = value_unit(k, data.objectives.by_name(k).unit if k in data.objectives else "")
+    return esc(f" {unit}") if unit else ""
 
 
 def slice_hover(points: dict[str, Any], g: str, k: str) -> list[str]:
     """The hover text of panel (gene g, objective k): what SLICES_JS writes from the same points."""
     G, O = points["genes"][g], points["objectives"][k]
-    return [f"id {i} · generation {gen}<br>{G['label']} = {gt}<br>{O['label']} = {ot}"
+    return [f"id {i} · generation {gen}<br>{G['label']} = {gt}<br>{O['label']} = {ot}{O['unit']}"
             for i, gen, gt, ot in zip(points["ids"], points["generation"], G["text"], O["text"])]
 
 
@@ -360,7 +368,7 @@ SLICES_JS = """
     const [g, k] = P.panels[n++], G = P.genes[g], O = P.objectives[k];
     t.x = G.data; t.y = O.data; t.customdata = P.ids;
     t.text = P.ids.map((id, i) => 'id ' + id + ' · generation ' + P.generation[i] + '<br>' + G.label + ' = ' +
-                                  G.text[i] + '<br>' + O.label + ' = ' + O.text[i]);
+                                  G.text[i] + '<br>' + O.label + ' = ' + O.text[i] + O.unit);
     t.marker.color = P.generation;
     t.marker.symbol = O.capped.map(c => c ? 'x' : 'circle');
   });
@@ -454,8 +462,9 @@ def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] =
     body = [f"<h1>fedevo search — {esc(p.name)} — which genes matter</h1>",
             f'<p class="meta">problem <b>{esc(p.name)}</b> · run {esc(data.meta.get("run_id", ""))} · '
             f'generations {data.generations}/{data.settings.gen}'
-            + (f' ({esc(note)})' if note else '') + f' · {n} evaluations, {n_ok} ok (failed and diverged '
-            f"ones are left out of everything below){link}<br>objectives: {esc(objectives_text(data))}</p>"]
+            + (f' ({esc(note)})' if note else '') + f' · {n} evaluation{"s" if n != 1 else ""}, {n_ok} ok '
+            f"(failed and diverged ones are left out of everything below){link}<br>"
+            f"objectives: {esc(objectives_text(data))}</p>"]
     if n_ok:
         result = importance(data, seed=seed)
         ranked = [o for o in result if o.genes]

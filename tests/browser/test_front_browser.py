@@ -279,7 +279,7 @@ FIND_AXIS_JS = r"""
 // [index, title, log] (index -1: none, with the titles and keys there are)
 const gp = document.getElementById('parallel'), dims = gp.data[0].dimensions, q = arguments[0];
 const P = (window.FEDEVO && window.FEDEVO.parallel) || [];
-const bare = s => s.replace(/ \((?:log|∞ on top|log, ∞ on top)\)$/, '');
+const bare = s => s.replace(/ \((?:log|(?:log, )?(?:∞|missing) on top)\)$/, '');
 const tries = [k => P[k] && P[k].key === q, k => dims[k].label === q, k => bare(dims[k].label) === q,
                k => P[k] && P[k].label === q];
 for (const t of tries) {

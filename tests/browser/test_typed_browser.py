@@ -311,3 +311,59 @@ def test_typed_ranges_keep_the_other_end_and_say_what_they_cannot_read(browser, 
     browser.find_element("id", "parallel-ranges").screenshot(str(ARTIFACTS / "front-typed-ranges.png"))
     browser.execute_script("sessionStorage.clear()")
     no_network_and_no_errors(browser)
+
+
+def _tab_to(driver, js_test: str, limit: int = 300) -> None:
+    """Press Tab (the real keyboard) until the focused element passes `js_test` (a function of it, in JavaScript)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    for _ in range(limit):
+        if driver.execute_script(f"return ({js_test})(document.activeElement)"):
+            return
+        ActionChains(driver).send_keys(Keys.TAB).perform()
+    raise AssertionError(f"{limit} presses of Tab never reached {js_test}")
+
+
+def test_the_pareto_table_by_keyboard_alone(browser, chance_page):
+    """With the keyboard only: Tab reaches the Pareto table's headers (Enter sorts) and its rows (Space or Enter adds
+    the row's solution to the selection, drawn in every view, and drops it again); they answered only a click."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    from tests.browser.test_front_browser import check_linked
+
+    path, run_dir, _, front_ids = chance_page
+    open_fresh(browser, path)
+    browser.execute_script("document.getElementById('colour-by').focus()")
+    gen_th = "e => e.tagName === 'TH' && e.closest('#front-table') && e.textContent.startsWith('gen')"
+    _tab_to(browser, gen_th)
+    order = ("return Array.from(document.querySelectorAll('#front-table tbody tr'))"
+             ".map(r => Number(r.cells[1].textContent))")
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    settle(browser)
+    gens = browser.execute_script(order)
+    assert gens == sorted(gens) and gens != browser.execute_script(order.replace("cells[1]", "cells[0]")), gens
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    settle(browser)
+    assert browser.execute_script(order) == sorted(gens, reverse=True)
+    _tab_to(browser, "e => e.tagName === 'TR' && e.closest('#front-table tbody')")
+    first = browser.execute_script("return Number(document.activeElement.cells[0].dataset.v)")
+    assert first in front_ids
+    top = "return document.activeElement.getBoundingClientRect().top"
+    y0 = browser.execute_script(top)
+    ActionChains(browser).send_keys(Keys.SPACE).perform()
+    settle(browser)
+    check_linked(browser, [first], run_dir)
+    assert abs(browser.execute_script(top) - y0) < 100  # Space selected; it did not scroll the page (a screen)
+    ActionChains(browser).send_keys(Keys.TAB).perform()
+    second = browser.execute_script("return Number(document.activeElement.cells[0].dataset.v)")
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    settle(browser)
+    check_linked(browser, [first, second], run_dir)
+    ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.TAB).key_up(Keys.SHIFT).perform()  # back to `first`
+    assert browser.execute_script("return Number(document.activeElement.cells[0].dataset.v)") == first
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    settle(browser)
+    check_linked(browser, [second], run_dir)
+    no_network_and_no_errors(browser)

@@ -271,6 +271,10 @@ def test_retrain_shows_and_keeps_every_objective(run4, tmp_path, global_error):
     assert res.exit_code == 0, res.output
     head = next(line for line in res.output.splitlines() if "picked by" in line or "sol." in line)
     assert "global error" in head, res.output
+    # report.md's genes table names the searched objective as its main table does (it wrote the key: global_error)
+    md = (out / "report.md").read_text()
+    genes_head = next(line for line in md.splitlines() if line.startswith("| Solution |") and "search seed" in line)
+    assert "| search global error |" in genes_head and "global_error" not in genes_head, genes_head
     best = min(run4.front, key=lambda r: (r["global_error"], r["id"]))
     sols = json.loads((out / "results.json").read_text())["solutions"]
     (pick,) = [s for s in sols if s["id"] == best["id"]]

@@ -248,7 +248,8 @@ def test_ray_workers_get_the_users_function(own, tmp_path):
 
 def test_an_empty_front_is_said_in_words_without_a_table_or_its_footers(own, tmp_path):
     """No Pareto solution (every evaluation failed, or none meets the constraints): `fedevo front` says so and why,
-    with no empty table, caption or 'every ε above' line about rows that are not there."""
+    with no empty table, caption or 'every ε above' line about rows that are not there; of a search that has ended,
+    without 'yet' or 'so far' (it said 'none yet — none of the 4 evaluations so far finished' of a finished run)."""
     p = own()
     p.write_text(p.read_text() + "\n[constraints]\neps = 0.01\n")  # ε = 10 / width >= 0.625: none meets it
     run = fedevo.search(str(p), pop=4, gen=1, workers=0, seed=6, out=tmp_path / "c", page=False)
@@ -256,7 +257,7 @@ def test_an_empty_front_is_said_in_words_without_a_table_or_its_footers(own, tmp
     r = cli("front", run.path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines() == [
-        "Pareto set of own: none yet — none of the 4 ok evaluations (of 4) meets the problem's constraints "
+        "Pareto set of own: none — none of the 4 ok evaluations (of 4) meets the problem's constraints "
         "(eps <= 0.01)"]
     (tmp_path / "boom.py").write_text("def boom(problem, params, *, seed, rounds=None, data_dir=None):\n"
                                       "    raise RuntimeError('boom')\n")
@@ -266,7 +267,7 @@ def test_an_empty_front_is_said_in_words_without_a_table_or_its_footers(own, tmp
     r = cli("front", tmp_path / "f")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines() == [
-        "Pareto set of own: none yet — none of the 4 evaluations so far finished with status ok (failed or "
+        "Pareto set of own: none — none of the 4 evaluations finished with status ok (failed or "
         "diverged)", "4 evaluation(s) not ok (failed/diverged): ids 0, 1, 2, 3"]
 
 

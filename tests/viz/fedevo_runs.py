@@ -10,6 +10,8 @@ tests/test_picking.py and tests/test_retraining.py; each run is made once per te
   worst-served clients' error (`error, comm, eps, worst_client_error`), pop 8, 2 generations, 1 round.
 * `five_objective_run`: a copy of digits_mlp with five objectives, a user's latency (ms) among them, searched with
   a fake evaluator (no training), pop 8, 3 generations.
+* `one_run`: a search of one evaluation (digits_mlp, random, pop 1, 1 generation, evaluated by
+  tests.searching.search_fakes.fake_evaluate: no training): a page of one point.
 * `synthetic_run`: the same problem searched with `fake_evaluate` (no training): every third individual has
   ε = inf (no privacy), about one in six fails and
   one in six diverges (by evaluation seed) — the cases a plot must handle.
@@ -47,7 +49,8 @@ def _make(base: Path, name: str, **kw) -> Path:
     out = base / name
     if not (out / "front.csv").exists():
         settings = SearchSettings(problem=kw.pop("problem", "digits_mlp_local"), pop=kw.pop("pop", 8), gen=kw.pop("gen", 2),
-                                  seed=kw.pop("seed", 1), rounds=kw.pop("rounds", 1))
+                                  seed=kw.pop("seed", 1), rounds=kw.pop("rounds", 1),
+                                  optimizer=kw.pop("optimizer", "nsga3"))
         search(settings, out, Runtime(workers=0), **kw)
     return out
 
@@ -93,6 +96,13 @@ def five_objective_run(tmp_path_factory) -> Path:
 
 def central_run(tmp_path_factory) -> Path:
     return _make(tmp_path_factory.getbasetemp(), "central_run", problem="digits_mlp", rounds=2)
+
+
+def one_run(tmp_path_factory) -> Path:
+    from tests.searching.search_fakes import fake_evaluate
+
+    return _make(tmp_path_factory.getbasetemp(), "one_run", problem="digits_mlp", evaluator=fake_evaluate, pop=1,
+                 gen=1, optimizer="random")
 
 
 def synthetic_run(tmp_path_factory) -> Path:

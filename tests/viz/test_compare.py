@@ -36,7 +36,11 @@ def runs(tmp_path_factory):
     assert text != load_run(a).meta["problem"]["text"]
     (base / "edited.toml").write_text(text)
     edited = _search(base / "edited", str(base / "edited.toml"), 1, pop=4, gen=1)
-    return base, a, b, other, edited
+    # the same name, a fourth objective
+    (base / "four.toml").write_text('objectives = ["error", "comm", "eps", "worst_client_error"]\n'
+                                    + load_run(a).meta["problem"]["text"])
+    four = _search(base / "four", str(base / "four.toml"), 1, pop=4, gen=1)
+    return base, a, b, other, edited, four
 
 
 def _blob(page: str) -> dict:
@@ -44,7 +48,7 @@ def _blob(page: str) -> dict:
 
 
 def test_compare_page_holds_each_runs_front(runs, capsys):
-    base, a, b, _, _ = runs
+    base, a, b, _, _, _ = runs
     out = base / "compare.html"
     code, stdout, err = cli(["plot", a, b, "--out", out], capsys)
     assert code in (0, None), err
@@ -71,7 +75,7 @@ def test_compare_page_holds_each_runs_front(runs, capsys):
 def test_hypervolume_uses_one_reference_for_every_run(runs):
     from pymoo.indicators.hv import HV
 
-    base, a, b, _, _ = runs
+    base, a, b, _, _, _ = runs
     data = [load_run(a), load_run(b)]
     tables, lo, scale = shared_hypervolume(data)
     # the normalisation: minimum and range of every ok evaluation of both runs (ε as log10), from the CSVs
@@ -93,9 +97,11 @@ def test_hypervolume_uses_one_reference_for_every_run(runs):
 
 
 def test_runs_of_different_problems_are_refused(runs, capsys):
-    base, a, _, other, edited = runs
+    base, a, _, other, edited, four = runs
     out = base / "refused.html"
-    for run, words in ((other, ["'digits_mlp_local'", "'digits_mlp'"]), (edited, ["defined differently", "genes.lr"])):
+    for run, words in ((other, ["'digits_mlp_local'", "'digits_mlp'"]), (edited, ["defined differently", "genes.lr"]),
+                       (four, ["objectives (error, comm, eps)", "(error, comm, eps, worst_client_error)",
+                               "its objectives included"])):
         code, stdout, err = cli(["plot", a, run, "--out", out], capsys)
         assert code == 2 and stdout == "" and not out.exists(), err
         assert err.count("\n") == 1 and err.startswith("fedevo: error: ")
@@ -103,7 +109,7 @@ def test_runs_of_different_problems_are_refused(runs, capsys):
 
 
 def test_out_is_required_checked_and_never_replaces_another_file(runs, capsys):
-    base, a, b, _, _ = runs
+    base, a, b, _, _, _ = runs
     foreign = base / "notes.html"
     foreign.write_text("<p>my notes</p>")
     for argv, msg in (([a, b], "give its name with --out"),
@@ -124,7 +130,7 @@ def test_out_is_required_checked_and_never_replaces_another_file(runs, capsys):
 
 
 def test_identical_runs_have_identical_curves(runs, tmp_path):
-    _, a, _, _, _ = runs
+    _, a, _, _, _, _ = runs
     twin = tmp_path / "a"
     shutil.copytree(a, twin)
     data = [load_run(a), load_run(twin)]
@@ -180,6 +186,9 @@ def test_the_fronts_are_drawn_in_the_runs_own_objectives(tmp_path, objectives):
     for t in fronts:  # each trace: its run's Pareto set, in its panel's pair of objectives
         want = {int(r["id"]) for r in read_csv(tmp_path / t.name / "front.csv")}
         assert set(t.customdata) == want
+        # the hover gives each value its unit, as front.html's does (it gave none: 'comm 1.2k', 'model size Ω 7k')
+        assert all(("params/round/client slot" in x) == ("comm" in objectives) for x in t.text), t.text[0]
+        assert all(re.search(r"model size Ω \S+ parameters", x) for x in t.text) == ("model_size" in objectives)
     # rows of three panels, each as high as one row draws it and 100 px apart (a fixed 16 % of the figure apart, four
     # rows of five objectives' ten pairs were 200 px high with 250 px between them)
     from fedevo.viz.compare import FRONTS_PANEL_H, FRONTS_ROW_GAP
@@ -191,3 +200,16 @@ def test_the_fronts_are_drawn_in_the_runs_own_objectives(tmp_path, objectives):
     assert all(round((hi[0] - lo[1]) * plot_h) == FRONTS_ROW_GAP for hi, lo in zip(rows, rows[1:])), rows
     page = compare_html(data)
     assert f"every pair of its {len(objectives)} objectives" in page and "(error, comm, ε)" not in page
+
+
+def test_the_page_says_what_every_eps_is_under(runs):
+    """ε is compared across runs: the page states once the problem's privacy and deployment settings it holds under
+    (mechanism, trust, δ, …) and which privacy settings are genes, as front.html's header; it gave ε with no δ or
+    trust model anywhere."""
+    _, a, b, _, _, _ = runs
+    page = compare_html([load_run(a), load_run(b)])
+    head = page.split("<h2>")[0]
+    assert "privacy and deployment (fixed):" in head, head[-800:]
+    assert re.search(r"delta</span> <b>1e-4</b>|delta <b>1e-4</b>", head), head[-800:]
+    assert "privacy settings that are genes (they vary per point):" in head and "<b>sigma</b>" in head
+    assert "colour by" not in head  # (front.html's words: this page has no colour choice)

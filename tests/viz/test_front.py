@@ -816,3 +816,148 @@ def test_each_array_is_written_once_in_the_page(tmp_path_factory):
                      ("parallel", figure_parallel(m)), ("hypervolume", figure_hypervolume(data.hypervolume(), space=space))):
         spec = json.loads(figure_deferred(fig, div, shared_text=SHARED_TEXT)[1])
         assert json.dumps(_resolved(figs[div], arrays), sort_keys=True) == json.dumps(spec, sort_keys=True), div
+
+
+def _always_fails(problem, params, *, seed, rounds=None, data_dir=None, **_):
+    from fedevo.result import EvaluationResult
+
+    return EvaluationResult(error=math.nan, comm=math.nan, eps=math.nan, eps_paper=math.nan, accuracy_global=math.nan,
+                            omega=0, status="failed", message="RuntimeError: training step failed on device")
+
+
+def test_a_run_where_every_evaluation_failed_says_so_and_nothing_else(tmp_path_factory):
+    """No ok evaluation: the page says nothing was plotted, lists the failures, and claims nothing of the ε values or
+    the knee it does not have (it said 'ε (paper) ... is ∞ for every evaluation (no privacy)' of a run under central
+    trust, and that no Pareto solution was better than chance, of an empty Pareto set)."""
+    from tests.viz.fedevo_runs import _make
+
+    run_dir = _make(tmp_path_factory.getbasetemp(), "all_failed_run", problem="digits_mlp", evaluator=_always_fails,
+                    pop=4, gen=1, optimizer="random")
+    html = front_html(load_run(run_dir))
+    assert "No evaluation finished with status ok: nothing to plot." in html
+    assert "Not plotted: failed or diverged (4)" in html and "training step failed on device" in html
+    assert "no privacy" not in html.split("<h2>")[0].replace("ε = ∞ (no privacy) adds nothing", "")
+    assert "is left out of the views" not in html
+    assert "The Pareto set is empty: no knee is marked." in html
+    assert "better than chance: no knee" not in html
+
+
+def test_points_outside_the_constraints_are_said_so_not_dominated(tmp_path_factory):
+    """A run with [constraints]: an ok evaluation outside them is not on the front whether or not another dominates
+    it; its hover said 'dominated' (id 15 of a digits run at error 0.38, ε 2.9 under eps <= 1: nothing dominated
+    it). Now its hover, the legend and the parallel Pareto axis say so."""
+    from fedevo.problem import problems_dir
+    from fedevo.searching.front_math import non_dominated
+    from tests.searching.search_fakes import fake_evaluate
+    from tests.viz.fedevo_runs import _make
+
+    base = tmp_path_factory.getbasetemp()
+    problem = base / "digits_constrained.toml"
+    problem.write_text((problems_dir() / "digits_mlp.toml").read_text()
+                       .replace('name = "digits_mlp"', 'name = "digits_constrained"', 1) + "\n[constraints]\neps = 8\n")
+    run_dir = _make(base, "constrained_run", problem=str(problem), evaluator=fake_evaluate, gen=3)
+    data, m = parts_of(run_dir)
+    rows = {r["id"]: r for r in m.rows}
+    outside = {i for i, r in rows.items() if r["eps"] > 8}
+    assert outside and outside.isdisjoint(data.front_ids)
+    pts = [[r["error"], r["comm"], r["eps"]] for r in m.rows]
+    undominated = {m.rows[i]["id"] for i in non_dominated(pts)}
+    assert outside & undominated  # the case of the bug: off the front only because of the constraint
+    for r, text in zip(m.rows, m.text):
+        head = text.split("<br>")[0]
+        if r["id"] in outside:
+            assert "outside the constraints (eps ≤ 8)" in head and "dominated" not in head, head
+        elif r["id"] not in data.front_ids:
+            assert "dominated" in head and "outside" not in head, head
+    names = {t.name for t in figure_3d(m).data} | {t.name for t in figure_projections(m).data}
+    assert "dominated or outside the constraints" in names and "dominated" not in names
+    pareto = next(d for d in figure_parallel(m).data[0].dimensions if d.label == "Pareto")
+    assert list(pareto.ticktext) == ["off front", "front"]
+
+
+@pytest.mark.parametrize("top", [41.0, 9.0, 0.2, 1.0, 700.0, 3.3e4])
+def test_the_infinity_label_stands_clear_of_the_highest_label(top):
+    """ε = ∞ (no privacy) is drawn at a cap labelled ∞, at least × 3 (0.48 decade) beyond the largest value AND
+    the axis' highest label: at 3 × 41 = 124 it stood 0.09 decade above the label 100, the two written over each other
+    (a run mixing mechanism none and update: every view of ε)."""
+    from fedevo.viz.axes import make_column
+
+    rows = [{"eps": v} for v in (0.012, top / 7, top, math.inf)]
+    c = make_column(rows, "eps", "ε", eps_log=True)
+    vals, labels = c.ticks()
+    assert labels[-1] == "∞" and vals[-1] == pytest.approx(math.log10(c.cap))
+    assert vals[-1] - max(vals[:-1]) >= math.log10(3) - 1e-9, (vals, labels)
+    assert c.cap >= 3 * top
+    lo, hi = c.log_range()
+    assert hi >= math.log10(c.cap)
+
+
+def test_a_projection_marks_x_where_one_of_its_own_axes_is_capped(fake_run):
+    """In each 2D panel a point is drawn × where it stands at the ∞ cap of one of that panel's axes (as compare.html
+    does): the panels took the 3D view's axes instead, so error–comm drew ε = ∞ points as × though neither of its
+    axes is ε, and a fourth or fifth objective's missing value (a user's latency whose function raised) stood at its
+    cap labelled ∞ as a plain diamond."""
+    data, m = parts_of(fake_run)
+    pos = {r["id"]: i for i, r in enumerate(m.rows)}
+    axes = {("x" if n == 1 else f"x{n}"): pair for n, pair in enumerate(m.pairs, start=1)}  # panel -> its axes
+    seen = set()
+    for t in evaluation_traces(figure_projections(m)):
+        a, b = axes[t.xaxis or "x"]
+        for rid, sym in zip(t.customdata, t.marker.symbol):
+            want = m.cols[a].capped[pos[rid]] or m.cols[b].capped[pos[rid]]
+            assert (sym == "x") == want, (a, b, rid, sym)
+            seen.add((a, b, want))
+    assert ("error", "comm", False) in seen and ("error", "eps", True) in seen
+    assert ("error", "comm", True) not in seen  # the run's ε = ∞ points are plain in error–comm
+
+
+def test_a_missing_value_is_drawn_at_a_cap_labelled_missing_not_infinity():
+    """A user's objective whose function raised (no value: None) is drawn at the cap of its axis, which said '∞'
+    and 'non-finite' (latency ∞ ms: infinitely slow, where it was not measured). The cap is labelled 'missing' in
+    the ticks, the note and the parallel axis' title and meta (the page's script labels the cap from it); ε = ∞
+    keeps ∞."""
+    from fedevo.viz.axes import make_column
+
+    lat = make_column([{"latency": v} for v in (3.0, 9.5, None, float("nan"), 14.0)], "latency", "latency")
+    vals, labels = lat.ticks()
+    assert labels[-1] == "missing" and "∞" not in labels and vals[-1] == lat.cap
+    assert "2 points with latency missing (not measured) drawn at the cap" in lat.note
+    assert "labelled missing" in lat.note
+    eps = make_column([{"eps": v} for v in (0.5, 3.0, math.inf, None)], "eps", "ε", eps_log=True)
+    assert eps.ticks()[1][-1] == "∞" and "labelled ∞" in eps.note
+    inf = make_column([{"latency": v} for v in (3.0, math.inf, 14.0)], "latency", "latency")
+    assert inf.ticks()[1][-1] == "∞" and "1 point with latency ∞ drawn" in inf.note
+
+
+def test_the_parallel_axis_of_a_missing_user_objective_says_missing(tmp_path_factory):
+    from fedevo.problem import problems_dir
+    from fedevo.viz.front_figures import parallel_meta
+    from tests.searching.search_fakes import fake_evaluate
+    from tests.viz.fedevo_runs import _make
+
+    base = tmp_path_factory.getbasetemp()
+    (base / "latency_unread.py").write_text(
+        "def latency(result):\n    if result.omega % 3 == 0:\n        raise RuntimeError('profiler unavailable')\n"
+        "    return 2.0 + result.omega / 500.0\n")
+    problem = base / "digits_unread.toml"
+    problem.write_text('objectives = ["error", "comm", "eps", "latency"]\n'
+                       + (problems_dir() / "digits_mlp.toml").read_text().replace('name = "digits_mlp"',
+                                                                                 'name = "digits_unread"', 1)
+                       + '\n[objective.latency]\nread = "python:latency_unread.py:latency"\nworst = 1e6\nunit = "ms"\n')
+    data, m = parts_of(_make(base, "unread_run", problem=str(problem), evaluator=fake_evaluate, gen=2))
+    assert any(m.cols["latency"].capped) and not all(m.cols["latency"].capped)
+    meta = next(p for p in parallel_meta(m) if p["key"] == "latency")
+    assert meta["cap_label"] == "missing"
+    title = next(d.label for d in figure_parallel(m).data[0].dimensions if d.label.startswith("latency"))
+    assert title.endswith("(missing on top)"), title
+    assert "labelled missing" in front_html(data)
+
+
+def test_a_run_of_one_evaluation_says_one_evaluation(tmp_path_factory):
+    """'1 evaluation (1 ok, none failed)' in front.html's header and importance.html's ('1 evaluations' before)."""
+    from fedevo.viz.importance import importance_html
+    from tests.viz.fedevo_runs import one_run
+
+    data = load_run(one_run(tmp_path_factory))
+    assert "· 1 evaluation (1 ok, none failed)" in front_html(data)
+    assert "· 1 evaluation, 1 ok" in importance_html(data)

@@ -114,6 +114,9 @@ def test_hypervolume_scale_starts_near_its_range():
     assert list(fig.data[0].y) == [1.196, 1.25, 1.298]
     assert 1.18 < lo < 1.196 and 1.298 < hi < 1.31
     assert value_range([]) is None and value_range([0.5, 0.5])[0] > 0.4
+    # a hypervolume is never negative: all 0 (no ok evaluation yet) or near 0, the axis starts at 0, not below
+    assert value_range([0.0, 0.0]) == [0.0, pytest.approx(0.004)] and value_range([0.0, 0.01])[0] == 0.0
+    assert value_range([-1.0, 1.0])[0] < -1.0  # (a range with negative values keeps its margin)
 
 
 def test_the_search_and_fedevo_plot_write_the_page(driven_run, tmp_path, capsys):
@@ -241,3 +244,19 @@ def test_the_page_holds_each_drawn_point_once(driven_run, tmp_path):
     fig = json.loads(re.search(r"window\.FEDEVO_SLICES_FIG = (\{.*?\});\n", pages[40]).group(1))
     slices = [t for t in fig["data"] if t.get("meta") == "slice"]
     assert len(slices) == 27 and not any(k in t for t in slices for k in ("x", "y", "text", "customdata"))
+
+
+def test_the_slices_hover_gives_each_value_its_unit(tmp_path_factory):
+    """A slice's hover writes the objective's value with its unit, as front.html's hover ('comm = 834
+    params/round/client slot', 'latency = 13.1 ms'); it gave the number alone. The unit is held once per objective
+    (window.FEDEVO_SLICES), not once per point."""
+    from fedevo.viz.importance import slice_hover, slice_points
+    from tests.viz.fedevo_runs import five_objective_run
+
+    data = load_run(five_objective_run(tmp_path_factory))
+    pts = slice_points(data, data.ok_rows)
+    want = {"comm": " params/round/client slot", "latency": " ms", "model_size": " parameters", "error": ""}
+    for k, unit in want.items():
+        assert pts["objectives"][k]["unit"] == unit
+        hover = slice_hover(pts, "units", k)
+        assert all(re.search(rf"= [^<]+{re.escape(unit)}$", h) for h in hover), hover[0]

@@ -35,6 +35,7 @@ RunLike = Union["Run", str, Path]
 def _as_problem(source: ProblemLike, *, name: Optional[str] = None) -> Problem:
     """A Problem from a bundled name ("digits_mlp"), a .toml path, a dict shaped like a problem file, or itself."""
     if isinstance(source, Problem):
+        _check_code_current(source)
         return source
     if isinstance(source, Mapping):
         return Problem.from_dict(source, name=name)
@@ -42,6 +43,17 @@ def _as_problem(source: ProblemLike, *, name: Optional[str] = None) -> Problem:
         return load_problem(str(source))
     raise FedevoError(f"a problem is a bundled name, a .toml path, a dict or a fedevo.Problem, got "
                       f"{type(source).__name__}")
+
+
+def _check_code_current(prob: Problem) -> None:
+    """FedevoError where a `python:` file of a Problem made earlier (its model, evaluator or objective) changed since
+    this process imported it: the problem would run the file's old text (parsing a problem checks the same)."""
+    from .plugins import check_current
+
+    check_current(prob.model_ref, kind="model")
+    check_current(prob.evaluator, kind="evaluator")
+    for o in prob.objective_defs:
+        check_current(getattr(o.read, "spec", None), kind=f"[objective.{o.name}] read")
 
 
 def _text(path: Optional[Union[str, Path]]) -> Optional[str]:

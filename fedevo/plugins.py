@@ -62,8 +62,44 @@ _IMPORTED_SHA: dict[str, str] = {}  # a user's file (its resolved path) -> SHA-2
 
 
 def imported_sha(path: str) -> Optional[str]:
-    """The SHA-256 of a `python:` file as this process imported it (None: not imported here)."""
+    """The SHA-256 of a `python:` file as this process imported it, or of a module beside it that the file's import
+    brought in (`_imported_beside`), as it was then (None: not imported here)."""
     return _IMPORTED_SHA.get(str(Path(path).resolve()))
+
+
+def _sha(p: Path) -> Optional[str]:
+    try:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+    except OSError:  # gone or unreadable: what reads it next says so
+        return None
+
+
+def changed_since_import(spec: Optional[str]) -> Optional[Path]:
+    """The first file of a `python:` spec's code — the file, then the modules beside it that its import brought in —
+    whose text changed since this process imported it (the process runs the text it imported: Python never imports
+    a module twice), or None (unchanged, not imported here, or not a `python:` file)."""
+    if not isinstance(spec, str) or not spec.startswith(PYTHON_PREFIX):
+        return None
+    path = str(Path(split_spec(spec)[0]).resolve())
+    if path not in _IMPORTED_SHA:
+        return None
+    for f in (Path(path), *imported_beside(path)):
+        held, now = _IMPORTED_SHA.get(str(f)), _sha(f)
+        if held is not None and now is not None and now != held:
+            return f
+    return None
+
+
+def check_current(spec: Optional[str], *, kind: str, doing: str = "this process would run the old code") -> None:
+    """FedevoError (one line) when a `python:` spec's file, or a module beside it that it imported, changed since
+    this process imported it (`changed_since_import`): a notebook that edits its model file and evaluates again
+    would otherwise train the old model, silently."""
+    f = changed_since_import(spec)
+    if f is not None:
+        path = Path(split_spec(spec)[0]).resolve()
+        what = f"{kind} file" if f == path else f"imported by {kind} file {str(path)!r}"
+        raise FedevoError(f"{f} ({what}) changed since this process imported it: {doing}; start a new Python "
+                          "process (in a notebook: restart the kernel)")
 
 
 def _import_file(p: Path, kind: str):
@@ -76,6 +112,8 @@ def _import_file(p: Path, kind: str):
         raise FedevoError(f"{kind} file {str(p)!r} does not exist")
     name = f"{USER_MODULE_PREFIX}{kind}_" + hashlib.sha256(str(p).encode()).hexdigest()[:12]
     mod = sys.modules.get(name)
+    if mod is not None:  # imported before: the text it ran must be the file's still
+        check_current(f"{PYTHON_PREFIX}{p}:_", kind=kind)
     if mod is None:
         resolved = p.resolve()
         folder = str(resolved.parent)
@@ -103,6 +141,8 @@ def _import_file(p: Path, kind: str):
         _SIBLINGS[str(resolved)] = siblings = _imported_beside(mod, set(sys.modules) - before - {name}, folder)
         for m in siblings:
             by_value(m)
+            f = Path(m.__file__).resolve()  # its text now: a module imported just now, or before it, by the user
+            _IMPORTED_SHA.setdefault(str(f), _sha(f))
     return mod
 
 
@@ -221,5 +261,5 @@ def check_evaluator_signature(fn: Callable[..., Any]) -> None:
                           f"{fix}") from None
 
 
-__all__ = ["EVALUATOR_CALL", "PYTHON_PREFIX", "check_evaluator_signature", "imported_beside", "imported_sha",
-           "load_callable", "resolve_spec", "split_spec"]
+__all__ = ["EVALUATOR_CALL", "PYTHON_PREFIX", "changed_since_import", "check_current", "check_evaluator_signature",
+           "imported_beside", "imported_sha", "load_callable", "resolve_spec", "split_spec"]

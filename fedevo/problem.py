@@ -415,10 +415,12 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     eps_obj, constraints, objectives = _objectives(doc, name, path, registered_only)
     model_ref = None
     if user:
-        from .plugins import resolve_spec
+        from .plugins import check_current, resolve_spec
 
         try:
             model_ref = resolve_spec(model, path)
+            if not reading:  # a file edited since this process imported it: its old text would train
+                check_current(model_ref, kind="model")
         except FedevoError as e:
             raise FedevoError(f"problem {doc.get('name', name)!r}: {e}") from None
     dataset = data_source.name if data_source else doc["dataset"]

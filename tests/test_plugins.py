@@ -145,3 +145,68 @@ def test_the_modules_a_file_imports_from_beside_it_are_named_whoever_imported_th
         (project / f"{m}.py").resolve() for m in (deep, first, second)))
     for name in (first, second, deep, unused):
         sys.modules.pop(name, None)
+
+
+def _model_project(tmp_path, helper: str):
+    """A problem whose model file imports `helper` from beside it (its hidden width: HIDDEN there)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / f"{helper}.py").write_text("HIDDEN = 16\n")
+    (project / "models.py").write_text(MODELS.replace("from layers import block", f"from {helper} import HIDDEN")
+                                       .replace("hidden=16", "hidden=None").replace(
+        "return nn.Sequential(nn.Flatten(), block(n, hidden), nn.Linear(hidden, num_classes))",
+        "hidden = hidden or HIDDEN\n    return nn.Sequential(nn.Flatten(), nn.Linear(n, hidden), nn.ReLU(), "
+        "nn.Linear(hidden, num_classes))"))
+    (project / "p.toml").write_text(PROBLEM)
+    return project
+
+
+def test_a_model_file_edited_after_this_process_imported_it_is_refused_not_trained_as_it_was(tmp_path):
+    """A notebook edits its model file and evaluates again: Python never imports a module twice, so the process
+    would train the old model (it did, silently: fedevo.evaluate gave the old Ω); the problem made before the edit
+    and the problem made again both say so in one line, and the file's old text back is welcome again."""
+    helper = f"width_{os.getpid()}_{abs(hash(str(tmp_path)))}"
+    project = _model_project(tmp_path, helper)
+    try:
+        _edit_and_evaluate(project)
+    finally:
+        sys.modules.pop(helper, None)
+
+
+def _edit_and_evaluate(project):
+    import fedevo
+    from fedevo.errors import FedevoError
+
+    problem = fedevo.Problem.from_file(str(project / "p.toml"))
+    omega = fedevo.evaluate(problem, rounds=1).omega
+    text = (project / "models.py").read_text()
+    (project / "models.py").write_text(text.replace("hidden or HIDDEN", "hidden or 2 * HIDDEN"))
+    stale = r"models\.py \(model file\) changed since this process imported it: .*start a new Python process"
+    with pytest.raises(FedevoError, match=stale):
+        fedevo.evaluate(problem, rounds=1)
+    with pytest.raises(FedevoError, match=stale):
+        fedevo.Problem.from_file(str(project / "p.toml"))
+    (project / "models.py").write_text(text)
+    assert fedevo.evaluate(fedevo.Problem.from_file(str(project / "p.toml")), rounds=1).omega == omega
+
+
+def test_a_module_beside_the_model_file_edited_since_its_import_is_refused_by_a_search(tmp_path):
+    """The module beside the model file that its import brought in is held to the text imported as the file is: a
+    second search in the process ran the old module while run.json recorded the new one (a resume in a new process
+    would then mix the two models); now one line, nothing written."""
+    import fedevo
+    from fedevo.errors import FedevoError
+
+    helper = f"width_{os.getpid()}_{abs(hash(str(tmp_path)))}"
+    project = _model_project(tmp_path, helper)
+    try:
+        fedevo.search(str(project / "p.toml"), optimizer="random", pop=2, gen=1, workers=0, out=tmp_path / "A",
+                      page=False)
+        (project / f"{helper}.py").write_text("HIDDEN = 32\n")
+        with pytest.raises(FedevoError, match=rf"{helper}\.py \(imported by model file .*models\.py'\) changed "
+                                              "since this process imported it"):
+            fedevo.search(str(project / "p.toml"), optimizer="random", pop=2, gen=1, workers=0,
+                          out=tmp_path / "B", page=False)
+        assert not (tmp_path / "B").exists()
+    finally:
+        sys.modules.pop(helper, None)

@@ -161,6 +161,8 @@ def fingerprint(problem, settings) -> list[dict[str, Any]]:
 def check_inputs(meta: Mapping[str, Any], run_dir: Path, action: str = "resume") -> None:
     """FedevoError naming the first file of run.json's ``inputs`` that is gone or changed since the run was made;
     `action` ("resume", "retrain" or "audit") is what the file would have fed."""
+    from ..plugins import imported_sha
+
     after = {"resume": "nothing was evaluated", "audit": "nothing was audited"}.get(action, "nothing was trained")
     for entry in meta.get("inputs") or ():
         p, role = Path(entry["path"]), role_text(entry.get("role", "input"))
@@ -177,6 +179,10 @@ def check_inputs(meta: Mapping[str, Any], run_dir: Path, action: str = "resume")
                      "one searched; restore it, or search again")
             raise FedevoError(f"{p} ({role}) changed since run {run_dir} was made (SHA-256 {sha[:12]}… now, "
                               f"{entry['sha256'][:12]}… then): {mixed} ({after})")
+        held = imported_sha(str(p))
+        if held is not None and held != sha:  # this process runs the text it imported: not the file's
+            raise FedevoError(f"{p} ({role}) changed since this process imported it: the {action} would run the old "
+                              f"code; start a new Python process (in a notebook: restart the kernel) ({after})")
 
 
 __all__ = ["check_inputs", "digest", "files_read_by_path", "fingerprint", "input_files", "role_text"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Union
@@ -388,6 +389,22 @@ def _features(t: _Table) -> np.ndarray:
     return x
 
 
+def channels_last(shape: tuple) -> bool:
+    """Whether images of this shape look like (N, H, W, C) — a last axis of 1, 3 or 4 (grey, RGB, RGBA) after two
+    of more than 4 pixels — rather than the (N, C, H, W) fedevo reads."""
+    return len(shape) == 4 and shape[3] in (1, 3, 4) and min(shape[1], shape[2]) > 4
+
+
+def _warn_if_channels_last(shape: tuple, where: str) -> None:
+    """One line on stderr (once per process: the read is cached) where the images seem channels-last: read as
+    (N, C, H, W) they train, silently, on H channels of W×C images."""
+    if channels_last(shape):
+        n, c, h, w = shape
+        print(f"fedevo: warning: {where}: images of shape {tuple(shape)} look channels-last (N, H, W, C); fedevo "
+              f"reads images as (N, C, H, W), so these are {c} channels of {h}×{w} images: transpose them first "
+              "(x.transpose(0, 3, 1, 2)) unless that is what they are", file=sys.stderr)
+
+
 def _labels(t: _Table) -> np.ndarray:
     y = t.y
     if y.ndim != 1:
@@ -476,6 +493,7 @@ def read_arrays(spec: Union[FileSource, ArraySource], *, natural: bool) -> Array
 def _read_arrays_cached(spec, natural: bool, stamp: tuple) -> Arrays:
     train, test = _read_file_source(spec, natural) if isinstance(spec, FileSource) else _read_arrays(spec, natural)
     x, y = _features(train), _labels(train)
+    _warn_if_channels_last(x.shape, train.where)
     if len(y) < 2:
         raise FedevoError(f"{train.where}: {len(y)} row(s); federated training needs more")
     names, inv = (None, None) if train.ids is None else _client_index(train.ids, train.where)

@@ -194,3 +194,23 @@ def test_hf_image_feature_becomes_channels_first(tmp_path):
     assert [len(t) for t in part.train] == [3, 7, 5]  # 4, 9, 6 rows less one, two, one held out
     first = data.x_train[part.train[0][0]].numpy()
     assert np.array_equal(first, rgb[0].transpose(2, 0, 1).astype(np.float32))  # (H, W, C) -> (C, H, W)
+
+
+def test_channels_last_images_are_warned_of_once(capfd):
+    """(N, H, W, C) images — what PIL, TensorFlow and most image arrays give — were read as (N, C, H, W) without a
+    word: a CNN trained on 8 "channels" of 8×3 images. One warning line now, when the data is read; (N, C, H, W)
+    images, and a small last axis after small spatial ones (16 feature maps of 4×4), read without one."""
+    rng = np.random.default_rng(0)
+    ids = np.repeat(np.arange(4), 10)
+    y = rng.integers(0, 2, 40)
+    last = ArraySource(x=rng.normal(size=(40, 8, 8, 3)).astype(np.float32), y=y, client_id=ids)
+    ud = open_source(last, natural=True)
+    assert ud.input_shape == (8, 8, 3)  # read as it is: a warning, not a refusal
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedevo: warning: ArraySource: images of shape (40, 8, 8, 3) look "
+                                                   "channels-last (N, H, W, C)")
+    open_source(last, natural=True)
+    assert capfd.readouterr().err == ""  # the read is cached: said once
+    for shape in ((40, 3, 8, 8), (40, 16, 4, 4), (40, 8, 8)):
+        open_source(ArraySource(x=rng.normal(size=shape).astype(np.float32), y=y, client_id=ids), natural=True)
+        assert capfd.readouterr().err == ""

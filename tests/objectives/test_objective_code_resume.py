@@ -35,3 +35,45 @@ def test_a_changed_objective_function_is_refused_by_resume(tmp_path):
     r = cli("resume", run.path, "--budget", "8", "--workers", "0", "--quiet")
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert len((run.path / "evaluations.csv").read_text().splitlines()) == 1 + 8
+
+
+def test_a_registered_objective_defined_otherwise_is_refused_by_resume(tmp_path):
+    """An objective registered from Python is the run's as run.json records it: a resume in a process that
+    registered it with another direction (or worst, log, bounds) went on with the recorded one, the new definition
+    silently ignored; now one line, nothing evaluated, and the definition as it was goes on."""
+    import pytest
+
+    from fedevo.errors import FedevoError
+    from fedevo.objectives import Objective, register, unregister
+    from fedevo.problem import problems_dir
+    from fedevo.searching import SearchCallback
+
+    class Stop(SearchCallback):
+        def on_evaluation(self, row):
+            if row.id == 5:
+                raise KeyboardInterrupt
+
+    def gap(direction="minimize", worst=1.0):
+        return Objective(name="acc_gap_t", label="gap", worst=worst, direction=direction,
+                         read=lambda r: abs(r.error - (1.0 - r.accuracy_global)))
+
+    prob = tmp_path / "gap.toml"
+    prob.write_text('objectives = ["error", "eps", "acc_gap_t"]\n' + (problems_dir() / "digits_mlp.toml").read_text())
+    register(gap(), replace=True)
+    try:
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            fedevo.search(str(prob), pop=4, gen=2, rounds=1, seed=0, workers=0, out=tmp_path / "run", page=False,
+                          callbacks=[Stop()])
+        run_dir = stopped.value.run_dir
+        rows = (run_dir / "evaluations.csv").read_bytes()
+        for other, says in ((gap("maximize"), "direction='maximize', but the run was searched with "
+                                              "direction='minimize'"),
+                            (gap(worst=2.0), "worst=2.0, but the run was searched with worst=1.0")):
+            register(other, replace=True)
+            with pytest.raises(FedevoError, match=f"objective 'acc_gap_t' is registered in this process with {says}"):
+                fedevo.resume(run_dir, workers=0, page=False)
+            assert (run_dir / "evaluations.csv").read_bytes() == rows
+        register(gap(), replace=True)
+        assert len(fedevo.resume(run_dir, workers=0, page=False).evaluations) == 8
+    finally:
+        unregister("acc_gap_t")

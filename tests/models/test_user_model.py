@@ -190,6 +190,19 @@ def frozen(input_shape, num_classes):  # its first Linear frozen: fedevo would t
     m = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 16), nn.ReLU(), nn.Linear(16, num_classes))
     m[1].requires_grad_(False)
     return m
+
+
+class Complex(nn.Module):  # a complex gain: made float32 as every parameter is, its imaginary part was dropped
+    def __init__(self, d, k):
+        super().__init__()
+        self.fc = nn.Linear(d, k)
+        self.gain = nn.Parameter(torch.ones(2, dtype=torch.complex64))
+
+    def forward(self, x):
+        return self.fc(x.flatten(1)) * self.gain.abs().sum()
+
+def complex_gain(input_shape, num_classes):
+    return Complex(math.prod(input_shape), num_classes)
 '''
 
 PROBLEM = '''
@@ -596,6 +609,14 @@ def test_a_model_with_frozen_parameters_is_refused_where_it_is_built_too(files):
     spec = load_problem(str(files())).model_ref.replace(":make_mlp", ":frozen")
     with pytest.raises(FedevoError, match=r"^model 'frozen' has 2 parameters with requires_grad=False"):
         build_model(UserArch(spec), (1, 8, 8), 10)
+
+
+def test_a_model_with_a_complex_parameter_is_refused(files):
+    """A complex parameter was made float32 like every other (torch's one UserWarning, 'discards the imaginary
+    part') and trained so, silently another model: refused when the problem loads, one line naming it."""
+    with pytest.raises(FedevoError, match=r"^problem 'user': model 'complex_gain' has a complex parameter 'gain' "
+                                          r"\(complex64\); fedevo trains real float32 parameters"):
+        load_problem(str(files("python:sub/my_models.py:complex_gain")))
 
 
 def test_a_gene_bound_the_factory_rejects_is_caught_at_load(files):

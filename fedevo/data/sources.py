@@ -536,6 +536,7 @@ def _read_arrays_cached(spec, natural: bool, stamp: tuple) -> Arrays:
         x_tr, xt = _normalise(x_tr, xt)
     classes = int(max(y_tr.max(), yt.max())) + 1
     _check_classes(classes, y_tr, yt, train.where if y.max() == classes - 1 else test.where)
+    _warn_if_unused_classes(classes, y_tr, yt, train.where if y.max() == classes - 1 else test.where)
     if classes < 2:
         raise FedevoError(f"{train.where}: every label is {classes - 1}; classification needs two classes or more")
     return Arrays(x_tr, y_tr, xt, yt, inv_tr, tinv, tuple(names.tolist()) if names is not None else (), classes)
@@ -551,6 +552,18 @@ def _read_arrays_cached(spec, natural: bool, stamp: tuple) -> Arrays:
 # measured, so relabelling the classes 0..K-1 loses nothing).
 MAX_CLASSES_ANY = 1000
 SPARSE_CLASSES = 10
+
+
+def _warn_if_unused_classes(classes: int, y_train: np.ndarray, y_test: np.ndarray, where: str) -> None:
+    """One line on stderr (once per process: the read is cached) where most of the model's outputs are classes no
+    row holds (labels 3 and 7: a model of 8 outputs): its output layer, which Ω and the communication cost count,
+    is that much larger, silently."""
+    distinct = np.unique(np.concatenate([y_train, y_test]))
+    if classes > 2 * len(distinct):
+        print(f"fedevo: warning: {where}: labels are class indices 0..K-1: the largest is {classes - 1} (a model of "
+              f"{classes} outputs, which Ω and the communication cost count) but only {len(distinct)} distinct labels "
+              f"occur ({_some(distinct)}); relabel them 0..{len(distinct) - 1} (np.unique(y, return_inverse=True)[1]) "
+              "unless the other classes are meant", file=sys.stderr)
 
 
 def _check_classes(classes: int, y_train: np.ndarray, y_test: np.ndarray, where: str) -> None:

@@ -214,3 +214,18 @@ def test_channels_last_images_are_warned_of_once(capfd):
     for shape in ((40, 3, 8, 8), (40, 16, 4, 4), (40, 8, 8)):
         open_source(ArraySource(x=rng.normal(size=shape).astype(np.float32), y=y, client_id=ids), natural=True)
         assert capfd.readouterr().err == ""
+
+
+def test_labels_most_of_whose_classes_no_row_holds_are_warned_of(capfd):
+    """Labels 3 and 7 made a model of 8 outputs without a word: its output layer, counted by Ω and the communication
+    cost, 4× what the data needs. One warning line (most outputs without a row); labels 1..10 (1-based: one unused
+    class) read without one."""
+    rng = np.random.default_rng(0)
+    x, ids = rng.normal(size=(40, 5)).astype(np.float32), np.repeat(np.arange(4), 10)
+    ud = open_source(ArraySource(x=x, y=rng.choice([3, 7], 40), client_id=ids), natural=True)
+    assert ud.num_classes == 8  # read as it is: a warning, not a refusal
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedevo: warning: ArraySource: labels are class indices 0..K-1: the "
+                                                   "largest is 7 (a model of 8 outputs") and "(3, 7)" in err
+    open_source(ArraySource(x=x, y=np.arange(40) % 10 + 1, client_id=ids), natural=True)
+    assert capfd.readouterr().err == ""

@@ -238,6 +238,27 @@ def load_callable(spec: str, *, kind: str = "model") -> Callable[..., Any]:
     return f
 
 
+def code_digest(fn: Any) -> Optional[str]:
+    """A digest of a Python function's code — its bytecode, constants and names, its nested functions' too; not
+    its file, line numbers or closure values — the same in every process of one Python for the same body (a
+    notebook cell run again), another where the body changed. None for what has no code (a builtin, an object)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    h = hashlib.sha256()
+
+    def walk(c) -> None:
+        h.update(c.co_code)
+        h.update(repr(c.co_names).encode())
+        for k in c.co_consts:
+            if hasattr(k, "co_code"):
+                walk(k)
+            else:  # a frozenset's order follows the string hash's seed: sorted
+                h.update(repr(sorted(map(repr, k)) if isinstance(k, frozenset) else k).encode())
+    walk(code)
+    return h.hexdigest()
+
+
 EVALUATOR_CALL = "(problem, params, *, seed, rounds, data_dir)"  # how fedevo calls an evaluator (docs/api.md)
 
 
@@ -261,5 +282,5 @@ def check_evaluator_signature(fn: Callable[..., Any]) -> None:
                           f"{fix}") from None
 
 
-__all__ = ["EVALUATOR_CALL", "PYTHON_PREFIX", "changed_since_import", "check_current", "check_evaluator_signature",
+__all__ = ["EVALUATOR_CALL", "PYTHON_PREFIX", "changed_since_import", "check_current", "check_evaluator_signature", "code_digest",
            "imported_beside", "imported_sha", "load_callable", "resolve_spec", "split_spec"]

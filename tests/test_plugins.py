@@ -210,3 +210,22 @@ def test_a_module_beside_the_model_file_edited_since_its_import_is_refused_by_a_
         assert not (tmp_path / "B").exists()
     finally:
         sys.modules.pop(helper, None)
+
+
+def test_a_functions_code_digest_follows_its_body_not_its_place():
+    """plugins.code_digest (run.json's `code`): the same body defined twice (a notebook cell run again, at other
+    lines) digests the same; another body, a nested function's or a constant's change, does not; no code, None."""
+    from fedevo.plugins import code_digest
+
+    a = lambda r: abs(r.error - 1.0)  # noqa: E731
+    b = lambda r: abs(r.error - 1.0)  # noqa: E731
+
+    def nested(r):
+        return (lambda v: v + 1)(r) if r in {"a", "b"} else 0
+
+    def nested_other(r):
+        return (lambda v: v + 2)(r) if r in {"a", "b"} else 0
+
+    assert code_digest(a) == code_digest(b) != code_digest(lambda r: abs(r.error - 2.0))
+    assert code_digest(nested) != code_digest(nested_other)
+    assert code_digest(len) is None and code_digest(object()) is None

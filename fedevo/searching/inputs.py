@@ -185,4 +185,39 @@ def check_inputs(meta: Mapping[str, Any], run_dir: Path, action: str = "resume")
                               f"code; start a new Python process (in a notebook: restart the kernel) ({after})")
 
 
-__all__ = ["check_inputs", "digest", "files_read_by_path", "fingerprint", "input_files", "role_text"]
+def code_digests(objectives, evaluator) -> dict[str, str]:
+    """What run.json's ``code`` records of the code the run calls that has no file to fingerprint: each objective
+    registered from Python (its function's `plugins.code_digest`; a notebook's lambda) and an evaluator passed as a
+    function of a module or of the script (``__main__``). A `python:` file's functions are its file's (`inputs`)."""
+    from ..objectives.registry import builtin
+    from ..objectives.spec import FunctionRead
+    from ..plugins import USER_MODULE_PREFIX, code_digest
+
+    out = {}
+    for o in objectives:
+        d = None if builtin(o.name) or isinstance(o.read, FunctionRead) else code_digest(o.read)
+        if d is not None:
+            out[f"objective {o.name}"] = d
+    d = code_digest(evaluator)
+    if d is not None and not (getattr(evaluator, "__module__", "") or "").startswith(USER_MODULE_PREFIX):
+        out["evaluator"] = d
+    return out
+
+
+def warn_changed_code(meta: Mapping[str, Any], objectives, evaluator, run_dir: Path) -> None:
+    """One line on stderr for each function of run.json's ``code`` whose code differs in this process (a notebook
+    that fixed its objective's lambda, then resumed: the rows after it hold another function's values under the
+    same column). A warning: another Python's bytecode differs too."""
+    from ..objectives.registry import registered
+
+    recorded = meta.get("code") or {}
+    now = code_digests([registered(o.name) or o for o in objectives], evaluator)
+    for role, digest in recorded.items():
+        if role in now and now[role] != digest:
+            print(f"fedevo: warning: the {role}'s function is not the code run {run_dir} was searched with (its code "
+                  "differs): the resumed evaluations call it as it is now, beside rows the earlier code gave",
+                  file=sys.stderr)
+
+
+__all__ = ["check_inputs", "code_digests", "digest", "files_read_by_path", "fingerprint", "input_files", "role_text",
+           "warn_changed_code"]

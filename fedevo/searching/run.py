@@ -98,7 +98,7 @@ from .checkpoint import dumps, earlier_checkpoints, keeping, latest_checkpoint, 
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hypervolume_table,
                          is_full)
-from .inputs import check_inputs, fingerprint
+from .inputs import check_inputs, code_digests, fingerprint, warn_changed_code
 from .integrity import check_chain, check_log, checked_rows, log_record
 from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key, unread_objectives
 from .record import EvaluationRecord
@@ -338,6 +338,7 @@ class SearchRun:
             "versions": vers,
             "command": " ".join(sys.argv),
             "inputs": inputs,  # the data and code files' SHA-256: resume checks them (inputs.py)
+            "code": code_digests(objectives, evaluator),  # code without a file: resume compares it (inputs.py)
         }
         made = missing_folders(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -519,6 +520,7 @@ class SearchRun:
             if self._held is None:  # opened, not created here: continuing a run made earlier
                 self._held = _lock(self.run_dir)
                 check_inputs(self.meta, self.run_dir)  # its data and code files are what it was made with
+                warn_changed_code(self.meta, self.objectives, evaluator, self.run_dir)
             self._put_raised()  # `fedevo resume --budget ...`: now that nothing else can refuse the resume
             for say in self._when_held:
                 say()

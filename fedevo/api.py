@@ -491,11 +491,11 @@ def _say_died_in(run_dir: Path, contained: bool) -> None:
 
 def _ended(sr) -> tuple[str, str]:
     """What ended a finished search: (stop.json's reason, in words), else ("gen", its generations)."""
-    from .searching.budgets import read_stop
+    from .searching.budgets import read_stop, said
 
     rec = read_stop(sr.run_dir) or {}
     if "reason" in rec and "why" in rec:
-        return rec["reason"], rec["why"]
+        return rec["reason"], said(rec["reason"], rec["why"])
     return "gen", f"{sr.settings.gen} generations"
 
 

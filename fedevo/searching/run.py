@@ -82,7 +82,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from ..dirlock import LOCK, hold, is_held
-from ..errors import DiskFullError, FedevoError, RunInUseError, SearchStoppedError, arg, one_line
+from ..errors import DiskFullError, FedevoError, RunInUseError, SearchStoppedError, arg, one_line, resume_call
 from ..guards import check_workers, check_writable_dir
 from ..problem import Problem, load_problem
 from ..result import EvaluationResult
@@ -91,7 +91,7 @@ from . import evaluator as evaluators
 from . import optimizers
 from .optimizers.user import global_rngs_kept, is_spec, label
 from .appended import GrowingCsv
-from .budgets import (STOP_FILE, batch_size, describe_change, go_on, hv_steps, raised, read_stop, stop_in_force,
+from .budgets import (STOP_FILE, batch_size, describe_change, go_on, hv_steps, raised, read_stop, said, stop_in_force,
                       stop_record, write_raised)
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import dumps, earlier_checkpoints, keeping, latest_checkpoint, load_checkpoint, save_checkpoint
@@ -213,10 +213,11 @@ def _refuse_nonempty(out: Path, ident: str) -> None:
                                     "nothing was changed")
             stop = read_stop(out)
             if stop is None:
-                raise FedevoError(f"{arg('out', out)} already holds this run; continue it with `fedevo resume {out}`")
+                raise FedevoError(f"{arg('out', out)} already holds this run; continue it with {resume_call(out)}")
             way = go_on(stop, out)
             way = f"; to search on, raise the budget that ended it: {way}" if way else ""
-            raise FedevoError(f"{arg('out', out)} already holds this run, finished ({stop.get('why', 'ended')}); "
+            raise FedevoError(f"{arg('out', out)} already holds this run, finished "
+                              f"({said(stop.get('reason', ''), stop.get('why', 'ended'))}); "
                               f"nothing was changed (see `fedevo front {out}`{way})")
         raise FedevoError(f"{arg('out', out)} holds a different run; choose another {arg('out')} (nothing was "
                           "overwritten)")

@@ -198,8 +198,11 @@ def _probe(arch: UserArch, input_shape: tuple, num_classes: int, check_size: Cal
                           f"{type(e).__name__}: {one_line(e)}") from None
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        several = not isinstance(out, torch.Tensor) and isinstance(out, (tuple, list, dict)) or hasattr(out, "logits")
         raise FedevoError(f"model {name!r} returns {got} for a batch of 2 samples of shape {tuple(input_shape)}; "
-                          f"expected logits of shape (2, {num_classes})")
+                          f"expected logits of shape (2, {num_classes})"
+                          + ("; a forward that returns several outputs: wrap the module so that its forward returns "
+                             "the logits alone (e.g. `return self.inner(x)[0]`)" if several else ""))
     _check_dtype(name, out)
     if not bool(torch.isfinite(out).all()):
         raise FedevoError(f"model {name!r} returns non-finite logits (NaN or inf) on a batch of 2 zero samples of "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import os
 import sys
 import threading
 from pathlib import Path
@@ -59,6 +60,10 @@ _SIBLINGS: dict[str, tuple] = {}
 
 
 _IMPORTED_SHA: dict[str, str] = {}  # a user's file (its resolved path) -> SHA-256 of the text this process imported
+# a file of _IMPORTED_SHA -> (st_mtime_ns, st_size) when its text was last seen to be that one: a file not touched
+# since is not read again (`changed_since_import` runs at each evaluate and each load of a problem's function)
+_IMPORTED_STAT: dict[str, tuple] = {}
+_SIBLING_FILES: dict[str, tuple] = {}  # a user's file (resolved) -> its _SIBLINGS' files (resolved), as imported
 
 
 def imported_sha(path: str) -> Optional[str]:
@@ -74,19 +79,50 @@ def _sha(p: Path) -> Optional[str]:
         return None
 
 
+def _stat(f: str) -> Optional[tuple]:
+    try:
+        st = os.stat(f)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _held(f: str) -> None:
+    """`f`'s text as this process imports it (its SHA-256), with the file's stat where it did not change while read
+    (else none: the next look reads the text)."""
+    st = _stat(f)
+    sha = _sha(Path(f))
+    if sha is not None:
+        _IMPORTED_SHA[f] = sha
+        _IMPORTED_STAT[f] = st if st is not None and _stat(f) == st else None
+
+
+def _changed(f: str) -> bool:
+    """Whether the file `f` (imported in this process) holds another text than the one imported."""
+    held, st = _IMPORTED_SHA.get(f), _stat(f)
+    if held is None or st is None or _IMPORTED_STAT.get(f) == st:
+        return False
+    now = _sha(Path(f))
+    if now is None or now == held:  # touched, the same text: not read again until touched again
+        _IMPORTED_STAT[f] = st
+        return False
+    return True
+
+
 def changed_since_import(spec: Optional[str]) -> Optional[Path]:
     """The first file of a `python:` spec's code — the file, then the modules beside it that its import brought in —
     whose text changed since this process imported it (the process runs the text it imported: Python never imports
     a module twice), or None (unchanged, not imported here, or not a `python:` file)."""
     if not isinstance(spec, str) or not spec.startswith(PYTHON_PREFIX):
         return None
-    path = str(Path(split_spec(spec)[0]).resolve())
-    if path not in _IMPORTED_SHA:
-        return None
-    for f in (Path(path), *imported_beside(path)):
-        held, now = _IMPORTED_SHA.get(str(f)), _sha(f)
-        if held is not None and now is not None and now != held:
-            return f
+    path = split_spec(spec)[0]
+    if path not in _IMPORTED_SHA:  # a resolved spec's path is its key; another spelling: resolved
+        path = str(Path(path).resolve())
+        if path not in _IMPORTED_SHA:
+            return None
+    for f in (path, *_SIBLING_FILES.get(path, ())):
+        if _changed(f):
+            return Path(f)
     return None
 
 
@@ -122,7 +158,7 @@ def _import_file(p: Path, kind: str):
             sys.path.append(folder)  # after the installed packages: a file beside it never shadows one
         before = set(sys.modules)
         try:
-            _IMPORTED_SHA[str(resolved)] = hashlib.sha256(p.read_bytes()).hexdigest()
+            _held(str(resolved))
             mod_spec = importlib.util.spec_from_file_location(name, p)
             mod = importlib.util.module_from_spec(mod_spec)
             sys.modules[name] = mod
@@ -141,8 +177,10 @@ def _import_file(p: Path, kind: str):
         _SIBLINGS[str(resolved)] = siblings = _imported_beside(mod, set(sys.modules) - before - {name}, folder)
         for m in siblings:
             by_value(m)
-            f = Path(m.__file__).resolve()  # its text now: a module imported just now, or before it, by the user
-            _IMPORTED_SHA.setdefault(str(f), _sha(f))
+        _SIBLING_FILES[str(resolved)] = files = tuple(str(Path(m.__file__).resolve()) for m in siblings)
+        for f in files:
+            if f not in _IMPORTED_SHA:  # its text now: a module imported just now, or before it by the user
+                _held(f)
     return mod
 
 

@@ -229,3 +229,22 @@ def test_a_functions_code_digest_follows_its_body_not_its_place():
     assert code_digest(a) == code_digest(b) != code_digest(lambda r: abs(r.error - 2.0))
     assert code_digest(nested) != code_digest(nested_other)
     assert code_digest(len) is None and code_digest(object()) is None
+
+
+def test_a_file_touched_keeps_loading_and_one_edited_to_the_same_size_is_refused(tmp_path):
+    """The check reads a file again only once its stat changed (each evaluate and load asks it): touched with the
+    same text it loads on; edited to a text of the same length, it is refused."""
+    from fedevo.errors import FedevoError
+    from fedevo.plugins import load_callable
+
+    f = tmp_path / f"same_{os.getpid()}.py"
+    f.write_text("def f():\n    return 1\n")
+    spec = f"python:{f}:f"
+    assert load_callable(spec, kind="evaluator")() == 1
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert load_callable(spec, kind="evaluator")() == 1
+    f.write_text("def f():\n    return 2\n")
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 2 * 10**9))
+    with pytest.raises(FedevoError, match=r"same_\d+\.py \(evaluator file\) changed since this process imported it"):
+        load_callable(spec, kind="evaluator")

@@ -47,13 +47,17 @@ def _as_problem(source: ProblemLike, *, name: Optional[str] = None) -> Problem:
 
 def _check_code_current(prob: Problem) -> None:
     """FedevoError where a `python:` file of a Problem made earlier (its model, evaluator or objective) changed since
-    this process imported it: the problem would run the file's old text (parsing a problem checks the same)."""
+    this process imported it (the problem would run the file's old text), or its ArraySource's arrays changed in
+    place (it would train on the old data or the new, as the cache has it): parsing a problem checks the same."""
     from .plugins import check_current
 
     check_current(prob.model_ref, kind="model")
     check_current(prob.evaluator, kind="evaluator")
     for o in prob.objective_defs:
         check_current(getattr(o.read, "spec", None), kind=f"[objective.{o.name}] read")
+    check_unchanged = getattr(getattr(prob.data_source, "spec", None), "check_unchanged", None)
+    if check_unchanged is not None:  # an ArraySource whose arrays changed in place since
+        check_unchanged()
 
 
 def _text(path: Optional[Union[str, Path]]) -> Optional[str]:

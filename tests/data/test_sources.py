@@ -229,3 +229,33 @@ def test_labels_most_of_whose_classes_no_row_holds_are_warned_of(capfd):
                                                    "largest is 7 (a model of 8 outputs") and "(3, 7)" in err
     open_source(ArraySource(x=x, y=np.arange(40) % 10 + 1, client_id=ids), natural=True)
     assert capfd.readouterr().err == ""
+
+
+def test_arrays_changed_in_place_after_the_source_was_made_are_refused():
+    """A notebook that changed y in place (label noise) and made the problem again from the same ArraySource trained
+    on the old labels without a word: the source equals itself as it was (its digest, the read cache's key), so the
+    cache answered. One line now, from making the problem again and from evaluating the one made before; a new
+    ArraySource of the arrays trains on the new data."""
+    import fedevo
+    from fedevo.errors import FedevoError
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 6)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    ids = np.repeat(np.arange(4), 30)
+    src = ArraySource(x=x, y=y, client_id=ids)
+
+    def doc(source):
+        return {"name": "inplace", "model": "mlp", "data": {"source": source, "partition": "natural"},
+                "train": {"rounds": 1, "layers": 1, "units": 8},
+                "genes": {"lr": {"type": "real", "low": 0.01, "high": 0.5, "default": 0.1}}}
+
+    before = fedevo.Problem.from_dict(doc(src))
+    y[:] = 1 - y  # in place
+    said = r"ArraySource: its arrays changed in place since it was made; make a new ArraySource"
+    with pytest.raises(FedevoError, match=said):
+        fedevo.Problem.from_dict(doc(src))
+    with pytest.raises(FedevoError, match=said):
+        fedevo.evaluate(before, rounds=1)
+    fresh = fedevo.Problem.from_dict(doc(ArraySource(x=x, y=y, client_id=ids)))
+    assert fedevo.evaluate(fresh, rounds=1).status == "ok"

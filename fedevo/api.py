@@ -35,6 +35,7 @@ RunLike = Union["Run", str, Path]
 def _as_problem(source: ProblemLike, *, name: Optional[str] = None) -> Problem:
     """A Problem from a bundled name ("digits_mlp"), a .toml path, a dict shaped like a problem file, or itself."""
     if isinstance(source, Problem):
+        _check_code_current(source)
         return source
     if isinstance(source, Mapping):
         return Problem.from_dict(source, name=name)
@@ -42,6 +43,21 @@ def _as_problem(source: ProblemLike, *, name: Optional[str] = None) -> Problem:
         return load_problem(str(source))
     raise FedevoError(f"a problem is a bundled name, a .toml path, a dict or a fedevo.Problem, got "
                       f"{type(source).__name__}")
+
+
+def _check_code_current(prob: Problem) -> None:
+    """FedevoError where a `python:` file of a Problem made earlier (its model, evaluator or objective) changed since
+    this process imported it (the problem would run the file's old text), or its ArraySource's arrays changed in
+    place (it would train on the old data or the new, as the cache has it): parsing a problem checks the same."""
+    from .plugins import check_current
+
+    check_current(prob.model_ref, kind="model")
+    check_current(prob.evaluator, kind="evaluator")
+    for o in prob.objective_defs:
+        check_current(getattr(o.read, "spec", None), kind=f"[objective.{o.name}] read")
+    check_unchanged = getattr(getattr(prob.data_source, "spec", None), "check_unchanged", None)
+    if check_unchanged is not None:  # an ArraySource whose arrays changed in place since
+        check_unchanged()
 
 
 def _text(path: Optional[Union[str, Path]]) -> Optional[str]:
@@ -480,11 +496,11 @@ def _say_died_in(run_dir: Path, contained: bool) -> None:
 
 def _ended(sr) -> tuple[str, str]:
     """What ended a finished search: (stop.json's reason, in words), else ("gen", its generations)."""
-    from .searching.budgets import read_stop
+    from .searching.budgets import read_stop, said
 
     rec = read_stop(sr.run_dir) or {}
     if "reason" in rec and "why" in rec:
-        return rec["reason"], rec["why"]
+        return rec["reason"], said(rec["reason"], rec["why"])
     return "gen", f"{sr.settings.gen} generations"
 
 

@@ -3,7 +3,8 @@
 ``@checked`` reads a function's annotations (``typing.get_type_hints``) and checks every argument a call passes
 before the function runs: a wrong type is a :class:`~fedevo.errors.FedevoError` naming the function and the
 argument (``search(): pop must be an int, got bool``). The rules are the problem files' (fedevo/schema.py): a bool
-is not a number, an int is a float, ``None`` only where the hint is ``Optional``; ``Mapping`` and ``Sequence`` are
+is not a number, an int is a float, ``None`` only where the hint is ``Optional``; a NumPy scalar stands for the
+Python value it holds (``np.int64(4)`` is the int 4, and the function gets 4); ``Mapping`` and ``Sequence`` are
 checked one level deep (a string is not a sequence); ``Callable`` must be callable; ``Any`` takes anything.
 Ranges (pop >= 1, a seed in 0..2**32-1, ...) stay with the checks that know them (fedevo/guards.py, the configs).
 """
@@ -87,6 +88,15 @@ def _ok(hint: Any, value: Any) -> bool:
 matches = _ok  # whether a value is of a hint's kind, by the rules above (fedevo/config.py's fields too)
 
 
+def plain(value: Any) -> Any:
+    """A NumPy scalar (or 0-d array) as the Python number, bool or str it holds (`np.int64(2)` -> 2: what a
+    DataFrame row or `np.arange` gives a notebook); any other value as it is."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        item = value.item()
+        return item if isinstance(item, (bool, int, float, str)) else value
+    return value
+
+
 def _kind(value: Any) -> str:
     return "None" if value is None else type(value).__name__
 
@@ -110,14 +120,16 @@ def checked(fn: Callable) -> Callable:
             hint = hints.get(arg)
             if hint is None or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 continue
+            if not _ok(hint, value) and _ok(hint, plain(value)):  # np.int64(4) for an int: 4
+                value = bound.arguments[arg] = plain(value)
             if not _ok(hint, value):
                 raise FedevoError(f"{name}(): {arg} must be {describe(hint)}, got {_kind(value)}"
                                   + (f" {value!r}" if isinstance(value, (int, float, str)) and len(repr(value)) < 40
                                      and not isinstance(value, bool) else ""))
-        return fn(*args, **kwargs)
+        return fn(*bound.args, **bound.kwargs)
 
     wrapper.__signature__ = sig
     return wrapper
 
 
-__all__ = ["checked", "describe", "matches"]
+__all__ = ["checked", "describe", "matches", "plain"]

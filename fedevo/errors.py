@@ -34,6 +34,14 @@ def arg(name: str, value=_UNSET, *, cli: str = "") -> str:
     return f"--{flag}" + ("" if value is _UNSET else f" {value}")
 
 
+def resume_call(run_dir, *options: str) -> str:
+    """How the caller continues a run, as it calls fedevo: `fedevo resume RUN --budget N` on the command line,
+    `fedevo.resume('RUN', budget=N)` from Python (`options`: `arg(...)` spellings)."""
+    if _command_line[0]:
+        return f"`fedevo resume {run_dir}{''.join(' ' + o for o in options)}`"
+    return f"`fedevo.resume({str(run_dir)!r}{''.join(', ' + o for o in options)})`"
+
+
 def one_line(e: BaseException) -> str:
     """An exception's message on one line (for a FedevoError about the user's code), "(no message)" if it has none."""
     return " ".join(str(e).split()) or "(no message)"

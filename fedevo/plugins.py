@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import os
 import sys
 import threading
 from pathlib import Path
@@ -59,11 +60,82 @@ _SIBLINGS: dict[str, tuple] = {}
 
 
 _IMPORTED_SHA: dict[str, str] = {}  # a user's file (its resolved path) -> SHA-256 of the text this process imported
+# a file of _IMPORTED_SHA -> (st_mtime_ns, st_size) when its text was last seen to be that one: a file not touched
+# since is not read again (`changed_since_import` runs at each evaluate and each load of a problem's function)
+_IMPORTED_STAT: dict[str, tuple] = {}
+_SIBLING_FILES: dict[str, tuple] = {}  # a user's file (resolved) -> its _SIBLINGS' files (resolved), as imported
 
 
 def imported_sha(path: str) -> Optional[str]:
-    """The SHA-256 of a `python:` file as this process imported it (None: not imported here)."""
+    """The SHA-256 of a `python:` file as this process imported it, or of a module beside it that the file's import
+    brought in (`_imported_beside`), as it was then (None: not imported here)."""
     return _IMPORTED_SHA.get(str(Path(path).resolve()))
+
+
+def _sha(p: Path) -> Optional[str]:
+    try:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+    except OSError:  # gone or unreadable: what reads it next says so
+        return None
+
+
+def _stat(f: str) -> Optional[tuple]:
+    try:
+        st = os.stat(f)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _held(f: str) -> None:
+    """`f`'s text as this process imports it (its SHA-256), with the file's stat where it did not change while read
+    (else none: the next look reads the text)."""
+    st = _stat(f)
+    sha = _sha(Path(f))
+    if sha is not None:
+        _IMPORTED_SHA[f] = sha
+        _IMPORTED_STAT[f] = st if st is not None and _stat(f) == st else None
+
+
+def _changed(f: str) -> bool:
+    """Whether the file `f` (imported in this process) holds another text than the one imported."""
+    held, st = _IMPORTED_SHA.get(f), _stat(f)
+    if held is None or st is None or _IMPORTED_STAT.get(f) == st:
+        return False
+    now = _sha(Path(f))
+    if now is None or now == held:  # touched, the same text: not read again until touched again
+        _IMPORTED_STAT[f] = st
+        return False
+    return True
+
+
+def changed_since_import(spec: Optional[str]) -> Optional[Path]:
+    """The first file of a `python:` spec's code — the file, then the modules beside it that its import brought in —
+    whose text changed since this process imported it (the process runs the text it imported: Python never imports
+    a module twice), or None (unchanged, not imported here, or not a `python:` file)."""
+    if not isinstance(spec, str) or not spec.startswith(PYTHON_PREFIX):
+        return None
+    path = split_spec(spec)[0]
+    if path not in _IMPORTED_SHA:  # a resolved spec's path is its key; another spelling: resolved
+        path = str(Path(path).resolve())
+        if path not in _IMPORTED_SHA:
+            return None
+    for f in (path, *_SIBLING_FILES.get(path, ())):
+        if _changed(f):
+            return Path(f)
+    return None
+
+
+def check_current(spec: Optional[str], *, kind: str, doing: str = "this process would run the old code") -> None:
+    """FedevoError (one line) when a `python:` spec's file, or a module beside it that it imported, changed since
+    this process imported it (`changed_since_import`): a notebook that edits its model file and evaluates again
+    would otherwise train the old model, silently."""
+    f = changed_since_import(spec)
+    if f is not None:
+        path = Path(split_spec(spec)[0]).resolve()
+        what = f"{kind} file" if f == path else f"imported by {kind} file {str(path)!r}"
+        raise FedevoError(f"{f} ({what}) changed since this process imported it: {doing}; start a new Python "
+                          "process (in a notebook: restart the kernel)")
 
 
 def _import_file(p: Path, kind: str):
@@ -76,6 +148,8 @@ def _import_file(p: Path, kind: str):
         raise FedevoError(f"{kind} file {str(p)!r} does not exist")
     name = f"{USER_MODULE_PREFIX}{kind}_" + hashlib.sha256(str(p).encode()).hexdigest()[:12]
     mod = sys.modules.get(name)
+    if mod is not None:  # imported before: the text it ran must be the file's still
+        check_current(f"{PYTHON_PREFIX}{p}:_", kind=kind)
     if mod is None:
         resolved = p.resolve()
         folder = str(resolved.parent)
@@ -84,7 +158,7 @@ def _import_file(p: Path, kind: str):
             sys.path.append(folder)  # after the installed packages: a file beside it never shadows one
         before = set(sys.modules)
         try:
-            _IMPORTED_SHA[str(resolved)] = hashlib.sha256(p.read_bytes()).hexdigest()
+            _held(str(resolved))
             mod_spec = importlib.util.spec_from_file_location(name, p)
             mod = importlib.util.module_from_spec(mod_spec)
             sys.modules[name] = mod
@@ -103,6 +177,10 @@ def _import_file(p: Path, kind: str):
         _SIBLINGS[str(resolved)] = siblings = _imported_beside(mod, set(sys.modules) - before - {name}, folder)
         for m in siblings:
             by_value(m)
+        _SIBLING_FILES[str(resolved)] = files = tuple(str(Path(m.__file__).resolve()) for m in siblings)
+        for f in files:
+            if f not in _IMPORTED_SHA:  # its text now: a module imported just now, or before it by the user
+                _held(f)
     return mod
 
 
@@ -198,6 +276,27 @@ def load_callable(spec: str, *, kind: str = "model") -> Callable[..., Any]:
     return f
 
 
+def code_digest(fn: Any) -> Optional[str]:
+    """A digest of a Python function's code — its bytecode, constants and names, its nested functions' too; not
+    its file, line numbers or closure values — the same in every process of one Python for the same body (a
+    notebook cell run again), another where the body changed. None for what has no code (a builtin, an object)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    h = hashlib.sha256()
+
+    def walk(c) -> None:
+        h.update(c.co_code)
+        h.update(repr(c.co_names).encode())
+        for k in c.co_consts:
+            if hasattr(k, "co_code"):
+                walk(k)
+            else:  # a frozenset's order follows the string hash's seed: sorted
+                h.update(repr(sorted(map(repr, k)) if isinstance(k, frozenset) else k).encode())
+    walk(code)
+    return h.hexdigest()
+
+
 EVALUATOR_CALL = "(problem, params, *, seed, rounds, data_dir)"  # how fedevo calls an evaluator (docs/api.md)
 
 
@@ -221,5 +320,5 @@ def check_evaluator_signature(fn: Callable[..., Any]) -> None:
                           f"{fix}") from None
 
 
-__all__ = ["EVALUATOR_CALL", "PYTHON_PREFIX", "check_evaluator_signature", "imported_beside", "imported_sha",
-           "load_callable", "resolve_spec", "split_spec"]
+__all__ = ["EVALUATOR_CALL", "PYTHON_PREFIX", "changed_since_import", "check_current", "check_evaluator_signature", "code_digest",
+           "imported_beside", "imported_sha", "load_callable", "resolve_spec", "split_spec"]

@@ -22,7 +22,7 @@ from . import _toml, schema
 from .config import SHARED_KEYS, CNNArch, DataConfig, DeploymentConfig, MLPArch, PrivacyConfig, SimConfig, UserArch
 from .data.catalog import DATASETS
 from .data.sources import SOURCE_KEYS, ArraySource
-from .argcheck import checked
+from .argcheck import checked, plain
 from .errors import FedevoError, arg
 
 # Where each known parameter goes, read from the config dataclasses' fields (fedevo/schema.py): a field added to
@@ -114,6 +114,17 @@ class Gene:
         return value
 
 
+def _plain_tree(value: Any) -> Any:
+    """A problem dict's NumPy values as Python's (np.int64(8) -> 8, an array -> a list: what TOML can write)."""
+    if isinstance(value, Mapping):
+        return {k: _plain_tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_tree(v) for v in value]
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", 0) > 0 and hasattr(value, "tolist"):
+        return value.tolist()
+    return plain(value)
+
+
 def _same(a: Any, b: Any) -> bool:
     """Equal and of the same kind (booleans, numbers, strings are three kinds: 1 == True, but not here)."""
     kind = lambda v: bool if isinstance(v, bool) else (float if isinstance(v, (int, float)) else type(v))  # noqa: E731
@@ -196,7 +207,7 @@ class Problem:
             check_gene_bounds(prob)
             return prob
         try:
-            text = tomli_w.dumps(anchored({k: v for k, v in doc.items() if v is not None}, Path.cwd()))
+            text = tomli_w.dumps(anchored({k: _plain_tree(v) for k, v in doc.items() if v is not None}, Path.cwd()))
         except (TypeError, ValueError) as e:
             raise FedevoError(f"problem {name!r}: cannot be written as a problem file ({e})") from None
         prob = parse_problem(_toml.loads(text), name=name)
@@ -225,7 +236,7 @@ class Problem:
 
     def resolve(self, params: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
         """Fixed settings ← gene defaults ← `params`, each gene checked against its bounds and type."""
-        params = dict(params or {})
+        params = {k: plain(v) for k, v in dict(params or {}).items()}  # a DataFrame row's np.int64: the int
         known = set(self.known_keys())
         unknown = sorted(k for k in params if k not in known)
         if unknown:
@@ -415,10 +426,12 @@ def parse_problem(doc: Mapping[str, Any], *, name: str, path: Optional[str] = No
     eps_obj, constraints, objectives = _objectives(doc, name, path, registered_only)
     model_ref = None
     if user:
-        from .plugins import resolve_spec
+        from .plugins import check_current, resolve_spec
 
         try:
             model_ref = resolve_spec(model, path)
+            if not reading:  # a file edited since this process imported it: its old text would train
+                check_current(model_ref, kind="model")
         except FedevoError as e:
             raise FedevoError(f"problem {doc.get('name', name)!r}: {e}") from None
     dataset = data_source.name if data_source else doc["dataset"]

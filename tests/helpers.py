@@ -33,7 +33,8 @@ def cli(*args, **env_extra) -> subprocess.CompletedProcess:
     `ray` loggers' handlers, torch's default dtype, grad mode, deterministic mode and threads, numpy's floating-point
     error handling; and what the command imported of the user's own code (a `python:FILE.py` model, evaluator,
     objective or optimiser and the modules beside it) is forgotten with fedevo's per-process caches of it, so that a
-    file edited between two commands is read again."""
+    file edited between two commands is read again; what this process imported of it before the call is out of
+    sight during the call, as in a new process, and back afterwards."""
     import contextlib
     import io
     import logging
@@ -59,8 +60,18 @@ def cli(*args, **env_extra) -> subprocess.CompletedProcess:
                    torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
     floating = np.geterr()
     modules = set(sys.modules)
-    caches = [(d, dict(d)) for d in (plugins._IMPORTED_SHA, plugins._SIBLINGS, user_optimizers._LOADED,
-                                      objectives._REGISTRY)]
+    caches = [(d, dict(d)) for d in (plugins._IMPORTED_SHA, plugins._IMPORTED_STAT, plugins._SIBLINGS,
+                                      plugins._SIBLING_FILES, user_optimizers._LOADED, objectives._REGISTRY)]
+    # the user's code this process imported before (a test's own search): out of sight during the call, as in a
+    # new process, which imports the files as they are now (fedevo refuses to run a file changed since its import)
+    stashed = {n: m for n, m in list(sys.modules.items()) if _users_module(m)}
+    for n in stashed:
+        del sys.modules[n]
+    for d in (plugins._IMPORTED_SHA, plugins._IMPORTED_STAT, plugins._SIBLINGS, plugins._SIBLING_FILES,
+              user_optimizers._LOADED):
+        d.clear()
+    for f in (user_module.load_factory, user_module._template, user_model.macs_and_params):
+        f.cache_clear()
     out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
     err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
     code = 0
@@ -109,7 +120,8 @@ def cli(*args, **env_extra) -> subprocess.CompletedProcess:
             if d != before:
                 d.clear()
                 d.update(before)
-        if users:
+        sys.modules.update(stashed)
+        if users or stashed:
             for f in (user_module.load_factory, user_module._template, user_model.macs_and_params):
                 f.cache_clear()
         for f in (out, err):

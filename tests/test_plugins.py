@@ -145,3 +145,106 @@ def test_the_modules_a_file_imports_from_beside_it_are_named_whoever_imported_th
         (project / f"{m}.py").resolve() for m in (deep, first, second)))
     for name in (first, second, deep, unused):
         sys.modules.pop(name, None)
+
+
+def _model_project(tmp_path, helper: str):
+    """A problem whose model file imports `helper` from beside it (its hidden width: HIDDEN there)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / f"{helper}.py").write_text("HIDDEN = 16\n")
+    (project / "models.py").write_text(MODELS.replace("from layers import block", f"from {helper} import HIDDEN")
+                                       .replace("hidden=16", "hidden=None").replace(
+        "return nn.Sequential(nn.Flatten(), block(n, hidden), nn.Linear(hidden, num_classes))",
+        "hidden = hidden or HIDDEN\n    return nn.Sequential(nn.Flatten(), nn.Linear(n, hidden), nn.ReLU(), "
+        "nn.Linear(hidden, num_classes))"))
+    (project / "p.toml").write_text(PROBLEM)
+    return project
+
+
+def test_a_model_file_edited_after_this_process_imported_it_is_refused_not_trained_as_it_was(tmp_path):
+    """A notebook edits its model file and evaluates again: Python never imports a module twice, so the process
+    would train the old model (it did, silently: fedevo.evaluate gave the old Ω); the problem made before the edit
+    and the problem made again both say so in one line, and the file's old text back is welcome again."""
+    helper = f"width_{os.getpid()}_{abs(hash(str(tmp_path)))}"
+    project = _model_project(tmp_path, helper)
+    try:
+        _edit_and_evaluate(project)
+    finally:
+        sys.modules.pop(helper, None)
+
+
+def _edit_and_evaluate(project):
+    import fedevo
+    from fedevo.errors import FedevoError
+
+    problem = fedevo.Problem.from_file(str(project / "p.toml"))
+    omega = fedevo.evaluate(problem, rounds=1).omega
+    text = (project / "models.py").read_text()
+    (project / "models.py").write_text(text.replace("hidden or HIDDEN", "hidden or 2 * HIDDEN"))
+    stale = r"models\.py \(model file\) changed since this process imported it: .*start a new Python process"
+    with pytest.raises(FedevoError, match=stale):
+        fedevo.evaluate(problem, rounds=1)
+    with pytest.raises(FedevoError, match=stale):
+        fedevo.Problem.from_file(str(project / "p.toml"))
+    (project / "models.py").write_text(text)
+    assert fedevo.evaluate(fedevo.Problem.from_file(str(project / "p.toml")), rounds=1).omega == omega
+
+
+def test_a_module_beside_the_model_file_edited_since_its_import_is_refused_by_a_search(tmp_path):
+    """The module beside the model file that its import brought in is held to the text imported as the file is: a
+    second search in the process ran the old module while run.json recorded the new one (a resume in a new process
+    would then mix the two models); now one line, nothing written."""
+    import fedevo
+    from fedevo.errors import FedevoError
+
+    helper = f"width_{os.getpid()}_{abs(hash(str(tmp_path)))}"
+    project = _model_project(tmp_path, helper)
+    try:
+        fedevo.search(str(project / "p.toml"), optimizer="random", pop=2, gen=1, workers=0, out=tmp_path / "A",
+                      page=False)
+        (project / f"{helper}.py").write_text("HIDDEN = 32\n")
+        with pytest.raises(FedevoError, match=rf"{helper}\.py \(imported by model file .*models\.py'\) changed "
+                                              "since this process imported it"):
+            fedevo.search(str(project / "p.toml"), optimizer="random", pop=2, gen=1, workers=0,
+                          out=tmp_path / "B", page=False)
+        assert not (tmp_path / "B").exists()
+    finally:
+        sys.modules.pop(helper, None)
+
+
+def test_a_functions_code_digest_follows_its_body_not_its_place():
+    """plugins.code_digest (run.json's `code`): the same body defined twice (a notebook cell run again, at other
+    lines) digests the same; another body, a nested function's or a constant's change, does not; no code, None."""
+    from fedevo.plugins import code_digest
+
+    a = lambda r: abs(r.error - 1.0)  # noqa: E731
+    b = lambda r: abs(r.error - 1.0)  # noqa: E731
+
+    def nested(r):
+        return (lambda v: v + 1)(r) if r in {"a", "b"} else 0
+
+    def nested_other(r):
+        return (lambda v: v + 2)(r) if r in {"a", "b"} else 0
+
+    assert code_digest(a) == code_digest(b) != code_digest(lambda r: abs(r.error - 2.0))
+    assert code_digest(nested) != code_digest(nested_other)
+    assert code_digest(len) is None and code_digest(object()) is None
+
+
+def test_a_file_touched_keeps_loading_and_one_edited_to_the_same_size_is_refused(tmp_path):
+    """The check reads a file again only once its stat changed (each evaluate and load asks it): touched with the
+    same text it loads on; edited to a text of the same length, it is refused."""
+    from fedevo.errors import FedevoError
+    from fedevo.plugins import load_callable
+
+    f = tmp_path / f"same_{os.getpid()}.py"
+    f.write_text("def f():\n    return 1\n")
+    spec = f"python:{f}:f"
+    assert load_callable(spec, kind="evaluator")() == 1
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert load_callable(spec, kind="evaluator")() == 1
+    f.write_text("def f():\n    return 2\n")
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 2 * 10**9))
+    with pytest.raises(FedevoError, match=r"same_\d+\.py \(evaluator file\) changed since this process imported it"):
+        load_callable(spec, kind="evaluator")

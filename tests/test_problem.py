@@ -134,3 +134,25 @@ def test_messages_name_params_and_problem_as_the_caller_does(tmp_path, monkeypat
         load_problem("digits_mlp.toml")
     with command_line(), pytest.raises(FedevoError, match=r"\(the bundled problem is --problem digits_mlp, without"):
         load_problem("digits_mlp.toml")
+
+
+def test_numpy_values_stand_for_the_python_ones(tiny_problem):
+    """A notebook's genes from a DataFrame row (`df.iloc[0]`: np.int64, np.float32) or np.arange were refused as
+    "expected a number, got np.int64(2)"; they are the numbers they hold (an out-of-bounds one still refused), and
+    a problem dict holding them is written as its TOML text."""
+    import numpy as np
+
+    from fedevo.problem import Problem
+
+    cfg = tiny_problem.sim_config({"lr": np.float32(0.25), "units": np.int64(20)})
+    assert cfg.arch.units == 20 and type(cfg.arch.units) is int and cfg.lr == pytest.approx(0.25)
+    assert tiny_problem.resolve({"units": np.int64(20)})["units"] == 20
+    with pytest.raises(FedevoError, match="expected an integer"):
+        tiny_problem.sim_config({"units": np.float64(12.5)})
+    with pytest.raises(FedevoError, match="out of bounds"):
+        tiny_problem.sim_config({"lr": np.float32(5.0)})
+    doc = {"name": "np", "dataset": "digits", "model": "mlp", "data": {"clients": np.int64(4)},
+           "genes": {"units": {"type": "int", "low": np.int64(8), "high": 64, "default": np.int64(16)},
+                     "layers": {"type": "choice", "choices": np.array([1, 2]), "default": 1}}}
+    p = Problem.from_dict(doc)
+    assert p.gene("units").low == 8 and p.gene("layers").choices == (1, 2) and p.fixed["clients"] == 4

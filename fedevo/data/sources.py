@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Union
@@ -77,21 +78,44 @@ class ArraySource:
         _check_common(self.holdout, self.normalise)
         if (self.x_test is None) != (self.y_test is None):
             raise FedevoError("ArraySource: give both x_test and y_test, or neither")
+        object.__setattr__(self, "digest", self.content_digest())
+
+    def content_digest(self) -> str:
+        """The digest of the arrays as they are now (`digest`: as they were when the source was made)."""
         h = hashlib.sha1()
         for a in (self.x, self.y, self.client_id, self.x_test, self.y_test, self.client_id_test):
             if a is not None:
                 a = np.asarray(a)
                 h.update(f"{a.dtype}{a.shape}".encode())
-                h.update(np.ascontiguousarray(a).tobytes() if a.dtype != object else repr(a.tolist()).encode())
+                h.update(_bytes_of(a))
             h.update(b"|")
         h.update(f"{self.holdout}{self.normalise}".encode())
-        object.__setattr__(self, "digest", h.hexdigest())
+        return h.hexdigest()
+
+    def check_unchanged(self) -> None:
+        """FedevoError where the arrays changed in place since the source was made (`y[:] = ...` in a notebook):
+        the source is equal to itself as it was, so a process that read it then would reuse the old data, one that
+        reads it now the new: one line instead."""
+        if self.content_digest() != self.digest:
+            raise FedevoError("ArraySource: its arrays changed in place since it was made; make a new ArraySource "
+                              "of them (fedevo.ArraySource(x=..., y=..., ...)) to train on the new data")
 
     def __eq__(self, other):
         return isinstance(other, ArraySource) and other.digest == self.digest
 
     def __hash__(self):
         return hash(self.digest)
+
+
+def _bytes_of(a: np.ndarray):
+    """An array's bytes for a digest: its buffer where it has one (no copy: a 188 MB x hashed in 0.3 s, not 0.6),
+    else a copy (datetimes), its items' repr for objects."""
+    if a.dtype == object:
+        return repr(a.tolist()).encode()
+    try:
+        return memoryview(np.ascontiguousarray(a)).cast("B")
+    except (TypeError, ValueError):  # a dtype without a buffer format (datetime64), an empty array's shape
+        return a.tobytes()
 
 
 def _check_common(holdout, normalise) -> None:
@@ -354,6 +378,7 @@ def _read_file_source(spec: FileSource, need_ids: bool) -> tuple[_Table, Optiona
 
 
 def _read_arrays(spec: ArraySource, need_ids: bool) -> tuple[_Table, Optional[_Table]]:
+    spec.check_unchanged()  # the arrays read now are those the source was made of (its digest: the cache's key)
     if spec.client_id is None and need_ids:
         raise FedevoError("ArraySource: partition = \"natural\" needs client_id (one id per row)")
     train = _Table(np.asarray(spec.x), np.asarray(spec.y),
@@ -386,6 +411,22 @@ def _features(t: _Table) -> np.ndarray:
     if not np.isfinite(x).all():
         raise FedevoError(f"{t.where}: features hold NaN or infinite values")
     return x
+
+
+def channels_last(shape: tuple) -> bool:
+    """Whether images of this shape look like (N, H, W, C) — a last axis of 1, 3 or 4 (grey, RGB, RGBA) after two
+    of more than 4 pixels — rather than the (N, C, H, W) fedevo reads."""
+    return len(shape) == 4 and shape[3] in (1, 3, 4) and min(shape[1], shape[2]) > 4
+
+
+def _warn_if_channels_last(shape: tuple, where: str) -> None:
+    """One line on stderr (once per process: the read is cached) where the images seem channels-last: read as
+    (N, C, H, W) they train, silently, on H channels of W×C images."""
+    if channels_last(shape):
+        n, c, h, w = shape
+        print(f"fedevo: warning: {where}: images of shape {tuple(shape)} look channels-last (N, H, W, C); fedevo "
+              f"reads images as (N, C, H, W), so these are {c} channels of {h}×{w} images: transpose them first "
+              "(x.transpose(0, 3, 1, 2)) unless that is what they are", file=sys.stderr)
 
 
 def _labels(t: _Table) -> np.ndarray:
@@ -476,6 +517,7 @@ def read_arrays(spec: Union[FileSource, ArraySource], *, natural: bool) -> Array
 def _read_arrays_cached(spec, natural: bool, stamp: tuple) -> Arrays:
     train, test = _read_file_source(spec, natural) if isinstance(spec, FileSource) else _read_arrays(spec, natural)
     x, y = _features(train), _labels(train)
+    _warn_if_channels_last(x.shape, train.where)
     if len(y) < 2:
         raise FedevoError(f"{train.where}: {len(y)} row(s); federated training needs more")
     names, inv = (None, None) if train.ids is None else _client_index(train.ids, train.where)
@@ -520,6 +562,7 @@ def _read_arrays_cached(spec, natural: bool, stamp: tuple) -> Arrays:
         x_tr, xt = _normalise(x_tr, xt)
     classes = int(max(y_tr.max(), yt.max())) + 1
     _check_classes(classes, y_tr, yt, train.where if y.max() == classes - 1 else test.where)
+    _warn_if_unused_classes(classes, y_tr, yt, train.where if y.max() == classes - 1 else test.where)
     if classes < 2:
         raise FedevoError(f"{train.where}: every label is {classes - 1}; classification needs two classes or more")
     return Arrays(x_tr, y_tr, xt, yt, inv_tr, tinv, tuple(names.tolist()) if names is not None else (), classes)
@@ -535,6 +578,18 @@ def _read_arrays_cached(spec, natural: bool, stamp: tuple) -> Arrays:
 # measured, so relabelling the classes 0..K-1 loses nothing).
 MAX_CLASSES_ANY = 1000
 SPARSE_CLASSES = 10
+
+
+def _warn_if_unused_classes(classes: int, y_train: np.ndarray, y_test: np.ndarray, where: str) -> None:
+    """One line on stderr (once per process: the read is cached) where most of the model's outputs are classes no
+    row holds (labels 3 and 7: a model of 8 outputs): its output layer, which Ω and the communication cost count,
+    is that much larger, silently."""
+    distinct = np.unique(np.concatenate([y_train, y_test]))
+    if classes > 2 * len(distinct):
+        print(f"fedevo: warning: {where}: labels are class indices 0..K-1: the largest is {classes - 1} (a model of "
+              f"{classes} outputs, which Ω and the communication cost count) but only {len(distinct)} distinct labels "
+              f"occur ({_some(distinct)}); relabel them 0..{len(distinct) - 1} (np.unique(y, return_inverse=True)[1]) "
+              "unless the other classes are meant", file=sys.stderr)
 
 
 def _check_classes(classes: int, y_train: np.ndarray, y_test: np.ndarray, where: str) -> None:
@@ -560,6 +615,8 @@ def _col(spec) -> str:
 
 def open_source(spec: Union[FileSource, ArraySource], *, natural: bool, name: Optional[str] = None) -> UserData:
     """Read a source once (at problem load), check it and return it with its facts."""
+    if isinstance(spec, ArraySource):  # read before (cached): still the arrays it was made of?
+        spec.check_unchanged()
     a = read_arrays(spec, natural=natural)
     if a.train_clients is not None:
         sizes = np.bincount(a.train_clients, minlength=len(a.client_names))

@@ -100,7 +100,12 @@ def _check_methods(name: str, module: nn.Module) -> None:
 def _check_trainable(name: str, module: nn.Module) -> None:
     """FedevoError where the module has frozen parameters (requires_grad=False): fedevo trains and uploads every
     parameter of the module (both paths take `module.parameters()`, SET masks and Ω count them all), so a frozen
-    layer would be trained all the same, silently."""
+    layer would be trained all the same, silently; or a complex one (made float32: its imaginary part dropped)."""
+    complex_ = [(n, p.dtype) for n, p in module.named_parameters() if p.is_complex()]
+    if complex_:  # made float32 as every parameter is, the imaginary part would be dropped (torch's one warning)
+        n, dtype = complex_[0]
+        raise FedevoError(f"model {name!r} has a complex parameter {n!r} ({str(dtype).removeprefix('torch.')}); fedevo "
+                          "trains real float32 parameters: hold its real and imaginary parts as two parameters")
     frozen = [n for n, p in module.named_parameters() if not p.requires_grad]
     if frozen:
         names = ", ".join(frozen[:4]) + (", ..." if len(frozen) > 4 else "")
@@ -193,8 +198,11 @@ def _probe(arch: UserArch, input_shape: tuple, num_classes: int, check_size: Cal
                           f"{type(e).__name__}: {one_line(e)}") from None
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        several = not isinstance(out, torch.Tensor) and isinstance(out, (tuple, list, dict)) or hasattr(out, "logits")
         raise FedevoError(f"model {name!r} returns {got} for a batch of 2 samples of shape {tuple(input_shape)}; "
-                          f"expected logits of shape (2, {num_classes})")
+                          f"expected logits of shape (2, {num_classes})"
+                          + ("; a forward that returns several outputs: wrap the module so that its forward returns "
+                             "the logits alone (e.g. `return self.inner(x)[0]`)" if several else ""))
     _check_dtype(name, out)
     if not bool(torch.isfinite(out).all()):
         raise FedevoError(f"model {name!r} returns non-finite logits (NaN or inf) on a batch of 2 zero samples of "

@@ -39,6 +39,11 @@ def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
+def builtin(name: str) -> bool:
+    """Whether `name` is a built-in objective's (builtin.py: never replaced)."""
+    return name in _SEALED
+
+
 def registered(name: str) -> Optional[Objective]:
     """The registered objective `name`, or None."""
     return _REGISTRY.get(name)

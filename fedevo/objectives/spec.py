@@ -86,10 +86,14 @@ def from_table(name: str, table: Any, *, problem_path: Optional[str], where: str
         raise FedevoError(f"{at}: {str(e).replace(f'objective {name!r}: ', '')}") from None
 
 
+# what makes an objective's values and their order (its label, unit and description only name it)
+DEFINING = ("worst", "direction", "log", "floor", "lower", "upper")
+
+
 def check_loadable(objectives) -> None:
     """Every objective can read an evaluation in this process: a function-objective's function loads, a recorded
     one (a resumed run) is registered; FedevoError (one line) naming the first that cannot."""
-    from .registry import ByName, registered
+    from .registry import ByName, builtin, registered
 
     for o in objectives:
         if isinstance(o.read, FunctionRead):
@@ -99,3 +103,11 @@ def check_loadable(objectives) -> None:
             if r is None or isinstance(r.read, ByName):
                 raise FedevoError(f"objective {o.name!r} is not registered in this process: register it "
                                   "(fedevo.objectives.register) before searching or resuming")
+            changed = [(k, v, getattr(r, k)) for k, v in o.record().items() if k in DEFINING and getattr(r, k) != v]
+            # the run goes on with its recorded definition, the registered one ignored: refused (a built-in one's
+            # record may be an older fedevo's, with its own definition)
+            if changed and not builtin(o.name):
+                k, was, now = changed[0]
+                raise FedevoError(f"objective {o.name!r} is registered in this process with {k}={now!r}, but the run "
+                                  f"was searched with {k}={was!r}: a run's objectives cannot change; register it as "
+                                  "it was to go on, or search anew")

@@ -32,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..errors import FedevoError, arg
+from ..errors import FedevoError, arg, resume_call
 
 REASONS = {
     "gen": "--gen batches done",
@@ -243,21 +243,27 @@ def stop_record(reason: str, state: Mapping[str, Any], settings) -> dict[str, An
 
 
 def go_on(stop: Optional[Mapping[str, Any]], run_dir: Path | str) -> str:
-    """How to search on after the stop `stop` (stop.json's record): the shell command that raises the budget that
-    ended it ("" for an exhausted optimiser, which no budget changes). Each budget not given to `fedevo resume`
-    stays, so raising another than the one that ended the search is refused as reached already."""
+    """How to search on after the stop `stop` (stop.json's record): the call that raises the budget that ended it,
+    as the caller calls fedevo (the shell command, or fedevo.resume from Python; "" for an exhausted optimiser,
+    which no budget changes). Each budget not given to the resume stays, so raising another than the one that
+    ended the search is refused as reached already."""
     stop = stop or {}
     reason, budgets = stop.get("reason"), stop.get("budgets") or {}
     if reason == "exhausted":
         return ""
     if reason == "time_budget":
         now = budgets.get("time_budget")
-        return f"`fedevo resume {run_dir} --time-budget S`" + (f" (S above {_value(now)} seconds)" if now else "")
+        return resume_call(run_dir, arg("time_budget", "S")) + (f" (S above {_value(now)} seconds)" if now else "")
     if reason == "patience":
         now = budgets.get("patience")
-        return f"`fedevo resume {run_dir} --patience K`" + (f" (K above {now} batches)" if now else "")
+        return resume_call(run_dir, arg("patience", "K")) + (f" (K above {now} batches)" if now else "")
     done = stop.get("evaluations")
-    return f"`fedevo resume {run_dir} --budget N`" + (f" (N above its {done} evaluations)" if done else "")
+    return resume_call(run_dir, arg("budget", "N")) + (f" (N above its {done} evaluations)" if done else "")
+
+
+def said(reason: str, why: str) -> str:
+    """stop.json's `why` (REASONS: the options' command-line spelling) as the caller spells the budget."""
+    return why.replace(f"--{reason.replace('_', '-')} ", f"{arg(reason)} ", 1) if reason in REASONS else why
 
 
 def default_gen(gen: Optional[int], pop: int, budget: Optional[int], time_budget: Optional[float],

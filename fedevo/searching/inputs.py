@@ -161,6 +161,8 @@ def fingerprint(problem, settings) -> list[dict[str, Any]]:
 def check_inputs(meta: Mapping[str, Any], run_dir: Path, action: str = "resume") -> None:
     """FedevoError naming the first file of run.json's ``inputs`` that is gone or changed since the run was made;
     `action` ("resume", "retrain" or "audit") is what the file would have fed."""
+    from ..plugins import imported_sha
+
     after = {"resume": "nothing was evaluated", "audit": "nothing was audited"}.get(action, "nothing was trained")
     for entry in meta.get("inputs") or ():
         p, role = Path(entry["path"]), role_text(entry.get("role", "input"))
@@ -177,6 +179,45 @@ def check_inputs(meta: Mapping[str, Any], run_dir: Path, action: str = "resume")
                      "one searched; restore it, or search again")
             raise FedevoError(f"{p} ({role}) changed since run {run_dir} was made (SHA-256 {sha[:12]}… now, "
                               f"{entry['sha256'][:12]}… then): {mixed} ({after})")
+        held = imported_sha(str(p))
+        if held is not None and held != sha:  # this process runs the text it imported: not the file's
+            raise FedevoError(f"{p} ({role}) changed since this process imported it: the {action} would run the old "
+                              f"code; start a new Python process (in a notebook: restart the kernel) ({after})")
 
 
-__all__ = ["check_inputs", "digest", "files_read_by_path", "fingerprint", "input_files", "role_text"]
+def code_digests(objectives, evaluator) -> dict[str, str]:
+    """What run.json's ``code`` records of the code the run calls that has no file to fingerprint: each objective
+    registered from Python (its function's `plugins.code_digest`; a notebook's lambda) and an evaluator passed as a
+    function of a module or of the script (``__main__``). A `python:` file's functions are its file's (`inputs`)."""
+    from ..objectives.registry import builtin
+    from ..objectives.spec import FunctionRead
+    from ..plugins import USER_MODULE_PREFIX, code_digest
+
+    out = {}
+    for o in objectives:
+        d = None if builtin(o.name) or isinstance(o.read, FunctionRead) else code_digest(o.read)
+        if d is not None:
+            out[f"objective {o.name}"] = d
+    d = code_digest(evaluator)
+    if d is not None and not (getattr(evaluator, "__module__", "") or "").startswith(USER_MODULE_PREFIX):
+        out["evaluator"] = d
+    return out
+
+
+def warn_changed_code(meta: Mapping[str, Any], objectives, evaluator, run_dir: Path) -> None:
+    """One line on stderr for each function of run.json's ``code`` whose code differs in this process (a notebook
+    that fixed its objective's lambda, then resumed: the rows after it hold another function's values under the
+    same column). A warning: another Python's bytecode differs too."""
+    from ..objectives.registry import registered
+
+    recorded = meta.get("code") or {}
+    now = code_digests([registered(o.name) or o for o in objectives], evaluator)
+    for role, digest in recorded.items():
+        if role in now and now[role] != digest:
+            print(f"fedevo: warning: the {role}'s function is not the code run {run_dir} was searched with (its code "
+                  "differs): the resumed evaluations call it as it is now, beside rows the earlier code gave",
+                  file=sys.stderr)
+
+
+__all__ = ["check_inputs", "code_digests", "digest", "files_read_by_path", "fingerprint", "input_files", "role_text",
+           "warn_changed_code"]

@@ -17,6 +17,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -177,6 +178,7 @@ class EvalLog:
         output does (containment.UserLog), never to fedevo's stdout."""
         if r.status != "ok" or not self.objectives:
             return [None] * len(self.objectives), ""
+        from ..objectives.registry import builtin
         from .containment import UserLog, call_user, captured_stdout
 
         values, notes = [], []
@@ -184,6 +186,8 @@ class EvalLog:
             for o in self.objectives:
                 try:
                     v = call_user(o.value, r)  # sys.exit, a raised KeyboardInterrupt: this value's failure
+                    if v is not None and math.isnan(v) and not builtin(o.name):  # 0/0 in the user's code, most
+                        raise ValueError("returned nan; expected a number or None (None: not measured)")  # likely
                     outside = o.outside(v)
                     if outside:
                         raise ValueError(outside)

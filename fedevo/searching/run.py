@@ -84,7 +84,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from ..dirlock import LOCK, hold, is_held
-from ..errors import DiskFullError, FedevoError, RunInUseError, SearchStoppedError, arg, one_line
+from ..errors import DiskFullError, FedevoError, RunInUseError, SearchStoppedError, arg, one_line, resume_call
 from ..guards import check_workers, check_writable_dir
 from ..problem import Problem, load_problem
 from ..result import EvaluationResult
@@ -93,7 +93,7 @@ from . import evaluator as evaluators
 from . import optimizers
 from .optimizers.user import global_rngs_kept, is_spec, label
 from .appended import GrowingCsv
-from .budgets import (STOP_FILE, batch_size, describe_change, go_on, hv_steps, raised, read_stop, stop_in_force,
+from .budgets import (STOP_FILE, batch_size, describe_change, go_on, hv_steps, raised, read_stop, said, stop_in_force,
                       stop_record, write_raised)
 from .callbacks import CallbackList, SearchCallback
 from .checkpoint import dumps, earlier_checkpoints, keeping, latest_checkpoint, load_checkpoint, save_checkpoint
@@ -101,7 +101,7 @@ from .containment import sizing_output
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hypervolume_table,
                          is_full)
-from .inputs import check_inputs, fingerprint
+from .inputs import check_inputs, code_digests, fingerprint, warn_changed_code
 from .integrity import check_chain, check_log, checked_rows, log_record
 from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key, unread_objectives
 from .record import EvaluationRecord
@@ -226,10 +226,11 @@ def _refuse_nonempty(out: Path, ident: str) -> None:
                                     "nothing was changed")
             stop = read_stop(out)
             if stop is None:
-                raise FedevoError(f"{arg('out', out)} already holds this run; continue it with `fedevo resume {out}`")
+                raise FedevoError(f"{arg('out', out)} already holds this run; continue it with {resume_call(out)}")
             way = go_on(stop, out)
             way = f"; to search on, raise the budget that ended it: {way}" if way else ""
-            raise FedevoError(f"{arg('out', out)} already holds this run, finished ({stop.get('why', 'ended')}); "
+            raise FedevoError(f"{arg('out', out)} already holds this run, finished "
+                              f"({said(stop.get('reason', ''), stop.get('why', 'ended'))}); "
                               f"nothing was changed (see `fedevo front {out}`{way})")
         raise FedevoError(f"{arg('out', out)} holds a different run; choose another {arg('out')} (nothing was "
                           "overwritten)")
@@ -351,6 +352,7 @@ class SearchRun:
             "versions": vers,
             "command": " ".join(sys.argv),
             "inputs": inputs,  # the data and code files' SHA-256: resume checks them (inputs.py)
+            "code": code_digests(objectives, evaluator),  # code without a file: resume compares it (inputs.py)
         }
         made = missing_folders(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -532,6 +534,7 @@ class SearchRun:
             if self._held is None:  # opened, not created here: continuing a run made earlier
                 self._held = _lock(self.run_dir)
                 check_inputs(self.meta, self.run_dir)  # its data and code files are what it was made with
+                warn_changed_code(self.meta, self.objectives, evaluator, self.run_dir)
             self._put_raised()  # `fedevo resume --budget ...`: now that nothing else can refuse the resume
             for say in self._when_held:
                 say()

@@ -218,3 +218,68 @@ def test_a_holdout_near_one_leaves_a_training_row():
     load(1)
     with pytest.raises(FedevoError, match="more than the 1 training samples"):
         load(2)
+
+
+def test_channels_last_images_are_warned_of_once(capfd):
+    """(N, H, W, C) images — what PIL, TensorFlow and most image arrays give — were read as (N, C, H, W) without a
+    word: a CNN trained on 8 "channels" of 8×3 images. One warning line now, when the data is read; (N, C, H, W)
+    images, and a small last axis after small spatial ones (16 feature maps of 4×4), read without one."""
+    rng = np.random.default_rng(0)
+    ids = np.repeat(np.arange(4), 10)
+    y = rng.integers(0, 2, 40)
+    last = ArraySource(x=rng.normal(size=(40, 8, 8, 3)).astype(np.float32), y=y, client_id=ids)
+    ud = open_source(last, natural=True)
+    assert ud.input_shape == (8, 8, 3)  # read as it is: a warning, not a refusal
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedevo: warning: ArraySource: images of shape (40, 8, 8, 3) look "
+                                                   "channels-last (N, H, W, C)")
+    open_source(last, natural=True)
+    assert capfd.readouterr().err == ""  # the read is cached: said once
+    for shape in ((40, 3, 8, 8), (40, 16, 4, 4), (40, 8, 8)):
+        open_source(ArraySource(x=rng.normal(size=shape).astype(np.float32), y=y, client_id=ids), natural=True)
+        assert capfd.readouterr().err == ""
+
+
+def test_labels_most_of_whose_classes_no_row_holds_are_warned_of(capfd):
+    """Labels 3 and 7 made a model of 8 outputs without a word: its output layer, counted by Ω and the communication
+    cost, 4× what the data needs. One warning line (most outputs without a row); labels 1..10 (1-based: one unused
+    class) read without one."""
+    rng = np.random.default_rng(0)
+    x, ids = rng.normal(size=(40, 5)).astype(np.float32), np.repeat(np.arange(4), 10)
+    ud = open_source(ArraySource(x=x, y=rng.choice([3, 7], 40), client_id=ids), natural=True)
+    assert ud.num_classes == 8  # read as it is: a warning, not a refusal
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedevo: warning: ArraySource: labels are class indices 0..K-1: the "
+                                                   "largest is 7 (a model of 8 outputs") and "(3, 7)" in err
+    open_source(ArraySource(x=x, y=np.arange(40) % 10 + 1, client_id=ids), natural=True)
+    assert capfd.readouterr().err == ""
+
+
+def test_arrays_changed_in_place_after_the_source_was_made_are_refused():
+    """A notebook that changed y in place (label noise) and made the problem again from the same ArraySource trained
+    on the old labels without a word: the source equals itself as it was (its digest, the read cache's key), so the
+    cache answered. One line now, from making the problem again and from evaluating the one made before; a new
+    ArraySource of the arrays trains on the new data."""
+    import fedevo
+    from fedevo.errors import FedevoError
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 6)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    ids = np.repeat(np.arange(4), 30)
+    src = ArraySource(x=x, y=y, client_id=ids)
+
+    def doc(source):
+        return {"name": "inplace", "model": "mlp", "data": {"source": source, "partition": "natural"},
+                "train": {"rounds": 1, "layers": 1, "units": 8},
+                "genes": {"lr": {"type": "real", "low": 0.01, "high": 0.5, "default": 0.1}}}
+
+    before = fedevo.Problem.from_dict(doc(src))
+    y[:] = 1 - y  # in place
+    said = r"ArraySource: its arrays changed in place since it was made; make a new ArraySource"
+    with pytest.raises(FedevoError, match=said):
+        fedevo.Problem.from_dict(doc(src))
+    with pytest.raises(FedevoError, match=said):
+        fedevo.evaluate(before, rounds=1)
+    fresh = fedevo.Problem.from_dict(doc(ArraySource(x=x, y=y, client_id=ids)))
+    assert fedevo.evaluate(fresh, rounds=1).status == "ok"

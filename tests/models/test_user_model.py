@@ -190,6 +190,32 @@ def frozen(input_shape, num_classes):  # its first Linear frozen: fedevo would t
     m = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 16), nn.ReLU(), nn.Linear(16, num_classes))
     m[1].requires_grad_(False)
     return m
+
+
+class Complex(nn.Module):  # a complex gain: made float32 as every parameter is, its imaginary part was dropped
+    def __init__(self, d, k):
+        super().__init__()
+        self.fc = nn.Linear(d, k)
+        self.gain = nn.Parameter(torch.ones(2, dtype=torch.complex64))
+
+    def forward(self, x):
+        return self.fc(x.flatten(1)) * self.gain.abs().sum()
+
+def complex_gain(input_shape, num_classes):
+    return Complex(math.prod(input_shape), num_classes)
+
+
+class Pair(nn.Module):  # (logits, features), as many a model's forward returns
+    def __init__(self, d, k):
+        super().__init__()
+        self.fc = nn.Linear(d, k)
+
+    def forward(self, x):
+        z = self.fc(x.flatten(1))
+        return z, x.flatten(1)
+
+def pair(input_shape, num_classes):
+    return Pair(math.prod(input_shape), num_classes)
 '''
 
 PROBLEM = '''
@@ -619,6 +645,24 @@ def test_a_model_with_frozen_parameters_is_refused_where_it_is_built_too(files):
     spec = load_problem(str(files())).model_ref.replace(":make_mlp", ":frozen")
     with pytest.raises(FedevoError, match=r"^model 'frozen' has 2 parameters with requires_grad=False"):
         build_model(UserArch(spec), (1, 8, 8), 10)
+
+
+def test_a_model_with_a_complex_parameter_is_refused(files):
+    """A complex parameter was made float32 like every other (torch's one UserWarning, 'discards the imaginary
+    part') and trained so, silently another model: refused when the problem loads, one line naming it."""
+    with pytest.raises(FedevoError, match=r"^problem 'user': model 'complex_gain' has a complex parameter 'gain' "
+                                          r"\(complex64\); fedevo trains real float32 parameters"):
+        load_problem(str(files("python:sub/my_models.py:complex_gain")))
+
+
+def test_a_model_returning_several_outputs_is_told_to_return_the_logits_alone(files):
+    """A forward returning (logits, features) was refused as 'returns tuple ... expected logits': the line now says
+    what to do about it."""
+    with pytest.raises(FedevoError, match=r"^problem 'user': model 'pair' returns tuple for a batch of 2 samples of "
+                                          r"shape \(1, 8, 8\); expected logits of shape \(2, 10\); a forward that "
+                                          r"returns several outputs: wrap the module so that its forward returns the "
+                                          r"logits alone"):
+        load_problem(str(files("python:sub/my_models.py:pair")))
 
 
 def test_a_gene_bound_the_factory_rejects_is_caught_at_load(files):

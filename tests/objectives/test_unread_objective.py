@@ -59,3 +59,21 @@ def test_an_objective_that_returns_nan_is_named_as_unread(tmp_path):
     none = latency_problem(tmp_path / "none", "def latency(r):\n    return None\n")
     quiet = fedevo.search(str(none), pop=4, gen=1, rounds=1, seed=0, workers=0, out=tmp_path / "q", page=False)
     assert quiet.summary.unread == () and not any(r["message"] for r in quiet.evaluations)
+
+
+def test_an_objective_registered_from_python_that_returns_nan_is_named_as_unread(tmp_path):
+    """The same for an objective registered from Python (a notebook's lambda dividing by 0): its NaN was silently
+    the worst value, no note, where a problem file's function's is named (above)."""
+    from fedevo.objectives import Objective, register, unregister
+    from fedevo.problem import problems_dir
+
+    prob = tmp_path / "nan.toml"
+    prob.write_text('objectives = ["error", "eps", "ratio_t"]\n' + (problems_dir() / "digits_mlp.toml").read_text())
+    register(Objective(name="ratio_t", label="ratio", worst=10.0, read=lambda r: float("nan")), replace=True)
+    try:
+        run = fedevo.search(str(prob), pop=4, gen=1, rounds=1, seed=0, workers=0, out=tmp_path / "run", page=False)
+    finally:
+        unregister("ratio_t")
+    assert run.summary.unread == (("ratio_t", 4, 4, "ValueError: returned nan; expected a number or None (None: "
+                                   "not measured)"),)
+    assert all(r["ratio_t"] is None for r in run.evaluations)

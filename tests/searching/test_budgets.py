@@ -45,7 +45,7 @@ def test_budget_cuts_the_last_batch_and_ends_the_search(tmp_path, name):
     assert run.summary.stop == "budget" and run.summary.generations == 3
     stop = json.loads((run.path / "stop.json").read_text())
     assert stop["reason"] == "budget" and stop["evaluations"] == 10 and stop["budgets"]["budget"] == 10
-    with pytest.raises(FedevoError, match=r"holds a finished search \(--budget evaluations reached\)"):
+    with pytest.raises(FedevoError, match=r"holds a finished search \(budget= evaluations reached\)"):
         fedevo.resume(run.path, workers=0, page=False)
 
 
@@ -119,7 +119,7 @@ def test_a_kill_right_after_the_last_checkpoint_leaves_stop_json(tmp_path, monke
                       evaluator=FAKE, page=False, optimizer="random")
     stop = json.loads((tmp_path / "R" / "stop.json").read_text())
     assert stop["reason"] == "budget" and stop["evaluations"] == 6 and stop["batches"] == 2
-    with pytest.raises(FedevoError, match=r"holds a finished search \(--budget evaluations reached\)"):
+    with pytest.raises(FedevoError, match=r"holds a finished search \(budget= evaluations reached\)"):
         fedevo.resume(tmp_path / "R", workers=0, page=False)
 
 

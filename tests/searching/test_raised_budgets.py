@@ -66,7 +66,7 @@ def test_a_budget_raised_past_a_cut_batch_runs_to_it(tmp_path):
     run = fedevo.resume(run.path, workers=0, page=False, budget=20)
     assert [r["generation"] for r in read_csv(run.path / "evaluations.csv")].count("6") == 2  # then 4 + 4 + 2
     assert run.summary.evaluations == 20 and run.summary.stop == "budget"
-    with pytest.raises(FedevoError, match=r"--budget evaluations reached\).*fedevo resume .* --budget N"):
+    with pytest.raises(FedevoError, match=r"\(budget= evaluations reached\).*`fedevo\.resume\('.*', budget=N\)`"):
         fedevo.resume(run.path, workers=0, page=False)
 
 
@@ -241,14 +241,14 @@ def flat(problem, params, *, seed, rounds=None, data_dir=None):
     return {"error": 0.5, "comm": 10.0, "eps": 1.0}
 
 
-@pytest.mark.parametrize("budget, flag", [({"time_budget": 0.001}, "--time-budget S` (S above 0.001 seconds)"),
-                                          ({"patience": 1}, "--patience K` (K above 1 batches)")])
+@pytest.mark.parametrize("budget, flag", [({"time_budget": 0.001}, "time_budget=S)` (S above 0.001 seconds)"),
+                                          ({"patience": 1}, "patience=K)` (K above 1 batches)")])
 def test_a_finished_search_names_the_budget_that_ended_it_and_that_one_goes_on(tmp_path, budget, flag):
     """The way on after a search that --time-budget or --patience ended: it said `--budget N`, which resume then
     refused (the time budget or the patience, kept, reached already)."""
     kw = dict(optimizer="random", pop=2, seed=0, workers=0, out=tmp_path / "R", evaluator=flat, page=False)
     fedevo.search(str(toy_problem_file(tmp_path)), **kw, **budget)
-    with pytest.raises(FedevoError, match="to search on, raise the budget that ended it: `fedevo resume .*" +
+    with pytest.raises(FedevoError, match=r"to search on, raise the budget that ended it: `fedevo\.resume\('.*" +
                        re.escape(flag)):
         fedevo.search(str(toy_problem_file(tmp_path)), **kw, **budget)  # the same search again: already there
     with pytest.raises(FedevoError, match=re.escape(flag)):

@@ -168,13 +168,14 @@ def test_out_holding_another_run_is_refused_and_untouched(tmp_path):
         run_fake(out, seed=2)
     # the same command again on a finished run: `fedevo resume OUT` alone would refuse it ("nothing to resume"),
     # so the line says it is finished and how to go on; a run stopped before its end is sent to resume
-    with pytest.raises(FedevoError, match=r"already holds this run, finished \(--gen batches done\); nothing was changed "
+    # (from Python, as its caller calls fedevo: gen=, fedevo.resume(..., budget=N); it said --gen, `fedevo resume`)
+    with pytest.raises(FedevoError, match=r"already holds this run, finished \(gen= batches done\); nothing was changed "
                                           r"\(see `fedevo front .*`; to search on, raise the budget that ended it: "
-                                          r"`fedevo resume .* --budget N` \(N above its 24 evaluations\)\)"):
+                                          r"`fedevo\.resume\('.*', budget=N\)` \(N above its 24 evaluations\)\)"):
         run_fake(out, seed=1)
     assert digest(out) == before
     (out / "stop.json").unlink()
-    with pytest.raises(FedevoError, match="already holds this run; continue it with `fedevo resume"):
+    with pytest.raises(FedevoError, match=r"already holds this run; continue it with `fedevo\.resume\('"):
         run_fake(out, seed=1)
     from fedevo.dirlock import hold
 

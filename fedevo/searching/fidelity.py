@@ -57,6 +57,8 @@ PROMOTION = {
               "largest first, ties by id",
     "not_promoted": "their rung row stays; NSGA-III survival gets the objectives they were ranked on; never in the "
                     "front",
+    "constraints": "the problem's [constraints] on the values ranked: feasible rows take the slots first, the rest "
+                   "by least total violation (search scale), ties by id",
 }
 
 
@@ -178,11 +180,12 @@ def select_promoted(F: np.ndarray, ids: Sequence[int], slots: int, margin: float
 
 
 def promote(rows: Sequence[Mapping[str, Any]], planned: Mapping[int, Mapping[str, float]], objectives="eps",
-            eta: int = ETA, margin: float = MARGIN) -> list[int]:
+            eta: int = ETA, margin: float = MARGIN, constraints: Optional[Mapping[str, float]] = None) -> list[int]:
     """The ids promoted from one rung: `rows` are the rung's evaluations (id, status, a value per objective),
     `planned[id]` what the evaluator knows at the full T before training; `objectives`: the run's ObjectiveSet (or
     an ε key: error, comm and that ε). ⌈len(rows)/η⌉ slots, filled from the rows with status ok (all of them when
-    fewer)."""
+    fewer). `constraints` (the problem's [constraints]): the feasible rows, on the values ranked, take the slots
+    first, as NSGA-III ranks feasibility first; the slots left go to the others, least violation first."""
     objectives = as_set(objectives)
     slots = n_promoted(len(rows), eta)
     ok = [r for r in rows if r["status"] == "ok"]
@@ -190,10 +193,21 @@ def promote(rows: Sequence[Mapping[str, Any]], planned: Mapping[int, Mapping[str
         return []
     ranked = [dict(zip(objectives.names, ranking_objectives(r, planned.get(r["id"], {}), objectives))) for r in ok]
     F = objectives.search_matrix(ranked)
+    ids = [r["id"] for r in ok]
+    violation = np.zeros(len(ok))
+    for j, b in objectives.constraint_items(constraints):  # on the search's scale, as the optimiser's G
+        violation += np.maximum(F[:, j] - objectives[j].search_bound(b), 0.0)
     if "error" in objectives.names and objectives.index("error") != 0:  # the margin boxes the first column
         j = objectives.index("error")
         F = F[:, [j] + [i for i in range(F.shape[1]) if i != j]]
-    return select_promoted(F, [r["id"] for r in ok], slots, margin if "error" in objectives.names else 0.0)
+    box = margin if "error" in objectives.names else 0.0
+    feasible = np.flatnonzero(violation <= 0.0)
+    if len(feasible) >= slots or len(feasible) == len(ok):
+        if len(feasible) == len(ok):
+            return select_promoted(F, ids, slots, box)
+        return select_promoted(F[feasible], [ids[i] for i in feasible], slots, box)
+    others = sorted(np.flatnonzero(violation > 0.0), key=lambda i: (violation[i], ids[i]))
+    return sorted([ids[i] for i in feasible] + [ids[i] for i in others[:slots - len(feasible)]])
 
 
 __all__ = ["ETA", "MARGIN", "PROMOTION", "expected_per_generation", "is_full", "n_promoted", "parse_ladder",

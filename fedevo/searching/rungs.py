@@ -211,7 +211,8 @@ class RungScheduler:
             for i in current:
                 if i not in planned:
                     planned[i] = self.planned(params[i])
-            promoted = set(promote(rung_rows, planned, self.objectives, PROMOTION["eta"], PROMOTION["margin"]))
+            promoted = set(promote(rung_rows, planned, self.objectives, PROMOTION["eta"], PROMOTION["margin"],
+                                   constraints=self.problem.constraints))
             for r in rung_rows:
                 if r["id"] not in promoted:
                     out[r["id"]] = self.tell_result(r, planned.get(r["id"], {}))

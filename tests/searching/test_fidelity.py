@@ -121,3 +121,23 @@ def test_promotion_is_a_pure_function_of_the_table():
     first = promote(rows, {}, "eps")
     assert len(first) == 7
     assert promote(list(reversed(rows)), {}, "eps") == first  # order of the table does not matter
+
+
+def test_promotion_ranks_feasibility_first():
+    """[constraints] eps = 2: an individual whose full-T ε (planned before training) is 5.04 took a full-fidelity
+    slot from feasible ones (its full row can never enter the front). Feasible rows take the slots first; slots
+    left go to the least violation."""
+    rows = [row(0, 0.5, 100, 1.0), row(1, 0.1, 100, 4.7), row(2, 0.3, 50, 1.5), row(3, 0.6, 200, 1.0),
+            row(4, 0.7, 300, 3.0), row(5, 0.8, 400, 9.0)]
+    planned = {1: {"eps": 5.04}}
+    assert 1 in promote(rows, planned, "eps")  # without the constraint: the lowest error
+    assert promote(rows, planned, "eps", constraints={"eps": 2.0}) == [0, 2]  # 2 slots, 3 feasible
+    few = [row(0, 0.5, 100, 3.0), row(1, 0.1, 100, 5.0), row(2, 0.3, 50, 1.5), row(3, 0.6, 200, 9.0),
+           row(4, 0.7, 300, 2.5), row(5, 0.8, 400, 20.0), row(6, 0.9, 400, 30.0)]  # 3 slots, 1 feasible
+    assert promote(few, {}, "eps", constraints={"eps": 2.0}) == [0, 2, 4]  # 2, then ε 2.5 and 3: the nearest
+    acc = [{**row(i, 0.5, 100, 1.0), "accuracy": a} for i, a in enumerate([0.2, 0.9, 0.5, 0.95, 0.1, 0.3])]
+    from fedevo.objectives import Objective, ObjectiveSet
+
+    objs = ObjectiveSet.of(["error", "comm", "eps", Objective(name="accuracy", label="acc", read=lambda r: 0.0,
+                                                                  worst=0.0, direction="maximize")])
+    assert promote(acc, {}, objs, constraints={"accuracy": 0.6}) == [1, 3]  # >= for a maximised objective

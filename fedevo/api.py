@@ -376,6 +376,11 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout, batch_generation,
                        batch_size_per_gpu)
     run = SearchRun.create(settings, Path(out) if out is not None else None, runtime, problem=prob)
+    if settings.multi_fidelity and pop == 1:  # ⌈1/3⌉ = 1: every rung promotes its one individual
+        import sys
+
+        print(f"fedevo: warning: {arg('fidelity')} with batches of one ({arg('pop', 1)}) promotes every individual: "
+              f"its rungs cost time and prune nothing; give {arg('pop')} 3 or more", file=sys.stderr)
     return _run(run, runtime, fn, callbacks, page, fresh=run.made, progress=progress, importance=importance)
 
 

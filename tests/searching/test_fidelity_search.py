@@ -238,3 +238,17 @@ def test_a_corrupted_state_is_refused_before_it_is_continued(tmp_path, monkeypat
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"fedevo: error: {victim} is corrupt ("), r.stderr
     assert (out / "evaluations.csv").read_bytes() == before  # nothing continued from it
+
+
+def test_batches_of_one_under_fidelity_are_warned_of(tmp_path, capsys):
+    """gp and tpe ask one candidate per parallel evaluation: on 2 cores, batches of one, and ⌈1/3⌉ = 1 promotes
+    every individual: the rungs cost time and prune nothing, and nothing said so."""
+    import fedevo
+
+    fedevo.search(toy_problem_file(tmp_path), out=tmp_path / "R", workers=0, seed=1, evaluator=FAKE, page=False,
+                  optimizer="tpe", pop=1, budget=2, fidelity=0.5, rounds=4, progress=False)
+    err = capsys.readouterr().err
+    assert err.count("fidelity= with batches of one (pop=1) promotes every individual") == 1, err
+    fedevo.search(toy_problem_file(tmp_path), out=tmp_path / "R3", workers=0, seed=1, evaluator=FAKE, page=False,
+                  optimizer="tpe", pop=3, budget=3, fidelity=0.5, rounds=4, progress=False)
+    assert "promotes every individual" not in capsys.readouterr().err

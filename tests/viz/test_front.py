@@ -103,7 +103,8 @@ def test_infinite_eps_capped_and_failed_listed(fake_run):
     paper = next(n for n in notes if "with ε (paper) ∞" in n)
     assert "marked" not in paper and "(the hover text shows the true value)" in paper, paper
     texts = {i: tx for t in evaluation_traces(fig) for i, tx in zip(t.customdata, t.text)}
-    assert all("ε (accountant) ∞" in texts[i] for i in inf_ids)
+    assert all("ε (accountant) ∞ (no privacy) · ε (paper) ∞ (no privacy)" in texts[i] for i in inf_ids)  # "∞" alone
+    assert not any("(no privacy)" in texts[i] for i in set(texts) - inf_ids)
     assert f"Not plotted: failed or diverged ({len(data.bad_rows)})" in page
     for r in data.bad_rows:
         assert f"<td class=\"\">{r['id']}</td>" in page

@@ -572,31 +572,44 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     from .searching.evaluator import DEFAULT_EVALUATOR
 
     search_evaluator = data.settings.evaluator if data.settings.evaluator != DEFAULT_EVALUATOR else None
-    from . import retrain_kept
-
-    kept_plan = retrain_kept.plan_of(run_dir=run_dir, solutions=sols, rounds=rounds, seed=seed,
-                                     eval_every=eval_every, standard=standard)
-    out_dir = report_dir(run_dir, out, kept_plan) if write else Path(out or Path(run_dir) / "retrain")
-    kept = retrain_kept.load(out_dir) if write else {}
     std = standard_problem(data.problem)
-    deployments = {}
+    deployments, device_settings = {}, set()
     for s in sols:  # invalid configurations fail now, before any training
         prob = std if s.is_standard else data.problem
         if not prob.simulated:  # the user's own evaluator: its settings are checked, its memory is its own
             prob.resolve(s.params)
+            device_settings.add("auto")  # (it sees the GPUs the training may use)
             continue
         cfg = prob.sim_config(s.params, rounds=rounds, data_dir=data_dir)
         check_evaluation_memory(cfg, STANDARD if s.is_standard else f"solution {s.key} (id {s.id})")
         deployments[s.key] = deployment_of(cfg)
+        device_settings.add(cfg.device)
+    from . import retrain_kept
+    from .hardware import training_device
+    from .searching.runner import cores
+
+    # where the trainings run (in-process or Ray decides it for 'auto'), decided for the whole plan: a
+    # continuation trains where the stopped retrain did, or takes a report directory of its own
+    def device(w: int) -> str:
+        return ",".join(sorted({training_device(d, in_process=w == 0, gpus_per_task=gpus_per_task)
+                                for d in device_settings}))
+
+    whole, why = decide(workers, cores=cores(), pop=len(sols), address=ray_address)
+    kept_plan = retrain_kept.plan_of(run_dir=run_dir, solutions=sols, rounds=rounds, seed=seed,
+                                     eval_every=eval_every, standard=standard,
+                                     data=data_read(data.problem, data_dir), device=device(whole))
+    out_dir = report_dir(run_dir, out, kept_plan) if write else Path(out or Path(run_dir) / "retrain")
+    kept = retrain_kept.load(out_dir) if write else {}
 
     if search_evaluator:  # (once every input is checked: a refused call prints its one line only)
         print(f"fedevo: warning: the search evaluated with {search_evaluator} ({arg('evaluator')}); retraining "
               "trains with the problem's own, so its numbers are not the search's", file=sys.stderr)
-    from .searching.runner import cores
-
     todo = [n for n, s in enumerate(sols) if s.key not in kept]
-    workers, why = decide(workers, cores=cores(), pop=max(len(todo), 1),  # as the search decides: "auto" alike
-                          address=ray_address)
+    if len(todo) < len(sols):  # a continuation: fewer trainings to run side by side, where the others ran
+        fewer, why_fewer = decide(workers, cores=cores(), pop=max(len(todo), 1), address=ray_address)
+        if device(fewer) == device(whole):
+            whole, why = fewer, why_fewer
+    workers = whole  # as the search decides: "auto" alike
     announce(why)
     if write and retrain_kept.continues(out_dir, kept_plan):  # a stopped retrain of this plan, even with none kept
         print(f"fedevo: continuing {out_dir}: {len(kept)} of {len(sols)} trainings were kept from the stopped retrain",
@@ -648,6 +661,17 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
             report.write()
             retrain_kept.drop(out_dir)
         return report
+
+
+def data_read(problem: Problem, data_dir: Optional[str]) -> Optional[str]:
+    """The dataset directory a problem's trainings read (resolved), or None where they read none there: a dataset
+    made in memory (digits, synthetic) or the user's own [data] source (fingerprinted with the run). A problem
+    with its own evaluator is handed the directory: it may read it."""
+    from .data.datasets import FILE_BACKED
+
+    if problem.simulated and (problem.data_source is not None or problem.dataset not in FILE_BACKED):
+        return None
+    return str(Path(data_dir).expanduser().resolve()) if data_dir else None
 
 
 def _claims_privacy(name: Optional[str]) -> bool:

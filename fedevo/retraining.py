@@ -323,6 +323,7 @@ class RetrainReport:
                  *([" ".join(f"Solution {s.key}: {self.recalibrated(s)}." for s in self.solutions
                              if self.recalibrated(s)), ""] if any(self.recalibrated(s) for s in self.solutions)
                    else []),
+                 *([self.comm_note(), ""] if self.comm_note() else []),
                  "accuracy = mean client test accuracy (1 − f1); comm = parameters uploaded per round per client "
                  "slot; ε at the problem's δ for the rounds retrained (`inf`: no privacy); Ω = active parameters; "
                  "% = of the standard solution. The numbers are those of report.csv.", "",
@@ -446,6 +447,41 @@ class RetrainReport:
             return ""
         return (f"σ {num(here)} here, {num(there)} in the search: the target ε sets the noise for the rounds "
                 "trained")
+
+    def comm_differs(self, s: Solution) -> tuple[str, bool]:
+        """Where training decides comm (recalls, secure aggregation's protocol, the adaptive filter, a participation
+        cap) it is measured per run: (this training's comm beside the search's in words, as report.csv writes them,
+        with the recalls both recorded; whether both recorded recalls), ("", False) where they agree or the search
+        recorded none."""
+        r, srch = self.results[s.key], s.search or {}
+        here, there = (r.comm if r.status == "ok" else None), srch.get("comm")
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (here, there)) \
+                or math.isclose(float(here), float(there), rel_tol=1e-9):
+            return "", False
+        cells = self.cells(s)
+        rounds, search_rounds = r.rounds or self.rounds, srch.get("rounds_trained")
+        text = (f"solution {s.key}: {cells['comm']} at {rounds} rounds, {cells['search_comm']} in the search"
+                + (f" at {search_rounds} rounds" if search_rounds is not None else ""))
+
+        def recalled(priv) -> Optional[str]:
+            n, up = (priv or {}).get("recalls"), (priv or {}).get("uploads")
+            return f"{n} of {n + up}" if isinstance(n, int) and isinstance(up, int) and n + up else None
+
+        a, b = recalled(r.privacy), recalled(srch.get("privacy"))
+        return (text + f", updates recalled {a} here, {b} there", True) if a and b else (text, False)
+
+    def comm_note(self) -> str:
+        """report.md's one sentence on a comm that differs from the search's ("" where none does)."""
+        differ = [d for s in self.solutions if (d := self.comm_differs(s))[0]]
+        if not differ:
+            return ""
+        why = ("a recalled update costs one index instead of Ω parameters and a client's first upload has nothing "
+               "to recall, so the more rounds, the larger the share recalled and the lower comm per round"
+               if any(rec for _, rec in differ) else
+               "secure aggregation's protocol, the adaptive filter's metadata or a participation cap depend on who "
+               "is sampled and arrives, which differs with the rounds and the seed")
+        return (f"Comm is measured per run where training decides it, so it differs from the search's: {why} ("
+                + "; ".join(t for t, _ in differ) + ").")
 
     def privacy_rows(self) -> list[dict[str, Any]]:
         """Per solution what its ε is under and how it compares with the search's (curves.html): the trust model,

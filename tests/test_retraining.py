@@ -777,3 +777,35 @@ def test_where_a_training_runs_is_said_before_it_runs(monkeypatch):
     monkeypatch.setenv("FEDEVO_DEVICE", "cpu")
     assert training_device("auto", in_process=True) == training_device("auto", in_process=False,
                                                                         gpus_per_task=1) == "cpu"
+
+
+def test_report_md_says_why_a_recalling_solutions_comm_differs_from_the_searchs(tmp_path):
+    """Under local trust with recall, comm is measured per run: a recalled update costs one index instead of Ω
+    parameters and a client's first upload has nothing to recall, so the share recalled grows with the rounds and
+    comm per round falls (676.7 at 10 rounds, 433.9 at 30 in a user's retrain, unexplained). report.md says so in
+    one sentence with both comms and both recall counts; a run whose comm is planned says nothing."""
+    from fedevo.problem import problems_dir
+    from fedevo.searching.run import Runtime, SearchSettings, search
+
+    text = (problems_dir() / "digits_mlp_local.toml").read_text()
+    text = text.replace('tau = { type = "real", low = 0.0, high = 0.5, default = 0.3 }',
+                        'tau = { type = "real", low = 0.49, high = 0.5, default = 0.5 }')  # recalls from round 2
+    (tmp_path / "recall.toml").write_text(text.replace('name = "digits_mlp_local"', 'name = "recall"', 1))
+    run = tmp_path / "run"
+    search(SearchSettings(problem=str(tmp_path / "recall.toml"), pop=4, gen=1, seed=0, rounds=2), run,
+           Runtime(workers=0))
+    rep = retrain(run, "lowest-error:1", rounds=6, workers=0, out=tmp_path / "rt", eval_every=0)
+    s = next(s for s in rep.solutions if not s.is_standard)
+    r, srch = rep.results[s.key], s.search
+    assert r.privacy["recalls"] > srch["privacy"]["recalls"] and r.comm < srch["comm"]  # the share recalled grew
+    md = (tmp_path / "rt" / "report.md").read_text()
+    line = next(ln for ln in md.splitlines() if ln.startswith("Comm is measured per run"))
+    cells = rep.cells(s)
+    assert f"(solution {s.key}: {cells['comm']} at 6 rounds, {cells['search_comm']} in the search at 2 rounds" in line
+    assert f"updates recalled {r.privacy['recalls']} of " in line and "costs one index instead of Ω" in line
+    assert "solution standard" not in line  # no privacy: comm as planned, the search's had none
+
+
+def test_report_md_says_nothing_of_comm_where_it_is_planned(run_dir, tmp_path):
+    rep = retrain(run_dir, "knee", rounds=3, workers=0, out=tmp_path / "rt", eval_every=0)
+    assert rep.comm_note() == "" and "Comm is measured" not in (tmp_path / "rt" / "report.md").read_text()

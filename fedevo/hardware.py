@@ -230,6 +230,22 @@ def may_use_gpu(setting: str) -> bool:
     return bool(torch.cuda.is_available())
 
 
+def training_device(setting: str, *, in_process: bool, gpus_per_task: float = 0.0) -> str:
+    """'cpu' or 'cuda': where a training of a config's `device` setting runs, said before it runs (what a retrain's
+    continuation must match). In-process: as `may_use_gpu` says. In a Ray task, 'auto' trains on the GPU the task
+    reserved (gpus_per_task > 0), else on the CPU (the runner hides every GPU from a task that reserved none),
+    unless FEDEVO_DEVICE names one; 'cpu' and 'cuda' say it themselves."""
+    from .errors import SetupError
+
+    if in_process or setting != "auto":
+        return "cuda" if may_use_gpu(setting) else "cpu"
+    try:
+        env = _device_override()
+    except SetupError:
+        env = None
+    return env or ("cuda" if gpus_per_task > 0 else "cpu")
+
+
 def _no_gpu_hint(torch) -> str:
     import os
 

@@ -3,8 +3,9 @@
 A retrain writes its report once every training has finished; a long one (150 rounds of several solutions)
 stopped by Ctrl-C, SIGTERM or a kill would otherwise lose every finished training. Each training's result is
 kept as it finishes in ``REPORT_DIR/.kept/`` beside ``plan.json``, what the retrain is (the run, the picked
-solutions and their genes, rounds, seed, the standard's settings, fedevo's version). Run again with the same
-run, picks, rounds, seed and standard, `retrain` finds that report directory (the one ``--out`` names, or the
+solutions and their genes, rounds, seed, the standard's settings, the dataset directory the trainings read, the
+device they train on, fedevo's version). Run again with the same run, picks, rounds, seed, standard, data directory
+and device, `retrain` finds that report directory (the one ``--out`` names, or the
 newest ``RUN/retrain*`` without a report), trains only what is missing and writes the report, whose numbers
 equal those of an uninterrupted retrain (each training is seeded on its own, whatever ran before it). A different
 plan never continues a kept one: it takes a new report directory. ``.kept/`` is removed once the report is
@@ -33,14 +34,17 @@ PLAN = "plan.json"
 
 
 def plan_of(*, run_dir: Path | str, solutions: Sequence[Any], rounds: int, seed: int, eval_every: int,
-            standard: Optional[Mapping[str, Any]]) -> dict[str, Any]:
-    """What a retrain is, as kept in plan.json: two retrains with equal plans give equal numbers."""
+            standard: Optional[Mapping[str, Any]], data: Optional[str] = None, device: str = "cpu") -> dict[str, Any]:
+    """What a retrain is, as kept in plan.json: two retrains with equal plans give equal numbers. data: the dataset
+    directory the trainings read (None where they read none: a dataset made in memory); device: where they train
+    ('cpu', 'cuda'; the CUDA path's numbers equal the CPU's within a tolerance only, docs/engine.md)."""
     from . import __version__
 
     return json.loads(json.dumps({
         "run": str(Path(run_dir).resolve()), "rounds": int(rounds), "seed": int(seed), "eval_every": int(eval_every),
         "solutions": [{"key": s.key, "id": s.id, "params": dict(s.params)} for s in solutions],
-        "standard": dict(standard or {}), "fedevo": __version__}, sort_keys=True, default=str))
+        "standard": dict(standard or {}), "data": data, "device": device, "fedevo": __version__},
+        sort_keys=True, default=str))
 
 
 def _kept_plan(report_dir: Path) -> Optional[dict[str, Any]]:
@@ -131,7 +135,8 @@ def describe_kept(report_dir: Path) -> Optional[str]:
     if is_held(report_dir / KEPT):
         return _busy(report_dir)
     plan = _kept_plan(report_dir) or {}
-    what = ", ".join(f"{k} {plan[k]}" for k in ("rounds", "seed") if k in plan)
+    what = ", ".join(f"{name} {plan[k]}" for k, name in (("rounds", "rounds"), ("seed", "seed"), ("device", "device"),
+                                                         ("data", "data directory")) if plan.get(k) is not None)
     ids = [s.get("id") for s in plan.get("solutions", []) if s.get("id") is not None]
     return (f"{report_dir} holds the kept trainings of a stopped retrain of another plan ({what}, picked ids "
             f"{', '.join(map(str, ids)) or 'none'}): run that retrain again to continue it, or remove "

@@ -323,6 +323,7 @@ class RetrainReport:
                  *([" ".join(f"Solution {s.key}: {self.recalibrated(s)}." for s in self.solutions
                              if self.recalibrated(s)), ""] if any(self.recalibrated(s) for s in self.solutions)
                    else []),
+                 *([self.comm_note(), ""] if self.comm_note() else []),
                  "accuracy = mean client test accuracy (1 − f1); comm = parameters uploaded per round per client "
                  "slot; ε at the problem's δ for the rounds retrained (`inf`: no privacy); Ω = active parameters; "
                  "% = of the standard solution. The numbers are those of report.csv.", "",
@@ -446,6 +447,41 @@ class RetrainReport:
             return ""
         return (f"σ {num(here)} here, {num(there)} in the search: the target ε sets the noise for the rounds "
                 "trained")
+
+    def comm_differs(self, s: Solution) -> tuple[str, bool]:
+        """Where training decides comm (recalls, secure aggregation's protocol, the adaptive filter, a participation
+        cap) it is measured per run: (this training's comm beside the search's in words, as report.csv writes them,
+        with the recalls both recorded; whether both recorded recalls), ("", False) where they agree or the search
+        recorded none."""
+        r, srch = self.results[s.key], s.search or {}
+        here, there = (r.comm if r.status == "ok" else None), srch.get("comm")
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (here, there)) \
+                or math.isclose(float(here), float(there), rel_tol=1e-9):
+            return "", False
+        cells = self.cells(s)
+        rounds, search_rounds = r.rounds or self.rounds, srch.get("rounds_trained")
+        text = (f"solution {s.key}: {cells['comm']} at {rounds} rounds, {cells['search_comm']} in the search"
+                + (f" at {search_rounds} rounds" if search_rounds is not None else ""))
+
+        def recalled(priv) -> Optional[str]:
+            n, up = (priv or {}).get("recalls"), (priv or {}).get("uploads")
+            return f"{n} of {n + up}" if isinstance(n, int) and isinstance(up, int) and n + up else None
+
+        a, b = recalled(r.privacy), recalled(srch.get("privacy"))
+        return (text + f", updates recalled {a} here, {b} there", True) if a and b else (text, False)
+
+    def comm_note(self) -> str:
+        """report.md's one sentence on a comm that differs from the search's ("" where none does)."""
+        differ = [d for s in self.solutions if (d := self.comm_differs(s))[0]]
+        if not differ:
+            return ""
+        why = ("a recalled update costs one index instead of Ω parameters and a client's first upload has nothing "
+               "to recall, so the more rounds, the larger the share recalled and the lower comm per round"
+               if any(rec for _, rec in differ) else
+               "secure aggregation's protocol, the adaptive filter's metadata or a participation cap depend on who "
+               "is sampled and arrives, which differs with the rounds and the seed")
+        return (f"Comm is measured per run where training decides it, so it differs from the search's: {why} ("
+                + "; ".join(t for t, _ in differ) + ").")
 
     def privacy_rows(self) -> list[dict[str, Any]]:
         """Per solution what its ε is under and how it compares with the search's (curves.html): the trust model,
@@ -572,31 +608,44 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     from .searching.evaluator import DEFAULT_EVALUATOR
 
     search_evaluator = data.settings.evaluator if data.settings.evaluator != DEFAULT_EVALUATOR else None
-    from . import retrain_kept
-
-    kept_plan = retrain_kept.plan_of(run_dir=run_dir, solutions=sols, rounds=rounds, seed=seed,
-                                     eval_every=eval_every, standard=standard)
-    out_dir = report_dir(run_dir, out, kept_plan) if write else Path(out or Path(run_dir) / "retrain")
-    kept = retrain_kept.load(out_dir) if write else {}
     std = standard_problem(data.problem)
-    deployments = {}
+    deployments, device_settings = {}, set()
     for s in sols:  # invalid configurations fail now, before any training
         prob = std if s.is_standard else data.problem
         if not prob.simulated:  # the user's own evaluator: its settings are checked, its memory is its own
             prob.resolve(s.params)
+            device_settings.add("auto")  # (it sees the GPUs the training may use)
             continue
         cfg = prob.sim_config(s.params, rounds=rounds, data_dir=data_dir)
         check_evaluation_memory(cfg, STANDARD if s.is_standard else f"solution {s.key} (id {s.id})")
         deployments[s.key] = deployment_of(cfg)
+        device_settings.add(cfg.device)
+    from . import retrain_kept
+    from .hardware import training_device
+    from .searching.runner import cores
+
+    # where the trainings run (in-process or Ray decides it for 'auto'), decided for the whole plan: a
+    # continuation trains where the stopped retrain did, or takes a report directory of its own
+    def device(w: int) -> str:
+        return ",".join(sorted({training_device(d, in_process=w == 0, gpus_per_task=gpus_per_task)
+                                for d in device_settings}))
+
+    whole, why = decide(workers, cores=cores(), pop=len(sols), address=ray_address)
+    kept_plan = retrain_kept.plan_of(run_dir=run_dir, solutions=sols, rounds=rounds, seed=seed,
+                                     eval_every=eval_every, standard=standard,
+                                     data=data_read(data.problem, data_dir), device=device(whole))
+    out_dir = report_dir(run_dir, out, kept_plan) if write else Path(out or Path(run_dir) / "retrain")
+    kept = retrain_kept.load(out_dir) if write else {}
 
     if search_evaluator:  # (once every input is checked: a refused call prints its one line only)
         print(f"fedevo: warning: the search evaluated with {search_evaluator} ({arg('evaluator')}); retraining "
               "trains with the problem's own, so its numbers are not the search's", file=sys.stderr)
-    from .searching.runner import cores
-
     todo = [n for n, s in enumerate(sols) if s.key not in kept]
-    workers, why = decide(workers, cores=cores(), pop=max(len(todo), 1),  # as the search decides: "auto" alike
-                          address=ray_address)
+    if len(todo) < len(sols):  # a continuation: fewer trainings to run side by side, where the others ran
+        fewer, why_fewer = decide(workers, cores=cores(), pop=max(len(todo), 1), address=ray_address)
+        if device(fewer) == device(whole):
+            whole, why = fewer, why_fewer
+    workers = whole  # as the search decides: "auto" alike
     announce(why)
     if write and retrain_kept.continues(out_dir, kept_plan):  # a stopped retrain of this plan, even with none kept
         print(f"fedevo: continuing {out_dir}: {len(kept)} of {len(sols)} trainings were kept from the stopped retrain",
@@ -648,6 +697,17 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
             report.write()
             retrain_kept.drop(out_dir)
         return report
+
+
+def data_read(problem: Problem, data_dir: Optional[str]) -> Optional[str]:
+    """The dataset directory a problem's trainings read (resolved), or None where they read none there: a dataset
+    made in memory (digits, synthetic) or the user's own [data] source (fingerprinted with the run). A problem
+    with its own evaluator is handed the directory: it may read it."""
+    from .data.datasets import FILE_BACKED
+
+    if problem.simulated and (problem.data_source is not None or problem.dataset not in FILE_BACKED):
+        return None
+    return str(Path(data_dir).expanduser().resolve()) if data_dir else None
 
 
 def _claims_privacy(name: Optional[str]) -> bool:

@@ -400,7 +400,8 @@ def test_a_different_retrain_never_continues_kept_trainings(run_dir, tmp_path, c
     assert sorted(p.name for p in (tmp_path / "rt").iterdir()) == [".kept"]
     monkeypatch.setattr(rt, "retrain_evaluate", real)
     with pytest.raises(FedevoError, match=r"holds the kept trainings of a stopped retrain of another plan \(rounds 2, "
-                                          r"seed \d+, picked ids \d+\): run that retrain again to continue it, or remove"):
+                                          r"seed \d+, device cpu, picked ids \d+\): run that retrain again to continue "
+                                          "it, or remove"):
         retrain(run_dir, "knee", rounds=3, workers=0, out=tmp_path / "rt")
     with pytest.raises(FedevoError, match="holds the kept trainings of a stopped retrain of another plan"):
         retrain(run_dir, "knee", rounds=2, seed=7, workers=0, out=tmp_path / "rt")
@@ -480,6 +481,42 @@ def test_own_evaluators_eps_is_not_called_no_privacy(tmp_path):
     assert report.privacy_claims() == ["every picked solution's ε is as the problem's own evaluator computes it "
                                        "(fedevo does not know its trust model or accountant)"]
     assert "Every picked solution's ε is as the problem's own evaluator" in (report.out_dir / "report.md").read_text()
+
+
+def test_a_continuation_on_another_device_or_dataset_directory_takes_a_report_directory_of_its_own(
+        run_dir, tmp_path, monkeypatch):
+    """A stopped retrain's plan holds the device its trainings ran on and the dataset directory they read: a
+    continuation on another device (CUDA's numbers equal the CPU's within a tolerance only) or with another
+    --data-dir of a dataset read from files takes a new retrain-N, as another --seed does (it mixed trainings of
+    both in one report); another --data-dir of a dataset made in memory (digits) still continues."""
+    import fedevo.hardware as hw
+    from fedevo import retrain_kept
+    from fedevo.retraining import data_read, report_dir
+
+    run = shutil.copytree(run_dir, tmp_path / "run")
+    calls = signal_in_training(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        retrain(run, "knee", rounds=2, workers=0)
+    assert json.loads((run / "retrain" / ".kept" / "plan.json").read_text())["device"] == "cpu"
+    real = hw.training_device
+    monkeypatch.setattr(hw, "training_device", lambda *a, **kw: "cuda")  # (it still trains on the CPU here)
+    with pytest.raises(FedevoError, match="another plan .rounds 2, seed \\d+, device cpu"):
+        retrain(run, "knee", rounds=2, workers=0, out=run / "retrain")
+    monkeypatch.setattr(hw, "training_device", real)
+    (tmp_path / "elsewhere").mkdir()
+    rep = retrain(run, "knee", rounds=2, workers=0, data_dir=str(tmp_path / "elsewhere"))  # digits: no files read
+    assert rep.out_dir == run / "retrain" and len(calls) == 3 and not (run / "retrain-2").exists()
+    # a dataset read from files: another directory is another plan, the same one (however written) the same
+    fashion = load_problem("fashion_mlp")
+    assert data_read(fashion, str(tmp_path / "a")) != data_read(fashion, str(tmp_path / "b"))
+    assert data_read(fashion, str(tmp_path / "a")) == data_read(fashion, str(tmp_path / "x" / ".." / "a"))
+    assert data_read(load_problem("digits_mlp"), str(tmp_path / "a")) is None
+    sols = rep.solutions
+    plans = [retrain_kept.plan_of(run_dir=run, solutions=sols, rounds=2, seed=0, eval_every=1, standard=None,
+                                  data=data_read(fashion, str(tmp_path / d))) for d in "ab"]
+    retrain_kept.start(run / "retrain-2", plans[0]).close()
+    assert report_dir(run, None, plans[0]) == run / "retrain-2"
+    assert report_dir(run, None, plans[1]) == run / "retrain-3"
 
 
 def test_a_stopped_retrain_into_the_run_is_continued_there(run_dir, tmp_path, monkeypatch):
@@ -721,3 +758,54 @@ def test_a_run_searched_with_another_evaluator_is_retrained_with_a_warning(tmp_p
     md = (tmp_path / "rt" / "report.md").read_text()
     assert "so its numbers are not the search's" in md and "gives the search's numbers again" not in md
     assert json.loads((tmp_path / "rt" / "results.json").read_text())["search_evaluator"] == FAKE
+
+
+def test_where_a_training_runs_is_said_before_it_runs(monkeypatch):
+    """hardware.training_device (a retrain's plan): a Ray task of 'auto' trains on the GPU it reserved, else on
+    the CPU (the runner hides the GPUs), whatever the driver sees; FEDEVO_DEVICE and 'cpu' / 'cuda' decide."""
+    import torch
+
+    from fedevo.hardware import training_device
+
+    monkeypatch.delenv("FEDEVO_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert training_device("auto", in_process=False, gpus_per_task=0) == "cpu"
+    assert training_device("auto", in_process=False, gpus_per_task=0.5) == "cuda"
+    assert training_device("auto", in_process=True) == "cuda"
+    assert training_device("cpu", in_process=True) == training_device("cpu", in_process=False, gpus_per_task=1) == "cpu"
+    assert training_device("cuda", in_process=False) == "cuda"
+    monkeypatch.setenv("FEDEVO_DEVICE", "cpu")
+    assert training_device("auto", in_process=True) == training_device("auto", in_process=False,
+                                                                        gpus_per_task=1) == "cpu"
+
+
+def test_report_md_says_why_a_recalling_solutions_comm_differs_from_the_searchs(tmp_path):
+    """Under local trust with recall, comm is measured per run: a recalled update costs one index instead of Ω
+    parameters and a client's first upload has nothing to recall, so the share recalled grows with the rounds and
+    comm per round falls (676.7 at 10 rounds, 433.9 at 30 in a user's retrain, unexplained). report.md says so in
+    one sentence with both comms and both recall counts; a run whose comm is planned says nothing."""
+    from fedevo.problem import problems_dir
+    from fedevo.searching.run import Runtime, SearchSettings, search
+
+    text = (problems_dir() / "digits_mlp_local.toml").read_text()
+    text = text.replace('tau = { type = "real", low = 0.0, high = 0.5, default = 0.3 }',
+                        'tau = { type = "real", low = 0.49, high = 0.5, default = 0.5 }')  # recalls from round 2
+    (tmp_path / "recall.toml").write_text(text.replace('name = "digits_mlp_local"', 'name = "recall"', 1))
+    run = tmp_path / "run"
+    search(SearchSettings(problem=str(tmp_path / "recall.toml"), pop=4, gen=1, seed=0, rounds=2), run,
+           Runtime(workers=0))
+    rep = retrain(run, "lowest-error:1", rounds=6, workers=0, out=tmp_path / "rt", eval_every=0)
+    s = next(s for s in rep.solutions if not s.is_standard)
+    r, srch = rep.results[s.key], s.search
+    assert r.privacy["recalls"] > srch["privacy"]["recalls"] and r.comm < srch["comm"]  # the share recalled grew
+    md = (tmp_path / "rt" / "report.md").read_text()
+    line = next(ln for ln in md.splitlines() if ln.startswith("Comm is measured per run"))
+    cells = rep.cells(s)
+    assert f"(solution {s.key}: {cells['comm']} at 6 rounds, {cells['search_comm']} in the search at 2 rounds" in line
+    assert f"updates recalled {r.privacy['recalls']} of " in line and "costs one index instead of Ω" in line
+    assert "solution standard" not in line  # no privacy: comm as planned, the search's had none
+
+
+def test_report_md_says_nothing_of_comm_where_it_is_planned(run_dir, tmp_path):
+    rep = retrain(run_dir, "knee", rounds=3, workers=0, out=tmp_path / "rt", eval_every=0)
+    assert rep.comm_note() == "" and "Comm is measured" not in (tmp_path / "rt" / "report.md").read_text()

@@ -225,9 +225,10 @@ def _front_table(c, data, rows, m, title, extra) -> None:
     from ..viz.front_model import _fmt_any
 
     fixed, priv_keys, seen = privacy_settings(data)
-    if not data.problem.simulated:
+    eps_shown = any(_fmt(r[k]) != "–" for r in rows for k in (data.eps_key, other_eps))  # none: a failed pick's
+    if eps_shown and not data.problem.simulated:
         c.print(f"every ε above is as {seen['accountant']}", highlight=False, markup=False)
-    else:
+    elif eps_shown:
         c.print("every ε above holds under: " + " · ".join(f"{k} {_fmt_any(fixed[k])}" for k in priv_keys)
                 + "".join(f" · {k} {seen[k]}" for k in ("neighbouring", "accountant") if k in seen), highlight=False)
     if not wide:

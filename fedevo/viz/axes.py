@@ -155,6 +155,13 @@ class Column:
 
     @property
     def note(self) -> str:
+        """The notes on this column's capped and floored points where its plots are 2D only (compare.html's
+        projections): capped points marked ×."""
+        return self.cap_note(marked="×")
+
+    def cap_note(self, *, marked: str) -> str:
+        """`note`, saying how the page's plots of this column mark a capped point: `marked`, e.g. "× in 2D, ■ in
+        3D" (front.html's 3D view's axes), "×" (2D only), "" (not marked: ε paper on the parallel axes only)."""
         parts = []
         n = sum(self.capped)
         if n:
@@ -166,8 +173,8 @@ class Column:
                 what = ("∞ (no privacy)" if n_inf == n else "undefined" if n_inf == 0 else
                         f"∞ (no privacy: {n_inf}) or undefined ({n - n_inf})")
             parts.append(f"{n} point{'s' if n != 1 else ''} with {self.label} {what} drawn at the cap "
-                         f"{self.label} = {num(self.cap)}, labelled {self.cap_label} (marked × in 2D, ■ in 3D; the "
-                         "hover text shows the true value).")
+                         f"{self.label} = {num(self.cap)}, labelled {self.cap_label} ("
+                         f"{f'marked {marked}; ' if marked else ''}the hover text shows the true value).")
         m = sum(self.floored)
         if m:
             parts.append(f"{m} point{'s' if m != 1 else ''} with {self.label} ≤ {num(EPS_FLOOR)} (0 included) drawn "

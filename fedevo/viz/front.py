@@ -378,10 +378,16 @@ def stamp_name(page_name: str) -> str:
     return Path(page_name).stem + STAMP_SUFFIX
 
 
+def _marked(m: Model, key: str) -> str:
+    """How front.html marks a point at the cap of `key`'s axis: the 3D view's axes in 3D and 2D, a fourth or fifth
+    objective's in the 2D projections only, ε paper (not an objective: the parallel axes only) nowhere."""
+    return "× in 2D, ■ in 3D" if key in m.keys else "×" if key in m.objective_names else ""
+
+
 def front_html(data: RunData, *, plotly_src: Optional[str] = None, page_name: str = FRONT_HTML) -> str:
     m = Model(data)
-    notes = [c.note for k, c in m.cols.items()  # every objective's (a fourth's, fifth's too), ε paper's
-             if k in (*m.keys, *m.objective_names, "eps_paper") and k not in m.undefined and c.note]
+    notes = [c.cap_note(marked=_marked(m, k)) for k, c in m.cols.items()  # every objective's (a fourth's, fifth's
+             if k in (*m.keys, *m.objective_names, "eps_paper") and k not in m.undefined and c.note]  # too), ε paper's
     notes += [_undefined_note(m, k) for k in m.undefined if m.rows]  # (no ok evaluation: nothing is ∞ or undefined)
     logs = [f"{c.label} ({'gene declared log' if k in data.gene_names else 'log'})"
             for k, c in m.cols.items() if c.log and k not in m.undefined]

@@ -4,6 +4,7 @@ the page shares. Built once a page; the figures (fedevo.viz.front_figures) and t
 
 from __future__ import annotations
 
+import math
 from itertools import combinations
 from typing import Any, Mapping, Optional, Sequence
 
@@ -182,7 +183,8 @@ class Model:
         lines = [*_wrap(head, width=HOVER_LINE + 7),  # + 7: <b></b>
                  f"error {num(r['error'])} (mean client accuracy {acc}, global accuracy {num(r['accuracy_global'])})",
                  f"comm {num(r['comm'])} {COMM_UNIT} · Ω {num(r['omega'])}",
-                 " · ".join(f"{EPS_NAME[k]} {num(r[k])}" for k in ("eps", "eps_paper") if k not in self.undefined)]
+                 *_wrap([f"{EPS_NAME[k]} {num(r[k])}" + (" (no privacy)" if r[k] == math.inf else "")
+                         for k in ("eps", "eps_paper") if k not in self.undefined])]
         lines += _wrap([f"{self.cols[k].label} {num(r.get(k))}" + _unit(data.objectives.by_name(k).unit)
                         for k in self.objective_names if k not in ("error", "comm", "eps", "eps_paper")])
         priv = r.get("privacy") or {}

@@ -31,3 +31,25 @@ def test_the_caption_says_what_infinity_means_only_where_the_table_shows_it(tmp_
     assert "no privacy" not in out and "∞" not in out, out
     out = _front(tmp_path, capsys, _some_without_privacy, "B")
     assert "∞" in out and "ε = ∞: no privacy" in out, out
+
+
+def _some_fail(problem, params, *, seed, rounds=None, data_dir=None):
+    if seed % 2:
+        raise RuntimeError("boom")
+    return _private(problem, params, seed=seed)
+
+
+def test_a_failed_evaluation_picked_alone_has_no_holds_under_line(tmp_path, capsys):
+    """`fedevo front --pick ID` of a failed evaluation shows no ε: no 'every ε above holds under' line (it printed
+    one under a row whose ε cells are blank); an ok evaluation's pick keeps it."""
+    run = fedevo.search(str(toy_problem_file(tmp_path)), optimizer="random", pop=4, gen=1, seed=0, workers=0,
+                        out=tmp_path / "F", evaluator=_some_fail, page=False)
+    rows = run.evaluations
+    bad = next(r["id"] for r in rows if r["status"] != "ok")
+    ok = next(r["id"] for r in rows if r["status"] == "ok")
+    code, out, err = run_cli(["front", run.path, "--pick", str(bad)], capsys)
+    assert code == 0, err
+    assert str(bad) in out and "holds under" not in out, out
+    code, out, err = run_cli(["front", run.path, "--pick", str(ok)], capsys)
+    assert code == 0, err
+    assert "every ε above holds under" in out, out

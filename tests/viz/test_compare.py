@@ -213,3 +213,26 @@ def test_the_page_says_what_every_eps_is_under(runs):
     assert re.search(r"delta</span> <b>1e-4</b>|delta <b>1e-4</b>", head), head[-800:]
     assert "privacy settings that are genes (they vary per point):" in head and "<b>sigma</b>" in head
     assert "colour by" not in head  # (front.html's words: this page has no colour choice)
+
+
+def _fake_without_privacy(problem, params, *, seed, rounds=None, data_dir=None):
+    from dataclasses import replace
+
+    r = fake_evaluate(problem, params, seed=seed, rounds=rounds)
+    return replace(r, eps=math.inf, eps_paper=math.inf) if seed % 3 == 0 else r
+
+
+def test_the_capped_points_note_names_no_3d_view(tmp_path):
+    """compare.html draws its fronts in 2D only: the note on points at the cap (ε ∞) says "marked ×", not
+    "marked × in 2D, ■ in 3D" (front.html's wording, copied: the page has no 3D view)."""
+    import fedevo
+
+    runs = []
+    for seed in (1, 2):
+        fedevo.search("digits_mlp_local", pop=6, gen=1, workers=0, seed=seed, out=tmp_path / str(seed),
+                      evaluator=_fake_without_privacy, page=False)
+        runs.append(load_run(tmp_path / str(seed)))
+    assert any(r["eps"] == math.inf for d in runs for r in d.front)
+    page = compare_html(runs)
+    notes = [n for n in re.findall(r'<p class="note">([^<]*)</p>', page) if "drawn at the cap" in n]
+    assert notes and all("(marked ×; the hover text" in n and "3D" not in n for n in notes), notes

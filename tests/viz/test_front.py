@@ -96,8 +96,15 @@ def test_infinite_eps_capped_and_failed_listed(fake_run):
     page = front_html(data)
     assert "drawn at the cap" in page
     assert f"{len(inf_ids)} points with ε ∞ (no privacy) drawn at the cap" in page  # ∞, not "or undefined"
+    # how each view marks them: ε (the 3D view's third axis) in 2D and 3D, ε paper (not an objective: on the
+    # parallel axes only) in none
+    notes = re.findall(r'<p class="note">([^<]*drawn at the cap[^<]*)</p>', page)
+    assert "(marked × in 2D, ■ in 3D; the hover text" in next(n for n in notes if "with ε ∞" in n)
+    paper = next(n for n in notes if "with ε (paper) ∞" in n)
+    assert "marked" not in paper and "(the hover text shows the true value)" in paper, paper
     texts = {i: tx for t in evaluation_traces(fig) for i, tx in zip(t.customdata, t.text)}
-    assert all("ε (accountant) ∞" in texts[i] for i in inf_ids)
+    assert all("ε (accountant) ∞ (no privacy) · ε (paper) ∞ (no privacy)" in texts[i] for i in inf_ids)  # "∞" alone
+    assert not any("(no privacy)" in texts[i] for i in set(texts) - inf_ids)
     assert f"Not plotted: failed or diverged ({len(data.bad_rows)})" in page
     for r in data.bad_rows:
         assert f"<td class=\"\">{r['id']}</td>" in page
@@ -950,7 +957,11 @@ def test_the_parallel_axis_of_a_missing_user_objective_says_missing(tmp_path_fac
     assert meta["cap_label"] == "missing"
     title = next(d.label for d in figure_parallel(m).data[0].dimensions if d.label.startswith("latency"))
     assert title.endswith("(missing on top)"), title
-    assert "labelled missing" in front_html(data)
+    page = front_html(data)
+    assert "labelled missing" in page
+    # latency, a fourth objective, is drawn in the 2D projections only: its note named a ■ in 3D too
+    lat = next(n for n in re.findall(r'<p class="note">([^<]*)</p>', page) if "with latency missing" in n)
+    assert "(marked ×; the hover text" in lat and "3D" not in lat, lat
 
 
 def test_a_run_of_one_evaluation_says_one_evaluation(tmp_path_factory):

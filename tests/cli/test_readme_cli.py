@@ -113,3 +113,28 @@ def test_fedevo_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out == f"fedevo {fedevo.__version__}\n"
+
+
+def test_search_md_names_every_option_of_every_command():
+    """docs/search.md's "Every command and option" (which the README sends a reader to for exactly that) names each
+    option `fedevo CMD --help` lists; `fedevo evaluate`'s --seed, --data-dir, --download, --quiet and --eval-timeout
+    were in --help only."""
+    import typer.main
+
+    from fedevo.cli import app
+
+    text = (REPO / "docs" / "search.md").read_text(encoding="utf-8")
+    section = text.split("## Every command and option", 1)[1].split("\n## ", 1)[0]
+    section = re.sub(r"--\[no-\]([a-z-]+)", r"--\1 --no-\1", section)
+    documented: dict[str, set[str]] = {}
+    for cmd in readme_commands(section):
+        documented.setdefault(cmd.split()[1], set()).update(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", cmd))
+    commands = typer.main.get_command(app).commands
+    assert set(documented) == set(commands), set(commands) ^ set(documented)
+    missing = []
+    for name, cmd in commands.items():
+        for p in cmd.params:
+            forms = [o for o in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])] if o.startswith("--")]
+            if forms and "--help" not in forms and not documented.get(name, set()) & set(forms):
+                missing.append((name, forms[0]))
+    assert not missing, missing

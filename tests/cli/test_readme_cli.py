@@ -138,3 +138,16 @@ def test_search_md_names_every_option_of_every_command():
             if forms and "--help" not in forms and not documented.get(name, set()) & set(forms):
                 missing.append((name, forms[0]))
     assert not missing, missing
+
+
+def test_the_pages_give_gen_its_default_with_only_a_time_budget_or_patience():
+    """README.md and docs/search.md gave `--gen`'s default as "enough for --budget, else 4"; with only --time-budget
+    or --patience it is budgets.OPEN_GEN (a search with --time-budget 3 printed "1/1000 generations")."""
+    from fedevo.searching.budgets import DEFAULT_GEN, OPEN_GEN, default_gen
+
+    assert default_gen(None, 12, None, 3.0, None) == default_gen(None, 12, None, None, 5) == OPEN_GEN
+    assert default_gen(None, 12, None, None, None) == DEFAULT_GEN and default_gen(None, 12, 30, 3.0, None) == 3
+    for page in (README, (REPO / "docs" / "search.md").read_text(encoding="utf-8")):
+        said = " ".join(page.split("`--gen` batches (default:", 1)[1].split(")", 1)[0].split())
+        assert said == (f"enough for `--budget`; {OPEN_GEN} where only `--time-budget` or `--patience` bounds the "
+                        f"search; else {DEFAULT_GEN}"), said

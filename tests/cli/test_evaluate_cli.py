@@ -14,6 +14,18 @@ def test_evaluate_json(tiny_problem, capsys):
     assert d["status"] == "ok" and 0 <= d["error"] <= 1
 
 
+def test_search_md_names_every_key_of_the_json(tiny_problem, capsys):
+    """docs/search.md's `fedevo evaluate --json` section lists the object's keys; the README sends a reader there
+    for `engine`, which it did not name (nor problem, seed, rounds, message, worst_client_error, train_macs, ...)."""
+    from pathlib import Path
+
+    code, out, err = run(["evaluate", "--problem", tiny_problem.path, "--json", "--rounds", "1"], capsys)
+    assert code == 0, err
+    page = (Path(__file__).resolve().parents[2] / "docs" / "search.md").read_text(encoding="utf-8")
+    section = page.split("## `fedevo evaluate --json`", 1)[1].split("\n## ", 1)[0]
+    assert [k for k in json.loads(out) if f"`{k}`" not in section] == []
+
+
 @pytest.mark.parametrize("argv, msg", [
     (["evaluate", "--problem", "nope"], "unknown problem"),
     (["evaluate", "--params", '{"lr": 99}'], "out of bounds"),

@@ -113,3 +113,41 @@ def test_fedevo_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out == f"fedevo {fedevo.__version__}\n"
+
+
+def test_search_md_names_every_option_of_every_command():
+    """docs/search.md's "Every command and option" (which the README sends a reader to for exactly that) names each
+    option `fedevo CMD --help` lists; `fedevo evaluate`'s --seed, --data-dir, --download, --quiet and --eval-timeout
+    were in --help only."""
+    import typer.main
+
+    from fedevo.cli import app
+
+    text = (REPO / "docs" / "search.md").read_text(encoding="utf-8")
+    section = text.split("## Every command and option", 1)[1].split("\n## ", 1)[0]
+    section = re.sub(r"--\[no-\]([a-z-]+)", r"--\1 --no-\1", section)
+    documented: dict[str, set[str]] = {}
+    for cmd in readme_commands(section):
+        documented.setdefault(cmd.split()[1], set()).update(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", cmd))
+    commands = typer.main.get_command(app).commands
+    assert set(documented) == set(commands), set(commands) ^ set(documented)
+    missing = []
+    for name, cmd in commands.items():
+        for p in cmd.params:
+            forms = [o for o in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])] if o.startswith("--")]
+            if forms and "--help" not in forms and not documented.get(name, set()) & set(forms):
+                missing.append((name, forms[0]))
+    assert not missing, missing
+
+
+def test_the_pages_give_gen_its_default_with_only_a_time_budget_or_patience():
+    """README.md and docs/search.md gave `--gen`'s default as "enough for --budget, else 4"; with only --time-budget
+    or --patience it is budgets.OPEN_GEN (a search with --time-budget 3 printed "1/1000 generations")."""
+    from fedevo.searching.budgets import DEFAULT_GEN, OPEN_GEN, default_gen
+
+    assert default_gen(None, 12, None, 3.0, None) == default_gen(None, 12, None, None, 5) == OPEN_GEN
+    assert default_gen(None, 12, None, None, None) == DEFAULT_GEN and default_gen(None, 12, 30, 3.0, None) == 3
+    for page in (README, (REPO / "docs" / "search.md").read_text(encoding="utf-8")):
+        said = " ".join(page.split("`--gen` batches (default:", 1)[1].split(")", 1)[0].split())
+        assert said == (f"enough for `--budget`; {OPEN_GEN} where only `--time-budget` or `--patience` bounds the "
+                        f"search; else {DEFAULT_GEN}"), said

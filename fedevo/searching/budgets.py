@@ -135,11 +135,14 @@ def _value(value: Any) -> str:
     return "none" if value is None else format(value, "g") if isinstance(value, float) else str(value)
 
 
-def raised(settings, state: Mapping[str, Any], given: Mapping[str, Any]):
+def raised(settings, state: Mapping[str, Any], given: Mapping[str, Any], *, logged: int = 0):
     """The settings with the budgets `given` (not None) in force at checkpoint `state`: each replaces the run's;
     --gen, when not given, becomes enough batches for the rest of --budget (with one) or OPEN_GEN more (without),
     so that it no longer ends the search first. FedevoError (one line, nothing changed) for a bad value, for an
-    optimiser that proposed nothing new, or when a budget in force is reached already."""
+    optimiser that proposed nothing new, when a budget in force is reached already, or for a --budget below
+    `logged`, the individuals the log holds (ids 0..logged-1): a process killed during a batch logged rows past
+    its checkpoint, and a budget below them would leave rows the optimiser never saw in the run (and its next
+    raise asking other genes for their ids)."""
     given = {k: v for k, v in given.items() if v is not None}
     unknown = set(given) - set(KEYS)
     if unknown:
@@ -152,6 +155,10 @@ def raised(settings, state: Mapping[str, Any], given: Mapping[str, Any]):
                           "that (nothing was changed)")
     new = {**budgets_of(settings), **given}
     batches, asked = state.get("generation", 0), state.get("next_id", 0)
+    if "budget" in given and asked < given["budget"] < logged:
+        raise FedevoError(f"{arg('budget', given['budget'])} is below the {logged} evaluations this run has logged "
+                          f"(its last process was stopped during a batch, after its checkpoint of {asked}): give "
+                          f"{arg('budget', logged)} or more (nothing was changed)")
     if "gen" not in given:
         new["gen"] = (batches + -(-(new["budget"] - asked) // settings.pop) if new["budget"] is not None
                       and new["budget"] > asked else batches + OPEN_GEN)

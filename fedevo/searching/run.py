@@ -408,8 +408,22 @@ class SearchRun:
         words (to say once in force: `say_when_held`)."""
         # checked as every reader checks the budgets in force (read_run_json: resolved), so that none it accepts
         # leaves a run nobody can open (--gen 10**9: --pop × --gen too many for the front's memory)
-        self._raised = raised(self.settings, self._newest_state(), given).resolved(n_obj=len(self.objectives))
+        self._raised = raised(self.settings, self._newest_state(), given,
+                              logged=self._logged_ids()).resolved(n_obj=len(self.objectives))
         return describe_change(self.settings, self._raised)
+
+    def _logged_ids(self) -> int:
+        """1 + the highest individual id evaluations.csv holds (0 without a row): reads only, the id column."""
+        import csv
+
+        try:
+            text = self.log.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return 0
+        except OSError as e:
+            raise FedevoError(f"cannot read {self.log.path}: {e.strerror}") from None
+        ids = [rec.get("id") for rec in csv.DictReader(text.splitlines())]
+        return 1 + max((int(i) for i in ids if i and i.isdigit()), default=-1)
 
     def _newest_state(self) -> dict[str, Any]:
         ck = latest_checkpoint(self.run_dir)

@@ -20,7 +20,7 @@ from fedevo.searching.rundata import load_run
 from fedevo.searching.run import SearchRun, run_finished
 from fedevo.searching.settings import SearchSettings
 
-from .search_fakes import Killed, let_kills_through
+from .search_fakes import Killed, fake_evaluate, let_kills_through
 from tests.helpers import cli
 
 from .search_helpers import FAKE, REPO, cli_cmd, env, read_csv, toy_problem_file, without
@@ -258,3 +258,43 @@ def test_a_finished_search_names_the_budget_that_ended_it_and_that_one_goes_on(t
     key, value = next(iter(budget.items()))
     run = fedevo.resume(tmp_path / "R", workers=0, evaluator=flat, budget=12, **{key: value * 1000})
     assert len(run.evaluations) > 2  # the named budget raised: it searched on
+
+
+_CALLS = []
+
+
+def killing_after_7(problem, params, **kw):
+    """fake_evaluate, killed (Killed) at its 8th call."""
+    _CALLS.append(1)
+    if len(_CALLS) > 7:
+        raise Killed
+    return fake_evaluate(problem, params, **kw)
+
+
+def _killed_mid_batch(tmp_path, monkeypatch, **kw):
+    """A search of --pop 4, --budget 12 killed after 7 evaluations (rows 0..6 logged; the checkpoint at 4)."""
+    let_kills_through(monkeypatch)
+    _CALLS.clear()
+    with pytest.raises(Killed):
+        fedevo.search(str(toy_problem_file(tmp_path)), seed=3, workers=0, out=tmp_path / "K",
+                      evaluator=killing_after_7, page=False, optimizer="nsga3", pop=4, budget=12, **kw)
+    return tmp_path / "K"
+
+
+def test_a_budget_below_the_rows_a_killed_batch_logged_is_refused_and_changes_nothing(tmp_path, monkeypatch):
+    """F5: killed mid-batch (rows 0..6 logged, the checkpoint at 4), `resume --budget 5` (above the checkpoint's 4,
+    below the 7 logged) finished leaving rows 5, 6 that the optimiser never saw in `fedevo front`, and a later
+    raise was refused as inconsistent after budgets.json was written: now refused in one line, nothing written."""
+    out = _killed_mid_batch(tmp_path, monkeypatch)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    with pytest.raises(FedevoError, match=r"^budget=5 is below the 7 evaluations this run has logged .*"
+                                          r"give budget=7 or more \(nothing was changed\)$"):
+        fedevo.resume(out, workers=0, page=False, budget=5, evaluator=fake_evaluate)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    run = fedevo.resume(out, workers=0, page=False, budget=7, evaluator=fake_evaluate)  # the interrupted batch's logged rows, reused
+    assert run.summary.evaluations == 7 and run.summary.stop == "budget"
+    straight = _search(tmp_path, "W", optimizer="nsga3", pop=4, budget=7)  # as if started with --budget 7
+    assert _rows(out) == _rows(straight.path)
+    run = fedevo.resume(out, workers=0, page=False, budget=12, evaluator=fake_evaluate)  # raised again: resumable
+    straight = fedevo.resume(straight.path, workers=0, page=False, budget=12)
+    assert run.summary.evaluations == 12 and _rows(run.path) == _rows(straight.path)

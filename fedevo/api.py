@@ -367,9 +367,10 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
         earlier = _run_path(init_from).resolve()
         init, _ = front_params(earlier, prob, optimizer_class(optimizer).warm_start_size(pop))
         init_path = str(earlier)
-    from .searching.budgets import default_gen
+    from .searching.budgets import default_gen, gen_derived
 
     settings = SearchSettings(problem=source, pop=pop, gen=default_gen(gen, pop, budget, time_budget, patience),
+                              gen_derived=gen_derived(gen, budget, time_budget, patience),
                               seed=seed, partitions=partitions, rounds=rounds, data_dir=data_dir, evaluator=spec,
                               fidelity=parse_ladder(fidelity), init=init, init_from=init_path, optimizer=optimizer,
                               budget=budget, time_budget=time_budget, patience=patience)

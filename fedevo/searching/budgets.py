@@ -1,6 +1,9 @@
 """When a search stops: the first budget reached ends it.
 
-* ``gen``: --gen batches (generations) of --pop candidates have run;
+* ``gen``: --gen batches (generations) of --pop candidates have run -- only a --gen given: one derived from the
+  other budgets (settings.gen_derived: ceil(budget / pop), or OPEN_GEN) is a count for displays, so that a batch
+  NSGA-III returns short (duplicates removed) does not end a --budget search below N, nor OPEN_GEN batches a
+  search only --time-budget or --patience bounds;
 * ``budget``: --budget N evaluations (individuals asked; a multi-fidelity individual counts once, whatever rungs
   it reached); the last batch is cut to what is left of N;
 * ``time_budget``: --time-budget S seconds of search wall time, counted across resumes (the checkpoint carries
@@ -43,7 +46,7 @@ REASONS = {
 }
 STOP_FILE = "stop.json"
 DEFAULT_GEN = 4  # --gen when no budget says otherwise
-OPEN_GEN = 1000  # --gen when only a time budget or patience bounds the search
+OPEN_GEN = 1000  # the displays' --gen when only a time budget or patience bounds the search (not a cap)
 BUDGETS_FILE = "budgets.json"  # the budgets in force after `fedevo resume --budget ...` (run.json's until then)
 KEYS = ("gen", "budget", "time_budget", "patience")
 
@@ -107,7 +110,7 @@ def stop_reason(settings, *, batches: int, asked: int, search_s: float,
     """The budget that ends the search now, or None to go on (checked in this order)."""
     if settings.budget is not None and asked >= settings.budget:
         return "budget"
-    if batches >= settings.gen:
+    if batches >= settings.gen and not getattr(settings, "gen_derived", False):
         return "gen"
     if settings.time_budget is not None and search_s >= settings.time_budget:
         return "time_budget"
@@ -137,8 +140,8 @@ def _value(value: Any) -> str:
 
 def raised(settings, state: Mapping[str, Any], given: Mapping[str, Any], *, logged: int = 0):
     """The settings with the budgets `given` (not None) in force at checkpoint `state`: each replaces the run's;
-    --gen, when not given, becomes enough batches for the rest of --budget (with one) or OPEN_GEN more (without),
-    so that it no longer ends the search first. FedevoError (one line, nothing changed) for a bad value, for an
+    --gen, when not given, becomes derived (gen_derived: it no longer ends the search; its count for displays is
+    enough batches for the rest of --budget, with one, or OPEN_GEN more). FedevoError (one line, nothing changed) for a bad value, for an
     optimiser that proposed nothing new, when a budget in force is reached already, or for a --budget below
     `logged`, the individuals the log holds (ids 0..logged-1): a process killed during a batch logged rows past
     its checkpoint, and a budget below them would leave rows the optimiser never saw in the run (and its next
@@ -162,7 +165,7 @@ def raised(settings, state: Mapping[str, Any], given: Mapping[str, Any], *, logg
     if "gen" not in given:
         new["gen"] = (batches + -(-(new["budget"] - asked) // settings.pop) if new["budget"] is not None
                       and new["budget"] > asked else batches + OPEN_GEN)
-    out = replace(settings, **new)
+    out = replace(settings, **new, gen_derived="gen" not in given)
     reason = stop_in_force(out, state)
     if reason:
         done = f"{asked} evaluations, {batches} batches, {float(state.get('search_s', 0.0)):.0f} s of search"
@@ -184,7 +187,7 @@ def write_raised(run_dir: Path, before, after, state: Mapping[str, Any]) -> None
 
     path = Path(run_dir) / BUDGETS_FILE
     history = read_raised(run_dir).get("raised", []) if path.exists() else []
-    record = {"budgets": budgets_of(after),
+    record = {"budgets": budgets_of(after), "gen_derived": bool(getattr(after, "gen_derived", False)),
               "raised": [*history, {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "batches": state.get("generation", 0),
                                     "evaluations": state.get("next_id", 0), "from": budgets_of(before),
                                     "to": budgets_of(after)}]}
@@ -213,7 +216,11 @@ def read_raised(run_dir: Path) -> dict[str, Any]:
 def in_force(settings, run_dir: Path):
     """The settings with the budgets of the run's budgets.json, if any (run.json's otherwise)."""
     record = read_raised(run_dir)
-    return replace(settings, **record["budgets"]) if record else settings
+    if not record:
+        return settings
+    derived = record.get("gen_derived")  # (budgets.json written before it: run.json's)
+    return replace(settings, **record["budgets"],
+                   **({"gen_derived": derived} if isinstance(derived, bool) else {}))
 
 
 def read_stop(run_dir: Path) -> Optional[dict[str, Any]]:
@@ -243,7 +250,8 @@ def stop_record(reason: str, state: Mapping[str, Any], settings) -> dict[str, An
     return {"reason": reason, "why": REASONS.get(reason, reason), "batches": state["generation"],
             "evaluations": state["next_id"], "search_s": round(float(state.get("search_s", 0.0)), 3),
             "budgets": {"gen": settings.gen, "pop": settings.pop, "budget": settings.budget,
-                        "time_budget": settings.time_budget, "patience": settings.patience}}
+                        "time_budget": settings.time_budget, "patience": settings.patience,
+                        **({"gen_derived": True} if getattr(settings, "gen_derived", False) else {})}}
 
 
 
@@ -273,10 +281,17 @@ def said(reason: str, why: str) -> str:
     return why.replace(f"--{reason.replace('_', '-')} ", f"{arg(reason)} ", 1) if reason in REASONS else why
 
 
+def gen_derived(gen: Optional[int], budget: Optional[int], time_budget: Optional[float],
+                patience: Optional[int]) -> bool:
+    """Whether --gen is derived from the other budgets (not given, and one of them given): then it never ends the
+    search itself (stop_reason)."""
+    return gen is None and (budget is not None or time_budget is not None or patience is not None)
+
+
 def default_gen(gen: Optional[int], pop: int, budget: Optional[int], time_budget: Optional[float],
                 patience: Optional[int]) -> int:
     """--gen as given; else enough batches for --budget (ceil(budget / pop)); else, with only --time-budget or
-    --patience, OPEN_GEN batches (they end it first); else DEFAULT_GEN."""
+    --patience, OPEN_GEN batches (a count for displays: they end it); else DEFAULT_GEN."""
     if gen is not None:
         return gen
     if budget is not None and isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1 \
@@ -288,6 +303,6 @@ def default_gen(gen: Optional[int], pop: int, budget: Optional[int], time_budget
 
 
 __all__ = ["BUDGETS_FILE", "DEFAULT_GEN", "OPEN_GEN", "REASONS", "STOP_FILE", "batch_size", "budgets_of",
-           "check_budgets", "default_gen", "go_on", "describe_change", "hv_steps", "in_force", "raised", "read_raised", "read_stop",
+           "check_budgets", "default_gen", "gen_derived", "go_on", "describe_change", "hv_steps", "in_force", "raised", "read_raised", "read_stop",
            "stagnant", "stagnant_steps",
            "stop_in_force", "stop_reason", "stop_record", "write_raised"]

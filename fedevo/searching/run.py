@@ -696,12 +696,16 @@ class SearchRun:
             self._write_stop(state)
         done_rows = self._rows_upto(by_id, state["next_id"])
         front, _ = self.write_outputs(done_rows, state["generation"])
-        return Summary(run_dir=self.run_dir, generations=state["generation"], n_gen=s.gen,
+        # a derived --gen (budgets.gen_derived) ended nothing: what ran where it was more, or without --budget
+        n_gen = (s.gen if not s.gen_derived else max(s.gen, state["generation"]) if s.budget is not None
+                 else state["generation"])
+        return Summary(run_dir=self.run_dir, generations=state["generation"], n_gen=n_gen,
                        evaluations=len(done_rows), reused=counters["reused"],
                        failed=sum(r["status"] == "failed" for r in done_rows), front_size=len(front),
                        diverged=sum(r["status"] == "diverged" for r in done_rows),
                        wall_s=time.monotonic() - t0, stopped_early=bool(state.get("stopped_early")), front=front,
-                       stop=state.get("stop") or ("gen" if state["generation"] >= s.gen else ""),
+                       stop=state.get("stop") or ("gen" if state["generation"] >= s.gen and not s.gen_derived
+                                                  else ""),
                        full_fidelity=sum(map(is_full, done_rows)) if s.multi_fidelity else None,
                        first_failure=next((r["message"].strip().splitlines()[0] for r in done_rows
                                            if r["status"] == "failed" and r["message"].strip()), ""),

@@ -49,6 +49,8 @@ def run_identity(problem_text: str, settings: SearchSettings) -> str:
             s.pop(key, None)
     if s.get("optimizer") == "nsga3":  # NSGA-III runs (and those made before the optimiser seam) keep theirs
         s.pop("optimizer")
+    if not s.get("gen_derived"):  # runs with --gen given (and those made before the field) keep theirs
+        s.pop("gen_derived", None)
     for key in ("budget", "time_budget", "patience"):  # so do runs without these budgets
         if s.get(key) is None:
             s.pop(key, None)

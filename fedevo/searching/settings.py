@@ -45,6 +45,10 @@ class SearchSettings:
     budget: Optional[int] = None
     time_budget: Optional[float] = None
     patience: Optional[int] = None
+    # --gen not given, derived from the other budgets (budgets.default_gen): a count for displays, never what ends
+    # the search (--budget, --time-budget or --patience does: a short batch cannot end it below --budget, and a
+    # time budget is not cut at OPEN_GEN batches). False: --gen as given (and runs made before this field).
+    gen_derived: bool = False
 
     @property
     def multi_fidelity(self) -> bool:

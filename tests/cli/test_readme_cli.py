@@ -141,13 +141,18 @@ def test_search_md_names_every_option_of_every_command():
 
 
 def test_the_pages_give_gen_its_default_with_only_a_time_budget_or_patience():
-    """README.md and docs/search.md gave `--gen`'s default as "enough for --budget, else 4"; with only --time-budget
-    or --patience it is budgets.OPEN_GEN (a search with --time-budget 3 printed "1/1000 generations")."""
-    from fedevo.searching.budgets import DEFAULT_GEN, OPEN_GEN, default_gen
+    """README.md and docs/search.md gave `--gen`'s default as "enough for --budget, else 4"; then as 1000 with only
+    --time-budget or --patience. A --gen not given no longer ends a search another budget bounds
+    (budgets.gen_derived): the pages say so, and 4 (DEFAULT_GEN) where no budget is given."""
+    from fedevo.searching.budgets import DEFAULT_GEN, OPEN_GEN, default_gen, gen_derived
 
     assert default_gen(None, 12, None, 3.0, None) == default_gen(None, 12, None, None, 5) == OPEN_GEN
     assert default_gen(None, 12, None, None, None) == DEFAULT_GEN and default_gen(None, 12, 30, 3.0, None) == 3
-    for page in (README, (REPO / "docs" / "search.md").read_text(encoding="utf-8")):
-        said = " ".join(page.split("`--gen` batches (default:", 1)[1].split(")", 1)[0].split())
-        assert said == (f"enough for `--budget`; {OPEN_GEN} where only `--time-budget` or `--patience` bounds the "
-                        f"search; else {DEFAULT_GEN}"), said
+    assert gen_derived(None, 30, None, None) and gen_derived(None, None, 3.0, None) and gen_derived(None, None, None, 5)
+    assert not gen_derived(None, None, None, None) and not gen_derived(4, 30, None, None)
+    search_md = (REPO / "docs" / "search.md").read_text(encoding="utf-8")
+    for page, said in [(README, f"`--gen` batches (when given; else {DEFAULT_GEN} unless another budget is given, "
+                                "which then ends the search alone)"),
+                       (search_md, f"`--gen` batches (when given; without `--gen`, {DEFAULT_GEN} batches unless "
+                                   "another budget is given — then that budget ends the search, with no batch cap")]:
+        assert said in " ".join(page.split()), said

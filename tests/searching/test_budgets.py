@@ -251,3 +251,59 @@ def test_a_live_page_that_takes_long_to_write_is_written_less_often():
         t.on_generation(g, None)
         now[0] += 3.0
     assert inner.gens == list(range(1, 16))  # after every generation: 8 s of every 11 spent on the page
+
+
+DISCRETE = """
+name = "disc"
+dataset = "digits"
+model = "mlp"
+[data]
+clients = 4
+[train]
+rounds = 1
+epochs = 1
+[privacy]
+mechanism = "update"
+clip = 1.0
+[genes]
+layers = { type = "int", low = 1, high = 3, default = 1 }
+similarity = { type = "choice", choices = ["sign", "cosine"], default = "sign" }
+partition = { type = "choice", choices = ["iid", "shards", "dirichlet"], default = "iid" }
+sigma = { type = "choice", choices = [0.1, 0.5, 1.0, 2.0], default = 0.5 }
+"""
+
+
+def test_budget_without_gen_is_reached_when_a_batch_comes_short(tmp_path):
+    """F1: NSGA-III's initial population of these 72 combinations holds a duplicate (11 of 12 asked): the --gen
+    derived from --budget 48 (4 batches) ended the search at 47 evaluations, "--gen batches done", a --gen the
+    user never gave. --budget ends it now; with --gen given, --gen still does."""
+    problem = tmp_path / "disc.toml"
+    problem.write_text(DISCRETE)
+    run = fedevo.search(str(problem), pop=12, budget=48, seed=1, workers=0, out=tmp_path / "R", evaluator=FAKE,
+                        page=False)
+    assert [int(b["asked"]) for b in read_csv(run.path / "batches.csv")][0] == 11  # the short batch
+    assert run.summary.evaluations == 48 and run.summary.stop == "budget"
+    assert run.summary.generations == run.summary.n_gen == 5
+    stop = json.loads((run.path / "stop.json").read_text())
+    assert stop["reason"] == "budget" and stop["evaluations"] == 48 and stop["budgets"]["gen_derived"] is True
+    given = fedevo.search(str(problem), pop=12, gen=4, budget=48, seed=1, workers=0, out=tmp_path / "G",
+                          evaluator=FAKE, page=False)
+    assert given.summary.evaluations == 47 and given.summary.stop == "gen"
+
+
+def test_patience_or_time_budget_alone_has_no_batch_cap(tmp_path, monkeypatch):
+    """F2: with only --patience (or --time-budget) the search was cut at OPEN_GEN batches and said "finished
+    (--gen batches done)"; a raised one got batches + OPEN_GEN. Now the budget given ends it (OPEN_GEN made 2
+    here so that the cap, if any, would end it first), and a raised one goes on as a fresh search with it."""
+    from fedevo.searching import budgets
+
+    monkeypatch.setattr(budgets, "OPEN_GEN", 2)
+    kw = dict(pop=3, seed=1, workers=0, evaluator=constant, page=False, optimizer="random")
+    run = fedevo.search(str(toy_problem_file(tmp_path)), patience=3, out=tmp_path / "R", **kw)
+    assert run.summary.stop == "patience" and run.summary.generations == 4  # batch 1 sets it, 2..4 add nothing
+    assert json.loads((run.path / "stop.json").read_text())["reason"] == "patience"
+    raised_ = fedevo.resume(run.path, workers=0, page=False, patience=5)
+    fresh = fedevo.search(str(toy_problem_file(tmp_path)), patience=5, out=tmp_path / "F", **kw)
+    assert raised_.summary.generations == fresh.summary.generations == 6 and raised_.summary.stop == "patience"
+    rows = lambda d: sorted(without(read_csv(d / "evaluations.csv"), "wall_s", "chain"), key=lambda x: int(x["id"]))  # noqa
+    assert rows(raised_.path) == rows(fresh.path)

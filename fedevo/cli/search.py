@@ -71,7 +71,8 @@ def _print_summary(summary, run, quiet: bool) -> None:
     stop = getattr(summary, "stop", "")
     state = ("finished" if stop == "gen" or (not stop and summary.generations >= summary.n_gen) else
              "stopped early (no new offspring)" if summary.stopped_early else
-             f"finished ({REASONS[stop]})" if stop in REASONS else "stopped")
+             f"finished ({REASONS[stop]}{_past_time_budget(run) if stop == 'time_budget' else ''})"
+             if stop in REASONS else "stopped")
     full = "" if getattr(summary, "full_fidelity", None) is None else f"{summary.full_fidelity} at full fidelity, "
     print(f"search {state}: {summary.generations}/{summary.n_gen} generations, {summary.evaluations} evaluations "
           f"({full}{summary.failed} failed, {summary.diverged} diverged, {summary.reused} reused from the log), Pareto front of {summary.front_size}, "
@@ -98,6 +99,18 @@ def _print_summary(summary, run, quiet: bool) -> None:
         for r in lowest(summary.front, first, 10, data.objectives, highest=data.objectives[0].maximize):
             t.add_row(str(r["id"]), *(fmt(r[n]) for n in names), " ".join(f"{g}={fmt(r[g])}" for g in genes))
         Console(highlight=False).print(t)
+
+
+def _past_time_budget(run) -> str:
+    """'; its last batch ran 6.0 s past --time-budget 1 s' where the search ran 0.1 s or more past its time budget
+    (stop.json's over_time_budget_s: checked between batches, the batch that had started was finished); else ""."""
+    from ..searching.budgets import read_stop
+
+    stop = read_stop(run.path) or {}
+    over, budget = stop.get("over_time_budget_s") or 0.0, (stop.get("budgets") or {}).get("time_budget")
+    if over < 0.1 or budget is None:
+        return ""
+    return f"; its last batch ran {over:.1f} s past --time-budget {budget:g} s"
 
 
 def _timing(run) -> str:

@@ -246,9 +246,18 @@ def read_stop(run_dir: Path) -> Optional[dict[str, Any]]:
     return rec
 
 
+def overrun(search_s: float, time_budget: Optional[float]) -> float:
+    """Seconds of search past --time-budget (0 without one, or within it): the budget is checked between batches,
+    and a batch that has started is finished, so the last one may run far past it."""
+    return 0.0 if time_budget is None else round(max(float(search_s) - time_budget, 0.0), 3)
+
+
 def stop_record(reason: str, state: Mapping[str, Any], settings) -> dict[str, Any]:
+    search_s = round(float(state.get("search_s", 0.0)), 3)
+    over = overrun(search_s, settings.time_budget) if reason == "time_budget" else 0.0
     return {"reason": reason, "why": REASONS.get(reason, reason), "batches": state["generation"],
-            "evaluations": state["next_id"], "search_s": round(float(state.get("search_s", 0.0)), 3),
+            "evaluations": state["next_id"], "search_s": round(search_s, 3),
+            **({"over_time_budget_s": over} if over else {}),
             "budgets": {"gen": settings.gen, "pop": settings.pop, "budget": settings.budget,
                         "time_budget": settings.time_budget, "patience": settings.patience,
                         **({"gen_derived": True} if getattr(settings, "gen_derived", False) else {})}}
@@ -303,6 +312,6 @@ def default_gen(gen: Optional[int], pop: int, budget: Optional[int], time_budget
 
 
 __all__ = ["BUDGETS_FILE", "DEFAULT_GEN", "OPEN_GEN", "REASONS", "STOP_FILE", "batch_size", "budgets_of",
-           "check_budgets", "default_gen", "gen_derived", "go_on", "describe_change", "hv_steps", "in_force", "raised", "read_raised", "read_stop",
+           "check_budgets", "default_gen", "gen_derived", "overrun", "go_on", "describe_change", "hv_steps", "in_force", "raised", "read_raised", "read_stop",
            "stagnant", "stagnant_steps",
            "stop_in_force", "stop_reason", "stop_record", "write_raised"]

@@ -307,3 +307,16 @@ def test_patience_or_time_budget_alone_has_no_batch_cap(tmp_path, monkeypatch):
     assert raised_.summary.generations == fresh.summary.generations == 6 and raised_.summary.stop == "patience"
     rows = lambda d: sorted(without(read_csv(d / "evaluations.csv"), "wall_s", "chain"), key=lambda x: int(x["id"]))  # noqa
     assert rows(raised_.path) == rows(fresh.path)
+
+
+def test_the_closing_line_and_stop_json_say_how_far_a_batch_ran_past_the_time_budget(tmp_path):
+    """F6: checked between batches, a time budget is overrun by the batch that had started (--time-budget 1 ran
+    7 s), and nothing said so. stop.json's over_time_budget_s is search_s - time_budget; the closing line says it."""
+    r = cli("search", "--problem", toy_problem_file(tmp_path), "--pop", 3, "--time-budget", 0.05, "--seed", 1,
+            "--workers", 0, "--quiet", "--optimizer", "random", "--evaluator", "tests.searching.test_budgets:slow",
+            "--out", tmp_path / "R")
+    assert r.returncode == 0, r.stderr
+    stop = json.loads((tmp_path / "R" / "stop.json").read_text())
+    assert stop["reason"] == "time_budget" and stop["over_time_budget_s"] == round(stop["search_s"] - 0.05, 3)
+    assert (f"search finished (--time-budget seconds reached; its last batch ran {stop['over_time_budget_s']:.1f} s "
+            "past --time-budget 0.05 s): ") in r.stdout, r.stdout

@@ -73,9 +73,13 @@ def _print_summary(summary, run, quiet: bool) -> None:
              "stopped early (no new offspring)" if summary.stopped_early else
              f"finished ({REASONS[stop]}{_past_time_budget(run) if stop == 'time_budget' else ''})"
              if stop in REASONS else "stopped")
-    full = "" if getattr(summary, "full_fidelity", None) is None else f"{summary.full_fidelity} at full fidelity, "
-    print(f"search {state}: {summary.generations}/{summary.n_gen} generations, {summary.evaluations} evaluations "
-          f"({full}{summary.failed} failed, {summary.diverged} diverged, {summary.reused} reused from the log), Pareto front of {summary.front_size}, "
+    # a multi-fidelity search: --budget counts individuals, each trained at one or more rungs (a row each)
+    individuals = getattr(summary, "individuals", None)
+    counted = (f"{summary.evaluations} evaluations (" if individuals is None else
+               f"{individuals} individuals ({summary.evaluations} rung evaluations, {summary.full_fidelity} at full "
+               "fidelity, ")
+    print(f"search {state}: {summary.generations}/{summary.n_gen} generations, {counted}{summary.failed} failed, "
+          f"{summary.diverged} diverged, {summary.reused} reused from the log), Pareto front of {summary.front_size}, "
           f"{summary.wall_s:.0f} s")
     for name, n, ok, first in getattr(summary, "unread", ()):  # its worst value stood in: the front never saw it
         print(f"objective {name}: not read in {n} of {ok} ok evaluations (its worst value stood in; the first: "

@@ -175,6 +175,8 @@ class Summary:
     stop: str = ""  # what ended the search (fedevo.searching.budgets.REASONS); "" while it is not finished
     first_failure: str = ""  # message of the first failed evaluation (first line), "" if none failed
     full_fidelity: Optional[int] = None  # a multi-fidelity search: evaluations that trained all rounds (None: plain)
+    individuals: Optional[int] = None  # a multi-fidelity search: individuals (ids), what --budget counts; evaluations
+    # counts their rung rows (None: plain, where the two are one)
     unread: tuple = ()  # (objective, evaluations it could not be read in, ok evaluations, the first note) for each
     # objective of its own whose value some ok evaluation could not read (log.unread_objectives: its worst stood in)
 
@@ -707,6 +709,7 @@ class SearchRun:
                        stop=state.get("stop") or ("gen" if state["generation"] >= s.gen and not s.gen_derived
                                                   else ""),
                        full_fidelity=sum(map(is_full, done_rows)) if s.multi_fidelity else None,
+                       individuals=len({r["id"] for r in done_rows}) if s.multi_fidelity else None,
                        first_failure=next((r["message"].strip().splitlines()[0] for r in done_rows
                                            if r["status"] == "failed" and r["message"].strip()), ""),
                        unread=tuple(unread_objectives(done_rows, [o.name for o in self.log.objectives])))

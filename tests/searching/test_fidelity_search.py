@@ -252,3 +252,16 @@ def test_batches_of_one_under_fidelity_are_warned_of(tmp_path, capsys):
     fedevo.search(toy_problem_file(tmp_path), out=tmp_path / "R3", workers=0, seed=1, evaluator=FAKE, page=False,
                   optimizer="tpe", pop=3, budget=3, fidelity=0.5, rounds=4, progress=False)
     assert "promotes every individual" not in capsys.readouterr().err
+
+
+def test_the_closing_line_counts_individuals_as_budget_does(tmp_path):
+    """F7: --budget counts individuals (a multi-fidelity individual once, whatever rungs it reached); the closing
+    line said '--budget evaluations reached: ... 19 evaluations' for --budget 14, counting rung rows."""
+    r = cli("search", "--problem", "digits_mlp_local", "--pop", "9", "--budget", "12", "--seed", "3", "--rounds", "9",
+            "--fidelity", "1/9,1/3,1", "--workers", "0", "--quiet", "--evaluator", FAKE, "--out", tmp_path / "R")
+    assert r.returncode == 0, r.stderr
+    rows = read_csv(tmp_path / "R" / "evaluations.csv")
+    assert len({row["id"] for row in rows}) == 12 < len(rows)
+    full = sum(row["fidelity"] == "1.0" for row in rows)
+    assert (f"search finished (--budget evaluations reached): 2/2 generations, 12 individuals ({len(rows)} rung "
+            f"evaluations, {full} at full fidelity, 0 failed, ") in r.stdout, r.stdout

@@ -49,7 +49,7 @@ def plot(
 
     def said(path, data):
         note = data.budget_note()
-        print(f"wrote {path} ({len(data.rows)} evaluations, generation {data.generations}/{data.settings.gen}"
+        print(f"wrote {path} ({len(data.rows)} evaluations, generation {data.generations_text()}"
               + (f" ({note})" if note else "") + f", front of {len(data.front)})", flush=True)
 
     api._plot_checks(runs, out, plotly_js, interval, watch, importance)  # one line and nothing else when wrong
@@ -160,7 +160,7 @@ def front(
                  f"the search stopped before its end ({n} of {of} evaluations{more}; `fedevo resume {run_dir}` continues "
                  "it)") + "; front.csv holds the generations finished so far", highlight=False, markup=False)
     elif note:  # ended by another budget than --gen: 'generations 2/1000' would say nothing
-        c.print(f"generations {data.generations}/{data.settings.gen} ({note})", highlight=False, markup=False)
+        c.print(f"generations {data.generations_text()} ({note})", highlight=False, markup=False)
 
 
 def _why_no_front(data, ended: bool = False) -> str:

@@ -217,11 +217,20 @@ class RunData:
 
         return read_stop(self.run_dir)
 
+    def generations_text(self) -> str:
+        """'done/planned' generations for a display: '3/4'; a --gen derived from --budget (budgets.gen_derived, which
+        a short batch may outrun) at least what ran; without --budget, the count alone ('1200': only a time budget
+        or patience ends that search, and 1000, budgets.OPEN_GEN, was never a cap)."""
+        s, g = self.settings, self.generations
+        if not getattr(s, "gen_derived", False):
+            return f"{g}/{s.gen}"
+        return f"{g}/{max(s.gen, g)}" if s.budget is not None else str(g)
+
     def budget_note(self) -> str:
         """What a display of `generations g/N` or `n of M evaluations` leaves out, in words: what ended the search
         (stop.json's words, as the search recorded them), unless it was --gen itself; else the budgets that may end
         it before N ("may end sooner: ..." (--time-budget, --patience, spelled as the caller spells them:
-        errors.arg; with only these, N is a cap of 1000 batches nobody asked for); "" when neither."""
+        errors.arg; with only these, N is no count at all: generations_text); "" when neither."""
         from ..errors import arg
 
         stop = self.stop()

@@ -165,7 +165,7 @@ def compare_html(runs: Sequence[RunData], *, plotly_src: Optional[str] = None) -
     fronts, notes = figure_fronts(runs, names)
     heads = ["run", "seed", "pop", "generations", "rounds / evaluation", "evaluator", "evaluations", "ok",
              "Pareto set", "HV (shared)"]
-    body = [[n, d.settings.seed, d.settings.pop, f"{d.generations}/{d.settings.gen}",
+    body = [[n, d.settings.seed, d.settings.pop, d.generations_text(),
              d.settings.rounds or p.fixed.get("rounds", "default"), evaluating_spec(d.settings.evaluator, p), len(d.rows),
              len(d.ok_rows), len(d.front), num(hv[n][-1]["hypervolume"]) if hv[n] else "–"]
             for n, d in zip(names, runs)]

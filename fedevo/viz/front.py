@@ -157,7 +157,7 @@ def _summary(data: RunData, m: Model) -> str:
     what = f"{esc(p.dataset)}, {esc(p.model)}" if p.simulated else "trained by its own evaluator"
     return (f'<p class="meta">problem <b>{esc(p.name)}</b> ({what}) · run '
             f'{esc(data.meta.get("run_id", ""))} · created {esc(data.meta.get("created", ""))}<br>'
-            f'population {s.pop} · generations {data.generations}/{s.gen}{_note(data)} · seed {s.seed} · '
+            f'population {s.pop} · generations {data.generations_text()}{_note(data)} · seed {s.seed} · '
             f'{rounds_text(data)} · '
             f'{counted} · '
             f'Pareto front of {len(data.front)}{" · constraints " + esc(cons) if cons else ""}<br>objectives: '

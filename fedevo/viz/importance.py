@@ -461,7 +461,7 @@ def importance_html(data: RunData, *, seed: int = 0, plotly_src: Optional[str] =
     note = data.budget_note()
     body = [f"<h1>fedevo search — {esc(p.name)} — which genes matter</h1>",
             f'<p class="meta">problem <b>{esc(p.name)}</b> · run {esc(data.meta.get("run_id", ""))} · '
-            f'generations {data.generations}/{data.settings.gen}'
+            f'generations {data.generations_text()}'
             + (f' ({esc(note)})' if note else '') + f' · {n} evaluation{"s" if n != 1 else ""}, {n_ok} ok '
             f"(failed and diverged ones are left out of everything below){link}<br>"
             f"objectives: {esc(objectives_text(data))}</p>"]

@@ -286,6 +286,7 @@ def test_budget_without_gen_is_reached_when_a_batch_comes_short(tmp_path):
     assert run.summary.generations == run.summary.n_gen == 5
     stop = json.loads((run.path / "stop.json").read_text())
     assert stop["reason"] == "budget" and stop["evaluations"] == 48 and stop["budgets"]["gen_derived"] is True
+    assert fedevo.open_run(run.path).data.generations_text() == "5/5"
     given = fedevo.search(str(problem), pop=12, gen=4, budget=48, seed=1, workers=0, out=tmp_path / "G",
                           evaluator=FAKE, page=False)
     assert given.summary.evaluations == 47 and given.summary.stop == "gen"
@@ -302,6 +303,7 @@ def test_patience_or_time_budget_alone_has_no_batch_cap(tmp_path, monkeypatch):
     run = fedevo.search(str(toy_problem_file(tmp_path)), patience=3, out=tmp_path / "R", **kw)
     assert run.summary.stop == "patience" and run.summary.generations == 4  # batch 1 sets it, 2..4 add nothing
     assert json.loads((run.path / "stop.json").read_text())["reason"] == "patience"
+    assert fedevo.open_run(run.path).data.generations_text() == "4"  # not '4/2': no count was planned
     raised_ = fedevo.resume(run.path, workers=0, page=False, patience=5)
     fresh = fedevo.search(str(toy_problem_file(tmp_path)), patience=5, out=tmp_path / "F", **kw)
     assert raised_.summary.generations == fresh.summary.generations == 6 and raised_.summary.stop == "patience"

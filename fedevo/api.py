@@ -474,7 +474,7 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
         sr.say_when_held(lambda: print(f"fedevo: budgets raised: {change} (kept in {sr.run_dir / 'budgets.json'})",
                                        file=sys.stderr))
     contained = runtime.eval_timeout is not None or getattr(sr.problem, "eval_timeout", None) is not None
-    sr.say_when_held(lambda: _say_died_in(sr.run_dir, contained))
+    sr.say_when_held(lambda: _say_died_in(sr.run_dir, contained, budget=sr.settings.budget))
     changed = sr.problem_file_changed()
     if changed:  # it is not what this resume searches: say so, once, before the search takes over the terminal
         sr.say_when_held(lambda: print(f"fedevo: note: {changed} changed since this search began; the search goes on "
@@ -483,14 +483,22 @@ def resume(run: RunLike, *, workers: Union[int, str, None] = "auto", data_dir: O
     return _run(sr, runtime, evaluator, callbacks, page, progress=progress, importance=importance)
 
 
-def _say_died_in(run_dir: Path, contained: bool) -> None:
-    """The note of a resume whose run's last process died inside an in-process evaluation (searching.inflight)."""
+def _say_died_in(run_dir: Path, contained: bool, budget: Optional[int] = None) -> None:
+    """The note of a resume whose run's last process died inside an in-process evaluation (searching.inflight);
+    `budget`: the --budget in force, beyond which that evaluation is not run again."""
+    import re
     import sys
 
     from .searching.inflight import left_behind
 
     label = left_behind(run_dir)
     if label is None:
+        return
+    died = re.match(r"evaluation (\d+) ", label)
+    if budget is not None and died and int(died.group(1)) >= budget:  # lowered to the rows logged before it
+        print(f"fedevo: note: this search's last process ended during {label}, evaluated in-process (a crash in "
+              f"native code, or the process was killed); it lies beyond {arg('budget', budget)} and is not "
+              "evaluated again", file=sys.stderr)
         return
     how = ("it is evaluated again now, in a child process (eval_timeout)" if contained else
            "it is evaluated again now; with --eval-timeout S (eval_timeout=) each evaluation runs in a child "

@@ -281,7 +281,7 @@ def _killed_mid_batch(tmp_path, monkeypatch, **kw):
     return tmp_path / "K"
 
 
-def test_a_budget_below_the_rows_a_killed_batch_logged_is_refused_and_changes_nothing(tmp_path, monkeypatch):
+def test_a_budget_below_the_rows_a_killed_batch_logged_is_refused_and_changes_nothing(tmp_path, monkeypatch, capsys):
     """F5: killed mid-batch (rows 0..6 logged, the checkpoint at 4), `resume --budget 5` (above the checkpoint's 4,
     below the 7 logged) finished leaving rows 5, 6 that the optimiser never saw in `fedevo front`, and a later
     raise was refused as inconsistent after budgets.json was written: now refused in one line, nothing written."""
@@ -291,8 +291,14 @@ def test_a_budget_below_the_rows_a_killed_batch_logged_is_refused_and_changes_no
                                           r"give budget=7 or more \(nothing was changed\)$"):
         fedevo.resume(out, workers=0, page=False, budget=5, evaluator=fake_evaluate)
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
-    run = fedevo.resume(out, workers=0, page=False, budget=7, evaluator=fake_evaluate)  # the interrupted batch's logged rows, reused
-    assert run.summary.evaluations == 7 and run.summary.stop == "budget"
+    # as a kill -9 in evaluation 7 leaves it (searching.inflight): with --budget 7 it is not evaluated again
+    (out / ".evaluating").write_text(json.dumps({"label": "evaluation 7 (generation 2, seed 1)", "pid": 1}))
+    capsys.readouterr()
+    run = fedevo.resume(out, workers=0, page=False, budget=7, evaluator=fake_evaluate)  # the killed batch's rows
+    assert run.summary.evaluations == 7 and run.summary.stop == "budget" and run.summary.reused == 3
+    err = capsys.readouterr().err
+    assert "ended during evaluation 7 (generation 2, seed 1)" in err and "it lies beyond budget=7 and is not " \
+        "evaluated again" in err and "evaluated again now" not in err
     straight = _search(tmp_path, "W", optimizer="nsga3", pop=4, budget=7)  # as if started with --budget 7
     assert _rows(out) == _rows(straight.path)
     run = fedevo.resume(out, workers=0, page=False, budget=12, evaluator=fake_evaluate)  # raised again: resumable

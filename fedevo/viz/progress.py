@@ -130,11 +130,15 @@ class RichReporter(SearchCallback):
 
     def _count(self) -> str:
         """`24/48 evaluated`, or `24 evaluated` while the time budget binds."""
-        return f"{self._done} evaluated" if self._time_bound() else f"{self._done}/{self._total} evaluated"
+        return (f"{self._done} evaluated" if self._time_bound() or self._done > self._total else
+                f"{self._done}/{self._total} evaluated")
 
     def _fields(self) -> dict[str, str]:
         b = self._best
-        return {"gen": f"gen {self._gen[0]}" + ("" if self._time_bound() else f"/{self._gen[1]}"),
+        # (past its planned count: a --gen derived from --budget that a short batch outran, or OPEN_GEN of a search
+        # only --patience bounds, budgets.gen_derived: the count alone, not 'gen 1001/1000')
+        open_ = self._time_bound() or self._gen[0] > self._gen[1]
+        return {"gen": f"gen {self._gen[0]}" + ("" if open_ else f"/{self._gen[1]}"),
                 "running": f"{self._running} running" + (f", {self._queued} queued" if self._queued else ""),
                 "best": "best " + " · ".join(self._best_of(o, b.get(o.name)) for o in self._objs()),
                 "failed": "".join(f" · {n} {k}" for k, n in self._bad.items() if n),

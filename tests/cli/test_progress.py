@@ -121,6 +121,25 @@ def test_a_time_budget_alone_counts_time_not_the_open_cap(monkeypatch):
         rep.on_finish(None)
 
 
+
+def test_past_a_derived_count_the_line_shows_what_ran_not_more_than_all(monkeypatch):
+    """A --gen derived from the other budgets no longer ends the search (budgets.gen_derived): a short batch makes a
+    --budget search run a batch more, a --patience-only one runs past OPEN_GEN; 'gen 5/4', '1001/1000' said more
+    than all had run."""
+    rep, buf, now = _live(monkeypatch)
+    rep.on_start(n_gen=4, generation=4, total=8, done=6, time_left=None)
+    try:
+        assert "gen 4/4" in _shown(rep, buf)
+        rep.on_generation_start(5)
+        for _ in range(3):
+            now[0] += 1.0
+            rep.on_evaluation(_row(1.0))
+        line = _shown(rep, buf)
+        assert "gen 5" in line and "gen 5/4" not in line and "9 evaluated" in line and "9/8" not in line, line
+    finally:
+        rep.on_finish(None)
+
+
 def test_the_plain_line_of_a_time_budget_alone(monkeypatch):
     """The same without a terminal: `gen 2: 24 evaluated`, not `gen 2/1000: 24/12000 evaluated`."""
     now = [100.0]

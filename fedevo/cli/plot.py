@@ -64,8 +64,7 @@ def plot(
     imp = f"; wrote {importance_path(path)}" if importance and path.exists() else ""
     data = api.open_run(runs).data
     print(f"{runs}: the run is complete{imp}" if is_complete(data) else
-          f"{runs}: no search is writing the run ({len(data.rows)} of {data.settings.expected_evaluations} "
-          f"evaluations){imp}; continue it with `fedevo resume {runs}`", file=sys.stderr)
+          f"{runs}: no search is writing the run ({_of(data)} evaluations){imp}; continue it with `fedevo resume {runs}`", file=sys.stderr)
 
 
 def _console():
@@ -154,13 +153,18 @@ def front(
         c.print(f"{len(bad)} evaluation(s) not ok (failed/diverged): ids {', '.join(str(r['id']) for r in bad[:20])}"
                 f"{' …' if len(bad) > 20 else ''}")
     if state != "complete":  # the table holds every logged evaluation; front.csv the finished generations only
-        n, of = len(data.rows), data.settings.expected_evaluations
         more = f"; {note}" if note else ""
-        c.print((f"a search is writing this run ({n} of {of} evaluations so far{more})" if state == "running" else
-                 f"the search stopped before its end ({n} of {of} evaluations{more}; `fedevo resume {run_dir}` continues "
+        c.print((f"a search is writing this run ({_of(data)} evaluations so far{more})" if state == "running" else
+                 f"the search stopped before its end ({_of(data)} evaluations{more}; `fedevo resume {run_dir}` continues "
                  "it)") + "; front.csv holds the generations finished so far", highlight=False, markup=False)
     elif note:  # ended by another budget than --gen: 'generations 2/1000' would say nothing
         c.print(f"generations {data.generations_text()} ({note})", highlight=False, markup=False)
+
+
+def _of(data) -> str:
+    """'24 of 48' (evaluations), or '24' where no count bounds the search (only a time budget or patience)."""
+    of = data.settings.planned_evaluations
+    return f"{len(data.rows)}" if of is None else f"{len(data.rows)} of {of}"
 
 
 def _why_no_front(data, ended: bool = False) -> str:

@@ -105,6 +105,12 @@ class SearchSettings:
         return replace(self, partitions=p, fidelity=parse_ladder(self.fidelity), init=init)
 
     @property
+    def planned_evaluations(self) -> Optional[int]:
+        """expected_evaluations where a count bounds the search; None where only --time-budget or --patience does
+        (gen_derived without --budget: its OPEN_GEN batches are no bound, so neither are their evaluations)."""
+        return None if self.gen_derived and self.budget is None else self.expected_evaluations
+
+    @property
     def expected_evaluations(self) -> int:
         """Rows of evaluations.csv when nothing fails: initial population + (gen - 1) generations of `pop`
         offspring, each with its promoted rung evaluations in a multi-fidelity search."""

@@ -326,7 +326,8 @@ def is_complete(data: RunData) -> bool:
     :func:`fedevo.searching.run.run_finished`, on the run's newest checkpoint."""
     from ..searching.run import run_finished
 
-    return len(data.rows) >= data.settings.expected_evaluations or run_finished(data.run_dir, data.settings)
+    planned = data.settings.planned_evaluations  # (None: only a time budget or patience ends it)
+    return (planned is not None and len(data.rows) >= planned) or run_finished(data.run_dir, data.settings)
 
 
 def run_state(data: RunData, complete: Optional[bool] = None) -> str:
@@ -350,9 +351,9 @@ def _live_note(data: RunData, complete: bool) -> str:
         return ('<p class="note live" id="live-note">The search is still running: this page reloads itself when a '
                 'newer one is written (after every generation; every evaluation with <code>fedevo plot --watch</code>).'
                 '</p>')
-    n = len(data.rows)
-    return (f'<p class="note live" id="live-note">The search stopped before its end ({n} of '
-            f'{data.settings.expected_evaluations} evaluations{_note(data)}; no search is writing the run): '
+    n, of = len(data.rows), data.settings.planned_evaluations
+    return (f'<p class="note live" id="live-note">The search stopped before its end ({n}'
+            f'{"" if of is None else f" of {of}"} evaluations{_note(data)}; no search is writing the run): '
             f'<code>fedevo resume {esc(str(data.run_dir))}</code> continues it, and this page reloads itself when a '
             'newer one is written.</p>')
 

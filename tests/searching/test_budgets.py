@@ -322,3 +322,37 @@ def test_the_closing_line_and_stop_json_say_how_far_a_batch_ran_past_the_time_bu
     assert stop["reason"] == "time_budget" and stop["over_time_budget_s"] == round(stop["search_s"] - 0.05, 3)
     assert (f"search finished (--time-budget seconds reached; its last batch ran {stop['over_time_budget_s']:.1f} s "
             "past --time-budget 0.05 s): ") in r.stdout, r.stdout
+
+
+_N = []
+
+
+def killed_at_8(problem, params, **kw):
+    """constant, killed (search_fakes.Killed) at its 8th call."""
+    from .search_fakes import Killed
+
+    _N.append(1)
+    if len(_N) > 7:
+        raise Killed
+    return constant(problem, params, **kw)
+
+
+def test_a_search_only_patience_bounds_is_not_complete_past_its_open_count(tmp_path, monkeypatch):
+    """Its OPEN_GEN batches' evaluations are no bound any more: a --patience-only search killed after more rows than
+    pop × OPEN_GEN read as complete to the pages and `fedevo front` (rows >= expected_evaluations)."""
+    from fedevo.searching import budgets
+    from fedevo.viz.front import is_complete
+
+    from .search_fakes import Killed, let_kills_through
+
+    let_kills_through(monkeypatch)
+    monkeypatch.setattr(budgets, "OPEN_GEN", 1)
+    _N.clear()
+    with pytest.raises(Killed):
+        fedevo.search(str(toy_problem_file(tmp_path)), pop=3, patience=50, seed=1, workers=0, out=tmp_path / "R",
+                      evaluator=killed_at_8, page=False, optimizer="random")
+    data = fedevo.open_run(tmp_path / "R").data
+    assert len(data.rows) == 7 > data.settings.expected_evaluations == 3
+    assert not is_complete(data)
+    r = cli("front", tmp_path / "R")
+    assert "the search stopped before its end (7 evaluations; " in r.stdout, r.stdout

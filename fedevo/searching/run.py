@@ -39,7 +39,9 @@ Run directory::
                         evaluations' (eval_s); a line appended a batch (appended.py), a resume keeping the lines
                         of the batches its checkpoint closed (and saying in one warning how many it lost)
     stop.json           written when the search ends: which budget ended it (budgets.py), batches, evaluations,
-                        seconds of search, the budgets (removed while raised budgets let the search go on)
+                        seconds of search (over_time_budget_s: how far past --time-budget the last batch ran),
+                        the budgets (gen_derived: --gen was not given, so it ended nothing) (removed while raised
+                        budgets let the search go on)
     budgets.json        the budgets in force once `fedevo resume --budget ...` raised them, with the history of
                         raises (budgets.py; read_run_json applies them: run.json's budgets until then)
     front.csv           non-dominated rows among all full-fidelity evaluations with status ok (and within the

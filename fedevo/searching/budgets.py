@@ -141,11 +141,11 @@ def _value(value: Any) -> str:
 def raised(settings, state: Mapping[str, Any], given: Mapping[str, Any], *, logged: int = 0):
     """The settings with the budgets `given` (not None) in force at checkpoint `state`: each replaces the run's;
     --gen, when not given, becomes derived (gen_derived: it no longer ends the search; its count for displays is
-    enough batches for the rest of --budget, with one, or OPEN_GEN more). FedevoError (one line, nothing changed) for a bad value, for an
-    optimiser that proposed nothing new, when a budget in force is reached already, or for a --budget below
-    `logged`, the individuals the log holds (ids 0..logged-1): a process killed during a batch logged rows past
-    its checkpoint, and a budget below them would leave rows the optimiser never saw in the run (and its next
-    raise asking other genes for their ids)."""
+    enough batches for the rest of --budget, with one, or OPEN_GEN more). FedevoError (one line, nothing changed)
+    for a bad value, for an optimiser that proposed nothing new, when a budget in force is reached already, or
+    for a --budget below `logged`, the individuals the log holds (ids 0..logged-1): a process killed during a
+    batch logged rows past its checkpoint, and a budget below them would leave rows the optimiser never saw in
+    the run (and its next raise asking other genes for their ids)."""
     given = {k: v for k, v in given.items() if v is not None}
     unknown = set(given) - set(KEYS)
     if unknown:
@@ -256,7 +256,7 @@ def stop_record(reason: str, state: Mapping[str, Any], settings) -> dict[str, An
     search_s = round(float(state.get("search_s", 0.0)), 3)
     over = overrun(search_s, settings.time_budget) if reason == "time_budget" else 0.0
     return {"reason": reason, "why": REASONS.get(reason, reason), "batches": state["generation"],
-            "evaluations": state["next_id"], "search_s": round(search_s, 3),
+            "evaluations": state["next_id"], "search_s": search_s,
             **({"over_time_budget_s": over} if over else {}),
             "budgets": {"gen": settings.gen, "pop": settings.pop, "budget": settings.budget,
                         "time_budget": settings.time_budget, "patience": settings.patience,
@@ -312,6 +312,7 @@ def default_gen(gen: Optional[int], pop: int, budget: Optional[int], time_budget
 
 
 __all__ = ["BUDGETS_FILE", "DEFAULT_GEN", "OPEN_GEN", "REASONS", "STOP_FILE", "batch_size", "budgets_of",
-           "check_budgets", "default_gen", "gen_derived", "overrun", "go_on", "describe_change", "hv_steps", "in_force", "raised", "read_raised", "read_stop",
+           "check_budgets", "default_gen", "gen_derived", "overrun", "go_on", "describe_change", "hv_steps", "in_force",
+           "raised", "read_raised", "read_stop",
            "stagnant", "stagnant_steps",
            "stop_in_force", "stop_reason", "stop_record", "write_raised"]

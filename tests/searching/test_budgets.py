@@ -356,3 +356,17 @@ def test_a_search_only_patience_bounds_is_not_complete_past_its_open_count(tmp_p
     assert not is_complete(data)
     r = cli("front", tmp_path / "R")
     assert "the search stopped before its end (7 evaluations; " in r.stdout, r.stdout
+
+
+def test_patience_counts_growth_below_a_millionth_of_the_hypervolume_as_none():
+    """A new point in a corner of the front added 6.6e-11 to a hypervolume of 1.2, which counted as growth: a
+    --patience 3 search ran 320 batches, and with no batch cap for a search bounded by patience alone it could run
+    for ever. Growth counts above HV_GROWTH_TOL of the hypervolume (any growth from 0); both readings agree."""
+    from fedevo.searching.budgets import HV_GROWTH_TOL, hv_steps, stagnant_steps
+
+    creeping = [1.2 + k * 6.6e-11 for k in range(10)]
+    assert stagnant(creeping, 3) and stagnant_steps(hv_steps(creeping), len(creeping), 3)
+    grows = [1.2, 1.2, 1.2, 1.2 * (1 + 2 * HV_GROWTH_TOL)]
+    assert not stagnant(grows, 3) and not stagnant_steps(hv_steps(grows), len(grows), 3)
+    from_zero = [0.0, 0.0, 0.0, 1e-12]
+    assert not stagnant(from_zero, 3) and not stagnant_steps(hv_steps(from_zero), len(from_zero), 3)

@@ -13,9 +13,7 @@ from tests.helpers import read_csv  # noqa: F401  (shared; the search tests impo
 REPO = Path(__file__).resolve().parents[2]
 FAKE = "tests.searching.search_fakes:fake_evaluate"
 
-TOY_TOML = """
-name = "toy"
-dataset = "digits"
+TOY_SETTINGS = """dataset = "digits"
 model = "mlp"
 [data]
 clients = 4
@@ -25,7 +23,11 @@ epochs = 1
 [privacy]
 mechanism = "update"
 clip = 1.0
-[genes]
+"""  # (what the toy problem fixes; its genes below: other toys of tests take these settings with genes of theirs)
+
+TOY_TOML = """
+name = "toy"
+""" + TOY_SETTINGS + """[genes]
 layers = { type = "int", low = 1, high = 4, default = 1 }
 units = { type = "int", low = 16, high = 256, default = 32, log = true }
 similarity = { type = "choice", choices = ["sign", "cosine"], default = "sign" }

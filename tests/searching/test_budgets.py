@@ -20,7 +20,7 @@ from fedevo.searching.workers import decide
 
 from tests.helpers import cli
 
-from .search_helpers import FAKE, REPO, cli_cmd, env, read_csv, toy_problem_file, without
+from .search_helpers import FAKE, REPO, TOY_SETTINGS, cli_cmd, env, read_csv, toy_problem_file, without
 
 KILLER = "tests.searching.search_fakes:fake_kill_after"
 
@@ -255,17 +255,7 @@ def test_a_live_page_that_takes_long_to_write_is_written_less_often():
 
 DISCRETE = """
 name = "disc"
-dataset = "digits"
-model = "mlp"
-[data]
-clients = 4
-[train]
-rounds = 1
-epochs = 1
-[privacy]
-mechanism = "update"
-clip = 1.0
-[genes]
+""" + TOY_SETTINGS + """[genes]
 layers = { type = "int", low = 1, high = 3, default = 1 }
 similarity = { type = "choice", choices = ["sign", "cosine"], default = "sign" }
 partition = { type = "choice", choices = ["iid", "shards", "dirichlet"], default = "iid" }

@@ -97,6 +97,14 @@ def _held(f: str) -> None:
         _IMPORTED_STAT[f] = st if st is not None and _stat(f) == st else None
 
 
+def _not_imported(name: str, f: str) -> None:
+    """A file whose import failed: nothing of it runs, so its text is no longer held (a fixed file imports anew,
+    rather than being refused as changed since this process imported it)."""
+    sys.modules.pop(name, None)
+    _IMPORTED_SHA.pop(f, None)
+    _IMPORTED_STAT.pop(f, None)
+
+
 def _changed(f: str) -> bool:
     """Whether the file `f` (imported in this process) holds another text than the one imported."""
     held, st = _IMPORTED_SHA.get(f), _stat(f)
@@ -165,10 +173,10 @@ def _import_file(p: Path, kind: str):
             with stdout_to_stderr():  # what it prints at import: stdout is fedevo's (its results, a JSON object)
                 call_user(mod_spec.loader.exec_module, mod)  # sys.exit, os._exit: this file's failure
         except UserExit as e:
-            sys.modules.pop(name, None)
+            _not_imported(name, str(resolved))
             raise FedevoError(f"{kind} file {str(p)!r} {e.what} while it was imported") from None
         except Exception as e:  # the user's code: any exception is their file's problem
-            sys.modules.pop(name, None)
+            _not_imported(name, str(resolved))
             raise FedevoError(f"{kind} file {str(p)!r} failed to import: {type(e).__name__}: {one_line(e)}") from None
         finally:
             if added and folder in sys.path:  # the entry fedevo appended: the last one

@@ -248,3 +248,22 @@ def test_a_file_touched_keeps_loading_and_one_edited_to_the_same_size_is_refused
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 2 * 10**9))
     with pytest.raises(FedevoError, match=r"same_\d+\.py \(evaluator file\) changed since this process imported it"):
         load_callable(spec, kind="evaluator")
+
+
+def test_a_file_whose_import_failed_imports_anew_once_fixed(tmp_path):
+    """A model file with a typo fails to import; nothing of it ran. Fixed, it was refused as 'changed since this
+    process imported it ... restart the kernel' (its text had been held before it ran): the notebook case the check
+    is for. It imports anew."""
+    from fedevo.errors import FedevoError
+    from fedevo.plugins import load_callable
+
+    name = f"fixed_{os.getpid()}_{abs(hash(str(tmp_path)))}.py"
+    f = tmp_path / name
+    f.write_text("def make(input_shape, num_classes:\n    pass\n")
+    with pytest.raises(FedevoError, match="failed to import: SyntaxError"):
+        load_callable(f"python:{f}:make")
+    f.write_text("def make(input_shape, num_classes):\n    return 7\n")
+    assert load_callable(f"python:{f}:make")((1,), 2) == 7
+    f.write_text("def make(input_shape, num_classes):\n    return 8\n")  # once imported: held, as before
+    with pytest.raises(FedevoError, match="changed since this process imported it"):
+        load_callable(f"python:{f}:make")

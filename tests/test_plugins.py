@@ -255,7 +255,7 @@ def test_a_file_whose_import_failed_imports_anew_once_fixed(tmp_path):
     process imported it ... restart the kernel' (its text had been held before it ran): the notebook case the check
     is for. It imports anew."""
     from fedevo.errors import FedevoError
-    from fedevo.plugins import load_callable
+    from fedevo.plugins import check_current, load_callable
 
     name = f"fixed_{os.getpid()}_{abs(hash(str(tmp_path)))}.py"
     f = tmp_path / name
@@ -263,6 +263,7 @@ def test_a_file_whose_import_failed_imports_anew_once_fixed(tmp_path):
     with pytest.raises(FedevoError, match="failed to import: SyntaxError"):
         load_callable(f"python:{f}:make")
     f.write_text("def make(input_shape, num_classes):\n    return 7\n")
+    check_current(f"python:{f}:make", kind="model")  # what a problem's load and fedevo.evaluate ask first
     assert load_callable(f"python:{f}:make")((1,), 2) == 7
     f.write_text("def make(input_shape, num_classes):\n    return 8\n")  # once imported: held, as before
     with pytest.raises(FedevoError, match="changed since this process imported it"):

@@ -43,6 +43,7 @@ from ..errors import FedevoError, arg
 from ..objectives import as_set
 from .front_math import is_full
 
+EPS_KEYS = ("eps", "eps_paper")  # objectives that only grow with the rounds trained (a rung's is a lower bound)
 ETA = 3  # 1/ETA of a rung's individuals are promoted (rounded up): matches a 1/9, 1/3, 1 ladder
 MARGIN = 0.01  # ε-box width on the error (seed noise of an early error), see the module doc
 
@@ -57,8 +58,9 @@ PROMOTION = {
               "largest first, ties by id",
     "not_promoted": "their rung row stays; NSGA-III survival gets the objectives they were ranked on; never in the "
                     "front",
-    "constraints": "the problem's [constraints] on the values ranked: feasible rows take the slots first, the rest "
-                   "by least total violation (search scale), ties by id",
+    "constraints": "the problem's [constraints] on the values ranked that tell the full-T one (planned, or an eps: "
+                   "it only grows with the rounds): feasible rows take the slots first, the rest by least total "
+                   "violation (search scale), ties by id",
 }
 
 
@@ -196,7 +198,11 @@ def promote(rows: Sequence[Mapping[str, Any]], planned: Mapping[int, Mapping[str
     ids = [r["id"] for r in ok]
     violation = np.zeros(len(ok))
     for j, b in objectives.constraint_items(constraints):  # on the search's scale, as the optimiser's G
-        violation += np.maximum(F[:, j] - objectives[j].search_bound(b), 0.0)
+        # only where the value ranked already tells the full-T one: planned at the full T, or an ε (it only grows
+        # with the rounds); a rung's error is far above its full-T value, and would bar nearly everyone
+        known = np.array([objectives[j].name in planned.get(r["id"], {}) or objectives[j].name in EPS_KEYS
+                          for r in ok])
+        violation += np.where(known, np.maximum(F[:, j] - objectives[j].search_bound(b), 0.0), 0.0)
     if "error" in objectives.names and objectives.index("error") != 0:  # the margin boxes the first column
         j = objectives.index("error")
         F = F[:, [j] + [i for i in range(F.shape[1]) if i != j]]
@@ -210,5 +216,5 @@ def promote(rows: Sequence[Mapping[str, Any]], planned: Mapping[int, Mapping[str
     return sorted([ids[i] for i in feasible] + [ids[i] for i in others[:slots - len(feasible)]])
 
 
-__all__ = ["ETA", "MARGIN", "PROMOTION", "expected_per_generation", "is_full", "n_promoted", "parse_ladder",
+__all__ = ["EPS_KEYS", "ETA", "MARGIN", "PROMOTION", "expected_per_generation", "is_full", "n_promoted", "parse_ladder",
            "promote", "ranking_objectives", "rung_rounds", "select_promoted"]

@@ -141,3 +141,17 @@ def test_promotion_ranks_feasibility_first():
     objs = ObjectiveSet.of(["error", "comm", "eps", Objective(name="accuracy", label="acc", read=lambda r: 0.0,
                                                                   worst=0.0, direction="maximize")])
     assert promote(acc, {}, objs, constraints={"accuracy": 0.6}) == [1, 3]  # >= for a maximised objective
+
+
+def test_a_constraint_on_the_error_does_not_bar_a_rungs_early_errors():
+    """A rung's error (a few rounds in) is far above its full-T value: held to `[constraints] error = 0.2` nearly
+    every row broke it, and promotion became 'lowest early error' (three rows at comm 100000, the trade-off lost).
+    A constraint bars a row only on a value that tells the full-T one: planned, or an ε (it only grows)."""
+    rows = [{"id": i, "status": "ok", "error": e, "comm": c, "eps": 1.0} for i, (e, c) in enumerate(
+        [(0.50, 1e5), (0.51, 1e5), (0.52, 1e5), (0.53, 5000), (0.54, 5000), (0.56, 500), (0.60, 200), (0.70, 100),
+         (0.8, 50)])]
+    planned = {r["id"]: {"comm": r["comm"], "eps": 1.0} for r in rows}
+    free = promote(rows, planned, "eps")
+    assert promote(rows, planned, "eps", constraints={"error": 0.2}) == free and free != [0, 1, 2]
+    got = promote(rows, planned, "eps", constraints={"comm": 1000})  # planned comm tells: the feasible 5..8 only
+    assert len(got) == 3 and set(got) <= {5, 6, 7, 8}

@@ -54,6 +54,18 @@ def _kept_plan(report_dir: Path) -> Optional[dict[str, Any]]:
         return None
 
 
+_ADDED = ("data", "device")  # plan keys a retrain stopped before fedevo recorded them lacks
+
+
+def same_plan(kept: Optional[Mapping[str, Any]], plan: Mapping[str, Any]) -> bool:
+    """A kept plan is `plan`: equal, or equal but for the keys a plan written before they were recorded lacks (a
+    retrain stopped before an upgrade still continues)."""
+    if kept is None:
+        return False
+    missing = [k for k in _ADDED if k not in kept]
+    return dict(kept) == {k: v for k, v in plan.items() if k not in missing}
+
+
 def _only_kept(report_dir: Path) -> bool:
     """`report_dir` holds kept trainings and nothing else (no report yet)."""
     try:
@@ -66,14 +78,14 @@ def continuable(candidates: Sequence[Path], plan: Mapping[str, Any]) -> Optional
     """The last of `candidates` (report directories, oldest first) that holds kept trainings of `plan` alone, and
     that no running retrain holds (`start`'s lock)."""
     for d in reversed(list(candidates)):
-        if _only_kept(d) and _kept_plan(d) == plan and not is_held(d / KEPT):
+        if _only_kept(d) and same_plan(_kept_plan(d), plan) and not is_held(d / KEPT):
             return d
     return None
 
 
 def continues(report_dir: Path, plan: Mapping[str, Any]) -> bool:
     """`report_dir` holds a stopped retrain of `plan` (its kept trainings, none of them finished included)."""
-    return _kept_plan(report_dir) == plan
+    return same_plan(_kept_plan(report_dir), plan)
 
 
 def load(report_dir: Path) -> dict[str, EvaluationResult]:
@@ -99,7 +111,7 @@ def start(report_dir: Path, plan: Mapping[str, Any]):
     kept = report_dir / KEPT
     kept.mkdir(parents=True, exist_ok=True)
     fh = hold(kept, FedevoError(_busy(report_dir)))
-    if _kept_plan(report_dir) != plan:
+    if not same_plan(_kept_plan(report_dir), plan):
         atomic_write(kept / PLAN, json.dumps(plan, indent=1, sort_keys=True) + "\n")
     return fh
 

@@ -809,3 +809,18 @@ def test_report_md_says_why_a_recalling_solutions_comm_differs_from_the_searchs(
 def test_report_md_says_nothing_of_comm_where_it_is_planned(run_dir, tmp_path):
     rep = retrain(run_dir, "knee", rounds=3, workers=0, out=tmp_path / "rt", eval_every=0)
     assert rep.comm_note() == "" and "Comm is measured" not in (tmp_path / "rt" / "report.md").read_text()
+
+
+def test_a_retrain_stopped_before_plans_recorded_data_and_device_still_continues(run_dir, tmp_path, monkeypatch):
+    """plan.json gained `data` and `device`; a retrain stopped by the version before (its plan lacks them) never
+    matched again: the same command restarted from zero in retrain-2 (with --out: refused as another plan). A kept
+    plan lacking them is taken as the plan it was."""
+    run = shutil.copytree(run_dir, tmp_path / "run")
+    calls = signal_in_training(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        retrain(run, "knee", rounds=2, workers=0)
+    plan_file = run / "retrain" / ".kept" / "plan.json"
+    old = {k: v for k, v in json.loads(plan_file.read_text()).items() if k not in ("data", "device")}
+    plan_file.write_text(json.dumps(old, sort_keys=True))
+    rep = retrain(run, "knee", rounds=2, workers=0)
+    assert rep.out_dir == run / "retrain" and not (run / "retrain-2").exists() and len(calls) == 3

@@ -378,7 +378,6 @@ def _read_file_source(spec: FileSource, need_ids: bool) -> tuple[_Table, Optiona
 
 
 def _read_arrays(spec: ArraySource, need_ids: bool) -> tuple[_Table, Optional[_Table]]:
-    spec.check_unchanged()  # the arrays read now are those the source was made of (its digest: the cache's key)
     if spec.client_id is None and need_ids:
         raise FedevoError("ArraySource: partition = \"natural\" needs client_id (one id per row)")
     train = _Table(np.asarray(spec.x), np.asarray(spec.y),
@@ -510,6 +509,8 @@ def _stamp(spec) -> tuple:
 def read_arrays(spec: Union[FileSource, ArraySource], *, natural: bool) -> Arrays:
     """Read and check a source (every mistake a FedevoError naming it); split off the test rows. Cached per
     process while the files are unchanged (problem load reads them; the evaluations after it reuse them)."""
+    if isinstance(spec, ArraySource):  # the arrays read now, or cached, are those the source was made of (its
+        spec.check_unchanged()  # digest: the cache's key)
     return _read_arrays_cached(spec, natural, _stamp(spec))
 
 
@@ -561,8 +562,9 @@ def _read_arrays_cached(spec, natural: bool, stamp: tuple) -> Arrays:
     if spec.normalise:
         x_tr, xt = _normalise(x_tr, xt)
     classes = int(max(y_tr.max(), yt.max())) + 1
-    _check_classes(classes, y_tr, yt, train.where if y.max() == classes - 1 else test.where)
-    _warn_if_unused_classes(classes, y_tr, yt, train.where if y.max() == classes - 1 else test.where)
+    where = train.where if y.max() == classes - 1 else test.where  # (the split holding the largest label)
+    _check_classes(classes, y_tr, yt, where)
+    _warn_if_unused_classes(classes, y_tr, yt, where)
     if classes < 2:
         raise FedevoError(f"{train.where}: every label is {classes - 1}; classification needs two classes or more")
     return Arrays(x_tr, y_tr, xt, yt, inv_tr, tinv, tuple(names.tolist()) if names is not None else (), classes)
@@ -615,8 +617,6 @@ def _col(spec) -> str:
 
 def open_source(spec: Union[FileSource, ArraySource], *, natural: bool, name: Optional[str] = None) -> UserData:
     """Read a source once (at problem load), check it and return it with its facts."""
-    if isinstance(spec, ArraySource):  # read before (cached): still the arrays it was made of?
-        spec.check_unchanged()
     a = read_arrays(spec, natural=natural)
     if a.train_clients is not None:
         sizes = np.bincount(a.train_clients, minlength=len(a.client_names))

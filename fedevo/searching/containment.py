@@ -294,15 +294,13 @@ def sizing_output(run_dir: Optional[os.PathLike], label: str):
     in an evaluation; what a user's model factory prints meanwhile (Python's sys.stdout and below Python, fd 1) goes
     to the run's user.log under `label`, as an evaluation's output does (it reached the terminal through stderr,
     between the progress display's lines)."""
-    import io
-
-    buf = io.StringIO()
-    below = None
+    buf = below = None
     try:
-        with evaluation_output(), fd1_captured() as below, contextlib.redirect_stdout(buf):
+        with evaluation_output(), fd1_captured() as below, captured_stdout() as buf:
             yield
     finally:
-        UserLog(run_dir).write(label, buf.getvalue() + (below.text if below is not None else ""))
+        UserLog(run_dir).write(label, (buf.getvalue() if buf is not None else "")
+                               + (below.text if below is not None else ""))
 
 
 @contextlib.contextmanager

@@ -213,7 +213,6 @@ class RetrainReport:
     gene_names: tuple[str, ...] = ()
     gene_types: Mapping[str, str] = field(default_factory=dict)
     standard_params: Mapping[str, Any] = field(default_factory=dict)
-    eps_key: str = "eps"
     problem_name: str = ""
     wall_s: float = 0.0
     standard_label: str = STANDARD_LABEL
@@ -307,6 +306,8 @@ class RetrainReport:
             return v.replace("|", "\\|") if v else "–"
 
         cells = [self.cells(s) for s in self.solutions]
+        recalibrated = " ".join(f"Solution {s.key}: {r}." for s in self.solutions if (r := self.recalibrated(s)))
+        comm_note = self.comm_note()
         lines = [f"# Retraining: {self.problem_name}", "",
                  f"Run `{self.run_dir}` · {self.rounds} rounds · seed {self.seed} · every solution trained on the "
                  "same data with the same seed. " + (
@@ -320,10 +321,8 @@ class RetrainReport:
                  *([f"The search evaluated with `{self.search_evaluator}` (--evaluator); this retraining trains "
                     "with the problem's own, so its numbers are not the search's.", ""]
                    if self.search_evaluator else []),
-                 *([" ".join(f"Solution {s.key}: {self.recalibrated(s)}." for s in self.solutions
-                             if self.recalibrated(s)), ""] if any(self.recalibrated(s) for s in self.solutions)
-                   else []),
-                 *([self.comm_note(), ""] if self.comm_note() else []),
+                 *([recalibrated, ""] if recalibrated else []),
+                 *([comm_note, ""] if comm_note else []),
                  "accuracy = mean client test accuracy (1 − f1); comm = parameters uploaded per round per client "
                  "slot; ε at the problem's δ for the rounds retrained (`inf`: no privacy); Ω = active parameters; "
                  "% = of the standard solution. The numbers are those of report.csv.", "",
@@ -458,9 +457,8 @@ class RetrainReport:
         if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (here, there)) \
                 or math.isclose(float(here), float(there), rel_tol=1e-9):
             return "", False
-        cells = self.cells(s)
         rounds, search_rounds = r.rounds or self.rounds, srch.get("rounds_trained")
-        text = (f"solution {s.key}: {cells['comm']} at {rounds} rounds, {cells['search_comm']} in the search"
+        text = (f"solution {s.key}: {_f(here, 1)} at {rounds} rounds, {_f(there, 1)} in the search"
                 + (f" at {search_rounds} rounds" if search_rounds is not None else ""))
 
         def recalled(priv) -> Optional[str]:
@@ -684,7 +682,7 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
         ray_log = getattr(getattr(runner, "log", None), "text", "")
         report = RetrainReport(run_dir=Path(run_dir), out_dir=out_dir,
                                rounds=rounds, seed=seed, solutions=sols, results=results,
-                               gene_names=data.gene_names, gene_types=data.gene_types, eps_key=data.eps_key,
+                               gene_names=data.gene_names, gene_types=data.gene_types,
                                problem_name=data.problem.name,
                                standard_params={**standard_params(data.problem), **dict(standard or {})},
                                standard_label=standard_label(data.problem),

@@ -141,8 +141,6 @@ def files_read_by_path(problem) -> list[tuple[str, Path]]:
 
 def fingerprint(problem, settings) -> list[dict[str, Any]]:
     """What run.json's ``inputs`` records: per file, what it is, its absolute path, SHA-256 and size."""
-    from ..plugins import imported_sha
-
     out = []
     for role, p in input_files(problem, settings):
         try:
@@ -150,10 +148,8 @@ def fingerprint(problem, settings) -> list[dict[str, Any]]:
         except OSError as e:
             raise FedevoError(f"cannot read {p} ({role_text(role)}) to record its fingerprint: "
                               f"{e.strerror or e}") from None
-        held = imported_sha(str(p))
-        if held is not None and held != sha:  # this process runs the text it imported, not the file's: say so
-            raise FedevoError(f"{p} ({role_text(role)}) changed since this process imported it: the search would "
-                              "run the old code and record the new file; start a new Python process (nothing was written)")
+        _check_imported(p, role_text(role), sha, "the search would run the old code and record the new file; start a "
+                        "new Python process (nothing was written)")
         out.append({"role": role, "path": str(p), "sha256": sha, "bytes": n})
     return out
 
@@ -161,8 +157,6 @@ def fingerprint(problem, settings) -> list[dict[str, Any]]:
 def check_inputs(meta: Mapping[str, Any], run_dir: Path, action: str = "resume") -> None:
     """FedevoError naming the first file of run.json's ``inputs`` that is gone or changed since the run was made;
     `action` ("resume", "retrain" or "audit") is what the file would have fed."""
-    from ..plugins import imported_sha
-
     after = {"resume": "nothing was evaluated", "audit": "nothing was audited"}.get(action, "nothing was trained")
     for entry in meta.get("inputs") or ():
         p, role = Path(entry["path"]), role_text(entry.get("role", "input"))
@@ -179,10 +173,18 @@ def check_inputs(meta: Mapping[str, Any], run_dir: Path, action: str = "resume")
                      "one searched; restore it, or search again")
             raise FedevoError(f"{p} ({role}) changed since run {run_dir} was made (SHA-256 {sha[:12]}… now, "
                               f"{entry['sha256'][:12]}… then): {mixed} ({after})")
-        held = imported_sha(str(p))
-        if held is not None and held != sha:  # this process runs the text it imported: not the file's
-            raise FedevoError(f"{p} ({role}) changed since this process imported it: the {action} would run the old "
-                              f"code; start a new Python process (in a notebook: restart the kernel) ({after})")
+        _check_imported(p, role, sha, f"the {action} would run the old code; start a new Python process (in a "
+                        f"notebook: restart the kernel) ({after})")
+
+
+def _check_imported(p: Path, role: str, sha: str, then: str) -> None:
+    """FedevoError where this process imported the file `p` with another text than its `sha` now (it runs the text
+    it imported, not the file's): '{p} ({role}) changed since this process imported it: {then}'."""
+    from ..plugins import imported_sha
+
+    held = imported_sha(str(p))
+    if held is not None and held != sha:
+        raise FedevoError(f"{p} ({role}) changed since this process imported it: {then}")
 
 
 def code_digests(objectives, evaluator) -> dict[str, str]:

@@ -101,8 +101,8 @@ from .callbacks import CallbackList, SearchCallback
 from .checkpoint import dumps, earlier_checkpoints, keeping, latest_checkpoint, load_checkpoint, save_checkpoint
 from .containment import sizing_output
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
-from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hypervolume_table,
-                         is_full)
+from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hv_skips_unmeasured,
+                         hypervolume_table, is_full)
 from .inputs import check_inputs, code_digests, fingerprint, warn_changed_code
 from .integrity import check_chain, check_log, checked_rows, log_record
 from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key, unread_objectives
@@ -506,7 +506,8 @@ class SearchRun:
     def write_outputs(self, rows: Sequence[Mapping[str, Any]],
                       generations: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """front.csv and hypervolume.csv of these rows; returns (front, hypervolume table)."""
-        table = hypervolume_table(rows, generations, self.objectives, self.constraints, self.hv_memo)
+        table = hypervolume_table(rows, generations, self.objectives, self.constraints, self.hv_memo,
+                                  skip_unmeasured=hv_skips_unmeasured(self.meta))
         steps = self.hv_memo.steps[:generations]
         held = None
         if steps and steps[-1][0] == (len(rows) if not self.settings.multi_fidelity else sum(map(is_full, rows))):

@@ -287,7 +287,11 @@ class SearchRun:
         if problem is None:
             problem = load_problem(settings.problem)
         objectives = problem.objective_set()  # unknown objectives: one line, before anything is written
+        from ..finite_eps import search_objectives
         from ..objectives.spec import check_loadable
+
+        # an ε no configuration makes finite (no privacy): left out of a default list, refused where named
+        objectives, note = search_objectives(problem, objectives, simulator=settings.evaluator == DEFAULT_EVALUATOR)
 
         check_loadable(objectives)
         space = SearchSpace.from_problem(problem)  # genes must be searchable
@@ -333,6 +337,7 @@ class SearchRun:
             "settings": asdict(settings),
             "objectives": list(objectives.names),
             "objective_specs": objectives.records(),  # what every reader needs of them (no code)
+            **({"objectives_left_out": note} if note else {}),  # and why (finite_eps.search_objectives)
             "constraints": dict(problem.constraints),
             # the user's data as read now: what the run's readers need of it (classes, test rows) without it
             **({"data_facts": facts_of(problem.data_source)} if problem.data_source is not None else {}),
@@ -382,6 +387,8 @@ class SearchRun:
             _refuse_nonempty(out, ident)
         run._held = lock  # kept until this process's run() ends: nobody else writes here meanwhile
         run.made = made
+        if note:
+            print(f"fedevo: note: {note}", file=sys.stderr)
         return run
 
     @classmethod

@@ -111,7 +111,7 @@ from .problem import SearchProblem
 from ..data.sources import facts_of
 from .rundata import RUN_FORMAT, RunData, batch_record, read_run_json, run_data, run_identity, run_objectives
 from .fidelity import PROMOTION, parse_ladder
-from .rungs import RungScheduler, check_continues, check_ladder, remove_states
+from .rungs import RUNG_ROUNDS, RungScheduler, check_continues, check_ladder, remove_states
 from .runner import Task, _Abort, cores, make_runner
 from .settings import Runtime, SearchSettings, eval_seed, n_ref_dirs
 from .space import SearchSpace
@@ -352,7 +352,7 @@ class SearchRun:
             "budgets": {"gen": settings.gen, "budget": settings.budget, "time_budget": settings.time_budget,
                         "patience": settings.patience, "stop": "the first reached; see stop.json"},
             "evaluation_seed": "numpy SeedSequence([seed, id]).generate_state(1)[0]",
-            **({"fidelity": {"ladder": list(settings.fidelity), "rung_rounds": "floor(f * T + 1/2) of the planned T",
+            **({"fidelity": {"ladder": list(settings.fidelity), "rung_rounds": RUNG_ROUNDS, "same_rounds": True,
                              "promotion": PROMOTION}} if settings.multi_fidelity else {}),
             "search_objectives": SEARCH_OBJECTIVES,
             "hypervolume": {**HYPERVOLUME, "ref_point": [HV_REF] * len(objectives)},
@@ -792,7 +792,9 @@ class SearchRun:
         if self.settings.multi_fidelity:
             rungs = RungScheduler(run_dir=self.run_dir, problem=self.problem, ladder=self.settings.fidelity,
                                   rounds=rounds, evaluator=evaluator, eps_key=self.eps_key, log=self.log, seed=seed,
-                                  objectives=self.objectives)
+                                  objectives=self.objectives,
+                                  # a run made before: each individual's own fraction of its T (its log's rungs)
+                                  equal_rounds=bool(self.meta.get("fidelity", {}).get("same_rounds")))
             tick = lambda: callback.on_tick(runner.stats.running, runner.stats.queued)  # noqa: E731
             return lambda params_list: rungs.evaluate(g, first_id, params_list, by_id, runner, callback.on_evaluation,
                                                       counters, tick)

@@ -51,7 +51,8 @@ MARGIN = 0.01  # ε-box width on the error (seed noise of an early error), see t
 
 PROMOTION = {
     "eta": ETA,
-    "promoted": "ceil(n / eta) of the n individuals evaluated at a rung, among those with status ok",
+    "promoted": "ceil(n / eta) of the n individuals evaluated at a rung below their full T, among those with status "
+                "ok",
     "objectives": "the rung's error; eps and comm at the full T where the evaluator plans them before training "
                   "(else the rung's value); eps on the search's log10 scale",
     "rank": "pymoo NonDominatedSorting, epsilon-box dominance on the error: floor(error / margin)",

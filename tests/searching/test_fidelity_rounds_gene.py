@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
+import pytest
+
 from fedevo.searching import Runtime, SearchSettings, search
 
 from .search_helpers import read_csv
@@ -57,3 +59,29 @@ def test_rung_rounds_of_a_run_made_before_are_each_individuals_fraction(tmp_path
     assert RungScheduler(**kw).rung_rounds({"rounds": 6}) == (6,)
     assert RungScheduler(**kw).rung_rounds({"rounds": 30}) == (10, 30)
     assert equal_rung_rounds((1 / 9, 1 / 3, 1.0), 27, 12) == (3, 9, 12)
+
+
+def test_killed_anywhere_in_a_generation_it_resumes_to_the_uninterrupted_log(tmp_path, monkeypatch):
+    """Rungs of equal rounds, some individuals done at rung 0 (their own T): a kill after any evaluation of the
+    first generation resumes to the uninterrupted search's log and front."""
+    from fedevo.searching import resume
+
+    from . import search_fakes
+
+    search_fakes.let_kills_through(monkeypatch)
+    prob = str(_problem(tmp_path))
+    settings = SearchSettings(problem=prob, pop=9, gen=1, seed=5, fidelity=(1 / 3, 1.0), evaluator=FAKE)
+    search(settings, tmp_path / "ref", Runtime(workers=0))
+    ref = read_csv(tmp_path / "ref" / "evaluations.csv")
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("wall_s", "chain")} for r in rows]  # noqa: E731
+    for n in range(3, len(ref), 3):
+        out = tmp_path / f"killed-{n}"
+        search_fakes.ContinuingFake.calls = 0
+        monkeypatch.setenv("FAKE_RAISE_AFTER", str(n))
+        with pytest.raises(search_fakes.Killed):
+            search(settings, out, Runtime(workers=0))
+        monkeypatch.delenv("FAKE_RAISE_AFTER")
+        assert len(read_csv(out / "evaluations.csv")) == n
+        assert resume(out, Runtime(workers=0)).complete
+        assert strip(read_csv(out / "evaluations.csv")) == strip(ref)
+        assert read_csv(out / "front.csv") == read_csv(tmp_path / "ref" / "front.csv")

@@ -229,7 +229,8 @@ def hypervolume(runs: Sequence[RunLike], at: Optional[Sequence[int]] = None) -> 
     or after its first n evaluations for each n in `at` (e.g. ``at=[48, 96, 192]``; a run with fewer: all of
     them), in the search space the runs share (their objectives as the optimiser sees them: log10 ε, a maximised
     objective negated), normalised by the minimum and range of the ok evaluations of all the runs together whose
-    objectives are all finite; reference point 1.1 in every objective (pymoo's HV). The runs must have the same
+    objectives are all finite (an objective none of them measured, ε = ∞ in every one, by its own best and worst
+    values); reference point 1.1 in every objective (pymoo's HV). The runs must have the same
     objectives. Returns a record per run and point: run (its path), generation (None with `at`), evaluations,
     front_size, hypervolume, and lo_NAME / scale_NAME (the shared normalisation)."""
     from .searching.front_math import common_hypervolume

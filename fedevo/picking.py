@@ -319,7 +319,10 @@ def apply_filters(front: Sequence[Mapping[str, Any]], filters: Sequence[Term]) -
 
 def _fmt_range(rows, key) -> str:
     vals = [_num(r[key]) for r in rows]
-    return f"{min(vals):.4g}–{max(vals):.4g}" if vals else "–"
+    show = lambda v: "∞" if v == math.inf else f"{v:.4g}"  # noqa: E731
+    if vals and min(vals) == max(vals):
+        return show(vals[0])
+    return f"{show(min(vals))}–{show(max(vals))}" if vals else "–"
 
 
 # ============================================================================================ picking
@@ -427,6 +430,13 @@ def _refuse_undefined(terms: Sequence[Term], front: Sequence[Mapping[str, Any]])
         if front and all(_missing(r.get(key)) for r in front):
             raise FedevoError(f"pick term {t.text!r}: no Pareto solution has a value of {key} (it is undefined for "
                               f"all {len(front)}); pick by another objective")
+        # ∞ in every one (ε without privacy): a ranking by it would be the tie-breaks' (filters say their range)
+        if t.kind in ("lowest", "highest") and front and len({_num(r.get(key)) for r in front}) == 1 \
+                and math.isinf(_num(front[0].get(key))):
+            inf = "∞" if _num(front[0].get(key)) > 0 else "-∞"
+            raise FedevoError(f"pick term {t.text!r}: every Pareto solution has {key} = {inf}"
+                              + (" (no privacy)" if key.startswith("eps") and inf == "∞" else "")
+                              + f", all {len(front)}: it ranks none above another; pick by another objective")
 
 
 def _beyond(r: Mapping[str, Any], caps: Sequence[Term], rows: Sequence[Mapping[str, Any]]) -> float:

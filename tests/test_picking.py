@@ -280,6 +280,21 @@ def test_a_value_no_pareto_solution_has_neither_ranks_nor_bounds():
     assert ids(pick("knee", ROWS, front)) == [3]  # the other terms as before
 
 
+def test_a_value_infinite_for_every_pareto_solution_does_not_rank():
+    """ε = ∞ on every Pareto solution (a run without privacy): 'lowest-eps' was the tie-breaks' choice (the lowest
+    error) called 'lowest-eps #1'; refused in one line. A filter on it says the front's ε as ∞, not 'inf–inf'."""
+    front = [{**r, "eps": math.inf} for r in FRONT]
+    for spec in ("lowest-eps", "highest-eps:2", "knee,lowest-eps"):
+        with pytest.raises(FedevoError, match=r"^pick term '[^']+': every Pareto solution has eps = ∞ \(no privacy\), "
+                                              r"all 6: it ranks none above another; pick by another objective$"):
+            pick(spec, ROWS, front)
+    with pytest.raises(FedevoError, match=r"on the front of 6: eps ∞\)$"):
+        pick("eps<=1", ROWS, front)
+    assert len(ids(pick("knee", ROWS, front))) == 1  # the other terms still pick
+    some = [{**r, "eps": math.inf} if r["id"] != 4 else r for r in FRONT]
+    assert ids(pick("lowest-eps", ROWS, some)) == [4]
+
+
 def test_caps_that_leave_nothing_name_the_solution_nearest_them_whatever_their_direction():
     """The closest solution named when no Pareto solution meets knee caps: a bound of 0, a lower bound (> on a
     minimised objective, >= on a maximised one) named the first id (knee:error>0.9 named id 1 at error 0.05, not

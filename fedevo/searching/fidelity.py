@@ -4,11 +4,13 @@
 **The ladder.** ``--fidelity F`` (or ``fidelity = F`` at the top of a problem file) is either one fraction F in
 (0, 1) — two rungs, F·T rounds and the full T — or a ladder of fractions, strictly increasing and ending at 1
 (``--fidelity 1/9,1/3,1``, ``fidelity = [0.111, 0.333, 1]``). ``--fidelity 1`` is the plain search (one rung).
-Rung k trains its individuals for r_k = ⌊f_k·T + ½⌋ rounds (f·T rounded half up) of the planned T; a rung that
-gives fewer than one round, or as many rounds as the rung below it, is refused (one line, exit 2).
+Rung k trains its individuals for r_k = ⌊f_k·T + ½⌋ rounds (f·T rounded half up) of the planned T — with a
+``rounds`` gene, of the most rounds any individual plans, the same for all (an individual planning fewer stops at
+its own T, at full fidelity: :func:`fedevo.searching.rungs.equal_rung_rounds`); a rung that gives fewer than one
+round, or as many rounds as the rung below it, is refused (one line, exit 2).
 
 **The promotion rule.** Every offspring of a generation is trained to rung 0. Of the n individuals evaluated at
-rung k, ⌈n/η⌉ (η = 3) continue to rung k + 1 — by *continuing* their training (the simulator's saved state),
+rung k below their full T, ⌈n/η⌉ (η = 3) continue to rung k + 1 — by *continuing* their training (the simulator's saved state),
 never by restarting — chosen among those with status ok by
 
 1. the objectives they are ranked on: the error measured at rung k **together with the exact ε and
@@ -49,7 +51,8 @@ MARGIN = 0.01  # ε-box width on the error (seed noise of an early error), see t
 
 PROMOTION = {
     "eta": ETA,
-    "promoted": "ceil(n / eta) of the n individuals evaluated at a rung, among those with status ok",
+    "promoted": "ceil(n / eta) of the n individuals evaluated at a rung below their full T, among those with status "
+                "ok",
     "objectives": "the rung's error; eps and comm at the full T where the evaluator plans them before training "
                   "(else the rung's value); eps on the search's log10 scale",
     "rank": "pymoo NonDominatedSorting, epsilon-box dominance on the error: floor(error / margin)",

@@ -18,7 +18,10 @@ The hypervolume (`hypervolume_table`) is measured in the search space (each obje
 normalised by the ideal point and range of the first generations' ok evaluations whose values are all finite
 (generation 1's, and the next ones' until they number more than the objectives; fixed for the run once it has
 them), reference point 1.1 in every coordinate. No-privacy points (ε = ∞) lie beyond the reference point in ε
-and add nothing. `common_hypervolume` measures several runs under one normalisation (fedevo.hypervolume).
+and add nothing. An objective that none of those evaluations measures (ε = ∞ in every one: a search without privacy,
+or a user's objective that is never read) is normalised by its own best and worst values and "all finite" asks only
+the others (before, no evaluation counted, and comm normalised by 10⁹ moved the hypervolume by 1e-8: run.json's
+``hypervolume.unmeasured`` says a run does this; a run made before keeps its numbers). `common_hypervolume` measures several runs under one normalisation (fedevo.hypervolume).
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ HYPERVOLUME = {
     "space": "the objectives as the search sees them (log10 eps; a maximised objective negated)",
     "normalisation": "f' = (f - lo) / scale with lo, scale = min, max - min of the first generations' ok evaluations (at least n_obj + 1) "
                      "(all objectives finite only); eps = inf adds nothing",
+    # recorded from the version that does it (hv_skips_unmeasured): a run made before keeps its numbers
+    "unmeasured": "an objective no ok evaluation of those generations gives a finite value (eps = inf in all: no "
+                  "privacy) takes its own best and worst values, and 'all finite' asks only the others",
     "ref_point": HV_REF,
     "indicator": "pymoo.indicators.hv.HV",
 }
@@ -77,44 +83,74 @@ def _matrix(rows: Sequence[Mapping[str, Any]], objectives: ObjectiveSet) -> np.n
     return objectives.search_matrix(rows)
 
 
-def _all_finite(r: Mapping[str, Any], objectives: ObjectiveSet) -> bool:
-    return all(r.get(n) is not None and math.isfinite(r[n]) for n in objectives.names)
-
-
-def hv_normalisation(rows, objectives) -> tuple[np.ndarray, np.ndarray]:
+def hv_normalisation(rows, objectives, *, skip_unmeasured: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(lo, scale) in the search space: ideal point and range of the first generations' ok evaluations whose
     objectives are all finite: generation 1's, and the next ones' while they are fewer than the objectives + 1 (a
     simplex: enough to span a range in each; a model-based optimiser's batches of one were normalised by a single
     point, whose magnitude then stood for every range: 'HV 1.33 → 50.5'); none: the objectives' own best and worst
-    values. Fixed for the run once it has them: an NSGA-III run's generation 1 always does."""
+    values. Fixed for the run once it has them: an NSGA-III run's generation 1 always does.
+
+    skip_unmeasured (new runs; run.json's ``hypervolume.unmeasured``, `hv_skips_unmeasured`): an objective that no
+    ok evaluation of those generations gives a finite value (ε = ∞ in every one: no privacy) takes its own best and
+    worst values, and "all finite" asks only the others: else no evaluation counted and error and comm were
+    normalised by their own ranges too (comm by 10⁹: its gains moved the hypervolume by 1e-8, below --patience's
+    tolerance). False: runs made before, whose hypervolume.csv keeps its numbers."""
     objectives = as_set(objectives)
-    first = _first_rows(rows, objectives)
-    return _lo_scale(_matrix(first, objectives) if first else None, objectives)
+    first, measured = _first_rows(rows, objectives, skip_unmeasured)
+    return _lo_scale(_matrix(first, objectives) if first else None, objectives, measured)
 
 
-def _first_rows(rows, objectives: ObjectiveSet) -> list:
-    """The ok, all-finite evaluations the normalisation is taken from (see hv_normalisation)."""
-    ok = [r for r in rows if r["status"] == "ok" and _all_finite(r, objectives)]
+def hv_skips_unmeasured(meta: Optional[Mapping[str, Any]]) -> bool:
+    """Whether a run's hypervolume normalises around an objective no evaluation measured (`hv_normalisation`):
+    run.json records it (``hypervolume.unmeasured``) from the version that does; a run made before does not."""
+    return bool(((meta or {}).get("hypervolume") or {}).get("unmeasured"))
+
+
+def _finite(v: Any) -> bool:
+    return v is not None and math.isfinite(v)
+
+
+def measured_rows(ok: Sequence[Mapping[str, Any]], objectives,
+                  skip_unmeasured: bool = True) -> tuple[list, tuple[bool, ...]]:
+    """(the rows of `ok` finite in every objective one of them measured, which objectives those are): an objective
+    no row gives a finite value (ε = ∞ in all: no privacy) is not asked; every objective where not
+    `skip_unmeasured` (runs made before: `hv_skips_unmeasured`)."""
+    names = as_set(objectives).names
+    measured = tuple(any(_finite(r[n]) for r in ok) for n in names) if skip_unmeasured else (True,) * len(names)
+    return [r for r in ok if all(_finite(r[n]) for n, m in zip(names, measured) if m)], measured
+
+
+def _first_rows(rows, objectives: ObjectiveSet, skip_unmeasured: bool = True) -> tuple[list, tuple[bool, ...]]:
+    """The ok evaluations the normalisation is taken from (see hv_normalisation) and the objectives they measured
+    (`measured_rows`)."""
+    ok = [r for r in rows if r["status"] == "ok"]
     first: list = []
+    measured = (True,) * len(objectives)
+    seen: list = []
     for g in sorted({r["generation"] for r in ok}):
         if len(first) > len(objectives):
             break
-        first += [r for r in ok if r["generation"] == g]
-    return first
+        seen += [r for r in ok if r["generation"] == g]
+        first, measured = measured_rows(seen, objectives, skip_unmeasured)
+    return first, measured
 
 
-def hv_settled(rows, objectives) -> bool:
+def hv_settled(rows, objectives, *, skip_unmeasured: bool = True) -> bool:
     """True once the hypervolume's normalisation is fixed for the run (it holds the objectives + 1 evaluations
     hv_normalisation needs): until then each new evaluation can rescale every hypervolume so far (a model-based
     optimiser's batches of one: 1.33 after its first evaluation, 0.131 after its second, the same front grown)."""
     objectives = as_set(objectives)
-    return len(_first_rows([r for r in rows if is_full(r)], objectives)) > len(objectives)
+    return len(_first_rows([r for r in rows if is_full(r)], objectives, skip_unmeasured)[0]) > len(objectives)
 
 
-def _lo_scale(F: Optional[np.ndarray], objectives: ObjectiveSet) -> tuple[np.ndarray, np.ndarray]:
+def _lo_scale(F: Optional[np.ndarray], objectives: ObjectiveSet,
+              measured: Optional[Sequence[bool]] = None) -> tuple[np.ndarray, np.ndarray]:
     own_lo, own_hi = objectives.fallback_bounds()
     if F is not None and len(F):
         lo, hi = F.min(axis=0), F.max(axis=0)
+        if measured is not None:  # an objective none of them measured: its own best and worst values
+            never = ~np.asarray(measured, dtype=bool)
+            lo[never], hi[never] = own_lo[never], own_hi[never]
     else:
         lo, hi = own_lo, own_hi
     scale = hi - lo
@@ -189,13 +225,14 @@ def _grown(rows: Sequence[Mapping[str, Any]], generations: int, memo: HvMemo) ->
 
 
 def hypervolume_table(rows, generations: int, objectives, constraints,
-                      memo: Optional[HvMemo] = None) -> list[dict[str, Any]]:
+                      memo: Optional[HvMemo] = None, *, skip_unmeasured: bool = True) -> list[dict[str, Any]]:
     """Hypervolume after each generation of the front of all evaluations so far (see the module doc).
 
     The columns lo_NAME / scale_NAME are in the search space (log10 ε). Only full-fidelity rows count (`is_full`):
     the normalisation, the front and the `evaluations` column (a multi-fidelity search's lower rungs are left out).
     `objectives`: the run's ObjectiveSet (or an ε key: the default three). `memo`: an `HvMemo` of earlier calls on
     this same log, fewer rows then (a running search's), reused where it still holds and updated.
+    `skip_unmeasured`: see `hv_normalisation` (False for a run made before: `hv_skips_unmeasured`).
     """
     objectives = as_set(objectives)
     given = rows
@@ -204,8 +241,8 @@ def hypervolume_table(rows, generations: int, objectives, constraints,
     if new is not None:
         return _extend(memo, given, new, generations, objectives, constraints)
     rows = [r for r in rows if is_full(r)]
-    first = _first_rows(rows, objectives)
-    lo, scale = _lo_scale(_matrix(first, objectives) if first else None, objectives)
+    first, measured = _first_rows(rows, objectives, skip_unmeasured)
+    lo, scale = _lo_scale(_matrix(first, objectives) if first else None, objectives, measured)
     unchanged = len(memo.table)
     if memo.key != (lo.tobytes(), scale.tobytes()):
         memo.key, memo.steps, unchanged = (lo.tobytes(), scale.tobytes()), [], 0
@@ -266,14 +303,15 @@ def common_hypervolume(runs: Sequence[tuple[Sequence[Mapping[str, Any]], Mapping
                        at: Optional[Sequence[int]] = None) -> tuple[list[list[dict[str, Any]]], np.ndarray, np.ndarray]:
     """The hypervolume of several runs' fronts under ONE normalisation (what fedevo.hypervolume and compare.html
     give): `runs` is (rows, constraints) per run. The normalisation is the ideal point and range, in the search
-    space, of the ok full-fidelity evaluations of all runs together whose objectives are all finite; reference
+    space, of the ok full-fidelity evaluations of all runs together whose objectives are all finite (an objective
+    none of them measured, ε = ∞ in every one, takes its own best and worst values and is not asked); reference
     point 1.1 in every objective. Per run, a record per generation (`at` None) or per evaluation count in `at` (the
     front of the run's first n full-fidelity evaluations in id order; n beyond the run's evaluations: all of them):
     generation (None for `at`), evaluations, front_size, hypervolume. Returns (records per run, lo, scale)."""
     objectives = as_set(objectives)
     full = [(sorted((r for r in rows if is_full(r)), key=lambda r: r["id"]), cons) for rows, cons in runs]
-    pooled = [r for rows, _ in full for r in rows if r["status"] == "ok" and _all_finite(r, objectives)]
-    lo, scale = _lo_scale(_matrix(pooled, objectives) if pooled else None, objectives)
+    pooled, measured = measured_rows([r for rows, _ in full for r in rows if r["status"] == "ok"], objectives)
+    lo, scale = _lo_scale(_matrix(pooled, objectives) if pooled else None, objectives, measured)
     out = []
     for rows, cons in full:
         if at is None:

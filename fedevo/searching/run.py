@@ -101,8 +101,8 @@ from .callbacks import CallbackList, SearchCallback
 from .checkpoint import dumps, earlier_checkpoints, keeping, latest_checkpoint, load_checkpoint, save_checkpoint
 from .containment import sizing_output
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
-from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hypervolume_table,
-                         is_full)
+from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hv_skips_unmeasured,
+                         hypervolume_table, is_full)
 from .inputs import check_inputs, code_digests, fingerprint, warn_changed_code
 from .integrity import check_chain, check_log, checked_rows, log_record
 from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key, unread_objectives
@@ -111,7 +111,7 @@ from .problem import SearchProblem
 from ..data.sources import facts_of
 from .rundata import RUN_FORMAT, RunData, batch_record, read_run_json, run_data, run_identity, run_objectives
 from .fidelity import PROMOTION, parse_ladder
-from .rungs import RungScheduler, check_continues, check_ladder, remove_states
+from .rungs import RUNG_ROUNDS, RungScheduler, check_continues, check_ladder, remove_states
 from .runner import Task, _Abort, cores, make_runner
 from .settings import Runtime, SearchSettings, eval_seed, n_ref_dirs
 from .space import SearchSpace
@@ -287,7 +287,11 @@ class SearchRun:
         if problem is None:
             problem = load_problem(settings.problem)
         objectives = problem.objective_set()  # unknown objectives: one line, before anything is written
+        from ..finite_eps import search_objectives
         from ..objectives.spec import check_loadable
+
+        # an ε no configuration makes finite (no privacy): left out of a default list, refused where named
+        objectives, note = search_objectives(problem, objectives, simulator=settings.evaluator == DEFAULT_EVALUATOR)
 
         check_loadable(objectives)
         space = SearchSpace.from_problem(problem)  # genes must be searchable
@@ -333,6 +337,7 @@ class SearchRun:
             "settings": asdict(settings),
             "objectives": list(objectives.names),
             "objective_specs": objectives.records(),  # what every reader needs of them (no code)
+            **({"objectives_left_out": note} if note else {}),  # and why (finite_eps.search_objectives)
             "constraints": dict(problem.constraints),
             # the user's data as read now: what the run's readers need of it (classes, test rows) without it
             **({"data_facts": facts_of(problem.data_source)} if problem.data_source is not None else {}),
@@ -347,7 +352,7 @@ class SearchRun:
             "budgets": {"gen": settings.gen, "budget": settings.budget, "time_budget": settings.time_budget,
                         "patience": settings.patience, "stop": "the first reached; see stop.json"},
             "evaluation_seed": "numpy SeedSequence([seed, id]).generate_state(1)[0]",
-            **({"fidelity": {"ladder": list(settings.fidelity), "rung_rounds": "floor(f * T + 1/2) of the planned T",
+            **({"fidelity": {"ladder": list(settings.fidelity), "rung_rounds": RUNG_ROUNDS, "same_rounds": True,
                              "promotion": PROMOTION}} if settings.multi_fidelity else {}),
             "search_objectives": SEARCH_OBJECTIVES,
             "hypervolume": {**HYPERVOLUME, "ref_point": [HV_REF] * len(objectives)},
@@ -382,6 +387,8 @@ class SearchRun:
             _refuse_nonempty(out, ident)
         run._held = lock  # kept until this process's run() ends: nobody else writes here meanwhile
         run.made = made
+        if note:
+            print(f"fedevo: note: {note}", file=sys.stderr)
         return run
 
     @classmethod
@@ -506,7 +513,8 @@ class SearchRun:
     def write_outputs(self, rows: Sequence[Mapping[str, Any]],
                       generations: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """front.csv and hypervolume.csv of these rows; returns (front, hypervolume table)."""
-        table = hypervolume_table(rows, generations, self.objectives, self.constraints, self.hv_memo)
+        table = hypervolume_table(rows, generations, self.objectives, self.constraints, self.hv_memo,
+                                  skip_unmeasured=hv_skips_unmeasured(self.meta))
         steps = self.hv_memo.steps[:generations]
         held = None
         if steps and steps[-1][0] == (len(rows) if not self.settings.multi_fidelity else sum(map(is_full, rows))):
@@ -784,7 +792,9 @@ class SearchRun:
         if self.settings.multi_fidelity:
             rungs = RungScheduler(run_dir=self.run_dir, problem=self.problem, ladder=self.settings.fidelity,
                                   rounds=rounds, evaluator=evaluator, eps_key=self.eps_key, log=self.log, seed=seed,
-                                  objectives=self.objectives)
+                                  objectives=self.objectives,
+                                  # a run made before: each individual's own fraction of its T (its log's rungs)
+                                  equal_rounds=bool(self.meta.get("fidelity", {}).get("same_rounds")))
             tick = lambda: callback.on_tick(runner.stats.running, runner.stats.queued)  # noqa: E731
             return lambda params_list: rungs.evaluate(g, first_id, params_list, by_id, runner, callback.on_evaluation,
                                                       counters, tick)

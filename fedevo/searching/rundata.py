@@ -24,7 +24,7 @@ from .. import _toml
 from ..errors import FedevoError
 from ..problem import Problem, parse_problem
 from .budgets import in_force
-from .front_math import front_rows, hypervolume_table, is_full
+from .front_math import front_rows, hv_skips_unmeasured, hypervolume_table, is_full
 from .integrity import checked_rows
 from .log import EvalLog, row_key
 from .record import EvaluationRecord
@@ -208,7 +208,8 @@ class RunData:
         running search handed its table over)."""
         if self.hv_table is not None:
             return self.hv_table
-        return hypervolume_table(self.rows, self.generations, self.objectives, self.constraints)
+        return hypervolume_table(self.rows, self.generations, self.objectives, self.constraints,
+                                 skip_unmeasured=hv_skips_unmeasured(self.meta))
 
     def stop(self) -> Optional[dict[str, Any]]:
         """stop.json (what ended the search: `reason`, `why`, `batches`, `evaluations`, `search_s`, `budgets`), or

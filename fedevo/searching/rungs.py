@@ -1,9 +1,13 @@
 """The rung scheduler of a multi-fidelity search: one generation's offspring trained rung by rung.
 
-Rung 0 trains every offspring for r_0 rounds of its planned T (``until=r_0``); after each rung the promotion rule
+Rung 0 trains every offspring for r_0 rounds (``until=r_0``); after each rung the promotion rule
 (:func:`fedevo.searching.fidelity.promote`) picks ⌈n/η⌉ of its n individuals, which **continue** from the
 training state the rung returned (``resume_from=state``) up to the next rung's rounds; the last rung trains to
-the full T. Every rung evaluation is its own row of evaluations.csv (same id, ``rung`` k, ``fidelity`` f_k,
+the full T. A rung's rounds are the same for every individual, r_k = ⌊f_k·T_max + ½⌋ of the most rounds any plans
+(a ``rounds`` gene's highest; `equal_rung_rounds`): an individual planning fewer trains its own T at the first rung
+that reaches it, is then at full fidelity (``fidelity`` 1 at that ``rung``) and leaves the ladder; the others are
+ranked at equal rounds. (Runs made before trained each individual its own fraction of its T: 2 rounds of 5 were
+ranked against 17 of 50; run.json's ``fidelity.same_rounds`` tells them apart.) Every rung evaluation is its own row of evaluations.csv (same id, ``rung`` k, ``fidelity`` f_k,
 ``rounds_trained`` r_k; the ε and error measured at r_k, never the full-T ones).
 
 States: a rung below the last returns the training state (bytes: model, masks, optimiser, privacy state, ledger,
@@ -37,6 +41,11 @@ from .runner import Task
 from .settings import eval_seed
 
 STATES = "states"
+# run.json's fidelity.rung_rounds (with same_rounds: true; a run made before recorded "floor(f * T + 1/2) of the
+# planned T", each individual's own T)
+RUNG_ROUNDS = ("min(floor(f * T_max + 1/2), T): every individual the same rounds at a rung (T_max: --rounds, else "
+               "the rounds gene's highest value, else the problem's T); one planning fewer stops at its own T, at "
+               "full fidelity")
 STATE_MAGIC = b"FEDEVO-TRAINING-STATE 1 "  # then "id I rounds R sha256 HEX\n" and the state's bytes
 
 
@@ -80,6 +89,31 @@ def check_continues(evaluator, ladder: Optional[Sequence[float]], key: str = "")
                           f"fedevo's simulator, or {way}")
 
 
+def most_rounds(problem, rounds: Optional[int]) -> int:
+    """T_max, the most rounds an individual of the search plans: --rounds, else the highest value of a `rounds`
+    gene, else the problem's T. Every rung's rounds are its fraction of it (`equal_rung_rounds`)."""
+    if rounds is not None:
+        return int(rounds)
+    gene = next((g for g in problem.genes if g.name == "rounds"), None)
+    if gene is None:
+        return total_rounds(problem, {}, None)
+    return int(max(gene.choices) if gene.type == "choice" else gene.high)
+
+
+def equal_rung_rounds(ladder: Sequence[float], most: int, total: int) -> tuple[int, ...]:
+    """One individual's rounds at each rung it trains to when every rung trains the same rounds for all (ASHA's
+    rule: one resource per rung): ⌊f_k·T_max + ½⌋ (`most`: T_max), up to the first rung that reaches its own T
+    (`total`), which trains its T and is its last: an individual planning 5 of T_max = 50 rounds under 1/3,1 trains 5
+    rounds at rung 0 and is then at full fidelity; one planning 50 trains 17 rounds at rung 0, compared there with
+    the others' 17 (or fewer: their full T)."""
+    out: list[int] = []
+    for r in rung_rounds(ladder, most):
+        out.append(min(r, total))
+        if r >= total:
+            break
+    return tuple(out)
+
+
 def total_rounds(problem, params: Mapping[str, Any], rounds: Optional[int]) -> int:
     """The planned T of an individual: --rounds, else what its configuration trains for."""
     if rounds is not None:
@@ -91,16 +125,11 @@ def total_rounds(problem, params: Mapping[str, Any], rounds: Optional[int]) -> i
 
 
 def check_ladder(problem, ladder: Optional[Sequence[float]], rounds: Optional[int], key: str = "") -> None:
-    """Refuse a ladder whose rungs give fewer than one round or repeat a round count, at the problem's T (and at
-    the low bound of a `rounds` gene)."""
+    """Refuse a ladder whose rungs give fewer than one round or repeat a round count at T_max (`most_rounds`): every
+    rung trains its fraction of it (an individual planning fewer rounds stops at its own T, at full fidelity)."""
     if ladder is None or len(ladder) <= 1:
         return
-    totals = {total_rounds(problem, {}, rounds)}
-    gene = next((g for g in problem.genes if g.name == "rounds"), None)
-    if rounds is None and gene is not None:
-        totals.add(int(gene.low))
-    for t in sorted(totals):
-        rung_rounds(ladder, t, key)
+    rung_rounds(ladder, most_rounds(problem, rounds), key)
 
 
 def state_path(run_dir: Path, ident: int, rounds: int) -> Path:
@@ -129,10 +158,13 @@ class RungScheduler:
     evaluator (returns one result per individual: what NSGA-III's tell() gets)."""
 
     def __init__(self, *, run_dir: Path, problem, ladder: Sequence[float], rounds: Optional[int], evaluator,
-                 eps_key: str, log: EvalLog, seed: int, objectives=None):
+                 eps_key: str, log: EvalLog, seed: int, objectives=None, equal_rounds: bool = True):
         from ..objectives import as_set
 
         self.run_dir, self.problem, self.ladder = Path(run_dir), problem, tuple(ladder)
+        # every rung the same rounds for all (run.json's fidelity.same_rounds); False: a run made before, whose
+        # rungs were each individual's own fraction of its T (with a rounds gene: 2 of 5 against 17 of 50)
+        self.most = most_rounds(problem, rounds) if equal_rounds else None
         self.rounds, self.evaluator, self.eps_key, self.log, self.seed = rounds, evaluator, eps_key, log, seed
         self.objectives = as_set(objectives, eps_key)
         (self.run_dir / STATES).mkdir(exist_ok=True)
@@ -142,7 +174,11 @@ class RungScheduler:
 
     # ------------------------------------------------------------------ per individual
     def rung_rounds(self, params: Mapping[str, Any]) -> tuple[int, ...]:
-        return rung_rounds(self.ladder, total_rounds(self.problem, params, self.rounds))
+        """The individual's rounds at each rung it trains to; the last is its full T."""
+        total = total_rounds(self.problem, params, self.rounds)
+        if self.most is None:
+            return rung_rounds(self.ladder, total)
+        return equal_rung_rounds(self.ladder, self.most, total)
 
     def planned(self, params: Mapping[str, Any]) -> dict[str, float]:
         """What the evaluator knows at the full T before training (ε, comm); {} when it cannot say."""
@@ -170,7 +206,6 @@ class RungScheduler:
         planned: dict[int, dict[str, float]] = {}
         out: dict[int, dict[str, Any]] = {}
         current = ids
-        last = len(self.ladder) - 1
         for k, f in enumerate(self.ladder):
             todo = []
             with sizing_output(self.run_dir, f"generation {g}, rung {k}: its models sized, before they are evaluated"):
@@ -179,8 +214,9 @@ class RungScheduler:
             for i in current:
                 rr = rounds[i]
                 prev = rr[k - 1] if k else 0
+                full = k == len(rr) - 1  # its last rung: its full T (below the ladder's last where it plans fewer)
                 t = Task(i, g, i - first_id, params[i], eval_seed(self.seed, i), costs[i],
-                         rung=k, fidelity=f, until=None if k == last else rr[k])
+                         rung=k, fidelity=1.0 if full else f, until=None if full else rr[k])
                 row = by_key.get((i, k))
                 if row is None:
                     todo.append(t if k == 0 else replace(t, state=self._load_state(i, prev)))
@@ -203,11 +239,13 @@ class RungScheduler:
                 on_row(row)
 
             runner.run(todo, on_done, tick=tick)
-            rung_rows = [by_key[(i, k)] for i in current]
-            if k == last:
-                for r in rung_rows:
-                    out[r["id"]] = r
+            for i in current:
+                if k == len(rounds[i]) - 1:  # at full fidelity: done
+                    out[i] = by_key[(i, k)]
+            current = [i for i in current if i not in out]
+            if not current:
                 break
+            rung_rows = [by_key[(i, k)] for i in current]  # all at the rung's rounds: ranked against each other
             for i in current:
                 if i not in planned:
                     planned[i] = self.planned(params[i])
@@ -233,5 +271,5 @@ class RungScheduler:
                               "run cannot continue it exactly") from None
 
 
-__all__ = ["RungScheduler", "STATES", "check_continues", "check_ladder", "read_state", "remove_states", "state_bytes",
-           "state_path", "total_rounds"]
+__all__ = ["RUNG_ROUNDS", "RungScheduler", "STATES", "check_continues", "check_ladder", "equal_rung_rounds", "most_rounds",
+           "read_state", "remove_states", "state_bytes", "state_path", "total_rounds"]

@@ -105,6 +105,8 @@ class Column:
         fin = [d for d, c in zip(self.draw, self.capped) if math.isfinite(d) and not c]
         if self.kind == "choice":
             return list(range(len(self.choices))), [str(c) for c in self.choices]
+        if not fin and self.cap is not None:  # every value ∞ or missing: the cap's label alone (no '1' beneath
+            return [math.log10(self.cap) if self.log else self.cap], [self.cap_label]  # '∞', as if ε = 1 were there)
         if not fin:
             fin = [d for d in self.draw if math.isfinite(d)] or [0.0]
         lo, hi = min(fin), max(fin)

@@ -91,11 +91,12 @@ def shared_hypervolume(runs: Sequence[RunData]) -> tuple[list[list[dict[str, Any
     """Each run's hypervolume after each generation under ONE normalisation: `fedevo.hypervolume`'s
     (fedevo.searching.front_math.common_hypervolume), on the runs' objectives as the search sees them (log10 ε, a
     maximised objective negated), normalised by the minimum and range of the ok evaluations of all the runs whose
-    objectives are all finite, reference point HV_REF (1.1) in each. Returns (records per run, lo, scale)."""
-    from ..searching.front_math import _all_finite, common_hypervolume
+    objectives are all finite (an objective none measured, ε = ∞ in all, is not asked), reference point HV_REF (1.1)
+    in each. Returns (records per run, lo, scale)."""
+    from ..searching.front_math import common_hypervolume, measured_rows
 
     objs = runs[0].objectives
-    if not any(_all_finite(r, objs) for d in runs for r in d.ok_rows):
+    if not measured_rows([r for d in runs for r in d.ok_rows], objs)[0]:
         raise FedevoError("no run holds an ok evaluation with finite objectives: there is no hypervolume to compare")
     return common_hypervolume([(d.rows, d.constraints) for d in runs], objs)
 

@@ -161,8 +161,18 @@ def _summary(data: RunData, m: Model) -> str:
             f'{rounds_text(data)} · '
             f'{counted} · '
             f'Pareto front of {len(data.front)}{" · constraints " + esc(cons) if cons else ""}<br>objectives: '
-            f'{esc(_objectives_text(m))}; the search saw ε as {esc(eps_scale)}</p>'
+            f'{esc(_objectives_text(m))}{esc(_eps_seen(data, eps_scale))}</p>'
             + settings_html(data))
+
+
+def _eps_seen(data: RunData, eps_scale: str) -> str:
+    """How the search saw ε: "; the search saw ε as log10 ε", or why it did not search it (no privacy: run.json's
+    objectives_left_out), or nothing (an objectives list without ε)."""
+    if any(n in ("eps", "eps_paper") for n in data.objectives.names):
+        return f"; the search saw ε as {eps_scale}"
+    if data.meta.get("objectives_left_out"):
+        return "; ε left out of the objectives: no privacy, ε = ∞ in every evaluation"
+    return ""
 
 
 def _note(data: RunData) -> str:

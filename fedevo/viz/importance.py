@@ -156,6 +156,10 @@ def objective_importance(data: RunData, key: str, *, seed: int = 0, folds: int =
 
     eligible = n
 
+    if n == 0 and len(rows) >= MIN_EVALUATIONS:  # enough evaluations, none with a value: not "too few"
+        inf = all(r.get(key) == math.inf for r in rows)
+        what = ("∞ (no privacy)" if key.startswith("eps") else "∞") if inf else "missing (not measured)"
+        return bare(f"{lab} is {what} in every one of the {len(rows)} ok evaluations: no gene moves it")
     if n < MIN_EVALUATIONS:
         return bare(f"too few evaluations to say anything: {n} ok evaluation{'s' if n != 1 else ''} with a finite "
                     f"{lab}, at least {MIN_EVALUATIONS} needed")

@@ -256,13 +256,14 @@ class RichReporter(SearchCallback):
         """The Pareto front's size and hypervolume after the generation (the last row of hypervolume.csv; the
         hypervolume once its normalisation is fixed, front_math.hv_settled) and the optimiser's seconds per
         proposal in that batch (batches.csv)."""
-        from ..searching.front_math import hv_settled
+        from ..searching.front_math import hv_settled, hv_skips_unmeasured
 
         table = run.hypervolume()
         if table:
             last = table[-1]
             # settled once, settled for good (rows only grow): not asked again of every row after each batch
-            self._settled = self._settled or hv_settled(run.rows, run.objectives)
+            self._settled = self._settled or hv_settled(run.rows, run.objectives,
+                                                        skip_unmeasured=hv_skips_unmeasured(run.meta))
             hv = f", HV {num(last['hypervolume'])}" if self._settled else ""
             self._front = f" · front {last['front_size']}{hv}"
         b = run.last_batch()

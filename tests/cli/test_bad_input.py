@@ -156,7 +156,9 @@ def test_search_whose_every_evaluation_diverged_exits_2(tmp_path):
                     'lr = { type = "real", low = 1e8, high = 1e9, default = 1e8 }\n')
     r = cli("search", "--problem", prob, "--pop", 4, "--gen", 1, "--out", tmp_path / "run", "--workers", 0, "--quiet")
     assert r.returncode == 2, (r.stdout, r.stderr)
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("fedevo: error: no evaluation gave a result: 4 diverged")
+    note, error = r.stderr.splitlines()  # the note: a problem without privacy searches error and comm
+    assert note.startswith("fedevo: note: problem 'boom': mechanism 'none' gives no privacy"), note
+    assert error.startswith("fedevo: error: no evaluation gave a result: 4 diverged"), error
     assert "4 diverged" in r.stdout  # the summary, and the log kept
 
 

@@ -238,3 +238,17 @@ class ContinuingFake:
 
 
 CONTINUING = ContinuingFake()
+
+
+class GeneRoundsFake(ContinuingFake):
+    """ContinuingFake whose planned T is the individual's own `rounds` gene (as the simulator's, without
+    --rounds), not 9."""
+
+    def planned(self, problem, params, rounds):
+        return super().planned(problem, params, rounds or params.get("rounds"))
+
+    def __call__(self, problem, params, *, seed, rounds=None, **kw):
+        return super().__call__(problem, params, seed=seed, rounds=rounds or params.get("rounds"), **kw)
+
+
+GENE_ROUNDS = GeneRoundsFake()

@@ -88,6 +88,18 @@ def test_too_few_constant_and_infinite(driven):
     assert o.left_out == 10 and o.n == 30 and o.ranked[0] == "sigma"
 
 
+def test_an_objective_never_finite_is_said_so_not_too_few(driven):
+    """ε = ∞ in all 40 evaluations (a run without privacy): the page said 'too few evaluations to say anything: 0
+    ok evaluations with a finite ε, at least 20 needed' of a run of 40; it says ε is ∞ in every one."""
+    data, _ = driven
+    inf = dataclasses.replace(data, rows=[{**r, "eps": math.inf} for r in data.rows])
+    o = objective_importance(inf, "eps")
+    assert o.genes == () and o.note == "ε is ∞ (no privacy) in every one of the 40 ok evaluations: no gene moves it"
+    lost = dataclasses.replace(data, rows=[{**r, "comm": None} for r in data.rows])
+    assert "comm" in objective_importance(lost, "comm").note and "missing (not measured) in every one of the 40" \
+        in objective_importance(lost, "comm").note
+
+
 def test_slices_one_panel_per_gene_and_objective(driven):
     data, _ = driven
     fig = figure_slices(data)

@@ -9,7 +9,10 @@ from __future__ import annotations
 import csv
 import re
 import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 import fedevo
 from fedevo import _toml
@@ -161,3 +164,21 @@ def test_layout_md_names_every_module():
                and "__pycache__" not in p.parts and "examples" not in p.relative_to(package).parts]
     missing = sorted(str(p.relative_to(package)) for p in modules if p.name not in text)
     assert len(modules) > 100 and not missing, missing
+
+
+def test_benchmark_runs_are_not_ignored():
+    """A benchmark's searches (benchmarks/results/NAME/runs/) are its evidence: the summaries' numbers come from
+    them. The root's 'runs/' (fedevo search's default output) once ignored them too, so two benchmarks' runs/
+    were never committed though their summaries said they were; their checkpoints stay ignored (the report reads
+    the CSVs)."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+
+    def ignored(path: str) -> bool:
+        r = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO)
+        assert r.returncode in (0, 1), r
+        return r.returncode == 0
+
+    assert not ignored("benchmarks/results/optimizers-x/runs/gp-s0/evaluations.csv")
+    assert ignored("benchmarks/results/optimizers-x/runs/gp-s0/checkpoints/gen_0001.pkl")
+    assert ignored("runs/digits_mlp-20261128-093021/evaluations.csv")

@@ -7,6 +7,7 @@ tests/test_examples.py; README.md: tests/cli/test_readme_cli.py.)"""
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 import subprocess
@@ -182,3 +183,22 @@ def test_benchmark_runs_are_not_ignored():
     assert not ignored("benchmarks/results/optimizers-x/runs/gp-s0/evaluations.csv")
     assert ignored("benchmarks/results/optimizers-x/runs/gp-s0/checkpoints/gen_0001.pkl")
     assert ignored("runs/digits_mlp-20261128-093021/evaluations.csv")
+
+
+def test_readme_trust_table_is_the_committed_result():
+    """README.md's table of digits_mlp under each trust model is a copy of experiments/results/trust_models/: every
+    row's error (mean ± std) and ε, as rounded there, are the committed results.json's (regenerating the result
+    without the README, or the README without the result, fails here)."""
+    readme = (REPO / "README.md").read_text()
+    committed = {json.dumps(r["params"], sort_keys=True): r
+                 for r in json.loads((REPO / "experiments" / "results" / "trust_models" / "results.json").read_text())}
+    rows = re.findall(r"^\| `(\{.*?\})`[^|]* \| ([0-9.]+) ± ([0-9.]+) \| ([0-9.]+|∞) \|$", readme, flags=re.M)
+    assert len(rows) >= 5
+    for params, mean, std, eps in rows:
+        r = committed[json.dumps(json.loads(params), sort_keys=True)]
+        assert (f"{r['error_mean']:.3f}", f"{r['error_std']:.3f}") == (mean, std), params
+        if eps == "∞":
+            assert r["eps"] is None, params
+        else:
+            shown = len(eps.split(".")[1]) if "." in eps else 0
+            assert round(r["eps"], shown) == float(eps), (params, r["eps"], eps)

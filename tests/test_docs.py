@@ -202,3 +202,13 @@ def test_readme_trust_table_is_the_committed_result():
         else:
             shown = len(eps.split(".")[1]) if "." in eps else 0
             assert round(r["eps"], shown) == float(eps), (params, r["eps"], eps)
+
+
+def test_privacy_md_audit_table_is_the_committed_result():
+    """docs/privacy.md's table of audits is experiments/results/audit/README.md's, row for row as the script wrote
+    it (verdicts included: they are the code's, not applied by hand)."""
+    made = (REPO / "experiments" / "results" / "audit" / "README.md").read_text()
+    rows = [ln for ln in made.splitlines() if ln.startswith("| ") and "digits_mlp" in ln]
+    assert len(rows) >= 10
+    page = (DOCS / "privacy.md").read_text().splitlines()
+    assert [ln for ln in rows if ln not in page] == []

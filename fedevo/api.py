@@ -305,10 +305,11 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     optimizer: what proposes the candidates, `pop` at a time ("nsga3": NSGA-III, the default; "random": uniform
     sampling; "gp": Optuna's Gaussian-process sampler, for expensive evaluations; "tpe": Optuna's multivariate TPE;
     fedevo.searching.optimizers; or your own Optimizer subclass: the class, "python:FILE.py:Class" or
-    "module:Class", docs/search.md "Your own optimiser"). pop: the batch size (None: 12 for nsga3 and random; for gp and tpe one
-    candidate per parallel evaluation — 1 in-process — and then 48 evaluations unless `gen` or a budget says
-    otherwise; fedevo.searching.optimizers.registry.default_pop). The search ends at the first budget reached: `gen` batches (default: enough for
-    `budget`, else 4; 1000 when only time_budget or patience is given), `budget` evaluations, `time_budget`
+    "module:Class", docs/search.md "Your own optimiser"). pop: the batch size (None: 12 for nsga3 and random;
+    for gp and tpe one candidate per parallel evaluation — 1 in-process, at least 3 under a rung ladder — and then
+    48 evaluations unless `gen` or a budget says otherwise; fedevo.searching.optimizers.registry.default_pop). The
+    search ends at the first budget reached: `gen` batches (without it: 4 when no other budget is given, else
+    no limit), `budget` evaluations, `time_budget`
     seconds of search (across resumes), `patience` batches without hypervolume growth (stop.json says which).
     out: the run directory (must not exist or be empty; default runs/<problem>-<timestamp>); workers: "auto"
     (default: in-process on a machine of 2 cores or fewer, or for batches of one; else a local Ray, one worker per
@@ -341,8 +342,14 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     _check_callbacks(callbacks, "search")
     optimizer = spec_of(optimizer)  # a name, or your own class as run.json records it
     optimizer_class(optimizer)  # your own: loaded (one line if it cannot be) before the run directory exists
+    from .searching.fidelity import ETA, parse_ladder
+
+    pop_given = pop is not None
     if pop is None:
-        pop, gen = _default_pop(optimizer, workers, ray_address, gen, budget, time_budget, patience)
+        ladder = parse_ladder(fidelity) if fidelity is not None else parse_ladder(getattr(prob, "fidelity", None),
+                                                                               f"problem {prob.name!r}: fidelity")
+        pop, gen = _default_pop(optimizer, workers, ray_address, gen, budget, time_budget, patience,
+                                fidelity=ladder is not None and len(ladder) > 1)
     check_data_dir(data_dir, download)  # a mistyped --data-dir: one line before the run directory exists
     fn = None
     if callable(evaluator):
@@ -358,8 +365,6 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
         load_evaluator(spec)
     _locate_data(prob, data_dir, spec, download, cluster=ray_address is not None)
     source = str(problem) if isinstance(problem, (str, Path)) else prob.path or prob.name  # as run.json records it
-    from .searching.fidelity import parse_ladder
-
     init = init_path = None
     if init_from is not None:
         from .searching.warmstart import front_params
@@ -377,11 +382,11 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout, batch_generation,
                        batch_size_per_gpu)
     run = SearchRun.create(settings, Path(out) if out is not None else None, runtime, problem=prob)
-    if settings.multi_fidelity and pop == 1:  # ⌈1/3⌉ = 1: every rung promotes its one individual
+    if run.settings.multi_fidelity and pop_given and pop < ETA:  # ⌈pop/3⌉ = 1: every rung promotes its individual
         import sys
 
-        print(f"fedevo: warning: {arg('fidelity')} with batches of one ({arg('pop', 1)}) promotes every individual: "
-              f"its rungs cost time and prune nothing; give {arg('pop')} 3 or more", file=sys.stderr)
+        print(f"fedevo: warning: {arg('fidelity')} with batches of {pop} ({arg('pop', pop)}) promotes every "
+              f"individual: its rungs cost time and prune nothing; give {arg('pop')} {ETA} or more", file=sys.stderr)
     return _run(run, runtime, fn, callbacks, page, fresh=run.made, progress=progress, importance=importance)
 
 
@@ -404,17 +409,24 @@ def _locate_data(prob, data_dir: Optional[str], evaluator_spec: str, download: b
                           "fedevo's simulator; this search's data is read by the user's own code")
 
 
-def _default_pop(optimizer, workers, ray_address, gen, budget, time_budget, patience) -> tuple[int, Optional[int]]:
+def _default_pop(optimizer, workers, ray_address, gen, budget, time_budget, patience, *,
+                 fidelity: bool = False) -> tuple[int, Optional[int]]:
     """(pop, gen) when `pop` is not given: the optimiser's default batch (registry.default_pop, said on stderr
-    where it depends on the workers), and for a model-based optimiser's batches enough of them for the default
-    48 evaluations when nothing else bounds the search."""
+    where it depends on the workers) — under a rung ladder (`fidelity`) at least ETA, so that a rung has
+    individuals to prune — and for a model-based optimiser's batches enough of them for the default 48
+    evaluations when nothing else bounds the search."""
     import sys
 
     from .searching.optimizers.registry import DEFAULT_EVALUATIONS, check_name, default_pop, get
     from .searching.runner import cores
 
+    from .searching.fidelity import ETA
+
     check_name(optimizer)
     pop, why = default_pop(optimizer, workers=workers, cores=cores(), address=ray_address)
+    if fidelity and pop < ETA:
+        pop, why = ETA, (f"{arg('optimizer', optimizer)}: batches of {ETA} under {arg('fidelity')} (a rung promotes "
+                         f"a third of its batch: batches of one would prune nothing; {arg('pop', 'N')} to change)")
     if why:
         print(f"fedevo: {why}", file=sys.stderr)
     if get(optimizer).default_pop is None and gen is None and budget is None and time_budget is None \

@@ -203,7 +203,10 @@ class Problem:
             raise FedevoError("a problem made from a dict needs a name (a \"name\" key or name=...)")
         data = doc.get("data")
         if isinstance(data, Mapping) and not isinstance(data.get("source", ""), str):  # arrays (ArraySource)
-            prob = parse_problem(doc, name=name)  # evaluated as it is; no TOML text, so no run records it
+            # evaluated as it is (NumPy values as Python's, the arrays kept); no TOML text, so no run records it
+            plain_doc = {k: _plain_tree(v) for k, v in doc.items() if k != "data"}
+            plain_doc["data"] = {k: v if k == "source" else _plain_tree(v) for k, v in data.items()}
+            prob = parse_problem(plain_doc, name=name)
             check_gene_bounds(prob)
             return prob
         try:

@@ -138,10 +138,14 @@ def plan(data, spec: str, standard: Optional[Mapping[str, Any]] = None) -> list[
         # a privacy or sparsity key would train another baseline under that name (or, as sigma alone, nothing)
         from .schema import data_keys
 
-        shared = sorted(set(standard) & (set(data_keys()) | set(SHARED_SETTINGS)))
+        # a [data] key the problem makes a gene is each pick's own, and the standard's is the gene's default: it may
+        # be set (the pick's clients, say), as any gene
+        fixed_data = set(data_keys()) - set(data.problem.gene_names)
+        shared = sorted(set(standard) & (fixed_data | set(SHARED_SETTINGS)))
         if shared:  # every solution trains on the same data for the same rounds: the comparison's premise
             raise FedevoError(f"{arg('standard')}: {', '.join(shared)} cannot be set: every solution, the standard "
-                              f"too, trains on the same data for the same rounds ({arg('rounds')} sets them)")
+                              f"too, trains on the same data for the same rounds, with the same upload "
+                              f"loss ({arg('rounds')} sets them)")
         kept_out = sorted(set(standard) & set(not_in_standard()))
         if kept_out:
             raise FedevoError(f"{arg('standard')}: {', '.join(kept_out)} cannot be set: the standard solution is "

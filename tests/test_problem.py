@@ -156,3 +156,20 @@ def test_numpy_values_stand_for_the_python_ones(tiny_problem):
                      "layers": {"type": "choice", "choices": np.array([1, 2]), "default": 1}}}
     p = Problem.from_dict(doc)
     assert p.gene("units").low == 8 and p.gene("layers").choices == (1, 2) and p.fixed["clients"] == 4
+
+
+def test_numpy_values_in_a_problem_dict_whose_data_are_arrays():
+    """The dict holding an ArraySource (a notebook's own arrays) was parsed as given, its np.int64 refused
+    ("[data] clients: expected an integer, got np.int64(5)") where the same dict on a bundled dataset was accepted."""
+    import numpy as np
+
+    import fedevo
+    from fedevo.problem import Problem
+
+    x = np.random.default_rng(0).normal(size=(200, 1, 8, 8)).astype("float32")
+    y = np.arange(200) % 4
+    doc = {"name": "t", "model": "mlp", "train": {"rounds": np.int64(2)},
+           "genes": {"layers": {"type": "int", "low": np.int64(1), "high": np.int64(2), "default": np.int64(1)}},
+           "data": {"source": fedevo.ArraySource(x=x, y=y), "clients": np.int64(5)}}
+    p = Problem.from_dict(doc)
+    assert p.fixed["clients"] == 5 and type(p.fixed["clients"]) is int and p.gene("layers").high == 2

@@ -824,3 +824,24 @@ def test_a_retrain_stopped_before_plans_recorded_data_and_device_still_continues
     plan_file.write_text(json.dumps(old, sort_keys=True))
     rep = retrain(run, "knee", rounds=2, workers=0)
     assert rep.out_dir == run / "retrain" and not (run / "retrain-2").exists() and len(calls) == 3
+
+
+def test_standard_may_set_a_data_key_the_problem_makes_a_gene(tmp_path):
+    """review16 F6: a [data] key that is a gene (clients) is each pick's own and the standard's is the gene's
+    default (docs/plots.md); --standard '{"clients": 26}', the one way to give the standard a pick's data, was
+    refused as 'every solution trains on the same data'. A fixed [data] key still is."""
+    from types import SimpleNamespace
+
+    from fedevo.errors import FedevoError
+    from fedevo.problem import load_problem
+    from fedevo.retraining import plan
+
+    f = tmp_path / "dgene.toml"
+    f.write_text('name = "dgene"\ndataset = "digits"\nmodel = "mlp"\n[data]\npartition = "iid"\n[genes]\n'
+                 'lr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }\n'
+                 'clients = { type = "int", low = 10, high = 40, default = 20 }\n')
+    data = SimpleNamespace(problem=load_problem(str(f)), pick=lambda spec: [])
+    (std,) = plan(data, "knee", {"clients": 26})
+    assert std.is_standard and std.params == {"clients": 26}
+    with pytest.raises(FedevoError, match="partition cannot be set: every solution"):
+        plan(data, "knee", {"partition": "shards"})

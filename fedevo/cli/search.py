@@ -149,7 +149,7 @@ def _timing(run) -> str:
 @app.command()
 def search(
     problem: str = typer.Option("digits_mlp", "--problem", "-p", help="Bundled problem name or path to a .toml file."),
-    pop: Optional[int] = typer.Option(None, "--pop", help="Batch size: NSGA-III's population M (>= number of reference directions; paper: 20; default 12, also for random); gp and tpe: default one per parallel evaluation (1 in-process), then 48 evaluations unless --gen or a budget is given."),
+    pop: Optional[int] = typer.Option(None, "--pop", help="Batch size: NSGA-III's population M (>= number of reference directions; paper: 20; default 12, also for random); gp and tpe: default one per parallel evaluation (1 in-process; at least 3 under --fidelity), then 48 evaluations unless --gen or a budget is given."),
     gen: Optional[int] = typer.Option(None, "--gen", help="At most N batches of --pop (NSGA-III: generations, the initial population included; paper: 20). Default: 4 when no other budget is given; with --budget, --time-budget or --patience and no --gen, those end the search (no batch cap)."),
     workers: str = typer.Option("auto", "--workers", "-w", help=_WORKERS_HELP),
     seed: int = typer.Option(0, "--seed", help="Run seed in 0..2**32-1: the same seed gives the same front."),

@@ -77,8 +77,12 @@ def prune_regrow(params: list[torch.Tensor], masks: dict[int, torch.Tensor], upd
         if n_drop == 0:
             continue
         mag = update[i].reshape(-1)[active].abs()
-        # ties (e.g. all-zero updates) broken at random so pruning carries no positional bias
-        order = torch.argsort(mag + 1e-12 * torch.rand(mag.shape, generator=gen) * (mag.max() + 1e-30))
+        # ties (all-zero updates; equal non-zero sizes, as sign-based updates give) broken at random so pruning
+        # carries no positional bias: sorted by |update|, stably, over a random order of the active weights (a
+        # random term added to |update| vanished below fp32 resolution for equal non-zero sizes, pruning them as
+        # one contiguous block)
+        perm = torch.argsort(torch.rand(mag.shape, generator=gen).to(mag.device))
+        order = perm[torch.argsort(mag[perm], stable=True)]
         drop = active[order[:n_drop]]
         grow = inactive[torch.randperm(inactive.numel(), generator=gen)[:n_drop]]
         flat_m[drop] = 0.0

@@ -185,9 +185,11 @@ def raised(settings, state: Mapping[str, Any], given: Mapping[str, Any], *, logg
 
 
 def describe_change(before, after) -> str:
-    """One line: the budgets that changed, old → new."""
+    """One line: the budgets that changed, old → new; not a --gen the user did not give (gen_derived: a count for
+    the displays, which bounds nothing)."""
+    derived = getattr(after, "gen_derived", False)
     parts = [f"{arg(k, _value(getattr(before, k)))} → {_value(getattr(after, k))}"
-             for k in KEYS if getattr(before, k) != getattr(after, k)]
+             for k in KEYS if getattr(before, k) != getattr(after, k) and not (k == "gen" and derived)]
     return ", ".join(parts) or "unchanged"
 
 

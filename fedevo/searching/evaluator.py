@@ -102,23 +102,38 @@ def load_evaluator(spec: str) -> Evaluator:
         raise FedevoError(f"cannot load evaluator {spec!r}: {e}{hint}") from None
 
 
+_LOADED: dict[str, Callable] = {}  # spec -> the evaluator function this process imported (see ProblemEvaluator)
+
+
 class ProblemEvaluator:
     """A problem file's own `evaluator` (the user's training): called with the problem's fixed `[settings]` and
     the individual's genes as one dict, its result read by :func:`fedevo.result.measured`. Extra keyword
-    arguments fedevo's simulator takes (retrain's eval_every, progress) are not passed on."""
+    arguments fedevo's simulator takes (retrain's eval_every, progress) are not passed on.
+
+    A process imports the function once and calls that function for the rest of its life, as it does a model's
+    factory: its file edited while a search runs (an editor's save, a `git pull`) leaves the running search on the
+    code it recorded in run.json, where checking the file at every call failed every later evaluation; a new
+    search or a resume in this process is refused at its start (fedevo.api), as a new process would be."""
 
     def __init__(self, spec: str):
         self.spec = spec
 
+    def _function(self) -> Callable:
+        fn = _LOADED.get(self.spec)
+        if fn is None:
+            from ..plugins import load_callable
+
+            fn = _LOADED[self.spec] = load_callable(self.spec, kind="evaluator")
+        return fn
+
     def __call__(self, problem, params: Optional[Mapping[str, Any]] = None, *, seed: int = 0,
                  rounds: Optional[int] = None, data_dir: Optional[str] = None, **_simulator_only) -> EvaluationResult:
-        from ..plugins import load_callable
         from ..result import measured
 
         import time
         from dataclasses import replace
 
-        fn = load_callable(self.spec, kind="evaluator")
+        fn = self._function()
         params = problem.resolve(params)
         t0 = time.perf_counter()
         raw = fn(problem, params, seed=seed, rounds=rounds, data_dir=data_dir)
@@ -131,9 +146,7 @@ class ProblemEvaluator:
         """Import the user's evaluator (what a process does once) and run its own ``warm``, if it has one (e.g. an
         object whose ``warm(problem, params, rounds=, data_dir=)`` loads the data once per process): neither
         counts against a time limit (containment)."""
-        from ..plugins import load_callable
-
-        warm = getattr(load_callable(self.spec, kind="evaluator"), "warm", None)
+        warm = getattr(self._function(), "warm", None)
         if callable(warm):
             warm(problem, problem.resolve(params), **kwargs)
 

@@ -220,7 +220,8 @@ class RunData:
     def generations_text(self) -> str:
         """'done/planned' generations for a display: '3/4'; a --gen derived from --budget (budgets.gen_derived, which
         a short batch may outrun) at least what ran; without --budget, the count alone ('1200': only a time budget
-        or patience ends that search, and 1000, budgets.OPEN_GEN, was never a cap)."""
+        or patience ends that search: budgets.OPEN_GEN, 1000, is not a cap since settings.gen_derived; a run made
+        before it, without the key, still stops at its recorded --gen)."""
         s, g = self.settings, self.generations
         if not getattr(s, "gen_derived", False):
             return f"{g}/{s.gen}"

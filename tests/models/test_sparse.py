@@ -57,3 +57,25 @@ def test_conv_layers_stay_dense():
     masks = erdos_renyi_masks(model.shapes, model.fc_weight_ids, 1.0, torch.Generator().manual_seed(0))
     assert set(masks) <= set(model.fc_weight_ids) and len(masks) >= 1
     assert all(len(model.shapes[i]) == 2 for i in masks)
+
+
+def test_equal_nonzero_update_sizes_are_pruned_at_random_positions():
+    # sign-based updates give every active weight the same |update|: which ones are pruned must be random (fp32
+    # absorbed a random term added to |update|, so the first n_drop active positions were pruned, every round)
+    model = build_model(MLPArch(layers=1, units=40), (1, 8, 8), 10)
+    g = torch.Generator().manual_seed(3)
+    params = model.init(g)
+    masks = erdos_renyi_masks(model.shapes, model.fc_weight_ids, 2.0, g)
+    i0 = next(iter(masks))
+    act = masks[i0].view(-1).nonzero().squeeze(1)
+    n_drop = int(0.3 * act.numel())
+    update = [torch.full(p.shape, 0.05) for p in params]
+    old = masks[i0].view(-1).clone()
+    prune_regrow(params, masks, update, 0.3, g)
+    removed = (old - masks[i0].view(-1) > 0).nonzero().squeeze(1)
+    assert removed.numel() == n_drop
+    # a random choice of n_drop among the active, not one contiguous run of them: neighbours among the chosen
+    # positions, about n_drop**2 / active (18 here) at random, were 56 of 61 as one block
+    pos = torch.searchsorted(act, removed)
+    neighbours = int((pos.diff() == 1).sum())
+    assert neighbours < 0.5 * n_drop, pos.tolist()

@@ -248,10 +248,32 @@ def test_batches_of_one_under_fidelity_are_warned_of(tmp_path, capsys):
     fedevo.search(toy_problem_file(tmp_path), out=tmp_path / "R", workers=0, seed=1, evaluator=FAKE, page=False,
                   optimizer="tpe", pop=1, budget=2, fidelity=0.5, rounds=4, progress=False)
     err = capsys.readouterr().err
-    assert err.count("fidelity= with batches of one (pop=1) promotes every individual") == 1, err
+    assert err.count("fidelity= with batches of 1 (pop=1) promotes every individual") == 1, err
     fedevo.search(toy_problem_file(tmp_path), out=tmp_path / "R3", workers=0, seed=1, evaluator=FAKE, page=False,
                   optimizer="tpe", pop=3, budget=3, fidelity=0.5, rounds=4, progress=False)
     assert "promotes every individual" not in capsys.readouterr().err
+
+
+def test_a_ladder_makes_the_default_batch_one_that_a_rung_can_prune(tmp_path, capsys):
+    """review16 F3: gp/tpe in-process default to batches of one, and fedevo then warned the user of the --pop 1
+    it had chosen itself; a ladder from the problem file's `fidelity` key, with --pop 1, was not warned of."""
+    import fedevo
+
+    toy = toy_problem_file(tmp_path)
+    run = fedevo.search(toy, out=tmp_path / "D", workers=0, seed=1, evaluator=FAKE, page=False,
+                        optimizer="tpe", budget=3, fidelity=0.5, rounds=4, progress=False)
+    err = capsys.readouterr().err
+    assert run.data.settings.pop == 3 and "promotes every individual" not in err, err
+    assert "batches of 3 under fidelity= (a rung promotes a third of its batch" in err, err
+    with_ladder = tmp_path / "ladder.toml"
+    with_ladder.write_text("fidelity = 0.5\n" + toy.read_text())
+    run = fedevo.search(with_ladder, out=tmp_path / "F", workers=0, seed=1, evaluator=FAKE, page=False,
+                        optimizer="tpe", budget=3, rounds=4, progress=False)
+    assert run.data.settings.pop == 3 and run.data.settings.multi_fidelity, run.data.settings
+    capsys.readouterr()
+    fedevo.search(with_ladder, out=tmp_path / "F1", workers=0, seed=1, evaluator=FAKE, page=False,
+                  optimizer="tpe", pop=1, budget=2, rounds=4, progress=False)
+    assert "with batches of 1 (pop=1) promotes every individual" in capsys.readouterr().err
 
 
 def test_the_closing_line_counts_individuals_as_budget_does(tmp_path):

@@ -318,3 +318,29 @@ def test_a_function_of_the_script_that_searched_says_how_to_resume():
 
     with pytest.raises(FedevoError, match=r"continue from that script with fedevo\.resume\(RUN, evaluator=my_eval\)"):
         load_evaluator("__main__:my_eval")
+
+
+EDITS_ITSELF = '''
+import math
+_N = [0]
+
+def evaluate(problem, params, *, seed, rounds=None, data_dir=None):
+    _N[0] += 1
+    if _N[0] == 2:  # the user saves the file while the search runs (here: a comment added)
+        with open(__file__, "a") as f:
+            f.write("# edited\\n")
+    return {"error": 0.1 + params["width"] / 100, "comm": 10.0 * params["width"], "eps": params["depth"]}
+'''
+
+
+def test_an_evaluator_file_saved_while_the_search_runs(own, tmp_path):
+    """review16 F5: the evaluator was loaded, and its file checked, at every evaluation: one saved while the search
+    ran failed every later evaluation ('changed since this process imported it'), rows a resume keeps. The search
+    goes on with the code run.json recorded; a new search in this process is refused at its start."""
+    (tmp_path / "ev.py").write_text(EDITS_ITSELF)
+    p = own()
+    run = fedevo.search(str(p), pop=4, gen=2, workers=0, seed=1, out=tmp_path / "R", page=False, progress=False)
+    assert len(run.evaluations) == 8 and {r["status"] for r in run.evaluations} == {"ok"}
+    assert (tmp_path / "ev.py").read_text().endswith("# edited\n")
+    with pytest.raises(FedevoError, match=r"ev\.py \(evaluator file\) changed since this process imported it"):
+        fedevo.search(str(p), pop=4, gen=1, workers=0, seed=1, out=tmp_path / "R2", page=False, progress=False)

@@ -14,7 +14,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from common import cpu
+from common import cpu, provenance
 
 from fedevo.auditing import audit_config
 from fedevo.auditing.report import jsonable
@@ -54,8 +54,9 @@ def main(argv=None) -> None:
         a.seeds = [0]
     rows, md = [], ["# Privacy audits of the digits problems", "",
                     f"Command: `python experiments/audit_table.py --seeds {' '.join(map(str, a.seeds))}`; "
-                    f"CPU: {cpu()}. Lower bounds at 95 % confidence (Steinke et al. one-run), estimates by the "
-                    "Gaussian fit (Andrew et al.); ranges over the seeds; 'right guesses' of the first seed.", "",
+                    f"CPU: {cpu()}; {provenance()}. Lower bounds at 95 % confidence (Steinke et al. one-run), "
+                    "estimates by the Gaussian fit (Andrew et al.); ranges over the seeds; 'right guesses' of the "
+                    "first seed.", "",
                     "| configuration | problem, `--params` | ε upper (accountant) | ε estimate | ε lower | right guesses "
                     "| verdicts |", "|---|---|---|---|---|---|---|"]
     for label, problem, params, sigma in cases:

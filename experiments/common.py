@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -23,8 +24,30 @@ from fedevo.viz.curves import write_curves_html
 def machine() -> str:
     import torch
 
-    return (f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"torch {torch.__version__}, fedevo {fedevo.__version__}")
+    return (f"{cpu()}, Python {platform.python_version()}, torch {torch.__version__}, fedevo {fedevo.__version__}"
+            f" at {commit()}")
+
+
+def commit() -> str:
+    """The checkout's commit (`git rev-parse --short HEAD`), '+ uncommitted changes' beside it when fedevo/ or
+    experiments/ differ from it; '?' outside a git checkout. Every result names the code that made it."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=30, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "fedevo", "experiments"], cwd=root,
+                               capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return f"{head} + uncommitted changes" if dirty else head
+
+
+def provenance() -> str:
+    """When, at what code and under what load a result was made: 'fedevo 78ceae8, 2026-11-28 09:40 UTC, load
+    average 0.5' (the 1-minute load average as the run starts: the machines here are shared)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return f"fedevo {commit()}, {when}, load average {load:.1f}"
 
 
 def cpu() -> str:

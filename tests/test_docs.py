@@ -7,9 +7,13 @@ tests/test_examples.py; README.md: tests/cli/test_readme_cli.py.)"""
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 import fedevo
 from fedevo import _toml
@@ -161,3 +165,50 @@ def test_layout_md_names_every_module():
                and "__pycache__" not in p.parts and "examples" not in p.relative_to(package).parts]
     missing = sorted(str(p.relative_to(package)) for p in modules if p.name not in text)
     assert len(modules) > 100 and not missing, missing
+
+
+def test_benchmark_runs_are_not_ignored():
+    """A benchmark's searches (benchmarks/results/NAME/runs/) are its evidence: the summaries' numbers come from
+    them. The root's 'runs/' (fedevo search's default output) once ignored them too, so two benchmarks' runs/
+    were never committed though their summaries said they were; their checkpoints stay ignored (the report reads
+    the CSVs)."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+
+    def ignored(path: str) -> bool:
+        r = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO)
+        assert r.returncode in (0, 1), r
+        return r.returncode == 0
+
+    assert not ignored("benchmarks/results/optimizers-x/runs/gp-s0/evaluations.csv")
+    assert ignored("benchmarks/results/optimizers-x/runs/gp-s0/checkpoints/gen_0001.pkl")
+    assert ignored("runs/digits_mlp-20261128-093021/evaluations.csv")
+
+
+def test_readme_trust_table_is_the_committed_result():
+    """README.md's table of digits_mlp under each trust model is a copy of experiments/results/trust_models/: every
+    row's error (mean ± std) and ε, as rounded there, are the committed results.json's (regenerating the result
+    without the README, or the README without the result, fails here)."""
+    readme = (REPO / "README.md").read_text()
+    committed = {json.dumps(r["params"], sort_keys=True): r
+                 for r in json.loads((REPO / "experiments" / "results" / "trust_models" / "results.json").read_text())}
+    rows = re.findall(r"^\| `(\{.*?\})`[^|]* \| ([0-9.]+) ± ([0-9.]+) \| ([0-9.]+|∞) \|$", readme, flags=re.M)
+    assert len(rows) >= 5
+    for params, mean, std, eps in rows:
+        r = committed[json.dumps(json.loads(params), sort_keys=True)]
+        assert (f"{r['error_mean']:.3f}", f"{r['error_std']:.3f}") == (mean, std), params
+        if eps == "∞":
+            assert r["eps"] is None, params
+        else:
+            shown = len(eps.split(".")[1]) if "." in eps else 0
+            assert round(r["eps"], shown) == float(eps), (params, r["eps"], eps)
+
+
+def test_privacy_md_audit_table_is_the_committed_result():
+    """docs/privacy.md's table of audits is experiments/results/audit/README.md's, row for row as the script wrote
+    it (verdicts included: they are the code's, not applied by hand)."""
+    made = (REPO / "experiments" / "results" / "audit" / "README.md").read_text()
+    rows = [ln for ln in made.splitlines() if ln.startswith("| ") and "digits_mlp" in ln]
+    assert len(rows) >= 10
+    page = (DOCS / "privacy.md").read_text().splitlines()
+    assert [ln for ln in rows if ln not in page] == []

@@ -45,6 +45,7 @@ def test_audit_table_quick(tmp_path):
     load("audit_table").main(["--quick", "--out", str(tmp_path)])
     md = (tmp_path / "audit" / "README.md").read_text()
     assert "| default: central, σ = 1, q = 1 % | digits_mlp `{}` | 0.592 |" in md
+    assert "(family " in md and "; fedevo " in md and " UTC, load average " in md  # the CPU and code that made it
     assert "inconclusive" in md and "VIOLATION" not in md  # e.g. no sampling: ε 19.4 > what the canaries can show
 
 
@@ -64,4 +65,20 @@ def test_trust_models_one_seed(tmp_path):
         assert (f["eps"] is None) == (c["eps"] is None), f["case"]
         if f["eps"] is not None:
             assert math.isclose(f["eps"], c["eps"], rel_tol=1e-6), (f["case"], f["eps"], c["eps"])
-    assert "| central σ=1 | `{\"sigma\": 1.0}` | central | 1 |" in (tmp_path / "trust_models" / "README.md").read_text()
+    md = (tmp_path / "trust_models" / "README.md").read_text()
+    assert "| central σ=1 | `{\"sigma\": 1.0}` | central | 1 |" in md
+    # what made it (README.md quotes these numbers: a number in the docs names its file, the file its code)
+    assert "; fedevo " in md.splitlines()[2] and " UTC, load average " in md.splitlines()[2]
+    local = fresh[-1]
+    assert local["seeds"] == [0] and local["eps_per_seed"] == [local["eps"]]
+    assert local["participations_max_per_seed"][0] >= 1
+    n = local["participations_max_per_seed"][0]
+    assert f"- {local['case']}: seed 0 ε {local['eps']:.3g} ({n} participations)" in md
+
+
+def test_experiment_pages_name_the_cpu_and_the_commit():
+    common = load("common")
+    assert "family" in common.machine() and " at " in common.machine()
+    made = common.provenance()
+    assert made.startswith("fedevo ") and " UTC, load average " in made
+    assert made.split(",")[0].split()[1] != "?"  # this checkout is a git checkout: its commit is named

@@ -8,8 +8,8 @@ recorded after it: the ones `plugins.imported_beside` names once fedevo has impo
 records each one's SHA-256 in run.json's ``inputs`` when the run is created (run.json's bytes start
 evaluations.csv's hash chain, so the record is covered too); :func:`check_inputs` recomputes them before a run is
 continued, and a file that changed or is gone is refused with one line naming it: a resumed search never mixes two
-tasks. fedevo's own code (run.json's ``versions``) and the bundled datasets under --data-dir are not
-fingerprinted; a run made before this record (no ``inputs``) is resumed unchecked.
+tasks. fedevo's own code is recorded by its source hash (run.json's ``versions``; a resume by another is said
+and recorded, not refused: provenance.py) and the bundled datasets under --data-dir are not fingerprinted; a run made before this record (no ``inputs``) is resumed unchecked.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ search space, hypervolume), runner.py (Ray or serial evaluation).
 Run directory::
 
     run.json            what was run: problem name + full problem-file text, settings, seed, encoding,
-                        algorithm, package versions, and ``inputs``: the SHA-256 of every data and code file the
+                        algorithm, package versions (fedevo's source hash too: provenance.py), and ``inputs``: the SHA-256 of every data and code file the
                         problem names (inputs.py; resume refuses a changed one) (written once, atomically; never
                         changed: its bytes start the log's hash chain)
     .lock               flock'ed by the process writing the run (never content)
@@ -42,6 +42,8 @@ Run directory::
                         seconds of search (over_time_budget_s: how far past --time-budget the last batch ran),
                         the budgets (gen_derived: --gen was not given, so it ended nothing) (removed while raised
                         budgets let the search go on)
+    resumed_by.json     each other fedevo (version, source hash) a resume continued the run with, and the rows
+                        logged before it (provenance.py), when one did
     budgets.json        the budgets in force once `fedevo resume --budget ...` raised them, with the history of
                         raises (budgets.py; read_run_json applies them: run.json's budgets until then)
     front.csv           non-dominated rows among all full-fidelity evaluations with status ok (and within the
@@ -115,7 +117,8 @@ from .rungs import RungScheduler, check_continues, check_ladder, remove_states
 from .runner import Task, _Abort, cores, make_runner
 from .settings import Runtime, SearchSettings, eval_seed, n_ref_dirs
 from .space import SearchSpace
-from .versions import versions
+from .provenance import note_resume
+from .versions import program, versions
 
 # ============================================================================================ the run
 # batches.csv: per batch, the candidates asked and the seconds the optimiser (ask, tell) and the evaluations took:
@@ -257,6 +260,7 @@ class SearchRun:
     _held = None  # the run directory's lock while this process writes it (taken by `create`, or by `run`)
     _raised: Optional[SearchSettings] = None  # budgets raised by `raise_budgets`, put in force by `run`
     _when_held: tuple = ()  # say_when_held's notes
+    _resumed = False  # True once `run` took the lock of a run made earlier: its rows may be another fedevo's
     made: Optional[list[Path]] = None  # made by `create`: the folders it created (missing_folders); None: opened
 
     def __init__(self, run_dir: Path, meta: Mapping[str, Any], problem: Problem, settings: SearchSettings):
@@ -551,6 +555,7 @@ class SearchRun:
         try:
             if self._held is None:  # opened, not created here: continuing a run made earlier
                 self._held = _lock(self.run_dir)
+                self._resumed = True
                 check_inputs(self.meta, self.run_dir)  # its data and code files are what it was made with
                 warn_changed_code(self.meta, self.objectives, evaluator, self.run_dir)
             self._put_raised()  # `fedevo resume --budget ...`: now that nothing else can refuse the resume
@@ -623,6 +628,10 @@ class SearchRun:
         # runs (a time budget is checked between batches; one shorter than the start-up evaluated nothing and
         # recorded no stop)
         if not self._stopped(state, search_s0):
+            if self._resumed:  # another fedevo than the rows' so far: one line, and resumed_by.json records it
+                note = note_resume(self.run_dir, self.meta, len(rows), program())
+                if note:
+                    print(f"fedevo: warning: resuming {self.run_dir}: {note}", file=sys.stderr)
             eval_kwargs = {"rounds": s.rounds, "data_dir": s.data_dir}
             runner = make_runner(evaluator, self.problem, eval_kwargs, workers=runtime.workers,
                                  address=runtime.ray_address, cpus_per_task=runtime.cpus_per_task,

@@ -111,7 +111,8 @@ from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key
 from .record import EvaluationRecord
 from .problem import SearchProblem
 from ..data.sources import facts_of
-from .rundata import RUN_FORMAT, RunData, batch_record, read_run_json, run_data, run_identity, run_objectives
+from .rundata import (RUN_FORMAT, RunData, batch_record, legacy_identity, read_run_json, run_data, run_identity,
+                      run_objectives)
 from .fidelity import PROMOTION, parse_ladder
 from .rungs import RungScheduler, check_continues, check_ladder, remove_states
 from .runner import Task, _Abort, cores, make_runner
@@ -221,22 +222,31 @@ def take_back(run_dir: Path, made: Sequence[Path]) -> None:
             break
 
 
-def _refuse_nonempty(out: Path, ident: str) -> None:
+def _refuse_nonempty(out: Path, ident: str, legacy: Optional[str] = None) -> None:
+    """The one line for a search whose --out is not empty: it holds this run (`ident`; or `legacy`, the identity
+    an earlier fedevo gave the same command: `legacy_identity`), another run, or no run."""
     if (out / "run.json").exists():
         try:
-            same = json.loads((out / "run.json").read_text()).get("run_id") == ident
-        except (OSError, ValueError):
-            same = False
+            recorded = json.loads((out / "run.json").read_text())
+            earlier = (legacy is not None and "gen_derived" not in (recorded.get("settings") or {})
+                       and recorded.get("run_id") == legacy)
+            same = recorded.get("run_id") == ident or earlier
+        except (OSError, ValueError, AttributeError):
+            same = earlier = False
         if same:
+            # (made by a fedevo before gen_derived: its --gen, derived from the other budgets, ends it, as it did then)
+            then = (f" (made by an earlier fedevo, in which {arg('gen')} derived from the other budgets ends the "
+                    "search)") if earlier else ""
             if is_held(out):  # its search or a resume runs now: 'continue it with fedevo resume' would be refused
                 raise RunInUseError(f"{arg('out', out)} holds this run, and another fedevo process is running it now; "
                                     "nothing was changed")
             stop = read_stop(out)
             if stop is None:
-                raise FedevoError(f"{arg('out', out)} already holds this run; continue it with {resume_call(out)}")
+                raise FedevoError(f"{arg('out', out)} already holds this run{then}; continue it with "
+                                  f"{resume_call(out)}")
             way = go_on(stop, out)
             way = f"; to search on, raise the budget that ended it: {way}" if way else ""
-            raise FedevoError(f"{arg('out', out)} already holds this run, finished "
+            raise FedevoError(f"{arg('out', out)} already holds this run{then}, finished "
                               f"({said(stop.get('reason', ''), stop.get('why', 'ended'))}); "
                               f"nothing was changed (see `fedevo front {out}`{way})")
         raise FedevoError(f"{arg('out', out)} holds a different run; choose another {arg('out')} (nothing was "
@@ -327,7 +337,7 @@ class SearchRun:
         inputs = fingerprint(problem, settings)  # before anything is written: an unreadable file is one line
         vers = versions()  # so too a bad FEDEVO_NATIVE (versions reads native.status: a SetupError)
         if out.is_dir() and _content(out):
-            _refuse_nonempty(out, ident)
+            _refuse_nonempty(out, ident, legacy_identity(text, settings))
         meta = {
             "format": RUN_FORMAT,
             "run_id": ident,
@@ -383,7 +393,7 @@ class SearchRun:
             raise
         if not ours:
             lock.close()
-            _refuse_nonempty(out, ident)
+            _refuse_nonempty(out, ident, legacy_identity(text, settings))
         run._held = lock  # kept until this process's run() ends: nobody else writes here meanwhile
         run.made = made
         return run

@@ -86,3 +86,37 @@ def test_an_unreadable_record_refuses_the_resume_in_one_line(tmp_path):
     with pytest.raises(FedevoError, match=rf"{RESUMED_BY} is unreadable .*: it records which fedevo resumed the run"):
         _resume(out, 2)
 
+
+
+def test_the_same_command_knows_a_run_an_earlier_fedevo_made_of_it(tmp_path, monkeypatch):
+    """--budget (or --time-budget, --patience) without --gen: settings.gen_derived, in the run id since, gave the same
+    command another id than the fedevo before it did, so the same command on that run's directory said 'holds a
+    different run; choose another --out' instead of how to go on. It knows it now, and says its --gen ends it; a
+    run made by --gen given is still another run, and the old run opens and resumes as it was made."""
+    from dataclasses import asdict
+
+    from fedevo.searching.rundata import legacy_identity, run_identity
+
+    def settings(derived):
+        return SearchSettings(problem="digits_mlp_local", pop=4, gen=1, budget=4, seed=1, gen_derived=derived)
+
+    text = "x = 1"
+    assert legacy_identity(text, settings(False)) is None
+    assert legacy_identity(text, settings(True)) == run_identity(text, settings(False)) != run_identity(
+        text, settings(True))
+    out = tmp_path / "R"
+    monkeypatch.setattr(run_mod, "asdict", lambda s: {k: v for k, v in asdict(s).items() if k != "gen_derived"})
+    search(settings(False), out, SERIAL, evaluator=search_fakes.fake_evaluate)  # run.json as before gen_derived
+    monkeypatch.undo()
+    assert "gen_derived" not in json.loads((out / "run.json").read_text())["settings"]
+    with pytest.raises(FedevoError, match=r"already holds this run \(made by an earlier fedevo, in which gen= derived "
+                                          r"from the other budgets ends the search\), finished"):
+        search(settings(True), out, SERIAL, evaluator=search_fakes.fake_evaluate)
+    run = SearchRun.open(out)
+    assert run.settings.gen_derived is False and run.finished()
+    run.raise_budgets(budget=8, gen=2)
+    assert run.run(SERIAL).evaluations == 8
+    new = tmp_path / "N"  # a run of --gen 1 --budget 4 made now records gen_derived: another run than --budget 4's
+    search(settings(False), new, SERIAL, evaluator=search_fakes.fake_evaluate)
+    with pytest.raises(FedevoError, match="holds a different run"):
+        search(settings(True), new, SERIAL, evaluator=search_fakes.fake_evaluate)

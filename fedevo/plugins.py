@@ -186,16 +186,18 @@ def changed_since_import(spec: Optional[str]) -> Optional[Path]:
     return None
 
 
-def check_current(spec: Optional[str], *, kind: str, doing: str = "this process would run the old code") -> None:
+def check_current(spec: Optional[str], *, kind: str, doing: str = "this process would run the old code",
+                  fix: Optional[str] = None) -> None:
     """FedevoError (one line) when a `python:` spec's file, or a module beside it that it imported, changed since
     this process imported it (`changed_since_import`): a notebook that edits its model file and evaluates again
-    would otherwise train the old model, silently."""
+    would otherwise train the old model, silently. `fix`: what to do (default: reload the module beside it, or
+    start a new Python process)."""
     f = changed_since_import(spec)
     if f is not None:
         path = Path(split_spec(spec)[0]).resolve()
         what = f"{kind} file" if f == path else f"imported by {kind} file {str(path)!r}"
-        raise FedevoError(f"{f} ({what}) changed since this process imported it: {doing}; {reload_hint(f)}start a "
-                          "new Python process (in a notebook: restart the kernel)")
+        fix = fix or f"{reload_hint(f)}start a new Python process (in a notebook: restart the kernel)"
+        raise FedevoError(f"{f} ({what}) changed since this process imported it: {doing}; {fix}")
 
 
 def reload_hint(f) -> str:

@@ -253,6 +253,17 @@ def test_a_module_beside_the_model_file_reloaded_after_its_edit_is_what_a_new_ru
             fedevo.search(str(project / "p.toml"), optimizer="random", pop=2, gen=1, workers=0,
                           out=tmp_path / "C", page=False)
         assert not (tmp_path / "C").exists()
+        # a Ray worker that imported the file before (a session the caller keeps across searches) and was not
+        # reloaded there: its search stops, resumable, rather than run the old code beside the new
+        import torch
+
+        from fedevo.searching.evaluator import SIMULATOR
+        from fedevo.searching.runner import _ray_task
+
+        kind, msg, _ = _ray_task(problem, SIMULATOR, {"lr": 0.1}, 0, {"rounds": 1}, torch.get_num_threads())
+        assert kind == "abort" and msg.endswith("changed since this process imported it: a worker of the Ray session "
+                                                "would run the old code; shut that Ray session down (ray.shutdown()) "
+                                                "so that its workers import it anew, and go on")
     finally:
         sys.modules.pop(helper, None)
 

@@ -213,11 +213,36 @@ def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0, 
 
     run = run or run_one
     _set_threads(threads)
+    stale = _stale_code(problem)
+    if stale:  # a worker of a Ray session the caller keeps holds the problem's code as it first imported it
+        reply = ("abort", stale, "")
+        return reply if run is run_one else [reply] * len(params)  # (a batch's: one reply per item, batched.py)
     with _gpus_seen(gpus), fd1_captured() as below:  # output below Python: to user.log, not Ray's worker log
         got = run(evaluator, problem, params, seed, eval_kwargs, timeout)
     if isinstance(got, list):  # a batch's replies: its output goes with its first evaluation (batched.py)
         return output_first(got, below.text)
     return output_first([got], below.text)[0]
+
+
+def _stale_code(problem) -> Optional[str]:
+    """The one line saying that this Ray worker imported one of the problem's `python:` files (or a module beside
+    it) before the file changed, or None: a worker of a Ray session the caller keeps (ray.init before fedevo)
+    outlives a search, and a file edited since (a module beside it reloaded in the notebook, which the search's
+    process takes) would run here as it was. Its search stops, resumable, rather than mix two versions."""
+    from ..errors import FedevoError
+    from ..plugins import check_current
+
+    specs = [(getattr(problem, "model_ref", None), "model"), (getattr(problem, "evaluator", None), "evaluator")]
+    specs += [(getattr(o.read, "spec", None), f"[objective.{o.name}] read")
+              for o in getattr(problem, "objective_defs", ())]
+    try:
+        for spec, kind in specs:
+            check_current(spec, kind=kind, doing="a worker of the Ray session would run the old code",
+                          fix="shut that Ray session down (ray.shutdown()) so that its workers import it anew, and "
+                              "go on")
+    except FedevoError as e:
+        return str(e)
+    return None
 
 
 def output_first(replies: list, text: str) -> list:

@@ -56,7 +56,7 @@ def change(last: Mapping[str, Any], here: Mapping[str, Any]) -> Optional[str]:
     if same_version and (not known or last.get("fedevo_source") == here.get("fedevo_source")):
         return None
     return (f"its rows so far were written by {_named(last)}, this resume runs {_named(here)}: rows logged before "
-            "and after the resume come from different fedevo sources; numbers may not be comparable")
+            "and after the resume come from different sources of fedevo; numbers may not be comparable")
 
 
 def note_resume(run_dir: Path, meta: Mapping[str, Any], rows_before: int, here: Mapping[str, Any]) -> Optional[str]:

@@ -48,7 +48,7 @@ def test_run_json_records_the_source_and_a_resume_by_another_says_so_and_records
     (line,) = [ln for ln in err.splitlines() if "warning" in ln]
     assert line == (f"fedevo: warning: resuming {out}: its rows so far were written by fedevo {here['fedevo']} "
                     f"(source {here['fedevo_source']}), this resume runs fedevo {here['fedevo']} (source "
-                    "0123456789abcdef): rows logged before and after the resume come from different fedevo sources; "
+                    "0123456789abcdef): rows logged before and after the resume come from different sources of fedevo; "
                     "numbers may not be comparable")
     (entry,) = json.loads((out / RESUMED_BY).read_text())["resumed_by"]
     assert entry["fedevo_source"] == "0123456789abcdef" and entry["rows_before"] == 8

@@ -87,6 +87,12 @@ def imported_sha(path: str) -> Optional[str]:
     return _IMPORTED_SHA.get(f)
 
 
+def held_sha(path: str) -> Optional[str]:
+    """The SHA-256 of the text this process holds of a `python:` file or a module beside it (as imported, or as
+    reloaded since and taken), without looking at the file (None: not imported here)."""
+    return _IMPORTED_SHA.get(str(Path(path).resolve()))
+
+
 def _sha(p: Path) -> Optional[str]:
     try:
         return hashlib.sha256(p.read_bytes()).hexdigest()
@@ -186,18 +192,16 @@ def changed_since_import(spec: Optional[str]) -> Optional[Path]:
     return None
 
 
-def check_current(spec: Optional[str], *, kind: str, doing: str = "this process would run the old code",
-                  fix: Optional[str] = None) -> None:
+def check_current(spec: Optional[str], *, kind: str, doing: str = "this process would run the old code") -> None:
     """FedevoError (one line) when a `python:` spec's file, or a module beside it that it imported, changed since
     this process imported it (`changed_since_import`): a notebook that edits its model file and evaluates again
-    would otherwise train the old model, silently. `fix`: what to do (default: reload the module beside it, or
-    start a new Python process)."""
+    would otherwise train the old model, silently."""
     f = changed_since_import(spec)
     if f is not None:
         path = Path(split_spec(spec)[0]).resolve()
         what = f"{kind} file" if f == path else f"imported by {kind} file {str(path)!r}"
-        fix = fix or f"{reload_hint(f)}start a new Python process (in a notebook: restart the kernel)"
-        raise FedevoError(f"{f} ({what}) changed since this process imported it: {doing}; {fix}")
+        raise FedevoError(f"{f} ({what}) changed since this process imported it: {doing}; {reload_hint(f)}start a "
+                          "new Python process (in a notebook: restart the kernel)")
 
 
 def reload_hint(f) -> str:

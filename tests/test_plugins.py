@@ -253,17 +253,22 @@ def test_a_module_beside_the_model_file_reloaded_after_its_edit_is_what_a_new_ru
             fedevo.search(str(project / "p.toml"), optimizer="random", pop=2, gen=1, workers=0,
                           out=tmp_path / "C", page=False)
         assert not (tmp_path / "C").exists()
-        # a Ray worker that imported the file before (a session the caller keeps across searches) and was not
-        # reloaded there: its search stops, resumable, rather than run the old code beside the new
+        # a Ray worker that imported the module before (a session the caller keeps across searches; it was not
+        # reloaded there) in a search whose run.json records the new text: the search stops, resumable, rather than
+        # run the old code beside the new; a worker holding the recorded text goes on (the file saved since or not)
         import torch
 
         from fedevo.searching.evaluator import SIMULATOR
         from fedevo.searching.runner import _ray_task
 
-        kind, msg, _ = _ray_task(problem, SIMULATOR, {"lr": 0.1}, 0, {"rounds": 1}, torch.get_num_threads())
-        assert kind == "abort" and msg.endswith("changed since this process imported it: a worker of the Ray session "
-                                                "would run the old code; shut that Ray session down (ray.shutdown()) "
-                                                "so that its workers import it anew, and go on")
+        task = (problem, SIMULATOR, {"lr": 0.1}, 0, {"rounds": 1}, torch.get_num_threads())
+        path = str(project / f"{helper}.py")
+        kind, msg, _ = _ray_task(*task, code={path: hashlib.sha256(b"HIDDEN = 8\n").hexdigest()})
+        assert kind == "abort" and msg == (f"{path} changed since a worker of the Ray session imported it: it would "
+                                           "run the old code beside the text the run records; shut that Ray session "
+                                           "down (ray.shutdown()) so that its workers import it anew, and go on")
+        kind, _, _ = _ray_task(*task, code={path: entry["sha256"]})  # (B's record: the text this process holds)
+        assert kind == "ok"
     finally:
         sys.modules.pop(helper, None)
 

@@ -14,7 +14,8 @@ __version__ = "0.1.0"
 
 #: public name -> module that defines it (docs/api.md lists exactly these)
 _PUBLIC = {
-    "Problem": "problem", "EvaluationResult": "result", "FedevoError": "errors", "ArraySource": "data.sources",
+    "Problem": "problem", "EvaluationResult": "result", "FedevoError": "errors", "ChannelsLastWarning": "errors",
+    "ArraySource": "data.sources",
     "EvaluationRecord": "searching.record",
     **dict.fromkeys(["Run", "audit", "evaluate", "hypervolume", "open_run", "pick", "plot", "problems", "resume",
                      "retrain", "search"], "api"),

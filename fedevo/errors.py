@@ -2,6 +2,8 @@
 a message as its caller spells it (`--workers 4` on the command line, `workers=4` from Python)."""
 
 import contextlib
+import sys
+import warnings
 
 _UNSET = object()
 _command_line = [False]  # True while a command of fedevo's command line runs (`command_line`)
@@ -116,3 +118,20 @@ class RetrainFailedError(FedevoError):
     def __init__(self, message: str, report=None):
         super().__init__(message)
         self.report = report
+
+
+class ChannelsLastWarning(UserWarning):
+    """Images that look channels-last, (N, H, W, C), read as fedevo reads images, (N, C, H, W) (data.sources): a
+    Python warning, so that Python's filters silence it where the model takes them so
+    (`warnings.filterwarnings("ignore", category=fedevo.ChannelsLastWarning)`, or
+    `PYTHONWARNINGS=ignore::fedevo.ChannelsLastWarning` for the command line)."""
+
+
+def warn(message: str, category: type) -> None:
+    """`warnings.warn(message, category)` under the process's filters (ignored, shown, raised as they say), shown
+    as one line `fedevo: warning: MESSAGE` on stderr, as fedevo's other warnings are, not as Python's file, line and
+    source."""
+    with warnings.catch_warnings(record=True) as caught:  # (the filters as they are: an 'ignore' records nothing)
+        warnings.warn(message, category, stacklevel=3)
+    for w in caught:
+        print(f"fedevo: warning: {w.message}", file=sys.stderr)

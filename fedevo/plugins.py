@@ -64,11 +64,32 @@ _IMPORTED_SHA: dict[str, str] = {}  # a user's file (its resolved path) -> SHA-2
 # since is not read again (`changed_since_import` runs at each evaluate and each load of a problem's function)
 _IMPORTED_STAT: dict[str, tuple] = {}
 _SIBLING_FILES: dict[str, tuple] = {}  # a user's file (resolved) -> its _SIBLINGS' files (resolved), as imported
+# a module beside a user's file (its file, resolved) -> (the module, its __spec__) when its text was held:
+# `importlib.reload` finds the module's spec anew, so another spec (or another module under its name) is a reload
+_SIBLING_MODULE: dict[str, tuple] = {}
+_USER_MODULE: dict[str, str] = {}  # a user's file (resolved) -> the name fedevo imported it under
+_ON_REIMPORT: list = []  # what forgets what it holds of the user's code when a file is imported anew (`on_reimport`)
+
+
+def on_reimport(forget: Callable[[], None]) -> Callable[[], None]:
+    """Register `forget` (a cache's clear: the factories, templates and sizes built from a user's file) to be
+    called when a user's file is to be imported anew (`_take_reload`): what it holds came from the old code."""
+    _ON_REIMPORT.append(forget)
+    return forget
 
 
 def imported_sha(path: str) -> Optional[str]:
     """The SHA-256 of a `python:` file as this process imported it, or of a module beside it that the file's import
-    brought in (`_imported_beside`), as it was then (None: not imported here)."""
+    brought in (`_imported_beside`), as it was then or as reloaded since (`_changed`) (None: not imported here)."""
+    f = str(Path(path).resolve())
+    if f in _IMPORTED_SHA:
+        _changed(f)  # (a module beside it reloaded after its edit: its text now)
+    return _IMPORTED_SHA.get(f)
+
+
+def held_sha(path: str) -> Optional[str]:
+    """The SHA-256 of the text this process holds of a `python:` file or a module beside it (as imported, or as
+    reloaded since and taken), without looking at the file (None: not imported here)."""
     return _IMPORTED_SHA.get(str(Path(path).resolve()))
 
 
@@ -106,7 +127,9 @@ def _not_imported(name: str, f: str) -> None:
 
 
 def _changed(f: str) -> bool:
-    """Whether the file `f` (imported in this process) holds another text than the one imported."""
+    """Whether the file `f` (imported in this process) holds another text than the one imported. A module beside a
+    user's file that was reloaded since (`importlib.reload`, after the edit) holds the file's text: taken
+    (`_take_reload`), not changed."""
     held, st = _IMPORTED_SHA.get(f), _stat(f)
     if held is None or st is None or _IMPORTED_STAT.get(f) == st:
         return False
@@ -114,13 +137,48 @@ def _changed(f: str) -> bool:
     if now is None or now == held:  # touched, the same text: not read again until touched again
         _IMPORTED_STAT[f] = st
         return False
+    reloaded = _reloaded(f)
+    if reloaded is not None:
+        _take_reload(f, reloaded, now, st)
+        return False
     return True
+
+
+def _reloaded(f: str):
+    """The module of `f`, a module beside a user's file, where it was reloaded since its text was held (another
+    __spec__: `importlib.reload` finds it anew; or another module under its name: removed from sys.modules and
+    imported again), else None."""
+    mod, spec = _SIBLING_MODULE.get(f, (None, None))
+    now = sys.modules.get(getattr(mod, "__name__", None) or "")
+    if mod is None or now is None or (now is mod and getattr(now, "__spec__", None) is spec):
+        return None
+    try:
+        same_file = Path(now.__file__).resolve() == Path(f)
+    except (AttributeError, TypeError, OSError):
+        return None
+    return now if same_file else None
+
+
+def _take_reload(f: str, mod, sha: str, st) -> None:
+    """A module beside a user's file reloaded after its edit: its new text held, and each user file that imported it
+    imported anew at its next load (`_import_file`), so that the names it took from the module (`from helper
+    import f`) are the reloaded ones: what that file runs is the files' text, as run.json records it."""
+    _IMPORTED_SHA[f] = sha
+    _IMPORTED_STAT[f] = st
+    _SIBLING_MODULE[f] = (mod, getattr(mod, "__spec__", None))
+    for user_file, files in list(_SIBLING_FILES.items()):
+        if f in files and user_file in _USER_MODULE:
+            sys.modules.pop(_USER_MODULE[user_file], None)
+    for forget in _ON_REIMPORT:
+        forget()
 
 
 def changed_since_import(spec: Optional[str]) -> Optional[Path]:
     """The first file of a `python:` spec's code — the file, then the modules beside it that its import brought in —
     whose text changed since this process imported it (the process runs the text it imported: Python never imports
-    a module twice), or None (unchanged, not imported here, or not a `python:` file)."""
+    a module twice), or None (unchanged, not imported here, or not a `python:` file). A module beside it that was
+    reloaded after its edit (`importlib.reload`) runs its new text: not changed, and the file is imported anew at
+    its next load (`_take_reload`)."""
     if not isinstance(spec, str) or not spec.startswith(PYTHON_PREFIX):
         return None
     path = split_spec(spec)[0]
@@ -142,8 +200,15 @@ def check_current(spec: Optional[str], *, kind: str, doing: str = "this process 
     if f is not None:
         path = Path(split_spec(spec)[0]).resolve()
         what = f"{kind} file" if f == path else f"imported by {kind} file {str(path)!r}"
-        raise FedevoError(f"{f} ({what}) changed since this process imported it: {doing}; start a new Python "
-                          "process (in a notebook: restart the kernel)")
+        raise FedevoError(f"{f} ({what}) changed since this process imported it: {doing}; {reload_hint(f)}start a "
+                          "new Python process (in a notebook: restart the kernel)")
+
+
+def reload_hint(f) -> str:
+    """'importlib.reload(helper) it, or ' for a module beside a user's file (`_changed` takes its reload), else ''."""
+    mod = _SIBLING_MODULE.get(str(Path(f).resolve()), (None,))[0]
+    name = getattr(mod, "__name__", None)
+    return f"importlib.reload({name}) it, or " if name else ""
 
 
 def _import_file(p: Path, kind: str):
@@ -155,12 +220,13 @@ def _import_file(p: Path, kind: str):
     if not p.is_file():
         raise FedevoError(f"{kind} file {str(p)!r} does not exist")
     name = f"{USER_MODULE_PREFIX}{kind}_" + hashlib.sha256(str(p).encode()).hexdigest()[:12]
+    if sys.modules.get(name) is not None:  # imported before: the text it ran must be the file's still (a module
+        check_current(f"{PYTHON_PREFIX}{p}:_", kind=kind)  # beside it reloaded since: the file is imported anew)
     mod = sys.modules.get(name)
-    if mod is not None:  # imported before: the text it ran must be the file's still
-        check_current(f"{PYTHON_PREFIX}{p}:_", kind=kind)
     if mod is None:
         resolved = p.resolve()
         folder = str(resolved.parent)
+        earlier = {m.__name__ for m in _SIBLINGS.get(str(resolved), ())}  # imported anew: those it had still count
         added = folder not in sys.path
         if added:
             sys.path.append(folder)  # after the installed packages: a file beside it never shadows one
@@ -182,13 +248,16 @@ def _import_file(p: Path, kind: str):
             if added and folder in sys.path:  # the entry fedevo appended: the last one
                 del sys.path[len(sys.path) - 1 - sys.path[::-1].index(folder)]
         by_value(mod)
-        _SIBLINGS[str(resolved)] = siblings = _imported_beside(mod, set(sys.modules) - before - {name}, folder)
+        _USER_MODULE[str(resolved)] = name
+        new = (set(sys.modules) - before - {name}) | earlier
+        _SIBLINGS[str(resolved)] = siblings = _imported_beside(mod, new, folder)
         for m in siblings:
             by_value(m)
         _SIBLING_FILES[str(resolved)] = files = tuple(str(Path(m.__file__).resolve()) for m in siblings)
-        for f in files:
+        for f, m in zip(files, siblings):
             if f not in _IMPORTED_SHA:  # its text now: a module imported just now, or before it by the user
                 _held(f)
+                _SIBLING_MODULE[f] = (m, getattr(m, "__spec__", None))
     return mod
 
 

@@ -4,11 +4,13 @@ A retrain writes its report once every training has finished; a long one (150 ro
 stopped by Ctrl-C, SIGTERM or a kill would otherwise lose every finished training. Each training's result is
 kept as it finishes in ``REPORT_DIR/.kept/`` beside ``plan.json``, what the retrain is (the run, the picked
 solutions and their genes, rounds, seed, the standard's settings, the dataset directory the trainings read, the
-device they train on, fedevo's version). Run again with the same run, picks, rounds, seed, standard, data directory
-and device, `retrain` finds that report directory (the one ``--out`` names, or the
+device they train on and the compute precision there (bf16 where the CPU has native bf16 and the precision is
+'auto'), fedevo's version and source hash). Run again with the same run, picks, rounds, seed, standard, data
+directory, device, precision and fedevo, `retrain` finds that report directory (the one ``--out`` names, or the
 newest ``RUN/retrain*`` without a report), trains only what is missing and writes the report, whose numbers
 equal those of an uninterrupted retrain (each training is seeded on its own, whatever ran before it). A different
-plan never continues a kept one: it takes a new report directory. ``.kept/`` is removed once the report is
+plan never continues a kept one: it takes a new report directory (where the kept plan differs only in where or by
+which fedevo it trains, one note says why it was not continued: `passed_over`). ``.kept/`` is removed once the report is
 written. A retrain locks ``.kept/`` (flock) while it writes the directory: a running one is never continued by
 another.
 
@@ -34,16 +36,19 @@ PLAN = "plan.json"
 
 
 def plan_of(*, run_dir: Path | str, solutions: Sequence[Any], rounds: int, seed: int, eval_every: int,
-            standard: Optional[Mapping[str, Any]], data: Optional[str] = None, device: str = "cpu") -> dict[str, Any]:
+            standard: Optional[Mapping[str, Any]], data: Optional[str] = None, device: str = "cpu",
+            precision: Optional[str] = None) -> dict[str, Any]:
     """What a retrain is, as kept in plan.json: two retrains with equal plans give equal numbers. data: the dataset
     directory the trainings read (None where they read none: a dataset made in memory); device: where they train
-    ('cpu', 'cuda'; the CUDA path's numbers equal the CPU's within a tolerance only, docs/engine.md)."""
-    from . import __version__
+    ('cpu', 'cuda'; the CUDA path's numbers equal the CPU's within a tolerance only, docs/engine.md); precision: the
+    compute precision there ('fp32', 'bf16', both comma-separated; None: the problem's own evaluator, whose own it
+    is); with fedevo's version and source hash (versions.program)."""
+    from .searching.versions import program
 
     return json.loads(json.dumps({
         "run": str(Path(run_dir).resolve()), "rounds": int(rounds), "seed": int(seed), "eval_every": int(eval_every),
         "solutions": [{"key": s.key, "id": s.id, "params": dict(s.params)} for s in solutions],
-        "standard": dict(standard or {}), "data": data, "device": device, "fedevo": __version__},
+        "standard": dict(standard or {}), "data": data, "device": device, "precision": precision, **program()},
         sort_keys=True, default=str))
 
 
@@ -54,7 +59,10 @@ def _kept_plan(report_dir: Path) -> Optional[dict[str, Any]]:
         return None
 
 
-_ADDED = ("data", "device")  # plan keys a retrain stopped before fedevo recorded them lacks
+_ADDED = ("data", "device", "precision", "fedevo_source")  # plan keys a retrain stopped before fedevo recorded them
+# lacks
+# where and by which fedevo a plan trains: a kept plan that differs from this one only there is passed over with a note
+_ENGINE = (("device", "device"), ("precision", "precision"), ("fedevo", "fedevo"), ("fedevo_source", "fedevo source"))
 
 
 def same_plan(kept: Optional[Mapping[str, Any]], plan: Mapping[str, Any]) -> bool:
@@ -64,6 +72,28 @@ def same_plan(kept: Optional[Mapping[str, Any]], plan: Mapping[str, Any]) -> boo
         return False
     missing = [k for k in _ADDED if k not in kept]
     return dict(kept) == {k: v for k, v in plan.items() if k not in missing}
+
+
+def engine_differences(kept: Optional[Mapping[str, Any]], plan: Mapping[str, Any]) -> list[str]:
+    """'precision bf16 (here fp32)' for each of where and by which fedevo `plan` trains that a kept plan holds
+    otherwise, where the two differ in nothing else ([]: they differ elsewhere too, or not at all)."""
+    if kept is None:
+        return []
+    keys = [k for k, _ in _ENGINE]
+    if not same_plan({k: v for k, v in kept.items() if k not in keys}, {k: v for k, v in plan.items() if k not in keys}):
+        return []
+    return [f"{name} {kept[k]} (here {plan.get(k)})" for k, name in _ENGINE if k in kept and kept[k] != plan.get(k)]
+
+
+def passed_over(candidates: Sequence[Path], plan: Mapping[str, Any]) -> Optional[str]:
+    """A note naming the newest of `candidates` (report directories, oldest first) that holds the kept trainings of
+    this retrain made on another device or precision or by another fedevo (`engine_differences`), which a new report
+    directory leaves as they are; None where there is none."""
+    for d in reversed(list(candidates)):
+        if _only_kept(d) and not is_held(d / KEPT) and (diff := engine_differences(_kept_plan(d), plan)):
+            return (f"{d} holds the kept trainings of this retrain made with {', '.join(diff)}: not continued (its "
+                    "numbers would not be this machine's and fedevo's); training anew")
+    return None
 
 
 def _only_kept(report_dir: Path) -> bool:
@@ -139,16 +169,21 @@ def keep(report_dir: Path, key: str, result: EvaluationResult) -> None:
     atomic_write(report_dir / KEPT / f"{key}.pkl", data)
 
 
-def describe_kept(report_dir: Path) -> Optional[str]:
-    """Why a report directory holding only a retrain's kept trainings is not continued by this one, in words, or
-    None where it holds none."""
+def describe_kept(report_dir: Path, this: Optional[Mapping[str, Any]] = None) -> Optional[str]:
+    """Why a report directory holding only a retrain's kept trainings is not continued by this one (its plan:
+    `this`), in words, or None where it holds none."""
     if not _only_kept(report_dir):
         return None
     if is_held(report_dir / KEPT):
         return _busy(report_dir)
     plan = _kept_plan(report_dir) or {}
+    if this is not None and (diff := engine_differences(plan, this)):
+        return (f"{report_dir} holds the kept trainings of this retrain made with {', '.join(diff)}: continued here "
+                f"they would mix numbers of both in one report; continue it where it ran, or remove {report_dir / KEPT} "
+                "(nothing was overwritten)")
     what = ", ".join(f"{name} {plan[k]}" for k, name in (("rounds", "rounds"), ("seed", "seed"), ("device", "device"),
-                                                         ("data", "data directory")) if plan.get(k) is not None)
+                                                         ("precision", "precision"), ("data", "data directory"))
+                     if plan.get(k) is not None)
     ids = [s.get("id") for s in plan.get("solutions", []) if s.get("id") is not None]
     return (f"{report_dir} holds the kept trainings of a stopped retrain of another plan ({what}, picked ids "
             f"{', '.join(map(str, ids)) or 'none'}): run that retrain again to continue it, or remove "

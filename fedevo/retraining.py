@@ -616,26 +616,29 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
         prob = std if s.is_standard else data.problem
         if not prob.simulated:  # the user's own evaluator: its settings are checked, its memory is its own
             prob.resolve(s.params)
-            device_settings.add("auto")  # (it sees the GPUs the training may use)
+            device_settings.add(("auto", None))  # (it sees the GPUs the training may use; its precision is its own)
             continue
         cfg = prob.sim_config(s.params, rounds=rounds, data_dir=data_dir)
         check_evaluation_memory(cfg, STANDARD if s.is_standard else f"solution {s.key} (id {s.id})")
         deployments[s.key] = deployment_of(cfg)
-        device_settings.add(cfg.device)
+        device_settings.add((cfg.device, cfg.precision))
     from . import retrain_kept
-    from .hardware import training_device
+    from .hardware import precision as precision_on, training_device
     from .searching.runner import cores
 
-    # where the trainings run (in-process or Ray decides it for 'auto'), decided for the whole plan: a
-    # continuation trains where the stopped retrain did, or takes a report directory of its own
-    def device(w: int) -> str:
-        return ",".join(sorted({training_device(d, in_process=w == 0, gpus_per_task=gpus_per_task)
-                                for d in device_settings}))
+    # where the trainings run (in-process or Ray decides it for 'auto') and in which compute precision there
+    # ('auto': bf16 where this CPU has native bf16), decided for the whole plan: a continuation trains where and as
+    # the stopped retrain did, or takes a report directory of its own
+    def where(w: int) -> tuple[str, Optional[str]]:
+        on = {(training_device(d, in_process=w == 0, gpus_per_task=gpus_per_task), p) for d, p in device_settings}
+        return (",".join(sorted({d for d, _ in on})),
+                ",".join(sorted({precision_on(p, d).name for d, p in on if p is not None})) or None)
 
     whole, why = decide(workers, cores=cores(), pop=len(sols), address=ray_address)
+    device, precision = where(whole)
     kept_plan = retrain_kept.plan_of(run_dir=run_dir, solutions=sols, rounds=rounds, seed=seed,
                                      eval_every=eval_every, standard=standard,
-                                     data=data_read(data.problem, data_dir), device=device(whole))
+                                     data=data_read(data.problem, data_dir), device=device, precision=precision)
     out_dir = report_dir(run_dir, out, kept_plan) if write else Path(out or Path(run_dir) / "retrain")
     kept = retrain_kept.load(out_dir) if write else {}
 
@@ -645,7 +648,7 @@ def retrain(run_dir: Path | str, pick_spec: str = DEFAULT_PICK, *, rounds: int =
     todo = [n for n, s in enumerate(sols) if s.key not in kept]
     if len(todo) < len(sols):  # a continuation: fewer trainings to run side by side, where the others ran
         fewer, why_fewer = decide(workers, cores=cores(), pop=max(len(todo), 1), address=ray_address)
-        if device(fewer) == device(whole):
+        if where(fewer) == where(whole):
             whole, why = fewer, why_fewer
     workers = whole  # as the search decides: "auto" alike
     announce(why)
@@ -736,12 +739,12 @@ def report_dir(run_dir: Path | str, out: Optional[Path | str], plan: Optional[Ma
     report directory holding only the kept trainings of a stopped retrain of the same `plan`
     (fedevo.retrain_kept) is continued: `out` if it is one, else the newest such RUN_DIR/retrain*."""
     from .guards import check_new_or_empty_dir, check_writable_dir
-    from .retrain_kept import continuable, describe_kept
+    from .retrain_kept import continuable, describe_kept, passed_over
 
     if out is not None:
         if plan is not None and continuable([Path(out)], plan):
             return Path(out)
-        why = describe_kept(Path(out)) if Path(out).is_dir() else None
+        why = describe_kept(Path(out), plan) if Path(out).is_dir() else None
         if why:
             raise FedevoError(arg("out", why))
         return check_new_or_empty_dir(out)
@@ -754,6 +757,8 @@ def report_dir(run_dir: Path | str, out: Optional[Path | str], plan: Optional[Ma
     if plan is not None and (going_on := continuable(earlier, plan)):
         return going_on
     check_writable_dir(path, "the report directory")
+    if plan is not None and (note := passed_over(earlier, plan)):
+        print(f"fedevo: note: {note} in {path}", file=sys.stderr)
     return path
 
 

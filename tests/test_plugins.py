@@ -212,6 +212,67 @@ def test_a_module_beside_the_model_file_edited_since_its_import_is_refused_by_a_
         sys.modules.pop(helper, None)
 
 
+def test_a_module_beside_the_model_file_reloaded_after_its_edit_is_what_a_new_run_trains(tmp_path, monkeypatch):
+    """A notebook edits the module its model file imports from beside it and `importlib.reload`s it, then
+    evaluates or starts a new search: refused ('changed since this process imported it ... restart the kernel')
+    though the process holds the new text. The reload is taken now: the model file is imported anew (the names it
+    took from the module are the reloaded ones), the evaluation trains and the new run records the new text; an
+    edit not reloaded is refused as before, and so is a resume of the run made before the edit."""
+    import hashlib
+    import importlib
+    import json
+
+    import fedevo
+    from fedevo.errors import FedevoError
+
+    helper = f"width_{os.getpid()}_{abs(hash(str(tmp_path)))}"
+    project = _model_project(tmp_path, helper)
+    monkeypatch.syspath_prepend(str(project))  # the notebook's folder, where the reload finds the module
+    stale = rf"{helper}\.py \(imported by model file .*models\.py'\) changed since this process imported it"
+    try:
+        problem = fedevo.Problem.from_file(str(project / "p.toml"))
+        omega = fedevo.evaluate(problem, rounds=1).omega
+        fedevo.search(str(project / "p.toml"), optimizer="random", pop=2, gen=1, workers=0, out=tmp_path / "A",
+                      page=False)
+        (project / f"{helper}.py").write_text("HIDDEN = 128\n")
+        with pytest.raises(FedevoError, match=stale + rf": this process would run the old code; importlib.reload\("
+                                                      rf"{helper}\) it, or start a new Python process"):
+            fedevo.evaluate(problem, rounds=1)
+        importlib.reload(sys.modules[helper])
+        assert fedevo.evaluate(fedevo.Problem.from_file(str(project / "p.toml")), rounds=1).omega > omega
+        assert fedevo.evaluate(problem, rounds=1).omega > omega  # (made before: it names the file, as it is now)
+        fedevo.search(str(project / "p.toml"), optimizer="random", pop=2, gen=1, workers=0, out=tmp_path / "B",
+                      page=False)
+        (entry,) = [e for e in json.loads((tmp_path / "B" / "run.json").read_text())["inputs"]
+                    if e["path"].endswith(f"{helper}.py")]
+        assert entry["sha256"] == hashlib.sha256(b"HIDDEN = 128\n").hexdigest()
+        with pytest.raises(FedevoError, match=rf"{helper}\.py \(imported by model\) changed since run"):
+            fedevo.resume(tmp_path / "A", gen=2, workers=0, page=False)
+        (project / f"{helper}.py").write_text("HIDDEN = 8\n")  # edited again, not reloaded: refused
+        with pytest.raises(FedevoError, match=stale):
+            fedevo.search(str(project / "p.toml"), optimizer="random", pop=2, gen=1, workers=0,
+                          out=tmp_path / "C", page=False)
+        assert not (tmp_path / "C").exists()
+        # a Ray worker that imported the module before (a session the caller keeps across searches; it was not
+        # reloaded there) in a search whose run.json records the new text: the search stops, resumable, rather than
+        # run the old code beside the new; a worker holding the recorded text goes on (the file saved since or not)
+        import torch
+
+        from fedevo.searching.evaluator import SIMULATOR
+        from fedevo.searching.runner import _ray_task
+
+        task = (problem, SIMULATOR, {"lr": 0.1}, 0, {"rounds": 1}, torch.get_num_threads())
+        path = str(project / f"{helper}.py")
+        kind, msg, _ = _ray_task(*task, code={path: hashlib.sha256(b"HIDDEN = 8\n").hexdigest()})
+        assert kind == "abort" and msg == (f"{path} changed since a worker of the Ray session imported it: it would "
+                                           "run the old code beside the text the run records; shut that Ray session "
+                                           "down (ray.shutdown()) so that its workers import it anew, and go on")
+        kind, _, _ = _ray_task(*task, code={path: entry["sha256"]})  # (B's record: the text this process holds)
+        assert kind == "ok"
+    finally:
+        sys.modules.pop(helper, None)
+
+
 def test_a_functions_code_digest_follows_its_body_not_its_place():
     """plugins.code_digest (run.json's `code`): the same body defined twice (a notebook cell run again, at other
     lines) digests the same; another body, a nested function's or a constant's change, does not; no code, None."""

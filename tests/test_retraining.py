@@ -400,7 +400,7 @@ def test_a_different_retrain_never_continues_kept_trainings(run_dir, tmp_path, c
     assert sorted(p.name for p in (tmp_path / "rt").iterdir()) == [".kept"]
     monkeypatch.setattr(rt, "retrain_evaluate", real)
     with pytest.raises(FedevoError, match=r"holds the kept trainings of a stopped retrain of another plan \(rounds 2, "
-                                          r"seed \d+, device cpu, picked ids \d+\): run that retrain again to continue "
+                                          r"seed \d+, device cpu, precision (fp32|bf16), picked ids \d+\): run that retrain again to continue "
                                           "it, or remove"):
         retrain(run_dir, "knee", rounds=3, workers=0, out=tmp_path / "rt")
     with pytest.raises(FedevoError, match="holds the kept trainings of a stopped retrain of another plan"):
@@ -500,7 +500,8 @@ def test_a_continuation_on_another_device_or_dataset_directory_takes_a_report_di
     assert json.loads((run / "retrain" / ".kept" / "plan.json").read_text())["device"] == "cpu"
     real = hw.training_device
     monkeypatch.setattr(hw, "training_device", lambda *a, **kw: "cuda")  # (it still trains on the CPU here)
-    with pytest.raises(FedevoError, match="another plan .rounds 2, seed \\d+, device cpu"):
+    with pytest.raises(FedevoError, match=r"retrain holds the kept trainings of this retrain made with device cpu "
+                                          r"\(here cuda\)"):
         retrain(run, "knee", rounds=2, workers=0, out=run / "retrain")
     monkeypatch.setattr(hw, "training_device", real)
     (tmp_path / "elsewhere").mkdir()
@@ -811,8 +812,47 @@ def test_report_md_says_nothing_of_comm_where_it_is_planned(run_dir, tmp_path):
     assert rep.comm_note() == "" and "Comm is measured" not in (tmp_path / "rt" / "report.md").read_text()
 
 
-def test_a_retrain_stopped_before_plans_recorded_data_and_device_still_continues(run_dir, tmp_path, monkeypatch):
-    """plan.json gained `data` and `device`; a retrain stopped by the version before (its plan lacks them) never
+def test_a_continuation_in_another_precision_or_by_another_fedevo_is_not_continued_and_says_why(
+        run_dir, tmp_path, monkeypatch, capsys):
+    """plan.json records the compute precision the trainings run in ('auto': bf16 where the CPU has native bf16)
+    and fedevo's source hash: the same command on a CPU of the other precision, or by another fedevo, continued the
+    kept trainings and mixed bf16 and fp32 (or two programs') numbers in one report. Now it takes a report directory
+    of its own with one note saying why (with --out: refused in one line naming the difference)."""
+    import fedevo.hardware as hw
+    import fedevo.searching.versions as versions
+
+    run = shutil.copytree(run_dir, tmp_path / "run")
+    calls = signal_in_training(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        retrain(run, "knee", rounds=2, workers=0)
+    plan = json.loads((run / "retrain" / ".kept" / "plan.json").read_text())
+    here = hw.precision("auto", "cpu").name
+    assert plan["precision"] == here and plan["fedevo_source"] == versions.source_hash()
+    other = "fp32" if here == "bf16" else "bf16"
+    real = hw.precision
+    monkeypatch.setattr(hw, "precision", lambda setting, device="cpu": hw.Precision(other, "a CPU of the other kind"))
+    with pytest.raises(FedevoError, match=rf"retrain holds the kept trainings of this retrain made with precision "
+                                          rf"{here} \(here {other}\): continued here they would mix numbers of both"):
+        retrain(run, "knee", rounds=2, workers=0, out=run / "retrain")
+    capsys.readouterr()
+    rep = retrain(run, "knee", rounds=2, workers=0)
+    assert rep.out_dir == run / "retrain-2" and (run / "retrain" / ".kept").is_dir()
+    assert (f"fedevo: note: {run / 'retrain'} holds the kept trainings of this retrain made with precision {here} "
+            f"(here {other}): not continued (its numbers would not be this machine's and fedevo's); training anew in "
+            f"{run / 'retrain-2'}") in capsys.readouterr().err
+    monkeypatch.setattr(hw, "precision", real)
+    program = versions.program  # (plan_of asks it at each retrain)
+    monkeypatch.setattr(versions, "program", lambda: {"fedevo": plan["fedevo"], "fedevo_source": "0" * 16})
+    with pytest.raises(FedevoError, match=rf"made with fedevo source {plan['fedevo_source']} \(here 0000000000000000\)"):
+        retrain(run, "knee", rounds=2, workers=0, out=run / "retrain")
+    monkeypatch.setattr(versions, "program", program)
+    n = len(calls)
+    rep = retrain(run, "knee", rounds=2, workers=0)  # this CPU and fedevo again: the kept trainings continue
+    assert rep.out_dir == run / "retrain" and len(calls) == n + len(rep.solutions) - 1
+
+
+def test_a_retrain_stopped_before_plans_recorded_data_device_precision_and_source_still_continues(run_dir, tmp_path, monkeypatch):
+    """plan.json gained `data` and `device` (then `precision` and `fedevo_source`); a retrain stopped by the version before (its plan lacks them) never
     matched again: the same command restarted from zero in retrain-2 (with --out: refused as another plan). A kept
     plan lacking them is taken as the plan it was."""
     run = shutil.copytree(run_dir, tmp_path / "run")
@@ -820,7 +860,8 @@ def test_a_retrain_stopped_before_plans_recorded_data_and_device_still_continues
     with pytest.raises(KeyboardInterrupt):
         retrain(run, "knee", rounds=2, workers=0)
     plan_file = run / "retrain" / ".kept" / "plan.json"
-    old = {k: v for k, v in json.loads(plan_file.read_text()).items() if k not in ("data", "device")}
+    old = {k: v for k, v in json.loads(plan_file.read_text()).items()
+           if k not in ("data", "device", "precision", "fedevo_source")}  # (the last two: recorded since)
     plan_file.write_text(json.dumps(old, sort_keys=True))
     rep = retrain(run, "knee", rounds=2, workers=0)
     assert rep.out_dir == run / "retrain" and not (run / "retrain-2").exists() and len(calls) == 3

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Optional, Union
 
 import numpy as np
 
-from ..errors import FedevoError
+from ..errors import ChannelsLastWarning, FedevoError, warn
 
 SOURCES = ("npz", "parquet", "hf")
 # keys of a problem file's [data] table that name the data (the others, DATA_KEYS of problem.py, split it)
@@ -420,12 +420,13 @@ def channels_last(shape: tuple) -> bool:
 
 def _warn_if_channels_last(shape: tuple, where: str) -> None:
     """One line on stderr (once per process: the read is cached) where the images seem channels-last: read as
-    (N, C, H, W) they train, silently, on H channels of W×C images."""
+    (N, C, H, W) they train, silently, on H channels of W×C images. A ChannelsLastWarning: Python's warning filters
+    silence it (a model that takes them so)."""
     if channels_last(shape):
         n, c, h, w = shape
-        print(f"fedevo: warning: {where}: images of shape {tuple(shape)} look channels-last (N, H, W, C); fedevo "
-              f"reads images as (N, C, H, W), so these are {c} channels of {h}×{w} images: transpose them first "
-              "(x.transpose(0, 3, 1, 2)) unless that is what they are", file=sys.stderr)
+        warn(f"{where}: images of shape {tuple(shape)} look channels-last (N, H, W, C); fedevo reads images as "
+             f"(N, C, H, W), so these are {c} channels of {h}×{w} images: transpose them first (x.transpose(0, 3, 1, "
+             "2)) unless that is what they are (then filter fedevo.ChannelsLastWarning)", ChannelsLastWarning)
 
 
 def _labels(t: _Table) -> np.ndarray:

@@ -36,6 +36,7 @@ from torch.func import functional_call, grad, vmap
 
 from ..arch import UserArch
 from ..errors import FedevoError, one_line
+from ..plugins import on_reimport
 from ..usercode import call_user, stdout_to_stderr
 from .lowering import lower, lowering_enabled
 from .user_module import _seed_from, _template, make_module, meta_module
@@ -229,6 +230,9 @@ def macs_and_params(arch: UserArch, input_shape: tuple, num_classes: int,
             n = density(alpha, s[0], math.prod(s[1:])) * n
         params += n
     return macs[0], macs[1], params
+
+
+on_reimport(macs_and_params.cache_clear)  # (sized from a factory a reloaded module changed)
 
 
 def _macs(module: nn.Module, x: torch.Tensor, alpha: Optional[float] = None, masked=None) -> tuple[float, float]:

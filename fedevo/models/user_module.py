@@ -21,7 +21,7 @@ import torch.nn as nn
 
 from ..arch import UserArch
 from ..errors import FedevoError, one_line
-from ..plugins import load_callable
+from ..plugins import load_callable, on_reimport
 from ..usercode import call_user, stdout_to_stderr
 
 
@@ -221,6 +221,11 @@ def _check_dtype(name: str, out: torch.Tensor) -> None:
 def _template(arch: UserArch, input_shape: tuple, num_classes: int) -> nn.Module:
     """The module built once per process (a worker) for this arch; models copy it."""
     return make_module(arch, input_shape, num_classes, same_as_template=False)
+
+
+# a module beside a model file reloaded after its edit: the file is imported anew, and what was built of it goes
+on_reimport(load_factory.cache_clear)
+on_reimport(_template.cache_clear)
 
 
 def _seed_from(gen: torch.Generator) -> int:

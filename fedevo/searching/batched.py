@@ -153,10 +153,10 @@ def _batch_here(evaluator: Evaluator, problem, items, eval_kwargs) -> list[tuple
     return got
 
 
-def _ray_batch(problem, evaluator, items, eval_kwargs, threads, gpus=0.0, timeout=None):
+def _ray_batch(problem, evaluator, items, eval_kwargs, threads, gpus=0.0, timeout=None, code=None):
     from .runner import _ray_task
 
-    return _ray_task(problem, evaluator, items, None, eval_kwargs, threads, gpus, timeout, run=_run_items)
+    return _ray_task(problem, evaluator, items, None, eval_kwargs, threads, gpus, timeout, run=_run_items, code=code)
 
 
 def _run_items(evaluator, problem, items, _seed, eval_kwargs, timeout):
@@ -202,7 +202,8 @@ class BatchedRunner:
         inner = self.inner
         if self.kind == "ray":
             jobs = {self._batch_fn.remote(inner._problem_ref, inner._evaluator, [(dict(t.params), t.seed) for t in b],
-                                          self.eval_kwargs, inner.threads, inner.gpus_per_task, inner.timeout): b
+                                          self.eval_kwargs, inner.threads, inner.gpus_per_task, inner.timeout,
+                                          inner.code): b
                     for b in batches}
             jobs.update({inner.submit(t): [t] for t in alone})
             inner.drain(jobs, on_done, tick)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Optional
 
 from ..errors import FedevoError
+from ..plugins import on_reimport
 from ..result import EvaluationResult
 
 DEFAULT_EVALUATOR = "fedevo.evaluate:evaluate"  # the name run.json records for the simulator (not imported)
@@ -103,6 +104,7 @@ def load_evaluator(spec: str) -> Evaluator:
 
 
 _LOADED: dict[str, Callable] = {}  # spec -> the evaluator function this process imported (see ProblemEvaluator)
+on_reimport(_LOADED.clear)  # (a module beside its file reloaded after an edit: the file is imported anew, plugins)
 
 
 class ProblemEvaluator:

@@ -8,8 +8,8 @@ recorded after it: the ones `plugins.imported_beside` names once fedevo has impo
 records each one's SHA-256 in run.json's ``inputs`` when the run is created (run.json's bytes start
 evaluations.csv's hash chain, so the record is covered too); :func:`check_inputs` recomputes them before a run is
 continued, and a file that changed or is gone is refused with one line naming it: a resumed search never mixes two
-tasks. fedevo's own code (run.json's ``versions``) and the bundled datasets under --data-dir are not
-fingerprinted; a run made before this record (no ``inputs``) is resumed unchecked.
+tasks. fedevo's own code is recorded by its source hash (run.json's ``versions``; a resume by another is said
+and recorded, not refused: provenance.py) and the bundled datasets under --data-dir are not fingerprinted; a run made before this record (no ``inputs``) is resumed unchecked.
 """
 
 from __future__ import annotations
@@ -148,8 +148,8 @@ def fingerprint(problem, settings) -> list[dict[str, Any]]:
         except OSError as e:
             raise FedevoError(f"cannot read {p} ({role_text(role)}) to record its fingerprint: "
                               f"{e.strerror or e}") from None
-        _check_imported(p, role_text(role), sha, "the search would run the old code and record the new file; start a "
-                        "new Python process (nothing was written)")
+        _check_imported(p, role_text(role), sha, "the search would run the old code and record the new file",
+                        "nothing was written")
         out.append({"role": role, "path": str(p), "sha256": sha, "bytes": n})
     return out
 
@@ -173,18 +173,19 @@ def check_inputs(meta: Mapping[str, Any], run_dir: Path, action: str = "resume")
                      "one searched; restore it, or search again")
             raise FedevoError(f"{p} ({role}) changed since run {run_dir} was made (SHA-256 {sha[:12]}… now, "
                               f"{entry['sha256'][:12]}… then): {mixed} ({after})")
-        _check_imported(p, role, sha, f"the {action} would run the old code; start a new Python process (in a "
-                        f"notebook: restart the kernel) ({after})")
+        _check_imported(p, role, sha, f"the {action} would run the old code", after)
 
 
-def _check_imported(p: Path, role: str, sha: str, then: str) -> None:
+def _check_imported(p: Path, role: str, sha: str, doing: str, after: str) -> None:
     """FedevoError where this process imported the file `p` with another text than its `sha` now (it runs the text
-    it imported, not the file's): '{p} ({role}) changed since this process imported it: {then}'."""
-    from ..plugins import imported_sha
+    it imported, not the file's; a module beside a `python:` file reloaded since runs the file's: plugins._changed):
+    '{p} ({role}) changed since this process imported it: {doing}; start a new Python process (...) ({after})'."""
+    from ..plugins import imported_sha, reload_hint
 
     held = imported_sha(str(p))
     if held is not None and held != sha:
-        raise FedevoError(f"{p} ({role}) changed since this process imported it: {then}")
+        raise FedevoError(f"{p} ({role}) changed since this process imported it: {doing}; {reload_hint(p)}start a new "
+                          f"Python process (in a notebook: restart the kernel) ({after})")
 
 
 def code_digests(objectives, evaluator) -> dict[str, str]:

@@ -7,7 +7,7 @@ search space, hypervolume), runner.py (Ray or serial evaluation).
 Run directory::
 
     run.json            what was run: problem name + full problem-file text, settings, seed, encoding,
-                        algorithm, package versions, and ``inputs``: the SHA-256 of every data and code file the
+                        algorithm, package versions (fedevo's source hash too: provenance.py), and ``inputs``: the SHA-256 of every data and code file the
                         problem names (inputs.py; resume refuses a changed one) (written once, atomically; never
                         changed: its bytes start the log's hash chain)
     .lock               flock'ed by the process writing the run (never content)
@@ -42,6 +42,8 @@ Run directory::
                         seconds of search (over_time_budget_s: how far past --time-budget the last batch ran),
                         the budgets (gen_derived: --gen was not given, so it ended nothing) (removed while raised
                         budgets let the search go on)
+    resumed_by.json     each other fedevo (version, source hash) a resume continued the run with, and the rows
+                        logged before it (provenance.py), when one did
     budgets.json        the budgets in force once `fedevo resume --budget ...` raised them, with the history of
                         raises (budgets.py; read_run_json applies them: run.json's budgets until then)
     front.csv           non-dominated rows among all full-fidelity evaluations with status ok (and within the
@@ -109,13 +111,15 @@ from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key
 from .record import EvaluationRecord
 from .problem import SearchProblem
 from ..data.sources import facts_of
-from .rundata import RUN_FORMAT, RunData, batch_record, read_run_json, run_data, run_identity, run_objectives
+from .rundata import (RUN_FORMAT, RunData, batch_record, legacy_identity, read_run_json, run_data, run_identity,
+                      run_objectives)
 from .fidelity import PROMOTION, parse_ladder
 from .rungs import RUNG_ROUNDS, RungScheduler, check_continues, check_ladder, remove_states
 from .runner import Task, _Abort, cores, make_runner
 from .settings import Runtime, SearchSettings, eval_seed, n_ref_dirs
 from .space import SearchSpace
-from .versions import versions
+from .provenance import note_resume
+from .versions import program, versions
 
 # ============================================================================================ the run
 # batches.csv: per batch, the candidates asked and the seconds the optimiser (ask, tell) and the evaluations took:
@@ -218,22 +222,31 @@ def take_back(run_dir: Path, made: Sequence[Path]) -> None:
             break
 
 
-def _refuse_nonempty(out: Path, ident: str) -> None:
+def _refuse_nonempty(out: Path, ident: str, legacy: Optional[str] = None) -> None:
+    """The one line for a search whose --out is not empty: it holds this run (`ident`; or `legacy`, the identity
+    an earlier fedevo gave the same command: `legacy_identity`), another run, or no run."""
     if (out / "run.json").exists():
         try:
-            same = json.loads((out / "run.json").read_text()).get("run_id") == ident
-        except (OSError, ValueError):
-            same = False
+            recorded = json.loads((out / "run.json").read_text())
+            earlier = (legacy is not None and "gen_derived" not in (recorded.get("settings") or {})
+                       and recorded.get("run_id") == legacy)
+            same = recorded.get("run_id") == ident or earlier
+        except (OSError, ValueError, AttributeError):
+            same = earlier = False
         if same:
+            # (made by a fedevo before gen_derived: its --gen, derived from the other budgets, ends it, as it did then)
+            then = (f" (made by an earlier fedevo, in which {arg('gen')} derived from the other budgets ends the "
+                    "search)") if earlier else ""
             if is_held(out):  # its search or a resume runs now: 'continue it with fedevo resume' would be refused
                 raise RunInUseError(f"{arg('out', out)} holds this run, and another fedevo process is running it now; "
                                     "nothing was changed")
             stop = read_stop(out)
             if stop is None:
-                raise FedevoError(f"{arg('out', out)} already holds this run; continue it with {resume_call(out)}")
+                raise FedevoError(f"{arg('out', out)} already holds this run{then}; continue it with "
+                                  f"{resume_call(out)}")
             way = go_on(stop, out)
             way = f"; to search on, raise the budget that ended it: {way}" if way else ""
-            raise FedevoError(f"{arg('out', out)} already holds this run, finished "
+            raise FedevoError(f"{arg('out', out)} already holds this run{then}, finished "
                               f"({said(stop.get('reason', ''), stop.get('why', 'ended'))}); "
                               f"nothing was changed (see `fedevo front {out}`{way})")
         raise FedevoError(f"{arg('out', out)} holds a different run; choose another {arg('out')} (nothing was "
@@ -257,6 +270,7 @@ class SearchRun:
     _held = None  # the run directory's lock while this process writes it (taken by `create`, or by `run`)
     _raised: Optional[SearchSettings] = None  # budgets raised by `raise_budgets`, put in force by `run`
     _when_held: tuple = ()  # say_when_held's notes
+    _resumed = False  # True once `run` took the lock of a run made earlier: its rows may be another fedevo's
     made: Optional[list[Path]] = None  # made by `create`: the folders it created (missing_folders); None: opened
 
     def __init__(self, run_dir: Path, meta: Mapping[str, Any], problem: Problem, settings: SearchSettings):
@@ -327,7 +341,7 @@ class SearchRun:
         inputs = fingerprint(problem, settings)  # before anything is written: an unreadable file is one line
         vers = versions()  # so too a bad FEDEVO_NATIVE (versions reads native.status: a SetupError)
         if out.is_dir() and _content(out):
-            _refuse_nonempty(out, ident)
+            _refuse_nonempty(out, ident, legacy_identity(text, settings))
         meta = {
             "format": RUN_FORMAT,
             "run_id": ident,
@@ -384,7 +398,7 @@ class SearchRun:
             raise
         if not ours:
             lock.close()
-            _refuse_nonempty(out, ident)
+            _refuse_nonempty(out, ident, legacy_identity(text, settings))
         run._held = lock  # kept until this process's run() ends: nobody else writes here meanwhile
         run.made = made
         if note:
@@ -559,6 +573,7 @@ class SearchRun:
         try:
             if self._held is None:  # opened, not created here: continuing a run made earlier
                 self._held = _lock(self.run_dir)
+                self._resumed = True
                 check_inputs(self.meta, self.run_dir)  # its data and code files are what it was made with
                 warn_changed_code(self.meta, self.objectives, evaluator, self.run_dir)
             self._put_raised()  # `fedevo resume --budget ...`: now that nothing else can refuse the resume
@@ -631,6 +646,10 @@ class SearchRun:
         # runs (a time budget is checked between batches; one shorter than the start-up evaluated nothing and
         # recorded no stop)
         if not self._stopped(state, search_s0):
+            if self._resumed:  # another fedevo than the rows' so far: one line, and resumed_by.json records it
+                note = note_resume(self.run_dir, self.meta, len(rows), program())
+                if note:
+                    print(f"fedevo: warning: resuming {self.run_dir}: {note}", file=sys.stderr)
             eval_kwargs = {"rounds": s.rounds, "data_dir": s.data_dir}
             runner = make_runner(evaluator, self.problem, eval_kwargs, workers=runtime.workers,
                                  address=runtime.ray_address, cpus_per_task=runtime.cpus_per_task,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -55,6 +55,14 @@ def run_identity(problem_text: str, settings: SearchSettings) -> str:
         if s.get(key) is None:
             s.pop(key, None)
     return hashlib.sha256(json.dumps({"problem": problem_text, "settings": s}, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def legacy_identity(problem_text: str, settings: SearchSettings) -> Optional[str]:
+    """The identity a fedevo from before settings.gen_derived gave the same command, where it differs from
+    `run_identity`'s: a --gen derived from --budget, --time-budget or --patience (gen_derived, in the identity
+    since) — so that the same command on a run directory made then is known as this run, not as another. None
+    where the two agree."""
+    return run_identity(problem_text, replace(settings, gen_derived=False)) if settings.gen_derived else None
 
 
 def read_run_json(run_dir: Path, *, reading: bool = False) -> tuple[dict[str, Any], Problem, SearchSettings]:

@@ -207,17 +207,40 @@ def _set_threads(n: int) -> None:
         torch.set_num_threads(n)
 
 
-def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0, timeout=None, run=None):
-    """run_one on a Ray worker (`run`: another function of these arguments, e.g. a batch's, batched.py)."""
+def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0, timeout=None, run=None, code=None):
+    """run_one on a Ray worker (`run`: another function of these arguments, e.g. a batch's, batched.py; `code`: path
+    → SHA-256 of the run's code files as run.json records them, `_stale_code`)."""
     from .containment import fd1_captured
 
     run = run or run_one
     _set_threads(threads)
+    stale = _stale_code(code)
+    if stale:  # a worker of a Ray session the caller keeps holds the problem's code as it first imported it
+        reply = ("abort", stale, "")
+        return reply if run is run_one else [reply] * len(params)  # (a batch's: one reply per item, batched.py)
     with _gpus_seen(gpus), fd1_captured() as below:  # output below Python: to user.log, not Ray's worker log
         got = run(evaluator, problem, params, seed, eval_kwargs, timeout)
     if isinstance(got, list):  # a batch's replies: its output goes with its first evaluation (batched.py)
         return output_first(got, below.text)
     return output_first([got], below.text)[0]
+
+
+def _stale_code(code: Optional[Mapping[str, str]]) -> Optional[str]:
+    """The one line saying that this Ray worker runs one of the run's code files (`code`: path → SHA-256, as run.json
+    records them) with another text than the run records, or None: a worker of a Ray session the caller keeps
+    (ray.init before fedevo) outlives a search, and holds a file as it imported it for an earlier one (a module
+    beside the model file edited and reloaded in the notebook since, which the search's process takes). Its search
+    stops, resumable, rather than mix two versions. A worker that imported the file as recorded goes on, whatever
+    the file holds now (saved while the search runs: the search runs the code run.json records)."""
+    from ..plugins import held_sha
+
+    for path, sha in (code or {}).items():
+        held = held_sha(path)
+        if held is not None and held != sha:
+            return (f"{path} changed since a worker of the Ray session imported it: it would run the old code beside "
+                    "the text the run records; shut that Ray session down (ray.shutdown()) so that its workers import "
+                    "it anew, and go on")
+    return None
 
 
 def output_first(replies: list, text: str) -> list:
@@ -430,6 +453,7 @@ class RayRunner:
         self.options = dict(num_cpus=cpus_per_task, num_gpus=gpus_per_task, max_retries=max_retries,
                             retry_exceptions=False)  # a task's resources (batched.py's batches take the same)
         self._fn = ray.remote(_ray_task).options(**self.options)
+        self.code = dict(known_digests or {})  # the run's files as run.json records them (_stale_code)
         self._problem_ref = ray.put(problem)
         self._evaluator = evaluator
         self._eval_kwargs = dict(eval_kwargs or {})
@@ -441,7 +465,7 @@ class RayRunner:
         """One Ray task evaluating `t`; its ref."""
         return self._fn.remote(self._problem_ref, self._evaluator, dict(t.params), t.seed,
                                {**self._eval_kwargs, **t.rung_kwargs}, self.threads, self.gpus_per_task,
-                               self.timeout)
+                               self.timeout, None, self.code)
 
     def drain(self, jobs: Mapping[Any, Sequence[Task]], on_done: OnDone,
               tick: Optional[Callable[[], None]] = None) -> None:

@@ -240,6 +240,36 @@ def test_channels_last_images_are_warned_of_once(capfd):
         assert capfd.readouterr().err == ""
 
 
+def test_the_channels_last_warning_is_a_python_warning_its_filters_silence(capfd):
+    """A user whose model takes (N, H, W, C) images saw the warning at every run, with no way to say so: it is a
+    fedevo.ChannelsLastWarning under Python's warning filters now (ignore: nothing said; error: raised), shown as
+    the one line it was otherwise."""
+    import warnings
+
+    import fedevo
+
+    rng = np.random.default_rng(1)
+    ids = np.repeat(np.arange(4), 10)
+
+    def source():  # (a new source each time: a read is cached)
+        return ArraySource(x=rng.normal(size=(40, 8, 8, 3)).astype(np.float32), y=rng.integers(0, 2, 40),
+                           client_id=ids)
+
+    assert issubclass(fedevo.ChannelsLastWarning, UserWarning)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=fedevo.ChannelsLastWarning)
+        open_source(source(), natural=True)
+    assert capfd.readouterr().err == ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fedevo.ChannelsLastWarning)
+        with pytest.raises(fedevo.ChannelsLastWarning, match="look channels-last"):
+            open_source(source(), natural=True)
+    open_source(source(), natural=True)
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedevo: warning: ArraySource: images of shape (40, 8, 8, 3)")
+    assert err.rstrip().endswith("unless that is what they are (then filter fedevo.ChannelsLastWarning)")
+
+
 def test_labels_most_of_whose_classes_no_row_holds_are_warned_of(capfd):
     """Labels 3 and 7 made a model of 8 outputs without a word: its output layer, counted by Ω and the communication
     cost, 4× what the data needs. One warning line (most outputs without a row); labels 1..10 (1-based: one unused

@@ -344,3 +344,32 @@ def test_an_evaluator_file_saved_while_the_search_runs(own, tmp_path):
     assert (tmp_path / "ev.py").read_text().endswith("# edited\n")
     with pytest.raises(FedevoError, match=r"ev\.py \(evaluator file\) changed since this process imported it"):
         fedevo.search(str(p), pop=4, gen=1, workers=0, seed=1, out=tmp_path / "R2", page=False, progress=False)
+
+
+def test_an_evaluator_whose_helper_module_is_reloaded_after_its_edit_evaluates_with_it(own, tmp_path, monkeypatch):
+    """The evaluator is imported once per process (089f843); a module beside its file that the notebook edits and
+    reloads is taken (plugins), and the evaluator function this process holds is the file's imported anew: a new
+    search evaluates with the reloaded module, not the function imported before it."""
+    import importlib
+    import os
+    import sys
+
+    helper = f"offset_{os.getpid()}_{abs(hash(str(tmp_path)))}"
+    (tmp_path / f"{helper}.py").write_text("OFFSET = 0.0\n")
+    (tmp_path / "ev.py").write_text(f"from {helper} import OFFSET\n\n"
+                                    "def evaluate(problem, params, *, seed, rounds=None, data_dir=None):\n"
+                                    "    return 0.1 + OFFSET, float(params['width']), 1.0\n")
+    p = own()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        a = fedevo.search(str(p), optimizer="random", pop=2, gen=1, workers=0, seed=1, out=tmp_path / "A", page=False,
+                          progress=False)
+        assert {r["error"] for r in a.evaluations} == {0.1}
+        (tmp_path / f"{helper}.py").write_text("OFFSET = 0.25\n")
+        importlib.reload(sys.modules[helper])
+        b = fedevo.search(str(p), optimizer="random", pop=2, gen=1, workers=0, seed=1, out=tmp_path / "B", page=False,
+                          progress=False)
+        assert {r["error"] for r in b.evaluations} == {0.35}
+    finally:
+        sys.modules.pop(helper, None)
+

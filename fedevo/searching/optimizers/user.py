@@ -27,9 +27,11 @@ from numbers import Integral, Real
 from typing import Any, Mapping, Optional, Sequence
 
 from ...errors import FedevoError, one_line
+from ...plugins import on_reimport
 from .base import Optimizer
 
 _LOADED: dict[str, type[Optimizer]] = {}
+on_reimport(_LOADED.clear)  # (a module beside its file reloaded: the file is imported anew, its class with it)
 
 
 def is_spec(name: str) -> bool:

@@ -1,0 +1,80 @@
+"""Which fedevo wrote a run's rows: run.json's ``versions`` names the program that made the run (its version and,
+since it was recorded, ``fedevo_source``: versions.source_hash), and ``resumed_by.json`` each other program a resume
+continued it with, and from which row of evaluations.csv on (run.json never changes: its bytes start the log's
+hash chain).
+
+A resume by another fedevo (a pip upgrade, a checkout with edits) goes on, as Optuna and pymoo resume with what is
+installed, but says so in one warning line naming both programs, and records the new one: the rows logged before
+and after it come from different sources (an accountant, a kernel changed between them), so their numbers may not
+be comparable. A run made before run.json recorded the source: the version string is compared (another version:
+the warning), the source is recorded from the first resume on, and nothing else is said (a source unknown is not
+a source known to differ)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from ..errors import FedevoError
+
+RESUMED_BY = "resumed_by.json"
+
+
+def writers(run_dir: Path, meta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The programs that wrote the run's rows, oldest first: the one that made it (run.json's ``versions``: rows
+    from 0) and each recorded in resumed_by.json (`rows_before`: the rows of evaluations.csv logged before it).
+    `fedevo_source` None: not recorded (a run made before it was)."""
+    v = meta.get("versions") or {}
+    out = [{"fedevo": v.get("fedevo"), "fedevo_source": v.get("fedevo_source"), "rows_before": 0}]
+    return out + _resumes(Path(run_dir))
+
+
+def _resumes(run_dir: Path) -> list[dict[str, Any]]:
+    try:
+        record = json.loads((run_dir / RESUMED_BY).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise FedevoError(f"{run_dir / RESUMED_BY} is unreadable ({type(e).__name__}: {e}): it records which fedevo "
+                          "resumed the run; restore it or remove it") from None
+    entries = record.get("resumed_by") if isinstance(record, dict) else None
+    return [dict(e) for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+
+def _named(w: Mapping[str, Any]) -> str:
+    src = w.get("fedevo_source")
+    return f"fedevo {w.get('fedevo') or '?'} (source {src or 'not recorded'})"
+
+
+def change(last: Mapping[str, Any], here: Mapping[str, Any]) -> Optional[str]:
+    """The warning for a resume by `here` (versions' fedevo and fedevo_source) of rows last written by `last`, or
+    None where it is the same program, or may be (a source not recorded, the same version string)."""
+    same_version = last.get("fedevo") == here.get("fedevo")
+    known = last.get("fedevo_source") is not None
+    if same_version and (not known or last.get("fedevo_source") == here.get("fedevo_source")):
+        return None
+    return (f"its rows so far were written by {_named(last)}, this resume runs {_named(here)}: rows logged before "
+            "and after the resume come from different sources of fedevo; numbers may not be comparable")
+
+
+def note_resume(run_dir: Path, meta: Mapping[str, Any], rows_before: int, here: Mapping[str, Any]) -> Optional[str]:
+    """A resume by `here` (versions()'s fedevo and fedevo_source) about to log rows after `rows_before`: the
+    warning `change` gives against the program that wrote the run last, and here recorded in resumed_by.json where
+    it is another program or that one's source was not recorded (written before any row of it is logged). Only for
+    a process that holds the run directory."""
+    from .log import atomic_write
+
+    run_dir = Path(run_dir)
+    earlier = writers(run_dir, meta)
+    last = earlier[-1]
+    entry = {"fedevo": here.get("fedevo"), "fedevo_source": here.get("fedevo_source")}
+    if last.get("fedevo_source") is not None and {k: last.get(k) for k in entry} == entry:
+        return None
+    resumes = [*earlier[1:], {**entry, "rows_before": int(rows_before), "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}]
+    atomic_write(run_dir / RESUMED_BY, json.dumps({"resumed_by": resumes}, indent=2) + "\n")
+    return change(last, here)
+
+
+__all__ = ["RESUMED_BY", "change", "note_resume", "writers"]

@@ -99,9 +99,13 @@ class Objective:
         return self.search_value(bound)
 
     def satisfies(self, v: Any, bound: float) -> bool:
-        """The sanitised value within a constraint: ``<= bound`` (``>=`` for a maximised objective)."""
-        s = self.sanitize(v)
-        return s >= float(bound) if self.maximize else s <= float(bound)
+        """The raw value within a constraint: ``<= bound`` (``>=`` for a maximised objective). A value the worst
+        value stands in for (None, NaN, ±inf) meets no bound, and a finite value beyond the worst value is
+        compared as it is: a bound at or above the worst value would otherwise let every one of them through."""
+        v = math.nan if v is None else float(v)
+        if not math.isfinite(v):
+            return False
+        return v >= float(bound) if self.maximize else v <= float(bound)
 
     def best_search_value(self) -> float:
         """The best value on the optimiser's scale that the valid range allows (0 where it does not say): the

@@ -13,6 +13,9 @@ from .objective import Objective, ObjectiveError
 from .registry import from_record, get
 
 MIN_OBJECTIVES, MAX_OBJECTIVES = 2, 5
+# a constraint's violation (G > 0, on the optimiser's scale) for an evaluation that does not meet its bound where
+# value - bound says nothing (a failure's worst value, or a value capped to it, at or under a bound set above it)
+FAILED_VIOLATION = 1.0
 
 
 def default_names(eps_objective: str = "eps") -> tuple[str, ...]:
@@ -144,9 +147,29 @@ class ObjectiveSet:
         return out
 
     def feasible(self, row: Mapping[str, Any], constraints: Optional[Mapping[str, float]]) -> bool:
-        """The row's raw values (sanitised) within every bound (``>=`` for a maximised objective)."""
+        """The row's raw values within every bound (``>=`` for a maximised objective; `Objective.satisfies`). A row
+        whose status is not ok (failed, diverged) is never feasible, whatever the bounds."""
+        if row.get("status", "ok") != "ok":
+            return False
         return all(self.objectives[j].satisfies(row.get(self.objectives[j].name), b)
                    for j, b in self.constraint_items(constraints))
+
+    def violations(self, values: Mapping[str, Any], constraints: Optional[Mapping[str, float]],
+                   status: str = "ok") -> np.ndarray:
+        """G of one evaluation, one per constraint in `constraint_items` order, on the optimiser's scale (<= 0
+        feasible): its search value less the bound's. Where the evaluation does not meet a bound but that difference
+        says it does — a failed or diverged evaluation (its worst values), or a value beyond a bound at or above its
+        objective's worst value (both capped to it) — the violation is ``FAILED_VIOLATION``: a failure is never
+        feasible, and `feasible` and G agree on every row."""
+        out = []
+        for j, b in self.constraint_items(constraints):
+            o = self.objectives[j]
+            v = values.get(o.name) if status == "ok" else None
+            g = o.search_value(v) - o.search_bound(b)
+            if g <= 0 and (status != "ok" or not o.satisfies(v, b)):
+                g = FAILED_VIOLATION
+            out.append(g)
+        return np.array(out, dtype=float)
 
 
 ObjectivesLike = Union[ObjectiveSet, str, Sequence[Union[str, Objective, Mapping[str, Any]]], None]

@@ -200,12 +200,13 @@ def promote(rows: Sequence[Mapping[str, Any]], planned: Mapping[int, Mapping[str
     F = objectives.search_matrix(ranked)
     ids = [r["id"] for r in ok]
     violation = np.zeros(len(ok))
-    for j, b in objectives.constraint_items(constraints):  # on the search's scale, as the optimiser's G
+    for k, (j, b) in enumerate(objectives.constraint_items(constraints)):  # on the search's scale, as the optimiser's G
         # only where the value ranked already tells the full-T one: planned at the full T, or an ε (it only grows
         # with the rounds); a rung's error is far above its full-T value, and would bar nearly everyone
         known = np.array([objectives[j].name in planned.get(r["id"], {}) or objectives[j].name in EPS_KEYS
                           for r in ok])
-        violation += np.where(known, np.maximum(F[:, j] - objectives[j].search_bound(b), 0.0), 0.0)
+        G = np.array([objectives.violations(v, constraints)[k] for v in ranked])
+        violation += np.where(known, np.maximum(G, 0.0), 0.0)
     if "error" in objectives.names and objectives.index("error") != 0:  # the margin boxes the first column
         j = objectives.index("error")
         F = F[:, [j] + [i for i in range(F.shape[1]) if i != j]]

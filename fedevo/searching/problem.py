@@ -8,7 +8,8 @@ every non-finite objective (a failed or diverged evaluation, ε = inf without pr
 fixed, large, finite *worst value* and finite values beyond it are capped to it; an evaluation whose status is
 not ``ok`` (failed, diverged) gets the worst value in every objective, so that a broken configuration never
 survives for its (real) low communication or ε (the rule is ObjectiveSet's alone). Constraints from the problem
-file (``[constraints] eps = 8``) become ``G = f - bound <= 0`` on the same scale.
+file (``[constraints] eps = 8``) become ``G = f - bound <= 0`` on the same scale; a failed or diverged evaluation
+violates every one (G > 0, ``ObjectiveSet.violations``), also where a bound lies at or above the worst value.
 
 The evaluator is injected (pymoo style: the parallelism and the evaluation function come from outside):
 ``batch_evaluate(list_of_gene_dicts) -> list of evaluations``, each a logged row (a mapping: ``row[name]``) or an
@@ -72,8 +73,14 @@ class SearchProblem(PymooProblem):
         """F of one evaluation (a logged row or a result); a failed or diverged one is worst in every objective."""
         return self.objectives.vector_of(result)
 
-    def constraints_of(self, F: np.ndarray) -> np.ndarray:
+    def constraints_of(self, F: np.ndarray, result: Any = None) -> np.ndarray:
+        """G of one evaluation (<= 0 feasible): F - bound on the optimiser's scale; given the evaluation itself
+        (`result`: a logged row or a result), ObjectiveSet.violations: a failed or diverged evaluation violates every
+        constraint, whatever its bound (a bound at or above an objective's worst value let F - bound say feasible)."""
         objs = self.objectives
+        if result is not None:
+            status = result.get("status", "ok") if isinstance(result, Mapping) else getattr(result, "status", "ok")
+            return objs.violations(objs.raw(result) if status == "ok" else {}, dict(self.constraint_items), status)
         return np.array([F[j] - objs[j].search_bound(b)
                          for j, b in objs.constraint_items(dict(self.constraint_items))])
 
@@ -87,4 +94,4 @@ class SearchProblem(PymooProblem):
         F = np.array([self.objectives_of(r) for r in results]).reshape(len(params), self.n_obj)
         out["F"] = F
         if self.constraint_items:
-            out["G"] = np.array([self.constraints_of(f) for f in F]).reshape(len(params), -1)
+            out["G"] = np.array([self.constraints_of(f, r) for f, r in zip(F, results)]).reshape(len(params), -1)

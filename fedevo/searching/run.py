@@ -685,7 +685,8 @@ class SearchRun:
                 if len(results) != len(params):
                     raise RuntimeError(f"evaluator returned {len(results)} results for {len(params)} individuals")
                 F = np.array([problem.objectives_of(r) for r in results], dtype=float).reshape(len(params), -1)
-                G = np.array([problem.constraints_of(f) for f in F], dtype=float).reshape(len(params), -1)
+                G = np.array([problem.constraints_of(f, r) for f, r in zip(F, results)],
+                             dtype=float).reshape(len(params), -1)
                 t_tell = time.perf_counter()
                 opt.tell(params, F, G)
                 tell_s = time.perf_counter() - t_tell

@@ -27,7 +27,12 @@ from ..objectives import ObjectiveSet, as_set
 from .front_math import EPS_SCALE
 from .space import SearchSpace
 
-__all__ = ["SearchProblem"]
+__all__ = ["SearchProblem", "status_of"]
+
+
+def status_of(result: Any) -> str:
+    """An evaluation's status (ok, diverged, failed): a logged row's ``status`` or a result's."""
+    return result.get("status", "ok") if isinstance(result, Mapping) else getattr(result, "status", "ok")
 
 
 class SearchProblem(PymooProblem):
@@ -79,7 +84,7 @@ class SearchProblem(PymooProblem):
         constraint, whatever its bound (a bound at or above an objective's worst value let F - bound say feasible)."""
         objs = self.objectives
         if result is not None:
-            status = result.get("status", "ok") if isinstance(result, Mapping) else getattr(result, "status", "ok")
+            status = status_of(result)
             return objs.violations(objs.raw(result) if status == "ok" else {}, dict(self.constraint_items), status)
         return np.array([F[j] - objs[j].search_bound(b)
                          for j, b in objs.constraint_items(dict(self.constraint_items))])

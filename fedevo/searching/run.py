@@ -109,7 +109,8 @@ from .inputs import check_inputs, code_digests, fingerprint, warn_changed_code
 from .integrity import check_chain, check_log, checked_rows, log_record
 from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key, unread_objectives
 from .record import EvaluationRecord
-from .problem import SearchProblem
+from .optimizers.base import tell
+from .problem import SearchProblem, status_of
 from ..data.sources import facts_of
 from .rundata import (RUN_FORMAT, RunData, batch_record, legacy_identity, read_run_json, run_data, run_identity,
                       run_objectives)
@@ -688,7 +689,7 @@ class SearchRun:
                 G = np.array([problem.constraints_of(f, r) for f, r in zip(F, results)],
                              dtype=float).reshape(len(params), -1)
                 t_tell = time.perf_counter()
-                opt.tell(params, F, G)
+                tell(opt, params, F, G, [status_of(r) != "ok" for r in results])
                 tell_s = time.perf_counter() - t_tell
                 done_rows = self._rows_upto(by_id, state["next_id"] + len(params))
                 front, table = self.write_outputs(done_rows, g)

@@ -17,7 +17,9 @@ Rules every optimiser keeps (the run loop and `fedevo resume` rely on them):
   and resumed from the checkpoint before it asks exactly the same candidates again (their logged evaluations
   are then reused);
 * ``ask(n)`` returns at most n candidates (NSGA-III: fewer, or none, when its mating finds no new offspring;
-  an empty batch ends the search); F holds finite numbers (failed evaluations get the problem's worst values);
+  an empty batch ends the search); F holds finite numbers (failed and diverged evaluations get the problem's worst
+  values, and G > 0 in every constraint); an optimiser whose ``tell`` takes the keyword ``failed`` (a bool per
+  candidate: Optuna's, optuna_samplers.py) is also told which evaluations failed, whose F rows are then no results;
 * a warm start (``settings.init``: an earlier run's front, fedevo.searching.warmstart) comes first: its genes are
   the first candidates asked, in order (NSGA-III: the start of its initial population), up to
   ``warm_start_size(pop)`` of them.
@@ -109,4 +111,20 @@ class Optimizer:
         return F, G
 
 
-__all__ = ["Optimizer", "WARM_START"]
+def tell(opt: Optimizer, params: Sequence[Mapping[str, Any]], F: np.ndarray, G: Optional[np.ndarray],
+         failed: Sequence[bool]) -> None:
+    """``opt.tell(params, F, G)``, with ``failed=`` (which evaluations failed or diverged) where its tell takes
+    that keyword."""
+    import inspect
+
+    try:
+        takes = "failed" in inspect.signature(opt.tell).parameters
+    except (TypeError, ValueError):  # a tell without a signature Python can read
+        takes = False
+    if takes:
+        opt.tell(params, F, G, failed=list(failed))
+    else:
+        opt.tell(params, F, G)
+
+
+__all__ = ["Optimizer", "WARM_START", "tell"]

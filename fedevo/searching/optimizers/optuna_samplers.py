@@ -4,18 +4,23 @@ with the evaluations it has seen: seconds per proposal, so it pays where an eval
 
 * Genes become Optuna distributions: ``int`` -> IntDistribution(low, high, log), ``real`` ->
   FloatDistribution(low, high, log), ``choice`` -> CategoricalDistribution(choices). Values told are the objective
-  vector as the search sees it (:meth:`SearchProblem.objectives_of`: log10 ε, worst values for failed
-  evaluations), all minimised; the problem file's constraints are told as the trial's constraints
-  (``constraints:cK`` system attributes, what ``Trial.set_constraint`` writes; feasible <= 0), which both samplers
-  read (GPSampler: constrained log EHVI; TPE: feasibility first).
+  vector as the search sees it (:meth:`SearchProblem.objectives_of`: log10 ε), all minimised; the problem file's
+  constraints are told as the trial's constraints (``constraints:cK`` system attributes, what ``Trial.set_constraint``
+  writes; feasible <= 0), which both samplers read (GPSampler: constrained log EHVI; TPE: feasibility first).
+* A failed or diverged evaluation (``tell(..., failed=)``, the run loop says which) is kept with F None and told to
+  each study by the optimiser's ``failures`` rule (`trials_of`; its G violates every constraint): ``gp`` (and an
+  OptunaOptimizer of yours) as a completed trial at the worst value OBSERVED among the completed trials, per
+  objective (a FAIL trial while none has completed); ``tpe`` as a FAIL trial, which its sampler skips. Never its
+  objectives' worst values: one comm of 1e9 among values of 10-1,000 flattened every real one once Optuna
+  standardised them (measured: benchmarks/failure_telling.py, docs/search.md "Failed evaluations").
 * Batches: the n candidates of a batch are asked one after another, the earlier ones left RUNNING, so the GP's
   acquisition (qLogEHVI over running trials, sequential greedy) and TPE's constant liar spread them out: the
   parallel workers get n different, useful candidates.
 * A warm start (--init-from): the earlier front's genes are enqueued as the first trials (``enqueue_trial``:
   asked RUNNING with those values, so the rest of their batch spreads out from them too) and replace Optuna's
   random start-up; they stand at the told count, so resume places them again.
-* Exact resume: the optimiser's state is the told (params, F, G) a batch's study may still see, in id order, and
-  the count told. Each batch builds a fresh in-memory study, adds those trials in id order and asks with a sampler
+* Exact resume: the optimiser's state is the told (params, F, G) a batch's study may still see, in id order (F
+  None: a failure), and the count told. Each batch builds a fresh in-memory study, adds those trials in id order and asks with a sampler
   seeded from (run seed, batch number); so a run resumed from its checkpoint asks exactly what the uninterrupted run
   asked.
 * Its own cost is bounded and measured: the GP sees at most ``HISTORY_CAP`` told evaluations (the non-dominated
@@ -68,14 +73,14 @@ def _typed(space, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _history(told: list, cap: int, front: Optional[Sequence[bool]] = None) -> list:
-    """At most `cap` told evaluations, in id order: the non-dominated ones (by F), then the most recent. `told`: every
-    evaluation told, or those `_seen` keeps of them (the same answer: the front of those is the front of all);
-    `front`: whether each is non-dominated, where known (`_Front`)."""
+    """At most `cap` told evaluations, in id order: the non-dominated ones (by F; a failure, F None, never is),
+    then the most recent. `told`: every evaluation told, or those `_seen` keeps of them (the same answer: the front
+    of those is the front of all); `front`: whether each is non-dominated, where known (`_Front`)."""
     if len(told) <= cap:
         return told
-    from ..front_math import non_dominated
-
-    nd = np.flatnonzero(front) if front is not None else non_dominated(np.array([t[1] for t in told]))
+    if front is None:
+        front = _Front([t[1] for t in told]).on
+    nd = np.flatnonzero(front)
     keep = set(nd.tolist()[:cap])
     for i in range(len(told) - 1, -1, -1):
         if len(keep) >= cap:
@@ -93,23 +98,34 @@ def _seen(told: list, cap: int, front: Sequence[bool]) -> list[int]:
 class _Front:
     """Whether each told evaluation kept is non-dominated (by F), kept up to date as evaluations are told: a new one
     is compared with the front alone (what `non_dominated` of all of them would say, a sort of every one after each
-    batch)."""
+    batch). A failure (F None) is never on it."""
 
-    def __init__(self, F: Sequence[Sequence[float]]):
+    def __init__(self, F: Sequence[Optional[Sequence[float]]]):
         from ..front_math import non_dominated
 
-        self.F = np.array(F, dtype=float).reshape(len(F), -1) if len(F) else np.zeros((0, 0))
-        self.on = np.zeros(len(self.F), dtype=bool)
-        if len(self.F):
-            self.on[non_dominated(self.F)] = True
+        self.F = np.zeros((0, 0))
+        self.on = np.zeros(0, dtype=bool)
+        ok = [i for i, f in enumerate(F) if f is not None]
+        if ok:
+            width = len(F[ok[0]])
+            self.F = np.array([[np.nan] * width if f is None else f for f in F], dtype=float)
+            self.on = np.zeros(len(F), dtype=bool)
+            self.on[np.array(ok)[non_dominated(self.F[ok])]] = True
+        elif F:  # failures only: their width is unknown until an evaluation completes
+            self.F = np.zeros((len(F), 0))
+            self.on = np.zeros(len(F), dtype=bool)
 
-    def add(self, f: Sequence[float]) -> None:
+    def add(self, f: Optional[Sequence[float]]) -> None:
         from ..front_math import dominated_by
 
+        if f is None:  # a failure: never on the front
+            self.F = np.concatenate([self.F, np.full((1, self.F.shape[1]), np.nan)])
+            self.on = np.append(self.on, False)
+            return
         f = np.asarray(f, dtype=float).reshape(1, -1)
-        if len(self.F) == 0:
-            self.F = f.copy()
-            self.on = np.ones(1, dtype=bool)
+        if self.F.shape[1] != f.shape[1]:  # nothing told yet, or failures only
+            self.F = np.concatenate([np.full((len(self.F), f.shape[1]), np.nan), f])
+            self.on = np.append(self.on, True)
             return
         front = np.flatnonzero(self.on)
         new = not dominated_by(f, self.F[front])[0]
@@ -120,6 +136,37 @@ class _Front:
 
     def keep(self, places: Sequence[int]) -> None:
         self.F, self.on = self.F[list(places)], self.on[list(places)]
+
+
+FAILURE_RULES = ("impute", "fail")  # how a failed evaluation is told to a study (trials_of)
+
+
+def trials_of(told: Sequence, dists: Mapping[str, Any], failures: str = "impute") -> list:
+    """The Optuna trials of told evaluations (params, F, G), in order; G, the problem's [constraints], as each
+    trial's constraints (a failure's violates each one: ObjectiveSet.violations). A failed or diverged one (F None)
+    is, by `failures`: ``"impute"``, a completed trial at the worst value OBSERVED among the completed ones, per
+    objective (a FAIL trial while none has completed); ``"fail"``, an Optuna FAIL trial, which the samplers skip.
+
+    Why (benchmarks/failure_telling.py; docs/search.md "Failed evaluations"): told the objectives' worst values
+    (comm 1e9 among values of 10-1,000), the GP lost its way once Optuna standardised them; told FAIL, it learnt
+    nothing of the failing region and proposed it again and again; imputed, it found the best fronts. TPE ranks its
+    trials (imputed and worst values gave it the same proposals) and found better fronts told FAIL: a failure
+    counted among the bad trials steered it away from the good region the failing one borders."""
+    from optuna.trial import TrialState, create_trial
+
+    if failures not in FAILURE_RULES:
+        raise ValueError(f"failures must be one of {', '.join(FAILURE_RULES)}, got {failures!r}")
+    ok = [f for _, f, _ in told if f is not None]
+    worst = np.max(np.array(ok, dtype=float), axis=0).tolist() if ok and failures == "impute" else None
+    out = []
+    for p, f, g in told:
+        attrs = {f"constraints:c{j}": float(v) for j, v in enumerate(g)}
+        if f is None and worst is None:
+            out.append(create_trial(params=p, distributions=dists, state=TrialState.FAIL, system_attrs=attrs))
+        else:
+            out.append(create_trial(params=p, distributions=dists, values=list(worst if f is None else f),
+                                    system_attrs=attrs))
+    return out
 
 
 class OptunaOptimizer(Optimizer):
@@ -135,6 +182,8 @@ class OptunaOptimizer(Optimizer):
     """
 
     default_pop = None  # one candidate per parallel evaluation (registry.default_pop)
+    #: how a failed or diverged evaluation is told to each batch's study: "impute" or "fail" (trials_of)
+    failures = "impute"
 
     def __init__(self, space, problem, *, pop: int, seed: int, settings=None):
         super().__init__(space, problem, pop=pop, seed=seed, settings=settings)
@@ -153,13 +202,10 @@ class OptunaOptimizer(Optimizer):
 
     def _study(self):
         import optuna
-        from optuna.trial import create_trial
 
         optuna.logging.set_verbosity(optuna.logging.ERROR)
         study = optuna.create_study(directions=["minimize"] * self.n_obj, sampler=self.sampler(self._batch_seed()))
-        trials = [create_trial(params=p, distributions=self._dists, values=list(f),
-                               system_attrs={f"constraints:c{j}": float(v) for j, v in enumerate(g)})
-                  for p, f, g in _history(self.told, HISTORY_CAP, self._front.on)]
+        trials = trials_of(_history(self.told, HISTORY_CAP, self._front.on), self._dists, self.failures)
         if trials:
             study.add_trials(trials)
         return study
@@ -182,10 +228,16 @@ class OptunaOptimizer(Optimizer):
         self.sampler_s = time.perf_counter() - t0
         return out
 
-    def tell(self, params: Sequence[Mapping[str, Any]], F, G: Optional[np.ndarray] = None) -> None:
+    def tell(self, params: Sequence[Mapping[str, Any]], F, G: Optional[np.ndarray] = None, *,
+             failed: Optional[Sequence[bool]] = None) -> None:
+        """`failed`: whether each evaluation failed or diverged (the run loop says; their F rows are the worst values,
+        not results): kept with F None, and told to each batch's study by `trials_of`'s rule."""
         F, G = self._check_told(params, F, G)
-        for p, f, g in zip(params, F, G):
-            self.told.append((_typed(self.space, p), [float(v) for v in f], [float(v) for v in g]))
+        failed = [False] * len(params) if failed is None else [bool(x) for x in failed]
+        if len(failed) != len(params):
+            raise ValueError(f"tell(): {len(failed)} failed flags for {len(params)} candidates")
+        for p, f, g, bad in zip(params, F, G, failed):
+            self.told.append((_typed(self.space, p), None if bad else [float(v) for v in f], [float(v) for v in g]))
             self.told_count += 1
             self._front.add(self.told[-1][1])
         self._forget()
@@ -200,7 +252,7 @@ class OptunaOptimizer(Optimizer):
 
     def state(self) -> Any:
         return {"optimizer": self.name, "batch": self.batch, "told": list(self.told), "told_count": self.told_count,
-                "history_cap": HISTORY_CAP}
+                "history_cap": HISTORY_CAP, "failures": self.failures}
 
     def restore(self, state: Any) -> None:
         cap = state.get("history_cap", HISTORY_CAP)  # (a checkpoint before the told were forgotten kept all)
@@ -209,7 +261,16 @@ class OptunaOptimizer(Optimizer):
                   f"see, this fedevo's sees {HISTORY_CAP}: the resumed search may ask other candidates than an "
                   "uninterrupted one", file=sys.stderr)
         self.batch = int(state["batch"])
-        self.told = [(dict(p), list(f), list(g)) for p, f, g in state["told"]]
+        self.told = [(dict(p), None if f is None else list(f), list(g)) for p, f, g in state["told"]]
+        if "failures" not in state:  # a checkpoint of a fedevo that told failures as results with the worst values
+            worst = [float(v) for v in self.problem.objectives.worst_vector()]
+            n = sum(f == worst for _, f, _ in self.told)
+            if n:
+                self.told = [(p, None if f == worst else f, g) for p, f, g in self.told]
+                print(f"fedevo: warning: optimizer {self.name!r}: its checkpoint told {n} failed evaluation"
+                      f"{'s' if n != 1 else ''} to the model as results with the worst values, this fedevo tells "
+                      "them as failures: the resumed search may ask other candidates than an uninterrupted one",
+                      file=sys.stderr)
         # (a checkpoint made before the told were forgotten holds every one; one that kept their ids: not read)
         self.told_count = int(state.get("told_count", len(self.told)))
         self._front = _Front([f for _, f, _ in self.told])
@@ -221,7 +282,9 @@ class OptunaOptimizer(Optimizer):
         return {"name": f"Optuna {type(self.sampler(0)).__name__}", "optuna": optuna.__version__,
                 "seed": self.seed, "batch_size": self.pop, "history_cap": HISTORY_CAP,
                 "startup_trials": STARTUP, "sampler_seed": "SeedSequence([seed, batch, 1]).generate_state(1)[0]",
-                "batch": "asked one after another, the earlier ones RUNNING (GP: qLogEHVI; TPE: constant liar)"}
+                "batch": "asked one after another, the earlier ones RUNNING (GP: qLogEHVI; TPE: constant liar)",
+                "failures": {"impute": "a completed trial at the worst value observed per objective (FAIL before "
+                                       "one completed)", "fail": "a FAIL trial"}[self.failures]}
 
 
 @register
@@ -240,6 +303,7 @@ class GPOptimizer(OptunaOptimizer):
 class TPEOptimizer(OptunaOptimizer):
     name = "tpe"
     summary = "Optuna's TPESampler (multivariate, constant liar)"
+    failures = "fail"  # it ranks: a failure among its bad trials steered it from the good region (trials_of)
 
     def sampler(self, seed: int):
         import optuna

@@ -190,3 +190,25 @@ def test_a_failed_evaluation_is_never_on_the_front_nor_picked(name, tmp_path):
         assert {str(r["id"]) for r in run.front}.isdisjoint(failed)
         picked = fedevo.pick(run, "knee,lowest-error:3,lowest-comm,lowest-eps")
         assert picked and {str(p["id"]) for p in picked}.isdisjoint(failed)
+
+
+@pytest.mark.parametrize("own", ["Qmc", "Halton"])
+def test_your_own_optimiser_is_told_failures_where_its_tell_takes_them(own, tmp_path, monkeypatch):
+    """An OptunaOptimizer of yours (contained: user.py) is told which evaluations failed, as gp is (it lost the
+    keyword on its way through the containment: its study got the worst values); an optimiser whose tell takes no
+    `failed` is called as before."""
+    from fedevo.searching.optimizers import optuna_samplers
+
+    from . import user_optimizers
+
+    told = []
+    trials_of = optuna_samplers.trials_of
+    monkeypatch.setattr(optuna_samplers, "trials_of", lambda t, *a: (told.append(list(t)), trials_of(t, *a))[1])
+    run = fedevo.search(toy_problem_file(tmp_path), pop=2, gen=6, seed=1, workers=0, out=tmp_path / "R",
+                        evaluator=failing, page=False, optimizer=getattr(user_optimizers, own))
+    rows = sorted(read_csv(run.path / "evaluations.csv"), key=lambda r: int(r["id"]))
+    assert len(rows) == 12 and any(r["status"] == "failed" for r in rows)
+    if own == "Qmc":
+        assert [f is None for _, f, _ in told[-1]] == [r["status"] != "ok" for r in rows[:10]]
+    else:
+        assert told == []

@@ -111,20 +111,24 @@ class Optimizer:
         return F, G
 
 
+def takes_failed(method) -> bool:
+    """Whether a ``tell`` takes the keyword ``failed``."""
+    import inspect
+
+    try:
+        return "failed" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # a tell without a signature Python can read
+        return False
+
+
 def tell(opt: Optimizer, params: Sequence[Mapping[str, Any]], F: np.ndarray, G: Optional[np.ndarray],
          failed: Sequence[bool]) -> None:
     """``opt.tell(params, F, G)``, with ``failed=`` (which evaluations failed or diverged) where its tell takes
     that keyword."""
-    import inspect
-
-    try:
-        takes = "failed" in inspect.signature(opt.tell).parameters
-    except (TypeError, ValueError):  # a tell without a signature Python can read
-        takes = False
-    if takes:
+    if takes_failed(opt.tell):
         opt.tell(params, F, G, failed=list(failed))
     else:
         opt.tell(params, F, G)
 
 
-__all__ = ["Optimizer", "WARM_START", "tell"]
+__all__ = ["Optimizer", "WARM_START", "takes_failed", "tell"]

@@ -28,7 +28,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ...errors import FedevoError, one_line
 from ...plugins import on_reimport
-from .base import Optimizer
+from .base import Optimizer, takes_failed
 
 _LOADED: dict[str, type[Optimizer]] = {}
 on_reimport(_LOADED.clear)  # (a module beside its file reloaded: the file is imported anew, its class with it)
@@ -98,8 +98,11 @@ def contained(cls: type[Optimizer], spec: str) -> type[Optimizer]:
             got = call(self, "ask", n)
             return check_candidates(got, self.space, int(n), spec)
 
-        def tell(self, params: Sequence[Mapping[str, Any]], F, G=None) -> None:
-            call(self, "tell", params, F, G)
+        def tell(self, params: Sequence[Mapping[str, Any]], F, G=None, *, failed=None) -> None:
+            if failed is not None and takes_failed(super().tell):  # (an OptunaOptimizer of yours: base.tell)
+                call(self, "tell", params, F, G, failed=failed)
+            else:
+                call(self, "tell", params, F, G)
 
         def state(self) -> Any:
             return call(self, "state")  # (that it pickles: said where the checkpoint pickles it, run.py)

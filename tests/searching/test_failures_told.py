@@ -51,7 +51,12 @@ def test_the_optimiser_is_told_a_failure_violates_every_constraint(tmp_path, mon
 
     told = []
     tell = RandomOptimizer.tell
-    monkeypatch.setattr(RandomOptimizer, "tell", lambda self, params, F, G=None: (told.extend(G), tell(self, params, F, G))[1])
+
+    def spy(self, params, F, G=None):
+        told.extend(G)
+        tell(self, params, F, G)
+
+    monkeypatch.setattr(RandomOptimizer, "tell", spy)
     prob = toy_problem_file(tmp_path, "\n[constraints]\ncomm = 2e9\n")
     run = fedevo.search(prob, pop=5, gen=2, seed=0, workers=0, out=tmp_path / "R", evaluator=FLAKY, page=False,
                         optimizer="random")

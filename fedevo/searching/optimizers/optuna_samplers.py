@@ -20,9 +20,9 @@ with the evaluations it has seen: seconds per proposal, so it pays where an eval
   asked RUNNING with those values, so the rest of their batch spreads out from them too) and replace Optuna's
   random start-up; they stand at the told count, so resume places them again.
 * Exact resume: the optimiser's state is the told (params, F, G) a batch's study may still see, in id order (F
-  None: a failure), and the count told. Each batch builds a fresh in-memory study, adds those trials in id order and asks with a sampler
-  seeded from (run seed, batch number); so a run resumed from its checkpoint asks exactly what the uninterrupted run
-  asked.
+  None: a failure), and the count told. Each batch builds a fresh in-memory study, adds those trials in id order
+  and asks with a sampler seeded from (run seed, batch number); so a run resumed from its checkpoint asks exactly
+  what the uninterrupted run asked.
 * Its own cost is bounded and measured: the GP sees at most ``HISTORY_CAP`` told evaluations (the non-dominated
   ones first, then the most recent), and the seconds of each batch's ask + tell are recorded (batches.csv). Only
   those it may still see are kept — the non-dominated ones and the ``HISTORY_CAP`` most recent: an evaluation
@@ -150,8 +150,7 @@ def trials_of(told: Sequence, dists: Mapping[str, Any], failures: str = "impute"
     Why (benchmarks/failure_telling.py; docs/search.md "Failed evaluations"): told the objectives' worst values
     (comm 1e9 among values of 10-1,000), the GP lost its way once Optuna standardised them; told FAIL, it learnt
     nothing of the failing region and proposed it again and again; imputed, it found the best fronts. TPE ranks its
-    trials (imputed and worst values gave it the same proposals) and found better fronts told FAIL: a failure
-    counted among the bad trials steered it away from the good region the failing one borders."""
+    trials (imputed and worst values gave it the same proposals) and found better fronts told FAIL."""
     from optuna.trial import TrialState, create_trial
 
     if failures not in FAILURE_RULES:
@@ -303,7 +302,7 @@ class GPOptimizer(OptunaOptimizer):
 class TPEOptimizer(OptunaOptimizer):
     name = "tpe"
     summary = "Optuna's TPESampler (multivariate, constant liar)"
-    failures = "fail"  # it ranks: a failure among its bad trials steered it from the good region (trials_of)
+    failures = "fail"  # told FAIL it found better fronts than told the worst values, or imputed (trials_of)
 
     def sampler(self, seed: int):
         import optuna

@@ -112,19 +112,23 @@ class ProblemEvaluator:
     the individual's genes as one dict, its result read by :func:`fedevo.result.measured`. Extra keyword
     arguments fedevo's simulator takes (retrain's eval_every, progress) are not passed on.
 
-    A process imports the function once and calls that function for the rest of its life, as it does a model's
-    factory: its file edited while a search runs (an editor's save, a `git pull`) leaves the running search on the
-    code it recorded in run.json, where checking the file at every call failed every later evaluation; a new
-    search or a resume in this process is refused at its start (fedevo.api), as a new process would be."""
+    A process imports a `python:` file's function once and calls that function for the rest of its life, as it
+    does a model's factory: the file edited while a search runs (an editor's save, a `git pull`) leaves the running
+    search on the code it recorded in run.json, where checking the file at every call failed every later
+    evaluation; a new search or a resume in this process is refused at its start (fedevo.api), as a new process
+    would be. A `module:function` is looked up at every call, as Python's import system holds it: a notebook's
+    `importlib.reload(module)` is the code that runs."""
 
     def __init__(self, spec: str):
         self.spec = spec
 
     def _function(self) -> Callable:
+        from ..plugins import PYTHON_PREFIX, load_callable
+
+        if not self.spec.startswith(PYTHON_PREFIX):
+            return load_callable(self.spec, kind="evaluator")
         fn = _LOADED.get(self.spec)
         if fn is None:
-            from ..plugins import load_callable
-
             fn = _LOADED[self.spec] = load_callable(self.spec, kind="evaluator")
         return fn
 

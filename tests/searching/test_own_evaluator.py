@@ -373,3 +373,29 @@ def test_an_evaluator_whose_helper_module_is_reloaded_after_its_edit_evaluates_w
     finally:
         sys.modules.pop(helper, None)
 
+
+
+def test_a_module_evaluator_reloaded_is_the_one_that_runs(tmp_path, monkeypatch):
+    """review17 F1: a problem's `evaluator = "module:function"` was kept per process since the evaluator was
+    imported once (a python: file's rule), so a notebook's importlib.reload(module) after an edit was not run:
+    fedevo.evaluate gave the old function's error while the module gave the new one."""
+    import importlib
+    import sys
+
+    name = "own_ev_reloaded_" + tmp_path.name.replace("-", "_")
+    (tmp_path / f"{name}.py").write_text(
+        'def evaluate(problem, params, *, seed, rounds=None, data_dir=None):\n'
+        '    return {"error": 0.10, "comm": 1.0, "eps": 1.0}\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    p = tmp_path / "m.toml"
+    p.write_text(f'name = "m"\nevaluator = "{name}:evaluate"\n[genes]\n'
+                 'width = { type = "int", low = 1, high = 16, default = 4 }\n')
+    try:
+        assert fedevo.evaluate(str(p), {"width": 3}).error == pytest.approx(0.10)
+        (tmp_path / f"{name}.py").write_text(
+            'def evaluate(problem, params, *, seed, rounds=None, data_dir=None):\n'
+            '    return {"error": 0.35, "comm": 1.0, "eps": 1.0}  # another size: no stale bytecode\n')
+        importlib.reload(sys.modules[name])
+        assert fedevo.evaluate(str(p), {"width": 3}).error == pytest.approx(0.35)
+    finally:
+        sys.modules.pop(name, None)

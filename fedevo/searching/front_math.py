@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -100,10 +100,24 @@ def hv_normalisation(rows, objectives, *, skip_unmeasured: bool = True) -> tuple
     return _lo_scale(_matrix(first, objectives) if first else None, objectives, measured)
 
 
-def hv_skips_unmeasured(meta: Optional[Mapping[str, Any]]) -> bool:
+def hv_skips_unmeasured(meta: Optional[Mapping[str, Any]]) -> Union[bool, frozenset]:
     """Whether a run's hypervolume normalises around an objective no evaluation measured (`hv_normalisation`):
-    run.json records it (``hypervolume.unmeasured``) from the version that does; a run made before does not."""
-    return bool(((meta or {}).get("hypervolume") or {}).get("unmeasured"))
+    run.json records it (``hypervolume.unmeasured``) from the version that does; a run made before does not. Where
+    it names objectives the rule is not for (``hypervolume.unmeasured_except``: ε where fedevo's simulator
+    evaluates), the names of the others."""
+    hv = (meta or {}).get("hypervolume") or {}
+    if not hv.get("unmeasured"):
+        return False
+    except_ = set(hv.get("unmeasured_except") or ())
+    return frozenset(n for n in (meta or {}).get("objectives", ()) if n not in except_) if except_ else True
+
+
+def unmeasured_except(objectives, *, simulated: bool) -> list[str]:
+    """The objectives a new run's `unmeasured` rule is not for: where fedevo's simulator evaluates, ε (an ε it can
+    never make finite is not among the objectives: finite_eps), so that an ε = ∞ in every first evaluation — by
+    chance, a gene's no-privacy choice drawn for each — does not fix the run's normalisation with ε at its own best
+    and worst values (every later no-privacy point then added hypervolume); another evaluator's ε may be ∞ in all."""
+    return [n for n in as_set(objectives).names if n in ("eps", "eps_paper")] if simulated else []
 
 
 def _finite(v: Any) -> bool:
@@ -111,12 +125,15 @@ def _finite(v: Any) -> bool:
 
 
 def measured_rows(ok: Sequence[Mapping[str, Any]], objectives,
-                  skip_unmeasured: bool = True) -> tuple[list, tuple[bool, ...]]:
+                  skip_unmeasured: Union[bool, frozenset] = True) -> tuple[list, tuple[bool, ...]]:
     """(the rows of `ok` finite in every objective one of them measured, which objectives those are): an objective
     no row gives a finite value (ε = ∞ in all: no privacy) is not asked; every objective where not
-    `skip_unmeasured` (runs made before: `hv_skips_unmeasured`)."""
+    `skip_unmeasured` (runs made before: `hv_skips_unmeasured`); where it is a set, only its objectives may be
+    unmeasured."""
     names = as_set(objectives).names
-    measured = tuple(any(_finite(r[n]) for r in ok) for n in names) if skip_unmeasured else (True,) * len(names)
+    may_skip = (lambda n: n in skip_unmeasured) if isinstance(skip_unmeasured, frozenset) else (  # noqa: E731
+        lambda n: bool(skip_unmeasured))
+    measured = tuple(not may_skip(n) or any(_finite(r[n]) for r in ok) for n in names)
     return [r for r in ok if all(_finite(r[n]) for n, m in zip(names, measured) if m)], measured
 
 

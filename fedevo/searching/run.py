@@ -104,7 +104,7 @@ from .checkpoint import dumps, earlier_checkpoints, keeping, latest_checkpoint, 
 from .containment import sizing_output
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hv_skips_unmeasured,
-                         hypervolume_table, is_full)
+                         hypervolume_table, is_full, unmeasured_except)
 from .inputs import check_inputs, code_digests, fingerprint, warn_changed_code
 from .integrity import check_chain, check_log, checked_rows, log_record
 from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key, unread_objectives
@@ -370,7 +370,10 @@ class SearchRun:
             **({"fidelity": {"ladder": list(settings.fidelity), "rung_rounds": RUNG_ROUNDS, "same_rounds": True,
                              "promotion": PROMOTION}} if settings.multi_fidelity else {}),
             "search_objectives": SEARCH_OBJECTIVES,
-            "hypervolume": {**HYPERVOLUME, "ref_point": [HV_REF] * len(objectives)},
+            "hypervolume": {**HYPERVOLUME, "ref_point": [HV_REF] * len(objectives),
+                            **({"unmeasured_except": ex} if (ex := unmeasured_except(
+                                objectives, simulated=settings.evaluator == DEFAULT_EVALUATOR and problem.simulated))
+                               else {})},
             "runtime_at_start": asdict(runtime),
             "host": {"cores": cores(), "platform": platform.platform()},
             "versions": vers,

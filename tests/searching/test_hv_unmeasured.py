@@ -62,3 +62,32 @@ def test_runs_without_privacy_compare():
     (a, b), lo, scale = common_hypervolume([(CHEAPER, {}), (other, {})], "eps")
     assert scale[1] == pytest.approx(2200.0 - 250.0) and lo[0] == pytest.approx(0.27)
     assert b[0]["hypervolume"] > a[0]["hypervolume"] > 0 and a[1]["hypervolume"] > a[0]["hypervolume"]
+
+
+def test_a_simulated_private_problem_keeps_the_normalisation_that_waits_for_a_finite_eps(tmp_path):
+    """review17 F4: 'unmeasured' was decided from the first rows, so a private problem whose gene can pick no
+    privacy (mechanism none, the fedavg preset) fixed its normalisation with ε at its own bounds when its first
+    evaluations all drew it (gp/tpe in batches of one: 4 rows), and every later ε = ∞ point added hypervolume. Where
+    fedevo's simulator evaluates, an ε never finite is left out of the objectives, so the rule is not recorded; a
+    user's evaluator, whose ε may be ∞ in all, keeps it."""
+    import json
+
+    from fedevo.problem import load_problem
+    from fedevo.searching.run import SearchRun
+    from fedevo.searching.settings import SearchSettings
+
+    from .search_helpers import FAKE
+
+    prob = load_problem("digits_mlp")
+    SearchRun.create(SearchSettings(problem="digits_mlp", pop=4, gen=1, seed=1), tmp_path / "sim", problem=prob)
+    sim = hv_skips_unmeasured(json.loads((tmp_path / "sim" / "run.json").read_text()))
+    assert sim == frozenset({"error", "comm"})  # ε must be measured; another objective never read may not be
+    SearchRun.create(SearchSettings(problem="digits_mlp", pop=4, gen=1, seed=1, evaluator=FAKE), tmp_path / "own",
+                     problem=prob)
+    assert hv_skips_unmeasured(json.loads((tmp_path / "own" / "run.json").read_text())) is True
+    # the reviewer's rows: generations 1-4 one row each, ε = ∞ (a no-privacy gene's choice), then finite ε
+    rows = [_row(g, g + 1, 0.5 - 0.02 * g, 1000.0 - 10 * g) for g in range(4)]
+    rows += [_row(4 + g, 5 + g, 0.4 - 0.02 * g, 900.0 - 10 * g, eps=0.5 + g) for g in range(5)]
+    objs = ("error", "comm", "eps")
+    assert not hv_settled(rows[:4], objs, skip_unmeasured=sim)  # waits for finite ε, as before today
+    assert hv_settled(rows[:4], objs, skip_unmeasured=True)  # another evaluator's: ε may be ∞ in all

@@ -6,9 +6,9 @@ hash chain).
 A resume by another fedevo (a pip upgrade, a checkout with edits) goes on, as Optuna and pymoo resume with what is
 installed, but says so in one warning line naming both programs, and records the new one: the rows logged before
 and after it come from different sources (an accountant, a kernel changed between them), so their numbers may not
-be comparable. A run made before run.json recorded the source: the version string is compared (another version:
-the warning), the source is recorded from the first resume on, and nothing else is said (a source unknown is not
-a source known to differ)."""
+be comparable. A run made before run.json recorded the source: its first resume says so in one line (fedevo's
+version string has been 0.1.0 throughout, and numbers changed under it: the accountant's finer PLD, the SET
+prune's tie-break, on 2026-11-28), and the source is recorded from then on."""
 
 from __future__ import annotations
 
@@ -50,11 +50,14 @@ def _named(w: Mapping[str, Any]) -> str:
 
 def change(last: Mapping[str, Any], here: Mapping[str, Any]) -> Optional[str]:
     """The warning for a resume by `here` (versions' fedevo and fedevo_source) of rows last written by `last`, or
-    None where it is the same program, or may be (a source not recorded, the same version string)."""
+    None where it is the same program. A source not recorded under the same version string: that it may not be."""
     same_version = last.get("fedevo") == here.get("fedevo")
-    known = last.get("fedevo_source") is not None
-    if same_version and (not known or last.get("fedevo_source") == here.get("fedevo_source")):
+    if same_version and last.get("fedevo_source") == here.get("fedevo_source"):
         return None
+    if same_version and last.get("fedevo_source") is None:
+        return (f"its rows so far were written by fedevo {last.get('fedevo') or '?'} before runs recorded fedevo's "
+                f"source, this resume runs {_named(here)}: if that was another source, rows logged before and after "
+                "the resume may not be comparable (numbers changed under one version string)")
     return (f"its rows so far were written by {_named(last)}, this resume runs {_named(here)}: rows logged before "
             "and after the resume come from different sources of fedevo; numbers may not be comparable")
 

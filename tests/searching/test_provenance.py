@@ -58,14 +58,14 @@ def test_run_json_records_the_source_and_a_resume_by_another_says_so_and_records
     assert [w["fedevo_source"] for w in writers(out, meta)] == [here["fedevo_source"], "0123456789abcdef"]
 
 
-def test_a_run_made_before_the_source_was_recorded_resumes_without_a_word_and_records_it(tmp_path, monkeypatch,
-                                                                                         capsys):
-    """run.json without fedevo_source (made before it was recorded): a source unknown is not a source known to
-    differ; the same version string resumes silently, and the source that writes from now on is recorded. Another
-    version string is said."""
+def test_a_run_made_before_the_source_was_recorded_says_so_once_and_records_it(tmp_path, monkeypatch, capsys):
+    """run.json without fedevo_source (made before it was recorded): its first resume says, in one line, that its
+    rows may come from another source (review17 F5: the version string has been 0.1.0 throughout while numbers
+    changed under it, so 'the same version string' said nothing, and such a resume was silent); the source that
+    writes from now on is recorded, and the next resume by it is silent. Another version string is said too."""
     here = program()
     old = {"fedevo": here["fedevo"], "fedevo_source": None}
-    assert change(old, here) is None
+    assert "before runs recorded fedevo's source, this resume runs fedevo" in change(old, here)
     assert "fedevo 0.0.9 (source not recorded), this resume runs" in change({**old, "fedevo": "0.0.9"}, here)
     out = tmp_path / "R"
     real = run_mod.versions
@@ -74,9 +74,12 @@ def test_a_run_made_before_the_source_was_recorded_resumes_without_a_word_and_re
     assert "fedevo_source" not in json.loads((out / "run.json").read_text())["versions"]
     capsys.readouterr()
     _resume(out, 2)
-    assert "warning" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.count("before runs recorded fedevo's source") == 1, err
     (entry,) = json.loads((out / RESUMED_BY).read_text())["resumed_by"]
     assert entry["fedevo_source"] == here["fedevo_source"] and entry["rows_before"] == 4
+    _resume(out, 3)
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_an_unreadable_record_refuses_the_resume_in_one_line(tmp_path):

@@ -328,7 +328,8 @@ def test_search_with_cuda_problem_without_gpu_stops_with_one_line(capsys, tmp_pa
     from tests.cli.test_bad_input import bad
 
     path = tmp_path / "gpu.toml"
-    path.write_text('dataset = "digits"\nmodel = "mlp"\n[train]\ndevice = "cuda"\nrounds = 1\n'
+    # objectives without ε: the problem has no privacy (the note that leaves ε out is not this test's line)
+    path.write_text('dataset = "digits"\nmodel = "mlp"\nobjectives = ["error", "comm"]\n[train]\ndevice = "cuda"\nrounds = 1\n'
                     '[genes]\nlr = { type = "real", low = 0.01, high = 0.5, default = 0.2 }\n')
     err = bad(capsys, ["search", "--problem", path, "--workers", 0, "--pop", 6, "--gen", 1, "--quiet", "--out",
                        tmp_path / "run"], r"device='cuda' but torch sees no GPU.*the search stopped")

@@ -42,7 +42,17 @@ def test_the_source_hash_follows_the_source(tmp_path):
     (tmp_path / "notes.txt").write_text("other")
     assert source_hash(tmp_path) == a  # only the Python source counts
     (tmp_path / "sub" / "b.py").write_text("y = 3\n")
-    assert source_hash(tmp_path) != a
+    b = source_hash(tmp_path)
+    assert b != a
+    # the native kernels' C sources count too (review17 F8: an edited noise.c was 'the same program')
+    (tmp_path / "noise.c").write_text("int f(void) { return 1; }\n")
+    c = source_hash(tmp_path)
+    assert c != b
+    (tmp_path / "noise.c").write_text("int f(void) { return 2; }\n")
+    d = source_hash(tmp_path)
+    assert d != c
+    (tmp_path / "kernel.so").write_bytes(b"built")  # a build, not source
+    assert source_hash(tmp_path) == d
     assert len(source_hash()) == 16  # fedevo's own
 
 

@@ -52,6 +52,10 @@ def change(last: Mapping[str, Any], here: Mapping[str, Any]) -> Optional[str]:
     """The warning for a resume by `here` (versions' fedevo and fedevo_source) of rows last written by `last`, or
     None where it is the same program. A source not recorded under the same version string: that it may not be."""
     same_version = last.get("fedevo") == here.get("fedevo")
+    if last.get("fedevo_source") is not None and here.get("fedevo_source") is not None:
+        # both sources known: they decide (a version string read from another install's metadata on the path can
+        # name a checkout's source wrongly)
+        same_version = last.get("fedevo_source") == here.get("fedevo_source")
     if same_version and last.get("fedevo_source") == here.get("fedevo_source"):
         return None
     if same_version and last.get("fedevo_source") is None:
@@ -73,7 +77,7 @@ def note_resume(run_dir: Path, meta: Mapping[str, Any], rows_before: int, here: 
     earlier = writers(run_dir, meta)
     last = earlier[-1]
     entry = {"fedevo": here.get("fedevo"), "fedevo_source": here.get("fedevo_source")}
-    if last.get("fedevo_source") is not None and {k: last.get(k) for k in entry} == entry:
+    if last.get("fedevo_source") is not None and last.get("fedevo_source") == entry["fedevo_source"]:
         return None
     resumes = [*earlier[1:], {**entry, "rows_before": int(rows_before), "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}]
     atomic_write(run_dir / RESUMED_BY, json.dumps({"resumed_by": resumes}, indent=2) + "\n")

@@ -123,3 +123,12 @@ def test_the_same_command_knows_a_run_an_earlier_fedevo_made_of_it(tmp_path, mon
     search(settings(False), new, SERIAL, evaluator=search_fakes.fake_evaluate)
     with pytest.raises(FedevoError, match="holds a different run"):
         search(settings(True), new, SERIAL, evaluator=search_fakes.fake_evaluate)
+
+
+def test_known_sources_decide_whatever_the_version_strings_say():
+    """review17 F13: the version string comes from the first fedevo metadata on the path (an older wheel's beside
+    a checkout on PYTHONPATH), so two processes running one source could name two versions: the resume warned of
+    'different sources of fedevo' with equal source hashes. Where both are known, the sources decide."""
+    here = program()
+    assert change({"fedevo": "0.0.9", "fedevo_source": here["fedevo_source"]}, here) is None
+    assert "different sources of fedevo" in change({"fedevo": here["fedevo"], "fedevo_source": "0" * 16}, here)

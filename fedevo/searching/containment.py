@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..plugins import on_reimport
 from ..usercode import (UserExit, call_user, captured_stdout, evaluation_output, fd1_into,  # noqa: F401  (re-exported)
                         flush_c_stdio, real_interrupt, stdout_to_stderr, watch_interrupts)
 
@@ -265,6 +266,9 @@ class Child:
 
 _CHILD = Child()  # one per process (the search's, or a Ray worker's), started on first use
 atexit.register(_CHILD.close)
+# a reload taken (a module beside a user's file, fedevo.plugins): the child imported the old text, so it is ended and
+# the next evaluation under a time limit starts one that imports the new
+on_reimport(_CHILD.close)
 
 
 @contextlib.contextmanager

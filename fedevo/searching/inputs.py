@@ -9,7 +9,8 @@ records each one's SHA-256 in run.json's ``inputs`` when the run is created (run
 evaluations.csv's hash chain, so the record is covered too); :func:`check_inputs` recomputes them before a run is
 continued, and a file that changed or is gone is refused with one line naming it: a resumed search never mixes two
 tasks. fedevo's own code is recorded by its source hash (run.json's ``versions``; a resume by another is said
-and recorded, not refused: provenance.py) and the bundled datasets under --data-dir are not fingerprinted; a run made before this record (no ``inputs``) is resumed unchecked.
+and recorded, not refused: provenance.py) and the bundled datasets under --data-dir are not fingerprinted by a run (a retrain's continuation hashes
+them: retraining.data_content); a run made before this record (no ``inputs``) is resumed unchecked.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """The same digits configuration under each trust model: error and ε side by side (issue #15).
 
 Evaluates `digits_mlp` (central trust, N = 100,000, M = 1,000, T = 10, δ = 1e-6) at its gene defaults with a few
-privacy overrides, and writes results/trust_models/README.md (a table) and results.json.
+privacy overrides, and writes results/trust_models/README.md (a table), results.json and engine.json (the engine
+signature the errors were made on: tests/experiments/test_smoke.py compares the first seed's errors exactly on a
+machine with the same signature, so a change that moves a published error fails there until this is rerun).
 
     python experiments/trust_models.py [--seeds 0 1 2] [--out experiments/results]
 """
@@ -18,6 +20,7 @@ import numpy as np
 
 from common import cpu, provenance
 
+from fedevo.engine_signature import engine_signature
 from fedevo.evaluation import evaluate
 from fedevo.problem import load_problem
 
@@ -66,6 +69,8 @@ def main(argv=None) -> None:
     out = Path(a.out) / "trust_models"
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(rows, indent=1))
+    (out / "engine.json").write_text(json.dumps({"signature": engine_signature("digits_mlp"), "made": made},
+                                                indent=1) + "\n")
     base = rows[0]["error_mean"]
     md = ["# digits_mlp under each trust model", "",
           f"Command: `python experiments/trust_models.py --seeds {' '.join(map(str, a.seeds))}`; CPU: {cpu()}; "

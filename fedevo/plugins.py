@@ -374,6 +374,65 @@ def code_digest(fn: Any) -> Optional[str]:
     return h.hexdigest()
 
 
+_SIMPLE = (type(None), bool, int, float, complex, str, bytes)
+VALUE_REPR_MAX = 200  # a longer repr is recorded by its SHA-256 (a long list's values still count)
+
+
+def _value_text(v: Any, seen: set) -> str:
+    """A closure's or default's value as `code_values` records it: the repr of a simple value (None, a bool, a
+    number, a string, bytes; tuples, lists, sets and dicts of them; a NumPy scalar), a function by its code digest
+    and its own values, anything else by its type only ("<ndarray>": its repr may hold a memory address, so it would
+    differ in every process; a change in it is not seen)."""
+    if isinstance(v, _SIMPLE):
+        return repr(v)
+    if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", None) == 0:
+        return f"{type(v).__name__}({v.item()!r})"
+    if isinstance(v, (tuple, list)):
+        inner = ", ".join(_value_text(x, seen) for x in v)
+        return f"({inner})" if isinstance(v, tuple) else f"[{inner}]"
+    if isinstance(v, (set, frozenset)):
+        return "{" + ", ".join(sorted(_value_text(x, seen) for x in v)) + "}"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_value_text(k, seen)}: {_value_text(x, seen)}" for k, x in v.items()) + "}"
+    if getattr(v, "__code__", None) is not None:
+        if id(v) in seen:  # a recursive inner function's cell holds itself
+            return f"<function {getattr(v, '__name__', '?')}>"
+        seen.add(id(v))
+        inner = _values(v, seen)
+        return f"<function {code_digest(v)}{' ' + repr(inner) if inner else ''}>"
+    return f"<{type(v).__name__}>"
+
+
+def _values(fn: Any, seen: set) -> dict[str, str]:
+    code = fn.__code__
+    out = {}
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            out[name] = _value_text(cell.cell_contents, seen)
+        except ValueError:  # an empty cell (a name assigned after the function was made)
+            out[name] = "<empty>"
+    positional = code.co_varnames[:code.co_argcount]
+    defaults = getattr(fn, "__defaults__", None) or ()
+    for name, v in zip(positional[len(positional) - len(defaults):], defaults):
+        out[f"{name}="] = _value_text(v, seen)
+    for name, v in (getattr(fn, "__kwdefaults__", None) or {}).items():
+        out[f"{name}="] = _value_text(v, seen)
+    for k, t in out.items():
+        if len(t) > VALUE_REPR_MAX:
+            out[k] = f"<sha256 {hashlib.sha256(t.encode()).hexdigest()[:16]}>"
+    return out
+
+
+def code_values(fn: Any) -> dict[str, str]:
+    """The values a Python function's code reads that are not its code (`code_digest` leaves them out): each
+    closure variable by its name ("threshold": `make_objective(threshold=0.1)`'s inner function), each parameter's
+    default as "name=", as `_value_text` writes them ({}: none, or not a function). What run.json's
+    ``code_values`` records beside ``code``, so that a resume with threshold=0.2 says so."""
+    if getattr(fn, "__code__", None) is None:
+        return {}
+    return _values(fn, {id(fn)})
+
+
 EVALUATOR_CALL = "(problem, params, *, seed, rounds, data_dir)"  # how fedevo calls an evaluator (docs/api.md)
 
 

@@ -3,7 +3,8 @@
 A retrain writes its report once every training has finished; a long one (150 rounds of several solutions)
 stopped by Ctrl-C, SIGTERM or a kill would otherwise lose every finished training. Each training's result is
 kept as it finishes in ``REPORT_DIR/.kept/`` beside ``plan.json``, what the retrain is (the run, the picked
-solutions and their genes, rounds, seed, the standard's settings, the dataset directory the trainings read, the
+solutions and their genes, rounds, seed, the standard's settings, the dataset directory the trainings read and the
+SHA-256 of its files' content (a re-downloaded or edited dataset under the same path is other data), the
 device they train on and the compute precision there (bf16 where the CPU has native bf16 and the precision is
 'auto'), fedevo's version and source hash). Run again with the same run, picks, rounds, seed, standard, data
 directory, device, precision and fedevo, `retrain` finds that report directory (the one ``--out`` names, or the
@@ -36,10 +37,11 @@ PLAN = "plan.json"
 
 
 def plan_of(*, run_dir: Path | str, solutions: Sequence[Any], rounds: int, seed: int, eval_every: int,
-            standard: Optional[Mapping[str, Any]], data: Optional[str] = None, device: str = "cpu",
-            precision: Optional[str] = None) -> dict[str, Any]:
+            standard: Optional[Mapping[str, Any]], data: Optional[str] = None, data_sha256: Optional[str] = None,
+            device: str = "cpu", precision: Optional[str] = None) -> dict[str, Any]:
     """What a retrain is, as kept in plan.json: two retrains with equal plans give equal numbers. data: the dataset
-    directory the trainings read (None where they read none: a dataset made in memory); device: where they train
+    directory the trainings read (None where they read none: a dataset made in memory); data_sha256: its files'
+    content (retraining.data_content; None where fedevo reads no bundled dataset's files); device: where they train
     ('cpu', 'cuda'; the CUDA path's numbers equal the CPU's within a tolerance only, docs/engine.md); precision: the
     compute precision there ('fp32', 'bf16', both comma-separated; None: the problem's own evaluator, whose own it
     is); with fedevo's version and source hash (versions.program)."""
@@ -48,7 +50,8 @@ def plan_of(*, run_dir: Path | str, solutions: Sequence[Any], rounds: int, seed:
     return json.loads(json.dumps({
         "run": str(Path(run_dir).resolve()), "rounds": int(rounds), "seed": int(seed), "eval_every": int(eval_every),
         "solutions": [{"key": s.key, "id": s.id, "params": dict(s.params)} for s in solutions],
-        "standard": dict(standard or {}), "data": data, "device": device, "precision": precision, **program()},
+        "standard": dict(standard or {}), "data": data, "data_sha256": data_sha256, "device": device,
+        "precision": precision, **program()},
         sort_keys=True, default=str))
 
 
@@ -59,10 +62,16 @@ def _kept_plan(report_dir: Path) -> Optional[dict[str, Any]]:
         return None
 
 
-_ADDED = ("data", "device", "precision", "fedevo_source")  # plan keys a retrain stopped before fedevo recorded them
-# lacks
-# where and by which fedevo a plan trains: a kept plan that differs from this one only there is passed over with a note
-_ENGINE = (("device", "device"), ("precision", "precision"), ("fedevo", "fedevo"), ("fedevo_source", "fedevo source"))
+# plan keys a retrain stopped before fedevo recorded them lacks
+_ADDED = ("data", "device", "precision", "fedevo_source", "data_sha256")
+# where, by which fedevo and on which data content a plan trains: a kept plan that differs from this one only there
+# is passed over with a note
+_ENGINE = (("device", "device"), ("precision", "precision"), ("fedevo", "fedevo"), ("fedevo_source", "fedevo source"),
+           ("data_sha256", "data content SHA-256"))
+
+
+def _shown(key: str, value: Any) -> str:
+    return f"{value[:12]}…" if key == "data_sha256" and isinstance(value, str) else str(value)
 
 
 def same_plan(kept: Optional[Mapping[str, Any]], plan: Mapping[str, Any]) -> bool:
@@ -82,17 +91,22 @@ def engine_differences(kept: Optional[Mapping[str, Any]], plan: Mapping[str, Any
     keys = [k for k, _ in _ENGINE]
     if not same_plan({k: v for k, v in kept.items() if k not in keys}, {k: v for k, v in plan.items() if k not in keys}):
         return []
-    return [f"{name} {kept[k]} (here {plan.get(k)})" for k, name in _ENGINE if k in kept and kept[k] != plan.get(k)]
+    return [f"{name} {_shown(k, kept[k])} (here {_shown(k, plan.get(k))})" for k, name in _ENGINE
+            if k in kept and kept[k] != plan.get(k)]
 
 
 def passed_over(candidates: Sequence[Path], plan: Mapping[str, Any]) -> Optional[str]:
     """A note naming the newest of `candidates` (report directories, oldest first) that holds the kept trainings of
-    this retrain made on another device or precision or by another fedevo (`engine_differences`), which a new report
-    directory leaves as they are; None where there is none."""
+    this retrain made on another device or precision, by another fedevo or on other data content under the same
+    dataset directory (`engine_differences`), which a new report directory leaves as they are; None where there is
+    none."""
     for d in reversed(list(candidates)):
-        if _only_kept(d) and not is_held(d / KEPT) and (diff := engine_differences(_kept_plan(d), plan)):
-            return (f"{d} holds the kept trainings of this retrain made with {', '.join(diff)}: not continued (its "
-                    "numbers would not be this machine's and fedevo's); training anew")
+        if _only_kept(d) and not is_held(d / KEPT) and (diff := engine_differences(kept := _kept_plan(d), plan)):
+            data = kept.get("data_sha256", plan.get("data_sha256")) != plan.get("data_sha256")
+            why = "; ".join(w for w, on in (("its numbers would not be this machine's and fedevo's", len(diff) > data),
+                                            ("the dataset's files changed since", data)) if on)
+            return (f"{d} holds the kept trainings of this retrain made with {', '.join(diff)}: not continued "
+                    f"({why}); training anew")
     return None
 
 

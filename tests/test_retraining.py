@@ -886,3 +886,82 @@ def test_standard_may_set_a_data_key_the_problem_makes_a_gene(tmp_path):
     assert std.is_standard and std.params == {"clients": 26}
     with pytest.raises(FedevoError, match="partition cannot be set: every solution"):
         plan(data, "knee", {"partition": "shards"})
+
+
+def _fake_fashion(root, seed):
+    """Fashion-MNIST's four IDX files, small (40 train, 20 test images), their pixels drawn with `seed`."""
+    import gzip
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", 40), ("t10k", 20)):
+        for stem, arr in (("images-idx3-ubyte", rng.integers(0, 255, (n, 28, 28))),
+                          ("labels-idx1-ubyte", rng.integers(0, 10, n))):
+            header = bytes([0, 0, 8, arr.ndim]) + b"".join(int(s).to_bytes(4, "big") for s in arr.shape)
+            with gzip.GzipFile(root / f"{split}-{stem}.gz", "wb", mtime=0) as f:  # the same bytes for a seed
+                f.write(header + arr.astype(np.uint8).tobytes())
+
+
+def test_a_continuation_on_other_data_under_the_same_directory_is_not_continued_and_says_why(
+        tmp_path, monkeypatch, capsys):
+    """plan.json compared the dataset directory by path only: the same command after the dataset was re-downloaded
+    or edited there continued the kept trainings and mixed trainings on two datasets in one report. It records the
+    SHA-256 of the files the trainings read (retraining.data_content): other content takes a new retrain-N with one
+    note naming it (with --out: refused in one line); the same content continues; a plan without the key (a
+    retrain stopped before it was recorded) continues as before."""
+    import fedevo
+    from fedevo.retraining import data_content
+
+    data = tmp_path / "fashion"
+    _fake_fashion(data, 0)
+    prob = tmp_path / "tinyfashion.toml"
+    prob.write_text('name = "tinyfashion"\ndataset = "fashion"\nmodel = "mlp"\n[data]\npartition = "iid"\n'
+                    'clients = 4\n[train]\nrounds = 1\nepochs = 1\nbatch_size = 8\n[genes]\n'
+                    'units = { type = "int", low = 4, high = 8, default = 4 }\n'
+                    'lr = { type = "real", low = 0.01, high = 0.2, default = 0.1 }\n')
+    run = tmp_path / "run"
+    fedevo.search(str(prob), out=run, workers=0, seed=0, page=False, optimizer="random", pop=2, budget=2,
+                  progress=False, data_dir=str(data))
+    calls = signal_in_training(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        retrain(run, "knee", rounds=1, workers=0, data_dir=str(data))
+    plan_file = run / "retrain" / ".kept" / "plan.json"
+    plan = json.loads(plan_file.read_text())
+    then = plan["data_sha256"]
+    assert then == data_content(load_problem(str(prob)), str(data)) and len(then) == 64
+    assert data_content(load_problem("digits_mlp"), str(data)) is None  # made in memory: no files read
+    _fake_fashion(data, 1)  # re-downloaded: the same path, other files
+    now = data_content(load_problem(str(prob)), str(data))
+    assert now != then
+    with pytest.raises(FedevoError, match=rf"made with data content SHA-256 {then[:12]}… \(here {now[:12]}…\): "
+                                          r"continued here they would mix numbers of both"):
+        retrain(run, "knee", rounds=1, workers=0, data_dir=str(data), out=run / "retrain")
+    capsys.readouterr()
+    rep = retrain(run, "knee", rounds=1, workers=0, data_dir=str(data))
+    assert rep.out_dir == run / "retrain-2" and (run / "retrain" / ".kept").is_dir()
+    err = capsys.readouterr().err
+    assert (f"fedevo: note: {run / 'retrain'} holds the kept trainings of this retrain made with data content "
+            f"SHA-256 {then[:12]}… (here {now[:12]}…): not continued (the dataset's files changed since); training "
+            f"anew in {run / 'retrain-2'}") in err, err
+    assert err.count("fedevo: note:") == 1
+    _fake_fashion(data, 0)  # the data it was made on again: the kept trainings continue
+    n = len(calls)
+    rep = retrain(run, "knee", rounds=1, workers=0, data_dir=str(data))
+    assert rep.out_dir == run / "retrain" and len(calls) == n + len(rep.solutions) - 1
+
+
+def test_a_plan_without_the_data_content_continues_as_before(run_dir, tmp_path, monkeypatch):
+    """A retrain stopped before plan.json recorded data_sha256 (its plan lacks the key) is continued by the same
+    command, whatever the content (there is nothing to compare)."""
+    run = shutil.copytree(run_dir, tmp_path / "run")
+    calls = signal_in_training(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        retrain(run, "knee", rounds=2, workers=0)
+    plan_file = run / "retrain" / ".kept" / "plan.json"
+    plan = json.loads(plan_file.read_text())
+    assert "data_sha256" in plan and plan["data_sha256"] is None  # digits: made in memory
+    plan_file.write_text(json.dumps({k: v for k, v in plan.items() if k != "data_sha256"}, sort_keys=True))
+    rep = retrain(run, "knee", rounds=2, workers=0)
+    assert rep.out_dir == run / "retrain" and not (run / "retrain-2").exists() and len(calls) == 3

@@ -159,6 +159,8 @@ def front(
                  "it)") + "; front.csv holds the generations finished so far", highlight=False, markup=False)
     elif note:  # ended by another budget than --gen: 'generations 2/1000' would say nothing
         c.print(f"generations {data.generations_text()} ({note})", highlight=False, markup=False)
+    if sources := data.sources_note():  # resumed by another fedevo: which rows each wrote
+        c.print(sources, highlight=False, markup=False)
 
 
 def _of(data) -> str:

@@ -181,6 +181,27 @@ def _find(name: str, data_dir: Optional[str], download: bool):
     return _torchvision_sets(name, data_dir, download)
 
 
+# torchvision's folder of each dataset under its root: what its classes read
+TORCHVISION_FOLDER = {"mnist": "MNIST", "fashion": "FashionMNIST", "cifar10": "cifar-10-batches-py"}
+
+
+def files_read(name: str, data_dir: Optional[str]) -> list[Path]:
+    """The files `load_dataset(name, data_dir)` reads, as `_find` finds them without reading or fetching anything
+    (Fashion-MNIST's four IDX files; else every file of torchvision's folder of the dataset in `data_dir`): []
+    for a dataset made in memory, or where none are found (loading would fail)."""
+    if name not in FILE_BACKED:
+        return []
+    if name == "fashion":
+        try:
+            paths = _fashion_paths(data_dir)
+        except DataNotFoundError:
+            return []
+        if paths is not None:
+            return paths
+    folder = Path(data_dir) / TORCHVISION_FOLDER[name] if data_dir else None
+    return sorted(p for p in folder.rglob("*") if p.is_file()) if folder is not None and folder.is_dir() else []
+
+
 def _read(name: str, data_dir: Optional[str], download: bool) -> Dataset:
     """A file-backed dataset read from where `_find` finds it."""
     found = _find(name, data_dir, download)

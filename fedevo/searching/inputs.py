@@ -9,7 +9,8 @@ records each one's SHA-256 in run.json's ``inputs`` when the run is created (run
 evaluations.csv's hash chain, so the record is covered too); :func:`check_inputs` recomputes them before a run is
 continued, and a file that changed or is gone is refused with one line naming it: a resumed search never mixes two
 tasks. fedevo's own code is recorded by its source hash (run.json's ``versions``; a resume by another is said
-and recorded, not refused: provenance.py) and the bundled datasets under --data-dir are not fingerprinted; a run made before this record (no ``inputs``) is resumed unchecked.
+and recorded, not refused: provenance.py) and the bundled datasets under --data-dir are not fingerprinted by a run (a retrain's continuation hashes
+them: retraining.data_content); a run made before this record (no ``inputs``) is resumed unchecked.
 """
 
 from __future__ import annotations
@@ -188,39 +189,71 @@ def _check_imported(p: Path, role: str, sha: str, doing: str, after: str) -> Non
                           f"Python process (in a notebook: restart the kernel) ({after})")
 
 
-def code_digests(objectives, evaluator) -> dict[str, str]:
-    """What run.json's ``code`` records of the code the run calls that has no file to fingerprint: each objective
-    registered from Python (its function's `plugins.code_digest`; a notebook's lambda) and an evaluator passed as a
-    function of a module or of the script (``__main__``). A `python:` file's functions are its file's (`inputs`)."""
+def _code_roles(objectives, evaluator) -> Iterator[tuple[str, Any]]:
+    """The functions the run calls that have no file to fingerprint, by role: each objective registered from Python
+    ("objective NAME": a notebook's lambda; a `python:` file's functions are its file's, `inputs`) and an evaluator
+    passed as a function of a module or of the script ("evaluator")."""
     from ..objectives.registry import builtin
     from ..objectives.spec import FunctionRead
-    from ..plugins import USER_MODULE_PREFIX, code_digest
+    from ..plugins import USER_MODULE_PREFIX
 
-    out = {}
     for o in objectives:
-        d = None if builtin(o.name) or isinstance(o.read, FunctionRead) else code_digest(o.read)
-        if d is not None:
-            out[f"objective {o.name}"] = d
-    d = code_digest(evaluator)
-    if d is not None and not (getattr(evaluator, "__module__", "") or "").startswith(USER_MODULE_PREFIX):
-        out["evaluator"] = d
-    return out
+        if not (builtin(o.name) or isinstance(o.read, FunctionRead)):
+            yield f"objective {o.name}", o.read
+    if not (getattr(evaluator, "__module__", "") or "").startswith(USER_MODULE_PREFIX):
+        yield "evaluator", evaluator
+
+
+def code_digests(objectives, evaluator) -> dict[str, str]:
+    """What run.json's ``code`` records of the code the run calls that has no file to fingerprint (`_code_roles`):
+    each function's `plugins.code_digest` (its code, not its closure's values: `code_value_records`)."""
+    from ..plugins import code_digest
+
+    return {role: d for role, fn in _code_roles(objectives, evaluator) if (d := code_digest(fn)) is not None}
+
+
+def code_value_records(objectives, evaluator) -> dict[str, dict[str, str]]:
+    """What run.json's ``code_values`` records beside ``code``: the values each of those functions reads that are
+    not its code (`plugins.code_values`: closure variables, parameter defaults; simple values by their repr, others
+    by their type), for those that have any."""
+    from ..plugins import code_values
+
+    return {role: v for role, fn in _code_roles(objectives, evaluator) if (v := code_values(fn))}
+
+
+def _value_changes(then: Mapping[str, str], now: Mapping[str, str]) -> str:
+    """'threshold 0.1 then, 0.2 now; scale= 2 then, 3 now' of the values that differ."""
+    return "; ".join(f"{k} {then.get(k, 'none')} then, {now.get(k, 'none')} now"
+                     for k in sorted(set(then) | set(now)) if then.get(k) != now.get(k))
 
 
 def warn_changed_code(meta: Mapping[str, Any], objectives, evaluator, run_dir: Path) -> None:
     """One line on stderr for each function of run.json's ``code`` whose code differs in this process (a notebook
     that fixed its objective's lambda, then resumed: the rows after it hold another function's values under the
-    same column). A warning: another Python's bytecode differs too."""
+    same column), or, its code the same, whose closure values or defaults differ from run.json's ``code_values``
+    (`make_objective(threshold=0.2)` resuming a run made with 0.1; a run made before the record: unchecked). A
+    warning: another Python's bytecode differs too."""
     from ..objectives.registry import registered
 
     recorded = meta.get("code") or {}
-    now = code_digests([registered(o.name) or o for o in objectives], evaluator)
+    values = meta.get("code_values")
+    fns = [registered(o.name) or o for o in objectives]
+    now = code_digests(fns, evaluator)
+    now_values = code_value_records(fns, evaluator)
     for role, digest in recorded.items():
-        if role in now and now[role] != digest:
+        if role not in now:
+            continue
+        if now[role] != digest:
             print(f"fedevo: warning: the {role}'s function is not the code run {run_dir} was searched with (its code "
                   "differs): the resumed evaluations call it as it is now, beside rows the earlier code gave",
                   file=sys.stderr)
+            continue
+        diff = _value_changes(values.get(role) or {}, now_values.get(role) or {}) if isinstance(values, dict) else ""
+        if diff:
+            print(f"fedevo: warning: the {role}'s function reads other values than run {run_dir} was searched with "
+                  f"({diff}): the resumed evaluations call it as it is now, beside rows the earlier values gave",
+                  file=sys.stderr)
 
 
-__all__ = ["check_inputs", "code_digests", "digest", "files_read_by_path", "fingerprint", "input_files", "role_text",
-           "warn_changed_code"]
+__all__ = ["check_inputs", "code_digests", "code_value_records", "digest", "files_read_by_path", "fingerprint",
+           "input_files", "role_text", "warn_changed_code"]

@@ -84,4 +84,31 @@ def note_resume(run_dir: Path, meta: Mapping[str, Any], rows_before: int, here: 
     return change(last, here)
 
 
-__all__ = ["RESUMED_BY", "change", "note_resume", "writers"]
+def _short(w: Mapping[str, Any]) -> str:
+    src = w.get("fedevo_source")
+    return f"fedevo {w.get('fedevo') or '?'} (source {src[:10] + '…' if src else 'not recorded'})"
+
+
+def sources_line(writers_: list[Mapping[str, Any]], n_rows: int) -> Optional[str]:
+    """One line for a run whose `n_rows` logged rows come from more than one fedevo source (`writers`, oldest
+    first): "rows 0–47 by fedevo 0.1.0 (source 3f2a…), 48–95 by fedevo 0.2.0 (source 9c1d…); numbers may not be
+    comparable"; None where they come from one (a writer that logged no row is left out, and two in a row that
+    `change` would not warn of are one: a source not recorded, the same version)."""
+    spans: list[tuple[Mapping[str, Any], int, int]] = []
+    for i, w in enumerate(writers_):
+        start = min(max(int(w.get("rows_before") or 0), 0), n_rows)
+        end = n_rows if i + 1 == len(writers_) else min(max(int(writers_[i + 1].get("rows_before") or 0), start),
+                                                         n_rows)
+        if end <= start:
+            continue
+        if spans and change(spans[-1][0], w) is None:
+            spans[-1] = (spans[-1][0], spans[-1][1], end)
+        else:
+            spans.append((w, start, end))
+    if len(spans) < 2:
+        return None
+    parts = [f"{'rows ' if n == 0 else ''}{a}–{b - 1} by {_short(w)}" for n, (w, a, b) in enumerate(spans)]
+    return ", ".join(parts) + "; numbers may not be comparable"
+
+
+__all__ = ["RESUMED_BY", "change", "note_resume", "sources_line", "writers"]

@@ -105,7 +105,7 @@ from .containment import sizing_output
 from .evaluator import DEFAULT_EVALUATOR, Evaluator, evaluator_spec, for_problem
 from .front_math import (HV_REF, HYPERVOLUME, SEARCH_OBJECTIVES, HvMemo, front_rows, hv_columns, hv_skips_unmeasured,
                          hypervolume_table, is_full, unmeasured_except)
-from .inputs import check_inputs, code_digests, fingerprint, warn_changed_code
+from .inputs import check_inputs, code_digests, code_value_records, fingerprint, warn_changed_code
 from .integrity import check_chain, check_log, checked_rows, log_record
 from .log import EvalLog, atomic_write, check_objective_names, csv_text, row_key, unread_objectives
 from .record import EvaluationRecord
@@ -380,6 +380,7 @@ class SearchRun:
             "command": " ".join(sys.argv),
             "inputs": inputs,  # the data and code files' SHA-256: resume checks them (inputs.py)
             "code": code_digests(objectives, evaluator),  # code without a file: resume compares it (inputs.py)
+            "code_values": code_value_records(objectives, evaluator),  # its closure values and defaults: too
         }
         made = missing_folders(out)
         out.mkdir(parents=True, exist_ok=True)

@@ -294,6 +294,16 @@ class RunData:
                 return b
         return None if start == len(header) else (self.batches() or [None])[-1]
 
+    def sources_note(self) -> Optional[str]:
+        """One line where the rows come from more than one fedevo source (a resume by another: resumed_by.json,
+        provenance.sources_line), else None; where resumed_by.json is unreadable, the line saying so."""
+        from .provenance import sources_line, writers
+
+        try:
+            return sources_line(writers(self.run_dir, self.meta), len(self.rows))
+        except FedevoError as e:
+            return str(e)
+
     def params(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """The genes of an evaluated row (what `evaluate` takes)."""
         return {g: row[g] for g in self.gene_names}

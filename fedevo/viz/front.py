@@ -161,8 +161,15 @@ def _summary(data: RunData, m: Model) -> str:
             f'{rounds_text(data)} · '
             f'{counted} · '
             f'Pareto front of {len(data.front)}{" · constraints " + esc(cons) if cons else ""}<br>objectives: '
-            f'{esc(_objectives_text(m))}{esc(_eps_seen(data, eps_scale))}</p>'
+            f'{esc(_objectives_text(m))}{esc(_eps_seen(data, eps_scale))}{_sources(data)}</p>'
             + settings_html(data))
+
+
+def _sources(data: RunData) -> str:
+    """'<br>rows 0–47 by fedevo … ; numbers may not be comparable' where the rows come from more than one fedevo
+    source (RunData.sources_note), else ""."""
+    note = data.sources_note()
+    return f'<br><span class="sources">{esc(note)}</span>' if note else ""
 
 
 def _eps_seen(data: RunData, eps_scale: str) -> str:

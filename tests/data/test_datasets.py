@@ -173,3 +173,22 @@ def test_digits_are_read_without_importing_scikit_learn_and_equal_load_digits():
     assert images.dtype == ref.images.dtype and target.dtype == ref.target.dtype
     np.testing.assert_array_equal(images, ref.images)
     np.testing.assert_array_equal(target, ref.target)
+
+
+def test_files_read_are_the_files_a_bundled_dataset_loads(tmp_path, monkeypatch):
+    """datasets.files_read (a retrain's data fingerprint hashes them): Fashion-MNIST's four IDX files where
+    --data-dir holds them, Debian's without --data-dir; torchvision's folder of MNIST / CIFAR-10; none for a
+    dataset made in memory or where nothing is found."""
+    _fake_fashion(tmp_path / "f")
+    got = datasets.files_read("fashion", str(tmp_path / "f"))
+    assert sorted(p.name for p in got) == sorted(f"{s}.gz" for s in datasets.FASHION_STEMS)
+    monkeypatch.setattr(datasets, "DEBIAN_FASHION", tmp_path / "f")
+    assert datasets.files_read("fashion", None) == got
+    (tmp_path / "m" / "MNIST" / "raw").mkdir(parents=True)
+    (tmp_path / "m" / "MNIST" / "raw" / "train-images-idx3-ubyte").write_bytes(b"x")
+    (tmp_path / "m" / "elsewhere.txt").write_text("not read")
+    assert [p.name for p in datasets.files_read("mnist", str(tmp_path / "m"))] == ["train-images-idx3-ubyte"]
+    assert datasets.files_read("cifar10", str(tmp_path / "m")) == []
+    assert datasets.files_read("digits", str(tmp_path / "f")) == []
+    monkeypatch.setattr(datasets, "DEBIAN_FASHION", tmp_path / "absent")
+    assert datasets.files_read("fashion", None) == []

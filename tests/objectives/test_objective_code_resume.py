@@ -122,3 +122,91 @@ def test_a_registered_objective_whose_code_changed_is_warned_of_by_resume(tmp_pa
                        "rows the earlier code gave"]
     finally:
         unregister("acc_gap_c")
+
+
+def _strict(threshold, *, scale=1.0):
+    """What a notebook writes: a function that makes an objective, its threshold in the read's closure."""
+    from fedevo.objectives import Objective
+
+    def read(r):
+        return scale * float(r.error > threshold)
+
+    return Objective(name="strict_c", label="over the threshold", worst=1.0, read=read)
+
+
+def test_a_registered_objectives_closure_values_are_recorded_and_a_resume_with_others_is_warned_of(tmp_path, capfd):
+    """run.json's `code` digests an objective's code, not its closure's values: `make_objective(threshold=0.1)`
+    searched, then resumed with threshold=0.2, mixed rows of two thresholds under one column without a word. run.json
+    records them (`code_values`: simple values by their repr), and a resume with others says which in one line; the
+    same values resume quietly; a run made before the record (no `code_values`) is not checked."""
+    import shutil
+
+    import pytest
+
+    from fedevo.objectives import register, unregister
+    from fedevo.searching import SearchCallback
+    from tests.searching.search_helpers import FAKE, TOY_TOML
+
+    class Stop(SearchCallback):
+        def on_evaluation(self, row):
+            if row.id == 3:
+                raise KeyboardInterrupt
+
+    prob = tmp_path / "strict.toml"
+    prob.write_text('objectives = ["error", "eps", "strict_c"]\n' + TOY_TOML)
+    register(_strict(0.1), replace=True)
+    try:
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            fedevo.search(str(prob), optimizer="random", pop=2, gen=3, seed=0, workers=0, out=tmp_path / "run",
+                          page=False, evaluator=FAKE, callbacks=[Stop()], progress=False)
+        run_dir = stopped.value.run_dir
+        meta = json.loads((run_dir / "run.json").read_text())
+        assert meta["code_values"]["objective strict_c"] == {"threshold": "0.1", "scale": "1.0"}
+        for name in ("other", "old"):
+            shutil.copytree(run_dir, tmp_path / name)
+        capfd.readouterr()
+        register(_strict(0.1), replace=True)  # the cell run again
+        assert len(fedevo.resume(run_dir, workers=0, page=False, progress=False).evaluations) == 6
+        assert "warning" not in capfd.readouterr().err
+        register(_strict(0.2), replace=True)  # the same code, another threshold
+        assert len(fedevo.resume(tmp_path / "other", workers=0, page=False, progress=False).evaluations) == 6
+        err = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]
+        assert err == [f"fedevo: warning: the objective strict_c's function reads other values than run "
+                       f"{tmp_path / 'other'} was searched with (threshold 0.1 then, 0.2 now): the resumed evaluations "
+                       "call it as it is now, beside rows the earlier values gave"]
+        run_json = tmp_path / "old" / "run.json"  # made before the record (run.json's bytes start the log's chain:
+        old = json.loads(run_json.read_text())  # rewritten, the chain would refuse the resume; checked directly)
+        from fedevo.searching.inputs import warn_changed_code
+        from fedevo.objectives.registry import registered
+
+        del old["code_values"]
+        warn_changed_code(old, [registered("strict_c")], None, tmp_path / "old")
+        assert capfd.readouterr().err == ""
+    finally:
+        unregister("strict_c")
+
+
+def test_code_values_record_simple_values_by_repr_and_others_by_type():
+    """plugins.code_values: closure variables and defaults; a float by its repr, containers of simple values
+    element by element, a function by its digest, an object whose repr holds a memory address by its type only (it
+    would differ in every process), a long value by its hash; a function without any: {}."""
+    import numpy as np
+
+    from fedevo.plugins import code_digest, code_values
+
+    helper = lambda x: x + 1  # noqa: E731
+    obj, arr, big = object(), np.zeros(3), list(range(500))
+
+    def make(threshold, names, weights):
+        def read(r, k=2, *, mode="mean"):
+            return (threshold, names, weights, helper, obj, arr, big, np.float32(0.5), k, mode, read)
+        return read
+
+    v = code_values(make(0.1, ("a", "b"), {"x": 1.5}))
+    assert v["threshold"] == "0.1" and v["names"] == "('a', 'b')" and v["weights"] == "{'x': 1.5}"
+    assert v["helper"] == f"<function {code_digest(helper)}>" and v["obj"] == "<object>" and v["arr"] == "<ndarray>"
+    assert v["big"].startswith("<sha256 ") and v["k="] == "2" and v["mode="] == "'mean'"
+    assert v["read"] == "<function read>"  # a recursive function's own cell
+    assert code_values(make(0.2, ("a", "b"), {"x": 1.5}))["threshold"] == "0.2"
+    assert code_values(make(0.1, ("a", "b"), {"x": 1.5})) == code_values(make(0.1, ("a", "b"), {"x": 1.5}))
+    assert code_values(lambda r: r.error) == {} and code_values(len) == {}

@@ -137,3 +137,21 @@ def chance_evaluate(problem, params, *, seed, rounds=None, data_dir=None, **_):
 
 def chance_run(tmp_path_factory) -> Path:
     return _make(tmp_path_factory.getbasetemp(), "chance_run", evaluator=chance_evaluate, pop=15, gen=4, seed=3)
+
+
+def resumed_by_another_fedevo(tmp_path: Path, monkeypatch, *, other: bool = True) -> Path:
+    """A toy search (random, pop 2, 2 generations: rows 0–3) resumed to 4 generations (rows 4–7) by another
+    fedevo source ('0123456789abcdef', monkeypatched where the run asks for it: resumed_by.json records it), or
+    with `other` False by the same program (nothing recorded). Evaluated by tests.searching's FAKE (no training)."""
+    import fedevo
+    import fedevo.searching.run as run_mod
+    from tests.searching.search_helpers import FAKE, toy_problem_file
+
+    run = fedevo.search(str(toy_problem_file(tmp_path)), optimizer="random", pop=2, gen=2, seed=0, workers=0,
+                        out=tmp_path / "R", evaluator=FAKE, page=False, progress=False)
+    if other:
+        here = run_mod.program()
+        monkeypatch.setattr(run_mod, "program", lambda: {**here, "fedevo_source": "0123456789abcdef"})
+    fedevo.resume(run.path, gen=4, workers=0, page=False, progress=False)  # (with the run's evaluator)
+    monkeypatch.undo()
+    return run.path

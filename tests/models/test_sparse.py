@@ -79,3 +79,20 @@ def test_equal_nonzero_update_sizes_are_pruned_at_random_positions():
     pos = torch.searchsorted(act, removed)
     neighbours = int((pos.diff() == 1).sum())
     assert neighbours < 0.5 * n_drop, pos.tolist()
+
+
+def test_prune_keys_order_by_size_then_by_the_random_draw():
+    """The one int64 sort key per weight orders as (|update|, draw) does, lexicographically (numpy's lexsort), with
+    zeros, equal non-zero sizes and sizes over many magnitudes."""
+    import numpy as np
+
+    from fedevo.models.sparse import prune_keys
+
+    g = torch.Generator().manual_seed(5)
+    mag = (torch.randn(5000, generator=g) * 10 ** torch.randint(-8, 4, (5000,), generator=g)).abs()
+    mag[:1000] = 0.0
+    mag[1000:2000] = 0.05
+    r = torch.rand(5000, generator=g)
+    got = torch.argsort(prune_keys(mag, r), stable=True).numpy()
+    want = np.lexsort((np.arange(5000), r.numpy(), mag.numpy()))
+    assert np.array_equal(got, want)

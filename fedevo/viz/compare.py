@@ -63,17 +63,23 @@ def check_same_problem(runs: Sequence[RunData]) -> None:
     ref = _definition(first)
     for other in runs[1:]:
         d = _definition(other)
-        if d == ref:
-            continue
         a, b = first.problem.name, other.problem.name
+        mine, theirs = ([o.name for o in r.objectives] for r in (first, other))
+        if d == ref and mine == theirs:
+            continue
         if a != b:
             raise FedevoError(f"{first.run_dir} searched problem {a!r} and {other.run_dir} problem {b!r}: runs are "
                               f"compared only on the same problem")
-        mine, theirs = ([o.name for o in r.objectives] for r in (first, other))
-        if mine != theirs:  # the keys alone ("objective, objectives differ") did not say what differs
+        # the objectives the runs searched, whatever their problem files: one file gives two lists where one run
+        # was made before a search without privacy left ε out (run.json objectives_left_out); the keys alone
+        # ("objective, objectives differ") did not say what differs
+        if mine != theirs:
+            left_out = next((r for r in (first, other) if (r.meta or {}).get("objectives_left_out")), None)
+            why = (f" ({left_out.run_dir} left ε out: {left_out.meta['objectives_left_out']})"
+                   if left_out is not None else "")
             raise FedevoError(f"{first.run_dir} searched the objectives ({', '.join(mine)}) of problem {a!r} and "
                               f"{other.run_dir} ({', '.join(theirs)}): runs are compared only on the same problem, "
-                              "its objectives included")
+                              f"its objectives included{why}")
         keys = _differences(ref, d)
         raise FedevoError(f"{first.run_dir} and {other.run_dir} both searched a problem named {a!r} but defined "
                           f"differently ({', '.join(keys[:5])}{' …' if len(keys) > 5 else ''} differ): runs are "

@@ -236,3 +236,28 @@ def test_the_capped_points_note_names_no_3d_view(tmp_path):
     page = compare_html(runs)
     notes = [n for n in re.findall(r'<p class="note">([^<]*)</p>', page) if "drawn at the cap" in n]
     assert notes and all("(marked ×; the hover text" in n and "3D" not in n for n in notes), notes
+
+
+def test_a_run_made_before_eps_was_left_out_is_not_compared_on_the_others_objectives(tmp_path, monkeypatch):
+    """review17 F9: one problem file without privacy gives two objective lists, (error, comm, eps) in a run made
+    before the search left ε out and (error, comm) since; their definitions were equal, so compare.html drew both
+    on the FIRST run's objectives (HV 0.0745 or 0.745 by the order given). Refused, as fedevo.hypervolume does."""
+    import fedevo
+    from fedevo import finite_eps
+    from fedevo.errors import FedevoError
+    from fedevo.viz.compare import check_same_problem
+
+    prob = tmp_path / "plain.toml"
+    prob.write_text('name = "plain"\ndataset = "digits"\nmodel = "mlp"\n[data]\nclients = 4\n[train]\nrounds = 1\n'
+                    'epochs = 1\n[genes]\nlr = { type = "real", low = 0.01, high = 0.3, default = 0.1 }\n')
+    kw = dict(optimizer="random", pop=2, gen=1, workers=0, seed=1, page=False, progress=False)
+    with monkeypatch.context() as m:  # the search as it was: ε kept
+        m.setattr(finite_eps, "search_objectives", lambda problem, objectives, simulator: (objectives, None))
+        fedevo.search(str(prob), out=tmp_path / "old", **kw)
+    fedevo.search(str(prob), out=tmp_path / "new", **kw)
+    old, new = load_run(tmp_path / "old"), load_run(tmp_path / "new")
+    assert old.objectives.names == ("error", "comm", "eps") and new.objectives.names == ("error", "comm")
+    for pair in ((old, new), (new, old)):
+        with pytest.raises(FedevoError, match=r"runs are compared only on the same problem, its objectives included "
+                                              r"\(.*new left ε out: .*no privacy"):
+            check_same_problem(pair)

@@ -96,12 +96,14 @@ def deliver(t: Task, reply: tuple, user_log, stats, on_done: OnDone) -> None:
 
 
 def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
-            eval_kwargs: Mapping[str, Any], timeout: Optional[float] = None) -> tuple[str, Any, str]:
+            eval_kwargs: Mapping[str, Any], timeout: Optional[float] = None,
+            code: Optional[Mapping[str, str]] = None) -> tuple[str, Any, str]:
     """Call the evaluator, contained (fedevo.searching.containment), never raising for an evaluation's own failure.
 
     Returns ("ok", EvaluationResult, output) -- also for status failed/diverged -- or ("abort", message, output)
     when the search itself cannot go on (data missing, no GPU for device = "cuda"); output: what the evaluation
-    printed. timeout: seconds it may take (it then runs in a child process, killed when it overruns).
+    printed. timeout: seconds it may take (it then runs in a child process, killed when it overruns). code: path →
+    SHA-256 of the run's code files as run.json records them, which the child's imports are held to (`_in_child`).
     """
     if timeout is None:
         return _run_here(evaluator, problem, params, seed, eval_kwargs)
@@ -111,12 +113,31 @@ def run_one(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
     t0 = time.perf_counter()
     with fd1_file() as below:  # what the evaluation writes below Python, read also when it is stopped
         try:
-            kind, value, out = in_child_fd1(_run_here, (evaluator, problem, dict(params), seed, dict(eval_kwargs)),
+            kind, value, out = in_child_fd1(_in_child, (evaluator, problem, dict(params), seed, dict(eval_kwargs),
+                                                        dict(code or {})),
                                             below.path, timeout, warm_up(evaluator, problem, params, eval_kwargs))
         except (Timeout, ChildDied) as e:
             kind, value, out = "ok", failed_result(str(e), time.perf_counter() - t0), ""
     # (put before what the evaluation printed from Python, as in-process, where fd 1 is user.log itself)
     return kind, value, below.text + out
+
+
+def _in_child(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int, eval_kwargs: Mapping[str, Any],
+              code: Mapping[str, str]) -> tuple[str, Any, str]:
+    """`_run_here` in the time limit's child process, then its imports held to the text run.json records (`code`):
+    a child started after a code file was saved while the search ran (the one before was killed at the limit, or
+    died) imports the new text, and its rows would be logged under the old record. The search stops then,
+    resumable, its result not logged."""
+    kind, value, out = _run_here(evaluator, problem, params, seed, eval_kwargs)
+    from ..plugins import held_sha
+
+    for path, sha in code.items():
+        held = held_sha(path)
+        if held is not None and held != sha:
+            return ("abort", f"{path} changed while the search ran, and the process that runs evaluations under the "
+                    "time limit, started since, imported the new text: the search stops rather than log its rows "
+                    "under the text run.json records; put the file's text back and resume, or start a new search", out)
+    return kind, value, out
 
 
 def _run_here(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
@@ -151,11 +172,13 @@ class SerialRunner:
     kind = "serial"
 
     def __init__(self, evaluator: Evaluator, problem, eval_kwargs: Optional[Mapping[str, Any]] = None, *,
-                 timeout: Optional[float] = None, log_dir: Optional[os.PathLike] = None):
+                 timeout: Optional[float] = None, log_dir: Optional[os.PathLike] = None,
+                 code: Optional[Mapping[str, str]] = None):
         from .containment import UserLog
 
         self.evaluator, self.problem, self.eval_kwargs = evaluator, problem, dict(eval_kwargs or {})
         self.timeout = timeout
+        self.code = dict(code or {})  # the run's files as run.json records them (run_one's child is held to them)
         self.user_log, self.log_dir = UserLog(log_dir), log_dir
         self.stats = RunnerStats()
         self.describe = "in-process (serial)" + (f", each evaluation in a child process (limit {timeout:g} s)"
@@ -181,7 +204,7 @@ class SerialRunner:
                     tick()
                 with self.evaluating(task_label(t)):
                     kind, value, out = run_one(self.evaluator, self.problem, t.params, t.seed,
-                                               {**self.eval_kwargs, **t.rung_kwargs}, self.timeout)
+                                               {**self.eval_kwargs, **t.rung_kwargs}, self.timeout, self.code)
                 self.stats.running = 0
                 deliver(t, (kind, value, out), self.user_log, self.stats, on_done)
 
@@ -219,7 +242,8 @@ def _ray_task(problem, evaluator, params, seed, eval_kwargs, threads, gpus=0.0, 
         reply = ("abort", stale, "")
         return reply if run is run_one else [reply] * len(params)  # (a batch's: one reply per item, batched.py)
     with _gpus_seen(gpus), fd1_captured() as below:  # output below Python: to user.log, not Ray's worker log
-        got = run(evaluator, problem, params, seed, eval_kwargs, timeout)
+        got = (run_one(evaluator, problem, params, seed, eval_kwargs, timeout, code) if run is run_one
+               else run(evaluator, problem, params, seed, eval_kwargs, timeout))
     if isinstance(got, list):  # a batch's replies: its output goes with its first evaluation (batched.py)
         return output_first(got, below.text)
     return output_first([got], below.text)[0]
@@ -542,7 +566,7 @@ def make_runner(evaluator: Evaluator, problem, eval_kwargs: Mapping[str, Any], *
     announce(why)
     check_workers(workers)
     if workers == 0 and not address:
-        return SerialRunner(evaluator, problem, eval_kwargs, timeout=timeout, log_dir=log_dir)
+        return SerialRunner(evaluator, problem, eval_kwargs, timeout=timeout, log_dir=log_dir, code=known_digests)
     if not gpus_per_task and getattr(problem, "fixed", {}).get("device") == "cuda":
         raise FedevoError(f"problem {getattr(problem, 'name', '?')!r} sets device = \"cuda\", but its Ray tasks "
                           f"reserve no GPU and see none: pass {arg('gpus_per_task')} (e.g. 1, or 0.25 for four "

@@ -1,11 +1,13 @@
-"""A reload a notebook takes (importlib.reload of a module beside a user's file, fedevo.plugins) reaches the process
-that runs evaluations under a time limit (containment's child, started once and kept): it held the old module."""
+"""What a time limit's child process (containment's, started once and kept; started again after an evaluation
+killed at its limit) runs is what run.json records: a reload a notebook takes reaches it, a file saved since does not."""
 
 from __future__ import annotations
 
 import importlib
 import os
 import sys
+
+import pytest
 
 from tests.test_plugins import _model_project
 
@@ -30,3 +32,39 @@ def test_a_reload_taken_reaches_the_time_limits_child(tmp_path, monkeypatch):
     finally:
         close_child()
         sys.modules.pop(helper, None)
+
+
+SAVES_ITSELF = '''
+import os, time
+VALUE = 0.10
+CNT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "count.txt")
+
+def evaluate(problem, params, *, seed, rounds=None, data_dir=None):
+    n = int(open(CNT).read()) if os.path.exists(CNT) else 0
+    open(CNT, "w").write(str(n + 1))
+    if n == 0:  # an editor saves the file while the search runs
+        src = open(__file__).read().replace("VALUE = 0.10", "VALUE = 0.35")
+        open(__file__, "w").write(src)
+    if n == 1:
+        time.sleep(60)  # overruns the time limit: the child is killed and started again
+    return {"error": VALUE, "comm": 1.0 + params["width"], "eps": 1.0}
+'''
+
+
+def test_a_child_started_after_a_save_does_not_log_the_new_code_under_the_old_record(tmp_path):
+    """review17 F10: after an evaluation overran its limit, the fresh child imported the evaluator file saved since
+    and its rows (error 0.35) were logged under run.json's record of the old text (0.10), silently. The search
+    stops, resumable, and logs none of them."""
+    import fedevo
+    from fedevo.errors import FedevoError
+
+    (tmp_path / "ev.py").write_text(SAVES_ITSELF)
+    (tmp_path / "own.toml").write_text('name = "child"\nevaluator = "python:ev.py:evaluate"\neval_timeout = 3\n'
+                                       '[genes]\nwidth = { type = "int", low = 1, high = 16, default = 4 }\n')
+    with pytest.raises(FedevoError, match=r"ev\.py changed while the search ran, and the process that runs "
+                                          r"evaluations under the time limit, started since, imported the new text"):
+        fedevo.search(str(tmp_path / "own.toml"), optimizer="random", pop=5, gen=1, workers=0, out=tmp_path / "R",
+                      page=False, progress=False)
+    rows = fedevo.open_run(tmp_path / "R").evaluations
+    assert [r["status"] for r in rows] == ["ok", "failed"], rows  # the first, then the one stopped at its limit
+    assert rows[0]["error"] == pytest.approx(0.10)

@@ -23,8 +23,12 @@ def test_sources_line_names_each_sources_rows_and_nothing_for_one_source():
                                         "(source bbbbbbbbbb…); numbers may not be comparable")
     assert sources_line([a], 96) is None
     assert sources_line([a, {**a, "rows_before": 48}], 96) is None  # the same program again: one source
-    # a source not recorded then one of the same version: not known to differ (as the resume's warning)
-    assert sources_line([_w("0.1.0", None, 0), _w("0.1.0", "cccccccccccccccc", 10)], 20) is None
+    # a source not recorded then one of the same version: may differ, as the resume's warning says (the version
+    # string has been 0.1.0 while numbers changed under it); two recorded sources decide whatever the versions say
+    assert sources_line([_w("0.1.0", None, 0), _w("0.1.0", "cccccccccccccccc", 10)], 20) == (
+        "rows 0–9 by fedevo 0.1.0 (source not recorded), 10–19 by fedevo 0.1.0 (source cccccccccc…); numbers may "
+        "not be comparable")
+    assert sources_line([a, _w("0.2.0", "aaaaaaaaaaaaaaaa", 48)], 96) is None
     # a resume that logged no row is left out; one that logged them all leaves the maker's none
     assert sources_line([a, _w("0.3.0", "dddddddddddddddd", 48), {**b, "rows_before": 48}], 96) == \
         sources_line([a, b], 96)

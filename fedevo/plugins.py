@@ -69,6 +69,13 @@ _SIBLING_FILES: dict[str, tuple] = {}  # a user's file (resolved) -> its _SIBLIN
 _SIBLING_MODULE: dict[str, tuple] = {}
 _USER_MODULE: dict[str, str] = {}  # a user's file (resolved) -> the name fedevo imported it under
 _ON_REIMPORT: list = []  # what forgets what it holds of the user's code when a file is imported anew (`on_reimport`)
+_REIMPORTS = 0  # reloads taken so far (`_take_reload`): what holds a user's function outside the caches (`reimports`)
+
+
+def reimports() -> int:
+    """How many reloads of a module beside a user's file this process has taken (`_take_reload`): a function loaded
+    from a user's file when it was another number is the old code's (load it again)."""
+    return _REIMPORTS
 
 
 def on_reimport(forget: Callable[[], None]) -> Callable[[], None]:
@@ -163,12 +170,14 @@ def _take_reload(f: str, mod, sha: str, st) -> None:
     """A module beside a user's file reloaded after its edit: its new text held, and each user file that imported it
     imported anew at its next load (`_import_file`), so that the names it took from the module (`from helper
     import f`) are the reloaded ones: what that file runs is the files' text, as run.json records it."""
+    global _REIMPORTS
     _IMPORTED_SHA[f] = sha
     _IMPORTED_STAT[f] = st
     _SIBLING_MODULE[f] = (mod, getattr(mod, "__spec__", None))
     for user_file, files in list(_SIBLING_FILES.items()):
         if f in files and user_file in _USER_MODULE:
             sys.modules.pop(_USER_MODULE[user_file], None)
+    _REIMPORTS += 1
     for forget in _ON_REIMPORT:
         forget()
 
@@ -398,4 +407,4 @@ def check_evaluator_signature(fn: Callable[..., Any]) -> None:
 
 
 __all__ = ["EVALUATOR_CALL", "PYTHON_PREFIX", "changed_since_import", "check_current", "check_evaluator_signature", "code_digest",
-           "imported_beside", "imported_sha", "load_callable", "resolve_spec", "split_spec"]
+           "imported_beside", "imported_sha", "load_callable", "reimports", "resolve_spec", "split_spec"]

@@ -25,6 +25,7 @@ import math
 from typing import Any, Mapping, Optional
 
 from ..errors import FedevoError
+from ..plugins import load_callable, reimports
 from .objective import Objective
 
 KEYS = {"read": str, "worst": float, "label": str, "unit": str, "direction": str, "log": bool, "floor": float,
@@ -41,8 +42,6 @@ class FunctionRead:
         self._fn = None
 
     def load(self):
-        from ..plugins import load_callable, reimports
-
         if self._fn is None or getattr(self, "_reimports", None) != reimports():
             self._reimports = reimports()
             self._fn = load_callable(self.spec, kind=f"objective {self.name!r}")

@@ -69,6 +69,17 @@ _SIBLING_FILES: dict[str, tuple] = {}  # a user's file (resolved) -> its _SIBLIN
 _SIBLING_MODULE: dict[str, tuple] = {}
 _USER_MODULE: dict[str, str] = {}  # a user's file (resolved) -> the name fedevo imported it under
 _ON_REIMPORT: list = []  # what forgets what it holds of the user's code when a file is imported anew (`on_reimport`)
+# a module beside a user's file, brought in by its import, that may hold names taken from another module beside it
+# that was reloaded since (amod's `from bmod import K`, bmod reloaded): its name -> the module, run again in place at
+# the file's next import (`_import_file`), as `importlib.reload` would run it, so that it takes the reloaded names
+_RUN_AGAIN: dict[str, Any] = {}
+_REIMPORTS = 0  # reloads taken so far (`_take_reload`): what holds a user's function outside the caches (`reimports`)
+
+
+def reimports() -> int:
+    """How many reloads of a module beside a user's file this process has taken (`_take_reload`): a function loaded
+    from a user's file when it was another number is the old code's (load it again)."""
+    return _REIMPORTS
 
 
 def on_reimport(forget: Callable[[], None]) -> Callable[[], None]:
@@ -162,15 +173,57 @@ def _reloaded(f: str):
 def _take_reload(f: str, mod, sha: str, st) -> None:
     """A module beside a user's file reloaded after its edit: its new text held, and each user file that imported it
     imported anew at its next load (`_import_file`), so that the names it took from the module (`from helper
-    import f`) are the reloaded ones: what that file runs is the files' text, as run.json records it."""
+    import f`) are the reloaded ones: what that file runs is the files' text, as run.json records it. The other
+    modules beside it that its import brought in run again then, in place (one may have imported the reloaded one:
+    amod's `from bmod import K`, where the reload of bmod rebinds nothing in amod)."""
+    global _REIMPORTS
     _IMPORTED_SHA[f] = sha
     _IMPORTED_STAT[f] = st
     _SIBLING_MODULE[f] = (mod, getattr(mod, "__spec__", None))
+    _RUN_AGAIN.pop(mod.__name__, None)  # (run again by the reload itself)
     for user_file, files in list(_SIBLING_FILES.items()):
         if f in files and user_file in _USER_MODULE:
             sys.modules.pop(_USER_MODULE[user_file], None)
+            for m in _SIBLINGS.get(user_file, ()):
+                if m.__name__ != mod.__name__ and str(getattr(m, "__file__", None) or "").endswith(".py"):
+                    _RUN_AGAIN.setdefault(m.__name__, m)
+    _REIMPORTS += 1
     for forget in _ON_REIMPORT:
         forget()
+
+
+class _RunAgain:
+    """A finder (first on sys.meta_path while a user's file is imported anew) of the modules beside it that a reload
+    made stale (`_RUN_AGAIN`): each found as its own module object and run again in place, as `importlib.reload`
+    runs a module, when the file's import asks for it: in import order, so that each takes the names of the
+    modules it imports as they are now (the notebook's own `amod` is that module: it sees them too)."""
+
+    def __init__(self, modules: dict):
+        self.left, self.ran = dict(modules), []
+
+    def find_spec(self, name, path=None, target=None):
+        mod = self.left.pop(name, None)
+        spec = None if mod is None else importlib.util.spec_from_file_location(name, mod.__file__)
+        if spec is None:
+            return None
+        spec.loader = _Into(mod, spec.loader)
+        self.ran.append(name)
+        return spec
+
+
+class _Into:
+    """A loader that runs a module's file in the module object it is given (`_RunAgain`), its spec's loader the
+    file's own again once it runs (what `importlib.reload` of it would find)."""
+
+    def __init__(self, mod, loader):
+        self.mod, self.loader = mod, loader
+
+    def create_module(self, spec):
+        return self.mod
+
+    def exec_module(self, module) -> None:
+        module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
 
 
 def changed_since_import(spec: Optional[str]) -> Optional[Path]:
@@ -186,7 +239,13 @@ def changed_since_import(spec: Optional[str]) -> Optional[Path]:
         path = str(Path(path).resolve())
         if path not in _IMPORTED_SHA:
             return None
-    for f in (path, *_SIBLING_FILES.get(path, ())):
+    return Path(path) if _changed(path) else _changed_beside(path)
+
+
+def _changed_beside(path: str) -> Optional[Path]:
+    """The first module beside the user's file `path` (resolved) that its import brought in whose text changed since
+    this process imported it (a reload of it taken: `_changed`), or None."""
+    for f in _SIBLING_FILES.get(path, ()):
         if _changed(f):
             return Path(f)
     return None
@@ -198,10 +257,14 @@ def check_current(spec: Optional[str], *, kind: str, doing: str = "this process 
     would otherwise train the old model, silently."""
     f = changed_since_import(spec)
     if f is not None:
-        path = Path(split_spec(spec)[0]).resolve()
-        what = f"{kind} file" if f == path else f"imported by {kind} file {str(path)!r}"
-        raise FedevoError(f"{f} ({what}) changed since this process imported it: {doing}; {reload_hint(f)}start a "
-                          "new Python process (in a notebook: restart the kernel)")
+        raise _changed_error(f, Path(split_spec(spec)[0]).resolve(), kind, doing)
+
+
+def _changed_error(f: Path, path: Path, kind: str, doing: str) -> FedevoError:
+    """'{f} ({kind} file | imported by {kind} file PATH) changed since this process imported it: {doing}; ...'."""
+    what = f"{kind} file" if f == path else f"imported by {kind} file {str(path)!r}"
+    return FedevoError(f"{f} ({what}) changed since this process imported it: {doing}; {reload_hint(f)}start a new "
+                       "Python process (in a notebook: restart the kernel)")
 
 
 def reload_hint(f) -> str:
@@ -220,13 +283,23 @@ def _import_file(p: Path, kind: str):
     if not p.is_file():
         raise FedevoError(f"{kind} file {str(p)!r} does not exist")
     name = f"{USER_MODULE_PREFIX}{kind}_" + hashlib.sha256(str(p).encode()).hexdigest()[:12]
+    resolved = p.resolve()
     if sys.modules.get(name) is not None:  # imported before: the text it ran must be the file's still (a module
         check_current(f"{PYTHON_PREFIX}{p}:_", kind=kind)  # beside it reloaded since: the file is imported anew)
+    elif str(resolved) in _USER_MODULE:  # imported anew (a reload beside it taken): the modules beside it that run
+        f = _changed_beside(str(resolved))  # again must be as held (one edited, not reloaded: refused as before)
+        if f is not None:
+            raise _changed_error(f, resolved, kind, "this process would run the old code")
     mod = sys.modules.get(name)
     if mod is None:
-        resolved = p.resolve()
         folder = str(resolved.parent)
         earlier = {m.__name__ for m in _SIBLINGS.get(str(resolved), ())}  # imported anew: those it had still count
+        stale = {m.__name__: m for m in _SIBLINGS.get(str(resolved), ())
+                 if _RUN_AGAIN.get(m.__name__) is m and sys.modules.get(m.__name__) is m}
+        for n in stale:  # run again, in place, where the file's import asks for them (`_RunAgain`)
+            del sys.modules[n]
+        again = _RunAgain(stale)
+        sys.meta_path.insert(0, again)
         added = folder not in sys.path
         if added:
             sys.path.append(folder)  # after the installed packages: a file beside it never shadows one
@@ -247,6 +320,11 @@ def _import_file(p: Path, kind: str):
         finally:
             if added and folder in sys.path:  # the entry fedevo appended: the last one
                 del sys.path[len(sys.path) - 1 - sys.path[::-1].index(folder)]
+            sys.meta_path.remove(again)
+            for n, m in stale.items():  # not asked for again (or its run failed): the module as it was, in its place
+                sys.modules.setdefault(n, m)
+        for n in again.ran:
+            _RUN_AGAIN.pop(n, None)
         by_value(mod)
         _USER_MODULE[str(resolved)] = name
         new = (set(sys.modules) - before - {name}) | earlier
@@ -255,8 +333,8 @@ def _import_file(p: Path, kind: str):
             by_value(m)
         _SIBLING_FILES[str(resolved)] = files = tuple(str(Path(m.__file__).resolve()) for m in siblings)
         for f, m in zip(files, siblings):
-            if f not in _IMPORTED_SHA:  # its text now: a module imported just now, or before it by the user
-                _held(f)
+            if f not in _IMPORTED_SHA or m.__name__ in again.ran:  # its text now: imported (or run again) just
+                _held(f)  # now, or before it by the user
                 _SIBLING_MODULE[f] = (m, getattr(m, "__spec__", None))
     return mod
 
@@ -457,4 +535,4 @@ def check_evaluator_signature(fn: Callable[..., Any]) -> None:
 
 
 __all__ = ["EVALUATOR_CALL", "PYTHON_PREFIX", "changed_since_import", "check_current", "check_evaluator_signature", "code_digest",
-           "imported_beside", "imported_sha", "load_callable", "resolve_spec", "split_spec"]
+           "imported_beside", "imported_sha", "load_callable", "reimports", "resolve_spec", "split_spec"]

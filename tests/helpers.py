@@ -63,14 +63,15 @@ def cli(*args, **env_extra) -> subprocess.CompletedProcess:
     modules = set(sys.modules)
     caches = [(d, dict(d)) for d in (plugins._IMPORTED_SHA, plugins._IMPORTED_STAT, plugins._SIBLINGS,
                                       plugins._SIBLING_FILES, plugins._SIBLING_MODULE, plugins._USER_MODULE,
-                                      user_optimizers._LOADED, evaluators._LOADED, objectives._REGISTRY)]
+                                      plugins._RUN_AGAIN, user_optimizers._LOADED, evaluators._LOADED,
+                                      objectives._REGISTRY)]
     # the user's code this process imported before (a test's own search): out of sight during the call, as in a
     # new process, which imports the files as they are now (fedevo refuses to run a file changed since its import)
     stashed = {n: m for n, m in list(sys.modules.items()) if _users_module(m)}
     for n in stashed:
         del sys.modules[n]
     for d in (plugins._IMPORTED_SHA, plugins._IMPORTED_STAT, plugins._SIBLINGS, plugins._SIBLING_FILES,
-              plugins._SIBLING_MODULE, plugins._USER_MODULE, user_optimizers._LOADED,
+              plugins._SIBLING_MODULE, plugins._USER_MODULE, plugins._RUN_AGAIN, user_optimizers._LOADED,
               evaluators._LOADED):  # (a problem's evaluator: imported once per process, 089f843)
         d.clear()
     for f in (user_module.load_factory, user_module._template, user_model.macs_and_params):

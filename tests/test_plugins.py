@@ -273,6 +273,85 @@ def test_a_module_beside_the_model_file_reloaded_after_its_edit_is_what_a_new_ru
         sys.modules.pop(helper, None)
 
 
+def test_a_module_reloaded_that_the_model_file_imports_through_another_is_what_a_new_run_trains(tmp_path,
+                                                                                                monkeypatch):
+    """models.py takes `block` from a layers module beside it, which takes HIDDEN from a widths module; the notebook
+    edits widths and reloads it. The model file was imported anew, but layers, still in sys.modules, kept the old
+    HIDDEN: the evaluation trained the old model while the new run's run.json recorded the new widths (review17
+    F3). Every module beside the file that its import brought in runs again now, in place, at its new import."""
+    import hashlib
+    import importlib
+    import json
+
+    import fedevo
+
+    tag = f"{os.getpid()}_{abs(hash(str(tmp_path)))}"
+    layers, widths = f"layers_{tag}", f"widths_{tag}"
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / f"{widths}.py").write_text("HIDDEN = 16\n")
+    (project / f"{layers}.py").write_text(f"from torch import nn\nfrom {widths} import HIDDEN\n\n\n"
+                                          "def block(a, b):\n    return nn.Sequential(nn.Linear(a, HIDDEN), nn.ReLU(), "
+                                          "nn.Linear(HIDDEN, b))\n")
+    (project / "models.py").write_text(MODELS.replace("from layers import block", f"from {layers} import block")
+                                       .replace("block(n, hidden), nn.Linear(hidden, num_classes)",
+                                                "block(n, num_classes)"))
+    (project / "p.toml").write_text(PROBLEM)
+    monkeypatch.syspath_prepend(str(project))  # the notebook's folder, where the reload finds the module
+    try:
+        problem = fedevo.Problem.from_file(str(project / "p.toml"))
+        omega = fedevo.evaluate(problem, rounds=1).omega
+        notebooks_layers = importlib.import_module(layers)
+        (project / f"{widths}.py").write_text("HIDDEN = 128\n")
+        importlib.reload(sys.modules[widths])
+        wider = fedevo.evaluate(problem, rounds=1).omega
+        assert wider > 4 * omega  # (the first Linear is most of the model: 64 inputs x 16 -> x 128)
+        b = fedevo.search(str(project / "p.toml"), optimizer="random", pop=2, gen=1, workers=0,
+                          out=tmp_path / "B", page=False)
+        assert {r["omega"] for r in b.evaluations} == {wider}
+        (entry,) = [e for e in json.loads((tmp_path / "B" / "run.json").read_text())["inputs"]
+                    if e["path"].endswith(f"{widths}.py")]
+        assert entry["sha256"] == hashlib.sha256(b"HIDDEN = 128\n").hexdigest()
+        assert sys.modules[layers] is notebooks_layers and notebooks_layers.HIDDEN == 128  # run again in place
+    finally:
+        for name in (layers, widths):
+            sys.modules.pop(name, None)
+
+
+def test_a_module_that_runs_again_at_the_files_new_import_is_refused_where_edited_and_not_reloaded(tmp_path,
+                                                                                                   monkeypatch):
+    """A reload taken (amod's) has the file's other modules beside it run again at its next import (zmod takes K from
+    amod): one edited but not reloaded is refused there, as any edit not reloaded is, rather than run and held
+    silently; reloaded, it runs. (The reloaded module sorts first: `changed_since_import` takes its reload before
+    it looks at zmod.)"""
+    import importlib
+
+    from fedevo.errors import FedevoError
+    from fedevo.plugins import changed_since_import, load_callable
+
+    tag = f"{os.getpid()}_{abs(hash(str(tmp_path)))}"
+    amod, zmod = f"a_{tag}", f"z_{tag}"
+    (tmp_path / f"{amod}.py").write_text("K = 1\n")
+    (tmp_path / f"{zmod}.py").write_text(f"from {amod} import K\n\n\ndef get():\n    return K\n")
+    (tmp_path / "fn.py").write_text(f"from {zmod} import get\n\n\ndef f():\n    return get()\n")
+    spec = f"python:{tmp_path / 'fn.py'}:f"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert load_callable(spec)() == 1
+        (tmp_path / f"{amod}.py").write_text("K = 22\n")
+        importlib.reload(sys.modules[amod])
+        assert changed_since_import(spec) is None  # (taken)
+        (tmp_path / f"{zmod}.py").write_text(f"from {amod} import K\n\n\ndef get():\n    return K + 1000\n")
+        with pytest.raises(FedevoError, match=rf"{zmod}\.py \(imported by model file .*fn\.py'\) changed since this "
+                                              rf"process imported it: .*importlib\.reload\({zmod}\) it"):
+            load_callable(spec)
+        importlib.reload(sys.modules[zmod])
+        assert load_callable(spec)() == 1022
+    finally:
+        for name in (amod, zmod):
+            sys.modules.pop(name, None)
+
+
 def test_a_functions_code_digest_follows_its_body_not_its_place():
     """plugins.code_digest (run.json's `code`): the same body defined twice (a notebook cell run again, at other
     lines) digests the same; another body, a nested function's or a constant's change, does not; no code, None."""

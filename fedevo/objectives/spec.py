@@ -25,6 +25,7 @@ import math
 from typing import Any, Mapping, Optional
 
 from ..errors import FedevoError
+from ..plugins import load_callable, reimports
 from .objective import Objective
 
 KEYS = {"read": str, "worst": float, "label": str, "unit": str, "direction": str, "log": bool, "floor": float,
@@ -32,16 +33,17 @@ KEYS = {"read": str, "worst": float, "label": str, "unit": str, "direction": str
 
 
 class FunctionRead:
-    """`read` of an objective given as ``python:FILE.py:FUNC`` or ``package.module:FUNC``: loaded on first call."""
+    """`read` of an objective given as ``python:FILE.py:FUNC`` or ``package.module:FUNC``: loaded on first call, and
+    again after a module beside a user's file was reloaded (plugins.reimports: its file is imported anew, and a
+    Problem made before the reload would call the old function while the run records the new text)."""
 
     def __init__(self, spec: str, name: str):
         self.spec, self.name = spec, name
         self._fn = None
 
     def load(self):
-        if self._fn is None:
-            from ..plugins import load_callable
-
+        if self._fn is None or getattr(self, "_reimports", None) != reimports():
+            self._reimports = reimports()
             self._fn = load_callable(self.spec, kind=f"objective {self.name!r}")
         return self._fn
 

@@ -336,3 +336,41 @@ def test_the_copys_draws_from_cudas_generators_are_put_back_too(monkeypatch):
     with global_rngs_kept():
         states.append(["drawn"])
     assert set_to == [["cuda state"]]
+
+
+def test_a_module_reloaded_that_the_optimiser_file_imports_through_another_is_what_a_new_search_asks_with(
+        tmp_path, monkeypatch):
+    """The optimiser file takes `where` from a module beside it, which takes F from another; the notebook edits F's
+    module and reloads it. The first module, still in sys.modules, kept the old F (review17 F3, here for an
+    optimiser): the new search asked at the old place while its run.json recorded the new F. It runs again now,
+    in place, when the optimiser file is imported anew."""
+    import hashlib
+    import importlib
+    import os
+    import sys
+
+    tag = f"{os.getpid()}_{abs(hash(str(tmp_path)))}"
+    amod, bmod = f"opta_{tag}", f"optb_{tag}"
+    (tmp_path / f"{bmod}.py").write_text("F = 0.0\n")
+    (tmp_path / f"{amod}.py").write_text(f"from {bmod} import F\n\n\n"
+                                         "def where(lo, hi):\n    return lo + F * (hi - lo)\n")
+    (tmp_path / "mine.py").write_text(OWN_FILE.replace("from fedevo.searching.optimizers import Optimizer",
+                                                       f"from fedevo.searching.optimizers import Optimizer\n"
+                                                       f"from {amod} import where")
+                                      .replace("X = rng.uniform(self.space.xl, self.space.xu, size=(n, "
+                                               "self.space.n_var))",
+                                               "X = np.tile(where(self.space.xl, self.space.xu), (n, 1))"))
+    spec = f"python:{tmp_path / 'mine.py'}:Grid"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert {r["layers"] for r in _search(tmp_path, spec, out="A", gen=1).evaluations} == {1}
+        (tmp_path / f"{bmod}.py").write_text("F = 1.0\n")
+        importlib.reload(sys.modules[bmod])
+        run = _search(tmp_path, spec, out="B", gen=1)
+        assert {r["layers"] for r in run.evaluations} == {4}
+        (entry,) = [e for e in json.loads((tmp_path / "B" / "run.json").read_text())["inputs"]
+                    if e["path"].endswith(f"{bmod}.py")]
+        assert entry["sha256"] == hashlib.sha256(b"F = 1.0\n").hexdigest()
+    finally:
+        for name in (amod, bmod):
+            sys.modules.pop(name, None)

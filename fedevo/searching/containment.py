@@ -20,7 +20,7 @@ evaluation's result, never as the search's.
 * **Time.** With a time limit (``--eval-timeout S``, a problem file's ``eval_timeout``) an evaluation runs in a
   child process (:class:`Child`: started once, reused, killed and started again when an evaluation overruns or
   dies). Only a process can be stopped whatever it does: a thread stuck in ``time.sleep(1e9)`` or a C loop cannot
-  be. The child is a plain ``python -m`` process (not multiprocessing's spawn, which would import the caller's
+  be. The child is a plain ``python -c`` process (not multiprocessing's spawn, which would import the caller's
   ``__main__`` again); the work travels with cloudpickle. The limit counts the evaluation, not the process's
   start-up: the child answers ``R`` once torch is imported, and ``S`` for each call once it has unpickled the
   call (importing the evaluator's code) and run its warm-up (the simulator's modules, the data into the
@@ -193,7 +193,9 @@ class Child:
         self.environ = dict(os.environ)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # what this process imports, the child can
-        self.proc = subprocess.Popen([sys.executable, "-m", "fedevo.searching.containment"], stdin=subprocess.PIPE,
+        # -c, not -m: run as __main__, this module (imported by its package first) printed runpy's RuntimeWarning
+        # ("found in sys.modules ... prior to execution") to the user's stderr at every start
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD_MAIN], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env, start_new_session=True)
         self._send(cloudpickle.dumps(list(sys.path)))
         # the child answers once it has imported what evaluations need (torch: seconds on a busy machine), so that
@@ -264,6 +266,7 @@ class Child:
             self.proc = None
 
 
+CHILD_MAIN = "from fedevo.searching.containment import _child_main; _child_main()"  # what the child runs
 _CHILD = Child()  # one per process (the search's, or a Ray worker's), started on first use
 atexit.register(_CHILD.close)
 # a reload taken (a module beside a user's file, fedevo.plugins): the child imported the old text, so it is ended and
@@ -432,10 +435,6 @@ def _child_main() -> None:
             view = view[os.write(wfd, view):]
 
 
-if __name__ == "__main__":  # the child: run the loop of the module proper (its classes are the parent's)
-    from fedevo.searching.containment import _child_main as main
-
-    main()
 
 
 __all__ = ["START_LIMIT_S", "Child", "ChildDied", "Timeout", "UserExit", "UserLog", "call_user",

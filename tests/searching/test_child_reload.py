@@ -68,3 +68,19 @@ def test_a_child_started_after_a_save_does_not_log_the_new_code_under_the_old_re
     rows = fedevo.open_run(tmp_path / "R").evaluations
     assert [r["status"] for r in rows] == ["ok", "failed"], rows  # the first, then the one stopped at its limit
     assert rows[0]["error"] == pytest.approx(0.10)
+
+
+def test_the_child_starts_without_a_word_on_stderr(capfd):
+    """Every start of the time limit's child printed '<frozen runpy>:128: RuntimeWarning: 'fedevo.searching.
+    containment' found in sys.modules after import of package 'fedevo.searching' ...' to the user's stderr (started
+    as `python -m` of a module its package imports first)."""
+    import fedevo
+    from fedevo.searching.containment import close_child
+
+    close_child()  # a fresh start
+    capfd.readouterr()
+    try:
+        assert fedevo.evaluate("digits_mlp", rounds=1, eval_timeout=120).status == "ok"
+    finally:
+        close_child()
+    assert "RuntimeWarning" not in capfd.readouterr().err

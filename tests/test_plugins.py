@@ -266,7 +266,10 @@ def test_a_module_beside_the_model_file_reloaded_after_its_edit_is_what_a_new_ru
         kind, msg, _ = _ray_task(*task, code={path: hashlib.sha256(b"HIDDEN = 8\n").hexdigest()})
         assert kind == "abort" and msg == (f"{path} changed since a worker of the Ray session imported it: it would "
                                            "run the old code beside the text the run records; shut that Ray session "
-                                           "down (ray.shutdown()) so that its workers import it anew, and go on")
+                                           "down (ray.shutdown()) so that its workers import it anew, and go on "
+                                           "(where the session is fedevo's own, the file was saved while the search "
+                                           "ran and a worker started since imported it: put its text back and "
+                                           "resume)")
         kind, _, _ = _ray_task(*task, code={path: entry["sha256"]})  # (B's record: the text this process holds)
         assert kind == "ok"
     finally:

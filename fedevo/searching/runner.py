@@ -263,7 +263,8 @@ def _stale_code(code: Optional[Mapping[str, str]]) -> Optional[str]:
         if held is not None and held != sha:
             return (f"{path} changed since a worker of the Ray session imported it: it would run the old code beside "
                     "the text the run records; shut that Ray session down (ray.shutdown()) so that its workers import "
-                    "it anew, and go on")
+                    "it anew, and go on (where the session is fedevo's own, the file was saved while the search ran "
+                    "and a worker started since imported it: put its text back and resume)")
     return None
 
 

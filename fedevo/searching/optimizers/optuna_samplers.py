@@ -12,7 +12,8 @@ with the evaluations it has seen: seconds per proposal, so it pays where an eval
   OptunaOptimizer of yours) as a completed trial at the worst value OBSERVED among the completed trials, per
   objective (a FAIL trial while none has completed); ``tpe`` as a FAIL trial, which its sampler skips. Never its
   objectives' worst values: one comm of 1e9 among values of 10-1,000 flattened every real one once Optuna
-  standardised them (measured: benchmarks/failure_telling.py, docs/search.md "Failed evaluations").
+  standardised them (measured: benchmarks/failure_telling.py, docs/search.md "Failed evaluations") — except in a
+  run whose checkpoint an earlier fedevo made, which keeps that rule ("worst") so that its resume stays exact.
 * Batches: the n candidates of a batch are asked one after another, the earlier ones left RUNNING, so the GP's
   acquisition (qLogEHVI over running trials, sequential greedy) and TPE's constant liar spread them out: the
   parallel workers get n different, useful candidates.
@@ -138,7 +139,9 @@ class _Front:
         self.F, self.on = self.F[list(places)], self.on[list(places)]
 
 
-FAILURE_RULES = ("impute", "fail")  # how a failed evaluation is told to a study (trials_of)
+# how a failed evaluation is told to a study (trials_of); "worst": as a result with the objectives' worst values, the
+# rule of a run whose checkpoint was made before failures were told apart (it keeps it: its resume stays exact)
+FAILURE_RULES = ("impute", "fail", "worst")
 
 
 def trials_of(told: Sequence, dists: Mapping[str, Any], failures: str = "impute") -> list:
@@ -236,6 +239,7 @@ class OptunaOptimizer(Optimizer):
         if len(failed) != len(params):
             raise ValueError(f"tell(): {len(failed)} failed flags for {len(params)} candidates")
         for p, f, g, bad in zip(params, F, G, failed):
+            bad = bad and self.failures != "worst"  # (that rule keeps a failure's worst values, as told)
             self.told.append((_typed(self.space, p), None if bad else [float(v) for v in f], [float(v) for v in g]))
             self.told_count += 1
             self._front.add(self.told[-1][1])
@@ -261,15 +265,14 @@ class OptunaOptimizer(Optimizer):
                   "uninterrupted one", file=sys.stderr)
         self.batch = int(state["batch"])
         self.told = [(dict(p), None if f is None else list(f), list(g)) for p, f, g in state["told"]]
-        if "failures" not in state:  # a checkpoint of a fedevo that told failures as results with the worst values
-            worst = [float(v) for v in self.problem.objectives.worst_vector()]
-            n = sum(f == worst for _, f, _ in self.told)
-            if n:
-                self.told = [(p, None if f == worst else f, g) for p, f, g in self.told]
-                print(f"fedevo: warning: optimizer {self.name!r}: its checkpoint told {n} failed evaluation"
-                      f"{'s' if n != 1 else ''} to the model as results with the worst values, this fedevo tells "
-                      "them as failures: the resumed search may ask other candidates than an uninterrupted one",
-                      file=sys.stderr)
+        # a checkpoint of a fedevo that told failures as results with the worst values: the run keeps that rule, so
+        # that its resume asks what it would have asked (telling them apart now asked other candidates, and a batch
+        # partly logged before the kill then stopped the resume as an inconsistent run directory)
+        rule = state.get("failures", "worst")
+        if rule not in FAILURE_RULES:
+            raise ValueError(f"optimizer {self.name!r}: its checkpoint tells failures by {rule!r}, which this fedevo "
+                             f"does not know ({', '.join(FAILURE_RULES)})")
+        self.failures = rule
         # (a checkpoint made before the told were forgotten holds every one; one that kept their ids: not read)
         self.told_count = int(state.get("told_count", len(self.told)))
         self._front = _Front([f for _, f, _ in self.told])
@@ -283,7 +286,9 @@ class OptunaOptimizer(Optimizer):
                 "startup_trials": STARTUP, "sampler_seed": "SeedSequence([seed, batch, 1]).generate_state(1)[0]",
                 "batch": "asked one after another, the earlier ones RUNNING (GP: qLogEHVI; TPE: constant liar)",
                 "failures": {"impute": "a completed trial at the worst value observed per objective (FAIL before "
-                                       "one completed)", "fail": "a FAIL trial"}[self.failures]}
+                                       "one completed)", "fail": "a FAIL trial",
+                             "worst": "a completed trial at the objectives' worst values (a run made before failures "
+                                      "were told apart)"}[self.failures]}
 
 
 @register

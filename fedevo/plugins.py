@@ -9,6 +9,7 @@ the file being importable there.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -184,12 +185,55 @@ def _take_reload(f: str, mod, sha: str, st) -> None:
     for user_file, files in list(_SIBLING_FILES.items()):
         if f in files and user_file in _USER_MODULE:
             sys.modules.pop(_USER_MODULE[user_file], None)
-            for m in _SIBLINGS.get(user_file, ()):
-                if m.__name__ != mod.__name__ and str(getattr(m, "__file__", None) or "").endswith(".py"):
-                    _RUN_AGAIN.setdefault(m.__name__, m)
+            for m in _dependents(mod.__name__, _SIBLINGS.get(user_file, ())):
+                _RUN_AGAIN.setdefault(m.__name__, m)
     _REIMPORTS += 1
     for forget in _ON_REIMPORT:
         forget()
+
+
+def _dependents(name: str, siblings) -> list:
+    """The modules of `siblings` (.py files) that import the module `name`, directly or through one another, as
+    their source's import statements say (anywhere in the file; one that cannot be read or parsed counts): only
+    they run again after its reload, not every module beside the file (its import-time work repeated, a module of
+    yours that registers an objective refused as 'registered already': review18 F3)."""
+    mods = [m for m in siblings if m.__name__ != name and str(getattr(m, "__file__", None) or "").endswith(".py")]
+    imports = {m.__name__: _imports_of(m) for m in mods}
+    stale, grew = {name}, True
+    while grew:
+        grew = False
+        for m in mods:
+            if m.__name__ not in stale and (imports[m.__name__] is None or imports[m.__name__] & stale):
+                stale.add(m.__name__)
+                grew = True
+    return [m for m in mods if m.__name__ in stale]
+
+
+def _imports_of(m) -> Optional[set[str]]:
+    """The modules a module's source imports (`import a.b`: a and a.b; `from a import b`: a and a.b; relative ones
+    resolved against its package), or None where its source cannot be read or parsed."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(m.__file__).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                out |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+        elif isinstance(node, ast.ImportFrom):
+            try:
+                base = importlib.util.resolve_name("." * node.level + (node.module or ""), m.__package__ or None) \
+                    if node.level else (node.module or "")
+            except (ImportError, ValueError):
+                continue
+            parts = base.split(".")
+            out |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+            out |= {f"{base}.{a.name}" for a in node.names}
+    return out
 
 
 class _RunAgain:
@@ -373,14 +417,32 @@ def imported_beside(path: str) -> tuple[Path, ...]:
 
 def _beside(file: Optional[str], folder: str) -> bool:
     """Whether a module's file is in `folder` or below it, outside installed packages (a virtual environment
-    inside the project folder holds torch too)."""
+    inside the project folder holds torch too), Python's own library and fedevo's own source (a Python installed
+    below the folder, pyenv or conda in $HOME with the file in $HOME, or an editable fedevo checkout with the file
+    at its root: a reload taken ran their modules again in place, enum and abc, fedevo.result — review18 F2)."""
     if not file:
         return False
+    path = Path(file).resolve()
     try:
-        rel = Path(file).resolve().relative_to(folder)
+        rel = path.relative_to(folder)
     except ValueError:
         return False
-    return not {"site-packages", "dist-packages"} & set(rel.parts)
+    if {"site-packages", "dist-packages"} & set(rel.parts):
+        return False
+    return not any(path.is_relative_to(d) for d in _not_users())
+
+
+@functools.lru_cache(maxsize=1)
+def _not_users() -> tuple[Path, ...]:
+    """Folders whose modules are never a user's: Python's standard library (this environment's and its base's)
+    and fedevo's package."""
+    import sysconfig
+
+    out = {Path(__file__).resolve().parent}
+    for scheme_vars in (None, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
+        paths = sysconfig.get_paths(vars=scheme_vars) if scheme_vars else sysconfig.get_paths()
+        out |= {Path(paths[k]).resolve() for k in ("stdlib", "platstdlib") if paths.get(k)}
+    return tuple(sorted(out))
 
 
 def by_value(mod) -> None:

@@ -411,3 +411,23 @@ def test_a_file_whose_import_failed_imports_anew_once_fixed(tmp_path):
     f.write_text("def make(input_shape, num_classes):\n    return 8\n")  # once imported: held, as before
     with pytest.raises(FedevoError, match="changed since this process imported it"):
         load_callable(f"python:{f}:make")
+
+
+def test_python_s_library_and_fedevo_s_own_source_are_never_beside_a_users_file(tmp_path):
+    """review18 F2: a module was 'beside' a python: file wherever its file lay below the file's folder outside
+    site-packages, so a Python installed below it (pyenv or conda in $HOME, the file in $HOME) or an editable fedevo
+    checkout with the file at its root made enum, abc, json or fedevo.result the user's modules: recorded in
+    run.json's inputs, and run again in place after a reload was taken (every later evaluation then failed)."""
+    import enum
+    import json as json_mod
+    from pathlib import Path
+
+    import fedevo.result
+    from fedevo.plugins import _beside
+
+    for mod in (enum, json_mod, fedevo.result):
+        f = Path(mod.__file__).resolve()
+        assert not _beside(str(f), str(f.parents[2])), f
+    mine = tmp_path / "helper.py"
+    mine.write_text("K = 1\n")
+    assert _beside(str(mine), str(tmp_path))

@@ -100,3 +100,27 @@ def test_a_module_reloaded_that_the_objective_file_imports_through_another_is_wh
     finally:
         for name in (amod, bmod):
             sys.modules.pop(name, None)
+
+
+def test_a_module_beside_the_file_that_does_not_import_the_reloaded_one_is_not_run_again(tmp_path, monkeypatch):
+    """review18 F3: every module beside the file ran again after any reload: a module that does not import the
+    reloaded one repeated its import-time work, lost what the notebook had set in it, and one that registers an
+    objective at import failed every later search ('registered already'). Only the reloaded module's importers
+    run again."""
+    tag = f"{os.getpid()}_{abs(hash(str(tmp_path)))}"
+    side, bmod = f"side_{tag}", f"bmod_{tag}"
+    runs = tmp_path / "side_runs.log"
+    p = _project(tmp_path, f"import {side}\nimport {bmod}\n\ndef lat(result):\n    return {bmod}.K\n",
+                 {side: f"with open({str(runs)!r}, 'a') as f:\n    f.write('ran\\n')\nSTATE = {{}}\n",
+                  bmod: "K = 1.0\n"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert _lat(p, tmp_path / "A") == {1.0}
+        importlib.import_module(side).STATE["mine"] = "set by the notebook"
+        (tmp_path / f"{bmod}.py").write_text("K = 2.0\n")
+        importlib.reload(sys.modules[bmod])
+        assert _lat(p, tmp_path / "B") == {2.0}
+        assert runs.read_text().count("ran") == 1 and sys.modules[side].STATE == {"mine": "set by the notebook"}
+    finally:
+        sys.modules.pop(side, None)
+        sys.modules.pop(bmod, None)

@@ -83,6 +83,27 @@ def reimports() -> int:
     return _REIMPORTS
 
 
+def reloaded_since(spec: Any, fn: Any) -> bool:
+    """For a `package.module:name` spec: whether its module (as sys.modules holds it) now has another object under
+    that name than `fn`, loaded from it before (importlib.reload of the module since, in a notebook); then every cache
+    built from user code is cleared (`on_reimport`'s), as for a reload beside a user's file. False for a `python:`
+    file's spec (its reloads are `_take_reload`'s) and where the module is not imported."""
+    global _REIMPORTS
+    if not isinstance(spec, str) or spec.startswith(PYTHON_PREFIX):
+        return False
+    try:
+        _, mod_name, name = split_spec(spec)
+    except FedevoError:
+        return False
+    mod = sys.modules.get(mod_name)
+    if mod is None or getattr(mod, name, fn) is fn:
+        return False
+    _REIMPORTS += 1
+    for forget in _ON_REIMPORT:
+        forget()
+    return True
+
+
 def on_reimport(forget: Callable[[], None]) -> Callable[[], None]:
     """Register `forget` (a cache's clear: the factories, templates and sizes built from a user's file) to be
     called when a user's file is to be imported anew (`_take_reload`): what it holds came from the old code."""

@@ -21,15 +21,24 @@ import torch.nn as nn
 
 from ..arch import UserArch
 from ..errors import FedevoError, one_line
-from ..plugins import load_callable, on_reimport
+from ..plugins import load_callable, on_reimport, reloaded_since
 from ..usercode import call_user, stdout_to_stderr
 
 
-@functools.lru_cache(maxsize=64)
 def load_factory(spec: str) -> Callable:
     """The factory a (resolved) spec names; FedevoError when the file, module or function does not exist. A model
-    file is imported once per process (a Ray worker's first evaluation), under a private module name."""
+    file is imported once per process (a Ray worker's first evaluation), under a private module name; a
+    `package.module:fn` is loaded again once the module was reloaded (plugins.reloaded_since)."""
+    fn = _load_factory(spec)
+    return _load_factory(spec) if reloaded_since(spec, fn) else fn
+
+
+@functools.lru_cache(maxsize=64)
+def _load_factory(spec: str) -> Callable:
     return load_callable(spec, kind="model")
+
+
+load_factory.cache_clear = _load_factory.cache_clear  # (what callers and on_reimport clear)
 
 
 def make_module(arch: UserArch, input_shape: tuple, num_classes: int, seed: int = 0, *,

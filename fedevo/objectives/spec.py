@@ -25,7 +25,7 @@ import math
 from typing import Any, Mapping, Optional
 
 from ..errors import FedevoError
-from ..plugins import load_callable, reimports
+from ..plugins import load_callable, reimports, reloaded_since
 from .objective import Objective
 
 KEYS = {"read": str, "worst": float, "label": str, "unit": str, "direction": str, "log": bool, "floor": float,
@@ -42,7 +42,7 @@ class FunctionRead:
         self._fn = None
 
     def load(self):
-        if self._fn is None or getattr(self, "_reimports", None) != reimports():
+        if self._fn is None or getattr(self, "_reimports", None) != reimports() or reloaded_since(self.spec, self._fn):
             self._reimports = reimports()
             self._fn = load_callable(self.spec, kind=f"objective {self.name!r}")
         return self._fn

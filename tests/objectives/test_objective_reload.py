@@ -124,3 +124,35 @@ def test_a_module_beside_the_file_that_does_not_import_the_reloaded_one_is_not_r
     finally:
         sys.modules.pop(side, None)
         sys.modules.pop(bmod, None)
+
+
+def test_a_module_named_read_or_model_reloaded_is_what_runs(tmp_path, monkeypatch):
+    """review18 F1: an objective's read and a model factory named `package.module:fn` were kept per process (the
+    Problem's FunctionRead, the factory cache) across importlib.reload(module): the search logged lat = 1.0 from the
+    old function, and the model trained was the old one, while the module gave the new."""
+    tag = f"{os.getpid()}_{abs(hash(str(tmp_path)))}"
+    objmod, modelmod = f"objmod_{tag}", f"modelmod_{tag}"
+    (tmp_path / "ev.py").write_text(EVALUATOR)
+    (tmp_path / f"{objmod}.py").write_text("def lat(result):\n    return 1.0\n")
+    (tmp_path / "p.toml").write_text(PROBLEM.replace('read = "python:obj.py:lat"', f'read = "{objmod}:lat"'))
+    factory = ("import math\nimport torch.nn as nn\n\ndef make(*, input_shape, num_classes):\n"
+               "    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), {h}), nn.ReLU(), "
+               "nn.Linear({h}, num_classes))  # {h}\n")
+    (tmp_path / f"{modelmod}.py").write_text(factory.format(h=16))
+    model_doc = {"name": "m", "dataset": "digits", "model": f"{modelmod}:make", "data": {"clients": 4},
+                 "train": {"rounds": 1, "epochs": 1},
+                 "genes": {"lr": {"type": "real", "low": 0.01, "high": 0.3, "default": 0.1}}}
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        problem = fedevo.Problem.from_file(str(tmp_path / "p.toml"))
+        assert _lat(problem, tmp_path / "A") == {1.0}
+        omega = fedevo.evaluate(model_doc).omega
+        (tmp_path / f"{objmod}.py").write_text("def lat(result):\n    return 2.0  # edited\n")
+        importlib.reload(sys.modules[objmod])
+        assert _lat(problem, tmp_path / "B") == {2.0}
+        (tmp_path / f"{modelmod}.py").write_text(factory.format(h=128))
+        importlib.reload(sys.modules[modelmod])
+        assert fedevo.evaluate(model_doc).omega > omega
+    finally:
+        sys.modules.pop(objmod, None)
+        sys.modules.pop(modelmod, None)

@@ -224,3 +224,20 @@ def test_your_own_optimiser_is_told_failures_where_its_tell_takes_them(own, tmp_
         assert [f is None for _, f, _ in told[-1]] == [r["status"] != "ok" for r in rows[:10]]
     else:
         assert told == []
+
+
+def test_an_imputed_failure_violates_its_constraints_on_the_completed_ones_scale():
+    """review18 F4: gp imputed a failure's objectives but told its constraints from the worst values (1e9 - 500
+    among values of -311 to 221), which flattened the constraint GP once Optuna standardised it. Told now: the
+    completed trials' largest value (at least 0) plus their spread, a violation on their scale."""
+    from optuna.distributions import FloatDistribution
+
+    from fedevo.searching.optimizers.optuna_samplers import trials_of
+
+    dists = {"x": FloatDistribution(0.0, 1.0)}
+    told = [({"x": 0.1}, [0.2, 10.0], [-311.0]), ({"x": 0.5}, [0.4, 5.0], [221.0]), ({"x": 0.9}, None, [1e9 - 500])]
+    trials = trials_of(told, dists, "impute")
+    assert trials[2].values == [0.4, 10.0] and trials[2].system_attrs["constraints:c0"] == 221.0 + 532.0
+    feasible = [({"x": 0.1}, [0.2, 10.0], [-3.0]), ({"x": 0.5}, [0.4, 5.0], [-1.0]), ({"x": 0.9}, None, [1e9])]
+    assert trials_of(feasible, dists, "impute")[2].system_attrs["constraints:c0"] == 0.0 + 2.0  # still violated
+    assert trials_of(told, dists, "fail")[2].system_attrs["constraints:c0"] == 1e9 - 500  # FAIL: not modelled

@@ -148,7 +148,8 @@ def trials_of(told: Sequence, dists: Mapping[str, Any], failures: str = "impute"
     """The Optuna trials of told evaluations (params, F, G), in order; G, the problem's [constraints], as each
     trial's constraints (a failure's violates each one: ObjectiveSet.violations). A failed or diverged one (F None)
     is, by `failures`: ``"impute"``, a completed trial at the worst value OBSERVED among the completed ones, per
-    objective (a FAIL trial while none has completed); ``"fail"``, an Optuna FAIL trial, which the samplers skip.
+    objective, its constraints violated on their scale (`_imputed_violations`; a FAIL trial while none has
+    completed); ``"fail"``, an Optuna FAIL trial, which the samplers skip.
 
     Why (benchmarks/failure_telling.py; docs/search.md "Failed evaluations"): told the objectives' worst values
     (comm 1e9 among values of 10-1,000), the GP lost its way once Optuna standardised them; told FAIL, it learnt
@@ -160,8 +161,11 @@ def trials_of(told: Sequence, dists: Mapping[str, Any], failures: str = "impute"
         raise ValueError(f"failures must be one of {', '.join(FAILURE_RULES)}, got {failures!r}")
     ok = [f for _, f, _ in told if f is not None]
     worst = np.max(np.array(ok, dtype=float), axis=0).tolist() if ok and failures == "impute" else None
+    g_fail = _imputed_violations([g for _, f, g in told if f is not None]) if worst is not None else None
     out = []
     for p, f, g in told:
+        if f is None and g_fail is not None and len(g):  # its G on the completed ones' scale, still a violation
+            g = g_fail
         attrs = {f"constraints:c{j}": float(v) for j, v in enumerate(g)}
         if f is None and worst is None:
             out.append(create_trial(params=p, distributions=dists, state=TrialState.FAIL, system_attrs=attrs))
@@ -169,6 +173,18 @@ def trials_of(told: Sequence, dists: Mapping[str, Any], failures: str = "impute"
             out.append(create_trial(params=p, distributions=dists, values=list(worst if f is None else f),
                                     system_attrs=attrs))
     return out
+
+
+def _imputed_violations(completed: Sequence[Sequence[float]]) -> Optional[list[float]]:
+    """What an imputed failure's constraints are told (feasible <= 0): per constraint, the completed trials' largest
+    value, at least 0, plus their spread (1 where they have none) — a violation on their scale, where the G a
+    failure's worst values give (1e9 - a bound of 500) flattened the GP's constraint model once Optuna standardised
+    it, as they did its objectives (review18 F4). None where none completed or there are no constraints."""
+    if not completed or not len(completed[0]):
+        return None
+    G = np.array(completed, dtype=float)
+    hi, spread = G.max(axis=0), G.max(axis=0) - G.min(axis=0)
+    return (np.maximum(hi, 0.0) + np.where(spread > 0, spread, 1.0)).tolist()
 
 
 class OptunaOptimizer(Optimizer):

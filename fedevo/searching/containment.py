@@ -181,7 +181,7 @@ START_LIMIT_S = 600.0  # seconds a call's start-up (unpickling, warm-up) may tak
 
 
 class Child:
-    """One python process that runs pickled calls one at a time (``python -m fedevo.searching.containment``)."""
+    """One python process that runs pickled calls one at a time (``python -c CHILD_MAIN``)."""
 
     def __init__(self):
         self.proc: Optional[subprocess.Popen] = None
@@ -266,7 +266,11 @@ class Child:
             self.proc = None
 
 
-CHILD_MAIN = "from fedevo.searching.containment import _child_main; _child_main()"  # what the child runs
+# what the child runs: the current folder ('' first on a `-c` process's path) left out before fedevo is imported, so
+# that the child imports the fedevo its parent runs (PYTHONPATH: the parent's path), not a fedevo/ folder where the
+# search was started (review18 F7); then the parent's path, as it sends it
+CHILD_MAIN = ("import sys; sys.path[:] = [p for p in sys.path if p]; "
+              "from fedevo.searching.containment import _child_main; _child_main()")
 _CHILD = Child()  # one per process (the search's, or a Ray worker's), started on first use
 atexit.register(_CHILD.close)
 # a reload taken (a module beside a user's file, fedevo.plugins): the child imported the old text, so it is ended and

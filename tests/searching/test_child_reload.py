@@ -84,3 +84,20 @@ def test_the_child_starts_without_a_word_on_stderr(capfd):
     finally:
         close_child()
     assert "RuntimeWarning" not in capfd.readouterr().err
+
+
+def test_the_child_imports_the_fedevo_its_parent_runs(tmp_path, monkeypatch):
+    """review18 F7: the child put the folder the search was started in first on its path, so a search started at
+    another checkout's root ran that checkout's fedevo in the child while run.json recorded the parent's source. A
+    fedevo/ folder in the working directory that cannot even be imported: the evaluation runs as before."""
+    import fedevo
+    from fedevo.searching.containment import close_child
+
+    (tmp_path / "fedevo").mkdir()
+    (tmp_path / "fedevo" / "__init__.py").write_text("raise ImportError('the wrong fedevo')\n")
+    monkeypatch.chdir(tmp_path)
+    close_child()
+    try:
+        assert fedevo.evaluate("digits_mlp", rounds=1, eval_timeout=120).status == "ok"
+    finally:
+        close_child()

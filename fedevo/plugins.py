@@ -548,12 +548,15 @@ def _value_text(v: Any, seen: set) -> str:
         return repr(v)
     if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", None) == 0:
         return f"{type(v).__name__}({v.item()!r})"
-    if isinstance(v, (tuple, list)):
-        inner = ", ".join(_value_text(x, seen) for x in v)
-        return f"({inner})" if isinstance(v, tuple) else f"[{inner}]"
-    if isinstance(v, (set, frozenset)):
-        return "{" + ", ".join(sorted(_value_text(x, seen) for x in v)) + "}"
-    if isinstance(v, dict):
+    if isinstance(v, (tuple, list, set, frozenset, dict)):
+        if id(v) in seen:  # a container that holds itself (cfg["parent"] = cfg): RecursionError at the run's start
+            return f"<{type(v).__name__} cycle>"
+        seen = seen | {id(v)}  # (on this path only: the same list twice, side by side, is written twice)
+        if isinstance(v, (tuple, list)):
+            inner = ", ".join(_value_text(x, seen) for x in v)
+            return f"({inner})" if isinstance(v, tuple) else f"[{inner}]"
+        if isinstance(v, (set, frozenset)):
+            return "{" + ", ".join(sorted(_value_text(x, seen) for x in v)) + "}"
         return "{" + ", ".join(f"{_value_text(k, seen)}: {_value_text(x, seen)}" for k, x in v.items()) + "}"
     if getattr(v, "__code__", None) is not None:
         if id(v) in seen:  # a recursive inner function's cell holds itself

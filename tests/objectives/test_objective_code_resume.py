@@ -210,3 +210,21 @@ def test_code_values_record_simple_values_by_repr_and_others_by_type():
     assert code_values(make(0.2, ("a", "b"), {"x": 1.5}))["threshold"] == "0.2"
     assert code_values(make(0.1, ("a", "b"), {"x": 1.5})) == code_values(make(0.1, ("a", "b"), {"x": 1.5}))
     assert code_values(lambda r: r.error) == {} and code_values(len) == {}
+
+
+def test_a_closure_value_that_holds_itself_is_recorded_not_recursed_into():
+    """review18 F5: a closure's dict that held itself (cfg["parent"] = cfg) recursed until RecursionError when the
+    run was created (code_values), so the search could not start."""
+    from fedevo.plugins import code_values
+
+    def make():
+        cfg = {"t": 0.1}
+        cfg["parent"] = cfg
+        same = [1, 2]
+
+        def lat(r):
+            return cfg["t"] + len(same + same)
+        return lat
+
+    got = code_values(make())
+    assert got["cfg"] == "{'t': 0.1, 'parent': <dict cycle>}" and got["same"] == "[1, 2]"

@@ -72,6 +72,7 @@ class RichReporter(SearchCallback):
         self._last_s: Optional[float] = None  # the last finished evaluation's own seconds (its wall_s)
         self._proposal = ""  # the optimiser's seconds per proposal in the last batch, in words
         self._unread_said: set = set()  # objectives whose first unread value has been said (_say_unread)
+        self._bad_said: set = set()  # statuses (failed, diverged) whose first evaluation has been said (_say_bad)
 
     def _note(self, row: Mapping[str, Any]) -> None:
         if row.get("status") != "ok":
@@ -242,9 +243,24 @@ class RichReporter(SearchCallback):
                                    "value stands in (the closing lines count every such evaluation)",
                                    highlight=False, soft_wrap=True)
 
+    def _say_bad(self, row: Mapping[str, Any]) -> None:
+        """The first failed and the first diverged evaluation, said at once with its message's first line, once per
+        status: the line showed only `1 failed`, and why was in evaluations.csv alone — with evaluations of
+        minutes, a region of the genes that fails (out of memory, a bug of the evaluator) went unexplained for
+        hours."""
+        status = row.get("status")
+        if status not in ("failed", "diverged") or status in self._bad_said:
+            return
+        self._bad_said.add(status)
+        lines = str(row.get("message") or "").strip().splitlines()
+        self.console.print(f"evaluation {row.get('id')} {status}: {lines[0] if lines else 'no message'} (said once; "
+                           "each evaluation's message in evaluations.csv)", highlight=False, soft_wrap=True,
+                           markup=False)
+
     def on_evaluation(self, row: Mapping[str, Any]) -> None:
         self._note(row)
         self._say_unread(row)
+        self._say_bad(row)
         self._done += 1
         self._times.append(time.monotonic())
         wall = row.get("wall_s")

@@ -276,3 +276,25 @@ def test_one_reporter_serving_two_searches_starts_each_afresh(monkeypatch):
     rep.on_generation_start(2)
     line = [x for x in buf.getvalue().splitlines() if x.startswith("gen 1")][0]
     assert "best error 0.5" in line and "failed" not in line, line
+
+
+def test_the_first_failed_and_first_diverged_evaluation_are_said_with_their_message():
+    """A failure showed only as `1 failed` on the line, its reason in evaluations.csv alone: with evaluations of
+    minutes, a region of the genes that fails (an out-of-memory, a bug of the evaluator) went unexplained for
+    hours. The first failed and the first diverged evaluation are said at once with their message's first line,
+    once per status (a message's brackets are its own, not rich markup)."""
+    buf = io.StringIO()
+    rep = progress.RichReporter(console=Console(file=buf, force_terminal=False, width=300))
+    rep.on_start(n_gen=1, generation=1, total=5, done=0)
+    rep.on_evaluation({**_row(1.0), "id": 0, "message": ""})
+    assert "evaluation 0" not in buf.getvalue()
+    for i in (1, 2):
+        rep.on_evaluation({"status": "failed", "wall_s": 1.0, "id": i,
+                           "message": f"RuntimeError: out of memory [a={i}]\nTraceback (most recent call last):"})
+    for i in (3, 4):
+        rep.on_evaluation({"status": "diverged", "wall_s": 1.0, "id": i, "message": f"loss NaN at round {i}"})
+    lines = [line for line in buf.getvalue().splitlines() if line.startswith("evaluation ")]
+    assert lines == ["evaluation 1 failed: RuntimeError: out of memory [a=1] (said once; each evaluation's message "
+                     "in evaluations.csv)",
+                     "evaluation 3 diverged: loss NaN at round 3 (said once; each evaluation's message in "
+                     "evaluations.csv)"], buf.getvalue()

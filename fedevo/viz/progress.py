@@ -108,6 +108,15 @@ class RichReporter(SearchCallback):
             return self._gen[1] >= OPEN_GEN
         return left < count
 
+    def _open(self) -> bool:
+        """No count bounds the search: only --patience (or --time-budget) ends it, and its batches are the open cap
+        budgets.OPEN_GEN, a number for nobody. The display then counts without a total and gives no ETA of its
+        evaluations: `gen 19/1000`, `19/1000 evaluated` and `ETA 0:17:18` (1,000 evaluations at the recent rate)
+        for a --patience 3 search that ended at 19 in 11 s."""
+        from ..searching.budgets import OPEN_GEN
+
+        return self._gen[1] >= OPEN_GEN
+
     def _budget_left(self) -> float:
         return max(self._time_left - (time.monotonic() - self._t0), 0.0)
 
@@ -131,14 +140,14 @@ class RichReporter(SearchCallback):
 
     def _count(self) -> str:
         """`24/48 evaluated`, or `24 evaluated` while the time budget binds."""
-        return (f"{self._done} evaluated" if self._time_bound() or self._done > self._total else
+        return (f"{self._done} evaluated" if self._time_bound() or self._open() or self._done > self._total else
                 f"{self._done}/{self._total} evaluated")
 
     def _fields(self) -> dict[str, str]:
         b = self._best
         # (past its planned count: a --gen derived from --budget that a short batch outran, or OPEN_GEN of a search
         # only --patience bounds, budgets.gen_derived: the count alone, not 'gen 1001/1000')
-        open_ = self._time_bound() or self._gen[0] > self._gen[1]
+        open_ = self._time_bound() or self._open() or self._gen[0] > self._gen[1]
         return {"gen": f"gen {self._gen[0]}" + ("" if open_ else f"/{self._gen[1]}"),
                 "running": f"{self._running} running" + (f", {self._queued} queued" if self._queued else ""),
                 "best": "best " + " · ".join(self._best_of(o, b.get(o.name)) for o in self._objs()),
@@ -154,9 +163,9 @@ class RichReporter(SearchCallback):
         return f"{label} {_fmt(v)}" + (f" {unit}" if unit else "")
 
     def eta(self) -> Optional[float]:
-        """Seconds until the search ends, as far as known now (None: no evaluation has finished yet, and no time
-        budget)."""
-        eta = self._count_eta()
+        """Seconds until the search ends, as far as known now (None: no evaluation has finished yet, or only --patience
+        ends the search, and no time budget)."""
+        eta = None if self._open() else self._count_eta()  # (open: the end is the patience's, unknown)
         if self._time_left is not None:  # checked between batches: the batch running then still finishes
             budget = self._budget_left()
             eta = budget if eta is None else min(eta, budget)

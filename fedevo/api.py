@@ -343,7 +343,7 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     _check_callbacks(callbacks, "search")
     optimizer = spec_of(optimizer)  # a name, or your own class as run.json records it
     optimizer_class(optimizer)  # your own: loaded (one line if it cannot be) before the run directory exists
-    from .searching.fidelity import ETA, parse_ladder
+    from .searching.fidelity import ETA, n_promoted, parse_ladder
 
     pop_given = pop is not None
     if pop is None:
@@ -383,7 +383,8 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout, batch_generation,
                        batch_size_per_gpu)
     run = SearchRun.create(settings, Path(out) if out is not None else None, runtime, problem=prob)
-    if run.settings.multi_fidelity and pop_given and pop < ETA:  # ⌈pop/3⌉ = 1: every rung promotes its individual
+    # ⌈pop/3⌉ = pop (a batch of one): every rung promotes its individual (a batch of two promotes one: it prunes)
+    if run.settings.multi_fidelity and pop_given and n_promoted(pop) >= pop:
         import sys
 
         print(f"fedevo: warning: {arg('fidelity')} with batches of {pop} ({arg('pop', pop)}) promotes every "

@@ -389,7 +389,22 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
 
         print(f"fedevo: warning: {arg('fidelity')} with batches of {pop} ({arg('pop', pop)}) promotes every "
               f"individual: its rungs cost time and prune nothing; give {arg('pop')} {ETA} or more", file=sys.stderr)
+    _warn_patience_in_startup(optimizer, pop, patience)
     return _run(run, runtime, fn, callbacks, page, fresh=run.made, progress=progress, importance=importance)
+
+
+def _warn_patience_in_startup(optimizer: str, pop: int, patience: Optional[int]) -> None:
+    """gp and tpe draw their first STARTUP evaluations at random (Optuna's start-up): a --patience of no more batches
+    than those (`--optimizer gp --patience 3`: batches of one) can end the search before the model has proposed
+    anything, as a random search; docs/search.md says to give a K above them, and nothing said so."""
+    from .searching.optimizers.optuna_samplers import STARTUP
+
+    if optimizer in ("gp", "tpe") and patience is not None and patience * pop <= STARTUP:
+        import sys
+
+        print(f"fedevo: warning: {arg('patience', patience)} with {arg('optimizer', optimizer)} in batches of {pop}: "
+              f"its first {STARTUP} evaluations are random (Optuna's start-up), so the search may end before its "
+              f"model proposes; give {arg('patience', STARTUP // pop + 1)} or more", file=sys.stderr)
 
 
 def _locate_data(prob, data_dir: Optional[str], evaluator_spec: str, download: bool = False,

@@ -343,7 +343,7 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     _check_callbacks(callbacks, "search")
     optimizer = spec_of(optimizer)  # a name, or your own class as run.json records it
     optimizer_class(optimizer)  # your own: loaded (one line if it cannot be) before the run directory exists
-    from .searching.fidelity import ETA, parse_ladder
+    from .searching.fidelity import ETA, n_promoted, parse_ladder
 
     pop_given = pop is not None
     if pop is None:
@@ -383,12 +383,28 @@ def search(problem: ProblemLike = "digits_mlp", *, pop: Optional[int] = None, ge
     runtime = _runtime(workers, ray_address, cpus_per_task, gpus_per_task, eval_timeout, batch_generation,
                        batch_size_per_gpu)
     run = SearchRun.create(settings, Path(out) if out is not None else None, runtime, problem=prob)
-    if run.settings.multi_fidelity and pop_given and pop < ETA:  # ⌈pop/3⌉ = 1: every rung promotes its individual
+    # ⌈pop/3⌉ = pop (a batch of one): every rung promotes its individual (a batch of two promotes one: it prunes)
+    if run.settings.multi_fidelity and pop_given and n_promoted(pop) >= pop:
         import sys
 
         print(f"fedevo: warning: {arg('fidelity')} with batches of {pop} ({arg('pop', pop)}) promotes every "
               f"individual: its rungs cost time and prune nothing; give {arg('pop')} {ETA} or more", file=sys.stderr)
+    _warn_patience_in_startup(optimizer, pop, patience)
     return _run(run, runtime, fn, callbacks, page, fresh=run.made, progress=progress, importance=importance)
+
+
+def _warn_patience_in_startup(optimizer: str, pop: int, patience: Optional[int]) -> None:
+    """gp and tpe draw their first STARTUP evaluations at random (Optuna's start-up): a --patience of no more batches
+    than those (`--optimizer gp --patience 3`: batches of one) can end the search before the model has proposed
+    anything, as a random search; docs/search.md says to give a K above them, and nothing said so."""
+    from .searching.optimizers.optuna_samplers import STARTUP
+
+    if optimizer in ("gp", "tpe") and patience is not None and patience * pop <= STARTUP:
+        import sys
+
+        print(f"fedevo: warning: {arg('patience', patience)} with {arg('optimizer', optimizer)} in batches of {pop}: "
+              f"its first {STARTUP} evaluations are random (Optuna's start-up), so the search may end before its "
+              f"model proposes; give {arg('patience', STARTUP // pop + 1)} or more", file=sys.stderr)
 
 
 def _locate_data(prob, data_dir: Optional[str], evaluator_spec: str, download: bool = False,

@@ -81,6 +81,11 @@ def _print_summary(summary, run, quiet: bool) -> None:
     print(f"search {state}: {summary.generations}/{summary.n_gen} generations, {counted}{summary.failed} failed, "
           f"{summary.diverged} diverged, {summary.reused} reused from the log), Pareto front of {summary.front_size}, "
           f"{summary.wall_s:.0f} s")
+    first_failure = getattr(summary, "first_failure", "")
+    # why, in one line: the count alone sent one to evaluations.csv (where all failed, the error's line says it)
+    if summary.failed and first_failure and summary.failed != summary.evaluations:
+        print(f"{summary.failed} evaluation(s) failed; the first: {first_failure} (each evaluation's message in "
+              "evaluations.csv)", file=sys.stderr)
     for name, n, ok, first in getattr(summary, "unread", ()):  # its worst value stood in: the front never saw it
         print(f"objective {name}: not read in {n} of {ok} ok evaluations (its worst value stood in; the first: "
               f"{first}; each evaluation's message in evaluations.csv)", file=sys.stderr)

@@ -143,11 +143,15 @@ class Runtime:
                               f"with {arg('batch_generation', False)} there are none: drop one")
 
     def resume_options(self) -> str:
-        """The cluster options `fedevo resume` needs to continue where this ran (" --ray-address HOST:PORT", with
-        --cpus-per-task/--gpus-per-task where not the defaults); "" off a cluster (resume's defaults serve)."""
-        if not self.ray_address:
-            return ""
-        return (f" --ray-address {self.ray_address}"
+        """The options `fedevo resume` needs to continue as this ran (" --ray-address HOST:PORT", " --workers N"
+        where given, --cpus-per-task/--gpus-per-task where not the defaults); "" where resume's defaults serve. A
+        local `--workers 2` search stopped by Ctrl-C said `fedevo resume DIR`, whose `--workers auto` evaluates
+        in-process on 2 cores: its batches of two, one after the other, at half the speed it had chosen (and a
+        `--gpus-per-task` dropped trains on the CPU)."""
+        from .workers import AUTO
+
+        return ((f" --ray-address {self.ray_address}" if self.ray_address else "")
+                + (f" --workers {self.workers}" if self.workers not in (AUTO, None) else "")
                 + (f" --cpus-per-task {self.cpus_per_task:g}" if self.cpus_per_task != 1.0 else "")
                 + (f" --gpus-per-task {self.gpus_per_task:g}" if self.gpus_per_task else ""))
 

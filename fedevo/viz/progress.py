@@ -72,6 +72,7 @@ class RichReporter(SearchCallback):
         self._last_s: Optional[float] = None  # the last finished evaluation's own seconds (its wall_s)
         self._proposal = ""  # the optimiser's seconds per proposal in the last batch, in words
         self._unread_said: set = set()  # objectives whose first unread value has been said (_say_unread)
+        self._bad_said: set = set()  # statuses (failed, diverged) whose first evaluation has been said (_say_bad)
 
     def _note(self, row: Mapping[str, Any]) -> None:
         if row.get("status") != "ok":
@@ -107,6 +108,15 @@ class RichReporter(SearchCallback):
             return self._gen[1] >= OPEN_GEN
         return left < count
 
+    def _open(self) -> bool:
+        """No count bounds the search: only --patience (or --time-budget) ends it, and its batches are the open cap
+        budgets.OPEN_GEN, a number for nobody. The display then counts without a total and gives no ETA of its
+        evaluations: `gen 19/1000`, `19/1000 evaluated` and `ETA 0:17:18` (1,000 evaluations at the recent rate)
+        for a --patience 3 search that ended at 19 in 11 s."""
+        from ..searching.budgets import OPEN_GEN
+
+        return self._gen[1] >= OPEN_GEN
+
     def _budget_left(self) -> float:
         return max(self._time_left - (time.monotonic() - self._t0), 0.0)
 
@@ -130,14 +140,14 @@ class RichReporter(SearchCallback):
 
     def _count(self) -> str:
         """`24/48 evaluated`, or `24 evaluated` while the time budget binds."""
-        return (f"{self._done} evaluated" if self._time_bound() or self._done > self._total else
+        return (f"{self._done} evaluated" if self._time_bound() or self._open() or self._done > self._total else
                 f"{self._done}/{self._total} evaluated")
 
     def _fields(self) -> dict[str, str]:
         b = self._best
         # (past its planned count: a --gen derived from --budget that a short batch outran, or OPEN_GEN of a search
         # only --patience bounds, budgets.gen_derived: the count alone, not 'gen 1001/1000')
-        open_ = self._time_bound() or self._gen[0] > self._gen[1]
+        open_ = self._time_bound() or self._open() or self._gen[0] > self._gen[1]
         return {"gen": f"gen {self._gen[0]}" + ("" if open_ else f"/{self._gen[1]}"),
                 "running": f"{self._running} running" + (f", {self._queued} queued" if self._queued else ""),
                 "best": "best " + " · ".join(self._best_of(o, b.get(o.name)) for o in self._objs()),
@@ -153,9 +163,9 @@ class RichReporter(SearchCallback):
         return f"{label} {_fmt(v)}" + (f" {unit}" if unit else "")
 
     def eta(self) -> Optional[float]:
-        """Seconds until the search ends, as far as known now (None: no evaluation has finished yet, and no time
-        budget)."""
-        eta = self._count_eta()
+        """Seconds until the search ends, as far as known now (None: no evaluation has finished yet, or only --patience
+        ends the search, and no time budget)."""
+        eta = None if self._open() else self._count_eta()  # (open: the end is the patience's, unknown)
         if self._time_left is not None:  # checked between batches: the batch running then still finishes
             budget = self._budget_left()
             eta = budget if eta is None else min(eta, budget)
@@ -242,9 +252,24 @@ class RichReporter(SearchCallback):
                                    "value stands in (the closing lines count every such evaluation)",
                                    highlight=False, soft_wrap=True)
 
+    def _say_bad(self, row: Mapping[str, Any]) -> None:
+        """The first failed and the first diverged evaluation, said at once with its message's first line, once per
+        status: the line showed only `1 failed`, and why was in evaluations.csv alone — with evaluations of
+        minutes, a region of the genes that fails (out of memory, a bug of the evaluator) went unexplained for
+        hours."""
+        status = row.get("status")
+        if status not in ("failed", "diverged") or status in self._bad_said:
+            return
+        self._bad_said.add(status)
+        lines = str(row.get("message") or "").strip().splitlines()
+        self.console.print(f"evaluation {row.get('id')} {status}: {lines[0] if lines else 'no message'} (said once; "
+                           "each evaluation's message in evaluations.csv)", highlight=False, soft_wrap=True,
+                           markup=False)
+
     def on_evaluation(self, row: Mapping[str, Any]) -> None:
         self._note(row)
         self._say_unread(row)
+        self._say_bad(row)
         self._done += 1
         self._times.append(time.monotonic())
         wall = row.get("wall_s")

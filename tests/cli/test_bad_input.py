@@ -145,6 +145,22 @@ def test_search_whose_every_evaluation_failed_exits_2(tmp_path):
     assert "12 evaluations (12 failed" in r.stdout  # the log is kept
 
 
+def test_search_with_some_failed_evaluations_says_the_first_ones_message(tmp_path):
+    """The closing line counted `2 failed` and no more: why was in evaluations.csv alone. One line on stderr says
+    the first failure's message (its first line); the search ends as before, exit 0."""
+    from tests.helpers import cli
+
+    r = cli("search", "--pop", 6, "--gen", 2, "--out", tmp_path / "run", "--workers", 0, "--quiet",
+            "--evaluator", "tests.searching.search_fakes:fake_flaky")  # seed % 5 == 0 raises
+    assert r.returncode == 0, r.stderr
+    n = int(re.search(r"\((\d+) failed", r.stdout).group(1))
+    assert n > 0, r.stdout
+    said = [line for line in r.stderr.splitlines() if "failed; the first" in line]
+    assert len(said) == 1 and re.fullmatch(rf"{n} evaluation\(s\) failed; the first: ValueError: fake failure for "
+                                           r"seed \d+ \(each evaluation's message in evaluations.csv\)",
+                                           said[0]), r.stderr
+
+
 def test_search_whose_every_evaluation_diverged_exits_2(tmp_path):
     """No evaluation with a result (every one diverged: a learning rate that blows up, a model whose outputs are
     never finite) is a failure, as every one failed is: it ended with "Pareto front of 0" and exit 0."""

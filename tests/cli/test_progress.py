@@ -155,6 +155,33 @@ def test_the_plain_line_of_a_time_budget_alone(monkeypatch):
     assert "/1000" not in buf.getvalue() and "/12000" not in buf.getvalue()
 
 
+def test_a_patience_alone_shows_no_total_and_no_eta_of_the_open_cap(monkeypatch):
+    """`fedevo search --optimizer gp --patience 3`: only the patience ends the search, its batches are the open cap
+    OPEN_GEN, and the line said `gen 19/1000: 19/1000 evaluated … ETA 0:17:18` (1,000 evaluations at the recent
+    rate) for a search that ended at 19 evaluations in 11 s: with evaluations of minutes, days. Now it counts
+    without a total and gives no ETA (the end is the patience's); with a time budget besides, the time's."""
+    from fedevo.searching.budgets import OPEN_GEN
+
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    buf = io.StringIO()
+    rep = progress.RichReporter(console=Console(file=buf, force_terminal=False, width=300))
+    rep.on_start(n_gen=OPEN_GEN, generation=1, total=OPEN_GEN, done=0, time_left=None)
+    for g in (2, 3, 4):
+        now[0] += 1.0
+        rep.on_evaluation(_row(1.0))
+        rep.on_generation_start(g)
+    assert rep.eta() is None
+    lines = buf.getvalue().splitlines()
+    assert lines[-1].startswith("gen 3: 3 evaluated · ") and lines[-1].endswith(", ETA -:--:--"), lines
+    assert f"/{OPEN_GEN}" not in buf.getvalue(), buf.getvalue()
+
+    rep.on_start(n_gen=OPEN_GEN, generation=1, total=OPEN_GEN, done=0, time_left=60.0)  # --patience, --time-budget
+    now[0] += 10.0
+    rep.on_evaluation(_row(1.0))
+    assert rep.eta() == 50.0
+
+
 def test_a_search_shows_its_seconds_and_a_settled_hypervolume(tmp_path, monkeypatch):
     """A model-based optimiser's batches of one: the display showed HV 1.33 after the first evaluation, then
     0.131 after the second (the normalisation still moving: hypervolume.csv itself then says 0.143 for the first);
@@ -276,3 +303,25 @@ def test_one_reporter_serving_two_searches_starts_each_afresh(monkeypatch):
     rep.on_generation_start(2)
     line = [x for x in buf.getvalue().splitlines() if x.startswith("gen 1")][0]
     assert "best error 0.5" in line and "failed" not in line, line
+
+
+def test_the_first_failed_and_first_diverged_evaluation_are_said_with_their_message():
+    """A failure showed only as `1 failed` on the line, its reason in evaluations.csv alone: with evaluations of
+    minutes, a region of the genes that fails (an out-of-memory, a bug of the evaluator) went unexplained for
+    hours. The first failed and the first diverged evaluation are said at once with their message's first line,
+    once per status (a message's brackets are its own, not rich markup)."""
+    buf = io.StringIO()
+    rep = progress.RichReporter(console=Console(file=buf, force_terminal=False, width=300))
+    rep.on_start(n_gen=1, generation=1, total=5, done=0)
+    rep.on_evaluation({**_row(1.0), "id": 0, "message": ""})
+    assert "evaluation 0" not in buf.getvalue()
+    for i in (1, 2):
+        rep.on_evaluation({"status": "failed", "wall_s": 1.0, "id": i,
+                           "message": f"RuntimeError: out of memory [a={i}]\nTraceback (most recent call last):"})
+    for i in (3, 4):
+        rep.on_evaluation({"status": "diverged", "wall_s": 1.0, "id": i, "message": f"loss NaN at round {i}"})
+    lines = [line for line in buf.getvalue().splitlines() if line.startswith("evaluation ")]
+    assert lines == ["evaluation 1 failed: RuntimeError: out of memory [a=1] (said once; each evaluation's message "
+                     "in evaluations.csv)",
+                     "evaluation 3 diverged: loss NaN at round 3 (said once; each evaluation's message in "
+                     "evaluations.csv)"], buf.getvalue()

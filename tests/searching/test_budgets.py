@@ -360,3 +360,21 @@ def test_patience_counts_growth_below_a_millionth_of_the_hypervolume_as_none():
     assert not stagnant(grows, 3) and not stagnant_steps(hv_steps(grows), len(grows), 3)
     from_zero = [0.0, 0.0, 0.0, 1e-12]
     assert not stagnant(from_zero, 3) and not stagnant_steps(hv_steps(from_zero), len(from_zero), 3)
+
+
+def test_a_patience_within_gp_and_tpe_start_up_is_warned_of(tmp_path, capsys):
+    """gp and tpe draw their first 10 evaluations at random (Optuna's start-up): `--optimizer gp --patience 3` (in
+    batches of one) may end the search before the model proposes anything, a random search of a dozen
+    evaluations; docs/search.md said to give a K above 10, nothing at the search said so."""
+    toy = toy_problem_file(tmp_path)
+    fedevo.search(toy, out=tmp_path / "P3", workers=0, seed=1, evaluator=FAKE, page=False, optimizer="tpe", pop=1,
+                  patience=3, budget=2, progress=False)
+    err = capsys.readouterr().err
+    assert err.count("fedevo: warning: patience=3 with optimizer=tpe in batches of 1: its first 10 evaluations are "
+                     "random (Optuna's start-up), so the search may end before its model proposes; give patience=11 "
+                     "or more") == 1, err
+    fedevo.search(toy, out=tmp_path / "P11", workers=0, seed=1, evaluator=FAKE, page=False, optimizer="tpe", pop=1,
+                  patience=11, budget=2, progress=False)
+    fedevo.search(toy, out=tmp_path / "P3R", workers=0, seed=1, evaluator=FAKE, page=False, optimizer="random", pop=1,
+                  patience=3, budget=2, progress=False)
+    assert "start-up" not in capsys.readouterr().err

@@ -254,6 +254,19 @@ def test_batches_of_one_under_fidelity_are_warned_of(tmp_path, capsys):
     assert "promotes every individual" not in capsys.readouterr().err
 
 
+def test_batches_of_two_under_fidelity_prune_and_are_not_warned_of(tmp_path, capsys):
+    """A rung promotes ⌈n/3⌉ of its n individuals: one of a batch of two. `--pop 2 --fidelity 0.34` was warned of
+    as `promotes every individual: its rungs cost time and prune nothing` while each batch pruned one of its two
+    (6 rung evaluations of 4 individuals, 2 at full fidelity, on digits_mlp with gp)."""
+    import fedevo
+
+    run = fedevo.search(toy_problem_file(tmp_path), out=tmp_path / "R2", workers=0, seed=1, evaluator=FAKE,
+                        page=False, optimizer="tpe", pop=2, budget=4, fidelity=0.5, rounds=4, progress=False)
+    assert "promotes every individual" not in capsys.readouterr().err
+    s = run.summary
+    assert (s.individuals, s.evaluations, s.full_fidelity) == (4, 6, 2), s
+
+
 def test_a_ladder_makes_the_default_batch_one_that_a_rung_can_prune(tmp_path, capsys):
     """review16 F3: gp/tpe in-process default to batches of one, and fedevo then warned the user of the --pop 1
     it had chosen itself; a ladder from the problem file's `fidelity` key, with --pop 1, was not warned of."""

@@ -128,7 +128,10 @@ def test_the_way_to_continue_a_stopped_cluster_search_names_the_cluster():
     from fedevo.errors import SearchStoppedError
     from fedevo.searching import Runtime
 
-    assert Runtime().resume_options() == "" and Runtime(workers=2).resume_options() == ""
+    assert Runtime().resume_options() == ""
+    # a local search with --workers N given: resume's --workers auto would have evaluated in-process on 2 cores
+    assert Runtime(workers=2).resume_options() == " --workers 2"
+    assert Runtime(workers=2, gpus_per_task=0.5).resume_options() == " --workers 2 --gpus-per-task 0.5"
     on = Runtime(ray_address="10.0.0.1:6379", cpus_per_task=2, gpus_per_task=0.25).resume_options()
     assert on == " --ray-address 10.0.0.1:6379 --cpus-per-task 2 --gpus-per-task 0.25"
     assert str(SearchStoppedError("gone", "RUN", on)).endswith(

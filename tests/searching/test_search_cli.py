@@ -164,7 +164,7 @@ def test_ctrl_c_stops_cleanly_and_resumably(tmp_path):
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130
     assert err.strip().splitlines()[-1] == (f"fedevo: interrupted; every finished evaluation is saved in {out}. "
-                                           f"Continue with: fedevo resume {out}")
+                                           f"Continue with: fedevo resume {out} --workers 0")
     r = cli("resume", out, "--workers", 0, "--quiet")
     assert r.returncode == 0, r.stderr
     assert_same_run(reference(tmp_path, seed=11, pop=8, gen=3), out)

@@ -40,7 +40,8 @@ def test_sigterm_stops_a_search_resumable(tmp_path, workers):
     stdout, stderr = p.communicate(timeout=120)
     assert p.returncode == 143, (stdout, stderr)
     assert stderr.strip().splitlines() == [
-        f"fedevo: stopped by SIGTERM; every finished evaluation is saved in {out}. Continue with: fedevo resume {out}"]
+        f"fedevo: stopped by SIGTERM; every finished evaluation is saved in {out}. Continue with: fedevo resume {out} "
+        f"--workers {workers}"]  # as it ran: resume's --workers auto could evaluate otherwise
     assert stdout == "" and not list(out.rglob(".*.tmp"))
     r = cli("resume", out, "--workers", 0, "--quiet")
     assert r.returncode == 0, r.stderr
@@ -165,9 +166,9 @@ def _check_said_and_then(tmp_path, said: list, before: list, args: list, run) ->
         assert _tree(tmp_path) == before
         assert run(args) == 0
     else:
-        where = said[0].split("Continue with: fedevo resume ")[1]
+        where = said[0].split("Continue with: fedevo resume ")[1].removesuffix(" --workers 0")  # (as it ran)
         assert said[0].endswith(f"every finished evaluation is saved in {where}. Continue with: fedevo resume "
-                                f"{where}")
+                                f"{where} --workers 0")
         assert (tmp_path / where / "run.json").is_file()
         assert run(["resume", where, "--workers", "0", "--quiet"]) == 0
     [done] = [p.parent for p in tmp_path.rglob("stop.json")]

@@ -374,3 +374,29 @@ def test_a_module_reloaded_that_the_optimiser_file_imports_through_another_is_wh
     finally:
         for name in (amod, bmod):
             sys.modules.pop(name, None)
+
+
+def test_a_module_named_optimizer_reloaded_is_what_asks(tmp_path, monkeypatch):
+    """review18 F1b: an optimiser named 'module:Class' was kept per process (its contained class) across
+    importlib.reload(module): the search after the reload asked with the old class while run.json recorded the
+    module's new text (and a resume in a new process would ask with the new one)."""
+    import importlib
+    import sys
+
+    name = f"myopt_{abs(hash(str(tmp_path)))}"
+    text = ("from fedevo.searching.optimizers.random_sampling import RandomOptimizer\n\n\n"
+            "class Mine(RandomOptimizer):\n    name = 'mine'\n    TAG = {tag}\n\n"
+            "    def ask(self, n):\n        out = super().ask(n)\n        for p in out:\n"
+            "            p['layers'] = self.TAG\n        return out\n")
+    (tmp_path / f"{name}.py").write_text(text.format(tag=1))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    kw = dict(budget=2, seed=0, workers=0, page=False, progress=False, optimizer=f"{name}:Mine", evaluator=FAKE)
+    try:
+        fedevo.search(toy_problem_file(tmp_path), out=tmp_path / "A", **kw)
+        (tmp_path / f"{name}.py").write_text(text.format(tag=2) + "# edited\n")
+        importlib.reload(sys.modules[name])
+        fedevo.search(toy_problem_file(tmp_path), out=tmp_path / "B", **kw)
+        assert [r["layers"] for r in read_csv(tmp_path / "A" / "evaluations.csv")] == ["1", "1"]
+        assert [r["layers"] for r in read_csv(tmp_path / "B" / "evaluations.csv")] == ["2", "2"]
+    finally:
+        sys.modules.pop(name, None)

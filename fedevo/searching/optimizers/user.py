@@ -31,6 +31,7 @@ from ...plugins import on_reimport
 from .base import Optimizer, takes_failed
 
 _LOADED: dict[str, type[Optimizer]] = {}
+_FOUND: dict[str, type] = {}  # spec -> the class the module held when loaded (its contained one is _LOADED's)
 on_reimport(_LOADED.clear)  # (a module beside its file reloaded: the file is imported anew, its class with it)
 
 
@@ -53,10 +54,11 @@ def loaded(spec: str) -> Optional[type[Optimizer]]:
 def load(spec: str) -> type[Optimizer]:
     """The contained Optimizer class a (resolved) spec names, loaded once per process; FedevoError (one line) when
     it is missing or is not an Optimizer subclass."""
+    from ...plugins import load_callable, reloaded_since
+
     cls = _LOADED.get(spec)
-    if cls is not None:
+    if cls is not None and not reloaded_since(spec, _FOUND.get(spec)):  # (a module:Class its module reloaded since)
         return cls
-    from ...plugins import load_callable
 
     found = load_callable(spec, kind="optimizer")
     if not (isinstance(found, type) and issubclass(found, Optimizer)):
@@ -70,6 +72,7 @@ def load(spec: str) -> type[Optimizer]:
     if pop is not None and (isinstance(pop, bool) or not isinstance(pop, Integral) or pop < 1):
         raise FedevoError(f"optimizer {spec!r}: {found.__name__}.default_pop is {pop!r}; it must be None (one "
                           "candidate per parallel evaluation) or a batch size >= 1")
+    _FOUND[spec] = found
     cls = _LOADED[spec] = contained(found, spec)
     return cls
 

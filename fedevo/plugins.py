@@ -88,7 +88,6 @@ def reloaded_since(spec: Any, fn: Any) -> bool:
     that name than `fn`, loaded from it before (importlib.reload of the module since, in a notebook); then every cache
     built from user code is cleared (`on_reimport`'s), as for a reload beside a user's file. False for a `python:`
     file's spec (its reloads are `_take_reload`'s) and where the module is not imported."""
-    global _REIMPORTS
     if not isinstance(spec, str) or spec.startswith(PYTHON_PREFIX):
         return False
     try:
@@ -98,10 +97,17 @@ def reloaded_since(spec: Any, fn: Any) -> bool:
     mod = sys.modules.get(mod_name)
     if mod is None or getattr(mod, name, fn) is fn:
         return False
+    _forget_user_code()
+    return True
+
+
+def _forget_user_code() -> None:
+    """A reload taken (`_take_reload`, `reloaded_since`): counted (`reimports`), and every cache built from the
+    user's code cleared (`on_reimport`'s)."""
+    global _REIMPORTS
     _REIMPORTS += 1
     for forget in _ON_REIMPORT:
         forget()
-    return True
 
 
 def on_reimport(forget: Callable[[], None]) -> Callable[[], None]:
@@ -196,9 +202,8 @@ def _take_reload(f: str, mod, sha: str, st) -> None:
     """A module beside a user's file reloaded after its edit: its new text held, and each user file that imported it
     imported anew at its next load (`_import_file`), so that the names it took from the module (`from helper
     import f`) are the reloaded ones: what that file runs is the files' text, as run.json records it. The other
-    modules beside it that its import brought in run again then, in place (one may have imported the reloaded one:
-    amod's `from bmod import K`, where the reload of bmod rebinds nothing in amod)."""
-    global _REIMPORTS
+    modules beside it that import the reloaded one (`_dependents`) run again then, in place (amod's `from bmod import
+    K`, where the reload of bmod rebinds nothing in amod)."""
     _IMPORTED_SHA[f] = sha
     _IMPORTED_STAT[f] = st
     _SIBLING_MODULE[f] = (mod, getattr(mod, "__spec__", None))
@@ -208,9 +213,7 @@ def _take_reload(f: str, mod, sha: str, st) -> None:
             sys.modules.pop(_USER_MODULE[user_file], None)
             for m in _dependents(mod.__name__, _SIBLINGS.get(user_file, ())):
                 _RUN_AGAIN.setdefault(m.__name__, m)
-    _REIMPORTS += 1
-    for forget in _ON_REIMPORT:
-        forget()
+    _forget_user_code()
 
 
 def _dependents(name: str, siblings) -> list:

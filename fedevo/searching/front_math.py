@@ -38,6 +38,8 @@ from ..objectives.builtin import EPS_FLOOR  # noqa: F401  (re-exported: importan
 EPS_SCALE = "log10"  # how new searches see ε ("linear": runs made before this choice)
 HV_REF = 1.1  # reference point (in every normalised objective) for the hypervolume
 
+Skip = Union[bool, frozenset]  # skip_unmeasured: every objective may be unmeasured, none, or those named
+
 SEARCH_OBJECTIVES = {
     "error": "error",
     "comm": "comm",
@@ -83,7 +85,7 @@ def _matrix(rows: Sequence[Mapping[str, Any]], objectives: ObjectiveSet) -> np.n
     return objectives.search_matrix(rows)
 
 
-def hv_normalisation(rows, objectives, *, skip_unmeasured: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def hv_normalisation(rows, objectives, *, skip_unmeasured: Skip = True) -> tuple[np.ndarray, np.ndarray]:
     """(lo, scale) in the search space: ideal point and range of the first generations' ok evaluations whose
     objectives are all finite: generation 1's, and the next ones' while they are fewer than the objectives + 1 (a
     simplex: enough to span a range in each; a model-based optimiser's batches of one were normalised by a single
@@ -100,7 +102,7 @@ def hv_normalisation(rows, objectives, *, skip_unmeasured: bool = True) -> tuple
     return _lo_scale(_matrix(first, objectives) if first else None, objectives, measured)
 
 
-def hv_skips_unmeasured(meta: Optional[Mapping[str, Any]]) -> Union[bool, frozenset]:
+def hv_skips_unmeasured(meta: Optional[Mapping[str, Any]]) -> Skip:
     """Whether a run's hypervolume normalises around an objective no evaluation measured (`hv_normalisation`):
     run.json records it (``hypervolume.unmeasured``) from the version that does; a run made before does not. Where
     it names objectives the rule is not for (``hypervolume.unmeasured_except``: ε where fedevo's simulator
@@ -125,7 +127,7 @@ def _finite(v: Any) -> bool:
 
 
 def measured_rows(ok: Sequence[Mapping[str, Any]], objectives,
-                  skip_unmeasured: Union[bool, frozenset] = True) -> tuple[list, tuple[bool, ...]]:
+                  skip_unmeasured: Skip = True) -> tuple[list, tuple[bool, ...]]:
     """(the rows of `ok` finite in every objective one of them measured, which objectives those are): an objective
     no row gives a finite value (ε = ∞ in all: no privacy) is not asked; every objective where not
     `skip_unmeasured` (runs made before: `hv_skips_unmeasured`); where it is a set, only its objectives may be
@@ -137,7 +139,8 @@ def measured_rows(ok: Sequence[Mapping[str, Any]], objectives,
     return [r for r in ok if all(_finite(r[n]) for n, m in zip(names, measured) if m)], measured
 
 
-def _first_rows(rows, objectives: ObjectiveSet, skip_unmeasured: bool = True) -> tuple[list, tuple[bool, ...]]:
+def _first_rows(rows, objectives: ObjectiveSet,
+                skip_unmeasured: Skip = True) -> tuple[list, tuple[bool, ...]]:
     """The ok evaluations the normalisation is taken from (see hv_normalisation) and the objectives they measured
     (`measured_rows`)."""
     ok = [r for r in rows if r["status"] == "ok"]
@@ -152,7 +155,7 @@ def _first_rows(rows, objectives: ObjectiveSet, skip_unmeasured: bool = True) ->
     return first, measured
 
 
-def hv_settled(rows, objectives, *, skip_unmeasured: bool = True) -> bool:
+def hv_settled(rows, objectives, *, skip_unmeasured: Skip = True) -> bool:
     """True once the hypervolume's normalisation is fixed for the run (it holds the objectives + 1 evaluations
     hv_normalisation needs): until then each new evaluation can rescale every hypervolume so far (a model-based
     optimiser's batches of one: 1.33 after its first evaluation, 0.131 after its second, the same front grown)."""
@@ -242,7 +245,8 @@ def _grown(rows: Sequence[Mapping[str, Any]], generations: int, memo: HvMemo) ->
 
 
 def hypervolume_table(rows, generations: int, objectives, constraints,
-                      memo: Optional[HvMemo] = None, *, skip_unmeasured: bool = True) -> list[dict[str, Any]]:
+                      memo: Optional[HvMemo] = None, *,
+                      skip_unmeasured: Skip = True) -> list[dict[str, Any]]:
     """Hypervolume after each generation of the front of all evaluations so far (see the module doc).
 
     The columns lo_NAME / scale_NAME are in the search space (log10 ε). Only full-fidelity rows count (`is_full`):

@@ -43,22 +43,23 @@ def _resumes(run_dir: Path) -> list[dict[str, Any]]:
     return [dict(e) for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
 
 
-def _named(w: Mapping[str, Any]) -> str:
+def _named(w: Mapping[str, Any], short: bool = False) -> str:
+    """'fedevo 0.1.0 (source 3f2a…)': the source in full, or its first 10 digits (`short`, for sources_line)."""
     src = w.get("fedevo_source")
-    return f"fedevo {w.get('fedevo') or '?'} (source {src or 'not recorded'})"
+    return f"fedevo {w.get('fedevo') or '?'} (source {(src[:10] + '…' if short else src) if src else 'not recorded'})"
 
 
 def change(last: Mapping[str, Any], here: Mapping[str, Any]) -> Optional[str]:
     """The warning for a resume by `here` (versions' fedevo and fedevo_source) of rows last written by `last`, or
-    None where it is the same program. A source not recorded under the same version string: that it may not be."""
+    None where it is the same program: both sources known, they decide (a version string read from another
+    install's metadata on the path can name a checkout's source wrongly); else the version and the source. A
+    source not recorded under the same version string: that it may not be the same."""
+    src_last, src_here = last.get("fedevo_source"), here.get("fedevo_source")
     same_version = last.get("fedevo") == here.get("fedevo")
-    if last.get("fedevo_source") is not None and here.get("fedevo_source") is not None:
-        # both sources known: they decide (a version string read from another install's metadata on the path can
-        # name a checkout's source wrongly)
-        same_version = last.get("fedevo_source") == here.get("fedevo_source")
-    if same_version and last.get("fedevo_source") == here.get("fedevo_source"):
+    if (src_last == src_here) if src_last is not None and src_here is not None else (
+            same_version and src_last == src_here):
         return None
-    if same_version and last.get("fedevo_source") is None:
+    if same_version and src_last is None:
         return (f"its rows so far were written by fedevo {last.get('fedevo') or '?'} before runs recorded fedevo's "
                 f"source, this resume runs {_named(here)}: if that was another source, rows logged before and after "
                 "the resume may not be comparable (numbers changed under one version string)")
@@ -84,11 +85,6 @@ def note_resume(run_dir: Path, meta: Mapping[str, Any], rows_before: int, here: 
     return change(last, here)
 
 
-def _short(w: Mapping[str, Any]) -> str:
-    src = w.get("fedevo_source")
-    return f"fedevo {w.get('fedevo') or '?'} (source {src[:10] + '…' if src else 'not recorded'})"
-
-
 def sources_line(writers_: list[Mapping[str, Any]], n_rows: int) -> Optional[str]:
     """One line for a run whose `n_rows` logged rows come from more than one fedevo source (`writers`, oldest
     first): "rows 0–47 by fedevo 0.1.0 (source 3f2a…), 48–95 by fedevo 0.2.0 (source 9c1d…); numbers may not be
@@ -107,7 +103,8 @@ def sources_line(writers_: list[Mapping[str, Any]], n_rows: int) -> Optional[str
             spans.append((w, start, end))
     if len(spans) < 2:
         return None
-    parts = [f"{'rows ' if n == 0 else ''}{a}–{b - 1} by {_short(w)}" for n, (w, a, b) in enumerate(spans)]
+    parts = [f"{'rows ' if n == 0 else ''}{a}–{b - 1} by {_named(w, short=True)}"
+             for n, (w, a, b) in enumerate(spans)]
     return ", ".join(parts) + "; numbers may not be comparable"
 
 

@@ -129,15 +129,20 @@ def _in_child(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: in
     died) imports the new text, and its rows would be logged under the old record. The search stops then,
     resumable, its result not logged."""
     kind, value, out = _run_here(evaluator, problem, params, seed, eval_kwargs)
+    path = _held_otherwise(code)
+    if path is not None:
+        return ("abort", f"{path} changed while the search ran, and the process that runs evaluations under the "
+                "time limit, started since, imported the new text: the search stops rather than log its rows "
+                "under the text run.json records; put the file's text back and resume, or start a new search", out)
+    return kind, value, out
+
+
+def _held_otherwise(code: Optional[Mapping[str, str]]) -> Optional[str]:
+    """The first of the run's code files (`code`: path → SHA-256, as run.json records them) that this process holds
+    with another text (plugins.held_sha; one it has not imported counts as held rightly), or None."""
     from ..plugins import held_sha
 
-    for path, sha in code.items():
-        held = held_sha(path)
-        if held is not None and held != sha:
-            return ("abort", f"{path} changed while the search ran, and the process that runs evaluations under the "
-                    "time limit, started since, imported the new text: the search stops rather than log its rows "
-                    "under the text run.json records; put the file's text back and resume, or start a new search", out)
-    return kind, value, out
+    return next((path for path, sha in (code or {}).items() if held_sha(path) not in (None, sha)), None)
 
 
 def _run_here(evaluator: Evaluator, problem, params: Mapping[str, Any], seed: int,
@@ -256,16 +261,13 @@ def _stale_code(code: Optional[Mapping[str, str]]) -> Optional[str]:
     beside the model file edited and reloaded in the notebook since, which the search's process takes). Its search
     stops, resumable, rather than mix two versions. A worker that imported the file as recorded goes on, whatever
     the file holds now (saved while the search runs: the search runs the code run.json records)."""
-    from ..plugins import held_sha
-
-    for path, sha in (code or {}).items():
-        held = held_sha(path)
-        if held is not None and held != sha:
-            return (f"{path} changed since a worker of the Ray session imported it: it would run the old code beside "
-                    "the text the run records; shut that Ray session down (ray.shutdown()) so that its workers import "
-                    "it anew, and go on (where the session is fedevo's own, the file was saved while the search ran "
-                    "and a worker started since imported it: put its text back and resume)")
-    return None
+    path = _held_otherwise(code)
+    if path is None:
+        return None
+    return (f"{path} changed since a worker of the Ray session imported it: it would run the old code beside the text "
+            "the run records; shut that Ray session down (ray.shutdown()) so that its workers import it anew, and go "
+            "on (where the session is fedevo's own, the file was saved while the search ran and a worker started "
+            "since imported it: put its text back and resume)")
 
 
 def output_first(replies: list, text: str) -> list:
